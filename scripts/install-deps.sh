@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian (bookworm) packages agentkv needs to build, test and run.
+# Idempotent: packages already present are left alone, so re-running is cheap and safe.
+# Boost comes from the versioned 1.81 packages; nothing here pulls in Debian's default
+# libboost-dev (1.74), which conflicts with them.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ pkg-config
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
+  libcli11-dev libfmt-dev libspdlog-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q
+"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Every test: installs what is missing, builds the release configuration (warnings are
+# errors; benchmarks are compiled too) and runs the whole suite, then builds the unit suites
+# under AddressSanitizer + UndefinedBehaviorSanitizer and runs them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+
+cmake --preset release
+cmake --build --preset release -j "$jobs"
+ctest --preset release -j "$jobs"
+
+cmake --preset asan
+cmake --build --preset asan -j "$jobs"
+ctest --preset asan -j "$jobs"

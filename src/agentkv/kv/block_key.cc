@@ -1,0 +1,68 @@
+#include "agentkv/kv/block_key.h"
+
+#include <cstddef>
+
+#include "agentkv/base/check.h"
+#include "agentkv/base/hash.h"
+
+namespace agentkv::kv {
+namespace {
+
+// Distinct constants keep the three derivations (root, token block, id block) apart.
+constexpr uint64_t kRootDomain = 0x6b76726f6f740001ULL;
+constexpr uint64_t kIdDomain = 0x6b7669640002ULL;
+
+}  // namespace
+
+std::ostream& operator<<(std::ostream& os, BlockKey k) {
+  return os << "0x" << std::hex << k.value() << std::dec;
+}
+
+BlockKey BlockKeyHasher::RootKey(uint64_t extra_key) const {
+  return BlockKey(HashCombine(Mix64(seed_ ^ kRootDomain), Mix64(extra_key)));
+}
+
+BlockKey BlockKeyHasher::TokenBlockKey(BlockKey parent, std::span<const int32_t> tokens) {
+  // Token ids are hashed as their little-endian 4-byte representation, seeded by the parent
+  // key: one pass over the block's bytes both chains and mixes.
+  return BlockKey(Hash64(std::as_bytes(tokens), parent.value()));
+}
+
+BlockKey BlockKeyHasher::IdBlockKey(BlockKey parent, uint64_t block_id) {
+  return BlockKey(HashCombine(parent.value() ^ kIdDomain, Mix64(block_id)));
+}
+
+std::vector<BlockKey> BlockKeyHasher::KeysFromTokens(std::span<const int32_t> tokens,
+                                                     int32_t tokens_per_block,
+                                                     uint64_t extra_key) const {
+  std::vector<BlockKey> keys;
+  AppendKeysFromTokens(tokens, tokens_per_block, extra_key, keys);
+  return keys;
+}
+
+void BlockKeyHasher::AppendKeysFromTokens(std::span<const int32_t> tokens, int32_t tokens_per_block,
+                                          uint64_t extra_key, std::vector<BlockKey>& out) const {
+  AGENTKV_CHECK(tokens_per_block > 0);
+  const size_t block = static_cast<size_t>(tokens_per_block);
+  const size_t full = tokens.size() / block;
+  out.reserve(out.size() + full);
+  BlockKey parent = RootKey(extra_key);
+  for (size_t i = 0; i < full; ++i) {
+    parent = TokenBlockKey(parent, tokens.subspan(i * block, block));
+    out.push_back(parent);
+  }
+}
+
+std::vector<BlockKey> BlockKeyHasher::KeysFromBlockIds(std::span<const uint64_t> block_ids,
+                                                       uint64_t extra_key) const {
+  std::vector<BlockKey> keys;
+  keys.reserve(block_ids.size());
+  BlockKey parent = RootKey(extra_key);
+  for (uint64_t id : block_ids) {
+    parent = IdBlockKey(parent, id);
+    keys.push_back(parent);
+  }
+  return keys;
+}
+
+}  // namespace agentkv::kv

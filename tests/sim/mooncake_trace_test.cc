@@ -1,0 +1,166 @@
+// Tests of the Mooncake trace reader: valid lines parse into requests in file order, and each
+// kind of bad input is one InvalidArgument/NotFound naming the file, the 1-based line and the
+// field.
+#include "agentkv/sim/mooncake_trace.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace agentkv::sim {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr const char* kLine1 =
+    R"({"timestamp": 0, "input_length": 6758, "output_length": 500, "hash_ids": [0, 1, 2]})";
+constexpr const char* kLine2 =
+    R"({"timestamp": 27, "input_length": 1024, "output_length": 3, "hash_ids": [0, 7]})";
+
+// The error of parsing `text` as "t.jsonl"; fails the test if it parses.
+Status ParseError(const std::string& text) {
+  StatusOr<std::vector<MooncakeRequest>> r = ParseMooncakeTraceText(text, "t.jsonl");
+  EXPECT_FALSE(r.ok()) << "parsed: " << text;
+  return r.ok() ? Status() : r.status();
+}
+
+TEST(MooncakeTraceTest, ParsesLinesInFileOrder) {
+  StatusOr<std::vector<MooncakeRequest>> r =
+      ParseMooncakeTraceText(std::string(kLine1) + "\n" + kLine2 + "\n", "t.jsonl");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0], (MooncakeRequest{0, 6758, 500, {0, 1, 2}}));
+  EXPECT_EQ((*r)[1], (MooncakeRequest{27, 1024, 3, {0, 7}}));
+}
+
+TEST(MooncakeTraceTest, SkipsBlankLinesAndIgnoresUnknownFields) {
+  const std::string text = "\n   \n" + std::string(kLine1) + "\r\n\n" +
+                           R"({"hash_ids": [], "extra": {"a": [1]}, "timestamp": 5,)" +
+                           R"( "output_length": 0, "input_length": 0})" + "\n";
+  StatusOr<std::vector<MooncakeRequest>> r = ParseMooncakeTraceText(text, "t.jsonl");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].hash_ids, (std::vector<uint64_t>{0, 1, 2}));
+  EXPECT_EQ((*r)[1], (MooncakeRequest{5, 0, 0, {}}));
+}
+
+TEST(MooncakeTraceTest, AcceptsHashIdsAboveInt64) {
+  StatusOr<std::vector<MooncakeRequest>> r =
+      ParseMooncakeTraceText(R"({"timestamp": 0, "input_length": 1, "output_length": 1,)"
+                             R"( "hash_ids": [18446744073709551615]})",
+                             "t.jsonl");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].hash_ids, (std::vector<uint64_t>{18446744073709551615ULL}));
+}
+
+TEST(MooncakeTraceTest, EmptyInputIsAnEmptyTrace) {
+  StatusOr<std::vector<MooncakeRequest>> r = ParseMooncakeTraceText("", "t.jsonl");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->empty());
+}
+
+TEST(MooncakeTraceTest, MalformedJsonNamesFileAndLine) {
+  const Status s = ParseError(std::string(kLine1) + "\n\n" + R"({"timestamp": 0, "input_)");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), StartsWith("t.jsonl:3: malformed JSON: "));
+}
+
+TEST(MooncakeTraceTest, NonObjectLineIsAnError) {
+  const Status s = ParseError("[1, 2]\n");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "t.jsonl:1: expected a JSON object, got [1,2]");
+}
+
+TEST(MooncakeTraceTest, MissingHashIdsNamesTheField) {
+  const Status s = ParseError(std::string(kLine1) + "\n" +
+                              R"({"timestamp": 0, "input_length": 1, "output_length": 1})");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "t.jsonl:2: field \"hash_ids\": missing (expected an array of non-negative integers)");
+}
+
+TEST(MooncakeTraceTest, NegativeInputLengthNamesTheField) {
+  const Status s =
+      ParseError(R"({"timestamp": 0, "input_length": -5, "output_length": 1, "hash_ids": []})");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "t.jsonl:1: field \"input_length\": expected a non-negative integer, got -5");
+}
+
+TEST(MooncakeTraceTest, EachLengthFieldIsRequiredAndIntegral) {
+  EXPECT_THAT(ParseError(R"({"input_length": 1, "output_length": 1, "hash_ids": []})").message(),
+              StartsWith("t.jsonl:1: field \"timestamp\": missing"));
+  EXPECT_THAT(
+      ParseError(R"({"timestamp": 1.5, "input_length": 1, "output_length": 1, "hash_ids": []})")
+          .message(),
+      StartsWith("t.jsonl:1: field \"timestamp\": expected a non-negative integer, got 1.5"));
+  EXPECT_THAT(
+      ParseError(R"({"timestamp": 0, "input_length": 1, "output_length": "3", "hash_ids": []})")
+          .message(),
+      StartsWith("t.jsonl:1: field \"output_length\": expected a non-negative integer"));
+}
+
+TEST(MooncakeTraceTest, HashIdsWithAStringNamesTheField) {
+  const Status s = ParseError(
+      R"({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1, "x"]})");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), StartsWith("t.jsonl:1: field \"hash_ids\": expected an array of "
+                                      "non-negative integers"));
+  EXPECT_THAT(s.message(), HasSubstr("element 1 is \"x\""));
+}
+
+TEST(MooncakeTraceTest, HashIdsWithANegativeValueNamesTheField) {
+  const Status s = ParseError(std::string(kLine1) + "\n" + kLine2 + "\n" +
+                              R"({"timestamp": 0, "input_length": 1, "output_length": 1,)" +
+                              R"( "hash_ids": [3, -1]})");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "t.jsonl:3: field \"hash_ids\": expected an array of non-negative integers, "
+            "element 1 is -1");
+}
+
+TEST(MooncakeTraceTest, HashIdsNotAnArrayNamesTheField) {
+  EXPECT_THAT(
+      ParseError(R"({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": 4})")
+          .message(),
+      StartsWith("t.jsonl:1: field \"hash_ids\": expected an array of non-negative integers, "
+                 "got 4"));
+}
+
+TEST(MooncakeTraceTest, MissingFileIsNotFound) {
+  const std::string path = ::testing::TempDir() + "/agentkv_no_such_trace.jsonl";
+  StatusOr<std::vector<MooncakeRequest>> r = ReadMooncakeTrace(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(r.status().message(),
+            "cannot open trace file \"" + path + "\": No such file or directory");
+}
+
+TEST(MooncakeTraceTest, ReadsAFileAndNamesItInErrors) {
+  const std::filesystem::path path =
+      std::filesystem::path(::testing::TempDir()) / "agentkv_mooncake_trace_test.jsonl";
+  {
+    std::ofstream out(path);
+    out << kLine1 << "\n" << kLine2 << "\n";
+  }
+  StatusOr<std::vector<MooncakeRequest>> ok = ReadMooncakeTrace(path.string());
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->size(), 2u);
+
+  {
+    std::ofstream out(path, std::ios::app);
+    out << "{\"timestamp\": 0, \"input_length\": -1, \"output_length\": 0, \"hash_ids\": []}\n";
+  }
+  StatusOr<std::vector<MooncakeRequest>> bad = ReadMooncakeTrace(path.string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              StartsWith(path.string() + ":3: field \"input_length\": expected"));
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace agentkv::sim

@@ -1,0 +1,61 @@
+#include "tools/agentkv/cli_support.h"
+
+#include <fmt/core.h>
+
+#include <cstdio>
+
+namespace agentkv::tools {
+namespace {
+
+std::string OneLine(std::string_view message) {
+  std::string line;
+  line.reserve(message.size());
+  for (const char c : message) {
+    if (c == '\n') {
+      line += "; ";
+    } else if (c != '\r') {
+      line += c;
+    }
+  }
+  // A trailing newline would otherwise leave a dangling separator.
+  while (line.ends_with("; ")) line.resize(line.size() - 2);
+  return line;
+}
+
+std::string ErrorLine(std::string_view command, std::string_view message) {
+  const std::string prefix = command.empty() ? "agentkv" : fmt::format("agentkv {}", command);
+  return fmt::format("{}: error: {}\n", prefix, OneLine(message));
+}
+
+}  // namespace
+
+int ExitCodeFor(const Status& status) {
+  if (status.ok()) return kExitOk;
+  return status.code() == StatusCode::kInternal ? kExitInternal : kExitBadInput;
+}
+
+int ReportError(std::string_view command, std::string_view message, int exit_code) {
+  fmt::print(stderr, "{}", ErrorLine(command, message));
+  std::fflush(stderr);
+  return exit_code;
+}
+
+int ReportError(std::string_view command, const Status& status) {
+  AGENTKV_CHECK(!status.ok());
+  const std::string message =
+      status.code() == StatusCode::kInternal ? "internal: " + status.message() : status.message();
+  return ReportError(command, message, ExitCodeFor(status));
+}
+
+std::string ParseFailureMessage(const CLI::App* app, const CLI::Error& error) {
+  const std::vector<CLI::App*> parsed = app->get_subcommands();
+  const std::string command = parsed.empty() ? "" : parsed.back()->get_name();
+  return ErrorLine(command, error.what());
+}
+
+int ExitForParseError(CLI::App& app, const CLI::ParseError& error) {
+  const int cli_code = app.exit(error);
+  return cli_code == static_cast<int>(CLI::ExitCodes::Success) ? kExitOk : kExitBadInput;
+}
+
+}  // namespace agentkv::tools

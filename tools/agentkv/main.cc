@@ -1,0 +1,51 @@
+// The `agentkv` command line: one subcommand per file, selected by CLI11.
+//
+// main owns the CLI::App and the commands, parses once, and runs the selected command. Every
+// failure leaves as one `agentkv <command>: error:` line and an exit code (cli_support.h):
+// parse errors through app.exit(), command errors as Status values, and anything thrown past
+// them (a bug or an allocation failure) through the catch-all below, never as a crash.
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <string>
+
+#include "tools/agentkv/cache_curve_command.h"
+#include "tools/agentkv/cli_support.h"
+
+namespace agentkv::tools {
+namespace {
+
+constexpr const char* kDescription =
+    "agentkv: keeps the KV cache of an LLM serving fleet working for agentic traffic.\n"
+    "Run `agentkv <command> --help` for a command's flags and output.";
+
+int Main(int argc, char** argv) {
+  CLI::App app(kDescription, "agentkv");
+  app.require_subcommand(1);
+  app.failure_message(ParseFailureMessage);
+  CacheCurveCommand cache_curve(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return ExitForParseError(app, error);
+  }
+  if (cache_curve.selected()) return cache_curve.Run();
+  // require_subcommand(1) makes this unreachable unless a command is registered but not run.
+  return ReportError("", "no command was run", kExitInternal);
+}
+
+}  // namespace
+}  // namespace agentkv::tools
+
+int main(int argc, char** argv) {
+  try {
+    return agentkv::tools::Main(argc, argv);
+  } catch (const std::exception& e) {
+    return agentkv::tools::ReportError("",
+                                       std::string("internal: unexpected exception: ") + e.what(),
+                                       agentkv::tools::kExitInternal);
+  } catch (...) {
+    return agentkv::tools::ReportError("", "internal: unexpected non-standard exception",
+                                       agentkv::tools::kExitInternal);
+  }
+}

@@ -44,12 +44,6 @@ class BlockIndex {
     }
   }
 
-  // Hints the CPU to load the slot where a probe for `key` starts; batch operations call it a
-  // few keys ahead so that independent cache misses overlap.
-  void Prefetch(uint64_t key) const {
-    if (!slots_.empty()) __builtin_prefetch(&slots_[Home(static_cast<uint32_t>(key))]);
-  }
-
   // The block whose key is `key` if present; otherwise adds `key` -> `id` and returns kNone.
   // One probe sequence serves both. Precondition: size() < max_entries when absent.
   template <typename KeyOf>

@@ -21,8 +21,6 @@ namespace agentkv::kv {
 namespace {
 
 constexpr int32_t kNone = -1;
-// How many keys ahead batch loops prefetch index slots.
-constexpr size_t kPrefetchDistance = 8;
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
@@ -95,13 +93,7 @@ StatusOr<PrefixMatch> KvCacheManager::AddRequest(RequestId request,
   PrefixMatch match;
   int32_t parent = kNone;
   size_t i = 0;
-  for (size_t k = 0; k < std::min(kPrefetchDistance, prompt_keys.size()); ++k) {
-    index_.Prefetch(prompt_keys[k].value());
-  }
   for (; i < prompt_keys.size(); ++i) {
-    if (i + kPrefetchDistance < prompt_keys.size()) {
-      index_.Prefetch(prompt_keys[i + kPrefetchDistance].value());
-    }
     const int32_t b = FindChild(parent, prompt_keys[i]);
     if (b == kNone || blocks_[static_cast<size_t>(b)].state != State::kDevice) break;
     Hold(b);
@@ -167,14 +159,7 @@ Status KvCacheManager::Commit(RequestId request, std::span<const BlockKey> next_
     return FailedPreconditionError("request " + Str(request.value()) + " commits " + Str(want) +
                                    " blocks but holds " + Str(held));
   }
-  for (size_t k = 0; k < std::min(kPrefetchDistance, next_keys.size()); ++k) {
-    index_.Prefetch(next_keys[k].value());
-  }
-  for (size_t k = 0; k < next_keys.size(); ++k) {
-    if (k + kPrefetchDistance < next_keys.size()) {
-      index_.Prefetch(next_keys[k + kPrefetchDistance].value());
-    }
-    const BlockKey key = next_keys[k];
+  for (const BlockKey key : next_keys) {
     const size_t pos = static_cast<size_t>(state.num_committed);
     const int32_t own = state.blocks[pos];
     const int32_t parent = pos == 0 ? kNone : state.blocks[pos - 1];

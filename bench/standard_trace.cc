@@ -17,35 +17,29 @@
 #include <limits>
 #include <sstream>
 
+#include "agentkv/base/check.h"
+#include "agentkv/base/hash.h"
+#include "agentkv/base/rng.h"
+
 namespace agentkv::bench {
 namespace {
 
-constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ULL;
 constexpr uint64_t kFnvOffsetBasis = 0xcbf29ce484222325ULL;
 constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
 
 // Aborts on a violated precondition; these are programmer errors, not expected failures.
 void CheckOrDie(bool condition, const char* message) {
-  if (!condition) {
-    std::fprintf(stderr, "standard_trace: check failed: %s\n", message);
-    std::abort();
-  }
+  AGENTKV_CHECK(condition) << "standard_trace: " << message;
 }
 
-// The splitmix64 output function. Draw i of a stream is Mix64(seed + (i + 1) * kGolden), which
-// equals the i-th value of classic splitmix64 seeded with `seed`; being counter-based, any draw
-// can be computed without the ones before it.
-uint64_t Mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
+// Draw i of a stream is Mix64(seed + (i + 1) * golden), the i-th value of classic splitmix64
+// seeded with `seed` (agentkv::Rng); being counter-based, draws can be skipped without being
+// computed, which the first generation pass relies on.
 class DrawStream {
  public:
   explicit DrawStream(uint64_t seed) : seed_(seed) {}
 
-  uint64_t Next() { return Mix64(seed_ + (++index_) * kGolden); }
+  uint64_t Next() { return Mix64(seed_ + (++index_) * Rng::kGolden); }
   // Uniform integer in [lo, hi] by the reference's plain modulo; its slight bias is part of the
   // definition and must not be "fixed".
   int Uniform(int lo, int hi) {

@@ -1,7 +1,7 @@
 // StandardTrace generates the standard prefix-cache benchmark trace (v1): a synthetic multi-turn
 // trace, fixed bit for bit by its seed, that times the KV cache core the same way other engines'
-// prefix caches are timed. It depends only on the standard library so that benchmarks and tests
-// can replay the trace without the rest of agentkv. A trace owns every token it hands out;
+// prefix caches are timed. It depends only on `base` (the SplitMix64 stream and CHECK), so that
+// any benchmark or test can replay it. A trace owns every token it hands out;
 // requests are views into that storage. Thread-compatible: const methods may run concurrently;
 // mutation (assignment) needs external synchronization.
 #ifndef AGENTKV_BENCH_STANDARD_TRACE_H_

@@ -50,6 +50,19 @@ std::span<const int32_t> AsTokens(std::span<const uint32_t> s) {
   return {reinterpret_cast<const int32_t*>(s.data()), s.size()};
 }
 
+// Computes the keys of every full block of `r`'s prompt + output into `keys` (hashing is part
+// of what is timed) and returns how many of them cover `prompt[:-1]`, the part to match.
+size_t SequenceKeys(const bench::StandardRequest& r, const BlockKeyHasher& hasher,
+                    std::vector<BlockKey>& keys) {
+  constexpr int32_t kBlock = 16;
+  // The prompt and output are contiguous in the session buffer.
+  const std::span<const int32_t> seq =
+      AsTokens({r.prompt.data(), r.prompt.size() + r.output.size()});
+  keys.clear();
+  hasher.AppendKeysFromTokens(seq, kBlock, 0, keys);
+  return (r.prompt.size() - 1) / kBlock;
+}
+
 struct ReplayResult {
   int64_t matched_prompt_tokens = 0;
 };
@@ -65,15 +78,11 @@ struct ReplayResult {
   ReplayResult result;
   for (int64_t i = 0; i < trace.num_requests(); ++i) {
     const bench::StandardRequest r = trace.request(i);
-    // The prompt and output are contiguous in the session buffer.
-    const std::span<const int32_t> seq =
-        AsTokens({r.prompt.data(), r.prompt.size() + r.output.size()});
-    keys.clear();
-    cache.hasher().AppendKeysFromTokens(seq, kBlock, 0, keys);
-    const size_t lookup = (r.prompt.size() - 1) / kBlock;
+    const size_t lookup = SequenceKeys(r, cache.hasher(), keys);
+    const int64_t tokens = static_cast<int64_t>(r.prompt.size() + r.output.size());
     const RequestId id(i);
     const PrefixMatch m = cache.AddRequest(id, std::span(keys).first(lookup)).value();
-    if (!cache.Reserve(id, static_cast<int64_t>(seq.size())).ok()) std::abort();
+    if (!cache.Reserve(id, tokens).ok()) std::abort();
     if (!cache.Commit(id, std::span(keys).subspan(static_cast<size_t>(m.total_blocks()))).ok()) {
       std::abort();
     }
@@ -92,16 +101,12 @@ struct ReplayResult {
   std::list<uint64_t> lru;
   std::unordered_map<uint64_t, std::list<uint64_t>::iterator> where;
   std::vector<BlockKey> keys;
-  std::vector<std::list<uint64_t>::iterator> held;
   int64_t used = 0;
   ReplayResult result;
   for (int64_t i = 0; i < trace.num_requests(); ++i) {
     const bench::StandardRequest r = trace.request(i);
-    const std::span<const int32_t> seq =
-        AsTokens({r.prompt.data(), r.prompt.size() + r.output.size()});
-    keys.clear();
-    hasher.AppendKeysFromTokens(seq, kBlock, 0, keys);
-    const size_t lookup = (r.prompt.size() - 1) / kBlock;
+    const size_t lookup = SequenceKeys(r, hasher, keys);
+    const int64_t tokens = static_cast<int64_t>(r.prompt.size() + r.output.size());
     std::list<uint64_t> mine;
     size_t matched = 0;
     for (; matched < lookup; ++matched) {
@@ -110,7 +115,7 @@ struct ReplayResult {
       mine.splice(mine.end(), lru, it->second);
     }
     const int64_t need =
-        (static_cast<int64_t>(seq.size()) + kBlock - 1) / kBlock - static_cast<int64_t>(matched);
+        (tokens + kBlock - 1) / kBlock - static_cast<int64_t>(matched);
     while (used + need > capacity_blocks) {
       where.erase(lru.front());
       lru.pop_front();
@@ -118,7 +123,7 @@ struct ReplayResult {
     }
     used += need;
     // The partial last block is freed at once; full new blocks are cached.
-    used -= (static_cast<int64_t>(seq.size()) % kBlock != 0) ? 1 : 0;
+    used -= (tokens % kBlock != 0) ? 1 : 0;
     for (size_t b = matched; b < keys.size(); ++b) {
       mine.push_back(keys[b].value());
       where[keys[b].value()] = std::prev(mine.end());

@@ -32,15 +32,15 @@ Status KvCacheManager::CheckInvariants() const {
   for (int which = 1; which <= 2; ++which) {
     const PriorityLruQueue<Block>& q = which == 1 ? device_queue_ : host_queue_;
     int64_t seen = 0;
-    for (int p = 0; p < kNumPriorities; ++p) {
+    for (int p = 0; p < kNumQueueBuckets; ++p) {
       int64_t in_bucket = 0;
       Status status = Status::Ok();
       q.ForEachInBucket(std::span<const Block>(blocks_), p, [&](int32_t b) {
         const size_t i = static_cast<size_t>(b);
         if (queued[i] != 0 && status.ok()) status = Broken(Id(i) + " queued twice");
         queued[i] = static_cast<int8_t>(which);
-        if (blocks_[i].priority != p && status.ok()) {
-          status = Broken(Id(i) + " of priority " + std::to_string(blocks_[i].priority) +
+        if (blocks_[i].queue_bucket() != p && status.ok()) {
+          status = Broken(Id(i) + " of bucket " + std::to_string(blocks_[i].queue_bucket()) +
                           " sits in bucket " + std::to_string(p));
         }
         ++in_bucket;
@@ -122,6 +122,9 @@ Status KvCacheManager::CheckInvariants() const {
         break;
     }
     // Committed blocks only from here.
+    if (b.session_referenced != session_refs_.contains(b.key)) {
+      return Broken(Id(i) + " session_referenced disagrees with the open sessions");
+    }
     if (index_.Find(b.key, key_of) != static_cast<int32_t>(i)) {
       return Broken(Id(i) + " is not indexed under its key");
     }
@@ -139,6 +142,26 @@ Status KvCacheManager::CheckInvariants() const {
     }
   }
   if (children_links != linked) return Broken("child lists disagree with parent links");
+
+  // Sessions and conversation records, recounted from their owners.
+  std::unordered_map<uint64_t, int32_t> session_refs;
+  for (const auto& [id, session] : sessions_) {
+    if (tombstones_.contains(id)) return Broken("session open and closed at once");
+    if (session.keys.size() != session.members.size()) return Broken("session keys repeat");
+    for (const BlockKey k : session.keys) ++session_refs[k.value()];
+  }
+  if (session_refs != session_refs_) return Broken("session_refs_ disagrees with the sessions");
+  if (tombstones_.size() != tombstone_order_.size()) return Broken("tombstone order disagrees");
+  std::unordered_map<uint64_t, int32_t> record_uses;
+  for (const auto& [id, conv] : conversations_) {
+    if (static_cast<int64_t>(conv.records.size()) > options_.max_num_turns) {
+      return Broken("a conversation keeps more than max_num_turns records");
+    }
+    for (const TurnRecord& r : conv.records) {
+      for (const BlockKey k : r.keys) ++record_uses[k.value()];
+    }
+  }
+  if (record_uses != record_uses_) return Broken("record_uses_ disagrees with the records");
   if (uncommitted + device != device_used_) return Broken("device_used_ disagrees");
   if (device != device_cached_) return Broken("device_cached_ disagrees");
   if (host != host_used_) return Broken("host_used_ disagrees");

@@ -89,6 +89,9 @@ StatusOr<PrefixMatch> KvCacheManager::AddRequest(RequestId request,
   RequestState& state = it->second;
   state.options = options;
   state.blocks.reserve(prompt_keys.size());
+  // Sessions open and sub-agents are demoted or restored before matching, so this request's
+  // own allocations already see the new eviction order.
+  AdmitToSessionAndConversation(options);
 
   PrefixMatch match;
   int32_t parent = kNone;
@@ -111,6 +114,7 @@ StatusOr<PrefixMatch> KvCacheManager::AddRequest(RequestId request,
   }
   match.host_blocks = static_cast<int64_t>(i) - match.device_blocks;
   state.num_committed = match.total_blocks();
+  state.reused_blocks = match.total_blocks();
 
   const int64_t tpb = options_.tokens_per_block;
   ++counters_.lookups;
@@ -175,6 +179,11 @@ Status KvCacheManager::Commit(RequestId request, std::span<const BlockKey> next_
       LinkChild(parent, own);
       ++device_cached_;
       ++counters_.stored_blocks;
+      // Session references name content: a block recomputed while an open session still
+      // references its key is referenced again.
+      if (!session_refs_.empty() && session_refs_.contains(key.value())) {
+        blk.session_referenced = true;
+      }
       Record(KvEventKind::kStored, blk, Tier::kDevice);
     } else if (blocks_[static_cast<size_t>(existing)].parent == parent) {
       // Another request computed this block first: share its copy and free ours. A host copy
@@ -226,6 +235,10 @@ Status KvCacheManager::Release(RequestId request) {
       Unhold(b);
     }
   }
+  // After the holds are dropped, so that a block counts as unused only if no other running
+  // request holds it.
+  ReferenceFromSession(state);
+  RecordConversationTurn(state);
   requests_.erase(it);
   return Status::Ok();
 }
@@ -298,6 +311,7 @@ KvCacheStats KvCacheManager::stats() const {
                         device_queue_.size(), device_cached_};
   s.host = TierGauges{options_.host_blocks, options_.host_blocks - host_used_, 0,
                       host_queue_.size(), host_used_};
+  s.open_sessions = static_cast<int64_t>(sessions_.size());
   return s;
 }
 
@@ -437,7 +451,7 @@ void KvCacheManager::DropSubtree(int32_t root, KvEventKind root_kind) {
   }
 }
 
-void KvCacheManager::DropBlock(int32_t b, KvEventKind kind) {
+void KvCacheManager::DropBlock(int32_t b, KvEventKind kind, bool eviction) {
   Block& blk = blocks_[static_cast<size_t>(b)];
   AGENTKV_CHECK(blk.ref_count == 0) << "cascade reached a held block";
   Tier tier = Tier::kDevice;
@@ -449,14 +463,15 @@ void KvCacheManager::DropBlock(int32_t b, KvEventKind kind) {
     device_queue_.Remove(blocks_, b);
     --device_used_;
     --device_cached_;
-    ++counters_.device_evictions;
+    if (eviction) ++counters_.device_evictions;
   }
   index_.Erase(blk.key, b);
   if (blk.expires) {
     expiry_.Cancel(b);
     blk.expires = false;
   }
-  ++counters_.drops;
+  blk.session_referenced = false;
+  if (eviction) ++counters_.drops;
   Record(kind, blk, tier);
   ReturnFreeBlock(b);
 }

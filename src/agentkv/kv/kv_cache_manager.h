@@ -28,10 +28,12 @@
 #define AGENTKV_KV_KV_CACHE_MANAGER_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "agentkv/base/status.h"
@@ -39,6 +41,7 @@
 #include "agentkv/base/time.h"
 #include "agentkv/kv/block_index.h"
 #include "agentkv/kv/block_key.h"
+#include "agentkv/kv/committed_retention_handle.h"
 #include "agentkv/kv/event_log.h"
 #include "agentkv/kv/expiry_queue.h"
 #include "agentkv/kv/kv_cache_options.h"
@@ -66,6 +69,16 @@ struct RequestOptions {
   // Retention priorities of this request's blocks; unset leaves reused blocks' priorities
   // alone and gives new blocks the cache default.
   std::optional<RetentionConfig> retention;
+  // SGLang's top-level session_id: when the request ends, every block it used is referenced
+  // by this session until the session closes. The first request of a session opens it; a
+  // request of a closed session references nothing. Unset: no session.
+  std::optional<SessionId> session;
+  // The conversation this request is a turn of (per_conversation retention, sub-agents).
+  std::optional<ConversationId> conversation;
+  // Sub-agent affinity hint: `conversation` is a child of this conversation. Honoured only
+  // when `parent_hint_authenticated`; otherwise ignored and counted.
+  std::optional<ConversationId> parent_conversation;
+  bool parent_hint_authenticated = false;
 };
 
 class KvCacheManager {
@@ -129,6 +142,27 @@ class KvCacheManager {
   // The tier the cached block `key` is in, or nullopt.
   std::optional<Tier> FindTier(BlockKey key) const;
 
+  // Closes `session` on this engine. Release mode (KvCacheOptions::session_close_mode) first
+  // frees every block only this session references, that no running request holds and that
+  // no other cached block depends on: its unique chains, leaf up to the first block another
+  // session, request or path shares. Both modes then drop the session's references, so its
+  // remaining blocks return to the normal eviction order (first among the blocks no open
+  // session references). Idempotent: an unknown or closed id is a no-op returning 0, and is
+  // remembered (bounded) so that a late request of it references nothing. Returns the
+  // tokens freed.
+  int64_t CloseSession(SessionId session);
+  bool SessionOpen(SessionId session) const { return sessions_.contains(session); }
+
+  // Plans a retention change for the committed blocks `conversation` computed itself, from
+  // its retained turn records: never the prefix it reused, never a block another path extends
+  // (the plan stops at a fork), each block once, deepest first. Empty for an unknown
+  // conversation or one without records (policy default keeps none).
+  CommittedRetentionHandle PlanCommittedRetention(ConversationId conversation) const;
+  // Gives `priority` to the planned blocks that are still cached and still not extended by
+  // another path (re-checked now), re-queueing each. Blocks evicted since the plan are
+  // skipped. Returns the number of blocks changed. Precondition: priority in [0, 100].
+  int64_t ApplyCommittedRetention(const CommittedRetentionHandle& handle, Priority priority);
+
   // Advances the scheduler step by one and reverts expired retention priorities.
   void Step();
   agentkv::Step current_step() const { return step_; }
@@ -181,6 +215,11 @@ class KvCacheManager {
     State state = State::kFree;
     // Whether expiry_ holds a pending expiry for this block (spares the lookup otherwise).
     bool expires = false;
+    // Whether an open session references this block's key (its eviction class).
+    bool session_referenced = false;
+
+    // Eviction class, then priority: unreferenced blocks go before session-referenced ones.
+    int queue_bucket() const { return (session_referenced ? kNumPriorities : 0) + priority; }
   };
 
   static_assert(sizeof(Block) == 40, "keep per-block metadata small: 40 B + 12-24 B of index");
@@ -189,7 +228,36 @@ class KvCacheManager {
     // Held blocks in sequence order: committed ones first, then uncommitted.
     std::vector<int32_t> blocks;
     int64_t num_committed = 0;
+    // Blocks found cached at admission: the prefix this request reused.
+    int64_t reused_blocks = 0;
     RequestOptions options;
+  };
+
+  struct SessionState {
+    // Keys this session references, in the order it first referenced them (ancestors
+    // before descendants), and the same set for membership.
+    std::vector<BlockKey> keys;
+    std::unordered_set<uint64_t> members;
+  };
+
+  // The blocks one finished turn used, in chain order; those from `first_owned` on are the
+  // ones it computed itself.
+  struct TurnRecord {
+    std::vector<BlockKey> keys;
+    size_t first_owned = 0;
+  };
+
+  struct ConversationState {
+    std::optional<ConversationId> parent;
+    // Registered sub-agents, in arrival order (rank-identical).
+    std::vector<ConversationId> children;
+    int64_t in_flight = 0;
+    // The step at which its last request ended.
+    agentkv::Step last_context_end;
+    bool demoted = false;
+    CommittedRetentionHandle demotion;
+    // The last max_num_turns turns (per_conversation only), oldest first.
+    std::deque<TurnRecord> records;
   };
 
   explicit KvCacheManager(const KvCacheOptions& options);
@@ -210,8 +278,20 @@ class KvCacheManager {
   void EvictFromDevice(int32_t victim);
   // Removes `root` and every descendant from the cache; `root_kind` is the root's event.
   void DropSubtree(int32_t root, KvEventKind root_kind);
-  // Removes the childless, unheld cached block `b` from the cache.
-  void DropBlock(int32_t b, KvEventKind kind);
+  // Removes the childless, unheld cached block `b` from the cache; `eviction` says whether
+  // it left to make room (counted as an eviction and a drop) or was released.
+  void DropBlock(int32_t b, KvEventKind kind, bool eviction = true);
+  // Releases the unheld, childless cached block `key` if there is one; returns whether.
+  bool ReleaseIfUnused(BlockKey key);
+  int32_t FindBlock(BlockKey key) const;
+
+  // Sessions, conversations, sub-agents (kv_cache_agentic.cc).
+  void AdmitToSessionAndConversation(const RequestOptions& options);
+  void ReferenceFromSession(const RequestState& state);
+  void RecordConversationTurn(const RequestState& state);
+  void DemoteFinishedChildren(ConversationState& parent);
+  void SetSessionReferenced(int32_t b, bool referenced, bool front);
+  void Tombstone(SessionId session);
   void MoveToHost(int32_t b);
   void Onboard(int32_t b);
 
@@ -245,6 +325,17 @@ class KvCacheManager {
   int64_t held_blocks_ = 0;  // device blocks with ref_count > 0
 
   std::unordered_map<RequestId, RequestState> requests_;
+
+  // Maps below are looked up, never iterated where order matters: every ordered walk goes over
+  // a vector or deque, so outcomes do not depend on hash order.
+  std::unordered_map<SessionId, SessionState> sessions_;
+  // Key -> number of open sessions referencing it.
+  std::unordered_map<uint64_t, int32_t> session_refs_;
+  std::deque<SessionId> tombstone_order_;
+  std::unordered_set<SessionId> tombstones_;
+  std::unordered_map<ConversationId, ConversationState> conversations_;
+  // Key -> number of retained turn records (of any conversation) that used it.
+  std::unordered_map<uint64_t, int32_t> record_uses_;
   // Buffers of expiries and cascades, kept to avoid an allocation per step or eviction.
   std::vector<int32_t> expired_;
   std::vector<int32_t> offload_;

@@ -12,6 +12,14 @@ Status OutOfRange(const char* field, int64_t value, const char* range) {
 
 }  // namespace
 
+std::string_view SessionCloseModeName(SessionCloseMode mode) {
+  return mode == SessionCloseMode::kRelease ? "release" : "dereference";
+}
+
+std::string_view BlockReusePolicyName(BlockReusePolicy policy) {
+  return policy == BlockReusePolicy::kPerConversation ? "per_conversation" : "default";
+}
+
 Status KvCacheOptions::Validate() const {
   if (tokens_per_block < 1 || tokens_per_block > (1 << 20)) {
     return OutOfRange("tokens_per_block", tokens_per_block, "[1, 1048576]");
@@ -35,6 +43,29 @@ Status KvCacheOptions::Validate() const {
   }
   if (event_log_capacity < 0 || event_log_capacity > (int64_t{1} << 26)) {
     return OutOfRange("event_log_capacity", event_log_capacity, "[0, 67108864]");
+  }
+  if (closed_session_tombstones < 1 || closed_session_tombstones > (int64_t{1} << 24)) {
+    return OutOfRange("closed_session_tombstones", closed_session_tombstones, "[1, 16777216]");
+  }
+  if (max_num_turns < 1 || max_num_turns > (1 << 20)) {
+    return OutOfRange("block_reuse_config.max_num_turns", max_num_turns, "[1, 1048576]");
+  }
+  if (finished_subagent_priority.has_value()) {
+    if (*finished_subagent_priority < kMinPriority || *finished_subagent_priority > kMaxPriority) {
+      return OutOfRange("block_reuse_config.finished_subagent_priority",
+                        *finished_subagent_priority, "[0, 100]");
+    }
+    if (block_reuse_policy != BlockReusePolicy::kPerConversation) {
+      return InvalidArgumentError(
+          "block_reuse_config.finished_subagent_priority requires "
+          "block_reuse_config.policy = per_conversation, got policy = " +
+          std::string(BlockReusePolicyName(block_reuse_policy)));
+    }
+  }
+  if (finished_subagent_min_idle_iterations < 0 ||
+      finished_subagent_min_idle_iterations > (int64_t{1} << 40)) {
+    return OutOfRange("block_reuse_config.finished_subagent_min_idle_iterations",
+                      finished_subagent_min_idle_iterations, "[0, 1099511627776]");
   }
   return Status::Ok();
 }

@@ -3,11 +3,29 @@
 #define AGENTKV_KV_KV_CACHE_OPTIONS_H_
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "agentkv/base/status.h"
 #include "agentkv/kv/retention.h"
 
 namespace agentkv::kv {
+
+// What CloseSession does with the blocks of the session it closes.
+enum class SessionCloseMode : uint8_t {
+  // SGLang's session radix cache as first merged (PR #27058): free at once every block only
+  // this session references and no running request holds.
+  kRelease,
+  // Later SGLang (PR #29173): drop the session's references only; the blocks go back to the
+  // normal eviction order and stay reusable until memory pressure evicts them.
+  kDereference,
+};
+
+// TensorRT-LLM's kv_cache_config.block_reuse_config.policy.
+enum class BlockReusePolicy : uint8_t { kDefault, kPerConversation };
+
+std::string_view SessionCloseModeName(SessionCloseMode mode);
+std::string_view BlockReusePolicyName(BlockReusePolicy policy);
 
 struct KvCacheOptions {
   // Tokens per KV block (page). Default: 32. Range: [1, 1 << 20].
@@ -28,6 +46,27 @@ struct KvCacheOptions {
   uint64_t hash_seed = 0;
   // Capacity of the bounded event log; 0 disables it. Default: 0. Range: [0, 1 << 26].
   int64_t event_log_capacity = 0;
+
+  // --- Sessions (SGLang --enable-session-radix-cache) ---
+  // Default: kDereference (current SGLang).
+  SessionCloseMode session_close_mode = SessionCloseMode::kDereference;
+  // Closed session ids remembered so that a late request of a closed session re-references
+  // nothing; the oldest are forgotten first. Default: 8192 (as SGLang). Range: [1, 1 << 24].
+  int64_t closed_session_tombstones = 8192;
+
+  // --- Conversations (TensorRT-LLM block_reuse_config) ---
+  // block_reuse_config.policy. Default: kDefault.
+  BlockReusePolicy block_reuse_policy = BlockReusePolicy::kDefault;
+  // block_reuse_config.max_num_turns: turns whose retention records a conversation keeps.
+  // Default: 1. Range: [1, 1 << 20].
+  int32_t max_num_turns = 1;
+  // block_reuse_config.finished_subagent_priority: the priority a finished sub-agent's own
+  // committed blocks get when its parent sends its next request; unset = off. Requires
+  // block_reuse_policy = kPerConversation. Default: unset. Range: [0, 100].
+  std::optional<Priority> finished_subagent_priority;
+  // block_reuse_config.finished_subagent_min_idle_iterations: scheduler steps a child must
+  // have been idle before it may be demoted. Default: 32. Range: [0, 1 << 40].
+  int64_t finished_subagent_min_idle_iterations = 32;
 
   // InvalidArgument naming the first field out of range and its value.
   Status Validate() const;

@@ -12,6 +12,8 @@ const char* KvEventKindName(KvEventKind kind) {
       return "dropped";
     case KvEventKind::kEvicted:
       return "evicted";
+    case KvEventKind::kReleased:
+      return "released";
     case KvEventKind::kOnboarded:
       return "onboarded";
     case KvEventKind::kCleared:
@@ -36,7 +38,15 @@ std::ostream& operator<<(std::ostream& os, const KvCacheStats& s) {
             << " uncached_tokens=" << s.uncached_tokens << " stored_blocks=" << s.stored_blocks
             << " device_evictions=" << s.device_evictions << " offloads=" << s.offloads
             << " drops=" << s.drops << " onboards=" << s.onboards
-            << " expirations=" << s.expirations << " device=" << s.device << " host=" << s.host;
+            << " expirations=" << s.expirations << " open_sessions=" << s.open_sessions
+            << " closed_sessions=" << s.closed_sessions
+            << " tokens_freed_by_close=" << s.tokens_freed_by_close
+            << " late_session_requests=" << s.late_session_requests
+            << " retention_dropped_blocks=" << s.retention_dropped_blocks
+            << " unauthenticated_parent_hints=" << s.unauthenticated_parent_hints
+            << " demoted_children=" << s.demoted_children << " demoted_blocks=" << s.demoted_blocks
+            << " restored_children=" << s.restored_children << " device=" << s.device
+            << " host=" << s.host;
 }
 
 }  // namespace agentkv::kv

@@ -54,6 +54,21 @@ struct KvCacheStats {
   // Blocks whose retention duration ran out and whose priority returned to the default.
   int64_t expirations = 0;
 
+  // Sessions: currently open (a gauge), closed by CloseSession, tokens whose blocks a close
+  // freed (release mode), and requests of closed sessions that referenced nothing.
+  int64_t open_sessions = 0;
+  int64_t closed_sessions = 0;
+  int64_t tokens_freed_by_close = 0;
+  int64_t late_session_requests = 0;
+  // Per-conversation retention: blocks dropped when the record of their turn fell out.
+  int64_t retention_dropped_blocks = 0;
+  // Sub-agent demotion: parent hints ignored because not authenticated, children demoted and
+  // the blocks that got finished_subagent_priority, children that came back and were restored.
+  int64_t unauthenticated_parent_hints = 0;
+  int64_t demoted_children = 0;
+  int64_t demoted_blocks = 0;
+  int64_t restored_children = 0;
+
   TierGauges device;
   TierGauges host;
 
@@ -72,6 +87,9 @@ enum class KvEventKind : uint8_t {
   kDropped,
   // A block left the host tier to make room there.
   kEvicted,
+  // CloseSession (release mode) or a conversation's retention record falling out freed a
+  // block no one else uses (`tier` says from where).
+  kReleased,
   // A block moved from the host back to the device.
   kOnboarded,
   // Reset() removed every cached block.

@@ -1,13 +1,15 @@
-// PriorityLruQueue: eviction order "lowest priority first, least recently used within a
-// priority" in O(1) per operation.
+// PriorityLruQueue: eviction order "lower class first, then lower priority, least recently
+// used within a priority" in O(1) per operation.
 //
-// 101 intrusive doubly linked lists (one per priority) over nodes that live in the owner's
-// arena (`Node` has int32 `prev`, `next` and uint8 `priority` fields), plus a 128-bit
-// non-empty bitmap so the lowest non-empty bucket is found with one count-trailing-zeros.
-// A queued node's bucket is its `priority` field: the owner must Remove a node before
-// changing its priority and Push it again after, which is how a priority change always
-// re-queues (never a stale bucket). The owner passes its arena to every call, so the queue
-// holds no pointers and moves freely. Thread-compatible.
+// 2 x 101 intrusive doubly linked lists (one per eviction class and priority) over nodes that
+// live in the owner's arena, plus a 256-bit non-empty bitmap, so the first non-empty bucket
+// is found with a few count-trailing-zeros. A node has int32 `prev` and `next` fields and a
+// uint8 `priority`; when it also has `int queue_bucket() const` (class * 101 + priority),
+// that is its bucket, which is how the KV cache puts blocks an open session references after
+// all others. A queued node's bucket must not change while it is queued: the owner Removes
+// it, changes its priority or class, and Pushes it again, which is how every change re-queues
+// (never a stale bucket). The owner passes its arena to every call, so the queue holds no
+// pointers and moves freely. Thread-compatible.
 #ifndef AGENTKV_KV_PRIORITY_LRU_QUEUE_H_
 #define AGENTKV_KV_PRIORITY_LRU_QUEUE_H_
 
@@ -21,6 +23,19 @@
 
 namespace agentkv::kv {
 
+// Eviction classes, evicted in this order.
+inline constexpr int kNumEvictionClasses = 2;
+inline constexpr int kNumQueueBuckets = kNumEvictionClasses * kNumPriorities;
+
+template <typename Node>
+int QueueBucketOf(const Node& n) {
+  if constexpr (requires { n.queue_bucket(); }) {
+    return n.queue_bucket();
+  } else {
+    return n.priority;
+  }
+}
+
 template <typename Node>
 class PriorityLruQueue {
  public:
@@ -33,8 +48,8 @@ class PriorityLruQueue {
   // end (evicted next) when `front`. Precondition: `id` is in no list.
   void Push(std::span<Node> nodes, int32_t id, bool front = false) {
     Node& n = nodes[Index(id)];
-    const int p = n.priority;
-    AGENTKV_DCHECK(p >= 0 && p < kNumPriorities);
+    const int p = QueueBucketOf(n);
+    AGENTKV_DCHECK(p >= 0 && p < kNumQueueBuckets);
     Bucket& b = buckets_[static_cast<size_t>(p)];
     if (b.head == kNone) {
       n.prev = n.next = kNone;
@@ -54,10 +69,10 @@ class PriorityLruQueue {
     ++size_;
   }
 
-  // Unlinks `id` from the bucket of its current priority. Precondition: `id` is queued here.
+  // Unlinks `id` from its bucket. Precondition: `id` is queued here.
   void Remove(std::span<Node> nodes, int32_t id) {
     Node& n = nodes[Index(id)];
-    const int p = n.priority;
+    const int p = QueueBucketOf(n);
     Bucket& b = buckets_[static_cast<size_t>(p)];
     if (n.prev == kNone) {
       AGENTKV_DCHECK(b.head == id);
@@ -76,16 +91,17 @@ class PriorityLruQueue {
     --size_;
   }
 
-  // The next victim (lowest non-empty priority, its least recently used node), or kNone.
+  // The next victim (first non-empty bucket, its least recently used node), or kNone.
   int32_t Peek() const {
-    if (bits_[0] != 0) return buckets_[static_cast<size_t>(std::countr_zero(bits_[0]))].head;
-    if (bits_[1] != 0) {
-      return buckets_[static_cast<size_t>(64 + std::countr_zero(bits_[1]))].head;
+    for (size_t w = 0; w < bits_.size(); ++w) {
+      if (bits_[w] != 0) {
+        return buckets_[w * 64 + static_cast<size_t>(std::countr_zero(bits_[w]))].head;
+      }
     }
     return kNone;
   }
 
-  // Visits the nodes of priority `p` from least to most recently used.
+  // Visits the nodes of bucket `p` from least to most recently used.
   template <typename Fn>
   void ForEachInBucket(std::span<const Node> nodes, int p, Fn&& fn) const {
     for (int32_t id = buckets_[static_cast<size_t>(p)].head; id != kNone;
@@ -98,7 +114,7 @@ class PriorityLruQueue {
 
   void Clear() {
     buckets_.fill(Bucket{});
-    bits_ = {0, 0};
+    bits_.fill(0);
     size_ = 0;
   }
 
@@ -112,8 +128,8 @@ class PriorityLruQueue {
   void SetBit(int p) { bits_[static_cast<size_t>(p / 64)] |= uint64_t{1} << (p % 64); }
   void ClearBit(int p) { bits_[static_cast<size_t>(p / 64)] &= ~(uint64_t{1} << (p % 64)); }
 
-  std::array<Bucket, kNumPriorities> buckets_{};
-  std::array<uint64_t, 2> bits_{0, 0};
+  std::array<Bucket, kNumQueueBuckets> buckets_{};
+  std::array<uint64_t, (kNumQueueBuckets + 63) / 64> bits_{};
   int64_t size_ = 0;
 };
 

@@ -67,8 +67,13 @@ void KvCacheManager::AdmitToSessionAndConversation(const RequestOptions& options
       conversations_[*options.parent_conversation].children.push_back(id);
     }
   }
-  if (conv.demoted) {  // A demoted child that comes back gets the default priority again.
-    ApplyCommittedRetention(conv.demotion, options_.default_priority);
+  if (conv.demoted) {
+    // A demoted child that comes back gets the default priority again on every block that
+    // was demoted and is still cached, whatever has extended it since.
+    for (const BlockKey key : conv.demotion.keys()) {
+      const int32_t b = FindBlock(key);
+      if (b != kNone) Reprioritize(b, options_.default_priority, std::nullopt, /*front=*/false);
+    }
     conv.demoted = false;
     conv.demotion = CommittedRetentionHandle();
     ++counters_.restored_children;
@@ -84,9 +89,11 @@ void KvCacheManager::DemoteFinishedChildren(ConversationState& parent) {
     ConversationState& child = conversations_.at(child_id);
     if (child.demoted || child.in_flight > 0) continue;
     if (step_ - child.last_context_end < idle_bound) continue;
-    child.demotion = PlanCommittedRetention(child_id);
-    counters_.demoted_blocks +=
-        ApplyCommittedRetention(child.demotion, *options_.finished_subagent_priority);
+    // The child keeps a handle of exactly the blocks demoted, to restore them if it returns.
+    std::vector<BlockKey> demoted;
+    counters_.demoted_blocks += ApplyCommittedRetention(
+        PlanCommittedRetention(child_id), *options_.finished_subagent_priority, &demoted);
+    child.demotion = CommittedRetentionHandle(child_id, std::move(demoted));
     child.demoted = true;
     ++counters_.demoted_children;
   }
@@ -225,7 +232,8 @@ CommittedRetentionHandle KvCacheManager::PlanCommittedRetention(ConversationId c
 }
 
 int64_t KvCacheManager::ApplyCommittedRetention(const CommittedRetentionHandle& handle,
-                                                Priority priority) {
+                                                Priority priority,
+                                                std::vector<BlockKey>* applied_keys) {
   AGENTKV_CHECK(priority >= kMinPriority && priority <= kMaxPriority);
   // Re-check the fork rule now: another path may have extended a planned block since.
   int64_t applied = 0;
@@ -244,6 +252,7 @@ int64_t KvCacheManager::ApplyCommittedRetention(const CommittedRetentionHandle& 
     if (extended_elsewhere) continue;
     kept.insert(b);
     Reprioritize(b, priority, std::nullopt, /*front=*/false);
+    if (applied_keys != nullptr) applied_keys->push_back(key);
     ++applied;
   }
   return applied;

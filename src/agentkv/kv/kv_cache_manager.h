@@ -160,8 +160,10 @@ class KvCacheManager {
   CommittedRetentionHandle PlanCommittedRetention(ConversationId conversation) const;
   // Gives `priority` to the planned blocks that are still cached and still not extended by
   // another path (re-checked now), re-queueing each. Blocks evicted since the plan are
-  // skipped. Returns the number of blocks changed. Precondition: priority in [0, 100].
-  int64_t ApplyCommittedRetention(const CommittedRetentionHandle& handle, Priority priority);
+  // skipped. Returns the number of blocks changed and, when `applied_keys` is given, appends
+  // their keys to it. Precondition: priority in [0, 100].
+  int64_t ApplyCommittedRetention(const CommittedRetentionHandle& handle, Priority priority,
+                                  std::vector<BlockKey>* applied_keys = nullptr);
 
   // Advances the scheduler step by one and reverts expired retention priorities.
   void Step();

@@ -38,12 +38,7 @@ bool KvCacheManager::ReleaseIfUnused(BlockKey key) {
 void KvCacheManager::SetSessionReferenced(int32_t b, bool referenced, bool front) {
   Block& blk = blocks_[static_cast<size_t>(b)];
   if (blk.session_referenced == referenced) return;
-  PriorityLruQueue<Block>* queue = nullptr;
-  if (blk.state == State::kHost) {
-    queue = &host_queue_;
-  } else if (blk.state == State::kDevice && blk.ref_count == 0) {
-    queue = &device_queue_;
-  }
+  PriorityLruQueue<Block>* queue = QueueOf(b);
   if (queue != nullptr) queue->Remove(blocks_, b);
   blk.session_referenced = referenced;
   if (queue != nullptr) queue->Push(blocks_, b, front);
@@ -198,6 +193,14 @@ void KvCacheManager::Tombstone(SessionId session) {
   }
 }
 
+bool KvCacheManager::HasChildOutside(int32_t b, const std::unordered_set<int32_t>& set) const {
+  for (int32_t c = blocks_[static_cast<size_t>(b)].first_child; c != kNone;
+       c = blocks_[static_cast<size_t>(c)].next_sibling) {
+    if (!set.contains(c)) return true;
+  }
+  return false;
+}
+
 CommittedRetentionHandle KvCacheManager::PlanCommittedRetention(ConversationId conversation) const {
   auto it = conversations_.find(conversation);
   if (it == conversations_.end()) return CommittedRetentionHandle(conversation, {});
@@ -216,15 +219,7 @@ CommittedRetentionHandle KvCacheManager::PlanCommittedRetention(ConversationId c
   std::vector<BlockKey> keys;
   for (size_t i = owned.size(); i-- > 0;) {
     const int32_t b = owned[i];
-    bool extended_elsewhere = false;
-    for (int32_t c = blocks_[static_cast<size_t>(b)].first_child; c != kNone;
-         c = blocks_[static_cast<size_t>(c)].next_sibling) {
-      if (!planned.contains(c)) {
-        extended_elsewhere = true;
-        break;
-      }
-    }
-    if (extended_elsewhere) continue;
+    if (HasChildOutside(b, planned)) continue;
     planned.insert(b);
     keys.push_back(BlockKey(blocks_[static_cast<size_t>(b)].key));
   }
@@ -240,16 +235,7 @@ int64_t KvCacheManager::ApplyCommittedRetention(const CommittedRetentionHandle& 
   std::unordered_set<int32_t> kept;
   for (const BlockKey key : handle.keys()) {  // Deepest first, as planned.
     const int32_t b = FindBlock(key);
-    if (b == kNone) continue;
-    bool extended_elsewhere = false;
-    for (int32_t c = blocks_[static_cast<size_t>(b)].first_child; c != kNone;
-         c = blocks_[static_cast<size_t>(c)].next_sibling) {
-      if (!kept.contains(c)) {
-        extended_elsewhere = true;
-        break;
-      }
-    }
-    if (extended_elsewhere) continue;
+    if (b == kNone || HasChildOutside(b, kept)) continue;
     kept.insert(b);
     Reprioritize(b, priority, std::nullopt, /*front=*/false);
     if (applied_keys != nullptr) applied_keys->push_back(key);

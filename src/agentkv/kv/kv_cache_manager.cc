@@ -524,15 +524,17 @@ void KvCacheManager::Unhold(int32_t b) {
   }
 }
 
+PriorityLruQueue<KvCacheManager::Block>* KvCacheManager::QueueOf(int32_t b) {
+  const Block& blk = blocks_[static_cast<size_t>(b)];
+  if (blk.state == State::kHost) return &host_queue_;
+  if (blk.state == State::kDevice && blk.ref_count == 0) return &device_queue_;
+  return nullptr;
+}
+
 void KvCacheManager::Reprioritize(int32_t b, Priority p, std::optional<agentkv::Step> duration,
                                   bool front) {
   Block& blk = blocks_[static_cast<size_t>(b)];
-  PriorityLruQueue<Block>* queue = nullptr;
-  if (blk.state == State::kHost) {
-    queue = &host_queue_;
-  } else if (blk.state == State::kDevice && blk.ref_count == 0) {
-    queue = &device_queue_;
-  }
+  PriorityLruQueue<Block>* queue = QueueOf(b);
   if (queue != nullptr) queue->Remove(blocks_, b);
   blk.priority = static_cast<uint8_t>(p);
   if (duration.has_value()) {

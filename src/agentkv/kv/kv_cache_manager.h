@@ -293,6 +293,10 @@ class KvCacheManager {
   void RecordConversationTurn(const RequestState& state);
   void DemoteFinishedChildren(ConversationState& parent);
   void SetSessionReferenced(int32_t b, bool referenced, bool front);
+  // Whether a cached child of `b` is not in `set`: another path extends `b`.
+  bool HasChildOutside(int32_t b, const std::unordered_set<int32_t>& set) const;
+  // The eviction queue `b` is in, or nullptr (held, uncommitted or free).
+  PriorityLruQueue<Block>* QueueOf(int32_t b);
   void Tombstone(SessionId session);
   void MoveToHost(int32_t b);
   void Onboard(int32_t b);

@@ -1,14 +1,18 @@
 // The shared fixture of the KvCacheManager scenario suites (kv_cache_manager_test.cc,
-// kv_cache_manager_eviction_test.cc and kv_cache_manager_retention_test.cc).
+// kv_cache_manager_eviction_test.cc, kv_cache_manager_retention_test.cc and the agentic suites
+// kv_cache_manager_sessions_test.cc, kv_cache_manager_conversation_test.cc and
+// kv_cache_manager_subagent_test.cc).
 //
 // KvCacheManagerTest builds a manager with small, deterministic options (4 tokens per block,
 // a fixed hash seed) and speaks the domain: Admit, Reserve, Commit, Finish, RunRequest (a whole
 // prefill-only request), SetPriority, PriorityOf, Advance (scheduler steps), TryReset, Events
-// and KeysOf. Admit, Reserve, Commit, Finish and SetPriority also come as Try* variants that
+// and KeysOf; for the agentic policies AdmitWith and RunRequestWith (taking RequestOptions, built
+// with testing_internal::Opts()), CloseSession and ApplyRetention. Admit, Reserve, Commit,
+// Finish and SetPriority also come as Try* variants that
 // return the status instead of expecting success. Every helper checks CheckInvariants() after
 // each mutation: the manager's own invariants plus the gauge identities stats() promises.
 // testing_internal holds the value helpers the scenarios share (Tokens, Concat, From,
-// WholePrompt, Matched, Ev); the PrintTo overloads give readable failure messages.
+// WholePrompt, Matched, Ev, Opts); the PrintTo overloads give readable failure messages.
 #ifndef AGENTKV_TESTS_KV_KV_CACHE_MANAGER_FIXTURE_H_
 #define AGENTKV_TESTS_KV_KV_CACHE_MANAGER_FIXTURE_H_
 
@@ -33,6 +37,7 @@ inline void PrintTo(const PrefixMatch& m, std::ostream* os) {
 }
 inline void PrintTo(Tier t, std::ostream* os) { *os << (t == Tier::kDevice ? "device" : "host"); }
 inline void PrintTo(KvEventKind k, std::ostream* os) { *os << KvEventKindName(k); }
+inline void PrintTo(SessionCloseMode m, std::ostream* os) { *os << SessionCloseModeName(m); }
 inline void PrintTo(const KvEvent& e, std::ostream* os) {
   *os << "{" << KvEventKindName(e.kind) << " " << e.key << " "
       << (e.tier == Tier::kDevice ? "device" : "host") << " " << e.step << "}";
@@ -70,6 +75,40 @@ inline RetentionConfig WholePrompt(Priority priority,
   config.token_ranges.push_back(range);
   return config;
 }
+
+// Builds the RequestOptions of an agentic request, e.g.
+// `Opts().Prompt(8).Session(1).Conversation(2).Parent(1)`; converts to RequestOptions.
+class RequestOptionsBuilder {
+ public:
+  RequestOptionsBuilder& Prompt(int64_t tokens) {
+    options_.prompt_tokens = tokens;
+    return *this;
+  }
+  RequestOptionsBuilder& Session(int64_t id) {
+    options_.session = SessionId(id);
+    return *this;
+  }
+  RequestOptionsBuilder& Conversation(int64_t id) {
+    options_.conversation = ConversationId(id);
+    return *this;
+  }
+  // A sub-agent affinity hint naming `id` as the parent conversation.
+  RequestOptionsBuilder& Parent(int64_t id, bool authenticated = true) {
+    options_.parent_conversation = ConversationId(id);
+    options_.parent_hint_authenticated = authenticated;
+    return *this;
+  }
+  RequestOptionsBuilder& Retention(RetentionConfig config) {
+    options_.retention = std::move(config);
+    return *this;
+  }
+  operator RequestOptions() const { return options_; }  // NOLINT: a builder converts implicitly
+
+ private:
+  RequestOptions options_;
+};
+
+inline RequestOptionsBuilder Opts() { return RequestOptionsBuilder(); }
 
 }  // namespace testing_internal
 
@@ -173,6 +212,34 @@ class KvCacheManagerTest : public ::testing::Test {
     Commit(id, testing_internal::From(keys, m.total_blocks()));
     Finish(id);
     return m;
+  }
+
+  // ---- Agentic requests, sessions, retention handles -----------------------------------
+
+  PrefixMatch AdmitWith(int64_t id, std::span<const BlockKey> keys, const RequestOptions& options) {
+    const StatusOr<PrefixMatch> m = TryAdmit(id, keys, options);
+    EXPECT_TRUE(m.ok()) << m.status();
+    return m.ok() ? *m : PrefixMatch{};
+  }
+  // RunRequest with full RequestOptions; a prompt_tokens of 0 becomes `tokens`.
+  PrefixMatch RunRequestWith(int64_t id, const std::vector<BlockKey>& keys, int64_t tokens,
+                             RequestOptions options) {
+    if (options.prompt_tokens == 0) options.prompt_tokens = tokens;
+    const PrefixMatch m = AdmitWith(id, keys, options);
+    Reserve(id, tokens);
+    Commit(id, testing_internal::From(keys, m.total_blocks()));
+    Finish(id);
+    return m;
+  }
+  int64_t CloseSession(int64_t session) {
+    const int64_t freed = cache().CloseSession(SessionId(session));
+    CheckInvariants();
+    return freed;
+  }
+  int64_t ApplyRetention(const CommittedRetentionHandle& handle, Priority priority) {
+    const int64_t applied = cache().ApplyCommittedRetention(handle, priority);
+    CheckInvariants();
+    return applied;
   }
 
   // ---- Priorities, time, reset ---------------------------------------------------------

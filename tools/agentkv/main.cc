@@ -8,6 +8,7 @@
 #include <exception>
 #include <string>
 
+#include "tools/agentkv/agentic_curve_command.h"
 #include "tools/agentkv/cache_curve_command.h"
 #include "tools/agentkv/cli_support.h"
 
@@ -23,6 +24,7 @@ int Main(int argc, char** argv) {
   app.require_subcommand(1);
   app.failure_message(ParseFailureMessage);
   CacheCurveCommand cache_curve(app);
+  AgenticCurveCommand agentic_curve(app);
 
   try {
     app.parse(argc, argv);
@@ -30,6 +32,7 @@ int Main(int argc, char** argv) {
     return ExitForParseError(app, error);
   }
   if (cache_curve.selected()) return cache_curve.Run();
+  if (agentic_curve.selected()) return agentic_curve.Run();
   // require_subcommand(1) makes this unreachable unless a command is registered but not run.
   return ReportError("", "no command was run", kExitInternal);
 }

@@ -128,6 +128,17 @@ void KvCacheManager::RecordConversationTurn(const RequestState& state) {
     ++record_uses_[key];
   }
   record.first_owned = static_cast<size_t>(std::min(state.reused_blocks, state.num_committed));
+  // Blocks the conversation computed in an earlier turn stay its own when this turn reuses
+  // them. Keys are chained, so a retained record holding this turn's last reused key at the
+  // same position shares the whole reused prefix, and owns it from its own first_owned on.
+  if (record.first_owned > 0) {
+    const size_t last = record.first_owned - 1;
+    for (const TurnRecord& earlier : conv.records) {
+      if (last < earlier.keys.size() && earlier.keys[last] == record.keys[last]) {
+        record.first_owned = std::min(record.first_owned, earlier.first_owned);
+      }
+    }
+  }
   conv.records.push_back(std::move(record));
 
   while (static_cast<int64_t>(conv.records.size()) > options_.max_num_turns) {

@@ -223,6 +223,10 @@ Status KvCacheManager::Release(RequestId request) {
       }
     }
   }
+  // While the blocks are still held, so that a newly referenced block only changes class and
+  // Unhold below queues the chain deepest first (a root queued before its descendants would be
+  // the first victim and take the whole chain with it).
+  ReferenceFromSession(state);
   for (size_t i = state.blocks.size(); i-- > 0;) {
     const int32_t b = state.blocks[i];
     Block& blk = blocks_[static_cast<size_t>(b)];
@@ -237,7 +241,6 @@ Status KvCacheManager::Release(RequestId request) {
   }
   // After the holds are dropped, so that a block counts as unused only if no other running
   // request holds it.
-  ReferenceFromSession(state);
   RecordConversationTurn(state);
   requests_.erase(it);
   return Status::Ok();

@@ -243,7 +243,7 @@ class KvCacheManager {
   };
 
   // The blocks one finished turn used, in chain order; those from `first_owned` on are the
-  // ones it computed itself.
+  // ones its conversation computed itself, in this turn or an earlier retained one.
   struct TurnRecord {
     std::vector<BlockKey> keys;
     size_t first_owned = 0;

@@ -1,0 +1,105 @@
+// Reader of WEKA Claude Code traces (callanjfox/kv-cache-tester, `traces/*.json`).
+//
+// One file is one conversation: a JSON object whose `requests[]` holds, in timeline order,
+// the main agent's model requests and `type: "subagent"` entries, each with its own nested
+// `requests[]` whose times are relative to the spawn. A request carries `t` (seconds), `in`
+// and `out` (tokens), `hash_ids` (one id per full 64-token prompt block, local to the file;
+// sub-agents share the parent's namespace), `stop` and `think_time`. Unknown fields are
+// ignored; anything else that does not fit is an InvalidArgument naming the file and the JSON
+// path of the field, e.g. `trace_0004.json: requests[12].hash_ids: expected an array of
+// non-negative integers, element 3 is "x"`. The reader is the workload half of the agentic
+// replay (agentic_replay.h): it produces plain values and never touches the cache. No
+// exception escapes. Pure functions over their inputs (the file functions read the file
+// system); thread-safe.
+#ifndef AGENTKV_SIM_WEKA_TRACE_H_
+#define AGENTKV_SIM_WEKA_TRACE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentkv/base/status.h"
+#include "agentkv/base/time.h"
+
+namespace agentkv::sim {
+
+// One model request, of the main agent or of a sub-agent.
+struct WekaRequest {
+  // `t`: offset from the conversation start (main agent) or from the spawn (sub-agent),
+  // rounded to the nanosecond. Required; a number of seconds in [0, 1e8].
+  TimeNs t;
+  // `in` and `out`: prompt and output tokens. Required; non-negative integers.
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  // `hash_ids`: prompt block ids in order, one per full block (WEKA drops the trailing partial
+  // block, so there are floor(in / block_size)). Required; non-negative integers.
+  std::vector<uint64_t> hash_ids;
+  // `stop`: "tool_use", "end_turn", or empty. Optional string; default "".
+  std::string stop;
+  // `think_time`: client delay before this request (after a tool_use turn it includes the
+  // tool's execution). Optional; a number of seconds in [0, 1e8]; default 0.
+  TimeNs think_time;
+
+  friend bool operator==(const WekaRequest&, const WekaRequest&) = default;
+};
+
+// A `type: "subagent"` entry of the main agent's `requests[]`.
+struct WekaSubagent {
+  // `agent_id`, e.g. "agent_001". Required string.
+  std::string agent_id;
+  // `t` of the entry: the spawn offset on the main agent's timeline. Required; seconds in
+  // [0, 1e8].
+  TimeNs spawn;
+  // The nested `requests[]`, in file order; their `t` is relative to `spawn`. Required array
+  // (possibly empty); sub-agents do not nest.
+  std::vector<WekaRequest> requests;
+
+  friend bool operator==(const WekaSubagent&, const WekaSubagent&) = default;
+};
+
+// One WEKA file.
+struct WekaConversation {
+  // The `source` the file was parsed as (its path), for messages.
+  std::string source;
+  // Top-level `id`. Optional string; default "".
+  std::string id;
+  // `block_size`: tokens per hash id. Optional; an integer in [1, 2^20]; default 64.
+  int32_t block_size = 64;
+  // The main agent's requests and the sub-agents, each in file order (entries are split by
+  // `type`; their relative order is not kept, times carry it).
+  std::vector<WekaRequest> requests;
+  std::vector<WekaSubagent> subagents;
+
+  // Requests of the main agent and of every sub-agent.
+  int64_t TotalRequests() const;
+
+  friend bool operator==(const WekaConversation&, const WekaConversation&) = default;
+};
+
+// Parses one WEKA file's text. `source` names it in error messages and is stored in the
+// result. InvalidArgument `<source>: <json path>: <what>` for a missing or ill-typed field,
+// e.g. `t.json: requests[3].in: expected a non-negative integer, got -5` or
+// `t.json: requests[2].requests[0].hash_ids: missing (expected an array of non-negative
+// integers)`; `<source>: malformed JSON at line L, column C: <reason>` for text that is not
+// JSON; `<source>: expected a JSON object at the top level` otherwise.
+StatusOr<WekaConversation> ParseWekaTrace(std::string_view text, std::string_view source);
+
+// Reads and parses the file at `path` (errors name `path` as given). NotFound when it cannot
+// be opened (`cannot open trace file "x": No such file or directory`), InvalidArgument for a
+// directory, Unavailable when reading fails; the errors of ParseWekaTrace otherwise.
+StatusOr<WekaConversation> ReadWekaTrace(const std::string& path);
+
+// Expands command-line trace paths into files, keeping the order given: a directory becomes
+// its `*.json` regular files sorted by file name; any other path is kept as is (ReadWekaTrace
+// reports it if it is missing). InvalidArgument for an empty `paths` or a directory without
+// `*.json` files; Unavailable when a directory cannot be listed.
+StatusOr<std::vector<std::string>> ExpandWekaTracePaths(const std::vector<std::string>& paths);
+
+// Reads every file of ExpandWekaTracePaths(paths), in that order: the conversations of one
+// agentic replay. The first error of any file, as ReadWekaTrace reports it.
+StatusOr<std::vector<WekaConversation>> ReadWekaTraces(const std::vector<std::string>& paths);
+
+}  // namespace agentkv::sim
+
+#endif  // AGENTKV_SIM_WEKA_TRACE_H_

@@ -1,0 +1,294 @@
+// Tests of the WEKA trace reader: a conversation with a sub-agent parses into requests and
+// sub-agents in file order, optional fields default, unknown fields are ignored, and each kind
+// of bad input is one InvalidArgument/NotFound naming the file and the JSON path of the field.
+#include "agentkv/sim/weka_trace.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace agentkv::sim {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// A main agent with two requests around a sub-agent of two requests, in the real files'
+// layout (fields the reader does not use included, one of them unknown to the format).
+constexpr const char* kTrace = R"({
+  "id": "trace_test", "models": 2, "block_size": 64, "hash_id_scope": "local",
+  "tool_tokens": 10, "system_tokens": 5, "future_field": {"x": [1, 2]},
+  "requests": [
+    {"t": 0.0, "type": "n", "model": "m", "in": 200, "out": 10, "hash_ids": [1, 2, 3],
+     "input_types": ["text"], "output_types": ["tool_use"], "stop": "tool_use",
+     "api_time": 1.5, "think_time": 0.0},
+    {"t": 2.5, "type": "subagent", "agent_id": "agent_001", "subagent_type": "Explore",
+     "duration_ms": 4000, "status": "completed", "models": ["h"],
+     "requests": [
+       {"t": 0.0, "type": "n", "in": 130, "out": 7, "hash_ids": [10, 11], "stop": "tool_use",
+        "think_time": 0.0},
+       {"t": 1.25, "type": "s", "in": 192, "out": 9, "hash_ids": [10, 11, 12], "stop": "end_turn",
+        "think_time": 1}
+     ]},
+    {"t": 9, "type": "s", "in": 260, "out": 20, "hash_ids": [1, 2, 3, 4], "stop": "",
+     "ttft": 0.3}
+  ]
+})";
+
+StatusOr<WekaConversation> Parse(const std::string& text) { return ParseWekaTrace(text, "t.json"); }
+
+// The error of parsing `text` as "t.json"; fails the test if it parses.
+Status ParseError(const std::string& text) {
+  StatusOr<WekaConversation> r = Parse(text);
+  EXPECT_FALSE(r.ok()) << "parsed: " << text;
+  return r.ok() ? Status() : r.status();
+}
+
+// A trace whose only main-agent request is `request` (a JSON object's text).
+std::string WithRequest(const std::string& request) { return R"({"requests": [)" + request + "]}"; }
+
+// A trace whose only entry is a sub-agent whose only request is `request`.
+std::string WithSubagentRequest(const std::string& request) {
+  return R"({"requests": [{"t": 0, "in": 0, "out": 0, "hash_ids": []},)"
+         R"( {"t": 1, "type": "subagent", "agent_id": "a", "requests": [)" +
+         request + "]}]}";
+}
+
+TEST(WekaTraceTest, ParsesMainAgentAndSubagentInFileOrder) {
+  StatusOr<WekaConversation> r = Parse(kTrace);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->source, "t.json");
+  EXPECT_EQ(r->id, "trace_test");
+  EXPECT_EQ(r->block_size, 64);
+  ASSERT_EQ(r->requests.size(), 2u);
+  EXPECT_EQ(r->requests[0], (WekaRequest{TimeNs(0), 200, 10, {1, 2, 3}, "tool_use", TimeNs(0)}));
+  EXPECT_EQ(r->requests[1],
+            (WekaRequest{TimeNs::Seconds(9), 260, 20, {1, 2, 3, 4}, "", TimeNs(0)}));
+  ASSERT_EQ(r->subagents.size(), 1u);
+  const WekaSubagent& s = r->subagents[0];
+  EXPECT_EQ(s.agent_id, "agent_001");
+  EXPECT_EQ(s.spawn, TimeNs::Millis(2500));
+  ASSERT_EQ(s.requests.size(), 2u);
+  EXPECT_EQ(s.requests[0], (WekaRequest{TimeNs(0), 130, 7, {10, 11}, "tool_use", TimeNs(0)}));
+  EXPECT_EQ(
+      s.requests[1],
+      (WekaRequest{TimeNs::Millis(1250), 192, 9, {10, 11, 12}, "end_turn", TimeNs::Seconds(1)}));
+  EXPECT_EQ(r->TotalRequests(), 4);
+}
+
+TEST(WekaTraceTest, OptionalFieldsDefault) {
+  StatusOr<WekaConversation> r =
+      Parse(R"({"requests": [{"t": 3, "in": 64, "out": 1, "hash_ids": [7]}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->id, "");
+  EXPECT_EQ(r->block_size, 64);
+  EXPECT_TRUE(r->subagents.empty());
+  ASSERT_EQ(r->requests.size(), 1u);
+  EXPECT_EQ(r->requests[0], (WekaRequest{TimeNs::Seconds(3), 64, 1, {7}, "", TimeNs(0)}));
+}
+
+TEST(WekaTraceTest, TimesRoundToTheNanosecond) {
+  StatusOr<WekaConversation> r =
+      Parse(WithRequest(R"({"t": 1148.013, "in": 0, "out": 0, "hash_ids": []})"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->requests[0].t, TimeNs(1'148'013'000'000));
+}
+
+TEST(WekaTraceTest, AcceptsHashIdsAboveInt64AndABlockSize) {
+  StatusOr<WekaConversation> r =
+      Parse(R"({"block_size": 32, "requests": [{"t": 0, "in": 0, "out": 0,)"
+            R"( "hash_ids": [18446744073709551615]}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->block_size, 32);
+  EXPECT_THAT(r->requests[0].hash_ids, ElementsAre(18446744073709551615ULL));
+}
+
+TEST(WekaTraceTest, HashIdsWithAStringNameFileAndPath) {
+  const Status s = ParseError(R"({"requests": [{"t": 0, "in": 0, "out": 0, "hash_ids": []},)"
+                              R"( {"t": 1, "in": 0, "out": 0, "hash_ids": [1, 2, 3, "x"]}]})");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "t.json: requests[1].hash_ids: expected an array of non-negative integers, "
+            "element 3 is \"x\"");
+}
+
+TEST(WekaTraceTest, ErrorInASubagentRequestNamesTheNestedPath) {
+  EXPECT_EQ(
+      ParseError(WithSubagentRequest(R"({"t": 0, "in": 1, "out": 0, "hash_ids": -1})")).message(),
+      "t.json: requests[1].requests[0].hash_ids: expected an array of non-negative "
+      "integers, got -1");
+  EXPECT_EQ(ParseError(WithSubagentRequest(R"({"t": 0, "out": 0, "hash_ids": []})")).message(),
+            "t.json: requests[1].requests[0].in: missing (expected a non-negative integer)");
+}
+
+TEST(WekaTraceTest, EachRequiredRequestFieldIsNamed) {
+  EXPECT_EQ(ParseError(WithRequest(R"({"in": 0, "out": 0, "hash_ids": []})")).message(),
+            "t.json: requests[0].t: missing (expected a number of seconds in [0, 1e8])");
+  EXPECT_EQ(ParseError(WithRequest(R"({"t": 0, "in": -5, "out": 0, "hash_ids": []})")).message(),
+            "t.json: requests[0].in: expected a non-negative integer, got -5");
+  EXPECT_EQ(ParseError(WithRequest(R"({"t": 0, "in": 0, "out": 1.5, "hash_ids": []})")).message(),
+            "t.json: requests[0].out: expected a non-negative integer, got 1.5E0");
+  EXPECT_EQ(ParseError(WithRequest(R"({"t": 0, "in": 0, "out": 0})")).message(),
+            "t.json: requests[0].hash_ids: missing (expected an array of non-negative "
+            "integers)");
+  EXPECT_EQ(ParseError(WithRequest(R"({"t": -1, "in": 0, "out": 0, "hash_ids": []})")).message(),
+            "t.json: requests[0].t: expected a number of seconds in [0, 1e8], got -1");
+  EXPECT_EQ(ParseError(WithRequest(R"({"t": "0", "in": 0, "out": 0, "hash_ids": []})")).message(),
+            "t.json: requests[0].t: expected a number of seconds in [0, 1e8], got \"0\"");
+}
+
+TEST(WekaTraceTest, OptionalFieldsOfTheWrongTypeAreErrors) {
+  EXPECT_EQ(ParseError(WithRequest(R"({"t": 0, "in": 0, "out": 0, "hash_ids": [], "stop": 3})"))
+                .message(),
+            "t.json: requests[0].stop: expected a string, got 3");
+  EXPECT_EQ(
+      ParseError(WithRequest(R"({"t": 0, "in": 0, "out": 0, "hash_ids": [], "think_time": null})"))
+          .message(),
+      "t.json: requests[0].think_time: expected a number of seconds in [0, 1e8], got null");
+  EXPECT_EQ(ParseError(R"({"block_size": 0, "requests": []})").message(),
+            "t.json: block_size: expected an integer in [1, 2^20], got 0");
+  EXPECT_EQ(ParseError(R"({"id": 7, "requests": []})").message(),
+            "t.json: id: expected a string, got 7");
+}
+
+TEST(WekaTraceTest, SubagentFieldsAreNamed) {
+  EXPECT_EQ(ParseError(R"({"requests": [{"t": 1, "type": "subagent", "requests": []}]})").message(),
+            "t.json: requests[0].agent_id: missing (expected a string)");
+  EXPECT_EQ(
+      ParseError(R"({"requests": [{"t": 1, "type": "subagent", "agent_id": "a"}]})").message(),
+      "t.json: requests[0].requests: missing (expected an array)");
+  EXPECT_EQ(ParseError(R"({"requests": [{"type": "subagent", "agent_id": "a", "requests": []}]})")
+                .message(),
+            "t.json: requests[0].t: missing (expected a number of seconds in [0, 1e8])");
+  EXPECT_EQ(ParseError(WithSubagentRequest(
+                           R"({"t": 0, "type": "subagent", "agent_id": "b", "requests": []})"))
+                .message(),
+            "t.json: requests[1].requests[0].type: nested sub-agents are not supported");
+}
+
+TEST(WekaTraceTest, StructuralErrors) {
+  EXPECT_EQ(ParseError("[1, 2]").message(),
+            "t.json: expected a JSON object at the top level, got [1,2]");
+  EXPECT_EQ(ParseError(R"({"id": "x"})").message(),
+            "t.json: requests: missing (expected an array)");
+  EXPECT_EQ(ParseError(R"({"requests": {}})").message(),
+            "t.json: requests: expected an array, got {}");
+  EXPECT_EQ(ParseError(R"({"requests": [5]})").message(),
+            "t.json: requests[0]: expected a JSON object, got 5");
+  EXPECT_EQ(ParseError(R"({"requests": [{"type": 1}]})").message(),
+            "t.json: requests[0].type: expected a string, got 1");
+}
+
+TEST(WekaTraceTest, MalformedJsonNamesLineAndColumn) {
+  const Status s = ParseError("{\"requests\": [\n  {\"t\": 0,, }\n]}");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), StartsWith("t.json: malformed JSON at line 2, column 11: "));
+  EXPECT_THAT(ParseError("{\"requests\": []} x").message(),
+              StartsWith("t.json: malformed JSON at line 1, column 18: extra data"));
+  EXPECT_THAT(ParseError("").message(), StartsWith("t.json: malformed JSON at line 1, column 1"));
+}
+
+// ---- Files ------------------------------------------------------------------------------
+
+class WekaTraceFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = std::filesystem::path(::testing::TempDir()) / ("agentkv_weka_trace_test_" + test);
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::filesystem::path path = dir_ / name;
+    std::ofstream(path) << text;
+    return path.string();
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(WekaTraceFileTest, ReadsAFileAndNamesItInErrors) {
+  const std::string good = Write("good.json", kTrace);
+  StatusOr<WekaConversation> ok = ReadWekaTrace(good);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->source, good);
+  EXPECT_EQ(ok->TotalRequests(), 4);
+
+  const std::string bad =
+      Write("trace_0004.json", WithRequest(R"({"t": 0, "in": 0, "out": 0, "hash_ids": [1.5]})"));
+  StatusOr<WekaConversation> r = ReadWekaTrace(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), bad +
+                                      ": requests[0].hash_ids: expected an array of "
+                                      "non-negative integers, element 0 is 1.5E0");
+}
+
+TEST_F(WekaTraceFileTest, MissingFileIsNotFound) {
+  const std::string path = (dir_ / "missing.json").string();
+  StatusOr<WekaConversation> r = ReadWekaTrace(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(r.status().message(),
+            "cannot open trace file \"" + path + "\": No such file or directory");
+}
+
+TEST_F(WekaTraceFileTest, DirectoriesExpandToTheirJsonFilesByName) {
+  const std::string b = Write("b.json", kTrace);
+  const std::string a = Write("a.json", kTrace);
+  Write("notes.txt", "not a trace");
+  std::filesystem::create_directories(dir_ / "sub.json");  // A directory, not a file.
+  const std::string single = Write("z_single.json", kTrace);
+  StatusOr<std::vector<std::string>> files =
+      ExpandWekaTracePaths({single, dir_.string(), "no/such/file.json"});
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_THAT(*files, ElementsAre(single, a, b, single, "no/such/file.json"));
+
+  StatusOr<std::vector<WekaConversation>> read = ReadWekaTraces({dir_.string()});
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 3u);
+  EXPECT_EQ((*read)[0].source, a);
+  EXPECT_EQ((*read)[2].source, single);
+}
+
+TEST_F(WekaTraceFileTest, EmptyDirectoryAndNoPathsAreErrors) {
+  std::filesystem::create_directories(dir_ / "empty");
+  StatusOr<std::vector<std::string>> empty = ExpandWekaTracePaths({(dir_ / "empty").string()});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(empty.status().message(), HasSubstr("holds no *.json files"));
+  EXPECT_FALSE(ExpandWekaTracePaths({}).ok());
+
+  StatusOr<std::vector<WekaConversation>> missing = ReadWekaTraces({(dir_ / "x.json").string()});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+}
+
+TEST(WekaTraceSharedTest, ParsesThePublicSubagentTrace) {
+  const std::filesystem::path path =
+      std::filesystem::path(AGENTKV_SHARED_TRACES) / "weka" / "trace_0277.json";
+  // The shared folder sits beside every checkout and CI clone; its absence is a broken setup.
+  ASSERT_TRUE(std::filesystem::exists(path)) << "shared trace " << path << " is absent";
+  StatusOr<WekaConversation> r = ReadWekaTrace(path.string());
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Counted with an independent JSON reader (Python's json module).
+  EXPECT_EQ(r->id, "trace_0277");
+  EXPECT_EQ(r->requests.size(), 9u);
+  ASSERT_EQ(r->subagents.size(), 4u);
+  EXPECT_EQ(r->subagents[0].agent_id, "agent_001");
+  EXPECT_EQ(r->subagents[0].spawn, TimeNs(79'224'000'000));
+  EXPECT_EQ(r->subagents[0].requests.size(), 4u);
+  EXPECT_EQ(r->subagents[0].requests[0].hash_ids.size(), 182u);
+  EXPECT_EQ(r->subagents[0].requests[0].hash_ids.front(), 1448u);
+  EXPECT_EQ(r->TotalRequests(), 9 + 4 + 12 + 17 + 11);
+}
+
+}  // namespace
+}  // namespace agentkv::sim

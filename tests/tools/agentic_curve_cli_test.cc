@@ -1,0 +1,171 @@
+// End-to-end tests of `agentkv agentic-curve`: exit codes, the one-line error format, the help
+// text, and the table on the hand scenario of agentic_replay_test. Each test spawns the built
+// binary (AGENTKV_BINARY) through the shell with stdout and stderr captured in temporary files.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace agentkv {
+namespace {
+
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// A directory private to the running test, so that tests may run in parallel.
+class AgenticCurveCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = std::filesystem::path(::testing::TempDir()) / ("agentkv_agentic_curve_cli_" + test);
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_ / "traces");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Writes `text` as traces/<name> and returns its path.
+  std::string WriteTrace(const std::string& name, const std::string& text) {
+    const std::filesystem::path path = dir_ / "traces" / name;
+    std::ofstream(path) << text;
+    return path.string();
+  }
+
+  static std::string ReadFile(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  // Runs `agentkv <args>` (args are passed through the shell as written).
+  RunResult Run(const std::string& args) const {
+    const std::filesystem::path out = dir_ / "stdout.txt";
+    const std::filesystem::path err = dir_ / "stderr.txt";
+    const std::string command = std::string("'") + AGENTKV_BINARY + "' " + args + " >'" +
+                                out.string() + "' 2>'" + err.string() + "'";
+    const int status = std::system(command.c_str());
+    RunResult result;
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    result.out = ReadFile(out);
+    result.err = ReadFile(err);
+    return result;
+  }
+
+  std::filesystem::path dir_;
+};
+
+// Asserts the failure contract: exit code 2 and exactly one `error:` line on stderr.
+void ExpectOneErrorLine(const RunResult& r) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_THAT(r.err, StartsWith("agentkv agentic-curve: error: "));
+  EXPECT_EQ(r.out, "");
+}
+
+// The hand scenario of agentic_replay_test (a.json with a sub-agent, b.json), 64-token blocks
+// and 10 tokens past the last full block of every prompt.
+constexpr const char* kTraceA = R"({"id": "a", "block_size": 64, "requests": [
+  {"t": 0, "in": 138, "out": 1, "hash_ids": [1, 2]},
+  {"t": 2, "type": "subagent", "agent_id": "agent_001", "requests": [
+    {"t": 0, "in": 202, "out": 1, "hash_ids": [11, 12, 13]}]},
+  {"t": 5, "in": 330, "out": 1, "hash_ids": [1, 2, 3, 4, 5]}]})";
+constexpr const char* kTraceB = R"({"id": "b", "requests": [
+  {"t": 0, "in": 202, "out": 1, "hash_ids": [21, 22, 23]},
+  {"t": 6, "in": 266, "out": 1, "hash_ids": [21, 22, 23, 24]}]})";
+
+TEST_F(AgenticCurveCliTest, MissingTraceFileIsOneErrorLine) {
+  const std::string missing = (dir_ / "does_not_exist.json").string();
+  const RunResult r = Run("agentic-curve --traces '" + missing + "'");
+  ExpectOneErrorLine(r);
+  EXPECT_EQ(r.err, "agentkv agentic-curve: error: cannot open trace file \"" + missing +
+                       "\": No such file or directory\n");
+}
+
+TEST_F(AgenticCurveCliTest, MalformedTraceNamesFileAndFieldPath) {
+  WriteTrace("a.json", kTraceA);
+  const std::string bad =
+      WriteTrace("b.json", R"({"requests": [{"t": 0, "in": 1, "out": 1, "hash_ids": [1]},)"
+                           R"( {"t": 1, "in": 1, "out": 1, "hash_ids": [1, "x"]}]})");
+  const RunResult r = Run("agentic-curve --traces '" + (dir_ / "traces").string() + "'");
+  ExpectOneErrorLine(r);
+  EXPECT_THAT(r.err, HasSubstr(bad + ": requests[1].hash_ids: expected an array of non-negative "
+                                     "integers, element 1 is \"x\""));
+}
+
+TEST_F(AgenticCurveCliTest, BadFlagsNameTheFlagAndValue) {
+  const std::string a = WriteTrace("a.json", kTraceA);
+  const RunResult fraction = Run("agentic-curve --traces '" + a + "' --capacity-fraction 1.5");
+  ExpectOneErrorLine(fraction);
+  EXPECT_THAT(fraction.err, HasSubstr("--capacity-fraction must be in (0, 1], got 1.5"));
+
+  const RunResult step = Run("agentic-curve --traces '" + a + "' --step-ms 0");
+  ExpectOneErrorLine(step);
+  EXPECT_THAT(step.err, HasSubstr("--step-ms"));
+
+  const RunResult arm = Run("agentic-curve --traces '" + a + "' --arms lru,fifo");
+  ExpectOneErrorLine(arm);
+  EXPECT_THAT(arm.err, HasSubstr("--arms: unknown arm \"fifo\" (arms: lru, per_conversation,"));
+
+  const RunResult small = Run("agentic-curve --traces '" + a + "' --capacity-blocks 3");
+  ExpectOneErrorLine(small);
+  EXPECT_THAT(small.err, HasSubstr("below the longest request"));
+
+  const RunResult empty = Run("agentic-curve --traces '" + dir_.string() + "'");
+  ExpectOneErrorLine(empty);
+  EXPECT_THAT(empty.err, HasSubstr("holds no *.json files"));
+}
+
+TEST_F(AgenticCurveCliTest, ParseErrorsUseTheSameFormat) {
+  ExpectOneErrorLine(Run("agentic-curve"));  // --traces is required.
+  ExpectOneErrorLine(Run("agentic-curve --traces x --no-such-flag"));
+  ExpectOneErrorLine(Run("agentic-curve --traces x --capacity-blocks 5 --capacity-fraction 0.5"));
+}
+
+TEST_F(AgenticCurveCliTest, HelpExplainsArmsAndColumns) {
+  const RunResult r = Run("agentic-curve --help");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* word :
+       {"--traces", "--capacity-fraction", "--stagger-s", "--step-ms", "demote_p1+release",
+        "session_release", "hit_ratio", "vs_lru%", "close_freed_tokens"}) {
+    EXPECT_THAT(r.out, HasSubstr(word));
+  }
+}
+
+// The numbers of agentic_replay_test's hand scenario: lru hits 2 of 17 blocks, demote_p1 5.
+TEST_F(AgenticCurveCliTest, PrintsOneRowPerArm) {
+  const std::string a = WriteTrace("a.json", kTraceA);
+  const std::string b = WriteTrace("b.json", kTraceB);
+  const RunResult r = Run("agentic-curve --traces '" + a + "' '" + b +
+                          "' --capacity-blocks 8 --stagger-s 1 --arms lru,demote_p1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("2 conversations, 1 sub-agents, 5 requests; 12 unique blocks"));
+  EXPECT_THAT(r.out, HasSubstr("device 8 blocks"));
+  // arm hit_ratio uncached vs_lru% evictions demoted_blocks demoted restored drops freed
+  EXPECT_THAT(r.out, ContainsRegex("\nlru +0\\.1176 +1010 +\\+0\\.00 +7 +0 +0 +0 +0 +0\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\ndemote_p1 +0\\.2941 +818 +-19\\.01 +4 +3 +1 +0 +0 +0\n"));
+  // One progress line for reading and one per arm.
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 3) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("arm 2/2 demote_p1 replayed"));
+
+  const RunResult quiet = Run("agentic-curve --traces '" + a + "' '" + b +
+                              "' --capacity-blocks 8 --stagger-s 1 --quiet");
+  EXPECT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
+  EXPECT_THAT(quiet.out, HasSubstr("demote_p1+release"));
+}
+
+}  // namespace
+}  // namespace agentkv

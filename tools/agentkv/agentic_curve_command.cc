@@ -1,0 +1,257 @@
+#include "tools/agentkv/agentic_curve_command.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+
+#include "agentkv/sim/agentic_replay.h"
+#include "agentkv/sim/weka_trace.h"
+#include "tools/agentkv/cli_support.h"
+
+namespace agentkv::tools {
+namespace {
+
+constexpr int64_t kMaxBlocks = int64_t{1} << 30;
+constexpr int64_t kMaxNumTurns = int64_t{1} << 20;
+constexpr int64_t kMaxMinIdleSteps = int64_t{1} << 40;
+constexpr double kMaxStaggerS = 1e6;
+constexpr double kMinStepMs = 1e-3;
+constexpr double kMaxStepMs = 1e9;
+
+constexpr const char* kDescription =
+    "What the agentic KV policies (per-conversation retention, finished-sub-agent demotion, "
+    "session release) buy on WEKA Claude Code traces";
+
+constexpr const char* kFooter = R"(What it does:
+  Replays several WEKA conversations (one JSON file each; a directory stands for its *.json
+  files sorted by name) through ONE KV cache, as one engine would serve them. Conversation k
+  (in the order given) starts at k * --stagger-s; its main agent's requests run at start + t,
+  a sub-agent's at start + spawn t + t, all merged in time order (ties: conversation, main
+  agent before sub-agents, request). Each request runs instantly: look up its hash_ids
+  (64-token blocks, chained keys, namespaced per file), compute and cache what it missed,
+  finish. It carries its session and conversation id; a sub-agent's carries its parent's id
+  as an authenticated hint. Trace time drives the scheduler step counter (one step per
+  --step-ms), which the sub-agent idle bound (--min-idle-steps) counts. The device holds
+  floor(--capacity-fraction * unique blocks) blocks, or --capacity-blocks.
+
+Arms (each a fresh cache of the same capacity; --arms picks some, in the order given):
+  lru                block_reuse_policy default, sessions never closed: plain LRU
+  per_conversation   policy per_conversation: when a turn's retention record falls out
+                     (--max-num-turns), its blocks no one else uses are dropped
+  demote_p1          per_conversation + finished_subagent_priority 1: when a main agent
+                     sends a request, its sub-agents idle for the bound get priority 1 on
+                     the blocks they computed themselves (evicted first)
+  demote_p20         the same at priority 20
+  session_release    policy default, session_close_mode release: each main agent's and
+                     sub-agent's session is closed after its last request, freeing the
+                     blocks only it used
+  demote_p1+release  demote_p1 and session_release together
+
+Output: two header lines (traces, requests, unique blocks, capacity, timeline), then one row
+per arm:
+  hit_ratio          prompt blocks found cached (device, or host and onboarded) / looked up
+  uncached_tokens    prompt tokens no tier supplied (to be computed)
+  vs_lru%            change of uncached_tokens against the lru arm (- without an lru arm)
+  evictions          blocks evicted from the device to make room
+  demoted_blocks     blocks that got the finished-sub-agent priority
+  demoted            sub-agents demoted; restored: demoted sub-agents that came back
+  retention_drops    blocks dropped when their turn's retention record fell out
+  close_freed_tokens tokens whose blocks a session close freed
+Progress goes to stderr, one line per arm (--quiet turns it off).
+
+Exit codes: 0 success; 2 bad flags or trace (one `agentkv agentic-curve: error:` line on
+stderr); 1 internal error.)";
+
+// The range checks CLI11 cannot express; messages name the flag and its value.
+Status CheckRange(const char* flag, double value, double lo, double hi, const char* range) {
+  if (!(value >= lo && value <= hi)) {  // NaN fails too.
+    return InvalidArgumentError(fmt::format("{} must be in {}, got {}", flag, range, value));
+  }
+  return Status::Ok();
+}
+
+Status CheckRange(const char* flag, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi) {
+    return InvalidArgumentError(fmt::format("{} must be in [{}, {}], got {}", flag, lo, hi, value));
+  }
+  return Status::Ok();
+}
+
+Status CheckFraction(double fraction) {
+  if (!(fraction > 0.0 && fraction <= 1.0)) {  // NaN fails too.
+    return InvalidArgumentError(
+        fmt::format("--capacity-fraction must be in (0, 1], got {}", fraction));
+  }
+  return Status::Ok();
+}
+
+std::string ArmNames() {
+  std::string names;
+  for (const sim::AgenticArm arm : sim::AllAgenticArms()) {
+    if (!names.empty()) names += ", ";
+    names += sim::AgenticArmName(arm);
+  }
+  return names;
+}
+
+StatusOr<std::vector<sim::AgenticArm>> ParseArms(const std::vector<std::string>& names) {
+  if (names.empty()) {
+    return std::vector<sim::AgenticArm>(sim::AllAgenticArms().begin(), sim::AllAgenticArms().end());
+  }
+  std::vector<sim::AgenticArm> arms;
+  for (const std::string& name : names) {
+    const std::optional<sim::AgenticArm> arm = sim::AgenticArmFromName(name);
+    if (!arm.has_value()) {
+      return InvalidArgumentError(
+          fmt::format("--arms: unknown arm \"{}\" (arms: {})", name, ArmNames()));
+    }
+    if (std::find(arms.begin(), arms.end(), *arm) != arms.end()) {
+      return InvalidArgumentError(fmt::format("--arms: arm \"{}\" is listed twice", name));
+    }
+    arms.push_back(*arm);
+  }
+  return arms;
+}
+
+std::string Percent(const std::optional<double>& change) {
+  return change.has_value() ? fmt::format("{:+.2f}", *change) : "-";
+}
+
+void PrintTable(const sim::AgenticReplayResult& r, TimeNs stagger, TimeNs step) {
+  const double fraction = r.unique_blocks == 0 ? 0.0
+                                               : static_cast<double>(r.device_blocks) /
+                                                     static_cast<double>(r.unique_blocks);
+  fmt::print(
+      "agentic-curve: {} conversations, {} sub-agents, {} requests; {} unique blocks of "
+      "{} tokens\n",
+      r.conversations, r.subagents, r.requests, r.unique_blocks, r.tokens_per_block);
+  fmt::print(
+      "device {} blocks ({:.2f}% of unique), host {} blocks; stagger {:g} s, step {:g} "
+      "ms: {} steps over {:.1f} s\n",
+      r.device_blocks, fraction * 100.0, r.host_blocks, stagger.seconds(), step.seconds() * 1e3,
+      r.steps, r.span.seconds());
+  fmt::print("{:<17}  {:>9}  {:>15}  {:>8}  {:>10}  {:>14}  {:>7}  {:>8}  {:>15}  {:>18}\n", "arm",
+             "hit_ratio", "uncached_tokens", "vs_lru%", "evictions", "demoted_blocks", "demoted",
+             "restored", "retention_drops", "close_freed_tokens");
+  for (const sim::AgenticArmResult& a : r.arms) {
+    const kv::KvCacheStats& s = a.stats;
+    fmt::print("{:<17}  {:>9.4f}  {:>15}  {:>8}  {:>10}  {:>14}  {:>7}  {:>8}  {:>15}  {:>18}\n",
+               sim::AgenticArmName(a.arm), a.hit_ratio, s.uncached_tokens,
+               Percent(a.uncached_change_vs_lru_percent), s.device_evictions, s.demoted_blocks,
+               s.demoted_children, s.restored_children, s.retention_dropped_blocks,
+               s.tokens_freed_by_close);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+AgenticCurveCommand::AgenticCurveCommand(CLI::App& app) {
+  command_ = app.add_subcommand(kName, kDescription);
+  command_->footer(kFooter);
+  command_
+      ->add_option("--traces", trace_paths_,
+                   "WEKA trace files or directories (a directory = its *.json files by name)")
+      ->required()
+      ->type_name("PATH");
+  CLI::Option* fraction_option =
+      command_
+          ->add_option("--capacity-fraction", capacity_fraction_,
+                       "Device capacity as a fraction of the unique blocks, in (0, 1]")
+          ->capture_default_str()
+          ->type_name("F");
+  capacity_option_ =
+      command_
+          ->add_option("--capacity-blocks", capacity_blocks_,
+                       "Absolute device capacity in blocks (replaces --capacity-fraction)")
+          ->type_name("N")
+          ->excludes(fraction_option);
+  command_->add_option("--host-blocks", host_blocks_, "Host (cold) tier blocks; 0 = none")
+      ->capture_default_str()
+      ->type_name("N");
+  command_->add_option("--stagger-s", stagger_s_, "Seconds between conversation starts")
+      ->capture_default_str()
+      ->type_name("S");
+  command_->add_option("--step-ms", step_ms_, "Trace milliseconds per scheduler step")
+      ->capture_default_str()
+      ->type_name("MS");
+  command_
+      ->add_option("--max-num-turns", max_num_turns_,
+                   "block_reuse_config.max_num_turns of the per_conversation and demote arms")
+      ->capture_default_str()
+      ->type_name("N");
+  command_
+      ->add_option("--min-idle-steps", min_idle_steps_,
+                   "finished_subagent_min_idle_iterations of the demote arms")
+      ->capture_default_str()
+      ->type_name("N");
+  command_->add_option("--arms", arms_, "Comma-separated arms to run (default: all)")
+      ->delimiter(',')
+      ->type_name("LIST");
+  command_->add_flag("--quiet", quiet_, "Do not print progress on stderr");
+}
+
+int AgenticCurveCommand::Run() const {
+  const bool has_capacity = capacity_option_->count() > 0;
+  sim::AgenticReplayOptions options;
+  {
+    Status s = has_capacity ? CheckRange("--capacity-blocks", capacity_blocks_, 1, kMaxBlocks)
+                            : CheckFraction(capacity_fraction_);
+    if (s.ok()) s = CheckRange("--host-blocks", host_blocks_, 0, kMaxBlocks);
+    if (s.ok()) s = CheckRange("--stagger-s", stagger_s_, 0.0, kMaxStaggerS, "[0, 1e6]");
+    if (s.ok()) s = CheckRange("--step-ms", step_ms_, kMinStepMs, kMaxStepMs, "[0.001, 1e9]");
+    if (s.ok()) s = CheckRange("--max-num-turns", max_num_turns_, 1, kMaxNumTurns);
+    if (s.ok()) s = CheckRange("--min-idle-steps", min_idle_steps_, 0, kMaxMinIdleSteps);
+    if (!s.ok()) return ReportError(kName, s);
+  }
+  StatusOr<std::vector<sim::AgenticArm>> arms = ParseArms(arms_);
+  if (!arms.ok()) return ReportError(kName, arms.status());
+
+  if (has_capacity) {
+    options.capacity_blocks = capacity_blocks_;
+  } else {
+    options.capacity_fraction = capacity_fraction_;
+  }
+  options.host_blocks = host_blocks_;
+  options.stagger = TimeNs(std::llround(stagger_s_ * 1e9));
+  options.step_interval = TimeNs(std::llround(step_ms_ * 1e6));
+  options.max_num_turns = static_cast<int32_t>(max_num_turns_);
+  options.min_idle_steps = min_idle_steps_;
+  options.arms = *arms;
+
+  auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&start] {
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - start).count();
+    start = now;
+    return seconds;
+  };
+  StatusOr<std::vector<sim::WekaConversation>> conversations = sim::ReadWekaTraces(trace_paths_);
+  if (!conversations.ok()) return ReportError(kName, conversations.status());
+  int64_t requests = 0;
+  for (const sim::WekaConversation& c : *conversations) requests += c.TotalRequests();
+  const double read_s = elapsed();
+  if (!quiet_) {
+    // Printed with the first arm, so that a replay refused up front leaves one error line.
+    // The first arm's time includes building the timeline and its block keys.
+    options.on_arm_done = [&](size_t index, const sim::AgenticArmResult& result) {
+      if (index == 0) {
+        fmt::print(stderr, "agentkv {}: read {} trace files ({} requests) in {:.2f} s\n", kName,
+                   conversations->size(), requests, read_s);
+      }
+      fmt::print(stderr, "agentkv {}: arm {}/{} {} replayed ({} requests) in {:.2f} s\n", kName,
+                 index + 1, options.arms.size(), sim::AgenticArmName(result.arm), requests,
+                 elapsed());
+    };
+  }
+  StatusOr<sim::AgenticReplayResult> result = sim::RunAgenticReplay(*conversations, options);
+  if (!result.ok()) return ReportError(kName, result.status());
+  PrintTable(*result, options.stagger, options.step_interval);
+  return kExitOk;
+}
+
+}  // namespace agentkv::tools

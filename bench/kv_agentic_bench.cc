@@ -98,9 +98,15 @@ void BM_CloseSessionRelease(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kOwnedBlocks);
 }
 
-BENCHMARK(BM_DemoteFinishedChild)->Arg(100'000)->Arg(1'000'000)->UseManualTime()
+BENCHMARK(BM_DemoteFinishedChild)
+    ->Arg(100'000)
+    ->Arg(1'000'000)
+    ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_CloseSessionRelease)->Arg(100'000)->Arg(1'000'000)->UseManualTime()
+BENCHMARK(BM_CloseSessionRelease)
+    ->Arg(100'000)
+    ->Arg(1'000'000)
+    ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -114,8 +114,7 @@ struct ReplayResult {
       if (it == where.end()) break;
       mine.splice(mine.end(), lru, it->second);
     }
-    const int64_t need =
-        (tokens + kBlock - 1) / kBlock - static_cast<int64_t>(matched);
+    const int64_t need = (tokens + kBlock - 1) / kBlock - static_cast<int64_t>(matched);
     while (used + need > capacity_blocks) {
       where.erase(lru.front());
       lru.pop_front();

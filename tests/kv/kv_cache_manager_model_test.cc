@@ -472,9 +472,13 @@ void RunModel(uint64_t seed, int ops) {
       const bool front = rng.Bernoulli(0.3);
       const Status got = cache.SetPriority(BlockKey(key), p, d, front);
       ASSERT_EQ(got.code(), ref.SetPriority(key, p, d, front)) << got;
-    } else if (kind < 96) {
+    } else if (kind < 93) {
       cache.Step();
       ref.Step();
+    } else if (kind < 96) {  // Several steps at once must equal as many single steps.
+      const int64_t n = rng.Uniform(0, 7);
+      cache.AdvanceSteps(n);
+      for (int64_t k = 0; k < n; ++k) ref.Step();
     } else if (kind < 97) {
       const Status got = cache.Reset();
       ASSERT_EQ(got.code(), ref.Reset()) << got;

@@ -276,8 +276,13 @@ std::optional<Tier> KvCacheManager::FindTier(BlockKey key) const {
   return blocks_[static_cast<size_t>(b)].state == State::kHost ? Tier::kHost : Tier::kDevice;
 }
 
-void KvCacheManager::Step() {
-  ++step_;
+void KvCacheManager::Step() { AdvanceSteps(1); }
+
+void KvCacheManager::AdvanceSteps(int64_t n) {
+  AGENTKV_CHECK_GE(n, 0);
+  // Expiries pop in (step, scheduling) order, so one pass over n steps re-queues blocks in the
+  // same order as n single steps: nothing else happens between them.
+  step_ = step_ + agentkv::Step(n);
   expired_.clear();
   expiry_.PopExpired(step_, expired_);
   for (size_t i = 0; i < expired_.size(); ++i) {

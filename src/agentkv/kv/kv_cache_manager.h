@@ -167,6 +167,9 @@ class KvCacheManager {
 
   // Advances the scheduler step by one and reverts expired retention priorities.
   void Step();
+  // Advances by `n` steps at once, exactly as `n` calls to Step() would (for replays that
+  // map idle time to steps). Precondition: n >= 0.
+  void AdvanceSteps(int64_t n);
   agentkv::Step current_step() const { return step_; }
 
   // Removes every cached block from both tiers. FailedPrecondition while any request is

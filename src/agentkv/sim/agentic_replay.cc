@@ -138,7 +138,9 @@ StatusOr<AgenticArmResult> ReplayArm(AgenticArm arm, const kv::KvCacheOptions& b
   for (size_t i = 0; i < timeline.schedule.size(); ++i) {
     const AgenticScheduleEntry& e = timeline.schedule[i];
     const int64_t target_step = e.time.ns() / timeline.step_ns;
-    while (cache.current_step().value() < target_step) cache.Step();
+    if (cache.current_step().value() < target_step) {
+      cache.AdvanceSteps(target_step - cache.current_step().value());
+    }
 
     const std::span<const kv::BlockKey> keys(timeline.chains[i]);
     const ConversationId id = AgenticConversationId(e.conversation, e.subagent);

@@ -1,0 +1,152 @@
+// BudgetLedger: the fleet's KV token budget (seed 000's BudgetState).
+//
+// Polls of the engines' gauges (Reconcile) set an admission ceiling of
+// floor(sum of healthy capacity x headroom); Reserve grants a lease of tokens against it, in a
+// fixed decision order (existing lease, stale, pressure, capacity), idempotently per ticket;
+// Release and TTL expiry return the tokens. A ledger without a fresh poll is degraded, and
+// admission then fails open. Every time-dependent call takes `now`: the ledger reads no clock.
+// Thread-compatible (the coordinator is its single writer); deterministic.
+#ifndef AGENTKV_CONTROL_BUDGET_LEDGER_H_
+#define AGENTKV_CONTROL_BUDGET_LEDGER_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentkv/base/time.h"
+#include "agentkv/control/engine_gauges.h"
+
+namespace agentkv::control {
+
+// Why admission decided what it did (the seed's AdmissionReason, same names).
+enum class AdmissionReason : uint8_t {
+  kCapacityAvailable,
+  kCapacityExhausted,
+  kPressureGuard,
+  kProtected,
+  kAged,
+  kDegraded,
+  kCancelled,
+};
+
+// "capacity_available", "capacity_exhausted", "pressure_guard", "protected", "aged",
+// "degraded", "cancelled".
+std::string_view AdmissionReasonName(AdmissionReason reason);
+
+struct Lease {
+  // "{epoch}:{ticket}", e.g. "1:request-1:0".
+  std::string lease_id;
+  std::string ticket;
+  int64_t tokens = 0;
+  // The epoch the lease was granted in; leases outlive epoch changes.
+  int64_t owner_epoch = 0;
+  TimeNs created_at;
+
+  friend bool operator==(const Lease&, const Lease&) = default;
+};
+
+struct GrantResult {
+  bool granted = false;
+  AdmissionReason reason = AdmissionReason::kCapacityAvailable;
+  // Set when granted.
+  std::optional<std::string> lease_id;
+  int64_t owner_epoch = 0;
+  // The tokens the lease holds (for an existing lease, its original count).
+  int64_t reservation_tokens = 0;
+
+  friend bool operator==(const GrantResult&, const GrantResult&) = default;
+};
+
+// The ledger's state as the metrics report it.
+struct BudgetSnapshot {
+  int64_t epoch = 0;
+  int64_t capacity = 0;  // The ceiling.
+  int64_t reserved_tokens = 0;
+  int64_t available_tokens = 0;  // max(0, capacity - reserved)
+  int64_t lease_count = 0;
+  // Usage window: the mean of each poll's mean engine usage, and the peak of each poll's
+  // worst engine usage, since the window was last drained.
+  double kv_usage_mean = 0;
+  double kv_usage_max = 0;
+  bool degraded = true;
+
+  friend bool operator==(const BudgetSnapshot&, const BudgetSnapshot&) = default;
+};
+
+struct LedgerParams {
+  // agentic_admission_headroom: share of the healthy capacity admission may commit.
+  // Default: 0.90. Range: (0, 1].
+  double headroom = 0.90;
+  // agentic_admission_pressure_threshold: the worst engine's token_usage at or above which
+  // grants are refused. Default: 0.92. Range: (0, 1].
+  double pressure_threshold = 0.92;
+  // Age after which a lease is reclaimed (stranded by a caller that vanished). Default: 600 s.
+  TimeNs lease_ttl = TimeNs::Seconds(600);
+  // Maximum age of the last successful poll before the ledger is degraded. Default: 6 s.
+  TimeNs staleness = TimeNs::Seconds(6);
+};
+
+class BudgetLedger {
+ public:
+  // Precondition: params are in range (the options are validated before).
+  explicit BudgetLedger(const LedgerParams& params);
+
+  // Takes a poll of the engines at `now`. Keeps the healthy engines with a positive capacity;
+  // none left invalidates the ledger. A change of that set's engine ids advances the epoch
+  // (existing leases are kept). Updates the mean and worst usage (each clamped to [0, 1]),
+  // the usage window and the ceiling.
+  void Reconcile(std::span<const EngineSnapshot> snapshots, TimeNs now);
+  // Forgets the capacity signal: ceiling 0, degraded until the next successful Reconcile.
+  void Invalidate();
+  // True without a ceiling, without a poll, or when the last poll is older than staleness.
+  bool IsStale(TimeNs now) const;
+
+  // Grants `tokens` to `ticket`, or refuses, checking in order: the ticket's existing lease
+  // (returned unchanged, whatever `tokens` is: a retry never double-charges), a stale ledger
+  // (kDegraded), pressure (kPressureGuard), capacity (kCapacityExhausted); else a new lease
+  // "{epoch}:{ticket}".
+  GrantResult Reserve(std::string_view ticket, int64_t tokens, TimeNs now);
+  // Returns a lease's tokens. Idempotent: an unknown id is a no-op.
+  void Release(std::string_view lease_id);
+  // Releases the ticket's lease, if any.
+  void ReleaseTicket(std::string_view ticket);
+  // The ticket's lease, or nullptr.
+  const Lease* LeaseForTicket(std::string_view ticket) const;
+  // Releases every lease older than the TTL at `now` (age > lease_ttl); returns their ids in
+  // lease id order.
+  std::vector<std::string> ExpireTtl(TimeNs now);
+
+  // The state at `now`. With `reset_usage_window`, the window is drained after reading: its
+  // mean restarts empty and its peak restarts at the current worst usage (not 0).
+  BudgetSnapshot Snapshot(TimeNs now, bool reset_usage_window = false);
+
+  int64_t epoch() const { return epoch_; }
+  int64_t ceiling() const { return ceiling_; }
+  int64_t reserved() const { return reserved_; }
+  int64_t lease_count() const { return static_cast<int64_t>(leases_.size()); }
+  double max_usage() const { return max_usage_; }
+
+ private:
+  LedgerParams params_;
+  int64_t epoch_ = 0;
+  int64_t ceiling_ = 0;
+  int64_t reserved_ = 0;
+  double avg_usage_ = 0;
+  double max_usage_ = 0;
+  double peak_usage_ = 0;
+  double usage_sum_ = 0;
+  int64_t usage_count_ = 0;
+  // Ordered maps: iteration order (TTL expiry) must not depend on hashing.
+  std::map<std::string, Lease, std::less<>> leases_;                 // lease id -> lease
+  std::map<std::string, std::string, std::less<>> lease_by_ticket_;  // ticket -> lease id
+  std::vector<std::string> worker_signature_;  // Sorted ids of the last healthy set.
+  std::optional<TimeNs> last_snapshot_at_;
+};
+
+}  // namespace agentkv::control
+
+#endif  // AGENTKV_CONTROL_BUDGET_LEDGER_H_

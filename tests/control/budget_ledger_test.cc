@@ -1,0 +1,205 @@
+// BudgetLedger against the upstream BudgetState tests and the contracts of seed 000.
+#include "agentkv/control/budget_ledger.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agentkv/base/rng.h"
+
+namespace agentkv::control {
+namespace {
+
+TimeNs At(double seconds) { return TimeNs::Seconds(seconds); }
+
+EngineSnapshot Engine(std::string id, int64_t capacity, double usage, bool healthy = true) {
+  return EngineSnapshot{std::move(id), capacity, usage, 0, healthy};
+}
+
+LedgerParams Params(double headroom, double threshold, double ttl_s, double staleness_s) {
+  return LedgerParams{headroom, threshold, At(ttl_s), At(staleness_s)};
+}
+
+// test_budget_state_reserve_release_and_exhaust.
+TEST(BudgetLedgerTest, ReserveReleaseAndExhaust) {
+  BudgetLedger ledger(Params(1.0, 0.92, 600, 6));
+  const std::vector<EngineSnapshot> fleet = {Engine("engine-0", 1000, 0.1)};
+  ledger.Reconcile(fleet, At(0));
+  EXPECT_EQ(ledger.epoch(), 1);
+
+  const GrantResult first = ledger.Reserve("request-1:0", 600, At(0));
+  EXPECT_TRUE(first.granted);
+  EXPECT_EQ(first.reason, AdmissionReason::kCapacityAvailable);
+  EXPECT_EQ(first.lease_id, "1:request-1:0");
+  EXPECT_EQ(first.owner_epoch, 1);
+  EXPECT_EQ(ledger.reserved(), 600);
+
+  const GrantResult retry = ledger.Reserve("request-1:0", 700, At(0));
+  EXPECT_EQ(retry, first);  // The same lease, its original tokens; nothing charged twice.
+  EXPECT_EQ(ledger.reserved(), 600);
+
+  const GrantResult second = ledger.Reserve("request-2:0", 600, At(0));
+  EXPECT_FALSE(second.granted);
+  EXPECT_EQ(second.reason, AdmissionReason::kCapacityExhausted);
+  EXPECT_EQ(second.lease_id, std::nullopt);
+
+  ledger.Release("1:request-1:0");
+  ledger.Release("1:request-1:0");
+  EXPECT_EQ(ledger.reserved(), 0);
+  EXPECT_EQ(ledger.lease_count(), 0);
+  EXPECT_EQ(ledger.LeaseForTicket("request-1:0"), nullptr);
+}
+
+// test_budget_state_pressure_ttl_and_degraded_contracts.
+TEST(BudgetLedgerTest, PressureTtlAndDegradedContracts) {
+  BudgetLedger ledger(Params(1.0, 0.9, 5, 10));
+  std::vector<EngineSnapshot> fleet = {Engine("engine-0", 1000, 0.95)};
+  ledger.Reconcile(fleet, At(0));
+  EXPECT_EQ(ledger.Reserve("t", 10, At(0)).reason, AdmissionReason::kPressureGuard);
+
+  fleet[0].token_usage = 0.1;
+  ledger.Reconcile(fleet, At(1));
+  const GrantResult granted = ledger.Reserve("t", 10, At(1));
+  ASSERT_TRUE(granted.granted);
+
+  EXPECT_EQ(ledger.ExpireTtl(At(6)), std::vector<std::string>{});  // Age 5 is not > 5.
+  EXPECT_EQ(ledger.ExpireTtl(At(7)), std::vector<std::string>{*granted.lease_id});
+  EXPECT_EQ(ledger.reserved(), 0);
+
+  const GrantResult stale = ledger.Reserve("u", 10, At(20));  // Last poll at 1, staleness 10.
+  EXPECT_FALSE(stale.granted);
+  EXPECT_EQ(stale.reason, AdmissionReason::kDegraded);
+}
+
+TEST(BudgetLedgerTest, CeilingIsFlooredHealthyCapacityTimesHeadroom) {
+  BudgetLedger ledger(Params(0.9, 0.92, 600, 6));
+  const std::vector<EngineSnapshot> fleet = {Engine("a", 1001, 0.1), Engine("b", 1000, 0.2),
+                                             Engine("c", 5000, 0.1, /*healthy=*/false),
+                                             Engine("d", 0, 0.1)};
+  ledger.Reconcile(fleet, At(0));
+  EXPECT_EQ(ledger.ceiling(), 1800);  // floor(2001 * 0.9) = floor(1800.9)
+  EXPECT_DOUBLE_EQ(ledger.max_usage(), 0.2);
+}
+
+TEST(BudgetLedgerTest, NoHealthyEngineOrNoPollIsDegraded) {
+  BudgetLedger ledger(Params(0.9, 0.92, 600, 6));
+  EXPECT_TRUE(ledger.IsStale(At(0)));
+  EXPECT_EQ(ledger.Reserve("t", 1, At(0)).reason, AdmissionReason::kDegraded);
+  const std::vector<EngineSnapshot> sick = {Engine("a", 1000, 0.1, /*healthy=*/false)};
+  ledger.Reconcile(sick, At(0));
+  EXPECT_TRUE(ledger.IsStale(At(0)));
+  EXPECT_EQ(ledger.ceiling(), 0);
+  const std::vector<EngineSnapshot> fine = {Engine("a", 1000, 0.1)};
+  ledger.Reconcile(fine, At(1));
+  EXPECT_FALSE(ledger.IsStale(At(7)));  // Exactly staleness old is still fresh.
+  EXPECT_TRUE(ledger.IsStale(At(7.5)));
+  ledger.Invalidate();
+  EXPECT_TRUE(ledger.IsStale(At(1)));
+}
+
+TEST(BudgetLedgerTest, EpochAdvancesExactlyWhenTheHealthySetChangesAndLeasesSurvive) {
+  BudgetLedger ledger(Params(1.0, 0.92, 600, 6));
+  const std::vector<EngineSnapshot> ab = {Engine("a", 100, 0.1), Engine("b", 100, 0.1)};
+  const std::vector<EngineSnapshot> ba_busier = {Engine("b", 100, 0.5), Engine("a", 100, 0.3)};
+  const std::vector<EngineSnapshot> a_only = {Engine("a", 100, 0.1),
+                                              Engine("b", 100, 0.1, /*healthy=*/false)};
+  ledger.Reconcile(ab, At(0));
+  EXPECT_EQ(ledger.epoch(), 1);
+  const GrantResult lease = ledger.Reserve("t", 50, At(0));
+  ledger.Reconcile(ba_busier, At(1));  // Same set, other order and usage.
+  EXPECT_EQ(ledger.epoch(), 1);
+  ledger.Reconcile(a_only, At(2));
+  EXPECT_EQ(ledger.epoch(), 2);
+  ASSERT_NE(ledger.LeaseForTicket("t"), nullptr);
+  EXPECT_EQ(ledger.LeaseForTicket("t")->owner_epoch, 1);
+  EXPECT_EQ(ledger.reserved(), 50);
+  EXPECT_EQ(ledger.Reserve("u", 60, At(2)).reason, AdmissionReason::kCapacityExhausted);
+  EXPECT_EQ(ledger.Reserve("u", 50, At(2)).lease_id, "2:u");
+  EXPECT_TRUE(lease.granted);
+}
+
+// test_budget_state_usage_window_tracks_peak_and_resets.
+TEST(BudgetLedgerTest, UsageWindowTracksPeakAndResetsToTheCurrentValue) {
+  BudgetLedger ledger(Params(1.0, 0.99, 600, 6));
+  for (const double usage : {0.3, 0.9, 0.05}) {
+    const std::vector<EngineSnapshot> fleet = {Engine("a", 100, usage)};
+    ledger.Reconcile(fleet, At(0));
+  }
+  const BudgetSnapshot drained = ledger.Snapshot(At(0), /*reset_usage_window=*/true);
+  EXPECT_DOUBLE_EQ(drained.kv_usage_max, 0.9);
+  EXPECT_DOUBLE_EQ(drained.kv_usage_mean, (0.3 + 0.9 + 0.05) / 3);
+  // After the drain the peak restarts at the current worst usage, not 0.
+  EXPECT_DOUBLE_EQ(ledger.Snapshot(At(0)).kv_usage_max, 0.05);
+  const std::vector<EngineSnapshot> fleet = {Engine("a", 100, 0.1)};
+  ledger.Reconcile(fleet, At(1));
+  const BudgetSnapshot after = ledger.Snapshot(At(1));
+  EXPECT_DOUBLE_EQ(after.kv_usage_max, 0.1);
+  EXPECT_DOUBLE_EQ(after.kv_usage_mean, 0.1);
+}
+
+TEST(BudgetLedgerTest, SnapshotReportsAvailableTokensAndUsageMeanOfPerPollMeans) {
+  BudgetLedger ledger(Params(1.0, 0.99, 600, 6));
+  const std::vector<EngineSnapshot> fleet = {Engine("a", 100, 0.2), Engine("b", 100, 1.7)};
+  ledger.Reconcile(fleet, At(0));
+  // Usage clamps to [0, 1]: the worst engine reads 1.0 (not 1.7) and the mean 0.6.
+  EXPECT_EQ(ledger.Reserve("t", 30, At(0)).reason, AdmissionReason::kPressureGuard);
+  EXPECT_EQ(ledger.Snapshot(At(0)), (BudgetSnapshot{1, 200, 0, 200, 0, 0.6, 1.0, false}));
+  const std::vector<EngineSnapshot> calmer = {Engine("a", 100, 0.2), Engine("b", 100, 0.4)};
+  ledger.Reconcile(calmer, At(1));
+  ASSERT_TRUE(ledger.Reserve("t", 30, At(1)).granted);
+  const BudgetSnapshot s = ledger.Snapshot(At(1));
+  EXPECT_EQ(s.reserved_tokens, 30);
+  EXPECT_EQ(s.available_tokens, 170);
+  EXPECT_EQ(s.lease_count, 1);
+  EXPECT_DOUBLE_EQ(s.kv_usage_mean, (0.6 + 0.3) / 2);
+  EXPECT_DOUBLE_EQ(s.kv_usage_max, 1.0);  // The window's peak, not the current worst.
+}
+
+// Random reserve / release / expire / reconcile: reserved always equals the sum of live
+// leases, and no lease outlives its TTL past an ExpireTtl.
+TEST(BudgetLedgerTest, RandomOperationsKeepReservedEqualToLiveLeases) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Rng rng(seed);
+    BudgetLedger ledger(Params(0.9, 0.95, 50, 6));
+    std::map<std::string, std::pair<int64_t, double>> live;  // ticket -> (tokens, created)
+    double now = 0;
+    for (int op = 0; op < 20'000; ++op) {
+      now += static_cast<double>(rng.Uniform(0, 3));
+      const int64_t kind = rng.Uniform(0, 9);
+      // Appended, not concatenated: GCC 12 at -O3 reports a false -Wrestrict on "t" + str.
+      std::string ticket = "t";
+      ticket += std::to_string(rng.Uniform(0, 40));
+      if (kind < 4) {
+        const int64_t tokens = rng.Uniform(1, 300);
+        const GrantResult g = ledger.Reserve(ticket, tokens, At(now));
+        if (g.granted && !live.contains(ticket)) live[ticket] = {tokens, now};
+      } else if (kind < 6) {
+        ledger.ReleaseTicket(ticket);
+        live.erase(ticket);
+      } else if (kind < 8) {
+        std::vector<EngineSnapshot> fleet;
+        for (int e = 0; e < 3; ++e) {
+          if (rng.Bernoulli(0.8)) {
+            std::string id = "e";
+            id += std::to_string(e);
+            fleet.push_back(Engine(std::move(id), rng.Uniform(0, 1000), rng.UniformDouble()));
+          }
+        }
+        ledger.Reconcile(fleet, At(now));
+      } else {
+        ledger.ExpireTtl(At(now));
+        std::erase_if(live, [&](const auto& kv) { return now - kv.second.second > 50; });
+      }
+      int64_t sum = 0;
+      for (const auto& [t, v] : live) sum += v.first;
+      ASSERT_EQ(ledger.reserved(), sum) << "op " << op;
+      ASSERT_EQ(ledger.lease_count(), static_cast<int64_t>(live.size())) << "op " << op;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace agentkv::control

@@ -3,75 +3,25 @@
 // binary (AGENTKV_BINARY) through the shell with stdout and stderr captured in temporary files.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
+
+#include "cli_test_support.h"
 
 namespace agentkv {
 namespace {
 
+using cli_testing::RunResult;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
-using ::testing::StartsWith;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+class AgenticCurveCliTest : public cli_testing::CliTest {};
 
-// A directory private to the running test, so that tests may run in parallel.
-class AgenticCurveCliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    dir_ = std::filesystem::path(::testing::TempDir()) / ("agentkv_agentic_curve_cli_" + test);
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_ / "traces");
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  // Writes `text` as traces/<name> and returns its path.
-  std::string WriteTrace(const std::string& name, const std::string& text) {
-    const std::filesystem::path path = dir_ / "traces" / name;
-    std::ofstream(path) << text;
-    return path.string();
-  }
-
-  static std::string ReadFile(const std::filesystem::path& path) {
-    std::ifstream in(path);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
-  // Runs `agentkv <args>` (args are passed through the shell as written).
-  RunResult Run(const std::string& args) const {
-    const std::filesystem::path out = dir_ / "stdout.txt";
-    const std::filesystem::path err = dir_ / "stderr.txt";
-    const std::string command = std::string("'") + AGENTKV_BINARY + "' " + args + " >'" +
-                                out.string() + "' 2>'" + err.string() + "'";
-    const int status = std::system(command.c_str());
-    RunResult result;
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    result.out = ReadFile(out);
-    result.err = ReadFile(err);
-    return result;
-  }
-
-  std::filesystem::path dir_;
-};
-
-// Asserts the failure contract: exit code 2 and exactly one `error:` line on stderr.
+// The failure contract of agentic-curve: one `error:` line and nothing on stdout.
 void ExpectOneErrorLine(const RunResult& r) {
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_THAT(r.err, StartsWith("agentkv agentic-curve: error: "));
+  cli_testing::ExpectOneErrorLine(r, "agentkv agentic-curve: error: ");
   EXPECT_EQ(r.out, "");
 }
 

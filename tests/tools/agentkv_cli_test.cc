@@ -3,139 +3,92 @@
 // (AGENTKV_BINARY) through the shell with stdout and stderr captured in temporary files.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <algorithm>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
+
+#include "cli_test_support.h"
 
 namespace agentkv {
 namespace {
 
+using cli_testing::RunResult;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+class AgentkvCliTest : public cli_testing::CliTest {};
 
-// A temporary path private to the running test, so that tests may run in parallel.
-std::filesystem::path TempPath(const std::string& name) {
-  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  return std::filesystem::path(::testing::TempDir()) / ("agentkv_cli_test_" + test + "_" + name);
-}
-
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void WriteFile(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-}
-
-// Runs `agentkv <args>` (args are passed through the shell as written).
-RunResult RunAgentkv(const std::string& args) {
-  const std::filesystem::path out = TempPath("stdout.txt");
-  const std::filesystem::path err = TempPath("stderr.txt");
-  const std::string command = std::string("'") + AGENTKV_BINARY + "' " + args + " >'" +
-                              out.string() + "' 2>'" + err.string() + "'";
-  const int status = std::system(command.c_str());
-  RunResult result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.out = ReadFile(out);
-  result.err = ReadFile(err);
-  return result;
-}
-
-// Asserts the failure contract: exit code 2 and exactly one `error:` line on stderr.
+// The failure contract of cache-curve: one `error:` line on stderr.
 void ExpectOneErrorLine(const RunResult& r) {
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_THAT(r.err, StartsWith("agentkv cache-curve: error: "));
+  cli_testing::ExpectOneErrorLine(r, "agentkv cache-curve: error: ");
 }
 
 constexpr const char* kValidLine =
     R"({"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]})";
 
-TEST(AgentkvCliTest, MissingTraceFileIsOneErrorLine) {
-  const std::filesystem::path missing = TempPath("does_not_exist.jsonl");
-  const RunResult r = RunAgentkv("cache-curve --trace '" + missing.string() + "'");
+TEST_F(AgentkvCliTest, MissingTraceFileIsOneErrorLine) {
+  const std::string missing = (dir_ / "does_not_exist.jsonl").string();
+  const RunResult r = Run("cache-curve --trace '" + missing + "'");
   ExpectOneErrorLine(r);
-  EXPECT_EQ(r.err, "agentkv cache-curve: error: cannot open trace file \"" + missing.string() +
+  EXPECT_EQ(r.err, "agentkv cache-curve: error: cannot open trace file \"" + missing +
                        "\": No such file or directory\n");
   EXPECT_EQ(r.out, "");
 }
 
-TEST(AgentkvCliTest, MalformedLineNamesFileLineAndField) {
-  const std::filesystem::path trace = TempPath("bad_field.jsonl");
-  WriteFile(trace,
-            std::string(kValidLine) + "\n" +
-                R"({"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1, "x"]})" +
-                "\n");
-  const RunResult r = RunAgentkv("cache-curve --trace '" + trace.string() + "'");
+TEST_F(AgentkvCliTest, MalformedLineNamesFileLineAndField) {
+  const std::string trace = WriteTrace(
+      "bad_field.jsonl",
+      std::string(kValidLine) + "\n" +
+          R"({"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1, "x"]})" +
+          "\n");
+  const RunResult r = Run("cache-curve --trace '" + trace + "'");
   ExpectOneErrorLine(r);
-  EXPECT_THAT(r.err, HasSubstr(trace.string() + ":2: field \"hash_ids\": expected an array of "
-                                                "non-negative integers"));
-  std::filesystem::remove(trace);
+  EXPECT_THAT(r.err, HasSubstr(trace + ":2: field \"hash_ids\": expected an array of "
+                                       "non-negative integers"));
 }
 
-TEST(AgentkvCliTest, MalformedJsonNamesFileAndLine) {
-  const std::filesystem::path trace = TempPath("bad_json.jsonl");
-  WriteFile(trace, std::string(kValidLine) + "\n\n{\"timestamp\": \n");
-  const RunResult r = RunAgentkv("cache-curve --trace '" + trace.string() + "'");
+TEST_F(AgentkvCliTest, MalformedJsonNamesFileAndLine) {
+  const std::string trace =
+      WriteTrace("bad_json.jsonl", std::string(kValidLine) + "\n\n{\"timestamp\": \n");
+  const RunResult r = Run("cache-curve --trace '" + trace + "'");
   ExpectOneErrorLine(r);
-  EXPECT_THAT(r.err, HasSubstr(trace.string() + ":3: malformed JSON: "));
-  std::filesystem::remove(trace);
+  EXPECT_THAT(r.err, HasSubstr(trace + ":3: malformed JSON: "));
 }
 
-TEST(AgentkvCliTest, NegativeCapacityBlocksNamesTheFlagAndValue) {
-  const std::filesystem::path trace = TempPath("neg_capacity.jsonl");
-  WriteFile(trace, std::string(kValidLine) + "\n");
-  const RunResult r =
-      RunAgentkv("cache-curve --trace '" + trace.string() + "' --capacity-blocks -5");
+TEST_F(AgentkvCliTest, NegativeCapacityBlocksNamesTheFlagAndValue) {
+  const std::string trace = WriteTrace("neg_capacity.jsonl", std::string(kValidLine) + "\n");
+  const RunResult r = Run("cache-curve --trace '" + trace + "' --capacity-blocks -5");
   ExpectOneErrorLine(r);
   EXPECT_THAT(r.err, HasSubstr("--capacity-blocks"));
   EXPECT_THAT(r.err, HasSubstr("got -5"));
-  std::filesystem::remove(trace);
 }
 
-TEST(AgentkvCliTest, ParseErrorsUseTheSameFormat) {
-  ExpectOneErrorLine(RunAgentkv("cache-curve"));  // --trace is required.
-  ExpectOneErrorLine(RunAgentkv("cache-curve --trace x --no-such-flag"));
-  ExpectOneErrorLine(RunAgentkv("cache-curve --trace x --capacity-blocks abc"));
+TEST_F(AgentkvCliTest, ParseErrorsUseTheSameFormat) {
+  ExpectOneErrorLine(Run("cache-curve"));  // --trace is required.
+  ExpectOneErrorLine(Run("cache-curve --trace x --no-such-flag"));
+  ExpectOneErrorLine(Run("cache-curve --trace x --capacity-blocks abc"));
 
-  const RunResult no_command = RunAgentkv("");
+  const RunResult no_command = Run("");
   EXPECT_EQ(no_command.exit_code, 2);
   EXPECT_THAT(no_command.err, StartsWith("agentkv: error: "));
 }
 
-TEST(AgentkvCliTest, HelpExplainsTheOutput) {
-  const RunResult r = RunAgentkv("cache-curve --help");
+TEST_F(AgentkvCliTest, HelpExplainsTheOutput) {
+  const RunResult r = Run("cache-curve --help");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("--trace"));
   EXPECT_THAT(r.out, HasSubstr("hit_ratio"));
 }
 
 // The hand scenario of cache_curve_test: 4 hits of 10 blocks, 3 evictions at capacity 2.
-TEST(AgentkvCliTest, PrintsTheCurveTable) {
-  const std::filesystem::path trace = TempPath("hand.jsonl");
+TEST_F(AgentkvCliTest, PrintsTheCurveTable) {
   std::string text;
   for (const char* ids : {"[1, 2]", "[1, 3]", "[1, 2]", "[1, 2, 4]", "[5]"}) {
     text += std::string(R"({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": )") +
             ids + "}\n";
   }
-  WriteFile(trace, text);
-  const RunResult r =
-      RunAgentkv("cache-curve --trace '" + trace.string() + "' --capacity-blocks 2 --quiet");
+  const std::string trace = WriteTrace("hand.jsonl", text);
+  const RunResult r = Run("cache-curve --trace '" + trace + "' --capacity-blocks 2 --quiet");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");
   EXPECT_THAT(r.out, HasSubstr("5 requests, 5 unique blocks"));
@@ -143,7 +96,6 @@ TEST(AgentkvCliTest, PrintsTheCurveTable) {
   EXPECT_THAT(r.out, HasSubstr("hit_ratio"));
   // capacity% blocks hits total hit_ratio evictions
   EXPECT_THAT(r.out, ::testing::ContainsRegex("40\\.00 +2 +4 +10 +0\\.4000 +3\n"));
-  std::filesystem::remove(trace);
 }
 
 }  // namespace

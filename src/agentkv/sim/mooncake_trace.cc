@@ -4,30 +4,20 @@
 #include "agentkv/sim/mooncake_trace.h"
 
 #include <boost/json/parse.hpp>
-#include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
-#include <cerrno>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <system_error>
 #include <utility>
 
+#include "agentkv/sim/trace_input.h"
+
 namespace agentkv::sim {
 namespace {
 
 constexpr std::string_view kIntegerExpectation = "expected a non-negative integer";
 constexpr std::string_view kHashIdsExpectation = "expected an array of non-negative integers";
-// Offending values are quoted in messages up to this many characters.
-constexpr size_t kMaxQuotedChars = 40;
-
-// `value` as compact JSON, shortened so that an error stays one readable line.
-std::string Quote(const boost::json::value& value) {
-  std::string text = boost::json::serialize(value);
-  if (text.size() > kMaxQuotedChars) text = text.substr(0, kMaxQuotedChars) + "...";
-  return text;
-}
 
 std::string FieldError(std::string_view field, std::string_view what) {
   return "field \"" + std::string(field) + "\": " + std::string(what);
@@ -131,18 +121,7 @@ StatusOr<std::vector<MooncakeRequest>> ParseMooncakeTraceText(std::string_view t
 }
 
 StatusOr<std::vector<MooncakeRequest>> ReadMooncakeTrace(const std::string& path) {
-  std::error_code fs_error;
-  if (std::filesystem::is_directory(path, fs_error)) {
-    return InvalidArgumentError("cannot read trace file \"" + path + "\": Is a directory");
-  }
-  errno = 0;
-  std::ifstream in(path);
-  if (!in.is_open()) {
-    const int error = errno;
-    // std::generic_category().message is the thread-safe spelling of strerror.
-    return NotFoundError("cannot open trace file \"" + path + "\": " +
-                         (error != 0 ? std::generic_category().message(error) : "open failed"));
-  }
+  AGENTKV_ASSIGN_OR_RETURN(std::ifstream in, OpenTraceFile(path));
   return ParseMooncakeTrace(in, path);
 }
 

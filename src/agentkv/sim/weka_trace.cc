@@ -6,16 +6,16 @@
 #include "agentkv/sim/weka_trace.h"
 
 #include <algorithm>
-#include <boost/json/serialize.hpp>
 #include <boost/json/stream_parser.hpp>
 #include <boost/json/value.hpp>
-#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <system_error>
 #include <utility>
+
+#include "agentkv/sim/trace_input.h"
 
 namespace agentkv::sim {
 namespace {
@@ -28,15 +28,6 @@ constexpr std::string_view kSecondsExpectation = "expected a number of seconds i
 constexpr double kMaxSeconds = 1e8;
 constexpr int64_t kMaxBlockSize = int64_t{1} << 20;
 constexpr std::string_view kSubagentType = "subagent";
-// Offending values are quoted in messages up to this many characters.
-constexpr size_t kMaxQuotedChars = 40;
-
-// `value` as compact JSON, shortened so that an error stays one readable line.
-std::string Quote(const boost::json::value& value) {
-  std::string text = boost::json::serialize(value);
-  if (text.size() > kMaxQuotedChars) text = text.substr(0, kMaxQuotedChars) + "...";
-  return text;
-}
 
 // The JSON path of `field` inside the object at `path` ("" is the top level).
 std::string Join(std::string_view path, std::string_view field) {
@@ -269,18 +260,7 @@ StatusOr<WekaConversation> ParseWekaTrace(std::string_view text, std::string_vie
 }
 
 StatusOr<WekaConversation> ReadWekaTrace(const std::string& path) {
-  std::error_code fs_error;
-  if (std::filesystem::is_directory(path, fs_error)) {
-    return InvalidArgumentError("cannot read trace file \"" + path + "\": Is a directory");
-  }
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in.is_open()) {
-    const int error = errno;
-    // std::generic_category().message is the thread-safe spelling of strerror.
-    return NotFoundError("cannot open trace file \"" + path + "\": " +
-                         (error != 0 ? std::generic_category().message(error) : "open failed"));
-  }
+  AGENTKV_ASSIGN_OR_RETURN(std::ifstream in, OpenTraceFile(path, std::ios::binary));
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) return UnavailableError("error reading trace file \"" + path + "\"");

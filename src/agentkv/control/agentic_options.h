@@ -1,0 +1,120 @@
+// Options of the cluster control plane: session KV lifecycle and program-aware admission.
+//
+// The field names are the seed's option names (Relax's `--agentic-*` flags with '-' -> '_'),
+// so a user can move between Relax and agentkv without a translation table. The command line
+// (tools/) fills an AgenticOptions and calls Validate() once; the admission coordinator, the
+// budget ledger and the gateway then read it. Both features are off by default and
+// independent. A plain value type with no I/O; thread-compatible.
+#ifndef AGENTKV_CONTROL_AGENTIC_OPTIONS_H_
+#define AGENTKV_CONTROL_AGENTIC_OPTIONS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "agentkv/base/status.h"
+#include "agentkv/base/time.h"
+
+namespace agentkv::control {
+
+// Which requests program-aware admission gates (`--agentic-admission-scope`).
+enum class AdmissionScope : uint8_t {
+  // Training rollouts only; evaluation requests take the existing path. The seed's default.
+  kTrain,
+  // Training and evaluation rollouts.
+  kAll,
+};
+
+// "train" or "all", the exact flag values.
+std::string_view AdmissionScopeName(AdmissionScope scope);
+
+// Parses the exact, case-sensitive flag values "train" and "all". Anything else, including
+// "Train" or " all", is InvalidArgument naming `--agentic-admission-scope` and the value.
+[[nodiscard]] StatusOr<AdmissionScope> ParseAdmissionScope(std::string_view text);
+
+// Whether admission applies to a request of the given kind under `scope`: kAll covers every
+// request, kTrain only training ones. (Whether admission is enabled at all is the caller's
+// separate check of `agentic_program_admission`.)
+bool InScope(AdmissionScope scope, bool is_train);
+
+// Flag spellings, used in validation messages and by the command line. The last three are
+// agentkv additions: Relax hard-codes those values as coordinator constants.
+inline constexpr std::string_view kSessionLifecycleFlag = "--agentic-session-lifecycle";
+inline constexpr std::string_view kProgramAdmissionFlag = "--agentic-program-admission";
+inline constexpr std::string_view kHeadroomFlag = "--agentic-admission-headroom";
+inline constexpr std::string_view kPressureThresholdFlag = "--agentic-admission-pressure-threshold";
+inline constexpr std::string_view kExpectedDecodeCapFlag =
+    "--agentic-admission-expected-decode-cap";
+inline constexpr std::string_view kMaxWaitFlag = "--agentic-admission-max-wait-s";
+inline constexpr std::string_view kScopeFlag = "--agentic-admission-scope";
+inline constexpr std::string_view kLeaseTtlFlag = "--agentic-admission-lease-ttl-s";
+inline constexpr std::string_view kStalenessFlag = "--agentic-admission-staleness-s";
+inline constexpr std::string_view kPollIntervalFlag = "--agentic-admission-poll-interval-s";
+
+struct AgenticOptions {
+  // --agentic-session-lifecycle: send `session_id` on generate and, when a session becomes
+  // terminal or is dropped, abort and join its attempts and close it on every engine.
+  // Requires engines started with the session radix cache and priority eviction (checked by
+  // the service at startup, not here). Default: false.
+  bool agentic_session_lifecycle = false;
+
+  // --agentic-program-admission: gate each backend attempt with the fleet token ledger and
+  // the global FIFO. Default: false. The numeric fields below are validated only when true.
+  bool agentic_program_admission = false;
+
+  // --agentic-admission-headroom: fraction of the healthy engines' summed
+  // max_total_num_tokens usable as the admission ceiling. Default: 0.90. Range: (0, 1].
+  double agentic_admission_headroom = 0.90;
+
+  // --agentic-admission-pressure-threshold: worst-engine token_usage at or above which new
+  // requests wait. Default: 0.92. Range: (0, 1].
+  double agentic_admission_pressure_threshold = 0.92;
+
+  // --agentic-admission-expected-decode-cap: upper bound on the decode tokens one
+  // reservation counts; it does not change the actual generation limit. Unset means the
+  // maximum response length (Relax: --rollout-max-response-len); see ExpectedDecodeCap().
+  // Default: unset. Range: > 0 when set.
+  std::optional<int64_t> agentic_admission_expected_decode_cap;
+
+  // --agentic-admission-max-wait-s: longest FIFO wait before the oldest waiter bypasses
+  // (`aged`); 0 ages a refused request at its first drain. Default: 30.0. Range: finite, >= 0.
+  double agentic_admission_max_wait_s = 30.0;
+
+  // --agentic-admission-scope. Default: kTrain.
+  AdmissionScope agentic_admission_scope = AdmissionScope::kTrain;
+
+  // Age after which a lease is reclaimed (a dead holder's backstop). Default: 600.0.
+  // Range: finite, > 0.
+  double lease_ttl_s = 600.0;
+
+  // Maximum age of the last successful capacity snapshot before the ledger is degraded and
+  // admission bypasses. Relax derives it as max(3 x poll interval, 5 s) = 6 s.
+  // Default: 6.0. Range: finite, >= poll_interval_s (a shorter one would degrade the ledger
+  // between every two polls and silently turn admission into bypass).
+  double staleness_s = 6.0;
+
+  // Interval between engine /metrics polls (reconcile, TTL reclaim, FIFO drain).
+  // Default: 2.0. Range: finite, > 0.
+  double poll_interval_s = 2.0;
+
+  // OK, or InvalidArgument naming the first out-of-range option in its flag form and its
+  // value, e.g. "--agentic-admission-headroom must be in (0, 1], got 1.5". When
+  // agentic_program_admission is false nothing numeric is checked (as in Relax), so a
+  // disabled feature never blocks startup.
+  Status Validate() const;
+
+  // The decode cap a reservation uses: agentic_admission_expected_decode_cap when set, else
+  // `max_response_len` (returned unchanged).
+  int64_t ExpectedDecodeCap(int64_t max_response_len) const;
+
+  // The second-valued options as durations. Values beyond the TimeNs range saturate at its
+  // maximum; call these only on validated options.
+  TimeNs max_wait() const;
+  TimeNs lease_ttl() const;
+  TimeNs staleness() const;
+  TimeNs poll_interval() const;
+};
+
+}  // namespace agentkv::control
+
+#endif  // AGENTKV_CONTROL_AGENTIC_OPTIONS_H_

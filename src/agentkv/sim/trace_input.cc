@@ -1,0 +1,34 @@
+// Invariants: none beyond the header's contract. The file system is used only through its
+// error_code overloads, so no std::filesystem exception escapes.
+#include "agentkv/sim/trace_input.h"
+
+#include <boost/json/serialize.hpp>
+#include <cerrno>
+#include <filesystem>
+#include <system_error>
+
+namespace agentkv::sim {
+
+std::string Quote(const boost::json::value& value) {
+  std::string text = boost::json::serialize(value);
+  if (text.size() > kMaxQuotedChars) text = text.substr(0, kMaxQuotedChars) + "...";
+  return text;
+}
+
+StatusOr<std::ifstream> OpenTraceFile(const std::string& path, std::ios::openmode mode) {
+  std::error_code fs_error;
+  if (std::filesystem::is_directory(path, fs_error)) {
+    return InvalidArgumentError("cannot read trace file \"" + path + "\": Is a directory");
+  }
+  errno = 0;
+  std::ifstream in(path, mode);
+  if (!in.is_open()) {
+    const int error = errno;
+    // std::generic_category().message is the thread-safe spelling of strerror.
+    return NotFoundError("cannot open trace file \"" + path + "\": " +
+                         (error != 0 ? std::generic_category().message(error) : "open failed"));
+  }
+  return in;
+}
+
+}  // namespace agentkv::sim

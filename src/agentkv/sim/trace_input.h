@@ -1,0 +1,34 @@
+// Helpers shared by the trace readers (mooncake_trace.cc and weka_trace.cc): quoting an
+// offending JSON value inside an error message, and opening a trace file with the readers'
+// common error statuses. Internal to the sim module; the readers' headers are the public
+// contract. Pure functions over their inputs (OpenTraceFile reads the file system);
+// thread-safe. No exception escapes.
+#ifndef AGENTKV_SIM_TRACE_INPUT_H_
+#define AGENTKV_SIM_TRACE_INPUT_H_
+
+#include <boost/json/value.hpp>
+#include <cstddef>
+#include <fstream>
+#include <ios>
+#include <string>
+
+#include "agentkv/base/status.h"
+
+namespace agentkv::sim {
+
+// Offending values are quoted in error messages up to this many characters.
+inline constexpr size_t kMaxQuotedChars = 40;
+
+// `value` as compact JSON, cut to its first kMaxQuotedChars characters followed by "..." when
+// longer, so that an error stays one readable line.
+[[nodiscard]] std::string Quote(const boost::json::value& value);
+
+// Opens the trace file at `path` for reading in `mode`. Returns InvalidArgument ("cannot read
+// trace file "<path>": Is a directory") when `path` is a directory, and NotFound ("cannot open
+// trace file "<path>": <reason from errno>") when it cannot be opened.
+[[nodiscard]] StatusOr<std::ifstream> OpenTraceFile(const std::string& path,
+                                                    std::ios::openmode mode = std::ios::in);
+
+}  // namespace agentkv::sim
+
+#endif  // AGENTKV_SIM_TRACE_INPUT_H_

@@ -1,0 +1,317 @@
+// AdmissionCoordinator against the upstream coordinator tests and seed 000's decision order,
+// with a fake clock (times are passed in), plus a randomized property test.
+#include "agentkv/control/admission_coordinator.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agentkv/base/rng.h"
+
+namespace agentkv::control {
+namespace {
+
+TimeNs At(double seconds) { return TimeNs::Seconds(seconds); }
+
+class AdmissionCoordinatorTest : public ::testing::Test {
+ protected:
+  // A coordinator over one healthy engine of `capacity` tokens (headroom 1).
+  void Build(int64_t capacity, double max_wait_s = 30, double usage = 0.1) {
+    CoordinatorParams p;
+    p.ledger.headroom = 1.0;
+    p.ledger.pressure_threshold = 0.92;
+    p.max_wait = At(max_wait_s);
+    coordinator_.emplace(p);
+    Poll(capacity, usage, 0);
+  }
+  void Poll(int64_t capacity, double usage, double now) {
+    const std::vector<EngineSnapshot> fleet = {
+        EngineSnapshot{"engine-0", capacity, usage, 0, true}};
+    coordinator_->Reconcile(fleet, At(now));
+    Check();
+  }
+  AdmissionDecision Acquire(const std::string& ticket, int64_t tokens, double now,
+                            bool is_protected = false) {
+    StatusOr<AdmissionDecision> d =
+        coordinator_->Acquire(AcquireRequest{ticket, tokens, is_protected}, At(now));
+    EXPECT_TRUE(d.ok()) << d.status();
+    Check();
+    return d.ok() ? *d : AdmissionDecision{};
+  }
+  void Check() {
+    const Status s = coordinator_->CheckInvariants();
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  // Resolved waiters as "ticket:action:reason".
+  std::vector<std::string> Resolved() {
+    std::vector<std::string> out;
+    for (const AdmissionDecision& d : coordinator_->TakeResolved()) {
+      out.push_back(d.ticket + ":" + std::string(AdmissionActionName(d.action)) + ":" +
+                    std::string(AdmissionReasonName(d.reason)));
+    }
+    return out;
+  }
+  AdmissionCoordinator& c() { return *coordinator_; }
+
+  std::optional<AdmissionCoordinator> coordinator_;
+};
+
+using Strings = std::vector<std::string>;
+
+// test_admission_coordinator_bypasses_protected_and_degraded_requests.
+TEST_F(AdmissionCoordinatorTest, BypassesProtectedAndDegradedRequests) {
+  Build(1000);
+  const AdmissionDecision p = Acquire("request-1:0", 10, 0, /*is_protected=*/true);
+  EXPECT_EQ(p.action, AdmissionAction::kBypass);
+  EXPECT_EQ(p.reason, AdmissionReason::kProtected);
+  EXPECT_EQ(p.lease_id, std::nullopt);
+  c().ledger().Invalidate();
+  const AdmissionDecision d = Acquire("request-2:0", 10, 0);
+  EXPECT_EQ(d.action, AdmissionAction::kBypass);
+  EXPECT_EQ(d.reason, AdmissionReason::kDegraded);
+  EXPECT_EQ(c().counters().bypass, 2);
+  EXPECT_EQ(c().counters().bypass_protected, 1);
+  EXPECT_EQ(c().counters().bypass_degraded, 1);
+}
+
+TEST_F(AdmissionCoordinatorTest, AdmitsWithALeaseNamedByEpochAndTicket) {
+  Build(1000);
+  const AdmissionDecision a = Acquire("request-1:0", 128, 0);
+  EXPECT_EQ(a, (AdmissionDecision{AdmissionAction::kAdmit, AdmissionReason::kCapacityAvailable,
+                                  "request-1:0", 128, "1:request-1:0", 1, TimeNs()}));
+  // An idempotent retry returns the same lease.
+  EXPECT_EQ(Acquire("request-1:0", 128, 1).lease_id, "1:request-1:0");
+  EXPECT_EQ(c().ledger().reserved(), 128);
+  EXPECT_EQ(c().counters().admit, 1);
+}
+
+// test_admission_coordinator_grants_waiters_in_global_fifo_order.
+TEST_F(AdmissionCoordinatorTest, GrantsWaitersInGlobalFifoOrder) {
+  Build(100);
+  const AdmissionDecision first = Acquire("a", 100, 0);
+  ASSERT_EQ(first.action, AdmissionAction::kAdmit);
+  EXPECT_EQ(Acquire("b", 70, 1).action, AdmissionAction::kWait);
+  EXPECT_EQ(Acquire("c", 40, 2).action, AdmissionAction::kWait);
+  EXPECT_EQ(c().waiting(), 2);
+  c().Release(*first.lease_id, At(3));
+  EXPECT_EQ(Resolved(), (Strings{"b:admit:capacity_available"}));  // c: 70 + 40 > 100.
+  c().Release("1:b", At(4));
+  const std::vector<AdmissionDecision> last = c().TakeResolved();
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].ticket, "c");
+  EXPECT_EQ(last[0].wait, At(2));  // Enqueued at 2, admitted at 4.
+  EXPECT_EQ(c().counters().wait, 2);
+  EXPECT_EQ(c().counters().wait_granted, 2);
+  EXPECT_DOUBLE_EQ(c().counters().wait_seconds_sum, 2.0 + 2.0);
+}
+
+TEST_F(AdmissionCoordinatorTest, HeadOfLineBlocksASmallerRequestBehindIt) {
+  Build(100);
+  ASSERT_EQ(Acquire("a", 60, 0).action, AdmissionAction::kAdmit);
+  EXPECT_EQ(Acquire("big", 50, 1).action, AdmissionAction::kWait);
+  // 10 tokens are free, but an older waiter exists: the newcomer waits behind it.
+  EXPECT_EQ(Acquire("small", 10, 2).action, AdmissionAction::kWait);
+  c().Tick(At(3));
+  EXPECT_EQ(Resolved(), Strings{});
+  c().Release("1:a", At(4));
+  EXPECT_EQ(Resolved(),
+            (Strings{"big:admit:capacity_available", "small:admit:capacity_available"}));
+}
+
+TEST_F(AdmissionCoordinatorTest, PressureMakesNewcomersWait) {
+  Build(1000, 30, /*usage=*/0.95);
+  const AdmissionDecision d = Acquire("a", 10, 0);
+  EXPECT_EQ(d.action, AdmissionAction::kWait);
+  EXPECT_EQ(d.reason, AdmissionReason::kPressureGuard);
+  Poll(1000, 0.5, 1);  // Pressure gone: the reconcile drains the FIFO.
+  EXPECT_EQ(Resolved(), (Strings{"a:admit:capacity_available"}));
+}
+
+// test_admission_coordinator_cancellation_removes_waiter_or_granted_lease.
+TEST_F(AdmissionCoordinatorTest, CancellationRemovesWaiterOrGrantedLease) {
+  Build(100);
+  ASSERT_EQ(Acquire("a", 100, 0).action, AdmissionAction::kAdmit);
+  ASSERT_EQ(Acquire("b", 50, 1).action, AdmissionAction::kWait);
+  c().Cancel("b", At(2));
+  EXPECT_EQ(Resolved(), (Strings{"b:bypass:cancelled"}));
+  EXPECT_EQ(c().waiting(), 0);
+  EXPECT_EQ(c().counters().cancelled, 1);
+  c().Cancel("a", At(3));  // A granted ticket: its lease goes.
+  EXPECT_EQ(c().ledger().reserved(), 0);
+  EXPECT_EQ(c().ledger().LeaseForTicket("a"), nullptr);
+  c().Cancel("early", At(4));  // Before its acquire.
+  EXPECT_EQ(Acquire("early", 10, 5).reason, AdmissionReason::kCancelled);
+  EXPECT_EQ(Acquire("early", 10, 6).action, AdmissionAction::kAdmit);  // Tombstone used up.
+}
+
+TEST_F(AdmissionCoordinatorTest, CancelTombstonesArePrunedAfterRetention) {
+  Build(100);
+  c().Cancel("late", At(0));
+  Poll(100, 0.1, 601);  // 601 s later the tombstone is gone.
+  EXPECT_EQ(Acquire("late", 10, 601).action, AdmissionAction::kAdmit);
+}
+
+// test_admission_coordinator_ages_waiters_without_leasing_capacity.
+TEST_F(AdmissionCoordinatorTest, AgesWaitersWithoutLeasingCapacity) {
+  Build(100, /*max_wait_s=*/0);
+  ASSERT_EQ(Acquire("a", 100, 0).action, AdmissionAction::kAdmit);
+  const AdmissionDecision aged = Acquire("b", 50, 0);
+  EXPECT_EQ(aged.action, AdmissionAction::kBypass);
+  EXPECT_EQ(aged.reason, AdmissionReason::kAged);
+  EXPECT_EQ(c().ledger().LeaseForTicket("b"), nullptr);
+  EXPECT_EQ(c().ledger().reserved(), 100);
+  EXPECT_EQ(c().counters().bypass_aged, 1);
+}
+
+TEST_F(AdmissionCoordinatorTest, WaitersAgeOnTickAtMaxWait) {
+  Build(100, /*max_wait_s=*/30);
+  ASSERT_EQ(Acquire("a", 100, 0).action, AdmissionAction::kAdmit);
+  Poll(100, 0.1, 10);  // Polls keep the ledger fresh (staleness 6 s).
+  ASSERT_EQ(Acquire("b", 50, 10).action, AdmissionAction::kWait);
+  Poll(100, 0.1, 35);
+  c().Tick(At(39.9));
+  EXPECT_EQ(Resolved(), Strings{});
+  c().Tick(At(40));
+  EXPECT_EQ(Resolved(), (Strings{"b:bypass:aged"}));
+}
+
+TEST_F(AdmissionCoordinatorTest, RetryOfAWaitingTicketWithAnotherReservationIsAnError) {
+  Build(100);
+  ASSERT_EQ(Acquire("a", 100, 0).action, AdmissionAction::kAdmit);
+  ASSERT_EQ(Acquire("b", 50, 1).action, AdmissionAction::kWait);
+  EXPECT_EQ(Acquire("b", 50, 2).action, AdmissionAction::kWait);  // Same reservation: waits on.
+  const StatusOr<AdmissionDecision> bad = c().Acquire(AcquireRequest{"b", 60, false}, At(3));
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c().waiting(), 1);
+}
+
+TEST_F(AdmissionCoordinatorTest, DegradedWhileWaitingDrainsTheWholeQueueAsBypass) {
+  Build(100);
+  ASSERT_EQ(Acquire("a", 100, 0).action, AdmissionAction::kAdmit);
+  ASSERT_EQ(Acquire("b", 50, 1).action, AdmissionAction::kWait);
+  ASSERT_EQ(Acquire("c", 50, 2).action, AdmissionAction::kWait);
+  c().Reconcile({}, At(3));  // No engine: invalidated.
+  EXPECT_EQ(Resolved(), (Strings{"b:bypass:degraded", "c:bypass:degraded"}));
+}
+
+TEST_F(AdmissionCoordinatorTest, ShutdownResolvesEveryWaiterAsBypass) {
+  Build(100);
+  ASSERT_EQ(Acquire("a", 100, 0).action, AdmissionAction::kAdmit);
+  ASSERT_EQ(Acquire("b", 50, 1).action, AdmissionAction::kWait);
+  ASSERT_EQ(Acquire("c", 50, 2).action, AdmissionAction::kWait);
+  c().Shutdown();
+  EXPECT_EQ(Resolved(), (Strings{"b:bypass:degraded", "c:bypass:degraded"}));
+  EXPECT_EQ(c().waiting(), 0);
+  EXPECT_EQ(c().ledger().lease_count(), 0);
+}
+
+TEST_F(AdmissionCoordinatorTest, LeaseReleasedWhenTheAttemptFailsAndTtlReclaimsStrandedOnes) {
+  Build(100);
+  const AdmissionDecision a = Acquire("a", 60, 0);
+  c().Release(*a.lease_id, At(1));  // The attempt's error path releases.
+  EXPECT_EQ(c().ledger().reserved(), 0);
+  ASSERT_EQ(Acquire("b", 60, 2).action, AdmissionAction::kAdmit);  // Never released.
+  Poll(100, 0.1, 603);
+  EXPECT_EQ(c().ledger().reserved(), 0);
+  EXPECT_EQ(c().counters().lease_expired, 1);
+}
+
+// Random acquire / release / cancel / reconcile / tick: reserved equals the sum of live
+// leases; no waiter is admitted ahead of an older one; every waiter is resolved within
+// max_wait (plus the tick interval) of simulated time; the epoch changes exactly when the
+// healthy engine set changes.
+TEST(AdmissionCoordinatorPropertyTest, RandomOperationsKeepTheContracts) {
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Rng rng(seed);
+    CoordinatorParams p;
+    p.ledger.headroom = 0.9;
+    p.max_wait = At(10);
+    AdmissionCoordinator c(p);
+    double now = 0;
+    std::map<std::string, std::string> leases;                   // ticket -> lease id
+    std::map<std::string, int64_t> lease_tokens;                 // ticket -> tokens
+    std::map<std::string, std::pair<uint64_t, double>> waiting;  // ticket -> (order, since)
+    uint64_t arrival = 0;
+    uint64_t last_admitted_from_queue = 0;
+    std::set<std::string> healthy_set;
+    int64_t epoch = 0;
+    int next_ticket = 0;
+    const auto absorb = [&](const std::vector<AdmissionDecision>& resolved) {
+      for (const AdmissionDecision& d : resolved) {
+        auto w = waiting.find(d.ticket);
+        ASSERT_NE(w, waiting.end()) << d.ticket;
+        EXPECT_LE(now - w->second.second, 10.0 + 1.0 + 1e-9) << "resolved too late";
+        if (d.action == AdmissionAction::kAdmit) {
+          ASSERT_GE(w->second.first, last_admitted_from_queue) << "admitted out of order";
+          last_admitted_from_queue = w->second.first;
+          leases[d.ticket] = *d.lease_id;
+          lease_tokens[d.ticket] = d.reservation_tokens;
+        }
+        waiting.erase(w);
+      }
+    };
+    for (int op = 0; op < 20'000; ++op) {
+      now += 0.25 * static_cast<double>(rng.Uniform(0, 4));
+      const int64_t kind = rng.Uniform(0, 9);
+      if (kind < 4) {
+        const std::string ticket = "r" + std::to_string(next_ticket++) + ":0";
+        const int64_t tokens = rng.Uniform(1, 400);
+        const StatusOr<AdmissionDecision> d =
+            c.Acquire(AcquireRequest{ticket, tokens, false}, At(now));
+        ASSERT_TRUE(d.ok());
+        if (d->action == AdmissionAction::kAdmit) {
+          leases[ticket] = *d->lease_id;
+          lease_tokens[ticket] = tokens;
+        } else if (d->action == AdmissionAction::kWait) {
+          waiting[ticket] = {arrival++, now};
+        }
+      } else if (kind < 6 && !leases.empty()) {
+        auto it = leases.begin();
+        std::advance(it, rng.Uniform(0, static_cast<int64_t>(leases.size()) - 1));
+        c.Release(it->second, At(now));
+        lease_tokens.erase(it->first);
+        leases.erase(it);
+      } else if (kind < 7 && !waiting.empty()) {
+        auto it = waiting.begin();
+        std::advance(it, rng.Uniform(0, static_cast<int64_t>(waiting.size()) - 1));
+        c.Cancel(it->first, At(now));
+      } else if (kind < 8) {
+        std::vector<EngineSnapshot> fleet;
+        std::set<std::string> healthy;
+        for (int e = 0; e < 3; ++e) {
+          if (!rng.Bernoulli(0.85)) continue;
+          std::string id = "e";
+          id += std::to_string(e);
+          const int64_t capacity = rng.Uniform(0, 1) == 0 ? 0 : 1000;
+          if (capacity > 0) healthy.insert(id);
+          fleet.push_back(EngineSnapshot{id, capacity, 0.5 * rng.UniformDouble(), 0, true});
+        }
+        c.Reconcile(fleet, At(now));
+        if (!healthy.empty() && healthy != healthy_set) {
+          ++epoch;
+          healthy_set = healthy;
+        }
+        ASSERT_EQ(c.ledger().epoch(), epoch);
+        // TTL (600 s) never fires within this run's simulated time.
+      } else {
+        c.Tick(At(now));
+      }
+      absorb(c.TakeResolved());
+      // Waiters cancelled resolve as bypass through TakeResolved too; admitted ones lease.
+      int64_t sum = 0;
+      for (const auto& [t, tokens] : lease_tokens) sum += tokens;
+      ASSERT_EQ(c.ledger().reserved(), sum) << "op " << op;
+      ASSERT_EQ(c.waiting(), static_cast<int64_t>(waiting.size())) << "op " << op;
+      ASSERT_TRUE(c.CheckInvariants().ok());
+      if (op % 4 == 0) c.Tick(At(now + 1.0));  // Ticks at least every simulated second.
+      absorb(c.TakeResolved());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace agentkv::control

@@ -6,10 +6,12 @@
 
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "agentkv/base/rng.h"
+#include "agentkv/control/reservation.h"
 
 namespace agentkv::control {
 namespace {
@@ -219,6 +221,70 @@ TEST_F(AdmissionCoordinatorTest, LeaseReleasedWhenTheAttemptFailsAndTtlReclaimsS
   EXPECT_EQ(c().counters().lease_expired, 1);
 }
 
+// test_admission_lease_uses_train_prefix_and_releases_after_backend_attempt.
+TEST_F(AdmissionCoordinatorTest, AttemptLeaseUsesTheReplayedPrefixAndIsReleasedOnEveryExit) {
+  Build(1000);
+  const AcquireRequest request{"request-1:2",
+                               ReservationTokens({.prefix_tokens = 100,
+                                                  .pending_tokens = 8,
+                                                  .max_new_tokens = 64,
+                                                  .expected_decode_cap = 20}),
+                               false};
+  EXPECT_EQ(request.reservation_tokens, 128);
+  const auto backend_attempt_that_fails = [&] {
+    const AdmissionDecision d = c().Acquire(request, At(1)).value();
+    AttemptLease lease(c(), d, At(1));
+    EXPECT_TRUE(lease.holds_lease());
+    EXPECT_EQ(c().ledger().reserved(), 128);
+    throw std::runtime_error("backend attempt failed");
+  };
+  EXPECT_THROW(backend_attempt_that_fails(), std::runtime_error);
+  EXPECT_EQ(c().ledger().reserved(), 0);
+  EXPECT_EQ(c().ledger().lease_count(), 0);
+
+  const AdmissionDecision d = c().Acquire(request, At(2)).value();
+  AttemptLease lease(c(), d, At(2));
+  lease.Release(At(3));
+  lease.Release(At(4));  // Idempotent.
+  EXPECT_FALSE(lease.holds_lease());
+  EXPECT_EQ(c().ledger().reserved(), 0);
+}
+
+TEST_F(AdmissionCoordinatorTest, StepMetricsReportTheSeedSeriesAndResetPerStep) {
+  Build(100);
+  AgenticOptions options;
+  options.agentic_program_admission = true;
+  ASSERT_EQ(Acquire("a", 60, 0).action, AdmissionAction::kAdmit);
+  ASSERT_EQ(Acquire("b", 60, 0).action, AdmissionAction::kWait);
+  const auto metrics = c().StepMetrics(options, At(1), /*reset_step=*/true);
+  std::map<std::string, double> m(metrics.begin(), metrics.end());
+  EXPECT_EQ(m.at("agentic_kv/admission/admit"), 1);
+  EXPECT_EQ(m.at("agentic_kv/admission/wait"), 1);
+  EXPECT_EQ(m.at("agentic_kv/admission/waiting"), 1);
+  EXPECT_DOUBLE_EQ(m.at("agentic_kv/admission/defer_rate"), 0.5);
+  EXPECT_EQ(m.at("agentic_kv/budget/ceiling"), 100);
+  EXPECT_EQ(m.at("agentic_kv/budget/reserved"), 60);
+  EXPECT_DOUBLE_EQ(m.at("agentic_kv/budget/reserved_utilization"), 0.6);
+  EXPECT_FALSE(m.contains("agentic_kv/admission/bypass"));  // Absent when zero.
+  const auto next = c().StepMetrics(options, At(2), /*reset_step=*/false);
+  std::map<std::string, double> n(next.begin(), next.end());
+  EXPECT_FALSE(n.contains("agentic_kv/admission/admit"));  // Counters restarted.
+  EXPECT_EQ(n.at("agentic_kv/admission/waiting"), 1);
+}
+
+TEST(CoordinatorParamsTest, FollowTheOptions) {
+  AgenticOptions options;
+  options.agentic_admission_headroom = 0.5;
+  options.agentic_admission_pressure_threshold = 0.8;
+  options.agentic_admission_max_wait_s = 12;
+  const CoordinatorParams p = CoordinatorParamsFrom(options);
+  EXPECT_DOUBLE_EQ(p.ledger.headroom, 0.5);
+  EXPECT_DOUBLE_EQ(p.ledger.pressure_threshold, 0.8);
+  EXPECT_EQ(p.max_wait, At(12));
+  EXPECT_EQ(p.ledger.lease_ttl, At(600));
+  EXPECT_EQ(p.ledger.staleness, At(6));
+}
+
 // Random acquire / release / cancel / reconcile / tick: reserved equals the sum of live
 // leases; no waiter is admitted ahead of an older one; every waiter is resolved within
 // max_wait (plus the tick interval) of simulated time; the epoch changes exactly when the
@@ -229,11 +295,13 @@ TEST(AdmissionCoordinatorPropertyTest, RandomOperationsKeepTheContracts) {
     Rng rng(seed);
     CoordinatorParams p;
     p.ledger.headroom = 0.9;
+    p.ledger.lease_ttl = At(20);
     p.max_wait = At(10);
     AdmissionCoordinator c(p);
     double now = 0;
     std::map<std::string, std::string> leases;                   // ticket -> lease id
     std::map<std::string, int64_t> lease_tokens;                 // ticket -> tokens
+    std::map<std::string, double> lease_since;                   // ticket -> grant time
     std::map<std::string, std::pair<uint64_t, double>> waiting;  // ticket -> (order, since)
     uint64_t arrival = 0;
     uint64_t last_admitted_from_queue = 0;
@@ -250,6 +318,7 @@ TEST(AdmissionCoordinatorPropertyTest, RandomOperationsKeepTheContracts) {
           last_admitted_from_queue = w->second.first;
           leases[d.ticket] = *d.lease_id;
           lease_tokens[d.ticket] = d.reservation_tokens;
+          lease_since[d.ticket] = now;
         }
         waiting.erase(w);
       }
@@ -266,6 +335,7 @@ TEST(AdmissionCoordinatorPropertyTest, RandomOperationsKeepTheContracts) {
         if (d->action == AdmissionAction::kAdmit) {
           leases[ticket] = *d->lease_id;
           lease_tokens[ticket] = tokens;
+          lease_since[ticket] = now;
         } else if (d->action == AdmissionAction::kWait) {
           waiting[ticket] = {arrival++, now};
         }
@@ -274,6 +344,7 @@ TEST(AdmissionCoordinatorPropertyTest, RandomOperationsKeepTheContracts) {
         std::advance(it, rng.Uniform(0, static_cast<int64_t>(leases.size()) - 1));
         c.Release(it->second, At(now));
         lease_tokens.erase(it->first);
+        lease_since.erase(it->first);
         leases.erase(it);
       } else if (kind < 7 && !waiting.empty()) {
         auto it = waiting.begin();
@@ -291,6 +362,18 @@ TEST(AdmissionCoordinatorPropertyTest, RandomOperationsKeepTheContracts) {
           fleet.push_back(EngineSnapshot{id, capacity, 0.5 * rng.UniformDouble(), 0, true});
         }
         c.Reconcile(fleet, At(now));
+        // The reconcile reclaimed every lease older than the TTL, and only those.
+        for (auto it = lease_since.begin(); it != lease_since.end();) {
+          if (now - it->second > 20) {
+            ASSERT_EQ(c.ledger().LeaseForTicket(it->first), nullptr) << "outlived its TTL";
+            leases.erase(it->first);
+            lease_tokens.erase(it->first);
+            it = lease_since.erase(it);
+          } else {
+            ASSERT_NE(c.ledger().LeaseForTicket(it->first), nullptr) << "reclaimed too early";
+            ++it;
+          }
+        }
         if (!healthy.empty() && healthy != healthy_set) {
           ++epoch;
           healthy_set = healthy;

@@ -19,6 +19,27 @@ std::string_view AdmissionActionName(AdmissionAction action) {
   return "unknown";
 }
 
+CoordinatorParams CoordinatorParamsFrom(const AgenticOptions& options) {
+  CoordinatorParams p;
+  p.ledger.headroom = options.agentic_admission_headroom;
+  p.ledger.pressure_threshold = options.agentic_admission_pressure_threshold;
+  p.ledger.lease_ttl = options.lease_ttl();
+  p.ledger.staleness = options.staleness();
+  p.max_wait = options.max_wait();
+  return p;
+}
+
+std::vector<std::pair<std::string, double>> AdmissionCoordinator::StepMetrics(
+    const AgenticOptions& options, TimeNs now, bool reset_step) {
+  const BudgetSnapshot s = ledger_.Snapshot(now, reset_step);
+  const BudgetView view{s.epoch,       s.capacity,      s.reserved_tokens, s.available_tokens,
+                        s.lease_count, s.kv_usage_mean, s.kv_usage_max,    s.degraded};
+  std::vector<std::pair<std::string, double>> metrics =
+      AgenticKvMetrics(options, counters_, waiting(), view);
+  if (reset_step) counters_ = AdmissionCounters{};
+  return metrics;
+}
+
 AdmissionCoordinator::AdmissionCoordinator(const CoordinatorParams& params)
     : params_(params), ledger_(params.ledger) {}
 

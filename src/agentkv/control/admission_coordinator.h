@@ -22,11 +22,13 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "agentkv/base/status.h"
 #include "agentkv/base/time.h"
 #include "agentkv/control/admission_metrics.h"
+#include "agentkv/control/agentic_options.h"
 #include "agentkv/control/budget_ledger.h"
 
 namespace agentkv::control {
@@ -70,6 +72,9 @@ struct CoordinatorParams {
   int64_t max_cancel_tombstones = 65536;
 };
 
+// The coordinator parameters `options` (validated) call for.
+CoordinatorParams CoordinatorParamsFrom(const AgenticOptions& options);
+
 class AdmissionCoordinator {
  public:
   explicit AdmissionCoordinator(const CoordinatorParams& params);
@@ -102,6 +107,12 @@ class AdmissionCoordinator {
   BudgetLedger& ledger() { return ledger_; }
   const BudgetLedger& ledger() const { return ledger_; }
 
+  // The seed's `agentic_kv/` series at `now` (AgenticKvMetrics over this coordinator's
+  // counters, waiters and ledger). With `reset_step`, as once per rollout step, the counters
+  // restart and the ledger's usage window is drained after reading.
+  std::vector<std::pair<std::string, double>> StepMetrics(const AgenticOptions& options, TimeNs now,
+                                                          bool reset_step);
+
   // Internal when the waiter bookkeeping disagrees with itself (for tests).
   Status CheckInvariants() const;
 
@@ -131,6 +142,41 @@ class AdmissionCoordinator {
   std::deque<std::pair<std::string, TimeNs>> cancel_order_;
   std::vector<AdmissionDecision> resolved_;
   AdmissionCounters counters_;
+};
+
+// AttemptLease: holds one backend attempt's admission lease and returns it on every exit path
+// (seed 000: "release in every exit path"). Release(now) returns it explicitly; a lease still
+// held when the guard is destroyed (an error or early return) is returned at the time it was
+// granted, the last time the guard knows, and the next drain ages waiters correctly.
+// Move-only; must not outlive its coordinator.
+class AttemptLease {
+ public:
+  AttemptLease(AdmissionCoordinator& coordinator, const AdmissionDecision& decision, TimeNs now)
+      : coordinator_(&coordinator),
+        lease_id_(decision.lease_id.value_or(std::string())),
+        granted_at_(now) {}
+  AttemptLease(AttemptLease&& other) noexcept
+      : coordinator_(other.coordinator_),
+        lease_id_(std::exchange(other.lease_id_, std::string())),
+        granted_at_(other.granted_at_) {}
+  AttemptLease& operator=(AttemptLease&&) = delete;
+  AttemptLease(const AttemptLease&) = delete;
+  AttemptLease& operator=(const AttemptLease&) = delete;
+  ~AttemptLease() { Release(granted_at_); }
+
+  bool holds_lease() const { return !lease_id_.empty(); }
+  // Returns the lease, if still held. Idempotent.
+  void Release(TimeNs now) {
+    if (lease_id_.empty()) return;
+    coordinator_->Release(lease_id_, now);
+    lease_id_.clear();
+  }
+
+ private:
+  AdmissionCoordinator* coordinator_;
+  // Empty when no lease is held (lease ids are never empty: "{epoch}:{ticket}").
+  std::string lease_id_;
+  TimeNs granted_at_;
 };
 
 }  // namespace agentkv::control

@@ -285,6 +285,114 @@ TEST(CoordinatorParamsTest, FollowTheOptions) {
   EXPECT_EQ(p.ledger.staleness, At(6));
 }
 
+// The upstream scenarios as one step table per scenario: each row is one call at a time, with
+// the action it must return (for Acquire) and the waiters it must resolve, in order.
+enum class Op { kAcquire, kAcquireProtected, kRelease, kCancel, kTick, kPoll, kInvalidate };
+struct Row {
+  double t;
+  Op op;
+  std::string ticket;  // Acquire/Cancel: the ticket; Release: the lease id.
+  int64_t tokens = 0;  // Acquire: the reservation; Poll: the engine's capacity.
+  std::string expect;  // Acquire: "action:reason"; others: "".
+  Strings resolved;    // Waiters resolved by this call, as "ticket:action:reason".
+};
+struct StepTable {
+  std::string name;
+  int64_t capacity;
+  double max_wait_s;
+  std::vector<Row> rows;
+};
+
+class AdmissionStepTableTest : public AdmissionCoordinatorTest,
+                               public ::testing::WithParamInterface<StepTable> {};
+
+TEST_P(AdmissionStepTableTest, EveryStepDecidesAsTheSeedSays) {
+  const StepTable& table = GetParam();
+  Build(table.capacity, table.max_wait_s);
+  for (size_t i = 0; i < table.rows.size(); ++i) {
+    const Row& r = table.rows[i];
+    SCOPED_TRACE("row " + std::to_string(i) + " at t=" + std::to_string(r.t));
+    switch (r.op) {
+      case Op::kAcquire:
+      case Op::kAcquireProtected: {
+        const AdmissionDecision d = Acquire(r.ticket, r.tokens, r.t, r.op == Op::kAcquireProtected);
+        EXPECT_EQ(std::string(AdmissionActionName(d.action)) + ":" +
+                      std::string(AdmissionReasonName(d.reason)),
+                  r.expect);
+        break;
+      }
+      case Op::kRelease:
+        c().Release(r.ticket, At(r.t));
+        break;
+      case Op::kCancel:
+        c().Cancel(r.ticket, At(r.t));
+        break;
+      case Op::kTick:
+        c().Tick(At(r.t));
+        break;
+      case Op::kPoll:
+        Poll(r.tokens, 0.1, r.t);
+        break;
+      case Op::kInvalidate:
+        c().Reconcile({}, At(r.t));
+        break;
+    }
+    Check();
+    EXPECT_EQ(Resolved(), r.resolved);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Upstream, AdmissionStepTableTest,
+    ::testing::Values(
+        StepTable{"GlobalFifoOrder",
+                  100,
+                  30,
+                  {{0, Op::kAcquire, "a", 100, "admit:capacity_available", {}},
+                   {1, Op::kAcquire, "b", 70, "wait:capacity_exhausted", {}},
+                   {2, Op::kAcquire, "c", 40, "wait:capacity_exhausted", {}},
+                   {3, Op::kRelease, "1:a", 0, "", {"b:admit:capacity_available"}},
+                   {4, Op::kRelease, "1:b", 0, "", {"c:admit:capacity_available"}}}},
+        StepTable{"ProtectedAndDegradedBypass",
+                  100,
+                  30,
+                  {{0, Op::kAcquireProtected, "p", 10, "bypass:protected", {}},
+                   {1, Op::kInvalidate, "", 0, "", {}},
+                   {2, Op::kAcquire, "d", 10, "bypass:degraded", {}}}},
+        StepTable{"CancellationOfWaiterLeaseAndEarlyTicket",
+                  100,
+                  30,
+                  {{0, Op::kAcquire, "a", 100, "admit:capacity_available", {}},
+                   {1, Op::kAcquire, "b", 50, "wait:capacity_exhausted", {}},
+                   {2, Op::kCancel, "b", 0, "", {"b:bypass:cancelled"}},
+                   {3, Op::kCancel, "a", 0, "", {}},
+                   {4, Op::kAcquire, "c", 100, "admit:capacity_available", {}},
+                   {5, Op::kCancel, "early", 0, "", {}},
+                   {5, Op::kAcquire, "early", 1, "bypass:cancelled", {}}}},
+        StepTable{"AgingWithoutLeasing",
+                  100,
+                  0,
+                  {{0, Op::kAcquire, "a", 100, "admit:capacity_available", {}},
+                   {0, Op::kAcquire, "b", 50, "bypass:aged", {}},
+                   {0, Op::kAcquire, "c", 1, "bypass:aged", {}}}},
+        StepTable{"HeadOfLineBlocksSmallerAndStaleLedgerDrainsAsBypass",
+                  100,
+                  30,
+                  {{0, Op::kAcquire, "a", 90, "admit:capacity_available", {}},
+                   {1, Op::kAcquire, "big", 20, "wait:capacity_exhausted", {}},
+                   {2, Op::kAcquire, "small", 5, "wait:capacity_exhausted", {}},
+                   {3, Op::kTick, "", 0, "", {}},
+                   {9, Op::kTick, "", 0, "", {"big:bypass:degraded", "small:bypass:degraded"}}}},
+        StepTable{"CapacityFollowsThePoll",
+                  100,
+                  30,
+                  {{0, Op::kAcquire, "a", 60, "admit:capacity_available", {}},
+                   {1, Op::kPoll, "", 200, "", {}},
+                   {1, Op::kAcquire, "b", 140, "admit:capacity_available", {}},
+                   {2, Op::kAcquire, "c", 1, "wait:capacity_exhausted", {}},
+                   {3, Op::kRelease, "1:a", 0, "", {"c:admit:capacity_available"}}}}),
+    [](const ::testing::TestParamInfo<StepTable>& param_info) { return param_info.param.name; });
+
 // Random acquire / release / cancel / reconcile / tick: reserved equals the sum of live
 // leases; no waiter is admitted ahead of an older one; every waiter is resolved within
 // max_wait (plus the tick interval) of simulated time; the epoch changes exactly when the

@@ -7,7 +7,6 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <regex>
 #include <set>
 #include <string>
 #include <utility>
@@ -288,14 +287,26 @@ TEST(AdmissionMetricsTest, PrometheusNameReplacesSlashes) {
 }
 
 TEST(AdmissionMetricsTest, EveryMetricHasAValidUniquePrometheusName) {
-  const std::regex valid("[a-zA-Z_:][a-zA-Z0-9_:]*");
+  // [a-zA-Z_:][a-zA-Z0-9_:]*, checked by hand: std::regex trips a false GCC 12 warning under
+  // the sanitizer build.
+  const auto valid = [](const std::string& name) {
+    const auto word = [](char ch, bool first) {
+      return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' || ch == ':' ||
+             (!first && ch >= '0' && ch <= '9');
+    };
+    if (name.empty()) return false;
+    for (size_t i = 0; i < name.size(); ++i) {
+      if (!word(name[i], i == 0)) return false;
+    }
+    return true;
+  };
   std::set<std::string> seen;
   ASSERT_EQ(AllAgenticKvMetricNames().size(), 24u);
   for (std::string_view name : AllAgenticKvMetricNames()) {
     SCOPED_TRACE(name);
     EXPECT_TRUE(name.starts_with("agentic_kv/"));
     const std::string prom = PrometheusName(name);
-    EXPECT_TRUE(std::regex_match(prom, valid)) << prom;
+    EXPECT_TRUE(valid(prom)) << prom;
     EXPECT_TRUE(prom.starts_with("agentic_kv_")) << prom;
     EXPECT_EQ(prom.size(), name.size());
     EXPECT_TRUE(seen.insert(prom).second) << prom << " collides";

@@ -1,0 +1,161 @@
+// CostModel: an analytic roofline for one engine scheduler step, and the KV capacity left on
+// the GPUs after the weights.
+//
+// The simulator's engine model asks `Estimate(shape)` how long a continuous-batching step takes
+// (prefill chunks plus decode tokens) and sizes its `kv::KvCacheManager` from
+// `kv_capacity_tokens()`. A model is built once from a model preset, a GPU preset, a tensor
+// parallel degree and `CostModelOptions`; every formula is in docs/COST_MODEL.md. Pure: no
+// clocks, no I/O, no global state beyond the constexpr preset tables. Immutable value type,
+// thread-compatible (all methods are const and may run concurrently).
+#ifndef AGENTKV_ENGINE_COST_MODEL_H_
+#define AGENTKV_ENGINE_COST_MODEL_H_
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "agentkv/base/status.h"
+#include "agentkv/base/time.h"
+
+namespace agentkv::engine {
+
+// A dense decoder-only transformer. All fields must be positive; `num_kv_heads` divides
+// `num_query_heads`. `name` views storage that must outlive every copy (the built-in presets
+// use string literals).
+struct ModelPreset {
+  std::string_view name;
+  int32_t num_layers = 0;
+  int32_t hidden_size = 0;
+  int32_t num_query_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  // Total parameter count, embeddings included (all of them are read each step).
+  double num_params = 0;
+  // Bytes per weight and per KV element: 2 for bf16/fp16.
+  int32_t dtype_bytes = 0;
+};
+
+// One GPU. All fields must be positive; `name` as in ModelPreset.
+struct GpuPreset {
+  std::string_view name;
+  // Dense bf16 tensor-core peak, FLOP/s (no sparsity).
+  double peak_flops = 0;
+  // HBM bandwidth, bytes/s.
+  double hbm_bytes_per_s = 0;
+  // Device memory, bytes.
+  int64_t memory_bytes = 0;
+};
+
+// The built-in presets, in lookup order. Names are lower case.
+std::span<const ModelPreset> ModelPresets();
+std::span<const GpuPreset> GpuPresets();
+
+// Returns the preset named `name` (exact, lower case, e.g. "llama-3.1-8b").
+// NotFound listing every known name when there is none.
+[[nodiscard]] StatusOr<ModelPreset> FindModelPreset(std::string_view name);
+// Returns the preset named `name` ("h100", "h200"). NotFound listing the known names.
+[[nodiscard]] StatusOr<GpuPreset> FindGpuPreset(std::string_view name);
+
+struct CostModelOptions {
+  // Share of each GPU's memory the engine may use for weights, activations and KV (SGLang's
+  // --mem-fraction-static). Default: 0.90. Range (0, 1].
+  double memory_fraction = 0.90;
+  // Memory held back on each GPU for activations, CUDA graphs and workspace, bytes.
+  // Default: 2 GiB. Range [0, 1 TiB].
+  int64_t activation_reserve_bytes_per_gpu = int64_t{2} << 30;
+  // Model FLOP utilization: the share of peak FLOP/s a step reaches. Default: 0.5. Range (0, 1].
+  double mfu = 0.5;
+  // Memory bandwidth utilization: the share of peak HBM bandwidth. Default: 0.8. Range (0, 1].
+  double mbu = 0.8;
+  // Fixed cost of every non-empty step (scheduling, kernel launches, sampling).
+  // Default: 1 ms. Range [0, 1 s].
+  TimeNs step_overhead = TimeNs::Millis(1);
+  // Latency of one tensor-parallel all-reduce; a step pays two per layer when tp > 1 (after
+  // attention and after the MLP). Bandwidth of the all-reduce is ignored.
+  // Default: 5 us. Range [0, 1 ms].
+  TimeNs allreduce_latency = TimeNs(5'000);
+
+  // OK, or InvalidArgument naming the first out-of-range field and its value.
+  [[nodiscard]] Status Validate() const;
+};
+
+// What one scheduler step does. All fields are >= 0.
+struct StepShape {
+  // New prompt tokens computed this step (sum of every prefill chunk).
+  int64_t prefill_tokens = 0;
+  // Tokens generated this step (one per decoding request).
+  int64_t decode_tokens = 0;
+  // Sum over the step's requests of the tokens already in the KV cache that attention reads
+  // (the cached prefix of a prefill request, the whole context of a decoding request). This
+  // step's own new tokens are not counted here.
+  int64_t context_tokens = 0;
+  // Requests in the batch; at least 1 when any token is computed.
+  int64_t num_requests = 0;
+};
+
+// The parts of one estimate, for tests, reports and logging plans.
+struct StepCost {
+  double flops = 0;           // Whole step, summed over the tp GPUs.
+  double memory_bytes = 0;    // Whole step, summed over the tp GPUs.
+  TimeNs compute_time;        // flops / (tp * peak_flops * mfu).
+  TimeNs memory_time;         // memory_bytes / (tp * hbm_bytes_per_s * mbu).
+  TimeNs communication_time;  // 2 * layers * allreduce_latency when tp > 1, else 0.
+  TimeNs overhead;            // options.step_overhead for a non-empty step, else 0.
+  TimeNs total;               // max(compute, memory) + communication + overhead.
+
+  bool compute_bound() const { return compute_time > memory_time; }
+};
+
+class CostModel {
+ public:
+  // Tensor-parallel degrees accepted by Create.
+  static constexpr int32_t kMaxTensorParallel = 8;
+
+  // Validates and builds. InvalidArgument naming the field and value when: `tp` is not 1, 2, 4
+  // or 8; `tp` does not divide the model's KV heads; a preset field is not positive; an option
+  // is out of range; or the model does not fit (no KV token left), naming model, gpu and tp.
+  [[nodiscard]] static StatusOr<CostModel> Create(const ModelPreset& model, const GpuPreset& gpu,
+                                                  int32_t tp, const CostModelOptions& options = {});
+  // As Create, looking both presets up by name; NotFound for an unknown name.
+  [[nodiscard]] static StatusOr<CostModel> CreateByName(std::string_view model,
+                                                        std::string_view gpu, int32_t tp,
+                                                        const CostModelOptions& options = {});
+
+  // 2 (K and V) * layers * kv_heads * head_dim * dtype_bytes, over all tp GPUs together.
+  int64_t kv_bytes_per_token() const { return kv_bytes_per_token_; }
+  // num_params * dtype_bytes, over all tp GPUs together.
+  double weight_bytes() const { return weight_bytes_; }
+  // floor((memory * tp * memory_fraction - weight_bytes - reserve * tp) / kv_bytes_per_token);
+  // always >= 1.
+  int64_t kv_capacity_tokens() const { return kv_capacity_tokens_; }
+  // Whole blocks of `tokens_per_block` tokens that fit in kv_capacity_tokens().
+  // Precondition: tokens_per_block > 0.
+  int64_t KvCapacityBlocks(int32_t tokens_per_block) const;
+
+  // Wall time of one step. An empty step (no prefill and no decode tokens) costs 0.
+  // Precondition: every field of `shape` >= 0, and num_requests >= 1 when tokens > 0.
+  TimeNs Estimate(const StepShape& shape) const { return Breakdown(shape).total; }
+  // The same estimate with its parts. Same preconditions.
+  StepCost Breakdown(const StepShape& shape) const;
+
+  const ModelPreset& model() const { return model_; }
+  const GpuPreset& gpu() const { return gpu_; }
+  int32_t tp() const { return tp_; }
+  const CostModelOptions& options() const { return options_; }
+
+ private:
+  CostModel(const ModelPreset& model, const GpuPreset& gpu, int32_t tp,
+            const CostModelOptions& options);
+
+  ModelPreset model_;
+  GpuPreset gpu_;
+  int32_t tp_ = 1;
+  CostModelOptions options_;
+  int64_t kv_bytes_per_token_ = 0;
+  double weight_bytes_ = 0;
+  int64_t kv_capacity_tokens_ = 0;
+};
+
+}  // namespace agentkv::engine
+
+#endif  // AGENTKV_ENGINE_COST_MODEL_H_

@@ -1,0 +1,238 @@
+// StepScheduler: one engine's continuous-batching step scheduler over kv::KvCacheManager.
+//
+// It models SGLang's scheduler loop at step granularity: a FIFO waiting queue, a per-step
+// prefill token budget with chunked prefill, one decode token per running request per step,
+// block allocation through the cache (which evicts and onboards host blocks), and preemption
+// (SGLang's "retract": release the newest running request and requeue it at the front; its KV
+// is recomputed on re-admission). Each Step() returns the batch shape a cost model prices and
+// advances the cache's step counter once. The simulator and the engine emulator drive it; it
+// owns its KvCacheManager, so block accounting is the real `kv` code.
+//
+// Thread-compatible: const methods may run concurrently; mutation needs external
+// synchronization. Deterministic: equal options and calls give equal results.
+#ifndef AGENTKV_ENGINE_STEP_SCHEDULER_H_
+#define AGENTKV_ENGINE_STEP_SCHEDULER_H_
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "agentkv/base/status.h"
+#include "agentkv/base/strong_id.h"
+#include "agentkv/base/time.h"
+#include "agentkv/kv/block_key.h"
+#include "agentkv/kv/kv_cache_manager.h"
+
+namespace agentkv::engine {
+
+struct StepSchedulerOptions {
+  // SGLang --max-running-requests: requests in the running batch at once.
+  // Default: 256. Range: [1, 1 << 20].
+  int64_t max_running_requests = 256;
+  // SGLang --max-prefill-tokens: prefill tokens (new prompt tokens computed) per step.
+  // Default: 16384. Range: [1, 1 << 30].
+  int64_t max_prefill_tokens = 16384;
+  // SGLang --chunked-prefill-size: the most prefill tokens of one request per step; 0 disables
+  // chunking (a prompt is prefilled in one step; the first prefill of a step may then exceed
+  // max_prefill_tokens, later ones must fit). Default: 8192. Range: [0, 1 << 30].
+  int64_t chunked_prefill_size = 8192;
+
+  // InvalidArgument naming the first field out of range and its value.
+  Status Validate() const;
+};
+
+// One request as the engine receives it.
+struct SchedulerRequest {
+  RequestId id;
+  // Keys of the prompt's full blocks, chained from the root (computed by the caller).
+  // At most prompt_tokens / tokens_per_block of them.
+  std::vector<kv::BlockKey> prompt_keys;
+  // Prompt length in tokens. Range: >= 1.
+  int64_t prompt_tokens = 0;
+  // Output tokens to generate (the request's output length). Range: >= 1.
+  int64_t max_new_tokens = 1;
+  // Session, conversation and retention inputs passed to KvCacheManager::AddRequest.
+  kv::RequestOptions kv_options;
+};
+
+// What one request did in one step.
+struct ScheduledWork {
+  RequestId id;
+  // Prompt (or recomputed) tokens computed this step; 0 for a decode.
+  int64_t prefill_tokens = 0;
+  // 1 for a decode step, else 0.
+  int64_t decode_tokens = 0;
+  // Tokens already in the request's KV before this step (attention context of this work).
+  int64_t context_tokens = 0;
+  // Whether this step emitted an output token for the request (a decode, or a final chunk).
+  bool emitted_token = false;
+};
+
+// The shape of one step, as a cost model needs it.
+struct StepResult {
+  // The step this result is for (the cache's step counter before it advanced).
+  Step step;
+  // Running requests that computed something, in running order (oldest admission first).
+  std::vector<ScheduledWork> batch;
+  int64_t prefill_tokens = 0;
+  int64_t decode_tokens = 0;
+  // Requests that produced their last token this step (released from the cache).
+  std::vector<RequestId> finished;
+  // Requests retracted this step, newest first (requeued at the front of the waiting queue).
+  std::vector<RequestId> preempted;
+  // Requests admitted from the waiting queue this step, in admission order.
+  std::vector<RequestId> admitted;
+};
+
+// Per-request outcome, complete once the request finished.
+struct RequestReport {
+  RequestId id;
+  Step submitted;
+  // First admission into the running batch; queue_steps = first_scheduled - submitted.
+  std::optional<Step> first_scheduled;
+  int64_t queue_steps = 0;
+  // The step whose prefill emitted the first output token (TTFT in steps:
+  // first_token - submitted + 1 steps of engine work).
+  std::optional<Step> first_token;
+  std::optional<Step> finished;
+  // Prefix tokens found at first admission on the device and onboarded from the host, and the
+  // prompt tokens computed then.
+  int64_t cached_device_tokens = 0;
+  int64_t cached_host_tokens = 0;
+  int64_t uncached_tokens = 0;
+  // Tokens computed again after preemptions (re-admissions' uncached tokens), and how often
+  // the request was preempted.
+  int64_t recomputed_tokens = 0;
+  int64_t preemptions = 0;
+  int64_t output_tokens = 0;
+  // Set when the cache refused the request (AddRequest failed, e.g. a bad retention config):
+  // the request finished without running.
+  bool rejected = false;
+};
+
+// Gauges as SGLang exports them (in tokens of the device tier).
+struct SchedulerGauges {
+  int64_t max_total_num_tokens = 0;
+  // Tokens held by running requests (capacity - available - evictable).
+  int64_t num_used_tokens = 0;
+  // num_used_tokens / max_total_num_tokens: excludes evictable cached KV.
+  double token_usage = 0.0;
+  int64_t available_tokens = 0;
+  int64_t evictable_tokens = 0;
+  int64_t num_running_reqs = 0;
+  int64_t num_queue_reqs = 0;
+  // Cumulative.
+  int64_t num_preemptions = 0;
+  int64_t num_finished_reqs = 0;
+};
+
+class StepScheduler {
+ public:
+  // Validates `options` (InvalidArgument naming the field) and takes ownership of `cache`,
+  // which must have no active requests (FailedPrecondition otherwise).
+  static StatusOr<StepScheduler> Create(const StepSchedulerOptions& options,
+                                        kv::KvCacheManager cache);
+
+  StepScheduler(StepScheduler&&) = default;
+  StepScheduler& operator=(StepScheduler&&) = default;
+  StepScheduler(const StepScheduler&) = delete;
+  StepScheduler& operator=(const StepScheduler&) = delete;
+
+  const StepSchedulerOptions& options() const { return options_; }
+  const kv::KvCacheManager& cache() const { return cache_; }
+  // For session closes and priority changes. Callers must not add or release requests the
+  // scheduler runs.
+  kv::KvCacheManager& mutable_cache() { return cache_; }
+
+  // Appends `request` to the waiting queue. InvalidArgument when prompt_tokens < 1,
+  // max_new_tokens < 1, more prompt keys than full prompt blocks, or when prompt plus output
+  // cannot fit in the device tier at all (it could never run); AlreadyExists for an id
+  // submitted before.
+  Status Submit(SchedulerRequest request);
+
+  // Runs one iteration and advances the cache's step once:
+  //   1. Decode: each running request past its prefill, oldest first, reserves one more token;
+  //      when the cache cannot supply it, the newest running request is retracted (released
+  //      and requeued at the front) until it can or the request itself was retracted.
+  //   2. Chunked prefill: running requests mid-prefill continue, oldest first, within the
+  //      token budget (a failed reservation waits a step).
+  //   3. Admission (skipped in a step that preempted): waiting requests in FIFO order while the
+  //      batch has room, the budget lasts and the cache can reserve their first chunk. The
+  //      prompt is matched without its last token (which is always recomputed).
+  // A prefill that completes emits the first output token; each decode emits one more; a
+  // request finishes (and is released) once it has max_new_tokens. Full prompt blocks are
+  // committed as prefill covers them; generated tokens have no keys and are never committed.
+  // If nothing could run while requests are running, the newest is retracted so that the
+  // next step progresses.
+  StepResult Step();
+
+  SchedulerGauges gauges() const;
+  // The report of a submitted request (live while it runs), or nullptr for an unknown id.
+  const RequestReport* FindReport(RequestId id) const;
+  // Reports of finished requests, in finishing order.
+  const std::vector<RequestId>& finished_order() const { return finished_order_; }
+
+  int64_t num_submitted() const { return static_cast<int64_t>(requests_.size()); }
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  int64_t num_finished() const { return static_cast<int64_t>(finished_order_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  agentkv::Step current_step() const { return cache_.current_step(); }
+
+  // Internal naming the first broken invariant: running + waiting + finished == submitted,
+  // each request in exactly the place its phase says, every running request holds the KV of
+  // the tokens it computed, the cache runs exactly the running requests, and the cache's own
+  // invariants hold.
+  Status CheckInvariants() const;
+
+ private:
+  enum class Phase : uint8_t { kWaiting, kPrefill, kDecode, kFinished };
+
+  struct Entry {
+    SchedulerRequest request;
+    RequestReport report;
+    Phase phase = Phase::kWaiting;
+    // Tokens to prefill on this admission: the prompt, plus output already generated when
+    // the request was preempted.
+    int64_t prefill_target = 0;
+    // Tokens whose KV the request holds and has computed (or reused).
+    int64_t kv_tokens = 0;
+    // Prompt blocks the cache holds committed for the request: the matched prefix plus the
+    // ones committed since. commit_failed stops commits after a key collision.
+    int64_t committed_blocks = 0;
+    bool commit_failed = false;
+  };
+
+  StepScheduler(const StepSchedulerOptions& options, kv::KvCacheManager cache);
+
+  // Reserves KV for `tokens` tokens of running request `index`, retracting the newest running
+  // requests as needed. False when the request itself was retracted.
+  bool ReserveOrPreempt(size_t index, int64_t tokens, StepResult& result);
+  void Preempt(StepResult& result);
+  // Commits the prompt blocks the request's KV now covers.
+  void CommitPromptBlocks(RequestId id, Entry& entry);
+  // Runs one prefill chunk of `chunk` tokens (KV already reserved), emitting the first token
+  // when the prefill completes.
+  void RunPrefill(RequestId id, Entry& entry, int64_t chunk, StepResult& result);
+  void EmitToken(RequestId id, Entry& entry, StepResult& result);
+  void Finish(RequestId id, Entry& entry, StepResult& result);
+  // Tries to admit the front waiting request within `budget`; false stops admission.
+  bool AdmitFront(int64_t& budget, bool first_prefill, StepResult& result);
+  int64_t BlocksForTokens(int64_t tokens) const;
+
+  StepSchedulerOptions options_;
+  kv::KvCacheManager cache_;
+  // Looked up by id only; every ordered walk goes over running_, waiting_ or finished_order_.
+  std::unordered_map<RequestId, Entry> requests_;
+  std::deque<RequestId> waiting_;
+  // Admission order: the back is the newest, the first to be retracted.
+  std::vector<RequestId> running_;
+  std::vector<RequestId> finished_order_;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace agentkv::engine
+
+#endif  // AGENTKV_ENGINE_STEP_SCHEDULER_H_

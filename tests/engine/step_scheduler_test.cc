@@ -1,0 +1,289 @@
+// Tests of StepScheduler: step tables of arrivals and expected batch sizes, chunked prefill,
+// the token budget, prefix reuse, preemption under KV exhaustion, gauges and options.
+// Every step is followed by CheckInvariants().
+#include "agentkv/engine/step_scheduler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+namespace agentkv::engine {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr int32_t kTokensPerBlock = 4;
+
+// One row of a step table: requests submitted before the step, and the queue sizes after it.
+struct StepRow {
+  int64_t step;
+  std::vector<int64_t> arrivals;
+  int64_t expect_running;
+  int64_t expect_waiting;
+};
+
+class StepSchedulerTest : public ::testing::Test {
+ protected:
+  void Build(int64_t device_blocks, StepSchedulerOptions options = {}) {
+    kv::KvCacheOptions kv_options;
+    kv_options.tokens_per_block = kTokensPerBlock;
+    kv_options.device_blocks = device_blocks;
+    kv_options.hash_seed = 7;
+    StatusOr<kv::KvCacheManager> cache = kv::KvCacheManager::Create(kv_options);
+    ASSERT_TRUE(cache.ok()) << cache.status();
+    StatusOr<StepScheduler> scheduler = StepScheduler::Create(options, std::move(*cache));
+    ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+    scheduler_.emplace(std::move(*scheduler));
+  }
+
+  StepScheduler& sched() { return *scheduler_; }
+
+  // Chained keys of `n` blocks whose ids start at `first_id` (equal ids, equal prefix).
+  std::vector<kv::BlockKey> Keys(uint64_t first_id, int64_t n) {
+    std::vector<kv::BlockKey> keys;
+    kv::BlockKey parent = sched().cache().hasher().RootKey();
+    for (int64_t i = 0; i < n; ++i) {
+      parent = kv::BlockKeyHasher::IdBlockKey(parent, first_id + static_cast<uint64_t>(i));
+      keys.push_back(parent);
+    }
+    return keys;
+  }
+
+  // Submits request `id` whose prompt has distinct content per id unless `prefix_id` is given.
+  void Submit(int64_t id, int64_t prompt_tokens, int64_t max_new_tokens, uint64_t prefix_id = 0) {
+    SchedulerRequest request;
+    request.id = RequestId(id);
+    const uint64_t content = prefix_id != 0 ? prefix_id : static_cast<uint64_t>(id) * 1000;
+    request.prompt_keys = Keys(content, prompt_tokens / kTokensPerBlock);
+    request.prompt_tokens = prompt_tokens;
+    request.max_new_tokens = max_new_tokens;
+    Status status = sched().Submit(std::move(request));
+    ASSERT_TRUE(status.ok()) << status;
+  }
+
+  StepResult RunStep() {
+    StepResult result = sched().Step();
+    for (RequestId id : result.finished) ++finish_count_[id.value()];
+    Status status = sched().CheckInvariants();
+    EXPECT_TRUE(status.ok()) << status << " after " << result.step;
+    return result;
+  }
+
+  // Plays `table`; every arrival has `prompt_tokens` and `max_new_tokens`.
+  void Play(const std::vector<StepRow>& table, int64_t prompt_tokens, int64_t max_new_tokens) {
+    for (const StepRow& row : table) {
+      ASSERT_EQ(sched().current_step().value(), row.step);
+      for (int64_t id : row.arrivals) Submit(id, prompt_tokens, max_new_tokens);
+      RunStep();
+      EXPECT_EQ(sched().num_running(), row.expect_running) << "step " << row.step;
+      EXPECT_EQ(sched().num_waiting(), row.expect_waiting) << "step " << row.step;
+    }
+  }
+
+  // Steps until nothing runs or waits; returns the steps taken.
+  int64_t Drain(int64_t max_steps = 1000) {
+    int64_t steps = 0;
+    while ((sched().num_running() > 0 || sched().num_waiting() > 0) && steps < max_steps) {
+      RunStep();
+      ++steps;
+    }
+    EXPECT_LT(steps, max_steps) << "scheduler did not drain";
+    return steps;
+  }
+
+  std::optional<StepScheduler> scheduler_;
+  std::map<int64_t, int> finish_count_;
+};
+
+TEST_F(StepSchedulerTest, LoneRequestPrefillsThenDecodesToCompletion) {
+  Build(/*device_blocks=*/16);
+  // Prompt 8, 3 output tokens: the prefill emits token 1 (step 0), decodes emit 2 and 3.
+  Play({{0, {1}, 1, 0}, {1, {}, 1, 0}, {2, {}, 0, 0}, {3, {}, 0, 0}}, 8, 3);
+  const RequestReport* report = sched().FindReport(RequestId(1));
+  ASSERT_NE(report, nullptr);
+  EXPECT_EQ(report->queue_steps, 0);
+  EXPECT_EQ(report->first_token, Step(0));
+  EXPECT_EQ(report->finished, Step(2));
+  EXPECT_EQ(report->output_tokens, 3);
+  EXPECT_EQ(report->uncached_tokens, 8);
+  EXPECT_EQ(report->cached_device_tokens, 0);
+  EXPECT_EQ(finish_count_[1], 1);
+}
+
+TEST_F(StepSchedulerTest, StepResultReportsPrefillAndDecodeShape) {
+  Build(16);
+  Submit(1, 8, 2);
+  StepResult first = RunStep();
+  EXPECT_EQ(first.prefill_tokens, 8);
+  EXPECT_EQ(first.decode_tokens, 0);
+  ASSERT_EQ(first.batch.size(), 1u);
+  EXPECT_EQ(first.batch[0].context_tokens, 0);
+  EXPECT_TRUE(first.batch[0].emitted_token);
+  EXPECT_THAT(first.admitted, ElementsAre(RequestId(1)));
+  StepResult second = RunStep();
+  EXPECT_EQ(second.prefill_tokens, 0);
+  EXPECT_EQ(second.decode_tokens, 1);
+  ASSERT_EQ(second.batch.size(), 1u);
+  EXPECT_EQ(second.batch[0].context_tokens, 8);
+  EXPECT_THAT(second.finished, ElementsAre(RequestId(1)));
+}
+
+TEST_F(StepSchedulerTest, ChunkedPrefillSplitsALongPrompt) {
+  StepSchedulerOptions options;
+  options.chunked_prefill_size = 4;
+  Build(16, options);
+  Submit(1, 10, 2);
+  std::vector<int64_t> prefill;
+  for (int i = 0; i < 4; ++i) prefill.push_back(RunStep().prefill_tokens);
+  EXPECT_THAT(prefill, ElementsAre(4, 4, 2, 0));
+  const RequestReport* report = sched().FindReport(RequestId(1));
+  EXPECT_EQ(report->first_token, Step(2));
+  EXPECT_EQ(report->finished, Step(3));
+}
+
+TEST_F(StepSchedulerTest, TokenBudgetLimitsAdmission) {
+  StepSchedulerOptions options;
+  options.max_prefill_tokens = 8;
+  options.chunked_prefill_size = 0;
+  Build(32, options);
+  // Two 8-token prompts arrive together: only one fits the 8-token budget per step.
+  Play({{0, {1, 2}, 1, 1}, {1, {}, 2, 0}, {2, {}, 1, 0}, {3, {}, 0, 0}}, 8, 3);
+  EXPECT_EQ(sched().FindReport(RequestId(1))->queue_steps, 0);
+  EXPECT_EQ(sched().FindReport(RequestId(2))->queue_steps, 1);
+  EXPECT_EQ(sched().FindReport(RequestId(2))->first_token, Step(1));
+}
+
+TEST_F(StepSchedulerTest, MaxRunningRequestsLimitsTheBatch) {
+  StepSchedulerOptions options;
+  options.max_running_requests = 2;
+  Build(32, options);
+  // Requests 1 and 2 finish in step 1 and free their slots, so request 3 is admitted then.
+  Play({{0, {1, 2, 3}, 2, 1}, {1, {}, 1, 0}, {2, {}, 0, 0}}, 4, 2);
+  EXPECT_EQ(sched().FindReport(RequestId(3))->queue_steps, 1);
+}
+
+TEST_F(StepSchedulerTest, SharedPrefixGivesCachedTokensToTheSecondRequest) {
+  Build(16);
+  Submit(1, 12, 1, /*prefix_id=*/500);
+  RunStep();
+  ASSERT_EQ(finish_count_[1], 1);
+  // Same 3 prompt blocks plus one more token: all 12 prompt tokens are reused.
+  Submit(2, 13, 1, /*prefix_id=*/500);
+  StepResult result = RunStep();
+  EXPECT_EQ(result.prefill_tokens, 1);
+  const RequestReport* report = sched().FindReport(RequestId(2));
+  EXPECT_EQ(report->cached_device_tokens, 12);
+  EXPECT_EQ(report->cached_host_tokens, 0);
+  EXPECT_EQ(report->uncached_tokens, 1);
+}
+
+TEST_F(StepSchedulerTest, FullyCachedPromptStillComputesItsLastBlock) {
+  Build(16);
+  Submit(1, 12, 1, 500);
+  RunStep();
+  Submit(2, 12, 1, 500);
+  RunStep();
+  // prompt[:-1] matches 2 blocks; the last block is recomputed to produce a token.
+  EXPECT_EQ(sched().FindReport(RequestId(2))->cached_device_tokens, 8);
+  EXPECT_EQ(sched().FindReport(RequestId(2))->uncached_tokens, 4);
+}
+
+TEST_F(StepSchedulerTest, KvExhaustionPreemptsTheNewestAndItCompletesLater) {
+  Build(/*device_blocks=*/6);
+  Submit(1, 8, 10);
+  Submit(2, 8, 10);
+  bool preempted_two = false;
+  for (int64_t step = 0; step < 200 && sched().num_finished() < 2; ++step) {
+    StepResult result = RunStep();
+    for (RequestId id : result.preempted) {
+      EXPECT_EQ(id, RequestId(2)) << "the newest running request is retracted first";
+      preempted_two = true;
+    }
+  }
+  EXPECT_TRUE(preempted_two);
+  EXPECT_GE(sched().num_preemptions(), 1);
+  EXPECT_EQ(finish_count_[1], 1);
+  EXPECT_EQ(finish_count_[2], 1);
+  const RequestReport* two = sched().FindReport(RequestId(2));
+  EXPECT_GE(two->preemptions, 1);
+  EXPECT_GT(two->recomputed_tokens, 0);
+  EXPECT_EQ(two->output_tokens, 10);
+  EXPECT_EQ(sched().FindReport(RequestId(1))->preemptions, 0);
+}
+
+TEST_F(StepSchedulerTest, ManyRequestsUnderPressureEachFinishExactlyOnce) {
+  StepSchedulerOptions options;
+  options.chunked_prefill_size = 8;
+  options.max_prefill_tokens = 16;
+  Build(/*device_blocks=*/12, options);
+  for (int64_t id = 1; id <= 12; ++id) {
+    Submit(id, 6 + (id % 5) * 3, 2 + id % 7, id % 3 == 0 ? 900 : 0);
+    RunStep();
+  }
+  Drain();
+  EXPECT_EQ(sched().num_finished(), 12);
+  for (int64_t id = 1; id <= 12; ++id) EXPECT_EQ(finish_count_[id], 1) << "request " << id;
+}
+
+TEST_F(StepSchedulerTest, GaugesFollowSglangDefinitions) {
+  Build(10);
+  Submit(1, 8, 2);
+  RunStep();
+  SchedulerGauges g = sched().gauges();
+  EXPECT_EQ(g.max_total_num_tokens, 40);
+  EXPECT_EQ(g.num_used_tokens, 8);
+  EXPECT_DOUBLE_EQ(g.token_usage, 0.2);
+  EXPECT_EQ(g.available_tokens, 32);
+  EXPECT_EQ(g.evictable_tokens, 0);
+  EXPECT_EQ(g.num_running_reqs, 1);
+  EXPECT_EQ(g.num_queue_reqs, 0);
+  RunStep();
+  g = sched().gauges();
+  // The finished request's two committed prompt blocks stay cached and evictable.
+  EXPECT_EQ(g.num_used_tokens, 0);
+  EXPECT_EQ(g.evictable_tokens, 8);
+  EXPECT_EQ(g.available_tokens, 32);
+  EXPECT_DOUBLE_EQ(g.token_usage, 0.0);
+  EXPECT_EQ(g.num_running_reqs, 0);
+  EXPECT_EQ(g.num_finished_reqs, 1);
+}
+
+TEST_F(StepSchedulerTest, SubmitRejectsBadRequests) {
+  Build(4);
+  SchedulerRequest request;
+  request.id = RequestId(1);
+  request.prompt_tokens = 0;
+  EXPECT_THAT(sched().Submit(request).message(), HasSubstr("prompt_tokens"));
+  request.prompt_tokens = 4;
+  request.max_new_tokens = 0;
+  EXPECT_THAT(sched().Submit(request).message(), HasSubstr("max_new_tokens"));
+  request.max_new_tokens = 100;
+  EXPECT_THAT(sched().Submit(request).message(), HasSubstr("capacity"));
+  request.max_new_tokens = 1;
+  request.prompt_keys = Keys(1, 2);
+  EXPECT_THAT(sched().Submit(request).message(), HasSubstr("prompt_keys"));
+  request.prompt_keys.clear();
+  ASSERT_TRUE(sched().Submit(request).ok());
+  EXPECT_EQ(sched().Submit(request).code(), StatusCode::kAlreadyExists);
+}
+
+TEST(StepSchedulerOptionsTest, ValidateNamesTheField) {
+  StepSchedulerOptions options;
+  options.max_running_requests = 0;
+  EXPECT_THAT(options.Validate().message(), HasSubstr("max_running_requests"));
+  options = {};
+  options.max_prefill_tokens = 0;
+  EXPECT_THAT(options.Validate().message(), HasSubstr("max_prefill_tokens"));
+  options = {};
+  options.chunked_prefill_size = -1;
+  EXPECT_THAT(options.Validate().message(), HasSubstr("chunked_prefill_size"));
+  EXPECT_TRUE(StepSchedulerOptions{}.Validate().ok());
+}
+
+}  // namespace
+}  // namespace agentkv::engine

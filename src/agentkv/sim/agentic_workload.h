@@ -1,0 +1,36 @@
+// AgenticWorkload: the common in-memory shape of an agentic workload, whatever produced it
+// (the Bailian reader's conversation grouping, the synthetic generator of
+// synthetic_agentic.h). Its conversations are WekaConversation values, the shape the WEKA
+// reader produces and the agentic replay consumes; what the WEKA structs lack is a start time
+// per conversation (a WEKA file has no absolute time, so the replay staggers files uniformly),
+// hence this small wrapper instead of a new field on WekaConversation. Plain values;
+// thread-compatible.
+#ifndef AGENTKV_SIM_AGENTIC_WORKLOAD_H_
+#define AGENTKV_SIM_AGENTIC_WORKLOAD_H_
+
+#include <vector>
+
+#include "agentkv/base/time.h"
+#include "agentkv/sim/weka_trace.h"
+
+namespace agentkv::sim {
+
+struct AgenticWorkload {
+  // The conversations; request times are relative to each conversation's own start.
+  std::vector<WekaConversation> conversations;
+  // starts[i]: when conversations[i] begins, from the start of the workload. Same size as
+  // `conversations`.
+  std::vector<TimeNs> starts;
+
+  friend bool operator==(const AgenticWorkload&, const AgenticWorkload&) = default;
+};
+
+// The conversations of `workload` with each start folded into its times: every main-agent
+// request's `t` and every sub-agent's `spawn` is shifted by the conversation's start, so that
+// a replay that starts every conversation at 0 (stagger 0) issues them at the workload's
+// times. Think times are unchanged. Precondition: starts.size() == conversations.size().
+std::vector<WekaConversation> FoldConversationStarts(const AgenticWorkload& workload);
+
+}  // namespace agentkv::sim
+
+#endif  // AGENTKV_SIM_AGENTIC_WORKLOAD_H_

@@ -1,0 +1,140 @@
+// EngineModel: one simulated engine, the real engine::StepScheduler priced by engine::CostModel
+// on the simulator's EventLoop.
+//
+// Timing. The engine runs one scheduler step at a time. A step that starts at time t calls
+// StepScheduler::Step() (admission, prefill chunks, decodes, preemption happen at t) and lasts
+// d = CostModel::Estimate(shape of that step); its outputs appear at t + d: requests that
+// emitted their first token get first_token = t + d, requests that finished get finished = t + d
+// and their completion callback runs then. If work remains (running or waiting requests) the
+// next step starts at once, at t + d; otherwise the engine goes idle and schedules nothing.
+// Submit() while idle schedules a step at now(); while busy the request waits for the next
+// step boundary (continuous batching). A step that computes no token (nothing could run) lasts
+// `EngineModelOptions::empty_step_time`, so a stalled engine still advances simulated time.
+//
+// Each step costs one EventLoop event (its end), plus one start event when Submit() wakes an
+// idle engine. Gauges are the scheduler's, readable at any time (between
+// events they describe the state after the last step's start).
+//
+// Deterministic: a pure function of the options, the cost model and the Submit() calls with
+// their times. Hash maps are looked up, never iterated. Single-threaded (the EventLoop's
+// thread); not copyable or movable (pending events point at it). The engine must outlive every
+// run of the loop while it has a step pending (busy()).
+#ifndef AGENTKV_SIM_ENGINE_MODEL_H_
+#define AGENTKV_SIM_ENGINE_MODEL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "agentkv/base/status.h"
+#include "agentkv/base/strong_id.h"
+#include "agentkv/base/time.h"
+#include "agentkv/engine/cost_model.h"
+#include "agentkv/engine/step_scheduler.h"
+#include "agentkv/kv/kv_cache_options.h"
+#include "agentkv/sim/event_loop.h"
+
+namespace agentkv::sim {
+
+struct EngineModelOptions {
+  engine::StepSchedulerOptions scheduler;
+  // The engine's KV cache. device_blocks = 0 (the default) sizes the device tier from the cost
+  // model: CostModel::KvCapacityBlocks(cache.tokens_per_block).
+  kv::KvCacheOptions cache;
+  // Duration of a step that computes no token. Default: 1 ms. Range: [1 ns, 1 s].
+  TimeNs empty_step_time = TimeNs::Millis(1);
+
+  // InvalidArgument naming the first bad field (scheduler and cache options included).
+  Status Validate() const;
+};
+
+// What the engine recorded for one request, in simulated time.
+struct EngineRequestRecord {
+  RequestId id;
+  // Submit() time.
+  TimeNs arrival;
+  // End of the step whose prefill emitted the first output token; unset for a rejected request.
+  std::optional<TimeNs> first_token;
+  // End of the step that produced the last token (or rejected the request).
+  std::optional<TimeNs> finished;
+  // From the scheduler's RequestReport once the request finished (see engine::RequestReport).
+  int64_t cached_device_tokens = 0;
+  int64_t cached_host_tokens = 0;
+  int64_t uncached_tokens = 0;
+  int64_t recomputed_tokens = 0;
+  int64_t preemptions = 0;
+  int64_t output_tokens = 0;
+  bool rejected = false;
+
+  int64_t cached_tokens() const { return cached_device_tokens + cached_host_tokens; }
+};
+
+class EngineModel {
+ public:
+  // Runs at a request's finish time, inside the loop's event, once per request. It may call
+  // Submit() (closed-loop agents) on this or another engine.
+  using CompletionCallback = std::function<void(const EngineRequestRecord&)>;
+
+  // Validates `options`, builds the KV cache and the scheduler. `loop` must outlive the engine.
+  static StatusOr<std::unique_ptr<EngineModel>> Create(EventLoop* loop,
+                                                       const engine::CostModel& cost_model,
+                                                       const EngineModelOptions& options);
+
+  EngineModel(const EngineModel&) = delete;
+  EngineModel& operator=(const EngineModel&) = delete;
+
+  // Replaces the completion callback (none by default).
+  void set_completion_callback(CompletionCallback callback) { on_complete_ = std::move(callback); }
+
+  // Enqueues `request` at loop->now() and, when the engine is idle, schedules a step at now().
+  // Errors are the scheduler's (InvalidArgument for a request that could never run,
+  // AlreadyExists for a reused id); nothing is recorded then.
+  Status Submit(engine::SchedulerRequest request);
+
+  // Whether a step is in flight (an event pending for this engine).
+  bool busy() const { return busy_; }
+  engine::SchedulerGauges gauges() const { return scheduler_->gauges(); }
+  // Requests running plus waiting: the load a router sees.
+  int64_t in_flight() const { return scheduler_->num_running() + scheduler_->num_waiting(); }
+
+  // The record of a submitted request (partial while it runs), or nullptr for an unknown id.
+  const EngineRequestRecord* FindRecord(RequestId id) const;
+  // Finished requests, in finishing order (ties: the scheduler's order within a step).
+  const std::vector<RequestId>& completion_order() const { return completion_order_; }
+  int64_t num_steps() const { return num_steps_; }
+  // Sum of every step's duration (the engine's busy time).
+  TimeNs busy_time() const { return busy_time_; }
+
+  const engine::CostModel& cost_model() const { return cost_model_; }
+  const engine::StepScheduler& scheduler() const { return *scheduler_; }
+  // For session closes and priority changes (see StepScheduler::mutable_cache).
+  engine::StepScheduler& mutable_scheduler() { return *scheduler_; }
+
+ private:
+  EngineModel(EventLoop* loop, const engine::CostModel& cost_model,
+              const EngineModelOptions& options, engine::StepScheduler scheduler);
+
+  // Runs one scheduler step at now() and schedules its end.
+  void StartStep();
+  // Applies the outputs of `result` at now() and starts the next step when work remains.
+  void EndStep(const engine::StepResult& result);
+
+  EventLoop* loop_;
+  engine::CostModel cost_model_;
+  EngineModelOptions options_;
+  std::optional<engine::StepScheduler> scheduler_;
+  CompletionCallback on_complete_;
+  bool busy_ = false;
+  int64_t num_steps_ = 0;
+  TimeNs busy_time_;
+  // Looked up by id only.
+  std::unordered_map<RequestId, EngineRequestRecord> records_;
+  std::vector<RequestId> completion_order_;
+};
+
+}  // namespace agentkv::sim
+
+#endif  // AGENTKV_SIM_ENGINE_MODEL_H_

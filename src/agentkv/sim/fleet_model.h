@@ -1,0 +1,102 @@
+// FleetModel: N simulated engines (EngineModel) sharing one EventLoop behind a RouterModel.
+//
+// Submit() refreshes the router's view of every engine's load (its running plus queued
+// requests, read live from the schedulers), routes the request (the routing key for
+// consistent_hashing, the prompt's block keys for cache_aware) and submits it to the chosen
+// engine at the loop's now(). The live load stands in for sgl-router's view; the coordinator
+// that polls gauges every 2 s of simulated time sits in front of this class, not in it.
+//
+// Engines are EngineId 0 .. num_engines-1, all built from the same cost model and options.
+// CloseSessionOnEveryEngine() closes a session on each engine's KV cache, as the lifecycle
+// planner does when a session ends.
+//
+// Deterministic: a pure function of the options and the call sequence with its times.
+// Single-threaded; not copyable or movable (engines' pending events point into it). Must
+// outlive every run of the loop while an engine is busy.
+#ifndef AGENTKV_SIM_FLEET_MODEL_H_
+#define AGENTKV_SIM_FLEET_MODEL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "agentkv/base/status.h"
+#include "agentkv/base/strong_id.h"
+#include "agentkv/engine/cost_model.h"
+#include "agentkv/engine/step_scheduler.h"
+#include "agentkv/sim/engine_model.h"
+#include "agentkv/sim/event_loop.h"
+#include "agentkv/sim/router_model.h"
+
+namespace agentkv::sim {
+
+struct FleetModelOptions {
+  // Engines in the fleet. Default: 1. Range: [1, 65536].
+  int32_t num_engines = 1;
+  // The router; its num_engines is ignored (num_engines above is used).
+  RouterOptions router;
+  // Every engine's options.
+  EngineModelOptions engine;
+
+  // InvalidArgument naming the first bad field.
+  Status Validate() const;
+};
+
+// The routing key of a session named by a string (e.g. a WEKA conversation id): a seeded
+// 64-bit hash of its bytes, stable across runs and platforms.
+uint64_t SessionRoutingKey(std::string_view session);
+// The routing key of a numbered session: the number itself.
+inline uint64_t SessionRoutingKey(SessionId session) {
+  return static_cast<uint64_t>(session.value());
+}
+
+class FleetModel {
+ public:
+  // Runs at a request's finish time with the engine that served it.
+  using CompletionCallback = std::function<void(EngineId, const EngineRequestRecord&)>;
+
+  // Validates `options` and builds the router and the engines. `loop` must outlive the fleet.
+  static StatusOr<std::unique_ptr<FleetModel>> Create(EventLoop* loop,
+                                                      const engine::CostModel& cost_model,
+                                                      const FleetModelOptions& options);
+
+  FleetModel(const FleetModel&) = delete;
+  FleetModel& operator=(const FleetModel&) = delete;
+
+  void set_completion_callback(CompletionCallback callback) { on_complete_ = std::move(callback); }
+
+  // Routes `request` and submits it to the chosen engine at loop->now(). Returns the engine,
+  // or the engine's Submit error (the router's cache_aware tree has recorded the keys then).
+  StatusOr<EngineId> Submit(engine::SchedulerRequest request, uint64_t routing_key);
+
+  // Closes `session` on every engine's KV cache (KvCacheManager::CloseSession), in EngineId
+  // order. Returns the tokens freed on each engine, indexed by EngineId.
+  std::vector<int64_t> CloseSessionOnEveryEngine(SessionId session);
+
+  int32_t num_engines() const { return static_cast<int32_t>(engines_.size()); }
+  const EngineModel& engine(EngineId id) const;
+  EngineModel& mutable_engine(EngineId id);
+  engine::SchedulerGauges gauges(EngineId id) const { return engine(id).gauges(); }
+  // Every engine's gauges, indexed by EngineId.
+  std::vector<engine::SchedulerGauges> AllGauges() const;
+  const RouterModel& router() const { return *router_; }
+  // Requests submitted through Submit(), and those finished, fleet-wide.
+  int64_t num_submitted() const { return num_submitted_; }
+  int64_t num_completed() const { return num_completed_; }
+
+ private:
+  FleetModel(std::unique_ptr<RouterModel> router,
+             std::vector<std::unique_ptr<EngineModel>> engines);
+
+  std::unique_ptr<RouterModel> router_;
+  std::vector<std::unique_ptr<EngineModel>> engines_;
+  CompletionCallback on_complete_;
+  int64_t num_submitted_ = 0;
+  int64_t num_completed_ = 0;
+};
+
+}  // namespace agentkv::sim
+
+#endif  // AGENTKV_SIM_FLEET_MODEL_H_

@@ -1,0 +1,352 @@
+#include "agentkv/sim/agent_driver.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "agentkv/engine/step_scheduler.h"
+#include "agentkv/kv/kv_cache_manager.h"
+
+namespace agentkv::sim {
+namespace {
+
+constexpr int64_t kMaxConversations = 1000;
+constexpr int64_t kMaxSubagents = 999;
+
+TimeNs NonNegative(TimeNs t) { return t < TimeNs(0) ? TimeNs(0) : t; }
+
+// Delay between the completion of `previous` and the readiness of `next` (header: gap rule).
+TimeNs Gap(const WekaRequest& previous, const WekaRequest& next) {
+  if (next.think_time > TimeNs(0)) return next.think_time;
+  return NonNegative(next.t - previous.t - RecordedApiTime(previous));
+}
+
+}  // namespace
+
+struct AgentDriver::Agent {
+  int32_t workload_index = 0;
+  // -1 for a main agent.
+  int32_t subagent = -1;
+  ConversationId conversation;
+  std::optional<ConversationId> parent;
+  const std::vector<WekaRequest>* requests = nullptr;
+  // Next request to submit, and whether its gap has elapsed.
+  int32_t next = 0;
+  bool gap_elapsed = false;
+  bool begun = false;
+  bool ended = false;
+  // Set when a Submit() failed.
+  bool failed = false;
+  // When the gap of request `next` elapsed.
+  TimeNs ready_time;
+  // joins_pending[i]: sub-agents not yet ended that request i joins (main agents only).
+  std::vector<int32_t> joins_pending;
+  // spawn_after[i]: sub-agents (agent indices) anchored on request i (main agents only).
+  std::vector<std::vector<int32_t>> spawn_after;
+  // Sub-agents: the parent's agent index, the joined request (-1: none), the delay after the
+  // anchor's completion (or after the conversation start when unanchored).
+  int32_t parent_agent = -1;
+  int32_t join_index = -1;
+  bool anchored = false;
+  TimeNs spawn_delay;
+};
+
+AgentDriver::~AgentDriver() = default;
+
+bool AgentDriver::done() const { return agents_ended_ == static_cast<int64_t>(agents_.size()); }
+
+Status AgentDriverOptions::Validate() const {
+  if (first_request_id < 0) {
+    return InvalidArgumentError("first_request_id must be >= 0, got " +
+                                std::to_string(first_request_id));
+  }
+  return Status();
+}
+
+TimeNs RecordedApiTime(const WekaRequest& /*request*/) { return TimeNs(0); }
+
+AgentDriver::AgentDriver(EventLoop* loop, FleetModel* fleet, const AgenticWorkload* workload,
+                         const AgentDriverOptions& options)
+    : loop_(loop),
+      fleet_(fleet),
+      workload_(workload),
+      options_(options),
+      hasher_(fleet->engine(EngineId(0)).scheduler().cache().hasher()) {}
+
+StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, FleetModel* fleet,
+                                                           const AgenticWorkload* workload,
+                                                           const AgentDriverOptions& options) {
+  if (Status s = options.Validate(); !s.ok()) return s;
+  if (workload->starts.size() != workload->conversations.size()) {
+    return InvalidArgumentError("workload has " + std::to_string(workload->starts.size()) +
+                                " starts for " + std::to_string(workload->conversations.size()) +
+                                " conversations");
+  }
+  if (static_cast<int64_t>(workload->conversations.size()) > kMaxConversations) {
+    return InvalidArgumentError("at most " + std::to_string(kMaxConversations) +
+                                " conversations keep conversation ids distinct, got " +
+                                std::to_string(workload->conversations.size()));
+  }
+  const int32_t tokens_per_block =
+      fleet->engine(EngineId(0)).scheduler().cache().tokens_per_block();
+  for (size_t k = 0; k < workload->conversations.size(); ++k) {
+    const WekaConversation& c = workload->conversations[k];
+    if (workload->starts[k] < TimeNs(0)) {
+      return InvalidArgumentError("conversations[" + std::to_string(k) + "] starts before 0");
+    }
+    if (static_cast<int64_t>(c.subagents.size()) > kMaxSubagents) {
+      return InvalidArgumentError("conversations[" + std::to_string(k) + "] has " +
+                                  std::to_string(c.subagents.size()) + " sub-agents, at most " +
+                                  std::to_string(kMaxSubagents));
+    }
+    if (c.block_size != tokens_per_block) {
+      return InvalidArgumentError("conversations[" + std::to_string(k) + "] (" + c.source +
+                                  ") has block_size " + std::to_string(c.block_size) +
+                                  ", the engines' tokens_per_block is " +
+                                  std::to_string(tokens_per_block));
+    }
+  }
+  std::unique_ptr<AgentDriver> driver(new AgentDriver(loop, fleet, workload, options));
+  // Agents: each main agent followed by its sub-agents; result conversations mirror them.
+  for (size_t k = 0; k < workload->conversations.size(); ++k) {
+    const WekaConversation& c = workload->conversations[k];
+    const int32_t main_index = static_cast<int32_t>(driver->agents_.size());
+    Agent main;
+    main.workload_index = static_cast<int32_t>(k);
+    main.conversation = ConversationId(static_cast<int64_t>(k) + 1);
+    main.requests = &c.requests;
+    main.joins_pending.assign(c.requests.size(), 0);
+    main.spawn_after.resize(c.requests.size());
+    driver->agents_.push_back(std::move(main));
+    for (size_t j = 0; j < c.subagents.size(); ++j) {
+      const WekaSubagent& sub = c.subagents[j];
+      Agent agent;
+      agent.workload_index = static_cast<int32_t>(k);
+      agent.subagent = static_cast<int32_t>(j);
+      agent.conversation =
+          ConversationId((static_cast<int64_t>(k) + 1) * 1000 + static_cast<int64_t>(j) + 1);
+      agent.parent = ConversationId(static_cast<int64_t>(k) + 1);
+      agent.requests = &sub.requests;
+      agent.joins_pending.assign(sub.requests.size(), 0);
+      agent.parent_agent = main_index;
+      // Anchor: the parent's last request with t <= spawn.
+      int32_t anchor = -1;
+      for (size_t i = 0; i < c.requests.size(); ++i) {
+        if (c.requests[i].t <= sub.spawn) anchor = static_cast<int32_t>(i);
+      }
+      const int32_t self = static_cast<int32_t>(driver->agents_.size());
+      if (anchor >= 0) {
+        const WekaRequest& a = c.requests[static_cast<size_t>(anchor)];
+        agent.anchored = true;
+        agent.spawn_delay = NonNegative(sub.spawn - a.t - RecordedApiTime(a));
+        driver->agents_[static_cast<size_t>(main_index)]
+            .spawn_after[static_cast<size_t>(anchor)]
+            .push_back(self);
+      } else {
+        agent.spawn_delay = sub.spawn;
+      }
+      // Join: the parent's next request, when the trace finished the sub-agent before it.
+      const size_t next = static_cast<size_t>(anchor + 1);
+      if (next < c.requests.size()) {
+        TimeNs recorded_end = sub.spawn;
+        if (!sub.requests.empty()) {
+          recorded_end =
+              recorded_end + sub.requests.back().t + RecordedApiTime(sub.requests.back());
+        }
+        if (recorded_end <= c.requests[next].t) {
+          agent.join_index = static_cast<int32_t>(next);
+          ++driver->agents_[static_cast<size_t>(main_index)].joins_pending[next];
+        }
+      }
+      driver->agents_.push_back(std::move(agent));
+    }
+  }
+  for (const Agent& agent : driver->agents_) {
+    DriverConversationResult r;
+    r.conversation = agent.conversation;
+    r.parent = agent.parent;
+    r.workload_index = agent.workload_index;
+    r.subagent = agent.subagent;
+    driver->result_.conversations.push_back(r);
+  }
+  return driver;
+}
+
+Status AgentDriver::Start() {
+  if (started_) return FailedPreconditionError("AgentDriver::Start called twice");
+  started_ = true;
+  origin_ = loop_->now();
+  result_.makespan_end = origin_;
+  fleet_->set_completion_callback(
+      [this](EngineId engine, const EngineRequestRecord& record) { OnComplete(engine, record); });
+  for (size_t a = 0; a < agents_.size(); ++a) {
+    const Agent& agent = agents_[a];
+    const TimeNs start = origin_ + workload_->starts[static_cast<size_t>(agent.workload_index)];
+    const int32_t index = static_cast<int32_t>(a);
+    if (agent.subagent < 0) {
+      loop_->Schedule(start, [this, index] { BeginAgent(index); });
+    } else if (!agent.anchored) {
+      loop_->Schedule(start + agent.spawn_delay, [this, index] { BeginAgent(index); });
+    }
+  }
+  return Status();
+}
+
+void AgentDriver::BeginAgent(int32_t index) {
+  Agent& agent = agents_[static_cast<size_t>(index)];
+  if (agent.begun || agent.ended) return;
+  agent.begun = true;
+  result_.conversations[static_cast<size_t>(index)].start = loop_->now();
+  if (agent.requests->empty()) {
+    EndAgent(index);
+    return;
+  }
+  loop_->Schedule(loop_->now() + agent.requests->front().t,
+                  [this, index] { RequestReady(index, 0); });
+}
+
+void AgentDriver::RequestReady(int32_t index, int32_t request) {
+  Agent& agent = agents_[static_cast<size_t>(index)];
+  if (agent.ended || agent.next != request) return;
+  agent.gap_elapsed = true;
+  agent.ready_time = loop_->now();
+  if (agent.joins_pending[static_cast<size_t>(request)] == 0) SubmitNext(index);
+}
+
+void AgentDriver::SubmitNext(int32_t index) {
+  Agent& agent = agents_[static_cast<size_t>(index)];
+  const int32_t i = agent.next;
+  const WekaRequest& w = (*agent.requests)[static_cast<size_t>(i)];
+  const int32_t block_size =
+      workload_->conversations[static_cast<size_t>(agent.workload_index)].block_size;
+  engine::SchedulerRequest request;
+  const int64_t id = options_.first_request_id + static_cast<int64_t>(result_.requests.size());
+  request.id = RequestId(id);
+  request.prompt_keys =
+      hasher_.KeysFromBlockIds(w.hash_ids, static_cast<uint64_t>(agent.workload_index) + 1);
+  request.prompt_tokens = std::max<int64_t>(
+      {w.input_tokens, static_cast<int64_t>(w.hash_ids.size()) * block_size, int64_t{1}});
+  request.max_new_tokens = std::max<int64_t>(1, w.output_tokens);
+  request.kv_options.prompt_tokens = request.prompt_tokens;
+  request.kv_options.session = SessionId(agent.conversation.value());
+  request.kv_options.conversation = agent.conversation;
+  if (agent.parent.has_value()) {
+    request.kv_options.parent_conversation = agent.parent;
+    request.kv_options.parent_hint_authenticated = true;
+  }
+  DriverRequest log;
+  log.id = request.id;
+  log.conversation = agent.conversation;
+  log.parent = agent.parent;
+  log.index = i;
+  log.submitted = loop_->now();
+  log.ready = agent.ready_time;
+  agent.gap_elapsed = false;
+  ++agent.next;
+  StatusOr<EngineId> engine =
+      fleet_->Submit(std::move(request), SessionRoutingKey(SessionId(agent.conversation.value())));
+  if (!engine.ok()) {
+    if (status_.ok()) status_ = engine.status();
+    agent.failed = true;
+    EndAgent(index);
+    return;
+  }
+  log.engine = *engine;
+  DriverConversationResult& r = result_.conversations[static_cast<size_t>(index)];
+  ++r.requests_issued;
+  r.total_join_wait = r.total_join_wait + (log.submitted - log.ready);
+  ++result_.requests_issued;
+  result_.requests.push_back(log);
+  agent_of_request_.push_back(index);
+}
+
+void AgentDriver::OnComplete(EngineId /*engine*/, const EngineRequestRecord& record) {
+  const int64_t slot = record.id.value() - options_.first_request_id;
+  if (slot < 0 || slot >= static_cast<int64_t>(agent_of_request_.size())) return;
+  const int32_t index = agent_of_request_[static_cast<size_t>(slot)];
+  DriverRequest& log = result_.requests[static_cast<size_t>(slot)];
+  if (log.completed.has_value()) return;
+  const TimeNs now = loop_->now();
+  log.completed = now;
+  ++result_.requests_completed;
+  result_.makespan_end = std::max(result_.makespan_end, now);
+  DriverConversationResult& r = result_.conversations[static_cast<size_t>(index)];
+  ++r.requests_completed;
+  if (record.rejected) ++r.requests_rejected;
+  if (record.first_token.has_value()) {
+    const TimeNs ttft = *record.first_token - record.arrival;
+    r.total_ttft = r.total_ttft + ttft;
+    r.max_ttft = std::max(r.max_ttft, ttft);
+  }
+  if (record.finished.has_value())
+    r.total_latency = r.total_latency + (*record.finished - record.arrival);
+  r.cached_tokens += record.cached_tokens();
+  r.uncached_tokens += record.uncached_tokens;
+  r.recomputed_tokens += record.recomputed_tokens;
+  r.preemptions += record.preemptions;
+
+  Agent& agent = agents_[static_cast<size_t>(index)];
+  const size_t i = static_cast<size_t>(log.index);
+  if (agent.subagent < 0) {
+    for (int32_t sub : agent.spawn_after[i]) {
+      loop_->Schedule(now + agents_[static_cast<size_t>(sub)].spawn_delay,
+                      [this, sub] { BeginAgent(sub); });
+    }
+  }
+  if (i + 1 >= agent.requests->size()) {
+    EndAgent(index);
+    return;
+  }
+  const TimeNs gap = Gap((*agent.requests)[i], (*agent.requests)[i + 1]);
+  const int32_t next = static_cast<int32_t>(i + 1);
+  loop_->Schedule(now + gap, [this, index, next] { RequestReady(index, next); });
+}
+
+void AgentDriver::EndAgent(int32_t index) {
+  Agent& agent = agents_[static_cast<size_t>(index)];
+  if (agent.ended) return;
+  agent.ended = true;
+  ++agents_ended_;
+  const TimeNs now = loop_->now();
+  DriverConversationResult& r = result_.conversations[static_cast<size_t>(index)];
+  if (!agent.begun) r.start = now;
+  r.end = now;
+  const bool failed = agent.failed;
+  if (options_.close_sessions_on_end && !failed) {
+    for (int64_t freed : fleet_->CloseSessionOnEveryEngine(SessionId(agent.conversation.value()))) {
+      r.closed_session_tokens += freed;
+    }
+  }
+  if (agent.subagent < 0 && failed) {
+    // A failed main agent never spawns its remaining sub-agents.
+    for (size_t i = static_cast<size_t>(std::max(agent.next - 1, 0)); i < agent.spawn_after.size();
+         ++i) {
+      for (int32_t sub : agent.spawn_after[i]) {
+        if (!agents_[static_cast<size_t>(sub)].begun) EndAgent(sub);
+      }
+    }
+  }
+  if (agent.join_index >= 0) {
+    Agent& parent = agents_[static_cast<size_t>(agent.parent_agent)];
+    int32_t& pending = parent.joins_pending[static_cast<size_t>(agent.join_index)];
+    --pending;
+    if (pending == 0 && !parent.ended && parent.gap_elapsed && parent.next == agent.join_index) {
+      SubmitNext(agent.parent_agent);
+    }
+  }
+}
+
+StatusOr<AgentDriverResult> RunAgentWorkload(EventLoop* loop, FleetModel* fleet,
+                                             const AgenticWorkload& workload,
+                                             const AgentDriverOptions& options) {
+  StatusOr<std::unique_ptr<AgentDriver>> driver =
+      AgentDriver::Create(loop, fleet, &workload, options);
+  if (!driver.ok()) return driver.status();
+  if (Status s = (*driver)->Start(); !s.ok()) return s;
+  loop->RunUntilIdle();
+  if (!(*driver)->status().ok()) return (*driver)->status();
+  return (*driver)->result();
+}
+
+}  // namespace agentkv::sim

@@ -1,0 +1,201 @@
+// AgentDriver: replays an AgenticWorkload through a FleetModel in closed loop, as agents behave
+// in production (issue 5 item 4): a conversation sends its next request only after its previous
+// response completed plus the recorded client gap, so a slow fleet stretches session time.
+//
+// Identities. Conversation k (its index in the workload) runs under ConversationId(k + 1);
+// its sub-agent j runs under ConversationId((k + 1) * 1000 + j + 1) with
+// parent_conversation = ConversationId(k + 1) and parent_hint_authenticated = true (the driver
+// is the trusted client). Session ids equal conversation ids; the routing key is
+// SessionRoutingKey(session). Prompt keys are
+// hasher.KeysFromBlockIds(hash_ids, extra_key = k + 1) (sub-agents share the parent's
+// namespace, as in the WEKA files), with the hasher of engine 0's KV cache; prompt_tokens = `in`
+// (at least the block-covered tokens, hash_ids.size() * block_size, and at least 1) and
+// max_new_tokens = max(1, `out`). Request ids are first_request_id, +1, ... in submission order.
+//
+// Timing rules (`api(i)` is request i's recorded server time; WekaRequest does not carry the
+// trace's `api_time`, so RecordedApiTime() is 0 until the reader keeps it):
+// - Start: request 0 of conversation k is submitted at start_k + t_0 (start_k from
+//   AgenticWorkload::starts, relative to the loop time at Start()).
+// - Gap: request i+1 becomes ready at completion(i) + gap(i+1), where gap(i+1) = think_time of
+//   request i+1 when it is > 0 (WEKA records it on every request), else
+//   max(0, t_{i+1} - t_i - api(i)).
+// - Spawn: sub-agent j anchors on the parent's last request a (in file order, which is time
+//   order) with t_a <= spawn_j and spawns at completion(a) + max(0, spawn_j - t_a - api(a));
+//   with no such request it spawns at start_k + spawn_j. Its request 0 is submitted at spawn time +
+//   its own t_0, the rest follow the gap rule on its own timeline.
+// - Join: let n = a + 1 (0 without an anchor) be the parent's next request. The trace says the
+// sub-agent
+//   completed before request n when spawn_j + t_last + api(last) <= t_n (t_last: its last
+//   request's offset, 0 with no request); then request n is submitted at
+//   max(ready time of n by the gap rule, end of every sub-agent joined on n). Otherwise (no
+//   request n, or the sub-agent outlived it: `async_launched`) the sub-agent runs in the
+//   background and nobody waits for it.
+// - End: a conversation (main agent or sub-agent) ends at the completion of its last request
+//   (at its start when it has none). With close_sessions_on_end the driver then calls
+//   FleetModel::CloseSessionOnEveryEngine(its session), inside the completion callback.
+// A rejected request (EngineRequestRecord::rejected) counts as completed and the agent goes on.
+// A Submit() error ends that agent at once (no close) and is reported by status().
+//
+// The driver owns the fleet's completion callback from Start() on. Deterministic: a pure
+// function of the workload, the options and the fleet; every event goes through the loop
+// (ties by sequence number) and agents are kept in vectors. Single-threaded; not copyable or
+// movable (scheduled events point at it). Must outlive every run of the loop after Start().
+#ifndef AGENTKV_SIM_AGENT_DRIVER_H_
+#define AGENTKV_SIM_AGENT_DRIVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "agentkv/base/status.h"
+#include "agentkv/base/strong_id.h"
+#include "agentkv/base/time.h"
+#include "agentkv/kv/block_key.h"
+#include "agentkv/sim/agentic_workload.h"
+#include "agentkv/sim/event_loop.h"
+#include "agentkv/sim/fleet_model.h"
+
+namespace agentkv::sim {
+
+struct AgentDriverOptions {
+  // Close a conversation's session on every engine when its last request completes.
+  // Default: false (SGLang without the lifecycle planner keeps sessions open).
+  bool close_sessions_on_end = false;
+  // Id of the first request submitted. Range: >= 0.
+  int64_t first_request_id = 0;
+
+  // InvalidArgument naming the first bad field.
+  Status Validate() const;
+};
+
+// The server time a trace recorded for `request`; 0 while WekaRequest lacks `api_time`.
+TimeNs RecordedApiTime(const WekaRequest& request);
+
+// One request as the driver issued it.
+struct DriverRequest {
+  RequestId id;
+  ConversationId conversation;
+  // Set for a sub-agent's request: the parent conversation (sent as an authenticated hint).
+  std::optional<ConversationId> parent;
+  // Index of the request in its agent's requests[].
+  int32_t index = 0;
+  // When the gap rule made it ready (before any join wait), and when it was submitted.
+  TimeNs ready;
+  TimeNs submitted;
+  // Set once the request completed.
+  std::optional<TimeNs> completed;
+  EngineId engine;
+
+  friend bool operator==(const DriverRequest&, const DriverRequest&) = default;
+};
+
+// One conversation: a main agent or a sub-agent.
+struct DriverConversationResult {
+  ConversationId conversation;
+  std::optional<ConversationId> parent;
+  // Index of the main conversation in the workload, and the sub-agent index (-1: main agent).
+  int32_t workload_index = 0;
+  int32_t subagent = -1;
+  // Start (start time, or spawn time) and end (completion of the last request); end is unset
+  // until the conversation finished.
+  TimeNs start;
+  std::optional<TimeNs> end;
+  int64_t requests_issued = 0;
+  int64_t requests_completed = 0;
+  int64_t requests_rejected = 0;
+  // Aggregated over its completed requests' EngineRequestRecords.
+  // Queueing delay as the engine saw it: first_token - arrival, summed and maximum (the record
+  // has no separate queue time; TTFT includes the prefill).
+  TimeNs total_ttft;
+  TimeNs max_ttft;
+  // finished - arrival, summed.
+  TimeNs total_latency;
+  // Time requests waited beyond their gap for a sub-agent join (submitted - ready), summed.
+  TimeNs total_join_wait;
+  int64_t cached_tokens = 0;
+  int64_t uncached_tokens = 0;
+  int64_t recomputed_tokens = 0;
+  int64_t preemptions = 0;
+  // Tokens freed by close_sessions_on_end, over every engine.
+  int64_t closed_session_tokens = 0;
+
+  friend bool operator==(const DriverConversationResult&,
+                         const DriverConversationResult&) = default;
+};
+
+struct AgentDriverResult {
+  // Main agents in workload order, each followed by its sub-agents in order.
+  std::vector<DriverConversationResult> conversations;
+  // Every issued request, in submission order.
+  std::vector<DriverRequest> requests;
+  int64_t requests_issued = 0;
+  int64_t requests_completed = 0;
+  // Completion of the last request (the loop time at Start() when none ran).
+  TimeNs makespan_end;
+
+  friend bool operator==(const AgentDriverResult&, const AgentDriverResult&) = default;
+};
+
+class AgentDriver {
+ public:
+  // Validates the options and the workload (starts.size() == conversations.size(), at most 1000
+  // conversations and 999 sub-agents per conversation so ids stay distinct, one block_size
+  // that matches engine 0's tokens_per_block). `loop`, `fleet` and `workload` must outlive the
+  // driver.
+  static StatusOr<std::unique_ptr<AgentDriver>> Create(EventLoop* loop, FleetModel* fleet,
+                                                       const AgenticWorkload* workload,
+                                                       const AgentDriverOptions& options);
+
+  AgentDriver(const AgentDriver&) = delete;
+  AgentDriver& operator=(const AgentDriver&) = delete;
+  ~AgentDriver();
+
+  // Installs the fleet's completion callback and schedules every conversation's start and
+  // every unanchored spawn relative to loop->now(). Once only (FailedPrecondition after).
+  Status Start();
+
+  // Whether every agent has ended.
+  bool done() const;
+  // The first Submit() error, or OK.
+  const Status& status() const { return status_; }
+  // The results so far (complete once done()).
+  const AgentDriverResult& result() const { return result_; }
+
+ private:
+  struct Agent;
+
+  AgentDriver(EventLoop* loop, FleetModel* fleet, const AgenticWorkload* workload,
+              const AgentDriverOptions& options);
+
+  void BeginAgent(int32_t agent);
+  // The gap of request `index` has elapsed: submit it unless joins are pending.
+  void RequestReady(int32_t agent, int32_t index);
+  void SubmitNext(int32_t agent);
+  void OnComplete(EngineId engine, const EngineRequestRecord& record);
+  void EndAgent(int32_t agent);
+
+  EventLoop* loop_;
+  FleetModel* fleet_;
+  const AgenticWorkload* workload_;
+  AgentDriverOptions options_;
+  kv::BlockKeyHasher hasher_;
+  TimeNs origin_;
+  bool started_ = false;
+  Status status_;
+  std::vector<Agent> agents_;
+  int64_t agents_ended_ = 0;
+  // Indexed by request id - first_request_id: position in result_.requests and the agent.
+  std::vector<int32_t> agent_of_request_;
+  AgentDriverResult result_;
+};
+
+// Creates a driver, starts it, runs the loop until idle and returns the result, or the first
+// error (Create's, or a Submit() error).
+StatusOr<AgentDriverResult> RunAgentWorkload(EventLoop* loop, FleetModel* fleet,
+                                             const AgenticWorkload& workload,
+                                             const AgentDriverOptions& options);
+
+}  // namespace agentkv::sim
+
+#endif  // AGENTKV_SIM_AGENT_DRIVER_H_

@@ -117,44 +117,30 @@ StatusOr<BailianRequest> ParseLine(std::string_view line) {
   return r;
 }
 
-bool IsBlank(std::string_view line) {
-  return line.find_first_not_of(" \t\r\n\f\v") == std::string_view::npos;
-}
-
 }  // namespace
 
 StatusOr<std::vector<BailianRequest>> ParseBailianTrace(std::istream& in, std::string_view source) {
   std::vector<BailianRequest> requests;
   // chat_id -> 1-based line where it was defined.
   std::unordered_map<int64_t, int64_t> line_of_chat;
-  std::string line;
-  int64_t line_number = 0;
-  auto located = [&](const Status& s) {
-    return InvalidArgumentError(std::string(source) + ":" + std::to_string(line_number) + ": " +
-                                std::string(s.message()));
-  };
-  while (std::getline(in, line)) {
-    ++line_number;
-    if (IsBlank(line)) continue;
-    StatusOr<BailianRequest> request = ParseLine(line);
-    if (!request.ok()) return located(request.status());
-    const int64_t chat_id = request->chat_id;
-    const int64_t parent = request->parent_chat_id;
-    if (auto it = line_of_chat.find(chat_id); it != line_of_chat.end()) {
-      return located(FieldError("chat_id", "duplicate id " + std::to_string(chat_id) +
-                                               ", first on line " + std::to_string(it->second)));
-    }
-    if (parent != -1 && !line_of_chat.contains(parent)) {
-      return located(
-          FieldError("parent_chat_id", "no earlier request has chat_id " + std::to_string(parent)));
-    }
-    line_of_chat.emplace(chat_id, line_number);
-    requests.push_back(std::move(request).value());
-  }
-  if (in.bad()) {
-    return UnavailableError("error reading trace " + std::string(source) + " after line " +
-                            std::to_string(line_number));
-  }
+  AGENTKV_RETURN_IF_ERROR(
+      ForEachJsonLine(in, source, [&](std::string_view line, int64_t line_number) -> Status {
+        StatusOr<BailianRequest> request = ParseLine(line);
+        if (!request.ok()) return request.status();
+        const int64_t chat_id = request->chat_id;
+        const int64_t parent = request->parent_chat_id;
+        if (auto it = line_of_chat.find(chat_id); it != line_of_chat.end()) {
+          return FieldError("chat_id", "duplicate id " + std::to_string(chat_id) +
+                                           ", first on line " + std::to_string(it->second));
+        }
+        if (parent != -1 && !line_of_chat.contains(parent)) {
+          return FieldError("parent_chat_id",
+                            "no earlier request has chat_id " + std::to_string(parent));
+        }
+        line_of_chat.emplace(chat_id, line_number);
+        requests.push_back(std::move(request).value());
+        return Status::Ok();
+      }));
   return requests;
 }
 

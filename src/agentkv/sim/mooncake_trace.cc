@@ -86,31 +86,18 @@ StatusOr<MooncakeRequest> ParseLine(std::string_view line) {
   return request;
 }
 
-bool IsBlank(std::string_view line) {
-  return line.find_first_not_of(" \t\r\n\f\v") == std::string_view::npos;
-}
-
 }  // namespace
 
 StatusOr<std::vector<MooncakeRequest>> ParseMooncakeTrace(std::istream& in,
                                                           std::string_view source) {
   std::vector<MooncakeRequest> requests;
-  std::string line;
-  int64_t line_number = 0;
-  while (std::getline(in, line)) {
-    ++line_number;
-    if (IsBlank(line)) continue;
-    StatusOr<MooncakeRequest> request = ParseLine(line);
-    if (!request.ok()) {
-      return InvalidArgumentError(std::string(source) + ":" + std::to_string(line_number) + ": " +
-                                  request.status().message());
-    }
-    requests.push_back(std::move(request).value());
-  }
-  if (in.bad()) {
-    return UnavailableError("error reading trace " + std::string(source) + " after line " +
-                            std::to_string(line_number));
-  }
+  AGENTKV_RETURN_IF_ERROR(
+      ForEachJsonLine(in, source, [&](std::string_view line, int64_t) -> Status {
+        StatusOr<MooncakeRequest> request = ParseLine(line);
+        if (!request.ok()) return request.status();
+        requests.push_back(std::move(request).value());
+        return Status::Ok();
+      }));
   return requests;
 }
 

@@ -31,4 +31,25 @@ StatusOr<std::ifstream> OpenTraceFile(const std::string& path, std::ios::openmod
   return in;
 }
 
+Status ForEachJsonLine(
+    std::istream& in, std::string_view source,
+    const std::function<Status(std::string_view line, int64_t line_number)>& visit) {
+  std::string line;
+  int64_t line_number = 0;
+  while (std::getline(in, line)) {
+    ++line_number;
+    if (line.find_first_not_of(" \t\r\n\f\v") == std::string::npos) continue;  // Blank.
+    const Status status = visit(line, line_number);
+    if (!status.ok()) {
+      return InvalidArgumentError(std::string(source) + ":" + std::to_string(line_number) + ": " +
+                                  status.message());
+    }
+  }
+  if (in.bad()) {
+    return UnavailableError("error reading trace " + std::string(source) + " after line " +
+                            std::to_string(line_number));
+  }
+  return Status::Ok();
+}
+
 }  // namespace agentkv::sim

@@ -14,29 +14,15 @@
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/kv/block_key.h"
 #include "agentkv/sim/event_loop.h"
+#include "sim_test_support.h"
 
 namespace agentkv::sim {
 namespace {
 
 constexpr int32_t kTokensPerBlock = 16;
 
-engine::CostModel Llama8bH100() {
-  StatusOr<engine::CostModel> model = engine::CostModel::CreateByName("llama-3.1-8b", "h100", 1);
-  EXPECT_TRUE(model.ok()) << model.status();
-  return *std::move(model);
-}
-
-// Chained keys of `n` blocks whose ids start at `first_id` (equal ids, equal prefix).
-std::vector<kv::BlockKey> Keys(uint64_t first_id, int64_t n) {
-  const kv::BlockKeyHasher hasher(0);
-  std::vector<kv::BlockKey> keys;
-  kv::BlockKey parent = hasher.RootKey();
-  for (int64_t i = 0; i < n; ++i) {
-    parent = kv::BlockKeyHasher::IdBlockKey(parent, first_id + static_cast<uint64_t>(i));
-    keys.push_back(parent);
-  }
-  return keys;
-}
+using testing_support::Keys;
+using testing_support::Llama8bH100;
 
 engine::SchedulerRequest MakeRequest(int64_t id, int64_t prompt_tokens, int64_t max_new_tokens,
                                      uint64_t content = 0) {
@@ -113,8 +99,8 @@ TEST_F(EngineModelTest, LoneRequestFinishesAtTheSumOfItsStepEstimates) {
   EXPECT_EQ(record->arrival, TimeNs(0));
   EXPECT_EQ(record->first_token, prefill);
   EXPECT_EQ(record->finished, expected);
-  EXPECT_EQ(record->output_tokens, 4);
-  EXPECT_EQ(record->uncached_tokens, 1000);
+  EXPECT_EQ(record->report.output_tokens, 4);
+  EXPECT_EQ(record->report.uncached_tokens, 1000);
   EXPECT_EQ(record->cached_tokens(), 0);
   EXPECT_EQ(engine_->num_steps(), 4);
   EXPECT_EQ(engine_->busy_time(), expected);
@@ -156,8 +142,8 @@ TEST_F(EngineModelTest, SharedPrefixIsCachedForALaterRequest) {
   const EngineRequestRecord* second = engine_->FindRecord(RequestId(2));
   ASSERT_NE(second, nullptr);
   // The last prompt token is always recomputed, so the last full block is too.
-  EXPECT_EQ(second->cached_device_tokens, 1024 - kTokensPerBlock);
-  EXPECT_EQ(second->uncached_tokens, kTokensPerBlock);
+  EXPECT_EQ(second->report.cached_device_tokens, 1024 - kTokensPerBlock);
+  EXPECT_EQ(second->report.uncached_tokens, kTokensPerBlock);
 }
 
 TEST_F(EngineModelTest, IdleEngineSchedulesNothing) {

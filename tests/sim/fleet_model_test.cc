@@ -16,28 +16,15 @@
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/kv/block_key.h"
 #include "agentkv/sim/event_loop.h"
+#include "sim_test_support.h"
 
 namespace agentkv::sim {
 namespace {
 
 constexpr int32_t kTokensPerBlock = 16;
 
-engine::CostModel Llama8bH100() {
-  StatusOr<engine::CostModel> model = engine::CostModel::CreateByName("llama-3.1-8b", "h100", 1);
-  EXPECT_TRUE(model.ok()) << model.status();
-  return *std::move(model);
-}
-
-std::vector<kv::BlockKey> Keys(uint64_t first_id, int64_t n) {
-  const kv::BlockKeyHasher hasher(0);
-  std::vector<kv::BlockKey> keys;
-  kv::BlockKey parent = hasher.RootKey();
-  for (int64_t i = 0; i < n; ++i) {
-    parent = kv::BlockKeyHasher::IdBlockKey(parent, first_id + static_cast<uint64_t>(i));
-    keys.push_back(parent);
-  }
-  return keys;
-}
+using testing_support::Keys;
+using testing_support::Llama8bH100;
 
 // Request `id` of `session`: the session's prompt grows by one block per turn.
 engine::SchedulerRequest SessionRequest(int64_t id, int64_t session, int64_t turn) {
@@ -91,7 +78,7 @@ TEST(FleetModelTest, ConsistentHashingKeepsASessionOnOneEngine) {
   const EngineId engine(*engines_of_session[1].begin());
   const EngineRequestRecord* last_turn = fleet->engine(engine).FindRecord(RequestId(2 * 24));
   ASSERT_NE(last_turn, nullptr);
-  EXPECT_GT(last_turn->cached_device_tokens, 0);
+  EXPECT_GT(last_turn->report.cached_device_tokens, 0);
 }
 
 TEST(FleetModelTest, StringSessionKeysAreStable) {

@@ -273,7 +273,7 @@ void AgentDriver::OnComplete(EngineId /*engine*/, const EngineRequestRecord& rec
   result_.makespan_end = std::max(result_.makespan_end, now);
   DriverConversationResult& r = result_.conversations[static_cast<size_t>(index)];
   ++r.requests_completed;
-  if (record.rejected) ++r.requests_rejected;
+  if (record.report.rejected) ++r.requests_rejected;
   if (record.first_token.has_value()) {
     const TimeNs ttft = *record.first_token - record.arrival;
     r.total_ttft = r.total_ttft + ttft;
@@ -282,9 +282,9 @@ void AgentDriver::OnComplete(EngineId /*engine*/, const EngineRequestRecord& rec
   if (record.finished.has_value())
     r.total_latency = r.total_latency + (*record.finished - record.arrival);
   r.cached_tokens += record.cached_tokens();
-  r.uncached_tokens += record.uncached_tokens;
-  r.recomputed_tokens += record.recomputed_tokens;
-  r.preemptions += record.preemptions;
+  r.uncached_tokens += record.report.uncached_tokens;
+  r.recomputed_tokens += record.report.recomputed_tokens;
+  r.preemptions += record.report.preemptions;
 
   Agent& agent = agents_[static_cast<size_t>(index)];
   const size_t i = static_cast<size_t>(log.index);

@@ -33,7 +33,7 @@
 // - End: a conversation (main agent or sub-agent) ends at the completion of its last request
 //   (at its start when it has none). With close_sessions_on_end the driver then calls
 //   FleetModel::CloseSessionOnEveryEngine(its session), inside the completion callback.
-// A rejected request (EngineRequestRecord::rejected) counts as completed and the agent goes on.
+// A rejected request (its report says rejected) counts as completed and the agent goes on.
 // A Submit() error ends that agent at once (no close) and is reported by status().
 //
 // The driver owns the fleet's completion callback from Start() on. Deterministic: a pure

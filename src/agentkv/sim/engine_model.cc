@@ -89,13 +89,7 @@ void EngineModel::EndStep(const engine::StepResult& result) {
     const engine::RequestReport* report = scheduler_->FindReport(id);
     AGENTKV_CHECK(report != nullptr) << "finished request " << id << " has no report";
     record.finished = now;
-    record.cached_device_tokens = report->cached_device_tokens;
-    record.cached_host_tokens = report->cached_host_tokens;
-    record.uncached_tokens = report->uncached_tokens;
-    record.recomputed_tokens = report->recomputed_tokens;
-    record.preemptions = report->preemptions;
-    record.output_tokens = report->output_tokens;
-    record.rejected = report->rejected;
+    record.report = *report;
     completion_order_.push_back(id);
   }
   // Decide before the callbacks run: a callback's Submit() sees the engine busy and relies on

@@ -60,16 +60,11 @@ struct EngineRequestRecord {
   std::optional<TimeNs> first_token;
   // End of the step that produced the last token (or rejected the request).
   std::optional<TimeNs> finished;
-  // From the scheduler's RequestReport once the request finished (see engine::RequestReport).
-  int64_t cached_device_tokens = 0;
-  int64_t cached_host_tokens = 0;
-  int64_t uncached_tokens = 0;
-  int64_t recomputed_tokens = 0;
-  int64_t preemptions = 0;
-  int64_t output_tokens = 0;
-  bool rejected = false;
+  // The scheduler's account of the request (cached and uncached tokens, preemptions, output
+  // tokens, rejection), copied once the request finished; step numbers are the scheduler's.
+  engine::RequestReport report;
 
-  int64_t cached_tokens() const { return cached_device_tokens + cached_host_tokens; }
+  int64_t cached_tokens() const { return report.cached_device_tokens + report.cached_host_tokens; }
 };
 
 class EngineModel {

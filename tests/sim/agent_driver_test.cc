@@ -65,9 +65,13 @@ AgenticWorkload TinyWorkload() {
 struct Sim {
   EventLoop loop;
   std::unique_ptr<FleetModel> fleet;
+  std::unique_ptr<GatewayModel> gateway;
 };
 
-std::unique_ptr<Sim> MakeSim(kv::SessionCloseMode mode = kv::SessionCloseMode::kDereference) {
+// Two engines behind a round-robin router, behind a gateway whose session lifecycle (close on
+// every engine at the end of a conversation) is on when `lifecycle`.
+std::unique_ptr<Sim> MakeSim(kv::SessionCloseMode mode = kv::SessionCloseMode::kDereference,
+                             bool lifecycle = false) {
   auto sim = std::make_unique<Sim>();
   StatusOr<engine::CostModel> model = engine::CostModel::CreateByName("llama-3.1-8b", "h100", 1);
   EXPECT_TRUE(model.ok()) << model.status();
@@ -79,13 +83,20 @@ std::unique_ptr<Sim> MakeSim(kv::SessionCloseMode mode = kv::SessionCloseMode::k
   options.engine.cache.session_close_mode = mode;
   StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(&sim->loop, *model, options);
   EXPECT_TRUE(fleet.ok()) << fleet.status();
-  if (fleet.ok()) sim->fleet = std::move(*fleet);
+  if (!fleet.ok()) return sim;
+  sim->fleet = std::move(*fleet);
+  GatewayModelOptions gateway_options;
+  gateway_options.agentic.agentic_session_lifecycle = lifecycle;
+  StatusOr<std::unique_ptr<GatewayModel>> gateway =
+      GatewayModel::Create(&sim->loop, sim->fleet.get(), gateway_options);
+  EXPECT_TRUE(gateway.ok()) << gateway.status();
+  if (gateway.ok()) sim->gateway = std::move(*gateway);
   return sim;
 }
 
 AgentDriverResult Drive(Sim& sim, const AgenticWorkload& workload, AgentDriverOptions options) {
   StatusOr<AgentDriverResult> result =
-      RunAgentWorkload(&sim.loop, sim.fleet.get(), workload, options);
+      RunAgentWorkload(&sim.loop, sim.gateway.get(), workload, options);
   EXPECT_TRUE(result.ok()) << result.status();
   return result.ok() ? *std::move(result) : AgentDriverResult{};
 }
@@ -165,7 +176,7 @@ TEST(AgentDriverTest, SubagentsRunUnderTheirOwnIdsWithTheParentHint) {
   EXPECT_EQ(r.conversations[3].conversation, ConversationId(2));
   // Each request reached the engine the log names.
   for (const DriverRequest& q : r.requests) {
-    EXPECT_NE(sim->fleet->engine(q.engine).FindRecord(q.id), nullptr) << q.id;
+    EXPECT_NE(sim->fleet->engine(*q.engine).FindRecord(q.id), nullptr) << q.id;
   }
 }
 
@@ -210,8 +221,8 @@ TEST(AgentDriverTest, EveryRequestCompletesOnce) {
 TEST(AgentDriverTest, CloseSessionsOnEndFreesSessionKv) {
   std::unique_ptr<Sim> kept = MakeSim(kv::SessionCloseMode::kRelease);
   const AgentDriverResult open = Drive(*kept, TinyWorkload(), {});
-  std::unique_ptr<Sim> closed = MakeSim(kv::SessionCloseMode::kRelease);
-  const AgentDriverResult freed = Drive(*closed, TinyWorkload(), {.close_sessions_on_end = true});
+  std::unique_ptr<Sim> closed = MakeSim(kv::SessionCloseMode::kRelease, /*lifecycle=*/true);
+  const AgentDriverResult freed = Drive(*closed, TinyWorkload(), {});
   int64_t kept_used = 0;
   int64_t closed_used = 0;
   for (int32_t e = 0; e < 2; ++e) {
@@ -238,10 +249,10 @@ TEST(AgentDriverTest, CloseSessionsOnEndFreesSessionKv) {
 }
 
 TEST(AgentDriverTest, TwoRunsAreIdentical) {
-  std::unique_ptr<Sim> a = MakeSim();
-  std::unique_ptr<Sim> b = MakeSim();
-  const AgentDriverResult first = Drive(*a, TinyWorkload(), {.close_sessions_on_end = true});
-  const AgentDriverResult second = Drive(*b, TinyWorkload(), {.close_sessions_on_end = true});
+  std::unique_ptr<Sim> a = MakeSim(kv::SessionCloseMode::kDereference, /*lifecycle=*/true);
+  std::unique_ptr<Sim> b = MakeSim(kv::SessionCloseMode::kDereference, /*lifecycle=*/true);
+  const AgentDriverResult first = Drive(*a, TinyWorkload(), {});
+  const AgentDriverResult second = Drive(*b, TinyWorkload(), {});
   EXPECT_EQ(first, second);
   EXPECT_EQ(a->loop.processed(), b->loop.processed());
 }
@@ -250,12 +261,12 @@ TEST(AgentDriverTest, RejectsMismatchedBlockSizeAndStarts) {
   std::unique_ptr<Sim> sim = MakeSim();
   AgenticWorkload workload = TinyWorkload();
   workload.starts.pop_back();
-  EXPECT_FALSE(AgentDriver::Create(&sim->loop, sim->fleet.get(), &workload, {}).ok());
+  EXPECT_FALSE(AgentDriver::Create(&sim->loop, sim->gateway.get(), &workload, {}).ok());
   workload = TinyWorkload();
   workload.conversations[1].block_size = 64;
-  EXPECT_FALSE(AgentDriver::Create(&sim->loop, sim->fleet.get(), &workload, {}).ok());
+  EXPECT_FALSE(AgentDriver::Create(&sim->loop, sim->gateway.get(), &workload, {}).ok());
   StatusOr<std::unique_ptr<AgentDriver>> driver =
-      AgentDriver::Create(&sim->loop, sim->fleet.get(), &workload, {.first_request_id = -1});
+      AgentDriver::Create(&sim->loop, sim->gateway.get(), &workload, {.first_request_id = -1});
   EXPECT_FALSE(driver.ok());
 }
 

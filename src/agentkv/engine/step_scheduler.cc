@@ -72,7 +72,11 @@ Status StepScheduler::Submit(SchedulerRequest request) {
   }
   if (BlocksForTokens(request.prompt_tokens + request.max_new_tokens) >
       cache_.options().device_blocks) {
-    return InvalidArgumentError("prompt_tokens + max_new_tokens exceed the device KV capacity");
+    return InvalidArgumentError(
+        "request " + std::to_string(request.id.value()) + ": prompt_tokens " +
+        std::to_string(request.prompt_tokens) + " + max_new_tokens " +
+        std::to_string(request.max_new_tokens) + " exceed the device KV capacity of " +
+        std::to_string(cache_.options().device_blocks * cache_.tokens_per_block()) + " tokens");
   }
   if (requests_.contains(request.id)) {
     return AlreadyExistsError("request already submitted");

@@ -13,6 +13,8 @@ namespace {
 
 constexpr int64_t kMaxConversations = 1000;
 constexpr int64_t kMaxSubagents = 999;
+// With a shared prefix, conversation k's own ids are offset by (k + 1) << 40.
+constexpr int kSharedPrefixIdBits = 40;
 
 TimeNs NonNegative(TimeNs t) { return t < TimeNs(0) ? TimeNs(0) : t; }
 
@@ -66,15 +68,15 @@ Status AgentDriverOptions::Validate() const {
 
 TimeNs RecordedApiTime(const WekaRequest& /*request*/) { return TimeNs(0); }
 
-AgentDriver::AgentDriver(EventLoop* loop, FleetModel* fleet, const AgenticWorkload* workload,
+AgentDriver::AgentDriver(EventLoop* loop, GatewayModel* gateway, const AgenticWorkload* workload,
                          const AgentDriverOptions& options)
     : loop_(loop),
-      fleet_(fleet),
+      gateway_(gateway),
       workload_(workload),
       options_(options),
-      hasher_(fleet->engine(EngineId(0)).scheduler().cache().hasher()) {}
+      hasher_(gateway->fleet().engine(EngineId(0)).scheduler().cache().hasher()) {}
 
-StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, FleetModel* fleet,
+StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, GatewayModel* gateway,
                                                            const AgenticWorkload* workload,
                                                            const AgentDriverOptions& options) {
   if (Status s = options.Validate(); !s.ok()) return s;
@@ -89,7 +91,7 @@ StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, Flee
                                 std::to_string(workload->conversations.size()));
   }
   const int32_t tokens_per_block =
-      fleet->engine(EngineId(0)).scheduler().cache().tokens_per_block();
+      gateway->fleet().engine(EngineId(0)).scheduler().cache().tokens_per_block();
   for (size_t k = 0; k < workload->conversations.size(); ++k) {
     const WekaConversation& c = workload->conversations[k];
     if (workload->starts[k] < TimeNs(0)) {
@@ -100,6 +102,23 @@ StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, Flee
                                   std::to_string(c.subagents.size()) + " sub-agents, at most " +
                                   std::to_string(kMaxSubagents));
     }
+    if (options.shared_prefix_ids > 0) {
+      auto too_large = [](const std::vector<WekaRequest>& requests) {
+        for (const WekaRequest& r : requests) {
+          for (uint64_t id : r.hash_ids) {
+            if (id >> kSharedPrefixIdBits != 0) return true;
+          }
+        }
+        return false;
+      };
+      bool bad = too_large(c.requests);
+      for (const WekaSubagent& sub : c.subagents) bad = bad || too_large(sub.requests);
+      if (bad) {
+        return InvalidArgumentError("conversations[" + std::to_string(k) + "] (" + c.source +
+                                    ") has a block id >= 2^40, which a shared prefix cannot "
+                                    "namespace");
+      }
+    }
     if (c.block_size != tokens_per_block) {
       return InvalidArgumentError("conversations[" + std::to_string(k) + "] (" + c.source +
                                   ") has block_size " + std::to_string(c.block_size) +
@@ -107,7 +126,7 @@ StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, Flee
                                   std::to_string(tokens_per_block));
     }
   }
-  std::unique_ptr<AgentDriver> driver(new AgentDriver(loop, fleet, workload, options));
+  std::unique_ptr<AgentDriver> driver(new AgentDriver(loop, gateway, workload, options));
   // Agents: each main agent followed by its sub-agents; result conversations mirror them.
   for (size_t k = 0; k < workload->conversations.size(); ++k) {
     const WekaConversation& c = workload->conversations[k];
@@ -178,8 +197,10 @@ Status AgentDriver::Start() {
   started_ = true;
   origin_ = loop_->now();
   result_.makespan_end = origin_;
-  fleet_->set_completion_callback(
-      [this](EngineId engine, const EngineRequestRecord& record) { OnComplete(engine, record); });
+  gateway_->set_completion_callback(
+      [this](const GatewayRecord& gateway_record, const EngineRequestRecord* record) {
+        OnComplete(gateway_record, record);
+      });
   for (size_t a = 0; a < agents_.size(); ++a) {
     const Agent& agent = agents_[a];
     const TimeNs start = origin_ + workload_->starts[static_cast<size_t>(agent.workload_index)];
@@ -223,13 +244,20 @@ void AgentDriver::SubmitNext(int32_t index) {
   engine::SchedulerRequest request;
   const int64_t id = options_.first_request_id + static_cast<int64_t>(result_.requests.size());
   request.id = RequestId(id);
-  request.prompt_keys =
-      hasher_.KeysFromBlockIds(w.hash_ids, static_cast<uint64_t>(agent.workload_index) + 1);
+  const uint64_t namespace_id = static_cast<uint64_t>(agent.workload_index) + 1;
+  if (options_.shared_prefix_ids == 0) {
+    request.prompt_keys = hasher_.KeysFromBlockIds(w.hash_ids, namespace_id);
+  } else {
+    std::vector<uint64_t> ids = w.hash_ids;
+    for (uint64_t& block_id : ids) {
+      if (block_id >= options_.shared_prefix_ids) block_id += namespace_id << kSharedPrefixIdBits;
+    }
+    request.prompt_keys = hasher_.KeysFromBlockIds(ids, 0);
+  }
   request.prompt_tokens = std::max<int64_t>(
       {w.input_tokens, static_cast<int64_t>(w.hash_ids.size()) * block_size, int64_t{1}});
   request.max_new_tokens = std::max<int64_t>(1, w.output_tokens);
   request.kv_options.prompt_tokens = request.prompt_tokens;
-  request.kv_options.session = SessionId(agent.conversation.value());
   request.kv_options.conversation = agent.conversation;
   if (agent.parent.has_value()) {
     request.kv_options.parent_conversation = agent.parent;
@@ -244,30 +272,44 @@ void AgentDriver::SubmitNext(int32_t index) {
   log.ready = agent.ready_time;
   agent.gap_elapsed = false;
   ++agent.next;
-  StatusOr<EngineId> engine =
-      fleet_->Submit(std::move(request), SessionRoutingKey(SessionId(agent.conversation.value())));
-  if (!engine.ok()) {
-    if (status_.ok()) status_ = engine.status();
+  const SessionId session(agent.conversation.value());
+  // Logged before the gateway runs (its callbacks look the request up), and taken back when
+  // the gateway refuses it.
+  result_.requests.push_back(log);
+  agent_of_request_.push_back(index);
+  GatewayRequest sent{std::move(request), session, SessionRoutingKey(session),
+                      w.stop == "tool_use"};
+  if (Status s = gateway_->Submit(std::move(sent)); !s.ok()) {
+    result_.requests.pop_back();
+    agent_of_request_.pop_back();
+    if (status_.ok()) status_ = s;
     agent.failed = true;
     EndAgent(index);
     return;
   }
-  log.engine = *engine;
   DriverConversationResult& r = result_.conversations[static_cast<size_t>(index)];
   ++r.requests_issued;
   r.total_join_wait = r.total_join_wait + (log.submitted - log.ready);
   ++result_.requests_issued;
-  result_.requests.push_back(log);
-  agent_of_request_.push_back(index);
 }
 
-void AgentDriver::OnComplete(EngineId /*engine*/, const EngineRequestRecord& record) {
-  const int64_t slot = record.id.value() - options_.first_request_id;
+void AgentDriver::OnComplete(const GatewayRecord& gateway_record,
+                             const EngineRequestRecord* engine_record) {
+  const int64_t slot = gateway_record.id.value() - options_.first_request_id;
   if (slot < 0 || slot >= static_cast<int64_t>(agent_of_request_.size())) return;
   const int32_t index = agent_of_request_[static_cast<size_t>(slot)];
   DriverRequest& log = result_.requests[static_cast<size_t>(slot)];
   if (log.completed.has_value()) return;
   const TimeNs now = loop_->now();
+  if (engine_record == nullptr) {
+    // Dispatch failed after an admission wait: the agent cannot go on.
+    if (status_.ok()) status_ = gateway_record.dispatch_error;
+    agents_[static_cast<size_t>(index)].failed = true;
+    EndAgent(index);
+    return;
+  }
+  const EngineRequestRecord& record = *engine_record;
+  log.engine = gateway_record.engine;
   log.completed = now;
   ++result_.requests_completed;
   result_.makespan_end = std::max(result_.makespan_end, now);
@@ -313,10 +355,8 @@ void AgentDriver::EndAgent(int32_t index) {
   if (!agent.begun) r.start = now;
   r.end = now;
   const bool failed = agent.failed;
-  if (options_.close_sessions_on_end && !failed) {
-    for (int64_t freed : fleet_->CloseSessionOnEveryEngine(SessionId(agent.conversation.value()))) {
-      r.closed_session_tokens += freed;
-    }
+  for (int64_t freed : gateway_->EndSession(SessionId(agent.conversation.value()))) {
+    r.closed_session_tokens += freed;
   }
   if (agent.subagent < 0 && failed) {
     // A failed main agent never spawns its remaining sub-agents.
@@ -337,11 +377,11 @@ void AgentDriver::EndAgent(int32_t index) {
   }
 }
 
-StatusOr<AgentDriverResult> RunAgentWorkload(EventLoop* loop, FleetModel* fleet,
+StatusOr<AgentDriverResult> RunAgentWorkload(EventLoop* loop, GatewayModel* gateway,
                                              const AgenticWorkload& workload,
                                              const AgentDriverOptions& options) {
   StatusOr<std::unique_ptr<AgentDriver>> driver =
-      AgentDriver::Create(loop, fleet, &workload, options);
+      AgentDriver::Create(loop, gateway, &workload, options);
   if (!driver.ok()) return driver.status();
   if (Status s = (*driver)->Start(); !s.ok()) return s;
   loop->RunUntilIdle();

@@ -1,12 +1,14 @@
-// AgentDriver: replays an AgenticWorkload through a FleetModel in closed loop, as agents behave
+// AgentDriver: replays an AgenticWorkload through a GatewayModel (and its fleet) in closed loop, as agents behave
 // in production (issue 5 item 4): a conversation sends its next request only after its previous
 // response completed plus the recorded client gap, so a slow fleet stretches session time.
 //
 // Identities. Conversation k (its index in the workload) runs under ConversationId(k + 1);
 // its sub-agent j runs under ConversationId((k + 1) * 1000 + j + 1) with
 // parent_conversation = ConversationId(k + 1) and parent_hint_authenticated = true (the driver
-// is the trusted client). Session ids equal conversation ids; the routing key is
-// SessionRoutingKey(session). Prompt keys are
+// is the trusted client). Session ids equal conversation ids (the gateway attaches them to
+// the engine request only with the session lifecycle on); the routing key is
+// SessionRoutingKey(session); a request whose trace entry stops with `tool_use` is marked as
+// ending in a tool call. Prompt keys are
 // hasher.KeysFromBlockIds(hash_ids, extra_key = k + 1) (sub-agents share the parent's
 // namespace, as in the WEKA files), with the hasher of engine 0's KV cache; prompt_tokens = `in`
 // (at least the block-covered tokens, hash_ids.size() * block_size, and at least 1) and
@@ -31,12 +33,14 @@
 //   request n, or the sub-agent outlived it: `async_launched`) the sub-agent runs in the
 //   background and nobody waits for it.
 // - End: a conversation (main agent or sub-agent) ends at the completion of its last request
-//   (at its start when it has none). With close_sessions_on_end the driver then calls
-//   FleetModel::CloseSessionOnEveryEngine(its session), inside the completion callback.
+//   (at its start when it has none); the driver then calls GatewayModel::EndSession(its
+//   session), inside the completion callback, and the gateway closes it on every engine when
+//   its lifecycle is on.
 // A rejected request (its report says rejected) counts as completed and the agent goes on.
-// A Submit() error ends that agent at once (no close) and is reported by status().
+// A Submit() error, or a dispatch error reported after an admission wait, ends that agent at
+// once and is reported by status().
 //
-// The driver owns the fleet's completion callback from Start() on. Deterministic: a pure
+// The driver owns the gateway's completion callback from Start() on. Deterministic: a pure
 // function of the workload, the options and the fleet; every event goes through the loop
 // (ties by sequence number) and agents are kept in vectors. Single-threaded; not copyable or
 // movable (scheduled events point at it). Must outlive every run of the loop after Start().
@@ -55,13 +59,16 @@
 #include "agentkv/sim/agentic_workload.h"
 #include "agentkv/sim/event_loop.h"
 #include "agentkv/sim/fleet_model.h"
+#include "agentkv/sim/gateway_model.h"
 
 namespace agentkv::sim {
 
 struct AgentDriverOptions {
-  // Close a conversation's session on every engine when its last request completes.
-  // Default: false (SGLang without the lifecycle planner keeps sessions open).
-  bool close_sessions_on_end = false;
+  // Block ids below this stand for the same content in every conversation (the tools+system
+  // prompt that opens every session): they hash under one namespace shared by all
+  // conversations, while ids at or above it are namespaced per conversation as usual. With it
+  // set, every block id must be below 2^40. Default: 0 (every id namespaced per conversation).
+  uint64_t shared_prefix_ids = 0;
   // Id of the first request submitted. Range: >= 0.
   int64_t first_request_id = 0;
 
@@ -80,12 +87,14 @@ struct DriverRequest {
   std::optional<ConversationId> parent;
   // Index of the request in its agent's requests[].
   int32_t index = 0;
-  // When the gap rule made it ready (before any join wait), and when it was submitted.
+  // When the gap rule made it ready (before any join wait), and when it was submitted to the
+  // gateway.
   TimeNs ready;
   TimeNs submitted;
   // Set once the request completed.
   std::optional<TimeNs> completed;
-  EngineId engine;
+  // The engine that served it; unset until dispatched (or when dispatch failed).
+  std::optional<EngineId> engine;
 
   friend bool operator==(const DriverRequest&, const DriverRequest&) = default;
 };
@@ -117,7 +126,7 @@ struct DriverConversationResult {
   int64_t uncached_tokens = 0;
   int64_t recomputed_tokens = 0;
   int64_t preemptions = 0;
-  // Tokens freed by close_sessions_on_end, over every engine.
+  // Tokens freed by the session close at its end, over every engine (lifecycle on only).
   int64_t closed_session_tokens = 0;
 
   friend bool operator==(const DriverConversationResult&,
@@ -141,9 +150,9 @@ class AgentDriver {
  public:
   // Validates the options and the workload (starts.size() == conversations.size(), at most 1000
   // conversations and 999 sub-agents per conversation so ids stay distinct, one block_size
-  // that matches engine 0's tokens_per_block). `loop`, `fleet` and `workload` must outlive the
-  // driver.
-  static StatusOr<std::unique_ptr<AgentDriver>> Create(EventLoop* loop, FleetModel* fleet,
+  // that matches engine 0's tokens_per_block). `loop`, `gateway` and `workload` must outlive
+  // the driver.
+  static StatusOr<std::unique_ptr<AgentDriver>> Create(EventLoop* loop, GatewayModel* gateway,
                                                        const AgenticWorkload* workload,
                                                        const AgentDriverOptions& options);
 
@@ -151,7 +160,7 @@ class AgentDriver {
   AgentDriver& operator=(const AgentDriver&) = delete;
   ~AgentDriver();
 
-  // Installs the fleet's completion callback and schedules every conversation's start and
+  // Installs the gateway's completion callback and schedules every conversation's start and
   // every unanchored spawn relative to loop->now(). Once only (FailedPrecondition after).
   Status Start();
 
@@ -165,18 +174,18 @@ class AgentDriver {
  private:
   struct Agent;
 
-  AgentDriver(EventLoop* loop, FleetModel* fleet, const AgenticWorkload* workload,
+  AgentDriver(EventLoop* loop, GatewayModel* gateway, const AgenticWorkload* workload,
               const AgentDriverOptions& options);
 
   void BeginAgent(int32_t agent);
   // The gap of request `index` has elapsed: submit it unless joins are pending.
   void RequestReady(int32_t agent, int32_t index);
   void SubmitNext(int32_t agent);
-  void OnComplete(EngineId engine, const EngineRequestRecord& record);
+  void OnComplete(const GatewayRecord& gateway_record, const EngineRequestRecord* record);
   void EndAgent(int32_t agent);
 
   EventLoop* loop_;
-  FleetModel* fleet_;
+  GatewayModel* gateway_;
   const AgenticWorkload* workload_;
   AgentDriverOptions options_;
   kv::BlockKeyHasher hasher_;
@@ -192,7 +201,7 @@ class AgentDriver {
 
 // Creates a driver, starts it, runs the loop until idle and returns the result, or the first
 // error (Create's, or a Submit() error).
-StatusOr<AgentDriverResult> RunAgentWorkload(EventLoop* loop, FleetModel* fleet,
+StatusOr<AgentDriverResult> RunAgentWorkload(EventLoop* loop, GatewayModel* gateway,
                                              const AgenticWorkload& workload,
                                              const AgentDriverOptions& options);
 

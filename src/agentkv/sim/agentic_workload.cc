@@ -2,7 +2,11 @@
 // sub-agents; sizes and order are kept.
 #include "agentkv/sim/agentic_workload.h"
 
+#include <cmath>
+#include <utility>
+
 #include "agentkv/base/check.h"
+#include "agentkv/base/rng.h"
 
 namespace agentkv::sim {
 
@@ -15,6 +19,29 @@ std::vector<WekaConversation> FoldConversationStarts(const AgenticWorkload& work
     for (WekaSubagent& subagent : folded[i].subagents) subagent.spawn += start;
   }
   return folded;
+}
+
+std::vector<TimeNs> PoissonStarts(int64_t n, TimeNs mean_interarrival, uint64_t seed) {
+  AGENTKV_CHECK(n >= 0 && mean_interarrival >= TimeNs(0));
+  Rng rng(seed);
+  std::vector<TimeNs> starts;
+  starts.reserve(static_cast<size_t>(n));
+  TimeNs start;
+  const double mean_s = mean_interarrival.seconds();
+  for (int64_t i = 0; i < n; ++i) {
+    if (i > 0) start += TimeNs::Seconds(-mean_s * std::log(1.0 - rng.UniformDouble()));
+    starts.push_back(start);
+  }
+  return starts;
+}
+
+AgenticWorkload WekaWorkload(std::vector<WekaConversation> conversations,
+                             TimeNs mean_interarrival, uint64_t seed) {
+  AgenticWorkload workload;
+  workload.starts =
+      PoissonStarts(static_cast<int64_t>(conversations.size()), mean_interarrival, seed);
+  workload.conversations = std::move(conversations);
+  return workload;
 }
 
 }  // namespace agentkv::sim

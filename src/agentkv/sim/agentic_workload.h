@@ -31,6 +31,16 @@ struct AgenticWorkload {
 // times. Think times are unchanged. Precondition: starts.size() == conversations.size().
 std::vector<WekaConversation> FoldConversationStarts(const AgenticWorkload& workload);
 
+// `n` start times of a Poisson process beginning at 0: the first is 0, each later one adds an
+// exponential inter-arrival of mean `mean_interarrival` drawn from Rng(seed). Equal arguments
+// give equal starts; a mean of 0 starts everything at 0. Preconditions: n >= 0,
+// mean_interarrival >= 0.
+std::vector<TimeNs> PoissonStarts(int64_t n, TimeNs mean_interarrival, uint64_t seed);
+
+// The workload of WEKA conversations (one file each) started by PoissonStarts(seed).
+AgenticWorkload WekaWorkload(std::vector<WekaConversation> conversations,
+                             TimeNs mean_interarrival, uint64_t seed);
+
 }  // namespace agentkv::sim
 
 #endif  // AGENTKV_SIM_AGENTIC_WORKLOAD_H_

@@ -1,12 +1,19 @@
 #include "agentkv/sim/engine_model.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
 #include "agentkv/base/check.h"
 #include "agentkv/kv/kv_cache_manager.h"
+#include "agentkv/kv/retention.h"
 
 namespace agentkv::sim {
+namespace {
+
+constexpr int64_t kMaxEventLogCapacity = int64_t{1} << 26;
+
+}  // namespace
 
 Status EngineModelOptions::Validate() const {
   AGENTKV_RETURN_IF_ERROR(scheduler.Validate());
@@ -14,6 +21,11 @@ Status EngineModelOptions::Validate() const {
   if (empty_step_time < TimeNs(1) || empty_step_time > TimeNs::Millis(1000)) {
     return InvalidArgumentError("empty_step_time must be in [1 ns, 1 s], got " +
                                 std::to_string(empty_step_time.ns()) + " ns");
+  }
+  if (fixed_step_time.has_value() &&
+      (*fixed_step_time < TimeNs(1) || *fixed_step_time > TimeNs::Millis(1000))) {
+    return InvalidArgumentError("fixed_step_time must be in [1 ns, 1 s], got " +
+                                std::to_string(fixed_step_time->ns()) + " ns");
   }
   return Status::Ok();
 }
@@ -27,6 +39,12 @@ StatusOr<std::unique_ptr<EngineModel>> EngineModel::Create(EventLoop* loop,
   if (cache_options.device_blocks == 0) {
     cache_options.device_blocks = cost_model.KvCapacityBlocks(cache_options.tokens_per_block);
   }
+  // The engine drains the log around every step and every close; one step (or close) moves
+  // each block at most a few times, so twice the blocks of both tiers never overflows.
+  cache_options.event_log_capacity =
+      std::max(cache_options.event_log_capacity,
+               std::min(kMaxEventLogCapacity,
+                        2 * (cache_options.device_blocks + cache_options.host_blocks) + 4096));
   AGENTKV_ASSIGN_OR_RETURN(kv::KvCacheManager cache, kv::KvCacheManager::Create(cache_options));
   AGENTKV_ASSIGN_OR_RETURN(engine::StepScheduler scheduler,
                            engine::StepScheduler::Create(options.scheduler, std::move(cache)));
@@ -42,7 +60,17 @@ EngineModel::EngineModel(EventLoop* loop, const engine::CostModel& cost_model,
 
 Status EngineModel::Submit(engine::SchedulerRequest request) {
   const RequestId id = request.id;
+  std::vector<kv::BlockKey> keys = request.prompt_keys;
+  const std::optional<ConversationId> conversation = request.kv_options.conversation;
   AGENTKV_RETURN_IF_ERROR(scheduler_->Submit(std::move(request)));
+  pending_keys_.emplace(id, std::move(keys));
+  if (conversation.has_value()) {
+    auto pin = pins_.find(*conversation);
+    if (pin != pins_.end() && pin->second.active && !pin->second.returned) {
+      pin->second.returned = true;
+      ++pin_counters_.returned;
+    }
+  }
   EngineRequestRecord record;
   record.id = id;
   record.arrival = loop_->now();
@@ -59,9 +87,85 @@ const EngineRequestRecord* EngineModel::FindRecord(RequestId id) const {
   return it == records_.end() ? nullptr : &it->second;
 }
 
+int64_t EngineModel::PinPrefix(ConversationId conversation, std::span<const kv::BlockKey> keys,
+                               TimeNs ttl) {
+  AGENTKV_CHECK(ttl > TimeNs(0)) << "pin ttl must be positive";
+  kv::KvCacheManager& cache = scheduler_->mutable_cache();
+  Pin& pin = pins_[conversation];
+  pin.generation = next_pin_generation_++;
+  pin.keys.assign(keys.begin(), keys.end());
+  pin.returned = false;
+  pin.active = true;
+  ++pin_counters_.pins;
+  int64_t pinned = 0;
+  for (const kv::BlockKey key : keys) {
+    if (cache.SetPriority(key, kv::kMaxPriority).ok()) ++pinned;
+  }
+  const uint64_t generation = pin.generation;
+  loop_->ScheduleAfter(ttl, [this, conversation, generation] { ExpirePin(conversation, generation); });
+  return pinned;
+}
+
+void EngineModel::ExpirePin(ConversationId conversation, uint64_t generation) {
+  auto it = pins_.find(conversation);
+  if (it == pins_.end() || it->second.generation != generation) return;
+  Pin& pin = it->second;
+  if (!pin.returned) ++pin_counters_.expired;
+  kv::KvCacheManager& cache = scheduler_->mutable_cache();
+  const kv::Priority fallback = cache.options().default_priority;
+  for (const kv::BlockKey key : pin.keys) {
+    StatusOr<kv::Priority> priority = cache.GetPriority(key);
+    if (priority.ok() && *priority == kv::kMaxPriority) {
+      AGENTKV_CHECK(cache.SetPriority(key, fallback).ok());
+    }
+  }
+  pins_.erase(it);
+}
+
+void EngineModel::DrainCacheEvents() {
+  for (const kv::KvEvent& event : scheduler_->mutable_cache().TakeEvents()) {
+    switch (event.kind) {
+      case kv::KvEventKind::kDropped:
+      case kv::KvEventKind::kEvicted:
+      case kv::KvEventKind::kReleased:
+        lost_keys_.insert(event.key);
+        break;
+      default:
+        break;
+    }
+    if (options_.keep_events) events_.push_back(event);
+  }
+  AGENTKV_CHECK(scheduler_->cache().dropped_events() == 0)
+      << "the KV event log overflowed; the miss split would be wrong";
+}
+
+void EngineModel::RecordFirstAdmission(RequestId id) {
+  EngineRequestRecord& record = records_.at(id);
+  if (record.first_scheduled.has_value()) return;
+  record.first_scheduled = loop_->now();
+  auto keys = pending_keys_.find(id);
+  AGENTKV_CHECK(keys != pending_keys_.end()) << "admitted request " << id << " has no keys";
+  const engine::RequestReport* report = scheduler_->FindReport(id);
+  AGENTKV_CHECK(report != nullptr);
+  const int64_t block = scheduler_->cache().tokens_per_block();
+  const int64_t cached_blocks = (report->cached_device_tokens + report->cached_host_tokens) / block;
+  int64_t lost = 0;
+  for (size_t i = static_cast<size_t>(cached_blocks); i < keys->second.size(); ++i) {
+    if (lost_keys_.contains(keys->second[i])) ++lost;
+  }
+  record.evicted_recompute_tokens = std::min(report->uncached_tokens, lost * block);
+  record.cold_tokens = report->uncached_tokens - record.evicted_recompute_tokens;
+  pending_keys_.erase(keys);
+}
+
 void EngineModel::StartStep() {
   AGENTKV_CHECK(busy_);
+  // Closes and pins between steps may have produced events; drain them before the step so
+  // that the step's admissions see every block lost so far.
+  DrainCacheEvents();
   engine::StepResult result = scheduler_->Step();
+  DrainCacheEvents();
+  for (RequestId id : result.admitted) RecordFirstAdmission(id);
   ++num_steps_;
   engine::StepShape shape;
   shape.prefill_tokens = result.prefill_tokens;
@@ -70,7 +174,9 @@ void EngineModel::StartStep() {
   for (const engine::ScheduledWork& work : result.batch)
     shape.context_tokens += work.context_tokens;
   TimeNs duration = options_.empty_step_time;
-  if (shape.prefill_tokens + shape.decode_tokens > 0) {
+  if (options_.fixed_step_time.has_value()) {
+    duration = *options_.fixed_step_time;
+  } else if (shape.prefill_tokens + shape.decode_tokens > 0) {
     duration = cost_model_.Estimate(shape);
   }
   busy_time_ += duration;
@@ -90,6 +196,11 @@ void EngineModel::EndStep(const engine::StepResult& result) {
     AGENTKV_CHECK(report != nullptr) << "finished request " << id << " has no report";
     record.finished = now;
     record.report = *report;
+    if (report->rejected) {
+      // A rejected request never ran: its whole prompt counts as cold.
+      pending_keys_.erase(id);
+      record.cold_tokens = report->uncached_tokens;
+    }
     completion_order_.push_back(id);
   }
   // Decide before the callbacks run: a callback's Submit() sees the engine busy and relies on

@@ -15,6 +15,16 @@
 // idle engine. Gauges are the scheduler's, readable at any time (between
 // events they describe the state after the last step's start).
 //
+// Miss accounting. The engine drains its cache's event log after every step and remembers the
+// key of every block that left the cache (dropped, evicted from the host, released by a
+// close). At a request's first admission its uncached prompt tokens are split: full blocks
+// whose key the engine had lost are `evicted_recompute_tokens` (eviction regret), the rest
+// (never computed here, or the partial last block) `cold_tokens`.
+//
+// TTL pins (the Continuum policy). PinPrefix() gives a request's prompt blocks the highest
+// priority until a time-to-live elapses in simulated time; a later pin of the same conversation
+// supersedes an earlier one, and only the current pin's expiry restores the default priority.
+//
 // Deterministic: a pure function of the options, the cost model and the Submit() calls with
 // their times. Hash maps are looked up, never iterated. Single-threaded (the EventLoop's
 // thread); not copyable or movable (pending events point at it). The engine must outlive every
@@ -26,7 +36,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "agentkv/base/status.h"
@@ -34,7 +46,9 @@
 #include "agentkv/base/time.h"
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/engine/step_scheduler.h"
+#include "agentkv/kv/block_key.h"
 #include "agentkv/kv/kv_cache_options.h"
+#include "agentkv/kv/kv_cache_stats.h"
 #include "agentkv/sim/event_loop.h"
 
 namespace agentkv::sim {
@@ -46,6 +60,11 @@ struct EngineModelOptions {
   kv::KvCacheOptions cache;
   // Duration of a step that computes no token. Default: 1 ms. Range: [1 ns, 1 s].
   TimeNs empty_step_time = TimeNs::Millis(1);
+  // When set, every step lasts exactly this long instead of the cost model's estimate (a tiny
+  // value removes the compute limit). Default: unset. Range: [1 ns, 1 s] when set.
+  std::optional<TimeNs> fixed_step_time;
+  // Keep every KV cache event (for golden tests and debugging); see events(). Default: false.
+  bool keep_events = false;
 
   // InvalidArgument naming the first bad field (scheduler and cache options included).
   Status Validate() const;
@@ -56,6 +75,9 @@ struct EngineRequestRecord {
   RequestId id;
   // Submit() time.
   TimeNs arrival;
+  // Start of the step that first admitted it into the running batch; unset for a rejected
+  // request.
+  std::optional<TimeNs> first_scheduled;
   // End of the step whose prefill emitted the first output token; unset for a rejected request.
   std::optional<TimeNs> first_token;
   // End of the step that produced the last token (or rejected the request).
@@ -63,6 +85,10 @@ struct EngineRequestRecord {
   // The scheduler's account of the request (cached and uncached tokens, preemptions, output
   // tokens, rejection), copied once the request finished; step numbers are the scheduler's.
   engine::RequestReport report;
+  // The report's uncached_tokens split at first admission (see the header comment):
+  // cold_tokens + evicted_recompute_tokens == report.uncached_tokens.
+  int64_t cold_tokens = 0;
+  int64_t evicted_recompute_tokens = 0;
 
   int64_t cached_tokens() const { return report.cached_device_tokens + report.cached_host_tokens; }
 };
@@ -88,6 +114,24 @@ class EngineModel {
   // Errors are the scheduler's (InvalidArgument for a request that could never run,
   // AlreadyExists for a reused id); nothing is recorded then.
   Status Submit(engine::SchedulerRequest request);
+
+  // Pins the cached blocks of `keys` at the highest priority for `ttl` of simulated time on
+  // behalf of `conversation`, superseding its earlier pin (whose expiry then does nothing).
+  // At expiry, the blocks still pinned return to the cache's default priority. Returns the
+  // blocks pinned. Precondition: ttl > 0.
+  int64_t PinPrefix(ConversationId conversation, std::span<const kv::BlockKey> keys, TimeNs ttl);
+
+  struct PinCounters {
+    // Pins taken; pins that expired before their conversation sent another request to this
+    // engine; pins whose conversation came back before expiry.
+    int64_t pins = 0;
+    int64_t expired = 0;
+    int64_t returned = 0;
+  };
+  const PinCounters& pin_counters() const { return pin_counters_; }
+
+  // Every KV cache event so far, in order (empty unless EngineModelOptions::keep_events).
+  const std::vector<kv::KvEvent>& events() const { return events_; }
 
   // Whether a step is in flight (an event pending for this engine).
   bool busy() const { return busy_; }
@@ -116,6 +160,18 @@ class EngineModel {
   void StartStep();
   // Applies the outputs of `result` at now() and starts the next step when work remains.
   void EndStep(const engine::StepResult& result);
+  // Drains the cache's events into lost_keys_ (and events_ when kept).
+  void DrainCacheEvents();
+  // Records the first admission of `id` at now(): its time and its miss split.
+  void RecordFirstAdmission(RequestId id);
+  void ExpirePin(ConversationId conversation, uint64_t generation);
+
+  struct Pin {
+    uint64_t generation = 0;
+    std::vector<kv::BlockKey> keys;
+    bool returned = false;
+    bool active = false;
+  };
 
   EventLoop* loop_;
   engine::CostModel cost_model_;
@@ -128,6 +184,17 @@ class EngineModel {
   // Looked up by id only.
   std::unordered_map<RequestId, EngineRequestRecord> records_;
   std::vector<RequestId> completion_order_;
+  // Prompt keys of requests not yet admitted, for the miss split; erased at first admission.
+  std::unordered_map<RequestId, std::vector<kv::BlockKey>> pending_keys_;
+  // Conversation of each request not yet admitted (pins only).
+  std::unordered_map<RequestId, ConversationId> pending_conversation_;
+  // Keys of blocks that left this engine's cache at some point. Looked up, never iterated.
+  std::unordered_set<kv::BlockKey> lost_keys_;
+  std::vector<kv::KvEvent> events_;
+  // Looked up by conversation only.
+  std::unordered_map<ConversationId, Pin> pins_;
+  uint64_t next_pin_generation_ = 1;
+  PinCounters pin_counters_;
 };
 
 }  // namespace agentkv::sim

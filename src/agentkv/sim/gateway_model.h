@@ -1,0 +1,192 @@
+// GatewayModel: the agentkv gateway in front of a simulated fleet (seed 000 on simulated time).
+//
+// Every request of the agent driver goes through it: the session lifecycle planner registers
+// the session and one backend attempt per request (rid "{request}:0"); with program admission
+// the attempt asks the real control::AdmissionCoordinator for a lease (reservation = prompt
+// tokens + max_new_tokens, capped by the expected decode cap) and waits in the global FIFO
+// when refused; once admitted (or bypassed) it is dispatched through the FleetModel's router.
+// The lease is returned when the request completes. When a session ends, EndSession() runs the
+// planner: with the lifecycle on, generate carries `session_id` (so engines track the
+// session's KV) and the close is fanned out to every engine; with it off the session just
+// ends, as with plain SGLang.
+//
+// Gauge polls. Every `poll_interval_s` of simulated time while the fleet has work (requests
+// waiting or in flight) the gateway reads every engine's gauges: the snapshots reconcile the
+// coordinator's ledger (with admission on) and one KvUsageSample is recorded. When the fleet
+// falls idle polling pauses, and the next request polls at once if the last poll is older
+// than the interval: an idle fleet's gauges do not change, so this equals polling throughout
+// without events that would keep the loop alive.
+//
+// TTL pins (Continuum): with `continuum_ttl` set, a request whose turn ends in a tool call
+// pins its prompt on the engine that served it (EngineModel::PinPrefix) when it completes.
+//
+// Deterministic: a pure function of the options, the fleet and the call sequence with times.
+// Single-threaded; not copyable or movable (scheduled events point at it). Owns the fleet's
+// completion callback from Create() on; must outlive every run of the loop while requests
+// are in flight.
+#ifndef AGENTKV_SIM_GATEWAY_MODEL_H_
+#define AGENTKV_SIM_GATEWAY_MODEL_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "agentkv/base/status.h"
+#include "agentkv/base/strong_id.h"
+#include "agentkv/base/time.h"
+#include "agentkv/control/admission_coordinator.h"
+#include "agentkv/control/agentic_options.h"
+#include "agentkv/control/session_lifecycle.h"
+#include "agentkv/engine/step_scheduler.h"
+#include "agentkv/sim/event_loop.h"
+#include "agentkv/sim/fleet_model.h"
+#include "agentkv/sim/replay_result.h"
+
+namespace agentkv::sim {
+
+struct GatewayModelOptions {
+  // The seed's flags: agentic_session_lifecycle, agentic_program_admission and the admission
+  // parameters (validated by AgenticOptions::Validate). poll_interval_s is the gauge poll.
+  control::AgenticOptions agentic;
+  // Pin a tool-call turn's prompt for this long after it completes (the continuum-ttl arm).
+  // Default: unset (no pins). Range: > 0 when set.
+  std::optional<TimeNs> continuum_ttl;
+
+  // InvalidArgument naming the first bad field.
+  Status Validate() const;
+};
+
+// One request as the agent driver hands it to the gateway.
+struct GatewayRequest {
+  // kv_options.session is set by the gateway (only with the lifecycle on); leave it unset.
+  engine::SchedulerRequest request;
+  // The client's session (one per conversation).
+  SessionId session;
+  uint64_t routing_key = 0;
+  // The trace says this turn ended in a tool call (`stop: tool_use`).
+  bool ends_in_tool_call = false;
+};
+
+// What the gateway saw of one request.
+struct GatewayRecord {
+  RequestId id;
+  SessionId session;
+  // The request's prompt tokens and full prompt blocks (block lookups).
+  int64_t prompt_tokens = 0;
+  int64_t prompt_blocks = 0;
+  // Arrival at the gateway, and dispatch to an engine (after any admission wait).
+  TimeNs received;
+  std::optional<TimeNs> dispatched;
+  std::optional<EngineId> engine;
+  // The admission decision (unset without admission).
+  std::optional<control::AdmissionAction> admission_action;
+  std::optional<control::AdmissionReason> admission_reason;
+  // Set when dispatching failed (the engine refused the request); no engine record then.
+  Status dispatch_error;
+};
+
+class GatewayModel {
+ public:
+  // Runs when a request completes (engine record set) or fails to dispatch after waiting
+  // (engine record null, record.dispatch_error set).
+  using CompletionCallback =
+      std::function<void(const GatewayRecord&, const EngineRequestRecord* engine_record)>;
+
+  // Validates `options`, takes over the fleet's completion callback. `loop` and `fleet` must
+  // outlive the gateway.
+  static StatusOr<std::unique_ptr<GatewayModel>> Create(EventLoop* loop, FleetModel* fleet,
+                                                        const GatewayModelOptions& options);
+
+  GatewayModel(const GatewayModel&) = delete;
+  GatewayModel& operator=(const GatewayModel&) = delete;
+
+  void set_completion_callback(CompletionCallback callback) { on_complete_ = std::move(callback); }
+
+  // Receives `request` at loop->now(): registers its session on first use, asks admission,
+  // and dispatches it now or when the FIFO resolves it. Errors (nothing recorded): the
+  // planner's (AlreadyExists for a reused request id, FailedPrecondition for an ended session)
+  // and, for a request dispatched at once, the engine's Submit error. A request that waited
+  // and then fails to dispatch reports through the completion callback instead.
+  Status Submit(GatewayRequest request);
+
+  // The session ended (its agent finished): terminates it in the planner and, with the
+  // lifecycle on, closes it on every engine. Returns the tokens freed per engine (empty when
+  // nothing was closed). Idempotent; unknown sessions are a no-op.
+  std::vector<int64_t> EndSession(SessionId session);
+
+  const FleetModel& fleet() const { return *fleet_; }
+  // Requests received and not completed (waiting in the FIFO or on engines).
+  int64_t in_flight() const { return in_flight_; }
+  // Requests waiting in the admission FIFO.
+  int64_t admission_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  const std::vector<KvUsageSample>& kv_usage() const { return kv_usage_; }
+  // The coordinator (null without admission) and the planner.
+  const control::AdmissionCoordinator* coordinator() const { return coordinator_.get(); }
+  const control::SessionLifecyclePlanner& planner() const { return planner_; }
+  // The seed's agentic_kv/ series now (admission counters and ledger view when admission is
+  // on, session close counters when the lifecycle is on).
+  // Reads the ledger at the loop's now (does not reset anything).
+  std::vector<std::pair<std::string, double>> AgenticKvMetrics();
+  // Sessions closed on engines (one per session per engine) and their freed tokens.
+  int64_t engine_session_closes() const { return engine_session_closes_; }
+  int64_t tokens_freed_by_close() const { return tokens_freed_by_close_; }
+  const GatewayRecord* FindRecord(RequestId id) const;
+
+  // Internal naming the first broken conservation rule once the run is over: nothing in
+  // flight or waiting, every lease returned (the ledger reserves 0 tokens), every session
+  // forgotten, and the coordinator's own invariants.
+  Status CheckDrained() const;
+
+ private:
+  struct Pending {
+    GatewayRequest request;
+    std::string rid;
+  };
+
+  GatewayModel(EventLoop* loop, FleetModel* fleet, const GatewayModelOptions& options);
+
+  // Dispatches an admitted or bypassed attempt to the fleet.
+  Status Dispatch(Pending pending, const control::AdmissionDecision* decision);
+  // Dispatches every attempt the coordinator resolved since the last call.
+  void DispatchResolved();
+  void OnEngineComplete(EngineId engine, const EngineRequestRecord& record);
+  // Polls now when the last poll is older than the interval (or there was none).
+  void PollIfStale();
+  // Keeps the next poll scheduled, one interval after the last, while requests are in flight.
+  void EnsurePolling();
+  // Reads every engine's gauges: one KvUsageSample, and a reconcile of the ledger.
+  void Poll();
+  void FinishAttempt(const std::string& rid);
+
+  EventLoop* loop_;
+  FleetModel* fleet_;
+  GatewayModelOptions options_;
+  TimeNs poll_interval_;
+  std::unique_ptr<control::AdmissionCoordinator> coordinator_;
+  control::SessionLifecyclePlanner planner_;
+  CompletionCallback on_complete_;
+  TimeNs origin_;
+  std::optional<TimeNs> last_poll_;
+  bool poll_scheduled_ = false;
+  int64_t in_flight_ = 0;
+  // Attempts waiting for a FIFO decision, by rid. Looked up only.
+  std::unordered_map<std::string, Pending> waiting_;
+  // Records by request id, and the rid and lease of each dispatched request. Looked up only.
+  std::unordered_map<RequestId, GatewayRecord> records_;
+  std::unordered_map<RequestId, std::string> rid_of_;
+  std::unordered_map<RequestId, std::string> lease_of_;
+  std::unordered_map<RequestId, std::vector<kv::BlockKey>> pin_keys_;
+  std::vector<KvUsageSample> kv_usage_;
+  int64_t engine_session_closes_ = 0;
+  int64_t tokens_freed_by_close_ = 0;
+};
+
+}  // namespace agentkv::sim
+
+#endif  // AGENTKV_SIM_GATEWAY_MODEL_H_

@@ -1,0 +1,506 @@
+#include "agentkv/sim/replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_set>
+#include <utility>
+
+#include "agentkv/base/check.h"
+#include "agentkv/engine/cost_model.h"
+#include "agentkv/kv/block_key.h"
+#include "agentkv/kv/kv_cache_manager.h"
+#include "agentkv/sim/agent_driver.h"
+#include "agentkv/sim/event_loop.h"
+#include "agentkv/sim/fleet_model.h"
+#include "agentkv/sim/gateway_model.h"
+
+namespace agentkv::sim {
+namespace {
+
+constexpr int64_t kMaxTotalTokens = int64_t{1} << 40;
+constexpr int64_t kMaxDeviceBlocks = int64_t{1} << 30;
+// Events between two progress reports.
+constexpr int64_t kProgressEvents = 1 << 14;
+
+template <typename T>
+std::string Str(T value) {
+  return std::to_string(value);
+}
+
+Status OutOfRange(std::string_view field, const std::string& value, std::string_view range) {
+  return InvalidArgumentError("ReplayOptions." + std::string(field) + " must be in " +
+                              std::string(range) + ", got " + value);
+}
+
+// Everything one arm runs on, built fresh per arm.
+struct ArmFleet {
+  EventLoop loop;
+  std::unique_ptr<FleetModel> fleet;
+  std::unique_ptr<GatewayModel> gateway;
+};
+
+// Device blocks that hold every distinct prompt block of the workload plus the uncommitted
+// blocks (output and partial tail) of every request at once: an engine that large never
+// evicts.
+int64_t InfiniteCapacityBlocks(const std::vector<std::vector<uint64_t>>& namespaced_ids,
+                               const std::vector<uint64_t>& namespaces,
+                               const std::vector<int64_t>& tail_tokens, int32_t tokens_per_block) {
+  const kv::BlockKeyHasher hasher(0);
+  std::unordered_set<uint64_t> unique;
+  int64_t tails = 0;
+  for (size_t i = 0; i < namespaced_ids.size(); ++i) {
+    for (const kv::BlockKey key : hasher.KeysFromBlockIds(namespaced_ids[i], namespaces[i])) {
+      unique.insert(key.value());
+    }
+    tails += tail_tokens[i] / tokens_per_block + 2;
+  }
+  return std::min(kMaxDeviceBlocks, static_cast<int64_t>(unique.size()) + tails);
+}
+
+StatusOr<std::unique_ptr<ArmFleet>> BuildArmFleet(const ReplayOptions& options, const ArmSpec& arm,
+                                                  int32_t tokens_per_block,
+                                                  int64_t infinite_blocks) {
+  AGENTKV_ASSIGN_OR_RETURN(engine::CostModel cost_model,
+                           engine::CostModel::CreateByName(options.model, options.gpu, options.tp));
+  FleetModelOptions fleet_options;
+  fleet_options.num_engines = options.num_engines;
+  fleet_options.router.policy = options.router;
+  EngineModelOptions& engine_options = fleet_options.engine;
+  engine_options.scheduler = options.scheduler;
+  engine_options.fixed_step_time = options.fixed_step_time;
+  engine_options.keep_events = options.keep_events;
+  kv::KvCacheOptions& cache = engine_options.cache;
+  cache.tokens_per_block = tokens_per_block;
+  cache.device_blocks = options.max_total_tokens > 0
+                            ? options.max_total_tokens / tokens_per_block
+                            : cost_model.KvCapacityBlocks(tokens_per_block);
+  if (cache.device_blocks < 1) {
+    return InvalidArgumentError("max_total_tokens " + Str(options.max_total_tokens) +
+                                " is less than one block of " + Str(tokens_per_block) + " tokens");
+  }
+  if (arm.infinite_cache) cache.device_blocks = std::max(cache.device_blocks, infinite_blocks);
+  if (arm.host_tier) {
+    cache.host_blocks = std::min(
+        kMaxDeviceBlocks,
+        static_cast<int64_t>(std::floor(static_cast<double>(cache.device_blocks) *
+                                        options.hicache_ratio)));
+  }
+  cache.session_close_mode = options.session_close_mode;
+  if (arm.subagent_demotion) {
+    cache.block_reuse_policy = kv::BlockReusePolicy::kPerConversation;
+    cache.finished_subagent_priority = static_cast<kv::Priority>(options.finished_subagent_priority);
+    cache.finished_subagent_min_idle_iterations = options.finished_subagent_min_idle_steps;
+  }
+  auto arm_fleet = std::make_unique<ArmFleet>();
+  AGENTKV_ASSIGN_OR_RETURN(arm_fleet->fleet,
+                           FleetModel::Create(&arm_fleet->loop, cost_model, fleet_options));
+  GatewayModelOptions gateway_options;
+  gateway_options.agentic = options.agentic;
+  gateway_options.agentic.agentic_session_lifecycle = arm.session_lifecycle;
+  gateway_options.agentic.agentic_program_admission = arm.program_admission;
+  gateway_options.agentic.agentic_admission_scope = control::AdmissionScope::kAll;
+  if (arm.continuum_ttl) gateway_options.continuum_ttl = TimeNs::Seconds(options.continuum_ttl_s);
+  AGENTKV_ASSIGN_OR_RETURN(
+      arm_fleet->gateway,
+      GatewayModel::Create(&arm_fleet->loop, arm_fleet->fleet.get(), gateway_options));
+  return arm_fleet;
+}
+
+// Runs the loop until idle, reporting the fraction `done()` says every kProgressEvents events.
+void RunLoop(EventLoop& loop, const std::function<double()>& done,
+             const std::function<void(double)>& progress) {
+  int64_t events = 0;
+  while (loop.RunNext()) {
+    if (progress && ++events % kProgressEvents == 0) progress(done());
+  }
+  if (progress) progress(1.0);
+}
+
+// Conservation and invariants at the end of an arm (gate (c) of the replay's tests).
+Status CheckArmEnd(const ArmFleet& arm_fleet, int64_t issued, int64_t completed) {
+  if (issued != completed) {
+    return InternalError(Str(issued) + " requests issued but " + Str(completed) + " completed");
+  }
+  AGENTKV_RETURN_IF_ERROR(arm_fleet.gateway->CheckDrained());
+  if (arm_fleet.fleet->num_submitted() != arm_fleet.fleet->num_completed()) {
+    return InternalError("the fleet completed " + Str(arm_fleet.fleet->num_completed()) + " of " +
+                         Str(arm_fleet.fleet->num_submitted()) + " requests");
+  }
+  for (int32_t e = 0; e < arm_fleet.fleet->num_engines(); ++e) {
+    const EngineModel& engine = arm_fleet.fleet->engine(EngineId(e));
+    if (Status s = engine.scheduler().CheckInvariants(); !s.ok()) {
+      return InternalError("engine " + Str(e) + ": " + s.ToString());
+    }
+    if (engine.in_flight() != 0 || engine.scheduler().cache().active_requests() != 0) {
+      return InternalError("engine " + Str(e) + " still runs requests at the end");
+    }
+  }
+  return Status::Ok();
+}
+
+// One request as the summary needs it.
+struct RequestView {
+  const GatewayRecord* gateway = nullptr;
+  const EngineRequestRecord* engine = nullptr;
+};
+
+// Fills `result` from the run. `requests` in submission order; `session_times` of the main
+// agents; `makespan` from the first start to the last completion.
+void Summarize(ArmFleet& arm_fleet, const ArmSpec& arm, const std::vector<RequestView>& requests,
+               std::vector<double> session_times, TimeNs makespan, ArmResult& result) {
+  const int64_t block = arm_fleet.fleet->engine(EngineId(0)).scheduler().cache().tokens_per_block();
+  result.arm = arm.name;
+  result.description = arm.Description();
+  std::vector<double> queueing;
+  std::vector<double> ttft;
+  std::vector<double> admission_wait;
+  for (const RequestView& r : requests) {
+    const GatewayRecord& g = *r.gateway;
+    const EngineRequestRecord& e = *r.engine;
+    const engine::RequestReport& report = e.report;
+    if (report.rejected) ++result.requests_rejected;
+    result.prompt_tokens += g.prompt_tokens;
+    result.prompt_blocks += g.prompt_blocks;
+    result.cached_device_tokens += report.cached_device_tokens;
+    result.cached_host_tokens += report.cached_host_tokens;
+    result.uncached_tokens += report.uncached_tokens;
+    result.cold_tokens += e.cold_tokens;
+    result.evicted_recompute_tokens += e.evicted_recompute_tokens;
+    result.preempted_recompute_tokens += report.recomputed_tokens;
+    result.output_tokens += report.output_tokens;
+    result.preemptions += report.preemptions;
+    if (g.dispatched.has_value()) admission_wait.push_back((*g.dispatched - g.received).seconds());
+    if (e.first_scheduled.has_value()) {
+      queueing.push_back((*e.first_scheduled - g.received).seconds());
+    }
+    if (e.first_token.has_value()) ttft.push_back((*e.first_token - g.received).seconds());
+  }
+  result.cached_device_blocks = result.cached_device_tokens / block;
+  result.cached_host_blocks = result.cached_host_tokens / block;
+  auto ratio = [](int64_t part, int64_t whole) {
+    return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+  };
+  result.token_hit_ratio_device = ratio(result.cached_device_tokens, result.prompt_tokens);
+  result.token_hit_ratio_host = ratio(result.cached_host_tokens, result.prompt_tokens);
+  result.block_hit_ratio_device = ratio(result.cached_device_blocks, result.prompt_blocks);
+  result.block_hit_ratio_host = ratio(result.cached_host_blocks, result.prompt_blocks);
+  result.makespan_s = makespan.seconds();
+  if (result.makespan_s > 0) {
+    result.requests_per_s = static_cast<double>(result.requests_completed) / result.makespan_s;
+    result.output_tokens_per_s = static_cast<double>(result.output_tokens) / result.makespan_s;
+  }
+  result.session_time = SummarizeDurations(session_times);
+  result.session_times_s = std::move(session_times);
+  result.queueing_delay = SummarizeDurations(queueing);
+  result.ttft = SummarizeDurations(ttft);
+  result.admission_wait = SummarizeDurations(admission_wait);
+  for (int32_t e = 0; e < arm_fleet.fleet->num_engines(); ++e) {
+    const EngineModel& engine = arm_fleet.fleet->engine(EngineId(e));
+    const kv::KvCacheStats stats = engine.scheduler().cache().stats();
+    result.device_evictions += stats.device_evictions;
+    result.offloads += stats.offloads;
+    result.drops += stats.drops;
+    result.onboards += stats.onboards;
+    result.demoted_children += stats.demoted_children;
+    result.demoted_blocks += stats.demoted_blocks;
+    result.restored_children += stats.restored_children;
+    result.ttl_pins += engine.pin_counters().pins;
+    result.ttl_expired += engine.pin_counters().expired;
+    result.ttl_returned += engine.pin_counters().returned;
+  }
+  result.sessions_closed = arm_fleet.gateway->engine_session_closes();
+  result.tokens_freed_by_close = arm_fleet.gateway->tokens_freed_by_close();
+  if (arm.session_lifecycle || arm.program_admission) {
+    result.agentic_kv = arm_fleet.gateway->AgenticKvMetrics();
+  }
+  result.kv_usage = arm_fleet.gateway->kv_usage();
+}
+
+std::vector<std::vector<kv::KvEvent>> TakeEngineEvents(const ArmFleet& arm_fleet) {
+  std::vector<std::vector<kv::KvEvent>> events;
+  for (int32_t e = 0; e < arm_fleet.fleet->num_engines(); ++e) {
+    events.push_back(arm_fleet.fleet->engine(EngineId(e)).events());
+  }
+  return events;
+}
+
+RequestView ViewOf(const ArmFleet& arm_fleet, RequestId id) {
+  RequestView view;
+  view.gateway = arm_fleet.gateway->FindRecord(id);
+  AGENTKV_CHECK(view.gateway != nullptr && view.gateway->engine.has_value())
+      << "request " << id << " has no gateway record or engine";
+  view.engine = arm_fleet.fleet->engine(*view.gateway->engine).FindRecord(id);
+  AGENTKV_CHECK(view.engine != nullptr && view.engine->finished.has_value())
+      << "request " << id << " has no finished engine record";
+  return view;
+}
+
+ReplaySetup SetupFor(const ReplayOptions& options, int32_t tokens_per_block,
+                     std::string_view description, uint64_t seed) {
+  ReplaySetup setup;
+  setup.workload = std::string(description);
+  setup.seed = seed;
+  setup.num_engines = options.num_engines;
+  setup.router = options.router;
+  setup.model = options.model;
+  setup.gpu = options.gpu;
+  setup.tp = options.tp;
+  setup.tokens_per_block = tokens_per_block;
+  return setup;
+}
+
+// Runs every arm through `run_arm`, reporting progress, and fills the capacities of `setup`
+// from the first arm without an unbounded cache.
+StatusOr<ReplayResult> RunArms(
+    ReplaySetup setup, const ReplayOptions& options, const ReplayProgress& progress,
+    const std::function<StatusOr<ArmRun>(const ArmSpec&, const std::function<void(double)>&)>&
+        run_arm) {
+  AGENTKV_RETURN_IF_ERROR(options.Validate());
+  AGENTKV_ASSIGN_OR_RETURN(engine::CostModel cost_model,
+                           engine::CostModel::CreateByName(options.model, options.gpu, options.tp));
+  const int64_t device_blocks = options.max_total_tokens > 0
+                                    ? options.max_total_tokens / setup.tokens_per_block
+                                    : cost_model.KvCapacityBlocks(setup.tokens_per_block);
+  setup.device_tokens_per_engine = device_blocks * setup.tokens_per_block;
+  setup.host_tokens_per_engine =
+      static_cast<int64_t>(std::floor(static_cast<double>(device_blocks) * options.hicache_ratio)) *
+      setup.tokens_per_block;
+  ReplayResult result;
+  result.setup = std::move(setup);
+  const size_t num_arms = options.arms.size();
+  for (size_t i = 0; i < num_arms; ++i) {
+    AGENTKV_ASSIGN_OR_RETURN(ArmSpec arm, ParseArm(options.arms[i]));
+    std::function<void(double)> arm_progress;
+    if (progress) {
+      arm_progress = [&progress, i, num_arms, &arm](double fraction) {
+        progress(i, num_arms, arm.name, fraction);
+      };
+    }
+    StatusOr<ArmRun> run = run_arm(arm, arm_progress);
+    if (!run.ok()) {
+      return Status(run.status().code(), "arm " + arm.name + ": " + run.status().message());
+    }
+    result.arms.push_back(std::move(run->result));
+  }
+  return result;
+}
+
+}  // namespace
+
+Status ReplayOptions::Validate() const {
+  if (arms.empty()) return InvalidArgumentError("ReplayOptions.arms is empty: name at least one arm");
+  std::set<std::string, std::less<>> seen;
+  for (const std::string& name : arms) {
+    AGENTKV_RETURN_IF_ERROR(ParseArm(name).status());
+    if (!seen.insert(name).second) {
+      return InvalidArgumentError("arm \"" + name + "\" is named twice");
+    }
+  }
+  if (num_engines < 1 || num_engines > 1024) {
+    return OutOfRange("num_engines", Str(num_engines), "[1, 1024]");
+  }
+  if (max_total_tokens < 0 || max_total_tokens > kMaxTotalTokens) {
+    return OutOfRange("max_total_tokens", Str(max_total_tokens), "[0, 2^40]");
+  }
+  if (!(hicache_ratio > 0.0 && hicache_ratio <= 100.0)) {
+    return OutOfRange("hicache_ratio", Str(hicache_ratio), "(0, 100]");
+  }
+  if (finished_subagent_priority < 0 || finished_subagent_priority > 100) {
+    return OutOfRange("finished_subagent_priority", Str(finished_subagent_priority), "[0, 100]");
+  }
+  if (finished_subagent_min_idle_steps < 0) {
+    return OutOfRange("finished_subagent_min_idle_steps", Str(finished_subagent_min_idle_steps),
+                      "[0, inf)");
+  }
+  if (!(continuum_ttl_s > 0.0 && continuum_ttl_s <= 86400.0)) {
+    return OutOfRange("continuum_ttl_s", Str(continuum_ttl_s), "(0, 86400]");
+  }
+  AGENTKV_RETURN_IF_ERROR(scheduler.Validate());
+  control::AgenticOptions admission = agentic;
+  admission.agentic_program_admission = true;
+  AGENTKV_RETURN_IF_ERROR(admission.Validate());
+  RouterOptions router_options;
+  router_options.policy = router;
+  AGENTKV_RETURN_IF_ERROR(router_options.Validate());
+  return engine::CostModel::CreateByName(model, gpu, tp).status();
+}
+
+StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOptions& options,
+                               const ArmSpec& arm, const std::function<void(double)>& progress) {
+  AGENTKV_RETURN_IF_ERROR(options.Validate());
+  if (workload.conversations.empty()) {
+    return InvalidArgumentError("the workload has no conversations");
+  }
+  const int32_t tokens_per_block = workload.conversations.front().block_size;
+  int64_t infinite_blocks = 0;
+  if (arm.infinite_cache) {
+    std::vector<std::vector<uint64_t>> ids;
+    std::vector<uint64_t> namespaces;
+    std::vector<int64_t> tails;
+    for (size_t k = 0; k < workload.conversations.size(); ++k) {
+      const WekaConversation& c = workload.conversations[k];
+      auto add = [&](const WekaRequest& r) {
+        ids.push_back(r.hash_ids);
+        namespaces.push_back(static_cast<uint64_t>(k) + 1);
+        tails.push_back(r.output_tokens + r.input_tokens % tokens_per_block);
+      };
+      for (const WekaRequest& r : c.requests) add(r);
+      for (const WekaSubagent& s : c.subagents) {
+        for (const WekaRequest& r : s.requests) add(r);
+      }
+    }
+    infinite_blocks = InfiniteCapacityBlocks(ids, namespaces, tails, tokens_per_block);
+  }
+  AGENTKV_ASSIGN_OR_RETURN(std::unique_ptr<ArmFleet> arm_fleet,
+                           BuildArmFleet(options, arm, tokens_per_block, infinite_blocks));
+  AGENTKV_ASSIGN_OR_RETURN(
+      std::unique_ptr<AgentDriver> driver,
+      AgentDriver::Create(&arm_fleet->loop, arm_fleet->gateway.get(), &workload,
+                          AgentDriverOptions{.shared_prefix_ids = options.shared_prefix_ids}));
+  AGENTKV_RETURN_IF_ERROR(driver->Start());
+  int64_t total_requests = 0;
+  for (const WekaConversation& c : workload.conversations) total_requests += c.TotalRequests();
+  RunLoop(
+      arm_fleet->loop,
+      [&driver, total_requests] {
+        return total_requests > 0 ? static_cast<double>(driver->result().requests_completed) /
+                                        static_cast<double>(total_requests)
+                                  : 1.0;
+      },
+      progress);
+  AGENTKV_RETURN_IF_ERROR(driver->status());
+  const AgentDriverResult& driven = driver->result();
+  if (!driver->done()) return InternalError("the loop went idle before every agent ended");
+  AGENTKV_RETURN_IF_ERROR(
+      CheckArmEnd(*arm_fleet, driven.requests_issued, driven.requests_completed));
+
+  ArmRun run;
+  run.result.requests_issued = driven.requests_issued;
+  run.result.requests_completed = driven.requests_completed;
+  std::vector<RequestView> views;
+  views.reserve(driven.requests.size());
+  for (const DriverRequest& r : driven.requests) views.push_back(ViewOf(*arm_fleet, r.id));
+  std::vector<double> session_times;
+  TimeNs first_start = driven.makespan_end;
+  for (const DriverConversationResult& c : driven.conversations) {
+    ++run.result.conversations;
+    first_start = std::min(first_start, c.start);
+    if (c.subagent >= 0) continue;
+    ++run.result.sessions;
+    AGENTKV_CHECK(c.end.has_value());
+    session_times.push_back((*c.end - c.start).seconds());
+  }
+  Summarize(*arm_fleet, arm, views, std::move(session_times), driven.makespan_end - first_start,
+            run.result);
+  if (options.keep_events) run.engine_events = TakeEngineEvents(*arm_fleet);
+  return run;
+}
+
+StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
+                                int32_t tokens_per_block, const ReplayOptions& options,
+                                const ArmSpec& arm, const std::function<void(double)>& progress) {
+  AGENTKV_RETURN_IF_ERROR(options.Validate());
+  int64_t infinite_blocks = 0;
+  if (arm.infinite_cache) {
+    std::vector<std::vector<uint64_t>> ids;
+    std::vector<int64_t> tails;
+    for (const OpenLoopRequest& r : requests) {
+      ids.push_back(r.hash_ids);
+      tails.push_back(r.output_tokens + r.prompt_tokens % tokens_per_block);
+    }
+    infinite_blocks = InfiniteCapacityBlocks(ids, std::vector<uint64_t>(ids.size(), 0), tails,
+                                             tokens_per_block);
+  }
+  AGENTKV_ASSIGN_OR_RETURN(std::unique_ptr<ArmFleet> arm_fleet,
+                           BuildArmFleet(options, arm, tokens_per_block, infinite_blocks));
+  ArmFleet& f = *arm_fleet;
+  const kv::BlockKeyHasher& hasher = f.fleet->engine(EngineId(0)).scheduler().cache().hasher();
+  int64_t issued = 0;
+  int64_t completed = 0;
+  Status failure;
+  std::vector<TimeNs> session_end(requests.size());
+  f.gateway->set_completion_callback(
+      [&](const GatewayRecord& record, const EngineRequestRecord* engine_record) {
+        ++completed;
+        if (engine_record == nullptr && failure.ok()) failure = record.dispatch_error;
+        session_end[static_cast<size_t>(record.id.value())] = f.loop.now();
+        f.gateway->EndSession(record.session);
+      });
+  const TimeNs origin = f.loop.now();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    f.loop.Schedule(origin + requests[i].arrival, [&, i] {
+      const OpenLoopRequest& r = requests[i];
+      GatewayRequest request;
+      request.request.id = RequestId(static_cast<int64_t>(i));
+      request.request.prompt_keys = hasher.KeysFromBlockIds(r.hash_ids);
+      request.request.prompt_tokens = std::max<int64_t>(
+          {r.prompt_tokens, static_cast<int64_t>(r.hash_ids.size()) * tokens_per_block, 1});
+      request.request.max_new_tokens = std::max<int64_t>(1, r.output_tokens);
+      request.request.kv_options.prompt_tokens = request.request.prompt_tokens;
+      request.request.kv_options.conversation = ConversationId(static_cast<int64_t>(i) + 1);
+      request.session = SessionId(static_cast<int64_t>(i) + 1);
+      request.routing_key = SessionRoutingKey(request.session);
+      if (Status s = f.gateway->Submit(std::move(request)); !s.ok()) {
+        if (failure.ok()) failure = s;
+        return;
+      }
+      ++issued;
+    });
+  }
+  const int64_t total = static_cast<int64_t>(requests.size());
+  RunLoop(
+      f.loop,
+      [&completed, total] {
+        return total > 0 ? static_cast<double>(completed) / static_cast<double>(total) : 1.0;
+      },
+      progress);
+  AGENTKV_RETURN_IF_ERROR(failure);
+  AGENTKV_RETURN_IF_ERROR(CheckArmEnd(f, issued, completed));
+
+  ArmRun run;
+  run.result.requests_issued = issued;
+  run.result.requests_completed = completed;
+  std::vector<RequestView> views;
+  std::vector<double> session_times;
+  TimeNs last = origin;
+  TimeNs first = requests.empty() ? origin : origin + requests.front().arrival;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    views.push_back(ViewOf(f, RequestId(static_cast<int64_t>(i))));
+    first = std::min(first, origin + requests[i].arrival);
+    last = std::max(last, session_end[i]);
+    session_times.push_back((session_end[i] - (origin + requests[i].arrival)).seconds());
+  }
+  run.result.sessions = total;
+  run.result.conversations = total;
+  Summarize(f, arm, views, std::move(session_times), last - first, run.result);
+  if (options.keep_events) run.engine_events = TakeEngineEvents(f);
+  return run;
+}
+
+StatusOr<ReplayResult> RunReplay(const AgenticWorkload& workload, std::string_view description,
+                                 uint64_t seed, const ReplayOptions& options,
+                                 const ReplayProgress& progress) {
+  if (workload.conversations.empty()) {
+    return InvalidArgumentError("the workload has no conversations");
+  }
+  return RunArms(SetupFor(options, workload.conversations.front().block_size, description, seed),
+                 options, progress,
+                 [&](const ArmSpec& arm, const std::function<void(double)>& arm_progress) {
+                   return RunAgenticArm(workload, options, arm, arm_progress);
+                 });
+}
+
+StatusOr<ReplayResult> RunOpenLoopReplay(const std::vector<OpenLoopRequest>& requests,
+                                         int32_t tokens_per_block, std::string_view description,
+                                         uint64_t seed, const ReplayOptions& options,
+                                         const ReplayProgress& progress) {
+  return RunArms(SetupFor(options, tokens_per_block, description, seed), options, progress,
+                 [&](const ArmSpec& arm, const std::function<void(double)>& arm_progress) {
+                   return RunOpenLoopArm(requests, tokens_per_block, options, arm, arm_progress);
+                 });
+}
+
+}  // namespace agentkv::sim

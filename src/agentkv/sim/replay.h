@@ -1,0 +1,138 @@
+// The replay runner behind `agentkv replay`: one workload, several policy arms, one report.
+//
+// Each arm builds a fresh simulated fleet (FleetModel: N EngineModels, each the real
+// engine::StepScheduler over kv::KvCacheManager priced by engine::CostModel, behind a
+// RouterModel), the GatewayModel in front of it (the real control::AdmissionCoordinator and
+// control::SessionLifecyclePlanner, fed by gauges polled every 2 s of simulated time), and
+// drives the workload through it: agentic workloads in closed loop (AgentDriver), open-loop
+// traces by timestamp. The arm's ArmSpec only changes options (agentic flags, KV cache
+// policies, the host tier, TTL pins, capacity); the code that runs is the same in every arm.
+// After the run the arm is checked for conservation (every request issued completed exactly
+// once, every lease returned, the ledger at zero, the gateway drained, every engine's
+// scheduler and cache invariants) and summarized into an ArmResult.
+//
+// Deterministic: a pure function of the workload and the options. Single-threaded; progress
+// goes through a callback on the caller's thread.
+#ifndef AGENTKV_SIM_REPLAY_H_
+#define AGENTKV_SIM_REPLAY_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentkv/base/status.h"
+#include "agentkv/base/time.h"
+#include "agentkv/control/agentic_options.h"
+#include "agentkv/engine/step_scheduler.h"
+#include "agentkv/kv/kv_cache_options.h"
+#include "agentkv/kv/kv_cache_stats.h"
+#include "agentkv/sim/agentic_workload.h"
+#include "agentkv/sim/replay_arms.h"
+#include "agentkv/sim/replay_result.h"
+
+namespace agentkv::sim {
+
+struct ReplayOptions {
+  // Arm names (replay_arms.h), run in this order. Default: DefaultArmNames(). Non-empty,
+  // distinct.
+  std::vector<std::string> arms = DefaultArmNames();
+
+  // --- Fleet ---
+  // Engines. Default: 2. Range: [1, 1024].
+  int32_t num_engines = 2;
+  // sgl-router policy: round_robin, cache_aware or consistent_hashing. Default: cache_aware.
+  std::string router = "cache_aware";
+  // Cost model presets and tensor parallelism (engine/cost_model.h). Defaults: llama-3.1-8b on
+  // h100, tp 1.
+  std::string model = "llama-3.1-8b";
+  std::string gpu = "h100";
+  int32_t tp = 1;
+  // Every engine's scheduler (SGLang --max-running-requests, --max-prefill-tokens,
+  // --chunked-prefill-size).
+  engine::StepSchedulerOptions scheduler;
+  // SGLang --max-total-tokens: device KV per engine, in tokens (rounded down to whole blocks);
+  // 0 derives it from the cost model (memory left after weights). Default: 0.
+  // Range: [0, 2^40].
+  int64_t max_total_tokens = 0;
+  // SGLang --hicache-ratio: the host tier of +host-tier arms, as a multiple of the device
+  // tier. Default: 2.0. Range: (0, 100].
+  double hicache_ratio = 2.0;
+  // How +lifecycle closes a session on an engine: kRelease frees its unique blocks at once,
+  // kDereference only returns them to the eviction order. Default: kRelease.
+  kv::SessionCloseMode session_close_mode = kv::SessionCloseMode::kRelease;
+  // +subagent-demotion: the priority finished sub-agents get, and the scheduler steps a child
+  // must have been idle. Defaults: 1 and 32. Ranges: [0, 100] and >= 0.
+  int32_t finished_subagent_priority = 1;
+  int64_t finished_subagent_min_idle_steps = 32;
+  // continuum-ttl: the pin's time-to-live, seconds. Default: 10 (about the median tool gap of
+  // the WEKA traces). Range: (0, 86400].
+  double continuum_ttl_s = 10.0;
+  // Block ids below this are shared by every conversation (AgentDriverOptions::
+  // shared_prefix_ids): the tools+system prompt. Default: 0 (none shared).
+  uint64_t shared_prefix_ids = 0;
+  // +admission parameters (headroom, pressure threshold, max wait, decode cap, poll interval);
+  // the two feature booleans are set per arm and ignored here. Every request is in scope.
+  control::AgenticOptions agentic;
+
+  // --- Test and calibration hooks ---
+  // Every engine step takes exactly this long instead of the cost model's estimate ("no
+  // compute limit" with a tiny value). Default: unset.
+  std::optional<TimeNs> fixed_step_time;
+  // Keep every engine's KV event log in ArmRun::engine_events. Default: false.
+  bool keep_events = false;
+
+  // InvalidArgument naming the first bad field and its value (arm names included).
+  Status Validate() const;
+};
+
+// One open-loop request (a Mooncake line): arrives at `arrival` whatever the fleet does.
+struct OpenLoopRequest {
+  TimeNs arrival;
+  // Prompt block ids (one per full block), chained under one namespace.
+  std::vector<uint64_t> hash_ids;
+  int64_t prompt_tokens = 1;
+  int64_t output_tokens = 1;
+};
+
+// Progress of a replay: the arm running (0-based, of num_arms), its name, and the fraction
+// of its requests completed so far, in [0, 1].
+using ReplayProgress =
+    std::function<void(size_t arm_index, size_t num_arms, std::string_view arm, double fraction)>;
+
+// One arm's outcome plus what tests inspect.
+struct ArmRun {
+  ArmResult result;
+  // Per engine, every KV cache event in order (only with ReplayOptions::keep_events).
+  std::vector<std::vector<kv::KvEvent>> engine_events;
+};
+
+// Runs one arm of an agentic workload. InvalidArgument for bad options or a workload the
+// driver refuses; Internal when a conservation check fails (a bug).
+StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOptions& options,
+                               const ArmSpec& arm, const std::function<void(double)>& progress = {});
+
+// Runs one arm of an open-loop trace: request i arrives at its time as its own session and
+// conversation (ids i + 1); `tokens_per_block` is the trace's block size.
+StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
+                                int32_t tokens_per_block, const ReplayOptions& options,
+                                const ArmSpec& arm,
+                                const std::function<void(double)>& progress = {});
+
+// Runs every arm of options.arms on `workload` and returns the result with its setup
+// (`description` names the workload, `seed` is the seed that produced it).
+StatusOr<ReplayResult> RunReplay(const AgenticWorkload& workload, std::string_view description,
+                                 uint64_t seed, const ReplayOptions& options,
+                                 const ReplayProgress& progress = {});
+
+// As RunReplay, for an open-loop trace.
+StatusOr<ReplayResult> RunOpenLoopReplay(const std::vector<OpenLoopRequest>& requests,
+                                         int32_t tokens_per_block, std::string_view description,
+                                         uint64_t seed, const ReplayOptions& options,
+                                         const ReplayProgress& progress = {});
+
+}  // namespace agentkv::sim
+
+#endif  // AGENTKV_SIM_REPLAY_H_

@@ -1,0 +1,172 @@
+// What `agentkv replay` measured: one ArmResult per policy arm over the same workload, and the
+// ReplayResult that holds them with the setup they ran under.
+//
+// Plain values, filled by the replay runner (replay.h) and rendered by replay_report.h as a
+// terminal table, JSON and an HTML report. Everything here is a pure function of the workload,
+// the options and the seed, so two runs with equal inputs give equal values (the JSON gate);
+// wall-clock figures live in ReplayTiming, outside these structs. Thread-compatible.
+#ifndef AGENTKV_SIM_REPLAY_RESULT_H_
+#define AGENTKV_SIM_REPLAY_RESULT_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agentkv/base/time.h"
+
+namespace agentkv::sim {
+
+// A distribution of durations in seconds. All zero when count == 0.
+struct DurationSummary {
+  int64_t count = 0;
+  double mean_s = 0;
+  double p50_s = 0;
+  double p90_s = 0;
+  double p95_s = 0;
+  double p99_s = 0;
+  double max_s = 0;
+
+  friend bool operator==(const DurationSummary&, const DurationSummary&) = default;
+};
+
+// Summarizes `seconds` (any order; sorted in place). Percentiles are nearest-rank:
+// the value at rank ceil(p * n).
+DurationSummary SummarizeDurations(std::vector<double>& seconds);
+
+// The fleet's KV occupancy at one gauge poll (every 2 s of simulated time while the fleet has
+// work), summed over engines.
+struct KvUsageSample {
+  // Simulated time since the start of the replay.
+  TimeNs time;
+  // Tokens of KV held by running requests (SGLang's num_used_tokens).
+  int64_t used_tokens = 0;
+  // Cached tokens no request holds (reusable, evictable).
+  int64_t evictable_tokens = 0;
+  // Device KV capacity (max_total_num_tokens).
+  int64_t capacity_tokens = 0;
+  // Requests waiting: in the admission FIFO plus in the engines' queues.
+  int64_t waiting_requests = 0;
+
+  friend bool operator==(const KvUsageSample&, const KvUsageSample&) = default;
+};
+
+// One policy arm's outcome.
+struct ArmResult {
+  // The arm's name ("baseline", "+lifecycle", ...) and one line saying what it enables.
+  std::string arm;
+  std::string description;
+
+  // --- Conservation ---
+  int64_t requests_issued = 0;
+  int64_t requests_completed = 0;
+  // Requests the cache refused (counted as completed).
+  int64_t requests_rejected = 0;
+  // Main agents (sessions) and all conversations (main agents plus sub-agents).
+  int64_t sessions = 0;
+  int64_t conversations = 0;
+
+  // --- Prefix cache (over every request's first admission) ---
+  int64_t prompt_tokens = 0;
+  // Full prompt blocks offered for matching (the block lookups).
+  int64_t prompt_blocks = 0;
+  // Prefix found on the device, and onboarded from the host tier.
+  int64_t cached_device_tokens = 0;
+  int64_t cached_host_tokens = 0;
+  int64_t cached_device_blocks = 0;
+  int64_t cached_host_blocks = 0;
+  // Ratios of the counts above: cached / prompt tokens, cached / prompt blocks.
+  double token_hit_ratio_device = 0;
+  double token_hit_ratio_host = 0;
+  double block_hit_ratio_device = 0;
+  double block_hit_ratio_host = 0;
+  // Prompt tokens computed at first admission = cold + evicted_recompute:
+  // cold: never computed on that engine before (or not a full block);
+  // evicted_recompute: full blocks that engine had computed and since lost (evicted, dropped
+  // or released by a close) — the eviction regret.
+  int64_t uncached_tokens = 0;
+  int64_t cold_tokens = 0;
+  int64_t evicted_recompute_tokens = 0;
+  // Tokens computed again after preemptions (not part of uncached_tokens).
+  int64_t preempted_recompute_tokens = 0;
+
+  // --- Throughput (over the makespan: first start to last completion) ---
+  double makespan_s = 0;
+  int64_t output_tokens = 0;
+  double requests_per_s = 0;
+  double output_tokens_per_s = 0;
+
+  // --- Latency ---
+  // Main-agent sessions: start to the completion of the last request.
+  DurationSummary session_time;
+  // Per request: gateway arrival to first admission into an engine's running batch
+  // (admission FIFO wait plus engine queue).
+  DurationSummary queueing_delay;
+  // Per request: gateway arrival to first output token.
+  DurationSummary ttft;
+  // Per request: time spent in the admission FIFO (zero without admission).
+  DurationSummary admission_wait;
+  // Every main-agent session time in seconds, ascending (for the CDF chart).
+  std::vector<double> session_times_s;
+
+  // --- Engines ---
+  int64_t preemptions = 0;
+  // Blocks that left the device to make room, moved to the host, dropped from every tier,
+  // and moved back from the host.
+  int64_t device_evictions = 0;
+  int64_t offloads = 0;
+  int64_t drops = 0;
+  int64_t onboards = 0;
+  // Session closes on engines (one per session per engine) and the tokens they freed.
+  int64_t sessions_closed = 0;
+  int64_t tokens_freed_by_close = 0;
+  // Finished sub-agents demoted, their blocks, and children that came back.
+  int64_t demoted_children = 0;
+  int64_t demoted_blocks = 0;
+  int64_t restored_children = 0;
+  // Continuum TTL pins: taken after tool-call turns, expired before the session's next
+  // request, and pins whose session came back in time.
+  int64_t ttl_pins = 0;
+  int64_t ttl_expired = 0;
+  int64_t ttl_returned = 0;
+
+  // --- Control plane ---
+  // The seed's agentic_kv/ series at the end of the arm (name, value), in the coordinator's
+  // order; empty when the arm runs without admission and lifecycle.
+  std::vector<std::pair<std::string, double>> agentic_kv;
+  // Fleet KV occupancy over time.
+  std::vector<KvUsageSample> kv_usage;
+
+  friend bool operator==(const ArmResult&, const ArmResult&) = default;
+};
+
+// The setup every arm ran under.
+struct ReplaySetup {
+  // The workload, in words ("synthetic: 24 sessions, seed 1", "weka: 39 files").
+  std::string workload;
+  uint64_t seed = 0;
+  int32_t num_engines = 1;
+  std::string router;
+  std::string model;
+  std::string gpu;
+  int32_t tp = 1;
+  int32_t tokens_per_block = 0;
+  // Device KV capacity per engine, and the host tier of the arms that have one, in tokens.
+  int64_t device_tokens_per_engine = 0;
+  int64_t host_tokens_per_engine = 0;
+
+  friend bool operator==(const ReplaySetup&, const ReplaySetup&) = default;
+};
+
+struct ReplayResult {
+  ReplaySetup setup;
+  // In the order run; the first arm named "baseline" (else the first arm) is what deltas are
+  // taken against, an arm named "infinite-cache" is the ideal hit ratios are set next to.
+  std::vector<ArmResult> arms;
+
+  friend bool operator==(const ReplayResult&, const ReplayResult&) = default;
+};
+
+}  // namespace agentkv::sim
+
+#endif  // AGENTKV_SIM_REPLAY_RESULT_H_

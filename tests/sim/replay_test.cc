@@ -1,0 +1,326 @@
+// Tests of the replay runner: the correctness gates of `agentkv replay`.
+//   (a) one engine, baseline, Mooncake by timestamp with no compute limit == cache-curve;
+//   (b) same seed -> byte-identical JSON; another seed -> different but similar;
+//   (c) conservation in every arm (requests, leases, ledger, invariants);
+//   (d) a golden KV event log of a tiny workload.
+// Plus what each arm must change and what the runner must refuse.
+#include "agentkv/sim/replay.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "agentkv/sim/cache_curve.h"
+#include "agentkv/sim/mooncake_trace.h"
+#include "agentkv/sim/replay_report.h"
+#include "agentkv/sim/synthetic_agentic.h"
+
+namespace agentkv::sim {
+namespace {
+
+double Value(const ArmResult& arm, std::string_view series) {
+  for (const auto& [name, value] : arm.agentic_kv) {
+    if (name == series) return value;
+  }
+  return 0;
+}
+
+// A small synthetic workload with sub-agents: 6 sessions of about 10 turns at a tenth of the
+// real context sizes.
+AgenticWorkload SmallWorkload(uint64_t seed) {
+  SyntheticAgenticOptions options;
+  options.seed = seed;
+  options.sessions = 6;
+  options.turns = LogNormal{10.0, 0.3};
+  options.max_turns = 16;
+  options.context_scale = 0.1;
+  // At most 100 blocks (6,400 tokens) per prompt after scaling, so every prompt fits an engine.
+  options.max_context_blocks = 1000;
+  options.mean_session_interarrival = TimeNs::Seconds(1);
+  options.subagent_spawn_probability = 0.3;
+  options.subagent_requests = LogNormal{3.0, 0.2};
+  options.max_subagent_requests = 4;
+  options.subagent_duration_s = LogNormal{20.0, 0.3};
+  options.subagent_new_input_tokens = LogNormal{2000.0, 0.5};
+  options.human_gap_s = LogNormal{30.0, 0.5};
+  options.tool_gap_s = LogNormal{0.5, 0.5};
+  StatusOr<AgenticWorkload> workload = GenerateSyntheticAgentic(options);
+  EXPECT_TRUE(workload.ok()) << workload.status();
+  return *std::move(workload);
+}
+
+// Two engines with little KV: the arms must differ.
+ReplayOptions SmallFleet() {
+  ReplayOptions options;
+  options.num_engines = 2;
+  options.max_total_tokens = 8 * 1024;
+  options.agentic.agentic_admission_max_wait_s = 5;
+  return options;
+}
+
+// --- (a) cache-curve equivalence -------------------------------------------------------------
+
+TEST(ReplayGateTest, OneEngineBaselineMooncakeEqualsCacheCurve) {
+  const std::filesystem::path path =
+      std::filesystem::path(AGENTKV_SHARED_TRACES) / "mooncake" / "conversation_trace.jsonl";
+  StatusOr<std::vector<MooncakeRequest>> trace = ReadMooncakeTrace(path.string());
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_TRUE(std::is_sorted(trace->begin(), trace->end(),
+                             [](const MooncakeRequest& a, const MooncakeRequest& b) {
+                               return a.timestamp_ms < b.timestamp_ms;
+                             }))
+      << "the gate replays by timestamp and the curve in file order";
+  CacheCurveOptions curve_options;
+  curve_options.fractions = {0.10};
+  StatusOr<std::vector<CacheCurvePoint>> curve = RunCacheCurve(*trace, curve_options);
+  ASSERT_TRUE(curve.ok()) << curve.status();
+  const CacheCurvePoint& point = curve->front();
+
+  // Every request's hash ids are all looked up (one more prompt token than the blocks hold, so
+  // the last one is never part of the match) and it produces one token: prefill and finish in
+  // one step of 1 ns, one request at a time, no chunking. The engine gets one block more than
+  // the curve: the in-flight partial block (the extra token) that the curve does not hold.
+  std::vector<OpenLoopRequest> requests;
+  for (const MooncakeRequest& r : *trace) {
+    OpenLoopRequest request;
+    request.arrival = TimeNs::Millis(r.timestamp_ms);
+    request.hash_ids = r.hash_ids;
+    request.prompt_tokens = static_cast<int64_t>(r.hash_ids.size()) * 512 + 1;
+    request.output_tokens = 1;
+    requests.push_back(std::move(request));
+  }
+  ReplayOptions options;
+  options.arms = {"baseline"};
+  options.num_engines = 1;
+  options.max_total_tokens = (point.capacity_blocks + 1) * 512;
+  options.fixed_step_time = TimeNs(1);
+  options.scheduler.max_running_requests = 1;
+  options.scheduler.chunked_prefill_size = 0;
+  options.scheduler.max_prefill_tokens = int64_t{1} << 30;
+  StatusOr<ArmRun> run = RunOpenLoopArm(requests, 512, options, *ParseArm("baseline"));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.prompt_blocks, point.total_blocks);
+  EXPECT_EQ(run->result.cached_device_blocks, point.hits);
+  EXPECT_DOUBLE_EQ(run->result.block_hit_ratio_device, point.hit_ratio);
+  EXPECT_EQ(run->result.requests_completed, static_cast<int64_t>(trace->size()));
+}
+
+// --- (b) determinism -------------------------------------------------------------------------
+
+TEST(ReplayGateTest, SameSeedGivesByteIdenticalJsonAndAnotherSeedASimilarResult) {
+  ReplayOptions options = SmallFleet();
+  options.arms = {"baseline", "all"};
+  StatusOr<ReplayResult> first = RunReplay(SmallWorkload(1), "small", 1, options);
+  StatusOr<ReplayResult> second = RunReplay(SmallWorkload(1), "small", 1, options);
+  StatusOr<ReplayResult> other = RunReplay(SmallWorkload(2), "small", 2, options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(other.ok()) << other.status();
+  const std::string json = ReplayResultJson(*first);
+  EXPECT_EQ(json, ReplayResultJson(*second));
+  EXPECT_NE(json, ReplayResultJson(*other));
+  // Statistically similar: the same generator, so hit ratios and sizes stay in one range.
+  for (size_t a = 0; a < first->arms.size(); ++a) {
+    const ArmResult& x = first->arms[a];
+    const ArmResult& y = other->arms[a];
+    EXPECT_NEAR(x.token_hit_ratio_device + x.token_hit_ratio_host,
+                y.token_hit_ratio_device + y.token_hit_ratio_host, 0.15)
+        << x.arm;
+    EXPECT_GT(y.requests_completed, x.requests_completed / 3) << x.arm;
+    EXPECT_LT(y.requests_completed, x.requests_completed * 3) << x.arm;
+  }
+}
+
+// --- (c) conservation -------------------------------------------------------------------------
+
+TEST(ReplayGateTest, EveryArmConservesRequestsLeasesAndInvariants) {
+  ReplayOptions options = SmallFleet();
+  // Tight admission so that requests wait, age and are granted as leases return.
+  options.agentic.agentic_admission_headroom = 0.3;
+  options.agentic.agentic_admission_max_wait_s = 2;
+  const AgenticWorkload workload = SmallWorkload(3);
+  int64_t expected = 0;
+  for (const WekaConversation& c : workload.conversations) expected += c.TotalRequests();
+  for (const std::string& name : DefaultArmNames()) {
+    SCOPED_TRACE(name);
+    StatusOr<ArmRun> run = RunAgenticArm(workload, options, *ParseArm(name));
+    // RunAgenticArm returns Internal when a request is lost or completed twice, a lease or a
+    // waiter is left, the ledger reserves tokens at the end, or any engine's invariants fail.
+    ASSERT_TRUE(run.ok()) << run.status();
+    const ArmResult& r = run->result;
+    EXPECT_EQ(r.requests_issued, expected);
+    EXPECT_EQ(r.requests_completed, expected);
+    EXPECT_EQ(r.uncached_tokens, r.cold_tokens + r.evicted_recompute_tokens);
+    EXPECT_EQ(r.prompt_tokens, r.cached_device_tokens + r.cached_host_tokens + r.uncached_tokens);
+    EXPECT_EQ(r.queueing_delay.count, expected);
+    EXPECT_EQ(r.session_time.count, static_cast<int64_t>(workload.conversations.size()));
+    if (name == "+admission" || name == "all") {
+      EXPECT_GT(Value(r, "agentic_kv/admission/wait"), 0);
+      EXPECT_EQ(Value(r, "agentic_kv/budget/reserved"), 0);
+      EXPECT_EQ(Value(r, "agentic_kv/budget/lease_count"), 0);
+      EXPECT_EQ(Value(r, "agentic_kv/admission/waiting"), 0);
+      EXPECT_GT(r.admission_wait.max_s, 0);
+    } else {
+      EXPECT_EQ(r.admission_wait.max_s, 0);
+    }
+  }
+}
+
+TEST(ReplayTest, ArmsChangeWhatTheyClaimTo) {
+  StatusOr<ReplayResult> result = RunReplay(SmallWorkload(4), "small", 4, SmallFleet());
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::map<std::string, const ArmResult*> arms;
+  for (const ArmResult& a : result->arms) arms[a.arm] = &a;
+  ASSERT_EQ(arms.size(), DefaultArmNames().size());
+  const ArmResult& baseline = *arms["baseline"];
+  // The workload is the same in every arm.
+  for (const ArmResult& a : result->arms) {
+    EXPECT_EQ(a.prompt_tokens, baseline.prompt_tokens) << a.arm;
+    EXPECT_EQ(a.cold_tokens, baseline.cold_tokens) << a.arm;
+  }
+  EXPECT_GT(baseline.device_evictions, 0) << "the fleet must be KV-constrained";
+  EXPECT_EQ(baseline.sessions_closed, 0);
+  EXPECT_GT(arms["+lifecycle"]->sessions_closed, 0);
+  EXPECT_GT(arms["+lifecycle"]->tokens_freed_by_close, 0);
+  EXPECT_GT(arms["+host-tier"]->offloads, 0);
+  EXPECT_GT(arms["+host-tier"]->cached_host_tokens, 0);
+  EXPECT_EQ(baseline.offloads, 0);
+  EXPECT_GT(arms["continuum-ttl"]->ttl_pins, 0);
+  // A pin either expires first or its session comes back first, never both; the last pins may
+  // still be live when the arm ends only if their expiry never ran, which the loop forbids.
+  EXPECT_EQ(arms["continuum-ttl"]->ttl_expired + arms["continuum-ttl"]->ttl_returned,
+            arms["continuum-ttl"]->ttl_pins);
+  const ArmResult& ideal = *arms["infinite-cache"];
+  EXPECT_EQ(ideal.device_evictions, 0);
+  EXPECT_EQ(ideal.evicted_recompute_tokens, 0);
+  for (const ArmResult& a : result->arms) {
+    EXPECT_LE(a.token_hit_ratio_device + a.token_hit_ratio_host,
+              ideal.token_hit_ratio_device + 1e-12)
+        << a.arm << " beats the infinite cache";
+  }
+  EXPECT_GT(baseline.evicted_recompute_tokens, 0);
+  EXPECT_LT(arms["+host-tier"]->evicted_recompute_tokens, baseline.evicted_recompute_tokens);
+  EXPECT_FALSE(baseline.kv_usage.empty());
+  for (size_t i = 1; i < baseline.kv_usage.size(); ++i) {
+    EXPECT_GE(baseline.kv_usage[i].time - baseline.kv_usage[i - 1].time, TimeNs::Seconds(2));
+  }
+}
+
+// --- (d) golden event log ----------------------------------------------------------------------
+
+WekaRequest GoldenRequest(double t, int64_t blocks, uint64_t first_id, int64_t out,
+                          const char* stop) {
+  WekaRequest r;
+  r.t = TimeNs::Seconds(t);
+  r.input_tokens = blocks * 16 + 5;
+  r.output_tokens = out;
+  for (int64_t i = 0; i < blocks; ++i) r.hash_ids.push_back(first_id + static_cast<uint64_t>(i));
+  r.stop = stop;
+  return r;
+}
+
+// Two conversations sharing nothing, one with a sub-agent, on one engine of 24 blocks of 16
+// tokens: enough to evict.
+AgenticWorkload GoldenWorkload() {
+  WekaConversation a;
+  a.id = "a";
+  a.block_size = 16;
+  a.requests = {GoldenRequest(0, 8, 0, 20, "tool_use"), GoldenRequest(2, 12, 0, 20, "tool_use"),
+                GoldenRequest(9, 16, 0, 10, "end_turn")};
+  WekaSubagent sub;
+  sub.agent_id = "agent_001";
+  sub.spawn = TimeNs::Seconds(3);
+  sub.requests = {GoldenRequest(0, 6, 100, 8, "tool_use"), GoldenRequest(1, 9, 100, 8, "end_turn")};
+  a.subagents = {sub};
+  WekaConversation b;
+  b.id = "b";
+  b.block_size = 16;
+  b.requests = {GoldenRequest(0, 10, 0, 12, "tool_use"), GoldenRequest(4, 14, 0, 12, "end_turn")};
+  AgenticWorkload workload;
+  workload.conversations = {a, b};
+  workload.starts = {TimeNs(0), TimeNs::Seconds(1)};
+  return workload;
+}
+
+std::string FormatEvents(const std::string& arm, const std::vector<kv::KvEvent>& events) {
+  std::ostringstream out;
+  out << "# arm " << arm << ": " << events.size() << " events (step kind tier key)\n";
+  for (const kv::KvEvent& e : events) {
+    out << e.step.value() << ' ' << kv::KvEventKindName(e.kind) << ' '
+        << (e.tier == kv::Tier::kDevice ? "device" : "host") << ' ' << std::hex
+        << e.key.value() << std::dec << '\n';
+  }
+  return out.str();
+}
+
+TEST(ReplayGateTest, TinyWorkloadMatchesTheGoldenEventLog) {
+  ReplayOptions options;
+  options.num_engines = 1;
+  options.max_total_tokens = 24 * 16;
+  options.keep_events = true;
+  std::string text;
+  for (const char* name : {"baseline", "all", "continuum-ttl"}) {
+    StatusOr<ArmRun> run = RunAgenticArm(GoldenWorkload(), options, *ParseArm(name));
+    ASSERT_TRUE(run.ok()) << run.status();
+    ASSERT_EQ(run->engine_events.size(), 1u);
+    text += FormatEvents(name, run->engine_events[0]);
+  }
+  const std::filesystem::path golden =
+      std::filesystem::path(AGENTKV_TESTDATA) / "replay_golden_events.txt";
+  if (std::getenv("AGENTKV_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(golden) << text;
+    GTEST_SKIP() << "rewrote " << golden;
+  }
+  std::ifstream in(golden);
+  ASSERT_TRUE(in) << "missing " << golden << " (run with AGENTKV_UPDATE_GOLDEN=1)";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(text, expected.str()) << "the KV event log changed; if intended, rerun with "
+                                     "AGENTKV_UPDATE_GOLDEN=1 and review the diff";
+}
+
+// --- Refusals ----------------------------------------------------------------------------------
+
+TEST(ReplayTest, RejectsBadOptionsNamingTheField) {
+  const AgenticWorkload workload = SmallWorkload(1);
+  auto error = [&](ReplayOptions options) {
+    StatusOr<ReplayResult> r = RunReplay(workload, "small", 1, options);
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? std::string() : r.status().message();
+  };
+  ReplayOptions options = SmallFleet();
+  options.arms = {"baseline", "+lifecycel"};
+  EXPECT_NE(error(options).find("lifecycel"), std::string::npos);
+  options = SmallFleet();
+  options.arms = {"baseline", "baseline"};
+  EXPECT_NE(error(options).find("twice"), std::string::npos);
+  options = SmallFleet();
+  options.num_engines = 0;
+  EXPECT_NE(error(options).find("num_engines"), std::string::npos);
+  options = SmallFleet();
+  options.hicache_ratio = -1;
+  EXPECT_NE(error(options).find("hicache_ratio"), std::string::npos);
+  options = SmallFleet();
+  options.agentic.agentic_admission_headroom = 1.5;
+  EXPECT_NE(error(options).find("--agentic-admission-headroom"), std::string::npos);
+  options = SmallFleet();
+  options.router = "random";
+  EXPECT_NE(error(options).find("random"), std::string::npos);
+  options = SmallFleet();
+  options.model = "gpt-9";
+  EXPECT_NE(error(options).find("gpt-9"), std::string::npos);
+  options = SmallFleet();
+  options.max_total_tokens = 1024;  // Smaller than the largest prompt.
+  EXPECT_NE(error(options).find("exceed the device KV capacity"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace agentkv::sim

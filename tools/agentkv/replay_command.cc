@@ -1,0 +1,416 @@
+#include "tools/agentkv/replay_command.h"
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <system_error>
+
+#include "agentkv/sim/agentic_workload.h"
+#include "agentkv/sim/bailian_trace.h"
+#include "agentkv/sim/mooncake_trace.h"
+#include "agentkv/sim/replay_report.h"
+#include "agentkv/sim/synthetic_agentic.h"
+#include "agentkv/sim/weka_trace.h"
+#include "tools/agentkv/cli_support.h"
+
+namespace agentkv::tools {
+namespace {
+
+// The embedded default workload: synthetic Claude-Code-like sessions (docs/WORKLOADS.md) on a
+// fleet small enough that KV, not compute, is the constraint, so the arms differ.
+constexpr int64_t kDefaultSessions = 32;
+constexpr double kDefaultContextScale = 0.25;
+constexpr double kDefaultSessionInterarrivalS = 20.0;
+constexpr int64_t kDefaultSyntheticMaxTotalTokens = 262144;
+constexpr double kDefaultWekaInterarrivalS = 60.0;
+
+constexpr const char* kDescription =
+    "Replay an agentic workload through a simulated SGLang fleet under several policy arms "
+    "and report, side by side, what each agentkv feature buys";
+
+constexpr const char* kFooter = R"(What it does:
+  Builds a simulated fleet (--num-engines engines behind an sgl-router model; each engine is
+  agentkv's step scheduler over its KV cache manager, priced by an analytic cost model) with
+  the agentkv gateway in front (program-aware admission fed by engine gauges polled every
+  2 s, and the session lifecycle planner), then replays the workload through it once per arm,
+  in simulated time. Agents are closed loop: a session sends its next request only after its
+  previous response plus the recorded tool or human gap; sub-agents spawn and are joined as
+  the trace says. Same inputs, same output (the JSON is byte-identical).
+
+Workloads (--workload):
+  synthetic  the embedded default: seeded sessions fitted to the public Claude Code traces
+             (--sessions, --context-scale, --session-interarrival-s, --seed); the tools and
+             system prompt is shared by every session. Without --max-total-tokens each engine
+             gets 262144 tokens of KV, a KV-constrained point.
+  weka       WEKA Claude Code JSON traces (--trace files or directories); conversations start
+             as a Poisson process of mean --session-interarrival-s (default 60) seeded by
+             --seed; --shared-prefix-blocks N shares block ids below N across files.
+  mooncake   Mooncake JSONL (--trace), open loop by timestamp, 512-token blocks.
+  bailian    Bailian JSONL (--trace), conversations grouped by chat_id/parent_chat_id.
+
+Arms (--arms, comma-separated; default: all eight):
+  baseline            SGLang default: prefix reuse, LRU, no lifecycle, no admission
+  +lifecycle          close each session on every engine when it ends (--session-close-mode)
+  +admission          program-aware admission: token ledger and global FIFO
+  +subagent-demotion  demote a finished sub-agent's KV when its parent returns
+  +host-tier          a host KV tier of --hicache-ratio x the device tier
+  all                 the four features above together
+  continuum-ttl       pin a session's KV for --continuum-ttl-s after a tool-call turn
+  infinite-cache      enough device KV for the whole workload (the upper bound)
+  Features combine: "baseline+host-tier", "+lifecycle+admission", "all+continuum-ttl".
+
+Output:
+  stdout   the arm table, with each arm's change against baseline in parentheses
+  --json   the full result (default agentkv-replay.json; "" to skip)
+  --html   a self-contained report with SVG charts (default agentkv-replay.html; "" to skip)
+  stderr   a progress line while the run takes more than 2 s and stderr is a terminal
+
+Config files: --config FILE reads the same flags as `name = value` lines (TOML or INI;
+lists as ["a", "b"]); flags on the command line win.
+
+Exit codes: 0 success; 2 bad flags or trace (one `agentkv replay: error:` line on stderr);
+1 internal error.)";
+
+Status CheckRange(const char* flag, double value, double lo, double hi, const char* range) {
+  if (!(value >= lo && value <= hi)) {  // NaN fails too.
+    return InvalidArgumentError(fmt::format("{} must be in {}, got {}", flag, range, value));
+  }
+  return Status::Ok();
+}
+
+Status CheckRange(const char* flag, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi) {
+    return InvalidArgumentError(fmt::format("{} must be in [{}, {}], got {}", flag, lo, hi, value));
+  }
+  return Status::Ok();
+}
+
+// Writes `text` to `path` through a temporary file renamed over it, so a failed write never
+// leaves a truncated report.
+Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) return UnavailableError(fmt::format("cannot write \"{}\"", temporary));
+    out << text;
+    out.flush();
+    if (!out) return UnavailableError(fmt::format("writing \"{}\" failed", temporary));
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    return UnavailableError(fmt::format("cannot rename \"{}\" to \"{}\": {}", temporary, path,
+                                        error.message()));
+  }
+  return Status::Ok();
+}
+
+// The progress line: silent unless stderr is a terminal and the run has taken 2 s; redrawn at
+// most every 200 ms; erased when the run ends.
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool enabled)
+      : enabled_(enabled && isatty(STDERR_FILENO) == 1),
+        start_(std::chrono::steady_clock::now()),
+        last_(start_) {}
+  ~ProgressLine() { Clear(); }
+
+  void Update(size_t arm_index, size_t num_arms, std::string_view arm, double fraction) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - start_ < std::chrono::seconds(2)) return;
+    if (shown_ && now - last_ < std::chrono::milliseconds(200)) return;
+    last_ = now;
+    shown_ = true;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    fmt::print(stderr, "\r\033[Kagentkv replay: arm {}/{} {:<20} {:5.1f}%  {:.0f} s", arm_index + 1,
+               num_arms, arm, 100.0 * fraction, elapsed);
+    std::fflush(stderr);
+  }
+
+  void Clear() {
+    if (!shown_) return;
+    fmt::print(stderr, "\r\033[K");
+    std::fflush(stderr);
+    shown_ = false;
+  }
+
+ private:
+  bool enabled_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_;
+  bool shown_ = false;
+};
+
+std::vector<sim::OpenLoopRequest> OpenLoopFromMooncake(
+    const std::vector<sim::MooncakeRequest>& trace) {
+  std::vector<sim::OpenLoopRequest> requests;
+  requests.reserve(trace.size());
+  for (const sim::MooncakeRequest& r : trace) {
+    sim::OpenLoopRequest request;
+    request.arrival = TimeNs::Millis(r.timestamp_ms);
+    request.hash_ids = r.hash_ids;
+    request.prompt_tokens = r.input_length;
+    request.output_tokens = r.output_length;
+    requests.push_back(std::move(request));
+  }
+  return requests;
+}
+
+}  // namespace
+
+ReplayCommand::ReplayCommand(CLI::App& app) {
+  command_ = app.add_subcommand(kName, kDescription);
+  command_->footer(kFooter);
+  command_->set_config("--config", "", "Read flags from a TOML or INI file");
+  CLI::App& c = *command_;
+  const std::string workload_group = "Workload";
+  c.add_option("--workload", workload_, "synthetic (default), weka, mooncake or bailian")
+      ->check(CLI::IsMember({"synthetic", "weka", "mooncake", "bailian"}))
+      ->capture_default_str()
+      ->group(workload_group);
+  c.add_option("--trace", trace_paths_, "Trace files or directories (weka, mooncake, bailian)")
+      ->type_name("PATH")
+      ->group(workload_group);
+  c.add_option("--seed", seed_, "Seed of the synthetic generator and of WEKA start times")
+      ->capture_default_str()
+      ->group(workload_group);
+  c.add_option("--sessions", sessions_,
+               fmt::format("Synthetic sessions (default {})", kDefaultSessions))
+      ->type_name("N")
+      ->group(workload_group);
+  c.add_option("--context-scale", context_scale_,
+               fmt::format("Synthetic token counts scale, in (0, 1] (default {})",
+                           kDefaultContextScale))
+      ->type_name("F")
+      ->group(workload_group);
+  c.add_option("--session-interarrival-s", session_interarrival_s_,
+               fmt::format("Mean seconds between session starts (default {} synthetic, {} weka)",
+                           kDefaultSessionInterarrivalS, kDefaultWekaInterarrivalS))
+      ->type_name("S")
+      ->group(workload_group);
+  c.add_option("--shared-prefix-blocks", shared_prefix_blocks_,
+               "Block ids below N are shared by every conversation (default: the synthetic "
+               "prefix; 0 for traces)")
+      ->type_name("N")
+      ->group(workload_group);
+
+  const std::string fleet_group = "Fleet";
+  c.add_option("--num-engines", options_.num_engines, "Engines behind the router")
+      ->capture_default_str()
+      ->group(fleet_group);
+  c.add_option("--router", options_.router, "round_robin, cache_aware or consistent_hashing")
+      ->capture_default_str()
+      ->group(fleet_group);
+  c.add_option("--model", options_.model, "Model preset: llama-3.1-8b, qwen2.5-32b, llama-3.1-70b")
+      ->capture_default_str()
+      ->group(fleet_group);
+  c.add_option("--gpu", options_.gpu, "GPU preset: h100, h200")
+      ->capture_default_str()
+      ->group(fleet_group);
+  c.add_option("--tp", options_.tp, "Tensor parallelism per engine")
+      ->capture_default_str()
+      ->group(fleet_group);
+  c.add_option("--max-total-tokens", options_.max_total_tokens,
+               "Device KV tokens per engine; 0 = from the cost model (synthetic default: 262144)")
+      ->type_name("N")
+      ->group(fleet_group);
+  c.add_option("--hicache-ratio", options_.hicache_ratio,
+               "Host tier size as a multiple of the device tier (+host-tier arms)")
+      ->capture_default_str()
+      ->group(fleet_group);
+  c.add_option("--max-running-requests", options_.scheduler.max_running_requests,
+               "Requests in an engine's running batch")
+      ->capture_default_str()
+      ->group(fleet_group);
+  c.add_option("--max-prefill-tokens", options_.scheduler.max_prefill_tokens,
+               "Prefill tokens per engine step")
+      ->capture_default_str()
+      ->group(fleet_group);
+  c.add_option("--chunked-prefill-size", options_.scheduler.chunked_prefill_size,
+               "Most prefill tokens of one request per step; 0 = no chunking")
+      ->capture_default_str()
+      ->group(fleet_group);
+
+  const std::string arms_group = "Arms";
+  c.add_option("--arms", arms_, "Comma-separated arms (default: all eight, see below)")
+      ->delimiter(',')
+      ->type_name("LIST")
+      ->group(arms_group);
+  c.add_option("--session-close-mode", session_close_mode_,
+               "+lifecycle close mode: release (free the session's blocks) or dereference")
+      ->check(CLI::IsMember({"release", "dereference"}))
+      ->capture_default_str()
+      ->group(arms_group);
+  c.add_option("--finished-subagent-priority", options_.finished_subagent_priority,
+               "Priority of a finished sub-agent's blocks (+subagent-demotion)")
+      ->capture_default_str()
+      ->group(arms_group);
+  c.add_option("--finished-subagent-min-idle-steps", options_.finished_subagent_min_idle_steps,
+               "Scheduler steps a sub-agent must be idle before demotion")
+      ->capture_default_str()
+      ->group(arms_group);
+  c.add_option("--continuum-ttl-s", options_.continuum_ttl_s,
+               "TTL of the continuum-ttl pin after a tool-call turn, seconds")
+      ->capture_default_str()
+      ->group(arms_group);
+  c.add_option("--agentic-admission-headroom", options_.agentic.agentic_admission_headroom,
+               "Fraction of the fleet's KV tokens admission may reserve, in (0, 1]")
+      ->capture_default_str()
+      ->group(arms_group);
+  c.add_option("--agentic-admission-pressure-threshold",
+               options_.agentic.agentic_admission_pressure_threshold,
+               "Worst-engine token_usage at which new requests wait, in (0, 1]")
+      ->capture_default_str()
+      ->group(arms_group);
+  c.add_option("--agentic-admission-expected-decode-cap", decode_cap_,
+               "Decode tokens one reservation counts at most (default: the request's output)")
+      ->type_name("N")
+      ->group(arms_group);
+  c.add_option("--agentic-admission-max-wait-s", options_.agentic.agentic_admission_max_wait_s,
+               "Longest FIFO wait before a request bypasses admission")
+      ->capture_default_str()
+      ->group(arms_group);
+
+  const std::string output_group = "Output";
+  c.add_option("--json", json_path_, "JSON report path (\"\" to skip)")
+      ->capture_default_str()
+      ->group(output_group);
+  c.add_option("--html", html_path_, "HTML report path (\"\" to skip)")
+      ->capture_default_str()
+      ->group(output_group);
+  c.add_flag("--quiet", quiet_, "No progress line and no summary lines on stderr")
+      ->group(output_group);
+}
+
+int ReplayCommand::Run() const {
+  sim::ReplayOptions options = options_;
+  if (!arms_.empty()) options.arms = arms_;
+  options.session_close_mode = session_close_mode_ == "release"
+                                   ? kv::SessionCloseMode::kRelease
+                                   : kv::SessionCloseMode::kDereference;
+  if (decode_cap_ != 0) {
+    if (Status s = CheckRange("--agentic-admission-expected-decode-cap", decode_cap_, 1,
+                              int64_t{1} << 40);
+        !s.ok()) {
+      return ReportError(kName, s);
+    }
+    options.agentic.agentic_admission_expected_decode_cap = decode_cap_;
+  }
+  const bool synthetic = workload_ == "synthetic";
+  if (synthetic && !trace_paths_.empty()) {
+    return ReportError(kName, InvalidArgumentError("--trace needs --workload weka, mooncake or "
+                                                   "bailian (the synthetic workload has none)"));
+  }
+  if (!synthetic && trace_paths_.empty()) {
+    return ReportError(kName, InvalidArgumentError(
+                                  fmt::format("--workload {} needs --trace PATH", workload_)));
+  }
+  if (!synthetic && (sessions_ != 0 || context_scale_ != 0)) {
+    return ReportError(kName, InvalidArgumentError("--sessions and --context-scale apply to "
+                                                   "--workload synthetic only"));
+  }
+  const double interarrival_s =
+      session_interarrival_s_ != 0
+          ? session_interarrival_s_
+          : (synthetic ? kDefaultSessionInterarrivalS : kDefaultWekaInterarrivalS);
+  {
+    Status s = CheckRange("--session-interarrival-s", interarrival_s, 0.0, 1e6, "[0, 1e6]");
+    if (s.ok() && shared_prefix_blocks_ != -1) {
+      s = CheckRange("--shared-prefix-blocks", shared_prefix_blocks_, 0, int64_t{1} << 40);
+    }
+    if (!s.ok()) return ReportError(kName, s);
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  std::string description;
+  std::optional<sim::AgenticWorkload> agentic;
+  std::vector<sim::OpenLoopRequest> open_loop;
+  int32_t open_loop_block = 512;
+  if (synthetic) {
+    sim::SyntheticAgenticOptions generator;
+    generator.seed = seed_;
+    generator.sessions = sessions_ != 0 ? sessions_ : kDefaultSessions;
+    generator.context_scale = context_scale_ != 0 ? context_scale_ : kDefaultContextScale;
+    generator.mean_session_interarrival = TimeNs::Seconds(interarrival_s);
+    StatusOr<sim::AgenticWorkload> generated = sim::GenerateSyntheticAgentic(generator);
+    if (!generated.ok()) return ReportError(kName, generated.status());
+    agentic = *std::move(generated);
+    const int64_t prefix_blocks =
+        static_cast<int64_t>(std::floor(static_cast<double>(generator.shared_prefix_tokens) *
+                                        generator.context_scale)) /
+        sim::kSyntheticBlockSize;
+    options.shared_prefix_ids = static_cast<uint64_t>(
+        shared_prefix_blocks_ != -1 ? shared_prefix_blocks_ : prefix_blocks);
+    if (options.max_total_tokens == 0) options.max_total_tokens = kDefaultSyntheticMaxTotalTokens;
+    description = fmt::format("synthetic: {} sessions, context scale {:g}, seed {}",
+                              generator.sessions, generator.context_scale, seed_);
+  } else if (workload_ == "weka") {
+    StatusOr<std::vector<sim::WekaConversation>> conversations =
+        sim::ReadWekaTraces(trace_paths_);
+    if (!conversations.ok()) return ReportError(kName, conversations.status());
+    const size_t files = conversations->size();
+    agentic = sim::WekaWorkload(*std::move(conversations), TimeNs::Seconds(interarrival_s), seed_);
+    options.shared_prefix_ids =
+        static_cast<uint64_t>(shared_prefix_blocks_ == -1 ? 0 : shared_prefix_blocks_);
+    description = fmt::format("weka: {} files, mean session interarrival {:g} s, seed {}", files,
+                              interarrival_s, seed_);
+  } else if (workload_ == "bailian") {
+    std::vector<sim::BailianRequest> all;
+    for (const std::string& path : trace_paths_) {
+      StatusOr<std::vector<sim::BailianRequest>> part = sim::ReadBailianTrace(path);
+      if (!part.ok()) return ReportError(kName, part.status());
+      all.insert(all.end(), part->begin(), part->end());
+    }
+    agentic = sim::GroupBailianConversations(all);
+    description = fmt::format("bailian: {} requests in {} conversations", all.size(),
+                              agentic->conversations.size());
+  } else {
+    std::vector<sim::MooncakeRequest> all;
+    for (const std::string& path : trace_paths_) {
+      StatusOr<std::vector<sim::MooncakeRequest>> part = sim::ReadMooncakeTrace(path);
+      if (!part.ok()) return ReportError(kName, part.status());
+      all.insert(all.end(), part->begin(), part->end());
+    }
+    open_loop = OpenLoopFromMooncake(all);
+    description = fmt::format("mooncake: {} requests, open loop", all.size());
+  }
+
+  ProgressLine progress_line(!quiet_);
+  const sim::ReplayProgress progress = [&progress_line](size_t arm_index, size_t num_arms,
+                                                        std::string_view arm, double fraction) {
+    progress_line.Update(arm_index, num_arms, arm, fraction);
+  };
+  StatusOr<sim::ReplayResult> result =
+      agentic.has_value()
+          ? sim::RunReplay(*agentic, description, seed_, options, progress)
+          : sim::RunOpenLoopReplay(open_loop, open_loop_block, description, seed_, options,
+                                   progress);
+  progress_line.Clear();
+  if (!result.ok()) return ReportError(kName, result.status());
+  fmt::print("{}", sim::FormatReplayTable(*result));
+  std::fflush(stdout);
+  for (const auto& [path, render] :
+       {std::pair{json_path_, &sim::ReplayResultJson}, std::pair{html_path_, &sim::ReplayResultHtml}}) {
+    if (path.empty()) continue;
+    if (Status s = WriteFileAtomically(path, render(*result)); !s.ok()) {
+      return ReportError(kName, s);
+    }
+    if (!quiet_) fmt::print(stderr, "agentkv {}: wrote {}\n", kName, path);
+  }
+  if (!quiet_) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fmt::print(stderr, "agentkv {}: {} arms in {:.1f} s\n", kName, result->arms.size(), seconds);
+  }
+  return kExitOk;
+}
+
+}  // namespace agentkv::tools

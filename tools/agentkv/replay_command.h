@@ -1,0 +1,64 @@
+// `agentkv replay`: what each agentkv feature buys, side by side, on an agentic workload.
+//
+// The command is a thin shell over sim::RunReplay: it owns the flags (also read from a config
+// file), builds the workload (the embedded synthetic default, WEKA, Mooncake or Bailian
+// traces), runs every arm, prints the arm table on stdout, writes the JSON and HTML reports
+// and shows a progress line on stderr when the run takes more than 2 s and stderr is a
+// terminal. Owned by main; the CLI::App it registers on holds pointers into it, so it is
+// neither copyable nor movable.
+#ifndef AGENTKV_TOOLS_AGENTKV_REPLAY_COMMAND_H_
+#define AGENTKV_TOOLS_AGENTKV_REPLAY_COMMAND_H_
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agentkv/sim/replay.h"
+
+namespace agentkv::tools {
+
+class ReplayCommand {
+ public:
+  static constexpr const char* kName = "replay";
+
+  // Adds the `replay` subcommand and its flags to `app`, which must outlive this object.
+  explicit ReplayCommand(CLI::App& app);
+
+  ReplayCommand(const ReplayCommand&) = delete;
+  ReplayCommand& operator=(const ReplayCommand&) = delete;
+
+  // Whether the command line selected this subcommand (valid after app.parse).
+  bool selected() const { return command_->parsed(); }
+
+  // Runs the command with the parsed flags and returns the process exit code: 0 on success,
+  // 2 for bad flags or an unreadable or malformed trace, 1 for an internal failure. Errors are
+  // reported as one line on stderr.
+  int Run() const;
+
+ private:
+  CLI::App* command_ = nullptr;
+
+  // Workload.
+  std::string workload_ = "synthetic";
+  std::vector<std::string> trace_paths_;
+  uint64_t seed_ = 1;
+  int64_t sessions_ = 0;
+  double context_scale_ = 0;
+  double session_interarrival_s_ = 0;
+  int64_t shared_prefix_blocks_ = -1;
+  // Fleet and arms.
+  sim::ReplayOptions options_;
+  std::string session_close_mode_ = "release";
+  std::vector<std::string> arms_;
+  double max_wait_s_ = 0;
+  int64_t decode_cap_ = 0;
+  // Output.
+  std::string json_path_ = "agentkv-replay.json";
+  std::string html_path_ = "agentkv-replay.html";
+  bool quiet_ = false;
+};
+
+}  // namespace agentkv::tools
+
+#endif  // AGENTKV_TOOLS_AGENTKV_REPLAY_COMMAND_H_

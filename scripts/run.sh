@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The main job on its embedded default: installs what is missing, builds the release
-# configuration and prints the KV cache hit-ratio curve of the bundled Mooncake trace.
-# Extra arguments are passed to `agentkv cache-curve` (see --help).
+# configuration and runs `agentkv replay`: the embedded synthetic agentic workload through a
+# simulated two-engine SGLang fleet under eight policy arms, printing the arm table and
+# writing agentkv-replay.json and agentkv-replay.html in the repository root.
+# Extra arguments are passed to `agentkv replay` (see --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release --target agentkv
-exec build/release/tools/agentkv/agentkv cache-curve \
-  --trace data/mooncake/conversation_trace.jsonl "$@"
+exec build/release/tools/agentkv/agentkv replay "$@"

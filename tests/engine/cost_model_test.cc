@@ -186,6 +186,29 @@ TEST(CostModelTest, CreateRejectsNonPositivePresetFields) {
   gpu.hbm_bytes_per_s = 0;
   EXPECT_THAT(CostModel::Create(*FindModelPreset("llama-3.1-8b"), gpu, 1).status().message(),
               HasSubstr("gpu.hbm_bytes_per_s = 0"));
+  gpu = *FindGpuPreset("h100");
+  gpu.host_link_bytes_per_s = 0;
+  EXPECT_THAT(CostModel::Create(*FindModelPreset("llama-3.1-8b"), gpu, 1).status().message(),
+              HasSubstr("gpu.host_link_bytes_per_s = 0"));
+}
+
+TEST(CostModelTest, HostLoadAddsTransferTimeOverEachGpusLink) {
+  // 8B: 131,072 KV bytes per token; 500,000 tokens = 65.536e9 bytes over 64e9 bytes/s.
+  const StepShape load{.prefill_tokens = 100,
+                       .decode_tokens = 0,
+                       .context_tokens = 500'000,
+                       .num_requests = 1,
+                       .host_load_tokens = 500'000};
+  StepShape no_load = load;
+  no_load.host_load_tokens = 0;
+  const CostModel tp1 = MustCreate("llama-3.1-8b", "h100", 1);
+  const StepCost with = tp1.Breakdown(load);
+  EXPECT_NEAR(with.host_load_time.seconds(), 65.536e9 / 64e9, 1e-9);
+  EXPECT_EQ(with.total, tp1.Breakdown(no_load).total + with.host_load_time);
+  EXPECT_EQ(tp1.Breakdown(no_load).host_load_time, TimeNs(0));
+  // Two GPUs load their halves in parallel.
+  const CostModel tp2 = MustCreate("llama-3.1-8b", "h100", 2);
+  EXPECT_NEAR(tp2.Breakdown(load).host_load_time.seconds(), 65.536e9 / 128e9, 1e-9);
 }
 
 TEST(CostModelTest, DecodeStepIsMemoryBoundWithHandComputedTime) {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <system_error>
 
+#include "agentkv/engine/cost_model.h"
 #include "agentkv/sim/agentic_workload.h"
 #include "agentkv/sim/bailian_trace.h"
 #include "agentkv/sim/mooncake_trace.h"
@@ -25,9 +26,9 @@ namespace {
 
 // The embedded default workload: synthetic Claude-Code-like sessions (docs/WORKLOADS.md) on a
 // fleet small enough that KV, not compute, is the constraint, so the arms differ.
-constexpr int64_t kDefaultSessions = 32;
-constexpr double kDefaultContextScale = 0.25;
-constexpr double kDefaultSessionInterarrivalS = 20.0;
+constexpr int64_t kDefaultSessions = 48;
+constexpr double kDefaultContextScale = 0.5;
+constexpr double kDefaultSessionInterarrivalS = 15.0;
 constexpr int64_t kDefaultSyntheticMaxTotalTokens = 262144;
 constexpr double kDefaultWekaInterarrivalS = 60.0;
 
@@ -218,7 +219,7 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
   c.add_option("--tp", options_.tp, "Tensor parallelism per engine")
       ->capture_default_str()
       ->group(fleet_group);
-  c.add_option("--max-total-tokens", options_.max_total_tokens,
+  max_total_tokens_option_ = c.add_option("--max-total-tokens", options_.max_total_tokens,
                "Device KV tokens per engine; 0 = from the cost model (synthetic default: 262144)")
       ->type_name("N")
       ->group(fleet_group);
@@ -340,6 +341,20 @@ int ReplayCommand::Run() const {
     generator.sessions = sessions_ != 0 ? sessions_ : kDefaultSessions;
     generator.context_scale = context_scale_ != 0 ? context_scale_ : kDefaultContextScale;
     generator.mean_session_interarrival = TimeNs::Seconds(interarrival_s);
+    if (max_total_tokens_option_->count() == 0) {
+      options.max_total_tokens = kDefaultSyntheticMaxTotalTokens;
+    }
+    // A session ends before its context outgrows one engine's KV (its context window): at most
+    // 90 % of the device tier, so that the prompt and its output always fit.
+    StatusOr<engine::CostModel> cost_model =
+        engine::CostModel::CreateByName(options.model, options.gpu, options.tp);
+    if (!cost_model.ok()) return ReportError(kName, cost_model.status());
+    const int64_t engine_blocks = options.max_total_tokens > 0
+                                      ? options.max_total_tokens / sim::kSyntheticBlockSize
+                                      : cost_model->KvCapacityBlocks(sim::kSyntheticBlockSize);
+    generator.max_context_blocks = std::clamp<int64_t>(
+        static_cast<int64_t>(0.9 * static_cast<double>(engine_blocks) / generator.context_scale),
+        1, generator.max_context_blocks);
     StatusOr<sim::AgenticWorkload> generated = sim::GenerateSyntheticAgentic(generator);
     if (!generated.ok()) return ReportError(kName, generated.status());
     agentic = *std::move(generated);
@@ -349,7 +364,6 @@ int ReplayCommand::Run() const {
         sim::kSyntheticBlockSize;
     options.shared_prefix_ids = static_cast<uint64_t>(
         shared_prefix_blocks_ != -1 ? shared_prefix_blocks_ : prefix_blocks);
-    if (options.max_total_tokens == 0) options.max_total_tokens = kDefaultSyntheticMaxTotalTokens;
     description = fmt::format("synthetic: {} sessions, context scale {:g}, seed {}",
                               generator.sessions, generator.context_scale, seed_);
   } else if (workload_ == "weka") {

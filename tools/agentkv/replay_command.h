@@ -38,6 +38,7 @@ class ReplayCommand {
 
  private:
   CLI::App* command_ = nullptr;
+  CLI::Option* max_total_tokens_option_ = nullptr;
 
   // Workload.
   std::string workload_ = "synthetic";

@@ -48,8 +48,17 @@ constexpr std::array<ModelPreset, 3> kModelPresets = {{
 
 // NVIDIA datasheet figures: dense bf16 (no sparsity), HBM bandwidth, memory.
 constexpr std::array<GpuPreset, 2> kGpuPresets = {{
-    {.name = "h100", .peak_flops = 989e12, .hbm_bytes_per_s = 3.35e12, .memory_bytes = 80 * kGiB},
-    {.name = "h200", .peak_flops = 989e12, .hbm_bytes_per_s = 4.8e12, .memory_bytes = 141 * kGiB},
+    // PCIe Gen5 x16: 64 GB/s per direction.
+    {.name = "h100",
+     .peak_flops = 989e12,
+     .hbm_bytes_per_s = 3.35e12,
+     .memory_bytes = 80 * kGiB,
+     .host_link_bytes_per_s = 64e9},
+    {.name = "h200",
+     .peak_flops = 989e12,
+     .hbm_bytes_per_s = 4.8e12,
+     .memory_bytes = 141 * kGiB,
+     .host_link_bytes_per_s = 64e9},
 }};
 
 template <typename Preset>
@@ -102,6 +111,9 @@ Status ValidateGpu(const GpuPreset& g) {
   }
   if (g.memory_bytes <= 0) {
     return OutOfRange("gpu.memory_bytes", static_cast<double>(g.memory_bytes), "(0, inf)");
+  }
+  if (!(g.host_link_bytes_per_s > 0) || !std::isfinite(g.host_link_bytes_per_s)) {
+    return OutOfRange("gpu.host_link_bytes_per_s", g.host_link_bytes_per_s, "(0, inf)");
   }
   return Status::Ok();
 }
@@ -197,7 +209,8 @@ int64_t CostModel::KvCapacityBlocks(int32_t tokens_per_block) const {
 
 StepCost CostModel::Breakdown(const StepShape& shape) const {
   AGENTKV_CHECK(shape.prefill_tokens >= 0 && shape.decode_tokens >= 0 &&
-                shape.context_tokens >= 0 && shape.num_requests >= 0)
+                shape.context_tokens >= 0 && shape.num_requests >= 0 &&
+                shape.host_load_tokens >= 0)
       << "negative StepShape field: prefill " << shape.prefill_tokens << " decode "
       << shape.decode_tokens << " context " << shape.context_tokens << " requests "
       << shape.num_requests;
@@ -229,8 +242,10 @@ StepCost CostModel::Breakdown(const StepShape& shape) const {
         TimeNs(2 * int64_t{model_.num_layers} * options_.allreduce_latency.ns());
   }
   cost.overhead = options_.step_overhead;
-  cost.total =
-      std::max(cost.compute_time, cost.memory_time) + cost.communication_time + cost.overhead;
+  cost.host_load_time = CeilNs(static_cast<double>(shape.host_load_tokens) * kv_token /
+                               (tp_ * gpu_.host_link_bytes_per_s));
+  cost.total = std::max(cost.compute_time, cost.memory_time) + cost.communication_time +
+               cost.overhead + cost.host_load_time;
   return cost;
 }
 

@@ -44,6 +44,9 @@ struct GpuPreset {
   double hbm_bytes_per_s = 0;
   // Device memory, bytes.
   int64_t memory_bytes = 0;
+  // Host <-> device link per GPU (PCIe), bytes/s per direction: what loading KV from the host
+  // tier costs.
+  double host_link_bytes_per_s = 0;
 };
 
 // The built-in presets, in lookup order. Names are lower case.
@@ -91,6 +94,9 @@ struct StepShape {
   int64_t context_tokens = 0;
   // Requests in the batch; at least 1 when any token is computed.
   int64_t num_requests = 0;
+  // Tokens of KV loaded from the host tier before this step's prefill can run (onboarded
+  // prefix blocks). Offloads to the host are asynchronous and not counted.
+  int64_t host_load_tokens = 0;
 };
 
 // The parts of one estimate, for tests, reports and logging plans.
@@ -101,7 +107,9 @@ struct StepCost {
   TimeNs memory_time;         // memory_bytes / (tp * hbm_bytes_per_s * mbu).
   TimeNs communication_time;  // 2 * layers * allreduce_latency when tp > 1, else 0.
   TimeNs overhead;            // options.step_overhead for a non-empty step, else 0.
-  TimeNs total;               // max(compute, memory) + communication + overhead.
+  // host_load_tokens * kv_bytes_per_token / (tp * host_link_bytes_per_s).
+  TimeNs host_load_time;
+  TimeNs total;               // max(compute, memory) + communication + overhead + host load.
 
   bool compute_bound() const { return compute_time > memory_time; }
 };

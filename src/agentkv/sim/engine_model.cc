@@ -163,7 +163,9 @@ void EngineModel::StartStep() {
   // Closes and pins between steps may have produced events; drain them before the step so
   // that the step's admissions see every block lost so far.
   DrainCacheEvents();
+  const int64_t onboards_before = scheduler_->cache().stats().onboards;
   engine::StepResult result = scheduler_->Step();
+  const int64_t onboarded_blocks = scheduler_->cache().stats().onboards - onboards_before;
   DrainCacheEvents();
   for (RequestId id : result.admitted) RecordFirstAdmission(id);
   ++num_steps_;
@@ -173,6 +175,7 @@ void EngineModel::StartStep() {
   shape.num_requests = static_cast<int64_t>(result.batch.size());
   for (const engine::ScheduledWork& work : result.batch)
     shape.context_tokens += work.context_tokens;
+  shape.host_load_tokens = onboarded_blocks * scheduler_->cache().tokens_per_block();
   TimeNs duration = options_.empty_step_time;
   if (options_.fixed_step_time.has_value()) {
     duration = *options_.fixed_step_time;

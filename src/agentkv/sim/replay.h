@@ -43,8 +43,11 @@ struct ReplayOptions {
   // --- Fleet ---
   // Engines. Default: 2. Range: [1, 1024].
   int32_t num_engines = 2;
-  // sgl-router policy: round_robin, cache_aware or consistent_hashing. Default: cache_aware.
-  std::string router = "cache_aware";
+  // sgl-router policy: round_robin, cache_aware or consistent_hashing. Default:
+  // consistent_hashing on the session id, which is how the agentkv gateway routes sessions
+  // (X-SMG-Routing-Key); with cache_aware, load-dependent routing makes small effects of an arm
+  // hard to tell from run-to-run variation (docs/RESULTS.md).
+  std::string router = "consistent_hashing";
   // Cost model presets and tensor parallelism (engine/cost_model.h). Defaults: llama-3.1-8b on
   // h100, tp 1.
   std::string model = "llama-3.1-8b";

@@ -207,6 +207,8 @@ std::string FormatValue(Kind kind, double value, NumberStyle style) {
       return Seconds(value);
     case Kind::kRate:
       if (style == NumberStyle::kCompact && std::fabs(value) >= 9999.5) return Abbreviated(value);
+      // Rates of agentic sessions are often far below 1/s: keep three significant digits.
+      if (std::fabs(value) < 1) return Fixed(value, 4);
       return WithSeparators(Fixed(value, std::fabs(value) < 100 ? 2 : 1));
   }
   return "-";

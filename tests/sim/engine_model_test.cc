@@ -8,11 +8,15 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/kv/block_key.h"
+#include "agentkv/kv/kv_cache_stats.h"
+#include "agentkv/kv/retention.h"
 #include "agentkv/sim/event_loop.h"
 #include "sim_test_support.h"
 
@@ -257,6 +261,426 @@ TEST(EngineModelWorkloadTest, SameInputsGiveIdenticalCompletionTimes) {
   const std::map<int64_t, TimeNs> b = RunWorkload(120, &completions_b, &preemptions_b);
   EXPECT_EQ(a, b);
   EXPECT_EQ(preemptions_a, preemptions_b);
+}
+
+// --- Miss split, first_scheduled, fixed step time, TTL pins and the kept event log. ---
+
+TimeNs Micros(int64_t us) { return TimeNs(us * 1000); }
+
+// Prompt keys of `blocks` full blocks of content `content` (equal content, equal prefix).
+std::vector<kv::BlockKey> ContentKeys(uint64_t content, int64_t blocks) {
+  return Keys(content, blocks);
+}
+
+// The device-resident leading blocks of `keys`.
+int64_t DeviceBlocks(const EngineModel& engine, const std::vector<kv::BlockKey>& keys) {
+  return engine.scheduler().cache().Match(keys).device_blocks;
+}
+
+void ExpectSplitAddsUp(const EngineRequestRecord& record) {
+  EXPECT_GE(record.cold_tokens, 0) << "request " << record.id;
+  EXPECT_GE(record.evicted_recompute_tokens, 0) << "request " << record.id;
+  EXPECT_EQ(record.cold_tokens + record.evicted_recompute_tokens, record.report.uncached_tokens)
+      << "request " << record.id;
+}
+
+TEST_F(EngineModelTest, FirstRequestIsAllCold) {
+  Build(DefaultOptions(/*device_blocks=*/64));
+  ASSERT_TRUE(engine_->Submit(MakeRequest(1, 8 * kTokensPerBlock + 5, 2, /*content=*/1000)).ok());
+  loop_.RunUntilIdle();
+  const EngineRequestRecord* record = engine_->FindRecord(RequestId(1));
+  ASSERT_NE(record, nullptr);
+  EXPECT_EQ(record->report.uncached_tokens, 8 * kTokensPerBlock + 5);
+  EXPECT_EQ(record->cold_tokens, 8 * kTokensPerBlock + 5);
+  EXPECT_EQ(record->evicted_recompute_tokens, 0);
+}
+
+TEST_F(EngineModelTest, RecomputedLastBlockOfAStillCachedPromptIsCold) {
+  Build(DefaultOptions(/*device_blocks=*/64));
+  ASSERT_TRUE(engine_->Submit(MakeRequest(1, 8 * kTokensPerBlock, 1, /*content=*/1000)).ok());
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(engine_->Submit(MakeRequest(2, 8 * kTokensPerBlock, 1, /*content=*/1000)).ok());
+  loop_.RunUntilIdle();
+  const EngineRequestRecord* second = engine_->FindRecord(RequestId(2));
+  ASSERT_NE(second, nullptr);
+  // Nothing was ever lost: the last block (recomputed for the last prompt token) is cold.
+  EXPECT_EQ(second->report.uncached_tokens, kTokensPerBlock);
+  EXPECT_EQ(second->cold_tokens, kTokensPerBlock);
+  EXPECT_EQ(second->evicted_recompute_tokens, 0);
+}
+
+// A computes 8 blocks; B (disjoint, 12 blocks) evicts some of them from a 16-block device;
+// C repeats A's 8 blocks and adds 2 new ones: the evicted ones are eviction regret, the 2 new
+// ones cold.
+TEST_F(EngineModelTest, MissSplitsIntoColdAndEvictedRecompute) {
+  Build(DefaultOptions(/*device_blocks=*/16));
+  const std::vector<kv::BlockKey> a_keys = ContentKeys(1000, 8);
+  ASSERT_TRUE(engine_->Submit(MakeRequest(1, 8 * kTokensPerBlock, 1, /*content=*/1000)).ok());
+  loop_.RunUntilIdle();
+  ASSERT_EQ(DeviceBlocks(*engine_, a_keys), 8);
+  ASSERT_TRUE(engine_->Submit(MakeRequest(2, 12 * kTokensPerBlock, 1, /*content=*/2000)).ok());
+  loop_.RunUntilIdle();
+  const int64_t kept = DeviceBlocks(*engine_, a_keys);
+  ASSERT_GT(kept, 0) << "the scenario needs a partial eviction of A";
+  ASSERT_LT(kept, 8) << "the scenario needs B to evict some of A";
+  ASSERT_TRUE(engine_->Submit(MakeRequest(3, 10 * kTokensPerBlock, 1, /*content=*/1000)).ok());
+  loop_.RunUntilIdle();
+
+  const EngineRequestRecord* a = engine_->FindRecord(RequestId(1));
+  const EngineRequestRecord* b = engine_->FindRecord(RequestId(2));
+  const EngineRequestRecord* c = engine_->FindRecord(RequestId(3));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(a->cold_tokens, 8 * kTokensPerBlock);
+  EXPECT_EQ(b->cold_tokens, 12 * kTokensPerBlock);
+  EXPECT_EQ(b->evicted_recompute_tokens, 0);
+  EXPECT_EQ(c->report.cached_device_tokens, kept * kTokensPerBlock);
+  EXPECT_EQ(c->evicted_recompute_tokens, (8 - kept) * kTokensPerBlock);
+  EXPECT_EQ(c->cold_tokens, 2 * kTokensPerBlock);
+  for (const EngineRequestRecord* r : {a, b, c}) ExpectSplitAddsUp(*r);
+}
+
+TEST_F(EngineModelTest, BlocksOffloadedToTheHostAreNotLost) {
+  EngineModelOptions options = DefaultOptions(/*device_blocks=*/16);
+  options.cache.host_blocks = 64;
+  Build(options);
+  ASSERT_TRUE(engine_->Submit(MakeRequest(1, 8 * kTokensPerBlock, 1, /*content=*/1000)).ok());
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(engine_->Submit(MakeRequest(2, 12 * kTokensPerBlock, 1, /*content=*/2000)).ok());
+  loop_.RunUntilIdle();
+  ASSERT_LT(DeviceBlocks(*engine_, ContentKeys(1000, 8)), 8) << "B must push A off the device";
+  ASSERT_TRUE(engine_->Submit(MakeRequest(3, 10 * kTokensPerBlock, 1, /*content=*/1000)).ok());
+  loop_.RunUntilIdle();
+  const EngineRequestRecord* c = engine_->FindRecord(RequestId(3));
+  ASSERT_NE(c, nullptr);
+  EXPECT_GT(c->report.cached_host_tokens, 0) << "A's blocks came back from the host";
+  EXPECT_EQ(c->cached_tokens(), 8 * kTokensPerBlock);
+  EXPECT_EQ(c->evicted_recompute_tokens, 0);
+  EXPECT_EQ(c->cold_tokens, 2 * kTokensPerBlock);
+}
+
+TEST_F(EngineModelTest, BlocksReleasedBySessionCloseCountAsEvictedRecompute) {
+  EngineModelOptions options = DefaultOptions(/*device_blocks=*/64);
+  options.cache.session_close_mode = kv::SessionCloseMode::kRelease;
+  Build(options);
+  engine::SchedulerRequest first = MakeRequest(1, 8 * kTokensPerBlock, 1, /*content=*/1000);
+  first.kv_options.session = SessionId(7);
+  ASSERT_TRUE(engine_->Submit(std::move(first)).ok());
+  loop_.RunUntilIdle();
+  ASSERT_GT(engine_->mutable_scheduler().mutable_cache().CloseSession(SessionId(7)), 0);
+  ASSERT_EQ(DeviceBlocks(*engine_, ContentKeys(1000, 8)), 0);
+  // The close happened between steps: the next admission must still see its releases.
+  ASSERT_TRUE(engine_->Submit(MakeRequest(2, 8 * kTokensPerBlock, 1, /*content=*/1000)).ok());
+  loop_.RunUntilIdle();
+  const EngineRequestRecord* second = engine_->FindRecord(RequestId(2));
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(second->report.uncached_tokens, 8 * kTokensPerBlock);
+  EXPECT_EQ(second->evicted_recompute_tokens, 8 * kTokensPerBlock);
+  EXPECT_EQ(second->cold_tokens, 0);
+}
+
+TEST_F(EngineModelTest, FirstScheduledIsTheStartOfTheAdmittingStep) {
+  EngineModelOptions options = DefaultOptions();
+  options.scheduler.max_running_requests = 1;
+  options.fixed_step_time = TimeNs::Millis(1);
+  Build(options);
+  SubmitAt(TimeNs(0), MakeRequest(1, 100, 3));
+  SubmitAt(TimeNs(0), MakeRequest(2, 100, 2));
+  loop_.RunUntilIdle();
+  const EngineRequestRecord* first = engine_->FindRecord(RequestId(1));
+  const EngineRequestRecord* second = engine_->FindRecord(RequestId(2));
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  // Request 1 runs alone: admitted at 0, first token at 1 ms, done after 3 steps.
+  EXPECT_EQ(first->first_scheduled, TimeNs(0));
+  EXPECT_EQ(first->first_token, TimeNs::Millis(1));
+  EXPECT_EQ(first->finished, TimeNs::Millis(3));
+  // Request 2 waits for the only slot: admitted at a step start at or after request 1's
+  // last step started, and its prefill (one step) emits the first token.
+  ASSERT_TRUE(second->first_scheduled.has_value());
+  EXPECT_GE(*second->first_scheduled, TimeNs::Millis(2));
+  EXPECT_LE(*second->first_scheduled, TimeNs::Millis(3));
+  EXPECT_EQ(second->first_scheduled->ns() % TimeNs::Millis(1).ns(), 0) << "a step boundary";
+  EXPECT_EQ(second->first_token, *second->first_scheduled + TimeNs::Millis(1));
+  EXPECT_EQ(second->finished, *second->first_token + TimeNs::Millis(1));
+  EXPECT_EQ(second->report.queue_steps, second->first_scheduled->ns() / TimeNs::Millis(1).ns());
+  for (const EngineRequestRecord* r : {first, second}) {
+    ASSERT_TRUE(r->first_scheduled.has_value());
+    EXPECT_LE(r->arrival, *r->first_scheduled);
+    EXPECT_LT(*r->first_scheduled, r->first_token.value_or(TimeNs(-1)));
+  }
+}
+
+TEST_F(EngineModelTest, FixedStepTimeMakesEveryStepLastExactlyThatLong) {
+  EngineModelOptions options = DefaultOptions();
+  options.fixed_step_time = Micros(250);
+  Build(options);
+  // A heavy prefill and a light one: with the cost model they would take very different times.
+  ASSERT_TRUE(engine_->Submit(MakeRequest(1, 8000, 5)).ok());
+  loop_.RunUntilIdle();
+  const EngineRequestRecord* record = engine_->FindRecord(RequestId(1));
+  ASSERT_NE(record, nullptr);
+  EXPECT_EQ(engine_->num_steps(), 5) << "one prefill step and four decodes";
+  EXPECT_EQ(record->first_token, Micros(250));
+  EXPECT_EQ(*record->finished - record->arrival, Micros(250 * 5));
+  EXPECT_EQ(engine_->busy_time(), Micros(250 * 5));
+  EXPECT_NE(cost_.Estimate(Shape(8000, 0, 0, 1)), Micros(250));
+
+  // Overlapping requests: the engine is busy from the first arrival to the last finish, so the
+  // span is exactly steps x the fixed time.
+  const TimeNs start = loop_.now() + TimeNs::Millis(10);
+  const int64_t steps_before = engine_->num_steps();
+  SubmitAt(start, MakeRequest(2, 3000, 7));
+  SubmitAt(start + Micros(300), MakeRequest(3, 50, 2));
+  loop_.RunUntilIdle();
+  const int64_t steps = engine_->num_steps() - steps_before;
+  EXPECT_EQ(loop_.now() - start, Micros(250 * steps));
+  EXPECT_EQ(engine_->FindRecord(RequestId(3))->first_scheduled, start + Micros(500))
+      << "joins at the step boundary after its arrival";
+}
+
+TEST(EngineModelOptionsTest, ValidatesFixedStepTime) {
+  EngineModelOptions options = DefaultOptions();
+  options.fixed_step_time = TimeNs(0);
+  EXPECT_FALSE(options.Validate().ok());
+  options.fixed_step_time = TimeNs::Millis(1001);
+  EXPECT_FALSE(options.Validate().ok());
+  options.fixed_step_time = TimeNs(1);
+  EXPECT_TRUE(options.Validate().ok());
+  options.fixed_step_time = TimeNs::Millis(1000);
+  EXPECT_TRUE(options.Validate().ok());
+}
+
+TEST_F(EngineModelTest, KeptEventsRecordTheStoredPromptBlocks) {
+  EngineModelOptions options = DefaultOptions(/*device_blocks=*/16);
+  options.keep_events = true;
+  Build(options);
+  ASSERT_TRUE(engine_->Submit(MakeRequest(1, 8 * kTokensPerBlock, 1, /*content=*/1000)).ok());
+  loop_.RunUntilIdle();
+  std::vector<kv::BlockKey> stored;
+  for (const kv::KvEvent& event : engine_->events()) {
+    EXPECT_EQ(event.kind, kv::KvEventKind::kStored);
+    stored.push_back(event.key);
+  }
+  EXPECT_EQ(stored, ContentKeys(1000, 8));
+
+  // B evicts part of A: the kept log names exactly the blocks A no longer has.
+  ASSERT_TRUE(engine_->Submit(MakeRequest(2, 12 * kTokensPerBlock, 1, /*content=*/2000)).ok());
+  loop_.RunUntilIdle();
+  const std::vector<kv::BlockKey> a_keys = ContentKeys(1000, 8);
+  const int64_t kept = DeviceBlocks(*engine_, a_keys);
+  std::unordered_set<kv::BlockKey> lost;
+  for (const kv::KvEvent& event : engine_->events()) {
+    if (event.kind == kv::KvEventKind::kDropped) lost.insert(event.key);
+  }
+  EXPECT_EQ(static_cast<int64_t>(lost.size()), 8 - kept);
+  for (int64_t i = kept; i < 8; ++i) {
+    EXPECT_TRUE(lost.contains(a_keys[static_cast<size_t>(i)])) << "block " << i;
+  }
+}
+
+TEST_F(EngineModelTest, EventsAreNotKeptByDefault) {
+  Build(DefaultOptions(/*device_blocks=*/16));
+  ASSERT_TRUE(engine_->Submit(MakeRequest(1, 8 * kTokensPerBlock, 1, /*content=*/1000)).ok());
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(engine_->Submit(MakeRequest(2, 12 * kTokensPerBlock, 1, /*content=*/2000)).ok());
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(engine_->events().empty());
+  // The miss split still works without the kept log.
+  ASSERT_TRUE(engine_->Submit(MakeRequest(3, 8 * kTokensPerBlock, 1, /*content=*/1000)).ok());
+  loop_.RunUntilIdle();
+  EXPECT_GT(engine_->FindRecord(RequestId(3))->evicted_recompute_tokens, 0);
+}
+
+class EnginePinTest : public EngineModelTest {
+ protected:
+  // Runs a request of `content` (8 blocks) to completion; its blocks stay cached.
+  void Warm(int64_t id, uint64_t content, std::optional<ConversationId> conversation = {}) {
+    engine::SchedulerRequest request = MakeRequest(id, 8 * kTokensPerBlock, 1, content);
+    request.kv_options.conversation = conversation;
+    ASSERT_TRUE(engine_->Submit(std::move(request)).ok());
+    loop_.RunUntilIdle();
+  }
+  kv::Priority PriorityOf(kv::BlockKey key) const {
+    StatusOr<kv::Priority> priority = engine_->scheduler().cache().GetPriority(key);
+    EXPECT_TRUE(priority.ok()) << priority.status();
+    return priority.ok() ? *priority : -1;
+  }
+  // Every block of `keys` has `priority`.
+  void ExpectPriority(const std::vector<kv::BlockKey>& keys, kv::Priority priority) const {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      EXPECT_EQ(PriorityOf(keys[i]), priority) << "block " << i << " at " << loop_.now();
+    }
+  }
+};
+
+TEST_F(EnginePinTest, PinHoldsTheMaxPriorityUntilTheTtlThenRestoresTheDefault) {
+  Build(DefaultOptions(/*device_blocks=*/64));
+  Warm(1, 1000);
+  const std::vector<kv::BlockKey> keys = ContentKeys(1000, 8);
+  ExpectPriority(keys, kv::kDefaultPriority);
+  const TimeNs pinned_at = loop_.now();
+  EXPECT_EQ(engine_->PinPrefix(ConversationId(5), keys, TimeNs::Seconds(10)), 8);
+  ExpectPriority(keys, kv::kMaxPriority);
+  EXPECT_EQ(engine_->pin_counters().pins, 1);
+  loop_.RunUntil(pinned_at + TimeNs::Seconds(10) - TimeNs(1));
+  ExpectPriority(keys, kv::kMaxPriority);
+  EXPECT_EQ(engine_->pin_counters().expired, 0);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(loop_.now(), pinned_at + TimeNs::Seconds(10));
+  ExpectPriority(keys, kv::kDefaultPriority);
+  EXPECT_EQ(engine_->pin_counters().expired, 1);
+  EXPECT_EQ(engine_->pin_counters().returned, 0);
+}
+
+TEST_F(EnginePinTest, PinCountsOnlyCachedBlocks) {
+  Build(DefaultOptions(/*device_blocks=*/64));
+  Warm(1, 1000);
+  std::vector<kv::BlockKey> keys = ContentKeys(1000, 10);  // Two blocks were never computed.
+  EXPECT_EQ(engine_->PinPrefix(ConversationId(5), keys, TimeNs::Seconds(1)), 8);
+  EXPECT_EQ(engine_->PinPrefix(ConversationId(6), ContentKeys(9000, 4), TimeNs::Seconds(1)), 0);
+  EXPECT_EQ(engine_->pin_counters().pins, 2);
+}
+
+TEST_F(EnginePinTest, ALaterPinOfTheConversationSupersedesTheEarlierExpiry) {
+  Build(DefaultOptions(/*device_blocks=*/64));
+  Warm(1, 1000);
+  const std::vector<kv::BlockKey> keys = ContentKeys(1000, 8);
+  const TimeNs t0 = loop_.now();
+  engine_->PinPrefix(ConversationId(5), keys, TimeNs::Seconds(10));
+  loop_.RunUntil(t0 + TimeNs::Seconds(5));
+  engine_->PinPrefix(ConversationId(5), keys, TimeNs::Seconds(10));
+  loop_.RunUntil(t0 + TimeNs::Seconds(12));
+  ExpectPriority(keys, kv::kMaxPriority);  // The first expiry did nothing.
+  EXPECT_EQ(engine_->pin_counters().expired, 0);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(loop_.now(), t0 + TimeNs::Seconds(15));
+  ExpectPriority(keys, kv::kDefaultPriority);
+  EXPECT_EQ(engine_->pin_counters().pins, 2);
+  EXPECT_EQ(engine_->pin_counters().expired, 1);
+}
+
+TEST_F(EnginePinTest, ConversationReturningBeforeExpiryCountsAsReturned) {
+  Build(DefaultOptions(/*device_blocks=*/64));
+  Warm(1, 1000, ConversationId(5));
+  const std::vector<kv::BlockKey> keys = ContentKeys(1000, 8);
+  const TimeNs t0 = loop_.now();
+  engine_->PinPrefix(ConversationId(5), keys, TimeNs::Seconds(10));
+  // Another conversation's request does not count; the pinned one's does, once.
+  SubmitAt(t0 + TimeNs::Seconds(1), [] {
+    engine::SchedulerRequest r = MakeRequest(2, 4 * kTokensPerBlock, 1, /*content=*/3000);
+    r.kv_options.conversation = ConversationId(6);
+    return r;
+  }());
+  for (int64_t id : {3, 4}) {
+    engine::SchedulerRequest r = MakeRequest(id, 9 * kTokensPerBlock, 1, /*content=*/1000);
+    r.kv_options.conversation = ConversationId(5);
+    SubmitAt(t0 + TimeNs::Millis(1000 * (id - 1)), std::move(r));
+  }
+  loop_.RunUntilIdle();
+  EXPECT_EQ(engine_->pin_counters().pins, 1);
+  EXPECT_EQ(engine_->pin_counters().returned, 1);
+  EXPECT_EQ(engine_->pin_counters().expired, 0);
+  EXPECT_EQ(engine_->FindRecord(RequestId(3))->report.cached_device_tokens, 8 * kTokensPerBlock);
+  // The expiry still restores the default priority.
+  EXPECT_EQ(loop_.now(), t0 + TimeNs::Seconds(10));
+  ExpectPriority(keys, kv::kDefaultPriority);
+}
+
+// The point of a pin: under pressure the pinned prefix outlives a newer unpinned one.
+TEST_F(EnginePinTest, PinnedPrefixSurvivesEvictionThatTakesANewerUnpinnedOne) {
+  Build(DefaultOptions(/*device_blocks=*/16));
+  Warm(1, 1000);  // A: 8 blocks, the oldest.
+  engine::SchedulerRequest x = MakeRequest(2, 4 * kTokensPerBlock, 1, /*content=*/2000);
+  ASSERT_TRUE(engine_->Submit(std::move(x)).ok());
+  loop_.RunUntilIdle();
+  const std::vector<kv::BlockKey> a_keys = ContentKeys(1000, 8);
+  engine_->PinPrefix(ConversationId(5), a_keys, TimeNs::Seconds(10));
+  // B needs 8 blocks with 4 free: 4 must go. LRU alone would take A's (older) blocks.
+  ASSERT_TRUE(engine_->Submit(MakeRequest(3, 8 * kTokensPerBlock, 1, /*content=*/3000)).ok());
+  loop_.RunUntil(loop_.now() + TimeNs::Seconds(1));
+  EXPECT_EQ(DeviceBlocks(*engine_, a_keys), 8);
+  EXPECT_EQ(DeviceBlocks(*engine_, ContentKeys(2000, 4)), 0);
+}
+
+// Randomized: on a small cache with preemption and eviction, every request's split adds up,
+// and its evicted-recompute blocks are exactly the uncached blocks of its prompt that the kept
+// event log shows this engine stored and then lost by the step that admitted it.
+TEST(EngineModelMissSplitTest, MatchesAReferenceOverTheKeptEventLog) {
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    EventLoop loop;
+    EngineModelOptions options = DefaultOptions(/*device_blocks=*/96);
+    options.keep_events = true;
+    options.scheduler.max_running_requests = 6;
+    options.scheduler.chunked_prefill_size = 256;
+    StatusOr<std::unique_ptr<EngineModel>> made =
+        EngineModel::Create(&loop, Llama8bH100(), options);
+    ASSERT_TRUE(made.ok()) << made.status();
+    EngineModel& engine = **made;
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int64_t> gap_us(0, 30'000);
+    std::uniform_int_distribution<int64_t> prompt(16, 640);
+    std::uniform_int_distribution<int64_t> output(1, 24);
+    std::uniform_int_distribution<uint64_t> prefix(1, 5);
+    constexpr int64_t kRequests = 150;
+    std::unordered_map<int64_t, std::vector<kv::BlockKey>> keys_of;
+    TimeNs at(0);
+    for (int64_t id = 0; id < kRequests; ++id) {
+      at += TimeNs(gap_us(rng) * 1000);
+      engine::SchedulerRequest request =
+          MakeRequest(id, prompt(rng), output(rng), /*content=*/prefix(rng) * 1'000'000);
+      keys_of[id] = request.prompt_keys;
+      loop.Schedule(at, [&engine, request = std::move(request)]() mutable {
+        Status status = engine.Submit(std::move(request));
+        EXPECT_TRUE(status.ok()) << status;
+      });
+    }
+    loop.RunUntilIdle();
+    ASSERT_EQ(engine.gauges().num_finished_reqs, kRequests);
+
+    int64_t total_cold = 0;
+    int64_t total_evicted = 0;
+    for (int64_t id = 0; id < kRequests; ++id) {
+      const EngineRequestRecord* record = engine.FindRecord(RequestId(id));
+      ASSERT_NE(record, nullptr);
+      ExpectSplitAddsUp(*record);
+      ASSERT_TRUE(record->report.first_scheduled.has_value());
+      ASSERT_TRUE(record->first_scheduled.has_value());
+      EXPECT_LE(record->arrival, *record->first_scheduled);
+      EXPECT_LT(*record->first_scheduled, record->first_token.value_or(TimeNs(-1)));
+      const Step admitted = *record->report.first_scheduled;
+      // Reference: keys stored, and keys lost, by the end of the admitting step.
+      std::unordered_set<kv::BlockKey> stored;
+      std::unordered_set<kv::BlockKey> lost;
+      for (const kv::KvEvent& event : engine.events()) {
+        if (event.step > admitted) break;
+        if (event.kind == kv::KvEventKind::kStored) stored.insert(event.key);
+        if (event.kind == kv::KvEventKind::kDropped || event.kind == kv::KvEventKind::kEvicted ||
+            event.kind == kv::KvEventKind::kReleased) {
+          lost.insert(event.key);
+        }
+      }
+      const std::vector<kv::BlockKey>& keys = keys_of[id];
+      const int64_t cached_blocks = record->cached_tokens() / kTokensPerBlock;
+      int64_t expected_lost = 0;
+      for (size_t i = static_cast<size_t>(cached_blocks); i < keys.size(); ++i) {
+        if (!lost.contains(keys[i])) continue;
+        EXPECT_TRUE(stored.contains(keys[i]))
+            << "request " << id << " block " << i << " was lost without ever being computed";
+        ++expected_lost;
+      }
+      EXPECT_EQ(record->evicted_recompute_tokens,
+                std::min(record->report.uncached_tokens, expected_lost * kTokensPerBlock))
+          << "request " << id;
+      total_cold += record->cold_tokens;
+      total_evicted += record->evicted_recompute_tokens;
+    }
+    EXPECT_GT(total_evicted, 0) << "the workload should make the engine recompute lost blocks";
+    EXPECT_GT(total_cold, 0);
+    EXPECT_TRUE(engine.scheduler().CheckInvariants().ok());
+  }
 }
 
 }  // namespace

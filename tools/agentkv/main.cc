@@ -24,6 +24,13 @@ int Main(int argc, char** argv) {
   CLI::App app(kDescription, "agentkv");
   app.require_subcommand(1);
   app.failure_message(ParseFailureMessage);
+  // Flags may also come from a TOML or INI file: a command's flags go under its section
+  // ([replay] sessions = 8). Flags on the command line win. Subcommands fall through to this
+  // option, so `agentkv replay --config FILE` works as well as `agentkv --config FILE replay`.
+  app.set_config("--config", "",
+                 "Read flags from a TOML or INI file; a command's flags go in its section, e.g. "
+                 "[replay]");
+  app.fallthrough();
   CacheCurveCommand cache_curve(app);
   AgenticCurveCommand agentic_curve(app);
   ReplayCommand replay(app);

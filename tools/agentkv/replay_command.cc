@@ -73,8 +73,14 @@ Output:
   --html   a self-contained report with SVG charts (default agentkv-replay.html; "" to skip)
   stderr   a progress line while the run takes more than 2 s and stderr is a terminal
 
-Config files: --config FILE reads the same flags as `name = value` lines (TOML or INI;
-lists as ["a", "b"]); flags on the command line win.
+Config files: --config FILE reads the same flags from a TOML or INI file, under a [replay]
+section, one `flag-name = value` line each (lists as ["a", "b"]), e.g.
+  [replay]
+  workload = "weka"
+  trace = ["traces/weka"]
+  arms = ["baseline", "+host-tier", "all"]
+  num-engines = 4
+Flags on the command line win over the file.
 
 Exit codes: 0 success; 2 bad flags or trace (one `agentkv replay: error:` line on stderr);
 1 internal error.)";
@@ -96,19 +102,41 @@ Status CheckRange(const char* flag, int64_t value, int64_t lo, int64_t hi) {
 // Writes `text` to `path` through a temporary file renamed over it, so a failed write never
 // leaves a truncated report.
 Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp";
+  const std::string temporary = fmt::format("{}.tmp-{}", path, getpid());
+  std::error_code ignored;
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out) return UnavailableError(fmt::format("cannot write \"{}\"", temporary));
     out << text;
     out.flush();
-    if (!out) return UnavailableError(fmt::format("writing \"{}\" failed", temporary));
+    if (!out) {
+      std::filesystem::remove(temporary, ignored);
+      return UnavailableError(fmt::format("writing \"{}\" failed", temporary));
+    }
   }
   std::error_code error;
   std::filesystem::rename(temporary, path, error);
   if (error) {
-    return UnavailableError(fmt::format("cannot rename \"{}\" to \"{}\": {}", temporary, path,
-                                        error.message()));
+    std::filesystem::remove(temporary, ignored);
+    return UnavailableError(fmt::format("cannot write \"{}\": {}", path, error.message()));
+  }
+  return Status::Ok();
+}
+
+// Checks before the run that `path` (named by `flag`) can be written: not a directory, and its
+// directory exists. The run can take minutes; a typo should not cost them.
+Status CheckOutputPath(const char* flag, const std::string& path) {
+  if (path.empty()) return Status::Ok();
+  std::error_code error;
+  const std::filesystem::path target(path);
+  if (std::filesystem::is_directory(target, error)) {
+    return InvalidArgumentError(fmt::format("{} \"{}\" is a directory", flag, path));
+  }
+  const std::filesystem::path parent =
+      target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  if (!std::filesystem::is_directory(parent, error)) {
+    return InvalidArgumentError(
+        fmt::format("{} \"{}\": directory \"{}\" does not exist", flag, path, parent.string()));
   }
   return Status::Ok();
 }
@@ -170,7 +198,6 @@ std::vector<sim::OpenLoopRequest> OpenLoopFromMooncake(
 ReplayCommand::ReplayCommand(CLI::App& app) {
   command_ = app.add_subcommand(kName, kDescription);
   command_->footer(kFooter);
-  command_->set_config("--config", "", "Read flags from a TOML or INI file");
   CLI::App& c = *command_;
   const std::string workload_group = "Workload";
   c.add_option("--workload", workload_, "synthetic (default), weka, mooncake or bailian")
@@ -323,10 +350,27 @@ int ReplayCommand::Run() const {
           ? session_interarrival_s_
           : (synthetic ? kDefaultSessionInterarrivalS : kDefaultWekaInterarrivalS);
   {
+    // The flags ReplayOptions::Validate would otherwise report by their field names.
     Status s = CheckRange("--session-interarrival-s", interarrival_s, 0.0, 1e6, "[0, 1e6]");
     if (s.ok() && shared_prefix_blocks_ != -1) {
       s = CheckRange("--shared-prefix-blocks", shared_prefix_blocks_, 0, int64_t{1} << 40);
     }
+    if (s.ok()) s = CheckRange("--num-engines", int64_t{options.num_engines}, 1, 1024);
+    if (s.ok()) s = CheckRange("--max-total-tokens", options.max_total_tokens, 0, int64_t{1} << 40);
+    if (s.ok()) s = CheckRange("--hicache-ratio", options.hicache_ratio, 1e-9, 100.0, "(0, 100]");
+    if (s.ok()) {
+      s = CheckRange("--finished-subagent-priority", int64_t{options.finished_subagent_priority},
+                     0, 100);
+    }
+    if (s.ok()) {
+      s = CheckRange("--finished-subagent-min-idle-steps",
+                     options.finished_subagent_min_idle_steps, 0, int64_t{1} << 40);
+    }
+    if (s.ok()) {
+      s = CheckRange("--continuum-ttl-s", options.continuum_ttl_s, 1e-9, 86400.0, "(0, 86400]");
+    }
+    if (s.ok()) s = CheckOutputPath("--json", json_path_);
+    if (s.ok()) s = CheckOutputPath("--html", html_path_);
     if (!s.ok()) return ReportError(kName, s);
   }
 
@@ -422,7 +466,8 @@ int ReplayCommand::Run() const {
   if (!quiet_) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    fmt::print(stderr, "agentkv {}: {} arms in {:.1f} s\n", kName, result->arms.size(), seconds);
+    fmt::print(stderr, "agentkv {}: {} arm{} in {:.1f} s\n", kName, result->arms.size(),
+               result->arms.size() == 1 ? "" : "s", seconds);
   }
   return kExitOk;
 }

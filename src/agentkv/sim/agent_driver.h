@@ -10,7 +10,8 @@
 // SessionRoutingKey(session); a request whose trace entry stops with `tool_use` is marked as
 // ending in a tool call. Prompt keys are
 // hasher.KeysFromBlockIds(hash_ids, extra_key = k + 1) (sub-agents share the parent's
-// namespace, as in the WEKA files), with the hasher of engine 0's KV cache; prompt_tokens = `in`
+// namespace, as in the WEKA files; with shared_prefix_ids, ids below it share one namespace
+// across conversations, see AgentDriverOptions), with the hasher of engine 0's KV cache; prompt_tokens = `in`
 // (at least the block-covered tokens, hash_ids.size() * block_size, and at least 1) and
 // max_new_tokens = max(1, `out`). Request ids are first_request_id, +1, ... in submission order.
 //

@@ -99,6 +99,7 @@ Status GatewayModel::Submit(GatewayRequest request) {
   records_.emplace(id, record);
   ++in_flight_;
   EnsurePolling();
+  DispatchResolved();  // The Acquire's drain may have resolved older waiters (e.g. aged ones).
   if (decision->action == control::AdmissionAction::kWait) {
     waiting_.emplace(rid, std::move(pending));
     return Status::Ok();
@@ -224,6 +225,7 @@ void GatewayModel::EnsurePolling() {
   poll_scheduled_ = true;
   loop_->Schedule(*last_poll_ + poll_interval_, [this] {
     poll_scheduled_ = false;
+    if (in_flight_ == 0) return;  // Fell idle: polling pauses until the next Submit.
     // A request that arrived at this very time may have polled already.
     if (*last_poll_ == loop_->now()) {
       EnsurePolling();

@@ -18,7 +18,10 @@
 // without events that would keep the loop alive.
 //
 // TTL pins (Continuum): with `continuum_ttl` set, a request whose turn ends in a tool call
-// pins its prompt on the engine that served it (EngineModel::PinPrefix) when it completes.
+// pins its prompt on the engine that served it (EngineModel::PinPrefix, keyed by the
+// conversation whose id equals the session's) when it completes. A pin counts as returned
+// when a later request with that kv_options.conversation reaches the engine, as the agent
+// driver's requests do.
 //
 // Deterministic: a pure function of the options, the fleet and the call sequence with times.
 // Single-threaded; not copyable or movable (scheduled events point at it). Owns the fleet's
@@ -108,16 +111,18 @@ class GatewayModel {
 
   void set_completion_callback(CompletionCallback callback) { on_complete_ = std::move(callback); }
 
-  // Receives `request` at loop->now(): registers its session on first use, asks admission,
-  // and dispatches it now or when the FIFO resolves it. Errors (nothing recorded): the
-  // planner's (AlreadyExists for a reused request id, FailedPrecondition for an ended session)
-  // and, for a request dispatched at once, the engine's Submit error. A request that waited
-  // and then fails to dispatch reports through the completion callback instead.
+  // Receives `request` at loop->now(): registers its session on first use (a session ended
+  // before opens again), asks admission, and dispatches it now or when the FIFO resolves it.
+  // Errors (nothing recorded): AlreadyExists for a reused request id and, for a request
+  // dispatched at once, the engine's Submit error. A request that waited and then fails to
+  // dispatch reports through the completion callback instead.
   Status Submit(GatewayRequest request);
 
   // The session ended (its agent finished): terminates it in the planner and, with the
   // lifecycle on, closes it on every engine. Returns the tokens freed per engine (empty when
-  // nothing was closed). Idempotent; unknown sessions are a no-op.
+  // nothing was closed). Idempotent; unknown sessions are a no-op. Precondition (CHECKed): no
+  // request of the session is in flight; agents end a session after its last response, and
+  // the simulated engines have no abort to drain one.
   std::vector<int64_t> EndSession(SessionId session);
 
   const FleetModel& fleet() const { return *fleet_; }

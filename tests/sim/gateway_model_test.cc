@@ -1,0 +1,743 @@
+// Tests of GatewayModel: pass-through with every feature off, the session lifecycle (session
+// attached on generate, closed on every engine), program admission (FIFO, aged bypass, lease
+// return), gauge polls, Continuum TTL pins, Submit errors, and a randomized run checking the
+// gateway's conservation rules.
+#include "agentkv/sim/gateway_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "agentkv/control/admission_metrics.h"
+#include "agentkv/engine/cost_model.h"
+#include "agentkv/kv/block_key.h"
+#include "agentkv/kv/retention.h"
+#include "agentkv/sim/event_loop.h"
+#include "agentkv/sim/fleet_model.h"
+#include "sim_test_support.h"
+
+namespace agentkv::sim {
+namespace {
+
+constexpr int32_t kTokensPerBlock = 16;
+// Every engine step lasts exactly this long, so request times are step counts.
+constexpr TimeNs kStep = TimeNs::Millis(1);
+
+using control::AdmissionAction;
+using control::AdmissionReason;
+using testing_support::Keys;
+using testing_support::Llama8bH100;
+
+struct FleetShape {
+  int32_t engines = 2;
+  int64_t device_blocks = 4096;
+  std::string policy = "round_robin";
+};
+
+// What the completion callback saw of one request.
+struct Completion {
+  GatewayRecord record;
+  std::optional<EngineRequestRecord> engine;
+  TimeNs at;
+  // The priority of the request's first prompt block on its engine at completion (after any
+  // pin the gateway took), when cached.
+  std::optional<kv::Priority> first_block_priority;
+};
+
+std::optional<double> Metric(const std::vector<std::pair<std::string, double>>& metrics,
+                             std::string_view name) {
+  for (const auto& [key, value] : metrics) {
+    if (key == name) return value;
+  }
+  return std::nullopt;
+}
+
+class GatewayModelTest : public ::testing::Test {
+ protected:
+  void Build(const GatewayModelOptions& options, const FleetShape& shape = {}) {
+    FleetModelOptions fleet_options;
+    fleet_options.num_engines = shape.engines;
+    fleet_options.router.policy = shape.policy;
+    fleet_options.engine.cache.tokens_per_block = kTokensPerBlock;
+    fleet_options.engine.cache.device_blocks = shape.device_blocks;
+    fleet_options.engine.cache.session_close_mode = kv::SessionCloseMode::kRelease;
+    fleet_options.engine.fixed_step_time = kStep;
+    StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(&loop_, cost_, fleet_options);
+    ASSERT_TRUE(fleet.ok()) << fleet.status();
+    fleet_ = std::move(*fleet);
+    StatusOr<std::unique_ptr<GatewayModel>> gateway =
+        GatewayModel::Create(&loop_, fleet_.get(), options);
+    ASSERT_TRUE(gateway.ok()) << gateway.status();
+    gateway_ = std::move(*gateway);
+    gateway_->set_completion_callback(
+        [this](const GatewayRecord& record, const EngineRequestRecord* engine) {
+          Completion c{record, std::nullopt, loop_.now(), std::nullopt};
+          if (engine != nullptr) {
+            c.engine = *engine;
+            EXPECT_EQ(engine->id, record.id);
+            EXPECT_EQ(engine->finished, loop_.now()) << "the callback runs at the finish time";
+          }
+          if (record.engine.has_value()) {
+            auto keys = keys_.find(record.id.value());
+            if (keys != keys_.end() && !keys->second.empty()) {
+              StatusOr<kv::Priority> p =
+                  fleet_->engine(*record.engine).scheduler().cache().GetPriority(keys->second[0]);
+              if (p.ok()) c.first_block_priority = *p;
+            }
+          }
+          ++completion_count_[record.id.value()];
+          completions_.push_back(std::move(c));
+        });
+  }
+
+  // Request `id` of `session`: `blocks` full prompt blocks of content `content` (default: the
+  // request's own), `max_new` output tokens.
+  GatewayRequest Request(int64_t id, int64_t session, int64_t blocks, int64_t max_new,
+                         bool tool_call = false, uint64_t content = 0) {
+    GatewayRequest r;
+    r.request.id = RequestId(id);
+    r.request.prompt_keys =
+        Keys(content != 0 ? content : static_cast<uint64_t>(id) * 1'000'000, blocks);
+    r.request.prompt_tokens = blocks * kTokensPerBlock;
+    r.request.max_new_tokens = max_new;
+    r.request.kv_options.conversation = ConversationId(session);
+    r.session = SessionId(session);
+    r.routing_key = SessionRoutingKey(SessionId(session));
+    r.ends_in_tool_call = tool_call;
+    keys_[id] = r.request.prompt_keys;
+    return r;
+  }
+
+  Status Submit(GatewayRequest request) { return gateway_->Submit(std::move(request)); }
+
+  // Submits `request` at `at` (the Submit must succeed).
+  void SubmitAt(TimeNs at, GatewayRequest request) {
+    loop_.Schedule(at, [this, request = std::move(request)]() mutable {
+      Status s = gateway_->Submit(std::move(request));
+      EXPECT_TRUE(s.ok()) << s;
+    });
+  }
+
+  const Completion* CompletionOf(int64_t id) const {
+    for (const Completion& c : completions_) {
+      if (c.record.id == RequestId(id)) return &c;
+    }
+    return nullptr;
+  }
+
+  std::vector<int64_t> CompletionOrder() const {
+    std::vector<int64_t> order;
+    for (const Completion& c : completions_) order.push_back(c.record.id.value());
+    return order;
+  }
+
+  const kv::KvCacheManager& Cache(int32_t engine) const {
+    return fleet_->engine(EngineId(engine)).scheduler().cache();
+  }
+
+  void EndSessions(std::initializer_list<int64_t> sessions) {
+    for (int64_t s : sessions) (void)gateway_->EndSession(SessionId(s));
+  }
+
+  int64_t TotalCapacityTokens() const {
+    int64_t total = 0;
+    for (int32_t e = 0; e < fleet_->num_engines(); ++e) {
+      total += fleet_->gauges(EngineId(e)).max_total_num_tokens;
+    }
+    return total;
+  }
+
+  EventLoop loop_;
+  engine::CostModel cost_ = Llama8bH100();
+  std::unique_ptr<FleetModel> fleet_;
+  std::unique_ptr<GatewayModel> gateway_;
+  std::map<int64_t, std::vector<kv::BlockKey>> keys_;
+  std::map<int64_t, int> completion_count_;
+  std::vector<Completion> completions_;
+};
+
+// --- Everything off: the gateway passes requests through. ---
+
+TEST_F(GatewayModelTest, EverythingOffPassesRequestsThroughUnchanged) {
+  Build(GatewayModelOptions{});
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 4)).ok());
+  ASSERT_TRUE(Submit(Request(2, /*session=*/1, 8, 3)).ok());
+  ASSERT_TRUE(Submit(Request(3, /*session=*/2, 8, 2)).ok());
+  EXPECT_EQ(gateway_->in_flight(), 3);
+  EXPECT_EQ(gateway_->admission_waiting(), 0);
+  EXPECT_EQ(gateway_->coordinator(), nullptr);
+  EXPECT_EQ(fleet_->num_submitted(), 3) << "no admission: every request reaches an engine now";
+  loop_.RunUntilIdle();
+
+  EXPECT_EQ((std::map<int64_t, int>{{1, 1}, {2, 1}, {3, 1}}), completion_count_);
+  EXPECT_EQ(gateway_->in_flight(), 0);
+  for (const Completion& c : completions_) {
+    ASSERT_TRUE(c.engine.has_value());
+    ASSERT_TRUE(c.record.engine.has_value());
+    const EngineRequestRecord* engine_record =
+        fleet_->engine(*c.record.engine).FindRecord(c.record.id);
+    ASSERT_NE(engine_record, nullptr) << "the record names the serving engine";
+    EXPECT_EQ(c.engine->finished, engine_record->finished);
+    EXPECT_EQ(c.engine->report.output_tokens, c.record.id.value() == 1   ? 4
+                                              : c.record.id.value() == 2 ? 3
+                                                                         : 2);
+    EXPECT_EQ(c.record.dispatched, c.record.received);
+    EXPECT_FALSE(c.record.admission_action.has_value());
+    EXPECT_FALSE(c.record.admission_reason.has_value());
+    EXPECT_TRUE(c.record.dispatch_error.ok());
+    EXPECT_EQ(c.record.prompt_tokens, 8 * kTokensPerBlock);
+    EXPECT_EQ(c.record.prompt_blocks, 8);
+  }
+  // Round robin over two engines: 1 and 3 on engine 0, 2 on engine 1.
+  EXPECT_EQ(CompletionOf(1)->record.engine, EngineId(0));
+  EXPECT_EQ(CompletionOf(2)->record.engine, EngineId(1));
+  EXPECT_EQ(CompletionOf(3)->record.engine, EngineId(0));
+
+  // Without the lifecycle, generate carries no session: no engine tracks one.
+  for (int32_t e = 0; e < 2; ++e) {
+    EXPECT_FALSE(Cache(e).SessionOpen(SessionId(1))) << "engine " << e;
+    EXPECT_FALSE(Cache(e).SessionOpen(SessionId(2))) << "engine " << e;
+  }
+  EXPECT_TRUE(gateway_->EndSession(SessionId(1)).empty());
+  EXPECT_TRUE(gateway_->EndSession(SessionId(2)).empty());
+  EXPECT_EQ(gateway_->engine_session_closes(), 0);
+  EXPECT_EQ(gateway_->tokens_freed_by_close(), 0);
+  EXPECT_TRUE(gateway_->AgenticKvMetrics().empty());
+  // Prompt blocks stay cached: nothing was released by a close.
+  EXPECT_EQ(Cache(0).Match(keys_[1]).device_blocks, 8);
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+TEST_F(GatewayModelTest, CheckDrainedReportsWorkInFlightAndSessionsNotEnded) {
+  GatewayModelOptions options;
+  options.agentic.agentic_program_admission = true;
+  Build(options);
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 50)).ok());
+  Status in_flight = gateway_->CheckDrained();
+  EXPECT_EQ(in_flight.code(), StatusCode::kInternal) << in_flight;
+  EXPECT_NE(in_flight.message().find("in flight"), std::string::npos) << in_flight;
+  loop_.RunUntilIdle();
+  Status open = gateway_->CheckDrained();
+  EXPECT_EQ(open.code(), StatusCode::kInternal) << "the session was never ended";
+  EXPECT_NE(open.message().find("session"), std::string::npos) << open;
+  EndSessions({1});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+// --- Session lifecycle. ---
+
+TEST_F(GatewayModelTest, LifecycleAttachesTheSessionAndClosesItOnEveryEngine) {
+  GatewayModelOptions options;
+  options.agentic.agentic_session_lifecycle = true;
+  Build(options);
+  // Round robin: session 1 lands on both engines, session 2 on engine 0 only.
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 4)).ok());
+  ASSERT_TRUE(Submit(Request(2, /*session=*/1, 6, 4)).ok());
+  ASSERT_TRUE(Submit(Request(3, /*session=*/2, 5, 4)).ok());
+  loop_.RunUntilIdle();
+  ASSERT_EQ(CompletionOrder().size(), 3u);
+  EXPECT_TRUE(Cache(0).SessionOpen(SessionId(1)));
+  EXPECT_TRUE(Cache(1).SessionOpen(SessionId(1)));
+  EXPECT_TRUE(Cache(0).SessionOpen(SessionId(2)));
+  EXPECT_FALSE(Cache(1).SessionOpen(SessionId(2)));
+
+  const std::vector<int64_t> freed = gateway_->EndSession(SessionId(1));
+  ASSERT_EQ(freed.size(), 2u) << "one entry per engine";
+  // Release mode frees the session's own blocks: all 8 (engine 0) and 6 (engine 1) prompt
+  // blocks no one else shares.
+  EXPECT_EQ(freed[0], 8 * kTokensPerBlock);
+  EXPECT_EQ(freed[1], 6 * kTokensPerBlock);
+  EXPECT_FALSE(Cache(0).SessionOpen(SessionId(1)));
+  EXPECT_FALSE(Cache(1).SessionOpen(SessionId(1)));
+  EXPECT_TRUE(Cache(0).SessionOpen(SessionId(2))) << "another session is left alone";
+  EXPECT_EQ(Cache(0).Match(keys_[1]).device_blocks, 0);
+  EXPECT_EQ(Cache(0).Match(keys_[3]).device_blocks, 5);
+  EXPECT_EQ(gateway_->engine_session_closes(), 2);
+  EXPECT_EQ(gateway_->tokens_freed_by_close(), 14 * kTokensPerBlock);
+  std::vector<std::pair<std::string, double>> metrics = gateway_->AgenticKvMetrics();
+  EXPECT_EQ(Metric(metrics, control::kSessionCloseMetric), 1.0);
+  EXPECT_EQ(Metric(metrics, control::kLifecycleEnabledMetric), 1.0);
+  EXPECT_FALSE(Metric(metrics, control::kSessionCloseFailureMetric).has_value());
+  EXPECT_FALSE(Metric(metrics, control::kAdmitMetric).has_value()) << "admission is off";
+
+  // Idempotent: ending it again closes nothing; an unknown session is a no-op.
+  EXPECT_TRUE(gateway_->EndSession(SessionId(1)).empty());
+  EXPECT_TRUE(gateway_->EndSession(SessionId(99)).empty());
+  EXPECT_EQ(gateway_->engine_session_closes(), 2);
+  EXPECT_NE(gateway_->CheckDrained().code(), StatusCode::kOk) << "session 2 still open";
+
+  EXPECT_EQ(gateway_->EndSession(SessionId(2)).size(), 2u);
+  EXPECT_FALSE(Cache(0).SessionOpen(SessionId(2)));
+  EXPECT_EQ(gateway_->engine_session_closes(), 4);
+  EXPECT_EQ(gateway_->tokens_freed_by_close(), 19 * kTokensPerBlock);
+  EXPECT_EQ(Metric(gateway_->AgenticKvMetrics(), control::kSessionCloseMetric), 2.0);
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+// --- Program admission. ---
+
+// A ledger whose ceiling fits one reservation of 128 + 1000 tokens: 1024 blocks x 16 tokens x
+// 0.1 = 1638 tokens on one engine.
+GatewayModelOptions TightAdmission(double max_wait_s) {
+  GatewayModelOptions options;
+  options.agentic.agentic_program_admission = true;
+  options.agentic.agentic_admission_headroom = 0.1;
+  options.agentic.agentic_admission_max_wait_s = max_wait_s;
+  options.agentic.poll_interval_s = 0.25;
+  return options;
+}
+constexpr FleetShape kOneTightEngine{.engines = 1, .device_blocks = 1024};
+
+TEST_F(GatewayModelTest, AdmissionQueuesInFifoOrderAndDispatchesAsLeasesReturn) {
+  Build(TightAdmission(/*max_wait_s=*/30.0), kOneTightEngine);
+  // Requests 1-3 reserve 128 + 1000 tokens each: one at a time fits the ceiling. Request 4
+  // reserves 128 + 30 and would fit beside any of them, but waits behind the FIFO's head.
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 1000)).ok());
+  ASSERT_EQ(gateway_->coordinator()->ledger().ceiling(), 1638);
+  EXPECT_EQ(gateway_->coordinator()->ledger().reserved(), 8 * kTokensPerBlock + 1000);
+  SubmitAt(TimeNs::Millis(10), Request(2, /*session=*/2, 8, 1000));
+  SubmitAt(TimeNs::Millis(20), Request(3, /*session=*/3, 8, 1000));
+  SubmitAt(TimeNs::Millis(30), Request(4, /*session=*/4, 8, 30));
+  loop_.RunUntil(TimeNs::Millis(30));
+  EXPECT_EQ(gateway_->admission_waiting(), 3);
+  EXPECT_EQ(gateway_->in_flight(), 4);
+  EXPECT_EQ(fleet_->num_submitted(), 1) << "the waiters have not reached an engine";
+  EXPECT_FALSE(gateway_->FindRecord(RequestId(2))->dispatched.has_value());
+  loop_.RunUntilIdle();
+
+  const Completion* c1 = CompletionOf(1);
+  const Completion* c2 = CompletionOf(2);
+  const Completion* c3 = CompletionOf(3);
+  const Completion* c4 = CompletionOf(4);
+  ASSERT_TRUE(c1 && c2 && c3 && c4);
+  EXPECT_EQ(CompletionOrder(), (std::vector<int64_t>{1, 2, 4, 3}));
+  // Each waiter is dispatched when the lease before it returns: at its predecessor's finish.
+  EXPECT_EQ(c1->record.dispatched, TimeNs(0));
+  EXPECT_EQ(c2->record.received, TimeNs::Millis(10));
+  EXPECT_EQ(c2->record.dispatched, c1->at);
+  EXPECT_EQ(c3->record.received, TimeNs::Millis(20));
+  EXPECT_EQ(c3->record.dispatched, c2->at);
+  // Strict head of line: 4 fit beside 2 but left the queue only after 3, with it.
+  EXPECT_EQ(c4->record.dispatched, c2->at);
+  for (const Completion* c : {c1, c2, c3, c4}) {
+    EXPECT_EQ(c->record.admission_action, AdmissionAction::kAdmit) << c->record.id;
+    EXPECT_EQ(c->record.admission_reason, AdmissionReason::kCapacityAvailable) << c->record.id;
+    EXPECT_EQ(c->record.engine, EngineId(0));
+    ASSERT_TRUE(c->engine.has_value());
+    EXPECT_EQ(c->engine->arrival, c->record.dispatched) << "the engine sees the dispatch";
+  }
+  const std::vector<std::pair<std::string, double>> metrics = gateway_->AgenticKvMetrics();
+  EXPECT_EQ(Metric(metrics, control::kAdmitMetric), 1.0);
+  EXPECT_EQ(Metric(metrics, control::kWaitMetric), 3.0);
+  EXPECT_EQ(Metric(metrics, control::kWaitingMetric), 0.0);
+  EXPECT_FALSE(Metric(metrics, control::kBypassAgedMetric).has_value());
+  EXPECT_EQ(gateway_->coordinator()->ledger().reserved(), 0);
+  EndSessions({1, 2, 3, 4});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+TEST_F(GatewayModelTest, AWaiterBypassesAgedAfterTheMaxWait) {
+  GatewayModelOptions options = TightAdmission(/*max_wait_s=*/1.0);
+  // The long request reserves 128 + 1000 (the cap), not 128 + 3000.
+  options.agentic.agentic_admission_expected_decode_cap = 1000;
+  Build(options, kOneTightEngine);
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 3000)).ok());
+  EXPECT_EQ(gateway_->coordinator()->ledger().reserved(), 8 * kTokensPerBlock + 1000);
+  SubmitAt(TimeNs::Millis(100), Request(2, /*session=*/2, 8, 500));
+  SubmitAt(TimeNs::Millis(200), Request(3, /*session=*/3, 8, 600));
+  loop_.RunUntil(TimeNs::Millis(900));
+  EXPECT_EQ(gateway_->admission_waiting(), 2);
+  loop_.RunUntilIdle();
+
+  const Completion* first = CompletionOf(1);
+  const Completion* second = CompletionOf(2);
+  const Completion* third = CompletionOf(3);
+  ASSERT_TRUE(first && second && third);
+  EXPECT_EQ(first->record.admission_action, AdmissionAction::kAdmit);
+  for (const Completion* c : {second, third}) {
+    EXPECT_EQ(c->record.admission_action, AdmissionAction::kBypass) << c->record.id;
+    EXPECT_EQ(c->record.admission_reason, AdmissionReason::kAged) << c->record.id;
+    // Aged at the first drain (a gauge poll, every 0.25 s) after waiting 1 s.
+    ASSERT_TRUE(c->record.dispatched.has_value());
+    const TimeNs waited = *c->record.dispatched - c->record.received;
+    EXPECT_GE(waited, TimeNs::Seconds(1.0)) << c->record.id;
+    EXPECT_LE(waited, TimeNs::Seconds(1.25)) << c->record.id;
+    EXPECT_LT(c->at, first->at) << "bypassed past the long request still running";
+  }
+  EXPECT_EQ(second->record.dispatched, TimeNs::Seconds(1.25));
+  EXPECT_EQ(third->record.dispatched, TimeNs::Seconds(1.25));
+  EXPECT_EQ(CompletionOrder(), (std::vector<int64_t>{2, 3, 1}));
+  const std::vector<std::pair<std::string, double>> metrics = gateway_->AgenticKvMetrics();
+  EXPECT_EQ(Metric(metrics, control::kBypassAgedMetric), 2.0);
+  EXPECT_EQ(Metric(metrics, control::kBypassMetric), 2.0);
+  EXPECT_EQ(gateway_->coordinator()->ledger().reserved(), 0);
+  EXPECT_EQ(gateway_->coordinator()->ledger().lease_count(), 0);
+  EndSessions({1, 2, 3});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+// A newcomer's Acquire drains the FIFO: a waiter it resolves (here aged) is dispatched then,
+// not at the next gauge poll.
+TEST_F(GatewayModelTest, WaiterResolvedByANewArrivalIsDispatchedAtOnce) {
+  GatewayModelOptions options = TightAdmission(/*max_wait_s=*/1.0);
+  options.agentic.poll_interval_s = 2.0;
+  options.agentic.agentic_admission_expected_decode_cap = 1000;
+  Build(options, kOneTightEngine);
+  // 1 holds 128 + 1000 for 3 s; 2 and 3 (128 + 500 each) cannot join it.
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 3000)).ok());
+  SubmitAt(TimeNs::Millis(100), Request(2, /*session=*/2, 8, 500));
+  SubmitAt(TimeNs::Millis(1500), Request(3, /*session=*/3, 8, 500));
+  loop_.RunUntil(TimeNs::Millis(1500));
+  const GatewayRecord* second = gateway_->FindRecord(RequestId(2));
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(second->admission_reason, AdmissionReason::kAged);
+  EXPECT_EQ(second->dispatched, TimeNs::Millis(1500));
+  EXPECT_EQ(gateway_->admission_waiting(), gateway_->coordinator()->waiting());
+  loop_.RunUntilIdle();
+  EndSessions({1, 2, 3});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+TEST_F(GatewayModelTest, AWaiterThatCannotRunFailsThroughTheCallbackWithoutBlockingOthers) {
+  Build(TightAdmission(/*max_wait_s=*/1.0), {.engines = 1, .device_blocks = 64});
+  // 64 blocks x 16 = 1024 tokens; the ceiling is 102. A 60-block prompt with 200 output
+  // tokens needs 73 blocks: no engine can ever run it.
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 60, 200)).ok()) << "it waits first";
+  EXPECT_EQ(gateway_->admission_waiting(), 1);
+  SubmitAt(TimeNs::Millis(500), Request(2, /*session=*/2, 2, 4));
+  loop_.RunUntilIdle();
+  ASSERT_EQ(CompletionOrder(), (std::vector<int64_t>{1, 2}));
+  const Completion* failed = CompletionOf(1);
+  EXPECT_FALSE(failed->engine.has_value());
+  EXPECT_FALSE(failed->record.dispatch_error.ok());
+  EXPECT_EQ(failed->record.admission_reason, AdmissionReason::kAged);
+  EXPECT_FALSE(failed->record.dispatched.has_value());
+  EXPECT_TRUE(CompletionOf(2)->engine.has_value());
+  EXPECT_EQ(gateway_->in_flight(), 0);
+  EndSessions({1, 2});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+// --- Gauge polls. ---
+
+TEST_F(GatewayModelTest, PollsEveryIntervalWhileBusyAndNeverWhileIdle) {
+  GatewayModelOptions options;
+  options.agentic.poll_interval_s = 0.5;
+  Build(options);
+  const TimeNs interval = TimeNs::Seconds(0.5);
+  // Busy from 0 to 1.4 s, idle until 100 s, busy again until 100.9 s.
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 1400)).ok());
+  SubmitAt(TimeNs::Seconds(100), Request(2, /*session=*/2, 8, 900));
+  loop_.RunUntilIdle();
+  ASSERT_EQ(completions_.size(), 2u);
+  const TimeNs idle_from = CompletionOf(1)->at;
+  const TimeNs idle_until = TimeNs::Seconds(100);
+  EXPECT_EQ(idle_from, TimeNs::Millis(1400));
+
+  const std::vector<KvUsageSample>& samples = gateway_->kv_usage();
+  std::vector<TimeNs> times;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "sample " << i << " at " << samples[i].time);
+    times.push_back(samples[i].time);
+    if (i > 0) {
+      EXPECT_GE(samples[i].time - samples[i - 1].time, interval);
+    }
+    EXPECT_EQ(samples[i].capacity_tokens, TotalCapacityTokens());
+    EXPECT_EQ(samples[i].capacity_tokens, 2 * 4096 * kTokensPerBlock);
+    EXPECT_FALSE(samples[i].time > idle_from && samples[i].time < idle_until)
+        << "a sample while the fleet was idle (idle from " << idle_from << ")";
+    // A request's arrival polls before it reaches an engine; the others see it running.
+    const bool at_arrival = samples[i].time == TimeNs(0) || samples[i].time == idle_until;
+    EXPECT_EQ(samples[i].used_tokens > 0, !at_arrival);
+  }
+  // The first request polls at once; polls follow every 0.5 s while busy; the request after
+  // the gap polls at once again.
+  EXPECT_EQ(times, (std::vector<TimeNs>{TimeNs(0), TimeNs::Millis(500), TimeNs::Millis(1000),
+                                        idle_until, idle_until + TimeNs::Millis(500)}));
+  EXPECT_EQ(gateway_->in_flight(), 0);
+}
+
+TEST_F(GatewayModelTest, SampleCountsWaitersAndUsedTokens) {
+  Build(TightAdmission(/*max_wait_s=*/30.0), kOneTightEngine);
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 600)).ok());
+  ASSERT_TRUE(Submit(Request(2, /*session=*/2, 8, 1000)).ok());
+  ASSERT_EQ(gateway_->admission_waiting(), 1);
+  loop_.RunUntil(TimeNs::Seconds(0.3));
+  const std::vector<KvUsageSample>& samples = gateway_->kv_usage();
+  ASSERT_EQ(samples.size(), 2u) << "polls at 0 and 0.25 s";
+  EXPECT_EQ(samples[1].time, TimeNs::Seconds(0.25));
+  EXPECT_EQ(samples[1].waiting_requests, 1) << "the admission waiter";
+  // Request 1 holds its prompt and ~250 generated tokens, rounded up to blocks.
+  EXPECT_GT(samples[1].used_tokens, 8 * kTokensPerBlock + 200);
+  EXPECT_LT(samples[1].used_tokens, 8 * kTokensPerBlock + 300);
+  EXPECT_EQ(samples[1].capacity_tokens, 1024 * kTokensPerBlock);
+  loop_.RunUntilIdle();
+  EndSessions({1, 2});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+// --- Continuum TTL pins. ---
+
+TEST_F(GatewayModelTest, ToolCallTurnPinsItsPromptUntilTheTtlExpires) {
+  GatewayModelOptions options;
+  options.continuum_ttl = TimeNs::Seconds(10);
+  Build(options, {.engines = 1});
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 4, /*tool_call=*/true)).ok());
+  ASSERT_TRUE(Submit(Request(2, /*session=*/2, 8, 4, /*tool_call=*/false)).ok());
+  loop_.RunUntil(TimeNs::Seconds(1));
+  ASSERT_EQ(completions_.size(), 2u);
+  EXPECT_EQ(CompletionOf(1)->first_block_priority, kv::kMaxPriority) << "pinned at completion";
+  EXPECT_EQ(CompletionOf(2)->first_block_priority, kv::kDefaultPriority) << "no tool call";
+  for (const kv::BlockKey key : keys_[1]) EXPECT_EQ(*Cache(0).GetPriority(key), kv::kMaxPriority);
+  const EngineModel& engine = fleet_->engine(EngineId(0));
+  EXPECT_EQ(engine.pin_counters().pins, 1);
+  EXPECT_EQ(gateway_->in_flight(), 0);
+  EndSessions({1, 2});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << "a pending pin is the engine's, not the gateway's";
+
+  const TimeNs pinned_at = CompletionOf(1)->at;
+  loop_.RunUntil(pinned_at + TimeNs::Seconds(10) - TimeNs(1));
+  EXPECT_EQ(*Cache(0).GetPriority(keys_[1][0]), kv::kMaxPriority);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(loop_.now(), pinned_at + TimeNs::Seconds(10));
+  for (const kv::BlockKey key : keys_[1]) {
+    EXPECT_EQ(*Cache(0).GetPriority(key), kv::kDefaultPriority);
+  }
+  EXPECT_EQ(engine.pin_counters().expired, 1);
+  EXPECT_EQ(engine.pin_counters().returned, 0);
+}
+
+TEST_F(GatewayModelTest, FollowUpTurnBeforeExpiryCountsAsReturned) {
+  GatewayModelOptions options;
+  options.continuum_ttl = TimeNs::Seconds(10);
+  Build(options, {.engines = 1});
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 4, /*tool_call=*/true, /*content=*/77)).ok());
+  loop_.RunUntilIdle();
+  // The TTL ran out with no follow-up: one expired pin.
+  ASSERT_EQ(fleet_->engine(EngineId(0)).pin_counters().expired, 1);
+  const TimeNs t = loop_.now();
+  ASSERT_TRUE(Submit(Request(2, /*session=*/1, 9, 4, /*tool_call=*/true, /*content=*/77)).ok());
+  loop_.RunUntil(t + TimeNs::Seconds(5));
+  // The tool result comes back 5 s later, within the 10 s TTL.
+  ASSERT_TRUE(Submit(Request(3, /*session=*/1, 10, 4, /*tool_call=*/false, /*content=*/77)).ok());
+  loop_.RunUntilIdle();
+  const EngineModel::PinCounters& pins = fleet_->engine(EngineId(0)).pin_counters();
+  EXPECT_EQ(pins.pins, 2);
+  EXPECT_EQ(pins.returned, 1);
+  EXPECT_EQ(pins.expired, 1) << "only the first pin expired unanswered";
+  EXPECT_EQ(CompletionOf(3)->engine->report.cached_device_tokens, 9 * kTokensPerBlock);
+  EndSessions({1});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+TEST_F(GatewayModelTest, NoTtlMeansNoPins) {
+  Build(GatewayModelOptions{}, {.engines = 1});
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 4, /*tool_call=*/true)).ok());
+  loop_.RunUntilIdle();
+  EXPECT_EQ(CompletionOf(1)->first_block_priority, kv::kDefaultPriority);
+  EXPECT_EQ(fleet_->engine(EngineId(0)).pin_counters().pins, 0);
+}
+
+// --- Errors. ---
+
+TEST_F(GatewayModelTest, SubmitErrorsLeaveNothingInFlight) {
+  Build(GatewayModelOptions{}, {.engines = 2, .device_blocks = 64});
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 4)).ok());
+  Status reused = Submit(Request(1, /*session=*/2, 8, 4));
+  EXPECT_EQ(reused.code(), StatusCode::kAlreadyExists) << reused;
+  EXPECT_EQ(gateway_->in_flight(), 1);
+
+  // 64 blocks cannot hold 60 prompt blocks plus 200 output tokens on any engine.
+  Status too_large = Submit(Request(2, /*session=*/3, 60, 200));
+  EXPECT_EQ(too_large.code(), StatusCode::kInvalidArgument) << too_large;
+  EXPECT_EQ(gateway_->in_flight(), 1);
+  EXPECT_EQ(gateway_->FindRecord(RequestId(2)), nullptr);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(CompletionOrder(), (std::vector<int64_t>{1}));
+  EndSessions({1, 2, 3});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+TEST_F(GatewayModelTest, AnEndedSessionReopensOnItsNextRequest) {
+  GatewayModelOptions options;
+  options.agentic.agentic_session_lifecycle = true;
+  Build(options);
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 4, 2)).ok());
+  loop_.RunUntilIdle();
+  ASSERT_EQ(gateway_->EndSession(SessionId(1)).size(), 2u);
+  // The session was forgotten: a new request starts it afresh and it can be closed again.
+  ASSERT_TRUE(Submit(Request(2, /*session=*/1, 4, 2)).ok());
+  loop_.RunUntilIdle();
+  EXPECT_EQ(gateway_->EndSession(SessionId(1)).size(), 2u);
+  EXPECT_EQ(Metric(gateway_->AgenticKvMetrics(), control::kSessionCloseMetric), 2.0);
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+TEST(GatewayModelOptionsTest, ValidatesPollIntervalAndTtl) {
+  GatewayModelOptions options;
+  EXPECT_TRUE(options.Validate().ok());
+  options.continuum_ttl = TimeNs(0);
+  EXPECT_EQ(options.Validate().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(options.Validate().message().find("continuum_ttl"), std::string::npos);
+  options.continuum_ttl = TimeNs(1);
+  EXPECT_TRUE(options.Validate().ok());
+  options.agentic.poll_interval_s = 0.0;
+  EXPECT_EQ(options.Validate().code(), StatusCode::kInvalidArgument);
+  options.agentic.poll_interval_s = 1.0;
+  options.agentic.agentic_program_admission = true;
+  options.agentic.agentic_admission_headroom = 1.5;
+  EXPECT_EQ(options.Validate().code(), StatusCode::kInvalidArgument);
+
+  EventLoop loop;
+  FleetModelOptions fleet_options;
+  fleet_options.engine.cache.tokens_per_block = kTokensPerBlock;
+  fleet_options.engine.cache.device_blocks = 64;
+  StatusOr<std::unique_ptr<FleetModel>> fleet =
+      FleetModel::Create(&loop, Llama8bH100(), fleet_options);
+  ASSERT_TRUE(fleet.ok());
+  EXPECT_FALSE(GatewayModel::Create(&loop, fleet->get(), options).ok());
+}
+
+// --- Randomized: conservation, FIFO and the ledger bound over a random workload. ---
+
+TEST(GatewayModelRandomTest, ConservesRequestsLeasesAndFifoOrder) {
+  for (uint64_t seed : {11u, 12u, 13u}) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    EventLoop loop;
+    FleetModelOptions fleet_options;
+    fleet_options.num_engines = 3;
+    fleet_options.router.policy = "round_robin";
+    fleet_options.engine.cache.tokens_per_block = kTokensPerBlock;
+    fleet_options.engine.cache.device_blocks = 512;
+    fleet_options.engine.cache.session_close_mode = kv::SessionCloseMode::kRelease;
+    fleet_options.engine.fixed_step_time = kStep;
+    StatusOr<std::unique_ptr<FleetModel>> made =
+        FleetModel::Create(&loop, Llama8bH100(), fleet_options);
+    ASSERT_TRUE(made.ok()) << made.status();
+    FleetModel& fleet = **made;
+    GatewayModelOptions options;
+    options.agentic.agentic_session_lifecycle = true;
+    options.agentic.agentic_program_admission = true;
+    options.agentic.agentic_admission_headroom = 0.1;
+    options.agentic.agentic_admission_max_wait_s = 0.4;
+    options.agentic.poll_interval_s = 0.1;
+    options.agentic.staleness_s = 0.5;
+    options.continuum_ttl = TimeNs::Seconds(0.2);
+    StatusOr<std::unique_ptr<GatewayModel>> made_gateway =
+        GatewayModel::Create(&loop, &fleet, options);
+    ASSERT_TRUE(made_gateway.ok()) << made_gateway.status();
+    GatewayModel& gateway = **made_gateway;
+
+    std::map<int64_t, int> completed;
+    std::vector<int64_t> waited_in_arrival_order;
+    std::set<int64_t> waited;
+    int64_t max_reserved_over_ceiling = 0;
+    gateway.set_completion_callback(
+        [&](const GatewayRecord& record, const EngineRequestRecord* engine) {
+          ++completed[record.id.value()];
+          EXPECT_NE(engine, nullptr) << "every request fits an engine";
+          const control::BudgetLedger& ledger = gateway.coordinator()->ledger();
+          max_reserved_over_ceiling =
+              std::max(max_reserved_over_ceiling, ledger.reserved() - ledger.ceiling());
+        });
+
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int64_t> gap_us(0, 60'000);
+    std::uniform_int_distribution<int64_t> blocks(1, 40);
+    std::uniform_int_distribution<int64_t> output(1, 300);
+    std::uniform_int_distribution<int64_t> session_of(1, 12);
+    std::bernoulli_distribution tool(0.5);
+    constexpr int64_t kRequests = 120;
+    TimeNs at(0);
+    for (int64_t id = 0; id < kRequests; ++id) {
+      at += TimeNs(gap_us(rng) * 1000);
+      GatewayRequest r;
+      r.request.id = RequestId(id);
+      const int64_t session = session_of(rng);
+      const int64_t n = blocks(rng);
+      r.request.prompt_keys = Keys(static_cast<uint64_t>(session) * 1'000'000, n);
+      r.request.prompt_tokens = n * kTokensPerBlock;
+      r.request.max_new_tokens = output(rng);
+      r.request.kv_options.conversation = ConversationId(session);
+      r.session = SessionId(session);
+      r.routing_key = SessionRoutingKey(r.session);
+      r.ends_in_tool_call = tool(rng);
+      loop.Schedule(at, [&, r = std::move(r)]() mutable {
+        const int64_t rid = r.request.id.value();
+        const int64_t in_flight_before = gateway.in_flight();
+        Status s = gateway.Submit(std::move(r));
+        ASSERT_TRUE(s.ok()) << s;
+        EXPECT_EQ(gateway.in_flight(), in_flight_before + 1);
+        if (!gateway.FindRecord(RequestId(rid))->dispatched.has_value()) {
+          waited.insert(rid);
+          waited_in_arrival_order.push_back(rid);
+        }
+        EXPECT_EQ(gateway.coordinator()->waiting(), gateway.admission_waiting());
+        EXPECT_TRUE(gateway.coordinator()->CheckInvariants().ok());
+      });
+    }
+    loop.RunUntilIdle();
+    EXPECT_EQ(gateway.in_flight(), 0);
+    EXPECT_EQ(static_cast<int64_t>(completed.size()), kRequests);
+    for (const auto& [id, count] : completed) EXPECT_EQ(count, 1) << "request " << id;
+    EXPECT_LE(max_reserved_over_ceiling, 0) << "admission never commits past the ceiling";
+    ASSERT_GT(waited.size(), 5u) << "the workload should make requests wait";
+
+    // Strict FIFO: waiters leave the queue (admitted or aged) in their arrival order.
+    std::vector<std::pair<TimeNs, int64_t>> dispatch;
+    for (int64_t id : waited_in_arrival_order) {
+      const GatewayRecord* record = gateway.FindRecord(RequestId(id));
+      ASSERT_NE(record, nullptr);
+      ASSERT_TRUE(record->dispatched.has_value());
+      dispatch.emplace_back(*record->dispatched, id);
+    }
+    for (size_t i = 1; i < dispatch.size(); ++i) {
+      EXPECT_LE(dispatch[i - 1].first, dispatch[i].first)
+          << "waiter " << dispatch[i].second << " left before " << dispatch[i - 1].second;
+    }
+    for (int64_t id = 0; id < kRequests; ++id) {
+      const GatewayRecord* record = gateway.FindRecord(RequestId(id));
+      ASSERT_NE(record, nullptr);
+      ASSERT_TRUE(record->admission_action.has_value());
+      if (record->admission_reason == AdmissionReason::kAged) {
+        EXPECT_GE(*record->dispatched - record->received, TimeNs::Seconds(0.4)) << id;
+      }
+      if (!waited.contains(id)) {
+        EXPECT_EQ(record->dispatched, record->received) << id;
+      }
+    }
+
+    // Every session closes on every engine once.
+    std::set<int64_t> sessions;
+    for (int64_t id = 0; id < kRequests; ++id) {
+      sessions.insert(gateway.FindRecord(RequestId(id))->session.value());
+    }
+    for (int64_t s : sessions) {
+      EXPECT_EQ(gateway.EndSession(SessionId(s)).size(), 3u) << "session " << s;
+    }
+    EXPECT_EQ(gateway.engine_session_closes(), 3 * static_cast<int64_t>(sessions.size()));
+    EXPECT_EQ(Metric(gateway.AgenticKvMetrics(), control::kSessionCloseMetric),
+              static_cast<double>(sessions.size()));
+    for (int32_t e = 0; e < 3; ++e) {
+      for (int64_t s : sessions) {
+        EXPECT_FALSE(fleet.engine(EngineId(e)).scheduler().cache().SessionOpen(SessionId(s)));
+      }
+      EXPECT_TRUE(fleet.engine(EngineId(e)).scheduler().CheckInvariants().ok());
+    }
+    EXPECT_EQ(gateway.coordinator()->ledger().reserved(), 0);
+    EXPECT_TRUE(gateway.CheckDrained().ok()) << gateway.CheckDrained();
+  }
+}
+
+}  // namespace
+}  // namespace agentkv::sim

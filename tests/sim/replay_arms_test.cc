@@ -1,0 +1,164 @@
+// Tests of the replay arm grammar: the default arms' flags, feature combinations, the errors
+// (with the valid spellings in the message) and the per-arm descriptions.
+#include "agentkv/sim/replay_arms.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agentkv::sim {
+namespace {
+
+// The flags of an arm, for table-driven comparisons (the name is checked separately).
+struct Flags {
+  bool lifecycle = false;
+  bool admission = false;
+  bool demotion = false;
+  bool host_tier = false;
+  bool continuum_ttl = false;
+  bool infinite_cache = false;
+};
+
+ArmSpec SpecOf(std::string_view name, const Flags& f) {
+  ArmSpec spec;
+  spec.name = std::string(name);
+  spec.session_lifecycle = f.lifecycle;
+  spec.program_admission = f.admission;
+  spec.subagent_demotion = f.demotion;
+  spec.host_tier = f.host_tier;
+  spec.continuum_ttl = f.continuum_ttl;
+  spec.infinite_cache = f.infinite_cache;
+  return spec;
+}
+
+struct ArmCase {
+  std::string_view name;
+  Flags flags;
+};
+
+ArmSpec ParseOrDie(std::string_view name) {
+  StatusOr<ArmSpec> arm = ParseArm(name);
+  EXPECT_TRUE(arm.ok()) << name << ": " << arm.status();
+  return arm.ok() ? *arm : ArmSpec{};
+}
+
+std::string ErrorOf(std::string_view name) {
+  StatusOr<ArmSpec> arm = ParseArm(name);
+  EXPECT_FALSE(arm.ok()) << "arm \"" << name << "\" should not parse";
+  if (arm.ok()) return "";
+  EXPECT_EQ(arm.status().code(), StatusCode::kInvalidArgument) << arm.status();
+  return arm.status().message();
+}
+
+TEST(ReplayArmsTest, DefaultArmsParseToTheirDocumentedFlags) {
+  const std::vector<ArmCase> cases = {
+      {"baseline", {}},
+      {"+lifecycle", {.lifecycle = true}},
+      {"+admission", {.admission = true}},
+      {"+subagent-demotion", {.demotion = true}},
+      {"+host-tier", {.host_tier = true}},
+      {"all", {.lifecycle = true, .admission = true, .demotion = true, .host_tier = true}},
+      {"continuum-ttl", {.continuum_ttl = true}},
+      {"infinite-cache", {.infinite_cache = true}},
+  };
+  std::vector<std::string> names;
+  for (const ArmCase& c : cases) {
+    names.emplace_back(c.name);
+    EXPECT_EQ(ParseOrDie(c.name), SpecOf(c.name, c.flags)) << c.name;
+  }
+  EXPECT_EQ(DefaultArmNames(), names) << "the defaults, in the documented order";
+}
+
+TEST(ReplayArmsTest, FeaturesCombineOverABase) {
+  const std::vector<ArmCase> cases = {
+      {"+lifecycle+host-tier", {.lifecycle = true, .host_tier = true}},
+      {"baseline+admission", {.admission = true}},
+      {"baseline+lifecycle+admission+subagent-demotion+host-tier+continuum-ttl",
+       {.lifecycle = true,
+        .admission = true,
+        .demotion = true,
+        .host_tier = true,
+        .continuum_ttl = true}},
+      {"all+continuum-ttl",
+       {.lifecycle = true,
+        .admission = true,
+        .demotion = true,
+        .host_tier = true,
+        .continuum_ttl = true}},
+      {"continuum-ttl+lifecycle", {.lifecycle = true, .continuum_ttl = true}},
+      {"infinite-cache+admission", {.admission = true, .infinite_cache = true}},
+      {"+continuum-ttl", {.continuum_ttl = true}},
+  };
+  for (const ArmCase& c : cases) EXPECT_EQ(ParseOrDie(c.name), SpecOf(c.name, c.flags)) << c.name;
+}
+
+TEST(ReplayArmsTest, TheNameIsKeptAsGiven) {
+  EXPECT_EQ(ParseOrDie("+host-tier+lifecycle").name, "+host-tier+lifecycle");
+  // Order of features does not change the flags.
+  ArmSpec a = ParseOrDie("+host-tier+lifecycle");
+  ArmSpec b = ParseOrDie("+lifecycle+host-tier");
+  b.name = a.name;
+  EXPECT_EQ(a, b);
+}
+
+TEST(ReplayArmsTest, EmptyNameIsAnError) { EXPECT_NE(ErrorOf(""), ""); }
+
+TEST(ReplayArmsTest, UnknownBaseNamesItAndTheValidBases) {
+  const std::string message = ErrorOf("baseline2");
+  EXPECT_NE(message.find("\"baseline2\""), std::string::npos) << message;
+  for (std::string_view valid : {"baseline", "all", "continuum-ttl", "infinite-cache"}) {
+    EXPECT_NE(message.find(valid), std::string::npos) << valid << " missing in: " << message;
+  }
+  // Case matters and there is no trimming.
+  ErrorOf("Baseline");
+  ErrorOf(" all");
+  ErrorOf("lifecycle");  // A feature without its '+' is not a base.
+}
+
+TEST(ReplayArmsTest, UnknownFeatureNamesItAndTheValidFeatures) {
+  const std::string message = ErrorOf("+lifecycel");
+  EXPECT_NE(message.find("arm \"+lifecycel\""), std::string::npos) << message;
+  EXPECT_NE(message.find("unknown feature \"lifecycel\""), std::string::npos) << message;
+  EXPECT_NE(message.find("lifecycle, admission, subagent-demotion, host-tier, continuum-ttl"),
+            std::string::npos)
+      << message;
+  // Bases that are not features, and empty features.
+  EXPECT_NE(ErrorOf("+infinite-cache").find("\"infinite-cache\""), std::string::npos);
+  EXPECT_NE(ErrorOf("baseline+all").find("\"all\""), std::string::npos);
+  ErrorOf("+");
+  ErrorOf("baseline+");
+  ErrorOf("+lifecycle+");
+  ErrorOf("+lifecycle++host-tier");
+}
+
+TEST(ReplayArmsTest, AFeatureNamedTwiceIsAnError) {
+  for (std::string_view name : {"+lifecycle+lifecycle", "all+host-tier", "all+lifecycle",
+                                "continuum-ttl+continuum-ttl", "+admission+host-tier+admission"}) {
+    const std::string message = ErrorOf(name);
+    EXPECT_NE(message.find("twice"), std::string::npos) << name << ": " << message;
+  }
+}
+
+TEST(ReplayArmsTest, DescriptionsDifferPerArm) {
+  std::set<std::string> seen;
+  for (const std::string& name : DefaultArmNames()) {
+    const std::string description = ParseOrDie(name).Description();
+    EXPECT_FALSE(description.empty()) << name;
+    EXPECT_TRUE(seen.insert(description).second) << name << " repeats: " << description;
+  }
+  EXPECT_NE(ParseOrDie("baseline").Description().find("SGLang"), std::string::npos);
+  for (const std::string& name : DefaultArmNames()) {
+    if (name == "baseline") continue;
+    EXPECT_EQ(ParseOrDie(name).Description().find("SGLang"), std::string::npos) << name;
+  }
+  // A combination lists every feature it turns on.
+  const std::string both = ParseOrDie("+lifecycle+host-tier").Description();
+  EXPECT_EQ(both,
+            ParseOrDie("+lifecycle").Description() + ", " + ParseOrDie("+host-tier").Description());
+}
+
+}  // namespace
+}  // namespace agentkv::sim

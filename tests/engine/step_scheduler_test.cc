@@ -285,5 +285,53 @@ TEST(StepSchedulerOptionsTest, ValidateNamesTheField) {
   EXPECT_TRUE(StepSchedulerOptions{}.Validate().ok());
 }
 
+
+TEST_F(StepSchedulerTest, AbortEndsARunningRequestKeepingItsTokensAndCachedPrompt) {
+  Build(/*device_blocks=*/16);
+  Submit(1, 8, 10);
+  RunStep();  // Prefill: first token.
+  RunStep();  // Decode: second token.
+  const int64_t available_before = sched().gauges().available_tokens;
+  StatusOr<bool> aborted = sched().Abort(RequestId(1));
+  ASSERT_TRUE(aborted.ok()) << aborted.status();
+  EXPECT_TRUE(*aborted);
+  ASSERT_TRUE(sched().CheckInvariants().ok());
+  const RequestReport* report = sched().FindReport(RequestId(1));
+  ASSERT_NE(report, nullptr);
+  EXPECT_TRUE(report->aborted);
+  EXPECT_EQ(report->output_tokens, 2);
+  EXPECT_EQ(sched().num_running(), 0);
+  EXPECT_EQ(sched().num_finished(), 1);
+  // Its uncommitted output block is freed; its two prompt blocks stay cached and reusable.
+  EXPECT_GT(sched().gauges().available_tokens, available_before);
+  EXPECT_EQ(sched().gauges().evictable_tokens, 8);
+  // Idempotent: a second abort and an abort of a finished request change nothing.
+  EXPECT_FALSE(*sched().Abort(RequestId(1)));
+  EXPECT_EQ(sched().Abort(RequestId(99)).status().code(), StatusCode::kNotFound);
+  // The next request with the same prompt reuses it.
+  Submit(2, 9, 1, /*prefix_id=*/1000);
+  RunStep();
+  EXPECT_EQ(sched().FindReport(RequestId(2))->cached_device_tokens, 8);
+}
+
+TEST_F(StepSchedulerTest, AbortRemovesAWaitingRequestFromTheQueue) {
+  StepSchedulerOptions options;
+  options.max_running_requests = 1;
+  Build(/*device_blocks=*/16, options);
+  Submit(1, 4, 5);
+  Submit(2, 4, 5);
+  Submit(3, 4, 5);
+  RunStep();
+  ASSERT_EQ(sched().num_waiting(), 2);
+  ASSERT_TRUE(*sched().Abort(RequestId(2)));
+  EXPECT_EQ(sched().num_waiting(), 1);
+  EXPECT_TRUE(sched().FindReport(RequestId(2))->aborted);
+  EXPECT_EQ(sched().FindReport(RequestId(2))->output_tokens, 0);
+  Drain();
+  EXPECT_EQ(sched().num_finished(), 3);
+  EXPECT_FALSE(sched().FindReport(RequestId(3))->aborted);
+  EXPECT_EQ(sched().FindReport(RequestId(3))->output_tokens, 5);
+}
+
 }  // namespace
 }  // namespace agentkv::engine

@@ -144,6 +144,37 @@ void StepScheduler::Finish(RequestId id, Entry& entry, StepResult& result) {
   result.finished.push_back(id);
 }
 
+StatusOr<bool> StepScheduler::Abort(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return NotFoundError("request " + std::to_string(id.value()) + " was never submitted");
+  }
+  Entry& entry = it->second;
+  switch (entry.phase) {
+    case Phase::kFinished:
+      return false;
+    case Phase::kWaiting: {
+      auto pos = std::find(waiting_.begin(), waiting_.end(), id);
+      AGENTKV_CHECK(pos != waiting_.end()) << "waiting request " << id << " not queued";
+      waiting_.erase(pos);
+      break;
+    }
+    case Phase::kPrefill:
+    case Phase::kDecode: {
+      auto pos = std::find(running_.begin(), running_.end(), id);
+      AGENTKV_CHECK(pos != running_.end()) << "running request " << id << " not in the batch";
+      running_.erase(pos);
+      AGENTKV_CHECK(cache_.Release(id).ok());
+      break;
+    }
+  }
+  entry.phase = Phase::kFinished;
+  entry.report.aborted = true;
+  entry.report.finished = cache_.current_step();
+  finished_order_.push_back(id);
+  return true;
+}
+
 void StepScheduler::EmitToken(RequestId id, Entry& entry, StepResult& result) {
   ++entry.report.output_tokens;
   if (!entry.report.first_token.has_value()) entry.report.first_token = cache_.current_step();

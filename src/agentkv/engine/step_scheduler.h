@@ -110,6 +110,9 @@ struct RequestReport {
   // Set when the cache refused the request (AddRequest failed, e.g. a bad retention config):
   // the request finished without running.
   bool rejected = false;
+  // Set when Abort() ended the request before it produced max_new_tokens; output_tokens are
+  // the tokens produced until then.
+  bool aborted = false;
 };
 
 // Gauges as SGLang exports them (in tokens of the device tier).
@@ -167,6 +170,13 @@ class StepScheduler {
   // If nothing could run while requests are running, the newest is retracted so that the
   // next step progresses.
   StepResult Step();
+
+  // Ends `id` now, wherever it is (SGLang's /abort_request): a waiting request leaves the
+  // queue, a running one releases its KV (its committed prompt blocks stay cached, like a
+  // finished request's); the report is marked aborted and keeps the tokens produced so far.
+  // Returns true when the request was ended, false when it had already finished (abort is
+  // idempotent). NotFound for an id never submitted.
+  StatusOr<bool> Abort(RequestId id);
 
   SchedulerGauges gauges() const;
   // The report of a submitted request (live while it runs), or nullptr for an unknown id.

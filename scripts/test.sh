@@ -14,3 +14,6 @@ ctest --preset release -j "$jobs"
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs"
+
+# The protocol parsers under libFuzzer (Clang, ASan+UBSan), a bounded time each.
+scripts/fuzz.sh "${AGENTKV_FUZZ_SECONDS:-30}"

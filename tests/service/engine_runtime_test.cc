@@ -90,7 +90,10 @@ TEST(EngineRuntimeTest, CachedTokensGrowTurnByTurn) {
         Generate(*runtime, Input("turn-" + std::to_string(turn), context, 8, "session-a"));
     EXPECT_GT(out.result.cached_tokens, previous_cached) << "turn " << turn;
     // Every full page of the previous turn's prompt (less its last token) is reused.
-    if (turn > 0) EXPECT_GE(out.result.cached_tokens, (static_cast<int64_t>(context.size()) - 60 - 1) / 16 * 16);
+    if (turn > 0) {
+      EXPECT_GE(out.result.cached_tokens,
+                (static_cast<int64_t>(context.size()) - 60 - 1) / 16 * 16);
+    }
     previous_cached = out.result.cached_tokens;
     context.insert(context.end(), out.result.output_ids.begin(), out.result.output_ids.end());
     const std::vector<int64_t> more = Tokens(10'000 + turn * 100, 52);

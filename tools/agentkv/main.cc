@@ -11,6 +11,7 @@
 #include "tools/agentkv/agentic_curve_command.h"
 #include "tools/agentkv/cache_curve_command.h"
 #include "tools/agentkv/cli_support.h"
+#include "tools/agentkv/emulate_command.h"
 #include "tools/agentkv/replay_command.h"
 
 namespace agentkv::tools {
@@ -34,6 +35,7 @@ int Main(int argc, char** argv) {
   CacheCurveCommand cache_curve(app);
   AgenticCurveCommand agentic_curve(app);
   ReplayCommand replay(app);
+  EmulateCommand emulate(app);
 
   try {
     app.parse(argc, argv);
@@ -43,6 +45,7 @@ int Main(int argc, char** argv) {
   if (cache_curve.selected()) return cache_curve.Run();
   if (agentic_curve.selected()) return agentic_curve.Run();
   if (replay.selected()) return replay.Run();
+  if (emulate.selected()) return emulate.Run();
   // require_subcommand(1) makes this unreachable unless a command is registered but not run.
   return ReportError("", "no command was run", kExitInternal);
 }

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds the protocol fuzz targets (fuzz/, libFuzzer + AddressSanitizer + UBSan, Clang) in
+# build/fuzz and runs each for the given number of seconds (default 60), starting from its
+# checked-in seed corpus fuzz/corpus/<target>/. New inputs go to build/fuzz/corpus/<target>/;
+# the seeds are never modified. Exits non-zero on any finding (crash, sanitizer report,
+# failed FUZZ_CHECK invariant, leak, timeout, out-of-memory); the reproducer is saved under
+# build/fuzz/findings/<target>/ and the log is build/fuzz/<target>.log.
+# Usage: scripts/fuzz.sh [seconds]
+# Needs the Debian packages clang and libclang-rt-14-dev.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${1:-60}
+if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
+  echo "usage: scripts/fuzz.sh [seconds]" >&2
+  exit 2
+fi
+targets=(generate_request_fuzz prometheus_fuzz workers_fuzz)
+
+CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DAGENTKV_BUILD_FUZZ=ON -DAGENTKV_BUILD_TESTS=OFF -DAGENTKV_BUILD_BENCH=OFF
+cmake --build build/fuzz --target "${targets[@]}"
+
+status=0
+for target in "${targets[@]}"; do
+  corpus=build/fuzz/corpus/$target
+  findings=build/fuzz/findings/$target
+  log=build/fuzz/$target.log
+  mkdir -p "$corpus" "$findings"
+  echo "fuzz: running $target for ${seconds}s"
+  if build/fuzz/fuzz/"$target" "$corpus" fuzz/corpus/"$target" \
+      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+      -print_final_stats=1 -artifact_prefix="$findings/" >"$log" 2>&1; then
+    result=ok
+  else
+    result=FINDING
+    status=1
+  fi
+  execs=$(awk '/stat::number_of_executed_units:/ {print $2}' "$log")
+  rate=$(awk '/stat::average_exec_per_sec:/ {print $2}' "$log")
+  cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 || true)
+  echo "fuzz: $target: $result, ${execs:-?} executions, ${rate:-?} exec/s, ${cov:-cov: ?}"
+  if [ "$result" != ok ]; then
+    tail -n 40 "$log"
+    echo "fuzz: reproduce with: build/fuzz/fuzz/$target $findings/<file>"
+  fi
+done
+exit "$status"

@@ -1,0 +1,183 @@
+// Internals of HttpClient: the state its requests share (ClientCore) and one request in flight
+// (ClientCall), which leases a connection from the pool, connects if needed, sends the request,
+// reads the response under per-phase deadlines and hands the connection back. Not part of the
+// module's API; http_client.h is.
+//
+// Ownership: HttpClient owns the core; a call is owned by its pending operations (and, while it
+// waits for a connection, by the pool's waiter queue); the core keeps weak references to cancel
+// calls at destruction, and StreamHandle keeps a weak one. Thread-safety: ClientCore is
+// thread-safe; a call's state is only touched on its own strand, and Start/Cancel may be called
+// from any thread.
+#ifndef AGENTKV_NET_CLIENT_CALL_H_
+#define AGENTKV_NET_CLIENT_CALL_H_
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "agentkv/net/connection_pool.h"
+#include "agentkv/net/http_client.h"
+
+namespace agentkv::net::internal {
+
+// What an HttpClient's calls share. Thread-safe.
+class ClientCore {
+ public:
+  explicit ClientCore(const HttpClientOptions& options);
+
+  boost::asio::io_context& io_context() { return io_context_; }
+  const HttpClientOptions& options() const { return options_; }
+  ConnectionPool& pool() { return pool_; }
+
+  uint64_t NextCallId() { return next_call_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // Lists a started call; false (the call then fails) once the client is shutting down.
+  bool Register(const std::shared_ptr<ClientCall>& call, uint64_t id);
+  void Unregister(uint64_t id);
+  // Refuses new calls from now on and returns the calls in flight, to be cancelled.
+  std::vector<std::shared_ptr<ClientCall>> BeginShutdown();
+
+  void CountConnectionOpened() { connections_opened_.fetch_add(1, std::memory_order_relaxed); }
+  int64_t connections_opened() const { return connections_opened_.load(std::memory_order_relaxed); }
+
+  // Closes expired idle connections periodically until StopSweeper.
+  void StartSweeper();
+  void StopSweeper();
+  // Lets the I/O threads return once no work is left.
+  void ReleaseWorkGuard() { work_guard_.reset(); }
+
+ private:
+  void ArmSweep();
+
+  const HttpClientOptions options_;
+  boost::asio::io_context io_context_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_guard_;
+  ConnectionPool pool_;
+  boost::asio::strand<boost::asio::io_context::executor_type> sweep_strand_;
+  boost::asio::steady_timer sweep_timer_;  // On sweep_strand_.
+  bool sweeping_ = false;                  // On sweep_strand_.
+  std::atomic<uint64_t> next_call_id_{0};
+  std::atomic<int64_t> connections_opened_{0};
+
+  std::mutex registry_mu_;
+  bool shutting_down_ = false;                                        // Guarded by registry_mu_.
+  std::unordered_map<uint64_t, std::weak_ptr<ClientCall>> registry_;  // Guarded by registry_mu_.
+};
+
+// One request; see the invariants at the top of client_call.cc.
+class ClientCall : public std::enable_shared_from_this<ClientCall> {
+ public:
+  struct Spec {
+    http::verb method = http::verb::get;
+    HttpEndpoint endpoint;
+    std::string target;
+    HeaderList headers;
+    std::string body;
+  };
+  struct Callbacks {
+    // Buffered requests.
+    std::function<void(StatusOr<ClientResponse>)> on_response;
+    // Streams.
+    std::function<void(int, const HeaderList&)> on_headers;
+    std::function<void(std::string_view)> on_chunk;
+    std::function<void(Status)> on_done;
+  };
+
+  // `initial` non-OK makes the call fail with it at Start (e.g. a bad URL), asynchronously like
+  // any other failure. `streaming` selects on_headers/on_chunk/on_done over on_response.
+  ClientCall(ClientCore& core, Spec spec, bool streaming, Callbacks callbacks, Status initial);
+  ClientCall(const ClientCall&) = delete;
+  ClientCall& operator=(const ClientCall&) = delete;
+
+  // Runs the call. Thread-safe; call once.
+  void Start();
+  // Ends the call with `reason` (its callback runs once with it) unless it already ended.
+  // Thread-safe, idempotent.
+  void Cancel(Status reason);
+
+ private:
+  enum class Phase { kNew, kWaiting, kConnecting, kHeader, kBody, kDone };
+
+  void DoStart();
+  void DoCancel(Status reason);
+  void BuildRequest();
+  void Acquire();
+  void OnLease(ConnectionPool::Lease lease);
+  void Connect();
+  void OnResolved(const boost::system::error_code& error,
+                  const boost::asio::ip::tcp::resolver::results_type& results);
+  void OnConnected(const boost::system::error_code& error);
+  void SendRequest();
+  void OnWritten(const boost::system::error_code& error);
+  void ReadHeader();
+  void OnHeader(const boost::system::error_code& error);
+  void ReadBody();
+  void OnBody(const boost::system::error_code& error);
+  void FlushStreamBody();
+  size_t EmitChunk(std::string_view piece, boost::system::error_code& error);
+  void FailRead(const boost::system::error_code& error, std::string_view what);
+  void Retry();
+  void Complete();
+  // The call was cancelled or a deadline passed while an operation was pending: finishes it
+  // and returns true.
+  bool Interrupted();
+  void Finish(Status status);
+  void ReleaseConnection(bool reusable);
+  void CloseSocket();
+
+  void ArmTimer(std::chrono::milliseconds timeout);
+  void CancelTimer();
+  void OnTimeout();
+  std::string TimeoutMessage() const;
+
+  ClientCore& core_;
+  const uint64_t id_;
+  const bool streaming_;
+  Spec spec_;
+  const std::string key_;  // "host:port", the pool key.
+  Callbacks callbacks_;
+  const Status initial_;
+  boost::asio::strand<boost::asio::io_context::executor_type> strand_;
+  boost::asio::ip::tcp::socket socket_;  // On strand_.
+  boost::asio::steady_timer timer_;      // On strand_; the current phase's deadline.
+  std::optional<boost::asio::ip::tcp::resolver> resolver_;
+
+  // Strand-only state below.
+  Phase phase_ = Phase::kNew;
+  uint64_t timer_generation_ = 0;
+  bool registered_ = false;
+  bool leased_ = false;  // Holds a pool slot (with or without an open socket).
+  bool reused_ = false;  // The socket came from the pool.
+  bool timed_out_ = false;
+  bool cancelled_ = false;
+  bool headers_delivered_ = false;
+  bool finished_ = false;
+  Status cancel_status_;
+  int attempts_ = 0;
+  boost::system::error_code write_error_;
+  Request request_;
+  boost::beast::flat_buffer buffer_;
+  std::optional<http::response_parser<http::string_body>> parser_;
+  // Beast keeps a reference to the chunk callback, so it lives here.
+  std::function<size_t(uint64_t, boost::beast::string_view, boost::system::error_code&)>
+      chunk_body_callback_;
+  ClientResponse response_;
+};
+
+}  // namespace agentkv::net::internal
+
+#endif  // AGENTKV_NET_CLIENT_CALL_H_

@@ -1,0 +1,118 @@
+#include "agentkv/net/http_types.h"
+
+#include <boost/url/parse.hpp>
+#include <boost/url/url_view.hpp>
+#include <cstdio>
+
+namespace agentkv::net {
+
+Response MakeResponse(const Request& request, http::status status, std::string body,
+                      std::string_view content_type) {
+  Response response{status, request.version()};
+  response.set(http::field::content_type, content_type);
+  response.keep_alive(request.keep_alive());
+  response.body() = std::move(body);
+  response.prepare_payload();
+  return response;
+}
+
+std::string JsonErrorBody(std::string_view message) {
+  std::string out = "{\"error\":\"";
+  out.reserve(out.size() + message.size() + 2);
+  for (char c : message) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char escaped[8];
+          std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned>(c));
+          out += escaped;
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += "\"}";
+  return out;
+}
+
+Response MakeErrorResponse(const Request& request, http::status status, std::string_view message) {
+  return MakeResponse(request, status, JsonErrorBody(message));
+}
+
+std::string HttpEndpoint::PoolKey() const {
+  // IPv6 literals contain ':', so they keep their brackets to stay unambiguous.
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+StatusOr<HttpEndpoint> ParseBaseUrl(std::string_view base_url) {
+  auto parsed = boost::urls::parse_uri(base_url);
+  if (!parsed) {
+    return InvalidArgumentError("base URL \"" + std::string(base_url) +
+                                "\" does not parse: " + parsed.error().message());
+  }
+  const boost::urls::url_view& url = *parsed;
+  if (url.scheme_id() != boost::urls::scheme::http) {
+    return InvalidArgumentError("base URL \"" + std::string(base_url) +
+                                "\": only the http scheme is supported, not \"" +
+                                std::string(url.scheme()) + "\"");
+  }
+  if (!url.has_authority() || url.encoded_host().empty()) {
+    return InvalidArgumentError("base URL \"" + std::string(base_url) + "\" names no host");
+  }
+  if (url.has_userinfo() || url.has_query() || url.has_fragment()) {
+    return InvalidArgumentError("base URL \"" + std::string(base_url) +
+                                "\" may not carry user info, a query or a fragment");
+  }
+  HttpEndpoint endpoint;
+  endpoint.host = url.host_address();
+  if (url.has_port()) {
+    if (url.port().empty() || url.port_number() == 0) {
+      return InvalidArgumentError("base URL \"" + std::string(base_url) +
+                                  "\" has an invalid port \"" + std::string(url.port()) + "\"");
+    }
+    endpoint.port = url.port_number();
+  }
+  endpoint.host_header = std::string(url.encoded_host_and_port());
+  endpoint.path_prefix = std::string(url.encoded_path());
+  while (!endpoint.path_prefix.empty() && endpoint.path_prefix.back() == '/') {
+    endpoint.path_prefix.pop_back();
+  }
+  return endpoint;
+}
+
+StatusOr<std::string> TargetPath(std::string_view target) {
+  if (!target.empty() && target.front() == '/') {
+    auto parsed = boost::urls::parse_origin_form(target);
+    if (!parsed) {
+      return InvalidArgumentError("request target \"" + std::string(target) +
+                                  "\" does not parse: " + parsed.error().message());
+    }
+    return std::string(parsed->encoded_path());
+  }
+  auto parsed = boost::urls::parse_absolute_uri(target);
+  if (!parsed) {
+    return InvalidArgumentError("request target \"" + std::string(target) +
+                                "\" is neither origin-form nor absolute-form");
+  }
+  std::string path(parsed->encoded_path());
+  if (path.empty()) path = "/";
+  return path;
+}
+
+}  // namespace agentkv::net

@@ -1,0 +1,72 @@
+// The HTTP message types shared by the net module's server, router and client, and small
+// helpers to build answers and parse upstream URLs.
+//
+// Requests and responses are Beast messages with std::string bodies: the server hands a
+// complete `Request` to a handler, which answers with a `Response` (or a stream, see
+// response_writer.h). Everything here is a value type or a pure function: thread-compatible.
+#ifndef AGENTKV_NET_HTTP_TYPES_H_
+#define AGENTKV_NET_HTTP_TYPES_H_
+
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/status.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/verb.hpp>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "agentkv/base/status.h"
+
+namespace agentkv::net {
+
+namespace http = boost::beast::http;
+
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+
+// Header fields in wire order, as (name, value) pairs. Names keep the case they were given.
+using HeaderList = std::vector<std::pair<std::string, std::string>>;
+
+// A response with `status`, a Content-Type of `content_type` and `body`; the HTTP version and
+// keep-alive are taken from `request` and Content-Length is set.
+Response MakeResponse(const Request& request, http::status status, std::string body,
+                      std::string_view content_type = "application/json");
+
+// The JSON error body every agentkv endpoint uses: {"error":"<message>"}, with `message`
+// escaped as a JSON string.
+std::string JsonErrorBody(std::string_view message);
+
+// MakeResponse(request, status, JsonErrorBody(message)).
+Response MakeErrorResponse(const Request& request, http::status status, std::string_view message);
+
+// Where an HttpClient sends a request, parsed from a base URL such as "http://127.0.0.1:8080".
+struct HttpEndpoint {
+  // The host as the resolver takes it: a name, an IPv4 address, or an IPv6 address without
+  // brackets.
+  std::string host;
+  // Default: 80 when the URL names none.
+  uint16_t port = 80;
+  // The value of the Host header: host[:port] as written in the URL (IPv6 in brackets).
+  std::string host_header;
+  // The base URL's path without a trailing '/', prepended to every target; usually empty.
+  std::string path_prefix;
+
+  // "host:port", the key of the client's per-upstream connection pool.
+  std::string PoolKey() const;
+};
+
+// Parses an absolute "http://host[:port][/prefix]" URL with Boost.URL. InvalidArgument when the
+// URL does not parse, has no host, carries a query, fragment or user info, or its scheme is not
+// "http" (https is not supported).
+StatusOr<HttpEndpoint> ParseBaseUrl(std::string_view base_url);
+
+// The path of a request target without its query ("/generate" for "/generate?x=1"), still
+// percent-encoded. Accepts origin-form ("/a?b") and absolute-form ("http://h/a?b") targets;
+// InvalidArgument for anything else (e.g. "*" or a malformed target).
+StatusOr<std::string> TargetPath(std::string_view target);
+
+}  // namespace agentkv::net
+
+#endif  // AGENTKV_NET_HTTP_TYPES_H_

@@ -1,0 +1,606 @@
+// Invariants of a ServerConnection (all state is touched only on the connection's strand):
+//  - At most one read and one write are pending on the socket (`reading_`, `writing_`).
+//  - `buffer_` is only touched when no read into it is pending (!BufferBusy()); while a request
+//    is being answered, reads go to `watch_buffer_` and are appended to `buffer_` afterwards.
+//  - `phase_` is kAnswering exactly while a request (or a rejection) is answered and its answer
+//    is not completely written; `gone_signal_` is set exactly while a dispatched request's answer
+//    is incomplete.
+//  - The read deadline is armed in kIdle, kHeader, kBody and kLingering, never in kAnswering;
+//    the write deadline is armed exactly while a write is pending.
+//  - The next request is parsed only after the previous answer was written (no pipelining, but
+//    pipelined bytes wait in `buffer_`, bounded by kMaxPipelinedBytes).
+//  - `peer_closed_` (EOF or reset while a write was in flight) lets that write's completion
+//    decide whether the answer completed before the connection is closed.
+//  - After Close(): `closed_`, the socket is closed, the core no longer lists the connection,
+//    no operation starts and every writer call is ignored.
+#include "agentkv/net/server_connection.h"
+
+#include <algorithm>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/write.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <exception>
+
+#include "agentkv/base/check.h"
+
+namespace agentkv::net::internal {
+namespace {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+using tcp = asio::ip::tcp;
+
+// Read sizes: request headers are usually small; bodies are read in larger pieces.
+constexpr size_t kHeaderReadBytes = 4096;
+constexpr size_t kBodyReadBytes = 64 * 1024;
+// Bytes of a next (pipelined) request buffered while the current one is answered.
+constexpr size_t kMaxPipelinedBytes = 64 * 1024;
+// Queued stream pieces sent with one gathered write.
+constexpr size_t kMaxGatherItems = 64;
+// How long a closing connection keeps reading (and discarding) after its last answer, so that a
+// client still sending a rejected body gets the answer instead of a reset.
+constexpr std::chrono::milliseconds kLingerTimeout{1'000};
+
+Response ErrorResponse(unsigned version, http::status status, std::string_view message) {
+  Response response{status, version};
+  response.set(http::field::content_type, "application/json");
+  response.body() = JsonErrorBody(message);
+  response.prepare_payload();
+  return response;
+}
+
+bool IsFramingHeader(std::string_view name) {
+  return boost::beast::iequals(name, "content-length") ||
+         boost::beast::iequals(name, "transfer-encoding") ||
+         boost::beast::iequals(name, "connection");
+}
+
+bool HasLineBreak(std::string_view text) { return text.find_first_of("\r\n") != text.npos; }
+
+uint32_t HeaderLimit(size_t bytes) {
+  return static_cast<uint32_t>(std::min<size_t>(bytes, uint32_t{1} << 30));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// ServerConnection: cross-thread entry points
+
+ServerConnection::ServerConnection(std::shared_ptr<ServerCore> core, tcp::socket socket,
+                                   uint64_t id)
+    : core_(std::move(core)),
+      id_(id),
+      strand_(socket.get_executor()),
+      socket_(std::move(socket)),
+      read_timer_(strand_),
+      write_timer_(strand_) {}
+
+template <typename Work>
+void ServerConnection::PostToStrand(Work&& work) {
+  core_->PostIfRunning(strand_, [self = shared_from_this(),
+                                 work = std::forward<Work>(work)]() mutable { work(*self); });
+}
+
+void ServerConnection::Start() {
+  PostToStrand([](ServerConnection& connection) { connection.DoStart(); });
+}
+
+void ServerConnection::BeginDrain() {
+  PostToStrand([](ServerConnection& connection) { connection.DoDrain(); });
+}
+
+void ServerConnection::ForceClose() {
+  PostToStrand([](ServerConnection& connection) { connection.Close(); });
+}
+
+void ServerConnection::CloseAfterStop() { Close(); }
+
+void ServerConnection::PostReply(uint64_t request_id, Response response) {
+  PostToStrand([request_id, response = std::move(response)](ServerConnection& connection) mutable {
+    connection.DoReply(request_id, std::move(response));
+  });
+}
+
+void ServerConnection::PostStartStream(uint64_t request_id, http::status status,
+                                       HeaderList headers) {
+  PostToStrand([request_id, status, headers = std::move(headers)](ServerConnection& connection) {
+    connection.DoStartStream(request_id, status, headers);
+  });
+}
+
+void ServerConnection::PostChunk(uint64_t request_id, std::string data) {
+  const size_t size = data.size();
+  const size_t buffered = stream_buffered_bytes_.fetch_add(size, std::memory_order_acq_rel) + size;
+  if (buffered > core_->options().max_stream_buffer_bytes) {
+    // The client does not read fast enough: drop the stream rather than buffer without bound.
+    stream_buffered_bytes_.fetch_sub(size, std::memory_order_acq_rel);
+    PostToStrand([request_id](ServerConnection& connection) {
+      if (connection.AnswerOpen(request_id)) connection.Close();
+    });
+    return;
+  }
+  PostToStrand([request_id, data = std::move(data)](ServerConnection& connection) mutable {
+    connection.DoChunk(request_id, std::move(data));
+  });
+}
+
+void ServerConnection::PostEndStream(uint64_t request_id) {
+  PostToStrand([request_id](ServerConnection& connection) { connection.DoEndStream(request_id); });
+}
+
+void ServerConnection::PostAbandon(uint64_t request_id, bool mid_stream) {
+  PostToStrand([request_id, mid_stream](ServerConnection& connection) {
+    connection.DoAbandon(request_id, mid_stream);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// ServerConnection: reading requests
+
+void ServerConnection::DoStart() {
+  if (closed_) return;
+  BeginRequest(Deadline::kHeader, core_->options().header_timeout);
+  ReadMore();
+}
+
+void ServerConnection::BeginRequest(Deadline deadline, std::chrono::milliseconds timeout) {
+  phase_ = Phase::kHeader;
+  parser_.emplace();
+  parser_->header_limit(HeaderLimit(core_->options().max_header_bytes));
+  parser_->body_limit(static_cast<uint64_t>(core_->options().max_body_bytes));
+  ArmReadDeadline(deadline, timeout);
+}
+
+void ServerConnection::ReadMore() {
+  if (reading_ || closed_) return;
+  auto on_read = [self = shared_from_this()](const error_code& error, size_t bytes) {
+    self->OnRead(error, bytes);
+  };
+  if (phase_ == Phase::kAnswering || phase_ == Phase::kLingering) {
+    // Watch for the client going away (or drain input while closing); bytes of a pipelined
+    // request are kept, up to a bound.
+    if (phase_ == Phase::kAnswering && !rejecting_ && buffer_.size() >= kMaxPipelinedBytes) return;
+    reading_ = true;
+    read_into_watch_ = true;
+    socket_.async_read_some(asio::buffer(watch_buffer_), std::move(on_read));
+    return;
+  }
+  size_t want = kHeaderReadBytes;
+  if (phase_ == Phase::kBody && parser_) {
+    const auto remaining = parser_->content_length_remaining();
+    want = remaining ? static_cast<size_t>(
+                           std::clamp<uint64_t>(*remaining, kHeaderReadBytes, kBodyReadBytes))
+                     : kBodyReadBytes;
+  }
+  reading_ = true;
+  read_into_watch_ = false;
+  socket_.async_read_some(buffer_.prepare(want), std::move(on_read));
+}
+
+void ServerConnection::OnRead(const error_code& error, size_t bytes) {
+  reading_ = false;
+  if (closed_) return;
+  if (error) {
+    // EOF or a reset: the client went away (or, while lingering, finished). While a write is
+    // in flight, its completion decides: a client that closes right after reading the whole
+    // answer did not leave before the answer completed.
+    if (phase_ == Phase::kAnswering && writing_) {
+      peer_closed_ = true;
+      return;
+    }
+    Close();
+    return;
+  }
+  const bool discard = phase_ == Phase::kLingering || rejecting_;
+  if (read_into_watch_) {
+    read_into_watch_ = false;
+    if (!discard) {
+      buffer_.commit(asio::buffer_copy(buffer_.prepare(bytes), asio::buffer(watch_buffer_, bytes)));
+    }
+  } else {
+    buffer_.commit(bytes);
+  }
+  if (discard) buffer_.consume(buffer_.size());
+  switch (phase_) {
+    case Phase::kLingering:
+    case Phase::kAnswering:
+      break;
+    case Phase::kIdle:
+      BeginRequest(Deadline::kHeader, core_->options().header_timeout);
+      ParseBuffered();
+      break;
+    case Phase::kHeader:
+    case Phase::kBody:
+      ParseBuffered();
+      break;
+    case Phase::kClosed:
+      return;
+  }
+  ReadMore();
+}
+
+void ServerConnection::ParseBuffered() {
+  while (!closed_ && (phase_ == Phase::kHeader || phase_ == Phase::kBody)) {
+    if (parser_->is_done()) {
+      Dispatch();
+      return;
+    }
+    if (buffer_.size() == 0) return;
+    const bool had_header = parser_->is_header_done();
+    error_code error;
+    const size_t used = parser_->put(buffer_.data(), error);
+    buffer_.consume(used);
+    if (error == http::error::need_more) return;
+    if (error == http::error::header_limit) {
+      Reject(
+          http::status::request_header_fields_too_large,
+          "request headers exceed " + std::to_string(core_->options().max_header_bytes) + " bytes");
+      return;
+    }
+    if (error == http::error::body_limit) {
+      Reject(http::status::payload_too_large,
+             "request body exceeds " + std::to_string(core_->options().max_body_bytes) + " bytes");
+      return;
+    }
+    if (error) {
+      Reject(http::status::bad_request, "malformed request: " + error.message());
+      return;
+    }
+    if (!had_header && parser_->is_header_done()) OnHeaderDone();
+    if (used == 0 && !parser_->is_done()) return;
+  }
+}
+
+void ServerConnection::OnHeaderDone() {
+  if (parser_->is_done()) return;  // No body; ParseBuffered dispatches.
+  phase_ = Phase::kBody;
+  ArmReadDeadline(Deadline::kBody, core_->options().body_timeout);
+  const auto& request = parser_->get();
+  if (request.version() >= 11 &&
+      boost::beast::iequals(request[http::field::expect], "100-continue")) {
+    OutItem item;
+    item.bytes = "HTTP/1.1 100 Continue\r\n\r\n";
+    Enqueue(std::move(item));
+  }
+}
+
+void ServerConnection::Dispatch() {
+  CancelReadDeadline();
+  phase_ = Phase::kAnswering;
+  rejecting_ = false;
+  ++request_id_;
+  Request request = parser_->release();
+  parser_.reset();
+  request_keep_alive_ = request.keep_alive();
+  request_version_ = request.version();
+  request_is_head_ = request.method() == http::verb::head;
+  if (buffer_.size() == 0 && !BufferBusy()) buffer_.shrink_to_fit();
+  gone_signal_ = std::make_shared<ClientGoneSignal>();
+  auto writer =
+      std::make_shared<ConnectionResponseWriter>(shared_from_this(), request_id_, gone_signal_);
+  ReadMore();  // Notices a client that goes away while the handler works.
+  try {
+    core_->Handle(std::move(request), writer);
+  } catch (const std::exception& e) {
+    writer->Reply(ErrorResponse(request_version_, http::status::internal_server_error,
+                                std::string("handler failed: ") + e.what()));
+  } catch (...) {
+    writer->Reply(
+        ErrorResponse(request_version_, http::status::internal_server_error, "handler failed"));
+  }
+}
+
+void ServerConnection::Reject(http::status status, std::string_view message) {
+  CancelReadDeadline();
+  phase_ = Phase::kAnswering;
+  rejecting_ = true;
+  ++request_id_;
+  parser_.reset();
+  request_keep_alive_ = false;
+  request_version_ = 11;
+  request_is_head_ = false;
+  if (!BufferBusy()) buffer_.consume(buffer_.size());
+  Response response = ErrorResponse(11, status, message);
+  response.keep_alive(false);
+  OutItem item;
+  item.response = std::make_unique<Response>(std::move(response));
+  item.completes_answer = true;
+  item.close_after = true;
+  Enqueue(std::move(item));
+}
+
+// ---------------------------------------------------------------------------------------------
+// ServerConnection: answering
+
+bool ServerConnection::AnswerOpen(uint64_t request_id) const {
+  return !closed_ && phase_ == Phase::kAnswering && !rejecting_ && request_id == request_id_ &&
+         gone_signal_ != nullptr;
+}
+
+void ServerConnection::DoReply(uint64_t request_id, Response response) {
+  if (!AnswerOpen(request_id)) return;
+  const bool keep_alive = request_keep_alive_ && response.keep_alive() && !draining_;
+  response.version(request_version_);
+  response.keep_alive(keep_alive);
+  const unsigned code = response.result_int();
+  if (code / 100 == 1 || code == 204 || code == 304) response.body().clear();
+  response.prepare_payload();
+  if (request_is_head_) response.body().clear();  // Content-Length stays that of the body.
+  OutItem item;
+  item.response = std::make_unique<Response>(std::move(response));
+  item.completes_answer = true;
+  item.close_after = !keep_alive;
+  Enqueue(std::move(item));
+}
+
+void ServerConnection::DoStartStream(uint64_t request_id, http::status status,
+                                     const HeaderList& headers) {
+  if (!AnswerOpen(request_id)) return;
+  stream_chunked_ = request_version_ >= 11;
+  const bool keep_alive = request_keep_alive_ && stream_chunked_ && !draining_;
+  stream_close_after_ = !keep_alive;
+  std::string head = stream_chunked_ ? "HTTP/1.1 " : "HTTP/1.0 ";
+  head += std::to_string(static_cast<unsigned>(status));
+  head += ' ';
+  const auto reason = http::obsolete_reason(status);
+  head.append(reason.data(), reason.size());
+  head += "\r\n";
+  for (const auto& [name, value] : headers) {
+    if (name.empty() || IsFramingHeader(name) || HasLineBreak(name) || HasLineBreak(value)) {
+      continue;
+    }
+    head += name;
+    head += ": ";
+    head += value;
+    head += "\r\n";
+  }
+  if (stream_chunked_) head += "Transfer-Encoding: chunked\r\n";
+  if (!keep_alive) head += "Connection: close\r\n";
+  head += "\r\n";
+  OutItem item;
+  item.bytes = std::move(head);
+  if (request_is_head_) {
+    // A HEAD answer has no body: the head completes it.
+    item.completes_answer = true;
+    item.close_after = stream_close_after_;
+  }
+  Enqueue(std::move(item));
+}
+
+void ServerConnection::DoChunk(uint64_t request_id, std::string data) {
+  const size_t size = data.size();
+  if (!AnswerOpen(request_id) || request_is_head_) {
+    stream_buffered_bytes_.fetch_sub(size, std::memory_order_acq_rel);
+    return;
+  }
+  OutItem item;
+  item.stream_bytes = size;
+  if (stream_chunked_) {
+    char size_line[24];
+    const int length = std::snprintf(size_line, sizeof(size_line), "%zx\r\n", size);
+    item.bytes.reserve(static_cast<size_t>(length) + size + 2);
+    item.bytes.append(size_line, static_cast<size_t>(length));
+    item.bytes += data;
+    item.bytes += "\r\n";
+  } else {
+    item.bytes = std::move(data);
+  }
+  Enqueue(std::move(item));
+}
+
+void ServerConnection::DoEndStream(uint64_t request_id) {
+  if (!AnswerOpen(request_id) || request_is_head_) return;
+  OutItem item;
+  if (stream_chunked_) item.bytes = "0\r\n\r\n";
+  item.completes_answer = true;
+  item.close_after = stream_close_after_;
+  Enqueue(std::move(item));
+}
+
+void ServerConnection::DoAbandon(uint64_t request_id, bool mid_stream) {
+  if (!AnswerOpen(request_id)) return;
+  if (mid_stream) {
+    // The client must see a truncated stream, not a complete one: send what was queued, then
+    // close without the terminating chunk.
+    OutItem item;
+    item.close_now = true;
+    Enqueue(std::move(item));
+    return;
+  }
+  DoReply(request_id, ErrorResponse(request_version_, http::status::internal_server_error,
+                                    "the handler dropped the request without answering"));
+}
+
+void ServerConnection::DoDrain() {
+  draining_ = true;
+  if (closed_) return;
+  const bool nothing_read =
+      phase_ == Phase::kHeader && buffer_.size() == 0 && !(parser_ && parser_->got_some());
+  if (phase_ == Phase::kIdle || nothing_read) Close();
+  // Otherwise the request under way is answered with "Connection: close".
+}
+
+void ServerConnection::Enqueue(OutItem item) {
+  if (closed_) return;
+  out_.push_back(std::move(item));
+  PumpWrites();
+}
+
+void ServerConnection::PumpWrites() {
+  if (writing_ || closed_ || out_.empty()) return;
+  writing_ = true;
+  ArmWriteDeadline();
+  auto on_written = [self = shared_from_this()](const error_code& error, size_t) {
+    self->OnWritten(error);
+  };
+  if (out_.front().response) {
+    writes_in_flight_ = 1;
+    http::async_write(socket_, *out_.front().response, std::move(on_written));
+    return;
+  }
+  write_buffers_.clear();
+  writes_in_flight_ = 0;
+  for (const OutItem& item : out_) {
+    if (item.response || writes_in_flight_ == kMaxGatherItems) break;
+    write_buffers_.push_back(asio::buffer(item.bytes));
+    ++writes_in_flight_;
+  }
+  asio::async_write(socket_, write_buffers_, std::move(on_written));
+}
+
+void ServerConnection::OnWritten(const error_code& error) {
+  writing_ = false;
+  CancelWriteDeadline();
+  if (closed_) return;
+  if (error) {
+    Close();
+    return;
+  }
+  bool completes_answer = false;
+  bool close_after = false;
+  bool close_now = false;
+  for (size_t i = 0; i < writes_in_flight_; ++i) {
+    const OutItem& item = out_.front();
+    close_now = close_now || item.close_now;
+    if (item.stream_bytes > 0) {
+      stream_buffered_bytes_.fetch_sub(item.stream_bytes, std::memory_order_acq_rel);
+    }
+    completes_answer = completes_answer || item.completes_answer;
+    close_after = close_after || item.close_after;
+    out_.pop_front();
+  }
+  writes_in_flight_ = 0;
+  if (close_now) {
+    Close();
+    return;
+  }
+  if (peer_closed_) {
+    if (completes_answer && gone_signal_) {
+      gone_signal_->Disarm();
+      gone_signal_.reset();
+      core_->CountServed();
+    }
+    Close();
+    return;
+  }
+  if (completes_answer) {
+    FinishAnswer(close_after);
+    if (closed_) return;
+  }
+  PumpWrites();
+}
+
+void ServerConnection::FinishAnswer(bool close_after) {
+  if (gone_signal_) {
+    gone_signal_->Disarm();
+    gone_signal_.reset();
+    core_->CountServed();
+  }
+  if (close_after || draining_ || rejecting_) {
+    StartLinger();
+    return;
+  }
+  phase_ = Phase::kIdle;
+  if (!BufferBusy() && buffer_.size() > 0) {
+    // A pipelined request arrived while this one was answered.
+    BeginRequest(Deadline::kHeader, core_->options().header_timeout);
+    ParseBuffered();
+  } else {
+    ArmReadDeadline(Deadline::kIdle, core_->options().idle_timeout);
+  }
+  ReadMore();
+}
+
+void ServerConnection::StartLinger() {
+  phase_ = Phase::kLingering;
+  error_code error;
+  socket_.shutdown(tcp::socket::shutdown_send, error);
+  if (error) {
+    Close();
+    return;
+  }
+  ArmReadDeadline(Deadline::kLinger, std::min(kLingerTimeout, core_->options().idle_timeout));
+  ReadMore();
+}
+
+// ---------------------------------------------------------------------------------------------
+// ServerConnection: deadlines and closing
+
+void ServerConnection::ArmReadDeadline(Deadline kind, std::chrono::milliseconds timeout) {
+  read_deadline_ = kind;
+  const uint64_t generation = ++read_timer_generation_;
+  read_timer_.expires_after(timeout);
+  read_timer_.async_wait([self = shared_from_this(), generation](const error_code& error) {
+    if (error || generation != self->read_timer_generation_) return;
+    self->OnReadDeadline();
+  });
+}
+
+void ServerConnection::CancelReadDeadline() {
+  read_deadline_ = Deadline::kNone;
+  ++read_timer_generation_;
+  read_timer_.cancel();
+}
+
+void ServerConnection::OnReadDeadline() {
+  if (closed_) return;
+  const Deadline kind = read_deadline_;
+  read_deadline_ = Deadline::kNone;
+  switch (kind) {
+    case Deadline::kNone:
+      return;
+    case Deadline::kIdle:
+    case Deadline::kLinger:
+      Close();
+      return;
+    case Deadline::kHeader:
+      if (buffer_.size() == 0 && !(parser_ && parser_->got_some())) {
+        Close();  // Nothing was sent: nobody to answer.
+        return;
+      }
+      Reject(http::status::request_timeout,
+             "request headers not received within " +
+                 std::to_string(core_->options().header_timeout.count()) + " ms");
+      return;
+    case Deadline::kBody:
+      Reject(http::status::request_timeout,
+             "request body not received within " +
+                 std::to_string(core_->options().body_timeout.count()) + " ms");
+      return;
+  }
+}
+
+void ServerConnection::ArmWriteDeadline() {
+  const uint64_t generation = ++write_timer_generation_;
+  write_timer_.expires_after(core_->options().write_timeout);
+  write_timer_.async_wait([self = shared_from_this(), generation](const error_code& error) {
+    if (error || generation != self->write_timer_generation_ || self->closed_) return;
+    self->Close();  // The client does not read: it counts as gone.
+  });
+}
+
+void ServerConnection::CancelWriteDeadline() {
+  ++write_timer_generation_;
+  write_timer_.cancel();
+}
+
+void ServerConnection::Close() {
+  if (closed_) return;
+  closed_ = true;
+  phase_ = Phase::kClosed;
+  CancelReadDeadline();
+  CancelWriteDeadline();
+  error_code ignored;
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  core_->Unregister(id_);
+  if (gone_signal_) {
+    auto signal = std::move(gone_signal_);
+    signal->Fire();
+  }
+}
+
+}  // namespace agentkv::net::internal

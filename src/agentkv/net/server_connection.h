@@ -1,0 +1,159 @@
+// ServerConnection: one accepted connection of an HttpServer. It reads requests under the
+// per-phase deadlines and size limits, hands each complete request to the handler with a
+// ConnectionResponseWriter, writes the answer (a response or a chunked stream), keeps the
+// connection alive or closes it, and notices a client that goes away. Internal to the net
+// module (http_server.h is the API).
+//
+// Ownership: a connection is owned by its pending asynchronous operations and by the writer of
+// its current request; it holds the ServerCore. Thread-safety: its private state is only
+// touched on its strand; the public methods may be called from any thread (they post onto the
+// strand through ServerCore::PostIfRunning), except CloseAfterStop.
+#ifndef AGENTKV_NET_SERVER_CONNECTION_H_
+#define AGENTKV_NET_SERVER_CONNECTION_H_
+
+#include <array>
+#include <atomic>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agentkv/net/connection_response_writer.h"
+#include "agentkv/net/http_types.h"
+#include "agentkv/net/server_core.h"
+
+namespace agentkv::net::internal {
+
+// One accepted connection; see the invariants at the top of server_connection.cc.
+class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
+ public:
+  ServerConnection(std::shared_ptr<ServerCore> core, boost::asio::ip::tcp::socket socket,
+                   uint64_t id);
+  ServerConnection(const ServerConnection&) = delete;
+  ServerConnection& operator=(const ServerConnection&) = delete;
+
+  // Starts reading the first request. Thread-safe (posts onto the strand).
+  void Start();
+  // Shutdown began: close now if no request is under way, else after its answer.
+  void BeginDrain();
+  // Shutdown deadline passed: close now.
+  void ForceClose();
+  // Closes on the calling thread. Precondition: the server's I/O threads are joined.
+  void CloseAfterStop();
+
+  // Called by the writer of request `request_id` (any thread; they post onto the strand).
+  void PostReply(uint64_t request_id, Response response);
+  void PostStartStream(uint64_t request_id, http::status status, HeaderList headers);
+  void PostChunk(uint64_t request_id, std::string data);
+  void PostEndStream(uint64_t request_id);
+  // The writer was destroyed without answering (`mid_stream` false: answer 500) or in the
+  // middle of a stream (`mid_stream` true: close).
+  void PostAbandon(uint64_t request_id, bool mid_stream);
+
+ private:
+  enum class Phase {
+    kIdle,       // Kept alive, waiting for the first byte of the next request.
+    kHeader,     // Reading request headers.
+    kBody,       // Reading the request body.
+    kAnswering,  // The request is with the handler or its answer is being written.
+    kLingering,  // Answer written, send side shut down; discarding input until EOF.
+    kClosed,
+  };
+  enum class Deadline { kNone, kIdle, kHeader, kBody, kLinger };
+
+  // One queued write: a whole response, or raw bytes (stream head, framed chunk, 100 Continue).
+  struct OutItem {
+    std::unique_ptr<Response> response;
+    std::string bytes;
+    size_t stream_bytes = 0;        // WriteChunk payload bytes, for the stream buffer bound.
+    bool completes_answer = false;  // Once written, the answer is complete.
+    bool close_after = false;       // Close (lingering) once written.
+    bool close_now = false;         // Abort once written (an abandoned stream).
+  };
+
+  void DoStart();
+  void ReadMore();
+  void OnRead(const boost::system::error_code& error, size_t bytes);
+  void ParseBuffered();
+  void OnHeaderDone();
+  void Dispatch();
+  void Reject(http::status status, std::string_view message);
+
+  bool AnswerOpen(uint64_t request_id) const;
+  void DoReply(uint64_t request_id, Response response);
+  void DoStartStream(uint64_t request_id, http::status status, const HeaderList& headers);
+  void DoChunk(uint64_t request_id, std::string data);
+  void DoEndStream(uint64_t request_id);
+  void DoAbandon(uint64_t request_id, bool mid_stream);
+  void DoDrain();
+
+  void Enqueue(OutItem item);
+  void PumpWrites();
+  void OnWritten(const boost::system::error_code& error);
+  void FinishAnswer(bool close_after);
+  void StartLinger();
+  void BeginRequest(Deadline deadline, std::chrono::milliseconds timeout);
+
+  void ArmReadDeadline(Deadline kind, std::chrono::milliseconds timeout);
+  void CancelReadDeadline();
+  void OnReadDeadline();
+  void ArmWriteDeadline();
+  void CancelWriteDeadline();
+  void Close();
+  // A read into buffer_ is pending, so buffer_ must not be touched.
+  bool BufferBusy() const { return reading_ && !read_into_watch_; }
+
+  // Posts `work(connection)` onto the strand if the server still runs.
+  template <typename Work>
+  void PostToStrand(Work&& work);
+
+  const std::shared_ptr<ServerCore> core_;
+  const uint64_t id_;
+  const boost::asio::any_io_executor strand_;  // This connection's strand.
+  boost::asio::ip::tcp::socket socket_;        // Bound to strand_.
+  boost::asio::steady_timer read_timer_;
+  boost::asio::steady_timer write_timer_;
+
+  // Strand-only state below.
+  Phase phase_ = Phase::kHeader;
+  Deadline read_deadline_ = Deadline::kNone;
+  uint64_t read_timer_generation_ = 0;
+  uint64_t write_timer_generation_ = 0;
+  bool reading_ = false;
+  bool read_into_watch_ = false;  // The pending read targets watch_buffer_, not buffer_.
+  bool writing_ = false;
+  bool draining_ = false;
+  bool peer_closed_ = false;  // EOF or reset seen while a write was in flight.
+  bool closed_ = false;
+  boost::beast::flat_buffer buffer_;
+  std::array<char, 512> watch_buffer_{};
+  std::optional<http::request_parser<http::string_body>> parser_;
+
+  uint64_t request_id_ = 0;
+  bool request_keep_alive_ = false;
+  unsigned request_version_ = 11;
+  bool request_is_head_ = false;
+  bool rejecting_ = false;      // Answering an error without a handler; input is discarded.
+  bool stream_chunked_ = true;  // Stream frames chunks (HTTP/1.1) or sends raw bytes (1.0).
+  bool stream_close_after_ = false;
+  std::shared_ptr<ClientGoneSignal> gone_signal_;  // Set while an answer is incomplete.
+
+  std::deque<OutItem> out_;
+  size_t writes_in_flight_ = 0;  // Items of out_ the pending write covers.
+  std::vector<boost::asio::const_buffer> write_buffers_;
+
+  // WriteChunk bytes posted and not yet written; any thread.
+  std::atomic<size_t> stream_buffered_bytes_{0};
+};
+
+}  // namespace agentkv::net::internal
+
+#endif  // AGENTKV_NET_SERVER_CONNECTION_H_

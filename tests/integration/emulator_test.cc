@@ -1,0 +1,377 @@
+// End-to-end tests of the SGLang engine emulator and the sgl-router emulator on 127.0.0.1:
+// every request goes over HTTP, through net::HttpClient, and is checked against the wire
+// format of ../shared/reference/sglang-protocol.md.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <future>
+#include <map>
+#include <numeric>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agentkv/net/http_client.h"
+#include "agentkv/protocol/generate.h"
+#include "agentkv/protocol/prometheus.h"
+#include "agentkv/protocol/sse.h"
+#include "agentkv/protocol/workers.h"
+#include "agentkv/service/engine_emulator.h"
+#include "agentkv/service/router_emulator.h"
+
+namespace agentkv::service {
+namespace {
+
+using namespace std::chrono_literals;
+namespace http = net::http;
+namespace json = boost::json;
+
+EngineEmulatorOptions EngineOptions(bool paced = false) {
+  EngineEmulatorOptions options;
+  options.runtime.paced = paced;
+  options.runtime.page_size = 16;
+  options.runtime.max_total_tokens = 16384;
+  options.runtime.enable_session_radix_cache = true;
+  options.runtime.session_close_mode = kv::SessionCloseMode::kRelease;
+  options.runtime.tp = 2;
+  return options;
+}
+
+std::unique_ptr<EngineEmulator> StartEngine(EngineEmulatorOptions options = EngineOptions()) {
+  StatusOr<std::unique_ptr<EngineEmulator>> engine = EngineEmulator::Start(options);
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  return engine.ok() ? *std::move(engine) : nullptr;
+}
+
+std::string InputIds(int64_t first, int64_t n) {
+  json::array ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(first + i);
+  return json::serialize(ids);
+}
+
+std::string GenerateBody(const std::string& input_ids, int64_t max_new_tokens,
+                         const std::string& extra = "") {
+  return R"({"input_ids": )" + input_ids + R"(, "sampling_params": {"max_new_tokens": )" +
+         std::to_string(max_new_tokens) + "}" + extra + "}";
+}
+
+net::ClientResponse Post(net::HttpClient& client, const std::string& base, const std::string& path,
+                         const std::string& body,
+                         std::vector<std::pair<std::string, std::string>> headers = {}) {
+  headers.emplace_back("Content-Type", "application/json");
+  StatusOr<net::ClientResponse> r = client.Request(http::verb::post, base, path, headers, body);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *std::move(r) : net::ClientResponse{};
+}
+
+std::map<std::string, double> Gauges(net::HttpClient& client, const std::string& base) {
+  StatusOr<net::ClientResponse> r = client.Request(http::verb::get, base, "/metrics");
+  EXPECT_TRUE(r.ok() && r->status == 200);
+  StatusOr<std::vector<protocol::Sample>> samples = protocol::ParsePrometheusText(r->body);
+  EXPECT_TRUE(samples.ok()) << samples.status();
+  return samples.ok() ? protocol::MaxByName(*samples) : std::map<std::string, double>{};
+}
+
+TEST(EngineEmulatorTest, MultiTurnSessionCachedTokensGrowTurnByTurn) {
+  auto engine = StartEngine();
+  net::HttpClient client;
+  std::vector<int64_t> context(200);
+  std::iota(context.begin(), context.end(), 1);
+  int64_t previous = -1;
+  for (int turn = 0; turn < 4; ++turn) {
+    json::array ids;
+    for (int64_t t : context) ids.push_back(t);
+    const net::ClientResponse r =
+        Post(client, engine->base_url(), "/generate",
+             GenerateBody(json::serialize(ids), 16,
+                          R"(, "rid": "turn-)" + std::to_string(turn) + R"(", "session_id": "agent-42")"));
+    ASSERT_EQ(r.status, 200) << r.body;
+    StatusOr<protocol::GenerateResponse> response = protocol::ParseGenerateResponse(r.body);
+    ASSERT_TRUE(response.ok()) << response.status() << r.body;
+    EXPECT_EQ(response->meta_info.id, "turn-" + std::to_string(turn));
+    EXPECT_EQ(response->meta_info.prompt_tokens, static_cast<int64_t>(context.size()));
+    EXPECT_EQ(response->meta_info.completion_tokens, 16);
+    ASSERT_TRUE(response->meta_info.finish_reason.has_value());
+    EXPECT_EQ(response->meta_info.finish_reason->type, protocol::FinishReason::Type::kLength);
+    EXPECT_GT(response->meta_info.cached_tokens, previous) << "turn " << turn;
+    previous = response->meta_info.cached_tokens;
+    context.insert(context.end(), response->output_ids.begin(), response->output_ids.end());
+    for (int i = 0; i < 40; ++i) context.push_back(50'000 + turn * 100 + i);
+  }
+}
+
+TEST(EngineEmulatorTest, CloseSessionInReleaseModeRaisesAvailableTokensOnceAndIsIdempotent) {
+  auto engine = StartEngine();
+  net::HttpClient client;
+  ASSERT_EQ(Post(client, engine->base_url(), "/generate",
+                 GenerateBody(InputIds(1, 321), 4, R"(, "session_id": "s-1")"))
+                .status,
+            200);
+  const auto before = Gauges(client, engine->base_url());
+  const net::ClientResponse close =
+      Post(client, engine->base_url(), "/close_session", R"({"session_id": "s-1"})");
+  EXPECT_EQ(close.status, 200);
+  EXPECT_EQ(close.body, "");
+  const auto after = Gauges(client, engine->base_url());
+  // The session's unique pages: 320 prompt tokens (the last one is recomputed) = 20 pages.
+  EXPECT_EQ(after.at("sglang:kv_available_tokens"),
+            before.at("sglang:kv_available_tokens") + 320);
+  EXPECT_EQ(after.at("sglang:kv_evictable_tokens"),
+            before.at("sglang:kv_evictable_tokens") - 320);
+  // Idempotent; an unknown session is fine too.
+  EXPECT_EQ(Post(client, engine->base_url(), "/close_session", R"({"session_id": "s-1"})").status, 200);
+  EXPECT_EQ(Post(client, engine->base_url(), "/close_session", R"({"session_id": "nope"})").status, 200);
+  EXPECT_EQ(Gauges(client, engine->base_url()).at("sglang:kv_available_tokens"),
+            after.at("sglang:kv_available_tokens"));
+}
+
+TEST(EngineEmulatorTest, AbortEndsARunningRequestWithTheAbortFinishReasonAndPartialTokens) {
+  auto engine = StartEngine(EngineOptions(/*paced=*/true));
+  net::HttpClient client;
+  std::promise<StatusOr<net::ClientResponse>> done;
+  client.AsyncRequest(http::verb::post, engine->base_url(), "/generate",
+                      {{"Content-Type", "application/json"}},
+                      GenerateBody(InputIds(1, 64), 2000, R"(, "rid": "req-17:0")"),
+                      [&done](StatusOr<net::ClientResponse> r) { done.set_value(std::move(r)); });
+  // Let it produce some tokens (each decode step is about 7 ms), then abort it.
+  std::this_thread::sleep_for(100ms);
+  const net::ClientResponse abort =
+      Post(client, engine->base_url(), "/abort_request", R"({"rid": "req-17:0"})");
+  EXPECT_EQ(abort.status, 200);
+  EXPECT_EQ(abort.body, "");
+  auto future = done.get_future();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  StatusOr<net::ClientResponse> r = future.get();
+  ASSERT_TRUE(r.ok()) << r.status();
+  StatusOr<protocol::GenerateResponse> response = protocol::ParseGenerateResponse(r->body);
+  ASSERT_TRUE(response.ok()) << r->body;
+  ASSERT_TRUE(response->meta_info.finish_reason.has_value());
+  EXPECT_EQ(response->meta_info.finish_reason->type, protocol::FinishReason::Type::kAbort);
+  EXPECT_GT(response->output_ids.size(), 0u);
+  EXPECT_LT(response->output_ids.size(), 2000u);
+  // Unknown and repeated aborts are ignored with 200.
+  EXPECT_EQ(Post(client, engine->base_url(), "/abort_request", R"({"rid": "req-17:0"})").status, 200);
+  EXPECT_EQ(Post(client, engine->base_url(), "/abort_request", R"({"rid": "nope"})").status, 200);
+}
+
+TEST(EngineEmulatorTest, MetricsAgreeWithTheEngineStateAndAreReplicatedPerTpRank) {
+  auto engine = StartEngine();
+  net::HttpClient client;
+  Post(client, engine->base_url(), "/generate", GenerateBody(InputIds(1, 100), 5));
+  StatusOr<net::ClientResponse> r = client.Request(http::verb::get, engine->base_url(), "/metrics");
+  ASSERT_TRUE(r.ok());
+  StatusOr<std::vector<protocol::Sample>> samples = protocol::ParsePrometheusText(r->body);
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  int usage_lines = 0;
+  for (const protocol::Sample& s : *samples) usage_lines += s.name == "sglang:token_usage";
+  EXPECT_EQ(usage_lines, 2);  // One per TP rank.
+  const auto g = protocol::MaxByName(*samples);
+  const RuntimeSnapshot snapshot = engine->runtime().Snapshot();
+  EXPECT_EQ(g.at("sglang:max_total_num_tokens"), 16384);
+  EXPECT_EQ(g.at("sglang:kv_available_tokens"), snapshot.gauges.available_tokens);
+  EXPECT_EQ(g.at("sglang:kv_evictable_tokens"), snapshot.gauges.evictable_tokens);
+  EXPECT_EQ(g.at("sglang:kv_available_tokens") + g.at("sglang:kv_evictable_tokens") +
+                g.at("sglang:kv_used_tokens"),
+            g.at("sglang:max_total_num_tokens"));
+  EXPECT_EQ(g.at("sglang:num_requests_total"), 1);
+  EXPECT_EQ(g.at("sglang:generation_tokens_total"), 5);
+  EXPECT_EQ(g.at("sglang:prompt_tokens_total"), 100);
+  EXPECT_EQ(g.at("sglang:num_running_reqs"), 0);
+  EXPECT_EQ(g.at("sglang:e2e_request_latency_seconds_count"), 1);
+}
+
+TEST(EngineEmulatorTest, StreamsSseChunksEndingWithDone) {
+  auto engine = StartEngine();
+  net::HttpClient client;
+  protocol::SseParser parser;
+  std::vector<std::string> events;
+  std::promise<Status> done;
+  int status = 0;
+  client.AsyncStream(
+      http::verb::post, engine->base_url(), "/generate", {{"Content-Type", "application/json"}},
+      GenerateBody(InputIds(1, 40), 6, R"(, "stream": true, "rid": "s")"),
+      [&status](int s, const auto&) { status = s; },
+      [&](std::string_view chunk) {
+        for (std::string& e : parser.Feed(chunk)) events.push_back(std::move(e));
+      },
+      [&done](Status s) { done.set_value(s); });
+  auto future = done.get_future();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(future.get().ok());
+  EXPECT_EQ(status, 200);
+  EXPECT_TRUE(parser.done());
+  ASSERT_GE(events.size(), 2u);
+  StatusOr<protocol::GenerateResponse> last = protocol::ParseGenerateResponse(events.back());
+  ASSERT_TRUE(last.ok()) << events.back();
+  EXPECT_EQ(last->output_ids.size(), 6u);
+  ASSERT_TRUE(last->meta_info.finish_reason.has_value());
+  StatusOr<protocol::GenerateResponse> first = protocol::ParseGenerateResponse(events.front());
+  ASSERT_TRUE(first.ok());
+  EXPECT_FALSE(first->meta_info.finish_reason.has_value());
+}
+
+TEST(EngineEmulatorTest, RejectsBadRequestsWith400AndAClearMessage) {
+  auto engine = StartEngine();
+  net::HttpClient client;
+  const net::ClientResponse bad = Post(client, engine->base_url(), "/generate", R"({"input_ids": "x"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("input_ids"), std::string::npos);
+  const net::ClientResponse too_long =
+      Post(client, engine->base_url(), "/generate", GenerateBody(InputIds(1, 20000), 4));
+  EXPECT_EQ(too_long.status, 400);
+  EXPECT_NE(too_long.body.find("maximum context length"), std::string::npos);
+  StatusOr<net::ClientResponse> info = client.Request(http::verb::get, engine->base_url(), "/server_info");
+  ASSERT_TRUE(info.ok());
+  const json::value v = json::parse(info->body);
+  EXPECT_EQ(v.at("enable_session_radix_cache").as_bool(), true);
+  EXPECT_EQ(v.at("max_total_num_tokens").to_number<int64_t>(), 16384);
+}
+
+// --- Router ---
+
+struct Fleet {
+  std::vector<std::unique_ptr<EngineEmulator>> engines;
+  std::unique_ptr<RouterEmulator> router;
+};
+
+Fleet StartFleet(int n, const std::string& policy) {
+  Fleet fleet;
+  RouterEmulatorOptions options;
+  options.policy = policy;
+  options.health_check_interval = 0ms;
+  for (int i = 0; i < n; ++i) {
+    fleet.engines.push_back(StartEngine());
+    options.worker_urls.push_back(fleet.engines.back()->base_url());
+  }
+  StatusOr<std::unique_ptr<RouterEmulator>> router = RouterEmulator::Start(options);
+  EXPECT_TRUE(router.ok()) << router.status();
+  if (router.ok()) fleet.router = *std::move(router);
+  return fleet;
+}
+
+json::array Received(net::HttpClient& client, const std::string& base) {
+  StatusOr<net::ClientResponse> r = client.Request(http::verb::get, base, "/agentkv/requests");
+  EXPECT_TRUE(r.ok());
+  return json::parse(r->body).as_array();
+}
+
+TEST(RouterEmulatorTest, ConsistentHashingKeepsEachSessionOnOneEngine) {
+  Fleet fleet = StartFleet(3, "consistent_hashing");
+  net::HttpClient client;
+  for (int turn = 0; turn < 4; ++turn) {
+    for (int s = 0; s < 8; ++s) {
+      const std::string session = "session-" + std::to_string(s);
+      const net::ClientResponse r =
+          Post(client, fleet.router->base_url(), "/generate",
+               GenerateBody(InputIds(s * 1000, 40 + turn * 8), 2),
+               {{"X-SMG-Routing-Key", session}});
+      ASSERT_EQ(r.status, 200) << r.body;
+    }
+  }
+  std::map<std::string, std::set<std::string>> workers_of;
+  std::set<std::string> used;
+  for (const json::value& entry : Received(client, fleet.router->base_url())) {
+    const json::object& e = entry.as_object();
+    workers_of[std::string(e.at("routing_key").as_string())].insert(std::string(e.at("worker").as_string()));
+    used.insert(std::string(e.at("worker").as_string()));
+  }
+  ASSERT_EQ(workers_of.size(), 8u);
+  for (const auto& [session, workers] : workers_of) EXPECT_EQ(workers.size(), 1u) << session;
+  EXPECT_GE(used.size(), 2u) << "8 sessions should spread over several engines";
+}
+
+TEST(RouterEmulatorTest, NeverForwardsCloseSessionOrAbort) {
+  Fleet fleet = StartFleet(2, "round_robin");
+  net::HttpClient client;
+  EXPECT_EQ(Post(client, fleet.router->base_url(), "/close_session", R"({"session_id": "x"})").status, 404);
+  EXPECT_EQ(Post(client, fleet.router->base_url(), "/abort_request", R"({"rid": "x"})").status, 404);
+  EXPECT_EQ(Post(client, fleet.router->base_url(), "/open_session", R"({"capacity_of_str_len": 1})").status, 404);
+  for (const auto& engine : fleet.engines) {
+    EXPECT_TRUE(Received(client, engine->base_url()).empty()) << engine->base_url();
+  }
+}
+
+TEST(RouterEmulatorTest, PassesStreamsThroughAndServesBothWorkerShapes) {
+  Fleet fleet = StartFleet(2, "cache_aware");
+  net::HttpClient client;
+  protocol::SseParser parser;
+  int events = 0;
+  std::promise<Status> done;
+  client.AsyncStream(
+      http::verb::post, fleet.router->base_url(), "/generate",
+      {{"Content-Type", "application/json"}},
+      GenerateBody(InputIds(1, 40), 5, R"(, "stream": true)"), [](int, const auto&) {},
+      [&](std::string_view chunk) { events += static_cast<int>(parser.Feed(chunk).size()); },
+      [&done](Status s) { done.set_value(s); });
+  auto future = done.get_future();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(future.get().ok());
+  EXPECT_TRUE(parser.done());
+  EXPECT_GE(events, 2);
+  StatusOr<net::ClientResponse> workers = client.Request(http::verb::get, fleet.router->base_url(), "/workers");
+  ASSERT_TRUE(workers.ok());
+  StatusOr<std::vector<protocol::WorkerInfo>> parsed = protocol::ParseWorkers(workers->body);
+  ASSERT_TRUE(parsed.ok()) << workers->body;
+  EXPECT_EQ(parsed->size(), 2u);
+  StatusOr<net::ClientResponse> list = client.Request(http::verb::get, fleet.router->base_url(), "/list_workers");
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(protocol::ParseListWorkers(list->body)->size(), 2u);
+}
+
+TEST(RouterEmulatorTest, DpAwareEntriesGoToTheBaseUrlWithTheRankInjected) {
+  auto engine = StartEngine();
+  RouterEmulatorOptions options;
+  options.policy = "round_robin";
+  options.health_check_interval = 0ms;
+  options.worker_urls = {engine->base_url() + "@0", engine->base_url() + "@1"};
+  auto router = RouterEmulator::Start(options).value();
+  net::HttpClient client;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(Post(client, router->base_url(), "/generate", GenerateBody(InputIds(1, 20), 1)).status, 200);
+  }
+  StatusOr<net::ClientResponse> list = client.Request(http::verb::get, router->base_url(), "/list_workers");
+  ASSERT_TRUE(list.ok());
+  StatusOr<std::vector<std::string>> urls = protocol::ParseListWorkers(list->body);
+  ASSERT_TRUE(urls.ok());
+  EXPECT_EQ(protocol::EngineBaseUrls(*urls), std::vector<std::string>{engine->base_url()});
+  EXPECT_EQ(engine->runtime().Snapshot().num_requests_total, 2);
+}
+
+TEST(RouterEmulatorTest, FlushCacheIsPartialWhenAnEngineIsDown) {
+  Fleet fleet = StartFleet(2, "round_robin");
+  net::HttpClient client;
+  EXPECT_EQ(Post(client, fleet.router->base_url(), "/flush_cache", "").status, 200);
+  fleet.engines[1]->Shutdown(0ms);
+  const net::ClientResponse partial = Post(client, fleet.router->base_url(), "/flush_cache", "");
+  EXPECT_EQ(partial.status, 206);
+  EXPECT_NE(partial.body.find("partial_success"), std::string::npos);
+}
+
+TEST(RouterEmulatorTest, HealthChecksTakeADeadEngineOutOfRotation) {
+  auto a = StartEngine();
+  auto b = StartEngine();
+  RouterEmulatorOptions options;
+  options.policy = "round_robin";
+  options.health_check_interval = 50ms;
+  options.worker_urls = {a->base_url(), b->base_url()};
+  auto router = RouterEmulator::Start(options).value();
+  net::HttpClient client;
+  b->Shutdown(0ms);
+  for (int i = 0; i < 100; ++i) {
+    bool b_healthy = true;
+    for (const protocol::WorkerInfo& w : router->workers()) {
+      if (w.url == b->base_url()) b_healthy = w.is_healthy;
+    }
+    if (!b_healthy) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(Post(client, router->base_url(), "/generate", GenerateBody(InputIds(i, 20), 1)).status, 200);
+  }
+  EXPECT_EQ(a->runtime().Snapshot().num_requests_total, 4);
+}
+
+}  // namespace
+}  // namespace agentkv::service

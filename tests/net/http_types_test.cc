@@ -1,0 +1,87 @@
+#include "agentkv/net/http_types.h"
+
+#include <gtest/gtest.h>
+
+namespace agentkv::net {
+namespace {
+
+TEST(MakeResponseTest, TakesVersionAndKeepAliveFromTheRequest) {
+  Request request{http::verb::get, "/x", 10};
+  request.keep_alive(false);
+  Response response = MakeResponse(request, http::status::created, "{\"a\":1}");
+  EXPECT_EQ(response.result(), http::status::created);
+  EXPECT_EQ(response.version(), 10u);
+  EXPECT_FALSE(response.keep_alive());
+  EXPECT_EQ(response[http::field::content_type], "application/json");
+  EXPECT_EQ(response[http::field::content_length], "7");
+  EXPECT_EQ(response.body(), "{\"a\":1}");
+
+  Request keep{http::verb::post, "/y", 11};
+  Response text = MakeResponse(keep, http::status::ok, "hi", "text/plain");
+  EXPECT_TRUE(text.keep_alive());
+  EXPECT_EQ(text[http::field::content_type], "text/plain");
+}
+
+TEST(JsonErrorBodyTest, EscapesTheMessage) {
+  EXPECT_EQ(JsonErrorBody("no route"), R"({"error":"no route"})");
+  EXPECT_EQ(JsonErrorBody("a\"b\\c\nd\x01"), R"({"error":"a\"b\\c\nd\u0001"})");
+}
+
+TEST(MakeErrorResponseTest, IsJson) {
+  Request request{http::verb::get, "/", 11};
+  Response response = MakeErrorResponse(request, http::status::not_found, "gone");
+  EXPECT_EQ(response.result(), http::status::not_found);
+  EXPECT_EQ(response.body(), R"({"error":"gone"})");
+}
+
+TEST(ParseBaseUrlTest, ParsesHostPortAndPrefix) {
+  auto endpoint = ParseBaseUrl("http://127.0.0.1:8080");
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  EXPECT_EQ(endpoint->host, "127.0.0.1");
+  EXPECT_EQ(endpoint->port, 8080);
+  EXPECT_EQ(endpoint->host_header, "127.0.0.1:8080");
+  EXPECT_EQ(endpoint->path_prefix, "");
+  EXPECT_EQ(endpoint->PoolKey(), "127.0.0.1:8080");
+
+  auto prefixed = ParseBaseUrl("http://engine-3/v1/");
+  ASSERT_TRUE(prefixed.ok()) << prefixed.status();
+  EXPECT_EQ(prefixed->host, "engine-3");
+  EXPECT_EQ(prefixed->port, 80);
+  EXPECT_EQ(prefixed->path_prefix, "/v1");
+}
+
+TEST(ParseBaseUrlTest, KeepsIpv6BracketsOnlyInTheHostHeader) {
+  auto endpoint = ParseBaseUrl("http://[::1]:9000");
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  EXPECT_EQ(endpoint->host, "::1");
+  EXPECT_EQ(endpoint->host_header, "[::1]:9000");
+  EXPECT_EQ(endpoint->PoolKey(), "[::1]:9000");
+}
+
+TEST(ParseBaseUrlTest, RejectsWhatTheClientCannotUse) {
+  for (const char* url : {"https://127.0.0.1:8443", "127.0.0.1:8080", "http://", "not a url",
+                          "http://h:8080/?q=1", "http://u:p@h:1", "ftp://h/"}) {
+    auto endpoint = ParseBaseUrl(url);
+    EXPECT_FALSE(endpoint.ok()) << url;
+    if (!endpoint.ok()) {
+      EXPECT_EQ(endpoint.status().code(), StatusCode::kInvalidArgument) << url;
+    }
+  }
+}
+
+TEST(TargetPathTest, DropsTheQuery) {
+  EXPECT_EQ(TargetPath("/generate?x=1&y=2").value(), "/generate");
+  EXPECT_EQ(TargetPath("/").value(), "/");
+  EXPECT_EQ(TargetPath("/a%20b").value(), "/a%20b");
+  EXPECT_EQ(TargetPath("http://host:1/v1/models?x").value(), "/v1/models");
+  EXPECT_EQ(TargetPath("http://host:1").value(), "/");
+}
+
+TEST(TargetPathTest, RejectsOtherForms) {
+  EXPECT_EQ(TargetPath("*").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(TargetPath("").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(TargetPath("/a b").status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace agentkv::net

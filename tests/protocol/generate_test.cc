@@ -1,0 +1,220 @@
+#include "agentkv/protocol/generate.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "protocol_test_support.h"
+
+namespace agentkv::protocol {
+namespace {
+
+using testing_support::ExpectInputError;
+using testing_support::ForEachMalformedVariant;
+using testing_support::ReadTestdata;
+
+GenerateRequest MustParse(std::string_view body) {
+  StatusOr<GenerateRequest> request = ParseGenerateRequest(body);
+  EXPECT_TRUE(request.ok()) << request.status();
+  return request.ok() ? *std::move(request) : GenerateRequest{};
+}
+
+Status ParseError(std::string_view body, const ParseLimits& limits = {}) {
+  return ParseGenerateRequest(body, limits).status();
+}
+
+TEST(GenerateRequestTest, ParsesTheRelaxRequest) {
+  const std::string body = ReadTestdata("generate_relax.json");
+  const GenerateRequest r = MustParse(body);
+  EXPECT_EQ(r.raw, body);
+  EXPECT_EQ(r.rid, "req-17:0");
+  EXPECT_EQ(r.session_id, "sess-abc");
+  EXPECT_FALSE(r.text.has_value());
+  EXPECT_EQ(r.input_ids, (std::vector<int64_t>{151644, 872, 198}));
+  EXPECT_EQ(r.sampling_params.max_new_tokens, 4096);
+  EXPECT_EQ(r.sampling_params.temperature, 1.0);
+  EXPECT_EQ(r.sampling_params.top_p, 1.0);
+  EXPECT_EQ(r.sampling_params.top_k, -1);
+  EXPECT_TRUE(r.return_logprob);
+  EXPECT_FALSE(r.stream);
+  EXPECT_FALSE(r.priority.has_value());
+  EXPECT_FALSE(r.has_session_params);
+}
+
+TEST(GenerateRequestTest, ParsesTheMinimalDocsRequestWithDefaults) {
+  const GenerateRequest r = MustParse(ReadTestdata("generate_minimal.json"));
+  EXPECT_EQ(r.text, "FULL_PROMPT_FOR_THIS_TURN");
+  EXPECT_FALSE(r.input_ids.has_value());
+  EXPECT_FALSE(r.rid.has_value());
+  EXPECT_EQ(r.session_id, "agent-42");
+  EXPECT_EQ(r.sampling_params, SamplingParams{});  // max_new_tokens 128 is the default.
+  const GenerateRequest bare = MustParse(R"({"text": "hi"})");
+  EXPECT_EQ(bare.sampling_params.max_new_tokens, 128);
+  EXPECT_EQ(bare.sampling_params.top_k, -1);
+}
+
+TEST(GenerateRequestTest, ReadsEverySamplingParameterTheEmulatorUses) {
+  const GenerateRequest r = MustParse(R"({"input_ids": [], "stream": true, "priority": -3,
+      "sampling_params": {"max_new_tokens": 0, "temperature": 0, "top_p": 0.5, "top_k": 20,
+      "stop": ["</s>", "\n\n"], "stop_token_ids": [2, 151645], "ignore_eos": true,
+      "min_new_tokens": 0, "n": 1, "json_schema": null, "custom_params": {"a": 1}}})");
+  EXPECT_EQ(r.input_ids, std::vector<int64_t>{});
+  EXPECT_TRUE(r.stream);
+  EXPECT_EQ(r.priority, -3);
+  const SamplingParams& p = r.sampling_params;
+  EXPECT_EQ(p.max_new_tokens, 0);
+  EXPECT_EQ(p.temperature, 0.0);
+  EXPECT_EQ(p.top_p, 0.5);
+  EXPECT_EQ(p.top_k, 20);
+  EXPECT_EQ(p.stop, (std::vector<std::string>{"</s>", "\n\n"}));
+  EXPECT_EQ(p.stop_token_ids, (std::vector<int64_t>{2, 151645}));
+  EXPECT_TRUE(p.ignore_eos);
+  EXPECT_EQ(MustParse(R"({"text":"", "sampling_params": {"stop": "END", "max_new_tokens": 4,
+                          "min_new_tokens": 4}})")
+                .sampling_params.stop,
+            std::vector<std::string>{"END"});
+}
+
+TEST(GenerateRequestTest, NullCountsAsAbsent) {
+  const GenerateRequest r = MustParse(R"({"text": "x", "rid": null, "input_ids": null,
+      "session_id": null, "session_params": null, "sampling_params": null, "stream": null,
+      "priority": null})");
+  EXPECT_FALSE(r.rid.has_value());
+  EXPECT_FALSE(r.session_id.has_value());
+  EXPECT_FALSE(r.has_session_params);
+  EXPECT_FALSE(r.stream);
+}
+
+TEST(GenerateRequestTest, UnknownFieldsAreIgnoredAndKeptInRaw) {
+  const std::string body =
+      R"({"text": "x", "lora_path": "a", "image_data": [1], "routed_dp_rank": 3,
+          "custom_labels": {"k": "v"}, "return_routed_experts": true})";
+  EXPECT_EQ(MustParse(body).raw, body);
+}
+
+TEST(GenerateRequestTest, RejectsBatches) {
+  const Status batch = InvalidArgumentError("batch requests are not supported");
+  EXPECT_EQ(ParseError(R"({"text": ["a", "b"]})"), batch);
+  EXPECT_EQ(ParseError(R"({"input_ids": [[1, 2], [3]]})"), batch);
+  EXPECT_EQ(ParseError(R"({"text": "a", "rid": ["r1", "r2"]})"), batch);
+  EXPECT_EQ(ParseError(R"({"text": "a", "sampling_params": [{}, {}]})"), batch);
+  EXPECT_EQ(ParseError(R"([{"text": "a"}])"), batch);
+}
+
+TEST(GenerateRequestTest, NeedsExactlyOnePrompt) {
+  EXPECT_EQ(ParseError(R"({"rid": "r"})"),
+            InvalidArgumentError("one of text, input_ids or input_embeds is required"));
+  EXPECT_EQ(ParseError(R"({"text": "a", "input_ids": [1]})"),
+            InvalidArgumentError("only one of text, input_ids or input_embeds may be given"));
+  EXPECT_EQ(ParseError(R"({"input_embeds": [[0.1, 0.2]]})"),
+            InvalidArgumentError("input_embeds: not supported"));
+}
+
+TEST(GenerateRequestTest, RejectsSessionIdWithSessionParams) {
+  EXPECT_EQ(ParseError(R"({"text": "a", "session_id": "s", "session_params": {"id": "s"}})"),
+            InvalidArgumentError("session_id cannot be combined with session_params"));
+  const GenerateRequest legacy = MustParse(R"({"text": "a", "session_params": {"id": "s"}})");
+  EXPECT_TRUE(legacy.has_session_params);
+  EXPECT_EQ(ParseError(R"({"text": "a", "session_params": "s"})"),
+            InvalidArgumentError("session_params: expected an object"));
+}
+
+TEST(GenerateRequestTest, WrongTypesNameTheJsonPath) {
+  struct Case {
+    std::string_view body;
+    std::string_view message;
+  };
+  const Case cases[] = {
+      {R"({"text": 1})", "text: expected a string"},
+      {R"({"input_ids": [1, -2]})", "input_ids[1]: expected a non-negative integer"},
+      {R"({"input_ids": [1, 2.0]})", "input_ids[1]: expected a non-negative integer"},
+      {R"({"input_ids": "1 2"})", "input_ids: expected a list"},
+      {R"({"text": "a", "rid": 5})", "rid: expected a string"},
+      {R"({"text": "a", "session_id": {}})", "session_id: expected a string"},
+      {R"({"text": "a", "stream": "yes"})", "stream: expected a boolean"},
+      {R"({"text": "a", "return_logprob": 1})", "return_logprob: expected a boolean"},
+      {R"({"text": "a", "priority": 1.5})", "priority: expected an integer"},
+      {R"({"text": "a", "sampling_params": 3})", "sampling_params: expected an object"},
+      {R"({"text": "a", "sampling_params": {"max_new_tokens": -1}})",
+       "sampling_params.max_new_tokens: expected a non-negative integer"},
+      {R"({"text": "a", "sampling_params": {"max_new_tokens": 1.5}})",
+       "sampling_params.max_new_tokens: expected a non-negative integer"},
+      {R"({"text": "a", "sampling_params": {"temperature": "hot"}})",
+       "sampling_params.temperature: expected a number"},
+      {R"({"text": "a", "sampling_params": {"temperature": -0.1}})",
+       "sampling_params.temperature: expected a non-negative number"},
+      {R"({"text": "a", "sampling_params": {"top_p": 0}})",
+       "sampling_params.top_p: expected a number in (0, 1]"},
+      {R"({"text": "a", "sampling_params": {"top_k": 0}})",
+       "sampling_params.top_k: expected -1 or a positive integer"},
+      {R"({"text": "a", "sampling_params": {"stop": 1}})",
+       "sampling_params.stop: expected a string or a list of strings"},
+      {R"({"text": "a", "sampling_params": {"stop": ["a", 2]}})",
+       "sampling_params.stop[1]: expected a string"},
+      {R"({"text": "a", "sampling_params": {"stop_token_ids": [true]}})",
+       "sampling_params.stop_token_ids[0]: expected a non-negative integer"},
+      {R"({"text": "a", "sampling_params": {"ignore_eos": 0}})",
+       "sampling_params.ignore_eos: expected a boolean"},
+      {R"({"text": "a", "sampling_params": {"max_new_tokens": 2, "min_new_tokens": 3}})",
+       "sampling_params.min_new_tokens: expected at most max_new_tokens (2)"},
+      {R"("text")", "generate request: expected a JSON object"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ParseError(c.body), InvalidArgumentError(std::string(c.message))) << c.body;
+  }
+}
+
+TEST(GenerateRequestTest, LimitsAreResourceExhausted) {
+  const std::string body = R"({"input_ids": [1, 2, 3, 4]})";
+  EXPECT_EQ(ParseError(body, ParseLimits{.max_body_bytes = 10}).code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(ParseError(body, ParseLimits{.max_input_ids = 3}),
+            ResourceExhaustedError("input_ids: 4 entries, over the limit of 3"));
+  EXPECT_TRUE(ParseGenerateRequest(body, ParseLimits{.max_input_ids = 4}).ok());
+  const std::string deep =
+      R"({"text": "a", "x": )" + std::string(100, '[') + std::string(100, ']') + "}";
+  EXPECT_EQ(ParseError(deep).code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(ParseGenerateRequest(deep, ParseLimits{.max_depth = 101}).ok());
+}
+
+TEST(GenerateRequestTest, MalformedJsonIsInvalidArgument) {
+  for (const std::string_view bad : {"", "{", "{\"text\": \"a\"", "{\"text\": \"a\"}}",
+                                     "{\"text\": 'a'}", "nul", "{\"text\": \"\\x\"}"}) {
+    EXPECT_EQ(ParseError(bad).code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+// What the gateway does: set its own rid on the client's bytes and forward them. The result
+// parses with the new rid and every other member byte-identical.
+TEST(GenerateRequestTest, SettingRidKeepsTheRestOfTheRequest) {
+  const std::string body = ReadTestdata("generate_minimal.json");
+  StatusOr<std::string> forwarded =
+      SetTopLevelField(body, "rid", "\"gw-1:0\"", JsonLimitsFor(ParseLimits{}));
+  ASSERT_TRUE(forwarded.ok()) << forwarded.status();
+  EXPECT_EQ(*forwarded, R"({"text": "FULL_PROMPT_FOR_THIS_TURN", "sampling_params": )"
+                        R"({"max_new_tokens": 128}, "session_id": "agent-42","rid":"gw-1:0"})");
+  const GenerateRequest r = MustParse(*forwarded);
+  EXPECT_EQ(r.rid, "gw-1:0");
+  EXPECT_EQ(r.session_id, "agent-42");
+}
+
+TEST(GenerateRequestTest, MalformedBodiesNeverCrash) {
+  for (const std::string_view name : {"generate_relax.json", "generate_minimal.json"}) {
+    ForEachMalformedVariant(ReadTestdata(name), 11, [](const std::string& body) {
+      const StatusOr<GenerateRequest> request = ParseGenerateRequest(body);
+      ExpectInputError(request.status());
+      if (!request.ok()) return;
+      EXPECT_EQ(request->raw, body);
+      EXPECT_NE(request->text.has_value(), request->input_ids.has_value());
+      StatusOr<std::string> edited = SetTopLevelField(body, "rid", "\"x\"");
+      ASSERT_TRUE(edited.ok()) << edited.status();
+      const StatusOr<GenerateRequest> reparsed = ParseGenerateRequest(*edited);
+      ASSERT_TRUE(reparsed.ok()) << reparsed.status();
+      EXPECT_EQ(reparsed->rid, "x");
+    });
+  }
+}
+
+}  // namespace
+}  // namespace agentkv::protocol

@@ -1,0 +1,270 @@
+#include "tools/agentkv/emulate_command.h"
+
+#include <fmt/core.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "tools/agentkv/cli_support.h"
+
+namespace agentkv::tools {
+namespace {
+
+constexpr const char* kDescription =
+    "SGLang-compatible engine and sgl-router emulators, backed by agentkv's KV cache and step "
+    "scheduler (no GPU needed)";
+
+constexpr const char* kFooter = R"(Modes:
+  engine  one emulated SGLang engine: /generate (streaming or not), /abort_request,
+          /open_session, /close_session, /flush_cache, /server_info, /model_info, /health,
+          /health_generate, /metrics (SGLang's metric names, one line per TP rank)
+  router  an sgl-router in front of --worker-urls: /generate and the OpenAI routes forwarded by
+          --policy; /workers, /list_workers, /add_worker, /remove_worker, /flush_cache,
+          /get_loads; never forwards /abort_request or /close_session (as sgl-router)
+  fleet   --engines N engines on consecutive ports from --engine-base-port (default: --port+1)
+          and a router on --port in front of them, in one process
+
+Each step of an engine lasts what the analytic cost model says for the batch (--model, --gpu,
+--tp) divided by --speed; --unpaced removes the wait (benchmarks). Prompts are token ids, or
+text cut into 4-byte pseudo tokens; outputs are deterministic pseudo tokens.
+
+Examples:
+  agentkv emulate fleet --engines 4 --port 30000 --enable-session-radix-cache
+  agentkv emulate engine --port 30001 --max-total-tokens 200000 --enable-session-radix-cache
+  agentkv emulate router --port 30000 --worker-urls http://127.0.0.1:30001 http://127.0.0.1:30002 \
+      --policy consistent_hashing
+
+Runs until SIGINT or SIGTERM; in-flight requests get --shutdown-grace-s to finish.)";
+
+// Blocks SIGINT and SIGTERM in every thread started after this (servers inherit the mask), so
+// that WaitForSignal receives them.
+void BlockTerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int WaitForSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int signal = 0;
+  sigwait(&set, &signal);
+  return signal;
+}
+
+void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, std::string& close_mode,
+                    bool& unpaced, int64_t& hicache_tokens) {
+  service::EngineRuntimeOptions& r = o.runtime;
+  app.add_option("--model", r.model, "Model preset: llama-3.1-8b, qwen2.5-32b, llama-3.1-70b")
+      ->capture_default_str();
+  app.add_option("--gpu", r.gpu, "GPU preset: h100, h200")->capture_default_str();
+  app.add_option("--tp", r.tp, "Tensor parallelism (also the TP ranks /metrics replicates)")
+      ->capture_default_str();
+  app.add_option("--max-total-tokens", r.max_total_tokens,
+                 "KV pool in tokens; 0 = what the cost model leaves after the weights")
+      ->capture_default_str();
+  app.add_option("--page-size", r.page_size, "Tokens per KV page")->capture_default_str();
+  app.add_option("--hicache-tokens", hicache_tokens, "Host KV tier in tokens; 0 = none")
+      ->capture_default_str();
+  app.add_option("--max-running-requests", r.scheduler.max_running_requests,
+                 "Requests in the running batch")
+      ->capture_default_str();
+  app.add_option("--max-prefill-tokens", r.scheduler.max_prefill_tokens,
+                 "Prefill tokens per step")
+      ->capture_default_str();
+  app.add_option("--chunked-prefill-size", r.scheduler.chunked_prefill_size,
+                 "Most prefill tokens of one request per step; 0 = no chunking")
+      ->capture_default_str();
+  app.add_flag("--enable-session-radix-cache", r.enable_session_radix_cache,
+               "Tag KV with the request's session_id; /close_session releases it");
+  app.add_option("--session-close-mode", close_mode,
+                 "What /close_session does: release (free the session's unique KV at once, "
+                 "SGLang PR #27058) or dereference (return it to LRU order, PR #29173)")
+      ->check(CLI::IsMember({"release", "dereference"}))
+      ->capture_default_str();
+  app.add_option("--radix-eviction-policy", r.radix_eviction_policy,
+                 "lru, or priority (the request's priority orders eviction)")
+      ->check(CLI::IsMember({"lru", "priority"}))
+      ->capture_default_str();
+  app.add_option("--speed", r.speed, "Simulated seconds per wall second")->capture_default_str();
+  app.add_flag("--unpaced", unpaced, "Do not wait for the modelled step time (benchmarks)");
+  app.add_flag("!--disable-metrics", o.enable_metrics, "Do not serve /metrics");
+  app.add_option("--metrics-tp-ranks", o.metrics_tp_ranks,
+                 "Lines per gauge in /metrics; 0 = --tp")
+      ->capture_default_str();
+  app.add_option("--served-model-name", o.served_model_name,
+                 "model_name label and model_path; default: --model");
+}
+
+}  // namespace
+
+EmulateCommand::EmulateCommand(CLI::App& app) {
+  command_ = app.add_subcommand(kName, kDescription);
+  command_->footer(kFooter);
+  command_->require_subcommand(1);
+  engine_ = command_->add_subcommand("engine", "Serve one emulated SGLang engine");
+  router_ = command_->add_subcommand("router", "Serve an emulated sgl-router");
+  fleet_ = command_->add_subcommand("fleet", "Serve N emulated engines behind an emulated router");
+  for (CLI::App* mode : {engine_, router_, fleet_}) {
+    mode->add_option("--host", host_, "Address to bind (loopback by default)")
+        ->capture_default_str();
+    mode->add_option("--port", port_, "Port to listen on (0 = any free port)")
+        ->capture_default_str();
+    mode->add_option("--threads", threads_, "HTTP I/O threads per server")->capture_default_str();
+    mode->add_option("--shutdown-grace-s", shutdown_grace_s_,
+                     "Seconds in-flight requests get to finish at shutdown")
+        ->capture_default_str();
+  }
+  for (CLI::App* mode : {engine_, fleet_}) {
+    AddEngineFlags(*mode, engine_options_, session_close_mode_, unpaced_, hicache_tokens_);
+  }
+  for (CLI::App* mode : {router_, fleet_}) {
+    mode->add_option("--policy", policy_, "round_robin, cache_aware or consistent_hashing")
+        ->capture_default_str();
+    mode->add_option("--workers-shape", workers_shape_,
+                     "GET /workers shape: list (WorkerListResponse) or inline (older)")
+        ->check(CLI::IsMember({"list", "inline"}))
+        ->capture_default_str();
+    mode->add_option("--health-check-interval-secs", health_check_interval_s_,
+                     "Seconds between worker health checks; 0 = none")
+        ->capture_default_str();
+  }
+  router_->add_option("--worker-urls", worker_urls_, "Worker URLs (http://host:port[@rank])")
+      ->required();
+  fleet_->add_option("--engines", engines_, "Engines to start")->capture_default_str();
+  fleet_->add_option("--engine-base-port", engine_base_port_,
+                     "Port of engine 0 (engines take consecutive ports); 0 = --port + 1");
+}
+
+int EmulateCommand::Run() {
+  if (engine_->parsed()) return RunEngine();
+  if (router_->parsed()) return RunRouter();
+  return RunFleet();
+}
+
+namespace {
+
+Status CheckPort(const char* flag, int port) {
+  if (port < 0 || port > 65535) {
+    return InvalidArgumentError(fmt::format("{} must be in [0, 65535], got {}", flag, port));
+  }
+  return Status::Ok();
+}
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+}  // namespace
+
+int EmulateCommand::RunEngine() {
+  const std::string name = "emulate engine";
+  if (Status s = CheckPort("--port", port_); !s.ok()) return ReportError(name, s);
+  service::EngineEmulatorOptions options = engine_options_;
+  options.http.address = host_;
+  options.http.port = static_cast<uint16_t>(port_);
+  options.http.threads = threads_;
+  options.runtime.paced = !unpaced_;
+  options.runtime.host_tokens = hicache_tokens_;
+  options.runtime.session_close_mode = session_close_mode_ == "release"
+                                           ? kv::SessionCloseMode::kRelease
+                                           : kv::SessionCloseMode::kDereference;
+  BlockTerminationSignals();
+  StatusOr<std::unique_ptr<service::EngineEmulator>> engine =
+      service::EngineEmulator::Start(options);
+  if (!engine.ok()) return ReportError(name, engine.status());
+  fmt::print("agentkv {}: serving {} ({} on {}, KV pool {} tokens)\n", name,
+             (*engine)->base_url(), options.runtime.model, options.runtime.gpu,
+             (*engine)->runtime().max_total_num_tokens());
+  std::fflush(stdout);
+  WaitForSignal();
+  (*engine)->Shutdown(Millis(shutdown_grace_s_));
+  return kExitOk;
+}
+
+int EmulateCommand::RunRouter() {
+  const std::string name = "emulate router";
+  if (Status s = CheckPort("--port", port_); !s.ok()) return ReportError(name, s);
+  service::RouterEmulatorOptions options;
+  options.http.address = host_;
+  options.http.port = static_cast<uint16_t>(port_);
+  options.http.threads = threads_;
+  options.policy = policy_;
+  options.worker_urls = worker_urls_;
+  options.workers_shape = workers_shape_ == "list" ? protocol::WorkersShape::kWorkerList
+                                                   : protocol::WorkersShape::kInline;
+  options.health_check_interval = Millis(health_check_interval_s_);
+  BlockTerminationSignals();
+  StatusOr<std::unique_ptr<service::RouterEmulator>> router =
+      service::RouterEmulator::Start(options);
+  if (!router.ok()) return ReportError(name, router.status());
+  fmt::print("agentkv {}: serving {} ({} over {} workers)\n", name, (*router)->base_url(), policy_,
+             worker_urls_.size());
+  std::fflush(stdout);
+  WaitForSignal();
+  (*router)->Shutdown(Millis(shutdown_grace_s_));
+  return kExitOk;
+}
+
+int EmulateCommand::RunFleet() {
+  const std::string name = "emulate fleet";
+  if (engines_ < 1 || engines_ > 256) {
+    return ReportError(name, InvalidArgumentError(
+                                 fmt::format("--engines must be in [1, 256], got {}", engines_)));
+  }
+  const int base_port = engine_base_port_ != 0 ? engine_base_port_ : (port_ == 0 ? 0 : port_ + 1);
+  if (Status s = CheckPort("--port", port_); !s.ok()) return ReportError(name, s);
+  if (Status s = CheckPort("--engine-base-port", base_port + (base_port == 0 ? 0 : engines_ - 1));
+      !s.ok()) {
+    return ReportError(name, s);
+  }
+  BlockTerminationSignals();
+  std::vector<std::unique_ptr<service::EngineEmulator>> engines;
+  std::vector<std::string> urls;
+  for (int i = 0; i < engines_; ++i) {
+    service::EngineEmulatorOptions options = engine_options_;
+    options.http.address = host_;
+    options.http.port = static_cast<uint16_t>(base_port == 0 ? 0 : base_port + i);
+    options.http.threads = threads_;
+    options.runtime.paced = !unpaced_;
+    options.runtime.host_tokens = hicache_tokens_;
+    options.runtime.session_close_mode = session_close_mode_ == "release"
+                                             ? kv::SessionCloseMode::kRelease
+                                             : kv::SessionCloseMode::kDereference;
+    StatusOr<std::unique_ptr<service::EngineEmulator>> engine =
+        service::EngineEmulator::Start(options);
+    if (!engine.ok()) return ReportError(name, engine.status());
+    urls.push_back((*engine)->base_url());
+    engines.push_back(*std::move(engine));
+  }
+  service::RouterEmulatorOptions router_options;
+  router_options.http.address = host_;
+  router_options.http.port = static_cast<uint16_t>(port_);
+  router_options.http.threads = threads_;
+  router_options.policy = policy_;
+  router_options.worker_urls = urls;
+  router_options.workers_shape = workers_shape_ == "list" ? protocol::WorkersShape::kWorkerList
+                                                          : protocol::WorkersShape::kInline;
+  router_options.health_check_interval = Millis(health_check_interval_s_);
+  StatusOr<std::unique_ptr<service::RouterEmulator>> router =
+      service::RouterEmulator::Start(router_options);
+  if (!router.ok()) return ReportError(name, router.status());
+  fmt::print("agentkv {}: router {} ({}) over {} engines:", name, (*router)->base_url(), policy_,
+             engines.size());
+  for (const std::string& url : urls) fmt::print(" {}", url);
+  fmt::print("\n");
+  std::fflush(stdout);
+  WaitForSignal();
+  (*router)->Shutdown(Millis(shutdown_grace_s_));
+  for (auto& engine : engines) engine->Shutdown(Millis(shutdown_grace_s_));
+  return kExitOk;
+}
+
+}  // namespace agentkv::tools

@@ -1,0 +1,66 @@
+// `agentkv emulate engine|router|fleet`: SGLang-compatible engine and sgl-router emulators.
+//
+// `engine` serves one EngineEmulator, `router` one RouterEmulator in front of given worker
+// URLs, and `fleet` starts N engines on consecutive ports and a router in front of them in one
+// process, so that an agent framework can be pointed at a whole fleet with one command. Every
+// mode runs until SIGINT or SIGTERM, then shuts down gracefully (in-flight requests get
+// `--shutdown-grace-s` to finish). Owned by main; not copyable or movable.
+#ifndef AGENTKV_TOOLS_AGENTKV_EMULATE_COMMAND_H_
+#define AGENTKV_TOOLS_AGENTKV_EMULATE_COMMAND_H_
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agentkv/service/engine_emulator.h"
+#include "agentkv/service/router_emulator.h"
+
+namespace agentkv::tools {
+
+class EmulateCommand {
+ public:
+  static constexpr const char* kName = "emulate";
+
+  explicit EmulateCommand(CLI::App& app);
+  EmulateCommand(const EmulateCommand&) = delete;
+  EmulateCommand& operator=(const EmulateCommand&) = delete;
+
+  bool selected() const { return command_->parsed(); }
+  // Runs the selected mode until a signal; 0 after a clean shutdown, 2 for bad flags or a
+  // port that cannot be bound, 1 for an internal failure.
+  int Run();
+
+ private:
+  int RunEngine();
+  int RunRouter();
+  int RunFleet();
+
+  CLI::App* command_ = nullptr;
+  CLI::App* engine_ = nullptr;
+  CLI::App* router_ = nullptr;
+  CLI::App* fleet_ = nullptr;
+
+  // Shared.
+  std::string host_ = "127.0.0.1";
+  int port_ = 30000;
+  int threads_ = 2;
+  double shutdown_grace_s_ = 10.0;
+  // Engine.
+  service::EngineEmulatorOptions engine_options_;
+  std::string session_close_mode_ = "release";
+  bool unpaced_ = false;
+  int64_t hicache_tokens_ = 0;
+  // Router.
+  std::vector<std::string> worker_urls_;
+  std::string policy_ = "cache_aware";
+  std::string workers_shape_ = "list";
+  double health_check_interval_s_ = 1.0;
+  // Fleet.
+  int engines_ = 2;
+  int engine_base_port_ = 0;
+};
+
+}  // namespace agentkv::tools
+
+#endif  // AGENTKV_TOOLS_AGENTKV_EMULATE_COMMAND_H_

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test: installs what is missing, builds the release configuration (warnings are
 # errors; benchmarks are compiled too) and runs the whole suite, then builds the unit suites
-# under AddressSanitizer + UndefinedBehaviorSanitizer and runs them.
+# under AddressSanitizer + UndefinedBehaviorSanitizer and runs them, then runs each libFuzzer
+# target of the protocol parsers for AGENTKV_FUZZ_SECONDS (default 30) under ASan+UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

@@ -257,6 +257,70 @@ json::array Received(net::HttpClient& client, const std::string& base) {
   return json::parse(r->body).as_array();
 }
 
+
+TEST(EngineEmulatorTest, ServesOpenAiChatAndCompletionsWithCachedTokensInUsage) {
+  auto engine = StartEngine();
+  net::HttpClient client;
+  const std::string chat = R"({"model": "m", "messages": [{"role": "system", "content": "You are a )"
+                           R"(careful coding agent with many tools."}, {"role": "user", "content": )"
+                           R"("list the files"}], "max_tokens": 4, "session_id": "c1"})";
+  const net::ClientResponse first = Post(client, engine->base_url(), "/v1/chat/completions", chat);
+  ASSERT_EQ(first.status, 200) << first.body;
+  const json::object a = json::parse(first.body).as_object();
+  EXPECT_EQ(a.at("object").as_string(), "chat.completion");
+  EXPECT_EQ(a.at("choices").as_array()[0].at("finish_reason").as_string(), "length");
+  EXPECT_EQ(a.at("usage").at("completion_tokens").to_number<int64_t>(), 4);
+  const net::ClientResponse second = Post(client, engine->base_url(), "/v1/chat/completions", chat);
+  const json::object b = json::parse(second.body).as_object();
+  EXPECT_GT(b.at("usage").at("prompt_tokens_details").at("cached_tokens").to_number<int64_t>(), 0);
+  const net::ClientResponse completion = Post(client, engine->base_url(), "/v1/completions",
+                                              R"({"prompt": [1, 2, 3, 4, 5], "max_tokens": 2})");
+  ASSERT_EQ(completion.status, 200) << completion.body;
+  EXPECT_EQ(json::parse(completion.body).at("object").as_string(), "text_completion");
+  EXPECT_EQ(Post(client, engine->base_url(), "/v1/chat/completions", R"({"messages": 3})").status, 400);
+  // Streaming: deltas, then a chunk with the finish reason, then [DONE].
+  protocol::SseParser parser;
+  std::vector<std::string> events;
+  std::promise<Status> done;
+  client.AsyncStream(http::verb::post, engine->base_url(), "/v1/chat/completions",
+                     {{"Content-Type", "application/json"}},
+                     R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": true})",
+                     [](int, const auto&) {},
+                     [&](std::string_view chunk) {
+                       for (std::string& e : parser.Feed(chunk)) events.push_back(std::move(e));
+                     },
+                     [&done](Status st) { done.set_value(st); });
+  auto future = done.get_future();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(parser.done());
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(json::parse(events.back()).at("choices").as_array()[0].at("finish_reason").as_string(),
+            "length");
+}
+
+TEST(EngineEmulatorTest, InjectedFaultsAndRecordedControlRequests) {
+  auto engine = StartEngine();
+  net::HttpClient client;
+  EXPECT_EQ(Post(client, engine->base_url(), "/agentkv/faults",
+                 R"({"metrics_status": 503, "health_status": 503, "close_session_status": 500})")
+                .status,
+            200);
+  EXPECT_EQ(client.Request(http::verb::get, engine->base_url(), "/metrics")->status, 503);
+  EXPECT_EQ(client.Request(http::verb::get, engine->base_url(), "/health")->status, 503);
+  EXPECT_EQ(Post(client, engine->base_url(), "/close_session", R"({"session_id": "x"})").status, 500);
+  EXPECT_EQ(Post(client, engine->base_url(), "/agentkv/faults", R"({"metrics_delay_ms": 300})").status, 200);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(client.Request(http::verb::get, engine->base_url(), "/metrics")->status, 200);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms);
+  EXPECT_EQ(client.Request(http::verb::get, engine->base_url(), "/health")->status, 200);
+  EXPECT_EQ(Post(client, engine->base_url(), "/abort_request", R"({"rid": "r1"})").status, 200);
+  const json::array recorded = Received(client, engine->base_url());
+  ASSERT_EQ(recorded.size(), 2u);
+  EXPECT_EQ(recorded[0].at("path").as_string(), "/close_session");
+  EXPECT_EQ(recorded[1].at("path").as_string(), "/abort_request");
+  EXPECT_EQ(json::parse(recorded[1].at("body").as_string()).at("rid").as_string(), "r1");
+}
+
 TEST(RouterEmulatorTest, ConsistentHashingKeepsEachSessionOnOneEngine) {
   Fleet fleet = StartFleet(3, "consistent_hashing");
   net::HttpClient client;

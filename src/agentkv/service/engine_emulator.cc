@@ -116,6 +116,14 @@ StatusOr<std::unique_ptr<EngineEmulator>> EngineEmulator::Start(
       e->HandleGenerate(std::move(r), std::move(w));
     });
   }
+  router.Add(http::verb::post, "/v1/chat/completions",
+             [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               e->HandleOpenAi(std::move(r), std::move(w), /*chat=*/true);
+             });
+  router.Add(http::verb::post, "/v1/completions",
+             [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               e->HandleOpenAi(std::move(r), std::move(w), /*chat=*/false);
+             });
   router.Add(http::verb::post, "/abort_request",
              [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
                e->HandleAbort(std::move(r), std::move(w));

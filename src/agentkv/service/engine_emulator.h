@@ -2,7 +2,8 @@
 // engine`). It speaks the endpoints, JSON shapes, status codes and metric names of
 // ../shared/reference/sglang-protocol.md so that an agent framework, a router or the agentkv
 // gateway can be tested against it on a machine with no GPU: /generate (streaming or not,
-// rid, session_id, sampling_params.max_new_tokens, priority, return_logprob), /abort_request,
+// rid, session_id, sampling_params.max_new_tokens, priority, return_logprob), the OpenAI
+// routes /v1/chat/completions and /v1/completions, /abort_request,
 // /open_session, /close_session, /flush_cache, /server_info (/get_server_info), /model_info
 // (/get_model_info), /health, /health_generate, /metrics.
 //
@@ -87,6 +88,8 @@ class EngineEmulator {
   explicit EngineEmulator(const EngineEmulatorOptions& options);
 
   void HandleGenerate(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  // /v1/chat/completions (chat) and /v1/completions, in engine_emulator_openai.cc.
+  void HandleOpenAi(net::Request request, std::shared_ptr<net::ResponseWriter> writer, bool chat);
   void HandleAbort(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleOpenSession(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleCloseSession(net::Request request, std::shared_ptr<net::ResponseWriter> writer);

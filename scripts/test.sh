@@ -2,7 +2,7 @@
 # Every test: installs what is missing, builds the release configuration (warnings are
 # errors; benchmarks are compiled too) and runs the whole suite, then builds the unit suites
 # under AddressSanitizer + UndefinedBehaviorSanitizer and runs them, then runs each libFuzzer
-# target of the protocol parsers for AGENTKV_FUZZ_SECONDS (default 30) under ASan+UBSan.
+# target of the protocol parsers for AGENTKV_FUZZ_SECONDS (default 20) under ASan+UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -17,4 +17,4 @@ cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs"
 
 # The protocol parsers under libFuzzer (Clang, ASan+UBSan), a bounded time each.
-scripts/fuzz.sh "${AGENTKV_FUZZ_SECONDS:-30}"
+scripts/fuzz.sh "${AGENTKV_FUZZ_SECONDS:-20}"

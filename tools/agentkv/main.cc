@@ -11,6 +11,7 @@
 #include "tools/agentkv/agentic_curve_command.h"
 #include "tools/agentkv/cache_curve_command.h"
 #include "tools/agentkv/cli_support.h"
+#include "tools/agentkv/coordinator_command.h"
 #include "tools/agentkv/emulate_command.h"
 #include "tools/agentkv/replay_command.h"
 
@@ -36,6 +37,7 @@ int Main(int argc, char** argv) {
   AgenticCurveCommand agentic_curve(app);
   ReplayCommand replay(app);
   EmulateCommand emulate(app);
+  CoordinatorCommand coordinator(app);
 
   try {
     app.parse(argc, argv);
@@ -46,6 +48,7 @@ int Main(int argc, char** argv) {
   if (agentic_curve.selected()) return agentic_curve.Run();
   if (replay.selected()) return replay.Run();
   if (emulate.selected()) return emulate.Run();
+  if (coordinator.selected()) return coordinator.Run();
   // require_subcommand(1) makes this unreachable unless a command is registered but not run.
   return ReportError("", "no command was run", kExitInternal);
 }

@@ -1,0 +1,380 @@
+// Invariants:
+// - Every acquire is answered exactly once (LocalAdmission's contract) or its client is gone;
+//   a client that goes before its answer was written leaves nothing behind: an unanswered
+//   ticket is cancelled (a waiter resolves `cancelled`, a grant racing with it is released),
+//   an answered admit's lease is released.
+// - The ledger is written only through LocalAdmission; the poller reconciles once per poll.
+// - HttpStatusFor is the one place that maps a Status to an HTTP code.
+#include "agentkv/service/coordinator_server.h"
+
+#include <boost/url.hpp>
+#include <optional>
+#include <utility>
+
+#include "agentkv/control/admission_metrics.h"
+#include "agentkv/net/router.h"
+#include "agentkv/protocol/endpoints.h"
+#include "agentkv/protocol/generate_response.h"
+#include "agentkv/protocol/json_util.h"
+#include "agentkv/protocol/prometheus.h"
+#include "agentkv/protocol/workers.h"
+#include "agentkv/service/admission_wire.h"
+
+namespace agentkv::service {
+namespace {
+
+namespace http = net::http;
+using control::AdmissionDecision;
+
+constexpr std::string_view kUnauthorizedMessage = "missing or invalid bearer token";
+constexpr const char* kEndpointNames[] = {"acquire",    "release", "cancel",
+                                          "agentic_kv", "metrics", "health"};
+
+http::status HttpStatusFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+      return http::status::bad_request;
+    case StatusCode::kResourceExhausted:
+      return http::status::payload_too_large;
+    case StatusCode::kUnavailable:
+    case StatusCode::kFailedPrecondition:
+      return http::status::service_unavailable;
+    default:
+      return http::status::internal_server_error;
+  }
+}
+
+void ReplyStatus(const net::Request& request, net::ResponseWriter& writer, const Status& status) {
+  writer.Reply(
+      net::MakeResponse(request, HttpStatusFor(status), protocol::ErrorBody(status.message())));
+}
+
+// Compares in time that depends only on the lengths, not on where the texts differ.
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  if (b.empty()) return a.empty();
+  unsigned diff = a.size() == b.size() ? 0U : 1U;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i % b.size()]);
+  }
+  return diff == 0;
+}
+
+bool AsciiIEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+// Whether the target's query sets `key` to 1 or true.
+bool QueryFlag(std::string_view target, std::string_view key) {
+  boost::system::result<boost::urls::url_view> url = boost::urls::parse_origin_form(target);
+  if (!url) return false;
+  auto it = url->params().find(key);
+  if (it == url->params().end()) return false;
+  const std::string value = (*it).value;
+  return value == "1" || value == "true";
+}
+
+control::EngineSnapshot Unhealthy(const std::string& url) {
+  return control::EngineSnapshot{url, 0, 0.0, 0, false};
+}
+
+// One engine's snapshot from its /metrics answer (max over TP ranks, seed 000's rules).
+control::EngineSnapshot ScrapedSnapshot(const std::string& url,
+                                        const StatusOr<net::ClientResponse>& response) {
+  if (!response.ok() || response->status != 200) return Unhealthy(url);
+  StatusOr<std::vector<protocol::Sample>> samples = protocol::ParsePrometheusText(response->body);
+  if (!samples.ok()) return Unhealthy(url);
+  const std::map<std::string, double> gauges = protocol::MaxByName(*samples);
+  const auto find = [&gauges](const char* name) -> std::optional<double> {
+    auto it = gauges.find(name);
+    return it == gauges.end() ? std::nullopt : std::optional<double>(it->second);
+  };
+  const control::RankGauges rank{find("sglang:max_total_num_tokens"),
+                                 find("sglang:num_used_tokens"), find("sglang:token_usage"),
+                                 find("sglang:full_token_usage")};
+  return control::SnapshotFromGauges(url, std::span<const control::RankGauges>(&rank, 1));
+}
+
+}  // namespace
+
+Status CoordinatorOptions::Validate() const {
+  control::AgenticOptions enabled = agentic;
+  enabled.agentic_program_admission = true;
+  AGENTKV_RETURN_IF_ERROR(enabled.Validate());
+  AGENTKV_RETURN_IF_ERROR(http.Validate());
+  if (!router_url.empty()) {
+    if (StatusOr<net::HttpEndpoint> e = net::ParseBaseUrl(router_url); !e.ok()) {
+      return InvalidArgumentError("--router-url: " + e.status().message());
+    }
+  }
+  for (const std::string& url : engine_urls) {
+    if (StatusOr<net::HttpEndpoint> e = net::ParseBaseUrl(protocol::StripRankSuffix(url));
+        !e.ok()) {
+      return InvalidArgumentError("--engine-urls: " + e.status().message());
+    }
+  }
+  if (scrape_timeout.count() <= 0) return InvalidArgumentError("scrape_timeout must be > 0");
+  if (tick_interval.count() <= 0) return InvalidArgumentError("tick_interval must be > 0");
+  return Status::Ok();
+}
+
+CoordinatorServer::CoordinatorServer(const CoordinatorOptions& options) : options_(options) {
+  options_.agentic.agentic_program_admission = true;
+}
+
+StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    const CoordinatorOptions& options) {
+  AGENTKV_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(options));
+  AGENTKV_ASSIGN_OR_RETURN(s->admission_, LocalAdmission::Create(LocalAdmissionOptions{
+                                              s->options_.agentic, options.tick_interval, {}}));
+  net::HttpClientOptions client;
+  client.connect_timeout = options.scrape_timeout;
+  client.header_timeout = options.scrape_timeout;
+  client.body_timeout = options.scrape_timeout;
+  client.queue_timeout = options.scrape_timeout;
+  s->client_ = std::make_unique<net::HttpClient>(client);
+
+  CoordinatorServer* c = s.get();
+  net::Router router;
+  router.Add(http::verb::post, std::string(kAcquirePath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               c->HandleAcquire(std::move(r), std::move(w));
+             });
+  router.Add(http::verb::post, std::string(kReleasePath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               c->HandleRelease(std::move(r), std::move(w));
+             });
+  router.Add(http::verb::post, std::string(kCancelPath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               c->HandleCancel(std::move(r), std::move(w));
+             });
+  router.Add(http::verb::get, std::string(kAgenticKvPath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               c->HandleAgenticKv(std::move(r), std::move(w));
+             });
+  router.Add(http::verb::get, std::string(kCoordinatorMetricsPath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               ++c->requests_[kMetrics];
+               w->Reply(net::MakeResponse(r, http::status::ok, c->MetricsText(),
+                                          protocol::kPrometheusContentType));
+             });
+  router.Add(http::verb::get, std::string(kCoordinatorHealthPath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               ++c->requests_[kHealth];
+               protocol::JsonWriter body;
+               body.BeginObject().Key("status").String("ok");
+               body.Key("degraded").Bool(c->admission_->degraded()).EndObject();
+               w->Reply(net::MakeResponse(r, http::status::ok, body.Take()));
+             });
+  AGENTKV_ASSIGN_OR_RETURN(s->server_, net::HttpServer::Start(options.http, router.AsHandler()));
+  s->poller_ = std::thread([c] { c->PollLoop(); });
+  return s;
+}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(std::chrono::milliseconds(0)); }
+
+uint16_t CoordinatorServer::port() const { return server_->port(); }
+std::string CoordinatorServer::base_url() const { return server_->base_url(); }
+
+void CoordinatorServer::Shutdown(std::chrono::milliseconds deadline) {
+  {
+    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  {
+    std::lock_guard<std::mutex> lock(poll_mu_);
+    stopping_ = true;
+  }
+  poll_wake_.notify_all();
+  if (poller_.joinable()) poller_.join();
+  // Waiters are answered (bypass `degraded`) before the server stops, so that their clients
+  // read an answer instead of a closed connection.
+  if (admission_ != nullptr) admission_->Shutdown();
+  if (server_ != nullptr) server_->Shutdown(deadline);
+}
+
+bool CoordinatorServer::Authorize(const net::Request& request, net::ResponseWriter& writer) const {
+  if (options_.auth_token.empty()) return true;
+  const std::string_view header = request[http::field::authorization];
+  constexpr std::string_view kScheme = "Bearer ";
+  const bool ok = header.size() > kScheme.size() &&
+                  AsciiIEquals(header.substr(0, kScheme.size()), kScheme) &&
+                  ConstantTimeEquals(header.substr(kScheme.size()), options_.auth_token);
+  if (ok) return true;
+  net::Response response = net::MakeResponse(request, http::status::unauthorized,
+                                             protocol::ErrorBody(kUnauthorizedMessage));
+  response.set(http::field::www_authenticate, "Bearer");
+  writer.Reply(std::move(response));
+  return false;
+}
+
+void CoordinatorServer::HandleAcquire(net::Request request,
+                                      std::shared_ptr<net::ResponseWriter> writer) {
+  ++requests_[kAcquire];
+  if (!Authorize(request, *writer)) return;
+  StatusOr<control::AcquireRequest> parsed = ParseAcquireRequest(request.body());
+  if (!parsed.ok()) return ReplyStatus(request, *writer, parsed.status());
+  if (writer->client_gone()) return;
+
+  // What the client-gone callback must undo depends on whether the answer was already given.
+  struct Answer {
+    std::mutex mu;
+    bool answered = false;
+    std::optional<std::string> lease_id;
+  };
+  auto answer = std::make_shared<Answer>();
+  LocalAdmission* admission = admission_.get();
+  writer->OnClientGone([answer, admission, ticket = parsed->ticket] {
+    bool answered = false;
+    std::optional<std::string> lease_id;
+    {
+      std::lock_guard<std::mutex> lock(answer->mu);
+      answered = answer->answered;
+      lease_id = answer->lease_id;
+    }
+    // Unanswered: cancel the ticket (a waiter resolves `cancelled`; a lease granted meanwhile
+    // is released). Answered with a lease the client never read: return it.
+    if (!answered) {
+      admission->Cancel(ticket);
+    } else if (lease_id.has_value()) {
+      admission->Release(*lease_id);
+    }
+  });
+  auto shared_request = std::make_shared<net::Request>(std::move(request));
+  admission->AcquireWithStatus(*std::move(parsed), [answer, writer, shared_request](
+                                                       StatusOr<AdmissionDecision> result) {
+    {
+      std::lock_guard<std::mutex> lock(answer->mu);
+      answer->answered = true;
+      if (result.ok()) answer->lease_id = result->lease_id;
+    }
+    if (!result.ok()) return ReplyStatus(*shared_request, *writer, result.status());
+    writer->Reply(net::MakeResponse(*shared_request, http::status::ok, SerializeDecision(*result)));
+  });
+}
+
+void CoordinatorServer::HandleRelease(net::Request request,
+                                      std::shared_ptr<net::ResponseWriter> writer) {
+  ++requests_[kRelease];
+  if (!Authorize(request, *writer)) return;
+  StatusOr<std::string> lease_id = ParseReleaseRequest(request.body());
+  if (!lease_id.ok()) return ReplyStatus(request, *writer, lease_id.status());
+  admission_->Release(*lease_id);
+  writer->Reply(net::MakeResponse(request, http::status::ok, "{}"));
+}
+
+void CoordinatorServer::HandleCancel(net::Request request,
+                                     std::shared_ptr<net::ResponseWriter> writer) {
+  ++requests_[kCancel];
+  if (!Authorize(request, *writer)) return;
+  StatusOr<std::string> ticket = ParseCancelRequest(request.body());
+  if (!ticket.ok()) return ReplyStatus(request, *writer, ticket.status());
+  admission_->Cancel(*ticket);
+  writer->Reply(net::MakeResponse(request, http::status::ok, "{}"));
+}
+
+void CoordinatorServer::HandleAgenticKv(net::Request request,
+                                        std::shared_ptr<net::ResponseWriter> writer) {
+  ++requests_[kAgenticKv];
+  if (!Authorize(request, *writer)) return;
+  const bool reset = QueryFlag(request.target(), "reset");
+  writer->Reply(net::MakeResponse(request, http::status::ok,
+                                  SerializeStepMetrics(admission_->StepMetrics(reset))));
+}
+
+std::string CoordinatorServer::MetricsText() {
+  std::vector<protocol::MetricFamily> families;
+  for (const auto& [name, value] : admission_->StepMetrics(/*reset_step=*/false)) {
+    families.push_back(protocol::MetricFamily{control::PrometheusName(name),
+                                              name,
+                                              "gauge",
+                                              {protocol::Sample{"", {}, value, std::nullopt}}});
+  }
+  protocol::MetricFamily requests{
+      "agentkv_coordinator_requests_total", "HTTP requests received, by endpoint", "counter", {}};
+  for (int i = 0; i < kEndpointCount; ++i) {
+    requests.samples.push_back(protocol::Sample{"",
+                                                {protocol::Label{"endpoint", kEndpointNames[i]}},
+                                                static_cast<double>(requests_[i].load()),
+                                                std::nullopt});
+  }
+  families.push_back(std::move(requests));
+  return protocol::WritePrometheusText(families);
+}
+
+StatusOr<std::vector<std::string>> CoordinatorServer::DiscoverEngines() {
+  if (!options_.engine_urls.empty()) return protocol::EngineBaseUrls(options_.engine_urls);
+  if (options_.router_url.empty()) {
+    return FailedPreconditionError("no router URL and no engine URLs: nothing to poll");
+  }
+  StatusOr<net::ClientResponse> workers =
+      client_->Request(http::verb::get, options_.router_url, std::string(protocol::kWorkersPath));
+  if (workers.ok() && workers->status == 200) {
+    if (StatusOr<std::vector<protocol::WorkerInfo>> list = protocol::ParseWorkers(workers->body);
+        list.ok()) {
+      std::vector<std::string> urls = protocol::EngineBaseUrls(*list);
+      if (!urls.empty()) return urls;
+    }
+  }
+  // Relax's fallback: older routers only have /list_workers.
+  AGENTKV_ASSIGN_OR_RETURN(net::ClientResponse listed,
+                           client_->Request(http::verb::get, options_.router_url,
+                                            std::string(protocol::kListWorkersPath)));
+  if (listed.status != 200) {
+    return UnavailableError("router " + options_.router_url + " answered /list_workers with " +
+                            std::to_string(listed.status));
+  }
+  AGENTKV_ASSIGN_OR_RETURN(std::vector<std::string> urls, protocol::ParseListWorkers(listed.body));
+  return protocol::EngineBaseUrls(urls);
+}
+
+std::vector<control::EngineSnapshot> CoordinatorServer::PollOnce() {
+  std::vector<control::EngineSnapshot> snapshots;
+  if (StatusOr<std::vector<std::string>> urls = DiscoverEngines(); urls.ok()) {
+    struct Scrapes {
+      std::mutex mu;
+      std::condition_variable done;
+      size_t remaining = 0;
+      std::vector<control::EngineSnapshot> results;
+    };
+    auto scrapes = std::make_shared<Scrapes>();
+    scrapes->remaining = urls->size();
+    scrapes->results.resize(urls->size());
+    for (size_t i = 0; i < urls->size(); ++i) {
+      const std::string url = (*urls)[i];
+      client_->AsyncRequest(http::verb::get, url, std::string(protocol::kMetricsPath), {}, "",
+                            [scrapes, i, url](StatusOr<net::ClientResponse> response) {
+                              control::EngineSnapshot snapshot = ScrapedSnapshot(url, response);
+                              std::lock_guard<std::mutex> lock(scrapes->mu);
+                              scrapes->results[i] = std::move(snapshot);
+                              if (--scrapes->remaining == 0) scrapes->done.notify_all();
+                            });
+    }
+    // The client's own timeouts bound this wait.
+    std::unique_lock<std::mutex> lock(scrapes->mu);
+    scrapes->done.wait(lock, [&scrapes] { return scrapes->remaining == 0; });
+    snapshots = std::move(scrapes->results);
+  }
+  admission_->Reconcile(snapshots);
+  ++polls_;
+  return snapshots;
+}
+
+void CoordinatorServer::PollLoop() {
+  const auto interval = std::chrono::nanoseconds(options_.agentic.poll_interval().ns());
+  std::unique_lock<std::mutex> lock(poll_mu_);
+  while (!stopping_) {
+    lock.unlock();
+    PollOnce();
+    lock.lock();
+    poll_wake_.wait_for(lock, interval, [this] { return stopping_; });
+  }
+}
+
+}  // namespace agentkv::service

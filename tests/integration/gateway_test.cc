@@ -1,0 +1,831 @@
+// End-to-end tests of the agentkv gateway on 127.0.0.1: clients -> gateway -> sgl-router
+// emulator -> engine emulators, plus a small recording engine (FakeEngine) where a test needs
+// to hold requests or read exactly what an engine received.
+#include "agentkv/service/gateway.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agentkv/net/http_client.h"
+#include "agentkv/net/http_server.h"
+#include "agentkv/net/router.h"
+#include "agentkv/protocol/generate.h"
+#include "agentkv/protocol/prometheus.h"
+#include "agentkv/protocol/server_info.h"
+#include "agentkv/protocol/sse.h"
+#include "agentkv/service/admission_local.h"
+#include "agentkv/service/engine_emulator.h"
+#include "agentkv/service/gateway_request.h"
+#include "agentkv/service/router_emulator.h"
+
+namespace agentkv::service {
+namespace {
+
+using namespace std::chrono_literals;
+namespace http = net::http;
+namespace json = boost::json;
+
+// Polls `condition` every 10 ms for up to `limit`.
+bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds limit = 5000ms) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return condition();
+}
+
+net::HttpClientOptions ClientOptions() {
+  net::HttpClientOptions options;
+  options.connect_timeout = 2s;
+  options.header_timeout = 15s;
+  options.body_timeout = 15s;
+  return options;
+}
+
+net::ClientResponse Call(net::HttpClient& client, http::verb verb, const std::string& base,
+                         const std::string& path, const std::string& body = "",
+                         net::HeaderList headers = {}) {
+  if (!body.empty()) headers.emplace_back("Content-Type", "application/json");
+  StatusOr<net::ClientResponse> r = client.Request(verb, base, path, headers, body);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *std::move(r) : net::ClientResponse{};
+}
+
+net::ClientResponse Post(net::HttpClient& client, const std::string& base, const std::string& path,
+                         const std::string& body, net::HeaderList headers = {}) {
+  return Call(client, http::verb::post, base, path, body, std::move(headers));
+}
+
+std::string InputIds(int64_t first, int64_t n) {
+  json::array ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(first + i);
+  return json::serialize(ids);
+}
+
+std::map<std::string, double> Gauges(net::HttpClient& client, const std::string& base) {
+  const net::ClientResponse r = Call(client, http::verb::get, base, "/metrics");
+  StatusOr<std::vector<protocol::Sample>> samples = protocol::ParsePrometheusText(r.body);
+  EXPECT_TRUE(samples.ok()) << samples.status();
+  return samples.ok() ? protocol::MaxByName(*samples) : std::map<std::string, double>{};
+}
+
+// The control requests an engine emulator received: (path, body).
+std::vector<std::pair<std::string, std::string>> Recorded(net::HttpClient& client,
+                                                          const std::string& base) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const net::ClientResponse r = Call(client, http::verb::get, base, "/agentkv/requests");
+  const json::value parsed = json::parse(r.body);
+  for (const json::value& entry : parsed.as_array()) {
+    out.emplace_back(std::string(entry.at("path").as_string()),
+                     std::string(entry.at("body").as_string()));
+  }
+  return out;
+}
+
+int64_t CloseCount(net::HttpClient& client, const std::string& base, const std::string& session) {
+  int64_t n = 0;
+  for (const auto& [path, body] : Recorded(client, base)) {
+    if (path == "/close_session" && json::parse(body).at("session_id").as_string() == session) ++n;
+  }
+  return n;
+}
+
+// A recording engine: answers /metrics, /server_info, /abort_request and /close_session, and
+// records every /generate (body and headers), answering at once or holding it until released.
+class FakeEngine {
+ public:
+  struct Received {
+    std::string body;
+    net::HeaderList headers;
+    std::string rid;
+  };
+
+  explicit FakeEngine(bool hold, int64_t capacity = 1000) : hold_(hold), capacity_(capacity) {
+    net::Router router;
+    router.Add(http::verb::post, "/generate",
+               [this](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+                 Received received;
+                 received.body = q.body();
+                 for (const auto& field : q) {
+                   received.headers.emplace_back(std::string(field.name_string()),
+                                                 std::string(field.value()));
+                 }
+                 received.rid = std::string(json::parse(q.body()).at("rid").as_string());
+                 std::lock_guard<std::mutex> lock(mu_);
+                 generates_.push_back(received);
+                 if (hold_) {
+                   held_.push_back(Held{received.rid, std::make_shared<net::Request>(std::move(q)),
+                                        std::move(w)});
+                 } else {
+                   w->Reply(net::MakeResponse(q, http::status::ok, ResponseBody(received.rid)));
+                 }
+               });
+    router.Add(http::verb::get, "/metrics",
+               [this](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+                 w->Reply(net::MakeResponse(q, http::status::ok,
+                                            "sglang:max_total_num_tokens{tp_rank=\"0\"} " +
+                                                std::to_string(capacity_) +
+                                                "\nsglang:token_usage{tp_rank=\"0\"} "
+                                                "0\nsglang:num_used_tokens{tp_rank=\"0\"} 0\n",
+                                            "text/plain"));
+               });
+    router.Add(
+        http::verb::get, "/server_info",
+        [this](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+          protocol::ServerInfo info;
+          info.enable_metrics = true;
+          info.enable_session_radix_cache = true;
+          info.radix_eviction_policy = "priority";
+          info.max_total_num_tokens = capacity_;
+          w->Reply(net::MakeResponse(q, http::status::ok, protocol::SerializeServerInfo(info)));
+        });
+    for (const char* path : {"/abort_request", "/close_session"}) {
+      router.Add(http::verb::post, path,
+                 [this, path](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+                   {
+                     std::lock_guard<std::mutex> lock(mu_);
+                     control_.emplace_back(path, q.body());
+                   }
+                   if (std::string(path) == "/abort_request") {
+                     Answer(std::string(json::parse(q.body()).at("rid").as_string()));
+                   }
+                   w->Reply(net::MakeResponse(q, http::status::ok, "", "text/plain"));
+                 });
+    }
+    StatusOr<std::unique_ptr<net::HttpServer>> server =
+        net::HttpServer::Start({}, router.AsHandler());
+    EXPECT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+  ~FakeEngine() { server_->Shutdown(0ms); }
+
+  std::string base_url() const { return server_->base_url(); }
+  std::vector<Received> generates() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return generates_;
+  }
+  std::vector<std::pair<std::string, std::string>> control() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return control_;
+  }
+  size_t held() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_.size();
+  }
+  // Answers the held request `rid` (the oldest one when empty); false when none.
+  bool Answer(const std::string& rid = "") {
+    Held held;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = std::find_if(held_.begin(), held_.end(),
+                             [&rid](const Held& h) { return rid.empty() || h.rid == rid; });
+      if (it == held_.end()) return false;
+      held = std::move(*it);
+      held_.erase(it);
+    }
+    held.writer->Reply(net::MakeResponse(*held.request, http::status::ok, ResponseBody(held.rid)));
+    return true;
+  }
+
+ private:
+  struct Held {
+    std::string rid;
+    std::shared_ptr<net::Request> request;
+    std::shared_ptr<net::ResponseWriter> writer;
+  };
+  static std::string ResponseBody(const std::string& rid) {
+    return R"({"text":"","output_ids":[],"meta_info":{"id":")" + rid +
+           R"(","finish_reason":null}})";
+  }
+
+  const bool hold_;
+  const int64_t capacity_;
+  mutable std::mutex mu_;
+  std::vector<Received> generates_;
+  std::vector<std::pair<std::string, std::string>> control_;
+  std::deque<Held> held_;
+  std::unique_ptr<net::HttpServer> server_;
+};
+
+EngineEmulatorOptions EngineOptions() {
+  EngineEmulatorOptions options;
+  options.runtime.paced = false;
+  options.runtime.page_size = 16;
+  options.runtime.max_total_tokens = 16384;
+  options.runtime.enable_session_radix_cache = true;
+  options.runtime.session_close_mode = kv::SessionCloseMode::kRelease;
+  options.runtime.radix_eviction_policy = "priority";
+  options.runtime.tp = 2;
+  return options;
+}
+
+struct Fleet {
+  std::vector<std::unique_ptr<EngineEmulator>> engines;
+  std::unique_ptr<RouterEmulator> router;
+};
+
+Fleet StartFleet(int n, const std::string& policy,
+                 EngineEmulatorOptions engine_options = EngineOptions()) {
+  Fleet fleet;
+  RouterEmulatorOptions router_options;
+  router_options.policy = policy;
+  router_options.health_check_interval = 0ms;
+  for (int i = 0; i < n; ++i) {
+    StatusOr<std::unique_ptr<EngineEmulator>> engine = EngineEmulator::Start(engine_options);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    router_options.worker_urls.push_back((*engine)->base_url());
+    fleet.engines.push_back(*std::move(engine));
+  }
+  StatusOr<std::unique_ptr<RouterEmulator>> router = RouterEmulator::Start(router_options);
+  EXPECT_TRUE(router.ok()) << router.status();
+  fleet.router = *std::move(router);
+  return fleet;
+}
+
+// Log lines of a gateway, for assertions on what is (not) logged.
+struct LogCapture {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  LogSink Sink() {
+    return [this](LogLevel, std::string_view line) {
+      std::lock_guard<std::mutex> lock(mu);
+      lines.emplace_back(line);
+    };
+  }
+};
+
+GatewayOptions BaseOptions(LogCapture& logs) {
+  GatewayOptions options;
+  options.log = logs.Sink();
+  options.upstream.header_timeout = 15s;
+  return options;
+}
+
+std::unique_ptr<Gateway> StartGateway(GatewayOptions options,
+                                      std::shared_ptr<AdmissionBackend> backend = nullptr) {
+  StatusOr<std::unique_ptr<Gateway>> gateway =
+      Gateway::Start(std::move(options), std::move(backend));
+  EXPECT_TRUE(gateway.ok()) << gateway.status();
+  return gateway.ok() ? *std::move(gateway) : nullptr;
+}
+
+TEST(GatewayTest, SessionTurnsCarryTheSessionAndCloseReleasesItsKvOnEveryEngine) {
+  Fleet fleet = StartFleet(3, "consistent_hashing");
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.router_url = fleet.router->base_url();
+  options.router_policy = "consistent_hashing";
+  options.agentic.agentic_session_lifecycle = true;
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  EXPECT_TRUE(gateway->lifecycle_enabled());
+  net::HttpClient client(ClientOptions());
+
+  for (int turn = 0; turn < 2; ++turn) {
+    const std::string body = R"({"input_ids": )" + InputIds(1, 200 + 64 * turn) +
+                             R"(, "sampling_params": {"max_new_tokens": 8}, "rid": "turn-)" +
+                             std::to_string(turn) + "\"}";
+    const net::ClientResponse r =
+        Post(client, gateway->base_url(), "/generate", body, {{"X-Session-Id", "agent-1"}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    StatusOr<protocol::GenerateResponse> response = protocol::ParseGenerateResponse(r.body);
+    ASSERT_TRUE(response.ok()) << response.status();
+    EXPECT_EQ(response->meta_info.id, "turn-" + std::to_string(turn) + ":0");
+    if (turn == 1) {
+      EXPECT_GT(response->meta_info.cached_tokens, 0);
+    }
+  }
+  // The router saw the session as its routing key and kept it on one engine.
+  const net::ClientResponse routed =
+      Call(client, http::verb::get, fleet.router->base_url(), "/agentkv/requests");
+  std::set<std::string> workers;
+  const json::value routed_entries = json::parse(routed.body);
+  for (const json::value& entry : routed_entries.as_array()) {
+    EXPECT_EQ(entry.at("routing_key").as_string(), "agent-1");
+    workers.insert(std::string(entry.at("worker").as_string()));
+  }
+  ASSERT_EQ(workers.size(), 1u);
+  const std::string holder = *workers.begin();
+  const double available_before = Gauges(client, holder).at("sglang:kv_available_tokens");
+
+  const net::ClientResponse closed =
+      Post(client, gateway->base_url(), "/v1/sessions/agent-1/close", "");
+  ASSERT_EQ(closed.status, 200) << closed.body;
+  EXPECT_EQ(json::parse(closed.body),
+            json::parse(R"({"session_id":"agent-1","closed":true,"aborted":0})"));
+  for (const auto& engine : fleet.engines) {
+    EXPECT_EQ(CloseCount(client, engine->base_url(), "agent-1"), 1) << engine->base_url();
+  }
+  // Only a session-tagged request makes the close release KV: the session_id reached it.
+  EXPECT_GT(Gauges(client, holder).at("sglang:kv_available_tokens"), available_before);
+
+  // Idempotent: the same answer, no second fan-out.
+  const net::ClientResponse again =
+      Post(client, gateway->base_url(), "/v1/sessions/agent-1/close", "");
+  EXPECT_EQ(again.status, 200);
+  EXPECT_EQ(json::parse(again.body).at("closed").as_bool(), true);
+  for (const auto& engine : fleet.engines)
+    EXPECT_EQ(CloseCount(client, engine->base_url(), "agent-1"), 1);
+  EXPECT_EQ(gateway->stats().session_close, 1);
+  EXPECT_EQ(gateway->stats().session_close_failure, 0);
+  const json::value series =
+      json::parse(Call(client, http::verb::get, gateway->base_url(), "/agentic_kv").body);
+  EXPECT_EQ(series.at("agentic_kv/session/lifecycle_enabled").as_double(), 1.0);
+  EXPECT_EQ(series.at("agentic_kv/session/close").as_double(), 1.0);
+  const net::ClientResponse health = Call(client, http::verb::get, gateway->base_url(), "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body, R"({"status":"ok"})");
+  gateway->Shutdown(2s);
+  EXPECT_EQ(Call(client, http::verb::get, fleet.router->base_url(), "/health").status, 200);
+}
+
+TEST(GatewayTest, StreamsPassThroughChunkByChunkEndingWithDone) {
+  Fleet fleet = StartFleet(2, "round_robin");
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.router_url = fleet.router->base_url();
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  for (
+      const auto& [path, body] : std::vector<std::pair<std::string, std::string>>{
+          {"/generate",
+           R"({"input_ids": [1,2,3,4,5,6,7,8], "sampling_params": {"max_new_tokens": 5}, "stream": true})"},
+          {"/v1/chat/completions",
+           R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": true})"}}) {
+    protocol::SseParser parser;
+    std::vector<std::string> events;
+    std::promise<Status> done;
+    int status = 0;
+    client.AsyncStream(
+        http::verb::post, gateway->base_url(), path, {{"Content-Type", "application/json"}}, body,
+        [&status](int s, const net::HeaderList&) { status = s; },
+        [&](std::string_view chunk) {
+          for (std::string& e : parser.Feed(chunk)) events.push_back(std::move(e));
+        },
+        [&done](Status s) { done.set_value(s); });
+    auto future = done.get_future();
+    ASSERT_EQ(future.wait_for(10s), std::future_status::ready) << path;
+    EXPECT_TRUE(future.get().ok());
+    EXPECT_EQ(status, 200);
+    EXPECT_TRUE(parser.done()) << path << ": the stream must end with data: [DONE]";
+    EXPECT_GE(events.size(), 2u) << path;
+  }
+  // A non-streamed OpenAI request goes through too.
+  const net::ClientResponse completion = Post(client, gateway->base_url(), "/v1/completions",
+                                              R"({"prompt": [1, 2, 3], "max_tokens": 2})");
+  EXPECT_EQ(completion.status, 200) << completion.body;
+}
+
+TEST(GatewayTest, InvalidBodiesAre400AndReachNoEngine) {
+  Fleet fleet = StartFleet(2, "round_robin");
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.router_url = fleet.router->base_url();
+  options.agentic.agentic_session_lifecycle = true;
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  for (const auto& [path, body] : std::vector<std::pair<std::string, std::string>>{
+           {"/generate", "not json"},
+           {"/generate", R"({"text": "a", "input_ids": [1]})"},
+           {"/generate", R"({"input_ids": [[1, 2], [3]]})"},
+           {"/v1/chat/completions", "[1, 2]"},
+           {"/v1/completions", R"({"prompt": "x", "stream": "yes"})"}}) {
+    const net::ClientResponse r = Post(client, gateway->base_url(), path, body);
+    EXPECT_EQ(r.status, 400) << path << " " << body;
+    EXPECT_TRUE(protocol::ParseErrorMessage(r.body).has_value()) << r.body;
+  }
+  EXPECT_EQ(
+      Post(client, gateway->base_url(), "/generate", R"({"text": "a"})", {{"X-Session-Id", "a b"}})
+          .status,
+      400);
+  EXPECT_EQ(Call(client, http::verb::get, fleet.router->base_url(), "/agentkv/requests").body,
+            "[]");
+  for (const auto& engine : fleet.engines)
+    EXPECT_EQ(engine->runtime().Snapshot().num_requests_total, 0);
+  const std::string metrics = Call(client, http::verb::get, gateway->base_url(), "/metrics").body;
+  EXPECT_NE(metrics.find("agentkv_gateway_requests_total{route=\"/generate\",code=\"400\"} 4.0"),
+            std::string::npos)
+      << metrics;
+}
+
+// Admission through a LocalAdmission whose ledger fits one 600-token request of a 1000-token
+// engine at a time.
+struct AdmissionSetup {
+  std::unique_ptr<FakeEngine> engine = std::make_unique<FakeEngine>(/*hold=*/true);
+  std::shared_ptr<LocalAdmission> admission;
+  std::unique_ptr<Gateway> gateway;
+  LogCapture logs;
+
+  AdmissionSetup() {
+    control::AgenticOptions agentic;
+    agentic.agentic_program_admission = true;
+    agentic.agentic_admission_headroom = 1.0;
+    agentic.poll_interval_s = 0.05;
+    agentic.staleness_s = 5.0;
+    LocalAdmissionOptions local;
+    local.agentic = agentic;
+    StatusOr<std::unique_ptr<LocalAdmission>> created = LocalAdmission::Create(local);
+    EXPECT_TRUE(created.ok()) << created.status();
+    admission = std::shared_ptr<LocalAdmission>(*std::move(created));
+    GatewayOptions options = BaseOptions(logs);
+    options.engine_urls = {engine->base_url()};
+    options.agentic = agentic;
+    gateway = StartGateway(options, admission);
+    EXPECT_TRUE(WaitFor([this] { return !admission->degraded(); }));
+  }
+  ~AdmissionSetup() {
+    while (engine->Answer()) {
+    }
+    gateway->Shutdown(2s);
+  }
+  static std::string Body(const std::string& rid) {
+    return R"({"input_ids": )" + InputIds(1, 100) +
+           R"(, "sampling_params": {"max_new_tokens": 500}, "rid": ")" + rid + "\"}";
+  }
+};
+
+TEST(GatewayTest, AdmissionQueuesBeyondTheBudgetAndAdmitsFifoAsLeasesReturn) {
+  AdmissionSetup setup;
+  ASSERT_NE(setup.gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  std::vector<std::promise<StatusOr<net::ClientResponse>>> answers(3);
+  auto send = [&](int i, const std::string& rid) {
+    client.AsyncRequest(
+        http::verb::post, setup.gateway->base_url(), "/generate",
+        {{"Content-Type", "application/json"}}, AdmissionSetup::Body(rid),
+        [&answers, i](StatusOr<net::ClientResponse> r) { answers[i].set_value(std::move(r)); });
+  };
+  send(0, "a");
+  ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 1; }));
+  send(1, "b");
+  ASSERT_TRUE(WaitFor([&] { return setup.admission->waiting() == 1; }));
+  send(2, "c");
+  ASSERT_TRUE(WaitFor([&] { return setup.admission->waiting() == 2; }));
+  EXPECT_EQ(setup.gateway->stats().awaiting_admission, 2);
+  EXPECT_EQ(setup.admission->reserved(), 600);
+  const std::string metrics =
+      Call(client, http::verb::get, setup.gateway->base_url(), "/metrics").body;
+  EXPECT_NE(metrics.find("agentic_kv_admission_waiting 2.0"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("agentic_kv_budget_ceiling 1000.0"), std::string::npos) << metrics;
+
+  for (const char* next : {"b:0", "c:0"}) {
+    ASSERT_TRUE(setup.engine->Answer());  // The running request ends; its lease returns.
+    ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 1; })) << next;
+    EXPECT_EQ(setup.engine->generates().back().rid, next);
+  }
+  ASSERT_TRUE(setup.engine->Answer());
+  for (auto& answer : answers) {
+    auto future = answer.get_future();
+    ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+    StatusOr<net::ClientResponse> r = future.get();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
+  EXPECT_TRUE(WaitFor(
+      [&] { return setup.admission->reserved() == 0 && setup.admission->lease_count() == 0; }));
+  // The answer is written before the exchange's bookkeeping ends.
+  EXPECT_TRUE(WaitFor([&] { return setup.gateway->stats().in_flight == 0; }));
+  const json::value series =
+      json::parse(Call(client, http::verb::get, setup.gateway->base_url(), "/agentic_kv").body);
+  EXPECT_EQ(series.at("agentic_kv/admission/admit").as_double(), 1.0);
+  EXPECT_EQ(series.at("agentic_kv/admission/wait").as_double(), 2.0);
+}
+
+TEST(GatewayTest, AClientLeavingWhileQueuedCancelsItsWait) {
+  AdmissionSetup setup;
+  ASSERT_NE(setup.gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  std::promise<StatusOr<net::ClientResponse>> first;
+  client.AsyncRequest(http::verb::post, setup.gateway->base_url(), "/generate",
+                      {{"Content-Type", "application/json"}}, AdmissionSetup::Body("a"),
+                      [&first](StatusOr<net::ClientResponse> r) { first.set_value(std::move(r)); });
+  ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 1; }));
+  {
+    net::HttpClient leaving(ClientOptions());
+    leaving.AsyncRequest(http::verb::post, setup.gateway->base_url(), "/generate",
+                         {{"Content-Type", "application/json"}}, AdmissionSetup::Body("b"),
+                         [](StatusOr<net::ClientResponse>) {});
+    ASSERT_TRUE(WaitFor([&] { return setup.admission->waiting() == 1; }));
+  }  // The client is destroyed: its connection closes while the request waits.
+  ASSERT_TRUE(WaitFor([&] { return setup.admission->waiting() == 0; }));
+  ASSERT_TRUE(WaitFor([&] { return setup.gateway->stats().in_flight == 1; }));
+  EXPECT_EQ(setup.gateway->stats().awaiting_admission, 0);
+  ASSERT_TRUE(setup.engine->Answer());
+  auto future = first.get_future();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(future.get()->status, 200);
+  EXPECT_EQ(setup.engine->generates().size(), 1u)
+      << "the cancelled request never reached the engine";
+  EXPECT_TRUE(WaitFor([&] { return setup.admission->reserved() == 0; }));
+  const json::value series =
+      json::parse(Call(client, http::verb::get, setup.gateway->base_url(), "/agentic_kv").body);
+  EXPECT_EQ(series.at("agentic_kv/admission/cancelled").as_double(), 1.0);
+  const std::string metrics =
+      Call(client, http::verb::get, setup.gateway->base_url(), "/metrics").body;
+  EXPECT_NE(metrics.find("code=\"499\"} 1.0"), std::string::npos) << metrics;
+}
+
+TEST(GatewayTest, ClosingASessionCancelsItsRequestWaitingForAdmission) {
+  AdmissionSetup setup;
+  ASSERT_NE(setup.gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  std::vector<std::promise<StatusOr<net::ClientResponse>>> answers(2);
+  for (int i = 0; i < 2; ++i) {
+    client.AsyncRequest(
+        http::verb::post, setup.gateway->base_url(), "/generate",
+        {{"Content-Type", "application/json"}, {"X-Session-Id", i == 0 ? "busy" : "waiting"}},
+        AdmissionSetup::Body(i == 0 ? "a" : "b"),
+        [&answers, i](StatusOr<net::ClientResponse> r) { answers[i].set_value(std::move(r)); });
+    if (i == 0) {
+      ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 1; }));
+    }
+  }
+  ASSERT_TRUE(WaitFor([&] { return setup.admission->waiting() == 1; }));
+  const net::ClientResponse closed =
+      Post(client, setup.gateway->base_url(), "/v1/sessions/waiting/close", "");
+  ASSERT_EQ(closed.status, 200);
+  EXPECT_EQ(json::parse(closed.body).at("aborted").as_int64(), 0);
+  auto cancelled = answers[1].get_future();
+  ASSERT_EQ(cancelled.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(cancelled.get()->status, 409);
+  EXPECT_EQ(setup.admission->waiting(), 0);
+  ASSERT_TRUE(setup.engine->Answer());
+  auto running = answers[0].get_future();
+  ASSERT_EQ(running.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(running.get()->status, 200);
+  EXPECT_EQ(setup.engine->generates().size(), 1u);
+  EXPECT_TRUE(WaitFor([&] { return setup.admission->reserved() == 0; }));
+}
+
+TEST(GatewayTest, ShutdownCancelsQueuedRequestsAndLetsInFlightOnesFinish) {
+  AdmissionSetup setup;
+  ASSERT_NE(setup.gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  std::vector<std::promise<StatusOr<net::ClientResponse>>> answers(2);
+  for (int i = 0; i < 2; ++i) {
+    client.AsyncRequest(
+        http::verb::post, setup.gateway->base_url(), "/generate",
+        {{"Content-Type", "application/json"}}, AdmissionSetup::Body(i == 0 ? "a" : "b"),
+        [&answers, i](StatusOr<net::ClientResponse> r) { answers[i].set_value(std::move(r)); });
+    if (i == 0) {
+      ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 1; }));
+    }
+  }
+  ASSERT_TRUE(WaitFor([&] { return setup.admission->waiting() == 1; }));
+  std::thread stopper([&] { setup.gateway->Shutdown(10s); });
+  auto queued = answers[1].get_future();
+  ASSERT_EQ(queued.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(queued.get()->status, 503);
+  ASSERT_TRUE(setup.engine->Answer());
+  auto running = answers[0].get_future();
+  ASSERT_EQ(running.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(running.get()->status, 200);
+  stopper.join();
+  EXPECT_EQ(setup.engine->generates().size(), 1u);
+  EXPECT_EQ(setup.admission->reserved(), 0);
+}
+
+TEST(GatewayTest, AFailedCloseOnOneEngineStillEndsTheSession) {
+  Fleet fleet = StartFleet(2, "round_robin");
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.router_url = fleet.router->base_url();
+  options.agentic.agentic_session_lifecycle = true;
+  std::mutex mu;
+  std::vector<bool> hook;
+  options.on_session_close = [&](bool ok) {
+    std::lock_guard<std::mutex> lock(mu);
+    hook.push_back(ok);
+  };
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  ASSERT_EQ(Post(client, fleet.engines[1]->base_url(), "/agentkv/faults",
+                 R"({"close_session_status": 500})")
+                .status,
+            200);
+  ASSERT_EQ(Post(client, gateway->base_url(), "/generate",
+                 R"({"input_ids": [1, 2, 3], "session_id": "s-9"})")
+                .status,
+            200);
+  const net::ClientResponse closed =
+      Post(client, gateway->base_url(), "/v1/sessions/s-9/close", "");
+  ASSERT_EQ(closed.status, 200);
+  EXPECT_EQ(json::parse(closed.body).at("closed").as_bool(), false);
+  EXPECT_EQ(CloseCount(client, fleet.engines[0]->base_url(), "s-9"), 1);
+  EXPECT_EQ(gateway->stats().session_close, 1);
+  EXPECT_EQ(gateway->stats().session_close_failure, 1);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(hook, std::vector<bool>{false});
+  }
+  const json::value series =
+      json::parse(Call(client, http::verb::get, gateway->base_url(), "/agentic_kv").body);
+  EXPECT_EQ(series.at("agentic_kv/session/close_failure").as_double(), 1.0);
+  // Ended all the same: a second close answers the remembered outcome without a fan-out, and
+  // the id starts a new session.
+  EXPECT_EQ(json::parse(Post(client, gateway->base_url(), "/v1/sessions/s-9/close", "").body)
+                .at("closed")
+                .as_bool(),
+            false);
+  EXPECT_EQ(CloseCount(client, fleet.engines[0]->base_url(), "s-9"), 1);
+  EXPECT_EQ(gateway->stats().sessions_active, 0);
+  EXPECT_EQ(Post(client, gateway->base_url(), "/generate",
+                 R"({"input_ids": [1, 2, 3], "session_id": "s-9"})")
+                .status,
+            200);
+  EXPECT_EQ(gateway->stats().sessions_active, 1);
+}
+
+TEST(GatewayTest, ClosingASessionAbortsItsInFlightRequestBeforeClosingIt) {
+  FakeEngine engine(/*hold=*/true);
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {engine.base_url()};
+  options.agentic.agentic_session_lifecycle = true;
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  std::promise<StatusOr<net::ClientResponse>> running;
+  client.AsyncRequest(
+      http::verb::post, gateway->base_url(), "/generate",
+      {{"Content-Type", "application/json"}, {"X-Session-Id", "s-1"}},
+      R"({"text": "long task", "rid": "job"})",
+      [&running](StatusOr<net::ClientResponse> r) { running.set_value(std::move(r)); });
+  ASSERT_TRUE(WaitFor([&] { return engine.held() == 1; }));
+  const net::ClientResponse closed =
+      Post(client, gateway->base_url(), "/v1/sessions/s-1/close", "");
+  ASSERT_EQ(closed.status, 200);
+  EXPECT_EQ(json::parse(closed.body),
+            json::parse(R"({"session_id":"s-1","closed":true,"aborted":1})"));
+  const auto control = engine.control();
+  ASSERT_EQ(control.size(), 2u);
+  EXPECT_EQ(control[0].first, "/abort_request");
+  EXPECT_EQ(json::parse(control[0].second), json::parse(R"({"rid":"job:0"})"));
+  EXPECT_EQ(control[1].first, "/close_session");
+  EXPECT_EQ(json::parse(control[1].second), json::parse(R"({"session_id":"s-1"})"));
+  auto future = running.get_future();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(future.get()->status, 200);
+  // The request reached the engine with the gateway's rid and the session, nothing else changed.
+  EXPECT_EQ(engine.generates()[0].body,
+            R"({"text": "long task", "rid": "job:0","session_id":"s-1"})");
+}
+
+TEST(GatewayTest, IdleSessionsAreClosedByTheTimer) {
+  FakeEngine engine(/*hold=*/false);
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {engine.base_url()};
+  options.agentic.agentic_session_lifecycle = true;
+  options.session_idle_timeout_s = 0.2;
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  ASSERT_EQ(Post(client, gateway->base_url(), "/generate", R"({"text": "hi"})",
+                 {{"X-Session-Id", "quiet"}})
+                .status,
+            200);
+  EXPECT_EQ(gateway->stats().sessions_active, 1);
+  ASSERT_TRUE(WaitFor([&] { return gateway->stats().session_close == 1; }));
+  const auto control = engine.control();
+  ASSERT_EQ(control.size(), 1u);
+  EXPECT_EQ(json::parse(control[0].second), json::parse(R"({"session_id":"quiet"})"));
+  EXPECT_EQ(gateway->stats().sessions_active, 0);
+}
+
+TEST(GatewayTest, TheBearerTokenGuardsTheCloseEndpointAndIsNeverForwarded) {
+  FakeEngine engine(/*hold=*/false);
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {engine.base_url()};
+  options.agentic.agentic_session_lifecycle = true;
+  options.bearer_token = "t0k3n";
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  const std::string close = "/v1/sessions/s/close";
+  EXPECT_EQ(Post(client, gateway->base_url(), close, "").status, 401);
+  EXPECT_EQ(
+      Post(client, gateway->base_url(), close, "", {{"Authorization", "Bearer wrong"}}).status,
+      401);
+  EXPECT_EQ(Call(client, http::verb::get, gateway->base_url(), "/agentic_kv?reset=1").status, 401);
+  EXPECT_TRUE(engine.control().empty());
+  EXPECT_EQ(
+      Post(client, gateway->base_url(), close, "", {{"Authorization", "Bearer t0k3n"}}).status,
+      200);
+  EXPECT_EQ(Call(client, http::verb::get, gateway->base_url(), "/v1/sessions/s/close").status, 405);
+  EXPECT_EQ(Call(client, http::verb::get, gateway->base_url(), "/agentic_kv?reset=1", "",
+                 {{"Authorization", "Bearer t0k3n"}})
+                .status,
+            200);
+  // The data path is open; the gateway's token stays here, tracing headers go on, others not.
+  ASSERT_EQ(
+      Post(client, gateway->base_url(), "/generate", R"({"text": "hi"})",
+           {{"Authorization", "Bearer t0k3n"}, {"traceparent", "00-1-2-01"}, {"Cookie", "c=1"}})
+          .status,
+      200);
+  ASSERT_EQ(Post(client, gateway->base_url(), "/generate", R"({"text": "hi"})",
+                 {{"Authorization", "Bearer router-key"}})
+                .status,
+            200);
+  const auto generates = engine.generates();
+  ASSERT_EQ(generates.size(), 2u);
+  auto has = [](const net::HeaderList& headers, std::string_view name, std::string_view value) {
+    return std::any_of(headers.begin(), headers.end(), [&](const auto& h) {
+      return boost::beast::iequals(h.first, name) && h.second == value;
+    });
+  };
+  EXPECT_FALSE(has(generates[0].headers, "authorization", "Bearer t0k3n"));
+  EXPECT_TRUE(has(generates[0].headers, "traceparent", "00-1-2-01"));
+  EXPECT_FALSE(has(generates[0].headers, "cookie", "c=1"));
+  EXPECT_TRUE(has(generates[1].headers, "authorization", "Bearer router-key"));
+  for (const std::string& line : logs.lines)
+    EXPECT_EQ(line.find("t0k3n"), std::string::npos) << line;
+}
+
+TEST(GatewayTest, OnlyACorrectlySignedParentHintIsForwarded) {
+  FakeEngine engine(/*hold=*/false);
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {engine.base_url()};
+  options.agentic.agentic_session_lifecycle = true;
+  options.parent_hint_key = "hint-key";
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  const std::string good = SignParentHint("hint-key", "child-1", "parent-0");
+  const std::vector<net::HeaderList> attempts = {
+      {{"X-Session-Id", "child-1"}, {"X-Agentkv-Parent-Session", "parent-0"}},
+      {{"X-Session-Id", "child-1"},
+       {"X-Agentkv-Parent-Session", "parent-0"},
+       {"X-Agentkv-Parent-Signature", SignParentHint("other-key", "child-1", "parent-0")}},
+      {{"X-Session-Id", "child-1"},
+       {"X-Agentkv-Parent-Session", "parent-1"},
+       {"X-Agentkv-Parent-Signature", good}},
+      {{"X-Session-Id", "child-1"},
+       {"X-Agentkv-Parent-Session", "parent-0"},
+       {"X-Agentkv-Parent-Signature", good}}};
+  for (size_t i = 0; i < attempts.size(); ++i) {
+    ASSERT_EQ(
+        Post(client, gateway->base_url(), "/generate", R"({"rid": "r", "text": "hi"})", attempts[i])
+            .status,
+        200);
+  }
+  const auto generates = engine.generates();
+  ASSERT_EQ(generates.size(), 4u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(generates[i].body,
+              R"({"rid": "r:)" + std::to_string(i) + R"(", "text": "hi","session_id":"child-1"})");
+  }
+  EXPECT_EQ(
+      generates[3].body,
+      R"({"rid": "r:3", "text": "hi","session_id":"child-1","agentkv_parent_session":"parent-0"})");
+  EXPECT_EQ(gateway->stats().parent_hint_rejected, 3);
+  const std::string metrics = Call(client, http::verb::get, gateway->base_url(), "/metrics").body;
+  EXPECT_NE(metrics.find("agentkv_gateway_parent_hint_rejected_total 3.0"), std::string::npos);
+  for (const std::string& line : logs.lines) EXPECT_EQ(line.find(good), std::string::npos) << line;
+}
+
+TEST(GatewayTest, AMissingEngineFlagRefusesTheStartOrDisablesTheFeature) {
+  EngineEmulatorOptions no_session_cache = EngineOptions();
+  no_session_cache.runtime.enable_session_radix_cache = false;
+  Fleet fleet = StartFleet(1, "round_robin", no_session_cache);
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.router_url = fleet.router->base_url();
+  options.agentic.agentic_session_lifecycle = true;
+  StatusOr<std::unique_ptr<Gateway>> refused = Gateway::Start(options, nullptr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find(fleet.engines[0]->base_url()), std::string::npos);
+  EXPECT_NE(refused.status().message().find("--enable-session-radix-cache"), std::string::npos);
+  options.prerequisite_policy = PrerequisitePolicy::kDisable;
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  EXPECT_FALSE(gateway->lifecycle_enabled());
+  EXPECT_FALSE(gateway->admission_enabled());
+  // Admission without a backend is refused before anything starts.
+  GatewayOptions admission = BaseOptions(logs);
+  admission.router_url = fleet.router->base_url();
+  admission.agentic.agentic_program_admission = true;
+  EXPECT_EQ(Gateway::Start(admission, nullptr).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace agentkv::service

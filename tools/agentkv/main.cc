@@ -13,6 +13,7 @@
 #include "tools/agentkv/cli_support.h"
 #include "tools/agentkv/coordinator_command.h"
 #include "tools/agentkv/emulate_command.h"
+#include "tools/agentkv/gateway_command.h"
 #include "tools/agentkv/replay_command.h"
 
 namespace agentkv::tools {
@@ -38,6 +39,7 @@ int Main(int argc, char** argv) {
   ReplayCommand replay(app);
   EmulateCommand emulate(app);
   CoordinatorCommand coordinator(app);
+  GatewayCommand gateway(app);
 
   try {
     app.parse(argc, argv);
@@ -49,6 +51,7 @@ int Main(int argc, char** argv) {
   if (replay.selected()) return replay.Run();
   if (emulate.selected()) return emulate.Run();
   if (coordinator.selected()) return coordinator.Run();
+  if (gateway.selected()) return gateway.Run();
   // require_subcommand(1) makes this unreachable unless a command is registered but not run.
   return ReportError("", "no command was run", kExitInternal);
 }

@@ -1,0 +1,240 @@
+#include "tools/agentkv/gateway_command.h"
+
+#include <fmt/core.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "agentkv/service/admission_local.h"
+#include "agentkv/service/admission_remote.h"
+#include "agentkv/service/gateway.h"
+#include "tools/agentkv/cli_support.h"
+
+namespace agentkv::tools {
+namespace {
+
+constexpr const char* kDescription =
+    "Session KV lifecycle and program-aware admission in front of an SGLang fleet (forwards "
+    "/generate and the OpenAI routes to the router)";
+
+constexpr const char* kFooter = R"(What it does (docs/GATEWAY.md):
+  Forwards POST /generate, /v1/chat/completions and /v1/completions to --router-url (or round
+  robin over --engine-urls), streams included. Each backend attempt gets a unique rid.
+  --agentic-session-lifecycle  sends the session id (body `session_id`, else --session-header)
+      as top-level session_id (and X-SMG-Routing-Key with --router-policy consistent_hashing);
+      POST /v1/sessions/{id}/close (or --session-idle-timeout-s) aborts the session's requests
+      and posts /close_session to every engine.
+  --agentic-program-admission  admits each attempt against the fleet's KV budget (global
+      FIFO, token ledger fed by the engines' /metrics); in process, or through
+      `agentkv coordinator` with --coordinator-url.
+  GET /metrics, GET /agentic_kv[?reset=1], GET /health.
+
+The fleet needs SGLang's --enable-session-radix-cache and --radix-eviction-policy priority
+(lifecycle) and --enable-metrics (admission); checked at startup (--prerequisite-policy).
+Every flag can also come from the environment as AGENTKV_<FLAG> (e.g. AGENTKV_BEARER_TOKEN,
+AGENTKV_PARENT_HINT_KEY) or from `agentkv --config FILE gateway` ([gateway] section).
+
+Example:
+  agentkv gateway --port 8080 --router-url http://127.0.0.1:30000 \
+      --router-policy consistent_hashing --agentic-session-lifecycle --agentic-program-admission)";
+
+void BlockTerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+void WaitForSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int signal = 0;
+  sigwait(&set, &signal);
+}
+
+std::string EnvName(std::string_view flag) {
+  std::string name = "AGENTKV_";
+  for (char c : flag.substr(2)) {
+    name += c == '-' ? '_' : static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+  }
+  return name;
+}
+
+template <typename T>
+CLI::Option* AddFlag(CLI::App& app, std::string_view flag, T& value, const std::string& help) {
+  return app.add_option(std::string(flag), value, help)
+      ->envname(EnvName(flag))
+      ->capture_default_str();
+}
+
+CLI::Option* AddSwitch(CLI::App& app, std::string_view flag, bool& value, const std::string& help) {
+  return app.add_flag(std::string(flag), value, help)->envname(EnvName(flag));
+}
+
+void SpdlogSink(service::LogLevel level, std::string_view line) {
+  switch (level) {
+    case service::LogLevel::kDebug:
+      spdlog::debug("{}", line);
+      break;
+    case service::LogLevel::kInfo:
+      spdlog::info("{}", line);
+      break;
+    case service::LogLevel::kWarn:
+      spdlog::warn("{}", line);
+      break;
+    case service::LogLevel::kError:
+      spdlog::error("{}", line);
+      break;
+  }
+}
+
+}  // namespace
+
+GatewayCommand::GatewayCommand(CLI::App& app) {
+  command_ = app.add_subcommand(kName, kDescription);
+  command_->footer(kFooter);
+  CLI::App& c = *command_;
+  service::GatewayOptions& o = options_;
+  AddFlag(c, "--host", host_, "Address to bind (loopback by default)");
+  AddFlag(c, "--port", port_, "Port to listen on (0 = any free port)");
+  AddFlag(c, "--threads", threads_, "HTTP I/O threads");
+  AddFlag(c, "--shutdown-grace-s", shutdown_grace_s_,
+          "Seconds in-flight requests get to finish at shutdown");
+  CLI::Option* router = AddFlag(c, "--router-url", o.router_url,
+                                "sgl-router base URL (engines discovered with GET /workers)");
+  CLI::Option* engines = c.add_option("--engine-urls", o.engine_urls,
+                                      "Fixed engine base URLs instead of a router")
+                             ->envname(EnvName("--engine-urls"))
+                             ->delimiter(',');
+  router->excludes(engines);
+  AddFlag(c, "--router-policy", o.router_policy,
+          "The router's policy (consistent_hashing adds X-SMG-Routing-Key)");
+  AddFlag(c, "--session-header", o.session_header,
+          "Header naming the session when the body has no session_id");
+  AddFlag(c, "--close-timeout-s", o.close_timeout_s, "Bound on one /close_session fan-out");
+  AddFlag(c, "--session-idle-timeout-s", o.session_idle_timeout_s,
+          "End and close sessions idle this long (0 = never)");
+  AddFlag(c, "--session-drain-timeout-s", o.session_drain_timeout_s,
+          "How long a closing session waits for its aborted requests");
+  AddFlag(c, "--max-closed-sessions", o.max_closed_sessions,
+          "Closed sessions remembered for idempotent closes");
+  AddFlag(c, "--default-max-tokens", o.default_max_tokens,
+          "Decode tokens reserved for an OpenAI request without max_tokens");
+  AddFlag(c, "--control-timeout-s", o.control_timeout_s,
+          "Timeout of each abort, /metrics, /workers and /server_info request");
+  AddFlag(c, "--upstream-timeout-s", upstream_timeout_s_,
+          "Longest wait for an upstream's response headers");
+  c.add_flag("!--no-check-prerequisites", o.check_prerequisites,
+             "Skip the /server_info checks at startup");
+  AddFlag(c, "--prerequisite-policy", prerequisite_policy_,
+          "refuse (exit) or disable (turn the feature off) when an engine lacks a flag");
+  AddFlag(c, "--bearer-token", o.bearer_token,
+          "Token required on the session-close and admin endpoints (prefer the environment)");
+  AddFlag(c, "--parent-hint-key", o.parent_hint_key,
+          "HMAC-SHA256 key of signed sub-agent parent hints (prefer the environment)");
+  AddFlag(c, "--coordinator-url", coordinator_url_,
+          "Use `agentkv coordinator` at this URL instead of in-process admission");
+  AddFlag(c, "--coordinator-token", coordinator_token_, "Bearer token of the coordinator");
+  AddFlag(c, "--log-level", log_level_, "debug, info, warn or error")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+  AddSwitch(c, control::kSessionLifecycleFlag, o.agentic.agentic_session_lifecycle,
+            "Send session_id on generate; close sessions on every engine when they end");
+  AddSwitch(c, control::kProgramAdmissionFlag, o.agentic.agentic_program_admission,
+            "Admit each attempt against the fleet KV budget (global FIFO, token ledger)");
+  AddFlag(c, control::kHeadroomFlag, o.agentic.agentic_admission_headroom,
+          "Share of the fleet's max_total_num_tokens admission may commit, in (0, 1]");
+  AddFlag(c, control::kPressureThresholdFlag, o.agentic.agentic_admission_pressure_threshold,
+          "Worst-engine token_usage at or above which new requests wait, in (0, 1]");
+  decode_cap_option_ = c.add_option(std::string(control::kExpectedDecodeCapFlag), decode_cap_,
+                                    "Most decode tokens one reservation counts (> 0)")
+                           ->envname(EnvName(control::kExpectedDecodeCapFlag));
+  AddFlag(c, control::kMaxWaitFlag, o.agentic.agentic_admission_max_wait_s,
+          "Longest FIFO wait before the aged bypass, seconds");
+  AddFlag(c, control::kScopeFlag, scope_, "train or all (X-Agentkv-Scope: train|eval)");
+  AddFlag(c, control::kLeaseTtlFlag, o.agentic.lease_ttl_s, "Lease reclaim age, seconds");
+  AddFlag(c, control::kStalenessFlag, o.agentic.staleness_s,
+          "Maximum age of the capacity snapshot, seconds");
+  AddFlag(c, control::kPollIntervalFlag, o.agentic.poll_interval_s,
+          "Seconds between polls of the engines' /metrics and the router's /workers");
+}
+
+int GatewayCommand::Run() {
+  const std::string name = kName;
+  service::GatewayOptions options = options_;
+  if (decode_cap_option_->count() > 0) {
+    options.agentic.agentic_admission_expected_decode_cap = decode_cap_;
+  }
+  StatusOr<control::AdmissionScope> scope = control::ParseAdmissionScope(scope_);
+  if (!scope.ok()) return ReportError(name, scope.status());
+  options.agentic.agentic_admission_scope = *scope;
+  StatusOr<service::PrerequisitePolicy> policy =
+      service::ParsePrerequisitePolicy(prerequisite_policy_);
+  if (!policy.ok()) return ReportError(name, policy.status());
+  options.prerequisite_policy = *policy;
+  if (port_ < 0 || port_ > 65535) {
+    return ReportError(name, InvalidArgumentError(
+                                 fmt::format("--port must be in [0, 65535], got {}", port_)));
+  }
+  if (!(upstream_timeout_s_ > 0 && upstream_timeout_s_ <= 86400)) {
+    return ReportError(name, InvalidArgumentError(fmt::format(
+                                 "--upstream-timeout-s must be in (0, 86400], got {}",
+                                 upstream_timeout_s_)));
+  }
+  options.http.address = host_;
+  options.http.port = static_cast<uint16_t>(port_);
+  options.http.threads = threads_;
+  options.upstream.header_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(upstream_timeout_s_ * 1000.0));
+  options.log = SpdlogSink;
+  spdlog::set_level(spdlog::level::from_str(log_level_));
+  if (Status s = options.Validate(); !s.ok()) return ReportError(name, s);
+
+  BlockTerminationSignals();
+  std::shared_ptr<service::AdmissionBackend> backend;
+  if (options.agentic.agentic_program_admission) {
+    if (!coordinator_url_.empty()) {
+      service::RemoteAdmissionOptions remote;
+      remote.coordinator_url = coordinator_url_;
+      remote.auth_token = coordinator_token_;
+      remote.max_wait_s = options.agentic.agentic_admission_max_wait_s;
+      StatusOr<std::unique_ptr<service::RemoteAdmission>> created =
+          service::RemoteAdmission::Create(remote);
+      if (!created.ok()) return ReportError(name, created.status());
+      backend = std::shared_ptr<service::AdmissionBackend>(std::move(*created));
+      options.poll_fleet_metrics = false;
+    } else {
+      service::LocalAdmissionOptions local;
+      local.agentic = options.agentic;
+      StatusOr<std::unique_ptr<service::LocalAdmission>> created =
+          service::LocalAdmission::Create(local);
+      if (!created.ok()) return ReportError(name, created.status());
+      std::shared_ptr<service::LocalAdmission> shared(std::move(*created));
+      options.on_session_close = [shared](bool ok) { shared->CountSessionClose(ok); };
+      backend = shared;
+    }
+  }
+  StatusOr<std::unique_ptr<service::Gateway>> gateway =
+      service::Gateway::Start(options, backend);
+  if (!gateway.ok()) return ReportError(name, gateway.status());
+  fmt::print("agentkv gateway: serving {} -> {} (lifecycle {}, admission {})\n",
+             (*gateway)->base_url(),
+             options.router_url.empty() ? fmt::format("{} engines", options.engine_urls.size())
+                                        : options.router_url,
+             (*gateway)->lifecycle_enabled() ? "on" : "off",
+             (*gateway)->admission_enabled()
+                 ? (coordinator_url_.empty() ? "in process" : "via " + coordinator_url_)
+                 : "off");
+  std::fflush(stdout);
+  WaitForSignal();
+  (*gateway)->Shutdown(std::chrono::milliseconds(static_cast<int64_t>(shutdown_grace_s_ * 1000.0)));
+  return kExitOk;
+}
+
+}  // namespace agentkv::tools

@@ -1,0 +1,54 @@
+// `agentkv gateway`: session KV lifecycle and program-aware admission in front of an SGLang
+// fleet (seed 000 without changing the agent framework or the fleet).
+//
+// A thin shell over service::Gateway: it owns the flags (the seed's --agentic-* names, plus
+// addresses, timeouts and secrets; every flag also reads AGENTKV_<FLAG> from the environment
+// and the top-level --config file's [gateway] section), picks the admission backend (in-process
+// LocalAdmission, or RemoteAdmission with --coordinator-url), routes the gateway's log lines to
+// spdlog, and runs until SIGINT/SIGTERM. Owned by main; not copyable or movable.
+#ifndef AGENTKV_TOOLS_AGENTKV_GATEWAY_COMMAND_H_
+#define AGENTKV_TOOLS_AGENTKV_GATEWAY_COMMAND_H_
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agentkv/service/gateway_options.h"
+
+namespace agentkv::tools {
+
+class GatewayCommand {
+ public:
+  static constexpr const char* kName = "gateway";
+
+  explicit GatewayCommand(CLI::App& app);
+  GatewayCommand(const GatewayCommand&) = delete;
+  GatewayCommand& operator=(const GatewayCommand&) = delete;
+
+  bool selected() const { return command_->parsed(); }
+  // Runs until a signal: 0 after a clean shutdown, 2 for a bad flag or a fleet that lacks a
+  // prerequisite (with --prerequisite-policy refuse), 1 for an internal failure.
+  int Run();
+
+ private:
+  CLI::App* command_ = nullptr;
+  CLI::Option* decode_cap_option_ = nullptr;
+
+  std::string host_ = "127.0.0.1";
+  int port_ = 8080;
+  int threads_ = 2;
+  double shutdown_grace_s_ = 30.0;
+  service::GatewayOptions options_;
+  std::string scope_ = "train";
+  int64_t decode_cap_ = 0;
+  std::string prerequisite_policy_ = "refuse";
+  std::string coordinator_url_;
+  std::string coordinator_token_;
+  double upstream_timeout_s_ = 3600.0;
+  std::string log_level_ = "info";
+};
+
+}  // namespace agentkv::tools
+
+#endif  // AGENTKV_TOOLS_AGENTKV_GATEWAY_COMMAND_H_

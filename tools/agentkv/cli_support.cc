@@ -1,5 +1,8 @@
 #include "tools/agentkv/cli_support.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <fmt/core.h>
 
 #include <cstdio>
@@ -56,6 +59,32 @@ std::string ParseFailureMessage(const CLI::App* app, const CLI::Error& error) {
 int ExitForParseError(CLI::App& app, const CLI::ParseError& error) {
   const int cli_code = app.exit(error);
   return cli_code == static_cast<int>(CLI::ExitCodes::Success) ? kExitOk : kExitBadInput;
+}
+
+void BlockTerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int WaitForTerminationSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int signal = 0;
+  sigwait(&set, &signal);
+  return signal;
+}
+
+std::string FlagEnvName(std::string_view flag) {
+  std::string name = "AGENTKV_";
+  for (char c : flag.substr(flag.rfind("--", 0) == 0 ? 2 : 0)) {
+    name += c == '-' ? '_' : static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+  }
+  return name;
 }
 
 }  // namespace agentkv::tools

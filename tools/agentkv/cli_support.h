@@ -39,6 +39,26 @@ std::string ParseFailureMessage(const CLI::App* app, const CLI::Error& error);
 // and returns the process exit code: kExitOk for those, kExitBadInput for real errors.
 int ExitForParseError(CLI::App& app, const CLI::ParseError& error);
 
+// Long-running commands (servers): BlockTerminationSignals() blocks SIGINT and SIGTERM in the
+// calling thread and every thread started after it (threads inherit the mask), so that
+// WaitForTerminationSignal() receives them with sigwait and returns the signal number. Call
+// the first before starting any server thread.
+void BlockTerminationSignals();
+int WaitForTerminationSignal();
+
+// The environment variable a flag can also be given in: "--agentic-admission-headroom" ->
+// "AGENTKV_AGENTIC_ADMISSION_HEADROOM".
+std::string FlagEnvName(std::string_view flag);
+
+// Adds option `flag` that also reads FlagEnvName(flag) from the environment and shows its
+// default in --help.
+template <typename T>
+CLI::Option* AddEnvOption(CLI::App& app, std::string_view flag, T& value, const std::string& help) {
+  return app.add_option(std::string(flag), value, help)
+      ->envname(FlagEnvName(flag))
+      ->capture_default_str();
+}
+
 }  // namespace agentkv::tools
 
 #endif  // AGENTKV_TOOLS_AGENTKV_CLI_SUPPORT_H_

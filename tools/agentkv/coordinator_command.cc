@@ -1,8 +1,6 @@
 #include "tools/agentkv/coordinator_command.h"
 
 #include <fmt/core.h>
-#include <pthread.h>
-#include <signal.h>
 
 #include <chrono>
 #include <cstdio>
@@ -35,40 +33,6 @@ Example:
 
 Runs until SIGINT or SIGTERM; waiters are then answered bypass `degraded`.)";
 
-// The same signal handling as `agentkv emulate`: block SIGINT and SIGTERM before any thread
-// starts (threads inherit the mask), then wait for one with sigwait.
-void BlockTerminationSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-}
-
-void WaitForSignal() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  int signal = 0;
-  sigwait(&set, &signal);
-}
-
-// "--agentic-admission-headroom" -> "AGENTKV_AGENTIC_ADMISSION_HEADROOM".
-std::string EnvName(std::string_view flag) {
-  std::string name = "AGENTKV_";
-  for (char c : flag.substr(2)) {
-    name += c == '-' ? '_' : static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
-  }
-  return name;
-}
-
-template <typename T>
-CLI::Option* AddFlag(CLI::App& app, std::string_view flag, T& value, const std::string& help) {
-  return app.add_option(std::string(flag), value, help)
-      ->envname(EnvName(flag))
-      ->capture_default_str();
-}
 
 Status CheckRange(const char* flag, int value, int low, int high) {
   if (value < low || value > high) {
@@ -84,40 +48,40 @@ CoordinatorCommand::CoordinatorCommand(CLI::App& app) {
   command_ = app.add_subcommand(kName, kDescription);
   command_->footer(kFooter);
   CLI::App& c = *command_;
-  AddFlag(c, "--host", host_, "Address to bind (loopback by default)");
-  AddFlag(c, "--port", port_, "Port to listen on (0 = any free port)");
-  AddFlag(c, "--threads", threads_, "HTTP I/O threads");
-  AddFlag(c, "--shutdown-grace-s", shutdown_grace_s_,
+  AddEnvOption(c, "--host", host_, "Address to bind (loopback by default)");
+  AddEnvOption(c, "--port", port_, "Port to listen on (0 = any free port)");
+  AddEnvOption(c, "--threads", threads_, "HTTP I/O threads");
+  AddEnvOption(c, "--shutdown-grace-s", shutdown_grace_s_,
           "Seconds answers in flight get to be written at shutdown");
   CLI::Option* router =
-      AddFlag(c, "--router-url", router_url_,
+      AddEnvOption(c, "--router-url", router_url_,
               "sgl-router base URL: engines are discovered with GET /workers (fallback "
               "/list_workers)");
   CLI::Option* engines = c.add_option("--engine-urls", engine_urls_,
                                       "Fixed engine base URLs instead of router discovery")
-                             ->envname(EnvName("--engine-urls"))
+                             ->envname(FlagEnvName("--engine-urls"))
                              ->delimiter(',');
   router->excludes(engines);
-  AddFlag(c, "--auth-token", auth_token_,
+  AddEnvOption(c, "--auth-token", auth_token_,
           "Bearer token required on /admission/* and /agentic_kv (empty: none)");
-  AddFlag(c, control::kHeadroomFlag, agentic_.agentic_admission_headroom,
+  AddEnvOption(c, control::kHeadroomFlag, agentic_.agentic_admission_headroom,
           "Share of the healthy engines' summed max_total_num_tokens admission may commit, "
           "in (0, 1]");
-  AddFlag(c, control::kPressureThresholdFlag, agentic_.agentic_admission_pressure_threshold,
+  AddEnvOption(c, control::kPressureThresholdFlag, agentic_.agentic_admission_pressure_threshold,
           "Worst-engine token_usage at or above which new requests wait, in (0, 1]");
   decode_cap_option_ = c.add_option(std::string(control::kExpectedDecodeCapFlag), decode_cap_,
                                     "Most decode tokens one reservation counts (> 0); "
                                     "informational here: clients compute reservations")
-                           ->envname(EnvName(control::kExpectedDecodeCapFlag));
-  AddFlag(c, control::kMaxWaitFlag, agentic_.agentic_admission_max_wait_s,
+                           ->envname(FlagEnvName(control::kExpectedDecodeCapFlag));
+  AddEnvOption(c, control::kMaxWaitFlag, agentic_.agentic_admission_max_wait_s,
           "Longest FIFO wait before the aged bypass, seconds (>= 0)");
-  AddFlag(c, control::kScopeFlag, scope_, "train or all (which requests clients gate)");
-  AddFlag(c, control::kLeaseTtlFlag, agentic_.lease_ttl_s,
+  AddEnvOption(c, control::kScopeFlag, scope_, "train or all (which requests clients gate)");
+  AddEnvOption(c, control::kLeaseTtlFlag, agentic_.lease_ttl_s,
           "Age after which a lease is reclaimed, seconds (> 0)");
-  AddFlag(c, control::kStalenessFlag, agentic_.staleness_s,
+  AddEnvOption(c, control::kStalenessFlag, agentic_.staleness_s,
           "Maximum age of the capacity snapshot before admission bypasses `degraded`, seconds "
           "(>= poll interval)");
-  AddFlag(c, control::kPollIntervalFlag, agentic_.poll_interval_s,
+  AddEnvOption(c, control::kPollIntervalFlag, agentic_.poll_interval_s,
           "Seconds between polls of the engines' /metrics (> 0)");
 }
 
@@ -160,7 +124,7 @@ int CoordinatorCommand::Run() {
              (*server)->base_url(), fleet, options.agentic.agentic_admission_headroom,
              options.agentic.agentic_admission_max_wait_s, auth_token_.empty() ? "off" : "on");
   std::fflush(stdout);
-  WaitForSignal();
+  WaitForTerminationSignal();
   (*server)->Shutdown(std::chrono::milliseconds(static_cast<int64_t>(shutdown_grace_s_ * 1000.0)));
   return kExitOk;
 }

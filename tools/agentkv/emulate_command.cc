@@ -1,8 +1,6 @@
 #include "tools/agentkv/emulate_command.h"
 
 #include <fmt/core.h>
-#include <pthread.h>
-#include <signal.h>
 
 #include <chrono>
 #include <cstdio>
@@ -38,26 +36,6 @@ Examples:
       --policy consistent_hashing
 
 Runs until SIGINT or SIGTERM; in-flight requests get --shutdown-grace-s to finish.)";
-
-// Blocks SIGINT and SIGTERM in every thread started after this (servers inherit the mask), so
-// that WaitForSignal receives them.
-void BlockTerminationSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-}
-
-int WaitForSignal() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  int signal = 0;
-  sigwait(&set, &signal);
-  return signal;
-}
 
 void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, std::string& close_mode,
                     bool& unpaced, int64_t& hicache_tokens) {
@@ -184,7 +162,7 @@ int EmulateCommand::RunEngine() {
              (*engine)->base_url(), options.runtime.model, options.runtime.gpu,
              (*engine)->runtime().max_total_num_tokens());
   std::fflush(stdout);
-  WaitForSignal();
+  WaitForTerminationSignal();
   (*engine)->Shutdown(Millis(shutdown_grace_s_));
   return kExitOk;
 }
@@ -208,7 +186,7 @@ int EmulateCommand::RunRouter() {
   fmt::print("agentkv {}: serving {} ({} over {} workers)\n", name, (*router)->base_url(), policy_,
              worker_urls_.size());
   std::fflush(stdout);
-  WaitForSignal();
+  WaitForTerminationSignal();
   (*router)->Shutdown(Millis(shutdown_grace_s_));
   return kExitOk;
 }
@@ -261,7 +239,7 @@ int EmulateCommand::RunFleet() {
   for (const std::string& url : urls) fmt::print(" {}", url);
   fmt::print("\n");
   std::fflush(stdout);
-  WaitForSignal();
+  WaitForTerminationSignal();
   (*router)->Shutdown(Millis(shutdown_grace_s_));
   for (auto& engine : engines) engine->Shutdown(Millis(shutdown_grace_s_));
   return kExitOk;

@@ -1,8 +1,6 @@
 #include "tools/agentkv/gateway_command.h"
 
 #include <fmt/core.h>
-#include <pthread.h>
-#include <signal.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -42,40 +40,9 @@ Example:
   agentkv gateway --port 8080 --router-url http://127.0.0.1:30000 \
       --router-policy consistent_hashing --agentic-session-lifecycle --agentic-program-admission)";
 
-void BlockTerminationSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-}
-
-void WaitForSignal() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  int signal = 0;
-  sigwait(&set, &signal);
-}
-
-std::string EnvName(std::string_view flag) {
-  std::string name = "AGENTKV_";
-  for (char c : flag.substr(2)) {
-    name += c == '-' ? '_' : static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
-  }
-  return name;
-}
-
-template <typename T>
-CLI::Option* AddFlag(CLI::App& app, std::string_view flag, T& value, const std::string& help) {
-  return app.add_option(std::string(flag), value, help)
-      ->envname(EnvName(flag))
-      ->capture_default_str();
-}
 
 CLI::Option* AddSwitch(CLI::App& app, std::string_view flag, bool& value, const std::string& help) {
-  return app.add_flag(std::string(flag), value, help)->envname(EnvName(flag));
+  return app.add_flag(std::string(flag), value, help)->envname(FlagEnvName(flag));
 }
 
 void SpdlogSink(service::LogLevel level, std::string_view line) {
@@ -102,66 +69,66 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
   command_->footer(kFooter);
   CLI::App& c = *command_;
   service::GatewayOptions& o = options_;
-  AddFlag(c, "--host", host_, "Address to bind (loopback by default)");
-  AddFlag(c, "--port", port_, "Port to listen on (0 = any free port)");
-  AddFlag(c, "--threads", threads_, "HTTP I/O threads");
-  AddFlag(c, "--shutdown-grace-s", shutdown_grace_s_,
+  AddEnvOption(c, "--host", host_, "Address to bind (loopback by default)");
+  AddEnvOption(c, "--port", port_, "Port to listen on (0 = any free port)");
+  AddEnvOption(c, "--threads", threads_, "HTTP I/O threads");
+  AddEnvOption(c, "--shutdown-grace-s", shutdown_grace_s_,
           "Seconds in-flight requests get to finish at shutdown");
-  CLI::Option* router = AddFlag(c, "--router-url", o.router_url,
+  CLI::Option* router = AddEnvOption(c, "--router-url", o.router_url,
                                 "sgl-router base URL (engines discovered with GET /workers)");
   CLI::Option* engines = c.add_option("--engine-urls", o.engine_urls,
                                       "Fixed engine base URLs instead of a router")
-                             ->envname(EnvName("--engine-urls"))
+                             ->envname(FlagEnvName("--engine-urls"))
                              ->delimiter(',');
   router->excludes(engines);
-  AddFlag(c, "--router-policy", o.router_policy,
+  AddEnvOption(c, "--router-policy", o.router_policy,
           "The router's policy (consistent_hashing adds X-SMG-Routing-Key)");
-  AddFlag(c, "--session-header", o.session_header,
+  AddEnvOption(c, "--session-header", o.session_header,
           "Header naming the session when the body has no session_id");
-  AddFlag(c, "--close-timeout-s", o.close_timeout_s, "Bound on one /close_session fan-out");
-  AddFlag(c, "--session-idle-timeout-s", o.session_idle_timeout_s,
+  AddEnvOption(c, "--close-timeout-s", o.close_timeout_s, "Bound on one /close_session fan-out");
+  AddEnvOption(c, "--session-idle-timeout-s", o.session_idle_timeout_s,
           "End and close sessions idle this long (0 = never)");
-  AddFlag(c, "--session-drain-timeout-s", o.session_drain_timeout_s,
+  AddEnvOption(c, "--session-drain-timeout-s", o.session_drain_timeout_s,
           "How long a closing session waits for its aborted requests");
-  AddFlag(c, "--max-closed-sessions", o.max_closed_sessions,
+  AddEnvOption(c, "--max-closed-sessions", o.max_closed_sessions,
           "Closed sessions remembered for idempotent closes");
-  AddFlag(c, "--default-max-tokens", o.default_max_tokens,
+  AddEnvOption(c, "--default-max-tokens", o.default_max_tokens,
           "Decode tokens reserved for an OpenAI request without max_tokens");
-  AddFlag(c, "--control-timeout-s", o.control_timeout_s,
+  AddEnvOption(c, "--control-timeout-s", o.control_timeout_s,
           "Timeout of each abort, /metrics, /workers and /server_info request");
-  AddFlag(c, "--upstream-timeout-s", upstream_timeout_s_,
+  AddEnvOption(c, "--upstream-timeout-s", upstream_timeout_s_,
           "Longest wait for an upstream's response headers");
   c.add_flag("!--no-check-prerequisites", o.check_prerequisites,
              "Skip the /server_info checks at startup");
-  AddFlag(c, "--prerequisite-policy", prerequisite_policy_,
+  AddEnvOption(c, "--prerequisite-policy", prerequisite_policy_,
           "refuse (exit) or disable (turn the feature off) when an engine lacks a flag");
-  AddFlag(c, "--bearer-token", o.bearer_token,
+  AddEnvOption(c, "--bearer-token", o.bearer_token,
           "Token required on the session-close and admin endpoints (prefer the environment)");
-  AddFlag(c, "--parent-hint-key", o.parent_hint_key,
+  AddEnvOption(c, "--parent-hint-key", o.parent_hint_key,
           "HMAC-SHA256 key of signed sub-agent parent hints (prefer the environment)");
-  AddFlag(c, "--coordinator-url", coordinator_url_,
+  AddEnvOption(c, "--coordinator-url", coordinator_url_,
           "Use `agentkv coordinator` at this URL instead of in-process admission");
-  AddFlag(c, "--coordinator-token", coordinator_token_, "Bearer token of the coordinator");
-  AddFlag(c, "--log-level", log_level_, "debug, info, warn or error")
+  AddEnvOption(c, "--coordinator-token", coordinator_token_, "Bearer token of the coordinator");
+  AddEnvOption(c, "--log-level", log_level_, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
   AddSwitch(c, control::kSessionLifecycleFlag, o.agentic.agentic_session_lifecycle,
             "Send session_id on generate; close sessions on every engine when they end");
   AddSwitch(c, control::kProgramAdmissionFlag, o.agentic.agentic_program_admission,
             "Admit each attempt against the fleet KV budget (global FIFO, token ledger)");
-  AddFlag(c, control::kHeadroomFlag, o.agentic.agentic_admission_headroom,
+  AddEnvOption(c, control::kHeadroomFlag, o.agentic.agentic_admission_headroom,
           "Share of the fleet's max_total_num_tokens admission may commit, in (0, 1]");
-  AddFlag(c, control::kPressureThresholdFlag, o.agentic.agentic_admission_pressure_threshold,
+  AddEnvOption(c, control::kPressureThresholdFlag, o.agentic.agentic_admission_pressure_threshold,
           "Worst-engine token_usage at or above which new requests wait, in (0, 1]");
   decode_cap_option_ = c.add_option(std::string(control::kExpectedDecodeCapFlag), decode_cap_,
                                     "Most decode tokens one reservation counts (> 0)")
-                           ->envname(EnvName(control::kExpectedDecodeCapFlag));
-  AddFlag(c, control::kMaxWaitFlag, o.agentic.agentic_admission_max_wait_s,
+                           ->envname(FlagEnvName(control::kExpectedDecodeCapFlag));
+  AddEnvOption(c, control::kMaxWaitFlag, o.agentic.agentic_admission_max_wait_s,
           "Longest FIFO wait before the aged bypass, seconds");
-  AddFlag(c, control::kScopeFlag, scope_, "train or all (X-Agentkv-Scope: train|eval)");
-  AddFlag(c, control::kLeaseTtlFlag, o.agentic.lease_ttl_s, "Lease reclaim age, seconds");
-  AddFlag(c, control::kStalenessFlag, o.agentic.staleness_s,
+  AddEnvOption(c, control::kScopeFlag, scope_, "train or all (X-Agentkv-Scope: train|eval)");
+  AddEnvOption(c, control::kLeaseTtlFlag, o.agentic.lease_ttl_s, "Lease reclaim age, seconds");
+  AddEnvOption(c, control::kStalenessFlag, o.agentic.staleness_s,
           "Maximum age of the capacity snapshot, seconds");
-  AddFlag(c, control::kPollIntervalFlag, o.agentic.poll_interval_s,
+  AddEnvOption(c, control::kPollIntervalFlag, o.agentic.poll_interval_s,
           "Seconds between polls of the engines' /metrics and the router's /workers");
 }
 
@@ -232,7 +199,7 @@ int GatewayCommand::Run() {
                  ? (coordinator_url_.empty() ? "in process" : "via " + coordinator_url_)
                  : "off");
   std::fflush(stdout);
-  WaitForSignal();
+  WaitForTerminationSignal();
   (*gateway)->Shutdown(std::chrono::milliseconds(static_cast<int64_t>(shutdown_grace_s_ * 1000.0)));
   return kExitOk;
 }

@@ -1,6 +1,6 @@
 // HTTP paths and fixed response texts of SGLang engines and sgl-router.
 //
-// The reference (docs: /work/shared/reference/sglang-protocol.md) is the source of every
+// The reference (../shared/reference/sglang-protocol.md) is the source of every
 // string here; the gateway, coordinator and emulators use these constants rather than
 // spelling paths themselves. Header-only constants.
 #ifndef AGENTKV_PROTOCOL_ENDPOINTS_H_

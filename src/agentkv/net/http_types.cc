@@ -1,8 +1,9 @@
 #include "agentkv/net/http_types.h"
 
+#include <boost/json.hpp>
+
 #include <boost/url/parse.hpp>
 #include <boost/url/url_view.hpp>
-#include <cstdio>
 
 namespace agentkv::net {
 
@@ -17,37 +18,7 @@ Response MakeResponse(const Request& request, http::status status, std::string b
 }
 
 std::string JsonErrorBody(std::string_view message) {
-  std::string out = "{\"error\":\"";
-  out.reserve(out.size() + message.size() + 2);
-  for (char c : message) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned>(c));
-          out += escaped;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += "\"}";
-  return out;
+  return boost::json::serialize(boost::json::object{{"error", message}});
 }
 
 Response MakeErrorResponse(const Request& request, http::status status, std::string_view message) {

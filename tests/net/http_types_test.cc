@@ -83,5 +83,16 @@ TEST(TargetPathTest, RejectsOtherForms) {
   EXPECT_EQ(TargetPath("/a b").status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(QueryFlagTest, IsSetOnlyByOneOrTrue) {
+  EXPECT_TRUE(QueryFlag("/agentic_kv?reset=1", "reset"));
+  EXPECT_TRUE(QueryFlag("/agentic_kv?x=2&reset=true", "reset"));
+  EXPECT_FALSE(QueryFlag("/agentic_kv?reset=0", "reset"));
+  EXPECT_FALSE(QueryFlag("/agentic_kv?reset=yes", "reset"));
+  EXPECT_FALSE(QueryFlag("/agentic_kv?reset", "reset"));
+  EXPECT_FALSE(QueryFlag("/agentic_kv", "reset"));
+  EXPECT_FALSE(QueryFlag("/agentic_kv?resets=1", "reset"));
+  EXPECT_FALSE(QueryFlag("not a target", "reset"));
+}
+
 }  // namespace
 }  // namespace agentkv::net

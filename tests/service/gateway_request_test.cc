@@ -164,16 +164,6 @@ TEST(ForwardBodyTest, SplicesOnlyTheOwnedMembers) {
   EXPECT_EQ(*BuildForwardBody("{}", rid_only), R"({"rid":"a\"b"})");
 }
 
-TEST(BearerTest, MatchesExactlyTheConfiguredToken) {
-  EXPECT_TRUE(BearerMatches("Bearer s3cret", "s3cret"));
-  EXPECT_TRUE(BearerMatches("bearer s3cret", "s3cret"));
-  EXPECT_FALSE(BearerMatches("Bearer s3cre", "s3cret"));
-  EXPECT_FALSE(BearerMatches("Bearer s3cret ", "s3cret"));
-  EXPECT_FALSE(BearerMatches("s3cret", "s3cret"));
-  EXPECT_FALSE(BearerMatches("Basic s3cret", "s3cret"));
-  EXPECT_FALSE(BearerMatches("Bearer ", ""));
-}
-
 TEST(SessionClosePathTest, ExtractsAndDecodesTheId) {
   EXPECT_EQ(ParseSessionClosePath("/v1/sessions/agent-42/close"), "agent-42");
   EXPECT_EQ(ParseSessionClosePath("/v1/sessions/a%3Ab/close"), "a:b");

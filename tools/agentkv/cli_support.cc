@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <fmt/core.h>
+#include <spdlog/spdlog.h>
 
 #include <cstdio>
 
@@ -86,5 +87,29 @@ std::string FlagEnvName(std::string_view flag) {
   }
   return name;
 }
+
+void SpdlogSink(service::LogLevel level, std::string_view line) {
+  switch (level) {
+    case service::LogLevel::kDebug:
+      spdlog::debug("{}", line);
+      break;
+    case service::LogLevel::kInfo:
+      spdlog::info("{}", line);
+      break;
+    case service::LogLevel::kWarn:
+      spdlog::warn("{}", line);
+      break;
+    case service::LogLevel::kError:
+      spdlog::error("{}", line);
+      break;
+  }
+}
+
+CLI::Option* AddLogLevelOption(CLI::App& app, std::string& level) {
+  return AddEnvOption(app, "--log-level", level, "debug, info, warn or error")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+}
+
+void ApplyLogLevel(const std::string& level) { spdlog::set_level(spdlog::level::from_str(level)); }
 
 }  // namespace agentkv::tools

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "agentkv/base/status.h"
+#include "agentkv/service/log_sink.h"
 
 namespace agentkv::tools {
 
@@ -58,6 +59,14 @@ CLI::Option* AddEnvOption(CLI::App& app, std::string_view flag, T& value, const 
       ->envname(FlagEnvName(flag))
       ->capture_default_str();
 }
+
+// The services' log sink on the command line: each line to spdlog at its level.
+void SpdlogSink(service::LogLevel level, std::string_view line);
+
+// Adds --log-level (debug, info, warn or error; also AGENTKV_LOG_LEVEL) into `level`; apply it
+// with ApplyLogLevel before the service starts.
+CLI::Option* AddLogLevelOption(CLI::App& app, std::string& level);
+void ApplyLogLevel(const std::string& level);
 
 }  // namespace agentkv::tools
 

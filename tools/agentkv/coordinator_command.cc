@@ -83,6 +83,7 @@ CoordinatorCommand::CoordinatorCommand(CLI::App& app) {
           "(>= poll interval)");
   AddEnvOption(c, control::kPollIntervalFlag, agentic_.poll_interval_s,
           "Seconds between polls of the engines' /metrics (> 0)");
+  AddLogLevelOption(c, log_level_);
 }
 
 int CoordinatorCommand::Run() {
@@ -110,6 +111,8 @@ int CoordinatorCommand::Run() {
   options.router_url = router_url_;
   options.engine_urls = engine_urls_;
   options.auth_token = auth_token_;
+  options.log = SpdlogSink;
+  ApplyLogLevel(log_level_);
 
   BlockTerminationSignals();
   StatusOr<std::unique_ptr<service::CoordinatorServer>> server =

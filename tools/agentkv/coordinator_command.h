@@ -47,6 +47,7 @@ class CoordinatorCommand {
   control::AgenticOptions agentic_;
   int64_t decode_cap_ = 0;
   std::string scope_ = "train";
+  std::string log_level_ = "info";
 };
 
 }  // namespace agentkv::tools

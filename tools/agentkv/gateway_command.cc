@@ -1,7 +1,6 @@
 #include "tools/agentkv/gateway_command.h"
 
 #include <fmt/core.h>
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <cstdio>
@@ -43,23 +42,6 @@ Example:
 
 CLI::Option* AddSwitch(CLI::App& app, std::string_view flag, bool& value, const std::string& help) {
   return app.add_flag(std::string(flag), value, help)->envname(FlagEnvName(flag));
-}
-
-void SpdlogSink(service::LogLevel level, std::string_view line) {
-  switch (level) {
-    case service::LogLevel::kDebug:
-      spdlog::debug("{}", line);
-      break;
-    case service::LogLevel::kInfo:
-      spdlog::info("{}", line);
-      break;
-    case service::LogLevel::kWarn:
-      spdlog::warn("{}", line);
-      break;
-    case service::LogLevel::kError:
-      spdlog::error("{}", line);
-      break;
-  }
 }
 
 }  // namespace
@@ -109,8 +91,7 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
   AddEnvOption(c, "--coordinator-url", coordinator_url_,
           "Use `agentkv coordinator` at this URL instead of in-process admission");
   AddEnvOption(c, "--coordinator-token", coordinator_token_, "Bearer token of the coordinator");
-  AddEnvOption(c, "--log-level", log_level_, "debug, info, warn or error")
-      ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+  AddLogLevelOption(c, log_level_);
   AddSwitch(c, control::kSessionLifecycleFlag, o.agentic.agentic_session_lifecycle,
             "Send session_id on generate; close sessions on every engine when they end");
   AddSwitch(c, control::kProgramAdmissionFlag, o.agentic.agentic_program_admission,
@@ -160,7 +141,7 @@ int GatewayCommand::Run() {
   options.upstream.header_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(upstream_timeout_s_ * 1000.0));
   options.log = SpdlogSink;
-  spdlog::set_level(spdlog::level::from_str(log_level_));
+  ApplyLogLevel(log_level_);
   if (Status s = options.Validate(); !s.ok()) return ReportError(name, s);
 
   BlockTerminationSignals();

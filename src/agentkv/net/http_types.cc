@@ -86,4 +86,11 @@ StatusOr<std::string> TargetPath(std::string_view target) {
   return path;
 }
 
+bool QueryFlag(std::string_view target, std::string_view key) {
+  boost::system::result<boost::urls::url_view> url = boost::urls::parse_origin_form(target);
+  if (!url) return false;
+  auto it = url->params().find(key);
+  return it != url->params().end() && ((*it).value == "1" || (*it).value == "true");
+}
+
 }  // namespace agentkv::net

@@ -67,6 +67,10 @@ StatusOr<HttpEndpoint> ParseBaseUrl(std::string_view base_url);
 // InvalidArgument for anything else (e.g. "*" or a malformed target).
 StatusOr<std::string> TargetPath(std::string_view target);
 
+// Whether an origin-form target's query sets `key` to "1" or "true" ("/agentic_kv?reset=1").
+// False when the key is absent, has another value, or the target does not parse.
+bool QueryFlag(std::string_view target, std::string_view key);
+
 }  // namespace agentkv::net
 
 #endif  // AGENTKV_NET_HTTP_TYPES_H_

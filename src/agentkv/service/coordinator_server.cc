@@ -7,7 +7,6 @@
 // - HttpStatusFor is the one place that maps a Status to an HTTP code.
 #include "agentkv/service/coordinator_server.h"
 
-#include <boost/url.hpp>
 #include <optional>
 #include <utility>
 
@@ -19,6 +18,7 @@
 #include "agentkv/protocol/prometheus.h"
 #include "agentkv/protocol/workers.h"
 #include "agentkv/service/admission_wire.h"
+#include "agentkv/service/bearer_token.h"
 
 namespace agentkv::service {
 namespace {
@@ -47,56 +47,6 @@ http::status HttpStatusFor(const Status& status) {
 void ReplyStatus(const net::Request& request, net::ResponseWriter& writer, const Status& status) {
   writer.Reply(
       net::MakeResponse(request, HttpStatusFor(status), protocol::ErrorBody(status.message())));
-}
-
-// Compares in time that depends only on the lengths, not on where the texts differ.
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  if (b.empty()) return a.empty();
-  unsigned diff = a.size() == b.size() ? 0U : 1U;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i % b.size()]);
-  }
-  return diff == 0;
-}
-
-bool AsciiIEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
-}
-
-// Whether the target's query sets `key` to 1 or true.
-bool QueryFlag(std::string_view target, std::string_view key) {
-  boost::system::result<boost::urls::url_view> url = boost::urls::parse_origin_form(target);
-  if (!url) return false;
-  auto it = url->params().find(key);
-  if (it == url->params().end()) return false;
-  const std::string value = (*it).value;
-  return value == "1" || value == "true";
-}
-
-control::EngineSnapshot Unhealthy(const std::string& url) {
-  return control::EngineSnapshot{url, 0, 0.0, 0, false};
-}
-
-// One engine's snapshot from its /metrics answer (max over TP ranks, seed 000's rules).
-control::EngineSnapshot ScrapedSnapshot(const std::string& url,
-                                        const StatusOr<net::ClientResponse>& response) {
-  if (!response.ok() || response->status != 200) return Unhealthy(url);
-  StatusOr<std::vector<protocol::Sample>> samples = protocol::ParsePrometheusText(response->body);
-  if (!samples.ok()) return Unhealthy(url);
-  const std::map<std::string, double> gauges = protocol::MaxByName(*samples);
-  const auto find = [&gauges](const char* name) -> std::optional<double> {
-    auto it = gauges.find(name);
-    return it == gauges.end() ? std::nullopt : std::optional<double>(it->second);
-  };
-  const control::RankGauges rank{find("sglang:max_total_num_tokens"),
-                                 find("sglang:num_used_tokens"), find("sglang:token_usage"),
-                                 find("sglang:full_token_usage")};
-  return control::SnapshotFromGauges(url, std::span<const control::RankGauges>(&rank, 1));
 }
 
 }  // namespace
@@ -138,6 +88,20 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   client.body_timeout = options.scrape_timeout;
   client.queue_timeout = options.scrape_timeout;
   s->client_ = std::make_unique<net::HttpClient>(client);
+  // A fixed engine list takes precedence over router discovery.
+  s->directory_ = std::make_unique<EngineDirectory>(
+      options.engine_urls.empty() ? options.router_url : std::string(), options.engine_urls,
+      s->client_.get());
+  FleetPollerOptions poller;
+  poller.interval = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::nanoseconds(s->options_.agentic.poll_interval().ns()));
+  LocalAdmission* admission = s->admission_.get();
+  s->poller_ = std::make_unique<FleetPoller>(
+      poller, s->directory_.get(), s->client_.get(),
+      [admission](std::vector<control::EngineSnapshot> snapshots) {
+        admission->Reconcile(snapshots);
+      },
+      options.log);
 
   CoordinatorServer* c = s.get();
   net::Router router;
@@ -172,7 +136,7 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
                w->Reply(net::MakeResponse(r, http::status::ok, body.Take()));
              });
   AGENTKV_ASSIGN_OR_RETURN(s->server_, net::HttpServer::Start(options.http, router.AsHandler()));
-  s->poller_ = std::thread([c] { c->PollLoop(); });
+  s->poller_->Start();
   return s;
 }
 
@@ -187,12 +151,7 @@ void CoordinatorServer::Shutdown(std::chrono::milliseconds deadline) {
     if (shut_down_) return;
     shut_down_ = true;
   }
-  {
-    std::lock_guard<std::mutex> lock(poll_mu_);
-    stopping_ = true;
-  }
-  poll_wake_.notify_all();
-  if (poller_.joinable()) poller_.join();
+  if (poller_ != nullptr) poller_->Stop();
   // Waiters are answered (bypass `degraded`) before the server stops, so that their clients
   // read an answer instead of a closed connection.
   if (admission_ != nullptr) admission_->Shutdown();
@@ -200,13 +159,10 @@ void CoordinatorServer::Shutdown(std::chrono::milliseconds deadline) {
 }
 
 bool CoordinatorServer::Authorize(const net::Request& request, net::ResponseWriter& writer) const {
-  if (options_.auth_token.empty()) return true;
-  const std::string_view header = request[http::field::authorization];
-  constexpr std::string_view kScheme = "Bearer ";
-  const bool ok = header.size() > kScheme.size() &&
-                  AsciiIEquals(header.substr(0, kScheme.size()), kScheme) &&
-                  ConstantTimeEquals(header.substr(kScheme.size()), options_.auth_token);
-  if (ok) return true;
+  const auto header = request[http::field::authorization];
+  if (BearerAuthorized(std::string_view(header.data(), header.size()), options_.auth_token)) {
+    return true;
+  }
   net::Response response = net::MakeResponse(request, http::status::unauthorized,
                                              protocol::ErrorBody(kUnauthorizedMessage));
   response.set(http::field::www_authenticate, "Bearer");
@@ -283,7 +239,7 @@ void CoordinatorServer::HandleAgenticKv(net::Request request,
                                         std::shared_ptr<net::ResponseWriter> writer) {
   ++requests_[kAgenticKv];
   if (!Authorize(request, *writer)) return;
-  const bool reset = QueryFlag(request.target(), "reset");
+  const bool reset = net::QueryFlag(request.target(), "reset");
   writer->Reply(net::MakeResponse(request, http::status::ok,
                                   SerializeStepMetrics(admission_->StepMetrics(reset))));
 }
@@ -308,73 +264,8 @@ std::string CoordinatorServer::MetricsText() {
   return protocol::WritePrometheusText(families);
 }
 
-StatusOr<std::vector<std::string>> CoordinatorServer::DiscoverEngines() {
-  if (!options_.engine_urls.empty()) return protocol::EngineBaseUrls(options_.engine_urls);
-  if (options_.router_url.empty()) {
-    return FailedPreconditionError("no router URL and no engine URLs: nothing to poll");
-  }
-  StatusOr<net::ClientResponse> workers =
-      client_->Request(http::verb::get, options_.router_url, std::string(protocol::kWorkersPath));
-  if (workers.ok() && workers->status == 200) {
-    if (StatusOr<std::vector<protocol::WorkerInfo>> list = protocol::ParseWorkers(workers->body);
-        list.ok()) {
-      std::vector<std::string> urls = protocol::EngineBaseUrls(*list);
-      if (!urls.empty()) return urls;
-    }
-  }
-  // Relax's fallback: older routers only have /list_workers.
-  AGENTKV_ASSIGN_OR_RETURN(net::ClientResponse listed,
-                           client_->Request(http::verb::get, options_.router_url,
-                                            std::string(protocol::kListWorkersPath)));
-  if (listed.status != 200) {
-    return UnavailableError("router " + options_.router_url + " answered /list_workers with " +
-                            std::to_string(listed.status));
-  }
-  AGENTKV_ASSIGN_OR_RETURN(std::vector<std::string> urls, protocol::ParseListWorkers(listed.body));
-  return protocol::EngineBaseUrls(urls);
-}
+std::vector<control::EngineSnapshot> CoordinatorServer::PollOnce() { return poller_->PollOnce(); }
 
-std::vector<control::EngineSnapshot> CoordinatorServer::PollOnce() {
-  std::vector<control::EngineSnapshot> snapshots;
-  if (StatusOr<std::vector<std::string>> urls = DiscoverEngines(); urls.ok()) {
-    struct Scrapes {
-      std::mutex mu;
-      std::condition_variable done;
-      size_t remaining = 0;
-      std::vector<control::EngineSnapshot> results;
-    };
-    auto scrapes = std::make_shared<Scrapes>();
-    scrapes->remaining = urls->size();
-    scrapes->results.resize(urls->size());
-    for (size_t i = 0; i < urls->size(); ++i) {
-      const std::string url = (*urls)[i];
-      client_->AsyncRequest(http::verb::get, url, std::string(protocol::kMetricsPath), {}, "",
-                            [scrapes, i, url](StatusOr<net::ClientResponse> response) {
-                              control::EngineSnapshot snapshot = ScrapedSnapshot(url, response);
-                              std::lock_guard<std::mutex> lock(scrapes->mu);
-                              scrapes->results[i] = std::move(snapshot);
-                              if (--scrapes->remaining == 0) scrapes->done.notify_all();
-                            });
-    }
-    // The client's own timeouts bound this wait.
-    std::unique_lock<std::mutex> lock(scrapes->mu);
-    scrapes->done.wait(lock, [&scrapes] { return scrapes->remaining == 0; });
-    snapshots = std::move(scrapes->results);
-  }
-  admission_->Reconcile(snapshots);
-  ++polls_;
-  return snapshots;
-}
-
-void CoordinatorServer::PollLoop() {
-  const auto interval = std::chrono::nanoseconds(options_.agentic.poll_interval().ns());
-  std::unique_lock<std::mutex> lock(poll_mu_);
-  while (!stopping_) {
-    lock.unlock();
-    PollOnce();
-    lock.lock();
-    poll_wake_.wait_for(lock, interval, [this] { return stopping_; });
-  }
-}
+int64_t CoordinatorServer::polls() const { return poller_->polls(); }
 
 }  // namespace agentkv::service

@@ -1,12 +1,13 @@
 // CoordinatorServer: `agentkv coordinator`, program-aware admission for a whole fleet behind
 // HTTP (seed 000's single-writer AdmissionCoordinator actor; docs/COORDINATOR.md).
 //
-// It is an HttpServer in front of one LocalAdmission, plus a fleet poller thread. Every
-// poll_interval_s the poller discovers the engines (the router's GET /workers, falling back to
-// GET /list_workers, or a fixed list), scrapes every engine's /metrics concurrently, turns the
-// TP-replicated gauges into one snapshot per engine (max over ranks; an engine whose scrape
-// fails, times out or does not parse is unhealthy) and reconciles the ledger. Discovery that
-// fails reconciles an empty fleet: the ledger goes degraded and admission fails open.
+// It is an HttpServer in front of one LocalAdmission, plus the gateway's FleetPoller over an
+// EngineDirectory. Every poll_interval_s the poller discovers the engines (the router's GET
+// /workers, falling back to GET /list_workers, or a fixed list), scrapes every engine's
+// /metrics concurrently, turns the TP-replicated gauges into one snapshot per engine (max over
+// ranks; an engine whose scrape fails, times out or does not parse is unhealthy) and reconciles
+// the ledger. Discovery that fails reconciles an empty fleet: the ledger goes degraded and
+// admission fails open.
 //
 // Endpoints: POST /admission/acquire (answers when the decision is final: at once, when a
 // release admits it, or at max_wait as `aged`; a client that disconnects while waiting has
@@ -23,12 +24,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "agentkv/base/status.h"
@@ -37,6 +36,9 @@
 #include "agentkv/net/http_client.h"
 #include "agentkv/net/http_server.h"
 #include "agentkv/service/admission_local.h"
+#include "agentkv/service/engine_directory.h"
+#include "agentkv/service/fleet_poller.h"
+#include "agentkv/service/log_sink.h"
 
 namespace agentkv::service {
 
@@ -58,6 +60,8 @@ struct CoordinatorOptions {
   std::chrono::milliseconds scrape_timeout{1000};
   // LocalAdmission's aging tick. Default: 100 ms. Must be > 0.
   std::chrono::milliseconds tick_interval{100};
+  // Where log lines go (failed discovery, failed scrapes). Default: StderrLogSink.
+  LogSink log = StderrLogSink;
 
   // InvalidArgument naming the first bad field (the agentic options in their flag form).
   Status Validate() const;
@@ -83,7 +87,7 @@ class CoordinatorServer {
   // discovery failed). The poller thread calls it every poll interval.
   std::vector<control::EngineSnapshot> PollOnce();
   // Polls completed since start.
-  int64_t polls() const { return polls_.load(); }
+  int64_t polls() const;
 
   // GET /metrics's body: every agentic_kv series now (gauges named by
   // control::PrometheusName) and agentkv_coordinator_requests_total{endpoint}.
@@ -106,21 +110,14 @@ class CoordinatorServer {
   void HandleAgenticKv(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   // True when the request may proceed; otherwise it was answered 401.
   bool Authorize(const net::Request& request, net::ResponseWriter& writer) const;
-  // Engine base URLs now, or the reason discovery failed.
-  StatusOr<std::vector<std::string>> DiscoverEngines();
-  void PollLoop();
-
   CoordinatorOptions options_;
   std::unique_ptr<LocalAdmission> admission_;
   std::unique_ptr<net::HttpClient> client_;
+  std::unique_ptr<EngineDirectory> directory_;
+  std::unique_ptr<FleetPoller> poller_;
   std::unique_ptr<net::HttpServer> server_;
   std::atomic<int64_t> requests_[kEndpointCount] = {};
-  std::atomic<int64_t> polls_{0};
 
-  std::mutex poll_mu_;
-  std::condition_variable poll_wake_;
-  bool stopping_ = false;  // Guarded by poll_mu_.
-  std::thread poller_;
   std::mutex shutdown_mu_;
   bool shut_down_ = false;  // Guarded by shutdown_mu_.
 };

@@ -24,7 +24,7 @@
 #include "agentkv/control/engine_gauges.h"
 #include "agentkv/net/http_client.h"
 #include "agentkv/service/engine_directory.h"
-#include "agentkv/service/gateway_options.h"
+#include "agentkv/service/log_sink.h"
 
 namespace agentkv::service {
 

@@ -2,12 +2,12 @@
 // its observability endpoints, and shutdown; startup and the data path are in gateway.cc.
 // Invariants: gateway_core.h.
 #include <boost/asio/steady_timer.hpp>
-#include <boost/url/parse.hpp>
 
 #include "agentkv/protocol/endpoints.h"
 #include "agentkv/protocol/json_util.h"
 #include "agentkv/protocol/prometheus.h"
 #include "agentkv/protocol/sessions.h"
+#include "agentkv/service/bearer_token.h"
 #include "agentkv/service/gateway_core.h"
 
 namespace agentkv::service {
@@ -18,14 +18,6 @@ using gateway_internal::Quoted;
 namespace http = net::http;
 
 namespace {
-
-bool QueryFlag(const net::Request& request, std::string_view name) {
-  boost::system::result<boost::urls::url_view> target =
-      boost::urls::parse_origin_form(request.target());
-  if (!target) return false;
-  auto it = target->params().find(name);
-  return it != target->params().end() && ((*it).value == "1" || (*it).value == "true");
-}
 
 // One /close_session fan-out: per-engine results, completed by the last answer or by the
 // close timeout, whichever comes first.
@@ -77,9 +69,8 @@ void CompleteClose(const std::shared_ptr<CloseFanOut>& fan, int64_t index, Statu
 // ---- Control plane ----
 
 bool Gateway::Core::Authorized(const net::Request& request) const {
-  if (options_.bearer_token.empty()) return true;
   const auto value = request[http::field::authorization];
-  return BearerMatches(std::string_view(value.data(), value.size()), options_.bearer_token);
+  return BearerAuthorized(std::string_view(value.data(), value.size()), options_.bearer_token);
 }
 
 void Gateway::Core::HandleClose(net::Request request, std::shared_ptr<net::ResponseWriter> writer) {
@@ -225,7 +216,7 @@ void Gateway::Core::HandleMetrics(const net::Request& request, net::ResponseWrit
 }
 
 void Gateway::Core::HandleAgenticKv(const net::Request& request, net::ResponseWriter& writer) {
-  const bool reset = QueryFlag(request, "reset");
+  const bool reset = net::QueryFlag(request.target(), "reset");
   if (reset && !Authorized(request)) {
     return writer.Reply(
         JsonError(request, GatewayError::kUnauthorized, "missing or wrong bearer token"));

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iostream>
-#include <mutex>
 #include <sstream>
 
 #include "agentkv/net/http_types.h"
@@ -49,26 +47,6 @@ StatusOr<PrerequisitePolicy> ParsePrerequisitePolicy(std::string_view text) {
   if (text == "disable") return PrerequisitePolicy::kDisable;
   return InvalidArgumentError("--prerequisite-policy must be refuse or disable, got \"" +
                               std::string(text) + "\"");
-}
-
-std::string_view LogLevelName(LogLevel level) {
-  switch (level) {
-    case LogLevel::kDebug:
-      return "debug";
-    case LogLevel::kInfo:
-      return "info";
-    case LogLevel::kWarn:
-      return "warn";
-    case LogLevel::kError:
-      return "error";
-  }
-  return "info";
-}
-
-void StderrLogSink(LogLevel level, std::string_view line) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  std::cerr << "level=" << LogLevelName(level) << ' ' << line << '\n';
 }
 
 const std::vector<std::string_view>& KnownRouterPolicies() {

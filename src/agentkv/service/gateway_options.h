@@ -19,6 +19,7 @@
 #include "agentkv/control/agentic_options.h"
 #include "agentkv/net/http_client.h"
 #include "agentkv/net/http_server.h"
+#include "agentkv/service/log_sink.h"
 
 namespace agentkv::service {
 
@@ -35,17 +36,6 @@ enum class PrerequisitePolicy : uint8_t {
 std::string_view PrerequisitePolicyName(PrerequisitePolicy policy);
 // Parses exactly "refuse" or "disable"; else InvalidArgument naming --prerequisite-policy.
 StatusOr<PrerequisitePolicy> ParsePrerequisitePolicy(std::string_view text);
-
-enum class LogLevel : uint8_t { kDebug, kInfo, kWarn, kError };
-// "debug", "info", "warn", "error".
-std::string_view LogLevelName(LogLevel level);
-
-// Receives one structured log line: `event=<name> key=value ...` (values with spaces quoted).
-// Never given request bodies, tokens or signatures. Called from any thread, concurrently.
-using LogSink = std::function<void(LogLevel level, std::string_view line)>;
-
-// Writes "level=<level> <line>" to stderr, one line at a time.
-void StderrLogSink(LogLevel level, std::string_view line);
 
 // The sgl-router --policy values the gateway accepts for --router-policy.
 const std::vector<std::string_view>& KnownRouterPolicies();

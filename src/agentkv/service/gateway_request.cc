@@ -10,6 +10,7 @@
 #include "agentkv/protocol/generate.h"
 #include "agentkv/protocol/json_splice.h"
 #include "agentkv/protocol/json_util.h"
+#include "agentkv/service/bearer_token.h"
 #include "agentkv/service/hmac_sha256.h"
 
 namespace agentkv::service {
@@ -243,18 +244,6 @@ StatusOr<std::string> BuildForwardBody(std::string_view body, const ForwardEdits
                                                              JsonString(*edits.parent_session)));
   }
   return out;
-}
-
-bool BearerMatches(std::string_view authorization, std::string_view token) {
-  if (token.empty()) return false;
-  constexpr std::string_view kScheme = "Bearer ";
-  if (authorization.size() <= kScheme.size() ||
-      !EqualsIgnoreCase(authorization.substr(0, kScheme.size()), kScheme)) {
-    return false;
-  }
-  // Compare digests so that neither the length nor the content of the token leaks through
-  // timing.
-  return DigestsEqual(Sha256(authorization.substr(kScheme.size())), Sha256(token));
 }
 
 std::optional<std::string> ParseSessionClosePath(std::string_view path) {

@@ -129,10 +129,6 @@ struct ForwardEdits {
 // spliced in by protocol::SetTopLevelField; every other byte is unchanged.
 StatusOr<std::string> BuildForwardBody(std::string_view body, const ForwardEdits& edits);
 
-// Whether an Authorization header value is exactly "Bearer <token>", compared in constant
-// time. False when `token` is empty.
-bool BearerMatches(std::string_view authorization, std::string_view token);
-
 // The session id of a close path "/v1/sessions/{id}/close" (percent-decoded); nullopt when
 // `path` is not one or the id is not valid.
 std::optional<std::string> ParseSessionClosePath(std::string_view path);

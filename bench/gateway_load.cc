@@ -72,6 +72,8 @@ struct Flags {
   double seconds = 2.0;
   int runs = 3;
   int client_threads = 2;
+  int gateway_threads = 2;
+  int upstream_threads = 2;
   int64_t engine_tokens = 8'000'000;
   std::string nginx = "auto";
   std::vector<int> nginx_workers = {1, 2};
@@ -379,6 +381,13 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   app.add_option("--client-threads", flags.client_threads)->capture_default_str();
+  app.add_option("--gateway-threads", flags.gateway_threads, "the gateway's server I/O threads")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--upstream-threads", flags.upstream_threads,
+                 "the gateway's upstream client I/O threads")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   app.add_option("--engine-tokens", flags.engine_tokens, "the engine's max_total_tokens")
       ->capture_default_str();
   app.add_option("--nginx", flags.nginx, "auto, off or the nginx binary")->capture_default_str();
@@ -402,6 +411,8 @@ int Main(int argc, char** argv) {
   GatewayOptions gateway_options;
   gateway_options.engine_urls = {(*engine)->base_url()};
   gateway_options.check_prerequisites = true;
+  gateway_options.http.threads = flags.gateway_threads;
+  gateway_options.upstream.threads = flags.upstream_threads;
   gateway_options.agentic.agentic_session_lifecycle = true;
   gateway_options.agentic.agentic_program_admission = true;
   gateway_options.agentic.poll_interval_s = 2.0;
@@ -428,10 +439,11 @@ int Main(int argc, char** argv) {
 
   std::printf(
       "gateway_load: engine %s (unpaced, %lld KV tokens), gateway %s (lifecycle, "
-      "admission, 2 server threads); client %d threads; %.1f s x %d runs; "
+      "admission, %d server + %d upstream threads); client %d threads; %.1f s x %d runs; "
       "hardware threads %u\n",
       (*engine)->base_url().c_str(), static_cast<long long>(flags.engine_tokens),
-      (*gateway)->base_url().c_str(), flags.client_threads, flags.seconds, flags.runs,
+      (*gateway)->base_url().c_str(), flags.gateway_threads, flags.upstream_threads,
+      flags.client_threads, flags.seconds, flags.runs,
       std::thread::hardware_concurrency());
   const std::vector<Target> targets = {{"direct", (*engine)->base_url()},
                                        {"gateway", (*gateway)->base_url()}};

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "agentkv/control/admission_metrics.h"
 #include "agentkv/net/http_client.h"
 #include "agentkv/net/http_server.h"
 #include "agentkv/net/router.h"
@@ -26,6 +27,8 @@
 #include "agentkv/protocol/server_info.h"
 #include "agentkv/protocol/sse.h"
 #include "agentkv/service/admission_local.h"
+#include "agentkv/service/admission_remote.h"
+#include "agentkv/service/coordinator_server.h"
 #include "agentkv/service/engine_emulator.h"
 #include "agentkv/service/gateway_request.h"
 #include "agentkv/service/router_emulator.h"
@@ -431,10 +434,14 @@ struct AdmissionSetup {
   std::unique_ptr<Gateway> gateway;
   LogCapture logs;
 
-  AdmissionSetup() {
+  // `max_wait_s`: --agentic-admission-max-wait-s (the seed's default unless a test ages
+  // waiters).
+  explicit AdmissionSetup(
+      double max_wait_s = control::AgenticOptions().agentic_admission_max_wait_s) {
     control::AgenticOptions agentic;
     agentic.agentic_program_admission = true;
     agentic.agentic_admission_headroom = 1.0;
+    agentic.agentic_admission_max_wait_s = max_wait_s;
     agentic.poll_interval_s = 0.05;
     agentic.staleness_s = 5.0;
     LocalAdmissionOptions local;
@@ -825,6 +832,311 @@ TEST(GatewayTest, AMissingEngineFlagRefusesTheStartOrDisablesTheFeature) {
   admission.router_url = fleet.router->base_url();
   admission.agentic.agentic_program_admission = true;
   EXPECT_EQ(Gateway::Start(admission, nullptr).status().code(), StatusCode::kInvalidArgument);
+}
+
+// ---- Faults: admission fails open, and recovers ----
+
+// The base URL of a port where nothing listens any more: a server bound to an ephemeral port,
+// then shut down.
+std::string DeadUrl() {
+  StatusOr<std::unique_ptr<net::HttpServer>> server =
+      net::HttpServer::Start({}, net::Router().AsHandler());
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return "http://127.0.0.1:1";
+  const std::string url = (*server)->base_url();
+  (*server)->Shutdown(0ms);
+  return url;
+}
+
+std::vector<std::string> EngineUrls(const Fleet& fleet) {
+  std::vector<std::string> urls;
+  for (const auto& engine : fleet.engines) urls.push_back(engine->base_url());
+  return urls;
+}
+
+std::shared_ptr<LocalAdmission> StartLocalAdmission(const control::AgenticOptions& agentic) {
+  LocalAdmissionOptions local;
+  local.agentic = agentic;
+  StatusOr<std::unique_ptr<LocalAdmission>> created = LocalAdmission::Create(local);
+  EXPECT_TRUE(created.ok()) << created.status();
+  return created.ok() ? std::shared_ptr<LocalAdmission>(*std::move(created)) : nullptr;
+}
+
+// One agentic_kv series of `backend` now, without resetting the step; 0 when absent (a
+// counter at zero is not reported).
+double Series(AdmissionBackend& backend, std::string_view name) {
+  for (const auto& [series, value] : backend.StepMetrics(/*reset_step=*/false)) {
+    if (series == name) return value;
+  }
+  return 0.0;
+}
+
+// The end of every fault test: each lease returned, no waiter left, the bookkeeping
+// consistent.
+void ExpectLedgerAtRest(LocalAdmission& admission) {
+  EXPECT_TRUE(WaitFor([&] { return admission.reserved() == 0 && admission.lease_count() == 0; }))
+      << admission.reserved() << " tokens still reserved by " << admission.lease_count()
+      << " leases";
+  EXPECT_EQ(admission.waiting(), 0);
+  const Status invariants = admission.CheckInvariants();
+  EXPECT_TRUE(invariants.ok()) << invariants;
+}
+
+// A small /generate an emulated engine answers at once.
+std::string SmallGenerate(const std::string& rid) {
+  return R"({"input_ids": )" + InputIds(1, 32) +
+         R"(, "sampling_params": {"max_new_tokens": 4}, "rid": ")" + rid + "\"}";
+}
+
+bool Logged(LogCapture& logs, std::string_view needle) {
+  std::lock_guard<std::mutex> lock(logs.mu);
+  return std::any_of(logs.lines.begin(), logs.lines.end(), [needle](const std::string& line) {
+    return line.find(needle) != std::string::npos;
+  });
+}
+
+// Sets `faults` (a POST /agentkv/faults body; "{}" clears them) on every engine of `fleet`.
+void InjectFaults(net::HttpClient& client, const Fleet& fleet, const std::string& faults) {
+  for (const auto& engine : fleet.engines) {
+    ASSERT_EQ(Post(client, engine->base_url(), "/agentkv/faults", faults).status, 200);
+  }
+}
+
+// Relax's deployment: the gateway sends the data path straight to the engines and asks a
+// shared coordinator for admission. The coordinator's router is unreachable, so it never gets
+// a capacity signal: every acquire is answered bypass `degraded` (admission fails open) and
+// every request, concurrent or not, still completes on the engines.
+TEST(GatewayTest, AnUnreachableRouterDegradesTheCoordinatorAndEveryRequestBypassesAndCompletes) {
+  Fleet fleet = StartFleet(2, "round_robin");  // Only its engines are used.
+  LogCapture coordinator_logs;
+  CoordinatorOptions coordinator_options;
+  coordinator_options.router_url = DeadUrl();
+  coordinator_options.agentic.poll_interval_s = 0.1;
+  coordinator_options.agentic.staleness_s = 1.0;
+  coordinator_options.scrape_timeout = 500ms;
+  coordinator_options.log = coordinator_logs.Sink();
+  StatusOr<std::unique_ptr<CoordinatorServer>> started =
+      CoordinatorServer::Start(coordinator_options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<CoordinatorServer> coordinator = *std::move(started);
+  ASSERT_TRUE(WaitFor([&] { return coordinator->polls() >= 2; }));
+  EXPECT_TRUE(coordinator->admission().degraded());
+  EXPECT_TRUE(Logged(coordinator_logs, "event=engine_discovery_failed"));
+
+  RemoteAdmissionOptions remote_options;
+  remote_options.coordinator_url = coordinator->base_url();
+  remote_options.max_wait_s = coordinator_options.agentic.agentic_admission_max_wait_s;
+  StatusOr<std::unique_ptr<RemoteAdmission>> remote = RemoteAdmission::Create(remote_options);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  std::shared_ptr<RemoteAdmission> backend(*std::move(remote));
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = EngineUrls(fleet);
+  options.agentic.agentic_program_admission = true;
+  options.poll_fleet_metrics = false;  // The coordinator polls the fleet, as in gateway_command.
+  auto gateway = StartGateway(options, backend);
+  ASSERT_NE(gateway, nullptr);
+  EXPECT_TRUE(gateway->admission_enabled());
+
+  // Four at once, then four one after the other.
+  std::vector<std::promise<StatusOr<net::ClientResponse>>> answers(4);
+  net::HttpClient client(ClientOptions());
+  for (int i = 0; i < 4; ++i) {
+    client.AsyncRequest(
+        http::verb::post, gateway->base_url(), "/generate", {{"Content-Type", "application/json"}},
+        SmallGenerate("burst-" + std::to_string(i)),
+        [&answers, i](StatusOr<net::ClientResponse> r) { answers[i].set_value(std::move(r)); });
+  }
+  for (auto& answer : answers) {
+    auto future = answer.get_future();
+    ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+    StatusOr<net::ClientResponse> r = future.get();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
+  for (int i = 0; i < 4; ++i) {
+    const net::ClientResponse r = Post(client, gateway->base_url(), "/generate",
+                                       SmallGenerate("serial-" + std::to_string(i)));
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  // Round robin over the engines, each request exactly once.
+  for (const auto& engine : fleet.engines)
+    EXPECT_EQ(engine->runtime().Snapshot().num_requests_total, 4) << engine->base_url();
+
+  // Each decision was the coordinator's answer, not a transport failure of the client.
+  EXPECT_EQ(backend->failures(), 0);
+  LocalAdmission& ledger = coordinator->admission();
+  EXPECT_EQ(Series(ledger, control::kBypassDegradedMetric), 8.0);
+  EXPECT_EQ(Series(ledger, control::kBypassMetric), 8.0);
+  EXPECT_EQ(Series(ledger, control::kAdmitMetric), 0.0);
+  EXPECT_EQ(Series(ledger, control::kWaitMetric), 0.0);
+  EXPECT_EQ(Series(ledger, control::kDegradedRateMetric), 1.0);
+  EXPECT_EQ(Series(ledger, control::kDegradedMetric), 1.0);
+  EXPECT_EQ(Series(ledger, control::kReservedMetric), 0.0);
+  EXPECT_EQ(Series(ledger, control::kLeaseCountMetric), 0.0);
+  // The gateway's /agentic_kv shows the coordinator's series.
+  const json::value series =
+      json::parse(Call(client, http::verb::get, gateway->base_url(), "/agentic_kv").body);
+  EXPECT_EQ(series.at(std::string(control::kBypassDegradedMetric)).as_double(), 8.0);
+  EXPECT_EQ(series.at(std::string(control::kDegradedMetric)).as_double(), 1.0);
+  EXPECT_TRUE(WaitFor([&] { return gateway->stats().in_flight == 0; }));
+  ExpectLedgerAtRest(ledger);
+  gateway->Shutdown(2s);
+  coordinator->Shutdown(1s);
+}
+
+// In-process admission with the router down: discovery fails, so the ledger has no capacity
+// and stays degraded. Under --prerequisite-policy refuse the gateway does not start (no
+// engine to check); under disable it starts, requests bypass admission, and forwarding to the
+// dead router fails at once with 502, streamed or not, holding nothing in the ledger.
+TEST(GatewayTest, ADeadRouterWithLocalAdmissionAnswers502AtOnceAndReservesNothing) {
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.router_url = DeadUrl();
+  options.agentic.agentic_program_admission = true;
+  options.agentic.poll_interval_s = 0.05;
+  options.agentic.staleness_s = 1.0;
+  options.control_timeout_s = 0.5;
+  std::shared_ptr<LocalAdmission> admission = StartLocalAdmission(options.agentic);
+  ASSERT_NE(admission, nullptr);
+  StatusOr<std::unique_ptr<Gateway>> refused = Gateway::Start(options, admission);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status();
+
+  options.prerequisite_policy = PrerequisitePolicy::kDisable;
+  auto gateway = StartGateway(options, admission);
+  ASSERT_NE(gateway, nullptr);
+  EXPECT_TRUE(gateway->admission_enabled());
+  EXPECT_TRUE(admission->degraded());
+  EXPECT_TRUE(Logged(logs, "event=engine_discovery_failed"));
+
+  net::HttpClient client(ClientOptions());
+  for (const auto& [path, body] : std::vector<std::pair<std::string, std::string>>{
+           {"/generate", SmallGenerate("plain")},
+           {"/generate", R"({"input_ids": [1, 2, 3], "stream": true})"},
+           {"/v1/chat/completions",
+            R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3})"}}) {
+    const net::ClientResponse r = Post(client, gateway->base_url(), path, body);
+    EXPECT_EQ(r.status, 502) << path << " " << r.body;
+    EXPECT_TRUE(protocol::ParseErrorMessage(r.body).has_value()) << r.body;
+  }
+  EXPECT_TRUE(Logged(logs, "event=upstream_failed"));
+  EXPECT_EQ(Series(*admission, control::kBypassDegradedMetric), 3.0);
+  EXPECT_EQ(Series(*admission, control::kAdmitMetric), 0.0);
+  EXPECT_EQ(Series(*admission, control::kDegradedMetric), 1.0);
+  EXPECT_TRUE(admission->degraded());
+  // The answer is written before the exchange's bookkeeping (and its metrics) ends.
+  EXPECT_TRUE(WaitFor([&] { return gateway->stats().in_flight == 0; }));
+  const std::string metrics = Call(client, http::verb::get, gateway->base_url(), "/metrics").body;
+  EXPECT_NE(metrics.find("agentkv_gateway_requests_total{route=\"/generate\",code=\"502\"} 2.0"),
+            std::string::npos)
+      << metrics;
+  ExpectLedgerAtRest(*admission);
+  gateway->Shutdown(2s);
+}
+
+// Engines whose /metrics stalls past the control timeout make every scrape fail, so the
+// ledger goes degraded and requests bypass admission (and still complete). When the scrapes
+// answer again, the ledger recovers and requests are admitted with a lease again.
+TEST(GatewayTest, StalledEngineMetricsDegradeAdmissionToBypassUntilTheScrapesRecover) {
+  Fleet fleet = StartFleet(2, "round_robin");  // Only its engines are used.
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = EngineUrls(fleet);
+  options.agentic.agentic_program_admission = true;
+  options.agentic.poll_interval_s = 0.05;
+  options.agentic.staleness_s = 1.0;
+  options.control_timeout_s = 0.4;  // A scrape stalled for 2 s fails after 0.4 s.
+  std::shared_ptr<LocalAdmission> admission = StartLocalAdmission(options.agentic);
+  ASSERT_NE(admission, nullptr);
+  auto gateway = StartGateway(options, admission);
+  ASSERT_NE(gateway, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return !admission->degraded(); }));
+  net::HttpClient client(ClientOptions());
+
+  // Healthy: admitted with a lease.
+  ASSERT_EQ(Post(client, gateway->base_url(), "/generate", SmallGenerate("before")).status, 200);
+  EXPECT_EQ(Series(*admission, control::kAdmitMetric), 1.0);
+  EXPECT_EQ(Series(*admission, control::kBypassMetric), 0.0);
+  EXPECT_GT(Series(*admission, control::kCeilingMetric), 0.0);
+
+  InjectFaults(client, fleet, R"({"metrics_delay_ms": 2000})");
+  // The poll under way may have scraped an engine before its fault; the one after it cannot.
+  const int64_t polls_at_fault = gateway->stats().polls;
+  ASSERT_TRUE(WaitFor(
+      [&] { return admission->degraded() && gateway->stats().polls >= polls_at_fault + 2; }, 10s))
+      << "the ledger did not degrade";
+  for (const auto& engine : fleet.engines) {
+    EXPECT_TRUE(Logged(logs, "event=metrics_scrape_failed engine=" + engine->base_url()));
+  }
+  for (int i = 0; i < 3; ++i) {
+    const net::ClientResponse r = Post(client, gateway->base_url(), "/generate",
+                                       SmallGenerate("stalled-" + std::to_string(i)));
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  EXPECT_EQ(Series(*admission, control::kBypassDegradedMetric), 3.0);
+  EXPECT_EQ(Series(*admission, control::kAdmitMetric), 1.0);
+  EXPECT_EQ(Series(*admission, control::kDegradedMetric), 1.0);
+  // Bypassed requests hold no lease (the first request's lease returns when it ends).
+  EXPECT_TRUE(WaitFor([&] { return admission->reserved() == 0; }));
+
+  InjectFaults(client, fleet, "{}");
+  ASSERT_TRUE(WaitFor([&] { return !admission->degraded(); }, 10s)) << "the ledger did not recover";
+  ASSERT_EQ(Post(client, gateway->base_url(), "/generate", SmallGenerate("after")).status, 200);
+  EXPECT_EQ(Series(*admission, control::kAdmitMetric), 2.0);
+  EXPECT_EQ(Series(*admission, control::kBypassDegradedMetric), 3.0);
+  EXPECT_EQ(Series(*admission, control::kDegradedMetric), 0.0);
+  EXPECT_TRUE(WaitFor([&] { return gateway->stats().in_flight == 0; }));
+  ExpectLedgerAtRest(*admission);
+  gateway->Shutdown(2s);
+}
+
+// The aged bypass through the gateway: a request queued behind a lease that is not returned
+// is dispatched without a lease once it has waited --agentic-admission-max-wait-s, while the
+// request holding the lease still runs.
+TEST(GatewayTest, AQueuedRequestIsDispatchedAgedAtMaxWaitWhileTheLeaseIsStillHeld) {
+  AdmissionSetup setup(/*max_wait_s=*/0.3);
+  ASSERT_NE(setup.gateway, nullptr);
+  std::vector<std::promise<StatusOr<net::ClientResponse>>> answers(2);
+  net::HttpClient client(ClientOptions());
+  auto send = [&](int i, const std::string& rid) {
+    client.AsyncRequest(
+        http::verb::post, setup.gateway->base_url(), "/generate",
+        {{"Content-Type", "application/json"}}, AdmissionSetup::Body(rid),
+        [&answers, i](StatusOr<net::ClientResponse> r) { answers[i].set_value(std::move(r)); });
+  };
+  send(0, "a");
+  ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 1; }));
+  const auto queued_at = std::chrono::steady_clock::now();
+  send(1, "b");  // 600 + 600 tokens exceed the 1000-token budget: b waits.
+  ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 2; }))
+      << "the waiter was never dispatched";
+  EXPECT_GE(std::chrono::steady_clock::now() - queued_at, 300ms) << "dispatched before max_wait";
+  const auto generates = setup.engine->generates();
+  ASSERT_EQ(generates.size(), 2u);
+  EXPECT_EQ(generates[0].rid, "a:0");
+  EXPECT_EQ(generates[1].rid, "b:0");
+  // a still holds its lease; b runs beside it without one.
+  EXPECT_EQ(setup.admission->reserved(), 600);
+  EXPECT_EQ(setup.admission->lease_count(), 1);
+  EXPECT_EQ(setup.admission->waiting(), 0);
+  EXPECT_EQ(Series(*setup.admission, control::kAdmitMetric), 1.0);
+  EXPECT_EQ(Series(*setup.admission, control::kWaitMetric), 1.0);
+  EXPECT_EQ(Series(*setup.admission, control::kBypassAgedMetric), 1.0);
+  EXPECT_EQ(Series(*setup.admission, control::kBypassMetric), 1.0);
+  EXPECT_EQ(Series(*setup.admission, control::kBypassDegradedMetric), 0.0);
+
+  ASSERT_TRUE(setup.engine->Answer("b:0"));
+  ASSERT_TRUE(setup.engine->Answer("a:0"));
+  for (auto& answer : answers) {
+    auto future = answer.get_future();
+    ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+    StatusOr<net::ClientResponse> r = future.get();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
+  EXPECT_TRUE(WaitFor([&] { return setup.gateway->stats().in_flight == 0; }));
+  ExpectLedgerAtRest(*setup.admission);
 }
 
 }  // namespace

@@ -69,12 +69,14 @@ class CliTest : public ::testing::Test {
     return path.string();
   }
 
-  // Runs `agentkv <args>` (args are passed through the shell as written).
+  // Runs `agentkv <args>` (args are passed through the shell as written), for at most 300 s.
   RunResult Run(const std::string& args) const {
     const std::filesystem::path out = dir_ / "stdout.txt";
     const std::filesystem::path err = dir_ / "stderr.txt";
-    const std::string command = std::string("'") + AGENTKV_BINARY + "' " + args + " >'" +
-                                out.string() + "' 2>'" + err.string() + "'";
+    // A run that should have failed fast but started a server instead ends after 300 s (exit
+    // code 124) rather than hanging the suite.
+    const std::string command = std::string("timeout 300 '") + AGENTKV_BINARY + "' " + args +
+                                " >'" + out.string() + "' 2>'" + err.string() + "'";
     const int status = std::system(command.c_str());
     RunResult result;
     result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -1,10 +1,10 @@
 #include "tools/agentkv/cli_support.h"
 
+#include <fmt/core.h>
 #include <pthread.h>
 #include <signal.h>
-
-#include <fmt/core.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 
@@ -108,6 +108,25 @@ void SpdlogSink(service::LogLevel level, std::string_view line) {
 CLI::Option* AddLogLevelOption(CLI::App& app, std::string& level) {
   return AddEnvOption(app, "--log-level", level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+}
+
+void WarnIfDescriptorsShort(int64_t upstream_connections) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  const auto needed = static_cast<rlim_t>(2 * upstream_connections + 64);
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < needed) {
+    spdlog::warn(
+        "event=descriptor_limit_low limit={} needed={} upstream_connections={} hint=\"about {} "
+        "requests can be in flight before upstream connects fail with EMFILE (502); raise the "
+        "open-files limit (ulimit -n, systemd LimitNOFILE) or lower --upstream-connections\"",
+        limit.rlim_cur, needed, upstream_connections,
+        limit.rlim_cur > 64 ? (limit.rlim_cur - 64) / 2 : 0);
+  }
 }
 
 void ApplyLogLevel(const std::string& level) { spdlog::set_level(spdlog::level::from_str(level)); }

@@ -9,6 +9,7 @@
 #define AGENTKV_TOOLS_AGENTKV_CLI_SUPPORT_H_
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -59,6 +60,11 @@ CLI::Option* AddEnvOption(CLI::App& app, std::string_view flag, T& value, const 
       ->envname(FlagEnvName(flag))
       ->capture_default_str();
 }
+
+// Proxies hold two descriptors per request in flight (the client's connection and the upstream
+// one). Raises the soft RLIMIT_NOFILE to the hard limit and logs a warning through spdlog when
+// it is still below 2 x `upstream_connections` + 64, naming both numbers and the fix.
+void WarnIfDescriptorsShort(int64_t upstream_connections);
 
 // The services' log sink on the command line: each line to spdlog at its level.
 void SpdlogSink(service::LogLevel level, std::string_view line);

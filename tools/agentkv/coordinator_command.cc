@@ -33,7 +33,6 @@ Example:
 
 Runs until SIGINT or SIGTERM; waiters are then answered bypass `degraded`.)";
 
-
 Status CheckRange(const char* flag, int value, int low, int high) {
   if (value < low || value > high) {
     return InvalidArgumentError(
@@ -52,37 +51,37 @@ CoordinatorCommand::CoordinatorCommand(CLI::App& app) {
   AddEnvOption(c, "--port", port_, "Port to listen on (0 = any free port)");
   AddEnvOption(c, "--threads", threads_, "HTTP I/O threads");
   AddEnvOption(c, "--shutdown-grace-s", shutdown_grace_s_,
-          "Seconds answers in flight get to be written at shutdown");
+               "Seconds answers in flight get to be written at shutdown");
   CLI::Option* router =
       AddEnvOption(c, "--router-url", router_url_,
-              "sgl-router base URL: engines are discovered with GET /workers (fallback "
-              "/list_workers)");
+                   "sgl-router base URL: engines are discovered with GET /workers (fallback "
+                   "/list_workers)");
   CLI::Option* engines = c.add_option("--engine-urls", engine_urls_,
                                       "Fixed engine base URLs instead of router discovery")
                              ->envname(FlagEnvName("--engine-urls"))
                              ->delimiter(',');
   router->excludes(engines);
   AddEnvOption(c, "--auth-token", auth_token_,
-          "Bearer token required on /admission/* and /agentic_kv (empty: none)");
+               "Bearer token required on /admission/* and /agentic_kv (empty: none)");
   AddEnvOption(c, control::kHeadroomFlag, agentic_.agentic_admission_headroom,
-          "Share of the healthy engines' summed max_total_num_tokens admission may commit, "
-          "in (0, 1]");
+               "Share of the healthy engines' summed max_total_num_tokens admission may commit, "
+               "in (0, 1]");
   AddEnvOption(c, control::kPressureThresholdFlag, agentic_.agentic_admission_pressure_threshold,
-          "Worst-engine token_usage at or above which new requests wait, in (0, 1]");
+               "Worst-engine token_usage at or above which new requests wait, in (0, 1]");
   decode_cap_option_ = c.add_option(std::string(control::kExpectedDecodeCapFlag), decode_cap_,
                                     "Most decode tokens one reservation counts (> 0); "
                                     "informational here: clients compute reservations")
                            ->envname(FlagEnvName(control::kExpectedDecodeCapFlag));
   AddEnvOption(c, control::kMaxWaitFlag, agentic_.agentic_admission_max_wait_s,
-          "Longest FIFO wait before the aged bypass, seconds (>= 0)");
+               "Longest FIFO wait before the aged bypass, seconds (>= 0)");
   AddEnvOption(c, control::kScopeFlag, scope_, "train or all (which requests clients gate)");
   AddEnvOption(c, control::kLeaseTtlFlag, agentic_.lease_ttl_s,
-          "Age after which a lease is reclaimed, seconds (> 0)");
+               "Age after which a lease is reclaimed, seconds (> 0)");
   AddEnvOption(c, control::kStalenessFlag, agentic_.staleness_s,
-          "Maximum age of the capacity snapshot before admission bypasses `degraded`, seconds "
-          "(>= poll interval)");
+               "Maximum age of the capacity snapshot before admission bypasses `degraded`, seconds "
+               "(>= poll interval)");
   AddEnvOption(c, control::kPollIntervalFlag, agentic_.poll_interval_s,
-          "Seconds between polls of the engines' /metrics (> 0)");
+               "Seconds between polls of the engines' /metrics (> 0)");
   AddLogLevelOption(c, log_level_);
 }
 

@@ -54,8 +54,7 @@ void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, std::strin
   app.add_option("--max-running-requests", r.scheduler.max_running_requests,
                  "Requests in the running batch")
       ->capture_default_str();
-  app.add_option("--max-prefill-tokens", r.scheduler.max_prefill_tokens,
-                 "Prefill tokens per step")
+  app.add_option("--max-prefill-tokens", r.scheduler.max_prefill_tokens, "Prefill tokens per step")
       ->capture_default_str();
   app.add_option("--chunked-prefill-size", r.scheduler.chunked_prefill_size,
                  "Most prefill tokens of one request per step; 0 = no chunking")
@@ -74,8 +73,7 @@ void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, std::strin
   app.add_option("--speed", r.speed, "Simulated seconds per wall second")->capture_default_str();
   app.add_flag("--unpaced", unpaced, "Do not wait for the modelled step time (benchmarks)");
   app.add_flag("!--disable-metrics", o.enable_metrics, "Do not serve /metrics");
-  app.add_option("--metrics-tp-ranks", o.metrics_tp_ranks,
-                 "Lines per gauge in /metrics; 0 = --tp")
+  app.add_option("--metrics-tp-ranks", o.metrics_tp_ranks, "Lines per gauge in /metrics; 0 = --tp")
       ->capture_default_str();
   app.add_option("--served-model-name", o.served_model_name,
                  "model_name label and model_path; default: --model");
@@ -158,8 +156,8 @@ int EmulateCommand::RunEngine() {
   StatusOr<std::unique_ptr<service::EngineEmulator>> engine =
       service::EngineEmulator::Start(options);
   if (!engine.ok()) return ReportError(name, engine.status());
-  fmt::print("agentkv {}: serving {} ({} on {}, KV pool {} tokens)\n", name,
-             (*engine)->base_url(), options.runtime.model, options.runtime.gpu,
+  fmt::print("agentkv {}: serving {} ({} on {}, KV pool {} tokens)\n", name, (*engine)->base_url(),
+             options.runtime.model, options.runtime.gpu,
              (*engine)->runtime().max_total_num_tokens());
   std::fflush(stdout);
   WaitForTerminationSignal();
@@ -194,8 +192,8 @@ int EmulateCommand::RunRouter() {
 int EmulateCommand::RunFleet() {
   const std::string name = "emulate fleet";
   if (engines_ < 1 || engines_ > 256) {
-    return ReportError(name, InvalidArgumentError(
-                                 fmt::format("--engines must be in [1, 256], got {}", engines_)));
+    return ReportError(
+        name, InvalidArgumentError(fmt::format("--engines must be in [1, 256], got {}", engines_)));
   }
   const int base_port = engine_base_port_ != 0 ? engine_base_port_ : (port_ == 0 ? 0 : port_ + 1);
   if (Status s = CheckPort("--port", port_); !s.ok()) return ReportError(name, s);

@@ -39,7 +39,6 @@ Example:
   agentkv gateway --port 8080 --router-url http://127.0.0.1:30000 \
       --router-policy consistent_hashing --agentic-session-lifecycle --agentic-program-admission)";
 
-
 CLI::Option* AddSwitch(CLI::App& app, std::string_view flag, bool& value, const std::string& help) {
   return app.add_flag(std::string(flag), value, help)->envname(FlagEnvName(flag));
 }
@@ -55,41 +54,45 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
   AddEnvOption(c, "--port", port_, "Port to listen on (0 = any free port)");
   AddEnvOption(c, "--threads", threads_, "HTTP I/O threads");
   AddEnvOption(c, "--shutdown-grace-s", shutdown_grace_s_,
-          "Seconds in-flight requests get to finish at shutdown");
+               "Seconds in-flight requests get to finish at shutdown");
   CLI::Option* router = AddEnvOption(c, "--router-url", o.router_url,
-                                "sgl-router base URL (engines discovered with GET /workers)");
-  CLI::Option* engines = c.add_option("--engine-urls", o.engine_urls,
-                                      "Fixed engine base URLs instead of a router")
-                             ->envname(FlagEnvName("--engine-urls"))
-                             ->delimiter(',');
+                                     "sgl-router base URL (engines discovered with GET /workers)");
+  CLI::Option* engines =
+      c.add_option("--engine-urls", o.engine_urls, "Fixed engine base URLs instead of a router")
+          ->envname(FlagEnvName("--engine-urls"))
+          ->delimiter(',');
   router->excludes(engines);
   AddEnvOption(c, "--router-policy", o.router_policy,
-          "The router's policy (consistent_hashing adds X-SMG-Routing-Key)");
+               "The router's policy (consistent_hashing adds X-SMG-Routing-Key)");
   AddEnvOption(c, "--session-header", o.session_header,
-          "Header naming the session when the body has no session_id");
+               "Header naming the session when the body has no session_id");
   AddEnvOption(c, "--close-timeout-s", o.close_timeout_s, "Bound on one /close_session fan-out");
   AddEnvOption(c, "--session-idle-timeout-s", o.session_idle_timeout_s,
-          "End and close sessions idle this long (0 = never)");
+               "End and close sessions idle this long (0 = never)");
   AddEnvOption(c, "--session-drain-timeout-s", o.session_drain_timeout_s,
-          "How long a closing session waits for its aborted requests");
+               "How long a closing session waits for its aborted requests");
   AddEnvOption(c, "--max-closed-sessions", o.max_closed_sessions,
-          "Closed sessions remembered for idempotent closes");
+               "Closed sessions remembered for idempotent closes");
   AddEnvOption(c, "--default-max-tokens", o.default_max_tokens,
-          "Decode tokens reserved for an OpenAI request without max_tokens");
+               "Decode tokens reserved for an OpenAI request without max_tokens");
   AddEnvOption(c, "--control-timeout-s", o.control_timeout_s,
-          "Timeout of each abort, /metrics, /workers and /server_info request");
+               "Timeout of each abort, /metrics, /workers and /server_info request");
   AddEnvOption(c, "--upstream-timeout-s", upstream_timeout_s_,
-          "Longest wait for an upstream's response headers");
+               "Longest wait for an upstream's response headers");
+  AddEnvOption(c, "--upstream-connections", upstream_connections_,
+               "Most open connections to each upstream (router or engine); requests beyond "
+               "wait in the gateway. Each held request uses two descriptors")
+      ->check(CLI::Range(1, 1'000'000));
   c.add_flag("!--no-check-prerequisites", o.check_prerequisites,
              "Skip the /server_info checks at startup");
   AddEnvOption(c, "--prerequisite-policy", prerequisite_policy_,
-          "refuse (exit) or disable (turn the feature off) when an engine lacks a flag");
+               "refuse (exit) or disable (turn the feature off) when an engine lacks a flag");
   AddEnvOption(c, "--bearer-token", o.bearer_token,
-          "Token required on the session-close and admin endpoints (prefer the environment)");
+               "Token required on the session-close and admin endpoints (prefer the environment)");
   AddEnvOption(c, "--parent-hint-key", o.parent_hint_key,
-          "HMAC-SHA256 key of signed sub-agent parent hints (prefer the environment)");
+               "HMAC-SHA256 key of signed sub-agent parent hints (prefer the environment)");
   AddEnvOption(c, "--coordinator-url", coordinator_url_,
-          "Use `agentkv coordinator` at this URL instead of in-process admission");
+               "Use `agentkv coordinator` at this URL instead of in-process admission");
   AddEnvOption(c, "--coordinator-token", coordinator_token_, "Bearer token of the coordinator");
   AddLogLevelOption(c, log_level_);
   AddSwitch(c, control::kSessionLifecycleFlag, o.agentic.agentic_session_lifecycle,
@@ -97,20 +100,20 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
   AddSwitch(c, control::kProgramAdmissionFlag, o.agentic.agentic_program_admission,
             "Admit each attempt against the fleet KV budget (global FIFO, token ledger)");
   AddEnvOption(c, control::kHeadroomFlag, o.agentic.agentic_admission_headroom,
-          "Share of the fleet's max_total_num_tokens admission may commit, in (0, 1]");
+               "Share of the fleet's max_total_num_tokens admission may commit, in (0, 1]");
   AddEnvOption(c, control::kPressureThresholdFlag, o.agentic.agentic_admission_pressure_threshold,
-          "Worst-engine token_usage at or above which new requests wait, in (0, 1]");
+               "Worst-engine token_usage at or above which new requests wait, in (0, 1]");
   decode_cap_option_ = c.add_option(std::string(control::kExpectedDecodeCapFlag), decode_cap_,
                                     "Most decode tokens one reservation counts (> 0)")
                            ->envname(FlagEnvName(control::kExpectedDecodeCapFlag));
   AddEnvOption(c, control::kMaxWaitFlag, o.agentic.agentic_admission_max_wait_s,
-          "Longest FIFO wait before the aged bypass, seconds");
+               "Longest FIFO wait before the aged bypass, seconds");
   AddEnvOption(c, control::kScopeFlag, scope_, "train or all (X-Agentkv-Scope: train|eval)");
   AddEnvOption(c, control::kLeaseTtlFlag, o.agentic.lease_ttl_s, "Lease reclaim age, seconds");
   AddEnvOption(c, control::kStalenessFlag, o.agentic.staleness_s,
-          "Maximum age of the capacity snapshot, seconds");
+               "Maximum age of the capacity snapshot, seconds");
   AddEnvOption(c, control::kPollIntervalFlag, o.agentic.poll_interval_s,
-          "Seconds between polls of the engines' /metrics and the router's /workers");
+               "Seconds between polls of the engines' /metrics and the router's /workers");
 }
 
 int GatewayCommand::Run() {
@@ -127,22 +130,24 @@ int GatewayCommand::Run() {
   if (!policy.ok()) return ReportError(name, policy.status());
   options.prerequisite_policy = *policy;
   if (port_ < 0 || port_ > 65535) {
-    return ReportError(name, InvalidArgumentError(
-                                 fmt::format("--port must be in [0, 65535], got {}", port_)));
+    return ReportError(
+        name, InvalidArgumentError(fmt::format("--port must be in [0, 65535], got {}", port_)));
   }
   if (!(upstream_timeout_s_ > 0 && upstream_timeout_s_ <= 86400)) {
-    return ReportError(name, InvalidArgumentError(fmt::format(
-                                 "--upstream-timeout-s must be in (0, 86400], got {}",
-                                 upstream_timeout_s_)));
+    return ReportError(
+        name, InvalidArgumentError(fmt::format("--upstream-timeout-s must be in (0, 86400], got {}",
+                                               upstream_timeout_s_)));
   }
   options.http.address = host_;
   options.http.port = static_cast<uint16_t>(port_);
   options.http.threads = threads_;
   options.upstream.header_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(upstream_timeout_s_ * 1000.0));
+  options.upstream.max_connections_per_host = static_cast<size_t>(upstream_connections_);
   options.log = SpdlogSink;
   ApplyLogLevel(log_level_);
   if (Status s = options.Validate(); !s.ok()) return ReportError(name, s);
+  WarnIfDescriptorsShort(upstream_connections_);
 
   BlockTerminationSignals();
   std::shared_ptr<service::AdmissionBackend> backend;
@@ -168,8 +173,7 @@ int GatewayCommand::Run() {
       backend = shared;
     }
   }
-  StatusOr<std::unique_ptr<service::Gateway>> gateway =
-      service::Gateway::Start(options, backend);
+  StatusOr<std::unique_ptr<service::Gateway>> gateway = service::Gateway::Start(options, backend);
   if (!gateway.ok()) return ReportError(name, gateway.status());
   fmt::print("agentkv gateway: serving {} -> {} (lifecycle {}, admission {})\n",
              (*gateway)->base_url(),

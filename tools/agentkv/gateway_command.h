@@ -46,6 +46,7 @@ class GatewayCommand {
   std::string coordinator_url_;
   std::string coordinator_token_;
   double upstream_timeout_s_ = 3600.0;
+  int64_t upstream_connections_ = 4096;
   std::string log_level_ = "info";
 };
 

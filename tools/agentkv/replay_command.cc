@@ -214,9 +214,9 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
                fmt::format("Synthetic sessions (default {})", kDefaultSessions))
       ->type_name("N")
       ->group(workload_group);
-  c.add_option("--context-scale", context_scale_,
-               fmt::format("Synthetic token counts scale, in (0, 1] (default {})",
-                           kDefaultContextScale))
+  c.add_option(
+       "--context-scale", context_scale_,
+       fmt::format("Synthetic token counts scale, in (0, 1] (default {})", kDefaultContextScale))
       ->type_name("F")
       ->group(workload_group);
   c.add_option("--session-interarrival-s", session_interarrival_s_,
@@ -246,10 +246,12 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
   c.add_option("--tp", options_.tp, "Tensor parallelism per engine")
       ->capture_default_str()
       ->group(fleet_group);
-  max_total_tokens_option_ = c.add_option("--max-total-tokens", options_.max_total_tokens,
-               "Device KV tokens per engine; 0 = from the cost model (synthetic default: 262144)")
-      ->type_name("N")
-      ->group(fleet_group);
+  max_total_tokens_option_ =
+      c.add_option(
+           "--max-total-tokens", options_.max_total_tokens,
+           "Device KV tokens per engine; 0 = from the cost model (synthetic default: 262144)")
+          ->type_name("N")
+          ->group(fleet_group);
   c.add_option("--hicache-ratio", options_.hicache_ratio,
                "Host tier size as a multiple of the device tier (+host-tier arms)")
       ->capture_default_str()
@@ -325,8 +327,8 @@ int ReplayCommand::Run() const {
                                    ? kv::SessionCloseMode::kRelease
                                    : kv::SessionCloseMode::kDereference;
   if (decode_cap_ != 0) {
-    if (Status s = CheckRange("--agentic-admission-expected-decode-cap", decode_cap_, 1,
-                              int64_t{1} << 40);
+    if (Status s =
+            CheckRange("--agentic-admission-expected-decode-cap", decode_cap_, 1, int64_t{1} << 40);
         !s.ok()) {
       return ReportError(kName, s);
     }
@@ -338,8 +340,8 @@ int ReplayCommand::Run() const {
                                                    "bailian (the synthetic workload has none)"));
   }
   if (!synthetic && trace_paths_.empty()) {
-    return ReportError(kName, InvalidArgumentError(
-                                  fmt::format("--workload {} needs --trace PATH", workload_)));
+    return ReportError(
+        kName, InvalidArgumentError(fmt::format("--workload {} needs --trace PATH", workload_)));
   }
   if (!synthetic && (sessions_ != 0 || context_scale_ != 0)) {
     return ReportError(kName, InvalidArgumentError("--sessions and --context-scale apply to "
@@ -359,12 +361,12 @@ int ReplayCommand::Run() const {
     if (s.ok()) s = CheckRange("--max-total-tokens", options.max_total_tokens, 0, int64_t{1} << 40);
     if (s.ok()) s = CheckRange("--hicache-ratio", options.hicache_ratio, 1e-9, 100.0, "(0, 100]");
     if (s.ok()) {
-      s = CheckRange("--finished-subagent-priority", int64_t{options.finished_subagent_priority},
-                     0, 100);
+      s = CheckRange("--finished-subagent-priority", int64_t{options.finished_subagent_priority}, 0,
+                     100);
     }
     if (s.ok()) {
-      s = CheckRange("--finished-subagent-min-idle-steps",
-                     options.finished_subagent_min_idle_steps, 0, int64_t{1} << 40);
+      s = CheckRange("--finished-subagent-min-idle-steps", options.finished_subagent_min_idle_steps,
+                     0, int64_t{1} << 40);
     }
     if (s.ok()) {
       s = CheckRange("--continuum-ttl-s", options.continuum_ttl_s, 1e-9, 86400.0, "(0, 86400]");
@@ -397,8 +399,8 @@ int ReplayCommand::Run() const {
                                       ? options.max_total_tokens / sim::kSyntheticBlockSize
                                       : cost_model->KvCapacityBlocks(sim::kSyntheticBlockSize);
     generator.max_context_blocks = std::clamp<int64_t>(
-        static_cast<int64_t>(0.9 * static_cast<double>(engine_blocks) / generator.context_scale),
-        1, generator.max_context_blocks);
+        static_cast<int64_t>(0.9 * static_cast<double>(engine_blocks) / generator.context_scale), 1,
+        generator.max_context_blocks);
     StatusOr<sim::AgenticWorkload> generated = sim::GenerateSyntheticAgentic(generator);
     if (!generated.ok()) return ReportError(kName, generated.status());
     agentic = *std::move(generated);
@@ -406,13 +408,12 @@ int ReplayCommand::Run() const {
         static_cast<int64_t>(std::floor(static_cast<double>(generator.shared_prefix_tokens) *
                                         generator.context_scale)) /
         sim::kSyntheticBlockSize;
-    options.shared_prefix_ids = static_cast<uint64_t>(
-        shared_prefix_blocks_ != -1 ? shared_prefix_blocks_ : prefix_blocks);
+    options.shared_prefix_ids =
+        static_cast<uint64_t>(shared_prefix_blocks_ != -1 ? shared_prefix_blocks_ : prefix_blocks);
     description = fmt::format("synthetic: {} sessions, context scale {:g}, seed {}",
                               generator.sessions, generator.context_scale, seed_);
   } else if (workload_ == "weka") {
-    StatusOr<std::vector<sim::WekaConversation>> conversations =
-        sim::ReadWekaTraces(trace_paths_);
+    StatusOr<std::vector<sim::WekaConversation>> conversations = sim::ReadWekaTraces(trace_paths_);
     if (!conversations.ok()) return ReportError(kName, conversations.status());
     const size_t files = conversations->size();
     agentic = sim::WekaWorkload(*std::move(conversations), TimeNs::Seconds(interarrival_s), seed_);
@@ -447,16 +448,15 @@ int ReplayCommand::Run() const {
     progress_line.Update(arm_index, num_arms, arm, fraction);
   };
   StatusOr<sim::ReplayResult> result =
-      agentic.has_value()
-          ? sim::RunReplay(*agentic, description, seed_, options, progress)
-          : sim::RunOpenLoopReplay(open_loop, open_loop_block, description, seed_, options,
-                                   progress);
+      agentic.has_value() ? sim::RunReplay(*agentic, description, seed_, options, progress)
+                          : sim::RunOpenLoopReplay(open_loop, open_loop_block, description, seed_,
+                                                   options, progress);
   progress_line.Clear();
   if (!result.ok()) return ReportError(kName, result.status());
   fmt::print("{}", sim::FormatReplayTable(*result));
   std::fflush(stdout);
-  for (const auto& [path, render] :
-       {std::pair{json_path_, &sim::ReplayResultJson}, std::pair{html_path_, &sim::ReplayResultHtml}}) {
+  for (const auto& [path, render] : {std::pair{json_path_, &sim::ReplayResultJson},
+                                     std::pair{html_path_, &sim::ReplayResultHtml}}) {
     if (path.empty()) continue;
     if (Status s = WriteFileAtomically(path, render(*result)); !s.ok()) {
       return ReportError(kName, s);

@@ -1,7 +1,6 @@
 #include "agentkv/net/http_types.h"
 
 #include <boost/json.hpp>
-
 #include <boost/url/parse.hpp>
 #include <boost/url/url_view.hpp>
 

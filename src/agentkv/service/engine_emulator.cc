@@ -59,14 +59,14 @@ protocol::GenerateResponse ResponseFor(const std::string& rid, const protocol::G
   meta.completion_tokens = static_cast<int64_t>(output_ids.size());
   if (req.return_logprob) {
     std::vector<protocol::OutputTokenLogprob> logprobs;
-    for (int64_t t : output_ids) logprobs.push_back(protocol::OutputTokenLogprob{kPseudoLogprob, t, std::nullopt});
+    for (int64_t t : output_ids)
+      logprobs.push_back(protocol::OutputTokenLogprob{kPseudoLogprob, t, std::nullopt});
     meta.output_token_logprobs = std::move(logprobs);
   }
   if (result != nullptr) {
     meta.cached_tokens = result->cached_tokens;
-    meta.cached_tokens_details =
-        protocol::CachedTokensDetails{result->cached_device_tokens, result->cached_host_tokens,
-                                      std::nullopt};
+    meta.cached_tokens_details = protocol::CachedTokensDetails{
+        result->cached_device_tokens, result->cached_host_tokens, std::nullopt};
     meta.e2e_latency = result->e2e_latency_s;
     meta.queue_time = result->queue_time_s;
     meta.finish_reason =
@@ -138,9 +138,10 @@ StatusOr<std::unique_ptr<EngineEmulator>> EngineEmulator::Start(
     router.Add(verb, "/flush_cache", [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
       e->HandleFlushCache(std::move(r), std::move(w));
     });
-    router.Add(verb, "/agentkv/faults", [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
-      e->HandleFaults(std::move(r), std::move(w));
-    });
+    router.Add(verb, "/agentkv/faults",
+               [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+                 e->HandleFaults(std::move(r), std::move(w));
+               });
   }
   for (const char* path : {"/server_info", "/get_server_info"}) {
     router.Add(http::verb::get, path, [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
@@ -152,17 +153,19 @@ StatusOr<std::unique_ptr<EngineEmulator>> EngineEmulator::Start(
       w->Reply(net::MakeResponse(r, http::status::ok, e->ModelInfoJson()));
     });
   }
-  router.Add(http::verb::get, "/health", [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
-    e->HandleHealth(std::move(r), std::move(w), /*generate=*/false);
-  });
+  router.Add(http::verb::get, "/health",
+             [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               e->HandleHealth(std::move(r), std::move(w), /*generate=*/false);
+             });
   router.Add(http::verb::get, "/health_generate",
              [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
                e->HandleHealth(std::move(r), std::move(w), /*generate=*/true);
              });
   if (options.enable_metrics) {
-    router.Add(http::verb::get, "/metrics", [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
-      e->HandleMetrics(std::move(r), std::move(w));
-    });
+    router.Add(http::verb::get, "/metrics",
+               [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+                 e->HandleMetrics(std::move(r), std::move(w));
+               });
   }
   router.Add(http::verb::get, "/agentkv/requests",
              [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
@@ -240,8 +243,8 @@ void EngineEmulator::HandleGenerate(net::Request request,
     };
   }
   if (req->stream) {
-    writer->StartStream(http::status::ok, {{"Content-Type", "text/event-stream"},
-                                           {"Cache-Control", "no-cache"}});
+    writer->StartStream(http::status::ok,
+                        {{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}});
   }
   if (Status s = runtime_->Submit(std::move(input), std::move(callbacks)); !s.ok()) {
     if (req->stream) {
@@ -250,8 +253,8 @@ void EngineEmulator::HandleGenerate(net::Request request,
       failed.rid = rid;
       failed.aborted = true;
       failed.abort_message = s.message();
-      writer->WriteChunk(protocol::SseEvent(protocol::SerializeGenerateResponse(
-          ResponseFor(rid, *req, {}, &failed, prompt_tokens))));
+      writer->WriteChunk(protocol::SseEvent(
+          protocol::SerializeGenerateResponse(ResponseFor(rid, *req, {}, &failed, prompt_tokens))));
       writer->WriteChunk(std::string(protocol::kSseDone));
       writer->EndStream();
       return;
@@ -276,8 +279,7 @@ void EngineEmulator::HandleOpenSession(net::Request request,
   Record(request);
   StatusOr<protocol::OpenSessionRequest> open = protocol::ParseOpenSessionRequest(request.body());
   if (!open.ok()) return ReplyError(request, *writer, open.status());
-  const std::string id =
-      open->session_id.value_or("session-" + std::to_string(next_rid_++));
+  const std::string id = open->session_id.value_or("session-" + std::to_string(next_rid_++));
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!open_sessions_.insert(id).second) {
@@ -287,8 +289,8 @@ void EngineEmulator::HandleOpenSession(net::Request request,
                                              "id is still open."));
     }
   }
-  writer->Reply(net::MakeResponse(request, http::status::ok,
-                                  boost::json::serialize(boost::json::value(id))));
+  writer->Reply(
+      net::MakeResponse(request, http::status::ok, boost::json::serialize(boost::json::value(id))));
 }
 
 void EngineEmulator::HandleCloseSession(net::Request request,
@@ -323,8 +325,9 @@ void EngineEmulator::HandleHealth(net::Request request, std::shared_ptr<net::Res
   const int status = faults().health_status;
   if (shutting_down_.load() || status != 0) {
     return writer->Reply(net::MakeResponse(
-        request, status != 0 ? static_cast<http::status>(status) : http::status::service_unavailable,
-        "", "text/plain"));
+        request,
+        status != 0 ? static_cast<http::status>(status) : http::status::service_unavailable, "",
+        "text/plain"));
   }
   const RuntimeSnapshot snapshot = runtime_->Snapshot();
   if (!generate || snapshot.gauges.num_running_reqs + snapshot.gauges.num_queue_reqs > 0) {
@@ -337,10 +340,9 @@ void EngineEmulator::HandleHealth(net::Request request, std::shared_ptr<net::Res
   GenerateCallbacks callbacks;
   auto shared_request = std::make_shared<net::Request>(request);
   callbacks.on_finish = [writer, shared_request](const GenerateResult& result) {
-    writer->Reply(net::MakeResponse(*shared_request,
-                                    result.aborted ? http::status::service_unavailable
-                                                   : http::status::ok,
-                                    "", "text/plain"));
+    writer->Reply(net::MakeResponse(
+        *shared_request, result.aborted ? http::status::service_unavailable : http::status::ok, "",
+        "text/plain"));
   };
   if (!runtime_->Submit(std::move(probe), std::move(callbacks)).ok()) {
     writer->Reply(net::MakeResponse(request, http::status::service_unavailable, "", "text/plain"));
@@ -395,9 +397,10 @@ void EngineEmulator::HandleFaults(net::Request request,
       field = static_cast<std::remove_reference_t<decltype(field)>>(v->as_int64());
       return Status::Ok();
     };
-    for (Status s : {read("metrics_status", f.metrics_status), read("health_status", f.health_status),
-                     read("close_session_status", f.close_session_status),
-                     read("metrics_delay_ms", f.metrics_delay_ms)}) {
+    for (Status s :
+         {read("metrics_status", f.metrics_status), read("health_status", f.health_status),
+          read("close_session_status", f.close_session_status),
+          read("metrics_delay_ms", f.metrics_delay_ms)}) {
       if (!s.ok()) return ReplyError(request, *writer, s);
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -427,12 +430,11 @@ std::string EngineEmulator::ServerInfoJson() const {
 }
 
 std::string EngineEmulator::ModelInfoJson() const {
-  return boost::json::serialize(boost::json::object{
-      {"model_path", options_.served_model_name},
-      {"tokenizer_path", options_.served_model_name},
-      {"is_generation", true},
-      {"preferred_sampling_params", nullptr},
-      {"weight_version", "default"}});
+  return boost::json::serialize(boost::json::object{{"model_path", options_.served_model_name},
+                                                    {"tokenizer_path", options_.served_model_name},
+                                                    {"is_generation", true},
+                                                    {"preferred_sampling_params", nullptr},
+                                                    {"weight_version", "default"}});
 }
 
 }  // namespace agentkv::service

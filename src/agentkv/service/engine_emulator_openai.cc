@@ -35,10 +35,11 @@ int64_t NowSeconds() {
 
 json::object Usage(const GenerateResult& result) {
   const int64_t completion = static_cast<int64_t>(result.output_ids.size());
-  return json::object{{"prompt_tokens", result.prompt_tokens},
-                      {"completion_tokens", completion},
-                      {"total_tokens", result.prompt_tokens + completion},
-                      {"prompt_tokens_details", json::object{{"cached_tokens", result.cached_tokens}}}};
+  return json::object{
+      {"prompt_tokens", result.prompt_tokens},
+      {"completion_tokens", completion},
+      {"total_tokens", result.prompt_tokens + completion},
+      {"prompt_tokens_details", json::object{{"cached_tokens", result.cached_tokens}}}};
 }
 
 std::string FinishReasonName(const GenerateResult& result) {
@@ -124,11 +125,13 @@ void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::Res
     writer->Reply(net::MakeResponse(request, http::status::bad_request,
                                     protocol::ErrorBody(status.message(), 400)));
   };
-  if (error || !parsed.is_object()) return bad(InvalidArgumentError("the body is not a JSON object"));
+  if (error || !parsed.is_object())
+    return bad(InvalidArgumentError("the body is not a JSON object"));
   GenerateInput input;
   std::string model = options_.served_model_name;
   bool stream = false;
-  if (Status s = ParseOpenAi(parsed.as_object(), chat, input, model, stream); !s.ok()) return bad(s);
+  if (Status s = ParseOpenAi(parsed.as_object(), chat, input, model, stream); !s.ok())
+    return bad(s);
   if (input.rid.empty()) input.rid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_rid_++);
   const std::string id = input.rid;
   const std::string object = chat ? "chat.completion" : "text_completion";
@@ -159,8 +162,8 @@ void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::Res
       writer->WriteChunk(std::string(protocol::kSseDone));
       writer->EndStream();
     };
-    writer->StartStream(http::status::ok, {{"Content-Type", "text/event-stream"},
-                                           {"Cache-Control", "no-cache"}});
+    writer->StartStream(http::status::ok,
+                        {{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}});
   } else {
     callbacks.on_finish = [writer, shared_request, id, object, created, model,
                            chat](const GenerateResult& result) {
@@ -171,14 +174,13 @@ void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::Res
       } else {
         choice["text"] = text;
       }
-      writer->Reply(net::MakeResponse(
-          *shared_request, http::status::ok,
-          json::serialize(json::object{{"id", id},
-                                       {"object", object},
-                                       {"created", created},
-                                       {"model", model},
-                                       {"choices", json::array{choice}},
-                                       {"usage", Usage(result)}})));
+      writer->Reply(net::MakeResponse(*shared_request, http::status::ok,
+                                      json::serialize(json::object{{"id", id},
+                                                                   {"object", object},
+                                                                   {"created", created},
+                                                                   {"model", model},
+                                                                   {"choices", json::array{choice}},
+                                                                   {"usage", Usage(result)}})));
     };
   }
   if (Status s = runtime_->Submit(std::move(input), std::move(callbacks)); !s.ok()) {

@@ -47,16 +47,16 @@ class FamilyBuilder {
       cumulative += h.counts[i];
       std::vector<protocol::Label> labels = Labels(model_name_, 0);
       labels.push_back({"le", protocol::FormatPrometheusValue(h.upper_bounds[i])});
-      family.samples.push_back(
-          protocol::Sample{name + "_bucket", std::move(labels), static_cast<double>(cumulative), {}});
+      family.samples.push_back(protocol::Sample{
+          name + "_bucket", std::move(labels), static_cast<double>(cumulative), {}});
     }
     std::vector<protocol::Label> inf = Labels(model_name_, 0);
     inf.push_back({"le", "+Inf"});
     family.samples.push_back(
         protocol::Sample{name + "_bucket", std::move(inf), static_cast<double>(h.count), {}});
     family.samples.push_back(protocol::Sample{name + "_sum", Labels(model_name_, 0), h.sum, {}});
-    family.samples.push_back(protocol::Sample{name + "_count", Labels(model_name_, 0),
-                                              static_cast<double>(h.count), {}});
+    family.samples.push_back(protocol::Sample{
+        name + "_count", Labels(model_name_, 0), static_cast<double>(h.count), {}});
     families_.push_back(std::move(family));
   }
 

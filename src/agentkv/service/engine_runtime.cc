@@ -26,15 +26,15 @@ using Clock = std::chrono::steady_clock;
 constexpr int64_t kMaxTotalTokens = int64_t{1} << 40;
 constexpr int64_t kVocabularyBase = 1000;
 constexpr int64_t kVocabularySpan = 31'000;
-constexpr uint64_t kOutputSeed = 0x6f7574707574ULL;   // "output"
-constexpr uint64_t kPageSeed = 0x70616765ULL;         // "page"
-constexpr uint64_t kNamespaceSeed = 0x6e616d65ULL;    // "name"
+constexpr uint64_t kOutputSeed = 0x6f7574707574ULL;  // "output"
+constexpr uint64_t kPageSeed = 0x70616765ULL;        // "page"
+constexpr uint64_t kNamespaceSeed = 0x6e616d65ULL;   // "name"
 constexpr std::chrono::milliseconds kRateWindow{1000};
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 std::vector<double> LatencyBuckets() {
-  return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,   2.5,  5,
+  return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,    2.5, 5,
           10,    20,   40,    60,   120, 300,  600, 1200, 2400};
 }
 
@@ -45,8 +45,8 @@ std::vector<kv::BlockKey> PageKeys(const kv::BlockKeyHasher& hasher,
   const size_t pages = tokens.size() / static_cast<size_t>(page_size);
   std::vector<uint64_t> ids(pages);
   for (size_t p = 0; p < pages; ++p) {
-    const auto page = tokens.subspan(p * static_cast<size_t>(page_size),
-                                     static_cast<size_t>(page_size));
+    const auto page =
+        tokens.subspan(p * static_cast<size_t>(page_size), static_cast<size_t>(page_size));
     ids[p] = Hash64(std::as_bytes(page), kPageSeed);
   }
   return hasher.KeysFromBlockIds(ids, namespace_id);
@@ -173,20 +173,21 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
     return AlreadyExistsError("request id \"" + input.rid + "\" is already running");
   }
   active_rids_.emplace(input.rid, 1);
-  commands_.push_back(Command{[this, input = std::move(input),
-                               callbacks = std::move(callbacks), arrival]() mutable {
+  commands_.push_back(Command{[this, input = std::move(input), callbacks = std::move(callbacks),
+                               arrival]() mutable {
     const RequestId id(next_request_++);
     engine::SchedulerRequest request;
     request.id = id;
     const uint64_t namespace_id =
         input.cache_namespace.empty() ? 0 : Hash64(input.cache_namespace, kNamespaceSeed) | 1;
-    request.prompt_keys = PageKeys(scheduler_.cache().hasher(), input.input_ids,
-                                   options_.page_size, namespace_id);
+    request.prompt_keys =
+        PageKeys(scheduler_.cache().hasher(), input.input_ids, options_.page_size, namespace_id);
     request.prompt_tokens = static_cast<int64_t>(input.input_ids.size());
     // The last prompt token is always recomputed: drop a key that covers it.
     if (static_cast<int64_t>(request.prompt_keys.size()) * options_.page_size >
         request.prompt_tokens - 1) {
-      request.prompt_keys.resize(static_cast<size_t>((request.prompt_tokens - 1) / options_.page_size));
+      request.prompt_keys.resize(
+          static_cast<size_t>((request.prompt_tokens - 1) / options_.page_size));
     }
     request.max_new_tokens = std::max<int64_t>(1, input.max_new_tokens);
     request.kv_options.prompt_tokens = request.prompt_tokens;
@@ -197,12 +198,12 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
     }
     if (options_.radix_eviction_policy == "priority" && input.priority.has_value()) {
       kv::RetentionConfig retention;
-      retention.token_ranges.push_back(kv::TokenRangeRetention{
-          .token_start = 0,
-          .token_end = std::nullopt,
-          .priority = static_cast<kv::Priority>(
-              std::clamp<int64_t>(*input.priority, kv::kMinPriority, kv::kMaxPriority)),
-          .duration = std::nullopt});
+      retention.token_ranges.push_back(
+          kv::TokenRangeRetention{.token_start = 0,
+                                  .token_end = std::nullopt,
+                                  .priority = static_cast<kv::Priority>(std::clamp<int64_t>(
+                                      *input.priority, kv::kMinPriority, kv::kMaxPriority)),
+                                  .duration = std::nullopt});
       request.kv_options.retention = retention;
     }
     Active active;
@@ -343,15 +344,15 @@ void EngineRuntime::Run() {
       StepOnce();
       window_tokens += counters_.generation_tokens_total - before_tokens;
       window_prompt += counters_.prompt_tokens_total - before_prompt;
-      window_cached += counters_.cached_tokens_device_total +
-                       counters_.cached_tokens_host_total - before_cached;
+      window_cached +=
+          counters_.cached_tokens_device_total + counters_.cached_tokens_host_total - before_cached;
     }
     const Clock::time_point now = Clock::now();
     if (now - window_start >= kRateWindow) {
       counters_.gen_throughput = static_cast<double>(window_tokens) / Seconds(now - window_start);
-      counters_.cache_hit_rate =
-          window_prompt > 0 ? static_cast<double>(window_cached) / static_cast<double>(window_prompt)
-                            : 0.0;
+      counters_.cache_hit_rate = window_prompt > 0 ? static_cast<double>(window_cached) /
+                                                         static_cast<double>(window_prompt)
+                                                   : 0.0;
       window_start = now;
       window_tokens = window_prompt = window_cached = 0;
     }
@@ -378,7 +379,8 @@ void EngineRuntime::StepOnce() {
   shape.prefill_tokens = result.prefill_tokens;
   shape.decode_tokens = result.decode_tokens;
   shape.num_requests = static_cast<int64_t>(result.batch.size());
-  for (const engine::ScheduledWork& work : result.batch) shape.context_tokens += work.context_tokens;
+  for (const engine::ScheduledWork& work : result.batch)
+    shape.context_tokens += work.context_tokens;
   shape.host_load_tokens = (after.onboards - before.onboards) * options_.page_size;
   if (options_.paced) {
     const TimeNs modelled = shape.prefill_tokens + shape.decode_tokens > 0

@@ -1,8 +1,8 @@
 #include "agentkv/service/router_emulator.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <boost/url.hpp>
-#include <algorithm>
 #include <cctype>
 
 #include "agentkv/base/hash.h"
@@ -33,9 +33,9 @@ bool ForwardedHeader(std::string_view name) {
 
 // Chained page keys of the prompt, for cache_aware (input_ids, or text as pseudo tokens).
 std::vector<uint64_t> PromptKeys(const protocol::GenerateRequest& request) {
-  const std::vector<int64_t> tokens =
-      request.input_ids.has_value() ? *request.input_ids
-                                    : PseudoTokenize(request.text.value_or(std::string()));
+  const std::vector<int64_t> tokens = request.input_ids.has_value()
+                                          ? *request.input_ids
+                                          : PseudoTokenize(request.text.value_or(std::string()));
   std::vector<uint64_t> keys;
   uint64_t parent = kRoutePageSeed;
   for (size_t p = 0; p + kRoutePageSize <= tokens.size(); p += kRoutePageSize) {
@@ -54,8 +54,8 @@ std::pair<std::string, std::optional<int64_t>> SplitRank(const std::string& url)
 }
 
 std::string ErrorJson(std::string_view message, int code) {
-  return boost::json::serialize(boost::json::object{
-      {"error", boost::json::object{{"message", message}, {"code", code}}}});
+  return boost::json::serialize(
+      boost::json::object{{"error", boost::json::object{{"message", message}, {"code", code}}}});
 }
 
 }  // namespace
@@ -105,91 +105,112 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
   RouterEmulator* self = r.get();
   net::Router routes;
   for (const char* path : {"/generate", "/v1/chat/completions", "/v1/completions"}) {
-    routes.Add(http::verb::post, path, [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-      self->HandleForward(std::move(q), std::move(w));
-    });
+    routes.Add(http::verb::post, path,
+               [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+                 self->HandleForward(std::move(q), std::move(w));
+               });
   }
-  routes.Add(http::verb::get, "/workers", [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-    w->Reply(net::MakeResponse(
-        q, http::status::ok, protocol::SerializeWorkers(self->workers(), self->options_.workers_shape)));
-  });
+  routes.Add(http::verb::get, "/workers",
+             [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+               w->Reply(net::MakeResponse(
+                   q, http::status::ok,
+                   protocol::SerializeWorkers(self->workers(), self->options_.workers_shape)));
+             });
   auto add = [self](net::Request q, std::shared_ptr<net::ResponseWriter> w, std::string url) {
     if (Status s = self->AddWorker(url); !s.ok()) {
       return w->Reply(net::MakeResponse(q, http::status::bad_request, ErrorJson(s.message(), 400)));
     }
-    w->Reply(net::MakeResponse(q, http::status::ok,
-                               boost::json::serialize(boost::json::object{
-                                   {"status", "success"}, {"message", "Worker " + url + " added"}})));
+    w->Reply(
+        net::MakeResponse(q, http::status::ok,
+                          boost::json::serialize(boost::json::object{
+                              {"status", "success"}, {"message", "Worker " + url + " added"}})));
   };
   auto query_url = [](const net::Request& q) -> std::string {
-    boost::system::result<boost::urls::url_view> target = boost::urls::parse_origin_form(q.target());
+    boost::system::result<boost::urls::url_view> target =
+        boost::urls::parse_origin_form(q.target());
     if (!target) return "";
     auto it = target->params().find("url");
     return it == target->params().end() ? "" : std::string((*it).value);
   };
-  routes.Add(http::verb::post, "/workers", [add](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-    boost::system::error_code error;
-    const boost::json::value body = boost::json::parse(q.body(), error);
-    const boost::json::value* url = !error && body.is_object() ? body.as_object().if_contains("url") : nullptr;
-    if (url == nullptr || !url->is_string()) {
-      return w->Reply(net::MakeResponse(q, http::status::bad_request,
-                                        ErrorJson("body must be {\"url\": \"http://host:port\"}", 400)));
-    }
-    add(std::move(q), std::move(w), std::string(url->as_string()));
-  });
-  routes.Add(http::verb::post, "/add_worker", [add, query_url](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-    std::string url = query_url(q);
-    add(std::move(q), std::move(w), std::move(url));
-  });
-  routes.Add(http::verb::post, "/remove_worker", [self, query_url](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-    const std::string url = query_url(q);
-    const bool removed = self->RemoveWorker(url);
-    w->Reply(net::MakeResponse(q, removed ? http::status::ok : http::status::not_found,
-                               removed ? boost::json::serialize(boost::json::object{{"status", "success"}})
-                                       : ErrorJson("no worker " + url, 404)));
-  });
-  routes.Add(http::verb::get, "/list_workers", [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-    std::vector<std::string> urls;
-    for (const protocol::WorkerInfo& worker : self->workers()) urls.push_back(worker.url);
-    w->Reply(net::MakeResponse(q, http::status::ok, protocol::SerializeListWorkers(urls)));
-  });
-  routes.Add(http::verb::get, "/get_loads", [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-    boost::json::array loads;
-    for (const protocol::WorkerInfo& worker : self->workers()) {
-      loads.push_back(boost::json::object{{"worker", worker.url}, {"load", worker.load}});
-    }
-    w->Reply(net::MakeResponse(q, http::status::ok,
-                               boost::json::serialize(boost::json::object{{"workers", loads}})));
-  });
-  routes.Add(http::verb::post, "/flush_cache", [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-    self->HandleFlush(std::move(q), std::move(w));
-  });
+  routes.Add(
+      http::verb::post, "/workers", [add](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+        boost::system::error_code error;
+        const boost::json::value body = boost::json::parse(q.body(), error);
+        const boost::json::value* url =
+            !error && body.is_object() ? body.as_object().if_contains("url") : nullptr;
+        if (url == nullptr || !url->is_string()) {
+          return w->Reply(
+              net::MakeResponse(q, http::status::bad_request,
+                                ErrorJson("body must be {\"url\": \"http://host:port\"}", 400)));
+        }
+        add(std::move(q), std::move(w), std::string(url->as_string()));
+      });
+  routes.Add(http::verb::post, "/add_worker",
+             [add, query_url](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+               std::string url = query_url(q);
+               add(std::move(q), std::move(w), std::move(url));
+             });
+  routes.Add(http::verb::post, "/remove_worker",
+             [self, query_url](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+               const std::string url = query_url(q);
+               const bool removed = self->RemoveWorker(url);
+               w->Reply(net::MakeResponse(
+                   q, removed ? http::status::ok : http::status::not_found,
+                   removed ? boost::json::serialize(boost::json::object{{"status", "success"}})
+                           : ErrorJson("no worker " + url, 404)));
+             });
+  routes.Add(
+      http::verb::get, "/list_workers",
+      [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+        std::vector<std::string> urls;
+        for (const protocol::WorkerInfo& worker : self->workers()) urls.push_back(worker.url);
+        w->Reply(net::MakeResponse(q, http::status::ok, protocol::SerializeListWorkers(urls)));
+      });
+  routes.Add(
+      http::verb::get, "/get_loads",
+      [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+        boost::json::array loads;
+        for (const protocol::WorkerInfo& worker : self->workers()) {
+          loads.push_back(boost::json::object{{"worker", worker.url}, {"load", worker.load}});
+        }
+        w->Reply(net::MakeResponse(
+            q, http::status::ok, boost::json::serialize(boost::json::object{{"workers", loads}})));
+      });
+  routes.Add(http::verb::post, "/flush_cache",
+             [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+               self->HandleFlush(std::move(q), std::move(w));
+             });
   for (const char* path : {"/health", "/liveness", "/readiness", "/health_generate"}) {
-    routes.Add(http::verb::get, path, [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-      bool any_healthy = false;
-      for (const protocol::WorkerInfo& worker : self->workers()) any_healthy |= worker.is_healthy;
-      const bool liveness = q.target() == "/liveness";
-      w->Reply(net::MakeResponse(q, liveness || any_healthy ? http::status::ok
-                                                            : http::status::service_unavailable,
-                                 "", "text/plain"));
-    });
+    routes.Add(
+        http::verb::get, path, [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+          bool any_healthy = false;
+          for (const protocol::WorkerInfo& worker : self->workers())
+            any_healthy |= worker.is_healthy;
+          const bool liveness = q.target() == "/liveness";
+          w->Reply(net::MakeResponse(
+              q, liveness || any_healthy ? http::status::ok : http::status::service_unavailable, "",
+              "text/plain"));
+        });
   }
-  routes.Add(http::verb::get, "/v1/models", [](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-    w->Reply(net::MakeResponse(q, http::status::ok,
-                               R"({"object":"list","data":[{"id":"default","object":"model"}]})"));
-  });
-  routes.Add(http::verb::get, "/agentkv/requests", [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-    boost::json::array list;
-    {
-      std::lock_guard<std::mutex> lock(self->mu_);
-      for (const Received& received : self->received_) {
-        list.push_back(boost::json::object{{"path", received.path},
-                                           {"routing_key", received.routing_key},
-                                           {"worker", received.worker}});
-      }
-    }
-    w->Reply(net::MakeResponse(q, http::status::ok, boost::json::serialize(list)));
-  });
+  routes.Add(
+      http::verb::get, "/v1/models", [](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+        w->Reply(
+            net::MakeResponse(q, http::status::ok,
+                              R"({"object":"list","data":[{"id":"default","object":"model"}]})"));
+      });
+  routes.Add(http::verb::get, "/agentkv/requests",
+             [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+               boost::json::array list;
+               {
+                 std::lock_guard<std::mutex> lock(self->mu_);
+                 for (const Received& received : self->received_) {
+                   list.push_back(boost::json::object{{"path", received.path},
+                                                      {"routing_key", received.routing_key},
+                                                      {"worker", received.worker}});
+                 }
+               }
+               w->Reply(net::MakeResponse(q, http::status::ok, boost::json::serialize(list)));
+             });
   // DELETE /workers/{url} and everything the router has no route for (including
   // /abort_request, /open_session, /close_session) land in the fallback.
   routes.SetFallback([self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
@@ -197,14 +218,16 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
     if (q.method() == http::verb::delete_ && target.rfind("/workers/", 0) == 0) {
       const std::string url = boost::urls::pct_string_view(target.substr(9)).decode();
       const bool removed = self->RemoveWorker(url);
-      return w->Reply(net::MakeResponse(q, removed ? http::status::ok : http::status::not_found,
-                                        removed ? R"({"status":"success"})" : ErrorJson("no worker " + url, 404)));
+      return w->Reply(net::MakeResponse(
+          q, removed ? http::status::ok : http::status::not_found,
+          removed ? R"({"status":"success"})" : ErrorJson("no worker " + url, 404)));
     }
     {
       std::lock_guard<std::mutex> lock(self->mu_);
       self->received_.push_back(Received{target, "", ""});
     }
-    w->Reply(net::MakeResponse(q, http::status::not_found, ErrorJson("no route for " + target, 404)));
+    w->Reply(
+        net::MakeResponse(q, http::status::not_found, ErrorJson("no route for " + target, 404)));
   });
   AGENTKV_ASSIGN_OR_RETURN(r->server_, net::HttpServer::Start(options.http, routes.AsHandler()));
   if (options.health_check_interval.count() > 0) {
@@ -335,7 +358,8 @@ void RouterEmulator::HandleForward(net::Request request,
           if (!response.ok()) {
             const bool timeout = response.status().code() == StatusCode::kDeadlineExceeded;
             return writer->Reply(net::MakeResponse(
-                *shared_request, timeout ? http::status::gateway_timeout : http::status::bad_gateway,
+                *shared_request,
+                timeout ? http::status::gateway_timeout : http::status::bad_gateway,
                 ErrorJson("upstream: " + response.status().message(), timeout ? 504 : 502)));
           }
           std::string content_type = "application/json";
@@ -354,7 +378,8 @@ void RouterEmulator::HandleForward(net::Request request,
       [writer, started](int status, const std::vector<std::pair<std::string, std::string>>& h) {
         std::vector<std::pair<std::string, std::string>> out;
         for (const auto& [name, value] : h) {
-          if (name == "Content-Type" || name == "content-type") out.emplace_back("Content-Type", value);
+          if (name == "Content-Type" || name == "content-type")
+            out.emplace_back("Content-Type", value);
         }
         started->store(true);
         writer->StartStream(static_cast<http::status>(status), std::move(out));
@@ -371,7 +396,8 @@ void RouterEmulator::HandleForward(net::Request request,
   writer->OnClientGone([handle] { handle->Cancel(); });
 }
 
-void RouterEmulator::HandleFlush(net::Request request, std::shared_ptr<net::ResponseWriter> writer) {
+void RouterEmulator::HandleFlush(net::Request request,
+                                 std::shared_ptr<net::ResponseWriter> writer) {
   std::vector<std::string> urls;
   for (const protocol::WorkerInfo& w : workers()) urls.push_back(protocol::StripRankSuffix(w.url));
   urls = protocol::EngineBaseUrls(urls);
@@ -392,7 +418,8 @@ void RouterEmulator::HandleFlush(net::Request request, std::shared_ptr<net::Resp
                            {"workers_flushed", flushed},
                            {"total_http_workers", static_cast<int64_t>(urls.size())}};
   if (partial) body["failed"] = failed;
-  writer->Reply(net::MakeResponse(request, partial ? http::status::partial_content : http::status::ok,
+  writer->Reply(net::MakeResponse(request,
+                                  partial ? http::status::partial_content : http::status::ok,
                                   boost::json::serialize(body)));
 }
 
@@ -419,7 +446,8 @@ void RouterEmulator::HealthLoop() {
       }
     }
     std::unique_lock<std::mutex> lock(mu_);
-    health_wake_.wait_for(lock, options_.health_check_interval, [this] { return stopping_.load(); });
+    health_wake_.wait_for(lock, options_.health_check_interval,
+                          [this] { return stopping_.load(); });
   }
 }
 

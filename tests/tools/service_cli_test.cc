@@ -1,0 +1,88 @@
+// End-to-end tests of the long-running commands' startup checks (`agentkv gateway`,
+// `agentkv coordinator`): every invalid value, from a flag or from the environment, is refused
+// before anything binds, with one `error:` line naming the option, the value and the valid
+// range, and exit code 2. No test here opens a socket.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include "cli_test_support.h"
+
+namespace agentkv {
+namespace {
+
+using cli_testing::RunResult;
+using ::testing::HasSubstr;
+
+class ServiceCliTest : public cli_testing::CliTest {};
+
+// A gateway command line that would start (were its values valid) without any engine.
+constexpr const char* kGateway =
+    "gateway --engine-urls http://127.0.0.1:9 --no-check-prerequisites";
+
+void ExpectGatewayError(const RunResult& r, const std::string& needle) {
+  cli_testing::ExpectOneErrorLine(r, "agentkv gateway: error: ");
+  EXPECT_THAT(r.err, HasSubstr(needle));
+}
+
+void ExpectCoordinatorError(const RunResult& r, const std::string& needle) {
+  cli_testing::ExpectOneErrorLine(r, "agentkv coordinator: error: ");
+  EXPECT_THAT(r.err, HasSubstr(needle));
+}
+
+TEST_F(ServiceCliTest, GatewayRefusesEachOutOfRangeValueNamingFlagRangeAndValue) {
+  const std::string gateway = kGateway;
+  ExpectGatewayError(Run(gateway + " --port 70000"), "--port must be in [0, 65535], got 70000");
+  // The seed's admission options are checked when admission is on (a disabled feature never
+  // blocks a start, as in Relax).
+  ExpectGatewayError(Run(gateway + " --agentic-program-admission --agentic-admission-headroom 1.5"),
+                     "--agentic-admission-headroom must be in (0, 1], got 1.5");
+  ExpectGatewayError(Run(gateway + " --close-timeout-s 0"),
+                     "--close-timeout-s must be finite and > 0, got 0");
+  ExpectGatewayError(Run(gateway + " --upstream-connections 0"), "--upstream-connections");
+  ExpectGatewayError(Run(gateway + " --router-policy fastest"), "--router-policy");
+  ExpectGatewayError(Run(gateway + " --session-header 'X Session'"), "--session-header");
+  ExpectGatewayError(Run(gateway + " --agentic-admission-scope everything"),
+                     "--agentic-admission-scope");
+}
+
+TEST_F(ServiceCliTest, GatewayNeedsExactlyOneUpstream) {
+  ExpectGatewayError(Run("gateway --no-check-prerequisites"), "--router-url");
+  ExpectGatewayError(
+      Run("gateway --router-url http://127.0.0.1:9 --engine-urls http://127.0.0.1:8"),
+      "--router-url");
+  ExpectGatewayError(Run("gateway --router-url https://127.0.0.1:9"), "https");
+}
+
+TEST_F(ServiceCliTest, GatewayReadsFlagsFromTheEnvironmentAndChecksThemTheSame) {
+  ASSERT_EQ(setenv("AGENTKV_AGENTIC_ADMISSION_HEADROOM", "2", 1), 0);
+  const RunResult r = Run(std::string(kGateway) + " --agentic-program-admission");
+  unsetenv("AGENTKV_AGENTIC_ADMISSION_HEADROOM");
+  ExpectGatewayError(r, "--agentic-admission-headroom must be in (0, 1], got 2");
+}
+
+TEST_F(ServiceCliTest, CoordinatorRefusesEachOutOfRangeValueNamingFlagRangeAndValue) {
+  ExpectCoordinatorError(Run("coordinator --port -1"), "--port must be in [0, 65535], got -1");
+  ExpectCoordinatorError(Run("coordinator --agentic-admission-staleness-s 1"),
+                         "--agentic-admission-staleness-s");
+  ExpectCoordinatorError(Run("coordinator --agentic-admission-max-wait-s -3"),
+                         "--agentic-admission-max-wait-s");
+  ExpectCoordinatorError(Run("coordinator --threads 0"), "--threads must be in [1, 256], got 0");
+  ExpectCoordinatorError(Run("coordinator --log-level loud"), "--log-level");
+}
+
+TEST_F(ServiceCliTest, HelpNamesTheSeedFlags) {
+  for (const char* command : {"gateway --help", "coordinator --help"}) {
+    const RunResult r = Run(command);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("--agentic-admission-headroom")) << command;
+    EXPECT_THAT(r.out, HasSubstr("--agentic-admission-max-wait-s")) << command;
+  }
+  EXPECT_THAT(Run("gateway --help").out, HasSubstr("--agentic-session-lifecycle"));
+  EXPECT_THAT(Run("gateway --help").out, HasSubstr("--upstream-connections"));
+}
+
+}  // namespace
+}  // namespace agentkv

@@ -6,15 +6,17 @@
 // program-aware admission on with an in-process LocalAdmission, 2 s fleet poll) run in this
 // process. For each body size (small: --small-tokens input_ids; large: --large-tokens) and each
 // --concurrency C, an HttpClient (2 threads, C connections) keeps C non-streamed /generate
-// requests (max_new_tokens 1, each with its own session_id) in flight for --seconds against
-// the engine directly and through the gateway, alternating, --runs times. Each request's
+// requests (max_new_tokens 1, taking turns in --sessions session_ids) in flight for --seconds
+// against the engine directly and through the gateway, alternating, --runs times. Each request's
 // latency is recorded; the program prints per-run requests/s, p50 and p99 and their medians,
 // and the gateway's added latency (median gateway minus median direct).
 //
 // With --nginx=auto (or a path) and nginx present, it writes a minimal nginx.conf (upstream
 // keepalive, proxy_http_version 1.1, access_log off, proxy_buffering off) into a temp dir,
-// starts nginx as a child with --nginx-workers worker processes, measures small bodies at
-// --nginx-concurrency through it, and stops it (SIGQUIT, waitpid).
+// starts one nginx child per --nginx-workers entry, measures small bodies at
+// --nginx-concurrency with direct, the gateway and each nginx alternating within every run
+// (each path's share of the direct requests/s comes from the same runs), and stops them
+// (SIGQUIT, waitpid).
 //
 // Client, gateway, engine and nginx share this machine's cores: figures are relative.
 //
@@ -73,6 +75,7 @@ struct Flags {
   int runs = 3;
   int client_threads = 2;
   int gateway_threads = 2;
+  int64_t sessions = 4096;
   int upstream_threads = 2;
   int64_t engine_tokens = 8'000'000;
   std::string nginx = "auto";
@@ -80,11 +83,12 @@ struct Flags {
   int nginx_concurrency = 64;
 };
 
-// A request body: `prefix_` + a unique session number + `suffix`. Every request of a size has
-// the same input_ids (so the engine's radix cache shares them) and its own session.
+// A request body: `prefix_` + a session number + `suffix`. Every request of a size has the same
+// input_ids (so the engine's radix cache shares them); request n belongs to session
+// n % sessions, so a run is `sessions` agents taking turns, as agentic traffic is.
 class BodyMaker {
  public:
-  explicit BodyMaker(int tokens) {
+  BodyMaker(int tokens, int64_t sessions) : sessions_(sessions) {
     std::string ids;
     ids.reserve(static_cast<size_t>(tokens) * 7);
     for (int i = 0; i < tokens; ++i) {
@@ -94,17 +98,18 @@ class BodyMaker {
     prefix_ = R"({"input_ids": [)" + ids +
               R"(], "sampling_params": {"max_new_tokens": 1}, "session_id": "bench-)";
   }
-  std::string Make(int64_t session) const {
+  std::string Make(int64_t request) const {
     std::string body;
     body.reserve(prefix_.size() + 24);
     body += prefix_;
-    body += std::to_string(session);
+    body += std::to_string(request % sessions_);
     body += "\"}";
     return body;
   }
   size_t bytes() const { return prefix_.size() + 8; }
 
  private:
+  const int64_t sessions_;
   std::string prefix_;
 };
 
@@ -381,6 +386,10 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   app.add_option("--client-threads", flags.client_threads)->capture_default_str();
+  app.add_option("--sessions", flags.sessions,
+                 "agent sessions the requests take turns in (request n is in session n % sessions)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
   app.add_option("--gateway-threads", flags.gateway_threads, "the gateway's server I/O threads")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
@@ -443,8 +452,7 @@ int Main(int argc, char** argv) {
       "hardware threads %u\n",
       (*engine)->base_url().c_str(), static_cast<long long>(flags.engine_tokens),
       (*gateway)->base_url().c_str(), flags.gateway_threads, flags.upstream_threads,
-      flags.client_threads, flags.seconds, flags.runs,
-      std::thread::hardware_concurrency());
+      flags.client_threads, flags.seconds, flags.runs, std::thread::hardware_concurrency());
   const std::vector<Target> targets = {{"direct", (*engine)->base_url()},
                                        {"gateway", (*gateway)->base_url()}};
   std::atomic<int64_t> next_session{0};
@@ -455,8 +463,8 @@ int Main(int argc, char** argv) {
     Summary gateway;
   };
   std::vector<Row> rows;
-  const BodyMaker small(flags.small_tokens);
-  const BodyMaker large(std::max(flags.large_tokens, 1));
+  const BodyMaker small(flags.small_tokens, flags.sessions);
+  const BodyMaker large(std::max(flags.large_tokens, 1), flags.sessions);
   for (const auto& [name, bodies, tokens] :
        {std::tuple<const char*, const BodyMaker*, int>{"small", &small, flags.small_tokens},
         std::tuple<const char*, const BodyMaker*, int>{"large", &large, flags.large_tokens}}) {
@@ -494,36 +502,32 @@ int Main(int argc, char** argv) {
     } else {
       std::printf("\nnginx comparison: %s, small bodies, C=%d\n", NginxVersion(path).c_str(),
                   flags.nginx_concurrency);
-      std::vector<std::pair<std::string, Summary>> compared;
+      // Every nginx configuration runs at once (idle ones cost nothing) so that direct, the
+      // gateway and each nginx alternate within every run: the ratios compare like with like.
+      std::vector<std::unique_ptr<NginxProcess>> running;
+      std::vector<Target> compared = targets;
       for (int workers : flags.nginx_workers) {
         auto nginx = NginxProcess::Start(path, workers, (*engine)->port());
         if (!nginx) {
           std::printf("  nginx with %d workers failed to start\n", workers);
           continue;
         }
-        const std::string name = "nginx-" + std::to_string(workers) + "w";
-        const std::vector<Summary> s =
-            Measure(flags, {{name, nginx->base_url()}}, flags.nginx_concurrency, small, "small",
-                    next_session);
-        compared.emplace_back(name, s[0]);
+        compared.push_back({"nginx-" + std::to_string(workers) + "w", nginx->base_url()});
+        running.push_back(std::move(nginx));
       }
-      // The same run's direct and gateway figures at this concurrency (measured here if the
-      // table above lacks them).
-      auto row = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
-        return r.size == "small" && r.concurrency == flags.nginx_concurrency;
-      });
-      if (row == rows.end()) {
-        const std::vector<Summary> s =
-            Measure(flags, targets, flags.nginx_concurrency, small, "small", next_session);
-        rows.push_back({"small", flags.nginx_concurrency, s[0], s[1]});
-        row = rows.end() - 1;
+      const std::vector<Summary> s =
+          Measure(flags, compared, flags.nginx_concurrency, small, "small", next_session);
+      std::printf(
+          "| path | req/s | share of direct | p50 ms | p99 ms | errors |\n"
+          "|---|---:|---:|---:|---:|---:|\n");
+      for (size_t i = 0; i < compared.size(); ++i) {
+        std::printf("| %s | %.0f | %.0f%% | %.3f | %.3f | %lld |\n", compared[i].name.c_str(),
+                    s[i].requests_per_s, 100.0 * s[i].requests_per_s / s[0].requests_per_s,
+                    s[i].p50_ms, s[i].p99_ms, static_cast<long long>(s[i].errors));
       }
-      compared.insert(compared.begin(), {"gateway", row->gateway});
-      compared.insert(compared.begin(), {"direct", row->direct});
-      std::printf("| path | req/s | p50 ms | p99 ms | errors |\n|---|---:|---:|---:|---:|\n");
-      for (const auto& [name, s] : compared) {
-        std::printf("| %s | %.0f | %.3f | %.3f | %lld |\n", name.c_str(), s.requests_per_s,
-                    s.p50_ms, s.p99_ms, static_cast<long long>(s.errors));
+      for (size_t i = 2; i < compared.size(); ++i) {
+        std::printf("gateway / %s: %.2f x the requests/s\n", compared[i].name.c_str(),
+                    s[1].requests_per_s / s[i].requests_per_s);
       }
     }
   }

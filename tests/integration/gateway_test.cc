@@ -1139,5 +1139,76 @@ TEST(GatewayTest, AQueuedRequestIsDispatchedAgedAtMaxWaitWhileTheLeaseIsStillHel
   ExpectLedgerAtRest(*setup.admission);
 }
 
+// Several gateways share one coordinator; it restarts. While it is down the gateway's remote
+// backend fails open (every request bypasses `degraded` and still completes, the failures are
+// counted); once a coordinator serves the same address again, requests are admitted through
+// it again, with no restart of the gateway.
+TEST(GatewayTest, ACoordinatorRestartMakesTheGatewayFailOpenAndThenAdmitAgain) {
+  Fleet fleet = StartFleet(2, "round_robin");  // Only its engines are used.
+  LogCapture coordinator_logs;
+  CoordinatorOptions coordinator_options;
+  coordinator_options.engine_urls = EngineUrls(fleet);
+  coordinator_options.agentic.poll_interval_s = 0.1;
+  coordinator_options.agentic.staleness_s = 1.0;
+  coordinator_options.log = coordinator_logs.Sink();
+  auto start_coordinator = [&]() -> std::unique_ptr<CoordinatorServer> {
+    StatusOr<std::unique_ptr<CoordinatorServer>> started =
+        CoordinatorServer::Start(coordinator_options);
+    EXPECT_TRUE(started.ok()) << started.status();
+    if (!started.ok()) return nullptr;
+    std::unique_ptr<CoordinatorServer> coordinator = *std::move(started);
+    EXPECT_TRUE(WaitFor([&] { return !coordinator->admission().degraded(); }));
+    return coordinator;
+  };
+  std::unique_ptr<CoordinatorServer> coordinator = start_coordinator();
+  ASSERT_NE(coordinator, nullptr);
+
+  RemoteAdmissionOptions remote_options;
+  remote_options.coordinator_url = coordinator->base_url();
+  remote_options.max_wait_s = coordinator_options.agentic.agentic_admission_max_wait_s;
+  StatusOr<std::unique_ptr<RemoteAdmission>> remote = RemoteAdmission::Create(remote_options);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  std::shared_ptr<RemoteAdmission> backend(*std::move(remote));
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = EngineUrls(fleet);
+  options.agentic.agentic_program_admission = true;
+  options.poll_fleet_metrics = false;
+  auto gateway = StartGateway(options, backend);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+
+  // Up: admitted through the coordinator.
+  EXPECT_EQ(Post(client, gateway->base_url(), "/generate", SmallGenerate("before")).status, 200);
+  ASSERT_TRUE(WaitFor([&] { return gateway->stats().in_flight == 0; }));
+  EXPECT_EQ(Series(coordinator->admission(), control::kAdmitMetric), 1.0);
+  ExpectLedgerAtRest(coordinator->admission());
+  EXPECT_EQ(backend->failures(), 0);
+
+  // Down: fail open.
+  coordinator_options.http.port = coordinator->port();
+  coordinator.reset();
+  for (const char* rid : {"down-1", "down-2"}) {
+    const net::ClientResponse r =
+        Post(client, gateway->base_url(), "/generate", SmallGenerate(rid));
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  EXPECT_GE(backend->failures(), 2);
+
+  // Back on the same address: admitted again.
+  coordinator = start_coordinator();
+  ASSERT_NE(coordinator, nullptr);
+  EXPECT_EQ(Post(client, gateway->base_url(), "/generate", SmallGenerate("after")).status, 200);
+  ASSERT_TRUE(WaitFor([&] { return gateway->stats().in_flight == 0; }));
+  EXPECT_EQ(Series(coordinator->admission(), control::kAdmitMetric), 1.0);
+  EXPECT_EQ(Series(coordinator->admission(), control::kBypassMetric), 0.0);
+  ExpectLedgerAtRest(coordinator->admission());
+  int64_t generated = 0;
+  for (const auto& engine : fleet.engines)
+    generated += engine->runtime().Snapshot().num_requests_total;
+  EXPECT_EQ(generated, 4);
+  gateway->Shutdown(2s);
+}
+
 }  // namespace
 }  // namespace agentkv::service

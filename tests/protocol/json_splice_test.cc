@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "protocol_test_support.h"
 
@@ -131,6 +133,52 @@ TEST(JsonSpliceTest, MalformedBodiesNeverCrash) {
       for (const MemberSpan& member : without->members) EXPECT_NE(member.key, "rid");
     });
   }
+}
+
+// SetTopLevelFields is one pass over the body; it must give byte for byte what one
+// SetTopLevelField per edit gives, for every subset and order of edits, on bodies with and
+// without the keys (duplicates, escapes, empty objects, nested values, whitespace).
+TEST(JsonSpliceTest, SeveralFieldsAtOnceEqualOneEditAfterTheOther) {
+  const std::vector<std::string> bodies = {
+      "{}",
+      " { } ",
+      R"({"text":"hi"})",
+      "{ \"rid\" : 1 ,\n \"x\": [1, {\"rid\": 2}] }",
+      R"({"session_id":"a","rid":"b","session_id":"c"})",
+      R"({"r\u0069d":null,"y":{"session_id":1}})",
+      R"({"input_ids":[1,2,3],"sampling_params":{"max_new_tokens":8},"stream":true})",
+      ReadTestdata("generate_relax.json"),
+  };
+  const std::vector<FieldEdit> all = {{"rid", R"("req:0")"},
+                                      {"session_id", R"("s-1")"},
+                                      {"agentkv_parent_session", R"("p")"},
+                                      {"x", "[true, null]"}};
+  for (const std::string& body : bodies) {
+    // Every non-empty subset of `all`, in both orders.
+    for (unsigned mask = 1; mask < (1u << all.size()); ++mask) {
+      for (const bool reversed : {false, true}) {
+        std::vector<FieldEdit> edits;
+        for (size_t i = 0; i < all.size(); ++i) {
+          if ((mask & (1u << i)) != 0) edits.push_back(all[i]);
+        }
+        if (reversed) std::reverse(edits.begin(), edits.end());
+        std::string expected = body;
+        for (const FieldEdit& edit : edits) expected = Set(expected, edit.key, edit.value_json);
+        const StatusOr<std::string> at_once = SetTopLevelFields(body, edits);
+        ASSERT_TRUE(at_once.ok()) << at_once.status() << " on " << body;
+        EXPECT_EQ(*at_once, expected) << "body " << body << " mask " << mask;
+      }
+    }
+  }
+}
+
+TEST(JsonSpliceTest, SeveralFieldsAtOnceRejectWhatOneAtATimeRejects) {
+  EXPECT_EQ(SetTopLevelFields("[1]", {{"rid", "1"}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(SetTopLevelFields("{}", {{"rid", "not json"}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(SetTopLevelFields("{}", {{"rid", "1"}, {"rid", "2"}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(*SetTopLevelFields(R"({"a":1})", {}), R"({"a":1})");
 }
 
 }  // namespace

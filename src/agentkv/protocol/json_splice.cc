@@ -224,6 +224,53 @@ StatusOr<ObjectLayout> ScanTopLevelMembers(std::string_view json_object_text,
   return ScanValidated(json_object_text);
 }
 
+StatusOr<std::string> SetTopLevelFields(std::string_view json_object_text,
+                                        const std::vector<FieldEdit>& edits,
+                                        const JsonLimits& limits) {
+  size_t added_bytes = 0;
+  for (size_t i = 0; i < edits.size(); ++i) {
+    AGENTKV_RETURN_IF_ERROR(ValidateJson(edits[i].value_json, limits, "value"));
+    for (size_t j = 0; j < i; ++j) {
+      if (edits[j].key == edits[i].key) {
+        return InvalidArgumentError("SetTopLevelFields: key \"" + std::string(edits[i].key) +
+                                    "\" given twice");
+      }
+    }
+    added_bytes += edits[i].key.size() + edits[i].value_json.size() + 4;
+  }
+  AGENTKV_ASSIGN_OR_RETURN(const ObjectLayout layout,
+                           ScanTopLevelMembers(json_object_text, limits));
+  // Which edit (if any) replaces each member; edits matching no member are appended after the
+  // last member, in order, as successive SetTopLevelField calls would.
+  std::vector<bool> matched(edits.size(), false);
+  std::string out;
+  out.reserve(json_object_text.size() + added_bytes);
+  size_t copied = 0;
+  for (const MemberSpan& member : layout.members) {
+    for (size_t i = 0; i < edits.size(); ++i) {
+      if (member.key != edits[i].key) continue;
+      out.append(json_object_text.substr(copied, member.value_begin - copied));
+      out.append(edits[i].value_json);
+      copied = member.value_end;
+      matched[i] = true;
+      break;
+    }
+  }
+  const size_t at = layout.members.empty() ? layout.close_brace : layout.members.back().value_end;
+  out.append(json_object_text.substr(copied, at - copied));
+  bool has_member = !layout.members.empty();
+  for (size_t i = 0; i < edits.size(); ++i) {
+    if (matched[i]) continue;
+    if (has_member) out += ',';
+    AppendJsonString(out, edits[i].key);
+    out += ':';
+    out.append(edits[i].value_json);
+    has_member = true;
+  }
+  out.append(json_object_text.substr(at));
+  return out;
+}
+
 StatusOr<std::string> SetTopLevelField(std::string_view json_object_text, std::string_view key,
                                        std::string_view value_json, const JsonLimits& limits) {
   AGENTKV_RETURN_IF_ERROR(ValidateJson(value_json, limits, "value"));

@@ -54,6 +54,21 @@ StatusOr<ObjectLayout> ScanTopLevelMembers(std::string_view json_object_text,
 StatusOr<std::string> SetTopLevelField(std::string_view json_object_text, std::string_view key,
                                        std::string_view value_json, const JsonLimits& limits = {});
 
+// One member for SetTopLevelFields: `key` unescaped, `value_json` one valid JSON value.
+struct FieldEdit {
+  std::string_view key;
+  std::string_view value_json;
+};
+
+// SetTopLevelField for several members at once, in one validation, one scan and one copy of
+// the input (the gateway sets `rid`, `session_id` and a parent hint on bodies of up to
+// megabytes): the result is byte for byte what applying SetTopLevelField for each edit in
+// order would give. Each key must appear in `edits` at most once (InvalidArgument otherwise).
+// Same failure statuses as SetTopLevelField.
+StatusOr<std::string> SetTopLevelFields(std::string_view json_object_text,
+                                        const std::vector<FieldEdit>& edits,
+                                        const JsonLimits& limits = {});
+
 // Returns `json_object_text` without top-level member `key` (every copy), removing one
 // adjacent comma and the whitespace between it and the member; all other bytes are unchanged.
 // Absent `key`: the input is returned unchanged. Same failure statuses as SetTopLevelField.

@@ -233,17 +233,19 @@ void SetHeader(net::HeaderList& headers, std::string_view name, std::string valu
 }
 
 StatusOr<std::string> BuildForwardBody(std::string_view body, const ForwardEdits& edits) {
-  AGENTKV_ASSIGN_OR_RETURN(std::string out,
-                           protocol::SetTopLevelField(body, "rid", JsonString(edits.rid)));
+  const std::string rid = JsonString(edits.rid);
+  std::string session_id;
+  std::string parent_session;
+  std::vector<protocol::FieldEdit> fields = {{"rid", rid}};
   if (edits.session_id.has_value()) {
-    AGENTKV_ASSIGN_OR_RETURN(
-        out, protocol::SetTopLevelField(out, "session_id", JsonString(*edits.session_id)));
+    session_id = JsonString(*edits.session_id);
+    fields.push_back({"session_id", session_id});
   }
   if (edits.parent_session.has_value()) {
-    AGENTKV_ASSIGN_OR_RETURN(out, protocol::SetTopLevelField(out, kParentSessionField,
-                                                             JsonString(*edits.parent_session)));
+    parent_session = JsonString(*edits.parent_session);
+    fields.push_back({kParentSessionField, parent_session});
   }
-  return out;
+  return protocol::SetTopLevelFields(body, fields);
 }
 
 std::optional<std::string> ParseSessionClosePath(std::string_view path) {

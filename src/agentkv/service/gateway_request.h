@@ -126,7 +126,7 @@ struct ForwardEdits {
 };
 
 // `body` with top-level `rid`, `session_id` (when set) and kParentSessionField (when set)
-// spliced in by protocol::SetTopLevelField; every other byte is unchanged.
+// spliced in, in one pass, by protocol::SetTopLevelFields; every other byte is unchanged.
 StatusOr<std::string> BuildForwardBody(std::string_view body, const ForwardEdits& edits);
 
 // The session id of a close path "/v1/sessions/{id}/close" (percent-decoded); nullopt when

@@ -1,4 +1,4 @@
-// Fuzzes ParseGenerateRequest and the byte-preserving SetTopLevelField/RemoveTopLevelField.
+// Fuzzes ParseGenerateRequest and the byte-preserving SetTopLevelField(s)/RemoveTopLevelField.
 //
 // Invariants: failures are InvalidArgument/ResourceExhausted; when a body parses, setting
 // `rid` succeeds, the result parses with rid == "x" and every other field unchanged, every
@@ -67,6 +67,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const agentkv::StatusOr<std::string> edited =
       SetTopLevelField(body, "rid", "\"x\"", JsonLimitsFor(ParseLimits{}));
   FUZZ_CHECK(edited.ok());
+  // The gateway's one-pass edit equals the edits one after the other.
+  const agentkv::StatusOr<std::string> both = SetTopLevelFields(
+      body, {{"rid", "\"x\""}, {"session_id", "\"s\""}}, JsonLimitsFor(ParseLimits{}));
+  FUZZ_CHECK(both.ok());
+  FUZZ_CHECK(*both ==
+             *SetTopLevelField(*edited, "session_id", "\"s\"", JsonLimitsFor(ParseLimits{})));
   const agentkv::StatusOr<GenerateRequest> reparsed = ParseGenerateRequest(*edited);
   FUZZ_CHECK(reparsed.ok());
   FUZZ_CHECK(reparsed->rid == "x");

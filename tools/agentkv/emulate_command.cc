@@ -165,18 +165,24 @@ int EmulateCommand::RunEngine() {
   return kExitOk;
 }
 
-int EmulateCommand::RunRouter() {
-  const std::string name = "emulate router";
-  if (Status s = CheckPort("--port", port_); !s.ok()) return ReportError(name, s);
+service::RouterEmulatorOptions EmulateCommand::RouterOptions(
+    std::vector<std::string> worker_urls) const {
   service::RouterEmulatorOptions options;
   options.http.address = host_;
   options.http.port = static_cast<uint16_t>(port_);
   options.http.threads = threads_;
   options.policy = policy_;
-  options.worker_urls = worker_urls_;
+  options.worker_urls = std::move(worker_urls);
   options.workers_shape = workers_shape_ == "list" ? protocol::WorkersShape::kWorkerList
                                                    : protocol::WorkersShape::kInline;
   options.health_check_interval = Millis(health_check_interval_s_);
+  return options;
+}
+
+int EmulateCommand::RunRouter() {
+  const std::string name = "emulate router";
+  if (Status s = CheckPort("--port", port_); !s.ok()) return ReportError(name, s);
+  const service::RouterEmulatorOptions options = RouterOptions(worker_urls_);
   BlockTerminationSignals();
   StatusOr<std::unique_ptr<service::RouterEmulator>> router =
       service::RouterEmulator::Start(options);
@@ -220,15 +226,7 @@ int EmulateCommand::RunFleet() {
     urls.push_back((*engine)->base_url());
     engines.push_back(*std::move(engine));
   }
-  service::RouterEmulatorOptions router_options;
-  router_options.http.address = host_;
-  router_options.http.port = static_cast<uint16_t>(port_);
-  router_options.http.threads = threads_;
-  router_options.policy = policy_;
-  router_options.worker_urls = urls;
-  router_options.workers_shape = workers_shape_ == "list" ? protocol::WorkersShape::kWorkerList
-                                                          : protocol::WorkersShape::kInline;
-  router_options.health_check_interval = Millis(health_check_interval_s_);
+  const service::RouterEmulatorOptions router_options = RouterOptions(urls);
   StatusOr<std::unique_ptr<service::RouterEmulator>> router =
       service::RouterEmulator::Start(router_options);
   if (!router.ok()) return ReportError(name, router.status());

@@ -33,6 +33,9 @@ class EmulateCommand {
 
  private:
   int RunEngine();
+  // The router flags (address, port, threads, policy, worker shape, health checks) over
+  // `worker_urls`.
+  service::RouterEmulatorOptions RouterOptions(std::vector<std::string> worker_urls) const;
   int RunRouter();
   int RunFleet();
 

@@ -159,5 +159,18 @@ TEST(JsonUtilTest, ReadersNameThePathAndKeepDefaultsForNull) {
   EXPECT_EQ(IndexPath("a.b", 3), "a.b[3]");
 }
 
+TEST(ParseJsonObjectTest, AcceptsOnlyAnObjectAndNamesTheDocumentOtherwise) {
+  StatusOr<boost::json::value> object = ParseJsonObject(R"({"a": 1})", JsonLimits{}, "thing");
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ(object->as_object().at("a").as_int64(), 1);
+  for (const char* text : {"[1]", "1", "\"x\"", "null"}) {
+    const Status status = ParseJsonObject(text, JsonLimits{}, "thing").status();
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_EQ(status.message(), "thing: expected a JSON object") << text;
+  }
+  EXPECT_EQ(ParseJsonObject("{", JsonLimits{}, "thing").status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace agentkv::protocol

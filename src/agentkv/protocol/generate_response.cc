@@ -261,9 +261,8 @@ StatusOr<GenerateResponse> ParseGenerateResponse(std::string_view body) {
   json::monotonic_resource arena;
   AGENTKV_ASSIGN_OR_RETURN(
       const json::value document,
-      ParseJson(body, JsonLimits{}, "generate response", json::storage_ptr(&arena)));
-  const json::object* object = document.if_object();
-  if (object == nullptr) return InvalidArgumentError("generate response: expected a JSON object");
+      ParseJsonObject(body, JsonLimits{}, "generate response", json::storage_ptr(&arena)));
+  const json::object* object = &document.as_object();
   if (object->contains("error") && !object->contains("meta_info")) {
     const std::optional<std::string> message = ParseErrorMessage(body);
     return InvalidArgumentError("generate response is an error: " + message.value_or("?"));

@@ -93,6 +93,17 @@ StatusOr<json::value> ParseJson(std::string_view text, const JsonLimits& limits,
   }
 }
 
+StatusOr<boost::json::value> ParseJsonObject(std::string_view text, const JsonLimits& limits,
+                                             std::string_view what,
+                                             boost::json::storage_ptr storage) {
+  AGENTKV_ASSIGN_OR_RETURN(boost::json::value document,
+                           ParseJson(text, limits, what, std::move(storage)));
+  if (!document.is_object()) {
+    return InvalidArgumentError(std::string(what) + ": expected a JSON object");
+  }
+  return document;
+}
+
 Status ValidateJson(std::string_view text, const JsonLimits& limits, std::string_view what) {
   AGENTKV_RETURN_IF_ERROR(CheckSize(text, limits, what));
   try {

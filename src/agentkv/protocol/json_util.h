@@ -44,6 +44,13 @@ StatusOr<boost::json::value> ParseJson(std::string_view text, const JsonLimits& 
                                        std::string_view what,
                                        boost::json::storage_ptr storage = {});
 
+// ParseJson for documents that must be one JSON object: also InvalidArgument
+// "<what>: expected a JSON object" when the document is anything else. On success the value
+// is an object (`.as_object()` is safe).
+StatusOr<boost::json::value> ParseJsonObject(std::string_view text, const JsonLimits& limits,
+                                             std::string_view what,
+                                             boost::json::storage_ptr storage = {});
+
 // Checks that `text` is exactly one valid JSON document without building it (constant memory
 // apart from the parser's depth stack). Same statuses as ParseJson.
 Status ValidateJson(std::string_view text, const JsonLimits& limits, std::string_view what);

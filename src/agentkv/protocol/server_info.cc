@@ -82,9 +82,8 @@ std::string SerializeServerInfo(const ServerInfo& info) {
 
 StatusOr<ServerInfo> ParseServerInfo(std::string_view body) {
   AGENTKV_ASSIGN_OR_RETURN(const json::value document,
-                           ParseJson(body, kServerInfoLimits, "server_info"));
-  const json::object* object = document.if_object();
-  if (object == nullptr) return InvalidArgumentError("server_info: expected a JSON object");
+                           ParseJsonObject(body, kServerInfoLimits, "server_info"));
+  const json::object* object = &document.as_object();
   ServerInfo info;
   AGENTKV_RETURN_IF_ERROR(
       ReadBool(*object, "enable_metrics", "enable_metrics", &info.enable_metrics));

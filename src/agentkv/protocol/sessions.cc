@@ -20,9 +20,8 @@ StatusOr<AbortRequest> ParseAbortRequest(std::string_view body) {
   json::monotonic_resource arena;
   AGENTKV_ASSIGN_OR_RETURN(
       const json::value document,
-      ParseJson(body, kControlLimits, "abort request", json::storage_ptr(&arena)));
-  const json::object* object = document.if_object();
-  if (object == nullptr) return InvalidArgumentError("abort request: expected a JSON object");
+      ParseJsonObject(body, kControlLimits, "abort request", json::storage_ptr(&arena)));
+  const json::object* object = &document.as_object();
   AbortRequest request;
   AGENTKV_RETURN_IF_ERROR(ReadString(*object, "rid", "rid", &request.rid));
   AGENTKV_RETURN_IF_ERROR(ReadBool(*object, "abort_all", "abort_all", &request.abort_all));
@@ -33,11 +32,8 @@ StatusOr<OpenSessionRequest> ParseOpenSessionRequest(std::string_view body) {
   json::monotonic_resource arena;
   AGENTKV_ASSIGN_OR_RETURN(
       const json::value document,
-      ParseJson(body, kControlLimits, "open_session request", json::storage_ptr(&arena)));
-  const json::object* object = document.if_object();
-  if (object == nullptr) {
-    return InvalidArgumentError("open_session request: expected a JSON object");
-  }
+      ParseJsonObject(body, kControlLimits, "open_session request", json::storage_ptr(&arena)));
+  const json::object* object = &document.as_object();
   OpenSessionRequest request;
   if (FindNonNull(*object, "capacity_of_str_len") == nullptr) {
     return InvalidArgumentError("capacity_of_str_len: required");
@@ -55,11 +51,8 @@ StatusOr<CloseSessionRequest> ParseCloseSessionRequest(std::string_view body) {
   json::monotonic_resource arena;
   AGENTKV_ASSIGN_OR_RETURN(
       const json::value document,
-      ParseJson(body, kControlLimits, "close_session request", json::storage_ptr(&arena)));
-  const json::object* object = document.if_object();
-  if (object == nullptr) {
-    return InvalidArgumentError("close_session request: expected a JSON object");
-  }
+      ParseJsonObject(body, kControlLimits, "close_session request", json::storage_ptr(&arena)));
+  const json::object* object = &document.as_object();
   if (FindNonNull(*object, "session_id") == nullptr) {
     return InvalidArgumentError("session_id: required");
   }

@@ -75,9 +75,8 @@ StatusOr<ClientRequest> ParseOpenAiRequest(GatewayRoute route, std::string body)
   const protocol::JsonLimits limits;
   const char* what =
       route == GatewayRoute::kChatCompletions ? "chat completions request" : "completions request";
-  AGENTKV_ASSIGN_OR_RETURN(boost::json::value parsed, protocol::ParseJson(body, limits, what));
-  if (!parsed.is_object())
-    return InvalidArgumentError(std::string(what) + ": expected a JSON object");
+  AGENTKV_ASSIGN_OR_RETURN(boost::json::value parsed,
+                           protocol::ParseJsonObject(body, limits, what));
   const boost::json::object& object = parsed.as_object();
   ClientRequest request;
   request.route = route;

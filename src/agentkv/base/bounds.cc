@@ -1,0 +1,67 @@
+#include "agentkv/base/bounds.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace agentkv {
+namespace {
+
+Status OutOfRange(std::string_view field, std::string_view value, int64_t hi,
+                  std::string_view unit) {
+  std::string message(field);
+  message += ": ";
+  message += value;
+  message += " is out of range [0, " + std::to_string(hi) + "]";
+  if (!unit.empty()) {
+    message += ' ';
+    message += unit;
+  }
+  return InvalidArgumentError(std::move(message));
+}
+
+Status CheckInt(std::string_view field, int64_t value, int64_t hi, std::string_view unit) {
+  if (value >= 0 && value <= hi) return Status::Ok();
+  return OutOfRange(field, std::to_string(value), hi, unit);
+}
+
+// Shortest readable text of a double for an error message ("9.3e+12", "nan", "-1").
+std::string DoubleText(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.17g", value);
+  return buffer;
+}
+
+StatusOr<TimeNs> TimeFrom(std::string_view field, double value, int64_t ns_per_unit,
+                          std::string_view unit) {
+  const int64_t hi = kMaxTimeNs / ns_per_unit;
+  // The negated comparison also refuses NaN.
+  if (!(value >= 0 && value <= static_cast<double>(hi))) {
+    return OutOfRange(field, DoubleText(value), hi, unit);
+  }
+  return TimeNs(static_cast<int64_t>(std::llround(value * static_cast<double>(ns_per_unit))));
+}
+
+}  // namespace
+
+Status CheckTokens(std::string_view field, int64_t tokens) {
+  return CheckInt(field, tokens, kMaxTokens, "tokens");
+}
+
+Status CheckCount(std::string_view field, int64_t count) {
+  return CheckInt(field, count, kMaxCount, "");
+}
+
+Status CheckTimeNs(std::string_view field, int64_t ns) {
+  return CheckInt(field, ns, kMaxTimeNs, "ns");
+}
+
+StatusOr<TimeNs> TimeFromSeconds(std::string_view field, double seconds) {
+  return TimeFrom(field, seconds, 1'000'000'000, "s");
+}
+
+StatusOr<TimeNs> TimeFromMillis(std::string_view field, double millis) {
+  return TimeFrom(field, millis, 1'000'000, "ms");
+}
+
+}  // namespace agentkv

@@ -2,14 +2,17 @@
 // with a fake clock (times are passed in), plus a randomized property test.
 #include "agentkv/control/admission_coordinator.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/base/rng.h"
 #include "agentkv/control/reservation.h"
 
@@ -17,6 +20,12 @@ namespace agentkv::control {
 namespace {
 
 TimeNs At(double seconds) { return TimeNs::Seconds(seconds); }
+
+AgenticOptions AdmissionOptions() {
+  AgenticOptions options;
+  options.agentic_program_admission = true;
+  return options;
+}
 
 class AdmissionCoordinatorTest : public ::testing::Test {
  protected:
@@ -83,7 +92,8 @@ TEST_F(AdmissionCoordinatorTest, AdmitsWithALeaseNamedByEpochAndTicket) {
   Build(1000);
   const AdmissionDecision a = Acquire("request-1:0", 128, 0);
   EXPECT_EQ(a, (AdmissionDecision{AdmissionAction::kAdmit, AdmissionReason::kCapacityAvailable,
-                                  "request-1:0", 128, "1:request-1:0", 1, TimeNs()}));
+                                  "request-1:0", 128, "1:request-1:0", 1, TimeNs(),
+                                  std::nullopt}));
   // An idempotent retry returns the same lease.
   EXPECT_EQ(Acquire("request-1:0", 128, 1).lease_id, "1:request-1:0");
   EXPECT_EQ(c().ledger().reserved(), 128);
@@ -188,6 +198,62 @@ TEST_F(AdmissionCoordinatorTest, RetryOfAWaitingTicketWithAnotherReservationIsAn
   const StatusOr<AdmissionDecision> bad = c().Acquire(AcquireRequest{"b", 60, false}, At(3));
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(c().waiting(), 1);
+}
+
+// A reservation no release can ever make room for is refused at once with the ceiling that
+// refused it: it reserves nothing and nothing behind it waits.
+TEST_F(AdmissionCoordinatorTest, OversizedIsRefusedAtOnceAndNothingWaitsBehindIt) {
+  Build(100);
+  const AdmissionDecision huge = Acquire("huge", 101, 0);
+  EXPECT_EQ(huge.action, AdmissionAction::kRefuse);
+  EXPECT_EQ(huge.reason, AdmissionReason::kOversized);
+  EXPECT_EQ(huge.ceiling, 100);
+  EXPECT_EQ(huge.lease_id, std::nullopt);
+  EXPECT_EQ(c().waiting(), 0);
+  EXPECT_EQ(c().ledger().reserved(), 0);
+  EXPECT_EQ(Acquire("small", 2, 0).action, AdmissionAction::kAdmit);
+  EXPECT_EQ(Acquire("exact", 98, 0).action, AdmissionAction::kAdmit);  // At the ceiling: fits.
+  EXPECT_EQ(c().counters().refused_oversized, 1);
+  // Protected work still bypasses and a degraded ledger still fails open, as the seed says.
+  EXPECT_EQ(Acquire("p", 5000, 1, /*is_protected=*/true).reason, AdmissionReason::kProtected);
+  c().ledger().Invalidate();
+  EXPECT_EQ(Acquire("d", 5000, 1).reason, AdmissionReason::kDegraded);
+  const std::vector<std::pair<std::string, double>> metrics =
+      c().StepMetrics(AdmissionOptions(), At(1), false);
+  EXPECT_THAT(metrics, testing::Contains(std::pair<std::string, double>(
+                           std::string(kRefusedOversizedMetric), 1.0)));
+}
+
+// The ceiling shrinks (an engine left) below the head waiter: it is refused when the next
+// drain reaches it, and the waiter behind it is admitted at once instead of aging behind it.
+TEST_F(AdmissionCoordinatorTest, AWaiterTheCeilingShrankBelowIsRefusedAtTheHead) {
+  Build(100);
+  ASSERT_EQ(Acquire("a", 60, 0).action, AdmissionAction::kAdmit);
+  ASSERT_EQ(Acquire("big", 90, 1).action, AdmissionAction::kWait);
+  ASSERT_EQ(Acquire("small", 5, 2).action, AdmissionAction::kWait);
+  Poll(80, 0.1, 3);
+  EXPECT_EQ(Resolved(), (Strings{"big:refuse:oversized", "small:admit:capacity_available"}));
+  EXPECT_EQ(c().ledger().reserved(), 65);
+}
+
+// Client-controlled numbers are refused before they touch the ledger, with the field named.
+TEST_F(AdmissionCoordinatorTest, OutOfRangeTicketsAndReservationsAreInvalidArguments) {
+  Build(1000);
+  for (const int64_t tokens : {int64_t{-1}, kMaxTokens + 1, std::numeric_limits<int64_t>::max(),
+                               std::numeric_limits<int64_t>::min()}) {
+    const StatusOr<AdmissionDecision> d = c().Acquire(AcquireRequest{"t", tokens, false}, At(0));
+    EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument) << tokens;
+    EXPECT_THAT(d.status().message(), testing::StartsWith("reservation_tokens: "));
+  }
+  EXPECT_EQ(c().Acquire(AcquireRequest{"", 1, false}, At(0)).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(c().Acquire(AcquireRequest{std::string(kMaxTicketBytes + 1, 't'), 1, false}, At(0))
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(c().Acquire(AcquireRequest{std::string(kMaxTicketBytes, 't'), 1, false}, At(0)).ok());
+  EXPECT_EQ(c().ledger().reserved(), 1);
+  EXPECT_EQ(c().waiting(), 0);
 }
 
 TEST_F(AdmissionCoordinatorTest, DegradedWhileWaitingDrainsTheWholeQueueAsBypass) {
@@ -416,11 +482,19 @@ TEST(AdmissionCoordinatorPropertyTest, RandomOperationsKeepTheContracts) {
     std::set<std::string> healthy_set;
     int64_t epoch = 0;
     int next_ticket = 0;
+    int64_t refused = 0;
     const auto absorb = [&](const std::vector<AdmissionDecision>& resolved) {
       for (const AdmissionDecision& d : resolved) {
         auto w = waiting.find(d.ticket);
         ASSERT_NE(w, waiting.end()) << d.ticket;
         EXPECT_LE(now - w->second.second, 10.0 + 1.0 + 1e-9) << "resolved too late";
+        if (d.action == AdmissionAction::kRefuse) {
+          // Refused only while the ledger is fresh and the waiter exceeds its whole ceiling.
+          ASSERT_EQ(d.reason, AdmissionReason::kOversized);
+          ASSERT_EQ(d.ceiling, c.ledger().ceiling());
+          ASSERT_GT(d.reservation_tokens, c.ledger().ceiling());
+          ++refused;
+        }
         if (d.action == AdmissionAction::kAdmit) {
           ASSERT_GE(w->second.first, last_admitted_from_queue) << "admitted out of order";
           last_admitted_from_queue = w->second.first;
@@ -436,10 +510,18 @@ TEST(AdmissionCoordinatorPropertyTest, RandomOperationsKeepTheContracts) {
       const int64_t kind = rng.Uniform(0, 9);
       if (kind < 4) {
         const std::string ticket = "r" + std::to_string(next_ticket++) + ":0";
-        const int64_t tokens = rng.Uniform(1, 400);
+        // Now and then larger than one engine's ceiling (900), sometimes than the fleet's.
+        const int64_t tokens = rng.Bernoulli(0.05) ? rng.Uniform(800, 3000) : rng.Uniform(1, 400);
         const StatusOr<AdmissionDecision> d =
             c.Acquire(AcquireRequest{ticket, tokens, false}, At(now));
         ASSERT_TRUE(d.ok());
+        if (d->action == AdmissionAction::kRefuse) {
+          ASSERT_FALSE(c.ledger().IsStale(At(now)));
+          ASSERT_GT(tokens, c.ledger().ceiling());
+          ++refused;
+        } else if (d->action != AdmissionAction::kBypass || d->reason != AdmissionReason::kDegraded) {
+          ASSERT_LE(tokens, c.ledger().ceiling()) << "an oversized request was not refused";
+        }
         if (d->action == AdmissionAction::kAdmit) {
           leases[ticket] = *d->lease_id;
           lease_tokens[ticket] = tokens;
@@ -501,6 +583,7 @@ TEST(AdmissionCoordinatorPropertyTest, RandomOperationsKeepTheContracts) {
       if (op % 4 == 0) c.Tick(At(now + 1.0));  // Ticks at least every simulated second.
       absorb(c.TakeResolved());
     }
+    EXPECT_GT(refused, 0) << "the run never exercised the oversized refusal";
   }
 }
 

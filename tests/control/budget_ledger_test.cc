@@ -3,10 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/base/rng.h"
 
 namespace agentkv::control {
@@ -199,6 +201,39 @@ TEST(BudgetLedgerTest, RandomOperationsKeepReservedEqualToLiveLeases) {
       ASSERT_EQ(ledger.lease_count(), static_cast<int64_t>(live.size())) << "op " << op;
     }
   }
+}
+
+// The largest values the ledger can be given: capacities of kMaxTokens on many engines sum
+// without overflow, an engine past the bound does not count, and a grant at the very edge of
+// the ceiling leaves the arithmetic exact.
+TEST(BudgetLedgerTest, ArithmeticAtTheTokenBoundStaysExact) {
+  BudgetLedger ledger(Params(1.0, 1.0, 600, 6));
+  std::vector<EngineSnapshot> fleet;
+  for (int i = 0; i < 4096; ++i) fleet.push_back(Engine("e" + std::to_string(i), kMaxTokens, 0));
+  fleet.push_back(Engine("liar", std::numeric_limits<int64_t>::max(), 0));
+  ledger.Reconcile(fleet, At(0));
+  EXPECT_EQ(ledger.ceiling(), 4096 * kMaxTokens);
+  EXPECT_TRUE(ledger.Reserve("a", kMaxTokens, At(0)).granted);
+  EXPECT_EQ(ledger.reserved(), kMaxTokens);
+
+  BudgetLedger small(Params(1.0, 1.0, 600, 6));
+  small.Reconcile(std::vector<EngineSnapshot>{Engine("e", 1000, 0)}, At(0));
+  EXPECT_TRUE(small.Reserve("a", 999, At(0)).granted);
+  EXPECT_EQ(small.Reserve("b", kMaxTokens, At(0)).reason, AdmissionReason::kCapacityExhausted);
+  EXPECT_TRUE(small.Reserve("c", 1, At(0)).granted);
+  EXPECT_EQ(small.Reserve("d", 1, At(0)).reason, AdmissionReason::kCapacityExhausted);
+  EXPECT_EQ(small.reserved(), 1000);
+}
+
+TEST(BudgetLedgerTest, EnginesWithUnusableGaugesDoNotCount) {
+  EXPECT_TRUE(IsUsable(Engine("e", kMaxTokens, 0.5)));
+  EXPECT_FALSE(IsUsable(Engine("e", kMaxTokens + 1, 0.5)));
+  EXPECT_FALSE(IsUsable(Engine("e", 0, 0.5)));
+  EXPECT_FALSE(IsUsable(Engine("e", 100, std::numeric_limits<double>::quiet_NaN())));
+  EXPECT_FALSE(IsUsable(Engine("e", 100, 0.5, /*healthy=*/false)));
+  BudgetLedger ledger(Params(1.0, 0.9, 600, 6));
+  ledger.Reconcile(std::vector<EngineSnapshot>{Engine("e", kMaxTokens + 1, 0.1)}, At(0));
+  EXPECT_TRUE(ledger.IsStale(At(0)));
 }
 
 }  // namespace

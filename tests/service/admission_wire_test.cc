@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "agentkv/base/bounds.h"
+
 namespace agentkv::service {
 namespace {
 
@@ -24,7 +26,8 @@ AdmissionDecision Admit() {
                            128,
                            std::string("1:request-1:0"),
                            1,
-                           TimeNs::Millis(1500)};
+                           TimeNs::Millis(1500),
+                           std::nullopt};
 }
 
 TEST(AdmissionWireTest, AcquireRequestHasTheDocumentedShapeAndRoundTrips) {
@@ -63,6 +66,12 @@ TEST(AdmissionWireTest, MalformedAcquireRequestsNameTheField) {
       {R"({"ticket": "t", "reservation_tokens": 1.5})", "reservation_tokens"},
       {R"({"ticket": "t", "reservation_tokens": "9"})", "reservation_tokens"},
       {R"({"ticket": "t", "reservation_tokens": 1, "protected": "yes"})", "protected"},
+      // Past the token bound (base/bounds.h) or int64: refused, never reserved.
+      {R"({"ticket": "t", "reservation_tokens": 1099511627777})", "reservation_tokens"},
+      {R"({"ticket": "t", "reservation_tokens": 9223372036854775807})", "reservation_tokens"},
+      {R"({"ticket": "t", "reservation_tokens": 18446744073709551615})", "reservation_tokens"},
+      {R"({"ticket": "t", "reservation_tokens": 1e300})", "reservation_tokens"},
+      {R"({"ticket": ")" + std::string(1025, 't') + R"(", "reservation_tokens": 1})", "ticket"},
   };
   for (const Case& c : cases) {
     StatusOr<AcquireRequest> parsed = ParseAcquireRequest(c.body);
@@ -70,6 +79,30 @@ TEST(AdmissionWireTest, MalformedAcquireRequestsNameTheField) {
     EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << c.body;
     EXPECT_THAT(parsed.status().message(), HasSubstr(c.field)) << c.body;
   }
+}
+
+TEST(AdmissionWireTest, TheLargestValidReservationIsAccepted) {
+  StatusOr<AcquireRequest> parsed =
+      ParseAcquireRequest(R"({"ticket": "t", "reservation_tokens": 1099511627776})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->reservation_tokens, kMaxTokens);
+}
+
+// A refusal carries the ceiling that refused it, and reads back exactly.
+TEST(AdmissionWireTest, RefusalHasTheDocumentedShapeAndRoundTrips) {
+  const AdmissionDecision refuse{AdmissionAction::kRefuse, AdmissionReason::kOversized, "t",
+                                 5'000'000, std::nullopt, -1, TimeNs(), 811'584};
+  EXPECT_EQ(SerializeDecision(refuse),
+            R"({"action":"refuse","reason":"oversized","ticket":"t","reservation_tokens":5000000,)"
+            R"("lease_id":null,"owner_epoch":-1,"wait_s":0.0,"ceiling":811584})");
+  StatusOr<AdmissionDecision> parsed = ParseDecision(SerializeDecision(refuse));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, refuse);
+  EXPECT_THAT(ParseDecision(R"({"action":"refuse","reason":"aged","ticket":"t",)"
+                            R"("reservation_tokens":1,"owner_epoch":-1,"wait_s":0})")
+                  .status()
+                  .message(),
+              HasSubstr("oversized"));
 }
 
 TEST(AdmissionWireTest, OversizedBodyIsResourceExhausted) {
@@ -83,7 +116,8 @@ TEST(AdmissionWireTest, DecisionHasTheDocumentedShape) {
             R"("reservation_tokens":128,"lease_id":"1:request-1:0","owner_epoch":1,)"
             R"("wait_s":1.5})");
   const AdmissionDecision bypass{
-      AdmissionAction::kBypass, AdmissionReason::kDegraded, "t", 3, std::nullopt, -1, TimeNs()};
+      AdmissionAction::kBypass, AdmissionReason::kDegraded, "t", 3, std::nullopt, -1, TimeNs(),
+      std::nullopt};
   EXPECT_EQ(SerializeDecision(bypass),
             R"({"action":"bypass","reason":"degraded","ticket":"t","reservation_tokens":3,)"
             R"("lease_id":null,"owner_epoch":-1,"wait_s":0.0})");
@@ -93,11 +127,11 @@ TEST(AdmissionWireTest, EveryReasonAndOddWaitRoundTripExactly) {
   for (AdmissionReason reason :
        {AdmissionReason::kCapacityAvailable, AdmissionReason::kCapacityExhausted,
         AdmissionReason::kPressureGuard, AdmissionReason::kProtected, AdmissionReason::kAged,
-        AdmissionReason::kDegraded, AdmissionReason::kCancelled}) {
+        AdmissionReason::kDegraded, AdmissionReason::kCancelled, AdmissionReason::kOversized}) {
     for (int64_t wait_ns :
          {int64_t{0}, int64_t{1}, int64_t{1'234'567'891}, int64_t{30} * 1'000'000'000}) {
       AdmissionDecision d{AdmissionAction::kBypass, reason, "ticket \"q\"\n", 42, std::nullopt, -1,
-                          TimeNs(wait_ns)};
+                          TimeNs(wait_ns), std::nullopt};
       StatusOr<AdmissionDecision> parsed = ParseDecision(SerializeDecision(d));
       ASSERT_TRUE(parsed.ok()) << parsed.status();
       EXPECT_EQ(*parsed, d) << control::AdmissionReasonName(reason) << " " << wait_ns;

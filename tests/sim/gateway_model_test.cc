@@ -346,6 +346,34 @@ TEST_F(GatewayModelTest, AdmissionQueuesInFifoOrderAndDispatchesAsLeasesReturn) 
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }
 
+// A request whose reservation exceeds the whole ceiling (1638 tokens) is refused at once, as
+// the gateway answers 400: it completes at its arrival as a rejected request that never
+// reached an engine, reserves nothing, and the request behind it is admitted without waiting.
+TEST_F(GatewayModelTest, AnOversizedRequestIsRefusedAtOnceAndDelaysNobody) {
+  Build(TightAdmission(/*max_wait_s=*/30.0), kOneTightEngine);
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 2000)).ok());  // 128 + 2000 > 1638.
+  EXPECT_EQ(gateway_->coordinator()->ledger().reserved(), 0);
+  EXPECT_EQ(gateway_->in_flight(), 0);
+  const Completion* refused = CompletionOf(1);
+  ASSERT_NE(refused, nullptr);
+  EXPECT_TRUE(refused->record.refused);
+  EXPECT_EQ(refused->record.admission_action, AdmissionAction::kRefuse);
+  EXPECT_EQ(refused->record.admission_reason, AdmissionReason::kOversized);
+  EXPECT_FALSE(refused->record.engine.has_value());
+  ASSERT_TRUE(refused->engine.has_value());
+  EXPECT_TRUE(refused->engine->report.rejected);
+  EXPECT_EQ(refused->engine->cold_tokens, 8 * kTokensPerBlock);
+  EXPECT_EQ(refused->at, TimeNs(0));
+  ASSERT_TRUE(Submit(Request(2, /*session=*/2, 8, 100)).ok());
+  EXPECT_EQ(gateway_->FindRecord(RequestId(2))->dispatched, TimeNs(0));
+  loop_.RunUntilIdle();
+  EndSessions({1, 2});
+  EXPECT_EQ(fleet_->num_submitted(), 1);
+  EXPECT_EQ(Metric(gateway_->AgenticKvMetrics(), control::kRefusedOversizedMetric), 1.0);
+  const Status drained = gateway_->CheckDrained();
+  EXPECT_TRUE(drained.ok()) << drained;
+}
+
 TEST_F(GatewayModelTest, AWaiterBypassesAgedAfterTheMaxWait) {
   GatewayModelOptions options = TightAdmission(/*max_wait_s=*/1.0);
   // The long request reserves 128 + 1000 (the cap), not 128 + 3000.
@@ -409,22 +437,26 @@ TEST_F(GatewayModelTest, WaiterResolvedByANewArrivalIsDispatchedAtOnce) {
 }
 
 TEST_F(GatewayModelTest, AWaiterThatCannotRunFailsThroughTheCallbackWithoutBlockingOthers) {
-  Build(TightAdmission(/*max_wait_s=*/1.0), {.engines = 1, .device_blocks = 64});
-  // 64 blocks x 16 = 1024 tokens; the ceiling is 102. A 60-block prompt with 200 output
-  // tokens needs 73 blocks: no engine can ever run it.
+  GatewayModelOptions options = TightAdmission(/*max_wait_s=*/30.0);
+  // The whole pool is the ceiling (1024 tokens), and the decode cap hides request 1's real
+  // need from admission: it reserves 960 + 10 tokens, but needs 73 blocks of 64 to run.
+  options.agentic.agentic_admission_headroom = 1.0;
+  options.agentic.agentic_admission_expected_decode_cap = 10;
+  Build(options, {.engines = 1, .device_blocks = 64});
+  ASSERT_TRUE(Submit(Request(3, /*session=*/3, 10, 300)).ok());  // Reserves 170.
   ASSERT_TRUE(Submit(Request(1, /*session=*/1, 60, 200)).ok()) << "it waits first";
   EXPECT_EQ(gateway_->admission_waiting(), 1);
   SubmitAt(TimeNs::Millis(500), Request(2, /*session=*/2, 2, 4));
   loop_.RunUntilIdle();
-  ASSERT_EQ(CompletionOrder(), (std::vector<int64_t>{1, 2}));
+  ASSERT_EQ(CompletionOrder(), (std::vector<int64_t>{3, 1, 2}));
   const Completion* failed = CompletionOf(1);
   EXPECT_FALSE(failed->engine.has_value());
   EXPECT_FALSE(failed->record.dispatch_error.ok());
-  EXPECT_EQ(failed->record.admission_reason, AdmissionReason::kAged);
+  EXPECT_EQ(failed->record.admission_reason, AdmissionReason::kCapacityAvailable);
   EXPECT_FALSE(failed->record.dispatched.has_value());
   EXPECT_TRUE(CompletionOf(2)->engine.has_value());
   EXPECT_EQ(gateway_->in_flight(), 0);
-  EndSessions({1, 2});
+  EndSessions({1, 2, 3});
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }
 

@@ -160,7 +160,11 @@ TEST(ReplayGateTest, EveryArmConservesRequestsLeasesAndInvariants) {
     EXPECT_EQ(r.requests_completed, expected);
     EXPECT_EQ(r.uncached_tokens, r.cold_tokens + r.evicted_recompute_tokens);
     EXPECT_EQ(r.prompt_tokens, r.cached_device_tokens + r.cached_host_tokens + r.uncached_tokens);
-    EXPECT_EQ(r.queueing_delay.count, expected);
+    // Requests over the tight ceiling are refused at once (never dispatched, counted as
+    // rejected); every other one is dispatched exactly once.
+    const auto refused = static_cast<int64_t>(Value(r, "agentic_kv/admission/refused_oversized"));
+    EXPECT_EQ(r.queueing_delay.count + refused, expected);
+    EXPECT_GE(r.requests_rejected, refused);
     EXPECT_EQ(r.session_time.count, static_cast<int64_t>(workload.conversations.size()));
     if (name == "+admission" || name == "all") {
       EXPECT_GT(Value(r, "agentic_kv/admission/wait"), 0);

@@ -5,6 +5,8 @@
 
 #include <unordered_set>
 
+#include "agentkv/base/bounds.h"
+
 namespace agentkv::control {
 
 std::string_view AdmissionActionName(AdmissionAction action) {
@@ -15,6 +17,8 @@ std::string_view AdmissionActionName(AdmissionAction action) {
       return "bypass";
     case AdmissionAction::kWait:
       return "wait";
+    case AdmissionAction::kRefuse:
+      return "refuse";
   }
   return "unknown";
 }
@@ -45,14 +49,34 @@ AdmissionCoordinator::AdmissionCoordinator(const CoordinatorParams& params)
 
 AdmissionDecision AdmissionCoordinator::Bypass(std::string_view ticket, int64_t tokens,
                                                AdmissionReason reason, TimeNs waited) const {
-  return AdmissionDecision{
-      AdmissionAction::kBypass, reason, std::string(ticket), tokens, std::nullopt, -1, waited};
+  return AdmissionDecision{AdmissionAction::kBypass, reason, std::string(ticket), tokens,
+                           std::nullopt,           -1,     waited,              std::nullopt};
+}
+
+std::optional<AdmissionDecision> AdmissionCoordinator::RefuseIfOversized(std::string_view ticket,
+                                                                         int64_t tokens,
+                                                                         TimeNs waited, TimeNs now) {
+  if (ledger_.IsStale(now) || tokens <= ledger_.ceiling()) return std::nullopt;
+  ++counters_.refused_oversized;
+  return AdmissionDecision{AdmissionAction::kRefuse,
+                           AdmissionReason::kOversized,
+                           std::string(ticket),
+                           tokens,
+                           std::nullopt,
+                           -1,
+                           waited,
+                           ledger_.ceiling()};
 }
 
 StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& request,
                                                           TimeNs now) {
   const std::string& ticket = request.ticket;
   const int64_t tokens = request.reservation_tokens;
+  if (ticket.empty() || ticket.size() > kMaxTicketBytes) {
+    return InvalidArgumentError("ticket: expected 1 to " + std::to_string(kMaxTicketBytes) +
+                                " bytes, got " + std::to_string(ticket.size()));
+  }
+  AGENTKV_RETURN_IF_ERROR(CheckTokens("reservation_tokens", tokens));
   if (auto c = cancelled_.find(ticket); c != cancelled_.end()) {
     cancelled_.erase(c);  // Its entry in cancel_order_ is skipped when pruned.
     return Bypass(ticket, tokens, AdmissionReason::kCancelled, TimeNs());
@@ -69,7 +93,8 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& 
                              lease->tokens,
                              lease->lease_id,
                              lease->owner_epoch,
-                             TimeNs()};
+                             TimeNs(),
+                             std::nullopt};
   }
   if (auto w = waiters_.find(ticket); w != waiters_.end()) {
     if (w->second.tokens != tokens) {
@@ -83,7 +108,11 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& 
                              tokens,
                              std::nullopt,
                              -1,
-                             now - w->second.enqueued_at};
+                             now - w->second.enqueued_at,
+                             std::nullopt};
+  }
+  if (std::optional<AdmissionDecision> refused = RefuseIfOversized(ticket, tokens, TimeNs(), now)) {
+    return *std::move(refused);
   }
   AdmissionReason refusal = AdmissionReason::kCapacityExhausted;
   if (waiters_.empty()) {  // Only an empty FIFO lets a newcomer reserve at once.
@@ -92,7 +121,7 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& 
       ++counters_.admit;
       return AdmissionDecision{
           AdmissionAction::kAdmit, grant.reason,      ticket,  grant.reservation_tokens,
-          grant.lease_id,          grant.owner_epoch, TimeNs()};
+          grant.lease_id,          grant.owner_epoch, TimeNs(), std::nullopt};
     }
     if (grant.reason == AdmissionReason::kDegraded) {
       ++counters_.bypass;
@@ -116,7 +145,7 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& 
     }
   }
   return AdmissionDecision{AdmissionAction::kWait, refusal, ticket,  tokens,
-                           std::nullopt,           -1,      TimeNs()};
+                           std::nullopt,           -1,      TimeNs(), std::nullopt};
 }
 
 void AdmissionCoordinator::Drain(TimeNs now) {
@@ -133,6 +162,9 @@ void AdmissionCoordinator::Drain(TimeNs now) {
       ++counters_.bypass;
       ++counters_.bypass_aged;
       Resolve(Bypass(ticket, waiter.tokens, AdmissionReason::kAged, waited));
+    } else if (std::optional<AdmissionDecision> refused =
+                   RefuseIfOversized(ticket, waiter.tokens, waited, now)) {
+      Resolve(*std::move(refused));
     } else {
       const GrantResult grant = ledger_.Reserve(ticket, waiter.tokens, now);
       if (grant.granted) {
@@ -140,7 +172,7 @@ void AdmissionCoordinator::Drain(TimeNs now) {
         counters_.wait_seconds_sum += waited.seconds();
         Resolve(AdmissionDecision{AdmissionAction::kAdmit, grant.reason, ticket,
                                   grant.reservation_tokens, grant.lease_id, grant.owner_epoch,
-                                  waited});
+                                  waited, std::nullopt});
       } else if (grant.reason == AdmissionReason::kDegraded) {
         ++counters_.bypass;
         ++counters_.bypass_degraded;

@@ -6,7 +6,10 @@
 // ledger bypasses (`degraded`); an older waiter, or a capacity or pressure refusal, waits in
 // the one global FIFO; a waiter that reached the maximum wait bypasses (`aged`); otherwise the
 // attempt is admitted with a lease it holds until the attempt ends. The FIFO is strict
-// head-of-line: nothing is admitted ahead of an older waiter. Waiters are drained on every
+// head-of-line: nothing is admitted ahead of an older waiter. agentkv adds one rule the seed
+// lacks: with a fresh ledger, a reservation larger than the whole ceiling is refused at once
+// (`oversized`), and a waiter that the ceiling shrank below is refused when it reaches the
+// head, so that no request that can never be admitted holds the FIFO until max-wait. Waiters are drained on every
 // release, cancel, reconcile and tick; a caller whose Acquire returned kWait gets its final
 // decision from TakeResolved() after a later call resolved it. Disabled admission or an
 // out-of-scope request never reaches the coordinator (see AgenticOptions). Time is passed in.
@@ -33,14 +36,22 @@
 
 namespace agentkv::control {
 
-enum class AdmissionAction : uint8_t { kAdmit, kBypass, kWait };
+// kRefuse (agentkv's addition): the attempt must not run; the caller answers its client with
+// an error (the gateway: HTTP 400). Only reason kOversized refuses.
+enum class AdmissionAction : uint8_t { kAdmit, kBypass, kWait, kRefuse };
 
-// "admit", "bypass", "wait".
+// "admit", "bypass", "wait", "refuse".
 std::string_view AdmissionActionName(AdmissionAction action);
 
+// The longest ticket Acquire accepts.
+inline constexpr size_t kMaxTicketBytes = 1024;
+
 struct AcquireRequest {
-  // The attempt's ticket, the same string as its backend rid: "{request}:{attempt}".
+  // The attempt's ticket: unique per attempt among the coordinator's callers (the gateway
+  // prefixes its backend rid "{request}:{attempt}" with its random instance id). 1 to
+  // kMaxTicketBytes bytes.
   std::string ticket;
+  // In [0, kMaxTokens] (base/bounds.h).
   int64_t reservation_tokens = 0;
   // Protected work (e.g. a request aborted too often) always bypasses.
   bool is_protected = false;
@@ -57,6 +68,8 @@ struct AdmissionDecision {
   int64_t owner_epoch = -1;
   // Time spent in the FIFO.
   TimeNs wait;
+  // The admission ceiling that refused it (kRefuse only).
+  std::optional<int64_t> ceiling;
 
   friend bool operator==(const AdmissionDecision&, const AdmissionDecision&) = default;
 };
@@ -79,10 +92,12 @@ class AdmissionCoordinator {
  public:
   explicit AdmissionCoordinator(const CoordinatorParams& params);
 
-  // Decides for `request` at `now`: kAdmit or kBypass now, or kWait (the final decision comes
-  // later through TakeResolved). A retry of an admitted ticket returns its lease again; a
-  // retry of a waiting ticket with the same reservation waits on; with a different one it is
-  // InvalidArgument (a ticket's reservation never changes).
+  // Decides for `request` at `now`: kAdmit, kBypass or kRefuse now, or kWait (the final
+  // decision comes later through TakeResolved). A retry of an admitted ticket returns its
+  // lease again; a retry of a waiting ticket with the same reservation waits on; with a
+  // different one it is InvalidArgument (a ticket's reservation never changes).
+  // InvalidArgument, with nothing changed, for an empty or over-long ticket or a reservation
+  // outside [0, kMaxTokens].
   StatusOr<AdmissionDecision> Acquire(const AcquireRequest& request, TimeNs now);
   // Returns a lease (idempotent) and drains the FIFO.
   void Release(std::string_view lease_id, TimeNs now);
@@ -127,6 +142,9 @@ class AdmissionCoordinator {
   void Drain(TimeNs now);
   AdmissionDecision Bypass(std::string_view ticket, int64_t tokens, AdmissionReason reason,
                            TimeNs waited) const;
+  // kRefuse kOversized when the ledger is fresh and `tokens` exceed its whole ceiling.
+  std::optional<AdmissionDecision> RefuseIfOversized(std::string_view ticket, int64_t tokens,
+                                                     TimeNs waited, TimeNs now);
   void Resolve(AdmissionDecision decision);
   void PruneCancels(TimeNs now);
 

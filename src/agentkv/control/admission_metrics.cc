@@ -37,6 +37,7 @@ const std::vector<std::string_view>& AllAgenticKvMetricNames() {
       kBypassProtectedMetric,
       kBypassDegradedMetric,
       kBypassAgedMetric,
+      kRefusedOversizedMetric,
       kDeferRateMetric,
       kDegradedRateMetric,
       kWaitSecondsMeanMetric,
@@ -71,6 +72,7 @@ std::vector<std::pair<std::string, double>> AgenticKvMetrics(
   out.AddIfNonZero(kBypassProtectedMetric, counters.bypass_protected);
   out.AddIfNonZero(kBypassDegradedMetric, counters.bypass_degraded);
   out.AddIfNonZero(kBypassAgedMetric, counters.bypass_aged);
+  out.AddIfNonZero(kRefusedOversizedMetric, counters.refused_oversized);
   const int64_t decisions = counters.admit + counters.wait + counters.bypass;
   if (decisions != 0) {
     const double denominator = static_cast<double>(decisions);

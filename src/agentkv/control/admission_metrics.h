@@ -31,6 +31,9 @@ struct AdmissionCounters {
   int64_t bypass_degraded = 0;   // ... because the capacity signal was missing or stale.
   int64_t bypass_aged = 0;       // ... because it waited --agentic-admission-max-wait-s.
   int64_t cancelled = 0;         // Waiters removed by a cancel.
+  // Refused because the reservation exceeds the whole ceiling (agentkv's addition; not part
+  // of the seed's admit + wait + bypass denominator).
+  int64_t refused_oversized = 0;
   // Waiters that later got a lease, and the sum of their queue times in seconds.
   int64_t wait_granted = 0;
   double wait_seconds_sum = 0.0;
@@ -67,6 +70,8 @@ inline constexpr std::string_view kCancelledMetric = "agentic_kv/admission/cance
 inline constexpr std::string_view kBypassProtectedMetric = "agentic_kv/admission/bypass_protected";
 inline constexpr std::string_view kBypassDegradedMetric = "agentic_kv/admission/bypass_degraded";
 inline constexpr std::string_view kBypassAgedMetric = "agentic_kv/admission/bypass_aged";
+inline constexpr std::string_view kRefusedOversizedMetric =
+    "agentic_kv/admission/refused_oversized";
 inline constexpr std::string_view kDeferRateMetric = "agentic_kv/admission/defer_rate";
 inline constexpr std::string_view kDegradedRateMetric = "agentic_kv/admission/degraded_rate";
 inline constexpr std::string_view kWaitSecondsMeanMetric = "agentic_kv/admission/wait_seconds_mean";

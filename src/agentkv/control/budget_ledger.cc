@@ -1,10 +1,13 @@
 // Invariants: reserved_ equals the sum of live lease tokens; leases_ and lease_by_ticket_
-// describe the same leases; a ledger without a poll has ceiling_ 0.
+// describe the same leases; a ledger without a poll has ceiling_ 0. No arithmetic can
+// overflow: engine capacities are in [0, kMaxTokens] (others are not healthy), their sum
+// saturates, and a grant never takes reserved_ past ceiling_ (itself below int64's limit).
 #include "agentkv/control/budget_ledger.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/base/check.h"
 
 namespace agentkv::control {
@@ -25,8 +28,15 @@ std::string_view AdmissionReasonName(AdmissionReason reason) {
       return "degraded";
     case AdmissionReason::kCancelled:
       return "cancelled";
+    case AdmissionReason::kOversized:
+      return "oversized";
   }
   return "unknown";
+}
+
+bool IsUsable(const EngineSnapshot& snapshot) {
+  return snapshot.healthy && snapshot.max_total_num_tokens > 0 &&
+         snapshot.max_total_num_tokens <= kMaxTokens && std::isfinite(snapshot.token_usage);
 }
 
 BudgetLedger::BudgetLedger(const LedgerParams& params) : params_(params) {
@@ -37,7 +47,7 @@ BudgetLedger::BudgetLedger(const LedgerParams& params) : params_(params) {
 void BudgetLedger::Reconcile(std::span<const EngineSnapshot> snapshots, TimeNs now) {
   std::vector<const EngineSnapshot*> healthy;
   for (const EngineSnapshot& s : snapshots) {
-    if (s.healthy && s.max_total_num_tokens > 0) healthy.push_back(&s);
+    if (IsUsable(s)) healthy.push_back(&s);
   }
   if (healthy.empty()) {
     Invalidate();
@@ -57,14 +67,17 @@ void BudgetLedger::Reconcile(std::span<const EngineSnapshot> snapshots, TimeNs n
     const double usage = std::clamp(s->token_usage, 0.0, 1.0);
     sum += usage;
     worst = std::max(worst, usage);
-    capacity += s->max_total_num_tokens;
+    capacity = SaturatingAdd(capacity, s->max_total_num_tokens);
   }
   avg_usage_ = sum / static_cast<double>(healthy.size());
   max_usage_ = worst;
   peak_usage_ = std::max(peak_usage_, max_usage_);
   usage_sum_ += avg_usage_;
   ++usage_count_;
-  ceiling_ = static_cast<int64_t>(std::floor(static_cast<double>(capacity) * params_.headroom));
+  // headroom <= 1, so the product is at most the saturated capacity; the clamp only absorbs
+  // double rounding at that limit.
+  ceiling_ = static_cast<int64_t>(std::min(
+      std::floor(static_cast<double>(capacity) * params_.headroom), 9.2e18));
   last_snapshot_at_ = now;
 }
 
@@ -79,6 +92,7 @@ bool BudgetLedger::IsStale(TimeNs now) const {
 }
 
 GrantResult BudgetLedger::Reserve(std::string_view ticket, int64_t tokens, TimeNs now) {
+  AGENTKV_CHECK(tokens >= 0 && tokens <= kMaxTokens) << "reservation of " << tokens << " tokens";
   if (const Lease* existing = LeaseForTicket(ticket)) {
     return GrantResult{true, AdmissionReason::kCapacityAvailable, existing->lease_id, epoch_,
                        existing->tokens};
@@ -89,7 +103,7 @@ GrantResult BudgetLedger::Reserve(std::string_view ticket, int64_t tokens, TimeN
     refused.reason = AdmissionReason::kPressureGuard;
     return refused;
   }
-  if (reserved_ + tokens > ceiling_) {
+  if (tokens > ceiling_ - reserved_) {
     refused.reason = AdmissionReason::kCapacityExhausted;
     return refused;
   }

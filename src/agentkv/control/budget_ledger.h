@@ -31,10 +31,13 @@ enum class AdmissionReason : uint8_t {
   kAged,
   kDegraded,
   kCancelled,
+  // agentkv's addition: the reservation exceeds the whole admission ceiling, so no release
+  // can ever make room for it (kRefuse).
+  kOversized,
 };
 
 // "capacity_available", "capacity_exhausted", "pressure_guard", "protected", "aged",
-// "degraded", "cancelled".
+// "degraded", "cancelled", "oversized".
 std::string_view AdmissionReasonName(AdmissionReason reason);
 
 struct Lease {
@@ -90,13 +93,17 @@ struct LedgerParams {
   TimeNs staleness = TimeNs::Seconds(6);
 };
 
+// Whether the ledger counts `snapshot`: healthy, a capacity in (0, kMaxTokens] and a finite
+// usage. Anything else an engine reports is treated as a failed scrape of that engine.
+bool IsUsable(const EngineSnapshot& snapshot);
+
 class BudgetLedger {
  public:
   // Precondition: params are in range (the options are validated before).
   explicit BudgetLedger(const LedgerParams& params);
 
-  // Takes a poll of the engines at `now`. Keeps the healthy engines with a positive capacity;
-  // none left invalidates the ledger. A change of that set's engine ids advances the epoch
+  // Takes a poll of the engines at `now`. Keeps the usable engines (IsUsable); none left
+  // invalidates the ledger. A change of that set's engine ids advances the epoch
   // (existing leases are kept). Updates the mean and worst usage (each clamped to [0, 1]),
   // the usage window and the ceiling.
   void Reconcile(std::span<const EngineSnapshot> snapshots, TimeNs now);
@@ -108,7 +115,7 @@ class BudgetLedger {
   // Grants `tokens` to `ticket`, or refuses, checking in order: the ticket's existing lease
   // (returned unchanged, whatever `tokens` is: a retry never double-charges), a stale ledger
   // (kDegraded), pressure (kPressureGuard), capacity (kCapacityExhausted); else a new lease
-  // "{epoch}:{ticket}".
+  // "{epoch}:{ticket}". Precondition: `tokens` in [0, kMaxTokens] (the coordinator checks it).
   GrantResult Reserve(std::string_view ticket, int64_t tokens, TimeNs now);
   // Returns a lease's tokens. Idempotent: an unknown id is a no-op.
   void Release(std::string_view lease_id);

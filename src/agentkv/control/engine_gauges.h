@@ -35,7 +35,10 @@ struct EngineSnapshot {
   friend bool operator==(const EngineSnapshot&, const EngineSnapshot&) = default;
 };
 
-// Aggregates `ranks` (each gauge by max over the ranks that export it) into a snapshot.
+// Aggregates `ranks` (each gauge by max over the ranks that export it) into a snapshot. A
+// token gauge that is not a finite value in [0, kMaxTokens], or a usage that is not finite,
+// gives an unhealthy snapshot with zero values: an engine reporting nonsense is treated as one
+// that could not be scraped.
 EngineSnapshot SnapshotFromGauges(std::string engine_id, std::span<const RankGauges> ranks);
 
 }  // namespace agentkv::control

@@ -101,7 +101,7 @@ Status HttpClientOptions::Validate() const {
 }
 
 void HttpClient::StreamHandle::Cancel() {
-  if (auto call = call_.lock()) call->Cancel(UnavailableError("stream cancelled by the caller"));
+  if (auto call = call_.lock()) call->Cancel(UnavailableError("cancelled by the caller"));
 }
 
 HttpClient::HttpClient(HttpClientOptions options) {
@@ -127,13 +127,14 @@ HttpClient::~HttpClient() {
   core_->pool().CloseAll();
 }
 
-void HttpClient::AsyncRequest(http::verb method, std::string base_url, std::string target,
-                              HeaderList headers, std::string body,
-                              std::function<void(StatusOr<ClientResponse>)> done) {
+std::shared_ptr<HttpClient::StreamHandle> HttpClient::AsyncRequest(
+    http::verb method, std::string base_url, std::string target, HeaderList headers,
+    std::string body, std::function<void(StatusOr<ClientResponse>)> done) {
   internal::ClientCall::Callbacks callbacks;
   callbacks.on_response = std::move(done);
-  Launch(*core_, method, std::move(base_url), std::move(target), std::move(headers),
-         std::move(body), /*streaming=*/false, std::move(callbacks));
+  auto call = Launch(*core_, method, std::move(base_url), std::move(target), std::move(headers),
+                     std::move(body), /*streaming=*/false, std::move(callbacks));
+  return std::shared_ptr<StreamHandle>(new StreamHandle(call));
 }
 
 StatusOr<ClientResponse> HttpClient::Request(http::verb method, const std::string& base_url,

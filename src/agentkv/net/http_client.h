@@ -77,12 +77,12 @@ struct ClientResponse {
 
 class HttpClient {
  public:
-  // Lets the caller abandon a stream, e.g. when the downstream client went away.
+  // Lets the caller abandon a request or a stream, e.g. when the downstream client went away.
   class StreamHandle {
    public:
-    // Closes the stream's connection (it is not reused); `done` then runs once with
-    // Unavailable("... cancelled ...") unless the stream already ended. Thread-safe and
-    // idempotent; a no-op once the stream ended or the client was destroyed.
+    // Closes the call's connection (it is not reused); `done` then runs once with
+    // Unavailable("cancelled by the caller") unless the call already ended. Thread-safe and
+    // idempotent; a no-op once the call ended or the client was destroyed.
     void Cancel();
 
    private:
@@ -104,9 +104,12 @@ class HttpClient {
   // "http://host[:port][/prefix]" (https is InvalidArgument); `target` starts with '/' and may
   // carry a query. Host, Content-Length and Connection are set by the client (a Host header in
   // `headers` wins). A request that failed on a reused keep-alive connection before any response
-  // byte arrived (the upstream closed it meanwhile) is retried on another connection.
-  void AsyncRequest(http::verb method, std::string base_url, std::string target, HeaderList headers,
-                    std::string body, std::function<void(StatusOr<ClientResponse>)> done);
+  // byte arrived (the upstream closed it meanwhile) is retried on another connection. The
+  // returned handle cancels the request (callers that never cancel may drop it).
+  std::shared_ptr<StreamHandle> AsyncRequest(http::verb method, std::string base_url,
+                                             std::string target, HeaderList headers,
+                                             std::string body,
+                                             std::function<void(StatusOr<ClientResponse>)> done);
 
   // AsyncRequest, waiting for the result. Must not be called from this client's I/O threads
   // (a violation aborts).

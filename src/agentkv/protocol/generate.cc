@@ -170,6 +170,7 @@ StatusOr<GenerateRequest> ParseGenerateRequest(std::string_view body, const Pars
   AGENTKV_RETURN_IF_ERROR(
       ReadBool(*object, "return_logprob", "return_logprob", &request.return_logprob));
   AGENTKV_RETURN_IF_ERROR(ReadOptionalInt64(*object, "priority", "priority", &request.priority));
+  request.has_parent_session_field = object->contains(kParentSessionField);
   request.raw.assign(body.data(), body.size());
   return request;
 }

@@ -38,6 +38,10 @@ struct SamplingParams {
   friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
 };
 
+// agentkv's sub-agent parent hint as a top-level body member. Only the gateway sets it, from a
+// verified signed header; stock SGLang ignores it.
+inline constexpr std::string_view kParentSessionField = "agentkv_parent_session";
+
 // One /generate request. Exactly one of `text` / `input_ids` is set.
 struct GenerateRequest {
   std::string raw;  // The body as received, byte for byte.
@@ -50,6 +54,8 @@ struct GenerateRequest {
   bool return_logprob = false;
   std::optional<int64_t> priority;
   bool has_session_params = false;  // The legacy `session_params` object was present.
+  // A top-level kParentSessionField member was present (any value, escaped key or not).
+  bool has_parent_session_field = false;
 };
 
 // Bounds on what ParseGenerateRequest accepts.

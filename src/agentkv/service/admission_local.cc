@@ -32,7 +32,8 @@ AdmissionDecision DegradedBypass(const control::AcquireRequest& request) {
                            request.reservation_tokens,
                            std::nullopt,
                            -1,
-                           TimeNs()};
+                           TimeNs(),
+                           std::nullopt};
 }
 
 }  // namespace

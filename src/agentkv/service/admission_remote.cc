@@ -25,7 +25,8 @@ AdmissionDecision DegradedBypass(const std::string& ticket, int64_t tokens) {
                            tokens,
                            std::nullopt,
                            -1,
-                           TimeNs()};
+                           TimeNs(),
+                           std::nullopt};
 }
 
 }  // namespace

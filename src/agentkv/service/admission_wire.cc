@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/protocol/json_util.h"
 
 namespace agentkv::service {
@@ -27,6 +28,7 @@ constexpr AdmissionReason kAllReasons[] = {
     AdmissionReason::kAged,
     AdmissionReason::kDegraded,
     AdmissionReason::kCancelled,
+    AdmissionReason::kOversized,
 };
 
 // Parses `body` as a JSON object into `arena`-backed storage.
@@ -42,9 +44,13 @@ Status Missing(std::string_view field) {
   return InvalidArgumentError(std::string(field) + ": required");
 }
 
-// Reads the required non-empty string `key`, or its `alias` when `key` is absent.
+// Lease ids are "{epoch}:{ticket}": a ticket plus an int64 and a colon.
+constexpr size_t kMaxLeaseIdBytes = control::kMaxTicketBytes + 21;
+
+// Reads the required non-empty string `key`, or its `alias` when `key` is absent, of at most
+// `max_bytes` bytes.
 Status ReadRequiredString(const json::object& object, std::string_view key, std::string_view alias,
-                          std::string* out) {
+                          std::string* out, size_t max_bytes = control::kMaxTicketBytes) {
   std::string_view used = key;
   if (protocol::FindNonNull(object, key) == nullptr && !alias.empty() &&
       protocol::FindNonNull(object, alias) != nullptr) {
@@ -53,13 +59,18 @@ Status ReadRequiredString(const json::object& object, std::string_view key, std:
   if (protocol::FindNonNull(object, used) == nullptr) return Missing(key);
   AGENTKV_RETURN_IF_ERROR(protocol::ReadString(object, used, used, out));
   if (out->empty()) return InvalidArgumentError(std::string(used) + ": must not be empty");
+  if (out->size() > max_bytes) {
+    return InvalidArgumentError(std::string(used) + ": longer than " + std::to_string(max_bytes) +
+                                " bytes");
+  }
   return Status::Ok();
 }
 
 StatusOr<AdmissionAction> ParseAction(std::string_view text) {
   if (text == "admit") return AdmissionAction::kAdmit;
   if (text == "bypass") return AdmissionAction::kBypass;
-  return InvalidArgumentError("action: expected \"admit\" or \"bypass\", got \"" +
+  if (text == "refuse") return AdmissionAction::kRefuse;
+  return InvalidArgumentError("action: expected \"admit\", \"bypass\" or \"refuse\", got \"" +
                               std::string(text) + "\"");
 }
 
@@ -91,8 +102,9 @@ StatusOr<control::AcquireRequest> ParseAcquireRequest(std::string_view body) {
   if (protocol::FindNonNull(o, "reservation_tokens") == nullptr) {
     return Missing("reservation_tokens");
   }
-  AGENTKV_RETURN_IF_ERROR(protocol::ReadNonNegativeInt64(
-      o, "reservation_tokens", "reservation_tokens", &request.reservation_tokens));
+  AGENTKV_RETURN_IF_ERROR(
+      protocol::ReadInt64(o, "reservation_tokens", "reservation_tokens", &request.reservation_tokens));
+  AGENTKV_RETURN_IF_ERROR(CheckTokens("reservation_tokens", request.reservation_tokens));
   AGENTKV_RETURN_IF_ERROR(protocol::ReadBool(o, "protected", "protected", &request.is_protected));
   return request;
 }
@@ -112,6 +124,7 @@ std::string SerializeDecision(const control::AdmissionDecision& decision) {
   }
   w.Key("owner_epoch").Int(decision.owner_epoch);
   w.Key("wait_s").Double(decision.wait.seconds());
+  if (decision.ceiling.has_value()) w.Key("ceiling").Int(*decision.ceiling);
   w.EndObject();
   return w.Take();
 }
@@ -132,20 +145,28 @@ StatusOr<control::AdmissionDecision> ParseDecision(std::string_view body) {
   if (protocol::FindNonNull(o, "reservation_tokens") == nullptr) {
     return Missing("reservation_tokens");
   }
-  AGENTKV_RETURN_IF_ERROR(protocol::ReadNonNegativeInt64(
-      o, "reservation_tokens", "reservation_tokens", &d.reservation_tokens));
+  AGENTKV_RETURN_IF_ERROR(
+      protocol::ReadInt64(o, "reservation_tokens", "reservation_tokens", &d.reservation_tokens));
+  AGENTKV_RETURN_IF_ERROR(CheckTokens("reservation_tokens", d.reservation_tokens));
   AGENTKV_RETURN_IF_ERROR(protocol::ReadOptionalString(o, "lease_id", "lease_id", &d.lease_id));
+  if (d.lease_id.has_value() && d.lease_id->size() > kMaxLeaseIdBytes) {
+    return InvalidArgumentError("lease_id: longer than " + std::to_string(kMaxLeaseIdBytes) +
+                                " bytes");
+  }
   if (d.action == AdmissionAction::kAdmit && (!d.lease_id.has_value() || d.lease_id->empty())) {
     return InvalidArgumentError("lease_id: required when action is \"admit\"");
   }
   AGENTKV_RETURN_IF_ERROR(protocol::ReadInt64(o, "owner_epoch", "owner_epoch", &d.owner_epoch));
   double wait_s = 0.0;
   AGENTKV_RETURN_IF_ERROR(protocol::ReadDouble(o, "wait_s", "wait_s", &wait_s));
-  // 2^62 ns is about 146 years: anything beyond is not a queue time.
-  if (!std::isfinite(wait_s) || wait_s < 0.0 || wait_s * 1e9 > 0x1p62) {
-    return InvalidArgumentError("wait_s: expected a non-negative number of seconds");
+  AGENTKV_ASSIGN_OR_RETURN(d.wait, TimeFromSeconds("wait_s", wait_s));
+  AGENTKV_RETURN_IF_ERROR(protocol::ReadOptionalInt64(o, "ceiling", "ceiling", &d.ceiling));
+  if (d.ceiling.has_value() && *d.ceiling < 0) {
+    return InvalidArgumentError("ceiling: expected a non-negative integer");
   }
-  d.wait = TimeNs(std::llround(wait_s * 1e9));
+  if (d.action == AdmissionAction::kRefuse && d.reason != AdmissionReason::kOversized) {
+    return InvalidArgumentError("reason: \"refuse\" comes only with \"oversized\"");
+  }
   return d;
 }
 
@@ -160,7 +181,8 @@ StatusOr<std::string> ParseReleaseRequest(std::string_view body) {
   AGENTKV_ASSIGN_OR_RETURN(json::value value,
                            ParseObject(body, "release request", json::storage_ptr(&arena)));
   std::string lease_id;
-  AGENTKV_RETURN_IF_ERROR(ReadRequiredString(value.as_object(), "lease_id", "", &lease_id));
+  AGENTKV_RETURN_IF_ERROR(
+      ReadRequiredString(value.as_object(), "lease_id", "", &lease_id, kMaxLeaseIdBytes));
   return lease_id;
 }
 

@@ -5,9 +5,11 @@
 // The shapes follow Relax's coordinator (seed 000, reference section 4.4) with `ticket` for
 // its `ticket_id` (which parsing also accepts):
 //   POST /admission/acquire  {"ticket": str, "reservation_tokens": int, "protected": bool}
-//     -> 200 {"action": "admit"|"bypass", "reason": str, "ticket": str,
+//     -> 200 {"action": "admit"|"bypass"|"refuse", "reason": str, "ticket": str,
 //             "reservation_tokens": int, "lease_id": str|null, "owner_epoch": int,
-//             "wait_s": float}
+//             "wait_s": float[, "ceiling": int]}
+//     "refuse" (reason "oversized", with the "ceiling" that refused it) is agentkv's addition:
+//     the reservation exceeds the whole admission ceiling; the caller must not send the request.
 //   POST /admission/release  {"lease_id": str} -> 200 {}
 //   POST /admission/cancel   {"ticket": str}   -> 200 {}
 //   GET  /agentic_kv         -> 200 {"agentic_kv/...": number, ...}
@@ -40,16 +42,18 @@ inline constexpr std::string_view kCoordinatorHealthPath = "/health";
 // `{"ticket":...,"reservation_tokens":...,"protected":...}`.
 std::string SerializeAcquireRequest(const control::AcquireRequest& request);
 // InvalidArgument naming the field when the body is not a JSON object, `ticket` (or its alias
-// `ticket_id`) is missing, empty or not a string, `reservation_tokens` is missing or not a
-// non-negative integer, or `protected` is present and not a bool. Unknown fields are ignored.
-// ResourceExhausted over 1 MiB.
+// `ticket_id`) is missing, empty, longer than control::kMaxTicketBytes or not a string,
+// `reservation_tokens` is missing or not an integer in [0, kMaxTokens] (base/bounds.h), or
+// `protected` is present and not a bool. Unknown fields are ignored. ResourceExhausted over
+// 1 MiB.
 [[nodiscard]] StatusOr<control::AcquireRequest> ParseAcquireRequest(std::string_view body);
 
 // The final decision as the acquire endpoint answers it; `wait` in seconds as `wait_s`.
 // Precondition: decision.action is kAdmit or kBypass (a server never answers kWait).
 std::string SerializeDecision(const control::AdmissionDecision& decision);
-// InvalidArgument naming the field when a field is missing or of the wrong type, `action` is
-// not "admit"/"bypass", `reason` is unknown, or an admit has no `lease_id`. `wait_s` is
+// InvalidArgument naming the field when a field is missing, of the wrong type or out of range
+// (tokens past kMaxTokens, `wait_s` past a year), `action` is not "admit"/"bypass"/"refuse",
+// `reason` is unknown, an admit has no `lease_id`, or a refuse is not "oversized". `wait_s` is
 // rounded to the nearest nanosecond, so Serialize/Parse round-trips exactly.
 [[nodiscard]] StatusOr<control::AdmissionDecision> ParseDecision(std::string_view body);
 

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <charconv>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/control/reservation.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/protocol/json_splice.h"
@@ -37,6 +38,13 @@ std::string Lower(std::string_view text) {
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return a.size() == b.size() && Lower(a) == Lower(b);
+}
+
+Status RefuseBodyParentHint() {
+  return InvalidArgumentError(std::string(kParentSessionField) +
+                              ": not accepted in the body; send the signed " +
+                              std::string(kParentSessionHeader) + " and " +
+                              std::string(kParentSignatureHeader) + " headers instead");
 }
 
 std::string JsonString(std::string_view value) {
@@ -91,10 +99,12 @@ StatusOr<ClientRequest> ParseOpenAiRequest(GatewayRoute route, std::string body)
   std::optional<int64_t> max_completion_tokens;
   AGENTKV_RETURN_IF_ERROR(protocol::ReadOptionalInt64(
       object, "max_completion_tokens", "max_completion_tokens", &max_completion_tokens));
-  request.max_new_tokens = max_completion_tokens.has_value() ? max_completion_tokens : max_tokens;
-  if (request.max_new_tokens.has_value() && *request.max_new_tokens < 0) {
-    return InvalidArgumentError("max_tokens: expected a non-negative integer");
+  if (max_tokens.has_value()) AGENTKV_RETURN_IF_ERROR(CheckTokens("max_tokens", *max_tokens));
+  if (max_completion_tokens.has_value()) {
+    AGENTKV_RETURN_IF_ERROR(CheckTokens("max_completion_tokens", *max_completion_tokens));
   }
+  request.max_new_tokens = max_completion_tokens.has_value() ? max_completion_tokens : max_tokens;
+  if (object.contains(kParentSessionField)) return RefuseBodyParentHint();
   const char* prompt_key = route == GatewayRoute::kChatCompletions ? "messages" : "prompt";
   if (const boost::json::value* prompt = protocol::FindNonNull(object, prompt_key)) {
     if (route == GatewayRoute::kCompletions && prompt->is_array()) {
@@ -136,7 +146,10 @@ StatusOr<ClientRequest> ParseClientRequest(GatewayRoute route, std::string body)
   } else {
     request.prompt_text_bytes = static_cast<int64_t>(parsed.text.value_or(std::string()).size());
   }
+  AGENTKV_RETURN_IF_ERROR(
+      CheckTokens("sampling_params.max_new_tokens", parsed.sampling_params.max_new_tokens));
   request.max_new_tokens = parsed.sampling_params.max_new_tokens;
+  if (parsed.has_parent_session_field) return RefuseBodyParentHint();
   AGENTKV_RETURN_IF_ERROR(NormalizeRid(request.rid));
   request.body = std::move(body);
   return request;
@@ -169,10 +182,17 @@ StatusOr<std::optional<int64_t>> ParsePromptTokensHeader(std::string_view value)
   if (value.empty()) return std::optional<int64_t>();
   int64_t tokens = 0;
   const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), tokens);
-  if (error != std::errc() || end != value.data() + value.size() || tokens < 0) {
+  if (error == std::errc::result_out_of_range && end == value.data() + value.size()) {
+    // All digits, past int64: out of range like any other too-large count.
+    return InvalidArgumentError(std::string(kPromptTokensHeader) + ": " +
+                                std::string(value.substr(0, 40)) + " is out of range [0, " +
+                                std::to_string(kMaxTokens) + "] tokens");
+  }
+  if (error != std::errc() || end != value.data() + value.size()) {
     return InvalidArgumentError(std::string(kPromptTokensHeader) +
                                 ": expected a non-negative integer");
   }
+  AGENTKV_RETURN_IF_ERROR(CheckTokens(kPromptTokensHeader, tokens));
   return std::optional<int64_t>(tokens);
 }
 
@@ -205,6 +225,26 @@ int64_t EstimateReservationTokens(const ClientRequest& request,
   shape.max_new_tokens = request.max_new_tokens.value_or(default_max_new_tokens);
   shape.expected_decode_cap = expected_decode_cap;
   return control::ReservationTokens(shape);
+}
+
+std::optional<int64_t> ExactTokenNeed(const ClientRequest& request,
+                                      std::optional<int64_t> header_prompt_tokens,
+                                      int64_t default_max_new_tokens) {
+  std::optional<int64_t> prompt = request.prompt_token_ids;
+  if (!prompt.has_value()) prompt = header_prompt_tokens;
+  if (!prompt.has_value()) return std::nullopt;
+  const int64_t decode = request.max_new_tokens.value_or(default_max_new_tokens);
+  return std::min(SaturatingAdd(*prompt, decode), kMaxTokens);
+}
+
+std::string ContextLengthExceededMessage(int64_t context_length, int64_t requested_tokens,
+                                         int64_t prompt_tokens) {
+  return "Requested token count exceeds the model's maximum context length of " +
+         std::to_string(context_length) + " tokens. You requested a total of " +
+         std::to_string(requested_tokens) + " tokens: " + std::to_string(prompt_tokens) +
+         " tokens from the input messages and " + std::to_string(requested_tokens - prompt_tokens) +
+         " tokens for the completion. Please reduce the number of tokens in the input messages "
+         "or the completion to fit within the limit.";
 }
 
 bool IsForwardedHeader(std::string_view name) {

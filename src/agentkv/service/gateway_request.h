@@ -15,6 +15,7 @@
 
 #include "agentkv/base/status.h"
 #include "agentkv/net/http_types.h"
+#include "agentkv/protocol/generate.h"
 
 namespace agentkv::service {
 
@@ -36,8 +37,9 @@ inline constexpr std::string_view kPromptTokensHeader = "X-Prompt-Tokens";
 // The signed sub-agent parent hint.
 inline constexpr std::string_view kParentSessionHeader = "X-Agentkv-Parent-Session";
 inline constexpr std::string_view kParentSignatureHeader = "X-Agentkv-Parent-Signature";
-// The body field an honoured parent hint is forwarded as (stock SGLang ignores it).
-inline constexpr std::string_view kParentSessionField = "agentkv_parent_session";
+// The body field an honoured parent hint is forwarded as (stock SGLang ignores it). A client
+// body that carries it is refused: the hint is accepted only from the signed header.
+using protocol::kParentSessionField;
 
 // Session ids and parent ids: 1 to 256 bytes of printable ASCII without spaces (they travel
 // in a URL path and in the X-SMG-Routing-Key header).
@@ -65,14 +67,16 @@ struct ClientRequest {
   std::optional<int64_t> prompt_token_ids;
   int64_t prompt_text_bytes = 0;
   // sampling_params.max_new_tokens (/generate, SGLang default 128 when absent), or
-  // max_completion_tokens / max_tokens (OpenAI routes; absent = nullopt).
+  // max_completion_tokens / max_tokens (OpenAI routes; absent = nullopt). In [0, kMaxTokens].
   std::optional<int64_t> max_new_tokens;
 };
 
 // Reads `body` for `route`. /generate: protocol::ParseGenerateRequest (its InvalidArgument or
 // ResourceExhausted). OpenAI routes: InvalidArgument unless the body is one JSON object and
-// `rid` / `session_id` (if present) are strings, `stream` a bool, max tokens non-negative
-// integers. Over 64 MiB or 64 levels of nesting: ResourceExhausted.
+// `rid` / `session_id` (if present) are strings, `stream` a bool. Both: InvalidArgument naming
+// the field when a token budget (max_new_tokens, max_tokens, max_completion_tokens) is not an
+// integer in [0, kMaxTokens] (base/bounds.h), or the body carries kParentSessionField. Over
+// 64 MiB or 64 levels of nesting: ResourceExhausted.
 StatusOr<ClientRequest> ParseClientRequest(GatewayRoute route, std::string body);
 
 // Whether `id` is a valid session or parent id (see kMaxSessionIdBytes).
@@ -85,7 +89,8 @@ StatusOr<std::optional<std::string>> ResolveSessionId(const std::optional<std::s
                                                       std::string_view header_value,
                                                       std::string_view header_name);
 
-// X-Prompt-Tokens: nullopt when empty; a non-negative decimal integer; else InvalidArgument.
+// X-Prompt-Tokens: nullopt when empty; a decimal integer in [0, kMaxTokens]; else
+// InvalidArgument naming the header and the value.
 StatusOr<std::optional<int64_t>> ParsePromptTokensHeader(std::string_view value);
 // X-Agentkv-Protected: true for "1" or "true" (any case); false when empty, "0" or "false";
 // else InvalidArgument.
@@ -101,11 +106,25 @@ int64_t EstimatePromptTokens(const ClientRequest& request,
 
 // The tokens one attempt reserves (control::ReservationTokens): the estimated prompt plus
 // max_new_tokens (`default_max_new_tokens` when the body sets none), the decode part capped by
-// `expected_decode_cap` when set.
+// `expected_decode_cap` when set. In [0, kMaxTokens] whatever the inputs.
 int64_t EstimateReservationTokens(const ClientRequest& request,
                                   std::optional<int64_t> header_prompt_tokens,
                                   std::optional<int64_t> expected_decode_cap,
                                   int64_t default_max_new_tokens);
+
+// The tokens a request asks the engine for, when the gateway knows them exactly: the prompt's
+// token ids (or the X-Prompt-Tokens value) plus max_new_tokens (`default_max_new_tokens` when
+// the body sets none); nullopt for a text prompt without X-Prompt-Tokens (the gateway has no
+// tokenizer, and a byte estimate must not refuse a request). Saturates at kMaxTokens.
+std::optional<int64_t> ExactTokenNeed(const ClientRequest& request,
+                                      std::optional<int64_t> header_prompt_tokens,
+                                      int64_t default_max_new_tokens);
+
+// The 400 message for a request over the model's context length, in SGLang's words, so that
+// clients that recognise SGLang's ("Requested token count exceeds ... maximum context length")
+// recognise it here too.
+std::string ContextLengthExceededMessage(int64_t context_length, int64_t requested_tokens,
+                                         int64_t prompt_tokens);
 
 // sgl-router's forwarded-header allowlist (case-insensitive): authorization, x-request-id,
 // x-request-id-*, x-correlation-id, traceparent, tracestate, x-smg-routing-key.

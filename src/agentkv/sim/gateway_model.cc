@@ -104,6 +104,10 @@ Status GatewayModel::Submit(GatewayRequest request) {
     waiting_.emplace(rid, std::move(pending));
     return Status::Ok();
   }
+  if (decision->action == control::AdmissionAction::kRefuse) {
+    Refuse(pending, *decision);
+    return Status::Ok();
+  }
   Status dispatched = Dispatch(std::move(pending), &*decision);
   if (!dispatched.ok()) {
     records_.erase(id);
@@ -158,6 +162,10 @@ void GatewayModel::DispatchResolved() {
       Pending pending = std::move(it->second);
       waiting_.erase(it);
       const RequestId id = pending.request.request.id;
+      if (decision.action == control::AdmissionAction::kRefuse) {
+        Refuse(pending, decision);
+        continue;
+      }
       Status dispatched = Dispatch(std::move(pending), &decision);
       if (!dispatched.ok()) {
         GatewayRecord& record = records_.at(id);
@@ -167,6 +175,30 @@ void GatewayModel::DispatchResolved() {
       }
     }
   }
+}
+
+void GatewayModel::Refuse(const Pending& pending, const control::AdmissionDecision& decision) {
+  const RequestId id = pending.request.request.id;
+  GatewayRecord& record = records_.at(id);
+  record.admission_action = decision.action;
+  record.admission_reason = decision.reason;
+  record.refused = true;
+  EngineRequestRecord account;
+  account.id = id;
+  account.arrival = record.received;
+  account.finished = loop_->now();
+  account.report.rejected = true;
+  account.report.uncached_tokens = pending.request.request.prompt_tokens;
+  account.cold_tokens = pending.request.request.prompt_tokens;
+  const EngineRequestRecord& stored = refused_.insert_or_assign(id, account).first->second;
+  AGENTKV_CHECK(planner_.MarkFinished(pending.rid).ok());
+  --in_flight_;
+  if (on_complete_) on_complete_(record, &stored);
+}
+
+const EngineRequestRecord* GatewayModel::RefusedRecord(RequestId id) const {
+  auto it = refused_.find(id);
+  return it == refused_.end() ? nullptr : &it->second;
 }
 
 void GatewayModel::OnEngineComplete(EngineId engine, const EngineRequestRecord& record) {

@@ -92,12 +92,17 @@ struct GatewayRecord {
   std::optional<control::AdmissionReason> admission_reason;
   // Set when dispatching failed (the engine refused the request); no engine record then.
   Status dispatch_error;
+  // Admission refused the request (kRefuse `oversized`: its reservation exceeds the whole
+  // admission ceiling). It never reached an engine; RefusedRecord() holds its account, a
+  // rejected request whose whole prompt counts as cold, as the gateway's 400 would leave it.
+  bool refused = false;
 };
 
 class GatewayModel {
  public:
-  // Runs when a request completes (engine record set) or fails to dispatch after waiting
-  // (engine record null, record.dispatch_error set).
+  // Runs when a request completes (engine record set; for a request admission refused, its
+  // RefusedRecord) or fails to dispatch after waiting (engine record null,
+  // record.dispatch_error set).
   using CompletionCallback =
       std::function<void(const GatewayRecord&, const EngineRequestRecord* engine_record)>;
 
@@ -142,6 +147,8 @@ class GatewayModel {
   int64_t engine_session_closes() const { return engine_session_closes_; }
   int64_t tokens_freed_by_close() const { return tokens_freed_by_close_; }
   const GatewayRecord* FindRecord(RequestId id) const;
+  // The account of a request admission refused (GatewayRecord::refused), or nullptr.
+  const EngineRequestRecord* RefusedRecord(RequestId id) const;
 
   // Internal naming the first broken conservation rule once the run is over: nothing in
   // flight or waiting, every lease returned (the ledger reserves 0 tokens), every session
@@ -168,6 +175,8 @@ class GatewayModel {
   // Reads every engine's gauges: one KvUsageSample, and a reconcile of the ledger.
   void Poll();
   void FinishAttempt(const std::string& rid);
+  // Ends a request admission refused: records its account and completes it at once.
+  void Refuse(const Pending& pending, const control::AdmissionDecision& decision);
 
   EventLoop* loop_;
   FleetModel* fleet_;
@@ -187,6 +196,7 @@ class GatewayModel {
   std::unordered_map<RequestId, std::string> rid_of_;
   std::unordered_map<RequestId, std::string> lease_of_;
   std::unordered_map<RequestId, std::vector<kv::BlockKey>> pin_keys_;
+  std::unordered_map<RequestId, EngineRequestRecord> refused_;
   std::vector<KvUsageSample> kv_usage_;
   int64_t engine_session_closes_ = 0;
   int64_t tokens_freed_by_close_ = 0;

@@ -230,6 +230,11 @@ std::vector<std::vector<kv::KvEvent>> TakeEngineEvents(const ArmFleet& arm_fleet
 RequestView ViewOf(const ArmFleet& arm_fleet, RequestId id) {
   RequestView view;
   view.gateway = arm_fleet.gateway->FindRecord(id);
+  if (view.gateway != nullptr && view.gateway->refused) {
+    view.engine = arm_fleet.gateway->RefusedRecord(id);
+    AGENTKV_CHECK(view.engine != nullptr) << "refused request " << id << " has no account";
+    return view;
+  }
   AGENTKV_CHECK(view.gateway != nullptr && view.gateway->engine.has_value())
       << "request " << id << " has no gateway record or engine";
   view.engine = arm_fleet.fleet->engine(*view.gateway->engine).FindRecord(id);

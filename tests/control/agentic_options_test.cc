@@ -42,10 +42,19 @@ std::vector<BadOption> OutOfRangeOptions() {
        [](AgenticOptions& o) { o.agentic_admission_pressure_threshold = 0.0; }},
       {"--agentic-admission-pressure-threshold must be in (0, 1], got inf",
        [](AgenticOptions& o) { o.agentic_admission_pressure_threshold = kInf; }},
-      {"--agentic-admission-expected-decode-cap must be > 0, got 0",
+      {"--agentic-admission-expected-decode-cap must be in [1, 1099511627776], got 0",
        [](AgenticOptions& o) { o.agentic_admission_expected_decode_cap = 0; }},
-      {"--agentic-admission-expected-decode-cap must be > 0, got -3",
+      {"--agentic-admission-expected-decode-cap must be in [1, 1099511627776], got -3",
        [](AgenticOptions& o) { o.agentic_admission_expected_decode_cap = -3; }},
+      {"--agentic-admission-expected-decode-cap must be in [1, 1099511627776], got "
+       "9223372036854775807",
+       [](AgenticOptions& o) {
+         o.agentic_admission_expected_decode_cap = std::numeric_limits<int64_t>::max();
+       }},
+      {"--agentic-admission-max-wait-s must be at most 31536000 (a year), got 1e+20",
+       [](AgenticOptions& o) { o.agentic_admission_max_wait_s = 1e20; }},
+      {"--agentic-admission-lease-ttl-s must be at most 31536000 (a year), got 31536001",
+       [](AgenticOptions& o) { o.lease_ttl_s = 31536001; }},
       {"--agentic-admission-max-wait-s must be >= 0, got -1",
        [](AgenticOptions& o) { o.agentic_admission_max_wait_s = -1.0; }},
       {"--agentic-admission-max-wait-s must be >= 0, got nan",
@@ -64,6 +73,27 @@ std::vector<BadOption> OutOfRangeOptions() {
        "got 1.5",
        [](AgenticOptions& o) { o.staleness_s = 1.5; }},
   };
+}
+
+// The services that poll the fleet also check that one slow engine cannot age the snapshot.
+TEST(AgenticOptionsTest, PollTimingKeepsAPollCycleInsideTheStaleness) {
+  AgenticOptions o;
+  o.agentic_program_admission = true;
+  EXPECT_TRUE(CheckPollTiming(o, "--metrics-timeout-s", 1.5).ok());  // 2 + 3 < 6.
+  const Status slow = CheckPollTiming(o, "--metrics-timeout-s", 5.0);
+  EXPECT_EQ(slow.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(slow.message(),
+              testing::StartsWith("--agentic-admission-poll-interval-s (2) + 2 x "
+                                  "--metrics-timeout-s (5) must be < "
+                                  "--agentic-admission-staleness-s (6)"));
+  EXPECT_FALSE(CheckPollTiming(o, "--metrics-timeout-s", 2.0).ok());  // Exactly 6: not below.
+  EXPECT_FALSE(CheckPollTiming(o, "--metrics-timeout-s", 0).ok());
+  EXPECT_FALSE(CheckPollTiming(o, "--metrics-timeout-s", std::nan("")).ok());
+  o.staleness_s = 20;
+  EXPECT_TRUE(CheckPollTiming(o, "--metrics-timeout-s", 5.0).ok());
+  o.agentic_program_admission = false;  // Off: only the timeout itself is checked.
+  o.staleness_s = 6;
+  EXPECT_TRUE(CheckPollTiming(o, "--metrics-timeout-s", 5.0).ok());
 }
 
 TEST(AgenticOptionsTest, DefaultsAreTheSeedsAndValid) {

@@ -402,6 +402,31 @@ struct Row {
   SessionPhase expect_phase;
 };
 
+// A session that lives for many requests keeps bounded memory: ended attempts beyond the
+// bound are forgotten oldest first (their rids may be begun again), live ones never are, and
+// a termination still aborts every dispatched attempt.
+TEST_F(SessionLifecycleTest, AnActiveSessionRemembersBoundedEndedAttempts) {
+  Open("s");
+  const std::string live = Begin("s", "held", 0);
+  Dispatch(live);
+  const int64_t requests = 5 * kMaxEndedAttemptsPerSession;
+  for (int64_t i = 0; i < requests; ++i) {
+    const std::string rid = Begin("s", "r" + std::to_string(i), 0);
+    Dispatch(rid);
+    Finish(rid);
+  }
+  EXPECT_LE(planner_.attempt_count(), 2 * kMaxEndedAttemptsPerSession + 1);
+  EXPECT_EQ(State(live), AttemptState::kDispatched);
+  // The newest ended attempts are remembered; the oldest may be begun again.
+  EXPECT_EQ(planner_.BeginAttempt("s", "r" + std::to_string(requests - 1), 0).status().code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(planner_.attempt_state("r0:0").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(planner_.BeginAttempt("s", "r0", 0).ok());
+  planner_.CheckInvariants();
+  Terminate("s");
+  EXPECT_THAT(Take(), ElementsAre("cancel r0:0", "abort held:0"));
+}
+
 TEST_F(SessionLifecycleTest, StepTableScenario) {
   using enum Op;
   using P = SessionPhase;

@@ -913,7 +913,7 @@ TEST(GatewayTest, AnUnreachableRouterDegradesTheCoordinatorAndEveryRequestBypass
   coordinator_options.router_url = DeadUrl();
   coordinator_options.agentic.poll_interval_s = 0.1;
   coordinator_options.agentic.staleness_s = 1.0;
-  coordinator_options.scrape_timeout = 500ms;
+  coordinator_options.metrics_timeout_s = 0.4;
   coordinator_options.log = coordinator_logs.Sink();
   StatusOr<std::unique_ptr<CoordinatorServer>> started =
       CoordinatorServer::Start(coordinator_options);
@@ -964,7 +964,7 @@ TEST(GatewayTest, AnUnreachableRouterDegradesTheCoordinatorAndEveryRequestBypass
     EXPECT_EQ(engine->runtime().Snapshot().num_requests_total, 4) << engine->base_url();
 
   // Each decision was the coordinator's answer, not a transport failure of the client.
-  EXPECT_EQ(backend->failures(), 0);
+  EXPECT_EQ(backend->failures().total(), 0);
   LocalAdmission& ledger = coordinator->admission();
   EXPECT_EQ(Series(ledger, control::kBypassDegradedMetric), 8.0);
   EXPECT_EQ(Series(ledger, control::kBypassMetric), 8.0);
@@ -997,6 +997,7 @@ TEST(GatewayTest, ADeadRouterWithLocalAdmissionAnswers502AtOnceAndReservesNothin
   options.agentic.poll_interval_s = 0.05;
   options.agentic.staleness_s = 1.0;
   options.control_timeout_s = 0.5;
+  options.metrics_timeout_s = 0.4;
   std::shared_ptr<LocalAdmission> admission = StartLocalAdmission(options.agentic);
   ASSERT_NE(admission, nullptr);
   StatusOr<std::unique_ptr<Gateway>> refused = Gateway::Start(options, admission);
@@ -1046,7 +1047,7 @@ TEST(GatewayTest, StalledEngineMetricsDegradeAdmissionToBypassUntilTheScrapesRec
   options.agentic.agentic_program_admission = true;
   options.agentic.poll_interval_s = 0.05;
   options.agentic.staleness_s = 1.0;
-  options.control_timeout_s = 0.4;  // A scrape stalled for 2 s fails after 0.4 s.
+  options.metrics_timeout_s = 0.4;  // A scrape stalled for 2 s fails after 0.4 s.
   std::shared_ptr<LocalAdmission> admission = StartLocalAdmission(options.agentic);
   ASSERT_NE(admission, nullptr);
   auto gateway = StartGateway(options, admission);
@@ -1150,6 +1151,7 @@ TEST(GatewayTest, ACoordinatorRestartMakesTheGatewayFailOpenAndThenAdmitAgain) {
   coordinator_options.engine_urls = EngineUrls(fleet);
   coordinator_options.agentic.poll_interval_s = 0.1;
   coordinator_options.agentic.staleness_s = 1.0;
+  coordinator_options.metrics_timeout_s = 0.4;
   coordinator_options.log = coordinator_logs.Sink();
   auto start_coordinator = [&]() -> std::unique_ptr<CoordinatorServer> {
     StatusOr<std::unique_ptr<CoordinatorServer>> started =
@@ -1183,7 +1185,7 @@ TEST(GatewayTest, ACoordinatorRestartMakesTheGatewayFailOpenAndThenAdmitAgain) {
   ASSERT_TRUE(WaitFor([&] { return gateway->stats().in_flight == 0; }));
   EXPECT_EQ(Series(coordinator->admission(), control::kAdmitMetric), 1.0);
   ExpectLedgerAtRest(coordinator->admission());
-  EXPECT_EQ(backend->failures(), 0);
+  EXPECT_EQ(backend->failures().total(), 0);
 
   // Down: fail open.
   coordinator_options.http.port = coordinator->port();
@@ -1193,7 +1195,7 @@ TEST(GatewayTest, ACoordinatorRestartMakesTheGatewayFailOpenAndThenAdmitAgain) {
         Post(client, gateway->base_url(), "/generate", SmallGenerate(rid));
     EXPECT_EQ(r.status, 200) << r.body;
   }
-  EXPECT_GE(backend->failures(), 2);
+  EXPECT_GE(backend->failures().total(), 2);
 
   // Back on the same address: admitted again.
   coordinator = start_coordinator();

@@ -50,7 +50,13 @@ TEST(GatewayMetricsTest, CountsRequestsByRouteAndCodeWithACumulativeHistogram) {
   EXPECT_EQ(metrics.StepCloses(true), (std::pair<int64_t, int64_t>{2, 1}));
   EXPECT_EQ(metrics.StepCloses(false), (std::pair<int64_t, int64_t>{0, 0}));
   EXPECT_EQ(metrics.close_totals(), (std::pair<int64_t, int64_t>{2, 1}));
-  const std::string text = protocol::WritePrometheusText(metrics.Families(4, 2));
+  GatewayReadings readings;
+  readings.in_flight = 4;
+  readings.active_sessions = 2;
+  readings.sessions_evicted = 5;
+  readings.sessions_refused = 6;
+  readings.coordinator_failures = {.acquire = 7, .release = 8, .cancel = 9, .metrics = 10};
+  const std::string text = protocol::WritePrometheusText(metrics.Families(readings));
   for (const char* line :
        {"agentkv_gateway_requests_total{route=\"/generate\",code=\"200\"} 2.0\n",
         "agentkv_gateway_requests_total{route=\"/generate\",code=\"400\"} 1.0\n",
@@ -64,7 +70,13 @@ TEST(GatewayMetricsTest, CountsRequestsByRouteAndCodeWithACumulativeHistogram) {
         "agentkv_gateway_request_duration_seconds_count{route=\"/generate\"} 3.0\n",
         "agentkv_gateway_parent_hint_rejected_total 1.0\n",
         "agentkv_gateway_session_close_failure_total 1.0\n",
-        "agentkv_gateway_in_flight_requests 4.0\n", "agentkv_gateway_sessions_active 2.0\n"}) {
+        "agentkv_gateway_in_flight_requests 4.0\n", "agentkv_gateway_sessions_active 2.0\n",
+        "agentkv_gateway_sessions_evicted_total 5.0\n",
+        "agentkv_gateway_sessions_refused_total 6.0\n",
+        "agentkv_gateway_coordinator_failures_total{op=\"acquire\"} 7.0\n",
+        "agentkv_gateway_coordinator_failures_total{op=\"release\"} 8.0\n",
+        "agentkv_gateway_coordinator_failures_total{op=\"cancel\"} 9.0\n",
+        "agentkv_gateway_coordinator_failures_total{op=\"metrics\"} 10.0\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   }
   // The text parses back.

@@ -82,6 +82,9 @@ CoordinatorCommand::CoordinatorCommand(CLI::App& app) {
                "(>= poll interval)");
   AddEnvOption(c, control::kPollIntervalFlag, agentic_.poll_interval_s,
                "Seconds between polls of the engines' /metrics (> 0)");
+  AddEnvOption(c, "--metrics-timeout-s", metrics_timeout_s_,
+               "How long a poll waits for discovery, then for the engines' /metrics; poll "
+               "interval + 2 x this must be below the staleness");
   AddLogLevelOption(c, log_level_);
 }
 
@@ -110,6 +113,7 @@ int CoordinatorCommand::Run() {
   options.router_url = router_url_;
   options.engine_urls = engine_urls_;
   options.auth_token = auth_token_;
+  options.metrics_timeout_s = metrics_timeout_s_;
   options.log = SpdlogSink;
   ApplyLogLevel(log_level_);
 

@@ -41,6 +41,7 @@ class CoordinatorCommand {
   int port_ = 7000;
   int threads_ = 2;
   double shutdown_grace_s_ = 5.0;
+  double metrics_timeout_s_ = 1.5;
   std::string router_url_;
   std::vector<std::string> engine_urls_;
   std::string auth_token_;

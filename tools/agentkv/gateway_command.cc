@@ -76,7 +76,17 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
   AddEnvOption(c, "--default-max-tokens", o.default_max_tokens,
                "Decode tokens reserved for an OpenAI request without max_tokens");
   AddEnvOption(c, "--control-timeout-s", o.control_timeout_s,
-               "Timeout of each abort, /metrics, /workers and /server_info request");
+               "Timeout of each abort, /close_session and /server_info request");
+  AddEnvOption(c, "--metrics-timeout-s", o.metrics_timeout_s,
+               "How long a poll waits for /workers, then for the engines' /metrics; poll "
+               "interval + 2 x this must be below the staleness");
+  context_length_option_ =
+      c.add_option("--context-length", context_length_,
+                   "The model's context length: requests that cannot fit get SGLang's 400 at "
+                   "once (default: the engines' /server_info context_length, if reported)")
+          ->envname(FlagEnvName("--context-length"));
+  AddEnvOption(c, "--max-sessions", o.max_sessions,
+               "Most sessions accepting requests; more end the longest-idle one, or get 503");
   AddEnvOption(c, "--upstream-timeout-s", upstream_timeout_s_,
                "Longest wait for an upstream's response headers");
   AddEnvOption(c, "--upstream-connections", upstream_connections_,
@@ -122,6 +132,7 @@ int GatewayCommand::Run() {
   if (decode_cap_option_->count() > 0) {
     options.agentic.agentic_admission_expected_decode_cap = decode_cap_;
   }
+  if (context_length_option_->count() > 0) options.context_length = context_length_;
   StatusOr<control::AdmissionScope> scope = control::ParseAdmissionScope(scope_);
   if (!scope.ok()) return ReportError(name, scope.status());
   options.agentic.agentic_admission_scope = *scope;
@@ -157,6 +168,7 @@ int GatewayCommand::Run() {
       remote.coordinator_url = coordinator_url_;
       remote.auth_token = coordinator_token_;
       remote.max_wait_s = options.agentic.agentic_admission_max_wait_s;
+      remote.log = SpdlogSink;
       StatusOr<std::unique_ptr<service::RemoteAdmission>> created =
           service::RemoteAdmission::Create(remote);
       if (!created.ok()) return ReportError(name, created.status());

@@ -42,12 +42,14 @@ class GatewayCommand {
   service::GatewayOptions options_;
   std::string scope_ = "train";
   int64_t decode_cap_ = 0;
+  int64_t context_length_ = 0;
   std::string prerequisite_policy_ = "refuse";
   std::string coordinator_url_;
   std::string coordinator_token_;
   double upstream_timeout_s_ = 3600.0;
   int64_t upstream_connections_ = 4096;
   std::string log_level_ = "info";
+  CLI::Option* context_length_option_ = nullptr;
 };
 
 }  // namespace agentkv::tools

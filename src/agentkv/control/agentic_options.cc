@@ -7,6 +7,8 @@
 #include <string>
 #include <system_error>
 
+#include "agentkv/base/bounds.h"
+
 namespace agentkv::control {
 namespace {
 
@@ -30,24 +32,34 @@ Status CheckUnitFraction(std::string_view flag, double value) {
   return Status::Ok();
 }
 
+// Durations from outside are at most a year (base/bounds.h: kMaxTimeNs).
+constexpr double kMaxSeconds = static_cast<double>(kMaxTimeNs) / 1e9;
+
+Status CheckAtMostAYear(std::string_view flag, double value) {
+  if (!std::isfinite(value)) return Invalid(flag, "be finite", FormatDouble(value));
+  if (value > kMaxSeconds) {
+    return Invalid(flag, "be at most " + FormatDouble(kMaxSeconds) + " (a year)",
+                   FormatDouble(value));
+  }
+  return Status::Ok();
+}
+
 Status CheckNonNegativeSeconds(std::string_view flag, double value) {
   if (!(value >= 0.0)) return Invalid(flag, "be >= 0", FormatDouble(value));
-  if (!std::isfinite(value)) return Invalid(flag, "be finite", FormatDouble(value));
-  return Status::Ok();
+  return CheckAtMostAYear(flag, value);
 }
 
 Status CheckPositiveSeconds(std::string_view flag, double value) {
   if (!(value > 0.0)) return Invalid(flag, "be > 0", FormatDouble(value));
-  if (!std::isfinite(value)) return Invalid(flag, "be finite", FormatDouble(value));
-  return Status::Ok();
+  return CheckAtMostAYear(flag, value);
 }
 
 // Seconds as TimeNs, saturating instead of overflowing the int64 conversion.
 TimeNs SaturatingSeconds(double s) {
   // Just under INT64_MAX ns (~292 years), so that s * 1e9 cannot round up past it.
-  constexpr double kMaxSeconds = 9.2e9;
-  if (!(s < kMaxSeconds)) return TimeNs(std::numeric_limits<int64_t>::max());
-  if (s <= -kMaxSeconds) return TimeNs(std::numeric_limits<int64_t>::min());
+  constexpr double kLimitSeconds = 9.2e9;
+  if (!(s < kLimitSeconds)) return TimeNs(std::numeric_limits<int64_t>::max());
+  if (s <= -kLimitSeconds) return TimeNs(std::numeric_limits<int64_t>::min());
   return TimeNs::Seconds(s);
 }
 
@@ -73,8 +85,9 @@ Status AgenticOptions::Validate() const {
   AGENTKV_RETURN_IF_ERROR(
       CheckUnitFraction(kPressureThresholdFlag, agentic_admission_pressure_threshold));
   if (agentic_admission_expected_decode_cap.has_value() &&
-      *agentic_admission_expected_decode_cap <= 0) {
-    return Invalid(kExpectedDecodeCapFlag, "be > 0",
+      (*agentic_admission_expected_decode_cap <= 0 ||
+       *agentic_admission_expected_decode_cap > kMaxTokens)) {
+    return Invalid(kExpectedDecodeCapFlag, "be in [1, " + std::to_string(kMaxTokens) + "]",
                    std::to_string(*agentic_admission_expected_decode_cap));
   }
   AGENTKV_RETURN_IF_ERROR(CheckNonNegativeSeconds(kMaxWaitFlag, agentic_admission_max_wait_s));
@@ -88,6 +101,20 @@ Status AgenticOptions::Validate() const {
         FormatDouble(staleness_s));
   }
   return Status::Ok();
+}
+
+Status CheckPollTiming(const AgenticOptions& options, std::string_view timeout_flag,
+                       double metrics_timeout_s) {
+  AGENTKV_RETURN_IF_ERROR(CheckPositiveSeconds(timeout_flag, metrics_timeout_s));
+  if (!options.agentic_program_admission) return Status::Ok();
+  const double cycle = options.poll_interval_s + 2 * metrics_timeout_s;
+  if (cycle < options.staleness_s) return Status::Ok();
+  return InvalidArgumentError(
+      std::string(kPollIntervalFlag) + " (" + FormatDouble(options.poll_interval_s) + ") + 2 x " +
+      std::string(timeout_flag) + " (" + FormatDouble(metrics_timeout_s) + ") must be < " +
+      std::string(kStalenessFlag) + " (" + FormatDouble(options.staleness_s) +
+      "): a poll that waits out a slow engine would leave the capacity snapshot stale and turn "
+      "admission into bypass");
 }
 
 int64_t AgenticOptions::ExpectedDecodeCap(int64_t max_response_len) const {

@@ -73,28 +73,28 @@ struct AgenticOptions {
   // --agentic-admission-expected-decode-cap: upper bound on the decode tokens one
   // reservation counts; it does not change the actual generation limit. Unset means the
   // maximum response length (Relax: --rollout-max-response-len); see ExpectedDecodeCap().
-  // Default: unset. Range: > 0 when set.
+  // Default: unset. Range: [1, kMaxTokens] when set.
   std::optional<int64_t> agentic_admission_expected_decode_cap;
 
   // --agentic-admission-max-wait-s: longest FIFO wait before the oldest waiter bypasses
-  // (`aged`); 0 ages a refused request at its first drain. Default: 30.0. Range: finite, >= 0.
+  // (`aged`); 0 ages a refused request at its first drain. Default: 30.0. Range: [0, 1 year].
   double agentic_admission_max_wait_s = 30.0;
 
   // --agentic-admission-scope. Default: kTrain.
   AdmissionScope agentic_admission_scope = AdmissionScope::kTrain;
 
   // Age after which a lease is reclaimed (a dead holder's backstop). Default: 600.0.
-  // Range: finite, > 0.
+  // Range: (0, 1 year].
   double lease_ttl_s = 600.0;
 
   // Maximum age of the last successful capacity snapshot before the ledger is degraded and
   // admission bypasses. Relax derives it as max(3 x poll interval, 5 s) = 6 s.
-  // Default: 6.0. Range: finite, >= poll_interval_s (a shorter one would degrade the ledger
-  // between every two polls and silently turn admission into bypass).
+  // Default: 6.0. Range: at most a year, >= poll_interval_s (a shorter one would degrade the
+  // ledger between every two polls and silently turn admission into bypass).
   double staleness_s = 6.0;
 
   // Interval between engine /metrics polls (reconcile, TTL reclaim, FIFO drain).
-  // Default: 2.0. Range: finite, > 0.
+  // Default: 2.0. Range: (0, 1 year].
   double poll_interval_s = 2.0;
 
   // OK, or InvalidArgument naming the first out-of-range option in its flag form and its
@@ -114,6 +114,16 @@ struct AgenticOptions {
   TimeNs staleness() const;
   TimeNs poll_interval() const;
 };
+
+// The poll-timing rule of the services that scrape the fleet (gateway, coordinator): a poll
+// waits at most `metrics_timeout_s` for discovery and as long again for the engines' /metrics,
+// then the next one starts after poll_interval_s, so poll_interval_s + 2 x metrics_timeout_s
+// must stay below staleness_s, or a single engine that stops answering would leave the ledger
+// degraded between polls. InvalidArgument naming the three flags (`timeout_flag` spells the
+// service's own flag), or naming `timeout_flag` when it is not finite, > 0 and at most a
+// year. Checked only with admission on.
+Status CheckPollTiming(const AgenticOptions& options, std::string_view timeout_flag,
+                       double metrics_timeout_s);
 
 }  // namespace agentkv::control
 

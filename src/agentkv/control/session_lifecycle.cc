@@ -1,7 +1,9 @@
 // Invariants (CheckInvariants makes them executable):
 //  1. session_of_rid_ holds exactly the rids of the registered sessions' attempts, each
 //     mapped to the session that holds it; rids are unique across the registry.
-//  2. A session's in_flight equals the number of its attempts in kDispatched.
+//  2. A session's in_flight equals the number of its attempts in kDispatched, and its ended
+//     the number in kFinished or kCancelled; an active session holds at most
+//     2 x kMaxEndedAttemptsPerSession ended attempts.
 //  3. kActive: no attempt is kCancelled and no terminal reason is set.
 //  4. kDraining: a terminal reason is set, no attempt is kQueued, and in_flight > 0 (the last
 //     dispatched attempt to finish moves the session on).
@@ -221,18 +223,43 @@ Status SessionLifecyclePlanner::MarkFinished(std::string_view rid) {
       return Status::Ok();
     case AttemptState::kQueued:
       attempt->state = AttemptState::kFinished;
+      ++session.ended;
       ++session.revision;
+      ForgetOldEndedAttempts(session);
       return Status::Ok();
     case AttemptState::kDispatched:
       attempt->state = AttemptState::kFinished;
+      ++session.ended;
       --session.in_flight;
       ++session.revision;
       if (session.phase == SessionPhase::kDraining && session.in_flight == 0) {
         FinishDraining(*session_id, session);
       }
+      ForgetOldEndedAttempts(session);
       return Status::Ok();
   }
   return InternalError("unknown attempt state");
+}
+
+void SessionLifecyclePlanner::ForgetOldEndedAttempts(Session& session) {
+  if (session.phase != SessionPhase::kActive || session.ended <= 2 * kMaxEndedAttemptsPerSession) {
+    return;
+  }
+  int64_t to_forget = session.ended - kMaxEndedAttemptsPerSession;
+  std::vector<Attempt> kept;
+  kept.reserve(session.attempts.size() - static_cast<size_t>(to_forget));
+  for (Attempt& attempt : session.attempts) {
+    const bool ended =
+        attempt.state == AttemptState::kFinished || attempt.state == AttemptState::kCancelled;
+    if (ended && to_forget > 0) {
+      session_of_rid_.erase(attempt.rid);
+      --to_forget;
+      --session.ended;
+    } else {
+      kept.push_back(std::move(attempt));
+    }
+  }
+  session.attempts = std::move(kept);
 }
 
 StatusOr<GenerateIdentity> SessionLifecyclePlanner::GenerateIdentityFor(
@@ -281,6 +308,7 @@ Status SessionLifecyclePlanner::ApplyTermination(const TerminationPlan& plan) {
   for (Attempt& attempt : session.attempts) {
     if (attempt.state != AttemptState::kQueued) continue;
     attempt.state = AttemptState::kCancelled;
+    ++session.ended;
     outbox_.push_back(CancelAttemptAction{it->first, attempt.rid});
   }
   for (const Attempt& attempt : session.attempts) {
@@ -311,7 +339,9 @@ Status SessionLifecyclePlanner::OnAbortsJoined(std::string_view session_id) {
                                    ", not draining; there are no aborts to join");
   }
   for (Attempt& attempt : session.attempts) {
-    if (attempt.state == AttemptState::kDispatched) attempt.state = AttemptState::kFinished;
+    if (attempt.state != AttemptState::kDispatched) continue;
+    attempt.state = AttemptState::kFinished;
+    ++session.ended;
   }
   session.in_flight = 0;
   ++session.revision;
@@ -414,8 +444,12 @@ void SessionLifecyclePlanner::CheckInvariants() const {
       if (attempt.state == AttemptState::kCancelled) ++cancelled;
     }
     AGENTKV_CHECK_EQ(session.in_flight, dispatched) << "session " << id;
+    AGENTKV_CHECK_EQ(session.ended,
+                     static_cast<int64_t>(session.attempts.size()) - dispatched - queued)
+        << "session " << id << " ended attempts";
     switch (session.phase) {
       case SessionPhase::kActive:
+        AGENTKV_CHECK_LE(session.ended, 2 * kMaxEndedAttemptsPerSession) << "session " << id;
         AGENTKV_CHECK_EQ(cancelled, 0) << "active session " << id << " has cancelled attempts";
         AGENTKV_CHECK(!session.reason.has_value()) << "active session " << id << " has a reason";
         break;

@@ -147,6 +147,11 @@ struct SessionLifecycleCounters {
                          const SessionLifecycleCounters&) = default;
 };
 
+// An active session remembers at most this many ended (finished or cancelled) attempts: older
+// ones are forgotten, oldest first, so that a session that lives for millions of requests
+// holds memory for its live attempts plus this many. A forgotten rid may be begun again.
+inline constexpr int64_t kMaxEndedAttemptsPerSession = 1024;
+
 struct SessionLifecycleOptions {
   // The seed's --agentic-session-lifecycle: send session_id on generate and close sessions when
   // they end. Default: false.
@@ -182,7 +187,7 @@ class SessionLifecyclePlanner {
   // Starts attempt `attempt` of request `request_id` in the session, queued, and returns its rid
   // (FormatAttemptRid). InvalidArgument for an empty request id or a negative attempt; NotFound
   // for an unknown session; FailedPrecondition unless the session is active; AlreadyExists if
-  // the rid was already used.
+  // the rid is live or among the session's remembered ended attempts.
   [[nodiscard]] StatusOr<std::string> BeginAttempt(std::string_view session_id,
                                                    std::string_view request_id, int64_t attempt);
 
@@ -195,7 +200,8 @@ class SessionLifecyclePlanner {
   // Records that the attempt's runner ended (completed, engine-aborted, failed, or never
   // dispatched). For a draining session, the last dispatched attempt to finish emits the close
   // (lifecycle on) or makes the session terminal (lifecycle off). Idempotent: an attempt already
-  // finished or cancelled is unchanged. NotFound for an unknown rid.
+  // finished or cancelled is unchanged. NotFound for an unknown rid (also one forgotten past
+  // kMaxEndedAttemptsPerSession).
   [[nodiscard]] Status MarkFinished(std::string_view rid);
 
   // The identity fields of the generate payload for `rid` without changing state. NotFound for
@@ -251,6 +257,8 @@ class SessionLifecyclePlanner {
       std::string_view session_id) const;
 
   int64_t session_count() const { return static_cast<int64_t>(sessions_.size()); }
+  // Attempts remembered over every session (live and ended).
+  int64_t attempt_count() const { return static_cast<int64_t>(session_of_rid_.size()); }
   const SessionLifecycleCounters& counters() const { return counters_; }
 
   // Aborts with a message if an invariant of the .cc does not hold. For tests.
@@ -269,6 +277,8 @@ class SessionLifecyclePlanner {
     std::vector<Attempt> attempts;
     // Dispatched attempts not yet finished.
     int64_t in_flight = 0;
+    // Attempts finished or cancelled (still in `attempts`).
+    int64_t ended = 0;
     // Bumped on every change to the session; guards ApplyTermination against stale plans.
     uint64_t revision = 0;
   };
@@ -281,6 +291,9 @@ class SessionLifecyclePlanner {
   // Once nothing is in flight: emits the close (lifecycle on) or ends the session (off).
   void FinishDraining(const std::string& session_id, Session& session);
   void EndSession(Session& session);
+  // In an active session past 2 x kMaxEndedAttemptsPerSession ended attempts, forgets the
+  // oldest ended ones down to kMaxEndedAttemptsPerSession (amortized O(1) per attempt).
+  void ForgetOldEndedAttempts(Session& session);
 
   SessionLifecycleOptions options_;
   // Ordered maps: iteration order (EndStep) must not depend on hashing.

@@ -27,6 +27,20 @@
 
 namespace agentkv::service {
 
+// Calls to a remote coordinator that failed (transport error, timeout, non-200 answer,
+// unreadable body) since start, by operation. All zero for an in-process backend.
+struct AdmissionBackendFailures {
+  int64_t acquire = 0;
+  int64_t release = 0;
+  int64_t cancel = 0;
+  int64_t metrics = 0;
+
+  int64_t total() const { return acquire + release + cancel + metrics; }
+
+  friend bool operator==(const AdmissionBackendFailures&,
+                         const AdmissionBackendFailures&) = default;
+};
+
 class AdmissionBackend {
  public:
   using AcquireCallback = std::function<void(const control::AdmissionDecision& decision)>;
@@ -45,6 +59,8 @@ class AdmissionBackend {
   // The seed's agentic_kv/ series now; with `reset_step`, counters restart after reading
   // (per-step drain semantics for trackers).
   virtual std::vector<std::pair<std::string, double>> StepMetrics(bool reset_step) = 0;
+  // Failed calls to a remote coordinator so far (zeros for an in-process backend).
+  virtual AdmissionBackendFailures failures() const { return {}; }
 };
 
 }  // namespace agentkv::service

@@ -17,6 +17,13 @@ using control::AdmissionDecision;
 
 // Past max_wait, how long the client still waits for the coordinator's answer.
 constexpr double kAcquireMarginS = 10.0;
+// During an outage, at most one failure line per this long.
+constexpr std::chrono::seconds kFailureLogInterval{10};
+
+std::string Describe(const StatusOr<net::ClientResponse>& response) {
+  if (!response.ok()) return response.status().message();
+  return "HTTP " + std::to_string(response->status);
+}
 
 AdmissionDecision DegradedBypass(const std::string& ticket, int64_t tokens) {
   return AdmissionDecision{control::AdmissionAction::kBypass,
@@ -38,9 +45,11 @@ Status RemoteAdmissionOptions::Validate() const {
   }
   // A day is far beyond any sensible wait and keeps the millisecond conversion in range.
   if (!std::isfinite(max_wait_s) || max_wait_s < 0 || max_wait_s > 86400.0) {
-    return InvalidArgumentError("max_wait_s must be in [0, 86400], got " +
-                                std::to_string(max_wait_s));
+    return InvalidArgumentError(
+        "--agentic-admission-max-wait-s must be in [0, 86400] with a coordinator, got " +
+        std::to_string(max_wait_s));
   }
+  if (!log) return InvalidArgumentError("log sink must be set");
   if (connect_timeout.count() <= 0) return InvalidArgumentError("connect_timeout must be > 0");
   if (control_timeout.count() <= 0) return InvalidArgumentError("control_timeout must be > 0");
   if (max_concurrent_acquires == 0) {
@@ -98,30 +107,35 @@ void RemoteAdmission::Acquire(control::AcquireRequest request, AcquireCallback d
       [this, ticket = std::move(request.ticket), tokens = request.reservation_tokens,
        done = std::move(done)](StatusOr<net::ClientResponse> response) {
         bool answered_error = false;
+        std::string error = Describe(response);
         if (response.ok() && response->status == 200) {
           StatusOr<AdmissionDecision> decision = ParseDecision(response->body);
-          if (decision.ok()) return done(*decision);
+          if (decision.ok()) {
+            OnSuccess();
+            return done(*decision);
+          }
+          error = "unreadable decision: " + decision.status().message();
         } else if (response.ok()) {
           answered_error = true;  // The coordinator refused the request: it holds nothing.
         }
-        ++failures_;
+        OnFailure(Op::kAcquire, error);
         // The coordinator may have granted the ticket without our hearing of it.
-        if (!answered_error) PostAndForget(kCancelPath, SerializeCancelRequest(ticket));
+        if (!answered_error) PostAndForget(Op::kCancel, kCancelPath, SerializeCancelRequest(ticket));
         done(DegradedBypass(ticket, tokens));
       });
 }
 
 void RemoteAdmission::Release(const std::string& lease_id) {
-  PostAndForget(kReleasePath, SerializeReleaseRequest(lease_id));
+  PostAndForget(Op::kRelease, kReleasePath, SerializeReleaseRequest(lease_id));
 }
 
 void RemoteAdmission::Cancel(const std::string& ticket) {
-  PostAndForget(kCancelPath, SerializeCancelRequest(ticket));
+  PostAndForget(Op::kCancel, kCancelPath, SerializeCancelRequest(ticket));
 }
 
 void RemoteAdmission::Reconcile(std::span<const control::EngineSnapshot> /*snapshots*/) {}
 
-void RemoteAdmission::PostAndForget(std::string_view path, std::string body) {
+void RemoteAdmission::PostAndForget(Op op, std::string_view path, std::string body) {
   if (closing_) return;
   {
     std::lock_guard<std::mutex> lock(in_flight_mu_);
@@ -129,8 +143,12 @@ void RemoteAdmission::PostAndForget(std::string_view path, std::string body) {
   }
   control_client_->AsyncRequest(http::verb::post, options_.coordinator_url, std::string(path),
                                 Headers(), std::move(body),
-                                [this](StatusOr<net::ClientResponse> response) {
-                                  if (!response.ok() || response->status != 200) ++failures_;
+                                [this, op](StatusOr<net::ClientResponse> response) {
+                                  if (!response.ok() || response->status != 200) {
+                                    OnFailure(op, Describe(response));
+                                  } else {
+                                    OnSuccess();
+                                  }
                                   std::lock_guard<std::mutex> lock(in_flight_mu_);
                                   if (--in_flight_ == 0) in_flight_done_.notify_all();
                                 });
@@ -144,10 +162,70 @@ std::vector<std::pair<std::string, double>> RemoteAdmission::StepMetrics(bool re
   if (response.ok() && response->status == 200) {
     StatusOr<std::vector<std::pair<std::string, double>>> metrics =
         ParseStepMetrics(response->body);
-    if (metrics.ok()) return *std::move(metrics);
+    if (metrics.ok()) {
+      OnSuccess();
+      return *std::move(metrics);
+    }
   }
-  ++failures_;
+  OnFailure(Op::kMetrics, Describe(response));
   return {{std::string(control::kDegradedMetric), 1.0}};
+}
+
+AdmissionBackendFailures RemoteAdmission::failures() const {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  return failures_;
+}
+
+void RemoteAdmission::OnFailure(Op op, std::string_view error) {
+  std::string line;
+  {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    std::string_view name;
+    switch (op) {
+      case Op::kAcquire:
+        ++failures_.acquire;
+        name = "acquire";
+        break;
+      case Op::kRelease:
+        ++failures_.release;
+        name = "release";
+        break;
+      case Op::kCancel:
+        ++failures_.cancel;
+        name = "cancel";
+        break;
+      case Op::kMetrics:
+        ++failures_.metrics;
+        name = "metrics";
+        break;
+    }
+    ++unlogged_failures_;
+    const auto now = std::chrono::steady_clock::now();
+    if (failing_ && last_log_.has_value() && now - *last_log_ < kFailureLogInterval) return;
+    line = "event=coordinator_failed coordinator=" + options_.coordinator_url +
+           " op=" + std::string(name) +
+           " failures=" + std::to_string(unlogged_failures_) + " error=\"" + std::string(error) +
+           "\"";
+    failing_ = true;
+    unlogged_failures_ = 0;
+    last_log_ = now;
+  }
+  options_.log(LogLevel::kWarn, line);
+}
+
+void RemoteAdmission::OnSuccess() {
+  int64_t unlogged = 0;
+  {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    if (!failing_) return;
+    failing_ = false;
+    unlogged = unlogged_failures_;
+    unlogged_failures_ = 0;
+    last_log_.reset();
+  }
+  options_.log(LogLevel::kInfo, "event=coordinator_recovered coordinator=" +
+                                    options_.coordinator_url +
+                                    " unlogged_failures=" + std::to_string(unlogged));
 }
 
 }  // namespace agentkv::service

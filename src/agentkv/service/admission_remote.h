@@ -10,6 +10,11 @@
 // Release and Cancel are asynchronous posts whose errors are counted and otherwise ignored
 // (the lease TTL is the backstop). Reconcile is ignored: the coordinator polls the fleet.
 //
+// Every failure is counted by operation (failures()) and logged: the first one after a
+// success as `event=coordinator_failed` (warn), then at most one line every 10 s with the
+// count since the last line, and `event=coordinator_recovered` (info) at the next success, so
+// an outage is visible without one line per request.
+//
 // Thread-safe. Owns two HttpClients with one I/O thread each; callbacks run there.
 // Destruction first lets releases and cancels in flight finish (up to control_timeout), then
 // cancels the acquires in flight, whose `done` then runs once with kBypass `degraded` (the
@@ -23,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -31,6 +37,7 @@
 #include "agentkv/base/status.h"
 #include "agentkv/net/http_client.h"
 #include "agentkv/service/admission_backend.h"
+#include "agentkv/service/log_sink.h"
 
 namespace agentkv::service {
 
@@ -48,6 +55,8 @@ struct RemoteAdmissionOptions {
   std::chrono::milliseconds control_timeout{5000};
   // Acquires held open at once (each holds a connection while it waits). Default: 16384.
   size_t max_concurrent_acquires = 16384;
+  // Where failures and recoveries are logged. Default: StderrLogSink.
+  LogSink log = StderrLogSink;
 
   // InvalidArgument naming the bad field.
   Status Validate() const;
@@ -70,18 +79,28 @@ class RemoteAdmission final : public AdmissionBackend {
   // {{"agentic_kv/budget/degraded", 1.0}}. Must not be called from a callback of this backend.
   std::vector<std::pair<std::string, double>> StepMetrics(bool reset_step) override;
 
-  // Requests that failed (transport, timeout, non-200, bad body), all kinds together.
-  int64_t failures() const { return failures_.load(); }
+  // Requests that failed (transport, timeout, non-200, bad body), by operation.
+  AdmissionBackendFailures failures() const override;
 
  private:
   explicit RemoteAdmission(const RemoteAdmissionOptions& options);
 
+  enum class Op : uint8_t { kAcquire, kRelease, kCancel, kMetrics };
+
   net::HeaderList Headers() const;
-  // Posts `body` to `path`, counting a failure; the answer is otherwise ignored.
-  void PostAndForget(std::string_view path, std::string body);
+  // Posts `body` to `path`, counting a failure of `op`; the answer is otherwise ignored.
+  void PostAndForget(Op op, std::string_view path, std::string body);
+  // Counts and logs (rate-limited) one failed call, or notes a successful one.
+  void OnFailure(Op op, std::string_view error);
+  void OnSuccess();
 
   RemoteAdmissionOptions options_;
-  std::atomic<int64_t> failures_{0};
+  mutable std::mutex health_mu_;
+  AdmissionBackendFailures failures_;  // Guarded by health_mu_.
+  // Failures not logged yet, and when the last failure line was written.
+  int64_t unlogged_failures_ = 0;                                  // Guarded by health_mu_.
+  std::optional<std::chrono::steady_clock::time_point> last_log_;  // Guarded by health_mu_.
+  bool failing_ = false;                                           // Guarded by health_mu_.
   // Set by the destructor before it destroys client_: callbacks that run meanwhile (with
   // Unavailable) must not start new requests.
   std::atomic<bool> closing_{false};

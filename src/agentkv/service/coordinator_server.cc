@@ -7,6 +7,7 @@
 // - HttpStatusFor is the one place that maps a Status to an HTTP code.
 #include "agentkv/service/coordinator_server.h"
 
+#include <cmath>
 #include <optional>
 #include <utility>
 
@@ -67,7 +68,7 @@ Status CoordinatorOptions::Validate() const {
       return InvalidArgumentError("--engine-urls: " + e.status().message());
     }
   }
-  if (scrape_timeout.count() <= 0) return InvalidArgumentError("scrape_timeout must be > 0");
+  AGENTKV_RETURN_IF_ERROR(control::CheckPollTiming(enabled, "--metrics-timeout-s", metrics_timeout_s));
   if (tick_interval.count() <= 0) return InvalidArgumentError("tick_interval must be > 0");
   return Status::Ok();
 }
@@ -82,17 +83,20 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(options));
   AGENTKV_ASSIGN_OR_RETURN(s->admission_, LocalAdmission::Create(LocalAdmissionOptions{
                                               s->options_.agentic, options.tick_interval, {}}));
+  const auto timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(std::ceil(options.metrics_timeout_s * 1000.0)));
   net::HttpClientOptions client;
-  client.connect_timeout = options.scrape_timeout;
-  client.header_timeout = options.scrape_timeout;
-  client.body_timeout = options.scrape_timeout;
-  client.queue_timeout = options.scrape_timeout;
+  client.connect_timeout = timeout;
+  client.header_timeout = timeout;
+  client.body_timeout = timeout;
+  client.queue_timeout = timeout;
   s->client_ = std::make_unique<net::HttpClient>(client);
   // A fixed engine list takes precedence over router discovery.
   s->directory_ = std::make_unique<EngineDirectory>(
       options.engine_urls.empty() ? options.router_url : std::string(), options.engine_urls,
       s->client_.get());
   FleetPollerOptions poller;
+  poller.timeout = timeout;
   poller.interval = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::nanoseconds(s->options_.agentic.poll_interval().ns()));
   LocalAdmission* admission = s->admission_.get();

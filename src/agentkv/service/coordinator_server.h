@@ -55,9 +55,10 @@ struct CoordinatorOptions {
   std::vector<std::string> engine_urls;
   // Bearer token required on /admission/* and /agentic_kv; empty: no authentication.
   std::string auth_token;
-  // Limit on each discovery and scrape request (connect, headers, body). Default: 1 s.
-  // Must be > 0.
-  std::chrono::milliseconds scrape_timeout{1000};
+  // --metrics-timeout-s: how long each poll waits for discovery, and then for the scrapes
+  // (a hard deadline whatever a peer does). poll interval + 2 x this must stay below the
+  // staleness (control::CheckPollTiming). Default: 1.5. Range: (0, 1 year].
+  double metrics_timeout_s = 1.5;
   // LocalAdmission's aging tick. Default: 100 ms. Must be > 0.
   std::chrono::milliseconds tick_interval{100};
   // Where log lines go (failed discovery, failed scrapes). Default: StderrLogSink.
@@ -82,7 +83,7 @@ class CoordinatorServer {
   std::string base_url() const;
   LocalAdmission& admission() { return *admission_; }
 
-  // One poll now, on the calling thread (blocking up to about twice scrape_timeout):
+  // One poll now, on the calling thread (blocking up to twice metrics_timeout_s):
   // discovery, concurrent scrapes, Reconcile. Returns the snapshots reconciled (empty when
   // discovery failed). The poller thread calls it every poll interval.
   std::vector<control::EngineSnapshot> PollOnce();

@@ -10,6 +10,7 @@
 #define AGENTKV_SERVICE_ENGINE_DIRECTORY_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -31,6 +32,13 @@ using RouterGet = std::function<StatusOr<net::ClientResponse>(std::string_view p
 // both failures, when neither yields an engine.
 StatusOr<std::vector<std::string>> DiscoverEngineUrls(const RouterGet& get);
 
+// GET `base_url` + `target` that gives up at `deadline` whatever the client's own timeouts (a
+// peer that trickles its answer byte by byte cannot hold it longer): DeadlineExceeded then,
+// and the call is cancelled. Blocking; never call it from the client's I/O threads.
+StatusOr<net::ClientResponse> GetBefore(net::HttpClient& client, const std::string& base_url,
+                                        const std::string& target,
+                                        std::chrono::steady_clock::time_point deadline);
+
 class EngineDirectory {
  public:
   // `router_url` empty: the fixed `engine_urls` (rank suffixes stripped, de-duplicated).
@@ -40,10 +48,11 @@ class EngineDirectory {
   EngineDirectory(const EngineDirectory&) = delete;
   EngineDirectory& operator=(const EngineDirectory&) = delete;
 
-  // With a router: rediscovers (blocking; never call it from the client's I/O threads) and on
-  // success replaces the list; on failure returns the error and keeps the last list. Without a
-  // router: the fixed list.
-  StatusOr<std::vector<std::string>> Refresh();
+  // With a router: rediscovers (blocking; never call it from the client's I/O threads), giving
+  // up at `deadline` when set, and on success replaces the list; on failure returns the error
+  // and keeps the last list. Without a router: the fixed list.
+  StatusOr<std::vector<std::string>> Refresh(
+      std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
   // The last known list (empty before the first successful discovery).
   std::vector<std::string> urls() const;

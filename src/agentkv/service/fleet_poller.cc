@@ -77,13 +77,14 @@ void FleetPoller::Loop() {
 
 std::vector<control::EngineSnapshot> FleetPoller::PollOnce() {
   std::vector<control::EngineSnapshot> snapshots;
-  StatusOr<std::vector<std::string>> urls = directory_->Refresh();
+  StatusOr<std::vector<std::string>> urls =
+      directory_->Refresh(std::chrono::steady_clock::now() + options_.timeout);
   if (!urls.ok()) {
     log_(LogLevel::kWarn, "event=engine_discovery_failed router=" + directory_->router_url() +
                               " error=\"" + urls.status().message() + "\"");
   } else if (options_.scrape_metrics) {
-    // Scrape every engine concurrently and wait for all answers (each bounded by the client's
-    // timeouts).
+    // Scrape every engine concurrently and wait for the answers until the deadline; an engine
+    // that has not answered by then is cancelled and counts as failed.
     struct Latch {
       std::mutex mu;
       std::condition_variable done;
@@ -93,20 +94,34 @@ std::vector<control::EngineSnapshot> FleetPoller::PollOnce() {
     auto latch = std::make_shared<Latch>();
     latch->results.resize(urls->size());
     latch->remaining = urls->size();
+    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+    std::vector<std::shared_ptr<net::HttpClient::StreamHandle>> calls;
     for (size_t i = 0; i < urls->size(); ++i) {
-      client_->AsyncRequest(net::http::verb::get, (*urls)[i], std::string(protocol::kMetricsPath),
-                            {}, "", [latch, i](StatusOr<net::ClientResponse> response) {
-                              std::lock_guard<std::mutex> lock(latch->mu);
-                              latch->results[i] = std::move(response);
-                              if (--latch->remaining == 0) latch->done.notify_all();
-                            });
+      calls.push_back(client_->AsyncRequest(
+          net::http::verb::get, (*urls)[i], std::string(protocol::kMetricsPath), {}, "",
+          [latch, i](StatusOr<net::ClientResponse> response) {
+            std::lock_guard<std::mutex> lock(latch->mu);
+            if (latch->results[i].has_value()) return;  // Timed out: already recorded.
+            latch->results[i] = std::move(response);
+            if (--latch->remaining == 0) latch->done.notify_all();
+          }));
     }
-    std::unique_lock<std::mutex> lock(latch->mu);
-    latch->done.wait(lock, [&latch] { return latch->remaining == 0; });
+    std::vector<std::optional<StatusOr<net::ClientResponse>>> results;
+    {
+      std::unique_lock<std::mutex> lock(latch->mu);
+      latch->done.wait_until(lock, deadline, [&latch] { return latch->remaining == 0; });
+      for (auto& result : latch->results) {
+        if (!result.has_value()) {
+          result = DeadlineExceededError("no answer within --metrics-timeout-s");
+        }
+      }
+      results = latch->results;
+    }
+    for (size_t i = 0; i < calls.size(); ++i) calls[i]->Cancel();  // No-op for finished ones.
     for (size_t i = 0; i < urls->size(); ++i) {
-      control::EngineSnapshot snapshot = SnapshotFromScrape((*urls)[i], *latch->results[i]);
+      control::EngineSnapshot snapshot = SnapshotFromScrape((*urls)[i], *results[i]);
       if (!snapshot.healthy) {
-        const StatusOr<net::ClientResponse>& r = *latch->results[i];
+        const StatusOr<net::ClientResponse>& r = *results[i];
         log_(LogLevel::kWarn, "event=metrics_scrape_failed engine=" + (*urls)[i] + " error=\"" +
                                   (r.ok() ? "HTTP " + std::to_string(r->status) +
                                                 (r->status == 200 ? " unparsable" : "")

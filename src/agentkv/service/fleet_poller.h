@@ -36,6 +36,11 @@ control::EngineSnapshot SnapshotFromScrape(std::string engine_url,
 struct FleetPollerOptions {
   // Between polls (--agentic-admission-poll-interval-s). Default: 2 s. Must be > 0.
   std::chrono::milliseconds interval{2000};
+  // How long a poll waits for discovery, and then for the scrapes (--metrics-timeout-s),
+  // whatever the client's own timeouts: a router or engine that has not answered in time
+  // counts as failed for this poll and its call is cancelled, so a poll lasts at most twice
+  // this. Default: 1.5 s. Must be > 0.
+  std::chrono::milliseconds timeout{1500};
   // Scrape /metrics (admission on); when false, polls only refresh the directory.
   bool scrape_metrics = true;
 };
@@ -55,8 +60,8 @@ class FleetPoller {
   // Stops and joins the thread (a poll in progress finishes first). Idempotent.
   void Stop();
 
-  // One poll, blocking: refresh, scrape, callback. Returns what it passed to the callback.
-  // Must not run on the client's I/O threads.
+  // One poll, blocking (at most twice options.timeout): refresh, scrape, callback. Returns
+  // what it passed to the callback. Must not run on the client's I/O threads.
   std::vector<control::EngineSnapshot> PollOnce();
 
   int64_t polls() const;

@@ -41,9 +41,13 @@ Status Gateway::Core::Init() {
                                 " needs an admission backend");
   }
   std::random_device entropy;
-  char prefix[24];
-  std::snprintf(prefix, sizeof(prefix), "gw-%08x-", static_cast<unsigned>(entropy()));
-  id_prefix_ = prefix;
+  char instance[40];
+  std::snprintf(instance, sizeof(instance), "gw-%08x%08x%08x%08x",
+                static_cast<unsigned>(entropy()), static_cast<unsigned>(entropy()),
+                static_cast<unsigned>(entropy()), static_cast<unsigned>(entropy()));
+  instance_id_ = instance;
+  id_prefix_ = instance_id_ + "-";
+  context_length_ = options_.context_length;
 
   net::HttpClientOptions control;
   control.connect_timeout = options_.control_timeout();
@@ -67,6 +71,7 @@ Status Gateway::Core::Init() {
   session_options.drain_timeout = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(options_.session_drain_timeout_s));
   session_options.max_closed_sessions = options_.max_closed_sessions;
+  session_options.max_sessions = options_.max_sessions;
   session_options.on_close_outcome = [this](const std::string& session_id, bool ok) {
     metrics_.CountSessionClose(ok);
     if (options_.on_session_close) options_.on_session_close(ok);
@@ -79,6 +84,7 @@ Status Gateway::Core::Init() {
   FleetPollerOptions poller_options;
   poller_options.interval = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(options_.agentic.poll_interval_s));
+  poller_options.timeout = options_.metrics_timeout();
   poller_options.scrape_metrics = admission_ && options_.poll_fleet_metrics;
   poller_ = std::make_unique<FleetPoller>(
       poller_options, directory_.get(), control_client_.get(),
@@ -121,6 +127,7 @@ Status Gateway::Core::CheckEnginePrerequisites() {
     }
     infos.push_back(EngineServerInfo{url, std::move(info)});
   }
+  if (!context_length_.has_value()) context_length_ = FleetContextLength(infos);
   AGENTKV_ASSIGN_OR_RETURN(
       PrerequisiteOutcome outcome,
       CheckPrerequisites(infos, lifecycle_, admission_, options_.prerequisite_policy));
@@ -162,6 +169,13 @@ std::string Gateway::Core::NewRequestId() {
   return id_prefix_ + std::to_string(next_id_.fetch_add(1));
 }
 
+std::string Gateway::Core::TicketFor(std::string_view rid) const {
+  std::string ticket = instance_id_;
+  ticket.push_back('/');
+  ticket.append(rid);
+  return ticket;
+}
+
 void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
                                   std::shared_ptr<net::ResponseWriter> writer) {
   const Clock::time_point started = Clock::now();
@@ -189,6 +203,13 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   for (const Status& s : {is_protected.status(), is_train.status(), prompt_tokens.status()}) {
     if (!s.ok()) return refuse(GatewayError::kBadRequest, s.message());
   }
+  // What every engine would refuse is refused here, before it reserves or queues anything.
+  if (const std::optional<int64_t> prompt = ExactPromptTokens(*client, *prompt_tokens);
+      context_length_.has_value() && prompt.has_value()) {
+    if (Status s = CheckContextLength(*context_length_, *prompt, client->max_new_tokens); !s.ok()) {
+      return refuse(GatewayError::kBadRequest, s.message());
+    }
+  }
   const ParentHintVerdict hint =
       VerifyParentHint(options_.parent_hint_key, *session, header(kParentSessionHeader),
                        header(kParentSignatureHeader));
@@ -200,6 +221,9 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   const bool needs_admission =
       admission_ && control::InScope(options_.agentic.agentic_admission_scope, *is_train);
   StatusOr<std::string> rid = sessions_->BeginAttempt(*session, request_id, started);
+  if (!rid.ok() && rid.status().code() == StatusCode::kResourceExhausted) {
+    return refuse(GatewayError::kOverloaded, rid.status().message());
+  }
   if (!rid.ok()) return refuse(ErrorFor(rid.status()), rid.status().message());
 
   auto ex = std::make_shared<Exchange>();
@@ -231,7 +255,7 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
     ++pending_acquires_;
     awaiting_.insert(ex->rid);
   }
-  control::AcquireRequest acquire{ex->rid, tokens, *is_protected};
+  control::AcquireRequest acquire{TicketFor(ex->rid), tokens, *is_protected};
   backend_->Acquire(std::move(acquire),
                     [self = shared_from_this(), ex](const control::AdmissionDecision& d) {
                       self->OnAdmission(ex, d);
@@ -261,6 +285,14 @@ void Gateway::Core::OnAdmission(const std::shared_ptr<Exchange>& ex,
           " tokens=" + std::to_string(decision.reservation_tokens) +
           " wait_s=" + std::to_string(decision.wait.seconds()));
   if (gone) return Finish(ex, HttpStatusFor(GatewayError::kClientGone));
+  if (decision.action == control::AdmissionAction::kRefuse) {
+    return Fail(ex, GatewayError::kBadRequest,
+                "the request reserves " + std::to_string(decision.reservation_tokens) +
+                    " tokens (prompt plus max tokens), more than the fleet's whole admission "
+                    "ceiling of " +
+                    std::to_string(decision.ceiling.value_or(0)) +
+                    " tokens; it can never be admitted: send fewer tokens or a lower max_tokens");
+  }
   if (decision.action == control::AdmissionAction::kBypass &&
       decision.reason == control::AdmissionReason::kCancelled) {
     if (shutting_down_.load())
@@ -295,7 +327,7 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
   const std::string path(RoutePath(ex->route));
   std::shared_ptr<net::HttpClient::StreamHandle> handle;
   if (!ex->client.stream) {
-    data_client_->AsyncRequest(
+    handle = data_client_->AsyncRequest(
         http::verb::post, base, path, std::move(headers), *std::move(body),
         [this, ex](StatusOr<net::ClientResponse> response) {
           if (!response.ok()) {
@@ -386,16 +418,15 @@ void Gateway::Core::OnClientGone(const std::shared_ptr<Exchange>& ex) {
   switch (phase) {
     case Exchange::Phase::kAdmission:
       // The decision callback finishes the exchange.
-      backend_->Cancel(ex->rid);
+      backend_->Cancel(TicketFor(ex->rid));
       break;
     case Exchange::Phase::kUpstream:
-      // A stream is cut (the engine sees its client go and aborts); a plain request is aborted
-      // on the engines so that it stops using KV for nobody.
-      if (stream) {
-        stream->Cancel();
-      } else {
-        AbortOnEveryEngine(ex->rid);
-      }
+      // The upstream call is cut, which ends the exchange and returns its lease at once (a
+      // hung engine must not hold it until the upstream timeout). A stream's engine sees its
+      // client go and aborts; a plain request is also aborted on every engine, so that it
+      // stops using KV for nobody.
+      if (!ex->client.stream) AbortOnEveryEngine(ex->rid);
+      if (stream) stream->Cancel();
       break;
     case Exchange::Phase::kDispatching:  // Dispatch looks at client_gone when it is done.
     case Exchange::Phase::kDone:

@@ -123,7 +123,7 @@ void Gateway::Core::CancelQueuedAttempt(const std::string& rid) {
     std::lock_guard<std::mutex> lock(admission_mu_);
     if (!awaiting_.contains(rid)) return;
   }
-  backend_->Cancel(rid);
+  backend_->Cancel(TicketFor(rid));
 }
 
 void Gateway::Core::AbortOnEveryEngine(const std::string& rid) {
@@ -207,8 +207,13 @@ void Gateway::Core::HandleMetrics(const net::Request& request, net::ResponseWrit
       lifecycle_, close, close_failure,
       admission_ ? backend_->StepMetrics(false) : std::vector<std::pair<std::string, double>>{});
   std::vector<protocol::MetricFamily> families = AgenticKvFamilies(series);
-  for (protocol::MetricFamily& family :
-       metrics_.Families(in_flight_.load(), sessions_->active_sessions())) {
+  GatewayReadings readings;
+  readings.in_flight = in_flight_.load();
+  readings.active_sessions = sessions_->active_sessions();
+  readings.sessions_evicted = sessions_->evicted();
+  readings.sessions_refused = sessions_->refused();
+  if (backend_ != nullptr) readings.coordinator_failures = backend_->failures();
+  for (protocol::MetricFamily& family : metrics_.Families(readings)) {
     families.push_back(std::move(family));
   }
   writer.Reply(net::MakeResponse(request, http::status::ok, protocol::WritePrometheusText(families),
@@ -254,7 +259,7 @@ void Gateway::Core::Shutdown(std::chrono::milliseconds deadline) {
       std::lock_guard<std::mutex> lock(admission_mu_);
       waiting.assign(awaiting_.begin(), awaiting_.end());
     }
-    for (const std::string& rid : waiting) backend_->Cancel(rid);
+    for (const std::string& rid : waiting) backend_->Cancel(TicketFor(rid));
     bool acquires_resolved = false;
     {
       std::unique_lock<std::mutex> lock(admission_mu_);

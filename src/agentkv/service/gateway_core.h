@@ -126,10 +126,19 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
             std::string_view message);
   void Finish(const std::shared_ptr<gateway_internal::Exchange>& ex, int code);
   std::string NewRequestId();
+  // The admission ticket of attempt `rid`: unique to this gateway instance, so that two
+  // gateways sharing a coordinator never share a lease, whatever rids their clients choose.
+  std::string TicketFor(std::string_view rid) const;
   void SweepLoop();
   void Teardown();
 
+  // "gw-" and 32 random hex digits, drawn at startup.
+  std::string instance_id_;
+  // instance_id_ + "-": the prefix of request ids the gateway makes up.
   std::string id_prefix_;
+  // The model's context length (--context-length, else the largest context_length the
+  // engines' /server_info reported at startup); unset: not checked here.
+  std::optional<int64_t> context_length_;
   std::atomic<uint64_t> next_id_{0};
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> effects_enabled_{true};

@@ -112,8 +112,8 @@ int64_t GatewayMetrics::requests(std::string_view route, int code) const {
   return it == requests_.end() ? 0 : it->second;
 }
 
-std::vector<protocol::MetricFamily> GatewayMetrics::Families(int64_t in_flight,
-                                                             int64_t active_sessions) const {
+std::vector<protocol::MetricFamily> GatewayMetrics::Families(
+    const GatewayReadings& readings) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<protocol::MetricFamily> families;
   auto counter = [&families](std::string name, std::string help, double value) {
@@ -172,10 +172,30 @@ std::vector<protocol::MetricFamily> GatewayMetrics::Families(int64_t in_flight,
   counter("agentkv_gateway_session_close_failure_total",
           "Session close fan-outs that failed on at least one engine (the session still ended).",
           static_cast<double>(close_failure_total_));
+  counter("agentkv_gateway_sessions_evicted_total",
+          "Idle sessions ended early (and closed) to stay within --max-sessions.",
+          static_cast<double>(readings.sessions_evicted));
+  counter("agentkv_gateway_sessions_refused_total",
+          "Requests refused with 503 because --max-sessions sessions were all busy.",
+          static_cast<double>(readings.sessions_refused));
+  protocol::MetricFamily coordinator{
+      "agentkv_gateway_coordinator_failures_total",
+      "Calls to the remote coordinator that failed (admission then fails open), by operation.",
+      "counter",
+      {}};
+  const AdmissionBackendFailures& f = readings.coordinator_failures;
+  for (const auto& [op, count] : {std::pair<const char*, int64_t>{"acquire", f.acquire},
+                                  {"release", f.release},
+                                  {"cancel", f.cancel},
+                                  {"metrics", f.metrics}}) {
+    coordinator.samples.push_back(
+        MakeSample(coordinator.name, {{"op", op}}, static_cast<double>(count)));
+  }
+  families.push_back(std::move(coordinator));
   gauge("agentkv_gateway_in_flight_requests", "Data-path requests being served now.",
-        static_cast<double>(in_flight));
+        static_cast<double>(readings.in_flight));
   gauge("agentkv_gateway_sessions_active", "Sessions accepting requests.",
-        static_cast<double>(active_sessions));
+        static_cast<double>(readings.active_sessions));
   return families;
 }
 

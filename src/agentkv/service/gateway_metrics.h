@@ -4,8 +4,10 @@
 // Own series: agentkv_gateway_requests_total{route,code} (code 499 = the client left first),
 // agentkv_gateway_request_duration_seconds{route} (a histogram over the whole exchange,
 // admission wait included), agentkv_gateway_parent_hint_rejected_total,
-// agentkv_gateway_session_close_total / _close_failure_total (cumulative), and the gauges
-// agentkv_gateway_in_flight_requests and agentkv_gateway_sessions_active. The agentic_kv/
+// agentkv_gateway_session_close_total / _close_failure_total (cumulative),
+// agentkv_gateway_sessions_evicted_total / _sessions_refused_total (the --max-sessions bound),
+// agentkv_gateway_coordinator_failures_total{op} (a remote coordinator's failed calls), and
+// the gauges agentkv_gateway_in_flight_requests and agentkv_gateway_sessions_active. The agentic_kv/
 // session series are the gateway's (it runs the lifecycle); the admission/ and budget/ series
 // come from the AdmissionBackend. Thread-safe.
 #ifndef AGENTKV_SERVICE_GATEWAY_METRICS_H_
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "agentkv/protocol/prometheus.h"
+#include "agentkv/service/admission_backend.h"
 
 namespace agentkv::service {
 
@@ -43,6 +46,16 @@ std::vector<protocol::MetricFamily> AgenticKvFamilies(
 // {"agentic_kv/...": value, ...} in series order.
 std::string AgenticKvJson(const std::vector<std::pair<std::string, double>>& series);
 
+// What the rest of the gateway reports at read time.
+struct GatewayReadings {
+  int64_t in_flight = 0;
+  int64_t active_sessions = 0;
+  // Since start: sessions ended early under --max-sessions, new sessions refused there.
+  int64_t sessions_evicted = 0;
+  int64_t sessions_refused = 0;
+  AdmissionBackendFailures coordinator_failures;
+};
+
 class GatewayMetrics {
  public:
   // One finished exchange on `route` (a path such as "/generate") answered `code` after
@@ -62,8 +75,8 @@ class GatewayMetrics {
   // Requests answered with `code` on `route` so far.
   int64_t requests(std::string_view route, int code) const;
 
-  // The gateway's own families, with the two gauges given.
-  std::vector<protocol::MetricFamily> Families(int64_t in_flight, int64_t active_sessions) const;
+  // The gateway's own families, with `readings`.
+  std::vector<protocol::MetricFamily> Families(const GatewayReadings& readings) const;
 
  private:
   struct Histogram {

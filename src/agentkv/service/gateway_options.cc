@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/net/http_types.h"
 #include "agentkv/protocol/workers.h"
 
@@ -18,9 +19,15 @@ std::string Number(double value) {
 
 Status CheckSeconds(std::string_view flag, double value, bool allow_zero) {
   const bool ok = std::isfinite(value) && (allow_zero ? value >= 0 : value > 0);
-  if (ok) return Status::Ok();
-  return InvalidArgumentError(std::string(flag) + " must be finite and " +
-                              (allow_zero ? ">= 0" : "> 0") + ", got " + Number(value));
+  if (!ok) {
+    return InvalidArgumentError(std::string(flag) + " must be finite and " +
+                                (allow_zero ? ">= 0" : "> 0") + ", got " + Number(value));
+  }
+  if (value * 1e9 > static_cast<double>(kMaxTimeNs)) {
+    return InvalidArgumentError(std::string(flag) + " must be at most 31536000 (a year), got " +
+                                Number(value));
+  }
+  return Status::Ok();
 }
 
 // RFC 9110 token characters.
@@ -70,6 +77,9 @@ std::chrono::milliseconds GatewayOptions::close_timeout() const { return Millis(
 std::chrono::milliseconds GatewayOptions::control_timeout() const {
   return Millis(control_timeout_s);
 }
+std::chrono::milliseconds GatewayOptions::metrics_timeout() const {
+  return Millis(metrics_timeout_s);
+}
 
 Status GatewayOptions::Validate() const {
   AGENTKV_RETURN_IF_ERROR(http.Validate());
@@ -105,12 +115,24 @@ Status GatewayOptions::Validate() const {
   AGENTKV_RETURN_IF_ERROR(
       CheckSeconds("--session-drain-timeout-s", session_drain_timeout_s, false));
   AGENTKV_RETURN_IF_ERROR(CheckSeconds("--control-timeout-s", control_timeout_s, false));
-  if (max_closed_sessions < 1) {
-    return InvalidArgumentError("--max-closed-sessions must be >= 1, got " +
+  AGENTKV_RETURN_IF_ERROR(CheckSeconds("--metrics-timeout-s", metrics_timeout_s, false));
+  AGENTKV_RETURN_IF_ERROR(control::CheckPollTiming(agentic, "--metrics-timeout-s", metrics_timeout_s));
+  if (context_length.has_value() && (*context_length < 1 || *context_length > kMaxTokens)) {
+    return InvalidArgumentError("--context-length must be in [1, " + std::to_string(kMaxTokens) +
+                                "], got " + std::to_string(*context_length));
+  }
+  if (max_sessions < 1 || max_sessions > kMaxCount) {
+    return InvalidArgumentError("--max-sessions must be in [1, " + std::to_string(kMaxCount) +
+                                "], got " + std::to_string(max_sessions));
+  }
+  if (max_closed_sessions < 1 || max_closed_sessions > kMaxCount) {
+    return InvalidArgumentError("--max-closed-sessions must be in [1, " +
+                                std::to_string(kMaxCount) + "], got " +
                                 std::to_string(max_closed_sessions));
   }
-  if (default_max_tokens < 0) {
-    return InvalidArgumentError("--default-max-tokens must be >= 0, got " +
+  if (default_max_tokens < 0 || default_max_tokens > kMaxTokens) {
+    return InvalidArgumentError("--default-max-tokens must be in [0, " +
+                                std::to_string(kMaxTokens) + "], got " +
                                 std::to_string(default_max_tokens));
   }
   if (bearer_token.find_first_of(" \t\r\n") != std::string::npos) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -84,9 +85,26 @@ struct GatewayOptions {
   // sets neither max_tokens nor max_completion_tokens (/generate uses SGLang's default, 128).
   // Default: 4096. Range: >= 0.
   int64_t default_max_tokens = 4096;
-  // --control-timeout-s: timeout of each abort, /metrics, /workers and /server_info request
-  // to the fleet (Relax's metrics timeout). Default: 5.0. Range: finite, > 0.
+  // --control-timeout-s: timeout of each abort, /close_session and /server_info request to the
+  // fleet. Default: 5.0. Range: (0, 1 year].
   double control_timeout_s = 5.0;
+  // --metrics-timeout-s: how long each fleet poll waits for the router's /workers, and then
+  // for the engines' /metrics; an engine that has not answered by then counts as failed for
+  // that poll. With admission on, poll interval + 2 x this must stay below the staleness
+  // (control::CheckPollTiming), so one stalled engine never ages the whole snapshot.
+  // Default: 1.5. Range: (0, 1 year].
+  double metrics_timeout_s = 1.5;
+  // --context-length: the model's context length. A request whose exact prompt tokens (token
+  // ids or X-Prompt-Tokens) plus max tokens reach it is refused at once with SGLang's own 400.
+  // Default: unset, then the largest `context_length` the engines' /server_info report at
+  // startup (SGLang reports one only when started with --context-length); unset when none
+  // does: not checked. Range: [1, kMaxTokens] when set.
+  std::optional<int64_t> context_length;
+  // --max-sessions: sessions accepting requests, at most. A request that opens one more ends
+  // the longest-idle session first (as the idle timeout would, a few minutes early); when
+  // every session has a request in flight, it is refused with 503. Default: 100000 (about
+  // 80 MB). Range: [1, 2^32].
+  int64_t max_sessions = 100'000;
 
   // Scrape every engine's /metrics each poll interval and pass the snapshots to
   // AdmissionBackend::Reconcile (admission on). Set false with a remote backend: the
@@ -121,6 +139,7 @@ struct GatewayOptions {
 
   std::chrono::milliseconds close_timeout() const;
   std::chrono::milliseconds control_timeout() const;
+  std::chrono::milliseconds metrics_timeout() const;
 };
 
 }  // namespace agentkv::service

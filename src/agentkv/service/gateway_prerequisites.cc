@@ -1,6 +1,10 @@
 #include "agentkv/service/gateway_prerequisites.h"
 
+#include <algorithm>
+
+#include "agentkv/base/bounds.h"
 #include "agentkv/control/agentic_options.h"
+#include "agentkv/protocol/json_util.h"
 
 namespace agentkv::service {
 
@@ -64,6 +68,19 @@ StatusOr<PrerequisiteOutcome> CheckPrerequisites(const std::vector<EngineServerI
     }
   }
   return outcome;
+}
+
+std::optional<int64_t> FleetContextLength(const std::vector<EngineServerInfo>& engines) {
+  std::optional<int64_t> longest;
+  for (const EngineServerInfo& engine : engines) {
+    if (!engine.info.ok()) continue;
+    const auto it = engine.info->extra.find("context_length");
+    if (it == engine.info->extra.end()) continue;
+    const std::optional<int64_t> value = protocol::AsInt64(it->value());
+    if (!value.has_value() || *value <= 0 || *value > kMaxTokens) continue;
+    longest = std::max(longest.value_or(0), *value);
+  }
+  return longest;
 }
 
 }  // namespace agentkv::service

@@ -9,6 +9,7 @@
 #ifndef AGENTKV_SERVICE_GATEWAY_PREREQUISITES_H_
 #define AGENTKV_SERVICE_GATEWAY_PREREQUISITES_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,11 @@ struct PrerequisiteOutcome {
 StatusOr<PrerequisiteOutcome> CheckPrerequisites(const std::vector<EngineServerInfo>& engines,
                                                  bool lifecycle, bool admission,
                                                  PrerequisitePolicy policy);
+
+// The model's context length as the engines report it: the largest `context_length` (SGLang's
+// --context-length, a ServerArgs field of /server_info) among the engines that report a value
+// in (0, kMaxTokens]; nullopt when none does (SGLang leaves it null unless the flag is set).
+std::optional<int64_t> FleetContextLength(const std::vector<EngineServerInfo>& engines);
 
 }  // namespace agentkv::service
 

@@ -227,24 +227,29 @@ int64_t EstimateReservationTokens(const ClientRequest& request,
   return control::ReservationTokens(shape);
 }
 
-std::optional<int64_t> ExactTokenNeed(const ClientRequest& request,
-                                      std::optional<int64_t> header_prompt_tokens,
-                                      int64_t default_max_new_tokens) {
-  std::optional<int64_t> prompt = request.prompt_token_ids;
-  if (!prompt.has_value()) prompt = header_prompt_tokens;
-  if (!prompt.has_value()) return std::nullopt;
-  const int64_t decode = request.max_new_tokens.value_or(default_max_new_tokens);
-  return std::min(SaturatingAdd(*prompt, decode), kMaxTokens);
+std::optional<int64_t> ExactPromptTokens(const ClientRequest& request,
+                                         std::optional<int64_t> header_prompt_tokens) {
+  if (request.prompt_token_ids.has_value()) return request.prompt_token_ids;
+  return header_prompt_tokens;
 }
 
-std::string ContextLengthExceededMessage(int64_t context_length, int64_t requested_tokens,
-                                         int64_t prompt_tokens) {
-  return "Requested token count exceeds the model's maximum context length of " +
-         std::to_string(context_length) + " tokens. You requested a total of " +
-         std::to_string(requested_tokens) + " tokens: " + std::to_string(prompt_tokens) +
-         " tokens from the input messages and " + std::to_string(requested_tokens - prompt_tokens) +
-         " tokens for the completion. Please reduce the number of tokens in the input messages "
-         "or the completion to fit within the limit.";
+Status CheckContextLength(int64_t context_length, int64_t prompt_tokens,
+                          std::optional<int64_t> max_new_tokens) {
+  if (prompt_tokens >= context_length) {
+    return InvalidArgumentError("The input (" + std::to_string(prompt_tokens) +
+                                " tokens) is longer than the model's context length (" +
+                                std::to_string(context_length) + " tokens).");
+  }
+  if (!max_new_tokens.has_value()) return Status::Ok();
+  const int64_t total = SaturatingAdd(prompt_tokens, *max_new_tokens);
+  if (total < context_length) return Status::Ok();
+  return InvalidArgumentError(
+      "Requested token count exceeds the model's maximum context length of " +
+      std::to_string(context_length) + " tokens. You requested a total of " +
+      std::to_string(total) + " tokens: " + std::to_string(prompt_tokens) +
+      " tokens from the input messages and " + std::to_string(*max_new_tokens) +
+      " tokens for the completion. Please reduce the number of tokens in the input messages or "
+      "the completion to fit within the limit.");
 }
 
 bool IsForwardedHeader(std::string_view name) {
@@ -344,6 +349,7 @@ int HttpStatusFor(GatewayError error) {
     case GatewayError::kUpstreamFailed:
       return 502;
     case GatewayError::kShuttingDown:
+    case GatewayError::kOverloaded:
       return 503;
     case GatewayError::kUpstreamTimeout:
       return 504;

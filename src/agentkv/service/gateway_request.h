@@ -112,19 +112,20 @@ int64_t EstimateReservationTokens(const ClientRequest& request,
                                   std::optional<int64_t> expected_decode_cap,
                                   int64_t default_max_new_tokens);
 
-// The tokens a request asks the engine for, when the gateway knows them exactly: the prompt's
-// token ids (or the X-Prompt-Tokens value) plus max_new_tokens (`default_max_new_tokens` when
-// the body sets none); nullopt for a text prompt without X-Prompt-Tokens (the gateway has no
-// tokenizer, and a byte estimate must not refuse a request). Saturates at kMaxTokens.
-std::optional<int64_t> ExactTokenNeed(const ClientRequest& request,
-                                      std::optional<int64_t> header_prompt_tokens,
-                                      int64_t default_max_new_tokens);
+// The prompt's token count when the gateway knows it exactly: its token ids, else the
+// X-Prompt-Tokens value; nullopt for a text prompt without that header (the gateway has no
+// tokenizer, and a byte estimate must never refuse a request).
+std::optional<int64_t> ExactPromptTokens(const ClientRequest& request,
+                                         std::optional<int64_t> header_prompt_tokens);
 
-// The 400 message for a request over the model's context length, in SGLang's words, so that
-// clients that recognise SGLang's ("Requested token count exceeds ... maximum context length")
-// recognise it here too.
-std::string ContextLengthExceededMessage(int64_t context_length, int64_t requested_tokens,
-                                         int64_t prompt_tokens);
+// SGLang's context-length rule (TokenizerManager._validate_token_len), so that the gateway
+// refuses at once what every engine would refuse: InvalidArgument with SGLang's own message
+// when the prompt has at least `context_length` tokens ("The input (N tokens) is longer than
+// the model's context length (C tokens).") or prompt plus `max_new_tokens` (when set) reach it
+// ("Requested token count exceeds the model's maximum context length of C tokens. ..."), the
+// texts clients such as Relax recognise. Precondition: context_length > 0.
+Status CheckContextLength(int64_t context_length, int64_t prompt_tokens,
+                          std::optional<int64_t> max_new_tokens);
 
 // sgl-router's forwarded-header allowlist (case-insensitive): authorization, x-request-id,
 // x-request-id-*, x-correlation-id, traceparent, tracestate, x-smg-routing-key.
@@ -170,7 +171,7 @@ ParentHintVerdict VerifyParentHint(std::string_view key,
 // Every error the gateway answers itself. HttpStatusFor is the one place that maps them to
 // HTTP status codes (docs/GATEWAY.md has the table).
 enum class GatewayError : uint8_t {
-  kBadRequest,       // 400: invalid body or header.
+  kBadRequest,       // 400: invalid body or header, or a request that can never fit.
   kUnauthorized,     // 401: control endpoint without the bearer token.
   kNotFound,         // 404.
   kSessionClosing,   // 409: the session is closing or its attempt was cancelled by a close.
@@ -179,6 +180,7 @@ enum class GatewayError : uint8_t {
   kInternal,         // 500.
   kUpstreamFailed,   // 502: the router or engine could not be reached or broke the answer.
   kShuttingDown,     // 503.
+  kOverloaded,       // 503: a bounded table (sessions) is full of active entries.
   kUpstreamTimeout,  // 504.
 };
 

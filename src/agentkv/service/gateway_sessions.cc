@@ -14,6 +14,8 @@
 // - close_outstanding is true exactly while the planner's phase is kClosing.
 // - A session's waiters are non-empty only while it is draining or closing (they are answered
 //   when it ends).
+// - active_ counts the planner's kActive sessions; idle_ holds exactly the active sessions
+//   with no open attempt, each once, keyed by its idle_since.
 
 namespace agentkv::service {
 namespace {
@@ -28,6 +30,7 @@ SessionManager::SessionManager(SessionManagerOptions options, SessionEffects* ef
       planner_(control::SessionLifecycleOptions{options_.lifecycle}) {
   AGENTKV_CHECK(effects_ != nullptr);
   AGENTKV_CHECK(options_.max_closed_sessions >= 1);
+  AGENTKV_CHECK(options_.max_sessions >= 1);
 }
 
 SessionManager::SessionState& SessionManager::OpenLocked(const std::string& session_id,
@@ -44,14 +47,62 @@ SessionManager::SessionState& SessionManager::OpenLocked(const std::string& sess
     sessions_.erase(it);
   }
   AGENTKV_CHECK(planner_.OpenSession(session_id).ok());
+  ++active_;
   SessionState& state = sessions_[session_id];
   state.last_activity = now;
+  UpdateIdleLocked(session_id, state);
   return state;
+}
+
+void SessionManager::UpdateIdleLocked(const std::string& session_id, SessionState& state) {
+  const StatusOr<control::SessionPhase> phase = planner_.phase(session_id);
+  const bool idle =
+      phase.ok() && *phase == control::SessionPhase::kActive && state.open_attempts == 0;
+  if (state.idle_since.has_value() && (!idle || *state.idle_since != state.last_activity)) {
+    idle_.erase({*state.idle_since, session_id});
+    state.idle_since.reset();
+  }
+  if (idle && !state.idle_since.has_value()) {
+    idle_.emplace(state.last_activity, session_id);
+    state.idle_since = state.last_activity;
+  }
+}
+
+bool SessionManager::OpensSessionLocked(const std::string& session_id) const {
+  auto existing = sessions_.find(session_id);
+  if (existing == sessions_.end()) return true;
+  // An ended incarnation with nothing live is replaced by a new one (OpenLocked).
+  const StatusOr<control::SessionPhase> phase = planner_.phase(session_id);
+  return phase.ok() && *phase == control::SessionPhase::kTerminal &&
+         existing->second.open_attempts == 0;
+}
+
+Status SessionManager::MakeRoomLocked(SteadyTime now, Pending& pending) {
+  if (active_ < options_.max_sessions) return Status::Ok();
+  if (idle_.empty()) {
+    ++refused_;
+    return ResourceExhaustedError(
+        "the gateway holds its maximum of " + std::to_string(options_.max_sessions) +
+        " active sessions (--max-sessions), each with a request in flight; retry later");
+  }
+  const std::string victim = idle_.begin()->second;
+  TerminateLocked(victim, control::TerminalReason::kDropped, now, pending);
+  ++evicted_;
+  return Status::Ok();
 }
 
 StatusOr<std::string> SessionManager::BeginAttempt(const std::optional<std::string>& session_id,
                                                    std::string_view request_id, SteadyTime now) {
   if (request_id.empty()) return InvalidArgumentError("empty request id");
+  Pending pending;
+  StatusOr<std::string> rid = BeginAttemptLocked(session_id, request_id, now, pending);
+  Run(std::move(pending));
+  return rid;
+}
+
+StatusOr<std::string> SessionManager::BeginAttemptLocked(
+    const std::optional<std::string>& session_id, std::string_view request_id, SteadyTime now,
+    Pending& pending) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!session_id.has_value()) {
     for (int64_t n = 0; n < kMaxAttemptsPerRequestId; ++n) {
@@ -62,10 +113,14 @@ StatusOr<std::string> SessionManager::BeginAttempt(const std::optional<std::stri
     }
     return ResourceExhaustedError("too many live attempts of request " + std::string(request_id));
   }
+  if (OpensSessionLocked(*session_id)) AGENTKV_RETURN_IF_ERROR(MakeRoomLocked(now, pending));
   SessionState& state = OpenLocked(*session_id, now);
   const StatusOr<control::SessionPhase> phase = planner_.phase(*session_id);
   if (!phase.ok() || *phase != control::SessionPhase::kActive) {
     return FailedPreconditionError("session " + *session_id + " is closing");
+  }
+  if (state.next_attempt.size() > static_cast<size_t>(control::kMaxEndedAttemptsPerSession)) {
+    state.next_attempt.clear();
   }
   int64_t& next = state.next_attempt[std::string(request_id)];
   for (; next < kMaxAttemptsPerRequestId; ++next) {
@@ -78,6 +133,7 @@ StatusOr<std::string> SessionManager::BeginAttempt(const std::optional<std::stri
     live_.emplace(*begun, *session_id);
     ++state.open_attempts;
     state.last_activity = now;
+    UpdateIdleLocked(*session_id, state);
     return begun;
   }
   return ResourceExhaustedError("too many attempts of request " + std::string(request_id));
@@ -110,6 +166,7 @@ void SessionManager::Finish(std::string_view rid, SteadyTime now) {
     --session->second.open_attempts;
     session->second.last_activity = now;
     planner_.MarkFinished(rid).IgnoreError();
+    UpdateIdleLocked(session_id, session->second);
     CollectLocked(pending);
     SettleLocked(session_id, session->second, pending);
   }
@@ -123,6 +180,8 @@ void SessionManager::TerminateLocked(const std::string& session_id, control::Ter
   AGENTKV_CHECK(plan.ok()) << plan.status();
   if (plan->already_terminating) return;
   AGENTKV_CHECK(planner_.ApplyTermination(*plan).ok());
+  --active_;
+  UpdateIdleLocked(session_id, state);
   state.aborted = static_cast<int64_t>(plan->abort_rids.size());
   if (!plan->abort_rids.empty()) state.drain_deadline = now + options_.drain_timeout;
   CollectLocked(pending);
@@ -275,6 +334,16 @@ int64_t SessionManager::active_sessions() const {
   return active;
 }
 
+int64_t SessionManager::evicted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return evicted_;
+}
+
+int64_t SessionManager::refused() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return refused_;
+}
+
 int64_t SessionManager::live_attempts() const {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int64_t>(live_.size());
@@ -296,9 +365,19 @@ void SessionManager::CheckInvariants() const {
   for (const auto& [rid, session] : live_) {
     if (!session.empty()) ++open[session];
   }
+  int64_t active = 0;
+  size_t idle = 0;
   for (const auto& [id, state] : sessions_) {
     const StatusOr<control::SessionPhase> phase = planner_.phase(id);
     AGENTKV_CHECK(phase.ok()) << "session " << id << " unknown to the planner";
+    const bool is_active = *phase == control::SessionPhase::kActive;
+    if (is_active) ++active;
+    const bool is_idle = is_active && state.open_attempts == 0;
+    AGENTKV_CHECK(is_idle == state.idle_since.has_value()) << "session " << id << " idle index";
+    if (is_idle) {
+      ++idle;
+      AGENTKV_CHECK(idle_.contains({*state.idle_since, id})) << "session " << id << " idle key";
+    }
     auto it = open.find(id);
     AGENTKV_CHECK(state.open_attempts == (it == open.end() ? 0 : it->second))
         << "session " << id << " open attempts";
@@ -308,6 +387,9 @@ void SessionManager::CheckInvariants() const {
         *phase == control::SessionPhase::kDraining || *phase == control::SessionPhase::kClosing;
     AGENTKV_CHECK(state.waiters.empty() || terminating) << "session " << id << " waiters";
   }
+  AGENTKV_CHECK(active == active_) << "active session count";
+  AGENTKV_CHECK(idle == idle_.size()) << "idle index size";
+  AGENTKV_CHECK(active_ <= options_.max_sessions) << "more active sessions than the cap";
 }
 
 }  // namespace agentkv::service

@@ -23,6 +23,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -73,6 +74,10 @@ struct SessionManagerOptions {
   std::chrono::steady_clock::duration drain_timeout = std::chrono::seconds(30);
   // Ended sessions remembered for idempotent closes. Range: >= 1.
   int64_t max_closed_sessions = 8192;
+  // Active sessions (accepting attempts), at most. Opening one more first ends the session
+  // idle the longest (no attempt in flight), as the idle timeout would; when none is idle the
+  // new session is refused. Range: >= 1.
+  int64_t max_sessions = 100'000;
   // Called once per close fan-out outcome (any thread, no lock held).
   std::function<void(const std::string& session_id, bool ok)> on_close_outcome;
 };
@@ -87,7 +92,9 @@ class SessionManager {
   // Registers a new attempt of `request_id` (in `session_id` when set; a session is opened on
   // its first attempt, and an ended one is opened again as a new incarnation) and returns its
   // rid: FormatAttemptRid(request_id, n) with the lowest n not used by a live attempt or by
-  // the session before. FailedPrecondition while the session is closing.
+  // the session's remembered attempts. FailedPrecondition while the session is closing.
+  // Opening a session at max_sessions ends the longest-idle one (counted in evicted());
+  // ResourceExhausted, counted in refused(), when every active session has work in flight.
   [[nodiscard]] StatusOr<std::string> BeginAttempt(const std::optional<std::string>& session_id,
                                                    std::string_view request_id, SteadyTime now);
 
@@ -115,6 +122,10 @@ class SessionManager {
   int64_t active_sessions() const;
   // Attempts begun and not finished, with or without a session.
   int64_t live_attempts() const;
+  // Sessions ended early to make room under max_sessions, and new sessions refused because
+  // none could be, since start.
+  int64_t evicted() const;
+  int64_t refused() const;
   // The rids of live attempts, sorted (for shutdown and tests).
   std::vector<std::string> live_rids() const;
 
@@ -132,8 +143,11 @@ class SessionManager {
     std::optional<bool> last_close_ok;
     // Non-zero while the ended session is remembered in closed_.
     uint64_t tombstone = 0;
-    // Per request id, the next attempt number to try.
+    // Per request id, the next attempt number to try (a hint: cleared when it grows past
+    // kMaxEndedAttemptsPerSession entries; probing from 0 finds the same rids).
     std::unordered_map<std::string, int64_t> next_attempt;
+    // Set while the session is in idle_: active with no attempt open, since this time.
+    std::optional<SteadyTime> idle_since;
   };
   // Work decided under the lock and done after it is released.
   struct Pending {
@@ -141,7 +155,17 @@ class SessionManager {
     std::vector<std::pair<std::function<void(SessionCloseResult)>, SessionCloseResult>> answers;
   };
 
+  StatusOr<std::string> BeginAttemptLocked(const std::optional<std::string>& session_id,
+                                           std::string_view request_id, SteadyTime now,
+                                           Pending& pending);
   SessionState& OpenLocked(const std::string& session_id, SteadyTime now);
+  // Puts the session in idle_ or takes it out, as its phase and open attempts say.
+  void UpdateIdleLocked(const std::string& session_id, SessionState& state);
+  // Whether an attempt in `session_id` opens an active session (OpenLocked would create one).
+  bool OpensSessionLocked(const std::string& session_id) const;
+  // Makes room for one more active session: OK when below max_sessions or after ending the
+  // longest-idle one; ResourceExhausted when every active session has work in flight.
+  Status MakeRoomLocked(SteadyTime now, Pending& pending);
   // Applies a termination and collects what follows.
   void TerminateLocked(const std::string& session_id, control::TerminalReason reason,
                        SteadyTime now, Pending& pending);
@@ -162,6 +186,12 @@ class SessionManager {
   uint64_t next_tombstone_ = 1;
   // Live attempts: rid -> session id ("" without a session).
   std::map<std::string, std::string, std::less<>> live_;
+  // Active sessions with no attempt open, by when they became idle (oldest first).
+  std::set<std::pair<SteadyTime, std::string>> idle_;
+  // Sessions in the planner's kActive phase.
+  int64_t active_ = 0;
+  int64_t evicted_ = 0;
+  int64_t refused_ = 0;
 };
 
 }  // namespace agentkv::service

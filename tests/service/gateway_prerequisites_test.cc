@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/json.hpp>
+
 #include <string>
 #include <vector>
 
@@ -79,6 +81,26 @@ TEST(CheckPrerequisitesTest, LruOnlyWarnsAndDisabledFeaturesCheckNothing) {
   ASSERT_EQ(lru->warnings.size(), 1u);
   EXPECT_NE(lru->warnings[0].find("found=lru"), std::string::npos);
   EXPECT_TRUE(CheckPrerequisites({}, false, false, PrerequisitePolicy::kRefuse).ok());
+}
+
+// The context length comes from the engines that report one: the largest valid value wins;
+// null, absent, non-positive or absurd values are ignored; none at all leaves it unchecked.
+TEST(FleetContextLengthTest, TheLargestValidReportedContextLength) {
+  auto with = [](std::string json_value) {
+    protocol::ServerInfo info = Info(true, "priority", true);
+    info.extra = boost::json::parse(R"({"context_length": )" + json_value + "}").as_object();
+    return info;
+  };
+  std::vector<EngineServerInfo> fleet;
+  EXPECT_EQ(FleetContextLength(fleet), std::nullopt);
+  fleet.push_back(EngineServerInfo{"a", with("null")});
+  fleet.push_back(EngineServerInfo{"b", with("-5")});
+  fleet.push_back(EngineServerInfo{"c", with("9223372036854775807")});
+  fleet.push_back(EngineServerInfo{"d", UnavailableError("down")});
+  EXPECT_EQ(FleetContextLength(fleet), std::nullopt);
+  fleet.push_back(EngineServerInfo{"e", with("32768")});
+  fleet.push_back(EngineServerInfo{"f", with("131072")});
+  EXPECT_EQ(FleetContextLength(fleet), 131072);
 }
 
 }  // namespace

@@ -3,14 +3,20 @@
 // the signed parent hint and the error-to-status mapping.
 #include "agentkv/service/gateway_request.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "agentkv/base/bounds.h"
 
 namespace agentkv::service {
 namespace {
 
 namespace http = net::http;
+using ::testing::HasSubstr;
 
 ClientRequest Parse(GatewayRoute route, const std::string& body) {
   StatusOr<ClientRequest> parsed = ParseClientRequest(route, body);
@@ -99,6 +105,85 @@ TEST(HeaderParsingTest, ProtectedScopeAndPromptTokens) {
   EXPECT_FALSE(ParsePromptTokensHeader("")->has_value());
   EXPECT_FALSE(ParsePromptTokensHeader("-1").ok());
   EXPECT_FALSE(ParsePromptTokensHeader("12x").ok());
+}
+
+// Token counts from a header or a body are range-checked where they enter: the bound itself
+// passes, one past it, int64's limit and beyond are a 400 naming the field and the value.
+TEST(HeaderParsingTest, TokenCountsAreBoundedWhereTheyEnter) {
+  EXPECT_EQ(*ParsePromptTokensHeader("1099511627776"), kMaxTokens);
+  for (const char* value : {"1099511627777", "9223372036854775000", "9223372036854775807",
+                            "99999999999999999999999"}) {
+    const StatusOr<std::optional<int64_t>> parsed = ParsePromptTokensHeader(value);
+    ASSERT_FALSE(parsed.ok()) << value;
+    EXPECT_THAT(parsed.status().message(), HasSubstr("X-Prompt-Tokens: "));
+    EXPECT_THAT(parsed.status().message(), HasSubstr("out of range [0, 1099511627776]"));
+  }
+  struct Case {
+    GatewayRoute route;
+    std::string body;
+    std::string field;
+  };
+  for (const Case& c : std::vector<Case>{
+           {GatewayRoute::kGenerate,
+            R"({"text": "a", "sampling_params": {"max_new_tokens": 9223372036854775807}})",
+            "sampling_params.max_new_tokens"},
+           {GatewayRoute::kGenerate,
+            R"({"text": "a", "sampling_params": {"max_new_tokens": 1099511627777}})",
+            "sampling_params.max_new_tokens"},
+           {GatewayRoute::kChatCompletions, R"({"messages": [], "max_tokens": 1099511627777})",
+            "max_tokens"},
+           {GatewayRoute::kCompletions,
+            R"({"prompt": "a", "max_completion_tokens": 9223372036854775807})",
+            "max_completion_tokens"},
+           {GatewayRoute::kCompletions, R"({"prompt": "a", "max_tokens": -1})", "max_tokens"},
+       }) {
+    const StatusOr<ClientRequest> parsed = ParseClientRequest(c.route, c.body);
+    ASSERT_FALSE(parsed.ok()) << c.body;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(parsed.status().message(), testing::StartsWith(c.field + ": ")) << c.body;
+  }
+  const StatusOr<ClientRequest> edge =
+      ParseClientRequest(GatewayRoute::kChatCompletions, R"({"messages": [], "max_tokens": 1099511627776})");
+  ASSERT_TRUE(edge.ok()) << edge.status();
+  // The largest accepted values cannot overflow the reservation.
+  EXPECT_EQ(EstimateReservationTokens(*edge, kMaxTokens, std::nullopt, 0), kMaxTokens);
+}
+
+// The parent hint is the gateway's to set from a verified header; in a client body it is
+// refused on every route, whatever its value and however its key is spelled.
+TEST(ParseClientRequestTest, RefusesTheParentHintInTheBody) {
+  for (const auto& [route, body] : std::vector<std::pair<GatewayRoute, std::string>>{
+           {GatewayRoute::kGenerate, R"({"text": "a", "agentkv_parent_session": "victim"})"},
+           {GatewayRoute::kGenerate, R"({"text": "a", "agentkv_parent_sessio\u006e": "v"})"},
+           {GatewayRoute::kChatCompletions, R"({"messages": [], "agentkv_parent_session": 1})"},
+           {GatewayRoute::kCompletions, R"({"prompt": "a", "agentkv_parent_session": null})"}}) {
+    const StatusOr<ClientRequest> parsed = ParseClientRequest(route, body);
+    ASSERT_FALSE(parsed.ok()) << body;
+    EXPECT_THAT(parsed.status().message(),
+                testing::StartsWith("agentkv_parent_session: not accepted in the body"));
+  }
+}
+
+// SGLang's context rule, with its own messages; a prompt only estimated from bytes is never
+// checked.
+TEST(ContextLengthTest, RefusesWhatEveryEngineWouldRefuse) {
+  EXPECT_TRUE(CheckContextLength(4096, 4095, std::nullopt).ok());
+  EXPECT_EQ(CheckContextLength(4096, 4096, std::nullopt).message(),
+            "The input (4096 tokens) is longer than the model's context length (4096 tokens).");
+  EXPECT_TRUE(CheckContextLength(4096, 100, 3995).ok());
+  EXPECT_EQ(CheckContextLength(4096, 100, 3996).message(),
+            "Requested token count exceeds the model's maximum context length of 4096 tokens. "
+            "You requested a total of 4096 tokens: 100 tokens from the input messages and 3996 "
+            "tokens for the completion. Please reduce the number of tokens in the input "
+            "messages or the completion to fit within the limit.");
+  EXPECT_FALSE(CheckContextLength(4096, 1, kMaxTokens).ok());
+  ClientRequest text;
+  text.prompt_text_bytes = 1'000'000;
+  EXPECT_EQ(ExactPromptTokens(text, std::nullopt), std::nullopt);
+  EXPECT_EQ(ExactPromptTokens(text, 7), 7);
+  ClientRequest ids;
+  ids.prompt_token_ids = 12;
+  EXPECT_EQ(ExactPromptTokens(ids, 7), 12);
 }
 
 TEST(ReservationTest, PromptPlusDecodeCappedByTheExpectedDecodeCap) {
@@ -201,6 +286,7 @@ TEST(HttpStatusTest, OneMappingForEveryGatewayError) {
   EXPECT_EQ(HttpStatusFor(ErrorFor(InternalError("x"))), 500);
   EXPECT_EQ(HttpStatusFor(GatewayError::kUnauthorized), 401);
   EXPECT_EQ(HttpStatusFor(GatewayError::kShuttingDown), 503);
+  EXPECT_EQ(HttpStatusFor(GatewayError::kOverloaded), 503);
   EXPECT_EQ(HttpStatusFor(GatewayError::kClientGone), 499);
 }
 

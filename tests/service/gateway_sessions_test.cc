@@ -5,7 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
+#include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -42,9 +45,10 @@ class FakeEffects : public SessionEffects {
 
 class SessionManagerTest : public ::testing::Test {
  protected:
-  void Make(bool lifecycle = true, int64_t max_closed = 8192) {
+  void Make(bool lifecycle = true, int64_t max_closed = 8192, int64_t max_sessions = 100'000) {
     SessionManagerOptions options;
     options.lifecycle = lifecycle;
+    options.max_sessions = max_sessions;
     options.idle_timeout = Seconds(60);
     options.drain_timeout = Seconds(5);
     options.max_closed_sessions = max_closed;
@@ -216,6 +220,93 @@ TEST_F(SessionManagerTest, RemembersOnlyTheNewestClosedSessions) {
   ASSERT_TRUE(Close("a")->has_value());  // Forgotten: closed again.
   EXPECT_EQ(effects.closes.size(), 4u);
   manager->CheckInvariants();
+}
+
+// At --max-sessions, a new session ends the one idle the longest (closed on the engines, as
+// the idle timeout would); sessions with work in flight are never chosen, and when all are
+// busy the newcomer is refused.
+TEST_F(SessionManagerTest, AtTheSessionCapTheLongestIdleSessionMakesRoom) {
+  Make(/*lifecycle=*/true, /*max_closed=*/8192, /*max_sessions=*/3);
+  const std::string busy = Begin("busy", "r");
+  manager->Finish(Begin("old", "r"), now);
+  now += Seconds(1);
+  manager->Finish(Begin("recent", "r"), now);
+  now += Seconds(1);
+  Begin("new", "r");  // Ends "old", the longest idle; "busy" has a request in flight.
+  EXPECT_THAT(effects.closes, ElementsAre("old"));
+  EXPECT_EQ(manager->active_sessions(), 3);
+  EXPECT_EQ(manager->evicted(), 1);
+  // "recent" is idle, "busy" and "new" are not: the next newcomer ends "recent".
+  Begin("newer", "r");
+  EXPECT_THAT(effects.closes, ElementsAre("old", "recent"));
+  // Everyone busy now: refused, and nothing is closed.
+  StatusOr<std::string> refused = manager->BeginAttempt("newest", "r", now);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), testing::HasSubstr("--max-sessions"));
+  EXPECT_EQ(manager->refused(), 1);
+  EXPECT_EQ(effects.closes.size(), 2u);
+  // A request in an existing session never needs room.
+  Begin("busy", "second");
+  manager->Finish(busy, now);
+  manager->CheckInvariants();
+}
+
+// Random begins, finishes, closes and sweeps under a small cap, against a model of which
+// sessions are active and idle: the cap always holds, the evicted session is always the
+// longest-idle one, and a refusal happens exactly when no session is idle.
+TEST_F(SessionManagerTest, RandomTrafficNeverExceedsTheCapAndEvictsTheLongestIdle) {
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    effects = FakeEffects();
+    Make(/*lifecycle=*/true, /*max_closed=*/4, /*max_sessions=*/4);
+    std::mt19937_64 rng(seed);
+    std::map<std::string, std::vector<std::string>> live;  // session -> live rids
+    std::map<std::string, SteadyTime> idle_since;          // the model's idle sessions
+    int request = 0;
+    for (int op = 0; op < 3000; ++op) {
+      now += std::chrono::milliseconds(rng() % 50 + 1);
+      const std::string session = "s" + std::to_string(rng() % 10);
+      const int kind = static_cast<int>(rng() % 4);
+      if (kind < 2) {
+        const bool known = live.contains(session) || idle_since.contains(session);
+        const size_t closes_before = effects.closes.size();
+        std::optional<std::string> victim;
+        if (!known && live.size() + idle_since.size() >= 4 && !idle_since.empty()) {
+          victim = std::min_element(idle_since.begin(), idle_since.end(),
+                                    [](const auto& a, const auto& b) { return a.second < b.second; })
+                       ->first;
+        }
+        StatusOr<std::string> rid =
+            manager->BeginAttempt(session, "q" + std::to_string(request++), now);
+        if (!known && live.size() + idle_since.size() >= 4 && idle_since.empty()) {
+          ASSERT_EQ(rid.status().code(), StatusCode::kResourceExhausted);
+          continue;
+        }
+        ASSERT_TRUE(rid.ok()) << rid.status();
+        if (victim.has_value()) {
+          ASSERT_EQ(effects.closes.size(), closes_before + 1);
+          ASSERT_EQ(effects.closes.back(), *victim);
+          idle_since.erase(*victim);
+        }
+        idle_since.erase(session);
+        live[session].push_back(*rid);
+      } else if (kind == 2 && !live.empty()) {
+        auto it = live.begin();
+        std::advance(it, static_cast<long>(rng() % live.size()));
+        manager->Finish(it->second.back(), now);
+        it->second.pop_back();
+        if (it->second.empty()) {
+          idle_since[it->first] = now;
+          live.erase(it);
+        }
+      } else if (kind == 3 && idle_since.contains(session)) {
+        ASSERT_TRUE(Close(session)->has_value());
+        idle_since.erase(session);
+      }
+      manager->CheckInvariants();
+      ASSERT_EQ(manager->active_sessions(), static_cast<int64_t>(live.size() + idle_since.size()));
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,555 @@
+// The fault-and-abuse suite of the gateway and the coordinator (ctest -L chaos): each test
+// sends what any client on the network could, or breaks what a fleet breaks, and asserts the
+// fixed behaviour: a clear 4xx at once, nothing reserved, nothing else delayed, and every
+// table bounded. Loopback only; every client call has a timeout.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../integration/gateway_test_support.h"
+#include "agentkv/base/bounds.h"
+#include "agentkv/service/admission_wire.h"
+#include "agentkv/service/engine_directory.h"
+
+namespace agentkv::service {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace gateway_testing;
+using ::testing::HasSubstr;
+
+// The answer's error message (SGLang's error shape or the coordinator's), or the body.
+std::string ErrorMessage(const net::ClientResponse& r) {
+  boost::system::error_code error;
+  const json::value parsed = json::parse(r.body, error);
+  if (error || !parsed.is_object()) return r.body;
+  const json::value* message = parsed.as_object().if_contains("message");
+  if (message == nullptr) {
+    if (const json::value* nested = parsed.as_object().if_contains("error");
+        nested != nullptr && nested->is_object()) {
+      message = nested->as_object().if_contains("message");
+    }
+  }
+  return message != nullptr && message->is_string() ? std::string(message->as_string()) : r.body;
+}
+
+std::string ChatBody(const std::string& rid, int64_t max_tokens) {
+  return R"({"rid": ")" + rid + R"(", "messages": [{"role": "user", "content": "hi"}], )" +
+         R"("max_tokens": )" + std::to_string(max_tokens) + "}";
+}
+
+// Item 1: token counts from a header or a body that overflow int64 arithmetic, or exceed the
+// token bound, are a 400 naming the field, and reserve nothing: the ledger stays exact and the
+// next ordinary request is admitted at once.
+TEST(GatewayChaosTest, OverflowingTokenCountsAre400AndReserveNothing) {
+  AdmissionSetup setup;
+  net::HttpClient client(ClientOptions());
+  struct Case {
+    std::string path;
+    std::string body;
+    net::HeaderList headers;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {"/generate",
+       R"({"text": "hi", "sampling_params": {"max_new_tokens": 2000}, "session_id": "x"})",
+       {{"X-Prompt-Tokens", "9223372036854775000"}},
+       "X-Prompt-Tokens"},
+      {"/generate", R"({"text": "hi"})", {{"X-Prompt-Tokens", "99999999999999999999999"}},
+       "X-Prompt-Tokens"},
+      {"/generate", R"({"text": "hi"})", {{"X-Prompt-Tokens", "1099511627777"}}, "X-Prompt-Tokens"},
+      {"/generate", R"({"text": "hi", "sampling_params": {"max_new_tokens": 9223372036854775807}})",
+       {},
+       "max_new_tokens"},
+      {"/v1/chat/completions", ChatBody("c", std::numeric_limits<int64_t>::max()), {}, "max_tokens"},
+      {"/v1/completions",
+       R"({"prompt": "hi", "max_completion_tokens": 1099511627777})",
+       {},
+       "max_completion_tokens"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.path + " " + c.body);
+    const net::ClientResponse r =
+        Post(client, setup.gateway->base_url(), c.path, c.body, c.headers);
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_THAT(ErrorMessage(r), HasSubstr(c.field));
+    EXPECT_EQ(setup.admission->reserved(), 0);
+    EXPECT_EQ(setup.admission->lease_count(), 0);
+  }
+  EXPECT_TRUE(setup.engine->generates().empty());
+  // The ledger still works: an ordinary request is admitted and reaches the engine at once.
+  auto ok = std::async(std::launch::async, [&] {
+    net::HttpClient own(ClientOptions());
+    return Post(own, setup.gateway->base_url(), "/generate", AdmissionSetup::Body("ok")).status;
+  });
+  ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 1; }, 2000ms));
+  EXPECT_EQ(setup.admission->reserved(), 100 + 500);
+  setup.engine->Answer();
+  EXPECT_EQ(ok.get(), 200);
+  ExpectLedgerAtRest(*setup.admission);
+}
+
+// Item 2: a request whose reservation exceeds the whole admission ceiling is refused at once
+// (it could never be admitted), and the small request behind it does not wait.
+TEST(GatewayChaosTest, ARequestThatCanNeverFitIsRefusedAtOnceAndDelaysNobody) {
+  AdmissionSetup setup;  // Ceiling 1000 tokens, max wait 30 s.
+  net::HttpClient client(ClientOptions());
+  const auto started = std::chrono::steady_clock::now();
+  const net::ClientResponse huge =
+      Post(client, setup.gateway->base_url(), "/v1/chat/completions", ChatBody("huge", 10'000'000));
+  EXPECT_EQ(huge.status, 400) << huge.body;
+  EXPECT_THAT(ErrorMessage(huge), HasSubstr("admission ceiling of 1000 tokens"));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
+  auto small = std::async(std::launch::async, [&] {
+    net::HttpClient own(ClientOptions());
+    return Post(own, setup.gateway->base_url(), "/generate",
+                R"({"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 2}})")
+        .status;
+  });
+  // The engine holds the small request: reaching it at all shows it did not wait.
+  EXPECT_TRUE(WaitFor([&] { return setup.engine->held() == 1; }, 1000ms));
+  EXPECT_EQ(setup.admission->waiting(), 0);
+  EXPECT_EQ(Series(*setup.admission, control::kRefusedOversizedMetric), 1.0);
+  setup.engine->Answer();
+  EXPECT_EQ(small.get(), 200);
+  ExpectLedgerAtRest(*setup.admission);
+}
+
+// Item 2, at the coordinator: an acquire of 5,000,000 tokens against a 1000-token ceiling is
+// answered `refuse` at once; 2^63-1 is a 400; a small acquire behind them is admitted at once.
+TEST(CoordinatorChaosTest, OversizedAndOverflowingAcquiresAreAnsweredAtOnce) {
+  FakeEngine engine(/*hold=*/false, /*capacity=*/1000);
+  CoordinatorOptions options;
+  options.engine_urls = {engine.base_url()};
+  options.agentic.agentic_admission_headroom = 1.0;
+  options.agentic.poll_interval_s = 0.1;
+  options.agentic.staleness_s = 5.0;
+  options.metrics_timeout_s = 0.5;
+  LogCapture logs;
+  options.log = logs.Sink();
+  StatusOr<std::unique_ptr<CoordinatorServer>> started = CoordinatorServer::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  CoordinatorServer& coordinator = **started;
+  ASSERT_TRUE(WaitFor([&] { return !coordinator.admission().degraded(); }));
+  net::HttpClient client(ClientOptions());
+
+  const net::ClientResponse overflow =
+      Post(client, coordinator.base_url(), "/admission/acquire",
+           R"({"ticket": "a", "reservation_tokens": 9223372036854775807})");
+  EXPECT_EQ(overflow.status, 400);
+  EXPECT_THAT(ErrorMessage(overflow), HasSubstr("reservation_tokens"));
+
+  const auto before = std::chrono::steady_clock::now();
+  const net::ClientResponse huge = Post(client, coordinator.base_url(), "/admission/acquire",
+                                        R"({"ticket": "b", "reservation_tokens": 5000000})");
+  EXPECT_LT(std::chrono::steady_clock::now() - before, 2s);
+  ASSERT_EQ(huge.status, 200) << huge.body;
+  StatusOr<control::AdmissionDecision> refused = ParseDecision(huge.body);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->action, control::AdmissionAction::kRefuse);
+  EXPECT_EQ(refused->reason, control::AdmissionReason::kOversized);
+  EXPECT_EQ(refused->ceiling, 1000);
+
+  const net::ClientResponse small = Post(client, coordinator.base_url(), "/admission/acquire",
+                                         R"({"ticket": "c", "reservation_tokens": 2})");
+  StatusOr<control::AdmissionDecision> admitted = ParseDecision(small.body);
+  ASSERT_TRUE(admitted.ok()) << small.body;
+  EXPECT_EQ(admitted->action, control::AdmissionAction::kAdmit);
+  EXPECT_EQ(coordinator.admission().waiting(), 0);
+  EXPECT_EQ(Post(client, coordinator.base_url(), "/admission/release",
+                 R"({"lease_id": ")" + *admitted->lease_id + R"("})")
+                .status,
+            200);
+  ExpectLedgerAtRest(coordinator.admission());
+}
+
+// Item 2, the model's context: what every engine would refuse is refused by the gateway, with
+// SGLang's own messages (clients such as Relax recognise them); a text prompt without a token
+// count is never refused on a byte estimate.
+TEST(GatewayChaosTest, TheContextLengthIsEnforcedWithSglangsMessages) {
+  FakeEngine engine(/*hold=*/false);
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {engine.base_url()};
+  options.context_length = 4096;
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  const net::ClientResponse long_input = Post(client, gateway->base_url(), "/generate",
+                                              R"({"input_ids": )" + InputIds(1, 5000) + "}");
+  EXPECT_EQ(long_input.status, 400);
+  EXPECT_EQ(ErrorMessage(long_input),
+            "The input (5000 tokens) is longer than the model's context length (4096 tokens).");
+  const net::ClientResponse too_much =
+      Post(client, gateway->base_url(), "/generate",
+           R"({"input_ids": )" + InputIds(1, 100) + R"(, "sampling_params": {"max_new_tokens": 4000}})");
+  EXPECT_EQ(too_much.status, 400);
+  EXPECT_THAT(ErrorMessage(too_much),
+              HasSubstr("Requested token count exceeds the model's maximum context length of 4096 "
+                        "tokens. You requested a total of 4100 tokens"));
+  const net::ClientResponse counted =
+      Post(client, gateway->base_url(), "/v1/chat/completions", ChatBody("c", 200),
+           {{"X-Prompt-Tokens", "4000"}});
+  EXPECT_EQ(counted.status, 400);
+  EXPECT_EQ(Post(client, gateway->base_url(), "/generate",
+                 R"({"text": "hi", "sampling_params": {"max_new_tokens": 100}})")
+                .status,
+            200);
+  EXPECT_EQ(engine.generates().size(), 1u);
+}
+
+// Item 3: two gateways share a coordinator and their clients happen to choose the same rid.
+// Each attempt holds its own lease: the second waits for capacity instead of riding on the
+// first's lease (and releasing it when it finishes).
+TEST(GatewayChaosTest, TwoGatewaysSharingACoordinatorNeverShareALease) {
+  FakeEngine engine(/*hold=*/true, /*capacity=*/1000);
+  CoordinatorOptions coordinator_options;
+  coordinator_options.engine_urls = {engine.base_url()};
+  coordinator_options.agentic.agentic_admission_headroom = 1.0;
+  coordinator_options.agentic.poll_interval_s = 0.1;
+  coordinator_options.agentic.staleness_s = 5.0;
+  coordinator_options.metrics_timeout_s = 0.5;
+  LogCapture coordinator_logs;
+  coordinator_options.log = coordinator_logs.Sink();
+  StatusOr<std::unique_ptr<CoordinatorServer>> started =
+      CoordinatorServer::Start(coordinator_options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  CoordinatorServer& coordinator = **started;
+  ASSERT_TRUE(WaitFor([&] { return !coordinator.admission().degraded(); }));
+
+  LogCapture logs;
+  std::vector<std::unique_ptr<Gateway>> gateways;
+  for (int i = 0; i < 2; ++i) {
+    RemoteAdmissionOptions remote;
+    remote.coordinator_url = coordinator.base_url();
+    remote.log = logs.Sink();
+    StatusOr<std::unique_ptr<RemoteAdmission>> backend = RemoteAdmission::Create(remote);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    GatewayOptions options = BaseOptions(logs);
+    options.engine_urls = {engine.base_url()};
+    options.agentic.agentic_program_admission = true;
+    options.poll_fleet_metrics = false;
+    gateways.push_back(
+        StartGateway(options, std::shared_ptr<AdmissionBackend>(*std::move(backend))));
+    ASSERT_NE(gateways.back(), nullptr);
+  }
+  auto send = [&](Gateway& gateway) {
+    return std::async(std::launch::async, [&gateway] {
+      net::HttpClient own(ClientOptions());
+      return Post(own, gateway.base_url(), "/generate", AdmissionSetup::Body("same-rid")).status;
+    });
+  };
+  auto first = send(*gateways[0]);
+  ASSERT_TRUE(WaitFor([&] { return engine.held() == 1; }));
+  EXPECT_EQ(coordinator.admission().reserved(), 600);
+  auto second = send(*gateways[1]);
+  ASSERT_TRUE(WaitFor([&] { return coordinator.admission().waiting() == 1; }))
+      << "the second gateway's attempt must wait for its own lease";
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(engine.held(), 1u) << "the second request ran on the first one's lease";
+  EXPECT_EQ(coordinator.admission().lease_count(), 1);
+  ASSERT_TRUE(engine.Answer());
+  EXPECT_EQ(first.get(), 200);
+  ASSERT_TRUE(WaitFor([&] { return engine.held() == 1; }));
+  EXPECT_EQ(coordinator.admission().reserved(), 600) << "the second attempt holds its own lease";
+  ASSERT_TRUE(engine.Answer());
+  EXPECT_EQ(second.get(), 200);
+  ExpectLedgerAtRest(coordinator.admission());
+  for (auto& gateway : gateways) gateway->Shutdown(1s);
+}
+
+// Item 4: the parent hint is honoured only from the signed header; a body that carries the
+// field (plain or with an escaped key) is refused and reaches no engine.
+TEST(GatewayChaosTest, AParentHintInTheBodyIsRefused) {
+  FakeEngine engine(/*hold=*/false);
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {engine.base_url()};
+  options.agentic.agentic_session_lifecycle = true;
+  options.parent_hint_key = "hint-key";
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  const net::HeaderList session = {{"X-Session-Id", "child"}};
+  for (const auto& [path, body] : std::vector<std::pair<std::string, std::string>>{
+           {"/generate", R"({"text": "hi", "agentkv_parent_session": "victim"})"},
+           {"/generate", R"({"text": "hi", "agentkv\u005fparent_session": "victim"})"},
+           {"/v1/chat/completions",
+            R"({"messages": [], "agentkv_parent_session": "victim", "max_tokens": 1})"},
+           {"/v1/completions", R"({"prompt": "hi", "agentkv_parent_session": null})"}}) {
+    const net::ClientResponse r = Post(client, gateway->base_url(), path, body, session);
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_THAT(ErrorMessage(r), HasSubstr("agentkv_parent_session: not accepted in the body"));
+  }
+  EXPECT_TRUE(engine.generates().empty());
+  // The signed header still works.
+  net::HeaderList signed_hint = session;
+  signed_hint.emplace_back("X-Agentkv-Parent-Session", "parent");
+  signed_hint.emplace_back("X-Agentkv-Parent-Signature", SignParentHint("hint-key", "child", "parent"));
+  EXPECT_EQ(Post(client, gateway->base_url(), "/generate", R"({"text": "hi"})", signed_hint).status,
+            200);
+  ASSERT_EQ(engine.generates().size(), 1u);
+  EXPECT_THAT(engine.generates()[0].body, HasSubstr(R"("agentkv_parent_session":"parent")"));
+}
+
+// Item 5: a non-streamed request to a hung engine (it ignores the abort): when the client
+// leaves, the upstream call is cut and the lease returned at once, not after the upstream
+// timeout or the lease TTL.
+TEST(GatewayChaosTest, AClientLeavingANonStreamedRequestReleasesItsLeaseAtOnce) {
+  AdmissionSetup setup;
+  setup.engine->SetHung(true);
+  net::HttpClientOptions impatient = ClientOptions();
+  impatient.header_timeout = 300ms;
+  net::HttpClient client(impatient);
+  StatusOr<net::ClientResponse> r =
+      client.Request(http::verb::post, setup.gateway->base_url(), "/generate",
+                     {{"Content-Type", "application/json"}}, AdmissionSetup::Body("gone"));
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(setup.engine->held(), 1u);
+  ExpectLedgerAtRest(*setup.admission);
+  EXPECT_TRUE(WaitFor([&] { return setup.gateway->stats().in_flight == 0; }));
+  EXPECT_TRUE(WaitFor([&] {
+    for (const auto& [path, body] : setup.engine->control()) {
+      if (path == "/abort_request" && body.find("gone:0") != std::string::npos) return true;
+    }
+    return false;
+  })) << "the engine was asked to abort the request";
+  // The next request is admitted at once.
+  auto next = std::async(std::launch::async, [&] {
+    net::HttpClient own(ClientOptions());
+    return Post(own, setup.gateway->base_url(), "/generate", AdmissionSetup::Body("next")).status;
+  });
+  EXPECT_TRUE(WaitFor([&] { return setup.engine->held() == 2; }, 1000ms));
+  setup.engine->SetHung(false);
+  while (setup.engine->Answer()) {
+  }
+  EXPECT_EQ(next.get(), 200);
+}
+
+// Item 6: one engine's /metrics stalls for good. Each poll gives up on it after
+// --metrics-timeout-s, so the ledger keeps a fresh ceiling from the other engine and never
+// turns degraded; and a configuration that could not keep that promise is refused at startup.
+TEST(GatewayChaosTest, OneStalledEngineNeverAgesTheWholeSnapshot) {
+  FakeEngine healthy(/*hold=*/false, /*capacity=*/1000);
+  FakeEngine stalled(/*hold=*/false, /*capacity=*/1000);
+  stalled.StallMetrics(true);
+  control::AgenticOptions agentic;
+  agentic.agentic_program_admission = true;
+  agentic.agentic_admission_headroom = 1.0;
+  agentic.poll_interval_s = 0.2;
+  agentic.staleness_s = 0.6;
+  std::shared_ptr<LocalAdmission> admission = StartLocalAdmission(agentic);
+  ASSERT_NE(admission, nullptr);
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {healthy.base_url(), stalled.base_url()};
+  options.agentic = agentic;
+  options.metrics_timeout_s = 0.15;  // 0.2 + 2 x 0.15 < 0.6.
+  auto gateway = StartGateway(options, admission);
+  ASSERT_NE(gateway, nullptr);
+  const auto until = std::chrono::steady_clock::now() + 3s;
+  int64_t samples = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_FALSE(admission->degraded()) << "the snapshot aged after " << samples << " samples";
+    ++samples;
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(Series(*admission, control::kCeilingMetric), 1000.0) << "only the healthy engine";
+  EXPECT_TRUE(Logged(logs, "event=metrics_scrape_failed engine=" + stalled.base_url()));
+  gateway->Shutdown(1s);
+
+  GatewayOptions slow = BaseOptions(logs);
+  slow.engine_urls = {healthy.base_url()};
+  slow.agentic.agentic_program_admission = true;
+  slow.metrics_timeout_s = 5;  // 2 + 2 x 5 >= 6: a stalled engine would age every snapshot.
+  StatusOr<std::unique_ptr<Gateway>> refused = Gateway::Start(slow, admission);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("--metrics-timeout-s (5)"));
+}
+
+// Item 6, discovery: a router that accepts /workers and never answers (or trickles) cannot
+// hold a poll past its deadline, whatever the client's own (long) timeouts.
+TEST(GatewayChaosTest, AStalledRouterCannotHoldAPollPastItsDeadline) {
+  std::mutex mu;
+  std::vector<std::shared_ptr<net::ResponseWriter>> stalled;
+  net::Router router;
+  for (const char* path : {"/workers", "/list_workers"}) {
+    router.Add(http::verb::get, path, [&](net::Request, std::shared_ptr<net::ResponseWriter> w) {
+      std::lock_guard<std::mutex> lock(mu);
+      stalled.push_back(std::move(w));
+    });
+  }
+  StatusOr<std::unique_ptr<net::HttpServer>> server =
+      net::HttpServer::Start({}, router.AsHandler());
+  ASSERT_TRUE(server.ok()) << server.status();
+  net::HttpClientOptions patient = ClientOptions();
+  patient.header_timeout = 60s;
+  net::HttpClient client(patient);
+  EngineDirectory directory((*server)->base_url(), {}, &client);
+  const auto started = std::chrono::steady_clock::now();
+  StatusOr<std::vector<std::string>> urls = directory.Refresh(started + 200ms);
+  const auto took = std::chrono::steady_clock::now() - started;
+  EXPECT_FALSE(urls.ok());
+  EXPECT_THAT(urls.status().message(), HasSubstr("no answer within the poll's deadline"));
+  EXPECT_LT(took, 1s);
+  (*server)->Shutdown(0ms);
+}
+
+// Item 8: clients that open sessions and never close them cannot grow the gateway past
+// --max-sessions: the longest-idle session is ended (and closed on the engines) to make room,
+// and when every session is busy the newcomer gets a 503 at once.
+TEST(GatewayChaosTest, NeverClosedSessionsStayWithinMaxSessions) {
+  FakeEngine engine(/*hold=*/false);
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {engine.base_url()};
+  options.agentic.agentic_session_lifecycle = true;
+  options.max_sessions = 50;
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  for (int i = 0; i < 400; ++i) {
+    ASSERT_EQ(Post(client, gateway->base_url(), "/generate", R"({"text": "hi"})",
+                   {{"X-Session-Id", "s" + std::to_string(i)}})
+                  .status,
+              200);
+    ASSERT_LE(gateway->stats().sessions_active, 50);
+  }
+  EXPECT_EQ(gateway->stats().sessions_active, 50);
+  EXPECT_TRUE(WaitFor([&] {
+    int64_t closes = 0;
+    for (const auto& [path, body] : engine.control()) closes += path == "/close_session";
+    return closes == 350;
+  })) << "every evicted session is closed on the engine";
+  const std::string metrics = Call(client, http::verb::get, gateway->base_url(), "/metrics").body;
+  EXPECT_THAT(metrics, HasSubstr("agentkv_gateway_sessions_evicted_total 350.0"));
+  gateway->Shutdown(1s);
+
+  // Every session busy: no room can be made.
+  FakeEngine holding(/*hold=*/true);
+  options.engine_urls = {holding.base_url()};
+  options.max_sessions = 2;
+  auto busy = StartGateway(options);
+  ASSERT_NE(busy, nullptr);
+  std::vector<std::future<int>> held;
+  for (const char* session : {"a", "b"}) {
+    held.push_back(std::async(std::launch::async, [&busy, session] {
+      net::HttpClient own(ClientOptions());
+      return Post(own, busy->base_url(), "/generate", R"({"text": "hi"})",
+                  {{"X-Session-Id", session}})
+          .status;
+    }));
+  }
+  ASSERT_TRUE(WaitFor([&] { return holding.held() == 2; }));
+  const net::ClientResponse refused = Post(client, busy->base_url(), "/generate",
+                                           R"({"text": "hi"})", {{"X-Session-Id", "c"}});
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_THAT(ErrorMessage(refused), HasSubstr("--max-sessions"));
+  EXPECT_THAT(Call(client, http::verb::get, busy->base_url(), "/metrics").body,
+              HasSubstr("agentkv_gateway_sessions_refused_total 1.0"));
+  while (holding.Answer()) {
+  }
+  for (auto& f : held) EXPECT_EQ(f.get(), 200);
+  busy->Shutdown(1s);
+}
+
+// Item 10: while the coordinator is unreachable admission fails open, and the outage shows:
+// one warning line (not one per request) and a failure counter per operation.
+TEST(GatewayChaosTest, CoordinatorOutagesAreLoggedOnceAndCounted) {
+  FakeEngine engine(/*hold=*/false);
+  LogCapture logs;
+  RemoteAdmissionOptions remote;
+  remote.coordinator_url = DeadUrl();
+  remote.log = logs.Sink();
+  StatusOr<std::unique_ptr<RemoteAdmission>> backend = RemoteAdmission::Create(remote);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {engine.base_url()};
+  options.agentic.agentic_program_admission = true;
+  options.poll_fleet_metrics = false;
+  auto gateway = StartGateway(options, std::shared_ptr<AdmissionBackend>(*std::move(backend)));
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(Post(client, gateway->base_url(), "/generate", SmallGenerate("r" + std::to_string(i)))
+                  .status,
+              200);
+  }
+  const std::string metrics = Call(client, http::verb::get, gateway->base_url(), "/metrics").body;
+  EXPECT_THAT(metrics, HasSubstr("agentkv_gateway_coordinator_failures_total{op=\"acquire\"} 5.0"));
+  int64_t failure_lines = 0;
+  {
+    std::lock_guard<std::mutex> lock(logs.mu);
+    for (const std::string& line : logs.lines) {
+      failure_lines += line.find("event=coordinator_failed") != std::string::npos;
+    }
+  }
+  EXPECT_EQ(failure_lines, 1) << "one line per outage, not one per request";
+  EXPECT_TRUE(Logged(logs, "coordinator=" + remote.coordinator_url));
+  gateway->Shutdown(1s);
+}
+
+// The resident set of this process, in KiB (0 when /proc cannot be read).
+int64_t ResidentKib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return 0;
+}
+
+// Item 8, soak: 12,000 requests, each opening a session that is never closed and carrying a
+// new rid. After the tables fill (sessions to --max-sessions, ended ones to
+// --max-closed-sessions), the gateway's memory stays flat: without the bounds it grows by
+// about 0.8 KB per session, about 7 MB over the measured part.
+TEST(GatewayChaosTest, MemoryStaysFlatUnderEndlessNewSessions) {
+  FakeEngine engine(/*hold=*/false);
+  engine.SetRecording(false);
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.log = [](LogLevel, std::string_view) {};
+  options.engine_urls = {engine.base_url()};
+  options.agentic.agentic_session_lifecycle = true;
+  options.max_sessions = 500;
+  options.max_closed_sessions = 500;
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  auto send = [&](int from, int to) {
+    for (int i = from; i < to; ++i) {
+      const std::string id = std::to_string(i);
+      ASSERT_EQ(Post(client, gateway->base_url(), "/generate",
+                     R"({"rid": "soak-)" + id + R"(", "text": "hi"})",
+                     {{"X-Session-Id", "soak-session-" + id}})
+                    .status,
+                200);
+    }
+  };
+  send(0, 3000);  // Fills every table.
+  const int64_t warm = ResidentKib();
+  for (int part = 1; part <= 3; ++part) {
+    send(3000 * part, 3000 * (part + 1));
+    std::printf("soak: RSS %lld KiB after %d requests\n", static_cast<long long>(ResidentKib()),
+                3000 * (part + 1));
+  }
+  const int64_t end = ResidentKib();
+  ASSERT_GT(warm, 0);
+  EXPECT_LE(gateway->stats().sessions_active, 500);
+  EXPECT_LT(end - warm, 3 * 1024) << "RSS grew from " << warm << " KiB to " << end << " KiB";
+  RecordProperty("rss_warm_kib", std::to_string(warm));
+  RecordProperty("rss_end_kib", std::to_string(end));
+  std::printf("soak: RSS %lld KiB after 3,000 sessions, %lld KiB after 12,000\n",
+              static_cast<long long>(warm), static_cast<long long>(end));
+  gateway->Shutdown(1s);
+}
+
+}  // namespace
+}  // namespace agentkv::service

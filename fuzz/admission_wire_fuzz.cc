@@ -1,0 +1,97 @@
+// Fuzzes the coordinator's wire format (service/admission_wire.h), the bodies any client of
+// `agentkv coordinator` can send and any coordinator can answer.
+//
+// Invariants: every parser is total (a Status, never a crash or an exception); failures are
+// InvalidArgument or ResourceExhausted; what parses is in range (tickets 1 to kMaxTicketBytes
+// bytes, reservations in [0, kMaxTokens], waits within a year, a refuse is `oversized`, an
+// admit has a lease id); and whatever parses serializes and parses back to the same value.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "agentkv/base/bounds.h"
+#include "agentkv/service/admission_wire.h"
+#include "fuzz_check.h"
+
+namespace {
+
+using agentkv::StatusCode;
+using namespace agentkv::service;
+namespace control = agentkv::control;
+
+bool IsInputError(const agentkv::Status& status) {
+  return status.code() == StatusCode::kInvalidArgument ||
+         status.code() == StatusCode::kResourceExhausted;
+}
+
+void FuzzAcquire(std::string_view body) {
+  const agentkv::StatusOr<control::AcquireRequest> request = ParseAcquireRequest(body);
+  if (!request.ok()) {
+    FUZZ_CHECK(IsInputError(request.status()));
+    return;
+  }
+  FUZZ_CHECK(!request->ticket.empty() && request->ticket.size() <= control::kMaxTicketBytes);
+  FUZZ_CHECK(request->reservation_tokens >= 0 &&
+             request->reservation_tokens <= agentkv::kMaxTokens);
+  const agentkv::StatusOr<control::AcquireRequest> again =
+      ParseAcquireRequest(SerializeAcquireRequest(*request));
+  FUZZ_CHECK(again.ok());
+  FUZZ_CHECK(again->ticket == request->ticket);
+  FUZZ_CHECK(again->reservation_tokens == request->reservation_tokens);
+  FUZZ_CHECK(again->is_protected == request->is_protected);
+}
+
+void FuzzDecision(std::string_view body) {
+  const agentkv::StatusOr<control::AdmissionDecision> decision = ParseDecision(body);
+  if (!decision.ok()) {
+    FUZZ_CHECK(IsInputError(decision.status()));
+    return;
+  }
+  FUZZ_CHECK(decision->action != control::AdmissionAction::kWait);
+  FUZZ_CHECK(decision->reservation_tokens >= 0 &&
+             decision->reservation_tokens <= agentkv::kMaxTokens);
+  FUZZ_CHECK(decision->wait.ns() >= 0 && decision->wait.ns() <= agentkv::kMaxTimeNs);
+  if (decision->action == control::AdmissionAction::kAdmit) {
+    FUZZ_CHECK(decision->lease_id.has_value() && !decision->lease_id->empty());
+  }
+  if (decision->action == control::AdmissionAction::kRefuse) {
+    FUZZ_CHECK(decision->reason == control::AdmissionReason::kOversized);
+  }
+  const agentkv::StatusOr<control::AdmissionDecision> again =
+      ParseDecision(SerializeDecision(*decision));
+  FUZZ_CHECK(again.ok());
+  FUZZ_CHECK(*again == *decision);
+}
+
+void FuzzSmallBodies(std::string_view body) {
+  if (agentkv::StatusOr<std::string> lease = ParseReleaseRequest(body); lease.ok()) {
+    FUZZ_CHECK(!lease->empty());
+    const agentkv::StatusOr<std::string> again = ParseReleaseRequest(SerializeReleaseRequest(*lease));
+    FUZZ_CHECK(again.ok() && *again == *lease);
+  } else {
+    FUZZ_CHECK(IsInputError(lease.status()));
+  }
+  if (agentkv::StatusOr<std::string> ticket = ParseCancelRequest(body); ticket.ok()) {
+    FUZZ_CHECK(!ticket->empty() && ticket->size() <= control::kMaxTicketBytes);
+    const agentkv::StatusOr<std::string> again = ParseCancelRequest(SerializeCancelRequest(*ticket));
+    FUZZ_CHECK(again.ok() && *again == *ticket);
+  } else {
+    FUZZ_CHECK(IsInputError(ticket.status()));
+  }
+  if (auto metrics = ParseStepMetrics(body); metrics.ok()) {
+    FUZZ_CHECK(ParseStepMetrics(SerializeStepMetrics(*metrics)).ok());
+  } else {
+    FUZZ_CHECK(IsInputError(metrics.status()));
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  FuzzAcquire(body);
+  FuzzDecision(body);
+  FuzzSmallBodies(body);
+  return 0;
+}

@@ -48,6 +48,32 @@ TEST_F(ServiceCliTest, GatewayRefusesEachOutOfRangeValueNamingFlagRangeAndValue)
                      "--agentic-admission-scope");
 }
 
+// The hardening limits: durations past a year, token counts past 2^40, counts out of range,
+// and a poll timing under which one stalled engine would age the capacity snapshot.
+TEST_F(ServiceCliTest, GatewayRefusesValuesPastTheirBounds) {
+  const std::string gateway = kGateway;
+  ExpectGatewayError(Run(gateway + " --agentic-program-admission --metrics-timeout-s 5"),
+                     "--agentic-admission-poll-interval-s (2) + 2 x --metrics-timeout-s (5) "
+                     "must be < --agentic-admission-staleness-s (6)");
+  ExpectGatewayError(Run(gateway + " --metrics-timeout-s 0"),
+                     "--metrics-timeout-s must be finite and > 0, got 0");
+  ExpectGatewayError(Run(gateway + " --session-idle-timeout-s 1e12"),
+                     "--session-idle-timeout-s must be at most 31536000 (a year), got 1e+12");
+  ExpectGatewayError(Run(gateway + " --max-sessions 0"), "--max-sessions must be in [1, ");
+  ExpectGatewayError(Run(gateway + " --context-length 0"), "--context-length must be in [1, ");
+  ExpectGatewayError(Run(gateway + " --default-max-tokens 9223372036854775807"),
+                     "--default-max-tokens must be in [0, 1099511627776]");
+  ExpectGatewayError(Run(gateway + " --shutdown-grace-s nan"), "--shutdown-grace-s");
+  ExpectGatewayError(
+      Run(gateway + " --agentic-program-admission --agentic-admission-expected-decode-cap "
+                    "9223372036854775807"),
+      "--agentic-admission-expected-decode-cap must be in [1, 1099511627776]");
+  ExpectCoordinatorError(Run("coordinator --metrics-timeout-s 3"),
+                         "2 x --metrics-timeout-s (3) must be < --agentic-admission-staleness-s");
+  ExpectCoordinatorError(Run("coordinator --agentic-admission-lease-ttl-s 1e300"),
+                         "--agentic-admission-lease-ttl-s must be at most 31536000 (a year)");
+}
+
 TEST_F(ServiceCliTest, GatewayNeedsExactlyOneUpstream) {
   ExpectGatewayError(Run("gateway --no-check-prerequisites"), "--router-url");
   ExpectGatewayError(

@@ -144,6 +144,11 @@ int GatewayCommand::Run() {
     return ReportError(
         name, InvalidArgumentError(fmt::format("--port must be in [0, 65535], got {}", port_)));
   }
+  if (!(shutdown_grace_s_ >= 0.0 && shutdown_grace_s_ <= 3600.0)) {
+    return ReportError(
+        name, InvalidArgumentError(fmt::format("--shutdown-grace-s must be in [0, 3600], got {}",
+                                               shutdown_grace_s_)));
+  }
   if (!(upstream_timeout_s_ > 0 && upstream_timeout_s_ <= 86400)) {
     return ReportError(
         name, InvalidArgumentError(fmt::format("--upstream-timeout-s must be in (0, 86400], got {}",

@@ -39,6 +39,23 @@ std::string ErrorMessage(const net::ClientResponse& r) {
   return message != nullptr && message->is_string() ? std::string(message->as_string()) : r.body;
 }
 
+// A coordinator whose ceiling is `engine`'s whole capacity, once it has a fresh snapshot.
+std::unique_ptr<CoordinatorServer> StartCoordinatorOver(const FakeEngine& engine, LogCapture& logs) {
+  CoordinatorOptions options;
+  options.engine_urls = {engine.base_url()};
+  options.agentic.agentic_admission_headroom = 1.0;
+  options.agentic.poll_interval_s = 0.1;
+  options.agentic.staleness_s = 5.0;
+  options.metrics_timeout_s = 0.5;
+  options.log = logs.Sink();
+  StatusOr<std::unique_ptr<CoordinatorServer>> started = CoordinatorServer::Start(options);
+  EXPECT_TRUE(started.ok()) << started.status();
+  if (!started.ok()) return nullptr;
+  std::unique_ptr<CoordinatorServer> coordinator = *std::move(started);
+  EXPECT_TRUE(WaitFor([&] { return !coordinator->admission().degraded(); }));
+  return coordinator;
+}
+
 std::string ChatBody(const std::string& rid, int64_t max_tokens) {
   return R"({"rid": ")" + rid + R"(", "messages": [{"role": "user", "content": "hi"}], )" +
          R"("max_tokens": )" + std::to_string(max_tokens) + "}";
@@ -125,18 +142,10 @@ TEST(GatewayChaosTest, ARequestThatCanNeverFitIsRefusedAtOnceAndDelaysNobody) {
 // answered `refuse` at once; 2^63-1 is a 400; a small acquire behind them is admitted at once.
 TEST(CoordinatorChaosTest, OversizedAndOverflowingAcquiresAreAnsweredAtOnce) {
   FakeEngine engine(/*hold=*/false, /*capacity=*/1000);
-  CoordinatorOptions options;
-  options.engine_urls = {engine.base_url()};
-  options.agentic.agentic_admission_headroom = 1.0;
-  options.agentic.poll_interval_s = 0.1;
-  options.agentic.staleness_s = 5.0;
-  options.metrics_timeout_s = 0.5;
   LogCapture logs;
-  options.log = logs.Sink();
-  StatusOr<std::unique_ptr<CoordinatorServer>> started = CoordinatorServer::Start(options);
-  ASSERT_TRUE(started.ok()) << started.status();
-  CoordinatorServer& coordinator = **started;
-  ASSERT_TRUE(WaitFor([&] { return !coordinator.admission().degraded(); }));
+  std::unique_ptr<CoordinatorServer> started = StartCoordinatorOver(engine, logs);
+  ASSERT_NE(started, nullptr);
+  CoordinatorServer& coordinator = *started;
   net::HttpClient client(ClientOptions());
 
   const net::ClientResponse overflow =
@@ -209,19 +218,10 @@ TEST(GatewayChaosTest, TheContextLengthIsEnforcedWithSglangsMessages) {
 // first's lease (and releasing it when it finishes).
 TEST(GatewayChaosTest, TwoGatewaysSharingACoordinatorNeverShareALease) {
   FakeEngine engine(/*hold=*/true, /*capacity=*/1000);
-  CoordinatorOptions coordinator_options;
-  coordinator_options.engine_urls = {engine.base_url()};
-  coordinator_options.agentic.agentic_admission_headroom = 1.0;
-  coordinator_options.agentic.poll_interval_s = 0.1;
-  coordinator_options.agentic.staleness_s = 5.0;
-  coordinator_options.metrics_timeout_s = 0.5;
   LogCapture coordinator_logs;
-  coordinator_options.log = coordinator_logs.Sink();
-  StatusOr<std::unique_ptr<CoordinatorServer>> started =
-      CoordinatorServer::Start(coordinator_options);
-  ASSERT_TRUE(started.ok()) << started.status();
-  CoordinatorServer& coordinator = **started;
-  ASSERT_TRUE(WaitFor([&] { return !coordinator.admission().degraded(); }));
+  std::unique_ptr<CoordinatorServer> started = StartCoordinatorOver(engine, coordinator_logs);
+  ASSERT_NE(started, nullptr);
+  CoordinatorServer& coordinator = *started;
 
   LogCapture logs;
   std::vector<std::unique_ptr<Gateway>> gateways;

@@ -75,7 +75,7 @@ TEST(ReplayGateTest, OneEngineBaselineMooncakeEqualsCacheCurve) {
   ASSERT_TRUE(trace.ok()) << trace.status();
   ASSERT_TRUE(std::is_sorted(trace->begin(), trace->end(),
                              [](const MooncakeRequest& a, const MooncakeRequest& b) {
-                               return a.timestamp_ms < b.timestamp_ms;
+                               return a.timestamp < b.timestamp;
                              }))
       << "the gate replays by timestamp and the curve in file order";
   CacheCurveOptions curve_options;
@@ -91,7 +91,7 @@ TEST(ReplayGateTest, OneEngineBaselineMooncakeEqualsCacheCurve) {
   std::vector<OpenLoopRequest> requests;
   for (const MooncakeRequest& r : *trace) {
     OpenLoopRequest request;
-    request.arrival = TimeNs::Millis(r.timestamp_ms);
+    request.arrival = r.timestamp;
     request.hash_ids = r.hash_ids;
     request.prompt_tokens = static_cast<int64_t>(r.hash_ids.size()) * 512 + 1;
     request.output_tokens = 1;

@@ -48,7 +48,7 @@ constexpr const char* kMooncakeTrace =
     R"({"timestamp": 0, "input_length": 1100, "output_length": 10, "hash_ids": [1, 2, 3]}
 {"timestamp": 500, "input_length": 1600, "output_length": 20, "hash_ids": [1, 2, 3, 4]}
 {"timestamp": 1000, "input_length": 700, "output_length": 5, "hash_ids": [7, 8]}
-{"timestamp": 2500, "input_length": 2000, "output_length": 30, "hash_ids": [1, 2, 3, 4, 9]}
+{"timestamp": 2500, "input_length": 2100, "output_length": 30, "hash_ids": [1, 2, 3, 4, 9]}
 )";
 
 // A Bailian JSONL trace: 16-token blocks; chat 1 -> 3 -> 4 is one three-turn conversation and

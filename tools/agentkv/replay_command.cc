@@ -184,7 +184,7 @@ std::vector<sim::OpenLoopRequest> OpenLoopFromMooncake(
   requests.reserve(trace.size());
   for (const sim::MooncakeRequest& r : trace) {
     sim::OpenLoopRequest request;
-    request.arrival = TimeNs::Millis(r.timestamp_ms);
+    request.arrival = r.timestamp;
     request.hash_ids = r.hash_ids;
     request.prompt_tokens = r.input_length;
     request.output_tokens = r.output_length;

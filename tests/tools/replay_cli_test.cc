@@ -217,6 +217,26 @@ seed = 7
   EXPECT_THAT(ArmNames(report), ElementsAre("baseline", "+host-tier"));
 }
 
+// A typo in a config file used to be ignored (exit 0, the flag at its default).
+TEST_F(ReplayCliTest, ConfigFileRejectsUnknownKeysNamingFileAndLine) {
+  const std::string config = WriteTrace("run.toml", "# a typo\n[replay]\nsessionz = 8\n");
+  const RunResult r = Replay("--config '" + config + "' " + kSmallWorkload + " --arms baseline");
+  ExpectOneErrorLine(r);
+  EXPECT_EQ(r.err, "agentkv replay: error: config file " + config +
+                       ":3: unknown option \"sessionz\" in [replay]\n");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "report.json"));
+}
+
+// A value out of range fails the same way whether it comes from the file or the command line.
+TEST_F(ReplayCliTest, ConfigFileValuesAreCheckedAsFlags) {
+  const std::string config = WriteTrace("run.toml", "[replay]\nnum-engines = 0\n");
+  const RunResult file = Replay("--config '" + config + "' " + kSmallWorkload);
+  const RunResult flag = Replay(std::string("--num-engines 0 ") + kSmallWorkload);
+  ExpectOneErrorLine(file);
+  EXPECT_EQ(file.err, flag.err);
+  EXPECT_EQ(file.err, "agentkv replay: error: --num-engines must be in [1, 1024], got 0\n");
+}
+
 TEST_F(ReplayCliTest, MissingConfigFileIsOneErrorLine) {
   const std::string missing = (dir_ / "no_such_config.toml").string();
   const RunResult r = Replay("--config '" + missing + "' " + kSmallWorkload + " --arms baseline");

@@ -2,7 +2,8 @@
 # Every test: installs what is missing, builds the release configuration (warnings are
 # errors; benchmarks are compiled too) and runs the whole suite, then builds the unit suites
 # under AddressSanitizer + UndefinedBehaviorSanitizer and runs them, then runs each libFuzzer
-# target of the protocol parsers for AGENTKV_FUZZ_SECONDS (default 20) under ASan+UBSan.
+# target (protocol parsers, trace readers) for AGENTKV_FUZZ_SECONDS (default 20) under
+# ASan+UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -16,5 +17,6 @@ cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs"
 
-# The protocol parsers under libFuzzer (Clang, ASan+UBSan), a bounded time each.
+# The protocol parsers and trace readers under libFuzzer (Clang, ASan+UBSan), a bounded time
+# each.
 scripts/fuzz.sh "${AGENTKV_FUZZ_SECONDS:-20}"

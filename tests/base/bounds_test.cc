@@ -68,6 +68,20 @@ TEST(BoundsTest, SaturatingArithmeticClampsAtTheLimits) {
   EXPECT_EQ(SaturatingMul(-3, 4), -12);
 }
 
+TEST(BoundsTest, OutOfRangeErrorHasTheChecksFormat) {
+  const Status huge = OutOfRangeError("in", "18446744073709551615", kMaxTokens, "tokens");
+  EXPECT_EQ(huge.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(huge.message(), "in: 18446744073709551615 is out of range [0, 1099511627776] tokens");
+  EXPECT_EQ(OutOfRangeError("turn", "4294967297", kMaxCount, ""),
+            CheckCount("turn", kMaxCount + 1));
+}
+
+TEST(BoundsTest, SaturatingTimeAdditionStaysAtTheLimit) {
+  EXPECT_EQ(SaturatingAdd(TimeNs(kMax - 1), TimeNs(kMaxTimeNs)), TimeNs(kMax));
+  EXPECT_EQ(SaturatingAdd(TimeNs(2), TimeNs(3)), TimeNs(5));
+  EXPECT_EQ(SaturatingAdd(TimeNs(kMin), TimeNs(-1)), TimeNs(kMin));
+}
+
 // Sums of many bounded values stay exact: the bounds leave that headroom by design.
 TEST(BoundsTest, BoundedValuesSumWithoutOverflow) {
   int64_t tokens = 0;

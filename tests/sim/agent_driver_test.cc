@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -255,6 +256,23 @@ TEST(AgentDriverTest, TwoRunsAreIdentical) {
   const AgentDriverResult second = Drive(*b, TinyWorkload(), {});
   EXPECT_EQ(first, second);
   EXPECT_EQ(a->loop.processed(), b->loop.processed());
+}
+
+// Times of a workload built in memory are not bounded like a trace's: think times and starts
+// near the end of int64 saturate instead of wrapping into the past (which aborted the loop),
+// and every request still completes.
+TEST(AgentDriverTest, TimesPastTheEndOfInt64Saturate) {
+  constexpr int64_t kHuge = std::numeric_limits<int64_t>::max() / 2;
+  AgenticWorkload workload = TinyWorkload();
+  for (WekaConversation& c : workload.conversations) {
+    for (WekaRequest& r : c.requests) r.think_time = TimeNs(kHuge);
+  }
+  workload.starts = {TimeNs(0), TimeNs(kHuge)};
+  std::unique_ptr<Sim> sim = MakeSim();
+  const AgentDriverResult r = Drive(*sim, workload, {});
+  EXPECT_EQ(r.requests_issued, 11);
+  EXPECT_EQ(r.requests_completed, 11);
+  EXPECT_EQ(sim->loop.now(), TimeNs(std::numeric_limits<int64_t>::max()));
 }
 
 TEST(AgentDriverTest, RejectsMismatchedBlockSizeAndStarts) {

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <list>
 #include <map>
 #include <string>
@@ -149,6 +150,24 @@ TEST(AgenticReplayTest, ScheduleDoesNotDependOnFileOrderOfEqualTimes) {
   EXPECT_FALSE(schedule[0].last_of_conversation);
   EXPECT_EQ(schedule[1].request, 0);
   EXPECT_TRUE(schedule[1].last_of_conversation);
+}
+
+// Staggers times many conversations and times near the end of int64 saturate, keeping the
+// schedule in order instead of wrapping a late conversation to the front.
+TEST(AgenticReplayTest, ScheduleTimesSaturateAtTheEndOfTime) {
+  constexpr TimeNs kEnd(std::numeric_limits<int64_t>::max());
+  const int64_t q = kEnd.ns() / 3;
+  std::vector<WekaConversation> conversations(5, Conversation("a", {Request(0, {1})}));
+  conversations[1].requests[0].t = TimeNs(kEnd.ns() - 1);
+  conversations[2].subagents = {Subagent("s", 0, {Request(0, {9})})};
+  conversations[2].subagents[0].spawn = kEnd;
+  // Conversation k starts at k * q: 4q passes int64 and saturates.
+  const std::vector<AgenticScheduleEntry> schedule = BuildAgenticSchedule(conversations, TimeNs(q));
+  std::vector<std::pair<TimeNs, int32_t>> order;
+  for (const AgenticScheduleEntry& e : schedule) order.emplace_back(e.time, e.conversation);
+  EXPECT_THAT(order, ElementsAre(std::pair{TimeNs(0), 0}, std::pair{TimeNs(2 * q), 2},
+                                 std::pair{TimeNs(3 * q), 3}, std::pair{kEnd, 1},
+                                 std::pair{kEnd, 2}, std::pair{kEnd, 4}));
 }
 
 // ---- The hand scenario --------------------------------------------------------------------

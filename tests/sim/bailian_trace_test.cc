@@ -10,6 +10,9 @@
 #include <fstream>
 #include <string>
 
+#include "agentkv/base/bounds.h"
+#include "agentkv/sim/trace_input.h"
+
 namespace agentkv::sim {
 namespace {
 
@@ -96,7 +99,8 @@ TEST(BailianTraceTest, EachFieldErrorNamesLineAndField) {
       {"parent_chat_id", "-3", R"(field "parent_chat_id": expected -1 or a non-negative)"},
       {"timestamp", "\"x\"", R"(field "timestamp": expected a number of seconds)"},
       {"input_length", "1.5", R"(field "input_length": expected a non-negative integer)"},
-      {"output_length", "-1", R"(field "output_length": expected a non-negative integer)"},
+      {"output_length", "-1",
+       R"(field "output_length": -1 is out of range [0, 1099511627776] tokens)"},
       {"type", "4", R"(field "type": expected a string, got 4)"},
       {"turn", "0", R"(field "turn": expected an integer >= 1, got 0)"},
       {"hash_ids", "[1, -1]", R"(field "hash_ids": expected an array of non-negative)"},
@@ -106,6 +110,59 @@ TEST(BailianTraceTest, EachFieldErrorNamesLineAndField) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.field;
     EXPECT_THAT(s.message(), StartsWith("t.jsonl:2: " + c.expected)) << s.message();
   }
+}
+
+// Every number is held to the bounds.h rule of its kind where it is read: lengths are tokens
+// in [0, 2^40], the timestamp a time in [0, 365 days] (in s), the turn a count in [1, 2^32].
+TEST(BailianTraceTest, NumbersOutOfTheirRangeNameLineAndField) {
+  struct Case {
+    std::string field;
+    std::string value;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"input_length", "9223372036854775807",
+       R"(field "input_length": 9223372036854775807 is out of range [0, 1099511627776] tokens)"},
+      {"output_length", "1099511627777",
+       R"(field "output_length": 1099511627777 is out of range [0, 1099511627776] tokens)"},
+      {"input_length", "18446744073709551615",
+       R"(field "input_length": 18446744073709551615 is out of range [0, 1099511627776] tokens)"},
+      {"timestamp", "9.3e12",
+       R"(field "timestamp": 9300000000000 is out of range [0, 31536000] s)"},
+      {"timestamp", "31536000.5",
+       R"(field "timestamp": 31536000.5 is out of range [0, 31536000] s)"},
+      {"timestamp", "-0.5", R"(field "timestamp": -0.5 is out of range [0, 31536000] s)"},
+      {"timestamp", "1e309", R"(field "timestamp": inf is out of range [0, 31536000] s)"},
+      {"timestamp", "-1e400", R"(field "timestamp": -inf is out of range [0, 31536000] s)"},
+      {"turn", "4294967297", R"(field "turn": 4294967297 is out of range [0, 4294967296])"},
+      {"turn", "9223372036854775808",
+       R"(field "turn": 9223372036854775808 is out of range [0, 4294967296])"},
+      {"chat_id", "9223372036854775808",
+       R"(field "chat_id": expected a non-negative integer, got 9223372036854775808)"},
+  };
+  for (const Case& c : cases) {
+    const Status s = ParseError(std::string(kOther) + "\n" + RootWith(c.field, c.value));
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.field;
+    EXPECT_EQ(s.message(), "t.jsonl:2: " + c.expected);
+  }
+  StatusOr<std::vector<BailianRequest>> edge =
+      ParseBailianTraceText(RootWith("timestamp", "31536000"), "t.jsonl");
+  ASSERT_TRUE(edge.ok()) << edge.status();
+  EXPECT_EQ(edge->front().timestamp, TimeNs(kMaxTimeNs));
+}
+
+// One id per full or partial 16-token block: at most ceil(input_length / 16).
+TEST(BailianTraceTest, MoreHashIdsThanPromptBlocksIsAnError) {
+  EXPECT_EQ(
+      ParseError(RootWith("input_length", "32")).message(),
+      R"(t.jsonl:1: field "hash_ids": 3 ids for input_length 32, more than ceil(32 / 16) = 2)");
+  EXPECT_TRUE(ParseBailianTraceText(RootWith("input_length", "33"), "t.jsonl").ok());
+}
+
+TEST(BailianTraceTest, LineLongerThanTheBoundIsRefused) {
+  EXPECT_EQ(
+      ParseError(std::string(kRoot) + "\n" + std::string(kMaxTraceLineBytes + 1, '7')).message(),
+      "t.jsonl:2: line longer than 67108864 bytes");
 }
 
 TEST(BailianTraceTest, MissingFieldNamesIt) {

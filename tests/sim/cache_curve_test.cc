@@ -150,7 +150,7 @@ void ExpectMatchesReference(const std::vector<MooncakeRequest>& trace,
 
 MooncakeRequest Request(std::vector<uint64_t> hash_ids) {
   const auto n = static_cast<int64_t>(hash_ids.size());
-  return MooncakeRequest{0, n * 512, 1, std::move(hash_ids)};
+  return MooncakeRequest{TimeNs(0), n * 512, 1, std::move(hash_ids)};
 }
 
 // ---- Hand-computed -----------------------------------------------------------------------

@@ -8,10 +8,12 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/base/rng.h"
 
 namespace agentkv::sim {
@@ -118,6 +120,23 @@ TEST(EventLoopTest, RunNextRunsOneEvent) {
   EXPECT_TRUE(loop.RunNext());
   EXPECT_FALSE(loop.RunNext());
   EXPECT_EQ(count, 2);
+}
+
+// A delay past the end of time lands at the largest TimeNs, after every earlier event, instead
+// of wrapping into the past (which would abort on the check below).
+TEST(EventLoopTest, DelaysSaturateAtTheEndOfTime) {
+  constexpr TimeNs kEnd(std::numeric_limits<int64_t>::max());
+  EventLoop loop(Ns(std::numeric_limits<int64_t>::max() - 5));
+  std::vector<int> order;
+  loop.ScheduleAfter(Ns(10), [&] {
+    order.push_back(1);
+    loop.ScheduleAfter(Ns(kMaxTimeNs), [&] { order.push_back(3); });
+  });
+  loop.ScheduleAfter(Ns(4), [&] { order.push_back(0); });
+  loop.ScheduleAfter(kEnd, [&] { order.push_back(2); });
+  EXPECT_EQ(loop.RunUntilIdle(), 4);
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(loop.now(), kEnd);
 }
 
 TEST(EventLoopDeathTest, SchedulingInThePastIsAProgrammerError) {

@@ -10,6 +10,9 @@
 #include <fstream>
 #include <string>
 
+#include "agentkv/base/bounds.h"
+#include "agentkv/sim/trace_input.h"
+
 namespace agentkv::sim {
 namespace {
 
@@ -33,8 +36,8 @@ TEST(MooncakeTraceTest, ParsesLinesInFileOrder) {
       ParseMooncakeTraceText(std::string(kLine1) + "\n" + kLine2 + "\n", "t.jsonl");
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->size(), 2u);
-  EXPECT_EQ((*r)[0], (MooncakeRequest{0, 6758, 500, {0, 1, 2}}));
-  EXPECT_EQ((*r)[1], (MooncakeRequest{27, 1024, 3, {0, 7}}));
+  EXPECT_EQ((*r)[0], (MooncakeRequest{TimeNs(0), 6758, 500, {0, 1, 2}}));
+  EXPECT_EQ((*r)[1], (MooncakeRequest{TimeNs::Millis(27), 1024, 3, {0, 7}}));
 }
 
 TEST(MooncakeTraceTest, SkipsBlankLinesAndIgnoresUnknownFields) {
@@ -45,7 +48,7 @@ TEST(MooncakeTraceTest, SkipsBlankLinesAndIgnoresUnknownFields) {
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->size(), 2u);
   EXPECT_EQ((*r)[0].hash_ids, (std::vector<uint64_t>{0, 1, 2}));
-  EXPECT_EQ((*r)[1], (MooncakeRequest{5, 0, 0, {}}));
+  EXPECT_EQ((*r)[1], (MooncakeRequest{TimeNs::Millis(5), 0, 0, {}}));
 }
 
 TEST(MooncakeTraceTest, AcceptsHashIdsAboveInt64) {
@@ -88,20 +91,119 @@ TEST(MooncakeTraceTest, NegativeInputLengthNamesTheField) {
       ParseError(R"({"timestamp": 0, "input_length": -5, "output_length": 1, "hash_ids": []})");
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
-            "t.jsonl:1: field \"input_length\": expected a non-negative integer, got -5");
+            "t.jsonl:1: field \"input_length\": -5 is out of range [0, 1099511627776] tokens");
 }
 
 TEST(MooncakeTraceTest, EachLengthFieldIsRequiredAndIntegral) {
   EXPECT_THAT(ParseError(R"({"input_length": 1, "output_length": 1, "hash_ids": []})").message(),
               StartsWith("t.jsonl:1: field \"timestamp\": missing"));
   EXPECT_THAT(
-      ParseError(R"({"timestamp": 1.5, "input_length": 1, "output_length": 1, "hash_ids": []})")
+      ParseError(R"({"timestamp": 1, "input_length": 1.5, "output_length": 1, "hash_ids": []})")
           .message(),
-      StartsWith("t.jsonl:1: field \"timestamp\": expected a non-negative integer, got 1.5"));
+      StartsWith("t.jsonl:1: field \"input_length\": expected a non-negative integer, got 1.5"));
   EXPECT_THAT(
       ParseError(R"({"timestamp": 0, "input_length": 1, "output_length": "3", "hash_ids": []})")
           .message(),
       StartsWith("t.jsonl:1: field \"output_length\": expected a non-negative integer"));
+  EXPECT_THAT(
+      ParseError(R"({"timestamp": "0", "input_length": 1, "output_length": 1, "hash_ids": []})")
+          .message(),
+      StartsWith("t.jsonl:1: field \"timestamp\": expected a number of milliseconds, got \"0\""));
+}
+
+TEST(MooncakeTraceTest, TimestampIsMillisecondsRoundedToTheNanosecond) {
+  StatusOr<std::vector<MooncakeRequest>> r = ParseMooncakeTraceText(
+      R"({"timestamp": 1.5, "input_length": 1, "output_length": 1, "hash_ids": []})"
+      "\n"
+      R"({"timestamp": 31536000000, "input_length": 1, "output_length": 1, "hash_ids": []})",
+      "t.jsonl");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].timestamp, TimeNs(1'500'000));
+  EXPECT_EQ((*r)[1].timestamp, TimeNs(kMaxTimeNs));
+}
+
+// Every number is held to the bounds.h rule of its kind where it is read: lengths are tokens
+// in [0, 2^40], the timestamp a time in [0, 365 days] (in ms).
+TEST(MooncakeTraceTest, NumbersOutOfTheirRangeNameFileLineAndField) {
+  const std::string good = std::string(kLine1) + "\n";
+  auto error = [&](const std::string& line) { return ParseError(good + line + "\n").message(); };
+  EXPECT_EQ(error(R"({"timestamp": 0, "input_length": 9223372036854775807, "output_length": 1,)"
+                  R"( "hash_ids": []})"),
+            "t.jsonl:2: field \"input_length\": 9223372036854775807 is out of range "
+            "[0, 1099511627776] tokens");
+  EXPECT_EQ(error(R"({"timestamp": 0, "input_length": 1, "output_length": 18446744073709551615,)"
+                  R"( "hash_ids": []})"),
+            "t.jsonl:2: field \"output_length\": 18446744073709551615 is out of range "
+            "[0, 1099511627776] tokens");
+  EXPECT_EQ(error(R"({"timestamp": 0, "input_length": 1099511627777, "output_length": 1,)"
+                  R"( "hash_ids": []})"),
+            "t.jsonl:2: field \"input_length\": 1099511627777 is out of range "
+            "[0, 1099511627776] tokens");
+  EXPECT_EQ(error(R"({"timestamp": 9300000000000, "input_length": 1, "output_length": 1,)"
+                  R"( "hash_ids": []})"),
+            "t.jsonl:2: field \"timestamp\": 9300000000000 is out of range [0, 31536000000] ms");
+  EXPECT_EQ(error(R"({"timestamp": 9.3e12, "input_length": 1, "output_length": 1,)"
+                  R"( "hash_ids": []})"),
+            "t.jsonl:2: field \"timestamp\": 9300000000000 is out of range [0, 31536000000] ms");
+  EXPECT_EQ(error(R"({"timestamp": -1, "input_length": 1, "output_length": 1, "hash_ids": []})"),
+            "t.jsonl:2: field \"timestamp\": -1 is out of range [0, 31536000000] ms");
+  EXPECT_EQ(error(R"({"timestamp": 1e999, "input_length": 1, "output_length": 1,)"
+                  R"( "hash_ids": []})"),
+            "t.jsonl:2: field \"timestamp\": inf is out of range [0, 31536000000] ms");
+  // JSON has no NaN: the literal is malformed JSON.
+  EXPECT_THAT(error(R"({"timestamp": NaN, "input_length": 1, "output_length": 1,)"
+                    R"( "hash_ids": []})"),
+              StartsWith("t.jsonl:2: malformed JSON: "));
+}
+
+// One id per full or partial 512-token block: more ids than that would make the replayed
+// prompt longer than the recorded one.
+TEST(MooncakeTraceTest, MoreHashIdsThanPromptBlocksIsAnError) {
+  EXPECT_TRUE(
+      ParseMooncakeTraceText(
+          R"({"timestamp": 0, "input_length": 513, "output_length": 1, "hash_ids": [1, 2]})",
+          "t.jsonl")
+          .ok());
+  EXPECT_EQ(
+      ParseError(R"({"timestamp": 0, "input_length": 512, "output_length": 1, "hash_ids": [1, 2]})")
+          .message(),
+      "t.jsonl:1: field \"hash_ids\": 2 ids for input_length 512, more than ceil(512 / 512) = 1");
+  EXPECT_EQ(
+      ParseError(R"({"timestamp": 0, "input_length": 0, "output_length": 1, "hash_ids": [7]})")
+          .message(),
+      "t.jsonl:1: field \"hash_ids\": 1 ids for input_length 0, more than ceil(0 / 512) = 0");
+}
+
+// A line is refused as soon as it passes the bound, without reading the rest of it.
+TEST(MooncakeTraceTest, LineLongerThanTheBoundIsRefusedAtOnce) {
+  const std::string long_line(kMaxTraceLineBytes + 1, ' ');
+  const Status s = ParseError(std::string(kLine1) + "\n" + long_line + "\n" + kLine2 + "\n");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "t.jsonl:2: line longer than 67108864 bytes");
+  // A line of exactly the bound is fine (here, blank).
+  EXPECT_TRUE(
+      ParseMooncakeTraceText(std::string(kMaxTraceLineBytes, ' ') + "\n" + kLine2, "t.jsonl").ok());
+}
+
+// Lines are parsed as they stream in 64 KiB chunks: a line split across chunks, with numbers
+// and keys cut in the middle, parses as if it were read whole.
+TEST(MooncakeTraceTest, LinesSpanningReadChunksParse) {
+  for (const size_t pad : {65536 - 30, 65536 - 12, 65536 - 3, 65536, 3 * 65536 + 7}) {
+    const std::string line = R"({"timestamp": 12345, )" + std::string(pad, ' ') +
+                             R"("input_length": 1000, "output_length": 7, "hash_ids": [11, 22]})";
+    StatusOr<std::vector<MooncakeRequest>> r =
+        ParseMooncakeTraceText(std::string(pad % 5, '\n') + line + "\n" + kLine2, "t.jsonl");
+    ASSERT_TRUE(r.ok()) << pad << ": " << r.status();
+    ASSERT_EQ(r->size(), 2u);
+    EXPECT_EQ((*r)[0], (MooncakeRequest{TimeNs::Millis(12345), 1000, 7, {11, 22}})) << pad;
+  }
+  // Text after a complete value on the same line is an error even when a chunk ends between
+  // them.
+  const std::string split = R"({"timestamp": 1, "input_length": 1, "output_length": 1,)"
+                            R"( "hash_ids": []})";
+  const std::string tail(65536 - split.size(), ' ');
+  EXPECT_THAT(ParseError(split + tail + "x\n").message(),
+              StartsWith("t.jsonl:1: malformed JSON: "));
 }
 
 TEST(MooncakeTraceTest, HashIdsWithAStringNamesTheField) {
@@ -158,7 +260,7 @@ TEST(MooncakeTraceTest, ReadsAFileAndNamesItInErrors) {
   StatusOr<std::vector<MooncakeRequest>> bad = ReadMooncakeTrace(path.string());
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(),
-              StartsWith(path.string() + ":3: field \"input_length\": expected"));
+              StartsWith(path.string() + ":3: field \"input_length\": -1 is out of range"));
   std::filesystem::remove(path);
 }
 

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
@@ -75,7 +76,7 @@ TEST(ReplayGateTest, OneEngineBaselineMooncakeEqualsCacheCurve) {
   ASSERT_TRUE(trace.ok()) << trace.status();
   ASSERT_TRUE(std::is_sorted(trace->begin(), trace->end(),
                              [](const MooncakeRequest& a, const MooncakeRequest& b) {
-                               return a.timestamp_ms < b.timestamp_ms;
+                               return a.timestamp < b.timestamp;
                              }))
       << "the gate replays by timestamp and the curve in file order";
   CacheCurveOptions curve_options;
@@ -91,7 +92,7 @@ TEST(ReplayGateTest, OneEngineBaselineMooncakeEqualsCacheCurve) {
   std::vector<OpenLoopRequest> requests;
   for (const MooncakeRequest& r : *trace) {
     OpenLoopRequest request;
-    request.arrival = TimeNs::Millis(r.timestamp_ms);
+    request.arrival = r.timestamp;
     request.hash_ids = r.hash_ids;
     request.prompt_tokens = static_cast<int64_t>(r.hash_ids.size()) * 512 + 1;
     request.output_tokens = 1;
@@ -324,6 +325,34 @@ TEST(ReplayTest, RejectsBadOptionsNamingTheField) {
   options = SmallFleet();
   options.max_total_tokens = 1024;  // Smaller than the largest prompt.
   EXPECT_NE(error(options).find("exceed the device KV capacity"), std::string::npos);
+}
+
+// A request no engine of the fleet can hold is refused before any arm runs, in every arm: an
+// infinite-cache arm would otherwise size (allocate) its cache for it.
+TEST(ReplayTest, RefusesARequestNoEngineCanHoldBeforeSimulating) {
+  AgenticWorkload workload = SmallWorkload(1);
+  WekaRequest& big = workload.conversations[1].requests[2];
+  big.input_tokens = int64_t{1} << 40;
+  big.output_tokens = int64_t{1} << 40;
+  ReplayOptions options = SmallFleet();
+  options.arms = {"infinite-cache"};
+  StatusOr<ReplayResult> r = RunReplay(workload, "small", 1, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(),
+            "arm infinite-cache: conversations[1] (" + workload.conversations[1].source +
+                ") requests[2]: prompt_tokens 1099511627776 + max_new_tokens 1099511627776 "
+                "exceed the device KV capacity of 8192 tokens of one engine");
+
+  OpenLoopRequest open;
+  open.prompt_tokens = std::numeric_limits<int64_t>::max();
+  open.output_tokens = std::numeric_limits<int64_t>::max();
+  StatusOr<ReplayResult> open_loop =
+      RunOpenLoopReplay({OpenLoopRequest{}, open}, 512, "open", 1, options);
+  ASSERT_FALSE(open_loop.ok());
+  EXPECT_EQ(open_loop.status().message(),
+            "arm infinite-cache: request 1: prompt_tokens 9223372036854775807 + max_new_tokens "
+            "9223372036854775807 exceed the device KV capacity of 8192 tokens of one engine");
 }
 
 }  // namespace

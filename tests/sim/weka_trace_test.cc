@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "agentkv/base/bounds.h"
+#include "agentkv/sim/trace_input.h"
+
 namespace agentkv::sim {
 namespace {
 
@@ -101,7 +104,7 @@ TEST(WekaTraceTest, TimesRoundToTheNanosecond) {
 
 TEST(WekaTraceTest, AcceptsHashIdsAboveInt64AndABlockSize) {
   StatusOr<WekaConversation> r =
-      Parse(R"({"block_size": 32, "requests": [{"t": 0, "in": 0, "out": 0,)"
+      Parse(R"({"block_size": 32, "requests": [{"t": 0, "in": 32, "out": 0,)"
             R"( "hash_ids": [18446744073709551615]}]})");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->block_size, 32);
@@ -113,84 +116,206 @@ TEST(WekaTraceTest, HashIdsWithAStringNameFileAndPath) {
                               R"( {"t": 1, "in": 0, "out": 0, "hash_ids": [1, 2, 3, "x"]}]})");
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
-            "t.json: requests[1].hash_ids: expected an array of non-negative integers, "
+            "t.json:1: requests[1].hash_ids: expected an array of non-negative integers, "
             "element 3 is \"x\"");
 }
 
 TEST(WekaTraceTest, ErrorInASubagentRequestNamesTheNestedPath) {
   EXPECT_EQ(
       ParseError(WithSubagentRequest(R"({"t": 0, "in": 1, "out": 0, "hash_ids": -1})")).message(),
-      "t.json: requests[1].requests[0].hash_ids: expected an array of non-negative "
+      "t.json:1: requests[1].requests[0].hash_ids: expected an array of non-negative "
       "integers, got -1");
   EXPECT_EQ(ParseError(WithSubagentRequest(R"({"t": 0, "out": 0, "hash_ids": []})")).message(),
-            "t.json: requests[1].requests[0].in: missing (expected a non-negative integer)");
+            "t.json:1: requests[1].requests[0].in: missing (expected a non-negative integer)");
 }
 
 TEST(WekaTraceTest, EachRequiredRequestFieldIsNamed) {
   EXPECT_EQ(ParseError(WithRequest(R"({"in": 0, "out": 0, "hash_ids": []})")).message(),
-            "t.json: requests[0].t: missing (expected a number of seconds in [0, 1e8])");
+            "t.json:1: requests[0].t: missing (expected a number of seconds)");
   EXPECT_EQ(ParseError(WithRequest(R"({"t": 0, "in": -5, "out": 0, "hash_ids": []})")).message(),
-            "t.json: requests[0].in: expected a non-negative integer, got -5");
+            "t.json:1: requests[0].in: -5 is out of range [0, 1099511627776] tokens");
   EXPECT_EQ(ParseError(WithRequest(R"({"t": 0, "in": 0, "out": 1.5, "hash_ids": []})")).message(),
-            "t.json: requests[0].out: expected a non-negative integer, got 1.5E0");
+            "t.json:1: requests[0].out: expected a non-negative integer, got 1.5E0");
   EXPECT_EQ(ParseError(WithRequest(R"({"t": 0, "in": 0, "out": 0})")).message(),
-            "t.json: requests[0].hash_ids: missing (expected an array of non-negative "
+            "t.json:1: requests[0].hash_ids: missing (expected an array of non-negative "
             "integers)");
   EXPECT_EQ(ParseError(WithRequest(R"({"t": -1, "in": 0, "out": 0, "hash_ids": []})")).message(),
-            "t.json: requests[0].t: expected a number of seconds in [0, 1e8], got -1");
+            "t.json:1: requests[0].t: -1 is out of range [0, 31536000] s");
   EXPECT_EQ(ParseError(WithRequest(R"({"t": "0", "in": 0, "out": 0, "hash_ids": []})")).message(),
-            "t.json: requests[0].t: expected a number of seconds in [0, 1e8], got \"0\"");
+            "t.json:1: requests[0].t: expected a number of seconds, got \"0\"");
 }
 
 TEST(WekaTraceTest, OptionalFieldsOfTheWrongTypeAreErrors) {
   EXPECT_EQ(ParseError(WithRequest(R"({"t": 0, "in": 0, "out": 0, "hash_ids": [], "stop": 3})"))
                 .message(),
-            "t.json: requests[0].stop: expected a string, got 3");
+            "t.json:1: requests[0].stop: expected a string, got 3");
   EXPECT_EQ(
       ParseError(WithRequest(R"({"t": 0, "in": 0, "out": 0, "hash_ids": [], "think_time": null})"))
           .message(),
-      "t.json: requests[0].think_time: expected a number of seconds in [0, 1e8], got null");
+      "t.json:1: requests[0].think_time: expected a number of seconds, got null");
   EXPECT_EQ(ParseError(R"({"block_size": 0, "requests": []})").message(),
-            "t.json: block_size: expected an integer in [1, 2^20], got 0");
+            "t.json:1: block_size: expected an integer in [1, 2^20], got 0");
   EXPECT_EQ(ParseError(R"({"id": 7, "requests": []})").message(),
-            "t.json: id: expected a string, got 7");
+            "t.json:1: id: expected a string, got 7");
 }
 
 TEST(WekaTraceTest, SubagentFieldsAreNamed) {
   EXPECT_EQ(ParseError(R"({"requests": [{"t": 1, "type": "subagent", "requests": []}]})").message(),
-            "t.json: requests[0].agent_id: missing (expected a string)");
+            "t.json:1: requests[0].agent_id: missing (expected a string)");
   EXPECT_EQ(
       ParseError(R"({"requests": [{"t": 1, "type": "subagent", "agent_id": "a"}]})").message(),
-      "t.json: requests[0].requests: missing (expected an array)");
+      "t.json:1: requests[0].requests: missing (expected an array)");
   EXPECT_EQ(ParseError(R"({"requests": [{"type": "subagent", "agent_id": "a", "requests": []}]})")
                 .message(),
-            "t.json: requests[0].t: missing (expected a number of seconds in [0, 1e8])");
+            "t.json:1: requests[0].t: missing (expected a number of seconds)");
   EXPECT_EQ(ParseError(WithSubagentRequest(
                            R"({"t": 0, "type": "subagent", "agent_id": "b", "requests": []})"))
                 .message(),
-            "t.json: requests[1].requests[0].type: nested sub-agents are not supported");
+            "t.json:1: requests[1].requests[0].type: nested sub-agents are not supported");
 }
 
 TEST(WekaTraceTest, StructuralErrors) {
   EXPECT_EQ(ParseError("[1, 2]").message(),
-            "t.json: expected a JSON object at the top level, got [1,2]");
+            "t.json:1: expected a JSON object at the top level, got [1,2]");
   EXPECT_EQ(ParseError(R"({"id": "x"})").message(),
-            "t.json: requests: missing (expected an array)");
+            "t.json:1: requests: missing (expected an array)");
   EXPECT_EQ(ParseError(R"({"requests": {}})").message(),
-            "t.json: requests: expected an array, got {}");
+            "t.json:1: requests: expected an array, got {}");
   EXPECT_EQ(ParseError(R"({"requests": [5]})").message(),
-            "t.json: requests[0]: expected a JSON object, got 5");
+            "t.json:1: requests[0]: expected a JSON object, got 5");
   EXPECT_EQ(ParseError(R"({"requests": [{"type": 1}]})").message(),
-            "t.json: requests[0].type: expected a string, got 1");
+            "t.json:1: requests[0].type: expected a string, got 1");
 }
 
 TEST(WekaTraceTest, MalformedJsonNamesLineAndColumn) {
   const Status s = ParseError("{\"requests\": [\n  {\"t\": 0,, }\n]}");
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), StartsWith("t.json: malformed JSON at line 2, column 11: "));
-  EXPECT_THAT(ParseError("{\"requests\": []} x").message(),
-              StartsWith("t.json: malformed JSON at line 1, column 18: extra data"));
-  EXPECT_THAT(ParseError("").message(), StartsWith("t.json: malformed JSON at line 1, column 1"));
+  EXPECT_THAT(s.message(), StartsWith("t.json:2: malformed JSON at column 11: "));
+  EXPECT_EQ(ParseError("{\"requests\": []} x").message(),
+            "t.json:1: malformed JSON at column 18: extra data after the top-level value");
+  EXPECT_EQ(ParseError("{\"requests\": []}\n\n  {}").message(),
+            "t.json:3: malformed JSON at column 3: extra data after the top-level value");
+  EXPECT_THAT(ParseError("").message(), StartsWith("t.json:1: malformed JSON at column 1: "));
+  EXPECT_THAT(ParseError("{\"requests\": [\n").message(),
+              StartsWith("t.json:2: malformed JSON at column 1: "));
+}
+
+// Errors in a pretty-printed file name the line of the value at fault (or of the object that
+// lacks a field), found by a second pass over the file.
+TEST(WekaTraceTest, FieldErrorsNameTheLineOfTheValue) {
+  const std::string text = R"({
+  "id": "x",
+  "requests": [
+    {"t": 0, "in": 1, "out": 1, "hash_ids": []},
+    {"t": 1,
+     "in": 9223372036854775807,
+     "out": 1, "hash_ids": []}
+  ]
+})";
+  EXPECT_EQ(ParseError(text).message(),
+            "t.json:6: requests[1].in: 9223372036854775807 is out of range "
+            "[0, 1099511627776] tokens");
+  const std::string missing = R"({"requests": [
+  {"t": 0, "in": 1, "out": 1, "hash_ids": []},
+  {"t": 1, "type": "subagent", "agent_id": "a", "requests": [
+    {"t": 0, "in": 1, "out": 1, "hash_ids": []},
+
+    {"t": 0, "in": 1, "hash_ids": []}]}]})";
+  EXPECT_EQ(ParseError(missing).message(),
+            "t.json:6: requests[1].requests[1].out: missing (expected a non-negative integer)");
+  // Of repeated keys the last counts, as in the parsed value.
+  EXPECT_EQ(ParseError("{\"requests\": [\n{\"t\": 0, \"in\": 1, \"out\": 1, \"hash_ids\": [],\n"
+                       "\"in\": -1}]}")
+                .message(),
+            "t.json:3: requests[0].in: -1 is out of range [0, 1099511627776] tokens");
+  EXPECT_EQ(ParseError("\n\n[1,\n 2]").message(),
+            "t.json:3: expected a JSON object at the top level, got [1,2]");
+}
+
+// Every number is held to the bounds.h rule of its kind where it is read: `in` and `out` are
+// tokens in [0, 2^40], `t` and `think_time` times in [0, 365 days] (in s).
+TEST(WekaTraceTest, NumbersOutOfTheirRangeNameTheField) {
+  auto error = [](const std::string& request) {
+    return ParseError(WithRequest(request)).message();
+  };
+  EXPECT_EQ(error(R"({"t": 0, "in": 9223372036854775807, "out": 0, "hash_ids": []})"),
+            "t.json:1: requests[0].in: 9223372036854775807 is out of range "
+            "[0, 1099511627776] tokens");
+  EXPECT_EQ(error(R"({"t": 0, "in": 0, "out": 18446744073709551615, "hash_ids": []})"),
+            "t.json:1: requests[0].out: 18446744073709551615 is out of range "
+            "[0, 1099511627776] tokens");
+  EXPECT_EQ(error(R"({"t": 0, "in": 1099511627777, "out": 0, "hash_ids": []})"),
+            "t.json:1: requests[0].in: 1099511627777 is out of range [0, 1099511627776] tokens");
+  EXPECT_EQ(error(R"({"t": 9.3e12, "in": 0, "out": 0, "hash_ids": []})"),
+            "t.json:1: requests[0].t: 9300000000000 is out of range [0, 31536000] s");
+  EXPECT_EQ(error(R"({"t": 1e309, "in": 0, "out": 0, "hash_ids": []})"),
+            "t.json:1: requests[0].t: inf is out of range [0, 31536000] s");
+  EXPECT_EQ(error(R"({"t": 0, "in": 0, "out": 0, "hash_ids": [], "think_time": -1e-9})"),
+            "t.json:1: requests[0].think_time: -1.0000000000000001e-09 is out of range "
+            "[0, 31536000] s");
+  EXPECT_EQ(ParseError(WithSubagentRequest(R"({"t": 1e300, "in": 0, "out": 0, "hash_ids": []})"))
+                .message(),
+            "t.json:1: requests[1].requests[0].t: 1.0000000000000001e+300 is out of range "
+            "[0, 31536000] s");
+  EXPECT_EQ(ParseError(R"({"requests": [{"t": 31536001, "type": "subagent", "agent_id": "a",)"
+                       R"( "requests": []}]})")
+                .message(),
+            "t.json:1: requests[0].t: 31536001 is out of range [0, 31536000] s");
+  StatusOr<WekaConversation> edge =
+      Parse(WithRequest(R"({"t": 31536000, "in": 1099511627776, "out": 1099511627776,)"
+                        R"( "hash_ids": [], "think_time": 31536000})"));
+  ASSERT_TRUE(edge.ok()) << edge.status();
+  EXPECT_EQ(edge->requests[0].t, TimeNs(kMaxTimeNs));
+  EXPECT_EQ(edge->requests[0].input_tokens, kMaxTokens);
+}
+
+// Derived quantities: at most ceil(in / block_size) hash ids, and the think times of one agent
+// add up to at most 365 days (checked, so the sum cannot wrap either).
+TEST(WekaTraceTest, DerivedQuantitiesAreBounded) {
+  EXPECT_EQ(ParseError(R"({"block_size": 4, "requests": [{"t": 0, "in": 8, "out": 0,)"
+                       R"( "hash_ids": [1, 2, 3]}]})")
+                .message(),
+            "t.json:1: requests[0].hash_ids: 3 ids for in 8, more than ceil(8 / 4) = 2");
+  EXPECT_TRUE(Parse(R"({"block_size": 4, "requests": [{"t": 0, "in": 9, "out": 0,)"
+                    R"( "hash_ids": [1, 2, 3]}]})")
+                  .ok());
+  const std::string year = R"({"t": 0, "in": 0, "out": 0, "hash_ids": [], "think_time": 31536000})";
+  const std::string second = R"({"t": 0, "in": 0, "out": 0, "hash_ids": [], "think_time": 1})";
+  EXPECT_TRUE(Parse(R"({"requests": [)" + year + "]}").ok());
+  EXPECT_EQ(ParseError(R"({"requests": [)" + year + ", " + second + "]}").message(),
+            "t.json:1: requests[1].think_time: the think times of this agent add up to more "
+            "than 31536000 s (365 days) here");
+  // Each agent has its own timeline: a sub-agent's think times are a separate sum.
+  EXPECT_TRUE(Parse(R"({"requests": [)" + year +
+                    R"(, {"t": 0, "type": "subagent", "agent_id": "a", "requests": [)" + year +
+                    "]}]}")
+                  .ok());
+  EXPECT_EQ(
+      ParseError(R"({"requests": [{"t": 0, "type": "subagent", "agent_id": "a", "requests": [)" +
+                 second + ", " + year + "]}]}")
+          .message(),
+      "t.json:1: requests[0].requests[1].think_time: the think times of this agent add up "
+      "to more than 31536000 s (365 days) here");
+}
+
+TEST(WekaTraceTest, LineLongerThanTheBoundIsRefused) {
+  const std::string text = "{\"requests\": []}\n" + std::string(kMaxTraceLineBytes + 1, ' ');
+  EXPECT_EQ(ParseError(text).message(), "t.json:2: line longer than 67108864 bytes");
+}
+
+// The reader streams the file in 64 KiB chunks: values cut by a chunk end parse whole.
+TEST(WekaTraceTest, ValuesSpanningReadChunksParse) {
+  for (const size_t pad : {65536 - 40, 65536 - 27, 65536 - 20, 65536 - 2}) {
+    const std::string text = "{\"pad\": \"" + std::string(pad, 'p') +
+                             R"(", "requests": [{"t": 12.5, "in": 123456, "out": 9,)"
+                             R"( "hash_ids": [7, 8]}]})";
+    StatusOr<WekaConversation> r = Parse(text);
+    ASSERT_TRUE(r.ok()) << pad << ": " << r.status();
+    ASSERT_EQ(r->requests.size(), 1u);
+    EXPECT_EQ(r->requests[0].t, TimeNs(12'500'000'000)) << pad;
+    EXPECT_EQ(r->requests[0].input_tokens, 123456) << pad;
+    EXPECT_EQ(r->requests[0].hash_ids, (std::vector<uint64_t>{7, 8})) << pad;
+  }
 }
 
 // ---- Files ------------------------------------------------------------------------------
@@ -227,7 +352,7 @@ TEST_F(WekaTraceFileTest, ReadsAFileAndNamesItInErrors) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(r.status().message(), bad +
-                                      ": requests[0].hash_ids: expected an array of "
+                                      ":1: requests[0].hash_ids: expected an array of "
                                       "non-negative integers, element 0 is 1.5E0");
 }
 

@@ -51,7 +51,7 @@ TEST_F(AgenticCurveCliTest, MalformedTraceNamesFileAndFieldPath) {
                            R"( {"t": 1, "in": 1, "out": 1, "hash_ids": [1, "x"]}]})");
   const RunResult r = Run("agentic-curve --traces '" + (dir_ / "traces").string() + "'");
   ExpectOneErrorLine(r);
-  EXPECT_THAT(r.err, HasSubstr(bad + ": requests[1].hash_ids: expected an array of non-negative "
+  EXPECT_THAT(r.err, HasSubstr(bad + ":1: requests[1].hash_ids: expected an array of non-negative "
                                      "integers, element 1 is \"x\""));
 }
 

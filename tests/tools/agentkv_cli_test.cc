@@ -84,8 +84,8 @@ TEST_F(AgentkvCliTest, HelpExplainsTheOutput) {
 TEST_F(AgentkvCliTest, PrintsTheCurveTable) {
   std::string text;
   for (const char* ids : {"[1, 2]", "[1, 3]", "[1, 2]", "[1, 2, 4]", "[5]"}) {
-    text += std::string(R"({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": )") +
-            ids + "}\n";
+    text += std::string(R"({"timestamp": 0, "input_length": 1536, "output_length": 1, )") +
+            R"("hash_ids": )" + ids + "}\n";
   }
   const std::string trace = WriteTrace("hand.jsonl", text);
   const RunResult r = Run("cache-curve --trace '" + trace + "' --capacity-blocks 2 --quiet");

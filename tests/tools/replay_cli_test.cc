@@ -48,7 +48,7 @@ constexpr const char* kMooncakeTrace =
     R"({"timestamp": 0, "input_length": 1100, "output_length": 10, "hash_ids": [1, 2, 3]}
 {"timestamp": 500, "input_length": 1600, "output_length": 20, "hash_ids": [1, 2, 3, 4]}
 {"timestamp": 1000, "input_length": 700, "output_length": 5, "hash_ids": [7, 8]}
-{"timestamp": 2500, "input_length": 2000, "output_length": 30, "hash_ids": [1, 2, 3, 4, 9]}
+{"timestamp": 2500, "input_length": 2100, "output_length": 30, "hash_ids": [1, 2, 3, 4, 9]}
 )";
 
 // A Bailian JSONL trace: 16-token blocks; chat 1 -> 3 -> 4 is one three-turn conversation and
@@ -215,6 +215,26 @@ seed = 7
   ASSERT_TRUE(report.is_object());
   EXPECT_EQ(report.at("setup").at("num_engines").to_number<int64_t>(), 3);
   EXPECT_THAT(ArmNames(report), ElementsAre("baseline", "+host-tier"));
+}
+
+// A typo in a config file used to be ignored (exit 0, the flag at its default).
+TEST_F(ReplayCliTest, ConfigFileRejectsUnknownKeysNamingFileAndLine) {
+  const std::string config = WriteTrace("run.toml", "# a typo\n[replay]\nsessionz = 8\n");
+  const RunResult r = Replay("--config '" + config + "' " + kSmallWorkload + " --arms baseline");
+  ExpectOneErrorLine(r);
+  EXPECT_EQ(r.err, "agentkv replay: error: config file " + config +
+                       ":3: unknown option \"sessionz\" in [replay]\n");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "report.json"));
+}
+
+// A value out of range fails the same way whether it comes from the file or the command line.
+TEST_F(ReplayCliTest, ConfigFileValuesAreCheckedAsFlags) {
+  const std::string config = WriteTrace("run.toml", "[replay]\nnum-engines = 0\n");
+  const RunResult file = Replay("--config '" + config + "' " + kSmallWorkload);
+  const RunResult flag = Replay(std::string("--num-engines 0 ") + kSmallWorkload);
+  ExpectOneErrorLine(file);
+  EXPECT_EQ(file.err, flag.err);
+  EXPECT_EQ(file.err, "agentkv replay: error: --num-engines must be in [1, 1024], got 0\n");
 }
 
 TEST_F(ReplayCliTest, MissingConfigFileIsOneErrorLine) {

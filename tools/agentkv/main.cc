@@ -11,6 +11,7 @@
 #include "tools/agentkv/agentic_curve_command.h"
 #include "tools/agentkv/cache_curve_command.h"
 #include "tools/agentkv/cli_support.h"
+#include "tools/agentkv/config_file.h"
 #include "tools/agentkv/coordinator_command.h"
 #include "tools/agentkv/emulate_command.h"
 #include "tools/agentkv/gateway_command.h"
@@ -30,9 +31,11 @@ int Main(int argc, char** argv) {
   // Flags may also come from a TOML or INI file: a command's flags go under its section
   // ([replay] sessions = 8). Flags on the command line win. Subcommands fall through to this
   // option, so `agentkv replay --config FILE` works as well as `agentkv --config FILE replay`.
+  // An unknown section or key is an error naming the file and line (config_file.h).
   app.set_config("--config", "",
                  "Read flags from a TOML or INI file; a command's flags go in its section, e.g. "
-                 "[replay]");
+                 "[replay]; unknown sections and keys are errors");
+  UseLocatedConfig(app);
   app.fallthrough();
   CacheCurveCommand cache_curve(app);
   AgenticCurveCommand agentic_curve(app);

@@ -80,7 +80,8 @@ section, one `flag-name = value` line each (lists as ["a", "b"]), e.g.
   trace = ["traces/weka"]
   arms = ["baseline", "+host-tier", "all"]
   num-engines = 4
-Flags on the command line win over the file.
+Flags on the command line win over the file. An unknown section or key is an error naming
+the file and line; a value is checked as the flag's would be.
 
 Exit codes: 0 success; 2 bad flags or trace (one `agentkv replay: error:` line on stderr);
 1 internal error.)";
@@ -184,7 +185,7 @@ std::vector<sim::OpenLoopRequest> OpenLoopFromMooncake(
   requests.reserve(trace.size());
   for (const sim::MooncakeRequest& r : trace) {
     sim::OpenLoopRequest request;
-    request.arrival = TimeNs::Millis(r.timestamp_ms);
+    request.arrival = r.timestamp;
     request.hash_ids = r.hash_ids;
     request.prompt_tokens = r.input_length;
     request.output_tokens = r.output_length;

@@ -5,10 +5,8 @@
 #include <string>
 
 namespace agentkv {
-namespace {
-
-Status OutOfRange(std::string_view field, std::string_view value, int64_t hi,
-                  std::string_view unit) {
+Status OutOfRangeError(std::string_view field, std::string_view value, int64_t hi,
+                       std::string_view unit) {
   std::string message(field);
   message += ": ";
   message += value;
@@ -20,9 +18,11 @@ Status OutOfRange(std::string_view field, std::string_view value, int64_t hi,
   return InvalidArgumentError(std::move(message));
 }
 
+namespace {
+
 Status CheckInt(std::string_view field, int64_t value, int64_t hi, std::string_view unit) {
   if (value >= 0 && value <= hi) return Status::Ok();
-  return OutOfRange(field, std::to_string(value), hi, unit);
+  return OutOfRangeError(field, std::to_string(value), hi, unit);
 }
 
 // Shortest readable text of a double for an error message ("9.3e+12", "nan", "-1").
@@ -37,7 +37,7 @@ StatusOr<TimeNs> TimeFrom(std::string_view field, double value, int64_t ns_per_u
   const int64_t hi = kMaxTimeNs / ns_per_unit;
   // The negated comparison also refuses NaN.
   if (!(value >= 0 && value <= static_cast<double>(hi))) {
-    return OutOfRange(field, DoubleText(value), hi, unit);
+    return OutOfRangeError(field, DoubleText(value), hi, unit);
   }
   return TimeNs(static_cast<int64_t>(std::llround(value * static_cast<double>(ns_per_unit))));
 }

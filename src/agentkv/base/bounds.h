@@ -49,6 +49,13 @@ inline constexpr int64_t kMaxInputBytes = int64_t{64} << 20;
 [[nodiscard]] StatusOr<TimeNs> TimeFromSeconds(std::string_view field, double seconds);
 [[nodiscard]] StatusOr<TimeNs> TimeFromMillis(std::string_view field, double millis);
 
+// The InvalidArgument the checks above return, "<field>: <value> is out of range [0, <hi>]"
+// followed by " <unit>" when `unit` is not empty, for a value they cannot take as an int64 or
+// a double (e.g. a JSON integer of 2^63 or more, given as its text). Use it with the bound and
+// unit of the value's kind: (kMaxTokens, "tokens"), (kMaxCount, ""), (kMaxTimeNs, "ns").
+[[nodiscard]] Status OutOfRangeError(std::string_view field, std::string_view value, int64_t hi,
+                                     std::string_view unit);
+
 // Overflow-safe int64 arithmetic. Checked* return nullopt on overflow; Saturating* clamp to
 // the int64 range.
 [[nodiscard]] constexpr std::optional<int64_t> CheckedAdd(int64_t a, int64_t b) {
@@ -81,6 +88,12 @@ inline constexpr int64_t kMaxInputBytes = int64_t{64} << 20;
   if (!__builtin_mul_overflow(a, b, &out)) return out;
   return (a < 0) != (b < 0) ? std::numeric_limits<int64_t>::min()
                             : std::numeric_limits<int64_t>::max();
+}
+
+// The same for times and durations: a sum past either end of int64 nanoseconds stays there
+// instead of wrapping around (so that an event is never scheduled in the past).
+[[nodiscard]] constexpr TimeNs SaturatingAdd(TimeNs a, TimeNs b) {
+  return TimeNs(SaturatingAdd(a.ns(), b.ns()));
 }
 
 }  // namespace agentkv

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/kv_cache_manager.h"
 
@@ -203,12 +204,14 @@ Status AgentDriver::Start() {
       });
   for (size_t a = 0; a < agents_.size(); ++a) {
     const Agent& agent = agents_[a];
-    const TimeNs start = origin_ + workload_->starts[static_cast<size_t>(agent.workload_index)];
+    const TimeNs start =
+        SaturatingAdd(origin_, workload_->starts[static_cast<size_t>(agent.workload_index)]);
     const int32_t index = static_cast<int32_t>(a);
     if (agent.subagent < 0) {
       loop_->Schedule(start, [this, index] { BeginAgent(index); });
     } else if (!agent.anchored) {
-      loop_->Schedule(start + agent.spawn_delay, [this, index] { BeginAgent(index); });
+      loop_->Schedule(SaturatingAdd(start, agent.spawn_delay),
+                      [this, index] { BeginAgent(index); });
     }
   }
   return Status();
@@ -223,8 +226,7 @@ void AgentDriver::BeginAgent(int32_t index) {
     EndAgent(index);
     return;
   }
-  loop_->Schedule(loop_->now() + agent.requests->front().t,
-                  [this, index] { RequestReady(index, 0); });
+  loop_->ScheduleAfter(agent.requests->front().t, [this, index] { RequestReady(index, 0); });
 }
 
 void AgentDriver::RequestReady(int32_t index, int32_t request) {
@@ -332,8 +334,8 @@ void AgentDriver::OnComplete(const GatewayRecord& gateway_record,
   const size_t i = static_cast<size_t>(log.index);
   if (agent.subagent < 0) {
     for (int32_t sub : agent.spawn_after[i]) {
-      loop_->Schedule(now + agents_[static_cast<size_t>(sub)].spawn_delay,
-                      [this, sub] { BeginAgent(sub); });
+      loop_->ScheduleAfter(agents_[static_cast<size_t>(sub)].spawn_delay,
+                           [this, sub] { BeginAgent(sub); });
     }
   }
   if (i + 1 >= agent.requests->size()) {
@@ -342,7 +344,7 @@ void AgentDriver::OnComplete(const GatewayRecord& gateway_record,
   }
   const TimeNs gap = Gap((*agent.requests)[i], (*agent.requests)[i + 1]);
   const int32_t next = static_cast<int32_t>(i + 1);
-  loop_->Schedule(now + gap, [this, index, next] { RequestReady(index, next); });
+  loop_->ScheduleAfter(gap, [this, index, next] { RequestReady(index, next); });
 }
 
 void AgentDriver::EndAgent(int32_t index) {

@@ -16,6 +16,7 @@
 #include <tuple>
 #include <utility>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/kv/block_key.h"
 #include "agentkv/kv/kv_cache_manager.h"
 
@@ -258,16 +259,19 @@ std::vector<AgenticScheduleEntry> BuildAgenticSchedule(
   std::vector<AgenticScheduleEntry> schedule;
   for (size_t k = 0; k < conversations.size(); ++k) {
     const WekaConversation& c = conversations[k];
-    const TimeNs start(static_cast<int64_t>(k) * stagger.ns());
+    // Saturating: a stagger of up to 1e6 s times thousands of files passes int64 nanoseconds.
+    const TimeNs start(SaturatingMul(static_cast<int64_t>(k), stagger.ns()));
     const auto add = [&](const std::vector<WekaRequest>& requests, TimeNs origin, int32_t sub) {
       for (size_t r = 0; r < requests.size(); ++r) {
-        schedule.push_back(AgenticScheduleEntry{origin + requests[r].t, static_cast<int32_t>(k),
-                                                sub, static_cast<int32_t>(r), false});
+        schedule.push_back(AgenticScheduleEntry{SaturatingAdd(origin, requests[r].t),
+                                                static_cast<int32_t>(k), sub,
+                                                static_cast<int32_t>(r), false});
       }
     };
     add(c.requests, start, -1);
     for (size_t j = 0; j < c.subagents.size(); ++j) {
-      add(c.subagents[j].requests, start + c.subagents[j].spawn, static_cast<int32_t>(j));
+      add(c.subagents[j].requests, SaturatingAdd(start, c.subagents[j].spawn),
+          static_cast<int32_t>(j));
     }
   }
   // -1 (main agent) sorts before every sub-agent index.

@@ -3,8 +3,10 @@
 #include "agentkv/sim/agentic_workload.h"
 
 #include <cmath>
+#include <limits>
 #include <utility>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/base/check.h"
 #include "agentkv/base/rng.h"
 
@@ -15,11 +17,20 @@ std::vector<WekaConversation> FoldConversationStarts(const AgenticWorkload& work
   std::vector<WekaConversation> folded = workload.conversations;
   for (size_t i = 0; i < folded.size(); ++i) {
     const TimeNs start = workload.starts[i];
-    for (WekaRequest& request : folded[i].requests) request.t += start;
-    for (WekaSubagent& subagent : folded[i].subagents) subagent.spawn += start;
+    for (WekaRequest& request : folded[i].requests) request.t = SaturatingAdd(request.t, start);
+    for (WekaSubagent& subagent : folded[i].subagents) {
+      subagent.spawn = SaturatingAdd(subagent.spawn, start);
+    }
   }
   return folded;
 }
+
+namespace {
+
+// Below int64 nanoseconds' limit (about 9.22e9 s), so that TimeNs::Seconds cannot overflow.
+constexpr double kMaxGapS = 9.2e9;
+
+}  // namespace
 
 std::vector<TimeNs> PoissonStarts(int64_t n, TimeNs mean_interarrival, uint64_t seed) {
   AGENTKV_CHECK(n >= 0 && mean_interarrival >= TimeNs(0));
@@ -29,14 +40,20 @@ std::vector<TimeNs> PoissonStarts(int64_t n, TimeNs mean_interarrival, uint64_t 
   TimeNs start;
   const double mean_s = mean_interarrival.seconds();
   for (int64_t i = 0; i < n; ++i) {
-    if (i > 0) start += TimeNs::Seconds(-mean_s * std::log(1.0 - rng.UniformDouble()));
+    if (i > 0) {
+      // One draw is at most 37 means (1 - u >= 2^-53). A draw past int64 nanoseconds (a mean
+      // of years) and the sum saturate rather than wrap.
+      const double gap_s = -mean_s * std::log(1.0 - rng.UniformDouble());
+      start = SaturatingAdd(start, gap_s < kMaxGapS ? TimeNs::Seconds(gap_s)
+                                                    : TimeNs(std::numeric_limits<int64_t>::max()));
+    }
     starts.push_back(start);
   }
   return starts;
 }
 
-AgenticWorkload WekaWorkload(std::vector<WekaConversation> conversations,
-                             TimeNs mean_interarrival, uint64_t seed) {
+AgenticWorkload WekaWorkload(std::vector<WekaConversation> conversations, TimeNs mean_interarrival,
+                             uint64_t seed) {
   AgenticWorkload workload;
   workload.starts =
       PoissonStarts(static_cast<int64_t>(conversations.size()), mean_interarrival, seed);

@@ -28,13 +28,14 @@ struct AgenticWorkload {
 // The conversations of `workload` with each start folded into its times: every main-agent
 // request's `t` and every sub-agent's `spawn` is shifted by the conversation's start, so that
 // a replay that starts every conversation at 0 (stagger 0) issues them at the workload's
-// times. Think times are unchanged. Precondition: starts.size() == conversations.size().
+// times. Think times are unchanged; a shifted time past int64 nanoseconds saturates.
+// Precondition: starts.size() == conversations.size().
 std::vector<WekaConversation> FoldConversationStarts(const AgenticWorkload& workload);
 
 // `n` start times of a Poisson process beginning at 0: the first is 0, each later one adds an
 // exponential inter-arrival of mean `mean_interarrival` drawn from Rng(seed). Equal arguments
-// give equal starts; a mean of 0 starts everything at 0. Preconditions: n >= 0,
-// mean_interarrival >= 0.
+// give equal starts; a mean of 0 starts everything at 0; starts past int64 nanoseconds
+// saturate (they never decrease). Preconditions: n >= 0, mean_interarrival >= 0.
 std::vector<TimeNs> PoissonStarts(int64_t n, TimeNs mean_interarrival, uint64_t seed);
 
 // The workload of WEKA conversations (one file each) started by PoissonStarts(seed).

@@ -1,16 +1,13 @@
-// Invariants: every returned request has non-negative lengths and timestamp, turn >= 1, a
-// chat_id unique in the file and a parent that is -1 or an earlier request; requests keep file
-// order; a line yields exactly one request or the whole parse fails with the first error.
-// No exception escapes: Boost.JSON is used only through its error_code and if_* interfaces.
+// Invariants: every returned request has a timestamp in [0, kMaxTimeNs], lengths in
+// [0, kMaxTokens], turn in [1, kMaxCount], at most ceil(input_length / 16) hash ids, a chat_id
+// unique in the file and a parent that is -1 or an earlier request; requests keep file order;
+// a line yields exactly one request or the whole parse fails with the first error. No
+// exception escapes: Boost.JSON is used only through its error_code and if_* interfaces.
 #include "agentkv/sim/bailian_trace.h"
 
-#include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
-#include <cmath>
-#include <fstream>
 #include <sstream>
 #include <string>
-#include <system_error>
 #include <unordered_map>
 #include <utility>
 
@@ -20,100 +17,68 @@
 namespace agentkv::sim {
 namespace {
 
-constexpr double kMaxSeconds = 1e8;
-constexpr std::string_view kCountExpectation = "expected a non-negative integer";
-constexpr std::string_view kHashIdsExpectation = "expected an array of non-negative integers";
+constexpr std::string_view kIntegerExpectation = "expected a non-negative integer";
 
-Status FieldError(std::string_view field, std::string_view what) {
-  return InvalidArgumentError("field \"" + std::string(field) + "\": " + std::string(what));
+// How a field is named in messages: `field "chat_id"`.
+std::string Field(std::string_view name) { return "field \"" + std::string(name) + "\""; }
+
+Status FieldError(std::string_view name, std::string_view what) {
+  return InvalidArgumentError(Field(name) + ": " + std::string(what));
 }
 
-Status Missing(std::string_view field, std::string_view expectation) {
-  return FieldError(field, "missing (" + std::string(expectation) + ")");
+// The value of required field `name` of `obj`; `expectation` describes it when it is missing.
+StatusOr<const boost::json::value*> Required(const boost::json::object& obj, std::string_view name,
+                                             std::string_view expectation) {
+  const boost::json::value* v = obj.if_contains(name);
+  if (v == nullptr) return FieldError(name, "missing (" + std::string(expectation) + ")");
+  return v;
 }
 
-// An integer field in [min, 2^63); the expectation text is the caller's.
-StatusOr<int64_t> ReadInteger(const boost::json::object& obj, std::string_view field, int64_t min,
-                              std::string_view expectation) {
-  const boost::json::value* v = obj.if_contains(field);
-  if (v == nullptr) return Missing(field, expectation);
+// A chat id: an integer in [min, 2^63). Ids are names, not quantities (nothing adds or
+// multiplies them), so no bounds.h rule applies beyond fitting int64.
+StatusOr<int64_t> ReadChatId(const boost::json::object& obj, std::string_view name, int64_t min,
+                             std::string_view expectation) {
+  AGENTKV_ASSIGN_OR_RETURN(const boost::json::value* v, Required(obj, name, expectation));
   if (const int64_t* i = v->if_int64(); i != nullptr && *i >= min) return *i;
-  return FieldError(field, std::string(expectation) + ", got " + Quote(*v));
-}
-
-StatusOr<TimeNs> ReadTimestamp(const boost::json::object& obj) {
-  constexpr std::string_view kField = "timestamp";
-  constexpr std::string_view kExpectation = "expected a number of seconds in [0, 1e8]";
-  const boost::json::value* v = obj.if_contains(kField);
-  if (v == nullptr) return Missing(kField, kExpectation);
-  double seconds = -1;
-  if (const double* d = v->if_double()) {
-    seconds = *d;
-  } else if (const int64_t* i = v->if_int64()) {
-    seconds = static_cast<double>(*i);
-  } else if (const uint64_t* u = v->if_uint64()) {
-    seconds = static_cast<double>(*u);
-  }
-  // Written so that NaN fails too.
-  if (!(seconds >= 0.0 && seconds <= kMaxSeconds)) {
-    return FieldError(kField, std::string(kExpectation) + ", got " + Quote(*v));
-  }
-  return TimeNs(std::llround(seconds * 1e9));
+  return FieldError(name, std::string(expectation) + ", got " + Quote(*v));
 }
 
 StatusOr<std::string> ReadType(const boost::json::object& obj) {
-  constexpr std::string_view kField = "type";
-  const boost::json::value* v = obj.if_contains(kField);
-  if (v == nullptr) return Missing(kField, "expected a string");
+  constexpr std::string_view kName = "type";
+  AGENTKV_ASSIGN_OR_RETURN(const boost::json::value* v, Required(obj, kName, "expected a string"));
   const boost::json::string* s = v->if_string();
-  if (s == nullptr) return FieldError(kField, "expected a string, got " + Quote(*v));
+  if (s == nullptr) return FieldError(kName, "expected a string, got " + Quote(*v));
   return std::string(s->data(), s->size());
 }
 
-StatusOr<std::vector<uint64_t>> ReadHashIds(const boost::json::object& obj) {
-  constexpr std::string_view kField = "hash_ids";
-  const boost::json::value* v = obj.if_contains(kField);
-  if (v == nullptr) return Missing(kField, kHashIdsExpectation);
-  const boost::json::array* array = v->if_array();
-  if (array == nullptr) {
-    return FieldError(kField, std::string(kHashIdsExpectation) + ", got " + Quote(*v));
-  }
-  std::vector<uint64_t> ids;
-  ids.reserve(array->size());
-  for (size_t i = 0; i < array->size(); ++i) {
-    const boost::json::value& e = (*array)[i];
-    if (const int64_t* x = e.if_int64(); x != nullptr && *x >= 0) {
-      ids.push_back(static_cast<uint64_t>(*x));
-    } else if (const uint64_t* u = e.if_uint64()) {
-      ids.push_back(*u);
-    } else {
-      return FieldError(kField, std::string(kHashIdsExpectation) + ", element " +
-                                    std::to_string(i) + " is " + Quote(e));
-    }
-  }
-  return ids;
-}
-
-// Parses one non-blank line; errors carry no location.
-StatusOr<BailianRequest> ParseLine(std::string_view line) {
-  std::error_code ec;
-  const boost::json::value root =
-      boost::json::parse(boost::json::string_view(line.data(), line.size()), ec);
-  if (ec) return InvalidArgumentError("malformed JSON: " + ec.message());
+// Parses one line's value; errors carry no location.
+StatusOr<BailianRequest> ParseRequest(const boost::json::value& root) {
   const boost::json::object* obj = root.if_object();
   if (obj == nullptr) return InvalidArgumentError("expected a JSON object, got " + Quote(root));
 
   BailianRequest r;
-  AGENTKV_ASSIGN_OR_RETURN(r.chat_id, ReadInteger(*obj, "chat_id", 0, kCountExpectation));
-  AGENTKV_ASSIGN_OR_RETURN(r.parent_chat_id, ReadInteger(*obj, "parent_chat_id", -1,
-                                                         "expected -1 or a non-negative integer"));
-  AGENTKV_ASSIGN_OR_RETURN(r.timestamp, ReadTimestamp(*obj));
-  AGENTKV_ASSIGN_OR_RETURN(r.input_length, ReadInteger(*obj, "input_length", 0, kCountExpectation));
-  AGENTKV_ASSIGN_OR_RETURN(r.output_length,
-                           ReadInteger(*obj, "output_length", 0, kCountExpectation));
+  AGENTKV_ASSIGN_OR_RETURN(r.chat_id, ReadChatId(*obj, "chat_id", 0, kIntegerExpectation));
+  AGENTKV_ASSIGN_OR_RETURN(r.parent_chat_id, ReadChatId(*obj, "parent_chat_id", -1,
+                                                        "expected -1 or a non-negative integer"));
+  AGENTKV_ASSIGN_OR_RETURN(const boost::json::value* timestamp,
+                           Required(*obj, "timestamp", "expected a number of seconds"));
+  AGENTKV_ASSIGN_OR_RETURN(r.timestamp, ReadSeconds(*timestamp, Field("timestamp")));
+  AGENTKV_ASSIGN_OR_RETURN(const boost::json::value* input,
+                           Required(*obj, "input_length", kIntegerExpectation));
+  AGENTKV_ASSIGN_OR_RETURN(r.input_length, ReadTokens(*input, Field("input_length")));
+  AGENTKV_ASSIGN_OR_RETURN(const boost::json::value* output,
+                           Required(*obj, "output_length", kIntegerExpectation));
+  AGENTKV_ASSIGN_OR_RETURN(r.output_length, ReadTokens(*output, Field("output_length")));
   AGENTKV_ASSIGN_OR_RETURN(r.type, ReadType(*obj));
-  AGENTKV_ASSIGN_OR_RETURN(r.turn, ReadInteger(*obj, "turn", 1, "expected an integer >= 1"));
-  AGENTKV_ASSIGN_OR_RETURN(r.hash_ids, ReadHashIds(*obj));
+  AGENTKV_ASSIGN_OR_RETURN(const boost::json::value* turn,
+                           Required(*obj, "turn", "expected an integer >= 1"));
+  AGENTKV_ASSIGN_OR_RETURN(r.turn, ReadCount(*turn, Field("turn"), /*min=*/1));
+  AGENTKV_ASSIGN_OR_RETURN(
+      const boost::json::value* hash_ids,
+      Required(*obj, "hash_ids", "expected an array of non-negative integers"));
+  AGENTKV_ASSIGN_OR_RETURN(r.hash_ids, ReadHashIds(*hash_ids, Field("hash_ids")));
+  AGENTKV_RETURN_IF_ERROR(CheckHashIdCount(Field("hash_ids"), r.hash_ids.size(), "input_length",
+                                           r.input_length, kBailianBlockSize));
   return r;
 }
 
@@ -123,9 +88,9 @@ StatusOr<std::vector<BailianRequest>> ParseBailianTrace(std::istream& in, std::s
   std::vector<BailianRequest> requests;
   // chat_id -> 1-based line where it was defined.
   std::unordered_map<int64_t, int64_t> line_of_chat;
-  AGENTKV_RETURN_IF_ERROR(
-      ForEachJsonLine(in, source, [&](std::string_view line, int64_t line_number) -> Status {
-        StatusOr<BailianRequest> request = ParseLine(line);
+  AGENTKV_RETURN_IF_ERROR(ForEachJsonLine(
+      in, source, [&](const boost::json::value& line, int64_t line_number) -> Status {
+        StatusOr<BailianRequest> request = ParseRequest(line);
         if (!request.ok()) return request.status();
         const int64_t chat_id = request->chat_id;
         const int64_t parent = request->parent_chat_id;

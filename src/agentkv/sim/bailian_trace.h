@@ -5,10 +5,11 @@
 // parent agent), `timestamp` (seconds from the start of the file), `input_length` and
 // `output_length` (tokens), `type` (e.g. "text", "search", "thinking"), `turn` (from 1) and
 // `hash_ids` (one id per 16-token prompt block, ceil(input_length / 16) of them). Blank lines
-// are skipped and unknown fields ignored; anything else that does not fit is an
-// InvalidArgument naming the file, the 1-based line and the field, in the style of
-// mooncake_trace.h. GroupBailianConversations turns the requests into the common agentic
-// workload shape (agentic_workload.h). Pure functions over their inputs (ReadBailianTrace
+// are skipped and unknown fields ignored; anything else that does not fit (a wrong type, a
+// number out of the range of its kind in agentkv/base/bounds.h, a line longer than
+// kMaxTraceLineBytes) is an InvalidArgument naming the file, the 1-based line and the field,
+// in the style of mooncake_trace.h. GroupBailianConversations turns the requests into the common
+// agentic workload shape (agentic_workload.h). Pure functions over their inputs (ReadBailianTrace
 // reads the file system); thread-safe. No exception escapes.
 #ifndef AGENTKV_SIM_BAILIAN_TRACE_H_
 #define AGENTKV_SIM_BAILIAN_TRACE_H_
@@ -30,21 +31,22 @@ inline constexpr int32_t kBailianBlockSize = 16;
 
 // One line of a Bailian trace. Every field is required.
 struct BailianRequest {
-  // `chat_id`: a non-negative integer, unique within the file.
+  // `chat_id`: an integer in [0, 2^63), unique within the file.
   int64_t chat_id = 0;
   // `parent_chat_id`: -1, or the chat_id of an earlier line (the previous turn).
   int64_t parent_chat_id = -1;
-  // `timestamp`: a number of seconds in [0, 1e8], rounded to the nanosecond.
+  // `timestamp`: a number of seconds in [0, 365 days], rounded to the nanosecond.
   TimeNs timestamp;
-  // `input_length`, `output_length`: non-negative integers (tokens).
+  // `input_length`, `output_length`: integers in [0, 2^40] (tokens).
   int64_t input_length = 0;
   int64_t output_length = 0;
   // `type`: a string (not checked against a list; new files add values).
   std::string type;
-  // `turn`: an integer >= 1.
+  // `turn`: an integer in [1, 2^32].
   int64_t turn = 1;
-  // `hash_ids`: non-negative integers, one per 16-token block. Their count is not checked
-  // against input_length: third-party re-chunkings exist and the replay does not need it.
+  // `hash_ids`: integers in [0, 2^64), one per 16-token block: at most
+  // ceil(input_length / 16), since the replay sizes a prompt by the larger of input_length and
+  // its blocks (fewer are accepted: third-party re-chunkings with larger blocks exist).
   std::vector<uint64_t> hash_ids;
 
   friend bool operator==(const BailianRequest&, const BailianRequest&) = default;
@@ -52,11 +54,13 @@ struct BailianRequest {
 
 // Parses the trace read from `in`, in file order. `source` names the input in messages.
 // InvalidArgument `<source>:<line>: field "<name>": <what>` for a missing or ill-typed field,
-// e.g. `t.jsonl:4: field "turn": expected an integer >= 1, got 0`, a duplicate chat_id
+// e.g. `t.jsonl:4: field "turn": expected an integer >= 1, got 0`, a value out of range
+// (`t.jsonl:2: field "timestamp": 1e+300 is out of range [0, 31536000] s`), a duplicate chat_id
 // (`field "chat_id": duplicate id 7, first on line 2`) or a parent_chat_id that names no
 // earlier line (`field "parent_chat_id": no earlier request has chat_id 55`);
-// `<source>:<line>: malformed JSON: <reason>` for a line that is not JSON. Unavailable when
-// reading `in` fails before its end.
+// `<source>:<line>: malformed JSON: <reason>` for a line that is not JSON,
+// `<source>:<line>: line longer than <n> bytes`. Unavailable when reading `in` fails before
+// its end.
 StatusOr<std::vector<BailianRequest>> ParseBailianTrace(std::istream& in, std::string_view source);
 
 // ParseBailianTrace over the text `text` (convenient for tests).

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/base/check.h"
 
 namespace agentkv::sim {
@@ -17,7 +18,7 @@ EventId EventLoop::Schedule(TimeNs at, Callback callback) {
 
 EventId EventLoop::ScheduleAfter(TimeNs delay, Callback callback) {
   AGENTKV_CHECK(delay >= TimeNs(0)) << "negative event delay " << delay;
-  return Schedule(now_ + delay, std::move(callback));
+  return Schedule(SaturatingAdd(now_, delay), std::move(callback));
 }
 
 bool EventLoop::Cancel(EventId id) { return callbacks_.erase(id.value()) > 0; }

@@ -10,6 +10,10 @@
 //  - Scheduling at a time before `now()` is a programmer error (AGENTKV_CHECK). Scheduling at
 //    exactly `now()` is allowed, including from inside a callback; such an event runs after
 //    every event already pending at `now()`.
+//  - Times come from workloads, so the loop never computes one that wraps: now() + delay
+//    saturates at the largest TimeNs (events there run in scheduling order), and callers that
+//    add times from input use SaturatingAdd (agentkv/base/bounds.h), so that no input can make
+//    an event land in the past.
 //  - Time never goes backwards: each popped event's time is checked against `now()`.
 //  - A callback may schedule and cancel events (cancelling itself while running is a no-op).
 //
@@ -46,7 +50,8 @@ class EventLoop {
 
   // Schedules `callback` to run at `at`. Precondition: at >= now(); `callback` non-empty.
   EventId Schedule(TimeNs at, Callback callback);
-  // Schedules `callback` to run at now() + delay. Precondition: delay >= 0.
+  // Schedules `callback` to run at now() + delay, or at the largest TimeNs when that sum does
+  // not fit. Precondition: delay >= 0.
   EventId ScheduleAfter(TimeNs delay, Callback callback);
 
   // Cancels a pending event: it will not run. Returns false (and does nothing) when `id` has

@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/base/check.h"
 #include "agentkv/control/admission_metrics.h"
 #include "agentkv/control/engine_gauges.h"
@@ -255,7 +256,7 @@ void GatewayModel::EnsurePolling() {
   if (poll_scheduled_ || in_flight_ == 0) return;
   AGENTKV_CHECK(last_poll_.has_value());
   poll_scheduled_ = true;
-  loop_->Schedule(*last_poll_ + poll_interval_, [this] {
+  loop_->Schedule(SaturatingAdd(*last_poll_, poll_interval_), [this] {
     poll_scheduled_ = false;
     if (in_flight_ == 0) return;  // Fell idle: polling pauses until the next Submit.
     // A request that arrived at this very time may have polled already.

@@ -1,14 +1,12 @@
-// Invariants: every returned request has non-negative lengths and timestamp; requests keep
-// file order; a line yields exactly one request or the whole parse fails with the first error.
-// No exception escapes: Boost.JSON is used only through its error_code and if_* interfaces.
+// Invariants: every returned request has a timestamp in [0, kMaxTimeNs], lengths in
+// [0, kMaxTokens] and at most ceil(input_length / 512) hash ids; requests keep file order; a
+// line yields exactly one request or the whole parse fails with the first error. No exception
+// escapes: Boost.JSON is used only through its error_code and if_* interfaces.
 #include "agentkv/sim/mooncake_trace.h"
 
-#include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
-#include <fstream>
 #include <sstream>
 #include <string>
-#include <system_error>
 #include <utility>
 
 #include "agentkv/sim/trace_input.h"
@@ -16,73 +14,41 @@
 namespace agentkv::sim {
 namespace {
 
-constexpr std::string_view kIntegerExpectation = "expected a non-negative integer";
-constexpr std::string_view kHashIdsExpectation = "expected an array of non-negative integers";
+// How a field is named in messages: `field "input_length"`.
+std::string Field(std::string_view name) { return "field \"" + std::string(name) + "\""; }
 
-std::string FieldError(std::string_view field, std::string_view what) {
-  return "field \"" + std::string(field) + "\": " + std::string(what);
-}
-
-bool IsNonNegativeInteger(const boost::json::value& v) {
-  if (const int64_t* i = v.if_int64()) return *i >= 0;
-  return v.is_uint64();
-}
-
-// Reads the non-negative int64 `field` of `obj`; on failure returns a message without
-// location (the caller adds it).
-StatusOr<int64_t> ReadLength(const boost::json::object& obj, std::string_view field) {
-  const boost::json::value* v = obj.if_contains(field);
+// The value of required field `name` of `obj`; `expectation` describes it when it is missing.
+StatusOr<const boost::json::value*> Required(const boost::json::object& obj, std::string_view name,
+                                             std::string_view expectation) {
+  const boost::json::value* v = obj.if_contains(name);
   if (v == nullptr) {
-    return InvalidArgumentError(
-        FieldError(field, "missing (" + std::string(kIntegerExpectation) + ")"));
+    return InvalidArgumentError(Field(name) + ": missing (" + std::string(expectation) + ")");
   }
-  if (const int64_t* i = v->if_int64(); i != nullptr && *i >= 0) return *i;
-  // Boost.JSON stores integers of 2^63 and above as uint64; no length or time is that large.
-  const std::string expectation =
-      std::string(kIntegerExpectation) + (v->is_uint64() ? " below 2^63" : "");
-  return InvalidArgumentError(FieldError(field, expectation + ", got " + Quote(*v)));
+  return v;
 }
 
-StatusOr<std::vector<uint64_t>> ReadHashIds(const boost::json::object& obj) {
-  constexpr std::string_view kField = "hash_ids";
-  const boost::json::value* v = obj.if_contains(kField);
-  if (v == nullptr) {
-    return InvalidArgumentError(
-        FieldError(kField, "missing (" + std::string(kHashIdsExpectation) + ")"));
-  }
-  const boost::json::array* array = v->if_array();
-  if (array == nullptr) {
-    return InvalidArgumentError(
-        FieldError(kField, std::string(kHashIdsExpectation) + ", got " + Quote(*v)));
-  }
-  std::vector<uint64_t> ids;
-  ids.reserve(array->size());
-  for (size_t i = 0; i < array->size(); ++i) {
-    const boost::json::value& e = (*array)[i];
-    if (!IsNonNegativeInteger(e)) {
-      return InvalidArgumentError(FieldError(
-          kField,
-          std::string(kHashIdsExpectation) + ", element " + std::to_string(i) + " is " + Quote(e)));
-    }
-    ids.push_back(e.is_uint64() ? e.get_uint64() : static_cast<uint64_t>(e.get_int64()));
-  }
-  return ids;
-}
-
-// Parses one non-blank line; errors carry no location.
-StatusOr<MooncakeRequest> ParseLine(std::string_view line) {
-  std::error_code ec;
-  const boost::json::value root =
-      boost::json::parse(boost::json::string_view(line.data(), line.size()), ec);
-  if (ec) return InvalidArgumentError("malformed JSON: " + ec.message());
+// Parses one line's value; errors carry no location.
+StatusOr<MooncakeRequest> ParseRequest(const boost::json::value& root) {
   const boost::json::object* obj = root.if_object();
   if (obj == nullptr) return InvalidArgumentError("expected a JSON object, got " + Quote(root));
-
+  constexpr std::string_view kInteger = "expected a non-negative integer";
   MooncakeRequest request;
-  AGENTKV_ASSIGN_OR_RETURN(request.timestamp_ms, ReadLength(*obj, "timestamp"));
-  AGENTKV_ASSIGN_OR_RETURN(request.input_length, ReadLength(*obj, "input_length"));
-  AGENTKV_ASSIGN_OR_RETURN(request.output_length, ReadLength(*obj, "output_length"));
-  AGENTKV_ASSIGN_OR_RETURN(request.hash_ids, ReadHashIds(*obj));
+  AGENTKV_ASSIGN_OR_RETURN(const boost::json::value* timestamp,
+                           Required(*obj, "timestamp", "expected a number of milliseconds"));
+  AGENTKV_ASSIGN_OR_RETURN(request.timestamp, ReadMillis(*timestamp, Field("timestamp")));
+  AGENTKV_ASSIGN_OR_RETURN(const boost::json::value* input,
+                           Required(*obj, "input_length", kInteger));
+  AGENTKV_ASSIGN_OR_RETURN(request.input_length, ReadTokens(*input, Field("input_length")));
+  AGENTKV_ASSIGN_OR_RETURN(const boost::json::value* output,
+                           Required(*obj, "output_length", kInteger));
+  AGENTKV_ASSIGN_OR_RETURN(request.output_length, ReadTokens(*output, Field("output_length")));
+  AGENTKV_ASSIGN_OR_RETURN(
+      const boost::json::value* hash_ids,
+      Required(*obj, "hash_ids", "expected an array of non-negative integers"));
+  AGENTKV_ASSIGN_OR_RETURN(request.hash_ids, ReadHashIds(*hash_ids, Field("hash_ids")));
+  AGENTKV_RETURN_IF_ERROR(CheckHashIdCount(Field("hash_ids"), request.hash_ids.size(),
+                                           "input_length", request.input_length,
+                                           kMooncakeBlockSize));
   return request;
 }
 
@@ -92,8 +58,8 @@ StatusOr<std::vector<MooncakeRequest>> ParseMooncakeTrace(std::istream& in,
                                                           std::string_view source) {
   std::vector<MooncakeRequest> requests;
   AGENTKV_RETURN_IF_ERROR(
-      ForEachJsonLine(in, source, [&](std::string_view line, int64_t) -> Status {
-        StatusOr<MooncakeRequest> request = ParseLine(line);
+      ForEachJsonLine(in, source, [&](const boost::json::value& line, int64_t) -> Status {
+        StatusOr<MooncakeRequest> request = ParseRequest(line);
         if (!request.ok()) return request.status();
         requests.push_back(std::move(request).value());
         return Status::Ok();

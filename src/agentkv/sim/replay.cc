@@ -8,6 +8,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/base/check.h"
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/kv/block_key.h"
@@ -55,9 +56,71 @@ int64_t InfiniteCapacityBlocks(const std::vector<std::vector<uint64_t>>& namespa
     for (const kv::BlockKey key : hasher.KeysFromBlockIds(namespaced_ids[i], namespaces[i])) {
       unique.insert(key.value());
     }
-    tails += tail_tokens[i] / tokens_per_block + 2;
+    tails = SaturatingAdd(tails, tail_tokens[i] / tokens_per_block + 2);
   }
   return std::min(kMaxDeviceBlocks, static_cast<int64_t>(unique.size()) + tails);
+}
+
+// Device KV blocks of one engine of the fleet `options` describe, before an infinite-cache arm
+// enlarges them: at least one, else InvalidArgument.
+StatusOr<int64_t> DeviceBlocksPerEngine(const ReplayOptions& options, int32_t tokens_per_block) {
+  AGENTKV_ASSIGN_OR_RETURN(engine::CostModel cost_model,
+                           engine::CostModel::CreateByName(options.model, options.gpu, options.tp));
+  const int64_t blocks = options.max_total_tokens > 0
+                             ? options.max_total_tokens / tokens_per_block
+                             : cost_model.KvCapacityBlocks(tokens_per_block);
+  if (blocks < 1) {
+    return InvalidArgumentError("max_total_tokens " + Str(options.max_total_tokens) +
+                                " is less than one block of " + Str(tokens_per_block) + " tokens");
+  }
+  return blocks;
+}
+
+// A request the drivers submit with `prompt_tokens` and `output_tokens` (each at least 1) fits
+// one engine's `device_blocks` at once, as StepScheduler::Submit requires; `name` says which
+// request when it does not. Checked before an arm runs, so that no arm sizes a cache for a
+// request no engine of the fleet can hold (an infinite-cache arm would otherwise allocate for
+// it) and a bad request is reported before the whole workload is simulated.
+Status CheckFitsOneEngine(const std::function<std::string()>& name, int64_t prompt_tokens,
+                          int64_t output_tokens, int64_t device_blocks, int32_t tokens_per_block) {
+  const int64_t tokens = SaturatingAdd(prompt_tokens, output_tokens);
+  const int64_t blocks = SaturatingAdd(tokens, tokens_per_block - 1) / tokens_per_block;
+  if (blocks <= device_blocks) return Status::Ok();
+  return InvalidArgumentError(name() + ": prompt_tokens " + Str(prompt_tokens) +
+                              " + max_new_tokens " + Str(output_tokens) +
+                              " exceed the device KV capacity of " +
+                              Str(device_blocks * tokens_per_block) + " tokens of one engine");
+}
+
+// The prompt length the drivers submit: the recorded one, or the blocks' when they hold more.
+int64_t SubmittedPromptTokens(int64_t input_tokens, size_t hash_ids, int32_t tokens_per_block) {
+  return std::max<int64_t>(
+      {input_tokens, SaturatingMul(static_cast<int64_t>(hash_ids), tokens_per_block), 1});
+}
+
+Status CheckAgenticRequestsFit(const AgenticWorkload& workload, int64_t device_blocks,
+                               int32_t tokens_per_block) {
+  for (size_t k = 0; k < workload.conversations.size(); ++k) {
+    const WekaConversation& c = workload.conversations[k];
+    const auto check = [&](const WekaRequest& r, const std::function<std::string()>& name) {
+      return CheckFitsOneEngine(
+          name, SubmittedPromptTokens(r.input_tokens, r.hash_ids.size(), c.block_size),
+          std::max<int64_t>(1, r.output_tokens), device_blocks, tokens_per_block);
+    };
+    const std::string conversation = "conversations[" + Str(k) + "] (" + c.source + ")";
+    for (size_t i = 0; i < c.requests.size(); ++i) {
+      AGENTKV_RETURN_IF_ERROR(
+          check(c.requests[i], [&] { return conversation + " requests[" + Str(i) + "]"; }));
+    }
+    for (const WekaSubagent& sub : c.subagents) {
+      for (size_t i = 0; i < sub.requests.size(); ++i) {
+        AGENTKV_RETURN_IF_ERROR(check(sub.requests[i], [&] {
+          return conversation + " sub-agent " + sub.agent_id + " requests[" + Str(i) + "]";
+        }));
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 StatusOr<std::unique_ptr<ArmFleet>> BuildArmFleet(const ReplayOptions& options, const ArmSpec& arm,
@@ -74,13 +137,7 @@ StatusOr<std::unique_ptr<ArmFleet>> BuildArmFleet(const ReplayOptions& options, 
   engine_options.keep_events = options.keep_events;
   kv::KvCacheOptions& cache = engine_options.cache;
   cache.tokens_per_block = tokens_per_block;
-  cache.device_blocks = options.max_total_tokens > 0
-                            ? options.max_total_tokens / tokens_per_block
-                            : cost_model.KvCapacityBlocks(tokens_per_block);
-  if (cache.device_blocks < 1) {
-    return InvalidArgumentError("max_total_tokens " + Str(options.max_total_tokens) +
-                                " is less than one block of " + Str(tokens_per_block) + " tokens");
-  }
+  AGENTKV_ASSIGN_OR_RETURN(cache.device_blocks, DeviceBlocksPerEngine(options, tokens_per_block));
   if (arm.infinite_cache) cache.device_blocks = std::max(cache.device_blocks, infinite_blocks);
   if (arm.host_tier) {
     cache.host_blocks = std::min(
@@ -264,11 +321,8 @@ StatusOr<ReplayResult> RunArms(
     const std::function<StatusOr<ArmRun>(const ArmSpec&, const std::function<void(double)>&)>&
         run_arm) {
   AGENTKV_RETURN_IF_ERROR(options.Validate());
-  AGENTKV_ASSIGN_OR_RETURN(engine::CostModel cost_model,
-                           engine::CostModel::CreateByName(options.model, options.gpu, options.tp));
-  const int64_t device_blocks = options.max_total_tokens > 0
-                                    ? options.max_total_tokens / setup.tokens_per_block
-                                    : cost_model.KvCapacityBlocks(setup.tokens_per_block);
+  AGENTKV_ASSIGN_OR_RETURN(const int64_t device_blocks,
+                           DeviceBlocksPerEngine(options, setup.tokens_per_block));
   setup.device_tokens_per_engine = device_blocks * setup.tokens_per_block;
   setup.host_tokens_per_engine =
       static_cast<int64_t>(std::floor(static_cast<double>(device_blocks) * options.hicache_ratio)) *
@@ -340,6 +394,9 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
     return InvalidArgumentError("the workload has no conversations");
   }
   const int32_t tokens_per_block = workload.conversations.front().block_size;
+  AGENTKV_ASSIGN_OR_RETURN(const int64_t device_blocks,
+                           DeviceBlocksPerEngine(options, tokens_per_block));
+  AGENTKV_RETURN_IF_ERROR(CheckAgenticRequestsFit(workload, device_blocks, tokens_per_block));
   int64_t infinite_blocks = 0;
   if (arm.infinite_cache) {
     std::vector<std::vector<uint64_t>> ids;
@@ -408,6 +465,15 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
                                 int32_t tokens_per_block, const ReplayOptions& options,
                                 const ArmSpec& arm, const std::function<void(double)>& progress) {
   AGENTKV_RETURN_IF_ERROR(options.Validate());
+  AGENTKV_ASSIGN_OR_RETURN(const int64_t device_blocks,
+                           DeviceBlocksPerEngine(options, tokens_per_block));
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const OpenLoopRequest& r = requests[i];
+    AGENTKV_RETURN_IF_ERROR(CheckFitsOneEngine(
+        [i] { return "request " + Str(i); },
+        SubmittedPromptTokens(r.prompt_tokens, r.hash_ids.size(), tokens_per_block),
+        std::max<int64_t>(1, r.output_tokens), device_blocks, tokens_per_block));
+  }
   int64_t infinite_blocks = 0;
   if (arm.infinite_cache) {
     std::vector<std::vector<uint64_t>> ids;
@@ -436,13 +502,13 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
       });
   const TimeNs origin = f.loop.now();
   for (size_t i = 0; i < requests.size(); ++i) {
-    f.loop.Schedule(origin + requests[i].arrival, [&, i] {
+    f.loop.Schedule(SaturatingAdd(origin, requests[i].arrival), [&, i] {
       const OpenLoopRequest& r = requests[i];
       GatewayRequest request;
       request.request.id = RequestId(static_cast<int64_t>(i));
       request.request.prompt_keys = hasher.KeysFromBlockIds(r.hash_ids);
-      request.request.prompt_tokens = std::max<int64_t>(
-          {r.prompt_tokens, static_cast<int64_t>(r.hash_ids.size()) * tokens_per_block, 1});
+      request.request.prompt_tokens =
+          SubmittedPromptTokens(r.prompt_tokens, r.hash_ids.size(), tokens_per_block);
       request.request.max_new_tokens = std::max<int64_t>(1, r.output_tokens);
       request.request.kv_options.prompt_tokens = request.request.prompt_tokens;
       request.request.kv_options.conversation = ConversationId(static_cast<int64_t>(i) + 1);

@@ -76,7 +76,8 @@ size_t RouterModel::IndexOf(EngineId engine) const {
 
 uint64_t RouterModel::PointHash(EngineId engine, int32_t vnode) const {
   const uint64_t engine_part = static_cast<uint64_t>(static_cast<uint32_t>(engine.value()));
-  return Mix64(Mix64(options_.seed ^ 0x6a09e667f3bcc909ULL) ^ (engine_part << 32 | vnode));
+  return Mix64(Mix64(options_.seed ^ 0x6a09e667f3bcc909ULL) ^
+               (engine_part << 32 | static_cast<uint32_t>(vnode)));
 }
 
 void RouterModel::AddEngine(EngineId engine) {

@@ -1,7 +1,14 @@
-// Helpers shared by the trace readers (Mooncake, Bailian and WEKA): quoting an offending JSON
-// value inside an error message, opening a trace file with the readers' common error
-// statuses, and walking the lines of a JSONL trace with the readers' error format. Internal to the
-// sim module; the readers' headers are the public contract. Pure functions over their inputs
+// Helpers shared by the trace readers (Mooncake, Bailian and WEKA): reading a trace as a
+// stream of bounded lines, parsing it as JSON while it streams, reading bounded numeric fields,
+// quoting an offending JSON value inside an error message and opening a trace file with the
+// readers' common error statuses. Internal to the sim module; the readers' headers are the
+// public contract.
+//
+// Every trace is hostile input: a line longer than its bound is refused as soon as the bound
+// is passed, without reading the rest of it; JSON is parsed chunk by chunk as it is read, so
+// memory follows the parsed values, never the raw bytes (a gigabyte of blanks costs nothing).
+// Numbers are checked by kind with the rules of agentkv/base/bounds.h. Errors name the source
+// and the 1-based line: "<source>:<line>: <message>". Pure functions over their inputs
 // (OpenTraceFile reads the file system); thread-safe. No exception escapes.
 #ifndef AGENTKV_SIM_TRACE_INPUT_H_
 #define AGENTKV_SIM_TRACE_INPUT_H_
@@ -13,33 +20,95 @@
 #include <functional>
 #include <ios>
 #include <istream>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/base/status.h"
+#include "agentkv/base/time.h"
 
 namespace agentkv::sim {
 
 // Offending values are quoted in error messages up to this many characters.
 inline constexpr size_t kMaxQuotedChars = 40;
 
+// The longest line a trace may have, in bytes (without its newline): the bound of one input
+// unit. A Mooncake or Bailian line of a 1e7-token prompt (the largest context windows) holds
+// at most 625,000 hash ids, about 8 MB; a WEKA file is usually one line of a few MB.
+inline constexpr int64_t kMaxTraceLineBytes = kMaxInputBytes;
+
 // `value` as compact JSON, cut to its first kMaxQuotedChars characters followed by "..." when
 // longer, so that an error stays one readable line.
 [[nodiscard]] std::string Quote(const boost::json::value& value);
 
-// Opens the trace file at `path` for reading in `mode`. Returns InvalidArgument ("cannot read
-// trace file "<path>": Is a directory") when `path` is a directory, and NotFound ("cannot open
-// trace file "<path>": <reason from errno>") when it cannot be opened.
-[[nodiscard]] StatusOr<std::ifstream> OpenTraceFile(const std::string& path,
-                                                    std::ios::openmode mode = std::ios::in);
+// Opens the trace file at `path` for reading (binary: the readers count bytes). Returns
+// InvalidArgument ("cannot read trace file "<path>": Is a directory") when `path` is a
+// directory, and NotFound ("cannot open trace file "<path>": <reason from errno>") when it
+// cannot be opened.
+[[nodiscard]] StatusOr<std::ifstream> OpenTraceFile(const std::string& path);
 
-// Calls `visit(line, line_number)` for every non-blank line of `in` (numbers are 1-based and
-// count blank lines too). The first non-OK status `visit` returns stops the walk and comes
-// back as InvalidArgument "<source>:<line>: <its message>"; a stream that fails while reading
-// gives Unavailable naming the last line read.
+// Calls `visit(value, line_number)` with the JSON value of every non-blank line of `in` (a
+// JSON Lines trace), in order; line numbers are 1-based and count blank lines too. Errors are
+// InvalidArgument "<source>:<line>: <what>": "line longer than <max_line_bytes> bytes" as soon
+// as a line passes the bound, "malformed JSON: <reason>" as soon as a line stops being JSON,
+// or the message of the first non-OK status `visit` returns, which stops the walk. Unavailable
+// when reading `in` fails before its end. Precondition: max_line_bytes >= 1.
 [[nodiscard]] Status ForEachJsonLine(
     std::istream& in, std::string_view source,
-    const std::function<Status(std::string_view line, int64_t line_number)>& visit);
+    const std::function<Status(const boost::json::value& value, int64_t line_number)>& visit,
+    int64_t max_line_bytes = kMaxTraceLineBytes);
+
+// Parses all of `in` as one JSON value (a WEKA file), whose lines are bounded as above.
+// InvalidArgument "<source>:<line>: line longer than <max_line_bytes> bytes",
+// "<source>:<line>: malformed JSON at column <c>: <reason>" (also for text after the value,
+// "extra data after the top-level value", and for empty input); Unavailable when reading
+// fails. Precondition: max_line_bytes >= 1.
+[[nodiscard]] StatusOr<boost::json::value> ReadJsonDocument(
+    std::istream& in, std::string_view source, int64_t max_line_bytes = kMaxTraceLineBytes);
+
+// The 1-based line of `in` where the value at JSON `path` begins, e.g. "requests[1].in" (""
+// is the top-level value); when no value has that path, the line of its longest prefix that
+// exists; nullopt when `path` does not parse ("key", "key[3]", joined by '.'; keys without
+// '.' or '[') or `in` holds no JSON value. When keys repeat, the last value wins (as in a
+// parsed boost::json::value). Reads `in` to its end, by the same bounded lines as
+// ReadJsonDocument, keeping only the current path in memory: the readers use it to locate an
+// error found in a parsed document. Precondition: max_line_bytes >= 1.
+[[nodiscard]] std::optional<int64_t> FindJsonPathLine(std::istream& in, std::string_view path,
+                                                      int64_t max_line_bytes = kMaxTraceLineBytes);
+
+// ---- Bounded fields ----------------------------------------------------------------------
+// Each reads one JSON number by the bounds.h rule of its kind. `field` names the value in the
+// message (the readers pass `field "input_length"` or a JSON path); errors carry no location,
+// the reader adds it. Out of range is the bounds.h message, "<field>: <value> is out of range
+// [0, <hi>] <unit>"; a value of the wrong type is "<field>: expected <what>, got <quoted>".
+
+// Tokens: an integer in [0, kMaxTokens].
+[[nodiscard]] StatusOr<int64_t> ReadTokens(const boost::json::value& value, std::string_view field);
+// A count: an integer in [`min`, kMaxCount]; `min` is 0 or 1. Below `min` is "expected an
+// integer >= <min>, got <value>".
+[[nodiscard]] StatusOr<int64_t> ReadCount(const boost::json::value& value, std::string_view field,
+                                          int64_t min = 0);
+// A time or duration given as a JSON number (integer or not) of seconds or milliseconds,
+// converted by TimeFromSeconds / TimeFromMillis: [0, 365 days].
+[[nodiscard]] StatusOr<TimeNs> ReadSeconds(const boost::json::value& value, std::string_view field);
+[[nodiscard]] StatusOr<TimeNs> ReadMillis(const boost::json::value& value, std::string_view field);
+
+// Hash ids: an array of integers in [0, 2^64) (ids are names, not quantities: nothing adds or
+// multiplies them, so any id is accepted). "<field>: expected an array of non-negative
+// integers, got <quoted>" or "..., element <i> is <quoted>".
+[[nodiscard]] StatusOr<std::vector<uint64_t>> ReadHashIds(const boost::json::value& value,
+                                                          std::string_view field);
+
+// The number of hash ids a prompt of `input_tokens` may carry: ceil(input_tokens /
+// block_size), one per full or partial block. More would make the replayed prompt longer than
+// the recorded one (the replay sizes a prompt by the larger of the two). OK or
+// InvalidArgument "<field>: <n> ids for <input_field> <tokens>, more than ceil(<tokens> /
+// <block_size>) = <max>". Preconditions: 0 <= input_tokens <= kMaxTokens, block_size >= 1.
+[[nodiscard]] Status CheckHashIdCount(std::string_view field, size_t count,
+                                      std::string_view input_field, int64_t input_tokens,
+                                      int64_t block_size);
 
 }  // namespace agentkv::sim
 

@@ -1,20 +1,22 @@
-// Invariants: every returned request has non-negative token counts and times within the
-// documented ranges; requests and sub-agents keep file order; a file yields one conversation
-// or the whole parse fails with the first error, which names the source and the JSON path.
+// Invariants: every returned request has token counts in [0, kMaxTokens], times in
+// [0, kMaxTimeNs], at most ceil(in / block_size) hash ids, and each agent's think times add up
+// to at most kMaxTimeNs; requests and sub-agents keep file order; a file yields one
+// conversation or the whole parse fails with the first error, which names the source, the
+// line and the JSON path.
 // No exception escapes: Boost.JSON is used only through its error_code and if_* interfaces,
 // and the file system only through its error_code overloads.
 #include "agentkv/sim/weka_trace.h"
 
 #include <algorithm>
-#include <boost/json/stream_parser.hpp>
 #include <boost/json/value.hpp>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <system_error>
 #include <utility>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/sim/trace_input.h"
 
 namespace agentkv::sim {
@@ -22,10 +24,9 @@ namespace {
 
 constexpr std::string_view kCountExpectation = "expected a non-negative integer";
 constexpr std::string_view kHashIdsExpectation = "expected an array of non-negative integers";
-constexpr std::string_view kSecondsExpectation = "expected a number of seconds in [0, 1e8]";
-// No WEKA time is near this (the longest conversations last hours); it keeps every sum of
-// times the replay forms far from int64 nanoseconds' limit.
-constexpr double kMaxSeconds = 1e8;
+constexpr std::string_view kSecondsExpectation = "expected a number of seconds";
+// Tighter than the token rule: a block is a unit of KV allocation, and no engine uses blocks
+// of more than a few thousand tokens (WEKA uses 64).
 constexpr int64_t kMaxBlockSize = int64_t{1} << 20;
 constexpr std::string_view kSubagentType = "subagent";
 
@@ -41,7 +42,9 @@ std::string Index(std::string_view path, size_t i) {
   return std::string(path) + "[" + std::to_string(i) + "]";
 }
 
-// Errors below carry the JSON path only; ParseWekaTrace prefixes the source once.
+// Every error of the walk below is InvalidArgument "<json path>: <what>" (ParseWekaTrace
+// prefixes the source and the line it finds for the path); the path is "" for the top level
+// and never holds ": ".
 Status PathError(std::string_view path, std::string_view what) {
   return InvalidArgumentError(std::string(path) + ": " + std::string(what));
 }
@@ -55,42 +58,25 @@ Status Mistyped(std::string_view path, std::string_view expectation,
   return PathError(path, std::string(expectation) + ", got " + Quote(got));
 }
 
-StatusOr<int64_t> ReadCount(const boost::json::object& obj, std::string_view path,
-                            std::string_view field) {
+StatusOr<int64_t> ReadTokenField(const boost::json::object& obj, std::string_view path,
+                                 std::string_view field) {
   const std::string where = Join(path, field);
   const boost::json::value* v = obj.if_contains(field);
   if (v == nullptr) return Missing(where, kCountExpectation);
-  if (const int64_t* i = v->if_int64(); i != nullptr && *i >= 0) return *i;
-  // Boost.JSON stores integers of 2^63 and above as uint64; no token count is that large.
-  return Mistyped(where, std::string(kCountExpectation) + (v->is_uint64() ? " below 2^63" : ""),
-                  *v);
+  return ReadTokens(*v, where);
 }
 
-// A JSON number of seconds in [0, kMaxSeconds], rounded to the nanosecond. An absent field is
-// an error when `required`, else zero.
-StatusOr<TimeNs> ReadSeconds(const boost::json::object& obj, std::string_view path,
-                             std::string_view field, bool required) {
+// A JSON number of seconds in [0, 365 days], rounded to the nanosecond. An absent field is an
+// error when `required`, else zero.
+StatusOr<TimeNs> ReadSecondsField(const boost::json::object& obj, std::string_view path,
+                                  std::string_view field, bool required) {
   const std::string where = Join(path, field);
   const boost::json::value* v = obj.if_contains(field);
   if (v == nullptr) {
     if (required) return Missing(where, kSecondsExpectation);
     return TimeNs();
   }
-  double seconds = -1;
-  if (const double* d = v->if_double()) {
-    seconds = *d;
-  } else if (const int64_t* i = v->if_int64()) {
-    seconds = static_cast<double>(*i);
-  } else if (const uint64_t* u = v->if_uint64()) {
-    seconds = static_cast<double>(*u);
-  } else {
-    return Mistyped(where, kSecondsExpectation, *v);
-  }
-  // Written so that NaN fails too (Boost.JSON does not produce it, but stay safe).
-  if (!(seconds >= 0.0 && seconds <= kMaxSeconds)) {
-    return Mistyped(where, kSecondsExpectation, *v);
-  }
-  return TimeNs(std::llround(seconds * 1e9));
+  return ReadSeconds(*v, where);
 }
 
 StatusOr<std::string> ReadString(const boost::json::object& obj, std::string_view path,
@@ -106,26 +92,12 @@ StatusOr<std::string> ReadString(const boost::json::object& obj, std::string_vie
   return std::string(s->data(), s->size());
 }
 
-StatusOr<std::vector<uint64_t>> ReadHashIds(const boost::json::object& obj, std::string_view path) {
+StatusOr<std::vector<uint64_t>> ReadHashIdsField(const boost::json::object& obj,
+                                                 std::string_view path) {
   const std::string where = Join(path, "hash_ids");
   const boost::json::value* v = obj.if_contains("hash_ids");
   if (v == nullptr) return Missing(where, kHashIdsExpectation);
-  const boost::json::array* array = v->if_array();
-  if (array == nullptr) return Mistyped(where, kHashIdsExpectation, *v);
-  std::vector<uint64_t> ids;
-  ids.reserve(array->size());
-  for (size_t i = 0; i < array->size(); ++i) {
-    const boost::json::value& e = (*array)[i];
-    if (const int64_t* s = e.if_int64(); s != nullptr && *s >= 0) {
-      ids.push_back(static_cast<uint64_t>(*s));
-    } else if (const uint64_t* u = e.if_uint64()) {
-      ids.push_back(*u);
-    } else {
-      return PathError(where, std::string(kHashIdsExpectation) + ", element " + std::to_string(i) +
-                                  " is " + Quote(e));
-    }
-  }
-  return ids;
+  return ReadHashIds(*v, where);
 }
 
 StatusOr<const boost::json::array*> ReadRequestsArray(const boost::json::object& obj,
@@ -143,16 +115,33 @@ StatusOr<std::string> ReadType(const boost::json::object& obj, std::string_view 
   return ReadString(obj, path, "type", /*required=*/false);
 }
 
-StatusOr<WekaRequest> ReadRequest(const boost::json::object& obj, std::string_view path) {
+StatusOr<WekaRequest> ReadRequest(const boost::json::object& obj, std::string_view path,
+                                  int32_t block_size) {
   WekaRequest request;
-  AGENTKV_ASSIGN_OR_RETURN(request.t, ReadSeconds(obj, path, "t", /*required=*/true));
-  AGENTKV_ASSIGN_OR_RETURN(request.input_tokens, ReadCount(obj, path, "in"));
-  AGENTKV_ASSIGN_OR_RETURN(request.output_tokens, ReadCount(obj, path, "out"));
-  AGENTKV_ASSIGN_OR_RETURN(request.hash_ids, ReadHashIds(obj, path));
+  AGENTKV_ASSIGN_OR_RETURN(request.t, ReadSecondsField(obj, path, "t", /*required=*/true));
+  AGENTKV_ASSIGN_OR_RETURN(request.input_tokens, ReadTokenField(obj, path, "in"));
+  AGENTKV_ASSIGN_OR_RETURN(request.output_tokens, ReadTokenField(obj, path, "out"));
+  AGENTKV_ASSIGN_OR_RETURN(request.hash_ids, ReadHashIdsField(obj, path));
+  AGENTKV_RETURN_IF_ERROR(CheckHashIdCount(Join(path, "hash_ids"), request.hash_ids.size(), "in",
+                                           request.input_tokens, block_size));
   AGENTKV_ASSIGN_OR_RETURN(request.stop, ReadString(obj, path, "stop", /*required=*/false));
   AGENTKV_ASSIGN_OR_RETURN(request.think_time,
-                           ReadSeconds(obj, path, "think_time", /*required=*/false));
+                           ReadSecondsField(obj, path, "think_time", /*required=*/false));
   return request;
+}
+
+// Adds the think time of the request at `path` to `total`, the think times of one agent so
+// far. An agent's timeline in the replay is at most its think times plus its last `t`, so the
+// sum is held to the rule of one duration: [0, 365 days].
+Status AddThinkTime(const WekaRequest& request, std::string_view path, TimeNs& total) {
+  const std::optional<int64_t> sum = CheckedAdd(total.ns(), request.think_time.ns());
+  if (!sum.has_value() || *sum > kMaxTimeNs) {
+    return PathError(Join(path, "think_time"),
+                     "the think times of this agent add up to more than " +
+                         std::to_string(kMaxTimeNs / 1'000'000'000) + " s (365 days) here");
+  }
+  total = TimeNs(*sum);
+  return Status::Ok();
 }
 
 StatusOr<const boost::json::object*> EntryObject(const boost::json::array& array, size_t i,
@@ -162,13 +151,15 @@ StatusOr<const boost::json::object*> EntryObject(const boost::json::array& array
   return obj;
 }
 
-StatusOr<WekaSubagent> ReadSubagent(const boost::json::object& obj, std::string_view path) {
+StatusOr<WekaSubagent> ReadSubagent(const boost::json::object& obj, std::string_view path,
+                                    int32_t block_size) {
   WekaSubagent subagent;
   AGENTKV_ASSIGN_OR_RETURN(subagent.agent_id, ReadString(obj, path, "agent_id", /*required=*/true));
-  AGENTKV_ASSIGN_OR_RETURN(subagent.spawn, ReadSeconds(obj, path, "t", /*required=*/true));
+  AGENTKV_ASSIGN_OR_RETURN(subagent.spawn, ReadSecondsField(obj, path, "t", /*required=*/true));
   AGENTKV_ASSIGN_OR_RETURN(const boost::json::array* requests, ReadRequestsArray(obj, path));
   const std::string requests_path = Join(path, "requests");
   subagent.requests.reserve(requests->size());
+  TimeNs think_times;
   for (size_t i = 0; i < requests->size(); ++i) {
     const std::string entry_path = Index(requests_path, i);
     AGENTKV_ASSIGN_OR_RETURN(const boost::json::object* entry,
@@ -177,7 +168,8 @@ StatusOr<WekaSubagent> ReadSubagent(const boost::json::object& obj, std::string_
     if (type == kSubagentType) {
       return PathError(Join(entry_path, "type"), "nested sub-agents are not supported");
     }
-    AGENTKV_ASSIGN_OR_RETURN(WekaRequest request, ReadRequest(*entry, entry_path));
+    AGENTKV_ASSIGN_OR_RETURN(WekaRequest request, ReadRequest(*entry, entry_path, block_size));
+    AGENTKV_RETURN_IF_ERROR(AddThinkTime(request, entry_path, think_times));
     subagent.requests.push_back(std::move(request));
   }
   return subagent;
@@ -195,30 +187,40 @@ StatusOr<WekaConversation> ReadConversation(const boost::json::object& obj) {
   }
   AGENTKV_ASSIGN_OR_RETURN(const boost::json::array* requests, ReadRequestsArray(obj, ""));
   conversation.requests.reserve(requests->size());
+  TimeNs think_times;
   for (size_t i = 0; i < requests->size(); ++i) {
     const std::string entry_path = Index("requests", i);
     AGENTKV_ASSIGN_OR_RETURN(const boost::json::object* entry,
                              EntryObject(*requests, i, entry_path));
     AGENTKV_ASSIGN_OR_RETURN(const std::string type, ReadType(*entry, entry_path));
     if (type == kSubagentType) {
-      AGENTKV_ASSIGN_OR_RETURN(WekaSubagent subagent, ReadSubagent(*entry, entry_path));
+      AGENTKV_ASSIGN_OR_RETURN(WekaSubagent subagent,
+                               ReadSubagent(*entry, entry_path, conversation.block_size));
       conversation.subagents.push_back(std::move(subagent));
     } else {
-      AGENTKV_ASSIGN_OR_RETURN(WekaRequest request, ReadRequest(*entry, entry_path));
+      AGENTKV_ASSIGN_OR_RETURN(WekaRequest request,
+                               ReadRequest(*entry, entry_path, conversation.block_size));
+      AGENTKV_RETURN_IF_ERROR(AddThinkTime(request, entry_path, think_times));
       conversation.requests.push_back(std::move(request));
     }
   }
   return conversation;
 }
 
-// "line L, column C" (1-based) of byte `offset` of `text`.
-std::string Position(std::string_view text, size_t offset) {
-  offset = std::min(offset, text.size());
-  const std::string_view before = text.substr(0, offset);
-  const auto line = 1 + std::count(before.begin(), before.end(), '\n');
-  const size_t line_start = before.rfind('\n');
-  const size_t column = offset - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
-  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+// `status`, an error about the value at JSON `path`, located in `in`: "<source>:<line>:
+// <message>". The line is found by reading `in` again from `start`; without it (a stream that
+// cannot seek) the error names the source only.
+Status Locate(const Status& status, std::string_view path, std::istream& in, std::streampos start,
+              std::string_view source) {
+  std::optional<int64_t> line;
+  if (start != std::streampos(-1)) {
+    in.clear();
+    in.seekg(start);
+    if (in) line = FindJsonPathLine(in, path);
+  }
+  const std::string where =
+      line.has_value() ? std::string(source) + ":" + std::to_string(*line) : std::string(source);
+  return Status(status.code(), where + ": " + status.message());
 }
 
 }  // namespace
@@ -229,42 +231,34 @@ int64_t WekaConversation::TotalRequests() const {
   return total;
 }
 
-StatusOr<WekaConversation> ParseWekaTrace(std::string_view text, std::string_view source) {
-  const std::string prefix = std::string(source) + ": ";
-  boost::json::stream_parser parser;
-  std::error_code ec;
-  const size_t consumed = parser.write_some(text.data(), text.size(), ec);
-  if (!ec && consumed < text.size()) {
-    // write_some stops after a complete value; anything but whitespace after it is an error.
-    const size_t rest = text.find_first_not_of(" \t\r\n", consumed);
-    if (rest != std::string_view::npos) {
-      return InvalidArgumentError(prefix + "malformed JSON at " + Position(text, rest) +
-                                  ": extra data after the top-level value");
-    }
-  }
-  if (!ec) parser.finish(ec);
-  if (ec) {
-    return InvalidArgumentError(prefix + "malformed JSON at " + Position(text, consumed) + ": " +
-                                ec.message());
-  }
-  const boost::json::value root = parser.release();
+StatusOr<WekaConversation> ParseWekaTrace(std::istream& in, std::string_view source) {
+  const std::streampos start = in.tellg();
+  AGENTKV_ASSIGN_OR_RETURN(const boost::json::value root, ReadJsonDocument(in, source));
   const boost::json::object* obj = root.if_object();
   if (obj == nullptr) {
-    return InvalidArgumentError(prefix + "expected a JSON object at the top level, got " +
-                                Quote(root));
+    return Locate(
+        InvalidArgumentError("expected a JSON object at the top level, got " + Quote(root)), "", in,
+        start, source);
   }
   StatusOr<WekaConversation> conversation = ReadConversation(*obj);
-  if (!conversation.ok()) return InvalidArgumentError(prefix + conversation.status().message());
+  if (!conversation.ok()) {
+    // The walk's errors start with the path of the value at fault.
+    const std::string& message = conversation.status().message();
+    return Locate(conversation.status(), std::string_view(message).substr(0, message.find(": ")),
+                  in, start, source);
+  }
   conversation->source = std::string(source);
   return conversation;
 }
 
+StatusOr<WekaConversation> ParseWekaTrace(std::string_view text, std::string_view source) {
+  std::istringstream in{std::string(text)};
+  return ParseWekaTrace(in, source);
+}
+
 StatusOr<WekaConversation> ReadWekaTrace(const std::string& path) {
-  AGENTKV_ASSIGN_OR_RETURN(std::ifstream in, OpenTraceFile(path, std::ios::binary));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return UnavailableError("error reading trace file \"" + path + "\"");
-  return ParseWekaTrace(text.view(), path);
+  AGENTKV_ASSIGN_OR_RETURN(std::ifstream in, OpenTraceFile(path));
+  return ParseWekaTrace(in, path);
 }
 
 StatusOr<std::vector<std::string>> ExpandWekaTracePaths(const std::vector<std::string>& paths) {

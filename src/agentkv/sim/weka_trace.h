@@ -5,16 +5,19 @@
 // `requests[]` whose times are relative to the spawn. A request carries `t` (seconds), `in`
 // and `out` (tokens), `hash_ids` (one id per full 64-token prompt block, local to the file;
 // sub-agents share the parent's namespace), `stop` and `think_time`. Unknown fields are
-// ignored; anything else that does not fit is an InvalidArgument naming the file and the JSON
-// path of the field, e.g. `trace_0004.json: requests[12].hash_ids: expected an array of
-// non-negative integers, element 3 is "x"`. The reader is the workload half of the agentic
-// replay (agentic_replay.h): it produces plain values and never touches the cache. No
-// exception escapes. Pure functions over their inputs (the file functions read the file
-// system); thread-safe.
+// ignored; anything else that does not fit (a wrong type, a number out of the range of its
+// kind in agentkv/base/bounds.h, a line longer than kMaxTraceLineBytes) is an InvalidArgument
+// naming the file, the line and the JSON path of the field, e.g. `trace_0004.json:1:
+// requests[12].hash_ids: expected an array of non-negative integers, element 3 is "x"`.
+// The file is parsed as it is read, so memory follows its values, not its bytes. The reader is the
+// workload half of the agentic replay (agentic_replay.h): it produces plain values and never
+// touches the cache. No exception escapes. Pure functions over their inputs (the file functions
+// read the file system); thread-safe.
 #ifndef AGENTKV_SIM_WEKA_TRACE_H_
 #define AGENTKV_SIM_WEKA_TRACE_H_
 
 #include <cstdint>
+#include <istream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,18 +30,20 @@ namespace agentkv::sim {
 // One model request, of the main agent or of a sub-agent.
 struct WekaRequest {
   // `t`: offset from the conversation start (main agent) or from the spawn (sub-agent),
-  // rounded to the nanosecond. Required; a number of seconds in [0, 1e8].
+  // rounded to the nanosecond. Required; a number of seconds in [0, 365 days].
   TimeNs t;
-  // `in` and `out`: prompt and output tokens. Required; non-negative integers.
+  // `in` and `out`: prompt and output tokens. Required; integers in [0, 2^40].
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;
   // `hash_ids`: prompt block ids in order, one per full block (WEKA drops the trailing partial
-  // block, so there are floor(in / block_size)). Required; non-negative integers.
+  // block, so there are floor(in / block_size)). Required; integers in [0, 2^64), at most
+  // ceil(in / block_size) of them.
   std::vector<uint64_t> hash_ids;
   // `stop`: "tool_use", "end_turn", or empty. Optional string; default "".
   std::string stop;
   // `think_time`: client delay before this request (after a tool_use turn it includes the
-  // tool's execution). Optional; a number of seconds in [0, 1e8]; default 0.
+  // tool's execution). Optional; a number of seconds in [0, 365 days]; default 0. The think
+  // times of one agent (the main agent, or one sub-agent) add up to at most 365 days.
   TimeNs think_time;
 
   friend bool operator==(const WekaRequest&, const WekaRequest&) = default;
@@ -49,7 +54,7 @@ struct WekaSubagent {
   // `agent_id`, e.g. "agent_001". Required string.
   std::string agent_id;
   // `t` of the entry: the spawn offset on the main agent's timeline. Required; seconds in
-  // [0, 1e8].
+  // [0, 365 days].
   TimeNs spawn;
   // The nested `requests[]`, in file order; their `t` is relative to `spawn`. Required array
   // (possibly empty); sub-agents do not nest.
@@ -77,17 +82,25 @@ struct WekaConversation {
   friend bool operator==(const WekaConversation&, const WekaConversation&) = default;
 };
 
-// Parses one WEKA file's text. `source` names it in error messages and is stored in the
-// result. InvalidArgument `<source>: <json path>: <what>` for a missing or ill-typed field,
-// e.g. `t.json: requests[3].in: expected a non-negative integer, got -5` or
-// `t.json: requests[2].requests[0].hash_ids: missing (expected an array of non-negative
-// integers)`; `<source>: malformed JSON at line L, column C: <reason>` for text that is not
-// JSON; `<source>: expected a JSON object at the top level` otherwise.
+// Parses one WEKA file read from `in`. `source` names it in error messages and is stored in
+// the result. InvalidArgument `<source>:<line>: <json path>: <what>` for a missing, ill-typed
+// or out-of-range field, where <line> is the line of the value (or of the object that lacks
+// it), e.g. `t.json:1: requests[3].in: expected a non-negative integer, got "5"`,
+// `t.json:4: requests[3].in: -5 is out of range [0, 1099511627776] tokens` or
+// `t.json:1: requests[2].requests[0].hash_ids: missing (expected an array of non-negative
+// integers)`; `<source>:<line>: malformed JSON at column <c>: <reason>` for text that is not
+// JSON; `<source>:<line>: line longer than <n> bytes`; `<source>:1: expected a JSON object at
+// the top level, got ...` otherwise. The line of a field error is found by reading `in` again
+// from where the parse began; a stream that cannot seek gives `<source>: <json path>: ...`.
+// Unavailable when reading fails.
+StatusOr<WekaConversation> ParseWekaTrace(std::istream& in, std::string_view source);
+
+// ParseWekaTrace over the text `text` (tests, fuzzing).
 StatusOr<WekaConversation> ParseWekaTrace(std::string_view text, std::string_view source);
 
 // Reads and parses the file at `path` (errors name `path` as given). NotFound when it cannot
 // be opened (`cannot open trace file "x": No such file or directory`), InvalidArgument for a
-// directory, Unavailable when reading fails; the errors of ParseWekaTrace otherwise.
+// directory; the errors of ParseWekaTrace otherwise.
 StatusOr<WekaConversation> ReadWekaTrace(const std::string& path);
 
 // Expands command-line trace paths into files, keeping the order given: a directory becomes

@@ -43,6 +43,10 @@ TEST(BoundsTest, SecondsAndMillisAreCheckedBeforeConversion) {
   EXPECT_FALSE(TimeFromSeconds("t", std::nan("")).ok());
   EXPECT_FALSE(TimeFromSeconds("t", std::numeric_limits<double>::infinity()).ok());
   EXPECT_FALSE(TimeFromSeconds("t", 1e300).ok());
+  // The bound survives a round trip through seconds (found by admission_wire_fuzz).
+  const TimeNs year(kMaxTimeNs);
+  EXPECT_EQ(TimeFromSeconds("t", year.seconds()).value(), year);
+  EXPECT_FALSE(TimeFromSeconds("t", year.seconds() + 1e-3).ok());
 }
 
 TEST(BoundsTest, CheckedArithmeticReportsOverflow) {

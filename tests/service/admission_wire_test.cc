@@ -105,6 +105,14 @@ TEST(AdmissionWireTest, RefusalHasTheDocumentedShapeAndRoundTrips) {
               HasSubstr("oversized"));
 }
 
+// A number too large for a double reads as infinity, which cannot be written back: refused
+// (found by admission_wire_fuzz).
+TEST(AdmissionWireTest, StepMetricsMustBeFinite) {
+  EXPECT_THAT(ParseStepMetrics(R"({"agentic_kv/budget/ceiling": 1e642})").status().message(),
+              HasSubstr("expected a finite number"));
+  EXPECT_TRUE(ParseStepMetrics(R"({"agentic_kv/budget/ceiling": 1e300})").ok());
+}
+
 TEST(AdmissionWireTest, OversizedBodyIsResourceExhausted) {
   const std::string body = R"({"ticket": ")" + std::string(2 << 20, 'x') + R"(", "x": 1})";
   EXPECT_EQ(ParseAcquireRequest(body).status().code(), StatusCode::kResourceExhausted);

@@ -1,5 +1,6 @@
 #include "agentkv/base/bounds.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -35,11 +36,14 @@ std::string DoubleText(double value) {
 StatusOr<TimeNs> TimeFrom(std::string_view field, double value, int64_t ns_per_unit,
                           std::string_view unit) {
   const int64_t hi = kMaxTimeNs / ns_per_unit;
-  // The negated comparison also refuses NaN.
-  if (!(value >= 0 && value <= static_cast<double>(hi))) {
+  // A relative slack of 1e-12 (31 ns at a year) accepts the bound itself after a round trip
+  // through a double of another unit (TimeNs::seconds() multiplies by an inexact 1e-9); the
+  // result is clamped to the bound. The negated comparison also refuses NaN.
+  if (!(value >= 0 && value <= static_cast<double>(hi) * (1 + 1e-12))) {
     return OutOfRangeError(field, DoubleText(value), hi, unit);
   }
-  return TimeNs(static_cast<int64_t>(std::llround(value * static_cast<double>(ns_per_unit))));
+  const int64_t ns = std::llround(value * static_cast<double>(ns_per_unit));
+  return TimeNs(std::min(ns, kMaxTimeNs));
 }
 
 }  // namespace

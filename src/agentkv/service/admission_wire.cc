@@ -216,8 +216,9 @@ StatusOr<std::vector<std::pair<std::string, double>>> ParseStepMetrics(std::stri
   std::vector<std::pair<std::string, double>> metrics;
   for (const auto& member : value.as_object()) {
     const std::optional<double> number = protocol::AsDouble(member.value());
-    if (!number.has_value()) {
-      return InvalidArgumentError(std::string(member.key()) + ": expected a number");
+    // 1e400 reads as infinity, which JSON cannot write back.
+    if (!number.has_value() || !std::isfinite(*number)) {
+      return InvalidArgumentError(std::string(member.key()) + ": expected a finite number");
     }
     metrics.emplace_back(std::string(member.key()), *number);
   }

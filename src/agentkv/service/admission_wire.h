@@ -54,7 +54,9 @@ std::string SerializeDecision(const control::AdmissionDecision& decision);
 // InvalidArgument naming the field when a field is missing, of the wrong type or out of range
 // (tokens past kMaxTokens, `wait_s` past a year), `action` is not "admit"/"bypass"/"refuse",
 // `reason` is unknown, an admit has no `lease_id`, or a refuse is not "oversized". `wait_s` is
-// rounded to the nearest nanosecond, so Serialize/Parse round-trips exactly.
+// rounded to the nearest nanosecond: Serialize/Parse round-trips exactly for the waits a FIFO
+// sees (the tests check 0 to 30 s) and within a microsecond up to the one-year bound (it
+// travels as a double of seconds).
 [[nodiscard]] StatusOr<control::AdmissionDecision> ParseDecision(std::string_view body);
 
 // `{"lease_id":...}`; parsing requires a non-empty string `lease_id`.
@@ -67,7 +69,8 @@ std::string SerializeCancelRequest(std::string_view ticket);
 
 // The agentic_kv/ series as one JSON object, in the given order.
 std::string SerializeStepMetrics(const std::vector<std::pair<std::string, double>>& metrics);
-// InvalidArgument unless `body` is an object whose every value is a number; keeps the order.
+// InvalidArgument unless `body` is an object whose every value is a finite number; keeps the
+// order.
 [[nodiscard]] StatusOr<std::vector<std::pair<std::string, double>>> ParseStepMetrics(
     std::string_view body);
 

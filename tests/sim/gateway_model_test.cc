@@ -408,20 +408,21 @@ TEST_F(GatewayModelTest, WaiterResolvedByANewArrivalIsDispatchedAtOnce) {
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }
 
-TEST_F(GatewayModelTest, AWaiterThatCannotRunFailsThroughTheCallbackWithoutBlockingOthers) {
+TEST_F(GatewayModelTest, AWaiterThatCannotRunIsRefusedByTheEngineWithoutBlockingOthers) {
   Build(TightAdmission(/*max_wait_s=*/1.0), {.engines = 1, .device_blocks = 64});
   // 64 blocks x 16 = 1024 tokens; the ceiling is 102. A 60-block prompt with 200 output
-  // tokens needs 73 blocks: no engine can ever run it.
+  // tokens needs 73 blocks: no engine can ever run it, so the engine refuses it at once
+  // (a rejected completion) once the aged waiter is dispatched.
   ASSERT_TRUE(Submit(Request(1, /*session=*/1, 60, 200)).ok()) << "it waits first";
   EXPECT_EQ(gateway_->admission_waiting(), 1);
   SubmitAt(TimeNs::Millis(500), Request(2, /*session=*/2, 2, 4));
   loop_.RunUntilIdle();
   ASSERT_EQ(CompletionOrder(), (std::vector<int64_t>{1, 2}));
-  const Completion* failed = CompletionOf(1);
-  EXPECT_FALSE(failed->engine.has_value());
-  EXPECT_FALSE(failed->record.dispatch_error.ok());
-  EXPECT_EQ(failed->record.admission_reason, AdmissionReason::kAged);
-  EXPECT_FALSE(failed->record.dispatched.has_value());
+  const Completion* refused = CompletionOf(1);
+  ASSERT_TRUE(refused->engine.has_value());
+  EXPECT_TRUE(refused->engine->report.rejected);
+  EXPECT_EQ(refused->engine->report.output_tokens, 0);
+  EXPECT_EQ(refused->record.admission_reason, AdmissionReason::kAged);
   EXPECT_TRUE(CompletionOf(2)->engine.has_value());
   EXPECT_EQ(gateway_->in_flight(), 0);
   EndSessions({1, 2});
@@ -557,9 +558,9 @@ TEST_F(GatewayModelTest, SubmitErrorsLeaveNothingInFlight) {
   EXPECT_EQ(reused.code(), StatusCode::kAlreadyExists) << reused;
   EXPECT_EQ(gateway_->in_flight(), 1);
 
-  // 64 blocks cannot hold 60 prompt blocks plus 200 output tokens on any engine.
-  Status too_large = Submit(Request(2, /*session=*/3, 60, 200));
-  EXPECT_EQ(too_large.code(), StatusCode::kInvalidArgument) << too_large;
+  // A prompt of no tokens is malformed: an error, and nothing in flight.
+  Status malformed = Submit(Request(2, /*session=*/3, 0, 200));
+  EXPECT_EQ(malformed.code(), StatusCode::kInvalidArgument) << malformed;
   EXPECT_EQ(gateway_->in_flight(), 1);
   EXPECT_EQ(gateway_->FindRecord(RequestId(2)), nullptr);
   loop_.RunUntilIdle();

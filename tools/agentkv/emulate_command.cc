@@ -120,6 +120,12 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
     mode->add_option("--health-check-interval-secs", health_check_interval_s_,
                      "Seconds between worker health checks; 0 = none")
         ->capture_default_str();
+    mode->add_option("--max-tree-size", max_tree_size_,
+                     "cache_aware: prefix keys remembered per worker (LRU)")
+        ->capture_default_str();
+    mode->add_option("--max-received-requests", max_received_requests_,
+                     "Routed requests kept for GET /agentkv/requests (the newest)")
+        ->capture_default_str();
   }
   router_->add_option("--worker-urls", worker_urls_, "Worker URLs (http://host:port[@rank])")
       ->required();
@@ -185,6 +191,8 @@ service::RouterEmulatorOptions EmulateCommand::RouterOptions(
   options.workers_shape = workers_shape_ == "list" ? protocol::WorkersShape::kWorkerList
                                                    : protocol::WorkersShape::kInline;
   options.health_check_interval = Millis(health_check_interval_s_);
+  options.max_tree_size = max_tree_size_;
+  options.max_received_requests = max_received_requests_;
   return options;
 }
 

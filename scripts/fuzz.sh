@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the protocol fuzz targets (fuzz/, libFuzzer + AddressSanitizer + UBSan, Clang) in
-# build/fuzz and runs each for the given number of seconds (default 60), starting from its
-# checked-in seed corpus fuzz/corpus/<target>/. New inputs go to build/fuzz/corpus/<target>/;
+# Builds the fuzz targets (fuzz/: the protocol parsers and the HTTP server's request reader;
+# libFuzzer + AddressSanitizer + UBSan, Clang) in build/fuzz and runs each for the given
+# number of seconds (default 60), starting from its checked-in seed corpus
+# fuzz/corpus/<target>/. New inputs go to build/fuzz/corpus/<target>/;
 # the seeds are never modified. Exits non-zero on any finding (crash, sanitizer report,
 # failed FUZZ_CHECK invariant, leak, timeout, out-of-memory); the reproducer is saved under
 # build/fuzz/findings/<target>/ and the log is build/fuzz/<target>.log.
@@ -15,7 +16,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   echo "usage: scripts/fuzz.sh [seconds]" >&2
   exit 2
 fi
-targets=(generate_request_fuzz prometheus_fuzz workers_fuzz)
+targets=(generate_request_fuzz prometheus_fuzz workers_fuzz http_request_fuzz)
 
 CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DAGENTKV_BUILD_FUZZ=ON -DAGENTKV_BUILD_TESTS=OFF -DAGENTKV_BUILD_BENCH=OFF

@@ -414,6 +414,14 @@ TEST(RouterEmulatorTest, DpAwareEntriesGoToTheBaseUrlWithTheRankInjected) {
   ASSERT_TRUE(urls.ok());
   EXPECT_EQ(protocol::EngineBaseUrls(*urls), std::vector<std::string>{engine->base_url()});
   EXPECT_EQ(engine->runtime().Snapshot().num_requests_total, 2);
+  // A rank out of range is a 400 (it used to throw out of std::stoll: a 500).
+  const net::ClientResponse huge = Post(
+      client, router->base_url(), "/add_worker?url=" + engine->base_url() + "@99999999999999999999",
+      "");
+  EXPECT_EQ(huge.status, 400) << huge.body;
+  EXPECT_NE(huge.body.find("out of range"), std::string::npos) << huge.body;
+  options.worker_urls = {engine->base_url() + "@4294967297"};
+  EXPECT_EQ(RouterEmulator::Start(options).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(RouterEmulatorTest, FlushCacheIsPartialWhenAnEngineIsDown) {

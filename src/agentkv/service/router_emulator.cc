@@ -4,7 +4,9 @@
 #include <boost/json.hpp>
 #include <boost/url.hpp>
 #include <cctype>
+#include <charconv>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/base/hash.h"
 #include "agentkv/net/router.h"
 #include "agentkv/protocol/generate.h"
@@ -46,11 +48,20 @@ std::vector<uint64_t> PromptKeys(const protocol::GenerateRequest& request) {
   return keys;
 }
 
-// "http://h:p@3" -> ("http://h:p", 3); no suffix -> (url, nullopt).
-std::pair<std::string, std::optional<int64_t>> SplitRank(const std::string& url) {
+// "http://h:p@3" -> ("http://h:p", 3); no suffix -> (url, nullopt). InvalidArgument for a rank
+// out of range (base/bounds.h counts).
+StatusOr<std::pair<std::string, std::optional<int64_t>>> SplitRank(const std::string& url) {
   const std::string base = protocol::StripRankSuffix(url);
-  if (base.size() == url.size()) return {url, std::nullopt};
-  return {base, std::stoll(url.substr(base.size() + 1))};
+  if (base.size() == url.size()) return std::pair{url, std::optional<int64_t>()};
+  const std::string_view digits = std::string_view(url).substr(base.size() + 1);
+  int64_t rank = -1;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+  if (error != std::errc() || end != digits.data() + digits.size()) rank = -1;
+  if (Status s = CheckCount("--worker-urls rank", rank); !s.ok()) {
+    return InvalidArgumentError("\"" + url + "\": the dp rank " + std::string(digits) +
+                                " is out of range [0, " + std::to_string(kMaxCount) + "]");
+  }
+  return std::pair{base, std::optional<int64_t>(rank)};
 }
 
 std::string ErrorJson(std::string_view message, int code) {
@@ -85,6 +96,7 @@ Status RouterEmulatorOptions::Validate() const {
       return InvalidArgumentError("--worker-urls: \"" + url +
                                   "\" is not an http://host:port URL (with an optional @rank)");
     }
+    AGENTKV_RETURN_IF_ERROR(SplitRank(url).status());
   }
   return Status::Ok();
 }
@@ -289,7 +301,8 @@ Status RouterEmulator::AddWorker(const std::string& url) {
   Worker worker;
   worker.info.url = url;
   worker.info.id = "worker-" + std::to_string(next_engine_);
-  auto [base, rank] = SplitRank(url);
+  AGENTKV_ASSIGN_OR_RETURN(auto split, SplitRank(url));
+  auto [base, rank] = std::move(split);
   worker.base_url = base;
   worker.dp_rank = rank;
   worker.engine = EngineId(next_engine_++);

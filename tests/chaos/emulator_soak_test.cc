@@ -90,8 +90,9 @@ std::string Body(int i) {
   // 40 distinct tokens: two full pages (cached, routed by cache_aware) and a partial one.
   std::string ids;
   for (int t = 0; t < 40; ++t) ids += (t ? "," : "") + std::to_string(1000 + (i * 40 + t) % 30000);
-  return R"({"input_ids": [)" + ids + R"(], "sampling_params": {"max_new_tokens": 4}, "rid": "soak-)" +
-         std::to_string(i) + R"(", "session_id": "session-)" + std::to_string(i) + "\"" +
+  return R"({"input_ids": [)" + ids +
+         R"(], "sampling_params": {"max_new_tokens": 4}, "rid": "soak-)" + std::to_string(i) +
+         R"(", "session_id": "session-)" + std::to_string(i) + "\"" +
          (i % 10 == 0 ? R"(, "stream": true)" : "") + "}";
 }
 

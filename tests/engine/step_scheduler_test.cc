@@ -355,11 +355,13 @@ TEST_F(StepSchedulerTest, RandomWorkloadsFinishEveryAcceptedRequestAndHoldOnlyIn
                                                : 1 + static_cast<int64_t>(rng() % 24);
         SchedulerRequest request;
         request.id = RequestId(id);
-        request.prompt_keys = Keys(static_cast<uint64_t>(rng() % 4) * 100, prompt / kTokensPerBlock);
+        request.prompt_keys =
+            Keys(static_cast<uint64_t>(rng() % 4) * 100, prompt / kTokensPerBlock);
         request.prompt_tokens = prompt;
         request.max_new_tokens = output;
-        const bool fits = output < (int64_t{1} << 40) &&
-                          (prompt + output + kTokensPerBlock - 1) / kTokensPerBlock <= device_blocks;
+        const bool fits =
+            output < (int64_t{1} << 40) &&
+            (prompt + output + kTokensPerBlock - 1) / kTokensPerBlock <= device_blocks;
         const Status status = sched().Submit(std::move(request));
         ASSERT_EQ(status.ok(), fits) << "seed " << seed << " request " << id << ": " << status;
         accepted[id] = fits;

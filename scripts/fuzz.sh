@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Builds the fuzz targets of the protocol parsers and the trace readers (fuzz/, libFuzzer +
-# AddressSanitizer + UBSan, Clang) in build/fuzz and runs each for the given number of seconds
-# (default 60), starting from its checked-in seed corpus fuzz/corpus/<target>/. New inputs go
-# to build/fuzz/corpus/<target>/; the seeds are never modified. Exits non-zero on any finding
-# (crash, sanitizer report, failed FUZZ_CHECK invariant, leak, timeout, out-of-memory); the
-# reproducer is saved under build/fuzz/findings/<target>/ and the log is
-# build/fuzz/<target>.log.
+# Builds the fuzz targets (fuzz/: the protocol parsers, the trace readers, the HTTP server's
+# request reader, the coordinator's wire format, the gateway's request reading and the
+# admission arithmetic; libFuzzer + AddressSanitizer + UBSan, Clang) in build/fuzz and runs
+# each for the given number of seconds (default 60), starting from its checked-in seed corpus
+# fuzz/corpus/<target>/. New inputs go to build/fuzz/corpus/<target>/; the seeds are never
+# modified. Exits non-zero on any finding (crash, sanitizer report, failed FUZZ_CHECK
+# invariant, leak, timeout, out-of-memory); the reproducer is saved under
+# build/fuzz/findings/<target>/ and the log is build/fuzz/<target>.log.
 # Usage: scripts/fuzz.sh [seconds]
 # Needs the Debian packages clang and libclang-rt-14-dev.
 set -euo pipefail
@@ -17,7 +18,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   exit 2
 fi
 targets=(generate_request_fuzz prometheus_fuzz workers_fuzz mooncake_trace_fuzz bailian_trace_fuzz
-  weka_trace_fuzz admission_wire_fuzz gateway_request_fuzz admission_ledger_fuzz)
+  weka_trace_fuzz http_request_fuzz admission_wire_fuzz gateway_request_fuzz admission_ledger_fuzz)
 
 CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DAGENTKV_BUILD_FUZZ=ON -DAGENTKV_BUILD_TESTS=OFF -DAGENTKV_BUILD_BENCH=OFF

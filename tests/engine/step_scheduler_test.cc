@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <map>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -270,6 +272,120 @@ TEST_F(StepSchedulerTest, SubmitRejectsBadRequests) {
   request.prompt_keys.clear();
   ASSERT_TRUE(sched().Submit(request).ok());
   EXPECT_EQ(sched().Submit(request).code(), StatusCode::kAlreadyExists);
+}
+
+// A request of 2^63-1 output tokens used to pass the capacity check (prompt + output wrapped
+// around to a negative total) and was then retracted forever without an answer.
+TEST_F(StepSchedulerTest, SubmitRefusesTokenCountsThatCouldOverflowOrNeverFit) {
+  Build(/*device_blocks=*/8);
+  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+  SchedulerRequest request;
+  request.id = RequestId(1);
+  request.prompt_tokens = 4;
+  request.max_new_tokens = kInt64Max;
+  Status status = sched().Submit(request);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("max_new_tokens"));
+  request.prompt_tokens = kInt64Max;
+  request.max_new_tokens = 1;
+  status = sched().Submit(request);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("prompt_tokens"));
+  // One token past the device tier (8 blocks of 4 tokens) can never run either.
+  request.prompt_tokens = 30;
+  request.max_new_tokens = 3;
+  EXPECT_THAT(sched().Submit(request).message(), HasSubstr("capacity"));
+  EXPECT_EQ(sched().num_waiting(), 0);
+  // Exactly the device tier fits, runs alone and finishes.
+  request.max_new_tokens = 2;
+  ASSERT_TRUE(sched().Submit(request).ok());
+  Drain();
+  EXPECT_EQ(finish_count_[1], 1);
+}
+
+TEST_F(StepSchedulerTest, TakeReportRetiresAFinishedRequestAndFreesItsId) {
+  Build(/*device_blocks=*/16);
+  Submit(1, 8, 2);
+  RunStep();
+  EXPECT_EQ(sched().TakeReport(RequestId(1)).status().code(), StatusCode::kFailedPrecondition);
+  RunStep();
+  ASSERT_EQ(finish_count_[1], 1);
+  EXPECT_EQ(sched().num_held(), 1);
+  StatusOr<RequestReport> report = sched().TakeReport(RequestId(1));
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->id, RequestId(1));
+  EXPECT_EQ(report->output_tokens, 2);
+  EXPECT_EQ(sched().num_held(), 0);
+  EXPECT_EQ(sched().FindReport(RequestId(1)), nullptr);
+  EXPECT_EQ(sched().TakeReport(RequestId(1)).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(sched().Abort(RequestId(1)).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(sched().num_submitted(), 1);
+  EXPECT_EQ(sched().num_finished(), 1);
+  ASSERT_TRUE(sched().CheckInvariants().ok());
+  // A retired id may come back (the scheduler holds only what is in flight).
+  Submit(1, 8, 1);
+  Drain();
+  EXPECT_EQ(finish_count_[1], 2);
+  EXPECT_EQ(sched().num_submitted(), 2);
+}
+
+// Model-based: random requests (some that can never fit) against the obvious rule for what
+// fits; every accepted request finishes exactly once within a bound of steps, however the
+// batch retracts, and the scheduler holds only requests in flight once reports are taken.
+TEST_F(StepSchedulerTest, RandomWorkloadsFinishEveryAcceptedRequestAndHoldOnlyInFlight) {
+  int64_t preemptions = 0;
+  int64_t refused = 0;
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    std::mt19937_64 rng(seed);
+    StepSchedulerOptions options;
+    options.max_running_requests = 1 + static_cast<int64_t>(rng() % 6);
+    options.chunked_prefill_size = static_cast<int64_t>(rng() % 3) * 8;
+    options.max_prefill_tokens = 8 + static_cast<int64_t>(rng() % 24);
+    const int64_t device_blocks = 4 + static_cast<int64_t>(rng() % 12);
+    Build(device_blocks, options);
+    finish_count_.clear();
+    std::map<int64_t, bool> accepted;
+    int64_t next_id = 1;
+    int64_t work_bound = 0;
+    for (int64_t step = 0; step < 400; ++step) {
+      if (step < 200 && rng() % 3 == 0) {
+        const int64_t id = next_id++;
+        const int64_t prompt = 1 + static_cast<int64_t>(rng() % (device_blocks * 4 + 2));
+        const int64_t output = rng() % 20 == 0 ? std::numeric_limits<int64_t>::max()
+                                               : 1 + static_cast<int64_t>(rng() % 24);
+        SchedulerRequest request;
+        request.id = RequestId(id);
+        request.prompt_keys =
+            Keys(static_cast<uint64_t>(rng() % 4) * 100, prompt / kTokensPerBlock);
+        request.prompt_tokens = prompt;
+        request.max_new_tokens = output;
+        const bool fits =
+            output < (int64_t{1} << 40) &&
+            (prompt + output + kTokensPerBlock - 1) / kTokensPerBlock <= device_blocks;
+        const Status status = sched().Submit(std::move(request));
+        ASSERT_EQ(status.ok(), fits) << "seed " << seed << " request " << id << ": " << status;
+        accepted[id] = fits;
+        if (!fits) ++refused;
+        // Each accepted request, run alone, finishes in at most prompt + output steps.
+        if (fits) work_bound += prompt + output;
+      }
+      for (RequestId id : RunStep().finished) {
+        ASSERT_TRUE(sched().TakeReport(id).ok()) << "seed " << seed;
+      }
+      ASSERT_EQ(sched().num_held(), sched().num_running() + sched().num_waiting())
+          << "seed " << seed;
+    }
+    // Retraction recomputes, so allow each request its work a few times over.
+    Drain(4 * work_bound + 100);
+    for (const auto& [id, fits] : accepted) {
+      EXPECT_EQ(finish_count_[id], fits ? 1 : 0) << "seed " << seed << " request " << id;
+    }
+    EXPECT_EQ(sched().num_running() + sched().num_waiting(), 0) << "seed " << seed;
+    preemptions += sched().num_preemptions();
+  }
+  // The workloads do exercise retraction and refusal.
+  EXPECT_GT(preemptions, 30);
+  EXPECT_GT(refused, 30);
 }
 
 TEST(StepSchedulerOptionsTest, ValidateNamesTheField) {

@@ -218,15 +218,28 @@ TEST(EngineEmulatorTest, RejectsBadRequestsWith400AndAClearMessage) {
   const net::ClientResponse bad = Post(client, engine->base_url(), "/generate", R"({"input_ids": "x"})");
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(bad.body.find("input_ids"), std::string::npos);
+  // SGLang's tokenizer-manager messages: an input over the context, then input plus output.
   const net::ClientResponse too_long =
       Post(client, engine->base_url(), "/generate", GenerateBody(InputIds(1, 20000), 4));
   EXPECT_EQ(too_long.status, 400);
-  EXPECT_NE(too_long.body.find("maximum context length"), std::string::npos);
+  EXPECT_NE(too_long.body.find("The input (20000 tokens) is longer than the model's context "
+                               "length (16384 tokens)."),
+            std::string::npos)
+      << too_long.body;
+  const net::ClientResponse too_much =
+      Post(client, engine->base_url(), "/generate", GenerateBody(InputIds(1, 16000), 1000));
+  EXPECT_EQ(too_much.status, 400);
+  EXPECT_NE(too_much.body.find("Requested token count exceeds the model's maximum context length "
+                               "of 16384 tokens"),
+            std::string::npos)
+      << too_much.body;
   StatusOr<net::ClientResponse> info = client.Request(http::verb::get, engine->base_url(), "/server_info");
   ASSERT_TRUE(info.ok());
   const json::value v = json::parse(info->body);
   EXPECT_EQ(v.at("enable_session_radix_cache").as_bool(), true);
   EXPECT_EQ(v.at("max_total_num_tokens").to_number<int64_t>(), 16384);
+  // SGLang's max_req_input_len: min(context - 1, pool - 1) - 5.
+  EXPECT_EQ(v.at("max_req_input_len").to_number<int64_t>(), 16378);
 }
 
 // --- Router ---
@@ -401,6 +414,14 @@ TEST(RouterEmulatorTest, DpAwareEntriesGoToTheBaseUrlWithTheRankInjected) {
   ASSERT_TRUE(urls.ok());
   EXPECT_EQ(protocol::EngineBaseUrls(*urls), std::vector<std::string>{engine->base_url()});
   EXPECT_EQ(engine->runtime().Snapshot().num_requests_total, 2);
+  // A rank out of range is a 400 (it used to throw out of std::stoll: a 500).
+  const net::ClientResponse huge = Post(
+      client, router->base_url(), "/add_worker?url=" + engine->base_url() + "@99999999999999999999",
+      "");
+  EXPECT_EQ(huge.status, 400) << huge.body;
+  EXPECT_NE(huge.body.find("out of range"), std::string::npos) << huge.body;
+  options.worker_urls = {engine->base_url() + "@4294967297"};
+  EXPECT_EQ(RouterEmulator::Start(options).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(RouterEmulatorTest, FlushCacheIsPartialWhenAnEngineIsDown) {

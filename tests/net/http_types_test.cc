@@ -81,6 +81,10 @@ TEST(TargetPathTest, RejectsOtherForms) {
   EXPECT_EQ(TargetPath("*").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(TargetPath("").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(TargetPath("/a b").status().code(), StatusCode::kInvalidArgument);
+  // Absolute URIs that name no server path (found by fuzz/http_request_fuzz.cc).
+  EXPECT_EQ(TargetPath("mailto:abc").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(TargetPath("http:abc").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(TargetPath("http://h:1e/generate").status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(QueryFlagTest, IsSetOnlyByOneOrTrue) {

@@ -18,6 +18,7 @@ class RecordingWriter : public ResponseWriter {
   void StartStream(http::status, HeaderList) override {}
   void WriteChunk(std::string) override {}
   void EndStream() override {}
+  void AbortStream() override {}
   bool client_gone() const override { return false; }
   void OnClientGone(std::function<void()>) override {}
 

@@ -339,6 +339,23 @@ TEST(ServerConnectionTest, AbandonedStreamClosesTheConnectionWithoutTheLastChunk
   EXPECT_EQ(server->requests_served(), 0);
 }
 
+TEST(ServerConnectionTest, AbortStreamSendsWhatWasQueuedThenBreaksTheBody) {
+  auto server = StartServer(SmallOptions(), [](Request, std::shared_ptr<ResponseWriter> writer) {
+    writer->StartStream(http::status::ok, {});
+    writer->WriteChunk("partial");
+    writer->AbortStream();
+    writer->WriteChunk("late");  // Ignored.
+    writer->EndStream();         // Ignored: the stream is broken off already.
+  });
+  RawClient client(server->port());
+  ASSERT_TRUE(client.Send("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  bool closed = false;
+  const std::string all = client.ReadUntilClose(milliseconds(2'000), &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_THAT(all, EndsWith("7\r\npartial\r\n"));
+  EXPECT_EQ(server->requests_served(), 0);
+}
+
 TEST(ServerConnectionTest, OnClientGoneFiresWhenTheClientDisconnectsMidRequest) {
   HeldWriters held;
   auto server = StartServer(SmallOptions(), held.handler());

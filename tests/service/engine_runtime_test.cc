@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <future>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -162,6 +163,57 @@ TEST(EngineRuntimeTest, RefusesWhatCanNeverRunAndDuplicateRids) {
   // Either still active (refused) or already finished (accepted): never a crash or a mix-up.
   EXPECT_TRUE(second.ok() || second.code() == StatusCode::kAlreadyExists) << second;
   done.get_future().wait();
+}
+
+// SGLang's length rules: 2^63-1 output tokens is the tokenizer's 400 (it used to be accepted,
+// overflow the capacity check and be retracted forever); an input within the context but over
+// max_req_input_len is the scheduler's 400 abort; with a context longer than the pool, a large
+// max_new_tokens is clamped so that the request fits and finishes.
+TEST(EngineRuntimeTest, FollowsSglangsLengthRulesWithoutOverflow) {
+  EngineRuntimeOptions options = Unpaced(1024);
+  auto runtime = EngineRuntime::Start(options).value();
+  GenerateCallbacks none;
+  const Status huge =
+      runtime->Submit(Input("huge", Tokens(1, 10), std::numeric_limits<int64_t>::max()), none);
+  EXPECT_EQ(huge.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(huge.message().find("You requested a total of 9223372036854775817 tokens"),
+            std::string::npos)
+      << huge.message();
+  const Outcome edge = Generate(*runtime, Input("edge", Tokens(1, 1018), 0));
+  EXPECT_TRUE(edge.result.aborted);
+  EXPECT_EQ(edge.result.abort_status_code, 400);
+  EXPECT_NE(edge.result.abort_message.find("exceeds the maximum allowed length (1018 tokens)"),
+            std::string::npos)
+      << edge.result.abort_message;
+  EXPECT_EQ(runtime->Snapshot().max_req_input_len, 1018);
+
+  options.context_length = 1 << 20;
+  auto long_context = EngineRuntime::Start(options).value();
+  const Outcome clamped = Generate(*long_context, Input("clamped", Tokens(1, 100), 100'000));
+  EXPECT_FALSE(clamped.result.aborted);
+  // max_req_len - input - 1 = 1023 - 100 - 1.
+  EXPECT_EQ(clamped.result.output_ids.size(), 922u);
+}
+
+// Per-request state is dropped once a request ends, and session ids are bounded: past
+// max_sessions the least recently used idle session is closed (its KV released) and counted.
+TEST(EngineRuntimeTest, ForgetsFinishedRequestsAndBoundsSessions) {
+  EngineRuntimeOptions options = Unpaced(1 << 16);
+  options.max_sessions = 4;
+  auto runtime = EngineRuntime::Start(options).value();
+  for (int i = 0; i < 20; ++i) {
+    Generate(*runtime, Input("r" + std::to_string(i), Tokens(i * 1000, 48), 2,
+                             "session-" + std::to_string(i)));
+  }
+  const RuntimeSnapshot s = runtime->Snapshot();
+  EXPECT_EQ(s.sessions, 4);
+  EXPECT_EQ(s.sessions_evicted_total, 16);
+  EXPECT_EQ(s.gauges.num_running_reqs + s.gauges.num_queue_reqs, 0);
+  EXPECT_EQ(s.cache.open_sessions, 4);
+  // The most recent session is still open: its close frees its KV.
+  EXPECT_GT(runtime->CloseSession("session-19"), 0);
+  // An evicted one was closed already (released in release mode).
+  EXPECT_EQ(runtime->CloseSession("session-0"), 0);
 }
 
 TEST(EngineRuntimeTest, FlushEmptiesTheCacheOnlyWhenIdle) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -184,6 +185,34 @@ TEST_F(EngineModelTest, RejectsWhatTheSchedulerRejects) {
   EXPECT_EQ(engine_->FindRecord(RequestId(2)), nullptr);
   loop_.RunUntilIdle();
   EXPECT_EQ(engine_->completion_order().size(), 1u);
+}
+
+// A request that could never fit (one of 2^63-1 output tokens, or more than the device tier)
+// completes at once as rejected instead of failing the run or being retracted forever; the
+// requests around it are served as usual.
+TEST_F(EngineModelTest, RefusesWhatCanNeverFitAsACompletedRejection) {
+  Build(DefaultOptions(/*device_blocks=*/64));
+  SubmitAt(TimeNs(0), MakeRequest(1, 100, 4));
+  SubmitAt(TimeNs(0), MakeRequest(2, 100, std::numeric_limits<int64_t>::max()));
+  SubmitAt(TimeNs::Millis(5), MakeRequest(3, 64 * kTokensPerBlock, 1));
+  SubmitAt(TimeNs::Millis(5), MakeRequest(4, 100, 4));
+  loop_.RunUntilIdle();
+  for (int64_t id = 1; id <= 4; ++id) EXPECT_EQ(completions_[id], 1) << "request " << id;
+  for (int64_t id : {2, 3}) {
+    const EngineRequestRecord* record = engine_->FindRecord(RequestId(id));
+    ASSERT_NE(record, nullptr);
+    EXPECT_TRUE(record->report.rejected);
+    EXPECT_EQ(record->finished, record->arrival) << "refused at once";
+    EXPECT_FALSE(record->first_scheduled.has_value());
+    EXPECT_EQ(record->report.output_tokens, 0);
+  }
+  EXPECT_FALSE(engine_->FindRecord(RequestId(4))->report.rejected);
+  EXPECT_EQ(engine_->FindRecord(RequestId(4))->report.output_tokens, 4);
+  EXPECT_EQ(engine_->completion_order().size(), 4u);
+  EXPECT_EQ(engine_->in_flight(), 0);
+  // The scheduler retired every finished request; the engine's records are the history.
+  EXPECT_EQ(engine_->scheduler().num_held(), 0);
+  EXPECT_TRUE(engine_->scheduler().CheckInvariants().ok());
 }
 
 TEST(EngineModelOptionsTest, ValidatesEmptyStepTime) {

@@ -436,10 +436,11 @@ TEST_F(GatewayModelTest, WaiterResolvedByANewArrivalIsDispatchedAtOnce) {
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }
 
-TEST_F(GatewayModelTest, AWaiterThatCannotRunFailsThroughTheCallbackWithoutBlockingOthers) {
+TEST_F(GatewayModelTest, AWaiterThatCannotRunIsRefusedByTheEngineWithoutBlockingOthers) {
   GatewayModelOptions options = TightAdmission(/*max_wait_s=*/30.0);
   // The whole pool is the ceiling (1024 tokens), and the decode cap hides request 1's real
-  // need from admission: it reserves 960 + 10 tokens, but needs 73 blocks of 64 to run.
+  // need from admission: it reserves 960 + 10 tokens, but needs 73 blocks of 64 to run, so
+  // the engine refuses it at once (a rejected completion) when the waiter is dispatched.
   options.agentic.agentic_admission_headroom = 1.0;
   options.agentic.agentic_admission_expected_decode_cap = 10;
   Build(options, {.engines = 1, .device_blocks = 64});
@@ -449,11 +450,12 @@ TEST_F(GatewayModelTest, AWaiterThatCannotRunFailsThroughTheCallbackWithoutBlock
   SubmitAt(TimeNs::Millis(500), Request(2, /*session=*/2, 2, 4));
   loop_.RunUntilIdle();
   ASSERT_EQ(CompletionOrder(), (std::vector<int64_t>{3, 1, 2}));
-  const Completion* failed = CompletionOf(1);
-  EXPECT_FALSE(failed->engine.has_value());
-  EXPECT_FALSE(failed->record.dispatch_error.ok());
-  EXPECT_EQ(failed->record.admission_reason, AdmissionReason::kCapacityAvailable);
-  EXPECT_FALSE(failed->record.dispatched.has_value());
+  const Completion* refused = CompletionOf(1);
+  ASSERT_TRUE(refused->engine.has_value());
+  EXPECT_TRUE(refused->engine->report.rejected);
+  EXPECT_EQ(refused->engine->report.output_tokens, 0);
+  EXPECT_EQ(refused->record.admission_reason, AdmissionReason::kCapacityAvailable);
+  EXPECT_EQ(refused->at, CompletionOf(3)->at) << "refused as soon as it was dispatched";
   EXPECT_TRUE(CompletionOf(2)->engine.has_value());
   EXPECT_EQ(gateway_->in_flight(), 0);
   EndSessions({1, 2, 3});
@@ -589,9 +591,9 @@ TEST_F(GatewayModelTest, SubmitErrorsLeaveNothingInFlight) {
   EXPECT_EQ(reused.code(), StatusCode::kAlreadyExists) << reused;
   EXPECT_EQ(gateway_->in_flight(), 1);
 
-  // 64 blocks cannot hold 60 prompt blocks plus 200 output tokens on any engine.
-  Status too_large = Submit(Request(2, /*session=*/3, 60, 200));
-  EXPECT_EQ(too_large.code(), StatusCode::kInvalidArgument) << too_large;
+  // A prompt of no tokens is malformed: an error, and nothing in flight.
+  Status malformed = Submit(Request(2, /*session=*/3, 0, 200));
+  EXPECT_EQ(malformed.code(), StatusCode::kInvalidArgument) << malformed;
   EXPECT_EQ(gateway_->in_flight(), 1);
   EXPECT_EQ(gateway_->FindRecord(RequestId(2)), nullptr);
   loop_.RunUntilIdle();

@@ -322,9 +322,22 @@ TEST(ReplayTest, RejectsBadOptionsNamingTheField) {
   options = SmallFleet();
   options.model = "gpt-9";
   EXPECT_NE(error(options).find("gpt-9"), std::string::npos);
-  options = SmallFleet();
+}
+
+// Requests larger than an engine's whole KV pool are refused by the engine and complete at
+// once as rejected: the run still conserves every request and reports how many it refused.
+TEST(ReplayTest, RequestsThatCanNeverFitCompleteAsRejected) {
+  const AgenticWorkload workload = SmallWorkload(1);
+  ReplayOptions options = SmallFleet();
+  options.arms = {"baseline", "+lifecycle+admission"};
   options.max_total_tokens = 1024;  // Smaller than the largest prompt.
-  EXPECT_NE(error(options).find("exceed the device KV capacity"), std::string::npos);
+  StatusOr<ReplayResult> result = RunReplay(workload, "small", 1, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (const ArmResult& arm : result->arms) {
+    EXPECT_GT(arm.requests_rejected, 0) << arm.arm;
+    EXPECT_LT(arm.requests_rejected, arm.requests_issued) << arm.arm;
+    EXPECT_EQ(arm.requests_completed, arm.requests_issued) << arm.arm;
+  }
 }
 
 // A request no engine of the fleet can hold is refused before any arm runs, in every arm: an

@@ -48,6 +48,9 @@ void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, std::strin
   app.add_option("--max-total-tokens", r.max_total_tokens,
                  "KV pool in tokens; 0 = what the cost model leaves after the weights")
       ->capture_default_str();
+  app.add_option("--context-length", r.context_length,
+                 "The model's context length in tokens (SGLang's length checks); 0 = the KV pool")
+      ->capture_default_str();
   app.add_option("--page-size", r.page_size, "Tokens per KV page")->capture_default_str();
   app.add_option("--hicache-tokens", hicache_tokens, "Host KV tier in tokens; 0 = none")
       ->capture_default_str();
@@ -69,6 +72,12 @@ void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, std::strin
   app.add_option("--radix-eviction-policy", r.radix_eviction_policy,
                  "lru, or priority (the request's priority orders eviction)")
       ->check(CLI::IsMember({"lru", "priority"}))
+      ->capture_default_str();
+  app.add_option("--max-sessions", r.max_sessions,
+                 "Session ids remembered; past it the least recently used idle session is closed")
+      ->capture_default_str();
+  app.add_option("--max-recorded-requests", o.max_recorded_requests,
+                 "Control requests kept for GET /agentkv/requests (the newest)")
       ->capture_default_str();
   app.add_option("--speed", r.speed, "Simulated seconds per wall second")->capture_default_str();
   app.add_flag("--unpaced", unpaced, "Do not wait for the modelled step time (benchmarks)");
@@ -110,6 +119,12 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
         ->capture_default_str();
     mode->add_option("--health-check-interval-secs", health_check_interval_s_,
                      "Seconds between worker health checks; 0 = none")
+        ->capture_default_str();
+    mode->add_option("--max-tree-size", max_tree_size_,
+                     "cache_aware: prefix keys remembered per worker (LRU)")
+        ->capture_default_str();
+    mode->add_option("--max-received-requests", max_received_requests_,
+                     "Routed requests kept for GET /agentkv/requests (the newest)")
         ->capture_default_str();
   }
   router_->add_option("--worker-urls", worker_urls_, "Worker URLs (http://host:port[@rank])")
@@ -176,6 +191,8 @@ service::RouterEmulatorOptions EmulateCommand::RouterOptions(
   options.workers_shape = workers_shape_ == "list" ? protocol::WorkersShape::kWorkerList
                                                    : protocol::WorkersShape::kInline;
   options.health_check_interval = Millis(health_check_interval_s_);
+  options.max_tree_size = max_tree_size_;
+  options.max_received_requests = max_received_requests_;
   return options;
 }
 

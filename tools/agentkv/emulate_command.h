@@ -59,6 +59,8 @@ class EmulateCommand {
   std::string policy_ = "cache_aware";
   std::string workers_shape_ = "list";
   double health_check_interval_s_ = 1.0;
+  int64_t max_tree_size_ = int64_t{1} << 20;
+  int64_t max_received_requests_ = 4096;
   // Fleet.
   int engines_ = 2;
   int engine_base_port_ = 0;

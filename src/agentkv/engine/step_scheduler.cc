@@ -1,8 +1,12 @@
 // StepScheduler implementation.
 //
 // Invariants (CheckInvariants makes them executable):
-// - Every submitted request is in exactly one place: waiting_ (phase kWaiting), running_
-//   (kPrefill or kDecode) or finished_order_ (kFinished); the counts add up to requests_.
+// - Every held request is in exactly one place: waiting_ (phase kWaiting), running_
+//   (kPrefill or kDecode), or finished with its report not yet taken (kFinished, in requests_
+//   only); the counts add up to requests_, and running + waiting + finished == submitted.
+// - Every held request passed CheckFits: its prompt and output are in [1, kMaxTokens] and fit
+//   the device tier together, so token sums below cannot overflow and a request alone in the
+//   batch can always reserve its KV (it is never retracted forever).
 // - The cache's active requests are exactly running_; waiting and finished requests hold
 //   nothing. A running request's kv_tokens never exceeds its prefill target plus its output.
 // - A request in kDecode has emitted at least one and fewer than max_new_tokens tokens and
@@ -15,6 +19,7 @@
 #include <string>
 #include <utility>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/base/check.h"
 
 namespace agentkv::engine {
@@ -57,29 +62,40 @@ int64_t StepScheduler::BlocksForTokens(int64_t tokens) const {
   return (tokens + tpb - 1) / tpb;
 }
 
-Status StepScheduler::Submit(SchedulerRequest request) {
-  if (request.prompt_tokens < 1) {
+Status StepScheduler::CheckFits(int64_t prompt_tokens, int64_t max_new_tokens) const {
+  if (prompt_tokens < 1) {
     return InvalidArgumentError("prompt_tokens must be >= 1, got " +
-                                std::to_string(request.prompt_tokens));
+                                std::to_string(prompt_tokens));
   }
-  if (request.max_new_tokens < 1) {
+  if (max_new_tokens < 1) {
     return InvalidArgumentError("max_new_tokens must be >= 1, got " +
-                                std::to_string(request.max_new_tokens));
+                                std::to_string(max_new_tokens));
+  }
+  AGENTKV_RETURN_IF_ERROR(CheckTokens("prompt_tokens", prompt_tokens));
+  AGENTKV_RETURN_IF_ERROR(CheckTokens("max_new_tokens", max_new_tokens));
+  // Both are at most 2^40 now, so neither the sum nor the capacity product overflows.
+  const int64_t capacity = cache_.options().device_blocks * cache_.tokens_per_block();
+  if (BlocksForTokens(prompt_tokens + max_new_tokens) > cache_.options().device_blocks) {
+    return InvalidArgumentError("prompt_tokens " + std::to_string(prompt_tokens) +
+                                " + max_new_tokens " + std::to_string(max_new_tokens) +
+                                " exceed the device KV capacity of " + std::to_string(capacity) +
+                                " tokens: the request could never run");
+  }
+  return Status::Ok();
+}
+
+Status StepScheduler::Submit(SchedulerRequest request) {
+  if (Status fits = CheckFits(request.prompt_tokens, request.max_new_tokens); !fits.ok()) {
+    return InvalidArgumentError("request " + std::to_string(request.id.value()) + ": " +
+                                fits.message());
   }
   if (static_cast<int64_t>(request.prompt_keys.size()) >
       request.prompt_tokens / cache_.tokens_per_block()) {
     return InvalidArgumentError("prompt_keys has more keys than the prompt has full blocks");
   }
-  if (BlocksForTokens(request.prompt_tokens + request.max_new_tokens) >
-      cache_.options().device_blocks) {
-    return InvalidArgumentError(
-        "request " + std::to_string(request.id.value()) + ": prompt_tokens " +
-        std::to_string(request.prompt_tokens) + " + max_new_tokens " +
-        std::to_string(request.max_new_tokens) + " exceed the device KV capacity of " +
-        std::to_string(cache_.options().device_blocks * cache_.tokens_per_block()) + " tokens");
-  }
   if (requests_.contains(request.id)) {
-    return AlreadyExistsError("request already submitted");
+    return AlreadyExistsError("request " + std::to_string(request.id.value()) +
+                              " is already held (submitted and not retired)");
   }
   const RequestId id = request.id;
   Entry entry;
@@ -89,7 +105,32 @@ Status StepScheduler::Submit(SchedulerRequest request) {
   entry.request = std::move(request);
   requests_.emplace(id, std::move(entry));
   waiting_.push_back(id);
+  ++num_submitted_;
   return Status::Ok();
+}
+
+void StepScheduler::MarkFinished(Entry& entry) {
+  entry.phase = Phase::kFinished;
+  entry.report.finished = cache_.current_step();
+  // Only a live request needs its prompt keys; a finished one waiting for TakeReport keeps
+  // its report alone.
+  std::vector<kv::BlockKey>().swap(entry.request.prompt_keys);
+  ++num_finished_;
+}
+
+StatusOr<RequestReport> StepScheduler::TakeReport(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return NotFoundError("request " + std::to_string(id.value()) +
+                         " is not held (never submitted, or already retired)");
+  }
+  if (it->second.phase != Phase::kFinished) {
+    return FailedPreconditionError("request " + std::to_string(id.value()) +
+                                   " has not finished");
+  }
+  RequestReport report = std::move(it->second.report);
+  requests_.erase(it);
+  return report;
 }
 
 void StepScheduler::Preempt(StepResult& result) {
@@ -138,16 +179,15 @@ void StepScheduler::CommitPromptBlocks(RequestId id, Entry& entry) {
 
 void StepScheduler::Finish(RequestId id, Entry& entry, StepResult& result) {
   AGENTKV_CHECK(cache_.Release(id).ok());
-  entry.phase = Phase::kFinished;
-  entry.report.finished = cache_.current_step();
-  finished_order_.push_back(id);
+  MarkFinished(entry);
   result.finished.push_back(id);
 }
 
 StatusOr<bool> StepScheduler::Abort(RequestId id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) {
-    return NotFoundError("request " + std::to_string(id.value()) + " was never submitted");
+    return NotFoundError("request " + std::to_string(id.value()) +
+                         " is not held (never submitted, or already retired)");
   }
   Entry& entry = it->second;
   switch (entry.phase) {
@@ -168,10 +208,8 @@ StatusOr<bool> StepScheduler::Abort(RequestId id) {
       break;
     }
   }
-  entry.phase = Phase::kFinished;
   entry.report.aborted = true;
-  entry.report.finished = cache_.current_step();
-  finished_order_.push_back(id);
+  MarkFinished(entry);
   return true;
 }
 
@@ -229,9 +267,7 @@ bool StepScheduler::AdmitFront(int64_t& budget, bool first_prefill, StepResult& 
   waiting_.pop_front();
   if (!match.ok()) {
     entry.report.rejected = true;
-    entry.phase = Phase::kFinished;
-    entry.report.finished = cache_.current_step();
-    finished_order_.push_back(id);
+    MarkFinished(entry);
     result.finished.push_back(id);
     return true;
   }
@@ -355,17 +391,24 @@ const RequestReport* StepScheduler::FindReport(RequestId id) const {
 }
 
 Status StepScheduler::CheckInvariants() const {
-  if (num_running() + num_waiting() + num_finished() != num_submitted()) {
+  if (num_running() + num_waiting() + num_finished_ != num_submitted_) {
     return InternalError("running + waiting + finished != submitted");
   }
   if (cache_.active_requests() != num_running()) {
     return InternalError("cache active requests != running requests");
   }
+  int64_t untaken = 0;
+  for (const auto& [id, entry] : requests_) {
+    if (entry.phase == Phase::kFinished) ++untaken;
+    if (!CheckFits(entry.request.prompt_tokens, entry.request.max_new_tokens).ok()) {
+      return InternalError("held request does not fit the device tier");
+    }
+  }
+  if (num_running() + num_waiting() + untaken != num_held()) {
+    return InternalError("held != running + waiting + finished-untaken");
+  }
   for (RequestId id : waiting_) {
     if (requests_.at(id).phase != Phase::kWaiting) return InternalError("waiting not kWaiting");
-  }
-  for (RequestId id : finished_order_) {
-    if (requests_.at(id).phase != Phase::kFinished) return InternalError("finished not kFinished");
   }
   int64_t held_lower_bound = 0;
   for (RequestId id : running_) {

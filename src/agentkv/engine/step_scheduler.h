@@ -8,6 +8,13 @@
 // advances the cache's step counter once. The simulator and the engine emulator drive it; it
 // owns its KvCacheManager, so block accounting is the real `kv` code.
 //
+// Bounded by construction. Submit refuses a request that could never fit the device tier on
+// its own (token counts are range-checked with base/bounds.h first, so their sums cannot
+// overflow), and every accepted request finishes: retraction always picks the newest running
+// request, so the oldest one only waits for requests older than itself, and it fits alone.
+// A finished request stays until its caller takes the report (TakeReport), so the scheduler's
+// memory follows the requests in flight, not the requests ever served.
+//
 // Thread-compatible: const methods may run concurrently; mutation needs external
 // synchronization. Deterministic: equal options and calls give equal results.
 #ifndef AGENTKV_ENGINE_STEP_SCHEDULER_H_
@@ -49,9 +56,9 @@ struct SchedulerRequest {
   // Keys of the prompt's full blocks, chained from the root (computed by the caller).
   // At most prompt_tokens / tokens_per_block of them.
   std::vector<kv::BlockKey> prompt_keys;
-  // Prompt length in tokens. Range: >= 1.
+  // Prompt length in tokens. Range: [1, kMaxTokens] (base/bounds.h).
   int64_t prompt_tokens = 0;
-  // Output tokens to generate (the request's output length). Range: >= 1.
+  // Output tokens to generate (the request's output length). Range: [1, kMaxTokens].
   int64_t max_new_tokens = 1;
   // Session, conversation and retention inputs passed to KvCacheManager::AddRequest.
   kv::RequestOptions kv_options;
@@ -107,8 +114,9 @@ struct RequestReport {
   int64_t recomputed_tokens = 0;
   int64_t preemptions = 0;
   int64_t output_tokens = 0;
-  // Set when the cache refused the request (AddRequest failed, e.g. a bad retention config):
-  // the request finished without running.
+  // Set when the request finished without running: the cache refused it (AddRequest failed,
+  // e.g. a bad retention config), or a caller (the simulator) refused it because it could
+  // never fit (CheckFits).
   bool rejected = false;
   // Set when Abort() ended the request before it produced max_new_tokens; output_tokens are
   // the tokens produced until then.
@@ -149,11 +157,16 @@ class StepScheduler {
   // scheduler runs.
   kv::KvCacheManager& mutable_cache() { return cache_; }
 
-  // Appends `request` to the waiting queue. InvalidArgument when prompt_tokens < 1,
-  // max_new_tokens < 1, more prompt keys than full prompt blocks, or when prompt plus output
-  // cannot fit in the device tier at all (it could never run); AlreadyExists for an id
-  // submitted before.
-  Status Submit(SchedulerRequest request);
+  // OK when a request of `prompt_tokens` prompt and `max_new_tokens` output tokens can run on
+  // this engine: both in [1, kMaxTokens] and prompt plus output within the device tier, so
+  // that it fits even alone. InvalidArgument naming the field or the capacity otherwise (the
+  // request could never run; retried, it would be retracted forever).
+  [[nodiscard]] Status CheckFits(int64_t prompt_tokens, int64_t max_new_tokens) const;
+
+  // Appends `request` to the waiting queue. InvalidArgument when CheckFits refuses it or it has
+  // more prompt keys than full prompt blocks; AlreadyExists for the id of a request submitted
+  // and not yet retired (TakeReport).
+  [[nodiscard]] Status Submit(SchedulerRequest request);
 
   // Runs one iteration and advances the cache's step once:
   //   1. Decode: each running request past its prefill, oldest first, reserves one more token;
@@ -175,26 +188,35 @@ class StepScheduler {
   // queue, a running one releases its KV (its committed prompt blocks stay cached, like a
   // finished request's); the report is marked aborted and keeps the tokens produced so far.
   // Returns true when the request was ended, false when it had already finished (abort is
-  // idempotent). NotFound for an id never submitted.
+  // idempotent until the report is taken). NotFound for an id the scheduler does not hold
+  // (never submitted, or retired by TakeReport).
   StatusOr<bool> Abort(RequestId id);
 
-  SchedulerGauges gauges() const;
-  // The report of a submitted request (live while it runs), or nullptr for an unknown id.
-  const RequestReport* FindReport(RequestId id) const;
-  // Reports of finished requests, in finishing order.
-  const std::vector<RequestId>& finished_order() const { return finished_order_; }
+  // Retires finished request `id` and returns its report: the scheduler forgets the id (it
+  // may be submitted again). Every finished request (StepResult::finished, Abort) stays until
+  // its report is taken. NotFound for an id the scheduler does not hold; FailedPrecondition
+  // for a request still waiting or running.
+  StatusOr<RequestReport> TakeReport(RequestId id);
 
-  int64_t num_submitted() const { return static_cast<int64_t>(requests_.size()); }
+  SchedulerGauges gauges() const;
+  // The report of a request waiting, running, or finished and not yet retired (live while it
+  // runs), or nullptr for an id the scheduler does not hold.
+  const RequestReport* FindReport(RequestId id) const;
+
+  // Requests ever submitted and ever finished (cumulative), and those held now: waiting,
+  // running, or finished with their report not yet taken.
+  int64_t num_submitted() const { return num_submitted_; }
+  int64_t num_finished() const { return num_finished_; }
+  int64_t num_held() const { return static_cast<int64_t>(requests_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
-  int64_t num_finished() const { return static_cast<int64_t>(finished_order_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
   agentkv::Step current_step() const { return cache_.current_step(); }
 
-  // Internal naming the first broken invariant: running + waiting + finished == submitted,
-  // each request in exactly the place its phase says, every running request holds the KV of
-  // the tokens it computed, the cache runs exactly the running requests, and the cache's own
-  // invariants hold.
+  // Internal naming the first broken invariant: held == running + waiting + finished-untaken,
+  // submitted == running + waiting + finished, each request in exactly the place its phase
+  // says, every running request holds the KV of the tokens it computed, the cache runs exactly
+  // the running requests, and the cache's own invariants hold.
   Status CheckInvariants() const;
 
  private:
@@ -228,18 +250,22 @@ class StepScheduler {
   void RunPrefill(RequestId id, Entry& entry, int64_t chunk, StepResult& result);
   void EmitToken(RequestId id, Entry& entry, StepResult& result);
   void Finish(RequestId id, Entry& entry, StepResult& result);
+  // Marks `entry` finished at the current step and drops what only a live request needs.
+  void MarkFinished(Entry& entry);
   // Tries to admit the front waiting request within `budget`; false stops admission.
   bool AdmitFront(int64_t& budget, bool first_prefill, StepResult& result);
   int64_t BlocksForTokens(int64_t tokens) const;
 
   StepSchedulerOptions options_;
   kv::KvCacheManager cache_;
-  // Looked up by id only; every ordered walk goes over running_, waiting_ or finished_order_.
+  // Waiting, running and finished-untaken requests. Looked up by id only; every ordered walk
+  // goes over running_ or waiting_.
   std::unordered_map<RequestId, Entry> requests_;
   std::deque<RequestId> waiting_;
   // Admission order: the back is the newest, the first to be retracted.
   std::vector<RequestId> running_;
-  std::vector<RequestId> finished_order_;
+  int64_t num_submitted_ = 0;
+  int64_t num_finished_ = 0;
   int64_t num_preemptions_ = 0;
 };
 

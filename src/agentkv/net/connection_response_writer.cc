@@ -89,6 +89,13 @@ void ConnectionResponseWriter::EndStream() {
   connection_->PostEndStream(request_id_);
 }
 
+void ConnectionResponseWriter::AbortStream() {
+  std::lock_guard lock(mu_);
+  if (state_ != State::kStreaming) return;
+  state_ = State::kStreamEnded;
+  connection_->PostAbandon(request_id_, /*mid_stream=*/true);
+}
+
 bool ConnectionResponseWriter::client_gone() const { return signal_->fired(); }
 
 void ConnectionResponseWriter::OnClientGone(std::function<void()> callback) {

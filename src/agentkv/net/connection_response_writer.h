@@ -53,6 +53,7 @@ class ConnectionResponseWriter final : public ResponseWriter {
   void StartStream(http::status status, HeaderList headers) override;
   void WriteChunk(std::string data) override;
   void EndStream() override;
+  void AbortStream() override;
   bool client_gone() const override;
   void OnClientGone(std::function<void()> callback) override;
 

@@ -82,6 +82,13 @@ StatusOr<std::string> TargetPath(std::string_view target) {
   }
   std::string path(parsed->encoded_path());
   if (path.empty()) path = "/";
+  // An absolute-form target names a server ("http://host[:port]/path"); a rootless path
+  // ("mailto:x", or what Boost.URL 1.81 leaves of "http://h:1e/x": port 1, path "e/x") is
+  // not a path a route can match.
+  if (!parsed->has_authority() || path.front() != '/') {
+    return InvalidArgumentError("request target \"" + std::string(target) +
+                                "\" has no authority or no absolute path");
+  }
   return path;
 }
 

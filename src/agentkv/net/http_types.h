@@ -63,8 +63,9 @@ struct HttpEndpoint {
 StatusOr<HttpEndpoint> ParseBaseUrl(std::string_view base_url);
 
 // The path of a request target without its query ("/generate" for "/generate?x=1"), still
-// percent-encoded. Accepts origin-form ("/a?b") and absolute-form ("http://h/a?b") targets;
-// InvalidArgument for anything else (e.g. "*" or a malformed target).
+// percent-encoded, always starting with '/'. Accepts origin-form ("/a?b") and absolute-form
+// ("http://h/a?b") targets; InvalidArgument for anything else (e.g. "*", a malformed target,
+// an absolute URI without an authority or with a rootless path such as "mailto:x").
 StatusOr<std::string> TargetPath(std::string_view target);
 
 // Whether an origin-form target's query sets `key` to "1" or "true" ("/agentic_kv?reset=1").

@@ -12,8 +12,9 @@
 // anything after the client went away) are ignored.
 //
 // Dropping the last reference without answering makes the server answer 500 on the handler's
-// behalf; dropping it in the middle of a stream (after StartStream, before EndStream) closes
-// the connection so that the client sees a truncated stream, not a complete one.
+// behalf; dropping it in the middle of a stream (after StartStream, before EndStream), or
+// calling AbortStream, closes the connection so that the client sees a truncated stream, not
+// a complete one.
 #ifndef AGENTKV_NET_RESPONSE_WRITER_H_
 #define AGENTKV_NET_RESPONSE_WRITER_H_
 
@@ -53,6 +54,12 @@ class ResponseWriter : public std::enable_shared_from_this<ResponseWriter> {
 
   // Sends the terminating chunk; the answer is complete once it is written.
   virtual void EndStream() = 0;
+
+  // Ends a started stream as broken: the chunks already given are sent, then the connection
+  // closes without the terminating chunk, so that the client sees a truncated body rather
+  // than a complete one (what a proxy does when its upstream fails mid-stream). Ignored
+  // unless a stream is under way.
+  virtual void AbortStream() = 0;
 
   // Whether the client went away before the answer completed: the connection closed or reset,
   // a write failed or timed out, the stream buffer overflowed, or the server force-closed the

@@ -60,10 +60,6 @@ bool IsFramingHeader(std::string_view name) {
 
 bool HasLineBreak(std::string_view text) { return text.find_first_of("\r\n") != text.npos; }
 
-uint32_t HeaderLimit(size_t bytes) {
-  return static_cast<uint32_t>(std::min<size_t>(bytes, uint32_t{1} << 30));
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -76,7 +72,8 @@ ServerConnection::ServerConnection(std::shared_ptr<ServerCore> core, tcp::socket
       strand_(socket.get_executor()),
       socket_(std::move(socket)),
       read_timer_(strand_),
-      write_timer_(strand_) {}
+      write_timer_(strand_),
+      reader_(RequestLimits{core_->options().max_header_bytes, core_->options().max_body_bytes}) {}
 
 template <typename Work>
 void ServerConnection::PostToStrand(Work&& work) {
@@ -148,9 +145,7 @@ void ServerConnection::DoStart() {
 
 void ServerConnection::BeginRequest(Deadline deadline, std::chrono::milliseconds timeout) {
   phase_ = Phase::kHeader;
-  parser_.emplace();
-  parser_->header_limit(HeaderLimit(core_->options().max_header_bytes));
-  parser_->body_limit(static_cast<uint64_t>(core_->options().max_body_bytes));
+  reader_.Begin();
   ArmReadDeadline(deadline, timeout);
 }
 
@@ -169,20 +164,11 @@ void ServerConnection::ReadMore() {
     return;
   }
   size_t want = kHeaderReadBytes;
-  if (phase_ == Phase::kBody && parser_) {
-    // GCC 12 at -O2 with sanitizers reports boost::optional's storage inside Beast's
-    // content_length_remaining() as maybe-uninitialized (a false positive in the header).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-    const auto remaining = parser_->content_length_remaining();
+  if (phase_ == Phase::kBody && reader_.active()) {
+    const std::optional<uint64_t> remaining = reader_.content_length_remaining();
     want = remaining ? static_cast<size_t>(
                            std::clamp<uint64_t>(*remaining, kHeaderReadBytes, kBodyReadBytes))
                      : kBodyReadBytes;
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
   }
   reading_ = true;
   read_into_watch_ = false;
@@ -232,42 +218,30 @@ void ServerConnection::OnRead(const error_code& error, size_t bytes) {
 }
 
 void ServerConnection::ParseBuffered() {
+  // The parsing itself is RequestReader's (shared with fuzz/http_request_fuzz.cc); this loop
+  // applies what it reports to the connection.
   while (!closed_ && (phase_ == Phase::kHeader || phase_ == Phase::kBody)) {
-    if (parser_->is_done()) {
-      Dispatch();
-      return;
+    RequestReader::Event event = reader_.Parse(buffer_);
+    switch (event.kind) {
+      case RequestReader::Event::Kind::kNeedMore:
+        return;
+      case RequestReader::Event::Kind::kHeaderDone:
+        OnHeaderDone();
+        break;
+      case RequestReader::Event::Kind::kRequest:
+        Dispatch();
+        return;
+      case RequestReader::Event::Kind::kReject:
+        Reject(event.status, event.message);
+        return;
     }
-    if (buffer_.size() == 0) return;
-    const bool had_header = parser_->is_header_done();
-    error_code error;
-    const size_t used = parser_->put(buffer_.data(), error);
-    buffer_.consume(used);
-    if (error == http::error::need_more) return;
-    if (error == http::error::header_limit) {
-      Reject(
-          http::status::request_header_fields_too_large,
-          "request headers exceed " + std::to_string(core_->options().max_header_bytes) + " bytes");
-      return;
-    }
-    if (error == http::error::body_limit) {
-      Reject(http::status::payload_too_large,
-             "request body exceeds " + std::to_string(core_->options().max_body_bytes) + " bytes");
-      return;
-    }
-    if (error) {
-      Reject(http::status::bad_request, "malformed request: " + error.message());
-      return;
-    }
-    if (!had_header && parser_->is_header_done()) OnHeaderDone();
-    if (used == 0 && !parser_->is_done()) return;
   }
 }
 
 void ServerConnection::OnHeaderDone() {
-  if (parser_->is_done()) return;  // No body; ParseBuffered dispatches.
   phase_ = Phase::kBody;
   ArmReadDeadline(Deadline::kBody, core_->options().body_timeout);
-  const auto& request = parser_->get();
+  const Request& request = reader_.header();
   if (request.version() >= 11 &&
       boost::beast::iequals(request[http::field::expect], "100-continue")) {
     OutItem item;
@@ -281,8 +255,7 @@ void ServerConnection::Dispatch() {
   phase_ = Phase::kAnswering;
   rejecting_ = false;
   ++request_id_;
-  Request request = parser_->release();
-  parser_.reset();
+  Request request = reader_.TakeRequest();
   request_keep_alive_ = request.keep_alive();
   request_version_ = request.version();
   request_is_head_ = request.method() == http::verb::head;
@@ -307,7 +280,7 @@ void ServerConnection::Reject(http::status status, std::string_view message) {
   phase_ = Phase::kAnswering;
   rejecting_ = true;
   ++request_id_;
-  parser_.reset();
+  reader_.Reset();
   request_keep_alive_ = false;
   request_version_ = 11;
   request_is_head_ = false;
@@ -427,7 +400,7 @@ void ServerConnection::DoDrain() {
   draining_ = true;
   if (closed_) return;
   const bool nothing_read =
-      phase_ == Phase::kHeader && buffer_.size() == 0 && !(parser_ && parser_->got_some());
+      phase_ == Phase::kHeader && buffer_.size() == 0 && !reader_.got_some();
   if (phase_ == Phase::kIdle || nothing_read) Close();
   // Otherwise the request under way is answered with "Connection: close".
 }
@@ -566,7 +539,7 @@ void ServerConnection::OnReadDeadline() {
       Close();
       return;
     case Deadline::kHeader:
-      if (buffer_.size() == 0 && !(parser_ && parser_->got_some())) {
+      if (buffer_.size() == 0 && !reader_.got_some()) {
         Close();  // Nothing was sent: nobody to answer.
         return;
       }

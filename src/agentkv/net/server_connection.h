@@ -17,7 +17,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/parser.hpp>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -28,6 +27,7 @@
 
 #include "agentkv/net/connection_response_writer.h"
 #include "agentkv/net/http_types.h"
+#include "agentkv/net/request_reader.h"
 #include "agentkv/net/server_core.h"
 
 namespace agentkv::net::internal {
@@ -135,7 +135,8 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   bool closed_ = false;
   boost::beast::flat_buffer buffer_;
   std::array<char, 512> watch_buffer_{};
-  std::optional<http::request_parser<http::string_body>> parser_;
+  // The request being read: Beast's parser under the server's limits.
+  RequestReader reader_;
 
   uint64_t request_id_ = 0;
   bool request_keep_alive_ = false;

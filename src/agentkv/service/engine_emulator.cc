@@ -4,6 +4,7 @@
 #include <boost/json.hpp>
 #include <chrono>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/base/hash.h"
 #include "agentkv/net/router.h"
 #include "agentkv/protocol/generate.h"
@@ -46,6 +47,17 @@ std::string PseudoText(std::span<const int64_t> tokens) {
   return text;
 }
 
+// The finish reason of a request that ended: an abort carries SGLang's status_code and
+// err_type when the engine refused it ("BadRequestError" for 400).
+protocol::FinishReason FinishReasonOf(const GenerateResult& result, int64_t output_tokens) {
+  if (!result.aborted) return protocol::FinishReason::Length(output_tokens);
+  if (result.abort_status_code == 0) {
+    return protocol::FinishReason::Abort(result.abort_message, std::nullopt, std::nullopt);
+  }
+  return protocol::FinishReason::Abort(result.abort_message, result.abort_status_code,
+                                       std::string("BadRequestError"));
+}
+
 // The response body (or stream chunk) for a request at this point.
 protocol::GenerateResponse ResponseFor(const std::string& rid, const protocol::GenerateRequest& req,
                                        const std::vector<int64_t>& output_ids,
@@ -69,10 +81,7 @@ protocol::GenerateResponse ResponseFor(const std::string& rid, const protocol::G
         result->cached_device_tokens, result->cached_host_tokens, std::nullopt};
     meta.e2e_latency = result->e2e_latency_s;
     meta.queue_time = result->queue_time_s;
-    meta.finish_reason =
-        result->aborted
-            ? protocol::FinishReason::Abort(result->abort_message, std::nullopt, std::nullopt)
-            : protocol::FinishReason::Length(static_cast<int64_t>(output_ids.size()));
+    meta.finish_reason = FinishReasonOf(*result, static_cast<int64_t>(output_ids.size()));
   }
   return response;
 }
@@ -96,10 +105,15 @@ Status EngineEmulatorOptions::Validate() const {
     return InvalidArgumentError("--metrics-tp-ranks must be in [0, 64], got " +
                                 std::to_string(metrics_tp_ranks));
   }
+  if (max_recorded_requests < 0 || max_recorded_requests > (int64_t{1} << 24)) {
+    return InvalidArgumentError("--max-recorded-requests must be in [0, 2^24], got " +
+                                std::to_string(max_recorded_requests));
+  }
   return Status::Ok();
 }
 
-EngineEmulator::EngineEmulator(const EngineEmulatorOptions& options) : options_(options) {
+EngineEmulator::EngineEmulator(const EngineEmulatorOptions& options)
+    : options_(options), recorded_(static_cast<size_t>(options.max_recorded_requests)) {
   if (options_.served_model_name.empty()) options_.served_model_name = options_.runtime.model;
   if (options_.metrics_tp_ranks == 0) options_.metrics_tp_ranks = options_.runtime.tp;
 }
@@ -170,13 +184,18 @@ StatusOr<std::unique_ptr<EngineEmulator>> EngineEmulator::Start(
   router.Add(http::verb::get, "/agentkv/requests",
              [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
                boost::json::array list;
+               int64_t dropped = 0;
                {
                  std::lock_guard<std::mutex> lock(e->mu_);
-                 for (const auto& [path, body] : e->recorded_) {
+                 for (const auto& [path, body] : e->recorded_.entries()) {
                    list.push_back(boost::json::object{{"path", path}, {"body", body}});
                  }
+                 dropped = e->recorded_.dropped();
                }
-               w->Reply(net::MakeResponse(r, http::status::ok, boost::json::serialize(list)));
+               net::Response response =
+                   net::MakeResponse(r, http::status::ok, boost::json::serialize(list));
+               response.set("X-Agentkv-Requests-Dropped", std::to_string(dropped));
+               w->Reply(std::move(response));
              });
   AGENTKV_ASSIGN_OR_RETURN(emulator->server_,
                            net::HttpServer::Start(options.http, router.AsHandler()));
@@ -197,7 +216,27 @@ void EngineEmulator::Shutdown(std::chrono::milliseconds deadline) {
 
 void EngineEmulator::Record(const net::Request& request) {
   std::lock_guard<std::mutex> lock(mu_);
-  recorded_.emplace_back(std::string(request.target()), request.body());
+  recorded_.Append({std::string(request.target()), request.body()});
+}
+
+int64_t EngineEmulator::recorded_requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(recorded_.size());
+}
+
+int64_t EngineEmulator::recorded_requests_dropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return recorded_.dropped();
+}
+
+int64_t EngineEmulator::open_sessions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(open_sessions_.size());
+}
+
+int64_t EngineEmulator::open_sessions_evicted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return open_sessions_evicted_;
 }
 
 EngineEmulator::Faults EngineEmulator::faults() const {
@@ -237,6 +276,12 @@ void EngineEmulator::HandleGenerate(net::Request request,
     callbacks.on_finish = [writer, req, rid, prompt_tokens,
                            request = std::make_shared<net::Request>(request)](
                               const GenerateResult& result) {
+      if (result.abort_status_code != 0) {
+        // SGLang raises the scheduler's 400 abort as a ValueError: HTTP 400.
+        return writer->Reply(net::MakeResponse(
+            *request, static_cast<http::status>(result.abort_status_code),
+            protocol::ErrorBody(result.abort_message, result.abort_status_code)));
+      }
       writer->Reply(net::MakeResponse(*request, http::status::ok,
                                       protocol::SerializeGenerateResponse(ResponseFor(
                                           rid, *req, result.output_ids, &result, prompt_tokens))));
@@ -248,13 +293,10 @@ void EngineEmulator::HandleGenerate(net::Request request,
   }
   if (Status s = runtime_->Submit(std::move(input), std::move(callbacks)); !s.ok()) {
     if (req->stream) {
-      // Headers are out: report the error as an abort chunk, as SGLang does mid-stream.
-      GenerateResult failed;
-      failed.rid = rid;
-      failed.aborted = true;
-      failed.abort_message = s.message();
+      // Headers are out: SGLang's stream turns the ValueError into an error event, then
+      // [DONE].
       writer->WriteChunk(protocol::SseEvent(
-          protocol::SerializeGenerateResponse(ResponseFor(rid, *req, {}, &failed, prompt_tokens))));
+          protocol::ErrorBody(s.message(), static_cast<int>(StatusFor(s)))));
       writer->WriteChunk(std::string(protocol::kSseDone));
       writer->EndStream();
       return;
@@ -282,11 +324,17 @@ void EngineEmulator::HandleOpenSession(net::Request request,
   const std::string id = open->session_id.value_or("session-" + std::to_string(next_rid_++));
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!open_sessions_.insert(id).second) {
+    if (open_sessions_.Find(id) != nullptr) {
       return ReplyError(request, *writer,
                         InvalidArgumentError("Session id " + id +
                                              " already exists. Check if a session with the same "
                                              "id is still open."));
+    }
+    open_sessions_.Touch(id, [] { return true; });
+    // Sessions opened and never closed are forgotten, oldest first, past max_sessions.
+    while (static_cast<int64_t>(open_sessions_.size()) > options_.runtime.max_sessions &&
+           open_sessions_.EvictOldest([](const std::string&, bool) { return true; })) {
+      ++open_sessions_evicted_;
     }
   }
   writer->Reply(
@@ -305,7 +353,7 @@ void EngineEmulator::HandleCloseSession(net::Request request,
   if (!close.ok()) return ReplyError(request, *writer, close.status());
   {
     std::lock_guard<std::mutex> lock(mu_);
-    open_sessions_.erase(close->session_id);
+    open_sessions_.Erase(close->session_id);
   }
   if (options_.runtime.enable_session_radix_cache) runtime_->CloseSession(close->session_id);
   writer->Reply(net::MakeResponse(request, http::status::ok, "", "text/plain"));
@@ -350,8 +398,20 @@ void EngineEmulator::HandleHealth(net::Request request, std::shared_ptr<net::Res
 }
 
 std::string EngineEmulator::MetricsText() const {
-  return protocol::WritePrometheusText(EngineMetricFamilies(
-      runtime_->Snapshot(), options_.served_model_name, options_.metrics_tp_ranks));
+  std::vector<protocol::MetricFamily> families = EngineMetricFamilies(
+      runtime_->Snapshot(), options_.served_model_name, options_.metrics_tp_ranks);
+  // The HTTP layer's own bounds, next to the runtime's.
+  auto counter = [&families](const char* name, const char* help, int64_t value) {
+    families.push_back(protocol::MetricFamily{
+        name, help, "counter", {protocol::Sample{name, {}, static_cast<double>(value), {}}}});
+  };
+  counter("agentkv:emulator_recorded_requests_dropped_total",
+          "Control requests dropped from GET /agentkv/requests (--max-recorded-requests).",
+          recorded_requests_dropped());
+  counter("agentkv:emulator_open_sessions_evicted_total",
+          "/open_session ids forgotten because --max-sessions was reached.",
+          open_sessions_evicted());
+  return protocol::WritePrometheusText(families);
 }
 
 void EngineEmulator::HandleMetrics(net::Request request,
@@ -387,20 +447,29 @@ void EngineEmulator::HandleFaults(net::Request request,
     }
     Faults f;
     const boost::json::object& o = body.as_object();
-    auto read = [&o](const char* key, auto& field) -> Status {
+    // A status is 0 (no fault) or an HTTP status code; a delay is a time (base/bounds.h).
+    auto read = [&o](const char* key, auto& field, bool is_status) -> Status {
       const boost::json::value* v = o.if_contains(key);
       if (v == nullptr) return Status::Ok();
+      const std::string name = std::string("faults.") + key;
       if (!v->is_int64() || v->as_int64() < 0) {
-        return InvalidArgumentError(std::string("faults.") + key +
-                                    ": expected a non-negative integer");
+        return InvalidArgumentError(name + ": expected a non-negative integer");
       }
-      field = static_cast<std::remove_reference_t<decltype(field)>>(v->as_int64());
+      const int64_t value = v->as_int64();
+      if (is_status && value != 0 && (value < 100 || value > 599)) {
+        return InvalidArgumentError(name + ": " + std::to_string(value) +
+                                    " is neither 0 nor an HTTP status in [100, 599]");
+      }
+      if (!is_status) {
+        AGENTKV_RETURN_IF_ERROR(TimeFromMillis(name, static_cast<double>(value)).status());
+      }
+      field = static_cast<std::remove_reference_t<decltype(field)>>(value);
       return Status::Ok();
     };
-    for (Status s :
-         {read("metrics_status", f.metrics_status), read("health_status", f.health_status),
-          read("close_session_status", f.close_session_status),
-          read("metrics_delay_ms", f.metrics_delay_ms)}) {
+    for (Status s : {read("metrics_status", f.metrics_status, true),
+                     read("health_status", f.health_status, true),
+                     read("close_session_status", f.close_session_status, true),
+                     read("metrics_delay_ms", f.metrics_delay_ms, false)}) {
       if (!s.ok()) return ReplyError(request, *writer, s);
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -421,7 +490,7 @@ std::string EngineEmulator::ServerInfoJson() const {
   info.enable_session_radix_cache = options_.runtime.enable_session_radix_cache;
   info.radix_eviction_policy = options_.runtime.radix_eviction_policy;
   info.max_total_num_tokens = runtime_->max_total_num_tokens();
-  info.max_req_input_len = runtime_->max_total_num_tokens() - 1;
+  info.max_req_input_len = runtime_->limits().max_req_input_len();
   info.status = "ready";
   info.version = options_.version;
   info.model_path = options_.served_model_name;

@@ -14,7 +14,12 @@
 //       degraded paths; GET returns the current faults.
 //   GET /agentkv/requests  the control requests received ({"path", "body"} in arrival order:
 //       /abort_request, /open_session, /close_session, /flush_cache), so tests can assert on a
-//       fan-out.
+//       fan-out: the newest `max_recorded_requests`, with the count of older ones dropped in
+//       the X-Agentkv-Requests-Dropped header.
+//
+// Limits: request lengths as SGLang (EngineRuntime, context_limits.h); every numeric field of
+// a request is range-checked (base/bounds.h); /open_session ids are remembered up to the
+// runtime's max_sessions (the oldest is forgotten past it). Nothing kept grows with traffic.
 //
 // Text prompts: the emulator has no tokenizer; `text` becomes one pseudo token per 4 bytes.
 // Output text is the output tokens spelled " t<id>". Streaming chunks carry the cumulative
@@ -30,13 +35,14 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "agentkv/base/status.h"
 #include "agentkv/net/http_server.h"
+#include "agentkv/service/bounded_log.h"
 #include "agentkv/service/engine_runtime.h"
+#include "agentkv/service/lru_map.h"
 
 namespace agentkv::service {
 
@@ -52,6 +58,9 @@ struct EngineEmulatorOptions {
   std::string served_model_name;
   // /server_info's version. Default: "agentkv-emulator".
   std::string version = "agentkv-emulator";
+  // Control requests kept for GET /agentkv/requests (the newest ones). Default: 4096.
+  // Range: [0, 2^24].
+  int64_t max_recorded_requests = 4096;
 
   Status Validate() const;
 };
@@ -72,6 +81,13 @@ class EngineEmulator {
 
   // The /metrics text now (also what GET /metrics serves).
   std::string MetricsText() const;
+
+  // Control requests kept and dropped by the bounded record (GET /agentkv/requests), and
+  // /open_session ids remembered now and forgotten past max_sessions.
+  int64_t recorded_requests() const;
+  int64_t recorded_requests_dropped() const;
+  int64_t open_sessions() const;
+  int64_t open_sessions_evicted() const;
 
   // Stops accepting, aborts running requests (their clients get the abort finish reason),
   // and lets responses drain until `deadline`. Idempotent.
@@ -111,8 +127,10 @@ class EngineEmulator {
 
   mutable std::mutex mu_;
   Faults faults_;
-  std::vector<std::pair<std::string, std::string>> recorded_;
-  std::unordered_set<std::string> open_sessions_;
+  BoundedLog<std::pair<std::string, std::string>> recorded_;
+  // Legacy /open_session ids (the value is unused), least recently opened first.
+  LruMap<std::string, bool> open_sessions_;
+  int64_t open_sessions_evicted_ = 0;
 };
 
 // One pseudo token per 4 bytes of `text` (the emulator's stand-in for a tokenizer).

@@ -158,6 +158,13 @@ void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::Res
       writer->WriteChunk(chunk(PseudoText(tokens), nullptr));
     };
     callbacks.on_finish = [writer, chunk](const GenerateResult& result) {
+      if (result.abort_status_code != 0) {
+        writer->WriteChunk(protocol::SseEvent(
+            protocol::ErrorBody(result.abort_message, result.abort_status_code)));
+        writer->WriteChunk(std::string(protocol::kSseDone));
+        writer->EndStream();
+        return;
+      }
       writer->WriteChunk(chunk("", json::value(FinishReasonName(result))));
       writer->WriteChunk(std::string(protocol::kSseDone));
       writer->EndStream();
@@ -167,6 +174,11 @@ void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::Res
   } else {
     callbacks.on_finish = [writer, shared_request, id, object, created, model,
                            chat](const GenerateResult& result) {
+      if (result.abort_status_code != 0) {
+        return writer->Reply(net::MakeResponse(
+            *shared_request, static_cast<http::status>(result.abort_status_code),
+            protocol::ErrorBody(result.abort_message, result.abort_status_code)));
+      }
       json::object choice{{"index", 0}, {"finish_reason", FinishReasonName(result)}};
       const std::string text = PseudoText(result.output_ids);
       if (chat) {

@@ -108,6 +108,13 @@ std::vector<protocol::MetricFamily> EngineMetricFamilies(const RuntimeSnapshot& 
             {{{}, D(s.num_aborted_requests_total)}});
   b.Counter("sglang:evicted_tokens_total", "KV tokens evicted from the device pool.",
             {{{}, D(s.evicted_tokens_total)}});
+  // agentkv's own bounds (not SGLang series): session ids the emulator remembers, and the
+  // idle sessions it closed to stay within --max-sessions.
+  b.Gauge("agentkv:emulator_sessions", "Session ids the emulated engine remembers.",
+          D(s.sessions));
+  b.Counter("agentkv:emulator_sessions_evicted_total",
+            "Idle sessions closed because --max-sessions was reached.",
+            {{{}, D(s.sessions_evicted_total)}});
   b.Histogram("sglang:time_to_first_token_seconds", "Time to first token in seconds.",
               s.time_to_first_token);
   b.Histogram("sglang:e2e_request_latency_seconds", "End-to-end request latency in seconds.",

@@ -6,6 +6,7 @@
 #include <future>
 #include <utility>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/base/check.h"
 #include "agentkv/base/hash.h"
 #include "agentkv/kv/block_key.h"
@@ -14,8 +15,13 @@
 
 // Invariants:
 // - active_ holds exactly the requests submitted to scheduler_ and not finished; each has
-//   delivered <= its report's output_tokens and produced its tokens in order.
+//   delivered <= its report's output_tokens and produced its tokens in order. The scheduler
+//   holds exactly these (Finish takes each report), so nothing grows with requests served.
+// - Every request given to scheduler_ passed limits_ (prompt < max_req_input_len, output
+//   clamped to max_req_len - prompt - 1), so it fits the pool and finishes.
 // - active_rids_ (under mu_) holds the rids of queued or active requests.
+// - sessions_ holds at most max_sessions entries, or more only while every entry has an
+//   active request; an entry's `active` counts its requests in active_.
 // - Callbacks run only on the runtime thread; on_finish exactly once per accepted request.
 
 namespace agentkv::service {
@@ -74,6 +80,11 @@ Status EngineRuntimeOptions::Validate() const {
     return InvalidArgumentError("--max-total-tokens must be in [0, 2^40], got " +
                                 std::to_string(max_total_tokens));
   }
+  AGENTKV_RETURN_IF_ERROR(CheckTokens("--context-length", context_length));
+  if (max_sessions < 1 || max_sessions > (int64_t{1} << 24)) {
+    return InvalidArgumentError("--max-sessions must be in [1, 2^24], got " +
+                                std::to_string(max_sessions));
+  }
   if (host_tokens < 0 || host_tokens > kMaxTotalTokens) {
     return InvalidArgumentError("host_tokens must be in [0, 2^40], got " +
                                 std::to_string(host_tokens));
@@ -124,21 +135,26 @@ StatusOr<std::unique_ptr<EngineRuntime>> EngineRuntime::Start(const EngineRuntim
   AGENTKV_ASSIGN_OR_RETURN(engine::StepScheduler scheduler,
                            engine::StepScheduler::Create(options.scheduler, std::move(manager)));
   const int64_t max_total_tokens = cache.device_blocks * options.page_size;
+  AGENTKV_ASSIGN_OR_RETURN(ContextLimits limits,
+                           ContextLimits::Create(options.context_length, max_total_tokens));
   std::unique_ptr<EngineRuntime> runtime(
-      new EngineRuntime(options, cost_model, std::move(scheduler), max_total_tokens));
+      new EngineRuntime(options, cost_model, std::move(scheduler), max_total_tokens, limits));
   runtime->PublishSnapshot();
   runtime->thread_ = std::thread([r = runtime.get()] { r->Run(); });
   return runtime;
 }
 
 EngineRuntime::EngineRuntime(const EngineRuntimeOptions& options, engine::CostModel cost_model,
-                             engine::StepScheduler scheduler, int64_t max_total_tokens)
+                             engine::StepScheduler scheduler, int64_t max_total_tokens,
+                             ContextLimits limits)
     : options_(options),
       cost_model_(cost_model),
       max_total_tokens_(max_total_tokens),
+      limits_(limits),
       scheduler_(std::move(scheduler)) {
   counters_.max_total_num_tokens = max_total_tokens;
-  counters_.max_req_input_len = max_total_tokens - 1;
+  counters_.context_length = limits_.context_length();
+  counters_.max_req_input_len = limits_.max_req_input_len();
   counters_.time_to_first_token = LatencyHistogram(LatencyBuckets());
   counters_.e2e_request_latency = LatencyHistogram(LatencyBuckets());
   counters_.queue_time = LatencyHistogram(LatencyBuckets());
@@ -155,17 +171,10 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
                                 std::to_string(input.max_new_tokens));
   }
   const int64_t prompt = static_cast<int64_t>(input.input_ids.size());
-  const int64_t total = prompt + std::max<int64_t>(1, input.max_new_tokens);
-  const int64_t page = options_.page_size;
-  if ((total + page - 1) / page * page > max_total_tokens_) {
-    return InvalidArgumentError(
-        "Requested token count exceeds the model's maximum context length of " +
-        std::to_string(max_total_tokens_) + " tokens. You requested a total of " +
-        std::to_string(total) + " tokens: " + std::to_string(prompt) +
-        " tokens from the input messages and " + std::to_string(input.max_new_tokens) +
-        " tokens for the completion. Please reduce the number of tokens in the input messages "
-        "or the completion to fit within the limit.");
-  }
+  AGENTKV_RETURN_IF_ERROR(limits_.CheckTokenizer(prompt, input.max_new_tokens));
+  // Both are now below the context length, itself within kMaxTokens.
+  AGENTKV_CHECK(CheckTokens("prompt", prompt).ok() &&
+                CheckTokens("max_new_tokens", input.max_new_tokens).ok());
   const Clock::time_point arrival = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return FailedPreconditionError("the engine is shutting down");
@@ -175,6 +184,26 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
   active_rids_.emplace(input.rid, 1);
   commands_.push_back(Command{[this, input = std::move(input), callbacks = std::move(callbacks),
                                arrival]() mutable {
+    ++counters_.num_requests_total;
+    const int64_t prompt_tokens = static_cast<int64_t>(input.input_ids.size());
+    if (std::optional<std::string> refusal = limits_.SchedulerRefusal(prompt_tokens)) {
+      // SGLang's scheduler finishes such a request at once as an abort with status 400.
+      GenerateResult result;
+      result.rid = input.rid;
+      result.aborted = true;
+      result.abort_message = *std::move(refusal);
+      result.abort_status_code = 400;
+      result.prompt_tokens = prompt_tokens;
+      {
+        std::lock_guard<std::mutex> inner(mu_);
+        active_rids_.erase(result.rid);
+      }
+      if (callbacks.on_finish) {
+        deferred_finishes_.emplace_back(std::move(callbacks.on_finish), std::move(result));
+      }
+      return;
+    }
+    const int64_t max_new_tokens = limits_.ClampMaxNewTokens(prompt_tokens, input.max_new_tokens);
     const RequestId id(next_request_++);
     engine::SchedulerRequest request;
     request.id = id;
@@ -189,12 +218,12 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
       request.prompt_keys.resize(
           static_cast<size_t>((request.prompt_tokens - 1) / options_.page_size));
     }
-    request.max_new_tokens = std::max<int64_t>(1, input.max_new_tokens);
+    request.max_new_tokens = std::max<int64_t>(1, max_new_tokens);
     request.kv_options.prompt_tokens = request.prompt_tokens;
+    Session* session = nullptr;
     if (options_.enable_session_radix_cache && input.session_id.has_value()) {
-      auto [it, inserted] = session_ids_.emplace(*input.session_id, SessionId(next_session_));
-      if (inserted) ++next_session_;
-      request.kv_options.session = it->second;
+      session = &TouchSession(*input.session_id);
+      request.kv_options.session = session->id;
     }
     if (options_.radix_eviction_policy == "priority" && input.priority.has_value()) {
       kv::RetentionConfig retention;
@@ -209,11 +238,10 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
     Active active;
     active.rid_hash = Hash64(input.rid, kOutputSeed);
     active.arrival = arrival;
-    active.requested_tokens = input.max_new_tokens;
+    active.requested_tokens = max_new_tokens;
     active.input = std::move(input);
     active.callbacks = std::move(callbacks);
     Status submitted = scheduler_.Submit(std::move(request));
-    ++counters_.num_requests_total;
     if (!submitted.ok()) {
       // Checked up front; a refusal here is a bug, reported as an abort.
       GenerateResult result;
@@ -229,6 +257,7 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
       }
       return;
     }
+    if (session != nullptr) ++session->active;
     id_of_rid_.emplace(active.input.rid, id);
     active_.emplace(id, std::move(active));
   }});
@@ -273,12 +302,41 @@ void EngineRuntime::RunOnRuntimeThread(const std::function<void()>& work) {
   finished.wait();
 }
 
+EngineRuntime::Session& EngineRuntime::TouchSession(const std::string& name) {
+  bool inserted = false;
+  Session* session =
+      &sessions_.Touch(name, [this] { return Session{SessionId(next_session_++), 0}; }, &inserted);
+  if (!inserted) return *session;
+  while (static_cast<int64_t>(sessions_.size()) > options_.max_sessions) {
+    // The new session is the most recent; it has no request yet but must stay. Closed
+    // sessions go first: forgetting them costs nothing but their tombstone.
+    std::optional<std::pair<std::string, Session>> evicted =
+        sessions_.EvictOldest([&name](const std::string& key, const Session& s) {
+          return s.closed && s.active == 0 && key != name;
+        });
+    if (!evicted.has_value()) {
+      evicted = sessions_.EvictOldest([&name](const std::string& key, const Session& s) {
+        return s.active == 0 && key != name;
+      });
+      if (!evicted.has_value()) break;  // Every other session runs a request: wait for them.
+      ++counters_.sessions_evicted_total;
+    }
+    // Idempotent for a closed session; it also closes one the cache reopened after its
+    // tombstone aged out, so that no cache session outlives its id here.
+    scheduler_.mutable_cache().CloseSession(evicted->second.id);
+  }
+  counters_.sessions = static_cast<int64_t>(sessions_.size());
+  return *sessions_.Find(name);
+}
+
 int64_t EngineRuntime::CloseSession(const std::string& session_id) {
   int64_t freed = 0;
   RunOnRuntimeThread([&] {
-    auto [it, inserted] = session_ids_.emplace(session_id, SessionId(next_session_));
-    if (inserted) ++next_session_;
-    freed = scheduler_.mutable_cache().CloseSession(it->second);
+    // An unknown id is remembered too, so that a later request of it finds it closed (the
+    // cache's tombstone); the LRU bounds what is remembered.
+    Session& session = TouchSession(session_id);
+    session.closed = true;
+    freed = scheduler_.mutable_cache().CloseSession(session.id);
   });
   return freed;
 }
@@ -439,8 +497,15 @@ void EngineRuntime::Finish(RequestId id, bool aborted, const std::string& messag
   Active active = std::move(it->second);
   active_.erase(it);
   id_of_rid_.erase(active.input.rid);
-  const engine::RequestReport* report = scheduler_.FindReport(id);
-  AGENTKV_CHECK(report != nullptr);
+  if (options_.enable_session_radix_cache && active.input.session_id.has_value()) {
+    // A session with an active request is never evicted.
+    Session* session = sessions_.Find(*active.input.session_id);
+    AGENTKV_CHECK(session != nullptr && session->active > 0);
+    --session->active;
+  }
+  StatusOr<engine::RequestReport> taken = scheduler_.TakeReport(id);
+  AGENTKV_CHECK(taken.ok()) << taken.status();
+  const engine::RequestReport* report = &*taken;
   const Clock::time_point now = Clock::now();
   GenerateResult result;
   result.rid = active.input.rid;

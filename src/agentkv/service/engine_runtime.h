@@ -11,6 +11,14 @@
 // SGLang's radix cache, page by page. Only prompt pages are cached (the scheduler never commits
 // generated tokens), so a turn that re-sends the previous turn's output recomputes that part.
 //
+// Limits. Request lengths follow SGLang (context_limits.h): an input of the context length or
+// more, or an input plus max_new_tokens reaching it, is refused by Submit with SGLang's
+// message; an input of max_req_input_len or more ends at once as an abort with status 400;
+// max_new_tokens is clamped to max_req_len - input - 1, so every request fits the KV pool and
+// finishes. Per-request state lives only while the request is active; session ids are kept in
+// an LRU of `max_sessions` entries (the least recently used idle session is closed, as
+// /close_session would, when a new one would exceed it).
+//
 // Threads. Submit, Abort, CloseSession, FlushCache and Snapshot may be called from any thread
 // but a callback (CloseSession and FlushCache wait for the runtime thread); commands are queued
 // and applied by the runtime thread between steps. Callbacks of a request run on the runtime
@@ -39,6 +47,8 @@
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
+#include "agentkv/service/context_limits.h"
+#include "agentkv/service/lru_map.h"
 
 namespace agentkv::service {
 
@@ -54,6 +64,14 @@ struct EngineRuntimeOptions {
   // SGLang --max-total-tokens: the device KV pool; 0 derives it from the cost model.
   // Default: 0. Range: [0, 2^40].
   int64_t max_total_tokens = 0;
+  // SGLang --context-length: the model's context length in tokens; 0 means the KV pool.
+  // Default: 0. Range: [0, 2^40].
+  int64_t context_length = 0;
+  // Session ids remembered (with enable_session_radix_cache): past it, the least recently
+  // used closed session is forgotten, else the least recently used session without an active
+  // request is closed (as /close_session would) and forgotten. Each costs a few hundred bytes
+  // plus the keys of the blocks it referenced. Default: 16384. Range: [1, 2^24].
+  int64_t max_sessions = 16384;
   // Host (HiCache) tier in tokens; 0 = none. Default: 0.
   int64_t host_tokens = 0;
   // SGLang --enable-session-radix-cache: a request's `session_id` tags its KV; /close_session
@@ -78,7 +96,8 @@ struct GenerateInput {
   // The request id (/abort_request key). Must be unique among active requests.
   std::string rid;
   std::vector<int64_t> input_ids;
-  // sampling_params.max_new_tokens. Range: >= 0 (0 finishes at once after the prefill).
+  // sampling_params.max_new_tokens. Range: >= 0 (0 finishes at once after the prefill);
+  // values past the context are refused, see Submit.
   int64_t max_new_tokens = 128;
   // Top-level session_id (used with enable_session_radix_cache).
   std::optional<std::string> session_id;
@@ -95,6 +114,10 @@ struct GenerateResult {
   // True when /abort_request (or shutdown) ended it; output_ids are the tokens produced.
   bool aborted = false;
   std::string abort_message;
+  // 400 when the engine refused the request before running it (SGLang's scheduler abort with
+  // status_code 400, err_type "BadRequestError": the input is over max_req_input_len); 0 for
+  // every other end.
+  int abort_status_code = 0;
   int64_t prompt_tokens = 0;
   // Prompt tokens found in the prefix cache at first admission: on the device, from the host.
   int64_t cached_tokens = 0;
@@ -130,6 +153,7 @@ struct RuntimeSnapshot {
   engine::SchedulerGauges gauges;
   kv::KvCacheStats cache;
   int64_t max_total_num_tokens = 0;
+  int64_t context_length = 0;
   int64_t max_req_input_len = 0;
   // Counters since start.
   int64_t num_requests_total = 0;
@@ -140,6 +164,9 @@ struct RuntimeSnapshot {
   int64_t cached_tokens_host_total = 0;
   int64_t evicted_tokens_total = 0;
   int64_t steps = 0;
+  // Session ids remembered now, and sessions closed because max_sessions was reached.
+  int64_t sessions = 0;
+  int64_t sessions_evicted_total = 0;
   // Output tokens per wall second over the last interval of about one second.
   double gen_throughput = 0;
   // Prefix hit rate of the requests admitted since the previous snapshot interval.
@@ -159,10 +186,12 @@ class EngineRuntime {
   // Shutdown(), then joins.
   ~EngineRuntime();
 
-  // Queues a request. InvalidArgument for an empty prompt or one that, with its output, can
-  // never fit the KV pool (message as SGLang's context-length error: "Requested token count
-  // exceeds ..."); AlreadyExists for the rid of an active request; FailedPrecondition after
-  // Shutdown. On error no callback runs.
+  // Queues a request. InvalidArgument for an empty prompt, a negative max_new_tokens, or the
+  // tokenizer manager's length errors (ContextLimits::CheckTokenizer: "The input (N tokens) is
+  // longer than the model's context length ...", "Requested token count exceeds the model's
+  // maximum context length ..."); AlreadyExists for the rid of an active request;
+  // FailedPrecondition after Shutdown. On error no callback runs. An accepted input over
+  // max_req_input_len finishes at once with abort_status_code 400.
   Status Submit(GenerateInput input, GenerateCallbacks callbacks);
 
   // Aborts the active request `rid` (its on_finish reports aborted with the tokens so far);
@@ -181,6 +210,7 @@ class EngineRuntime {
   const EngineRuntimeOptions& options() const { return options_; }
   const engine::CostModel& cost_model() const { return cost_model_; }
   int64_t max_total_num_tokens() const { return max_total_tokens_; }
+  const ContextLimits& limits() const { return limits_; }
 
   // Aborts every active request ("server is shutting down"), stops and joins the thread.
   // Idempotent.
@@ -190,8 +220,21 @@ class EngineRuntime {
   struct Active;
   struct Command;
 
+  struct Session {
+    SessionId id;
+    // Requests of the session submitted to the scheduler and not finished.
+    int64_t active = 0;
+    // Closed by CloseSession (remembered so that a later request finds it closed).
+    bool closed = false;
+  };
+
   EngineRuntime(const EngineRuntimeOptions& options, engine::CostModel cost_model,
-                engine::StepScheduler scheduler, int64_t max_total_tokens);
+                engine::StepScheduler scheduler, int64_t max_total_tokens, ContextLimits limits);
+
+  // The session named `name`, made the most recently used (opened when new). Past
+  // max_sessions, forgets the least recently used closed session, else closes and forgets the
+  // least recently used idle one.
+  Session& TouchSession(const std::string& name);
 
   void Run();
   void StepOnce();
@@ -206,12 +249,13 @@ class EngineRuntime {
   const EngineRuntimeOptions options_;
   const engine::CostModel cost_model_;
   const int64_t max_total_tokens_;
+  const ContextLimits limits_;
 
   // Owned by the runtime thread.
   engine::StepScheduler scheduler_;
   std::unordered_map<RequestId, Active> active_;
   std::unordered_map<std::string, RequestId> id_of_rid_;
-  std::unordered_map<std::string, SessionId> session_ids_;
+  LruMap<std::string, Session> sessions_;
   int64_t next_request_ = 0;
   int64_t next_session_ = 1;
   RuntimeSnapshot counters_;

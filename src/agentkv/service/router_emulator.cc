@@ -4,7 +4,9 @@
 #include <boost/json.hpp>
 #include <boost/url.hpp>
 #include <cctype>
+#include <charconv>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/base/hash.h"
 #include "agentkv/net/router.h"
 #include "agentkv/protocol/generate.h"
@@ -46,11 +48,20 @@ std::vector<uint64_t> PromptKeys(const protocol::GenerateRequest& request) {
   return keys;
 }
 
-// "http://h:p@3" -> ("http://h:p", 3); no suffix -> (url, nullopt).
-std::pair<std::string, std::optional<int64_t>> SplitRank(const std::string& url) {
+// "http://h:p@3" -> ("http://h:p", 3); no suffix -> (url, nullopt). InvalidArgument for a rank
+// out of range (base/bounds.h counts).
+StatusOr<std::pair<std::string, std::optional<int64_t>>> SplitRank(const std::string& url) {
   const std::string base = protocol::StripRankSuffix(url);
-  if (base.size() == url.size()) return {url, std::nullopt};
-  return {base, std::stoll(url.substr(base.size() + 1))};
+  if (base.size() == url.size()) return std::pair{url, std::optional<int64_t>()};
+  const std::string_view digits = std::string_view(url).substr(base.size() + 1);
+  int64_t rank = -1;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+  if (error != std::errc() || end != digits.data() + digits.size()) rank = -1;
+  if (Status s = CheckCount("--worker-urls rank", rank); !s.ok()) {
+    return InvalidArgumentError("\"" + url + "\": the dp rank " + std::string(digits) +
+                                " is out of range [0, " + std::to_string(kMaxCount) + "]");
+  }
+  return std::pair{base, std::optional<int64_t>(rank)};
 }
 
 std::string ErrorJson(std::string_view message, int code) {
@@ -67,11 +78,16 @@ Status RouterEmulatorOptions::Validate() const {
   router.cache_threshold = cache_threshold;
   router.balance_abs_threshold = balance_abs_threshold;
   router.balance_rel_threshold = balance_rel_threshold;
+  router.max_tree_size = max_tree_size;
   if (Status s = router.Validate(); !s.ok()) {
     return InvalidArgumentError("--policy / cache-aware options: " + s.message());
   }
   if (health_check_interval.count() < 0) {
     return InvalidArgumentError("--health-check-interval-secs must be >= 0");
+  }
+  if (max_received_requests < 0 || max_received_requests > (int64_t{1} << 24)) {
+    return InvalidArgumentError("--max-received-requests must be in [0, 2^24], got " +
+                                std::to_string(max_received_requests));
   }
   for (const std::string& url : worker_urls) {
     const std::string base = protocol::StripRankSuffix(url);
@@ -80,11 +96,13 @@ Status RouterEmulatorOptions::Validate() const {
       return InvalidArgumentError("--worker-urls: \"" + url +
                                   "\" is not an http://host:port URL (with an optional @rank)");
     }
+    AGENTKV_RETURN_IF_ERROR(SplitRank(url).status());
   }
   return Status::Ok();
 }
 
-RouterEmulator::RouterEmulator(const RouterEmulatorOptions& options) : options_(options) {}
+RouterEmulator::RouterEmulator(const RouterEmulatorOptions& options)
+    : options_(options), received_(static_cast<size_t>(options.max_received_requests)) {}
 
 StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
     const RouterEmulatorOptions& options) {
@@ -95,6 +113,7 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
   router_options.cache_threshold = options.cache_threshold;
   router_options.balance_abs_threshold = options.balance_abs_threshold;
   router_options.balance_rel_threshold = options.balance_rel_threshold;
+  router_options.max_tree_size = options.max_tree_size;
   router_options.num_engines = 1;
   AGENTKV_ASSIGN_OR_RETURN(r->router_, sim::RouterModel::Create(router_options));
   // RouterModel starts with engine 0; workers bring their own ids.
@@ -201,15 +220,20 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
   routes.Add(http::verb::get, "/agentkv/requests",
              [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
                boost::json::array list;
+               int64_t dropped = 0;
                {
                  std::lock_guard<std::mutex> lock(self->mu_);
-                 for (const Received& received : self->received_) {
+                 for (const Received& received : self->received_.entries()) {
                    list.push_back(boost::json::object{{"path", received.path},
                                                       {"routing_key", received.routing_key},
                                                       {"worker", received.worker}});
                  }
+                 dropped = self->received_.dropped();
                }
-               w->Reply(net::MakeResponse(q, http::status::ok, boost::json::serialize(list)));
+               net::Response response =
+                   net::MakeResponse(q, http::status::ok, boost::json::serialize(list));
+               response.set("X-Agentkv-Requests-Dropped", std::to_string(dropped));
+               w->Reply(std::move(response));
              });
   // DELETE /workers/{url} and everything the router has no route for (including
   // /abort_request, /open_session, /close_session) land in the fallback.
@@ -224,7 +248,7 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
     }
     {
       std::lock_guard<std::mutex> lock(self->mu_);
-      self->received_.push_back(Received{target, "", ""});
+      self->received_.Append(Received{target, "", ""});
     }
     w->Reply(
         net::MakeResponse(q, http::status::not_found, ErrorJson("no route for " + target, 404)));
@@ -240,6 +264,16 @@ RouterEmulator::~RouterEmulator() { Shutdown(std::chrono::milliseconds(0)); }
 
 uint16_t RouterEmulator::port() const { return server_->port(); }
 std::string RouterEmulator::base_url() const { return server_->base_url(); }
+
+int64_t RouterEmulator::received_requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(received_.size());
+}
+
+int64_t RouterEmulator::received_requests_dropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return received_.dropped();
+}
 
 std::vector<protocol::WorkerInfo> RouterEmulator::workers() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -267,7 +301,8 @@ Status RouterEmulator::AddWorker(const std::string& url) {
   Worker worker;
   worker.info.url = url;
   worker.info.id = "worker-" + std::to_string(next_engine_);
-  auto [base, rank] = SplitRank(url);
+  AGENTKV_ASSIGN_OR_RETURN(auto split, SplitRank(url));
+  auto [base, rank] = std::move(split);
   worker.base_url = base;
   worker.dp_rank = rank;
   worker.engine = EngineId(next_engine_++);
@@ -312,7 +347,7 @@ void RouterEmulator::HandleForward(net::Request request,
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (router_->engines().empty()) {
-      received_.push_back(Received{path, routing_key, ""});
+      received_.Append(Received{path, routing_key, ""});
       return writer->Reply(net::MakeResponse(request, http::status::service_unavailable,
                                              ErrorJson("no healthy worker", 503)));
     }
@@ -327,7 +362,7 @@ void RouterEmulator::HandleForward(net::Request request,
                            [&](const Worker& w) { return w.engine == engine; });
     ++it->info.load;
     chosen = *it;
-    received_.push_back(Received{path, routing_key, chosen.info.url});
+    received_.Append(Received{path, routing_key, chosen.info.url});
   }
   if (chosen.dp_rank.has_value() && path == "/generate") {
     if (StatusOr<std::string> with_rank =
@@ -391,7 +426,13 @@ void RouterEmulator::HandleForward(net::Request request,
           return writer->Reply(net::MakeResponse(*shared_request, http::status::bad_gateway,
                                                  ErrorJson("upstream: " + status.message(), 502)));
         }
-        writer->EndStream();
+        // sgl-router forwards the worker's byte stream; a worker stream that fails ends the
+        // client's body with an error (hyper aborts it), never with a clean last chunk.
+        if (status.ok()) {
+          writer->EndStream();
+        } else {
+          writer->AbortStream();
+        }
       });
   writer->OnClientGone([handle] { handle->Cancel(); });
 }

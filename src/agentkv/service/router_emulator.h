@@ -17,7 +17,12 @@
 // or 206), GET /health, /health_generate, /liveness, /readiness, /v1/models. A health checker
 // polls each worker's /health every `health_check_interval`; unhealthy workers get no traffic.
 // GET /agentkv/requests lists what the router received ({"path", "routing_key", "worker"}), for
-// tests.
+// tests: the newest `max_received_requests`, with the count of older ones dropped in the
+// X-Agentkv-Requests-Dropped header.
+//
+// A stream the worker breaks off (killed, reset, truncated) ends the way sgl-router ends it:
+// the chunks received are passed on, then the client's body is broken off too (no terminating
+// chunk), never a clean end.
 //
 // Thread-safe; owns its server, client and health-check thread. Not copyable.
 #ifndef AGENTKV_SERVICE_ROUTER_EMULATOR_H_
@@ -37,6 +42,7 @@
 #include "agentkv/net/http_client.h"
 #include "agentkv/net/http_server.h"
 #include "agentkv/protocol/workers.h"
+#include "agentkv/service/bounded_log.h"
 #include "agentkv/sim/router_model.h"
 
 namespace agentkv::service {
@@ -56,6 +62,12 @@ struct RouterEmulatorOptions {
   double cache_threshold = 0.5;
   int64_t balance_abs_threshold = 32;
   double balance_rel_threshold = 1.5;
+  // sgl-router --max-tree-size: cache_aware prefix keys remembered per worker (LRU).
+  // Default: 2^20. Range: [1, 2^31).
+  int64_t max_tree_size = int64_t{1} << 20;
+  // Routed requests kept for GET /agentkv/requests (the newest ones). Default: 4096.
+  // Range: [0, 2^24].
+  int64_t max_received_requests = 4096;
 
   Status Validate() const;
 };
@@ -72,6 +84,10 @@ class RouterEmulator {
   std::string base_url() const;
   // The workers now, in registration order.
   std::vector<protocol::WorkerInfo> workers() const;
+  // Requests kept for GET /agentkv/requests, and those dropped to stay within
+  // max_received_requests.
+  int64_t received_requests() const;
+  int64_t received_requests_dropped() const;
 
   void Shutdown(std::chrono::milliseconds deadline);
 
@@ -107,7 +123,7 @@ class RouterEmulator {
   std::unique_ptr<sim::RouterModel> router_;
   std::vector<Worker> workers_;
   int32_t next_engine_ = 0;
-  std::vector<Received> received_;
+  BoundedLog<Received> received_;
   std::thread health_thread_;
 };
 

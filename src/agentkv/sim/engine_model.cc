@@ -60,6 +60,22 @@ EngineModel::EngineModel(EventLoop* loop, const engine::CostModel& cost_model,
 
 Status EngineModel::Submit(engine::SchedulerRequest request) {
   const RequestId id = request.id;
+  // A request of no prompt or no output is malformed (the scheduler's error below); one that
+  // is well formed but too large for this engine is refused.
+  if (request.prompt_tokens >= 1 && request.max_new_tokens >= 1 &&
+      !scheduler_->CheckFits(request.prompt_tokens, request.max_new_tokens).ok()) {
+    if (records_.contains(id)) return AlreadyExistsError("request already submitted");
+    EngineRequestRecord record;
+    record.id = id;
+    record.arrival = loop_->now();
+    record.report.id = id;
+    record.report.submitted = scheduler_->current_step();
+    record.report.rejected = true;
+    records_.emplace(id, record);
+    // In an event of its own: the caller finishes its bookkeeping of the submit first.
+    loop_->Schedule(loop_->now(), [this, id] { CompleteRefused(id); });
+    return Status::Ok();
+  }
   std::vector<kv::BlockKey> keys = request.prompt_keys;
   const std::optional<ConversationId> conversation = request.kv_options.conversation;
   AGENTKV_RETURN_IF_ERROR(scheduler_->Submit(std::move(request)));
@@ -80,6 +96,14 @@ Status EngineModel::Submit(engine::SchedulerRequest request) {
     loop_->Schedule(loop_->now(), [this] { StartStep(); });
   }
   return Status::Ok();
+}
+
+void EngineModel::CompleteRefused(RequestId id) {
+  EngineRequestRecord& record = records_.at(id);
+  record.finished = loop_->now();
+  record.report.finished = scheduler_->current_step();
+  completion_order_.push_back(id);
+  if (on_complete_) on_complete_(record);
 }
 
 const EngineRequestRecord* EngineModel::FindRecord(RequestId id) const {
@@ -195,14 +219,14 @@ void EngineModel::EndStep(const engine::StepResult& result) {
   }
   for (RequestId id : result.finished) {
     EngineRequestRecord& record = records_.at(id);
-    const engine::RequestReport* report = scheduler_->FindReport(id);
-    AGENTKV_CHECK(report != nullptr) << "finished request " << id << " has no report";
+    StatusOr<engine::RequestReport> report = scheduler_->TakeReport(id);
+    AGENTKV_CHECK(report.ok()) << "finished request " << id << ": " << report.status();
     record.finished = now;
-    record.report = *report;
-    if (report->rejected) {
+    record.report = *std::move(report);
+    if (record.report.rejected) {
       // A rejected request never ran: its whole prompt counts as cold.
       pending_keys_.erase(id);
-      record.cold_tokens = report->uncached_tokens;
+      record.cold_tokens = record.report.uncached_tokens;
     }
     completion_order_.push_back(id);
   }

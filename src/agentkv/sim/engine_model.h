@@ -28,7 +28,7 @@
 // Deterministic: a pure function of the options, the cost model and the Submit() calls with
 // their times. Hash maps are looked up, never iterated. Single-threaded (the EventLoop's
 // thread); not copyable or movable (pending events point at it). The engine must outlive every
-// run of the loop while it has a step pending (busy()).
+// run of the loop while it has a step (busy()) or a refused request's completion pending.
 #ifndef AGENTKV_SIM_ENGINE_MODEL_H_
 #define AGENTKV_SIM_ENGINE_MODEL_H_
 
@@ -83,7 +83,8 @@ struct EngineRequestRecord {
   // End of the step that produced the last token (or rejected the request).
   std::optional<TimeNs> finished;
   // The scheduler's account of the request (cached and uncached tokens, preemptions, output
-  // tokens, rejection), copied once the request finished; step numbers are the scheduler's.
+  // tokens, rejection), taken from it once the request finished (the scheduler then forgets
+  // the request; this record is the engine's history); step numbers are the scheduler's.
   engine::RequestReport report;
   // The report's uncached_tokens split at first admission (see the header comment):
   // cold_tokens + evicted_recompute_tokens == report.uncached_tokens.
@@ -111,8 +112,12 @@ class EngineModel {
   void set_completion_callback(CompletionCallback callback) { on_complete_ = std::move(callback); }
 
   // Enqueues `request` at loop->now() and, when the engine is idle, schedules a step at now().
-  // Errors are the scheduler's (InvalidArgument for a request that could never run,
-  // AlreadyExists for a reused id); nothing is recorded then.
+  // A well-formed request (prompt and output of at least one token) that could never run here
+  // (StepScheduler::CheckFits refuses its token counts) is accepted and refused: it completes
+  // at now(), in an event of its own, as rejected (report.rejected, no first_scheduled or
+  // first_token), so that conservation holds. Errors are the scheduler's for a malformed
+  // request (no prompt or output, more prompt keys than blocks, AlreadyExists for a reused
+  // id); nothing is recorded then.
   Status Submit(engine::SchedulerRequest request);
 
   // Pins the cached blocks of `keys` at the highest priority for `ttl` of simulated time on
@@ -156,6 +161,8 @@ class EngineModel {
   EngineModel(EventLoop* loop, const engine::CostModel& cost_model,
               const EngineModelOptions& options, engine::StepScheduler scheduler);
 
+  // Completes refused request `id` at now() (see Submit).
+  void CompleteRefused(RequestId id);
   // Runs one scheduler step at now() and schedules its end.
   void StartStep();
   // Applies the outputs of `result` at now() and starts the next step when work remains.

@@ -1,0 +1,83 @@
+// RequestReader: the server's reading of one HTTP/1.1 request at a time out of a connection's
+// buffered bytes, under its limits, with no socket, clock or thread. ServerConnection feeds it
+// what it reads and acts on what it reports (arm the body deadline, answer 100 Continue,
+// dispatch, reject); the fuzzer (fuzz/http_request_fuzz.cc) feeds it arbitrary bytes through
+// the same calls. Internal to the net module.
+//
+// Limits, as HttpServerOptions states them: a request line plus headers over
+// `max_header_bytes` is rejected with 431; a body over `max_body_bytes` with 413 (as soon as
+// Content-Length shows it, or as chunks add up); anything Beast cannot parse (a bad chunk size,
+// conflicting or malformed Content-Length, a bad header) with 400. Pipelined bytes after a
+// complete request stay in the buffer for the next one.
+//
+// Thread-compatible; owned by one connection (or one fuzz input).
+#ifndef AGENTKV_NET_REQUEST_READER_H_
+#define AGENTKV_NET_REQUEST_READER_H_
+
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "agentkv/net/http_types.h"
+
+namespace agentkv::net::internal {
+
+struct RequestLimits {
+  size_t max_header_bytes = 16 * 1024;
+  size_t max_body_bytes = size_t{64} << 20;
+};
+
+class RequestReader {
+ public:
+  // What Parse found.
+  struct Event {
+    enum class Kind {
+      // Every buffered byte that can be parsed was; wait for more.
+      kNeedMore,
+      // The headers are complete and a body follows (the request is not complete yet).
+      kHeaderDone,
+      // A complete request is ready: TakeRequest.
+      kRequest,
+      // The request is refused: answer `status` with `message` and close.
+      kReject,
+    };
+    Kind kind = Kind::kNeedMore;
+    http::status status = http::status::ok;
+    std::string message;
+  };
+
+  explicit RequestReader(const RequestLimits& limits) : limits_(limits) {}
+
+  // Starts reading a new request (the previous one, if any, is discarded).
+  void Begin();
+  // Parses from the front of `buffer`, consuming what it parsed. Precondition: Begin was
+  // called since the last kRequest or kReject. Never returns kHeaderDone twice for a request.
+  Event Parse(boost::beast::flat_buffer& buffer);
+  // The complete request. Precondition: Parse returned kRequest. The reader is then idle
+  // until Begin.
+  Request TakeRequest();
+  // Drops the request under way (after kReject, or when the connection closes).
+  void Reset() { parser_.reset(); }
+
+  // A request is being read (between Begin and kRequest/kReject/Reset).
+  bool active() const { return parser_.has_value(); }
+  // Some bytes of the current request were parsed already.
+  bool got_some() const { return parser_.has_value() && parser_->got_some(); }
+  // The body bytes still expected by Content-Length, when the headers gave one.
+  std::optional<uint64_t> content_length_remaining() const;
+  // The request under way, headers complete. Precondition: Parse returned kHeaderDone.
+  const Request& header() const { return parser_->get(); }
+
+ private:
+  RequestLimits limits_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  // Bytes of the current request's start line and fields parsed so far.
+  size_t header_bytes_ = 0;
+};
+
+}  // namespace agentkv::net::internal
+
+#endif  // AGENTKV_NET_REQUEST_READER_H_

@@ -157,12 +157,16 @@ TEST_F(TraceInputChaosTest, TokensAtAndPastTheBound) {
   const std::string past = WriteTrace("p.jsonl", MooncakeLine("0", "1099511627777", "1") + "\n");
   ExpectRefused(Replay("mooncake", past), kReplayError,
                 past + ":1: field \"input_length\": 1099511627777 is out of range");
+  // At the bound the values are accepted; the request fits no engine, so every arm's engines
+  // reject it at once (as SGLang answers 400), within the memory cap: the infinite-cache arm is
+  // not sized for it.
   const std::string at =
       WriteTrace("a.jsonl", MooncakeLine("0", "1099511627776", "1099511627776") + "\n");
   for (const char* arms : {"baseline", "infinite-cache"}) {
-    ExpectRefused(Replay("mooncake", at, std::string("--arms ") + arms), kReplayError,
-                  "request 0: prompt_tokens 1099511627776 + max_new_tokens 1099511627776 exceed "
-                  "the device KV capacity");
+    const Bounded b = Replay("mooncake", at, std::string("--arms ") + arms);
+    EXPECT_EQ(b.run.exit_code, 0) << b.run.err;
+    EXPECT_LT(b.seconds, kMaxSeconds);
+    EXPECT_THAT(b.run.out, testing::MatchesRegex("(.|\n)*requests rejected +1\n(.|\n)*"));
   }
 }
 

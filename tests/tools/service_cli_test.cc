@@ -74,6 +74,18 @@ TEST_F(ServiceCliTest, GatewayRefusesValuesPastTheirBounds) {
                          "--agentic-admission-lease-ttl-s must be at most 31536000 (a year)");
 }
 
+TEST_F(ServiceCliTest, EmulatorsRefuseDurationsOutOfRange) {
+  for (const char* mode : {"engine", "fleet"}) {
+    const RunResult r = Run(std::string("emulate ") + mode + " --shutdown-grace-s 1e300");
+    cli_testing::ExpectOneErrorLine(r, std::string("agentkv emulate ") + mode + ": error: ");
+    EXPECT_THAT(r.err, HasSubstr("--shutdown-grace-s must be in [0, 3600]"));
+  }
+  const RunResult r = Run(
+      "emulate router --worker-urls http://127.0.0.1:9 --health-check-interval-secs -1");
+  cli_testing::ExpectOneErrorLine(r, "agentkv emulate router: error: ");
+  EXPECT_THAT(r.err, HasSubstr("--health-check-interval-secs must be in [0, 86400], got -1"));
+}
+
 TEST_F(ServiceCliTest, GatewayNeedsExactlyOneUpstream) {
   ExpectGatewayError(Run("gateway --no-check-prerequisites"), "--router-url");
   ExpectGatewayError(

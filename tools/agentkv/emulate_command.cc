@@ -134,7 +134,30 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
                      "Port of engine 0 (engines take consecutive ports); 0 = --port + 1");
 }
 
+namespace {
+
+// The duration flags every mode shares, checked before they become milliseconds.
+Status CheckDurations(double shutdown_grace_s, double health_check_interval_s) {
+  if (!(shutdown_grace_s >= 0.0 && shutdown_grace_s <= 3600.0)) {
+    return InvalidArgumentError(
+        fmt::format("--shutdown-grace-s must be in [0, 3600], got {}", shutdown_grace_s));
+  }
+  if (!(health_check_interval_s >= 0.0 && health_check_interval_s <= 86400.0)) {
+    return InvalidArgumentError(fmt::format(
+        "--health-check-interval-secs must be in [0, 86400], got {}", health_check_interval_s));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 int EmulateCommand::Run() {
+  const char* name = engine_->parsed()   ? "emulate engine"
+                     : router_->parsed() ? "emulate router"
+                                         : "emulate fleet";
+  if (Status s = CheckDurations(shutdown_grace_s_, health_check_interval_s_); !s.ok()) {
+    return ReportError(name, s);
+  }
   if (engine_->parsed()) return RunEngine();
   if (router_->parsed()) return RunRouter();
   return RunFleet();

@@ -76,51 +76,22 @@ StatusOr<int64_t> DeviceBlocksPerEngine(const ReplayOptions& options, int32_t to
   return blocks;
 }
 
-// A request the drivers submit with `prompt_tokens` and `output_tokens` (each at least 1) fits
-// one engine's `device_blocks` at once, as StepScheduler::Submit requires; `name` says which
-// request when it does not. Checked before an arm runs, so that no arm sizes a cache for a
-// request no engine of the fleet can hold (an infinite-cache arm would otherwise allocate for
-// it) and a bad request is reported before the whole workload is simulated.
-Status CheckFitsOneEngine(const std::function<std::string()>& name, int64_t prompt_tokens,
-                          int64_t output_tokens, int64_t device_blocks, int32_t tokens_per_block) {
+// Whether a request the drivers submit with `prompt_tokens` and `output_tokens` (each at least
+// 1) fits one engine's `device_blocks` at once, as StepScheduler::Submit requires. One that
+// does not is rejected by every engine of the configured fleet (counted in requests_rejected,
+// as SGLang answers it 400), and the infinite-cache arm is sized without it, so that no arm
+// allocates a cache for an absurd request.
+bool FitsOneEngine(int64_t prompt_tokens, int64_t output_tokens, int64_t device_blocks,
+                   int32_t tokens_per_block) {
   const int64_t tokens = SaturatingAdd(prompt_tokens, output_tokens);
   const int64_t blocks = SaturatingAdd(tokens, tokens_per_block - 1) / tokens_per_block;
-  if (blocks <= device_blocks) return Status::Ok();
-  return InvalidArgumentError(name() + ": prompt_tokens " + Str(prompt_tokens) +
-                              " + max_new_tokens " + Str(output_tokens) +
-                              " exceed the device KV capacity of " +
-                              Str(device_blocks * tokens_per_block) + " tokens of one engine");
+  return blocks <= device_blocks;
 }
 
 // The prompt length the drivers submit: the recorded one, or the blocks' when they hold more.
 int64_t SubmittedPromptTokens(int64_t input_tokens, size_t hash_ids, int32_t tokens_per_block) {
   return std::max<int64_t>(
       {input_tokens, SaturatingMul(static_cast<int64_t>(hash_ids), tokens_per_block), 1});
-}
-
-Status CheckAgenticRequestsFit(const AgenticWorkload& workload, int64_t device_blocks,
-                               int32_t tokens_per_block) {
-  for (size_t k = 0; k < workload.conversations.size(); ++k) {
-    const WekaConversation& c = workload.conversations[k];
-    const auto check = [&](const WekaRequest& r, const std::function<std::string()>& name) {
-      return CheckFitsOneEngine(
-          name, SubmittedPromptTokens(r.input_tokens, r.hash_ids.size(), c.block_size),
-          std::max<int64_t>(1, r.output_tokens), device_blocks, tokens_per_block);
-    };
-    const std::string conversation = "conversations[" + Str(k) + "] (" + c.source + ")";
-    for (size_t i = 0; i < c.requests.size(); ++i) {
-      AGENTKV_RETURN_IF_ERROR(
-          check(c.requests[i], [&] { return conversation + " requests[" + Str(i) + "]"; }));
-    }
-    for (const WekaSubagent& sub : c.subagents) {
-      for (size_t i = 0; i < sub.requests.size(); ++i) {
-        AGENTKV_RETURN_IF_ERROR(check(sub.requests[i], [&] {
-          return conversation + " sub-agent " + sub.agent_id + " requests[" + Str(i) + "]";
-        }));
-      }
-    }
-  }
-  return Status::Ok();
 }
 
 StatusOr<std::unique_ptr<ArmFleet>> BuildArmFleet(const ReplayOptions& options, const ArmSpec& arm,
@@ -396,7 +367,6 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
   const int32_t tokens_per_block = workload.conversations.front().block_size;
   AGENTKV_ASSIGN_OR_RETURN(const int64_t device_blocks,
                            DeviceBlocksPerEngine(options, tokens_per_block));
-  AGENTKV_RETURN_IF_ERROR(CheckAgenticRequestsFit(workload, device_blocks, tokens_per_block));
   int64_t infinite_blocks = 0;
   if (arm.infinite_cache) {
     std::vector<std::vector<uint64_t>> ids;
@@ -405,6 +375,11 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
     for (size_t k = 0; k < workload.conversations.size(); ++k) {
       const WekaConversation& c = workload.conversations[k];
       auto add = [&](const WekaRequest& r) {
+        if (!FitsOneEngine(SubmittedPromptTokens(r.input_tokens, r.hash_ids.size(), c.block_size),
+                           std::max<int64_t>(1, r.output_tokens), device_blocks,
+                           tokens_per_block)) {
+          return;
+        }
         ids.push_back(r.hash_ids);
         namespaces.push_back(static_cast<uint64_t>(k) + 1);
         tails.push_back(r.output_tokens + r.input_tokens % tokens_per_block);
@@ -467,18 +442,15 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
   AGENTKV_RETURN_IF_ERROR(options.Validate());
   AGENTKV_ASSIGN_OR_RETURN(const int64_t device_blocks,
                            DeviceBlocksPerEngine(options, tokens_per_block));
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const OpenLoopRequest& r = requests[i];
-    AGENTKV_RETURN_IF_ERROR(CheckFitsOneEngine(
-        [i] { return "request " + Str(i); },
-        SubmittedPromptTokens(r.prompt_tokens, r.hash_ids.size(), tokens_per_block),
-        std::max<int64_t>(1, r.output_tokens), device_blocks, tokens_per_block));
-  }
   int64_t infinite_blocks = 0;
   if (arm.infinite_cache) {
     std::vector<std::vector<uint64_t>> ids;
     std::vector<int64_t> tails;
     for (const OpenLoopRequest& r : requests) {
+      if (!FitsOneEngine(SubmittedPromptTokens(r.prompt_tokens, r.hash_ids.size(), tokens_per_block),
+                         std::max<int64_t>(1, r.output_tokens), device_blocks, tokens_per_block)) {
+        continue;
+      }
       ids.push_back(r.hash_ids);
       tails.push_back(r.output_tokens + r.prompt_tokens % tokens_per_block);
     }

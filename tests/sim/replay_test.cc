@@ -6,6 +6,7 @@
 // Plus what each arm must change and what the runner must refuse.
 #include "agentkv/sim/replay.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/sim/cache_curve.h"
 #include "agentkv/sim/mooncake_trace.h"
 #include "agentkv/sim/replay_report.h"
@@ -358,12 +360,18 @@ TEST(ReplayTest, ARequestNoEngineCanHoldIsRejectedInEveryArmWithoutAllocatingFor
   }
 
   OpenLoopRequest open;
-  open.prompt_tokens = std::numeric_limits<int64_t>::max();
-  open.output_tokens = std::numeric_limits<int64_t>::max();
+  open.prompt_tokens = kMaxTokens;
+  open.output_tokens = kMaxTokens;
   StatusOr<ReplayResult> open_loop =
       RunOpenLoopReplay({OpenLoopRequest{}, open}, 512, "open", 1, options);
   ASSERT_TRUE(open_loop.ok()) << open_loop.status();
   for (const ArmResult& arm : open_loop->arms) EXPECT_EQ(arm.requests_rejected, 1) << arm.arm;
+  // Past the token bound the API refuses the request (its sums could overflow).
+  open.prompt_tokens = std::numeric_limits<int64_t>::max();
+  StatusOr<ReplayResult> past = RunOpenLoopReplay({OpenLoopRequest{}, open}, 512, "open", 1, options);
+  ASSERT_FALSE(past.ok());
+  EXPECT_THAT(past.status().message(),
+              testing::HasSubstr("requests[1].prompt_tokens: 9223372036854775807 is out of range"));
 }
 
 }  // namespace

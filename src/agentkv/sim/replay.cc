@@ -364,6 +364,26 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
   if (workload.conversations.empty()) {
     return InvalidArgumentError("the workload has no conversations");
   }
+  // The readers and generators keep token counts within their bound; a workload built by hand
+  // must too, so that the report's sums over requests cannot overflow.
+  for (size_t k = 0; k < workload.conversations.size(); ++k) {
+    const WekaConversation& c = workload.conversations[k];
+    const auto check = [&](const WekaRequest& r, const std::string& name) {
+      AGENTKV_RETURN_IF_ERROR(CheckTokens(name + ".input_tokens", r.input_tokens));
+      return CheckTokens(name + ".output_tokens", r.output_tokens);
+    };
+    for (size_t i = 0; i < c.requests.size(); ++i) {
+      AGENTKV_RETURN_IF_ERROR(
+          check(c.requests[i], "conversations[" + Str(k) + "].requests[" + Str(i) + "]"));
+    }
+    for (const WekaSubagent& sub : c.subagents) {
+      for (size_t i = 0; i < sub.requests.size(); ++i) {
+        AGENTKV_RETURN_IF_ERROR(check(sub.requests[i], "conversations[" + Str(k) + "] sub-agent " +
+                                                           sub.agent_id + " requests[" + Str(i) +
+                                                           "]"));
+      }
+    }
+  }
   const int32_t tokens_per_block = workload.conversations.front().block_size;
   AGENTKV_ASSIGN_OR_RETURN(const int64_t device_blocks,
                            DeviceBlocksPerEngine(options, tokens_per_block));
@@ -440,6 +460,14 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
                                 int32_t tokens_per_block, const ReplayOptions& options,
                                 const ArmSpec& arm, const std::function<void(double)>& progress) {
   AGENTKV_RETURN_IF_ERROR(options.Validate());
+  // The trace readers keep token counts within their bound; callers of this API must too, so
+  // that the report's sums over requests cannot overflow.
+  for (size_t i = 0; i < requests.size(); ++i) {
+    AGENTKV_RETURN_IF_ERROR(
+        CheckTokens("requests[" + Str(i) + "].prompt_tokens", requests[i].prompt_tokens));
+    AGENTKV_RETURN_IF_ERROR(
+        CheckTokens("requests[" + Str(i) + "].output_tokens", requests[i].output_tokens));
+  }
   AGENTKV_ASSIGN_OR_RETURN(const int64_t device_blocks,
                            DeviceBlocksPerEngine(options, tokens_per_block));
   int64_t infinite_blocks = 0;

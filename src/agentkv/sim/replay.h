@@ -96,6 +96,7 @@ struct OpenLoopRequest {
   TimeNs arrival;
   // Prompt block ids (one per full block), chained under one namespace.
   std::vector<uint64_t> hash_ids;
+  // Each in [0, kMaxTokens] (base/bounds.h); else the replay is InvalidArgument.
   int64_t prompt_tokens = 1;
   int64_t output_tokens = 1;
 };

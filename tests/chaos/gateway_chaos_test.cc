@@ -56,6 +56,23 @@ std::unique_ptr<CoordinatorServer> StartCoordinatorOver(const FakeEngine& engine
   return coordinator;
 }
 
+// A gateway in front of `engine` that asks the coordinator at `coordinator_url` for admission,
+// logging (its own lines and its backend's) into `logs`.
+std::unique_ptr<Gateway> StartRemoteGateway(const std::string& coordinator_url,
+                                            const FakeEngine& engine, LogCapture& logs) {
+  RemoteAdmissionOptions remote;
+  remote.coordinator_url = coordinator_url;
+  remote.log = logs.Sink();
+  StatusOr<std::unique_ptr<RemoteAdmission>> backend = RemoteAdmission::Create(remote);
+  EXPECT_TRUE(backend.ok()) << backend.status();
+  if (!backend.ok()) return nullptr;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {engine.base_url()};
+  options.agentic.agentic_program_admission = true;
+  options.poll_fleet_metrics = false;
+  return StartGateway(options, std::shared_ptr<AdmissionBackend>(*std::move(backend)));
+}
+
 std::string ChatBody(const std::string& rid, int64_t max_tokens) {
   return R"({"rid": ")" + rid + R"(", "messages": [{"role": "user", "content": "hi"}], )" +
          R"("max_tokens": )" + std::to_string(max_tokens) + "}";
@@ -226,17 +243,7 @@ TEST(GatewayChaosTest, TwoGatewaysSharingACoordinatorNeverShareALease) {
   LogCapture logs;
   std::vector<std::unique_ptr<Gateway>> gateways;
   for (int i = 0; i < 2; ++i) {
-    RemoteAdmissionOptions remote;
-    remote.coordinator_url = coordinator.base_url();
-    remote.log = logs.Sink();
-    StatusOr<std::unique_ptr<RemoteAdmission>> backend = RemoteAdmission::Create(remote);
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    GatewayOptions options = BaseOptions(logs);
-    options.engine_urls = {engine.base_url()};
-    options.agentic.agentic_program_admission = true;
-    options.poll_fleet_metrics = false;
-    gateways.push_back(
-        StartGateway(options, std::shared_ptr<AdmissionBackend>(*std::move(backend))));
+    gateways.push_back(StartRemoteGateway(coordinator.base_url(), engine, logs));
     ASSERT_NE(gateways.back(), nullptr);
   }
   auto send = [&](Gateway& gateway) {
@@ -465,16 +472,8 @@ TEST(GatewayChaosTest, NeverClosedSessionsStayWithinMaxSessions) {
 TEST(GatewayChaosTest, CoordinatorOutagesAreLoggedOnceAndCounted) {
   FakeEngine engine(/*hold=*/false);
   LogCapture logs;
-  RemoteAdmissionOptions remote;
-  remote.coordinator_url = DeadUrl();
-  remote.log = logs.Sink();
-  StatusOr<std::unique_ptr<RemoteAdmission>> backend = RemoteAdmission::Create(remote);
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  GatewayOptions options = BaseOptions(logs);
-  options.engine_urls = {engine.base_url()};
-  options.agentic.agentic_program_admission = true;
-  options.poll_fleet_metrics = false;
-  auto gateway = StartGateway(options, std::shared_ptr<AdmissionBackend>(*std::move(backend)));
+  const std::string coordinator_url = DeadUrl();
+  auto gateway = StartRemoteGateway(coordinator_url, engine, logs);
   ASSERT_NE(gateway, nullptr);
   net::HttpClient client(ClientOptions());
   for (int i = 0; i < 5; ++i) {
@@ -492,7 +491,7 @@ TEST(GatewayChaosTest, CoordinatorOutagesAreLoggedOnceAndCounted) {
     }
   }
   EXPECT_EQ(failure_lines, 1) << "one line per outage, not one per request";
-  EXPECT_TRUE(Logged(logs, "coordinator=" + remote.coordinator_url));
+  EXPECT_TRUE(Logged(logs, "coordinator=" + coordinator_url));
   gateway->Shutdown(1s);
 }
 

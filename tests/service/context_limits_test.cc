@@ -118,5 +118,21 @@ TEST(ContextLimitsTest, AcceptedRequestsAlwaysFitThePool) {
   }
 }
 
+// The tokenizer rule alone, as the gateway applies it knowing only the context length: the
+// bound itself refuses, one below passes; without max_new_tokens only the input is checked.
+TEST(CheckContextLengthTest, RefusesWhatEveryEngineWouldRefuse) {
+  EXPECT_TRUE(CheckContextLength(4096, 4095, std::nullopt).ok());
+  EXPECT_EQ(CheckContextLength(4096, 4096, std::nullopt).message(),
+            "The input (4096 tokens) is longer than the model's context length (4096 tokens).");
+  EXPECT_TRUE(CheckContextLength(4096, 100, 3995).ok());
+  EXPECT_EQ(CheckContextLength(4096, 100, 3996).message(),
+            "Requested token count exceeds the model's maximum context length of 4096 tokens. "
+            "You requested a total of 4096 tokens: 100 tokens from the input messages and 3996 "
+            "tokens for the completion. Please reduce the number of tokens in the input "
+            "messages or the completion to fit within the limit.");
+  EXPECT_THAT(CheckContextLength(4096, 1, kInt64Max).message(),
+              HasSubstr("You requested a total of 9223372036854775808 tokens"));
+}
+
 }  // namespace
 }  // namespace agentkv::service

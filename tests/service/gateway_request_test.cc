@@ -164,19 +164,9 @@ TEST(ParseClientRequestTest, RefusesTheParentHintInTheBody) {
   }
 }
 
-// SGLang's context rule, with its own messages; a prompt only estimated from bytes is never
-// checked.
-TEST(ContextLengthTest, RefusesWhatEveryEngineWouldRefuse) {
-  EXPECT_TRUE(CheckContextLength(4096, 4095, std::nullopt).ok());
-  EXPECT_EQ(CheckContextLength(4096, 4096, std::nullopt).message(),
-            "The input (4096 tokens) is longer than the model's context length (4096 tokens).");
-  EXPECT_TRUE(CheckContextLength(4096, 100, 3995).ok());
-  EXPECT_EQ(CheckContextLength(4096, 100, 3996).message(),
-            "Requested token count exceeds the model's maximum context length of 4096 tokens. "
-            "You requested a total of 4096 tokens: 100 tokens from the input messages and 3996 "
-            "tokens for the completion. Please reduce the number of tokens in the input "
-            "messages or the completion to fit within the limit.");
-  EXPECT_FALSE(CheckContextLength(4096, 1, kMaxTokens).ok());
+// Only an exact prompt (token ids, or the client's count) is checked against the context; a
+// prompt estimated from bytes never is.
+TEST(ExactPromptTokensTest, TokenIdsThenTheHeaderElseNone) {
   ClientRequest text;
   text.prompt_text_bytes = 1'000'000;
   EXPECT_EQ(ExactPromptTokens(text, std::nullopt), std::nullopt);

@@ -23,29 +23,33 @@ StatusOr<ContextLimits> ContextLimits::Create(int64_t context_length,
   return ContextLimits(context, max_req_len);
 }
 
-Status ContextLimits::CheckTokenizer(int64_t input_tokens, int64_t max_new_tokens) const {
-  AGENTKV_CHECK(input_tokens >= 0 && max_new_tokens >= 0);
-  if (input_tokens >= context_length_) {
+Status CheckContextLength(int64_t context_length, int64_t input_tokens,
+                          std::optional<int64_t> max_new_tokens) {
+  AGENTKV_CHECK(context_length > 0 && input_tokens >= 0 && max_new_tokens.value_or(0) >= 0);
+  if (input_tokens >= context_length) {
     return InvalidArgumentError("The input (" + std::to_string(input_tokens) +
                                 " tokens) is longer than the model's context length (" +
-                                std::to_string(context_length_) + " tokens).");
+                                std::to_string(context_length) + " tokens).");
   }
+  if (!max_new_tokens.has_value()) return Status::Ok();
   // Both are non-negative int64 values, so their sum fits in uint64: the message carries the
   // exact total even when it does not fit in int64 (SGLang's Python integers never overflow).
-  const bool exceeds = !CheckedAdd(input_tokens, max_new_tokens).has_value() ||
-                       input_tokens + max_new_tokens >= context_length_;
-  if (exceeds) {
-    const uint64_t total =
-        static_cast<uint64_t>(input_tokens) + static_cast<uint64_t>(max_new_tokens);
-    return InvalidArgumentError(
-        "Requested token count exceeds the model's maximum context length of " +
-        std::to_string(context_length_) + " tokens. You requested a total of " +
-        std::to_string(total) + " tokens: " + std::to_string(input_tokens) +
-        " tokens from the input messages and " + std::to_string(max_new_tokens) +
-        " tokens for the completion. Please reduce the number of tokens in the input messages "
-        "or the completion to fit within the limit.");
-  }
-  return Status::Ok();
+  const bool exceeds = !CheckedAdd(input_tokens, *max_new_tokens).has_value() ||
+                       input_tokens + *max_new_tokens >= context_length;
+  if (!exceeds) return Status::Ok();
+  const uint64_t total =
+      static_cast<uint64_t>(input_tokens) + static_cast<uint64_t>(*max_new_tokens);
+  return InvalidArgumentError(
+      "Requested token count exceeds the model's maximum context length of " +
+      std::to_string(context_length) + " tokens. You requested a total of " +
+      std::to_string(total) + " tokens: " + std::to_string(input_tokens) +
+      " tokens from the input messages and " + std::to_string(*max_new_tokens) +
+      " tokens for the completion. Please reduce the number of tokens in the input messages "
+      "or the completion to fit within the limit.");
+}
+
+Status ContextLimits::CheckTokenizer(int64_t input_tokens, int64_t max_new_tokens) const {
+  return CheckContextLength(context_length_, input_tokens, max_new_tokens);
 }
 
 std::optional<std::string> ContextLimits::SchedulerRefusal(int64_t input_tokens) const {

@@ -25,6 +25,14 @@
 
 namespace agentkv::service {
 
+// Step 1 alone, for callers that know only the context length (the gateway): OK, or
+// InvalidArgument with SGLang's message when `input_tokens` reach `context_length`, or
+// `input_tokens` plus `max_new_tokens` (when the request sets it; SGLang skips the check
+// otherwise) do. Exact for any non-negative int64 inputs. Preconditions: context_length > 0,
+// input_tokens >= 0, max_new_tokens >= 0 when set.
+[[nodiscard]] Status CheckContextLength(int64_t context_length, int64_t input_tokens,
+                                        std::optional<int64_t> max_new_tokens);
+
 class ContextLimits {
  public:
   // `context_length` is the model's context length (SGLang --context-length), 0 meaning the
@@ -37,7 +45,7 @@ class ContextLimits {
   int64_t max_req_len() const { return max_req_len_; }
   int64_t max_req_input_len() const { return max_req_input_len_; }
 
-  // Step 1 (the tokenizer manager). OK, or InvalidArgument with SGLang's message.
+  // Step 1 (the tokenizer manager): CheckContextLength against this context length.
   // Preconditions: input_tokens >= 0, max_new_tokens >= 0.
   [[nodiscard]] Status CheckTokenizer(int64_t input_tokens, int64_t max_new_tokens) const;
 

@@ -6,6 +6,7 @@
 #include "agentkv/protocol/endpoints.h"
 #include "agentkv/protocol/generate_response.h"
 #include "agentkv/protocol/server_info.h"
+#include "agentkv/service/context_limits.h"
 #include "agentkv/service/gateway_core.h"
 #include "agentkv/service/gateway_prerequisites.h"
 

@@ -233,25 +233,6 @@ std::optional<int64_t> ExactPromptTokens(const ClientRequest& request,
   return header_prompt_tokens;
 }
 
-Status CheckContextLength(int64_t context_length, int64_t prompt_tokens,
-                          std::optional<int64_t> max_new_tokens) {
-  if (prompt_tokens >= context_length) {
-    return InvalidArgumentError("The input (" + std::to_string(prompt_tokens) +
-                                " tokens) is longer than the model's context length (" +
-                                std::to_string(context_length) + " tokens).");
-  }
-  if (!max_new_tokens.has_value()) return Status::Ok();
-  const int64_t total = SaturatingAdd(prompt_tokens, *max_new_tokens);
-  if (total < context_length) return Status::Ok();
-  return InvalidArgumentError(
-      "Requested token count exceeds the model's maximum context length of " +
-      std::to_string(context_length) + " tokens. You requested a total of " +
-      std::to_string(total) + " tokens: " + std::to_string(prompt_tokens) +
-      " tokens from the input messages and " + std::to_string(*max_new_tokens) +
-      " tokens for the completion. Please reduce the number of tokens in the input messages or "
-      "the completion to fit within the limit.");
-}
-
 bool IsForwardedHeader(std::string_view name) {
   const std::string lower = Lower(name);
   return lower == "authorization" || lower == "x-request-id" || lower == "x-correlation-id" ||

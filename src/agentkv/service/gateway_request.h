@@ -114,18 +114,10 @@ int64_t EstimateReservationTokens(const ClientRequest& request,
 
 // The prompt's token count when the gateway knows it exactly: its token ids, else the
 // X-Prompt-Tokens value; nullopt for a text prompt without that header (the gateway has no
-// tokenizer, and a byte estimate must never refuse a request).
+// tokenizer, and a byte estimate must never refuse a request). The gateway checks it with
+// CheckContextLength (context_limits.h), SGLang's own rule and messages.
 std::optional<int64_t> ExactPromptTokens(const ClientRequest& request,
                                          std::optional<int64_t> header_prompt_tokens);
-
-// SGLang's context-length rule (TokenizerManager._validate_token_len), so that the gateway
-// refuses at once what every engine would refuse: InvalidArgument with SGLang's own message
-// when the prompt has at least `context_length` tokens ("The input (N tokens) is longer than
-// the model's context length (C tokens).") or prompt plus `max_new_tokens` (when set) reach it
-// ("Requested token count exceeds the model's maximum context length of C tokens. ..."), the
-// texts clients such as Relax recognise. Precondition: context_length > 0.
-Status CheckContextLength(int64_t context_length, int64_t prompt_tokens,
-                          std::optional<int64_t> max_new_tokens);
 
 // sgl-router's forwarded-header allowlist (case-insensitive): authorization, x-request-id,
 // x-request-id-*, x-correlation-id, traceparent, tracestate, x-smg-routing-key.

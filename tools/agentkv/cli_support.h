@@ -8,10 +8,13 @@
 #ifndef AGENTKV_TOOLS_AGENTKV_CLI_SUPPORT_H_
 #define AGENTKV_TOOLS_AGENTKV_CLI_SUPPORT_H_
 
+#include <fmt/core.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "agentkv/base/status.h"
 #include "agentkv/service/log_sink.h"
@@ -47,6 +50,25 @@ int ExitForParseError(CLI::App& app, const CLI::ParseError& error);
 // the first before starting any server thread.
 void BlockTerminationSignals();
 int WaitForTerminationSignal();
+
+// Whether the lower end of a range is part of it: [lo, hi] or (lo, hi].
+enum class LowerBound : uint8_t { kClosed, kOpen };
+
+// The one range check of a flag's value for every command: OK when `value` lies in [lo, hi]
+// (or (lo, hi] with LowerBound::kOpen), else InvalidArgument "<flag> must be in [<lo>, <hi>],
+// got <value>", e.g. "--port must be in [0, 65535], got 70000". NaN lies in no range. CLI11's
+// own CLI::Range would word the error its way and without the value's flag in front; this
+// keeps every command's range errors in one format. Precondition: lo <= hi.
+template <typename T>
+requires std::is_arithmetic_v<T>
+[[nodiscard]] Status CheckFlagRange(std::string_view flag, T value, std::type_identity_t<T> lo,
+                                    std::type_identity_t<T> hi,
+                                    LowerBound lower = LowerBound::kClosed) {
+  const bool above = lower == LowerBound::kClosed ? value >= lo : value > lo;
+  if (above && value <= hi) return Status::Ok();  // NaN fails both comparisons.
+  return InvalidArgumentError(fmt::format("{} must be in {}{}, {}], got {}", flag,
+                                          lower == LowerBound::kClosed ? '[' : '(', lo, hi, value));
+}
 
 // The environment variable a flag can also be given in: "--agentic-admission-headroom" ->
 // "AGENTKV_AGENTIC_ADMISSION_HEADROOM".

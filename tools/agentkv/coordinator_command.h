@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "agentkv/control/agentic_options.h"
+#include "tools/agentkv/agentic_flags.h"
 
 namespace agentkv::tools {
 
@@ -35,7 +35,6 @@ class CoordinatorCommand {
 
  private:
   CLI::App* command_ = nullptr;
-  CLI::Option* decode_cap_option_ = nullptr;
 
   std::string host_ = "127.0.0.1";
   int port_ = 7000;
@@ -45,9 +44,7 @@ class CoordinatorCommand {
   std::string router_url_;
   std::vector<std::string> engine_urls_;
   std::string auth_token_;
-  control::AgenticOptions agentic_;
-  int64_t decode_cap_ = 0;
-  std::string scope_ = "train";
+  AgenticFlags agentic_;
   std::string log_level_ = "info";
 };
 

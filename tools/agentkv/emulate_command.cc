@@ -138,15 +138,8 @@ namespace {
 
 // The duration flags every mode shares, checked before they become milliseconds.
 Status CheckDurations(double shutdown_grace_s, double health_check_interval_s) {
-  if (!(shutdown_grace_s >= 0.0 && shutdown_grace_s <= 3600.0)) {
-    return InvalidArgumentError(
-        fmt::format("--shutdown-grace-s must be in [0, 3600], got {}", shutdown_grace_s));
-  }
-  if (!(health_check_interval_s >= 0.0 && health_check_interval_s <= 86400.0)) {
-    return InvalidArgumentError(fmt::format(
-        "--health-check-interval-secs must be in [0, 86400], got {}", health_check_interval_s));
-  }
-  return Status::Ok();
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--shutdown-grace-s", shutdown_grace_s, 0.0, 3600.0));
+  return CheckFlagRange("--health-check-interval-secs", health_check_interval_s, 0.0, 86400.0);
 }
 
 }  // namespace
@@ -165,13 +158,6 @@ int EmulateCommand::Run() {
 
 namespace {
 
-Status CheckPort(const char* flag, int port) {
-  if (port < 0 || port > 65535) {
-    return InvalidArgumentError(fmt::format("{} must be in [0, 65535], got {}", flag, port));
-  }
-  return Status::Ok();
-}
-
 std::chrono::milliseconds Millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
 }
@@ -180,7 +166,7 @@ std::chrono::milliseconds Millis(double seconds) {
 
 int EmulateCommand::RunEngine() {
   const std::string name = "emulate engine";
-  if (Status s = CheckPort("--port", port_); !s.ok()) return ReportError(name, s);
+  if (Status s = CheckFlagRange("--port", port_, 0, 65535); !s.ok()) return ReportError(name, s);
   service::EngineEmulatorOptions options = engine_options_;
   options.http.address = host_;
   options.http.port = static_cast<uint16_t>(port_);
@@ -221,7 +207,7 @@ service::RouterEmulatorOptions EmulateCommand::RouterOptions(
 
 int EmulateCommand::RunRouter() {
   const std::string name = "emulate router";
-  if (Status s = CheckPort("--port", port_); !s.ok()) return ReportError(name, s);
+  if (Status s = CheckFlagRange("--port", port_, 0, 65535); !s.ok()) return ReportError(name, s);
   const service::RouterEmulatorOptions options = RouterOptions(worker_urls_);
   BlockTerminationSignals();
   StatusOr<std::unique_ptr<service::RouterEmulator>> router =
@@ -237,13 +223,13 @@ int EmulateCommand::RunRouter() {
 
 int EmulateCommand::RunFleet() {
   const std::string name = "emulate fleet";
-  if (engines_ < 1 || engines_ > 256) {
-    return ReportError(
-        name, InvalidArgumentError(fmt::format("--engines must be in [1, 256], got {}", engines_)));
+  if (Status s = CheckFlagRange("--engines", engines_, 1, 256); !s.ok()) {
+    return ReportError(name, s);
   }
   const int base_port = engine_base_port_ != 0 ? engine_base_port_ : (port_ == 0 ? 0 : port_ + 1);
-  if (Status s = CheckPort("--port", port_); !s.ok()) return ReportError(name, s);
-  if (Status s = CheckPort("--engine-base-port", base_port + (base_port == 0 ? 0 : engines_ - 1));
+  if (Status s = CheckFlagRange("--port", port_, 0, 65535); !s.ok()) return ReportError(name, s);
+  if (Status s = CheckFlagRange("--engine-base-port",
+                                base_port + (base_port == 0 ? 0 : engines_ - 1), 0, 65535);
       !s.ok()) {
     return ReportError(name, s);
   }

@@ -48,8 +48,7 @@ StatusOr<const json::array*> RequireList(const json::value& document, std::strin
   const json::object* object = document.if_object();
   if (object == nullptr)
     return InvalidArgumentError(std::string(what) + ": expected a JSON object");
-  const json::value* list = FindNonNull(*object, key);
-  if (list == nullptr) return InvalidArgumentError(std::string(key) + ": required");
+  AGENTKV_ASSIGN_OR_RETURN(const json::value* list, FindRequired(*object, key));
   const json::array* array = list->if_array();
   if (array == nullptr) return InvalidArgumentError(std::string(key) + ": expected a list");
   return array;

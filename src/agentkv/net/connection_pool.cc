@@ -142,25 +142,23 @@ void ConnectionPool::CloseAll() {
   for (int fd : to_close) ::close(fd);
 }
 
-int64_t ConnectionPool::idle_connections() const {
+int64_t ConnectionPool::SumOverHosts(size_t (*count)(const Host& host)) const {
   std::lock_guard lock(mu_);
   int64_t total = 0;
-  for (const auto& [key, host] : hosts_) total += static_cast<int64_t>(host.idle.size());
+  for (const auto& [key, host] : hosts_) total += static_cast<int64_t>(count(host));
   return total;
+}
+
+int64_t ConnectionPool::idle_connections() const {
+  return SumOverHosts([](const Host& host) { return host.idle.size(); });
 }
 
 int64_t ConnectionPool::leased() const {
-  std::lock_guard lock(mu_);
-  int64_t total = 0;
-  for (const auto& [key, host] : hosts_) total += static_cast<int64_t>(host.leased);
-  return total;
+  return SumOverHosts([](const Host& host) { return host.leased; });
 }
 
 int64_t ConnectionPool::waiting() const {
-  std::lock_guard lock(mu_);
-  int64_t total = 0;
-  for (const auto& [key, host] : hosts_) total += static_cast<int64_t>(host.waiters.size());
-  return total;
+  return SumOverHosts([](const Host& host) { return host.waiters.size(); });
 }
 
 void ConnectionPool::CheckInvariants() const {

@@ -101,6 +101,9 @@ class ConnectionPool {
     std::deque<std::pair<uint64_t, Waiter>> waiters;  // Oldest first.
   };
 
+  // The sum of `count(host)` over all upstreams, under mu_.
+  int64_t SumOverHosts(size_t (*count)(const Host& host)) const;
+
   const Options options_;
   mutable std::mutex mu_;
   std::map<std::string, Host, std::less<>> hosts_;  // Guarded by mu_.

@@ -74,18 +74,12 @@ std::shared_ptr<internal::ClientCall> Launch(internal::ClientCore& core, http::v
 }  // namespace
 
 Status HttpClientOptions::Validate() const {
-  const std::pair<const char*, std::chrono::milliseconds> timeouts[] = {
-      {"connect_timeout", connect_timeout}, {"header_timeout", header_timeout},
-      {"body_timeout", body_timeout},       {"idle_timeout", idle_timeout},
-      {"queue_timeout", queue_timeout},
-  };
-  for (const auto& [name, value] : timeouts) {
-    if (value.count() <= 0) {
-      return InvalidArgumentError(std::string("HttpClientOptions.") + name +
-                                  " must be positive, got " + std::to_string(value.count()) +
-                                  " ms");
-    }
-  }
+  AGENTKV_RETURN_IF_ERROR(
+      CheckTimeoutsPositive("HttpClientOptions", {{"connect_timeout", connect_timeout},
+                                                  {"header_timeout", header_timeout},
+                                                  {"body_timeout", body_timeout},
+                                                  {"idle_timeout", idle_timeout},
+                                                  {"queue_timeout", queue_timeout}}));
   if (max_connections_per_host == 0) {
     return InvalidArgumentError("HttpClientOptions.max_connections_per_host must be positive");
   }

@@ -64,19 +64,11 @@ Status HttpServerOptions::Validate() const {
   if (max_body_bytes > (size_t{1} << 62)) {
     return InvalidArgumentError("HttpServerOptions.max_body_bytes must be at most 2^62");
   }
-  const std::pair<const char*, std::chrono::milliseconds> timeouts[] = {
-      {"header_timeout", header_timeout},
-      {"body_timeout", body_timeout},
-      {"idle_timeout", idle_timeout},
-      {"write_timeout", write_timeout},
-  };
-  for (const auto& [name, value] : timeouts) {
-    if (value.count() <= 0) {
-      return InvalidArgumentError(std::string("HttpServerOptions.") + name +
-                                  " must be positive, got " + std::to_string(value.count()) +
-                                  " ms");
-    }
-  }
+  AGENTKV_RETURN_IF_ERROR(
+      CheckTimeoutsPositive("HttpServerOptions", {{"header_timeout", header_timeout},
+                                                  {"body_timeout", body_timeout},
+                                                  {"idle_timeout", idle_timeout},
+                                                  {"write_timeout", write_timeout}}));
   if (max_stream_buffer_bytes == 0) {
     return InvalidArgumentError("HttpServerOptions.max_stream_buffer_bytes must be positive");
   }

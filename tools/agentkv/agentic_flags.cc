@@ -7,32 +7,26 @@
 namespace agentkv::tools {
 namespace {
 
-// Adds one option, with its default shown in --help, its environment variable when asked for,
-// and its group.
+// Adds one option of the set, in its group.
 template <typename T>
 CLI::Option* AddOne(CLI::App& app, std::string_view flag, T& value, const std::string& help,
-                    AgenticFlags::Source source, const std::string& group) {
-  CLI::Option* option = app.add_option(std::string(flag), value, help)->capture_default_str();
-  if (source == AgenticFlags::Source::kCommandLineAndEnvironment) {
-    option->envname(FlagEnvName(flag));
-  }
+                    FlagSource source, const std::string& group) {
+  CLI::Option* option = AddFlagOption(app, flag, value, help, source);
   if (!group.empty()) option->group(group);
   return option;
 }
 
 CLI::Option* AddSwitch(CLI::App& app, std::string_view flag, bool& value, const std::string& help,
-                       AgenticFlags::Source source, const std::string& group) {
+                       FlagSource source, const std::string& group) {
   CLI::Option* option = app.add_flag(std::string(flag), value, help);
-  if (source == AgenticFlags::Source::kCommandLineAndEnvironment) {
-    option->envname(FlagEnvName(flag));
-  }
+  if (source == FlagSource::kCommandLineAndEnvironment) option->envname(FlagEnvName(flag));
   if (!group.empty()) option->group(group);
   return option;
 }
 
 }  // namespace
 
-void AgenticFlags::Add(CLI::App& app, Set set, Source source, const std::string& group) {
+void AgenticFlags::Add(CLI::App& app, Set set, FlagSource source, const std::string& group) {
   control::AgenticOptions& o = options_;
   if (set == Set::kAll) {
     AddSwitch(app, control::kSessionLifecycleFlag, o.agentic_session_lifecycle,

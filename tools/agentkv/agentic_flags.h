@@ -16,6 +16,7 @@
 
 #include "agentkv/base/status.h"
 #include "agentkv/control/agentic_options.h"
+#include "tools/agentkv/cli_support.h"
 
 namespace agentkv::tools {
 
@@ -34,20 +35,13 @@ class AgenticFlags {
     kAll,
   };
 
-  // Where the options come from besides the command line (and a --config file).
-  enum class Source : uint8_t {
-    kCommandLine,
-    // Each option also reads AGENTKV_<FLAG> from the environment (the services).
-    kCommandLineAndEnvironment,
-  };
-
   AgenticFlags() = default;
   AgenticFlags(const AgenticFlags&) = delete;
   AgenticFlags& operator=(const AgenticFlags&) = delete;
 
   // Adds the options of `set` to `app`, in option group `group` ("" keeps CLI11's default).
   // Call once, before parsing.
-  void Add(CLI::App& app, Set set, Source source, const std::string& group = "");
+  void Add(CLI::App& app, Set set, FlagSource source, const std::string& group = "");
 
   // The options given on the command line, not yet validated. InvalidArgument naming
   // --agentic-admission-scope when its value is not "train" or "all". Call after parsing.

@@ -83,6 +83,24 @@ CLI::Option* AddEnvOption(CLI::App& app, std::string_view flag, T& value, const 
       ->capture_default_str();
 }
 
+// Where a flag's value comes from besides the command line and a --config file.
+enum class FlagSource : uint8_t {
+  kCommandLine,
+  // Also AGENTKV_<FLAG> from the environment (FlagEnvName): the services' flags.
+  kCommandLineAndEnvironment,
+};
+
+// Adds option `flag`, showing its default in --help, that also reads FlagEnvName(flag) when
+// `source` says so.
+template <typename T>
+CLI::Option* AddFlagOption(CLI::App& app, std::string_view flag, T& value, const std::string& help,
+                           FlagSource source) {
+  if (source == FlagSource::kCommandLineAndEnvironment) {
+    return AddEnvOption(app, flag, value, help);
+  }
+  return app.add_option(std::string(flag), value, help)->capture_default_str();
+}
+
 // Proxies hold two descriptors per request in flight (the client's connection and the upstream
 // one). Raises the soft RLIMIT_NOFILE to the hard limit and logs a warning through spdlog when
 // it is still below 2 x `upstream_connections` + 64, naming both numbers and the fix.

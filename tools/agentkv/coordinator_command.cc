@@ -10,6 +10,7 @@
 #include "agentkv/service/coordinator_server.h"
 #include "tools/agentkv/agentic_flags.h"
 #include "tools/agentkv/cli_support.h"
+#include "tools/agentkv/server_flags.h"
 
 namespace agentkv::tools {
 namespace {
@@ -41,11 +42,7 @@ CoordinatorCommand::CoordinatorCommand(CLI::App& app) {
   command_ = app.add_subcommand(kName, kDescription);
   command_->footer(kFooter);
   CLI::App& c = *command_;
-  AddEnvOption(c, "--host", host_, "Address to bind (loopback by default)");
-  AddEnvOption(c, "--port", port_, "Port to listen on (0 = any free port)");
-  AddEnvOption(c, "--threads", threads_, "HTTP I/O threads");
-  AddEnvOption(c, "--shutdown-grace-s", shutdown_grace_s_,
-               "Seconds answers in flight get to be written at shutdown");
+  server_.Add(c, FlagSource::kCommandLineAndEnvironment);
   CLI::Option* router =
       AddEnvOption(c, "--router-url", router_url_,
                    "sgl-router base URL: engines are discovered with GET /workers (fallback "
@@ -57,7 +54,7 @@ CoordinatorCommand::CoordinatorCommand(CLI::App& app) {
   router->excludes(engines);
   AddEnvOption(c, "--auth-token", auth_token_,
                "Bearer token required on /admission/* and /agentic_kv (empty: none)");
-  agentic_.Add(c, AgenticFlags::Set::kAdmission, AgenticFlags::Source::kCommandLineAndEnvironment);
+  agentic_.Add(c, AgenticFlags::Set::kAdmission, FlagSource::kCommandLineAndEnvironment);
   AddEnvOption(c, "--metrics-timeout-s", metrics_timeout_s_,
                "How long a poll waits for discovery, then for the engines' /metrics; poll "
                "interval + 2 x this must be below the staleness");
@@ -72,13 +69,9 @@ int CoordinatorCommand::Run() {
   options.agentic = *std::move(agentic);
   options.agentic.agentic_program_admission = true;
   Status s = options.agentic.Validate();
-  if (s.ok()) s = CheckFlagRange("--port", port_, 0, 65535);
-  if (s.ok()) s = CheckFlagRange("--threads", threads_, 1, 256);
-  if (s.ok()) s = CheckFlagRange("--shutdown-grace-s", shutdown_grace_s_, 0.0, 3600.0);
+  if (s.ok()) s = server_.Check();
   if (!s.ok()) return ReportError(name, s);
-  options.http.address = host_;
-  options.http.port = static_cast<uint16_t>(port_);
-  options.http.threads = threads_;
+  server_.ApplyTo(options.http);
   options.router_url = router_url_;
   options.engine_urls = engine_urls_;
   options.auth_token = auth_token_;
@@ -100,7 +93,7 @@ int CoordinatorCommand::Run() {
              options.agentic.agentic_admission_max_wait_s, auth_token_.empty() ? "off" : "on");
   std::fflush(stdout);
   WaitForTerminationSignal();
-  (*server)->Shutdown(std::chrono::milliseconds(static_cast<int64_t>(shutdown_grace_s_ * 1000.0)));
+  (*server)->Shutdown(server_.shutdown_grace());
   return kExitOk;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tools/agentkv/agentic_flags.h"
+#include "tools/agentkv/server_flags.h"
 
 namespace agentkv::tools {
 
@@ -36,10 +37,7 @@ class CoordinatorCommand {
  private:
   CLI::App* command_ = nullptr;
 
-  std::string host_ = "127.0.0.1";
-  int port_ = 7000;
-  int threads_ = 2;
-  double shutdown_grace_s_ = 5.0;
+  ServerFlags server_{/*port=*/7000, /*shutdown_grace_s=*/5.0};
   double metrics_timeout_s_ = 1.5;
   std::string router_url_;
   std::vector<std::string> engine_urls_;

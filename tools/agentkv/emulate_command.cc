@@ -98,14 +98,7 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
   router_ = command_->add_subcommand("router", "Serve an emulated sgl-router");
   fleet_ = command_->add_subcommand("fleet", "Serve N emulated engines behind an emulated router");
   for (CLI::App* mode : {engine_, router_, fleet_}) {
-    mode->add_option("--host", host_, "Address to bind (loopback by default)")
-        ->capture_default_str();
-    mode->add_option("--port", port_, "Port to listen on (0 = any free port)")
-        ->capture_default_str();
-    mode->add_option("--threads", threads_, "HTTP I/O threads per server")->capture_default_str();
-    mode->add_option("--shutdown-grace-s", shutdown_grace_s_,
-                     "Seconds in-flight requests get to finish at shutdown")
-        ->capture_default_str();
+    server_.Add(*mode, FlagSource::kCommandLine);
   }
   for (CLI::App* mode : {engine_, fleet_}) {
     AddEngineFlags(*mode, engine_options_, session_close_mode_, unpaced_, hicache_tokens_);
@@ -134,23 +127,16 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
                      "Port of engine 0 (engines take consecutive ports); 0 = --port + 1");
 }
 
-namespace {
-
-// The duration flags every mode shares, checked before they become milliseconds.
-Status CheckDurations(double shutdown_grace_s, double health_check_interval_s) {
-  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--shutdown-grace-s", shutdown_grace_s, 0.0, 3600.0));
-  return CheckFlagRange("--health-check-interval-secs", health_check_interval_s, 0.0, 86400.0);
-}
-
-}  // namespace
-
 int EmulateCommand::Run() {
   const char* name = engine_->parsed()   ? "emulate engine"
                      : router_->parsed() ? "emulate router"
                                          : "emulate fleet";
-  if (Status s = CheckDurations(shutdown_grace_s_, health_check_interval_s_); !s.ok()) {
-    return ReportError(name, s);
+  // The flags every mode shares, checked before they become options and milliseconds.
+  Status s = server_.Check();
+  if (s.ok()) {
+    s = CheckFlagRange("--health-check-interval-secs", health_check_interval_s_, 0.0, 86400.0);
   }
+  if (!s.ok()) return ReportError(name, s);
   if (engine_->parsed()) return RunEngine();
   if (router_->parsed()) return RunRouter();
   return RunFleet();
@@ -166,11 +152,8 @@ std::chrono::milliseconds Millis(double seconds) {
 
 int EmulateCommand::RunEngine() {
   const std::string name = "emulate engine";
-  if (Status s = CheckFlagRange("--port", port_, 0, 65535); !s.ok()) return ReportError(name, s);
   service::EngineEmulatorOptions options = engine_options_;
-  options.http.address = host_;
-  options.http.port = static_cast<uint16_t>(port_);
-  options.http.threads = threads_;
+  server_.ApplyTo(options.http);
   options.runtime.paced = !unpaced_;
   options.runtime.host_tokens = hicache_tokens_;
   options.runtime.session_close_mode = session_close_mode_ == "release"
@@ -185,16 +168,14 @@ int EmulateCommand::RunEngine() {
              (*engine)->runtime().max_total_num_tokens());
   std::fflush(stdout);
   WaitForTerminationSignal();
-  (*engine)->Shutdown(Millis(shutdown_grace_s_));
+  (*engine)->Shutdown(server_.shutdown_grace());
   return kExitOk;
 }
 
 service::RouterEmulatorOptions EmulateCommand::RouterOptions(
     std::vector<std::string> worker_urls) const {
   service::RouterEmulatorOptions options;
-  options.http.address = host_;
-  options.http.port = static_cast<uint16_t>(port_);
-  options.http.threads = threads_;
+  server_.ApplyTo(options.http);
   options.policy = policy_;
   options.worker_urls = std::move(worker_urls);
   options.workers_shape = workers_shape_ == "list" ? protocol::WorkersShape::kWorkerList
@@ -207,7 +188,6 @@ service::RouterEmulatorOptions EmulateCommand::RouterOptions(
 
 int EmulateCommand::RunRouter() {
   const std::string name = "emulate router";
-  if (Status s = CheckFlagRange("--port", port_, 0, 65535); !s.ok()) return ReportError(name, s);
   const service::RouterEmulatorOptions options = RouterOptions(worker_urls_);
   BlockTerminationSignals();
   StatusOr<std::unique_ptr<service::RouterEmulator>> router =
@@ -217,7 +197,7 @@ int EmulateCommand::RunRouter() {
              worker_urls_.size());
   std::fflush(stdout);
   WaitForTerminationSignal();
-  (*router)->Shutdown(Millis(shutdown_grace_s_));
+  (*router)->Shutdown(server_.shutdown_grace());
   return kExitOk;
 }
 
@@ -226,8 +206,8 @@ int EmulateCommand::RunFleet() {
   if (Status s = CheckFlagRange("--engines", engines_, 1, 256); !s.ok()) {
     return ReportError(name, s);
   }
-  const int base_port = engine_base_port_ != 0 ? engine_base_port_ : (port_ == 0 ? 0 : port_ + 1);
-  if (Status s = CheckFlagRange("--port", port_, 0, 65535); !s.ok()) return ReportError(name, s);
+  const int port = server_.port();
+  const int base_port = engine_base_port_ != 0 ? engine_base_port_ : (port == 0 ? 0 : port + 1);
   if (Status s = CheckFlagRange("--engine-base-port",
                                 base_port + (base_port == 0 ? 0 : engines_ - 1), 0, 65535);
       !s.ok()) {
@@ -238,9 +218,8 @@ int EmulateCommand::RunFleet() {
   std::vector<std::string> urls;
   for (int i = 0; i < engines_; ++i) {
     service::EngineEmulatorOptions options = engine_options_;
-    options.http.address = host_;
+    server_.ApplyTo(options.http);
     options.http.port = static_cast<uint16_t>(base_port == 0 ? 0 : base_port + i);
-    options.http.threads = threads_;
     options.runtime.paced = !unpaced_;
     options.runtime.host_tokens = hicache_tokens_;
     options.runtime.session_close_mode = session_close_mode_ == "release"
@@ -262,8 +241,8 @@ int EmulateCommand::RunFleet() {
   fmt::print("\n");
   std::fflush(stdout);
   WaitForTerminationSignal();
-  (*router)->Shutdown(Millis(shutdown_grace_s_));
-  for (auto& engine : engines) engine->Shutdown(Millis(shutdown_grace_s_));
+  (*router)->Shutdown(server_.shutdown_grace());
+  for (auto& engine : engines) engine->Shutdown(server_.shutdown_grace());
   return kExitOk;
 }
 

@@ -15,6 +15,7 @@
 
 #include "agentkv/service/engine_emulator.h"
 #include "agentkv/service/router_emulator.h"
+#include "tools/agentkv/server_flags.h"
 
 namespace agentkv::tools {
 
@@ -45,10 +46,7 @@ class EmulateCommand {
   CLI::App* fleet_ = nullptr;
 
   // Shared.
-  std::string host_ = "127.0.0.1";
-  int port_ = 30000;
-  int threads_ = 2;
-  double shutdown_grace_s_ = 10.0;
+  ServerFlags server_{/*port=*/30000, /*shutdown_grace_s=*/10.0};
   // Engine.
   service::EngineEmulatorOptions engine_options_;
   std::string session_close_mode_ = "release";

@@ -11,6 +11,7 @@
 #include "agentkv/service/gateway.h"
 #include "tools/agentkv/agentic_flags.h"
 #include "tools/agentkv/cli_support.h"
+#include "tools/agentkv/server_flags.h"
 
 namespace agentkv::tools {
 namespace {
@@ -47,11 +48,7 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
   command_->footer(kFooter);
   CLI::App& c = *command_;
   service::GatewayOptions& o = options_;
-  AddEnvOption(c, "--host", host_, "Address to bind (loopback by default)");
-  AddEnvOption(c, "--port", port_, "Port to listen on (0 = any free port)");
-  AddEnvOption(c, "--threads", threads_, "HTTP I/O threads");
-  AddEnvOption(c, "--shutdown-grace-s", shutdown_grace_s_,
-               "Seconds in-flight requests get to finish at shutdown");
+  server_.Add(c, FlagSource::kCommandLineAndEnvironment);
   CLI::Option* router = AddEnvOption(c, "--router-url", o.router_url,
                                      "sgl-router base URL (engines discovered with GET /workers)");
   CLI::Option* engines =
@@ -101,7 +98,7 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
                "Use `agentkv coordinator` at this URL instead of in-process admission");
   AddEnvOption(c, "--coordinator-token", coordinator_token_, "Bearer token of the coordinator");
   AddLogLevelOption(c, log_level_);
-  agentic_.Add(c, AgenticFlags::Set::kAll, AgenticFlags::Source::kCommandLineAndEnvironment);
+  agentic_.Add(c, AgenticFlags::Set::kAll, FlagSource::kCommandLineAndEnvironment);
 }
 
 int GatewayCommand::Run() {
@@ -115,17 +112,14 @@ int GatewayCommand::Run() {
       service::ParsePrerequisitePolicy(prerequisite_policy_);
   if (!policy.ok()) return ReportError(name, policy.status());
   options.prerequisite_policy = *policy;
-  Status s = CheckFlagRange("--port", port_, 0, 65535);
-  if (s.ok()) s = CheckFlagRange("--shutdown-grace-s", shutdown_grace_s_, 0.0, 3600.0);
+  Status s = server_.Check();
   if (s.ok()) {
     s = CheckFlagRange("--upstream-timeout-s", upstream_timeout_s_, 0.0, 86400.0,
                        LowerBound::kOpen);
   }
   if (s.ok()) s = CheckFlagRange("--upstream-connections", upstream_connections_, 1, 1'000'000);
   if (!s.ok()) return ReportError(name, s);
-  options.http.address = host_;
-  options.http.port = static_cast<uint16_t>(port_);
-  options.http.threads = threads_;
+  server_.ApplyTo(options.http);
   options.upstream.header_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(upstream_timeout_s_ * 1000.0));
   options.upstream.max_connections_per_host = static_cast<size_t>(upstream_connections_);
@@ -171,7 +165,7 @@ int GatewayCommand::Run() {
                  : "off");
   std::fflush(stdout);
   WaitForTerminationSignal();
-  (*gateway)->Shutdown(std::chrono::milliseconds(static_cast<int64_t>(shutdown_grace_s_ * 1000.0)));
+  (*gateway)->Shutdown(server_.shutdown_grace());
   return kExitOk;
 }
 

@@ -16,6 +16,7 @@
 
 #include "agentkv/service/gateway_options.h"
 #include "tools/agentkv/agentic_flags.h"
+#include "tools/agentkv/server_flags.h"
 
 namespace agentkv::tools {
 
@@ -35,10 +36,7 @@ class GatewayCommand {
  private:
   CLI::App* command_ = nullptr;
 
-  std::string host_ = "127.0.0.1";
-  int port_ = 8080;
-  int threads_ = 2;
-  double shutdown_grace_s_ = 30.0;
+  ServerFlags server_{/*port=*/8080, /*shutdown_grace_s=*/30.0};
   service::GatewayOptions options_;
   AgenticFlags agentic_;
   int64_t context_length_ = 0;

@@ -279,7 +279,7 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
                "TTL of the continuum-ttl pin after a tool-call turn, seconds")
       ->capture_default_str()
       ->group(arms_group);
-  agentic_.Add(c, AgenticFlags::Set::kBudget, AgenticFlags::Source::kCommandLine, arms_group);
+  agentic_.Add(c, AgenticFlags::Set::kBudget, FlagSource::kCommandLine, arms_group);
 
   const std::string output_group = "Output";
   c.add_option("--json", json_path_, "JSON report path (\"\" to skip)")

@@ -164,6 +164,9 @@ TEST(JsonUtilTest, ReadersNameThePathAndKeepDefaultsForNull) {
   EXPECT_EQ(ReadOptionalBool(o, "n", "n", &ob), Status::Ok());
   EXPECT_FALSE(ob.has_value());
 
+  EXPECT_EQ(ExpectObject(value.value(), "doc").value(), &o);
+  EXPECT_EQ(ExpectObject(o.at("i"), "doc.i").status(),
+            InvalidArgumentError("doc.i: expected an object"));
   EXPECT_EQ(FindRequired(o, "i").value(), FindNonNull(o, "i"));
   EXPECT_EQ(FindRequired(o, "n").status(), InvalidArgumentError("n: required"));
   EXPECT_EQ(FindRequired(o, "missing").status(), InvalidArgumentError("missing: required"));

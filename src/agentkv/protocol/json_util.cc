@@ -144,6 +144,12 @@ const json::value* FindNonNull(const json::object& object, std::string_view key)
   return value;
 }
 
+StatusOr<const json::object*> ExpectObject(const json::value& value, std::string_view path) {
+  const json::object* object = value.if_object();
+  if (object == nullptr) return InvalidArgumentError(std::string(path) + ": expected an object");
+  return object;
+}
+
 StatusOr<const json::value*> FindRequired(const json::object& object, std::string_view key) {
   const json::value* value = FindNonNull(object, key);
   if (value == nullptr) return InvalidArgumentError(std::string(key) + ": required");

@@ -12,6 +12,7 @@
 #include <exception>
 
 #include "agentkv/base/check.h"
+#include "agentkv/net/io_thread.h"
 #include "agentkv/net/server_connection.h"
 #include "agentkv/net/server_core.h"
 
@@ -28,20 +29,6 @@ constexpr std::chrono::milliseconds kForceCloseGrace{1'000};
 std::string AddressForUrl(const std::string& address) {
   if (address.find(':') != std::string::npos) return "[" + address + "]";
   return address;
-}
-
-void RunIoThread(internal::ServerIoContext& io_context) {
-  // Handlers do not throw by contract; should one, the thread keeps serving.
-  for (;;) {
-    try {
-      io_context.run();
-      return;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "agentkv::net: exception escaped an HttpServer handler: %s\n", e.what());
-    } catch (...) {
-      std::fprintf(stderr, "agentkv::net: exception escaped an HttpServer handler\n");
-    }
-  }
 }
 
 }  // namespace
@@ -103,7 +90,8 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions&
   std::unique_ptr<HttpServer> server(new HttpServer(core, port));
   server->threads_.reserve(static_cast<size_t>(options.threads));
   for (int i = 0; i < options.threads; ++i) {
-    server->threads_.emplace_back([core] { RunIoThread(core->io_context()); });
+    server->threads_.emplace_back(
+        [core] { internal::RunIoThread(core->io_context(), "an HttpServer handler"); });
   }
   return server;
 }

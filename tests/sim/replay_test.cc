@@ -319,8 +319,8 @@ TEST(ReplayTest, RejectsBadOptionsNamingTheField) {
   options.agentic.agentic_admission_headroom = 1.5;
   EXPECT_NE(error(options).find("--agentic-admission-headroom"), std::string::npos);
   options = SmallFleet();
-  options.router = "random";
-  EXPECT_NE(error(options).find("random"), std::string::npos);
+  options.router = static_cast<routing::RouterPolicy>(9);
+  EXPECT_NE(error(options).find("policy"), std::string::npos);
   options = SmallFleet();
   options.model = "gpt-9";
   EXPECT_NE(error(options).find("gpt-9"), std::string::npos);

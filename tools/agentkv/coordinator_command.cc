@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "agentkv/service/coordinator_server.h"
+#include "agentkv/service/coordinator/coordinator_server.h"
 #include "tools/agentkv/cli_support.h"
 
 namespace agentkv::tools {

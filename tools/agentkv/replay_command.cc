@@ -235,8 +235,8 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
   c.add_option("--num-engines", options_.num_engines, "Engines behind the router")
       ->capture_default_str()
       ->group(fleet_group);
-  c.add_option("--router", options_.router, "round_robin, cache_aware or consistent_hashing")
-      ->capture_default_str()
+  AddRouterPolicyOption(c, "--router", options_.router,
+                        "round_robin, cache_aware or consistent_hashing")
       ->group(fleet_group);
   c.add_option("--model", options_.model, "Model preset: llama-3.1-8b, qwen2.5-32b, llama-3.1-70b")
       ->capture_default_str()

@@ -16,9 +16,14 @@
 #include <utility>
 #include <vector>
 
-#include "agentkv/sim/replay_report.h"
+#include "agentkv/report/replay_report.h"
 
-namespace agentkv::sim {
+namespace agentkv::report {
+
+using sim::ArmResult;
+using sim::KvUsageSample;
+using sim::ReplayResult;
+using sim::ReplaySetup;
 namespace {
 
 constexpr size_t kMaxPoints = 400;
@@ -601,4 +606,4 @@ std::string ReplayResultHtml(const ReplayResult& result) {
   return html;
 }
 
-}  // namespace agentkv::sim
+}  // namespace agentkv::report

@@ -16,9 +16,15 @@
 #include <utility>
 #include <vector>
 
-#include "agentkv/sim/replay_report.h"
+#include "agentkv/report/replay_report.h"
 
-namespace agentkv::sim {
+namespace agentkv::report {
+
+using sim::ArmResult;
+using sim::DurationSummary;
+using sim::KvUsageSample;
+using sim::ReplayResult;
+using sim::ReplaySetup;
 namespace {
 
 bool IsScalar(const boost::json::value& v) { return !v.is_object() && !v.is_array(); }
@@ -212,4 +218,4 @@ std::string ReplayResultJson(const ReplayResult& result) {
   return out;
 }
 
-}  // namespace agentkv::sim
+}  // namespace agentkv::report

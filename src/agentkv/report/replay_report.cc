@@ -5,7 +5,7 @@
 // (arm - baseline) / baseline, left out when the baseline is 0. Numbers are formatted with
 // snprintf in the "C" locale conventions, so the text depends on nothing but the input (no
 // locale, no clock, no hash order). Non-finite values never reach the text: cells show "-".
-#include "agentkv/sim/replay_report.h"
+#include "agentkv/report/replay_report.h"
 
 #include <algorithm>
 #include <array>
@@ -18,7 +18,11 @@
 #include <utility>
 #include <vector>
 
-namespace agentkv::sim {
+namespace agentkv::report {
+
+using sim::ArmResult;
+using sim::ReplayResult;
+using sim::ReplaySetup;
 namespace {
 
 // ---- Number formatting ---------------------------------------------------------------------
@@ -482,4 +486,4 @@ std::string FormatReplayTable(const ReplayResult& result) {
   return out;
 }
 
-}  // namespace agentkv::sim
+}  // namespace agentkv::report

@@ -3,7 +3,7 @@
 // and the HTML (well-formed XML, four SVG charts, escaped arm names, no NaN or infinity even for
 // degenerate input, downsampled series). The results are built by hand so every expected delta
 // is known.
-#include "agentkv/sim/replay_report.h"
+#include "agentkv/report/replay_report.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -23,7 +23,11 @@
 
 #include "agentkv/sim/replay_result.h"
 
-namespace agentkv::sim {
+namespace agentkv::report {
+
+using sim::ArmResult;
+using sim::ReplayResult;
+using sim::SummarizeDurations;
 namespace {
 
 using ::testing::HasSubstr;
@@ -424,4 +428,4 @@ TEST(ReplayResultHtmlTest, IsDeterministic) {
 }
 
 }  // namespace
-}  // namespace agentkv::sim
+}  // namespace agentkv::report

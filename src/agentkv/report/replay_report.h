@@ -5,8 +5,8 @@
 // arm) and hit ratios are set next to the ideal of an arm named "infinite-cache" when there is
 // one. All functions are pure (no I/O, no clocks): equal results render to byte-identical
 // strings, so the JSON can be diffed as a determinism gate. Thread-safe.
-#ifndef AGENTKV_SIM_REPLAY_REPORT_H_
-#define AGENTKV_SIM_REPLAY_REPORT_H_
+#ifndef AGENTKV_REPORT_REPLAY_REPORT_H_
+#define AGENTKV_REPORT_REPLAY_REPORT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -16,14 +16,14 @@
 
 #include "agentkv/sim/replay_result.h"
 
-namespace agentkv::sim {
+namespace agentkv::report {
 
 // The arm deltas are taken against: the first arm named "baseline", else arm 0; nullopt when
 // there are no arms.
-std::optional<size_t> BaselineArmIndex(const ReplayResult& result);
+std::optional<size_t> BaselineArmIndex(const sim::ReplayResult& result);
 
 // The first arm named "infinite-cache" (the hit-ratio ideal), or nullopt.
-std::optional<size_t> IdealArmIndex(const ReplayResult& result);
+std::optional<size_t> IdealArmIndex(const sim::ReplayResult& result);
 
 // Which direction of a metric's change is an improvement (for colouring deltas).
 enum class MetricSense : uint8_t { kHigherIsBetter, kLowerIsBetter, kNeutral };
@@ -67,13 +67,13 @@ struct ReplayTableRow {
 // "wait" or "bypass" and that are non-zero in some arm) and conservation. Rows that only
 // apply to some setups (admission wait, demotion restores, ...) are left out when they are zero
 // in every arm. Empty when there are no arms.
-std::vector<ReplayTableRow> ReplayTableRows(const ReplayResult& result, NumberStyle style);
+std::vector<ReplayTableRow> ReplayTableRows(const sim::ReplayResult& result, NumberStyle style);
 
 // A plain-text report: a header with the setup and the arms, then the arm table with one column
 // per arm (right-aligned, sized to content) and the delta against the baseline in every other
 // column. Switches to NumberStyle::kCompact and truncated arm headers when the full table would
 // be wider than 160 columns. Ends with a newline.
-std::string FormatReplayTable(const ReplayResult& result);
+std::string FormatReplayTable(const sim::ReplayResult& result);
 
 // The result as pretty-printed JSON (2-space indent; arrays of plain values on one line):
 // {"setup": {...every ReplaySetup field}, "baseline": name (null without arms), "arms": [{"arm",
@@ -83,15 +83,15 @@ std::string FormatReplayTable(const ReplayResult& result);
 // "session_times_s"}]}. The deltas are those of the table rows with a key; one is left out when
 // the baseline's value is 0, and the baseline's own are 0. Non-finite doubles are written as
 // null. Ends with a newline.
-std::string ReplayResultJson(const ReplayResult& result);
+std::string ReplayResultJson(const sim::ReplayResult& result);
 
 // A self-contained HTML5 report that is also well-formed XML (no scripts, no external
 // resources): the setup, the arm table with deltas and four inline SVG charts (KV usage over
 // time, session time CDF, token hit ratio bars against the ideal, recompute token bars).
 // Text from the result is escaped; degenerate input (no samples, zero makespan, one arm, all
 // zeros) never puts NaN or infinity into coordinates.
-std::string ReplayResultHtml(const ReplayResult& result);
+std::string ReplayResultHtml(const sim::ReplayResult& result);
 
-}  // namespace agentkv::sim
+}  // namespace agentkv::report
 
-#endif  // AGENTKV_SIM_REPLAY_REPORT_H_
+#endif  // AGENTKV_REPORT_REPLAY_REPORT_H_

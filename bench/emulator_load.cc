@@ -19,8 +19,9 @@
 #include <vector>
 
 #include "agentkv/net/http_client.h"
-#include "agentkv/service/engine_emulator.h"
-#include "agentkv/service/router_emulator.h"
+#include "agentkv/routing/router.h"
+#include "agentkv/service/emulator/engine_emulator.h"
+#include "agentkv/service/emulator/router_emulator.h"
 
 namespace agentkv::service {
 namespace {
@@ -124,7 +125,12 @@ int Main(int argc, char** argv) {
 
   std::vector<std::unique_ptr<EngineEmulator>> engines;
   RouterEmulatorOptions router_options;
-  router_options.policy = flags.policy;
+  StatusOr<routing::RouterPolicy> policy = routing::ParseRouterPolicy(flags.policy);
+  if (!policy.ok()) {
+    std::fprintf(stderr, "emulator_load: --policy: %s\n", policy.status().message().c_str());
+    return 2;
+  }
+  router_options.policy = *policy;
   router_options.health_check_interval = std::chrono::milliseconds(0);
   router_options.client.max_connections_per_host = static_cast<size_t>(flags.concurrency);
   for (int i = 0; i < flags.engines; ++i) {

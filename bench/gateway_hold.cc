@@ -71,9 +71,9 @@
 #include "agentkv/net/http_server.h"
 #include "agentkv/net/router.h"
 #include "agentkv/protocol/server_info.h"
-#include "agentkv/service/admission_local.h"
-#include "agentkv/service/gateway.h"
-#include "agentkv/service/gateway_options.h"
+#include "agentkv/service/admission/admission_local.h"
+#include "agentkv/service/gateway/gateway.h"
+#include "agentkv/service/gateway/gateway_options.h"
 
 namespace agentkv::service {
 namespace {

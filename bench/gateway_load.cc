@@ -51,10 +51,10 @@
 #include <vector>
 
 #include "agentkv/net/http_client.h"
-#include "agentkv/service/admission_local.h"
-#include "agentkv/service/engine_emulator.h"
-#include "agentkv/service/gateway.h"
-#include "agentkv/service/gateway_options.h"
+#include "agentkv/service/admission/admission_local.h"
+#include "agentkv/service/emulator/engine_emulator.h"
+#include "agentkv/service/gateway/gateway.h"
+#include "agentkv/service/gateway/gateway_options.h"
 
 extern char** environ;
 

@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "agentkv/base/bounds.h"
-#include "agentkv/service/admission_wire.h"
+#include "agentkv/service/admission/admission_wire.h"
 #include "fuzz_check.h"
 
 namespace {

@@ -17,8 +17,8 @@
 
 #include "agentkv/base/bounds.h"
 #include "agentkv/protocol/json_splice.h"
-#include "agentkv/service/context_limits.h"
-#include "agentkv/service/gateway_request.h"
+#include "agentkv/service/common/context_limits.h"
+#include "agentkv/service/gateway/gateway_request.h"
 #include "fuzz_check.h"
 
 namespace {

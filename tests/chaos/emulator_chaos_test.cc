@@ -20,8 +20,8 @@
 #include "agentkv/net/http_client.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/protocol/sse.h"
-#include "agentkv/service/engine_emulator.h"
-#include "agentkv/service/router_emulator.h"
+#include "agentkv/service/emulator/engine_emulator.h"
+#include "agentkv/service/emulator/router_emulator.h"
 #include "chaos_support.h"
 
 namespace agentkv::service {

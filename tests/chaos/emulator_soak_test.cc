@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "agentkv/net/http_client.h"
-#include "agentkv/service/engine_emulator.h"
-#include "agentkv/service/router_emulator.h"
+#include "agentkv/service/emulator/engine_emulator.h"
+#include "agentkv/service/emulator/router_emulator.h"
 #include "chaos_support.h"
 
 namespace agentkv::service {

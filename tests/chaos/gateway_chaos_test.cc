@@ -14,8 +14,8 @@
 
 #include "../integration/gateway_test_support.h"
 #include "agentkv/base/bounds.h"
-#include "agentkv/service/admission_wire.h"
-#include "agentkv/service/engine_directory.h"
+#include "agentkv/service/admission/admission_wire.h"
+#include "agentkv/service/common/engine_directory.h"
 
 namespace agentkv::service {
 namespace {

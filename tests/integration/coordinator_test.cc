@@ -18,11 +18,11 @@
 #include "agentkv/net/router.h"
 #include "agentkv/protocol/generate_response.h"
 #include "agentkv/protocol/workers.h"
-#include "agentkv/service/admission_remote.h"
-#include "agentkv/service/admission_wire.h"
-#include "agentkv/service/coordinator_server.h"
-#include "agentkv/service/engine_emulator.h"
-#include "agentkv/service/router_emulator.h"
+#include "agentkv/service/admission/admission_remote.h"
+#include "agentkv/service/admission/admission_wire.h"
+#include "agentkv/service/coordinator/coordinator_server.h"
+#include "agentkv/service/emulator/engine_emulator.h"
+#include "agentkv/service/emulator/router_emulator.h"
 
 namespace agentkv::service {
 namespace {

@@ -14,12 +14,13 @@
 #include <vector>
 
 #include "agentkv/net/http_client.h"
+#include "agentkv/routing/router.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/protocol/prometheus.h"
 #include "agentkv/protocol/sse.h"
 #include "agentkv/protocol/workers.h"
-#include "agentkv/service/engine_emulator.h"
-#include "agentkv/service/router_emulator.h"
+#include "agentkv/service/emulator/engine_emulator.h"
+#include "agentkv/service/emulator/router_emulator.h"
 
 namespace agentkv::service {
 namespace {
@@ -276,7 +277,7 @@ struct Fleet {
 Fleet StartFleet(int n, const std::string& policy) {
   Fleet fleet;
   RouterEmulatorOptions options;
-  options.policy = policy;
+  options.policy = routing::ParseRouterPolicy(policy).value();
   options.health_check_interval = 0ms;
   for (int i = 0; i < n; ++i) {
     fleet.engines.push_back(StartEngine());
@@ -424,7 +425,7 @@ TEST(RouterEmulatorTest, PassesStreamsThroughAndServesBothWorkerShapes) {
 TEST(RouterEmulatorTest, DpAwareEntriesGoToTheBaseUrlWithTheRankInjected) {
   auto engine = StartEngine();
   RouterEmulatorOptions options;
-  options.policy = "round_robin";
+  options.policy = routing::RouterPolicy::kRoundRobin;
   options.health_check_interval = 0ms;
   options.worker_urls = {engine->base_url() + "@0", engine->base_url() + "@1"};
   auto router = RouterEmulator::Start(options).value();
@@ -462,7 +463,7 @@ TEST(RouterEmulatorTest, HealthChecksTakeADeadEngineOutOfRotation) {
   auto a = StartEngine();
   auto b = StartEngine();
   RouterEmulatorOptions options;
-  options.policy = "round_robin";
+  options.policy = routing::RouterPolicy::kRoundRobin;
   options.health_check_interval = 50ms;
   options.worker_urls = {a->base_url(), b->base_url()};
   auto router = RouterEmulator::Start(options).value();

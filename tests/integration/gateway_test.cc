@@ -1,7 +1,7 @@
 // End-to-end tests of the agentkv gateway on 127.0.0.1: clients -> gateway -> sgl-router
 // emulator -> engine emulators, plus a small recording engine (FakeEngine) where a test needs
 // to hold requests or read exactly what an engine received.
-#include "agentkv/service/gateway.h"
+#include "agentkv/service/gateway/gateway.h"
 
 #include <gtest/gtest.h>
 
@@ -26,12 +26,12 @@
 #include "agentkv/protocol/prometheus.h"
 #include "agentkv/protocol/server_info.h"
 #include "agentkv/protocol/sse.h"
-#include "agentkv/service/admission_local.h"
-#include "agentkv/service/admission_remote.h"
-#include "agentkv/service/coordinator_server.h"
-#include "agentkv/service/engine_emulator.h"
-#include "agentkv/service/gateway_request.h"
-#include "agentkv/service/router_emulator.h"
+#include "agentkv/service/admission/admission_local.h"
+#include "agentkv/service/admission/admission_remote.h"
+#include "agentkv/service/coordinator/coordinator_server.h"
+#include "agentkv/service/emulator/engine_emulator.h"
+#include "agentkv/service/gateway/gateway_request.h"
+#include "agentkv/service/emulator/router_emulator.h"
 #include "gateway_test_support.h"
 
 namespace agentkv::service {

@@ -27,17 +27,18 @@
 #include "agentkv/net/http_client.h"
 #include "agentkv/net/http_server.h"
 #include "agentkv/net/router.h"
+#include "agentkv/routing/router.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/protocol/prometheus.h"
 #include "agentkv/protocol/server_info.h"
 #include "agentkv/protocol/sse.h"
-#include "agentkv/service/admission_local.h"
-#include "agentkv/service/admission_remote.h"
-#include "agentkv/service/coordinator_server.h"
-#include "agentkv/service/engine_emulator.h"
-#include "agentkv/service/gateway.h"
-#include "agentkv/service/gateway_request.h"
-#include "agentkv/service/router_emulator.h"
+#include "agentkv/service/admission/admission_local.h"
+#include "agentkv/service/admission/admission_remote.h"
+#include "agentkv/service/coordinator/coordinator_server.h"
+#include "agentkv/service/emulator/engine_emulator.h"
+#include "agentkv/service/gateway/gateway.h"
+#include "agentkv/service/gateway/gateway_request.h"
+#include "agentkv/service/emulator/router_emulator.h"
 
 namespace agentkv::service::gateway_testing {
 
@@ -268,7 +269,7 @@ inline Fleet StartFleet(int n, const std::string& policy,
                         EngineEmulatorOptions engine_options = EngineOptions()) {
   Fleet fleet;
   RouterEmulatorOptions router_options;
-  router_options.policy = policy;
+  router_options.policy = routing::ParseRouterPolicy(policy).value();
   router_options.health_check_interval = 0ms;
   for (int i = 0; i < n; ++i) {
     StatusOr<std::unique_ptr<EngineEmulator>> engine = EngineEmulator::Start(engine_options);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "agentkv/engine/cost_model.h"
+#include "agentkv/routing/router.h"
 #include "agentkv/sim/event_loop.h"
 #include "agentkv/sim/fleet_model.h"
 
@@ -78,7 +79,7 @@ std::unique_ptr<Sim> MakeSim(kv::SessionCloseMode mode = kv::SessionCloseMode::k
   EXPECT_TRUE(model.ok()) << model.status();
   FleetModelOptions options;
   options.num_engines = 2;
-  options.router.policy = "round_robin";
+  options.router.policy = routing::RouterPolicy::kRoundRobin;
   options.engine.cache.tokens_per_block = kBlock;
   options.engine.cache.device_blocks = 1024;
   options.engine.cache.session_close_mode = mode;

@@ -15,6 +15,8 @@
 
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/kv/block_key.h"
+#include "agentkv/routing/router.h"
+#include "agentkv/routing/routing_key.h"
 #include "agentkv/sim/event_loop.h"
 #include "sim_test_support.h"
 
@@ -42,7 +44,7 @@ std::unique_ptr<FleetModel> MakeFleet(
     kv::SessionCloseMode close_mode = kv::SessionCloseMode::kDereference) {
   FleetModelOptions options;
   options.num_engines = engines;
-  options.router.policy = policy;
+  options.router.policy = routing::ParseRouterPolicy(policy).value();
   options.engine.cache.tokens_per_block = kTokensPerBlock;
   options.engine.cache.device_blocks = 4096;
   options.engine.cache.session_close_mode = close_mode;
@@ -60,7 +62,7 @@ TEST(FleetModelTest, ConsistentHashingKeepsASessionOnOneEngine) {
   for (int64_t turn = 0; turn < 3; ++turn) {
     for (int64_t session = 1; session <= 24; ++session) {
       StatusOr<EngineId> engine =
-          fleet->Submit(SessionRequest(id++, session, turn), SessionRoutingKey(SessionId(session)));
+          fleet->Submit(SessionRequest(id++, session, turn), routing::SessionRoutingKey(SessionId(session)));
       ASSERT_TRUE(engine.ok()) << engine.status();
       engines_of_session[session].insert(engine->value());
     }
@@ -79,12 +81,6 @@ TEST(FleetModelTest, ConsistentHashingKeepsASessionOnOneEngine) {
   const EngineRequestRecord* last_turn = fleet->engine(engine).FindRecord(RequestId(2 * 24));
   ASSERT_NE(last_turn, nullptr);
   EXPECT_GT(last_turn->report.cached_device_tokens, 0);
-}
-
-TEST(FleetModelTest, StringSessionKeysAreStable) {
-  EXPECT_EQ(SessionRoutingKey("conversation-a"), SessionRoutingKey(std::string("conversation-a")));
-  EXPECT_NE(SessionRoutingKey("conversation-a"), SessionRoutingKey("conversation-b"));
-  EXPECT_EQ(SessionRoutingKey(SessionId(17)), 17u);
 }
 
 TEST(FleetModelTest, RoundRobinSpreads) {
@@ -155,7 +151,7 @@ TEST(FleetModelTest, RejectsBadOptions) {
   options.num_engines = 0;
   EXPECT_FALSE(FleetModel::Create(&loop, Llama8bH100(), options).ok());
   options.num_engines = 2;
-  options.router.policy = "random";
+  options.router.policy = static_cast<routing::RouterPolicy>(9);
   EXPECT_FALSE(FleetModel::Create(&loop, Llama8bH100(), options).ok());
 }
 
@@ -178,14 +174,14 @@ std::vector<std::tuple<int64_t, int32_t, int64_t>> RunClosedLoop(const std::stri
     if (turn + 1 == kTurns) return;
     loop.ScheduleAfter(TimeNs::Millis(5), [&fleet, id = record.id.value() + 1, session, turn] {
       StatusOr<EngineId> placed = fleet->Submit(SessionRequest(id, session, turn + 1),
-                                                SessionRoutingKey(SessionId(session)));
+                                                routing::SessionRoutingKey(SessionId(session)));
       EXPECT_TRUE(placed.ok()) << placed.status();
     });
   });
   for (int64_t session = 0; session < kSessions; ++session) {
     loop.Schedule(TimeNs::Millis(session), [&fleet, session] {
       StatusOr<EngineId> placed = fleet->Submit(SessionRequest(session * kTurns, session, 0),
-                                                SessionRoutingKey(SessionId(session)));
+                                                routing::SessionRoutingKey(SessionId(session)));
       EXPECT_TRUE(placed.ok()) << placed.status();
     });
   }

@@ -21,6 +21,8 @@
 #include "agentkv/control/admission_metrics.h"
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/kv/block_key.h"
+#include "agentkv/routing/router.h"
+#include "agentkv/routing/routing_key.h"
 #include "agentkv/kv/retention.h"
 #include "agentkv/sim/event_loop.h"
 #include "agentkv/sim/fleet_model.h"
@@ -67,7 +69,7 @@ class GatewayModelTest : public ::testing::Test {
   void Build(const GatewayModelOptions& options, const FleetShape& shape = {}) {
     FleetModelOptions fleet_options;
     fleet_options.num_engines = shape.engines;
-    fleet_options.router.policy = shape.policy;
+    fleet_options.router.policy = routing::ParseRouterPolicy(shape.policy).value();
     fleet_options.engine.cache.tokens_per_block = kTokensPerBlock;
     fleet_options.engine.cache.device_blocks = shape.device_blocks;
     fleet_options.engine.cache.session_close_mode = kv::SessionCloseMode::kRelease;
@@ -112,7 +114,7 @@ class GatewayModelTest : public ::testing::Test {
     r.request.max_new_tokens = max_new;
     r.request.kv_options.conversation = ConversationId(session);
     r.session = SessionId(session);
-    r.routing_key = SessionRoutingKey(SessionId(session));
+    r.routing_key = routing::SessionRoutingKey(SessionId(session));
     r.ends_in_tool_call = tool_call;
     keys_[id] = r.request.prompt_keys;
     return r;
@@ -650,7 +652,7 @@ TEST(GatewayModelRandomTest, ConservesRequestsLeasesAndFifoOrder) {
     EventLoop loop;
     FleetModelOptions fleet_options;
     fleet_options.num_engines = 3;
-    fleet_options.router.policy = "round_robin";
+    fleet_options.router.policy = routing::RouterPolicy::kRoundRobin;
     fleet_options.engine.cache.tokens_per_block = kTokensPerBlock;
     fleet_options.engine.cache.device_blocks = 512;
     fleet_options.engine.cache.session_close_mode = kv::SessionCloseMode::kRelease;
@@ -704,7 +706,7 @@ TEST(GatewayModelRandomTest, ConservesRequestsLeasesAndFifoOrder) {
       r.request.max_new_tokens = output(rng);
       r.request.kv_options.conversation = ConversationId(session);
       r.session = SessionId(session);
-      r.routing_key = SessionRoutingKey(r.session);
+      r.routing_key = routing::SessionRoutingKey(r.session);
       r.ends_in_tool_call = tool(rng);
       loop.Schedule(at, [&, r = std::move(r)]() mutable {
         const int64_t rid = r.request.id.value();

@@ -23,7 +23,7 @@
 #include "agentkv/base/bounds.h"
 #include "agentkv/sim/cache_curve.h"
 #include "agentkv/sim/mooncake_trace.h"
-#include "agentkv/sim/replay_report.h"
+#include "agentkv/report/replay_report.h"
 #include "agentkv/sim/synthetic_agentic.h"
 
 namespace agentkv::sim {
@@ -127,9 +127,9 @@ TEST(ReplayGateTest, SameSeedGivesByteIdenticalJsonAndAnotherSeedASimilarResult)
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(second.ok()) << second.status();
   ASSERT_TRUE(other.ok()) << other.status();
-  const std::string json = ReplayResultJson(*first);
-  EXPECT_EQ(json, ReplayResultJson(*second));
-  EXPECT_NE(json, ReplayResultJson(*other));
+  const std::string json = report::ReplayResultJson(*first);
+  EXPECT_EQ(json, report::ReplayResultJson(*second));
+  EXPECT_NE(json, report::ReplayResultJson(*other));
   // Statistically similar: the same generator, so hit ratios and sizes stay in one range.
   for (size_t a = 0; a < first->arms.size(); ++a) {
     const ArmResult& x = first->arms[a];
@@ -319,8 +319,8 @@ TEST(ReplayTest, RejectsBadOptionsNamingTheField) {
   options.agentic.agentic_admission_headroom = 1.5;
   EXPECT_NE(error(options).find("--agentic-admission-headroom"), std::string::npos);
   options = SmallFleet();
-  options.router = "random";
-  EXPECT_NE(error(options).find("random"), std::string::npos);
+  options.router = static_cast<routing::RouterPolicy>(9);
+  EXPECT_NE(error(options).find("policy"), std::string::npos);
   options = SmallFleet();
   options.model = "gpt-9";
   EXPECT_NE(error(options).find("gpt-9"), std::string::npos);

@@ -131,4 +131,22 @@ void WarnIfDescriptorsShort(int64_t upstream_connections) {
 
 void ApplyLogLevel(const std::string& level) { spdlog::set_level(spdlog::level::from_str(level)); }
 
+CLI::Option* AddRouterPolicyOption(CLI::App& app, const std::string& flag,
+                                   routing::RouterPolicy& policy, const std::string& help) {
+  // CLI11 reads an enum as its integer: the transform turns the name into that integer, or
+  // fails with ParseRouterPolicy's message (which lists the valid names).
+  const CLI::Validator by_name(
+      [](std::string& value) -> std::string {
+        StatusOr<routing::RouterPolicy> parsed = routing::ParseRouterPolicy(value);
+        if (!parsed.ok()) return parsed.status().message();
+        value = std::to_string(static_cast<int>(*parsed));
+        return "";
+      },
+      "");
+  return app.add_option(flag, policy, help)
+      ->transform(by_name)
+      ->type_name("POLICY")
+      ->default_str(std::string(routing::RouterPolicyName(policy)));
+}
+
 }  // namespace agentkv::tools

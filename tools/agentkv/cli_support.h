@@ -17,7 +17,8 @@
 #include <type_traits>
 
 #include "agentkv/base/status.h"
-#include "agentkv/service/log_sink.h"
+#include "agentkv/routing/router.h"
+#include "agentkv/service/common/log_sink.h"
 
 namespace agentkv::tools {
 
@@ -113,6 +114,11 @@ void SpdlogSink(service::LogLevel level, std::string_view line);
 // with ApplyLogLevel before the service starts.
 CLI::Option* AddLogLevelOption(CLI::App& app, std::string& level);
 void ApplyLogLevel(const std::string& level);
+
+// Adds `flag` taking one of sgl-router's policy names (routing::kRouterPolicyNames) into
+// `policy`; --help shows the names and `policy`'s value as the default.
+CLI::Option* AddRouterPolicyOption(CLI::App& app, const std::string& flag,
+                                   routing::RouterPolicy& policy, const std::string& help);
 
 }  // namespace agentkv::tools
 

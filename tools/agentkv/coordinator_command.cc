@@ -7,7 +7,7 @@
 #include <memory>
 #include <utility>
 
-#include "agentkv/service/coordinator_server.h"
+#include "agentkv/service/coordinator/coordinator_server.h"
 #include "tools/agentkv/agentic_flags.h"
 #include "tools/agentkv/cli_support.h"
 #include "tools/agentkv/server_flags.h"

@@ -104,8 +104,8 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
     AddEngineFlags(*mode, engine_options_, session_close_mode_, unpaced_, hicache_tokens_);
   }
   for (CLI::App* mode : {router_, fleet_}) {
-    mode->add_option("--policy", policy_, "round_robin, cache_aware or consistent_hashing")
-        ->capture_default_str();
+    AddRouterPolicyOption(*mode, "--policy", policy_,
+                          "round_robin, cache_aware or consistent_hashing");
     mode->add_option("--workers-shape", workers_shape_,
                      "GET /workers shape: list (WorkerListResponse) or inline (older)")
         ->check(CLI::IsMember({"list", "inline"}))
@@ -193,7 +193,7 @@ int EmulateCommand::RunRouter() {
   StatusOr<std::unique_ptr<service::RouterEmulator>> router =
       service::RouterEmulator::Start(options);
   if (!router.ok()) return ReportError(name, router.status());
-  fmt::print("agentkv {}: serving {} ({} over {} workers)\n", name, (*router)->base_url(), policy_,
+  fmt::print("agentkv {}: serving {} ({} over {} workers)\n", name, (*router)->base_url(), routing::RouterPolicyName(policy_),
              worker_urls_.size());
   std::fflush(stdout);
   WaitForTerminationSignal();
@@ -235,7 +235,7 @@ int EmulateCommand::RunFleet() {
   StatusOr<std::unique_ptr<service::RouterEmulator>> router =
       service::RouterEmulator::Start(router_options);
   if (!router.ok()) return ReportError(name, router.status());
-  fmt::print("agentkv {}: router {} ({}) over {} engines:", name, (*router)->base_url(), policy_,
+  fmt::print("agentkv {}: router {} ({}) over {} engines:", name, (*router)->base_url(), routing::RouterPolicyName(policy_),
              engines.size());
   for (const std::string& url : urls) fmt::print(" {}", url);
   fmt::print("\n");

@@ -13,8 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "agentkv/service/engine_emulator.h"
-#include "agentkv/service/router_emulator.h"
+#include "agentkv/routing/router.h"
+#include "agentkv/service/emulator/engine_emulator.h"
+#include "agentkv/service/emulator/router_emulator.h"
 #include "tools/agentkv/server_flags.h"
 
 namespace agentkv::tools {
@@ -54,7 +55,7 @@ class EmulateCommand {
   int64_t hicache_tokens_ = 0;
   // Router.
   std::vector<std::string> worker_urls_;
-  std::string policy_ = "cache_aware";
+  routing::RouterPolicy policy_ = routing::RouterPolicy::kCacheAware;
   std::string workers_shape_ = "list";
   double health_check_interval_s_ = 1.0;
   int64_t max_tree_size_ = int64_t{1} << 20;

@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "agentkv/service/admission_local.h"
-#include "agentkv/service/admission_remote.h"
-#include "agentkv/service/gateway.h"
+#include "agentkv/service/admission/admission_local.h"
+#include "agentkv/service/admission/admission_remote.h"
+#include "agentkv/service/gateway/gateway.h"
 #include "tools/agentkv/agentic_flags.h"
 #include "tools/agentkv/cli_support.h"
 #include "tools/agentkv/server_flags.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "agentkv/service/gateway_options.h"
+#include "agentkv/service/gateway/gateway_options.h"
 #include "tools/agentkv/agentic_flags.h"
 #include "tools/agentkv/server_flags.h"
 

@@ -16,7 +16,7 @@
 #include "agentkv/sim/agentic_workload.h"
 #include "agentkv/sim/bailian_trace.h"
 #include "agentkv/sim/mooncake_trace.h"
-#include "agentkv/sim/replay_report.h"
+#include "agentkv/report/replay_report.h"
 #include "agentkv/sim/synthetic_agentic.h"
 #include "agentkv/sim/weka_trace.h"
 #include "tools/agentkv/agentic_flags.h"
@@ -222,8 +222,8 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
   c.add_option("--num-engines", options_.num_engines, "Engines behind the router")
       ->capture_default_str()
       ->group(fleet_group);
-  c.add_option("--router", options_.router, "round_robin, cache_aware or consistent_hashing")
-      ->capture_default_str()
+  AddRouterPolicyOption(c, "--router", options_.router,
+                        "round_robin, cache_aware or consistent_hashing")
       ->group(fleet_group);
   c.add_option("--model", options_.model, "Model preset: llama-3.1-8b, qwen2.5-32b, llama-3.1-70b")
       ->capture_default_str()
@@ -423,10 +423,10 @@ int ReplayCommand::Run() const {
                                                    options, progress);
   progress_line.Clear();
   if (!result.ok()) return ReportError(kName, result.status());
-  fmt::print("{}", sim::FormatReplayTable(*result));
+  fmt::print("{}", report::FormatReplayTable(*result));
   std::fflush(stdout);
-  for (const auto& [path, render] : {std::pair{json_path_, &sim::ReplayResultJson},
-                                     std::pair{html_path_, &sim::ReplayResultHtml}}) {
+  for (const auto& [path, render] : {std::pair{json_path_, &report::ReplayResultJson},
+                                     std::pair{html_path_, &report::ReplayResultHtml}}) {
     if (path.empty()) continue;
     if (Status s = WriteFileAtomically(path, render(*result)); !s.ok()) {
       return ReportError(kName, s);

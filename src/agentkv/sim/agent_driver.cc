@@ -8,6 +8,7 @@
 #include "agentkv/base/bounds.h"
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/kv_cache_manager.h"
+#include "agentkv/routing/routing_key.h"
 
 namespace agentkv::sim {
 namespace {
@@ -279,7 +280,7 @@ void AgentDriver::SubmitNext(int32_t index) {
   // the gateway refuses it.
   result_.requests.push_back(log);
   agent_of_request_.push_back(index);
-  GatewayRequest sent{std::move(request), session, SessionRoutingKey(session),
+  GatewayRequest sent{std::move(request), session, routing::SessionRoutingKey(session),
                       w.stop == "tool_use"};
   if (Status s = gateway_->Submit(std::move(sent)); !s.ok()) {
     result_.requests.pop_back();

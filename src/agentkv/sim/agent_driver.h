@@ -7,7 +7,7 @@
 // parent_conversation = ConversationId(k + 1) and parent_hint_authenticated = true (the driver
 // is the trusted client). Session ids equal conversation ids (the gateway attaches them to
 // the engine request only with the session lifecycle on); the routing key is
-// SessionRoutingKey(session); a request whose trace entry stops with `tool_use` is marked as
+// routing::SessionRoutingKey(session); a request whose trace entry stops with `tool_use` is marked as
 // ending in a tool call. Prompt keys are
 // hasher.KeysFromBlockIds(hash_ids, extra_key = k + 1) (sub-agents share the parent's
 // namespace, as in the WEKA files; with shared_prefix_ids, ids below it share one namespace

@@ -4,39 +4,29 @@
 #include <utility>
 
 #include "agentkv/base/check.h"
-#include "agentkv/base/hash.h"
 #include "agentkv/kv/kv_cache_manager.h"
 
 namespace agentkv::sim {
-namespace {
-
-// Seed of SessionRoutingKey's hash; fixed so that keys are stable across runs.
-constexpr uint64_t kRoutingKeySeed = 0x6167'656e'746b'7631ULL;
-
-}  // namespace
-
 Status FleetModelOptions::Validate() const {
   if (num_engines < 1 || num_engines > 65536) {
     return InvalidArgumentError("num_engines must be in [1, 65536], got " +
                                 std::to_string(num_engines));
   }
-  RouterOptions router_options = router;
+  routing::RouterOptions router_options = router;
   router_options.num_engines = num_engines;
   AGENTKV_RETURN_IF_ERROR(router_options.Validate());
   return engine.Validate();
 }
-
-uint64_t SessionRoutingKey(std::string_view session) { return Hash64(session, kRoutingKeySeed); }
 
 StatusOr<std::unique_ptr<FleetModel>> FleetModel::Create(EventLoop* loop,
                                                          const engine::CostModel& cost_model,
                                                          const FleetModelOptions& options) {
   AGENTKV_CHECK(loop != nullptr);
   AGENTKV_RETURN_IF_ERROR(options.Validate());
-  RouterOptions router_options = options.router;
+  routing::RouterOptions router_options = options.router;
   router_options.num_engines = options.num_engines;
-  AGENTKV_ASSIGN_OR_RETURN(std::unique_ptr<RouterModel> router,
-                           RouterModel::Create(router_options));
+  AGENTKV_ASSIGN_OR_RETURN(std::unique_ptr<routing::Router> router,
+                           routing::Router::Create(router_options));
   std::vector<std::unique_ptr<EngineModel>> engines;
   engines.reserve(static_cast<size_t>(options.num_engines));
   for (int32_t i = 0; i < options.num_engines; ++i) {
@@ -47,7 +37,7 @@ StatusOr<std::unique_ptr<FleetModel>> FleetModel::Create(EventLoop* loop,
   return std::unique_ptr<FleetModel>(new FleetModel(std::move(router), std::move(engines)));
 }
 
-FleetModel::FleetModel(std::unique_ptr<RouterModel> router,
+FleetModel::FleetModel(std::unique_ptr<routing::Router> router,
                        std::vector<std::unique_ptr<EngineModel>> engines)
     : router_(std::move(router)), engines_(std::move(engines)) {
   for (size_t i = 0; i < engines_.size(); ++i) {
@@ -68,7 +58,7 @@ StatusOr<EngineId> FleetModel::Submit(engine::SchedulerRequest request, uint64_t
   block_keys.reserve(request.prompt_keys.size());
   for (kv::BlockKey key : request.prompt_keys) block_keys.push_back(key.value());
   const EngineId target =
-      router_->Route(RouteRequest{.routing_key = routing_key, .block_keys = block_keys});
+      router_->Route(routing::RouteRequest{.routing_key = routing_key, .block_keys = block_keys});
   EngineModel& engine = mutable_engine(target);
   AGENTKV_RETURN_IF_ERROR(engine.Submit(std::move(request)));
   ++num_submitted_;

@@ -1,4 +1,4 @@
-// FleetModel: N simulated engines (EngineModel) sharing one EventLoop behind a RouterModel.
+// FleetModel: N simulated engines (EngineModel) sharing one EventLoop behind a routing::Router.
 //
 // Submit() refreshes the router's view of every engine's load (its running plus queued
 // requests, read live from the schedulers), routes the request (the routing key for
@@ -28,7 +28,7 @@
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/sim/engine_model.h"
 #include "agentkv/sim/event_loop.h"
-#include "agentkv/sim/router_model.h"
+#include "agentkv/routing/router.h"
 
 namespace agentkv::sim {
 
@@ -36,21 +36,13 @@ struct FleetModelOptions {
   // Engines in the fleet. Default: 1. Range: [1, 65536].
   int32_t num_engines = 1;
   // The router; its num_engines is ignored (num_engines above is used).
-  RouterOptions router;
+  routing::RouterOptions router;
   // Every engine's options.
   EngineModelOptions engine;
 
   // InvalidArgument naming the first bad field.
   Status Validate() const;
 };
-
-// The routing key of a session named by a string (e.g. a WEKA conversation id): a seeded
-// 64-bit hash of its bytes, stable across runs and platforms.
-uint64_t SessionRoutingKey(std::string_view session);
-// The routing key of a numbered session: the number itself.
-inline uint64_t SessionRoutingKey(SessionId session) {
-  return static_cast<uint64_t>(session.value());
-}
 
 class FleetModel {
  public:
@@ -81,16 +73,16 @@ class FleetModel {
   engine::SchedulerGauges gauges(EngineId id) const { return engine(id).gauges(); }
   // Every engine's gauges, indexed by EngineId.
   std::vector<engine::SchedulerGauges> AllGauges() const;
-  const RouterModel& router() const { return *router_; }
+  const routing::Router& router() const { return *router_; }
   // Requests submitted through Submit(), and those finished, fleet-wide.
   int64_t num_submitted() const { return num_submitted_; }
   int64_t num_completed() const { return num_completed_; }
 
  private:
-  FleetModel(std::unique_ptr<RouterModel> router,
+  FleetModel(std::unique_ptr<routing::Router> router,
              std::vector<std::unique_ptr<EngineModel>> engines);
 
-  std::unique_ptr<RouterModel> router_;
+  std::unique_ptr<routing::Router> router_;
   std::vector<std::unique_ptr<EngineModel>> engines_;
   CompletionCallback on_complete_;
   int64_t num_submitted_ = 0;

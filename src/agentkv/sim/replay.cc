@@ -13,6 +13,7 @@
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/kv/block_key.h"
 #include "agentkv/kv/kv_cache_manager.h"
+#include "agentkv/routing/routing_key.h"
 #include "agentkv/sim/agent_driver.h"
 #include "agentkv/sim/event_loop.h"
 #include "agentkv/sim/fleet_model.h"
@@ -277,7 +278,7 @@ ReplaySetup SetupFor(const ReplayOptions& options, int32_t tokens_per_block,
   setup.workload = std::string(description);
   setup.seed = seed;
   setup.num_engines = options.num_engines;
-  setup.router = options.router;
+  setup.router = std::string(routing::RouterPolicyName(options.router));
   setup.model = options.model;
   setup.gpu = options.gpu;
   setup.tp = options.tp;
@@ -352,7 +353,7 @@ Status ReplayOptions::Validate() const {
   control::AgenticOptions admission = agentic;
   admission.agentic_program_admission = true;
   AGENTKV_RETURN_IF_ERROR(admission.Validate());
-  RouterOptions router_options;
+  routing::RouterOptions router_options;
   router_options.policy = router;
   AGENTKV_RETURN_IF_ERROR(router_options.Validate());
   return engine::CostModel::CreateByName(model, gpu, tp).status();
@@ -513,7 +514,7 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
       request.request.kv_options.prompt_tokens = request.request.prompt_tokens;
       request.request.kv_options.conversation = ConversationId(static_cast<int64_t>(i) + 1);
       request.session = SessionId(static_cast<int64_t>(i) + 1);
-      request.routing_key = SessionRoutingKey(request.session);
+      request.routing_key = routing::SessionRoutingKey(request.session);
       if (Status s = f.gateway->Submit(std::move(request)); !s.ok()) {
         if (failure.ok()) failure = s;
         return;

@@ -2,7 +2,7 @@
 //
 // Each arm builds a fresh simulated fleet (FleetModel: N EngineModels, each the real
 // engine::StepScheduler over kv::KvCacheManager priced by engine::CostModel, behind a
-// RouterModel), the GatewayModel in front of it (the real control::AdmissionCoordinator and
+// routing::Router), the GatewayModel in front of it (the real control::AdmissionCoordinator and
 // control::SessionLifecyclePlanner, fed by gauges polled every 2 s of simulated time), and
 // drives the workload through it: agentic workloads in closed loop (AgentDriver), open-loop
 // traces by timestamp. The arm's ArmSpec only changes options (agentic flags, KV cache
@@ -29,6 +29,7 @@
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
+#include "agentkv/routing/router.h"
 #include "agentkv/sim/agentic_workload.h"
 #include "agentkv/sim/replay_arms.h"
 #include "agentkv/sim/replay_result.h"
@@ -43,11 +44,10 @@ struct ReplayOptions {
   // --- Fleet ---
   // Engines. Default: 2. Range: [1, 1024].
   int32_t num_engines = 2;
-  // sgl-router policy: round_robin, cache_aware or consistent_hashing. Default:
-  // consistent_hashing on the session id, which is how the agentkv gateway routes sessions
+  // sgl-router policy. Default: consistent_hashing on the session id, which is how the agentkv gateway routes sessions
   // (X-SMG-Routing-Key); with cache_aware, load-dependent routing makes small effects of an arm
   // hard to tell from run-to-run variation (docs/RESULTS.md).
-  std::string router = "consistent_hashing";
+  routing::RouterPolicy router = routing::RouterPolicy::kConsistentHashing;
   // Cost model presets and tensor parallelism (engine/cost_model.h). Defaults: llama-3.1-8b on
   // h100, tp 1.
   std::string model = "llama-3.1-8b";

@@ -1,0 +1,58 @@
+# cmake -DTABLE=<module table> -DDOC=docs/ARCHITECTURE.md -P CheckArchitectureDoc.cmake
+#
+# Checks that the module table of docs/ARCHITECTURE.md says what the build enforces: every
+# module declared with agentkv_module has one row `| \`name\` | \`folder\` | deps | ... |`
+# whose folder is the module's folder under src/agentkv and whose "may use" cell lists exactly
+# its DEPS ("-" for none), and no row names a module the build does not declare. Prints one line
+# per difference and fails when there is any.
+cmake_minimum_required(VERSION 3.25)
+if(NOT DEFINED TABLE OR NOT DEFINED DOC)
+  message(FATAL_ERROR "usage: cmake -DTABLE=FILE -DDOC=FILE -P CheckArchitectureDoc.cmake")
+endif()
+include(${TABLE})
+
+set(differences 0)
+set(documented "")
+file(STRINGS ${DOC} rows REGEX "^\\| `[a-z_]+` \\| `[a-z_/]+` \\|")
+foreach(row IN LISTS rows)
+  string(REGEX MATCH "^\\| `([a-z_]+)` \\| `([a-z_/]+)` \\| ([^|]*)\\|" _ "${row}")
+  set(module "${CMAKE_MATCH_1}")
+  set(folder "${CMAKE_MATCH_2}")
+  string(STRIP "${CMAKE_MATCH_3}" cell)
+  list(APPEND documented ${module})
+  if(NOT module IN_LIST AGENTKV_MODULES)
+    message("${DOC}: row `${module}` names no module of the build")
+    math(EXPR differences "${differences} + 1")
+    continue()
+  endif()
+  if(NOT folder STREQUAL "${AGENTKV_MODULE_DIR_${module}}")
+    message("${DOC}: `${module}` lies in src/agentkv/${AGENTKV_MODULE_DIR_${module}}, "
+            "the table says ${folder}")
+    math(EXPR differences "${differences} + 1")
+  endif()
+  set(listed "")
+  if(NOT cell STREQUAL "-")
+    string(REPLACE "," ";" listed "${cell}")
+    list(TRANSFORM listed STRIP)
+  endif()
+  set(declared ${AGENTKV_MODULE_DEPS_${module}})
+  list(SORT listed)
+  list(SORT declared)
+  if(NOT "${listed}" STREQUAL "${declared}")
+    string(REPLACE ";" ", " listed_text "${listed}")
+    string(REPLACE ";" ", " declared_text "${declared}")
+    message("${DOC}: `${module}` may use [${listed_text}] says the table, "
+            "[${declared_text}] says its CMakeLists.txt")
+    math(EXPR differences "${differences} + 1")
+  endif()
+endforeach()
+foreach(module IN LISTS AGENTKV_MODULES)
+  if(NOT module IN_LIST documented)
+    message("${DOC}: module `${module}` has no row in the table")
+    math(EXPR differences "${differences} + 1")
+  endif()
+endforeach()
+if(differences GREATER 0)
+  message(FATAL_ERROR "${differences} difference(s) between ${DOC} and the build")
+endif()
+message("the module table of ${DOC} matches the build")

@@ -1,0 +1,489 @@
+// The arm table's metrics and the terminal table of a ReplayResult.
+//
+// One list of metric descriptors (kMetrics) drives the table rows, and the rows drive the HTML
+// table and the JSON's delta_vs_baseline, so no two renderings disagree on what a delta is:
+// (arm - baseline) / baseline, left out when the baseline is 0. Numbers are formatted with
+// snprintf in the "C" locale conventions, so the text depends on nothing but the input (no
+// locale, no clock, no hash order). Non-finite values never reach the text: cells show "-".
+#include "agentkv/report/replay_report.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace agentkv::report {
+
+using sim::ArmResult;
+using sim::ReplayResult;
+using sim::ReplaySetup;
+namespace {
+
+// ---- Number formatting ---------------------------------------------------------------------
+
+// `value` with `decimals` digits after the point; "-" when not finite; never "-0.0".
+std::string Fixed(double value, int decimals) {
+  if (!std::isfinite(value)) return "-";
+  std::array<char, 64> buffer{};
+  std::snprintf(buffer.data(), buffer.size(), "%.*f", decimals, value);
+  std::string text(buffer.data());
+  if (text.front() == '-' && text.find_first_not_of("-0.") == std::string::npos) text.erase(0, 1);
+  return text;
+}
+
+// Inserts thousands separators into the integer part of a plain decimal ("-1234.5").
+std::string WithSeparators(std::string text) {
+  const size_t begin = (!text.empty() && text.front() == '-') ? 1 : 0;
+  size_t end = text.find('.');
+  if (end == std::string::npos) end = text.size();
+  for (size_t i = end; i > begin + 3; i -= 3) text.insert(i - 3, 1, ',');
+  return text;
+}
+
+// Three significant digits with a k/M/G suffix ("12.3k", "123M"); plain below 10,000.
+std::string Abbreviated(double value) {
+  if (!std::isfinite(value)) return "-";
+  const double magnitude = std::fabs(value);
+  if (magnitude < 9999.5) return WithSeparators(Fixed(value, 0));
+  static constexpr std::array<std::pair<double, const char*>, 4> kUnits = {
+      {{1e3, "k"}, {1e6, "M"}, {1e9, "G"}, {1e12, "T"}}};
+  size_t unit = 0;
+  while (unit + 1 < kUnits.size() && magnitude >= kUnits[unit + 1].first * 0.9995) ++unit;
+  const double scaled = value / kUnits[unit].first;
+  const double scaled_magnitude = std::fabs(scaled);
+  const int decimals = scaled_magnitude < 9.995 ? 2 : (scaled_magnitude < 99.95 ? 1 : 0);
+  return Fixed(scaled, decimals) + kUnits[unit].second;
+}
+
+std::string Count(double value, NumberStyle style) {
+  if (style == NumberStyle::kCompact) return Abbreviated(value);
+  return WithSeparators(Fixed(value, 0));
+}
+
+// Seconds with precision that shrinks as the value grows: 0.123, 12.34, 123.4, 1,234.
+std::string Seconds(double value) {
+  const double magnitude = std::fabs(value);
+  if (magnitude < 10) return Fixed(value, 3);
+  if (magnitude < 100) return Fixed(value, 2);
+  if (magnitude < 1000) return Fixed(value, 1);
+  return WithSeparators(Fixed(value, 0));
+}
+
+// A series value: an integer count when it is one, else three decimals.
+std::string SeriesValue(double value, NumberStyle style) {
+  if (std::isfinite(value) && std::fabs(value) < 1e15 && value == std::floor(value)) {
+    return Count(value, style);
+  }
+  return Fixed(value, 3);
+}
+
+// "(+3.1%)"; "(=)" when the values are equal. Compact style drops the decimal from 10% on.
+std::string DeltaText(double change, NumberStyle style) {
+  if (change == 0) return "(=)";
+  const double percent = change * 100;
+  const double magnitude = std::fabs(percent);
+  const bool one_decimal = style == NumberStyle::kFull ? magnitude < 999.95 : magnitude < 9.95;
+  std::string text = Fixed(magnitude, one_decimal ? 1 : 0);
+  return std::string("(") + (percent < 0 ? "-" : "+") + text + "%)";
+}
+
+// ---- Metric descriptors --------------------------------------------------------------------
+
+enum class Kind : uint8_t { kRatio, kCount, kSeconds, kRate };
+
+// Whether a row is shown for every setup or only when some arm has a non-zero value.
+enum class Show : uint8_t { kAlways, kWhenNonZero };
+
+struct Metric {
+  const char* section;
+  const char* label;
+  // The key in the JSON's delta_vs_baseline.
+  const char* json_key;
+  Kind kind;
+  MetricSense sense;
+  Show show;
+  double (*value)(const ArmResult&);
+};
+
+constexpr MetricSense kUp = MetricSense::kHigherIsBetter;
+constexpr MetricSense kDown = MetricSense::kLowerIsBetter;
+constexpr MetricSense kFlat = MetricSense::kNeutral;
+
+double AsDouble(int64_t v) { return static_cast<double>(v); }
+
+double TokenHitRatio(const ArmResult& a) {
+  return a.token_hit_ratio_device + a.token_hit_ratio_host;
+}
+
+// Display order. The ideal row, the admission series and the conservation rows are built
+// separately below, in their place.
+const Metric kMetrics[] = {
+    {"prefix cache", "token hit ratio device", "token_hit_ratio_device", Kind::kRatio, kUp,
+     Show::kAlways, [](const ArmResult& a) { return a.token_hit_ratio_device; }},
+    {"prefix cache", "token hit ratio host", "token_hit_ratio_host", Kind::kRatio, kUp,
+     Show::kAlways, [](const ArmResult& a) { return a.token_hit_ratio_host; }},
+    {"prefix cache", "token hit ratio dev+host", "token_hit_ratio", Kind::kRatio, kUp,
+     Show::kAlways, TokenHitRatio},
+    {"prefix cache", "block hit ratio dev+host", "block_hit_ratio", Kind::kRatio, kUp,
+     Show::kAlways,
+     [](const ArmResult& a) { return a.block_hit_ratio_device + a.block_hit_ratio_host; }},
+    {"recompute", "uncached tokens", "uncached_tokens", Kind::kCount, kDown, Show::kAlways,
+     [](const ArmResult& a) { return AsDouble(a.uncached_tokens); }},
+    {"recompute", "cold tokens", "cold_tokens", Kind::kCount, kDown, Show::kAlways,
+     [](const ArmResult& a) { return AsDouble(a.cold_tokens); }},
+    {"recompute", "evicted recompute tokens", "evicted_recompute_tokens", Kind::kCount, kDown,
+     Show::kAlways, [](const ArmResult& a) { return AsDouble(a.evicted_recompute_tokens); }},
+    {"recompute", "preempted recompute tokens", "preempted_recompute_tokens", Kind::kCount, kDown,
+     Show::kAlways, [](const ArmResult& a) { return AsDouble(a.preempted_recompute_tokens); }},
+    {"throughput", "makespan (s)", "makespan_s", Kind::kSeconds, kDown, Show::kAlways,
+     [](const ArmResult& a) { return a.makespan_s; }},
+    {"throughput", "requests/s", "requests_per_s", Kind::kRate, kUp, Show::kAlways,
+     [](const ArmResult& a) { return a.requests_per_s; }},
+    {"throughput", "output tokens/s", "output_tokens_per_s", Kind::kRate, kUp, Show::kAlways,
+     [](const ArmResult& a) { return a.output_tokens_per_s; }},
+    {"latency", "session time mean (s)", "session_time_mean_s", Kind::kSeconds, kDown,
+     Show::kAlways, [](const ArmResult& a) { return a.session_time.mean_s; }},
+    {"latency", "session time p50 (s)", "session_time_p50_s", Kind::kSeconds, kDown, Show::kAlways,
+     [](const ArmResult& a) { return a.session_time.p50_s; }},
+    {"latency", "session time p95 (s)", "session_time_p95_s", Kind::kSeconds, kDown, Show::kAlways,
+     [](const ArmResult& a) { return a.session_time.p95_s; }},
+    {"latency", "session time p99 (s)", "session_time_p99_s", Kind::kSeconds, kDown, Show::kAlways,
+     [](const ArmResult& a) { return a.session_time.p99_s; }},
+    {"latency", "queueing delay mean (s)", "queueing_delay_mean_s", Kind::kSeconds, kDown,
+     Show::kAlways, [](const ArmResult& a) { return a.queueing_delay.mean_s; }},
+    {"latency", "queueing delay p95 (s)", "queueing_delay_p95_s", Kind::kSeconds, kDown,
+     Show::kAlways, [](const ArmResult& a) { return a.queueing_delay.p95_s; }},
+    {"latency", "TTFT p50 (s)", "ttft_p50_s", Kind::kSeconds, kDown, Show::kAlways,
+     [](const ArmResult& a) { return a.ttft.p50_s; }},
+    {"latency", "TTFT p95 (s)", "ttft_p95_s", Kind::kSeconds, kDown, Show::kAlways,
+     [](const ArmResult& a) { return a.ttft.p95_s; }},
+    {"latency", "TTFT p99 (s)", "ttft_p99_s", Kind::kSeconds, kDown, Show::kAlways,
+     [](const ArmResult& a) { return a.ttft.p99_s; }},
+    {"latency", "admission wait mean (s)", "admission_wait_mean_s", Kind::kSeconds, kDown,
+     Show::kWhenNonZero, [](const ArmResult& a) { return a.admission_wait.mean_s; }},
+    {"latency", "admission wait p95 (s)", "admission_wait_p95_s", Kind::kSeconds, kDown,
+     Show::kWhenNonZero, [](const ArmResult& a) { return a.admission_wait.p95_s; }},
+    {"engines", "preemptions", "preemptions", Kind::kCount, kDown, Show::kAlways,
+     [](const ArmResult& a) { return AsDouble(a.preemptions); }},
+    {"engines", "device evictions", "device_evictions", Kind::kCount, kDown, Show::kAlways,
+     [](const ArmResult& a) { return AsDouble(a.device_evictions); }},
+    {"engines", "offloads", "offloads", Kind::kCount, kFlat, Show::kAlways,
+     [](const ArmResult& a) { return AsDouble(a.offloads); }},
+    {"engines", "drops", "drops", Kind::kCount, kDown, Show::kAlways,
+     [](const ArmResult& a) { return AsDouble(a.drops); }},
+    {"engines", "onboards", "onboards", Kind::kCount, kFlat, Show::kAlways,
+     [](const ArmResult& a) { return AsDouble(a.onboards); }},
+    {"lifecycle", "sessions closed", "sessions_closed", Kind::kCount, kFlat, Show::kAlways,
+     [](const ArmResult& a) { return AsDouble(a.sessions_closed); }},
+    {"lifecycle", "tokens freed by close", "tokens_freed_by_close", Kind::kCount, kFlat,
+     Show::kAlways, [](const ArmResult& a) { return AsDouble(a.tokens_freed_by_close); }},
+    {"lifecycle", "demoted children", "demoted_children", Kind::kCount, kFlat, Show::kAlways,
+     [](const ArmResult& a) { return AsDouble(a.demoted_children); }},
+    {"lifecycle", "demoted blocks", "demoted_blocks", Kind::kCount, kFlat, Show::kWhenNonZero,
+     [](const ArmResult& a) { return AsDouble(a.demoted_blocks); }},
+    {"lifecycle", "restored children", "restored_children", Kind::kCount, kFlat, Show::kWhenNonZero,
+     [](const ArmResult& a) { return AsDouble(a.restored_children); }},
+    {"lifecycle", "ttl pins", "ttl_pins", Kind::kCount, kFlat, Show::kAlways,
+     [](const ArmResult& a) { return AsDouble(a.ttl_pins); }},
+    {"lifecycle", "ttl expired", "ttl_expired", Kind::kCount, kDown, Show::kAlways,
+     [](const ArmResult& a) { return AsDouble(a.ttl_expired); }},
+    {"lifecycle", "ttl returned", "ttl_returned", Kind::kCount, kUp, Show::kWhenNonZero,
+     [](const ArmResult& a) { return AsDouble(a.ttl_returned); }},
+    {"conservation", "requests issued", "requests_issued", Kind::kCount, kFlat, Show::kAlways,
+     [](const ArmResult& a) { return AsDouble(a.requests_issued); }},
+    {"conservation", "requests completed", "requests_completed", Kind::kCount, kUp, Show::kAlways,
+     [](const ArmResult& a) { return AsDouble(a.requests_completed); }},
+};
+
+std::string FormatValue(Kind kind, double value, NumberStyle style) {
+  switch (kind) {
+    case Kind::kRatio:
+      return Fixed(value, 4);
+    case Kind::kCount:
+      return Count(value, style);
+    case Kind::kSeconds:
+      return Seconds(value);
+    case Kind::kRate:
+      if (style == NumberStyle::kCompact && std::fabs(value) >= 9999.5) return Abbreviated(value);
+      // Rates of agentic sessions are often far below 1/s: keep three significant digits.
+      if (std::fabs(value) < 1) return Fixed(value, 4);
+      return WithSeparators(Fixed(value, std::fabs(value) < 100 ? 2 : 1));
+  }
+  return "-";
+}
+
+// (value - base) / base, or nullopt when the base is 0 or either is not finite.
+std::optional<double> RelativeChange(double value, double base) {
+  if (base == 0 || !std::isfinite(base) || !std::isfinite(value)) return std::nullopt;
+  return (value - base) / base;
+}
+
+// A row of `values` (one per arm) with deltas against the baseline column.
+ReplayTableRow MakeRow(const std::string& section, const std::string& label, const std::string& key,
+                       MetricSense sense, const std::vector<double>& values, size_t baseline,
+                       const std::function<std::string(double)>& format, NumberStyle style) {
+  ReplayTableRow row{section, label, key, sense, {}};
+  for (size_t i = 0; i < values.size(); ++i) {
+    ReplayTableCell cell{format(values[i]), values[i], std::nullopt, ""};
+    if (i != baseline) cell.change = RelativeChange(values[i], values[baseline]);
+    if (cell.change) cell.delta = DeltaText(*cell.change, style);
+    row.cells.push_back(std::move(cell));
+  }
+  return row;
+}
+
+bool AnyNonZero(const std::vector<double>& values) {
+  return std::any_of(values.begin(), values.end(), [](double v) { return v != 0; });
+}
+
+// The agentic_kv series shown in the table: names with "admit", "wait" or "bypass", in order
+// of first appearance over the arms.
+std::vector<std::string> AdmissionSeries(const ReplayResult& result) {
+  std::vector<std::string> names;
+  for (const ArmResult& arm : result.arms) {
+    for (const auto& [name, value] : arm.agentic_kv) {
+      const bool admission = name.find("admit") != std::string::npos ||
+                             name.find("wait") != std::string::npos ||
+                             name.find("bypass") != std::string::npos;
+      if (admission && std::find(names.begin(), names.end(), name) == names.end()) {
+        names.push_back(name);
+      }
+    }
+  }
+  return names;
+}
+
+// The arm's value of series `name` (the first one of that name), 0 when absent.
+double SeriesOf(const ArmResult& arm, const std::string& name) {
+  for (const auto& [series, value] : arm.agentic_kv) {
+    if (series == name) return value;
+  }
+  return 0;
+}
+
+// ---- Terminal table ------------------------------------------------------------------------
+
+constexpr size_t kMaxLineWidth = 160;
+
+bool IsUtf8Continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
+std::string PadLeft(const std::string& text, size_t width) {
+  return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
+}
+
+std::string PadRight(const std::string& text, size_t width) {
+  return text.size() >= width ? text : text + std::string(width - text.size(), ' ');
+}
+
+// The table body (without the setup header); `max_header` > 0 truncates arm names to it.
+std::vector<std::string> TableLines(const ReplayResult& result,
+                                    const std::vector<ReplayTableRow>& rows,
+                                    const std::string& separator, size_t max_header) {
+  const size_t arms = result.arms.size();
+  std::vector<std::string> headers;
+  for (const ArmResult& arm : result.arms) {
+    std::string name = arm.arm;
+    if (max_header > 2 && name.size() > max_header) {
+      // Cut from the middle: arm names tend to share a prefix ("+lifecycle+...") and differ
+      // at the end.
+      // Both cuts land on UTF-8 character boundaries.
+      size_t head = (max_header - 1) / 2;
+      size_t tail = name.size() - (max_header - 1 - head);
+      while (head > 0 && IsUtf8Continuation(name[head])) --head;
+      while (tail < name.size() && IsUtf8Continuation(name[tail])) ++tail;
+      name = name.substr(0, head) + "~" + name.substr(tail);
+    }
+    headers.push_back(std::move(name));
+  }
+  size_t label_width = std::string("metric").size();
+  std::vector<size_t> value_width(arms, 0);
+  std::vector<size_t> delta_width(arms, 0);
+  for (const ReplayTableRow& row : rows) {
+    label_width = std::max(label_width, row.label.size() + 2);
+    for (size_t i = 0; i < arms; ++i) {
+      value_width[i] = std::max(value_width[i], row.cells[i].value.size());
+      delta_width[i] = std::max(delta_width[i], row.cells[i].delta.size());
+    }
+  }
+  std::vector<size_t> column_width(arms, 0);
+  for (size_t i = 0; i < arms; ++i) {
+    const size_t content = value_width[i] + (delta_width[i] > 0 ? delta_width[i] + 1 : 0);
+    column_width[i] = std::max(content, headers[i].size());
+    // A header wider than the content widens the value part, keeping deltas left-aligned.
+    value_width[i] = column_width[i] - (content - value_width[i]);
+  }
+  std::vector<std::string> lines;
+  std::string line = PadRight("metric", label_width);
+  for (size_t i = 0; i < arms; ++i) line += separator + PadLeft(headers[i], column_width[i]);
+  lines.push_back(line);
+  std::string section;
+  for (const ReplayTableRow& row : rows) {
+    if (row.section != section) {
+      section = row.section;
+      lines.push_back(section);
+    }
+    line = PadRight("  " + row.label, label_width);
+    for (size_t i = 0; i < arms; ++i) {
+      const ReplayTableCell& cell = row.cells[i];
+      std::string text = PadLeft(cell.value, value_width[i]);
+      if (delta_width[i] > 0) text += " " + PadRight(cell.delta, delta_width[i]);
+      line += separator + text;
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+size_t Widest(const std::vector<std::string>& lines) {
+  size_t width = 0;
+  for (const std::string& line : lines) width = std::max(width, line.size());
+  return width;
+}
+
+std::vector<std::string> HeaderLines(const ReplayResult& result) {
+  const ReplaySetup& s = result.setup;
+  std::vector<std::string> lines;
+  lines.push_back("agentkv replay: " + s.workload);
+  lines.push_back("  seed " + std::to_string(s.seed) + " | " + std::to_string(s.num_engines) +
+                  (s.num_engines == 1 ? " engine" : " engines") + " x " + s.model + " on " + s.gpu +
+                  " (TP " + std::to_string(s.tp) + ") | router: " + s.router);
+  lines.push_back(
+      "  KV per engine: " + WithSeparators(std::to_string(s.device_tokens_per_engine)) +
+      " tokens (" + std::to_string(s.tokens_per_block) + "-token blocks) | host tier: " +
+      (s.host_tokens_per_engine > 0
+           ? WithSeparators(std::to_string(s.host_tokens_per_engine)) + " tokens per engine"
+           : std::string("none")));
+  const std::optional<size_t> baseline = BaselineArmIndex(result);
+  const std::optional<size_t> ideal = IdealArmIndex(result);
+  std::string refs = "  deltas vs: " + (baseline ? result.arms[*baseline].arm : std::string("-"));
+  if (ideal) {
+    refs += " | ideal token hit ratio (" + result.arms[*ideal].arm +
+            ", device+host): " + Fixed(TokenHitRatio(result.arms[*ideal]), 4);
+  }
+  lines.push_back(refs);
+  lines.push_back("arms:");
+  size_t name_width = 0;
+  for (const ArmResult& arm : result.arms) name_width = std::max(name_width, arm.arm.size());
+  for (const ArmResult& arm : result.arms) {
+    std::string line = "  " + PadRight(arm.arm, name_width) + "  " + arm.description;
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::optional<size_t> BaselineArmIndex(const ReplayResult& result) {
+  if (result.arms.empty()) return std::nullopt;
+  for (size_t i = 0; i < result.arms.size(); ++i) {
+    if (result.arms[i].arm == "baseline") return i;
+  }
+  return 0;
+}
+
+std::optional<size_t> IdealArmIndex(const ReplayResult& result) {
+  for (size_t i = 0; i < result.arms.size(); ++i) {
+    if (result.arms[i].arm == "infinite-cache") return i;
+  }
+  return std::nullopt;
+}
+
+std::vector<ReplayTableRow> ReplayTableRows(const ReplayResult& result, NumberStyle style) {
+  std::vector<ReplayTableRow> rows;
+  const std::optional<size_t> baseline = BaselineArmIndex(result);
+  if (!baseline) return rows;
+  const std::optional<size_t> ideal = IdealArmIndex(result);
+  const auto values_of = [&](const std::function<double(const ArmResult&)>& get) {
+    std::vector<double> values;
+    for (const ArmResult& arm : result.arms) values.push_back(get(arm));
+    return values;
+  };
+  const auto no_deltas = [](ReplayTableRow row) {
+    for (ReplayTableCell& cell : row.cells) {
+      cell.change.reset();
+      cell.delta.clear();
+    }
+    return row;
+  };
+  bool admission_done = false;
+  for (const Metric& m : kMetrics) {
+    // The admission series go after the engine and lifecycle counters, before conservation.
+    if (std::string_view(m.section) == "conservation" && !admission_done) {
+      admission_done = true;
+      for (const std::string& name : AdmissionSeries(result)) {
+        const std::vector<double> values =
+            values_of([&](const ArmResult& arm) { return SeriesOf(arm, name); });
+        if (!AnyNonZero(values)) continue;
+        const std::string label = name.rfind("agentic_kv/", 0) == 0
+                                      ? name.substr(std::string("agentic_kv/").size())
+                                      : name;
+        rows.push_back(MakeRow(
+            "admission", label, "", MetricSense::kNeutral, values, *baseline,
+            [style](double v) { return SeriesValue(v, style); }, style));
+      }
+    }
+    const std::vector<double> values = values_of(m.value);
+    if (m.show == Show::kWhenNonZero && !AnyNonZero(values)) continue;
+    rows.push_back(MakeRow(
+        m.section, m.label, m.json_key, m.sense, values, *baseline,
+        [&m, style](double v) { return FormatValue(m.kind, v, style); }, style));
+    if (ideal && std::string_view(m.json_key) == "token_hit_ratio") {
+      // Each arm's share of the infinite-cache hit ratio; a delta of shares would repeat the
+      // hit-ratio delta above, so this row has none.
+      const double reference = values[*ideal];
+      std::vector<double> shares;
+      for (const double v : values) shares.push_back(reference > 0 ? v / reference : 0);
+      rows.push_back(no_deltas(MakeRow(
+          m.section, "share of ideal hit ratio", "", MetricSense::kHigherIsBetter, shares,
+          *baseline,
+          [reference](double share) {
+            return reference > 0 ? Fixed(100 * share, 1) + "%" : std::string("-");
+          },
+          style)));
+    }
+  }
+  // Rejections only happen under some admission setups.
+  const std::vector<double> rejected =
+      values_of([](const ArmResult& arm) { return AsDouble(arm.requests_rejected); });
+  if (AnyNonZero(rejected)) {
+    rows.push_back(MakeRow(
+        "conservation", "requests rejected", "requests_rejected", MetricSense::kLowerIsBetter,
+        rejected, *baseline, [style](double v) { return Count(v, style); }, style));
+  }
+  return rows;
+}
+
+std::string FormatReplayTable(const ReplayResult& result) {
+  std::vector<std::string> lines = HeaderLines(result);
+  if (result.arms.empty()) {
+    lines.push_back("(no arms)");
+  } else {
+    std::vector<std::string> table =
+        TableLines(result, ReplayTableRows(result, NumberStyle::kFull), "   ", 0);
+    if (Widest(table) > kMaxLineWidth) {
+      const std::vector<ReplayTableRow> compact = ReplayTableRows(result, NumberStyle::kCompact);
+      table = TableLines(result, compact, "  ", 0);
+      // Still too wide: arm names wider than their numbers are cut to the numbers' width
+      // (the full names are listed above the table).
+      for (size_t max_header = 16; Widest(table) > kMaxLineWidth && max_header >= 6;
+           max_header -= 2) {
+        table = TableLines(result, compact, "  ", max_header);
+      }
+    }
+    lines.push_back("");
+    lines.insert(lines.end(), table.begin(), table.end());
+  }
+  std::string out;
+  for (const std::string& line : lines) out += line + "\n";
+  return out;
+}
+
+}  // namespace agentkv::report

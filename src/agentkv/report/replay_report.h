@@ -1,0 +1,97 @@
+// Replay report: a ReplayResult (replay_result.h) rendered as a terminal table, as JSON and as
+// a self-contained HTML report with SVG charts.
+//
+// Every arm is compared with the baseline arm (the first arm named "baseline", else the first
+// arm) and hit ratios are set next to the ideal of an arm named "infinite-cache" when there is
+// one. All functions are pure (no I/O, no clocks): equal results render to byte-identical
+// strings, so the JSON can be diffed as a determinism gate. Thread-safe.
+#ifndef AGENTKV_REPORT_REPLAY_REPORT_H_
+#define AGENTKV_REPORT_REPLAY_REPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agentkv/sim/replay_result.h"
+
+namespace agentkv::report {
+
+// The arm deltas are taken against: the first arm named "baseline", else arm 0; nullopt when
+// there are no arms.
+std::optional<size_t> BaselineArmIndex(const sim::ReplayResult& result);
+
+// The first arm named "infinite-cache" (the hit-ratio ideal), or nullopt.
+std::optional<size_t> IdealArmIndex(const sim::ReplayResult& result);
+
+// Which direction of a metric's change is an improvement (for colouring deltas).
+enum class MetricSense : uint8_t { kHigherIsBetter, kLowerIsBetter, kNeutral };
+
+// How numbers are written in table cells: kFull writes counts with thousands separators
+// ("12,345,678"); kCompact abbreviates them ("12.35M") for narrow terminals.
+enum class NumberStyle : uint8_t { kFull, kCompact };
+
+// One cell of the arm table.
+struct ReplayTableCell {
+  // The value as shown ("0.4123", "12,345", "87.5%").
+  std::string value;
+  // The value before formatting (for the share of the ideal, the share as a fraction).
+  double number = 0;
+  // The relative change against the baseline arm, (value - baseline) / baseline, as a fraction.
+  // nullopt in the baseline column, when the baseline is 0, and for rows without deltas.
+  std::optional<double> change;
+  // `change` as shown: "(+3.1%)", "(-10.2%)", "(=)" for no change; empty when `change` is
+  // nullopt.
+  std::string delta;
+};
+
+// One metric of the arm table.
+struct ReplayTableRow {
+  // The section the row belongs to ("prefix cache", "latency", ...); rows of one section are
+  // adjacent.
+  std::string section;
+  // The metric, with its unit where it has one ("session time p95 (s)").
+  std::string label;
+  // The metric's name in the JSON's delta_vs_baseline ("session_time_p95_s"); empty for rows
+  // that are not there (the share of the ideal, the admission series).
+  std::string key;
+  MetricSense sense = MetricSense::kNeutral;
+  // One cell per arm, in arm order.
+  std::vector<ReplayTableCell> cells;
+};
+
+// The metrics of the arm table, in display order: prefix-cache hit ratios (and the fraction of
+// the infinite-cache ideal reached), recompute tokens, throughput, latency percentiles, engine
+// counters, admission counters (the arms' agentic_kv series whose names contain "admit",
+// "wait" or "bypass" and that are non-zero in some arm) and conservation. Rows that only
+// apply to some setups (admission wait, demotion restores, ...) are left out when they are zero
+// in every arm. Empty when there are no arms.
+std::vector<ReplayTableRow> ReplayTableRows(const sim::ReplayResult& result, NumberStyle style);
+
+// A plain-text report: a header with the setup and the arms, then the arm table with one column
+// per arm (right-aligned, sized to content) and the delta against the baseline in every other
+// column. Switches to NumberStyle::kCompact and truncated arm headers when the full table would
+// be wider than 160 columns. Ends with a newline.
+std::string FormatReplayTable(const sim::ReplayResult& result);
+
+// The result as pretty-printed JSON (2-space indent; arrays of plain values on one line):
+// {"setup": {...every ReplaySetup field}, "baseline": name (null without arms), "arms": [{"arm",
+// "description", every scalar field of ArmResult by its field name, the four duration summaries
+// as objects, "agentic_kv" as an object in series order, "delta_vs_baseline": {row key:
+// fraction}, "kv_usage" as [time_s, used, evictable, capacity, waiting] rows,
+// "session_times_s"}]}. The deltas are those of the table rows with a key; one is left out when
+// the baseline's value is 0, and the baseline's own are 0. Non-finite doubles are written as
+// null. Ends with a newline.
+std::string ReplayResultJson(const sim::ReplayResult& result);
+
+// A self-contained HTML5 report that is also well-formed XML (no scripts, no external
+// resources): the setup, the arm table with deltas and four inline SVG charts (KV usage over
+// time, session time CDF, token hit ratio bars against the ideal, recompute token bars).
+// Text from the result is escaped; degenerate input (no samples, zero makespan, one arm, all
+// zeros) never puts NaN or infinity into coordinates.
+std::string ReplayResultHtml(const sim::ReplayResult& result);
+
+}  // namespace agentkv::report
+
+#endif  // AGENTKV_REPORT_REPLAY_REPORT_H_

@@ -1,0 +1,221 @@
+// The JSON of a ReplayResult, for diffing runs and for plotting elsewhere.
+//
+// The document is built as boost::json objects, whose members keep insertion order, and written
+// by a small pretty printer (Boost 1.81's serializer is compact only). Integers are written
+// exactly, doubles as their shortest round-trip decimal (std::to_chars), non-finite doubles as
+// null, so equal results give byte-identical text. The deltas come from the same table rows as
+// the terminal and HTML tables. Boost.JSON throws only on allocation failure here.
+#include <algorithm>
+#include <array>
+#include <boost/json.hpp>
+#include <charconv>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "agentkv/report/replay_report.h"
+
+namespace agentkv::report {
+
+using sim::ArmResult;
+using sim::DurationSummary;
+using sim::KvUsageSample;
+using sim::ReplayResult;
+using sim::ReplaySetup;
+namespace {
+
+bool IsScalar(const boost::json::value& v) { return !v.is_object() && !v.is_array(); }
+
+std::string JsonDouble(double value) {
+  if (!std::isfinite(value)) return "null";
+  std::array<char, 64> buffer{};
+  const std::to_chars_result r = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
+  std::string text(buffer.data(), r.ptr);
+  // Keep doubles recognisable as doubles to a reader that distinguishes integers ("1" -> "1.0").
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
+}
+
+void WriteJson(const boost::json::value& v, size_t indent, std::string& out) {
+  switch (v.kind()) {
+    case boost::json::kind::null:
+      out += "null";
+      return;
+    case boost::json::kind::bool_:
+      out += v.get_bool() ? "true" : "false";
+      return;
+    case boost::json::kind::int64:
+      out += std::to_string(v.get_int64());
+      return;
+    case boost::json::kind::uint64:
+      out += std::to_string(v.get_uint64());
+      return;
+    case boost::json::kind::double_:
+      out += JsonDouble(v.get_double());
+      return;
+    case boost::json::kind::string:
+      out += boost::json::serialize(v.get_string());
+      return;
+    case boost::json::kind::array: {
+      const boost::json::array& array = v.get_array();
+      if (array.empty()) {
+        out += "[]";
+        return;
+      }
+      const bool inline_array = std::all_of(array.begin(), array.end(), IsScalar);
+      out += "[";
+      for (size_t i = 0; i < array.size(); ++i) {
+        if (i > 0) out += inline_array ? ", " : ",";
+        if (!inline_array) out += "\n" + std::string(indent + 2, ' ');
+        WriteJson(array[i], indent + 2, out);
+      }
+      if (!inline_array) out += "\n" + std::string(indent, ' ');
+      out += "]";
+      return;
+    }
+    case boost::json::kind::object: {
+      const boost::json::object& object = v.get_object();
+      if (object.empty()) {
+        out += "{}";
+        return;
+      }
+      out += "{";
+      bool first = true;
+      for (const boost::json::key_value_pair& member : object) {
+        out += first ? "\n" : ",\n";
+        first = false;
+        out += std::string(indent + 2, ' ') + boost::json::serialize(member.key()) + ": ";
+        WriteJson(member.value(), indent + 2, out);
+      }
+      out += "\n" + std::string(indent, ' ') + "}";
+      return;
+    }
+  }
+}
+
+boost::json::object SummaryJson(const DurationSummary& s) {
+  return {{"count", s.count}, {"mean_s", s.mean_s}, {"p50_s", s.p50_s}, {"p90_s", s.p90_s},
+          {"p95_s", s.p95_s}, {"p99_s", s.p99_s},   {"max_s", s.max_s}};
+}
+
+boost::json::object SetupJson(const ReplaySetup& s) {
+  boost::json::object o;
+  o["workload"] = s.workload;
+  o["seed"] = s.seed;
+  o["num_engines"] = s.num_engines;
+  o["router"] = s.router;
+  o["model"] = s.model;
+  o["gpu"] = s.gpu;
+  o["tp"] = s.tp;
+  o["tokens_per_block"] = s.tokens_per_block;
+  o["device_tokens_per_engine"] = s.device_tokens_per_engine;
+  o["host_tokens_per_engine"] = s.host_tokens_per_engine;
+  return o;
+}
+
+// The deltas of arm `arm` against the baseline arm over the table rows that have a key. The
+// baseline's own deltas are 0 wherever its value is not.
+boost::json::object DeltaJson(const std::vector<ReplayTableRow>& rows, size_t arm,
+                              size_t baseline) {
+  boost::json::object delta;
+  for (const ReplayTableRow& row : rows) {
+    if (row.key.empty()) continue;
+    const ReplayTableCell& cell = row.cells[arm];
+    if (arm == baseline) {
+      if (cell.number != 0 && std::isfinite(cell.number)) delta[row.key] = 0.0;
+    } else if (cell.change) {
+      delta[row.key] = *cell.change;
+    }
+  }
+  return delta;
+}
+
+boost::json::object ArmJson(const ArmResult& a, boost::json::object delta) {
+  boost::json::object o;
+  o["arm"] = a.arm;
+  o["description"] = a.description;
+  o["requests_issued"] = a.requests_issued;
+  o["requests_completed"] = a.requests_completed;
+  o["requests_rejected"] = a.requests_rejected;
+  o["sessions"] = a.sessions;
+  o["conversations"] = a.conversations;
+  o["prompt_tokens"] = a.prompt_tokens;
+  o["prompt_blocks"] = a.prompt_blocks;
+  o["cached_device_tokens"] = a.cached_device_tokens;
+  o["cached_host_tokens"] = a.cached_host_tokens;
+  o["cached_device_blocks"] = a.cached_device_blocks;
+  o["cached_host_blocks"] = a.cached_host_blocks;
+  o["token_hit_ratio_device"] = a.token_hit_ratio_device;
+  o["token_hit_ratio_host"] = a.token_hit_ratio_host;
+  o["block_hit_ratio_device"] = a.block_hit_ratio_device;
+  o["block_hit_ratio_host"] = a.block_hit_ratio_host;
+  o["uncached_tokens"] = a.uncached_tokens;
+  o["cold_tokens"] = a.cold_tokens;
+  o["evicted_recompute_tokens"] = a.evicted_recompute_tokens;
+  o["preempted_recompute_tokens"] = a.preempted_recompute_tokens;
+  o["makespan_s"] = a.makespan_s;
+  o["output_tokens"] = a.output_tokens;
+  o["requests_per_s"] = a.requests_per_s;
+  o["output_tokens_per_s"] = a.output_tokens_per_s;
+  o["session_time"] = SummaryJson(a.session_time);
+  o["queueing_delay"] = SummaryJson(a.queueing_delay);
+  o["ttft"] = SummaryJson(a.ttft);
+  o["admission_wait"] = SummaryJson(a.admission_wait);
+  o["preemptions"] = a.preemptions;
+  o["device_evictions"] = a.device_evictions;
+  o["offloads"] = a.offloads;
+  o["drops"] = a.drops;
+  o["onboards"] = a.onboards;
+  o["sessions_closed"] = a.sessions_closed;
+  o["tokens_freed_by_close"] = a.tokens_freed_by_close;
+  o["demoted_children"] = a.demoted_children;
+  o["demoted_blocks"] = a.demoted_blocks;
+  o["restored_children"] = a.restored_children;
+  o["ttl_pins"] = a.ttl_pins;
+  o["ttl_expired"] = a.ttl_expired;
+  o["ttl_returned"] = a.ttl_returned;
+  boost::json::object series;
+  for (const auto& [name, value] : a.agentic_kv) series.emplace(name, value);
+  o["agentic_kv"] = std::move(series);
+  o["delta_vs_baseline"] = std::move(delta);
+  boost::json::array usage;
+  usage.reserve(a.kv_usage.size());
+  for (const KvUsageSample& s : a.kv_usage) {
+    usage.push_back(boost::json::array{s.time.seconds(), s.used_tokens, s.evictable_tokens,
+                                       s.capacity_tokens, s.waiting_requests});
+  }
+  o["kv_usage"] = std::move(usage);
+  boost::json::array times;
+  times.reserve(a.session_times_s.size());
+  for (const double t : a.session_times_s) times.push_back(t);
+  o["session_times_s"] = std::move(times);
+  return o;
+}
+
+}  // namespace
+
+std::string ReplayResultJson(const ReplayResult& result) {
+  boost::json::object root;
+  root["setup"] = SetupJson(result.setup);
+  const std::optional<size_t> baseline = BaselineArmIndex(result);
+  if (baseline) {
+    root["baseline"] = result.arms[*baseline].arm;
+  } else {
+    root["baseline"] = nullptr;
+  }
+  boost::json::array arms;
+  const std::vector<ReplayTableRow> rows = ReplayTableRows(result, NumberStyle::kFull);
+  for (size_t i = 0; i < result.arms.size(); ++i) {
+    arms.push_back(ArmJson(result.arms[i], DeltaJson(rows, i, *baseline)));
+  }
+  root["arms"] = std::move(arms);
+  std::string out;
+  WriteJson(root, 0, out);
+  out += "\n";
+  return out;
+}
+
+}  // namespace agentkv::report

@@ -1,0 +1,68 @@
+// AdmissionBackend: how the gateway asks for program-aware admission, whether the coordinator
+// runs in the same process (LocalAdmission, admission_local.h) or behind `agentkv coordinator`
+// over HTTP (RemoteAdmission, admission_remote.h). Both wrap the pure
+// control::AdmissionCoordinator (seed 000): one global FIFO, one token ledger, leases held for
+// one backend attempt.
+//
+// Contract shared by every implementation:
+// - Acquire's `done` runs exactly once, on any thread, with the final decision: kAdmit (with a
+//   lease) or kBypass (with its reason); never kWait (waiting happens inside). An error of the
+//   backend itself (a coordinator that cannot be reached) is reported as kBypass `degraded`:
+//   admission fails open.
+// - Release and Cancel are idempotent and fire-and-forget; Cancel of a waiting ticket makes its
+//   pending Acquire finish with kBypass `cancelled`.
+// - Thread-safe. The backend must outlive every pending Acquire (its destructor resolves them
+//   as kBypass `degraded`).
+#ifndef AGENTKV_SERVICE_ADMISSION_ADMISSION_BACKEND_H_
+#define AGENTKV_SERVICE_ADMISSION_ADMISSION_BACKEND_H_
+
+#include <functional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agentkv/control/admission_coordinator.h"
+#include "agentkv/control/engine_gauges.h"
+
+namespace agentkv::service {
+
+// Calls to a remote coordinator that failed (transport error, timeout, non-200 answer,
+// unreadable body) since start, by operation. All zero for an in-process backend.
+struct AdmissionBackendFailures {
+  int64_t acquire = 0;
+  int64_t release = 0;
+  int64_t cancel = 0;
+  int64_t metrics = 0;
+
+  int64_t total() const { return acquire + release + cancel + metrics; }
+
+  friend bool operator==(const AdmissionBackendFailures&,
+                         const AdmissionBackendFailures&) = default;
+};
+
+class AdmissionBackend {
+ public:
+  using AcquireCallback = std::function<void(const control::AdmissionDecision& decision)>;
+
+  virtual ~AdmissionBackend() = default;
+
+  // Asks to admit `request` (ticket = the attempt's rid); `done` runs once with the final
+  // decision (see above).
+  virtual void Acquire(control::AcquireRequest request, AcquireCallback done) = 0;
+  // Returns a lease (idempotent).
+  virtual void Release(const std::string& lease_id) = 0;
+  // Cancels a ticket: a waiter resolves kBypass `cancelled`, a granted lease is returned.
+  virtual void Cancel(const std::string& ticket) = 0;
+  // A poll of the fleet (local backends only; remote ones ignore it: the coordinator polls).
+  virtual void Reconcile(std::span<const control::EngineSnapshot> snapshots) = 0;
+  // The seed's agentic_kv/ series now; with `reset_step`, counters restart after reading
+  // (per-step drain semantics for trackers).
+  virtual std::vector<std::pair<std::string, double>> StepMetrics(bool reset_step) = 0;
+  // Failed calls to a remote coordinator so far (zeros for an in-process backend).
+  virtual AdmissionBackendFailures failures() const { return {}; }
+};
+
+}  // namespace agentkv::service
+
+#endif  // AGENTKV_SERVICE_ADMISSION_ADMISSION_BACKEND_H_

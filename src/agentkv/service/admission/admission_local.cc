@@ -1,0 +1,251 @@
+// Invariants (checked by CheckInvariants, true whenever mu_ is free):
+// - waiting_callbacks_ holds exactly the coordinator's waiting tickets, each with at least one
+//   callback: every call into the coordinator is followed, under the same lock, by
+//   CollectResolvedLocked, which moves a resolved ticket's callbacks into deliveries_.
+// - Each callback runs exactly once: it lives in exactly one place (waiting_callbacks_, then
+//   deliveries_, then the delivering thread's stack), and deliveries_ is drained by one thread
+//   at a time (delivering_), front to back, so waiters are answered in resolution order.
+// - No callback runs while mu_ is held.
+#include "agentkv/service/admission/admission_local.h"
+
+#include <utility>
+
+#include "agentkv/control/admission_metrics.h"
+
+namespace agentkv::service {
+namespace {
+
+using control::AdmissionAction;
+using control::AdmissionDecision;
+using control::AdmissionReason;
+
+TimeNs SteadyNow() {
+  return TimeNs(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now().time_since_epoch())
+                    .count());
+}
+
+AdmissionDecision DegradedBypass(const control::AcquireRequest& request) {
+  return AdmissionDecision{AdmissionAction::kBypass,
+                           AdmissionReason::kDegraded,
+                           request.ticket,
+                           request.reservation_tokens,
+                           std::nullopt,
+                           -1,
+                           TimeNs(),
+                           std::nullopt};
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<LocalAdmission>> LocalAdmission::Create(LocalAdmissionOptions options) {
+  options.agentic.agentic_program_admission = true;
+  AGENTKV_RETURN_IF_ERROR(options.agentic.Validate());
+  if (options.tick_interval.count() < 0) {
+    return InvalidArgumentError("tick_interval must be >= 0 ms, got " +
+                                std::to_string(options.tick_interval.count()));
+  }
+  if (!options.clock) options.clock = SteadyNow;
+  std::unique_ptr<LocalAdmission> admission(new LocalAdmission(options));
+  if (options.tick_interval.count() > 0) {
+    admission->timer_ = std::thread(
+        [a = admission.get(), interval = options.tick_interval] { a->TimerLoop(interval); });
+  }
+  return admission;
+}
+
+LocalAdmission::LocalAdmission(const LocalAdmissionOptions& options)
+    : options_(options.agentic),
+      clock_(options.clock),
+      coordinator_(control::CoordinatorParamsFrom(options.agentic)) {}
+
+LocalAdmission::~LocalAdmission() {
+  {
+    std::lock_guard<std::mutex> lock(timer_mu_);
+    timer_stop_ = true;
+  }
+  timer_wake_.notify_all();
+  if (timer_.joinable()) timer_.join();
+  Shutdown();
+}
+
+void LocalAdmission::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(timer_mu_);
+    timer_stop_ = true;
+  }
+  timer_wake_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!shut_down_) {
+      shut_down_ = true;
+      coordinator_.Shutdown();
+      CollectResolvedLocked();
+    }
+  }
+  Deliver();
+}
+
+void LocalAdmission::TimerLoop(std::chrono::milliseconds interval) {
+  std::unique_lock<std::mutex> lock(timer_mu_);
+  while (!timer_wake_.wait_for(lock, interval, [this] { return timer_stop_; })) {
+    lock.unlock();
+    Tick();
+    lock.lock();
+  }
+}
+
+void LocalAdmission::Acquire(control::AcquireRequest request, AcquireCallback done) {
+  control::AcquireRequest fallback{request.ticket, request.reservation_tokens, false};
+  AcquireWithStatus(std::move(request), [done = std::move(done), fallback = std::move(fallback)](
+                                            StatusOr<AdmissionDecision> result) {
+    if (result.ok()) return done(*result);
+    done(DegradedBypass(fallback));
+  });
+}
+
+void LocalAdmission::AcquireWithStatus(control::AcquireRequest request, ResultCallback done) {
+  std::optional<StatusOr<AdmissionDecision>> immediate;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) {
+      immediate.emplace(DegradedBypass(request));
+    } else {
+      StatusOr<AdmissionDecision> result = coordinator_.Acquire(request, clock_());
+      if (result.ok() && result->action == AdmissionAction::kWait) {
+        waiting_callbacks_[request.ticket].push_back(std::move(done));
+      } else {
+        immediate.emplace(std::move(result));
+      }
+      CollectResolvedLocked();
+    }
+  }
+  if (immediate.has_value()) done(*std::move(immediate));
+  Deliver();
+}
+
+void LocalAdmission::Release(const std::string& lease_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return;
+    coordinator_.Release(lease_id, clock_());
+    CollectResolvedLocked();
+  }
+  Deliver();
+}
+
+void LocalAdmission::Cancel(const std::string& ticket) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return;
+    coordinator_.Cancel(ticket, clock_());
+    CollectResolvedLocked();
+  }
+  Deliver();
+}
+
+void LocalAdmission::Reconcile(std::span<const control::EngineSnapshot> snapshots) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return;
+    coordinator_.Reconcile(snapshots, clock_());
+    CollectResolvedLocked();
+  }
+  Deliver();
+}
+
+void LocalAdmission::Tick() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return;
+    coordinator_.Tick(clock_());
+    CollectResolvedLocked();
+  }
+  Deliver();
+}
+
+void LocalAdmission::CountSessionClose(bool ok) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++session_close_;
+  if (!ok) ++session_close_failure_;
+}
+
+std::vector<std::pair<std::string, double>> LocalAdmission::StepMetrics(bool reset_step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const control::BudgetSnapshot s = coordinator_.ledger().Snapshot(clock_(), reset_step);
+  const control::BudgetView view{
+      s.epoch,       s.capacity,      s.reserved_tokens, s.available_tokens,
+      s.lease_count, s.kv_usage_mean, s.kv_usage_max,    s.degraded};
+  control::AdmissionCounters counters = coordinator_.counters();
+  counters.session_close += session_close_;
+  counters.session_close_failure += session_close_failure_;
+  std::vector<std::pair<std::string, double>> metrics =
+      control::AgenticKvMetrics(options_, counters, coordinator_.waiting(), view);
+  if (reset_step) {
+    coordinator_.ResetCounters();
+    session_close_ = 0;
+    session_close_failure_ = 0;
+  }
+  return metrics;
+}
+
+void LocalAdmission::CollectResolvedLocked() {
+  for (AdmissionDecision& decision : coordinator_.TakeResolved()) {
+    auto it = waiting_callbacks_.find(decision.ticket);
+    if (it == waiting_callbacks_.end()) continue;  // Answered at once by its own Acquire.
+    Delivery delivery{std::move(decision), std::move(it->second)};
+    waiting_callbacks_.erase(it);
+    deliveries_.push_back(std::move(delivery));
+  }
+}
+
+void LocalAdmission::Deliver() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (delivering_) return;  // That thread delivers ours too, in order.
+  delivering_ = true;
+  while (!deliveries_.empty()) {
+    Delivery delivery = std::move(deliveries_.front());
+    deliveries_.pop_front();
+    lock.unlock();
+    for (ResultCallback& callback : delivery.callbacks) callback(delivery.decision);
+    lock.lock();
+  }
+  delivering_ = false;
+}
+
+int64_t LocalAdmission::reserved() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return coordinator_.ledger().reserved();
+}
+
+int64_t LocalAdmission::waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return coordinator_.waiting();
+}
+
+int64_t LocalAdmission::lease_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return coordinator_.ledger().lease_count();
+}
+
+bool LocalAdmission::degraded() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return coordinator_.ledger().IsStale(clock_());
+}
+
+Status LocalAdmission::CheckInvariants() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  AGENTKV_RETURN_IF_ERROR(coordinator_.CheckInvariants());
+  if (static_cast<int64_t>(waiting_callbacks_.size()) != coordinator_.waiting()) {
+    return InternalError(std::to_string(waiting_callbacks_.size()) +
+                         " tickets hold callbacks but the coordinator has " +
+                         std::to_string(coordinator_.waiting()) + " waiters");
+  }
+  for (const auto& [ticket, callbacks] : waiting_callbacks_) {
+    if (callbacks.empty()) return InternalError("waiting ticket " + ticket + " has no callback");
+  }
+  if (coordinator_.ledger().reserved() < 0) return InternalError("negative reservation");
+  return Status::Ok();
+}
+
+}  // namespace agentkv::service

@@ -1,0 +1,149 @@
+// LocalAdmission: program-aware admission in this process, an AdmissionBackend over the pure
+// control::AdmissionCoordinator (seed 000).
+//
+// The coordinator is one single-writer state machine; LocalAdmission puts it behind one mutex,
+// reads time from an injected clock, and turns its kWait results into callbacks: a waiting
+// Acquire's `done` is stored by ticket and run when a later Release, Cancel, Reconcile, Tick
+// or Acquire resolves the waiter. A small timer thread calls Tick every `tick_interval`, so
+// waiters age to the `aged` bypass at max_wait even when nothing else happens. Reconcile is
+// fed by whoever polls the fleet (CoordinatorServer, or the gateway when it runs admission in
+// process); TTL reclaim of leases happens there.
+//
+// Callbacks never run under the mutex. Resolved waiters are delivered by one thread at a time
+// from one queue, so their `done` callbacks run in the order the coordinator resolved them,
+// even across threads; a callback may call back into LocalAdmission (e.g. Release) and must
+// not block. Thread-safe. Owns its timer thread; not copyable. Destruction (or Shutdown)
+// resolves every waiter kBypass `degraded` before returning.
+#ifndef AGENTKV_SERVICE_ADMISSION_ADMISSION_LOCAL_H_
+#define AGENTKV_SERVICE_ADMISSION_ADMISSION_LOCAL_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "agentkv/base/status.h"
+#include "agentkv/base/time.h"
+#include "agentkv/control/admission_coordinator.h"
+#include "agentkv/control/agentic_options.h"
+#include "agentkv/service/admission/admission_backend.h"
+
+namespace agentkv::service {
+
+struct LocalAdmissionOptions {
+  // The seed's options. agentic_program_admission is treated as set (an admission backend
+  // exists only when admission is on), so the numeric ranges are always validated.
+  // agentic_session_lifecycle only decides whether session/lifecycle_enabled is reported.
+  control::AgenticOptions agentic;
+  // Between two Tick() calls of the timer thread; 0 starts no timer (tests drive Tick
+  // themselves). Default: 100 ms. Range: >= 0.
+  std::chrono::milliseconds tick_interval{100};
+  // The time source. Default (empty): std::chrono::steady_clock.
+  std::function<TimeNs()> clock;
+};
+
+class LocalAdmission final : public AdmissionBackend {
+ public:
+  using Clock = std::function<TimeNs()>;
+  using ResultCallback = std::function<void(StatusOr<control::AdmissionDecision> result)>;
+
+  // Validates the options (InvalidArgument naming the flag, e.g.
+  // "--agentic-admission-headroom must be in (0, 1], got 1.5") and starts the timer.
+  static StatusOr<std::unique_ptr<LocalAdmission>> Create(LocalAdmissionOptions options);
+
+  LocalAdmission(const LocalAdmission&) = delete;
+  LocalAdmission& operator=(const LocalAdmission&) = delete;
+  // Stops and joins the timer, then Shutdown().
+  ~LocalAdmission() override;
+
+  // AdmissionBackend. Acquire reports a ticket retried with a different reservation (the
+  // coordinator's InvalidArgument) as kBypass `degraded`: the caller's attempt goes on without
+  // a lease, as for any other backend error.
+  void Acquire(control::AcquireRequest request, AcquireCallback done) override;
+  void Release(const std::string& lease_id) override;
+  void Cancel(const std::string& ticket) override;
+  void Reconcile(std::span<const control::EngineSnapshot> snapshots) override;
+  // The coordinator's agentic_kv/ series at the clock's now, with the session closes counted
+  // by CountSessionClose merged in (session/close, session/close_failure). With `reset_step`,
+  // the counters (both kinds) restart and the ledger's usage window drains.
+  std::vector<std::pair<std::string, double>> StepMetrics(bool reset_step) override;
+
+  // Acquire with the coordinator's error kept: `done` runs once with the final decision, or
+  // with InvalidArgument (and no state change) for a ticket waiting with another reservation.
+  // The server answers that 400.
+  void AcquireWithStatus(control::AcquireRequest request, ResultCallback done);
+
+  // Ages waiters at the clock's now (the timer calls this every tick_interval).
+  void Tick();
+
+  // Reports one session close fanned out by the gateway (seed 000 section 7): `ok` false when
+  // it did not succeed on every engine. Counted into agentic_kv/session/close and
+  // session/close_failure of StepMetrics, next to the admission series.
+  void CountSessionClose(bool ok);
+
+  // Stops the timer, resolves every waiter kBypass `degraded` and forgets every lease.
+  // Afterwards Acquire answers kBypass `degraded` at once and Reconcile is ignored.
+  // Idempotent; may be called from a callback (the timer is joined by the destructor).
+  void Shutdown();
+
+  // Tokens held by leases, waiters in the FIFO, live leases (for tests and /health).
+  int64_t reserved() const;
+  int64_t waiting() const;
+  int64_t lease_count() const;
+  // Whether the ledger is degraded at the clock's now (no fresh capacity snapshot).
+  bool degraded() const;
+  // The validated options (agentic_program_admission set).
+  const control::AgenticOptions& options() const { return options_; }
+  // The clock's now.
+  TimeNs Now() const { return clock_(); }
+
+  // Internal when the coordinator's bookkeeping, or the callbacks stored here, disagree with
+  // the coordinator's waiters.
+  Status CheckInvariants() const;
+
+ private:
+  explicit LocalAdmission(const LocalAdmissionOptions& options);
+
+  // Moves the coordinator's resolved waiters and their callbacks into deliveries_.
+  // Requires mu_.
+  void CollectResolvedLocked();
+  // Runs queued deliveries unless another thread is already doing so. Must not hold mu_.
+  void Deliver();
+  void TimerLoop(std::chrono::milliseconds interval);
+
+  struct Delivery {
+    control::AdmissionDecision decision;
+    std::vector<ResultCallback> callbacks;
+  };
+
+  control::AgenticOptions options_;
+  Clock clock_;
+
+  mutable std::mutex mu_;
+  control::AdmissionCoordinator coordinator_;  // Guarded by mu_.
+  // Callbacks of waiting tickets (a retried waiting ticket adds one). Guarded by mu_.
+  std::unordered_map<std::string, std::vector<ResultCallback>> waiting_callbacks_;
+  std::deque<Delivery> deliveries_;    // Guarded by mu_.
+  bool delivering_ = false;            // Guarded by mu_.
+  bool shut_down_ = false;             // Guarded by mu_.
+  int64_t session_close_ = 0;          // Guarded by mu_.
+  int64_t session_close_failure_ = 0;  // Guarded by mu_.
+
+  std::mutex timer_mu_;
+  std::condition_variable timer_wake_;
+  bool timer_stop_ = false;  // Guarded by timer_mu_.
+  std::thread timer_;
+};
+
+}  // namespace agentkv::service
+
+#endif  // AGENTKV_SERVICE_ADMISSION_ADMISSION_LOCAL_H_

@@ -1,0 +1,262 @@
+// Invariants:
+// - Every acquire is answered exactly once (LocalAdmission's contract) or its client is gone;
+//   a client that goes before its answer was written leaves nothing behind: an unanswered
+//   ticket is cancelled (a waiter resolves `cancelled`, a grant racing with it is released),
+//   an answered admit's lease is released.
+// - The ledger is written only through LocalAdmission; the poller reconciles once per poll.
+// - Every failed Status is answered through net::HttpStatusFor, the one Status-to-HTTP map.
+#include "agentkv/service/coordinator/coordinator_server.h"
+
+#include <cmath>
+#include <optional>
+#include <utility>
+
+#include "agentkv/control/admission_metrics.h"
+#include "agentkv/net/http_status.h"
+#include "agentkv/net/router.h"
+#include "agentkv/protocol/endpoints.h"
+#include "agentkv/protocol/generate_response.h"
+#include "agentkv/protocol/json_util.h"
+#include "agentkv/protocol/prometheus.h"
+#include "agentkv/protocol/workers.h"
+#include "agentkv/service/admission/admission_wire.h"
+#include "agentkv/service/common/bearer_token.h"
+
+namespace agentkv::service {
+namespace {
+
+namespace http = net::http;
+using control::AdmissionDecision;
+
+constexpr std::string_view kUnauthorizedMessage = "missing or invalid bearer token";
+constexpr const char* kEndpointNames[] = {"acquire",    "release", "cancel",
+                                          "agentic_kv", "metrics", "health"};
+
+void ReplyStatus(const net::Request& request, net::ResponseWriter& writer, const Status& status) {
+  writer.Reply(
+      net::MakeResponse(request, net::HttpStatusFor(status.code()), protocol::ErrorBody(status.message())));
+}
+
+}  // namespace
+
+Status CoordinatorOptions::Validate() const {
+  control::AgenticOptions enabled = agentic;
+  enabled.agentic_program_admission = true;
+  AGENTKV_RETURN_IF_ERROR(enabled.Validate());
+  AGENTKV_RETURN_IF_ERROR(http.Validate());
+  if (!router_url.empty()) {
+    if (StatusOr<net::HttpEndpoint> e = net::ParseBaseUrl(router_url); !e.ok()) {
+      return InvalidArgumentError("--router-url: " + e.status().message());
+    }
+  }
+  for (const std::string& url : engine_urls) {
+    if (StatusOr<net::HttpEndpoint> e = net::ParseBaseUrl(protocol::StripRankSuffix(url));
+        !e.ok()) {
+      return InvalidArgumentError("--engine-urls: " + e.status().message());
+    }
+  }
+  AGENTKV_RETURN_IF_ERROR(control::CheckPollTiming(enabled, "--metrics-timeout-s", metrics_timeout_s));
+  if (tick_interval.count() <= 0) return InvalidArgumentError("tick_interval must be > 0");
+  return Status::Ok();
+}
+
+CoordinatorServer::CoordinatorServer(const CoordinatorOptions& options) : options_(options) {
+  options_.agentic.agentic_program_admission = true;
+}
+
+StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    const CoordinatorOptions& options) {
+  AGENTKV_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(options));
+  AGENTKV_ASSIGN_OR_RETURN(s->admission_, LocalAdmission::Create(LocalAdmissionOptions{
+                                              s->options_.agentic, options.tick_interval, {}}));
+  const auto timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(std::ceil(options.metrics_timeout_s * 1000.0)));
+  net::HttpClientOptions client;
+  client.connect_timeout = timeout;
+  client.header_timeout = timeout;
+  client.body_timeout = timeout;
+  client.queue_timeout = timeout;
+  s->client_ = std::make_unique<net::HttpClient>(client);
+  // A fixed engine list takes precedence over router discovery.
+  s->directory_ = std::make_unique<EngineDirectory>(
+      options.engine_urls.empty() ? options.router_url : std::string(), options.engine_urls,
+      s->client_.get());
+  FleetPollerOptions poller;
+  poller.timeout = timeout;
+  poller.interval = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::nanoseconds(s->options_.agentic.poll_interval().ns()));
+  LocalAdmission* admission = s->admission_.get();
+  s->poller_ = std::make_unique<FleetPoller>(
+      poller, s->directory_.get(), s->client_.get(),
+      [admission](std::vector<control::EngineSnapshot> snapshots) {
+        admission->Reconcile(snapshots);
+      },
+      options.log);
+
+  CoordinatorServer* c = s.get();
+  net::Router router;
+  router.Add(http::verb::post, std::string(kAcquirePath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               c->HandleAcquire(std::move(r), std::move(w));
+             });
+  router.Add(http::verb::post, std::string(kReleasePath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               c->HandleRelease(std::move(r), std::move(w));
+             });
+  router.Add(http::verb::post, std::string(kCancelPath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               c->HandleCancel(std::move(r), std::move(w));
+             });
+  router.Add(http::verb::get, std::string(kAgenticKvPath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               c->HandleAgenticKv(std::move(r), std::move(w));
+             });
+  router.Add(http::verb::get, std::string(kCoordinatorMetricsPath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               ++c->requests_[kMetrics];
+               w->Reply(net::MakeResponse(r, http::status::ok, c->MetricsText(),
+                                          protocol::kPrometheusContentType));
+             });
+  router.Add(http::verb::get, std::string(kCoordinatorHealthPath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               ++c->requests_[kHealth];
+               protocol::JsonWriter body;
+               body.BeginObject().Key("status").String("ok");
+               body.Key("degraded").Bool(c->admission_->degraded()).EndObject();
+               w->Reply(net::MakeResponse(r, http::status::ok, body.Take()));
+             });
+  AGENTKV_ASSIGN_OR_RETURN(s->server_, net::HttpServer::Start(options.http, router.AsHandler()));
+  s->poller_->Start();
+  return s;
+}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(std::chrono::milliseconds(0)); }
+
+uint16_t CoordinatorServer::port() const { return server_->port(); }
+std::string CoordinatorServer::base_url() const { return server_->base_url(); }
+
+void CoordinatorServer::Shutdown(std::chrono::milliseconds deadline) {
+  {
+    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  if (poller_ != nullptr) poller_->Stop();
+  // Waiters are answered (bypass `degraded`) before the server stops, so that their clients
+  // read an answer instead of a closed connection.
+  if (admission_ != nullptr) admission_->Shutdown();
+  if (server_ != nullptr) server_->Shutdown(deadline);
+}
+
+bool CoordinatorServer::Authorize(const net::Request& request, net::ResponseWriter& writer) const {
+  const auto header = request[http::field::authorization];
+  if (BearerAuthorized(std::string_view(header.data(), header.size()), options_.auth_token)) {
+    return true;
+  }
+  net::Response response = net::MakeResponse(request, http::status::unauthorized,
+                                             protocol::ErrorBody(kUnauthorizedMessage));
+  response.set(http::field::www_authenticate, "Bearer");
+  writer.Reply(std::move(response));
+  return false;
+}
+
+void CoordinatorServer::HandleAcquire(net::Request request,
+                                      std::shared_ptr<net::ResponseWriter> writer) {
+  ++requests_[kAcquire];
+  if (!Authorize(request, *writer)) return;
+  StatusOr<control::AcquireRequest> parsed = ParseAcquireRequest(request.body());
+  if (!parsed.ok()) return ReplyStatus(request, *writer, parsed.status());
+  if (writer->client_gone()) return;
+
+  // What the client-gone callback must undo depends on whether the answer was already given.
+  struct Answer {
+    std::mutex mu;
+    bool answered = false;
+    std::optional<std::string> lease_id;
+  };
+  auto answer = std::make_shared<Answer>();
+  LocalAdmission* admission = admission_.get();
+  writer->OnClientGone([answer, admission, ticket = parsed->ticket] {
+    bool answered = false;
+    std::optional<std::string> lease_id;
+    {
+      std::lock_guard<std::mutex> lock(answer->mu);
+      answered = answer->answered;
+      lease_id = answer->lease_id;
+    }
+    // Unanswered: cancel the ticket (a waiter resolves `cancelled`; a lease granted meanwhile
+    // is released). Answered with a lease the client never read: return it.
+    if (!answered) {
+      admission->Cancel(ticket);
+    } else if (lease_id.has_value()) {
+      admission->Release(*lease_id);
+    }
+  });
+  auto shared_request = std::make_shared<net::Request>(std::move(request));
+  admission->AcquireWithStatus(*std::move(parsed), [answer, writer, shared_request](
+                                                       StatusOr<AdmissionDecision> result) {
+    {
+      std::lock_guard<std::mutex> lock(answer->mu);
+      answer->answered = true;
+      if (result.ok()) answer->lease_id = result->lease_id;
+    }
+    if (!result.ok()) return ReplyStatus(*shared_request, *writer, result.status());
+    writer->Reply(net::MakeResponse(*shared_request, http::status::ok, SerializeDecision(*result)));
+  });
+}
+
+void CoordinatorServer::HandleRelease(net::Request request,
+                                      std::shared_ptr<net::ResponseWriter> writer) {
+  ++requests_[kRelease];
+  if (!Authorize(request, *writer)) return;
+  StatusOr<std::string> lease_id = ParseReleaseRequest(request.body());
+  if (!lease_id.ok()) return ReplyStatus(request, *writer, lease_id.status());
+  admission_->Release(*lease_id);
+  writer->Reply(net::MakeResponse(request, http::status::ok, "{}"));
+}
+
+void CoordinatorServer::HandleCancel(net::Request request,
+                                     std::shared_ptr<net::ResponseWriter> writer) {
+  ++requests_[kCancel];
+  if (!Authorize(request, *writer)) return;
+  StatusOr<std::string> ticket = ParseCancelRequest(request.body());
+  if (!ticket.ok()) return ReplyStatus(request, *writer, ticket.status());
+  admission_->Cancel(*ticket);
+  writer->Reply(net::MakeResponse(request, http::status::ok, "{}"));
+}
+
+void CoordinatorServer::HandleAgenticKv(net::Request request,
+                                        std::shared_ptr<net::ResponseWriter> writer) {
+  ++requests_[kAgenticKv];
+  if (!Authorize(request, *writer)) return;
+  const bool reset = net::QueryFlag(request.target(), "reset");
+  writer->Reply(net::MakeResponse(request, http::status::ok,
+                                  SerializeStepMetrics(admission_->StepMetrics(reset))));
+}
+
+std::string CoordinatorServer::MetricsText() {
+  std::vector<protocol::MetricFamily> families;
+  for (const auto& [name, value] : admission_->StepMetrics(/*reset_step=*/false)) {
+    families.push_back(protocol::MetricFamily{control::PrometheusName(name),
+                                              name,
+                                              "gauge",
+                                              {protocol::Sample{"", {}, value, std::nullopt}}});
+  }
+  protocol::MetricFamily requests{
+      "agentkv_coordinator_requests_total", "HTTP requests received, by endpoint", "counter", {}};
+  for (int i = 0; i < kEndpointCount; ++i) {
+    requests.samples.push_back(protocol::Sample{"",
+                                                {protocol::Label{"endpoint", kEndpointNames[i]}},
+                                                static_cast<double>(requests_[i].load()),
+                                                std::nullopt});
+  }
+  families.push_back(std::move(requests));
+  return protocol::WritePrometheusText(families);
+}
+
+std::vector<control::EngineSnapshot> CoordinatorServer::PollOnce() { return poller_->PollOnce(); }
+
+int64_t CoordinatorServer::polls() const { return poller_->polls(); }
+
+}  // namespace agentkv::service

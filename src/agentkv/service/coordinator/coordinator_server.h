@@ -1,0 +1,128 @@
+// CoordinatorServer: `agentkv coordinator`, program-aware admission for a whole fleet behind
+// HTTP (seed 000's single-writer AdmissionCoordinator actor; docs/COORDINATOR.md).
+//
+// It is an HttpServer in front of one LocalAdmission, plus the gateway's FleetPoller over an
+// EngineDirectory. Every poll_interval_s the poller discovers the engines (the router's GET
+// /workers, falling back to GET /list_workers, or a fixed list), scrapes every engine's
+// /metrics concurrently, turns the TP-replicated gauges into one snapshot per engine (max over
+// ranks; an engine whose scrape fails, times out or does not parse is unhealthy) and reconciles
+// the ledger. Discovery that fails reconciles an empty fleet: the ledger goes degraded and
+// admission fails open.
+//
+// Endpoints: POST /admission/acquire (answers when the decision is final: at once, when a
+// release admits it, or at max_wait as `aged`; a client that disconnects while waiting has
+// its ticket cancelled), POST /admission/release, POST /admission/cancel, GET /agentic_kv
+// (`?reset=1` drains the step), GET /metrics (Prometheus), GET /health. With an auth token,
+// /admission/* and /agentic_kv require `Authorization: Bearer <token>`; /health and /metrics
+// stay open.
+//
+// Thread-safe. Owns its server, admission, client and poller thread; not copyable. Shutdown
+// (also run by the destructor) stops the poller, answers every waiter kBypass `degraded` and
+// then stops the server.
+#ifndef AGENTKV_SERVICE_COORDINATOR_COORDINATOR_SERVER_H_
+#define AGENTKV_SERVICE_COORDINATOR_COORDINATOR_SERVER_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "agentkv/base/status.h"
+#include "agentkv/control/agentic_options.h"
+#include "agentkv/control/engine_gauges.h"
+#include "agentkv/net/http_client.h"
+#include "agentkv/net/http_server.h"
+#include "agentkv/service/admission/admission_local.h"
+#include "agentkv/service/common/engine_directory.h"
+#include "agentkv/service/common/fleet_poller.h"
+#include "agentkv/service/common/log_sink.h"
+
+namespace agentkv::service {
+
+struct CoordinatorOptions {
+  // Address, port (0 = ephemeral) and I/O threads of the API server.
+  net::HttpServerOptions http;
+  // The seed's options (agentic_program_admission is implied); poll_interval_s, staleness_s,
+  // lease_ttl_s, max_wait_s, headroom and pressure threshold are what the coordinator uses.
+  control::AgenticOptions agentic;
+  // sgl-router base URL for engine discovery ("http://host:port"). Default: empty.
+  std::string router_url;
+  // A fixed list of engine base URLs, used instead of the router when non-empty. With neither
+  // this nor router_url there is no capacity signal and every request bypasses `degraded`.
+  std::vector<std::string> engine_urls;
+  // Bearer token required on /admission/* and /agentic_kv; empty: no authentication.
+  std::string auth_token;
+  // --metrics-timeout-s: how long each poll waits for discovery, and then for the scrapes
+  // (a hard deadline whatever a peer does). poll interval + 2 x this must stay below the
+  // staleness (control::CheckPollTiming). Default: 1.5. Range: (0, 1 year].
+  double metrics_timeout_s = 1.5;
+  // LocalAdmission's aging tick. Default: 100 ms. Must be > 0.
+  std::chrono::milliseconds tick_interval{100};
+  // Where log lines go (failed discovery, failed scrapes). Default: StderrLogSink.
+  LogSink log = StderrLogSink;
+
+  // InvalidArgument naming the first bad field (the agentic options in their flag form).
+  Status Validate() const;
+};
+
+class CoordinatorServer {
+ public:
+  // Validates, starts the admission, the server and the poller (whose first poll starts at
+  // once). InvalidArgument for bad options; Unavailable when the port cannot be bound.
+  static StatusOr<std::unique_ptr<CoordinatorServer>> Start(const CoordinatorOptions& options);
+
+  CoordinatorServer(const CoordinatorServer&) = delete;
+  CoordinatorServer& operator=(const CoordinatorServer&) = delete;
+  ~CoordinatorServer();
+
+  uint16_t port() const;
+  // "http://ADDRESS:PORT".
+  std::string base_url() const;
+  LocalAdmission& admission() { return *admission_; }
+
+  // One poll now, on the calling thread (blocking up to twice metrics_timeout_s):
+  // discovery, concurrent scrapes, Reconcile. Returns the snapshots reconciled (empty when
+  // discovery failed). The poller thread calls it every poll interval.
+  std::vector<control::EngineSnapshot> PollOnce();
+  // Polls completed since start.
+  int64_t polls() const;
+
+  // GET /metrics's body: every agentic_kv series now (gauges named by
+  // control::PrometheusName) and agentkv_coordinator_requests_total{endpoint}.
+  std::string MetricsText();
+
+  // Stops the poller, resolves every waiter kBypass `degraded` (their clients get that
+  // answer), then shuts the server down, letting answers drain until `deadline`. Idempotent;
+  // not from a server I/O thread.
+  void Shutdown(std::chrono::milliseconds deadline);
+
+ private:
+  // The endpoints counted in agentkv_coordinator_requests_total, in output order.
+  enum Endpoint { kAcquire, kRelease, kCancel, kAgenticKv, kMetrics, kHealth, kEndpointCount };
+
+  explicit CoordinatorServer(const CoordinatorOptions& options);
+
+  void HandleAcquire(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  void HandleRelease(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  void HandleCancel(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  void HandleAgenticKv(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  // True when the request may proceed; otherwise it was answered 401.
+  bool Authorize(const net::Request& request, net::ResponseWriter& writer) const;
+  CoordinatorOptions options_;
+  std::unique_ptr<LocalAdmission> admission_;
+  std::unique_ptr<net::HttpClient> client_;
+  std::unique_ptr<EngineDirectory> directory_;
+  std::unique_ptr<FleetPoller> poller_;
+  std::unique_ptr<net::HttpServer> server_;
+  std::atomic<int64_t> requests_[kEndpointCount] = {};
+
+  std::mutex shutdown_mu_;
+  bool shut_down_ = false;  // Guarded by shutdown_mu_.
+};
+
+}  // namespace agentkv::service
+
+#endif  // AGENTKV_SERVICE_COORDINATOR_COORDINATOR_SERVER_H_

@@ -1,0 +1,211 @@
+// The OpenAI-compatible routes of the engine emulator: POST /v1/chat/completions and
+// /v1/completions, as SGLang serves them, so that agent frameworks speaking the OpenAI API
+// (and the agentkv gateway's OpenAI data path) can run against it.
+//
+// Chat messages are flattened to "role: content\n" lines and pseudo-tokenized like `text`;
+// /v1/completions takes `prompt` as a string or a list of token ids. `max_tokens` (or
+// `max_completion_tokens`, default 128), `stream`, and SGLang's extra fields `rid`,
+// `session_id` and `priority` are honoured. The response is the OpenAI shape with `usage`
+// including `prompt_tokens_details.cached_tokens` (SGLang's --enable-cache-report); streams are
+// `chat.completion.chunk` / `text_completion` events with the new text as the delta, then
+// `data: [DONE]`.
+#include <boost/json.hpp>
+#include <chrono>
+
+#include "agentkv/protocol/generate.h"
+#include "agentkv/service/emulator/engine_emulator.h"
+
+namespace agentkv::service {
+namespace {
+
+namespace http = net::http;
+namespace json = boost::json;
+
+std::string PseudoText(std::span<const int64_t> tokens) {
+  std::string text;
+  for (int64_t t : tokens) text += " t" + std::to_string(t);
+  return text;
+}
+
+int64_t NowSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+json::object Usage(const GenerateResult& result) {
+  const int64_t completion = static_cast<int64_t>(result.output_ids.size());
+  return json::object{
+      {"prompt_tokens", result.prompt_tokens},
+      {"completion_tokens", completion},
+      {"total_tokens", result.prompt_tokens + completion},
+      {"prompt_tokens_details", json::object{{"cached_tokens", result.cached_tokens}}}};
+}
+
+std::string FinishReasonName(const GenerateResult& result) {
+  return result.aborted ? "abort" : "length";
+}
+
+// Reads the request; fills `input` (without rid) and the model name. InvalidArgument naming
+// the field otherwise.
+Status ParseOpenAi(const json::object& body, bool chat, GenerateInput& input, std::string& model,
+                   bool& stream) {
+  if (const json::value* m = body.if_contains("model"); m != nullptr && m->is_string()) {
+    model = std::string(m->as_string());
+  }
+  if (chat) {
+    const json::value* messages = body.if_contains("messages");
+    if (messages == nullptr || !messages->is_array() || messages->as_array().empty()) {
+      return InvalidArgumentError("messages: expected a non-empty array of messages");
+    }
+    std::string text;
+    for (const json::value& message : messages->as_array()) {
+      const json::object* m = message.if_object();
+      const json::value* role = m != nullptr ? m->if_contains("role") : nullptr;
+      const json::value* content = m != nullptr ? m->if_contains("content") : nullptr;
+      if (role == nullptr || !role->is_string()) {
+        return InvalidArgumentError("messages[].role: expected a string");
+      }
+      text += std::string(role->as_string()) + ": ";
+      if (content != nullptr && content->is_string()) {
+        text += std::string(content->as_string());
+      } else if (content != nullptr && content->is_array()) {
+        for (const json::value& part : content->as_array()) {
+          const json::value* t = part.is_object() ? part.as_object().if_contains("text") : nullptr;
+          if (t != nullptr && t->is_string()) text += std::string(t->as_string());
+        }
+      }
+      text += "\n";
+    }
+    input.input_ids = PseudoTokenize(text);
+  } else {
+    const json::value* prompt = body.if_contains("prompt");
+    if (prompt != nullptr && prompt->is_string()) {
+      input.input_ids = PseudoTokenize(prompt->as_string());
+    } else if (prompt != nullptr && prompt->is_array()) {
+      for (const json::value& t : prompt->as_array()) {
+        if (!t.is_int64()) return InvalidArgumentError("prompt: expected a string or token ids");
+        input.input_ids.push_back(t.as_int64());
+      }
+    } else {
+      return InvalidArgumentError("prompt: expected a string or a list of token ids");
+    }
+  }
+  input.max_new_tokens = 128;
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (const json::value* v = body.if_contains(key); v != nullptr && !v->is_null()) {
+      if (!v->is_int64() || v->as_int64() < 0) {
+        return InvalidArgumentError(std::string(key) + ": expected a non-negative integer");
+      }
+      input.max_new_tokens = v->as_int64();
+    }
+  }
+  if (const json::value* v = body.if_contains("stream"); v != nullptr && v->is_bool()) {
+    stream = v->as_bool();
+  }
+  if (const json::value* v = body.if_contains("session_id"); v != nullptr && v->is_string()) {
+    input.session_id = std::string(v->as_string());
+  }
+  if (const json::value* v = body.if_contains("priority"); v != nullptr && v->is_int64()) {
+    input.priority = v->as_int64();
+  }
+  if (const json::value* v = body.if_contains("rid"); v != nullptr && v->is_string()) {
+    input.rid = std::string(v->as_string());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::ResponseWriter> writer,
+                                  bool chat) {
+  json::error_code error;
+  const json::value parsed = json::parse(request.body(), error);
+  auto bad = [&](const Status& status) {
+    writer->Reply(net::MakeResponse(request, http::status::bad_request,
+                                    protocol::ErrorBody(status.message(), 400)));
+  };
+  if (error || !parsed.is_object())
+    return bad(InvalidArgumentError("the body is not a JSON object"));
+  GenerateInput input;
+  std::string model = options_.served_model_name;
+  bool stream = false;
+  if (Status s = ParseOpenAi(parsed.as_object(), chat, input, model, stream); !s.ok())
+    return bad(s);
+  if (input.rid.empty()) input.rid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_rid_++);
+  const std::string id = input.rid;
+  const std::string object = chat ? "chat.completion" : "text_completion";
+  const int64_t created = NowSeconds();
+  auto shared_request = std::make_shared<net::Request>(request);
+  GenerateCallbacks callbacks;
+  if (stream) {
+    const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
+    auto chunk = [id, chunk_object, created, model, chat](std::string delta,
+                                                          json::value finish_reason) {
+      json::object choice{{"index", 0}, {"finish_reason", finish_reason}};
+      if (chat) {
+        choice["delta"] = json::object{{"content", delta}};
+      } else {
+        choice["text"] = delta;
+      }
+      return protocol::SseEvent(json::serialize(json::object{{"id", id},
+                                                             {"object", chunk_object},
+                                                             {"created", created},
+                                                             {"model", model},
+                                                             {"choices", json::array{choice}}}));
+    };
+    callbacks.on_tokens = [writer, chunk](std::span<const int64_t> tokens) {
+      writer->WriteChunk(chunk(PseudoText(tokens), nullptr));
+    };
+    callbacks.on_finish = [writer, chunk](const GenerateResult& result) {
+      if (result.abort_status_code != 0) {
+        writer->WriteChunk(protocol::SseEvent(
+            protocol::ErrorBody(result.abort_message, result.abort_status_code)));
+        writer->WriteChunk(std::string(protocol::kSseDone));
+        writer->EndStream();
+        return;
+      }
+      writer->WriteChunk(chunk("", json::value(FinishReasonName(result))));
+      writer->WriteChunk(std::string(protocol::kSseDone));
+      writer->EndStream();
+    };
+    writer->StartStream(http::status::ok,
+                        {{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}});
+  } else {
+    callbacks.on_finish = [writer, shared_request, id, object, created, model,
+                           chat](const GenerateResult& result) {
+      if (result.abort_status_code != 0) {
+        return writer->Reply(net::MakeResponse(
+            *shared_request, static_cast<http::status>(result.abort_status_code),
+            protocol::ErrorBody(result.abort_message, result.abort_status_code)));
+      }
+      json::object choice{{"index", 0}, {"finish_reason", FinishReasonName(result)}};
+      const std::string text = PseudoText(result.output_ids);
+      if (chat) {
+        choice["message"] = json::object{{"role", "assistant"}, {"content", text}};
+      } else {
+        choice["text"] = text;
+      }
+      writer->Reply(net::MakeResponse(*shared_request, http::status::ok,
+                                      json::serialize(json::object{{"id", id},
+                                                                   {"object", object},
+                                                                   {"created", created},
+                                                                   {"model", model},
+                                                                   {"choices", json::array{choice}},
+                                                                   {"usage", Usage(result)}})));
+    };
+  }
+  if (Status s = runtime_->Submit(std::move(input), std::move(callbacks)); !s.ok()) {
+    if (stream) {
+      writer->WriteChunk(protocol::SseEvent(protocol::ErrorBody(s.message(), 400)));
+      writer->WriteChunk(std::string(protocol::kSseDone));
+      writer->EndStream();
+      return;
+    }
+    return bad(s);
+  }
+  EngineRuntime* runtime = runtime_.get();
+  writer->OnClientGone([runtime, id] { runtime->Abort(id); });
+}
+
+}  // namespace agentkv::service

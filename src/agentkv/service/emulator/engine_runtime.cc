@@ -1,0 +1,543 @@
+#include "agentkv/service/emulator/engine_runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <utility>
+
+#include "agentkv/base/bounds.h"
+#include "agentkv/base/check.h"
+#include "agentkv/base/hash.h"
+#include "agentkv/kv/block_key.h"
+#include "agentkv/kv/kv_cache_manager.h"
+#include "agentkv/kv/retention.h"
+
+// Invariants:
+// - active_ holds exactly the requests submitted to scheduler_ and not finished; each has
+//   delivered <= its report's output_tokens and produced its tokens in order. The scheduler
+//   holds exactly these (Finish takes each report), so nothing grows with requests served.
+// - Every request given to scheduler_ passed limits_ (prompt < max_req_input_len, output
+//   clamped to max_req_len - prompt - 1), so it fits the pool and finishes.
+// - active_rids_ (under mu_) holds the rids of queued or active requests.
+// - sessions_ holds at most max_sessions entries, or more only while every entry has an
+//   active request; an entry's `active` counts its requests in active_.
+// - Callbacks run only on the runtime thread; on_finish exactly once per accepted request.
+
+namespace agentkv::service {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kMaxTotalTokens = int64_t{1} << 40;
+constexpr int64_t kVocabularyBase = 1000;
+constexpr int64_t kVocabularySpan = 31'000;
+constexpr uint64_t kOutputSeed = 0x6f7574707574ULL;  // "output"
+constexpr uint64_t kPageSeed = 0x70616765ULL;        // "page"
+constexpr uint64_t kNamespaceSeed = 0x6e616d65ULL;   // "name"
+constexpr std::chrono::milliseconds kRateWindow{1000};
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::vector<double> LatencyBuckets() {
+  return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,    2.5, 5,
+          10,    20,   40,    60,   120, 300,  600, 1200, 2400};
+}
+
+// Chained block keys of every full page of `tokens` under `namespace_id`.
+std::vector<kv::BlockKey> PageKeys(const kv::BlockKeyHasher& hasher,
+                                   std::span<const int64_t> tokens, int32_t page_size,
+                                   uint64_t namespace_id) {
+  const size_t pages = tokens.size() / static_cast<size_t>(page_size);
+  std::vector<uint64_t> ids(pages);
+  for (size_t p = 0; p < pages; ++p) {
+    const auto page =
+        tokens.subspan(p * static_cast<size_t>(page_size), static_cast<size_t>(page_size));
+    ids[p] = Hash64(std::as_bytes(page), kPageSeed);
+  }
+  return hasher.KeysFromBlockIds(ids, namespace_id);
+}
+
+}  // namespace
+
+LatencyHistogram::LatencyHistogram(std::vector<double> bounds)
+    : upper_bounds(std::move(bounds)), counts(upper_bounds.size() + 1, 0) {}
+
+void LatencyHistogram::Observe(double value) {
+  const auto it = std::lower_bound(upper_bounds.begin(), upper_bounds.end(), value);
+  ++counts[static_cast<size_t>(it - upper_bounds.begin())];
+  sum += value;
+  ++count;
+}
+
+Status EngineRuntimeOptions::Validate() const {
+  AGENTKV_RETURN_IF_ERROR(scheduler.Validate());
+  if (page_size < 1 || page_size > 4096) {
+    return InvalidArgumentError("--page-size must be in [1, 4096], got " +
+                                std::to_string(page_size));
+  }
+  if (max_total_tokens < 0 || max_total_tokens > kMaxTotalTokens) {
+    return InvalidArgumentError("--max-total-tokens must be in [0, 2^40], got " +
+                                std::to_string(max_total_tokens));
+  }
+  AGENTKV_RETURN_IF_ERROR(CheckTokens("--context-length", context_length));
+  if (max_sessions < 1 || max_sessions > (int64_t{1} << 24)) {
+    return InvalidArgumentError("--max-sessions must be in [1, 2^24], got " +
+                                std::to_string(max_sessions));
+  }
+  if (host_tokens < 0 || host_tokens > kMaxTotalTokens) {
+    return InvalidArgumentError("host_tokens must be in [0, 2^40], got " +
+                                std::to_string(host_tokens));
+  }
+  if (radix_eviction_policy != "lru" && radix_eviction_policy != "priority") {
+    return InvalidArgumentError("--radix-eviction-policy must be lru or priority, got \"" +
+                                radix_eviction_policy + "\"");
+  }
+  if (!(speed > 0 && speed <= 1e6)) {
+    return InvalidArgumentError("--speed must be in (0, 1e6], got " + std::to_string(speed));
+  }
+  return Status::Ok();
+}
+
+struct EngineRuntime::Active {
+  GenerateInput input;
+  GenerateCallbacks callbacks;
+  uint64_t rid_hash = 0;
+  Clock::time_point arrival;
+  std::optional<Clock::time_point> first_scheduled;
+  std::optional<Clock::time_point> first_token;
+  // The scheduler runs at least one output token; the client may have asked for none.
+  int64_t requested_tokens = 0;
+  std::vector<int64_t> output_ids;
+};
+
+struct EngineRuntime::Command {
+  std::function<void()> work;
+};
+
+StatusOr<std::unique_ptr<EngineRuntime>> EngineRuntime::Start(const EngineRuntimeOptions& options) {
+  AGENTKV_RETURN_IF_ERROR(options.Validate());
+  AGENTKV_ASSIGN_OR_RETURN(engine::CostModel cost_model,
+                           engine::CostModel::CreateByName(options.model, options.gpu, options.tp));
+  kv::KvCacheOptions cache;
+  cache.tokens_per_block = options.page_size;
+  cache.device_blocks = options.max_total_tokens > 0
+                            ? options.max_total_tokens / options.page_size
+                            : cost_model.KvCapacityBlocks(options.page_size);
+  if (cache.device_blocks < 1) {
+    return InvalidArgumentError("--max-total-tokens " + std::to_string(options.max_total_tokens) +
+                                " is less than one page of " + std::to_string(options.page_size) +
+                                " tokens");
+  }
+  cache.host_blocks = options.host_tokens / options.page_size;
+  cache.session_close_mode = options.session_close_mode;
+  AGENTKV_ASSIGN_OR_RETURN(kv::KvCacheManager manager, kv::KvCacheManager::Create(cache));
+  AGENTKV_ASSIGN_OR_RETURN(engine::StepScheduler scheduler,
+                           engine::StepScheduler::Create(options.scheduler, std::move(manager)));
+  const int64_t max_total_tokens = cache.device_blocks * options.page_size;
+  AGENTKV_ASSIGN_OR_RETURN(ContextLimits limits,
+                           ContextLimits::Create(options.context_length, max_total_tokens));
+  std::unique_ptr<EngineRuntime> runtime(
+      new EngineRuntime(options, cost_model, std::move(scheduler), max_total_tokens, limits));
+  runtime->PublishSnapshot();
+  runtime->thread_ = std::thread([r = runtime.get()] { r->Run(); });
+  return runtime;
+}
+
+EngineRuntime::EngineRuntime(const EngineRuntimeOptions& options, engine::CostModel cost_model,
+                             engine::StepScheduler scheduler, int64_t max_total_tokens,
+                             ContextLimits limits)
+    : options_(options),
+      cost_model_(cost_model),
+      max_total_tokens_(max_total_tokens),
+      limits_(limits),
+      scheduler_(std::move(scheduler)) {
+  counters_.max_total_num_tokens = max_total_tokens;
+  counters_.context_length = limits_.context_length();
+  counters_.max_req_input_len = limits_.max_req_input_len();
+  counters_.time_to_first_token = LatencyHistogram(LatencyBuckets());
+  counters_.e2e_request_latency = LatencyHistogram(LatencyBuckets());
+  counters_.queue_time = LatencyHistogram(LatencyBuckets());
+}
+
+EngineRuntime::~EngineRuntime() { Shutdown(); }
+
+Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
+  if (input.input_ids.empty()) {
+    return InvalidArgumentError("the input is empty: send text or input_ids");
+  }
+  if (input.max_new_tokens < 0) {
+    return InvalidArgumentError("sampling_params.max_new_tokens must be >= 0, got " +
+                                std::to_string(input.max_new_tokens));
+  }
+  const int64_t prompt = static_cast<int64_t>(input.input_ids.size());
+  AGENTKV_RETURN_IF_ERROR(limits_.CheckTokenizer(prompt, input.max_new_tokens));
+  // Both are now below the context length, itself within kMaxTokens.
+  AGENTKV_CHECK(CheckTokens("prompt", prompt).ok() &&
+                CheckTokens("max_new_tokens", input.max_new_tokens).ok());
+  const Clock::time_point arrival = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return UnavailableError("the engine is shutting down");
+  if (active_rids_.contains(input.rid)) {
+    return AlreadyExistsError("request id \"" + input.rid + "\" is already running");
+  }
+  active_rids_.emplace(input.rid, 1);
+  commands_.push_back(Command{[this, input = std::move(input), callbacks = std::move(callbacks),
+                               arrival]() mutable {
+    ++counters_.num_requests_total;
+    const int64_t prompt_tokens = static_cast<int64_t>(input.input_ids.size());
+    if (std::optional<std::string> refusal = limits_.SchedulerRefusal(prompt_tokens)) {
+      // SGLang's scheduler finishes such a request at once as an abort with status 400.
+      GenerateResult result;
+      result.rid = input.rid;
+      result.aborted = true;
+      result.abort_message = *std::move(refusal);
+      result.abort_status_code = 400;
+      result.prompt_tokens = prompt_tokens;
+      {
+        std::lock_guard<std::mutex> inner(mu_);
+        active_rids_.erase(result.rid);
+      }
+      if (callbacks.on_finish) {
+        deferred_finishes_.emplace_back(std::move(callbacks.on_finish), std::move(result));
+      }
+      return;
+    }
+    const int64_t max_new_tokens = limits_.ClampMaxNewTokens(prompt_tokens, input.max_new_tokens);
+    const RequestId id(next_request_++);
+    engine::SchedulerRequest request;
+    request.id = id;
+    const uint64_t namespace_id =
+        input.cache_namespace.empty() ? 0 : Hash64(input.cache_namespace, kNamespaceSeed) | 1;
+    request.prompt_keys =
+        PageKeys(scheduler_.cache().hasher(), input.input_ids, options_.page_size, namespace_id);
+    request.prompt_tokens = static_cast<int64_t>(input.input_ids.size());
+    // The last prompt token is always recomputed: drop a key that covers it.
+    if (static_cast<int64_t>(request.prompt_keys.size()) * options_.page_size >
+        request.prompt_tokens - 1) {
+      request.prompt_keys.resize(
+          static_cast<size_t>((request.prompt_tokens - 1) / options_.page_size));
+    }
+    request.max_new_tokens = std::max<int64_t>(1, max_new_tokens);
+    request.kv_options.prompt_tokens = request.prompt_tokens;
+    Session* session = nullptr;
+    if (options_.enable_session_radix_cache && input.session_id.has_value()) {
+      session = &TouchSession(*input.session_id);
+      request.kv_options.session = session->id;
+    }
+    if (options_.radix_eviction_policy == "priority" && input.priority.has_value()) {
+      kv::RetentionConfig retention;
+      retention.token_ranges.push_back(
+          kv::TokenRangeRetention{.token_start = 0,
+                                  .token_end = std::nullopt,
+                                  .priority = static_cast<kv::Priority>(std::clamp<int64_t>(
+                                      *input.priority, kv::kMinPriority, kv::kMaxPriority)),
+                                  .duration = std::nullopt});
+      request.kv_options.retention = retention;
+    }
+    Active active;
+    active.rid_hash = Hash64(input.rid, kOutputSeed);
+    active.arrival = arrival;
+    active.requested_tokens = max_new_tokens;
+    active.input = std::move(input);
+    active.callbacks = std::move(callbacks);
+    Status submitted = scheduler_.Submit(std::move(request));
+    if (!submitted.ok()) {
+      // Checked up front; a refusal here is a bug, reported as an abort.
+      GenerateResult result;
+      result.rid = active.input.rid;
+      result.aborted = true;
+      result.abort_message = submitted.ToString();
+      {
+        std::lock_guard<std::mutex> inner(mu_);
+        active_rids_.erase(result.rid);
+      }
+      if (active.callbacks.on_finish) {
+        deferred_finishes_.emplace_back(std::move(active.callbacks.on_finish), std::move(result));
+      }
+      return;
+    }
+    if (session != nullptr) ++session->active;
+    id_of_rid_.emplace(active.input.rid, id);
+    active_.emplace(id, std::move(active));
+  }});
+  wake_.notify_one();
+  return Status::Ok();
+}
+
+void EngineRuntime::Abort(const std::string& rid, bool abort_all) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return;
+  commands_.push_back(Command{[this, rid, abort_all] {
+    std::vector<RequestId> ids;
+    if (abort_all) {
+      for (const auto& [id, active] : active_) ids.push_back(id);
+      std::sort(ids.begin(), ids.end());
+    } else if (auto it = id_of_rid_.find(rid); it != id_of_rid_.end()) {
+      ids.push_back(it->second);
+    }
+    for (RequestId id : ids) {
+      StatusOr<bool> aborted = scheduler_.Abort(id);
+      AGENTKV_CHECK(aborted.ok()) << aborted.status();
+      if (*aborted) Finish(id, /*aborted=*/true, "Abort request " + active_.at(id).input.rid);
+    }
+  }});
+  wake_.notify_one();
+}
+
+void EngineRuntime::RunOnRuntimeThread(const std::function<void()>& work) {
+  std::promise<void> done;
+  std::future<void> finished = done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    commands_.push_back(Command{[this, &work, &done] {
+      work();
+      // The caller reads the snapshot next: publish what the work changed first.
+      PublishSnapshot();
+      done.set_value();
+    }});
+  }
+  wake_.notify_one();
+  finished.wait();
+}
+
+EngineRuntime::Session& EngineRuntime::TouchSession(const std::string& name) {
+  bool inserted = false;
+  Session* session =
+      &sessions_.Touch(name, [this] { return Session{SessionId(next_session_++), 0}; }, &inserted);
+  if (!inserted) return *session;
+  while (static_cast<int64_t>(sessions_.size()) > options_.max_sessions) {
+    // The new session is the most recent; it has no request yet but must stay. Closed
+    // sessions go first: forgetting them costs nothing but their tombstone.
+    std::optional<std::pair<std::string, Session>> evicted =
+        sessions_.EvictOldest([&name](const std::string& key, const Session& s) {
+          return s.closed && s.active == 0 && key != name;
+        });
+    if (!evicted.has_value()) {
+      evicted = sessions_.EvictOldest([&name](const std::string& key, const Session& s) {
+        return s.active == 0 && key != name;
+      });
+      if (!evicted.has_value()) break;  // Every other session runs a request: wait for them.
+      ++counters_.sessions_evicted_total;
+    }
+    // Idempotent for a closed session; it also closes one the cache reopened after its
+    // tombstone aged out, so that no cache session outlives its id here.
+    scheduler_.mutable_cache().CloseSession(evicted->second.id);
+  }
+  counters_.sessions = static_cast<int64_t>(sessions_.size());
+  return *sessions_.Find(name);
+}
+
+int64_t EngineRuntime::CloseSession(const std::string& session_id) {
+  int64_t freed = 0;
+  RunOnRuntimeThread([&] {
+    // An unknown id is remembered too, so that a later request of it finds it closed (the
+    // cache's tombstone); the LRU bounds what is remembered.
+    Session& session = TouchSession(session_id);
+    session.closed = true;
+    freed = scheduler_.mutable_cache().CloseSession(session.id);
+  });
+  return freed;
+}
+
+bool EngineRuntime::FlushCache() {
+  bool flushed = false;
+  RunOnRuntimeThread([&] {
+    if (scheduler_.num_running() + scheduler_.num_waiting() > 0) return;
+    flushed = scheduler_.mutable_cache().Reset().ok();
+  });
+  return flushed;
+}
+
+RuntimeSnapshot EngineRuntime::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return snapshot_;
+}
+
+void EngineRuntime::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EngineRuntime::Run() {
+  Clock::time_point window_start = Clock::now();
+  int64_t window_tokens = 0;
+  int64_t window_prompt = 0;
+  int64_t window_cached = 0;
+  for (;;) {
+    std::deque<Command> commands;
+    bool stopping = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] {
+        return stopping_ || !commands_.empty() ||
+               scheduler_.num_running() + scheduler_.num_waiting() > 0;
+      });
+      commands.swap(commands_);
+      stopping = stopping_;
+    }
+    for (Command& command : commands) command.work();
+    if (stopping) {
+      std::vector<RequestId> ids;
+      for (const auto& [id, active] : active_) ids.push_back(id);
+      std::sort(ids.begin(), ids.end());
+      for (RequestId id : ids) {
+        AGENTKV_CHECK(scheduler_.Abort(id).ok());
+        Finish(id, /*aborted=*/true, "The server is shutting down");
+      }
+      PublishAndRunDeferred();
+      return;
+    }
+    if (scheduler_.num_running() + scheduler_.num_waiting() > 0) {
+      const int64_t before_tokens = counters_.generation_tokens_total;
+      const int64_t before_prompt = counters_.prompt_tokens_total;
+      const int64_t before_cached =
+          counters_.cached_tokens_device_total + counters_.cached_tokens_host_total;
+      StepOnce();
+      window_tokens += counters_.generation_tokens_total - before_tokens;
+      window_prompt += counters_.prompt_tokens_total - before_prompt;
+      window_cached +=
+          counters_.cached_tokens_device_total + counters_.cached_tokens_host_total - before_cached;
+    }
+    const Clock::time_point now = Clock::now();
+    if (now - window_start >= kRateWindow) {
+      counters_.gen_throughput = static_cast<double>(window_tokens) / Seconds(now - window_start);
+      counters_.cache_hit_rate = window_prompt > 0 ? static_cast<double>(window_cached) /
+                                                         static_cast<double>(window_prompt)
+                                                   : 0.0;
+      window_start = now;
+      window_tokens = window_prompt = window_cached = 0;
+    }
+    PublishAndRunDeferred();
+  }
+}
+
+void EngineRuntime::PublishAndRunDeferred() {
+  PublishSnapshot();
+  std::vector<std::pair<std::function<void(const GenerateResult&)>, GenerateResult>> finishes;
+  finishes.swap(deferred_finishes_);
+  for (auto& [on_finish, result] : finishes) on_finish(result);
+}
+
+void EngineRuntime::StepOnce() {
+  const Clock::time_point start = Clock::now();
+  const kv::KvCacheStats before = scheduler_.cache().stats();
+  const engine::StepResult result = scheduler_.Step();
+  const kv::KvCacheStats after = scheduler_.cache().stats();
+  ++counters_.steps;
+  counters_.evicted_tokens_total +=
+      (after.device_evictions - before.device_evictions) * options_.page_size;
+  engine::StepShape shape;
+  shape.prefill_tokens = result.prefill_tokens;
+  shape.decode_tokens = result.decode_tokens;
+  shape.num_requests = static_cast<int64_t>(result.batch.size());
+  for (const engine::ScheduledWork& work : result.batch)
+    shape.context_tokens += work.context_tokens;
+  shape.host_load_tokens = (after.onboards - before.onboards) * options_.page_size;
+  if (options_.paced) {
+    const TimeNs modelled = shape.prefill_tokens + shape.decode_tokens > 0
+                                ? cost_model_.Estimate(shape)
+                                : TimeNs::Millis(1);
+    const auto wall = std::chrono::nanoseconds(
+        static_cast<int64_t>(static_cast<double>(modelled.ns()) / options_.speed));
+    std::this_thread::sleep_until(start + wall);
+  }
+  const Clock::time_point now = Clock::now();
+  for (RequestId id : result.admitted) {
+    Active& active = active_.at(id);
+    if (active.first_scheduled.has_value()) continue;
+    active.first_scheduled = now;
+    const engine::RequestReport* report = scheduler_.FindReport(id);
+    counters_.prompt_tokens_total += static_cast<int64_t>(active.input.input_ids.size());
+    counters_.cached_tokens_device_total += report->cached_device_tokens;
+    counters_.cached_tokens_host_total += report->cached_host_tokens;
+  }
+  // Deliver the tokens produced this step, in batch order, then finish the requests that
+  // produced their last one.
+  for (const engine::ScheduledWork& work : result.batch) {
+    auto it = active_.find(work.id);
+    if (it == active_.end()) continue;
+    Active& active = it->second;
+    const engine::RequestReport* report = scheduler_.FindReport(work.id);
+    const int64_t produced = std::min(report->output_tokens, active.requested_tokens);
+    const int64_t delivered = static_cast<int64_t>(active.output_ids.size());
+    if (produced <= delivered) continue;
+    if (!active.first_token.has_value()) {
+      active.first_token = now;
+      counters_.time_to_first_token.Observe(Seconds(now - active.arrival));
+    }
+    const std::vector<int64_t> tokens = PseudoTokens(active, delivered, produced - delivered);
+    active.output_ids.insert(active.output_ids.end(), tokens.begin(), tokens.end());
+    counters_.generation_tokens_total += produced - delivered;
+    if (active.callbacks.on_tokens) active.callbacks.on_tokens(tokens);
+  }
+  for (RequestId id : result.finished) Finish(id, /*aborted=*/false, "");
+}
+
+std::vector<int64_t> EngineRuntime::PseudoTokens(const Active& active, int64_t from,
+                                                 int64_t n) const {
+  std::vector<int64_t> tokens(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t h = Mix64(HashCombine(active.rid_hash, static_cast<uint64_t>(from + i)));
+    tokens[static_cast<size_t>(i)] =
+        kVocabularyBase + static_cast<int64_t>(h % static_cast<uint64_t>(kVocabularySpan));
+  }
+  return tokens;
+}
+
+void EngineRuntime::Finish(RequestId id, bool aborted, const std::string& message) {
+  auto it = active_.find(id);
+  AGENTKV_CHECK(it != active_.end()) << "finishing unknown request " << id;
+  Active active = std::move(it->second);
+  active_.erase(it);
+  id_of_rid_.erase(active.input.rid);
+  if (options_.enable_session_radix_cache && active.input.session_id.has_value()) {
+    // A session with an active request is never evicted.
+    Session* session = sessions_.Find(*active.input.session_id);
+    AGENTKV_CHECK(session != nullptr && session->active > 0);
+    --session->active;
+  }
+  StatusOr<engine::RequestReport> taken = scheduler_.TakeReport(id);
+  AGENTKV_CHECK(taken.ok()) << taken.status();
+  const engine::RequestReport* report = &*taken;
+  const Clock::time_point now = Clock::now();
+  GenerateResult result;
+  result.rid = active.input.rid;
+  result.output_ids = std::move(active.output_ids);
+  result.aborted = aborted;
+  result.abort_message = message;
+  result.prompt_tokens = static_cast<int64_t>(active.input.input_ids.size());
+  result.cached_device_tokens = report->cached_device_tokens;
+  result.cached_host_tokens = report->cached_host_tokens;
+  result.cached_tokens = result.cached_device_tokens + result.cached_host_tokens;
+  result.e2e_latency_s = Seconds(now - active.arrival);
+  result.queue_time_s =
+      active.first_scheduled.has_value() ? Seconds(*active.first_scheduled - active.arrival) : 0.0;
+  counters_.e2e_request_latency.Observe(result.e2e_latency_s);
+  if (active.first_scheduled.has_value()) counters_.queue_time.Observe(result.queue_time_s);
+  if (aborted) ++counters_.num_aborted_requests_total;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_rids_.erase(result.rid);
+  }
+  // Run after the snapshot is published, so that a caller woken by it sees its effects.
+  if (active.callbacks.on_finish) {
+    deferred_finishes_.emplace_back(std::move(active.callbacks.on_finish), std::move(result));
+  }
+}
+
+void EngineRuntime::PublishSnapshot() {
+  RuntimeSnapshot snapshot = counters_;
+  snapshot.gauges = scheduler_.gauges();
+  snapshot.cache = scheduler_.cache().stats();
+  std::lock_guard<std::mutex> lock(mu_);
+  snapshot_ = std::move(snapshot);
+}
+
+}  // namespace agentkv::service

@@ -1,0 +1,278 @@
+// EngineRuntime: one emulated SGLang engine running in real time. It owns the real
+// engine::StepScheduler over kv::KvCacheManager and steps it on its own thread, each step
+// lasting what engine::CostModel says divided by `speed` (or not waiting at all, unpaced).
+// The HTTP layer (engine_emulator.h) turns /generate, /abort_request, /close_session,
+// /flush_cache and /metrics into calls on this class; the runtime knows nothing of HTTP.
+//
+// Tokens. The emulator has no model and no tokenizer: prompts are token ids (the HTTP layer
+// turns text into 4-byte pseudo tokens), the KV block keys are chained hashes of each full
+// page of token ids (namespaced by `extra_key`/`cache_salt`), and output tokens are
+// deterministic pseudo tokens drawn from the request id. Equal prompts therefore share KV as in
+// SGLang's radix cache, page by page. Only prompt pages are cached (the scheduler never commits
+// generated tokens), so a turn that re-sends the previous turn's output recomputes that part.
+//
+// Limits. Request lengths follow SGLang (context_limits.h): an input of the context length or
+// more, or an input plus max_new_tokens reaching it, is refused by Submit with SGLang's
+// message; an input of max_req_input_len or more ends at once as an abort with status 400;
+// max_new_tokens is clamped to max_req_len - input - 1, so every request fits the KV pool and
+// finishes. Per-request state lives only while the request is active; session ids are kept in
+// an LRU of `max_sessions` entries (the least recently used idle session is closed, as
+// /close_session would, when a new one would exceed it).
+//
+// Threads. Submit, Abort, CloseSession, FlushCache and Snapshot may be called from any thread
+// but a callback (CloseSession and FlushCache wait for the runtime thread); commands are queued
+// and applied by the runtime thread between steps. Callbacks of a request run on the runtime
+// thread, in order: zero or more on_tokens, then exactly one on_finish (also on Shutdown,
+// which aborts every request still active), after the snapshot that includes the request's
+// end is published. A callback must not block.
+#ifndef AGENTKV_SERVICE_EMULATOR_ENGINE_RUNTIME_H_
+#define AGENTKV_SERVICE_EMULATOR_ENGINE_RUNTIME_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "agentkv/base/status.h"
+#include "agentkv/base/strong_id.h"
+#include "agentkv/engine/cost_model.h"
+#include "agentkv/engine/step_scheduler.h"
+#include "agentkv/kv/kv_cache_options.h"
+#include "agentkv/kv/kv_cache_stats.h"
+#include "agentkv/service/common/context_limits.h"
+#include "agentkv/service/emulator/lru_map.h"
+
+namespace agentkv::service {
+
+struct EngineRuntimeOptions {
+  // Cost model presets (engine/cost_model.h). Defaults: llama-3.1-8b on h100, tp 1.
+  std::string model = "llama-3.1-8b";
+  std::string gpu = "h100";
+  int32_t tp = 1;
+  // SGLang --max-running-requests, --max-prefill-tokens, --chunked-prefill-size.
+  engine::StepSchedulerOptions scheduler;
+  // SGLang --page-size: tokens per KV block. Default: 16. Range: [1, 4096].
+  int32_t page_size = 16;
+  // SGLang --max-total-tokens: the device KV pool; 0 derives it from the cost model.
+  // Default: 0. Range: [0, 2^40].
+  int64_t max_total_tokens = 0;
+  // SGLang --context-length: the model's context length in tokens; 0 means the KV pool.
+  // Default: 0. Range: [0, 2^40].
+  int64_t context_length = 0;
+  // Session ids remembered (with enable_session_radix_cache): past it, the least recently
+  // used closed session is forgotten, else the least recently used session without an active
+  // request is closed (as /close_session would) and forgotten. Each costs a few hundred bytes
+  // plus the keys of the blocks it referenced. Default: 16384. Range: [1, 2^24].
+  int64_t max_sessions = 16384;
+  // Host (HiCache) tier in tokens; 0 = none. Default: 0.
+  int64_t host_tokens = 0;
+  // SGLang --enable-session-radix-cache: a request's `session_id` tags its KV; /close_session
+  // releases or dereferences it (session_close_mode). Without it session ids are ignored.
+  bool enable_session_radix_cache = false;
+  kv::SessionCloseMode session_close_mode = kv::SessionCloseMode::kRelease;
+  // SGLang --radix-eviction-policy: "lru" (request priorities ignored) or "priority" (a
+  // request's `priority`, clamped to [0, 100], orders eviction of its prompt KV).
+  std::string radix_eviction_policy = "lru";
+  // Simulated seconds per wall second; 2.0 runs twice as fast as the modelled GPU.
+  // Default: 1. Range: (0, 1e6].
+  double speed = 1.0;
+  // When false, steps do not wait at all (benchmarks). Default: true.
+  bool paced = true;
+
+  // InvalidArgument naming the first bad field (as its SGLang flag where there is one).
+  Status Validate() const;
+};
+
+// What a request asks for.
+struct GenerateInput {
+  // The request id (/abort_request key). Must be unique among active requests.
+  std::string rid;
+  std::vector<int64_t> input_ids;
+  // sampling_params.max_new_tokens. Range: >= 0 (0 finishes at once after the prefill);
+  // values past the context are refused, see Submit.
+  int64_t max_new_tokens = 128;
+  // Top-level session_id (used with enable_session_radix_cache).
+  std::optional<std::string> session_id;
+  // Request priority (used with radix_eviction_policy "priority").
+  std::optional<int64_t> priority;
+  // extra_key / cache_salt: requests with different namespaces never share KV.
+  std::string cache_namespace;
+};
+
+// How a request ended.
+struct GenerateResult {
+  std::string rid;
+  std::vector<int64_t> output_ids;
+  // True when /abort_request (or shutdown) ended it; output_ids are the tokens produced.
+  bool aborted = false;
+  std::string abort_message;
+  // 400 when the engine refused the request before running it (SGLang's scheduler abort with
+  // status_code 400, err_type "BadRequestError": the input is over max_req_input_len); 0 for
+  // every other end.
+  int abort_status_code = 0;
+  int64_t prompt_tokens = 0;
+  // Prompt tokens found in the prefix cache at first admission: on the device, from the host.
+  int64_t cached_tokens = 0;
+  int64_t cached_device_tokens = 0;
+  int64_t cached_host_tokens = 0;
+  // Wall seconds from Submit to the end, and to first admission into the running batch.
+  double e2e_latency_s = 0;
+  double queue_time_s = 0;
+};
+
+struct GenerateCallbacks {
+  // New output tokens, in order (streaming). May be empty.
+  std::function<void(std::span<const int64_t> tokens)> on_tokens;
+  // Exactly once.
+  std::function<void(const GenerateResult& result)> on_finish;
+};
+
+// A fixed-bucket histogram (cumulative counts are computed when written).
+struct LatencyHistogram {
+  std::vector<double> upper_bounds;
+  // counts[i]: observations <= upper_bounds[i] and > upper_bounds[i-1]; the last entry counts
+  // the observations above every bound.
+  std::vector<int64_t> counts;
+  double sum = 0;
+  int64_t count = 0;
+
+  explicit LatencyHistogram(std::vector<double> bounds);
+  void Observe(double value);
+};
+
+// The engine's state for /metrics and /server_info, refreshed after every step and command.
+struct RuntimeSnapshot {
+  engine::SchedulerGauges gauges;
+  kv::KvCacheStats cache;
+  int64_t max_total_num_tokens = 0;
+  int64_t context_length = 0;
+  int64_t max_req_input_len = 0;
+  // Counters since start.
+  int64_t num_requests_total = 0;
+  int64_t num_aborted_requests_total = 0;
+  int64_t prompt_tokens_total = 0;
+  int64_t generation_tokens_total = 0;
+  int64_t cached_tokens_device_total = 0;
+  int64_t cached_tokens_host_total = 0;
+  int64_t evicted_tokens_total = 0;
+  int64_t steps = 0;
+  // Session ids remembered now, and sessions closed because max_sessions was reached.
+  int64_t sessions = 0;
+  int64_t sessions_evicted_total = 0;
+  // Output tokens per wall second over the last interval of about one second.
+  double gen_throughput = 0;
+  // Prefix hit rate of the requests admitted since the previous snapshot interval.
+  double cache_hit_rate = 0;
+  LatencyHistogram time_to_first_token{{}};
+  LatencyHistogram e2e_request_latency{{}};
+  LatencyHistogram queue_time{{}};
+};
+
+class EngineRuntime {
+ public:
+  // Validates, builds the cost model, KV cache and scheduler, and starts the runtime thread.
+  static StatusOr<std::unique_ptr<EngineRuntime>> Start(const EngineRuntimeOptions& options);
+
+  EngineRuntime(const EngineRuntime&) = delete;
+  EngineRuntime& operator=(const EngineRuntime&) = delete;
+  // Shutdown(), then joins.
+  ~EngineRuntime();
+
+  // Queues a request. InvalidArgument for an empty prompt, a negative max_new_tokens, or the
+  // tokenizer manager's length errors (ContextLimits::CheckTokenizer: "The input (N tokens) is
+  // longer than the model's context length ...", "Requested token count exceeds the model's
+  // maximum context length ..."); AlreadyExists for the rid of an active request;
+  // Unavailable after Shutdown. On error no callback runs. An accepted input over
+  // max_req_input_len finishes at once with abort_status_code 400.
+  Status Submit(GenerateInput input, GenerateCallbacks callbacks);
+
+  // Aborts the active request `rid` (its on_finish reports aborted with the tokens so far);
+  // unknown and finished rids are ignored. With `abort_all`, aborts every active request.
+  void Abort(const std::string& rid, bool abort_all = false);
+
+  // Closes `session_id` on the KV cache (release or dereference per the options; idempotent,
+  // unknown ids are a no-op). Returns the tokens freed. Waits for the runtime thread.
+  int64_t CloseSession(const std::string& session_id);
+
+  // Empties the prefix cache when no request is running or waiting (SGLang's /flush_cache);
+  // returns whether it did. Waits for the runtime thread.
+  bool FlushCache();
+
+  RuntimeSnapshot Snapshot() const;
+  const EngineRuntimeOptions& options() const { return options_; }
+  const engine::CostModel& cost_model() const { return cost_model_; }
+  int64_t max_total_num_tokens() const { return max_total_tokens_; }
+  const ContextLimits& limits() const { return limits_; }
+
+  // Aborts every active request ("server is shutting down"), stops and joins the thread.
+  // Idempotent.
+  void Shutdown();
+
+ private:
+  struct Active;
+  struct Command;
+
+  struct Session {
+    SessionId id;
+    // Requests of the session submitted to the scheduler and not finished.
+    int64_t active = 0;
+    // Closed by CloseSession (remembered so that a later request finds it closed).
+    bool closed = false;
+  };
+
+  EngineRuntime(const EngineRuntimeOptions& options, engine::CostModel cost_model,
+                engine::StepScheduler scheduler, int64_t max_total_tokens, ContextLimits limits);
+
+  // The session named `name`, made the most recently used (opened when new). Past
+  // max_sessions, forgets the least recently used closed session, else closes and forgets the
+  // least recently used idle one.
+  Session& TouchSession(const std::string& name);
+
+  void Run();
+  void StepOnce();
+  void Finish(RequestId id, bool aborted, const std::string& message);
+  void PublishSnapshot();
+  // Publishes the snapshot, then runs the on_finish callbacks deferred since the last call.
+  void PublishAndRunDeferred();
+  std::vector<int64_t> PseudoTokens(const Active& active, int64_t from, int64_t n) const;
+  // Runs `work` on the runtime thread and waits for it.
+  void RunOnRuntimeThread(const std::function<void()>& work);
+
+  const EngineRuntimeOptions options_;
+  const engine::CostModel cost_model_;
+  const int64_t max_total_tokens_;
+  const ContextLimits limits_;
+
+  // Owned by the runtime thread.
+  engine::StepScheduler scheduler_;
+  std::unordered_map<RequestId, Active> active_;
+  std::unordered_map<std::string, RequestId> id_of_rid_;
+  LruMap<std::string, Session> sessions_;
+  int64_t next_request_ = 0;
+  int64_t next_session_ = 1;
+  RuntimeSnapshot counters_;
+  std::vector<std::pair<std::function<void(const GenerateResult&)>, GenerateResult>>
+      deferred_finishes_;
+
+  // Shared with callers.
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<Command> commands_;
+  // Rids submitted and not finished (duplicate check on the caller's thread).
+  std::unordered_map<std::string, int> active_rids_;
+  bool stopping_ = false;
+  RuntimeSnapshot snapshot_;
+  std::thread thread_;
+};
+
+}  // namespace agentkv::service
+
+#endif  // AGENTKV_SERVICE_EMULATOR_ENGINE_RUNTIME_H_

@@ -1,0 +1,495 @@
+#include "agentkv/service/emulator/router_emulator.h"
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <boost/url.hpp>
+#include <cctype>
+#include <charconv>
+
+#include "agentkv/base/bounds.h"
+#include "agentkv/base/hash.h"
+#include "agentkv/net/router.h"
+#include "agentkv/protocol/generate.h"
+#include "agentkv/protocol/json_splice.h"
+#include "agentkv/service/emulator/engine_emulator.h"
+#include "agentkv/routing/routing_key.h"
+
+// Invariants (under mu_): every worker has a distinct url and a distinct EngineId present in
+// router_ exactly when the worker is healthy; in-flight loads are never negative.
+
+namespace agentkv::service {
+namespace {
+
+namespace http = net::http;
+constexpr int32_t kRoutePageSize = 16;
+constexpr uint64_t kRoutePageSeed = 0x726f757465ULL;  // "route"
+
+bool ForwardedHeader(std::string_view name) {
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower == "authorization" || lower == "x-request-id" || lower == "x-correlation-id" ||
+         lower == "traceparent" || lower == "tracestate" || lower == "x-smg-routing-key" ||
+         lower.rfind("x-request-id-", 0) == 0 || lower == "content-type";
+}
+
+// Chained page keys of the prompt, for cache_aware (input_ids, or text as pseudo tokens).
+std::vector<uint64_t> PromptKeys(const protocol::GenerateRequest& request) {
+  const std::vector<int64_t> tokens = request.input_ids.has_value()
+                                          ? *request.input_ids
+                                          : PseudoTokenize(request.text.value_or(std::string()));
+  std::vector<uint64_t> keys;
+  uint64_t parent = kRoutePageSeed;
+  for (size_t p = 0; p + kRoutePageSize <= tokens.size(); p += kRoutePageSize) {
+    const auto page = std::span<const int64_t>(tokens).subspan(p, kRoutePageSize);
+    parent = HashCombine(parent, Hash64(std::as_bytes(page), kRoutePageSeed));
+    keys.push_back(parent);
+  }
+  return keys;
+}
+
+// "http://h:p@3" -> ("http://h:p", 3); no suffix -> (url, nullopt). InvalidArgument for a rank
+// out of range (base/bounds.h counts).
+StatusOr<std::pair<std::string, std::optional<int64_t>>> SplitRank(const std::string& url) {
+  const std::string base = protocol::StripRankSuffix(url);
+  if (base.size() == url.size()) return std::pair{url, std::optional<int64_t>()};
+  const std::string_view digits = std::string_view(url).substr(base.size() + 1);
+  int64_t rank = -1;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+  if (error != std::errc() || end != digits.data() + digits.size()) rank = -1;
+  if (Status s = CheckCount("--worker-urls rank", rank); !s.ok()) {
+    return InvalidArgumentError("\"" + url + "\": the dp rank " + std::string(digits) +
+                                " is out of range [0, " + std::to_string(kMaxCount) + "]");
+  }
+  return std::pair{base, std::optional<int64_t>(rank)};
+}
+
+std::string ErrorJson(std::string_view message, int code) {
+  return boost::json::serialize(
+      boost::json::object{{"error", boost::json::object{{"message", message}, {"code", code}}}});
+}
+
+}  // namespace
+
+Status RouterEmulatorOptions::Validate() const {
+  AGENTKV_RETURN_IF_ERROR(http.Validate());
+  routing::RouterOptions router;
+  router.policy = policy;
+  router.cache_threshold = cache_threshold;
+  router.balance_abs_threshold = balance_abs_threshold;
+  router.balance_rel_threshold = balance_rel_threshold;
+  router.max_tree_size = max_tree_size;
+  if (Status s = router.Validate(); !s.ok()) {
+    return InvalidArgumentError("--policy / cache-aware options: " + s.message());
+  }
+  if (health_check_interval.count() < 0) {
+    return InvalidArgumentError("--health-check-interval-secs must be >= 0");
+  }
+  if (max_received_requests < 0 || max_received_requests > (int64_t{1} << 24)) {
+    return InvalidArgumentError("--max-received-requests must be in [0, 2^24], got " +
+                                std::to_string(max_received_requests));
+  }
+  for (const std::string& url : worker_urls) {
+    const std::string base = protocol::StripRankSuffix(url);
+    boost::system::result<boost::urls::url_view> parsed = boost::urls::parse_absolute_uri(base);
+    if (!parsed || parsed->scheme() != "http" || parsed->host().empty()) {
+      return InvalidArgumentError("--worker-urls: \"" + url +
+                                  "\" is not an http://host:port URL (with an optional @rank)");
+    }
+    AGENTKV_RETURN_IF_ERROR(SplitRank(url).status());
+  }
+  return Status::Ok();
+}
+
+RouterEmulator::RouterEmulator(const RouterEmulatorOptions& options)
+    : options_(options), received_(static_cast<size_t>(options.max_received_requests)) {}
+
+StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
+    const RouterEmulatorOptions& options) {
+  AGENTKV_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<RouterEmulator> r(new RouterEmulator(options));
+  routing::RouterOptions router_options;
+  router_options.policy = options.policy;
+  router_options.cache_threshold = options.cache_threshold;
+  router_options.balance_abs_threshold = options.balance_abs_threshold;
+  router_options.balance_rel_threshold = options.balance_rel_threshold;
+  router_options.max_tree_size = options.max_tree_size;
+  router_options.num_engines = 1;
+  AGENTKV_ASSIGN_OR_RETURN(r->router_, routing::Router::Create(router_options));
+  // The router starts with engine 0; workers bring their own ids.
+  r->router_->RemoveEngine(EngineId(0));
+  for (const std::string& url : options.worker_urls) AGENTKV_RETURN_IF_ERROR(r->AddWorker(url));
+  r->client_ = std::make_unique<net::HttpClient>(options.client);
+
+  RouterEmulator* self = r.get();
+  net::Router routes;
+  for (const char* path : {"/generate", "/v1/chat/completions", "/v1/completions"}) {
+    routes.Add(http::verb::post, path,
+               [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+                 self->HandleForward(std::move(q), std::move(w));
+               });
+  }
+  routes.Add(http::verb::get, "/workers",
+             [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+               w->Reply(net::MakeResponse(
+                   q, http::status::ok,
+                   protocol::SerializeWorkers(self->workers(), self->options_.workers_shape)));
+             });
+  auto add = [self](net::Request q, std::shared_ptr<net::ResponseWriter> w, std::string url) {
+    if (Status s = self->AddWorker(url); !s.ok()) {
+      return w->Reply(net::MakeResponse(q, http::status::bad_request, ErrorJson(s.message(), 400)));
+    }
+    w->Reply(
+        net::MakeResponse(q, http::status::ok,
+                          boost::json::serialize(boost::json::object{
+                              {"status", "success"}, {"message", "Worker " + url + " added"}})));
+  };
+  auto query_url = [](const net::Request& q) -> std::string {
+    boost::system::result<boost::urls::url_view> target =
+        boost::urls::parse_origin_form(q.target());
+    if (!target) return "";
+    auto it = target->params().find("url");
+    return it == target->params().end() ? "" : std::string((*it).value);
+  };
+  routes.Add(
+      http::verb::post, "/workers", [add](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+        boost::system::error_code error;
+        const boost::json::value body = boost::json::parse(q.body(), error);
+        const boost::json::value* url =
+            !error && body.is_object() ? body.as_object().if_contains("url") : nullptr;
+        if (url == nullptr || !url->is_string()) {
+          return w->Reply(
+              net::MakeResponse(q, http::status::bad_request,
+                                ErrorJson("body must be {\"url\": \"http://host:port\"}", 400)));
+        }
+        add(std::move(q), std::move(w), std::string(url->as_string()));
+      });
+  routes.Add(http::verb::post, "/add_worker",
+             [add, query_url](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+               std::string url = query_url(q);
+               add(std::move(q), std::move(w), std::move(url));
+             });
+  routes.Add(http::verb::post, "/remove_worker",
+             [self, query_url](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+               const std::string url = query_url(q);
+               const bool removed = self->RemoveWorker(url);
+               w->Reply(net::MakeResponse(
+                   q, removed ? http::status::ok : http::status::not_found,
+                   removed ? boost::json::serialize(boost::json::object{{"status", "success"}})
+                           : ErrorJson("no worker " + url, 404)));
+             });
+  routes.Add(
+      http::verb::get, "/list_workers",
+      [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+        std::vector<std::string> urls;
+        for (const protocol::WorkerInfo& worker : self->workers()) urls.push_back(worker.url);
+        w->Reply(net::MakeResponse(q, http::status::ok, protocol::SerializeListWorkers(urls)));
+      });
+  routes.Add(
+      http::verb::get, "/get_loads",
+      [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+        boost::json::array loads;
+        for (const protocol::WorkerInfo& worker : self->workers()) {
+          loads.push_back(boost::json::object{{"worker", worker.url}, {"load", worker.load}});
+        }
+        w->Reply(net::MakeResponse(
+            q, http::status::ok, boost::json::serialize(boost::json::object{{"workers", loads}})));
+      });
+  routes.Add(http::verb::post, "/flush_cache",
+             [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+               self->HandleFlush(std::move(q), std::move(w));
+             });
+  for (const char* path : {"/health", "/liveness", "/readiness", "/health_generate"}) {
+    routes.Add(
+        http::verb::get, path, [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+          bool any_healthy = false;
+          for (const protocol::WorkerInfo& worker : self->workers())
+            any_healthy |= worker.is_healthy;
+          const bool liveness = q.target() == "/liveness";
+          w->Reply(net::MakeResponse(
+              q, liveness || any_healthy ? http::status::ok : http::status::service_unavailable, "",
+              "text/plain"));
+        });
+  }
+  routes.Add(
+      http::verb::get, "/v1/models", [](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+        w->Reply(
+            net::MakeResponse(q, http::status::ok,
+                              R"({"object":"list","data":[{"id":"default","object":"model"}]})"));
+      });
+  routes.Add(http::verb::get, "/agentkv/requests",
+             [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+               boost::json::array list;
+               int64_t dropped = 0;
+               {
+                 std::lock_guard<std::mutex> lock(self->mu_);
+                 for (const Received& received : self->received_.entries()) {
+                   list.push_back(boost::json::object{{"path", received.path},
+                                                      {"routing_key", received.routing_key},
+                                                      {"worker", received.worker}});
+                 }
+                 dropped = self->received_.dropped();
+               }
+               net::Response response =
+                   net::MakeResponse(q, http::status::ok, boost::json::serialize(list));
+               response.set("X-Agentkv-Requests-Dropped", std::to_string(dropped));
+               w->Reply(std::move(response));
+             });
+  // DELETE /workers/{url} and everything the router has no route for (including
+  // /abort_request, /open_session, /close_session) land in the fallback.
+  routes.SetFallback([self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+    const std::string target(q.target());
+    if (q.method() == http::verb::delete_ && target.rfind("/workers/", 0) == 0) {
+      const std::string url = boost::urls::pct_string_view(target.substr(9)).decode();
+      const bool removed = self->RemoveWorker(url);
+      return w->Reply(net::MakeResponse(
+          q, removed ? http::status::ok : http::status::not_found,
+          removed ? R"({"status":"success"})" : ErrorJson("no worker " + url, 404)));
+    }
+    {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->received_.Append(Received{target, "", ""});
+    }
+    w->Reply(
+        net::MakeResponse(q, http::status::not_found, ErrorJson("no route for " + target, 404)));
+  });
+  AGENTKV_ASSIGN_OR_RETURN(r->server_, net::HttpServer::Start(options.http, routes.AsHandler()));
+  if (options.health_check_interval.count() > 0) {
+    r->health_thread_ = std::thread([self] { self->HealthLoop(); });
+  }
+  return r;
+}
+
+RouterEmulator::~RouterEmulator() { Shutdown(std::chrono::milliseconds(0)); }
+
+uint16_t RouterEmulator::port() const { return server_->port(); }
+std::string RouterEmulator::base_url() const { return server_->base_url(); }
+
+int64_t RouterEmulator::received_requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(received_.size());
+}
+
+int64_t RouterEmulator::received_requests_dropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return received_.dropped();
+}
+
+std::vector<protocol::WorkerInfo> RouterEmulator::workers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<protocol::WorkerInfo> infos;
+  for (const Worker& w : workers_) infos.push_back(w.info);
+  return infos;
+}
+
+void RouterEmulator::Shutdown(std::chrono::milliseconds deadline) {
+  if (stopping_.exchange(true)) return;
+  health_wake_.notify_all();
+  if (health_thread_.joinable()) health_thread_.join();
+  if (server_ != nullptr) server_->Shutdown(deadline);
+  client_.reset();
+}
+
+Status RouterEmulator::AddWorker(const std::string& url) {
+  RouterEmulatorOptions probe;
+  probe.worker_urls = {url};
+  AGENTKV_RETURN_IF_ERROR(probe.Validate());
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Worker& w : workers_) {
+    if (w.info.url == url) return AlreadyExistsError("worker " + url + " is already registered");
+  }
+  Worker worker;
+  worker.info.url = url;
+  worker.info.id = "worker-" + std::to_string(next_engine_);
+  AGENTKV_ASSIGN_OR_RETURN(auto split, SplitRank(url));
+  auto [base, rank] = std::move(split);
+  worker.base_url = base;
+  worker.dp_rank = rank;
+  worker.engine = EngineId(next_engine_++);
+  router_->AddEngine(worker.engine);
+  workers_.push_back(std::move(worker));
+  return Status::Ok();
+}
+
+bool RouterEmulator::RemoveWorker(const std::string& url) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find_if(workers_.begin(), workers_.end(),
+                         [&](const Worker& w) { return w.info.url == url; });
+  if (it == workers_.end()) return false;
+  if (it->info.is_healthy) router_->RemoveEngine(it->engine);
+  workers_.erase(it);
+  return true;
+}
+
+void RouterEmulator::HandleForward(net::Request request,
+                                   std::shared_ptr<net::ResponseWriter> writer) {
+  const std::string path(request.target());
+  const std::string routing_key(request["X-SMG-Routing-Key"]);
+  std::string body = request.body();
+  bool stream = false;
+  std::vector<uint64_t> keys;
+  {
+    boost::system::error_code error;
+    const boost::json::value parsed = boost::json::parse(body, error);
+    if (error || !parsed.is_object()) {
+      return writer->Reply(net::MakeResponse(request, http::status::bad_request,
+                                             ErrorJson("the body is not a JSON object", 400)));
+    }
+    const boost::json::value* s = parsed.as_object().if_contains("stream");
+    stream = s != nullptr && s->is_bool() && s->as_bool();
+    if (path == "/generate") {
+      if (StatusOr<protocol::GenerateRequest> g = protocol::ParseGenerateRequest(body); g.ok()) {
+        keys = PromptKeys(*g);
+      }
+    }
+  }
+  Worker chosen;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (router_->engines().empty()) {
+      received_.Append(Received{path, routing_key, ""});
+      return writer->Reply(net::MakeResponse(request, http::status::service_unavailable,
+                                             ErrorJson("no healthy worker", 503)));
+    }
+    for (const Worker& w : workers_) {
+      if (w.info.is_healthy) router_->SetLoad(w.engine, w.info.load);
+    }
+    routing::RouteRequest route;
+    route.routing_key = routing_key.empty() ? Hash64(body, 0) : routing::SessionRoutingKey(routing_key);
+    route.block_keys = keys;
+    const EngineId engine = router_->Route(route);
+    auto it = std::find_if(workers_.begin(), workers_.end(),
+                           [&](const Worker& w) { return w.engine == engine; });
+    ++it->info.load;
+    chosen = *it;
+    received_.Append(Received{path, routing_key, chosen.info.url});
+  }
+  if (chosen.dp_rank.has_value() && path == "/generate") {
+    if (StatusOr<std::string> with_rank =
+            protocol::SetTopLevelField(body, "routed_dp_rank", std::to_string(*chosen.dp_rank));
+        with_rank.ok()) {
+      body = *std::move(with_rank);
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> headers;
+  for (const auto& field : request) {
+    if (ForwardedHeader(field.name_string())) {
+      headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    }
+  }
+  const EngineId engine = chosen.engine;
+  auto release = [this, engine] {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Worker& w : workers_) {
+      if (w.engine == engine && w.info.load > 0) --w.info.load;
+    }
+  };
+  auto shared_request = std::make_shared<net::Request>(std::move(request));
+  if (!stream) {
+    client_->AsyncRequest(
+        http::verb::post, chosen.base_url, path, std::move(headers), std::move(body),
+        [writer, shared_request, release](StatusOr<net::ClientResponse> response) {
+          release();
+          if (!response.ok()) {
+            const bool timeout = response.status().code() == StatusCode::kDeadlineExceeded;
+            return writer->Reply(net::MakeResponse(
+                *shared_request,
+                timeout ? http::status::gateway_timeout : http::status::bad_gateway,
+                ErrorJson("upstream: " + response.status().message(), timeout ? 504 : 502)));
+          }
+          std::string content_type = "application/json";
+          for (const auto& [name, value] : response->headers) {
+            if (name == "Content-Type" || name == "content-type") content_type = value;
+          }
+          writer->Reply(net::MakeResponse(*shared_request,
+                                          static_cast<http::status>(response->status),
+                                          std::move(response->body), content_type));
+        });
+    return;
+  }
+  auto started = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<net::HttpClient::StreamHandle> handle = client_->AsyncStream(
+      http::verb::post, chosen.base_url, path, std::move(headers), std::move(body),
+      [writer, started](int status, const std::vector<std::pair<std::string, std::string>>& h) {
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const auto& [name, value] : h) {
+          if (name == "Content-Type" || name == "content-type")
+            out.emplace_back("Content-Type", value);
+        }
+        started->store(true);
+        writer->StartStream(static_cast<http::status>(status), std::move(out));
+      },
+      [writer](std::string_view chunk) { writer->WriteChunk(std::string(chunk)); },
+      [writer, started, shared_request, release](Status status) {
+        release();
+        if (!started->load()) {
+          return writer->Reply(net::MakeResponse(*shared_request, http::status::bad_gateway,
+                                                 ErrorJson("upstream: " + status.message(), 502)));
+        }
+        // sgl-router forwards the worker's byte stream; a worker stream that fails ends the
+        // client's body with an error (hyper aborts it), never with a clean last chunk.
+        if (status.ok()) {
+          writer->EndStream();
+        } else {
+          writer->AbortStream();
+        }
+      });
+  writer->OnClientGone([handle] { handle->Cancel(); });
+}
+
+void RouterEmulator::HandleFlush(net::Request request,
+                                 std::shared_ptr<net::ResponseWriter> writer) {
+  std::vector<std::string> urls;
+  for (const protocol::WorkerInfo& w : workers()) urls.push_back(protocol::StripRankSuffix(w.url));
+  urls = protocol::EngineBaseUrls(urls);
+  boost::json::array failed;
+  int64_t flushed = 0;
+  for (const std::string& url : urls) {
+    StatusOr<net::ClientResponse> r = client_->Request(http::verb::post, url, "/flush_cache");
+    if (r.ok() && r->status == 200) {
+      ++flushed;
+    } else {
+      failed.push_back(boost::json::object{
+          {"worker", url},
+          {"error", r.ok() ? "HTTP " + std::to_string(r->status) : r.status().message()}});
+    }
+  }
+  const bool partial = !failed.empty();
+  boost::json::object body{{"status", partial ? "partial_success" : "success"},
+                           {"workers_flushed", flushed},
+                           {"total_http_workers", static_cast<int64_t>(urls.size())}};
+  if (partial) body["failed"] = failed;
+  writer->Reply(net::MakeResponse(request,
+                                  partial ? http::status::partial_content : http::status::ok,
+                                  boost::json::serialize(body)));
+}
+
+void RouterEmulator::HealthLoop() {
+  while (!stopping_.load()) {
+    std::vector<std::pair<std::string, std::string>> targets;  // (url, base)
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const Worker& w : workers_) targets.emplace_back(w.info.url, w.base_url);
+    }
+    for (const auto& [url, base] : targets) {
+      if (stopping_.load()) return;
+      StatusOr<net::ClientResponse> r = client_->Request(http::verb::get, base, "/health");
+      const bool healthy = r.ok() && r->status == 200;
+      std::lock_guard<std::mutex> lock(mu_);
+      for (Worker& w : workers_) {
+        if (w.info.url != url || w.info.is_healthy == healthy) continue;
+        w.info.is_healthy = healthy;
+        if (healthy) {
+          router_->AddEngine(w.engine);
+        } else {
+          router_->RemoveEngine(w.engine);
+        }
+      }
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    health_wake_.wait_for(lock, options_.health_check_interval,
+                          [this] { return stopping_.load(); });
+  }
+}
+
+}  // namespace agentkv::service

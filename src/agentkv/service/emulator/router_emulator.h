@@ -1,0 +1,132 @@
+// RouterEmulator: an sgl-router compatible HTTP router (`agentkv emulate router`) in front of
+// SGLang engines or EngineEmulators, per ../shared/reference/sglang-protocol.md section 10.
+//
+// Data plane: POST /generate, /v1/chat/completions and /v1/completions are forwarded to one
+// worker chosen by the policy (routing::Router: round_robin, cache_aware over the prompt's
+// page keys, consistent_hashing on the X-SMG-Routing-Key header). Streaming responses are
+// passed through chunk by chunk; only sgl-router's header allowlist is forwarded
+// (authorization, x-request-id, x-request-id-*, x-correlation-id, traceparent, tracestate,
+// x-smg-routing-key). A dp-aware worker entry `url@rank` is sent to `url` with
+// `routed_dp_rank: rank` set in the body. Like the real router, it has no route for
+// /abort_request, /open_session or /close_session: they get the fallback 404 and never reach
+// an engine.
+//
+// Control plane: GET /workers (the older inline or the newer WorkerListResponse shape, per
+// options), POST /workers {"url"}, DELETE /workers/{url}, POST /add_worker?url=,
+// POST /remove_worker?url=, GET /list_workers, GET /get_loads, POST /flush_cache (fan-out, 200
+// or 206), GET /health, /health_generate, /liveness, /readiness, /v1/models. A health checker
+// polls each worker's /health every `health_check_interval`; unhealthy workers get no traffic.
+// GET /agentkv/requests lists what the router received ({"path", "routing_key", "worker"}), for
+// tests: the newest `max_received_requests`, with the count of older ones dropped in the
+// X-Agentkv-Requests-Dropped header.
+//
+// A stream the worker breaks off (killed, reset, truncated) ends the way sgl-router ends it:
+// the chunks received are passed on, then the client's body is broken off too (no terminating
+// chunk), never a clean end.
+//
+// Thread-safe; owns its server, client and health-check thread. Not copyable.
+#ifndef AGENTKV_SERVICE_EMULATOR_ROUTER_EMULATOR_H_
+#define AGENTKV_SERVICE_EMULATOR_ROUTER_EMULATOR_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agentkv/base/status.h"
+#include "agentkv/net/http_client.h"
+#include "agentkv/net/http_server.h"
+#include "agentkv/protocol/workers.h"
+#include "agentkv/service/emulator/bounded_log.h"
+#include "agentkv/routing/router.h"
+
+namespace agentkv::service {
+
+struct RouterEmulatorOptions {
+  net::HttpServerOptions http;
+  net::HttpClientOptions client;
+  // sgl-router --policy. Default: cache_aware.
+  routing::RouterPolicy policy = routing::RouterPolicy::kCacheAware;
+  // Worker URLs ("http://host:port", or "http://host:port@rank" for dp-aware entries).
+  std::vector<std::string> worker_urls;
+  // Shape of GET /workers. Default: the newer WorkerListResponse.
+  protocol::WorkersShape workers_shape = protocol::WorkersShape::kWorkerList;
+  // Between health checks; 0 disables them (every worker stays healthy). Default: 1 s.
+  std::chrono::milliseconds health_check_interval{1000};
+  // cache_aware parameters (sgl-router's flags).
+  double cache_threshold = 0.5;
+  int64_t balance_abs_threshold = 32;
+  double balance_rel_threshold = 1.5;
+  // sgl-router --max-tree-size: cache_aware prefix keys remembered per worker (LRU).
+  // Default: 2^20. Range: [1, 2^31).
+  int64_t max_tree_size = int64_t{1} << 20;
+  // Routed requests kept for GET /agentkv/requests (the newest ones). Default: 4096.
+  // Range: [0, 2^24].
+  int64_t max_received_requests = 4096;
+
+  Status Validate() const;
+};
+
+class RouterEmulator {
+ public:
+  static StatusOr<std::unique_ptr<RouterEmulator>> Start(const RouterEmulatorOptions& options);
+
+  RouterEmulator(const RouterEmulator&) = delete;
+  RouterEmulator& operator=(const RouterEmulator&) = delete;
+  ~RouterEmulator();
+
+  uint16_t port() const;
+  std::string base_url() const;
+  // The workers now, in registration order.
+  std::vector<protocol::WorkerInfo> workers() const;
+  // Requests kept for GET /agentkv/requests, and those dropped to stay within
+  // max_received_requests.
+  int64_t received_requests() const;
+  int64_t received_requests_dropped() const;
+
+  void Shutdown(std::chrono::milliseconds deadline);
+
+ private:
+  struct Worker {
+    protocol::WorkerInfo info;
+    // Where requests go (the url without @rank) and the injected rank, if any.
+    std::string base_url;
+    std::optional<int64_t> dp_rank;
+    EngineId engine;
+  };
+  struct Received {
+    std::string path;
+    std::string routing_key;
+    std::string worker;
+  };
+
+  explicit RouterEmulator(const RouterEmulatorOptions& options);
+
+  Status AddWorker(const std::string& url);
+  bool RemoveWorker(const std::string& url);
+  void HandleForward(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  void HandleFlush(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  void HealthLoop();
+
+  RouterEmulatorOptions options_;
+  std::unique_ptr<net::HttpClient> client_;
+  std::unique_ptr<net::HttpServer> server_;
+  std::atomic<bool> stopping_{false};
+
+  mutable std::mutex mu_;
+  std::condition_variable health_wake_;
+  std::unique_ptr<routing::Router> router_;
+  std::vector<Worker> workers_;
+  int32_t next_engine_ = 0;
+  BoundedLog<Received> received_;
+  std::thread health_thread_;
+};
+
+}  // namespace agentkv::service
+
+#endif  // AGENTKV_SERVICE_EMULATOR_ROUTER_EMULATOR_H_

@@ -1,0 +1,464 @@
+#include "agentkv/service/gateway/gateway.h"
+
+#include <cstdio>
+#include <random>
+
+#include "agentkv/protocol/endpoints.h"
+#include "agentkv/protocol/generate_response.h"
+#include "agentkv/protocol/server_info.h"
+#include "agentkv/service/common/context_limits.h"
+#include "agentkv/service/gateway/gateway_core.h"
+#include "agentkv/service/gateway/gateway_prerequisites.h"
+
+// Startup and the data path of the gateway; the control plane, observability and shutdown are
+// in gateway_control.cc. Invariants: gateway_core.h.
+
+namespace agentkv::service {
+
+namespace gateway_internal {
+
+net::Response JsonError(const net::Request& request, GatewayError error, std::string_view message) {
+  const int code = HttpStatusFor(error);
+  return net::MakeResponse(request, static_cast<http::status>(code),
+                           protocol::ErrorBody(message, code));
+}
+
+}  // namespace gateway_internal
+
+using gateway_internal::Clock;
+using gateway_internal::Exchange;
+using gateway_internal::JsonError;
+using gateway_internal::Quoted;
+namespace http = net::http;
+
+// ---- Startup ----
+
+Status Gateway::Core::Init() {
+  AGENTKV_RETURN_IF_ERROR(options_.Validate());
+  lifecycle_ = options_.agentic.agentic_session_lifecycle;
+  admission_ = options_.agentic.agentic_program_admission;
+  if (admission_ && backend_ == nullptr) {
+    return InvalidArgumentError(std::string(control::kProgramAdmissionFlag) +
+                                " needs an admission backend");
+  }
+  std::random_device entropy;
+  char instance[40];
+  std::snprintf(instance, sizeof(instance), "gw-%08x%08x%08x%08x",
+                static_cast<unsigned>(entropy()), static_cast<unsigned>(entropy()),
+                static_cast<unsigned>(entropy()), static_cast<unsigned>(entropy()));
+  instance_id_ = instance;
+  id_prefix_ = instance_id_ + "-";
+  context_length_ = options_.context_length;
+
+  net::HttpClientOptions control;
+  control.connect_timeout = options_.control_timeout();
+  control.header_timeout = options_.control_timeout();
+  control.body_timeout = options_.control_timeout();
+  control.queue_timeout = options_.control_timeout();
+  control.max_connections_per_host = 256;
+  control_client_ = std::make_unique<net::HttpClient>(control);
+  directory_ = std::make_unique<EngineDirectory>(options_.router_url, options_.engine_urls,
+                                                 control_client_.get());
+  if (StatusOr<std::vector<std::string>> urls = directory_->Refresh(); !urls.ok()) {
+    Log(LogLevel::kWarn, "event=engine_discovery_failed router=" + options_.router_url +
+                             " error=" + Quoted(urls.status().message()));
+  }
+  if (options_.check_prerequisites) AGENTKV_RETURN_IF_ERROR(CheckEnginePrerequisites());
+
+  SessionManagerOptions session_options;
+  session_options.lifecycle = lifecycle_;
+  session_options.idle_timeout = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.session_idle_timeout_s));
+  session_options.drain_timeout = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.session_drain_timeout_s));
+  session_options.max_closed_sessions = options_.max_closed_sessions;
+  session_options.max_sessions = options_.max_sessions;
+  session_options.on_close_outcome = [this](const std::string& session_id, bool ok) {
+    metrics_.CountSessionClose(ok);
+    if (options_.on_session_close) options_.on_session_close(ok);
+    Log(ok ? LogLevel::kInfo : LogLevel::kWarn,
+        "event=session_closed session=" + session_id + " ok=" + (ok ? "true" : "false"));
+  };
+  sessions_ = std::make_unique<SessionManager>(std::move(session_options), this);
+  data_client_ = std::make_unique<net::HttpClient>(options_.upstream);
+
+  FleetPollerOptions poller_options;
+  poller_options.interval = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(options_.agentic.poll_interval_s));
+  poller_options.timeout = options_.metrics_timeout();
+  poller_options.scrape_metrics = admission_ && options_.poll_fleet_metrics;
+  poller_ = std::make_unique<FleetPoller>(
+      poller_options, directory_.get(), control_client_.get(),
+      [this](std::vector<control::EngineSnapshot> snapshots) { backend_->Reconcile(snapshots); },
+      options_.log);
+
+  net::Router router;
+  Routes(router);
+  AGENTKV_ASSIGN_OR_RETURN(server_, net::HttpServer::Start(options_.http, router.AsHandler()));
+  // A first poll before serving, so that admission starts with a fresh capacity snapshot
+  // instead of bypassing (degraded) until the poller's first round.
+  if (poller_options.scrape_metrics) poller_->PollOnce();
+  if (poller_options.scrape_metrics || directory_->uses_router()) poller_->Start();
+  sweeper_ = std::thread([this] { SweepLoop(); });
+  Log(LogLevel::kInfo,
+      "event=gateway_started url=" + server_->base_url() +
+          " upstream=" + (options_.router_url.empty() ? "engines" : options_.router_url) +
+          " lifecycle=" + (lifecycle_ ? "on" : "off") +
+          " admission=" + (admission_ ? "on" : "off") + " router_policy=" + options_.router_policy);
+  return Status::Ok();
+}
+
+Status Gateway::Core::CheckEnginePrerequisites() {
+  if (!lifecycle_ && !admission_) return Status::Ok();
+  std::vector<EngineServerInfo> infos;
+  for (const std::string& url : directory_->urls()) {
+    StatusOr<net::ClientResponse> r =
+        control_client_->Request(http::verb::get, url, std::string(protocol::kServerInfoPath));
+    StatusOr<protocol::ServerInfo> info =
+        !r.ok() ? StatusOr<protocol::ServerInfo>(r.status())
+        : r->status != 200
+            ? StatusOr<protocol::ServerInfo>(UnavailableError("HTTP " + std::to_string(r->status)))
+            : protocol::ParseServerInfo(r->body);
+    if (info.ok()) {
+      Log(LogLevel::kInfo, "event=engine_checked engine=" + url + " version=" +
+                               Quoted(info->version) + " enable_session_radix_cache=" +
+                               (info->enable_session_radix_cache ? "true" : "false") +
+                               " radix_eviction_policy=" + info->radix_eviction_policy +
+                               " enable_metrics=" + (info->enable_metrics ? "true" : "false"));
+    }
+    infos.push_back(EngineServerInfo{url, std::move(info)});
+  }
+  if (!context_length_.has_value()) context_length_ = FleetContextLength(infos);
+  AGENTKV_ASSIGN_OR_RETURN(
+      PrerequisiteOutcome outcome,
+      CheckPrerequisites(infos, lifecycle_, admission_, options_.prerequisite_policy));
+  for (const std::string& warning : outcome.warnings) Log(LogLevel::kWarn, warning);
+  lifecycle_ = outcome.lifecycle;
+  admission_ = outcome.admission;
+  return Status::Ok();
+}
+
+void Gateway::Core::Routes(net::Router& router) {
+  for (GatewayRoute route :
+       {GatewayRoute::kGenerate, GatewayRoute::kChatCompletions, GatewayRoute::kCompletions}) {
+    router.Add(http::verb::post, std::string(RoutePath(route)),
+               [this, route](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+                 HandleForward(route, std::move(q), std::move(w));
+               });
+  }
+  router.Add(
+      http::verb::get, "/metrics",
+      [this](net::Request q, std::shared_ptr<net::ResponseWriter> w) { HandleMetrics(q, *w); });
+  router.Add(
+      http::verb::get, "/agentic_kv",
+      [this](net::Request q, std::shared_ptr<net::ResponseWriter> w) { HandleAgenticKv(q, *w); });
+  router.Add(
+      http::verb::get, "/health", [this](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+        const bool down = shutting_down_.load();
+        w->Reply(net::MakeResponse(q, down ? http::status::service_unavailable : http::status::ok,
+                                   down ? R"({"status":"shutting_down"})" : R"({"status":"ok"})"));
+      });
+  // POST /v1/sessions/{id}/close has a variable path segment: the fallback matches it.
+  router.SetFallback([this](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+    HandleClose(std::move(q), std::move(w));
+  });
+}
+
+// ---- Data path ----
+
+std::string Gateway::Core::NewRequestId() {
+  return id_prefix_ + std::to_string(next_id_.fetch_add(1));
+}
+
+std::string Gateway::Core::TicketFor(std::string_view rid) const {
+  std::string ticket = instance_id_;
+  ticket.push_back('/');
+  ticket.append(rid);
+  return ticket;
+}
+
+void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
+                                  std::shared_ptr<net::ResponseWriter> writer) {
+  const Clock::time_point started = Clock::now();
+  const std::string_view path = RoutePath(route);
+  auto refuse = [&](GatewayError error, std::string_view message) {
+    writer->Reply(JsonError(request, error, message));
+    metrics_.ObserveRequest(path, HttpStatusFor(error),
+                            std::chrono::duration<double>(Clock::now() - started).count());
+  };
+  if (shutting_down_.load())
+    return refuse(GatewayError::kShuttingDown, "the gateway is shutting down");
+  StatusOr<ClientRequest> client = ParseClientRequest(route, std::move(request.body()));
+  if (!client.ok()) return refuse(ErrorFor(client.status()), client.status().message());
+  const auto header = [&request](std::string_view name) {
+    const auto value = request[boost::beast::string_view(name.data(), name.size())];
+    return std::string_view(value.data(), value.size());
+  };
+  StatusOr<std::optional<std::string>> session = ResolveSessionId(
+      client->session_id, header(options_.session_header), options_.session_header);
+  if (!session.ok()) return refuse(GatewayError::kBadRequest, session.status().message());
+  StatusOr<bool> is_protected = ParseProtectedHeader(header(kProtectedHeader));
+  StatusOr<bool> is_train = ParseScopeHeader(header(kScopeHeader));
+  StatusOr<std::optional<int64_t>> prompt_tokens =
+      ParsePromptTokensHeader(header(kPromptTokensHeader));
+  for (const Status& s : {is_protected.status(), is_train.status(), prompt_tokens.status()}) {
+    if (!s.ok()) return refuse(GatewayError::kBadRequest, s.message());
+  }
+  // What every engine would refuse is refused here, before it reserves or queues anything.
+  if (const std::optional<int64_t> prompt = ExactPromptTokens(*client, *prompt_tokens);
+      context_length_.has_value() && prompt.has_value()) {
+    if (Status s = CheckContextLength(*context_length_, *prompt, client->max_new_tokens); !s.ok()) {
+      return refuse(GatewayError::kBadRequest, s.message());
+    }
+  }
+  const ParentHintVerdict hint =
+      VerifyParentHint(options_.parent_hint_key, *session, header(kParentSessionHeader),
+                       header(kParentSignatureHeader));
+  if (hint == ParentHintVerdict::kRejected) {
+    metrics_.CountParentHintRejected();
+    Log(LogLevel::kInfo, "event=parent_hint_rejected session=" + session->value_or("-"));
+  }
+  const std::string request_id = client->rid.has_value() ? *client->rid : NewRequestId();
+  const bool needs_admission =
+      admission_ && control::InScope(options_.agentic.agentic_admission_scope, *is_train);
+  StatusOr<std::string> rid = sessions_->BeginAttempt(*session, request_id, started);
+  if (!rid.ok() && rid.status().code() == StatusCode::kResourceExhausted) {
+    return refuse(GatewayError::kOverloaded, rid.status().message());
+  }
+  if (!rid.ok()) return refuse(ErrorFor(rid.status()), rid.status().message());
+
+  auto ex = std::make_shared<Exchange>();
+  ex->route = route;
+  ex->client = *std::move(client);
+  ex->session_id = *session;
+  if (hint == ParentHintVerdict::kAccepted) ex->parent = std::string(header(kParentSessionHeader));
+  ex->rid = *std::move(rid);
+  ex->started = started;
+  ex->writer = writer;
+  ex->request = std::move(request);
+  // Set before OnClientGone can run: a client gone in kAdmission cancels its ticket.
+  ex->phase = needs_admission ? Exchange::Phase::kAdmission : Exchange::Phase::kDispatching;
+  in_flight_.fetch_add(1);
+  std::weak_ptr<Exchange> weak = ex;
+  writer->OnClientGone([this, weak] {
+    if (std::shared_ptr<Exchange> locked = weak.lock()) OnClientGone(locked);
+  });
+
+  if (!needs_admission) return Dispatch(ex);
+  const int64_t tokens = EstimateReservationTokens(
+      ex->client, *prompt_tokens, options_.agentic.agentic_admission_expected_decode_cap,
+      options_.default_max_tokens);
+  {
+    std::lock_guard<std::mutex> lock(admission_mu_);
+    if (shutting_down_.load()) {
+      return Fail(ex, GatewayError::kShuttingDown, "the gateway is shutting down");
+    }
+    ++pending_acquires_;
+    awaiting_.insert(ex->rid);
+  }
+  control::AcquireRequest acquire{TicketFor(ex->rid), tokens, *is_protected};
+  backend_->Acquire(std::move(acquire),
+                    [self = shared_from_this(), ex](const control::AdmissionDecision& d) {
+                      self->OnAdmission(ex, d);
+                      std::lock_guard<std::mutex> lock(self->admission_mu_);
+                      --self->pending_acquires_;
+                      self->admission_cv_.notify_all();
+                    });
+}
+
+void Gateway::Core::OnAdmission(const std::shared_ptr<Exchange>& ex,
+                                const control::AdmissionDecision& decision) {
+  {
+    std::lock_guard<std::mutex> lock(admission_mu_);
+    awaiting_.erase(ex->rid);
+  }
+  bool gone = false;
+  {
+    std::lock_guard<std::mutex> lock(ex->mu);
+    ex->lease_id = decision.lease_id;
+    ex->phase = Exchange::Phase::kDispatching;
+    gone = ex->client_gone;
+  }
+  Log(LogLevel::kDebug,
+      "event=admission rid=" + ex->rid +
+          " action=" + std::string(control::AdmissionActionName(decision.action)) +
+          " reason=" + std::string(control::AdmissionReasonName(decision.reason)) +
+          " tokens=" + std::to_string(decision.reservation_tokens) +
+          " wait_s=" + std::to_string(decision.wait.seconds()));
+  if (gone) return Finish(ex, HttpStatusFor(GatewayError::kClientGone));
+  if (decision.action == control::AdmissionAction::kRefuse) {
+    return Fail(ex, GatewayError::kBadRequest,
+                "the request reserves " + std::to_string(decision.reservation_tokens) +
+                    " tokens (prompt plus max tokens), more than the fleet's whole admission "
+                    "ceiling of " +
+                    std::to_string(decision.ceiling.value_or(0)) +
+                    " tokens; it can never be admitted: send fewer tokens or a lower max_tokens");
+  }
+  if (decision.action == control::AdmissionAction::kBypass &&
+      decision.reason == control::AdmissionReason::kCancelled) {
+    if (shutting_down_.load())
+      return Fail(ex, GatewayError::kShuttingDown, "the gateway is shutting down");
+    return Fail(ex, GatewayError::kSessionClosing,
+                "the session was closed while the request waited for admission");
+  }
+  Dispatch(ex);
+}
+
+void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
+  StatusOr<control::GenerateIdentity> identity = sessions_->Dispatch(ex->rid);
+  if (!identity.ok()) return Fail(ex, ErrorFor(identity.status()), identity.status().message());
+  ForwardEdits edits;
+  edits.rid = identity->rid;
+  if (!ex->client.has_session_params) edits.session_id = identity->session_id;
+  edits.parent_session = ex->parent;
+  StatusOr<std::string> body = BuildForwardBody(ex->client.body, edits);
+  if (!body.ok()) return Fail(ex, GatewayError::kInternal, body.status().message());
+  net::HeaderList headers = ForwardHeaders(ex->request, options_.bearer_token);
+  SetHeader(headers, "Content-Type", "application/json");
+  if (lifecycle_ && ex->session_id.has_value() && options_.router_policy == "consistent_hashing") {
+    SetHeader(headers, protocol::kRoutingKeyHeader, *ex->session_id);
+  }
+  std::string base = options_.router_url;
+  if (base.empty()) {
+    std::optional<std::string> engine = directory_->NextEngine();
+    if (!engine.has_value())
+      return Fail(ex, GatewayError::kUpstreamFailed, "no engine to forward to");
+    base = *std::move(engine);
+  }
+  const std::string path(RoutePath(ex->route));
+  std::shared_ptr<net::HttpClient::StreamHandle> handle;
+  if (!ex->client.stream) {
+    handle = data_client_->AsyncRequest(
+        http::verb::post, base, path, std::move(headers), *std::move(body),
+        [this, ex](StatusOr<net::ClientResponse> response) {
+          if (!response.ok()) {
+            Log(LogLevel::kWarn, "event=upstream_failed rid=" + ex->rid +
+                                     " error=" + Quoted(response.status().message()));
+            return Fail(ex, ErrorFor(response.status()),
+                        "upstream: " + response.status().message());
+          }
+          std::string content_type = "application/json";
+          for (const auto& [name, value] : response->headers) {
+            if (boost::beast::iequals(name, "Content-Type")) content_type = value;
+          }
+          if (auto writer = ex->Writer()) {
+            writer->Reply(net::MakeResponse(ex->request,
+                                            static_cast<http::status>(response->status),
+                                            std::move(response->body), content_type));
+          }
+          Finish(ex, response->status);
+        });
+  } else {
+    handle = data_client_->AsyncStream(
+        http::verb::post, base, path, std::move(headers), *std::move(body),
+        [ex](int status, const net::HeaderList& upstream_headers) {
+          net::HeaderList out;
+          for (const auto& [name, value] : upstream_headers) {
+            if (boost::beast::iequals(name, "Content-Type"))
+              out.emplace_back("Content-Type", value);
+          }
+          std::shared_ptr<net::ResponseWriter> writer;
+          {
+            std::lock_guard<std::mutex> lock(ex->mu);
+            ex->upstream_status = status;
+            writer = ex->writer;
+          }
+          if (writer) writer->StartStream(static_cast<http::status>(status), std::move(out));
+        },
+        [ex](std::string_view chunk) {
+          if (auto writer = ex->Writer()) writer->WriteChunk(std::string(chunk));
+        },
+        [this, ex](Status status) {
+          int upstream_status = 0;
+          bool gone = false;
+          {
+            std::lock_guard<std::mutex> lock(ex->mu);
+            upstream_status = ex->upstream_status;
+            gone = ex->client_gone;
+          }
+          if (gone) return Finish(ex, upstream_status);  // Recorded as 499.
+          if (upstream_status == 0) {
+            return Fail(ex, ErrorFor(status), "upstream: " + status.message());
+          }
+          if (status.ok()) {
+            if (auto writer = ex->Writer()) writer->EndStream();
+            return Finish(ex, upstream_status);
+          }
+          // Broken mid-stream: drop the writer without the terminating chunk, so the client
+          // sees a truncated stream rather than a complete one.
+          Log(LogLevel::kWarn,
+              "event=upstream_stream_broken rid=" + ex->rid + " error=" + Quoted(status.message()));
+          std::shared_ptr<net::ResponseWriter> writer;
+          {
+            std::lock_guard<std::mutex> lock(ex->mu);
+            writer = std::move(ex->writer);
+          }
+          writer.reset();
+          Finish(ex, HttpStatusFor(GatewayError::kUpstreamFailed));
+        });
+  }
+  bool gone = false;
+  {
+    std::lock_guard<std::mutex> lock(ex->mu);
+    if (ex->phase != Exchange::Phase::kDone) ex->phase = Exchange::Phase::kUpstream;
+    ex->stream = handle;
+    gone = ex->client_gone;
+  }
+  if (gone) OnClientGone(ex);
+}
+
+void Gateway::Core::OnClientGone(const std::shared_ptr<Exchange>& ex) {
+  Exchange::Phase phase;
+  std::shared_ptr<net::HttpClient::StreamHandle> stream;
+  {
+    std::lock_guard<std::mutex> lock(ex->mu);
+    ex->client_gone = true;
+    phase = ex->phase;
+    stream = ex->stream;
+  }
+  switch (phase) {
+    case Exchange::Phase::kAdmission:
+      // The decision callback finishes the exchange.
+      backend_->Cancel(TicketFor(ex->rid));
+      break;
+    case Exchange::Phase::kUpstream:
+      // The upstream call is cut, which ends the exchange and returns its lease at once (a
+      // hung engine must not hold it until the upstream timeout). A stream's engine sees its
+      // client go and aborts; a plain request is also aborted on every engine, so that it
+      // stops using KV for nobody.
+      if (!ex->client.stream) AbortOnEveryEngine(ex->rid);
+      if (stream) stream->Cancel();
+      break;
+    case Exchange::Phase::kDispatching:  // Dispatch looks at client_gone when it is done.
+    case Exchange::Phase::kDone:
+      break;
+  }
+}
+
+void Gateway::Core::Fail(const std::shared_ptr<Exchange>& ex, GatewayError error,
+                         std::string_view message) {
+  if (auto writer = ex->Writer()) writer->Reply(JsonError(ex->request, error, message));
+  Finish(ex, HttpStatusFor(error));
+}
+
+void Gateway::Core::Finish(const std::shared_ptr<Exchange>& ex, int code) {
+  std::optional<std::string> lease;
+  bool gone = false;
+  {
+    std::lock_guard<std::mutex> lock(ex->mu);
+    if (ex->phase == Exchange::Phase::kDone) return;
+    ex->phase = Exchange::Phase::kDone;
+    lease = std::move(ex->lease_id);
+    ex->lease_id.reset();
+    gone = ex->client_gone;
+  }
+  if (lease.has_value()) backend_->Release(*lease);
+  const Clock::time_point now = Clock::now();
+  sessions_->Finish(ex->rid, now);
+  metrics_.ObserveRequest(RoutePath(ex->route),
+                          gone ? HttpStatusFor(GatewayError::kClientGone) : code,
+                          std::chrono::duration<double>(now - ex->started).count());
+  in_flight_.fetch_sub(1);
+}
+
+}  // namespace agentkv::service

@@ -1,0 +1,330 @@
+// The gateway's control plane (session close, the SessionEffects fan-outs, the idle sweeper),
+// its observability endpoints, and shutdown; startup and the data path are in gateway.cc.
+// Invariants: gateway_core.h.
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "agentkv/protocol/endpoints.h"
+#include "agentkv/protocol/json_util.h"
+#include "agentkv/protocol/prometheus.h"
+#include "agentkv/protocol/sessions.h"
+#include "agentkv/service/common/bearer_token.h"
+#include "agentkv/service/gateway/gateway_core.h"
+
+namespace agentkv::service {
+
+using gateway_internal::Clock;
+using gateway_internal::JsonError;
+using gateway_internal::Quoted;
+namespace http = net::http;
+
+namespace {
+
+// One /close_session fan-out: per-engine results, completed by the last answer or by the
+// close timeout, whichever comes first.
+struct CloseFanOut {
+  std::mutex mu;
+  std::string session_id;
+  std::vector<std::string> engines;
+  std::vector<std::optional<Status>> results;  // Guarded by mu.
+  size_t remaining = 0;                        // Guarded by mu.
+  bool finished = false;                       // Guarded by mu.
+  std::function<void(bool ok)> done;
+  std::unique_ptr<boost::asio::steady_timer> timer;
+  LogSink log;
+};
+
+// Records engine `index`'s outcome (index < 0: the timeout fired) and completes the fan-out
+// when it is the last one.
+void CompleteClose(const std::shared_ptr<CloseFanOut>& fan, int64_t index, Status status) {
+  std::vector<Status> statuses;
+  std::function<void(bool)> done;
+  {
+    std::lock_guard<std::mutex> lock(fan->mu);
+    if (fan->finished) return;
+    if (index >= 0) {
+      fan->results[static_cast<size_t>(index)] = std::move(status);
+      --fan->remaining;
+    }
+    if (index >= 0 && fan->remaining > 0) return;
+    fan->finished = true;
+    if (index >= 0) {
+      // Every engine answered: stop the close timer now, so that the fan-out is freed at once
+      // rather than held until --close-timeout-s (at thousands of closes a second, that
+      // delay alone would hold thousands of them).
+      boost::asio::post(fan->timer->get_executor(), [fan] { fan->timer->cancel(); });
+    }
+    for (std::optional<Status>& result : fan->results) {
+      statuses.push_back(result.has_value()
+                             ? *result
+                             : DeadlineExceededError("no answer within --close-timeout-s"));
+    }
+    done = std::move(fan->done);
+  }
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    if (!statuses[i].ok()) {
+      fan->log(LogLevel::kWarn, "event=close_session_failed session=" + fan->session_id +
+                                    " engine=" + fan->engines[i] +
+                                    " error=" + Quoted(statuses[i].message()));
+    }
+  }
+  done(control::CloseSucceededOnEveryEngine(statuses));
+}
+
+}  // namespace
+
+// ---- Control plane ----
+
+bool Gateway::Core::Authorized(const net::Request& request) const {
+  const auto value = request[http::field::authorization];
+  return BearerAuthorized(std::string_view(value.data(), value.size()), options_.bearer_token);
+}
+
+void Gateway::Core::HandleClose(net::Request request, std::shared_ptr<net::ResponseWriter> writer) {
+  const StatusOr<std::string> path = net::TargetPath(request.target());
+  const std::optional<std::string> session_id =
+      path.ok() ? ParseSessionClosePath(*path) : std::nullopt;
+  if (!session_id.has_value()) {
+    return writer->Reply(JsonError(request, GatewayError::kNotFound,
+                                   "no route for " + std::string(request.method_string()) + " " +
+                                       std::string(request.target())));
+  }
+  if (request.method() != http::verb::post) {
+    net::Response response = net::MakeResponse(request, http::status::method_not_allowed,
+                                               net::JsonErrorBody("use POST"));
+    response.set(http::field::allow, "POST");
+    return writer->Reply(std::move(response));
+  }
+  if (!Authorized(request)) {
+    net::Response response =
+        JsonError(request, GatewayError::kUnauthorized, "missing or wrong bearer token");
+    response.set(http::field::www_authenticate, "Bearer");
+    return writer->Reply(std::move(response));
+  }
+  auto header = std::make_shared<net::Request>(std::move(request));
+  header->body().clear();
+  sessions_->Close(*session_id, control::TerminalReason::kFinished, Clock::now(),
+                   [this, writer, header](const SessionCloseResult& result) {
+                     protocol::JsonWriter json;
+                     json.BeginObject()
+                         .Key("session_id")
+                         .String(result.session_id)
+                         .Key("closed")
+                         .Bool(result.closed)
+                         .Key("aborted")
+                         .Int(result.aborted)
+                         .EndObject();
+                     Log(LogLevel::kInfo,
+                         "event=session_close_request session=" + result.session_id +
+                             " closed=" + (result.closed ? "true" : "false") +
+                             " aborted=" + std::to_string(result.aborted));
+                     writer->Reply(net::MakeResponse(*header, http::status::ok, json.Take()));
+                   });
+}
+
+void Gateway::Core::CancelQueuedAttempt(const std::string& rid) {
+  // Only a ticket the backend is deciding on is cancelled there: a cancel of a ticket it never
+  // saw would leave a tombstone that turns a later request with the same rid away. An attempt
+  // between registration and dispatch is stopped by SessionManager::Dispatch instead.
+  {
+    std::lock_guard<std::mutex> lock(admission_mu_);
+    if (!awaiting_.contains(rid)) return;
+  }
+  backend_->Cancel(TicketFor(rid));
+}
+
+void Gateway::Core::AbortOnEveryEngine(const std::string& rid) {
+  if (!effects_enabled_.load()) return;
+  // Exactly Relax's {"rid": rid}: abort_all keeps SGLang's default.
+  protocol::JsonWriter json;
+  const std::string body = json.BeginObject().Key("rid").String(rid).EndObject().Take();
+  for (const std::string& engine : directory_->urls()) {
+    control_client_->AsyncRequest(
+        http::verb::post, engine, std::string(protocol::kAbortRequestPath),
+        {{"Content-Type", "application/json"}}, body,
+        [this, engine, rid](StatusOr<net::ClientResponse> r) {
+          if (r.ok() && r->status / 100 == 2) return;
+          Log(LogLevel::kWarn,
+              "event=abort_failed engine=" + engine + " rid=" + rid + " error=" +
+                  Quoted(r.ok() ? "HTTP " + std::to_string(r->status) : r.status().message()));
+        });
+  }
+}
+
+void Gateway::Core::CloseOnEveryEngine(const std::string& session_id,
+                                       std::function<void(bool ok)> done) {
+  const std::vector<std::string> engines = directory_->urls();
+  if (!effects_enabled_.load() || engines.empty()) {
+    Log(LogLevel::kWarn, "event=close_session_failed session=" + session_id + " error=" +
+                             Quoted(engines.empty() ? "no engine known" : "shutting down"));
+    return done(false);
+  }
+  auto fan = std::make_shared<CloseFanOut>();
+  fan->session_id = session_id;
+  fan->engines = engines;
+  fan->results.resize(engines.size());
+  fan->remaining = engines.size();
+  fan->done = std::move(done);
+  fan->log = options_.log;
+  fan->timer =
+      std::make_unique<boost::asio::steady_timer>(server_->executor(), options_.close_timeout());
+  fan->timer->async_wait([fan](const boost::system::error_code& error) {
+    if (!error) CompleteClose(fan, -1, Status::Ok());
+  });
+  const std::string body =
+      protocol::SerializeCloseSessionRequest(protocol::CloseSessionRequest{session_id});
+  for (size_t i = 0; i < engines.size(); ++i) {
+    control_client_->AsyncRequest(
+        http::verb::post, engines[i], std::string(protocol::kCloseSessionPath),
+        {{"Content-Type", "application/json"}}, body, [fan, i](StatusOr<net::ClientResponse> r) {
+          Status status = !r.ok() ? r.status()
+                          : r->status / 100 == 2
+                              ? Status::Ok()
+                              : UnavailableError("HTTP " + std::to_string(r->status));
+          CompleteClose(fan, static_cast<int64_t>(i), std::move(status));
+        });
+  }
+}
+
+void Gateway::Core::SweepLoop() {
+  Clock::duration interval = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.session_drain_timeout_s));
+  if (options_.session_idle_timeout_s > 0) {
+    interval =
+        std::min(interval, std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(options_.session_idle_timeout_s)));
+  }
+  interval = std::clamp<Clock::duration>(interval / 4, std::chrono::milliseconds(10),
+                                         std::chrono::seconds(1));
+  std::unique_lock<std::mutex> lock(sweep_mu_);
+  while (!sweep_stop_) {
+    sweep_cv_.wait_for(lock, interval, [this] { return sweep_stop_; });
+    if (sweep_stop_) break;
+    lock.unlock();
+    sessions_->Sweep(Clock::now());
+    lock.lock();
+  }
+}
+
+// ---- Observability ----
+
+void Gateway::Core::HandleMetrics(const net::Request& request, net::ResponseWriter& writer) {
+  const auto [close, close_failure] = metrics_.StepCloses(false);
+  const std::vector<std::pair<std::string, double>> series = MergeAgenticKvSeries(
+      lifecycle_, close, close_failure,
+      admission_ ? backend_->StepMetrics(false) : std::vector<std::pair<std::string, double>>{});
+  std::vector<protocol::MetricFamily> families = AgenticKvFamilies(series);
+  GatewayReadings readings;
+  readings.in_flight = in_flight_.load();
+  readings.active_sessions = sessions_->active_sessions();
+  readings.sessions_evicted = sessions_->evicted();
+  readings.sessions_refused = sessions_->refused();
+  if (backend_ != nullptr) readings.coordinator_failures = backend_->failures();
+  for (protocol::MetricFamily& family : metrics_.Families(readings)) {
+    families.push_back(std::move(family));
+  }
+  writer.Reply(net::MakeResponse(request, http::status::ok, protocol::WritePrometheusText(families),
+                                 protocol::kPrometheusContentType));
+}
+
+void Gateway::Core::HandleAgenticKv(const net::Request& request, net::ResponseWriter& writer) {
+  const bool reset = net::QueryFlag(request.target(), "reset");
+  if (reset && !Authorized(request)) {
+    return writer.Reply(
+        JsonError(request, GatewayError::kUnauthorized, "missing or wrong bearer token"));
+  }
+  const auto [close, close_failure] = metrics_.StepCloses(reset);
+  const std::vector<std::pair<std::string, double>> series = MergeAgenticKvSeries(
+      lifecycle_, close, close_failure,
+      admission_ ? backend_->StepMetrics(reset) : std::vector<std::pair<std::string, double>>{});
+  writer.Reply(net::MakeResponse(request, http::status::ok, AgenticKvJson(series)));
+}
+
+GatewayStats Gateway::Core::Stats() const {
+  GatewayStats stats;
+  stats.in_flight = in_flight_.load();
+  {
+    std::lock_guard<std::mutex> lock(admission_mu_);
+    stats.awaiting_admission = static_cast<int64_t>(awaiting_.size());
+  }
+  stats.sessions_active = sessions_ != nullptr ? sessions_->active_sessions() : 0;
+  std::tie(stats.session_close, stats.session_close_failure) = metrics_.close_totals();
+  stats.parent_hint_rejected = metrics_.parent_hint_rejected();
+  stats.polls = poller_ != nullptr ? poller_->polls() : 0;
+  return stats;
+}
+
+// ---- Shutdown ----
+
+void Gateway::Core::Shutdown(std::chrono::milliseconds deadline) {
+  std::call_once(shutdown_once_, [this, deadline] {
+    const Clock::time_point until = Clock::now() + deadline;
+    shutting_down_.store(true);
+    Log(LogLevel::kInfo, "event=gateway_shutting_down");
+    std::vector<std::string> waiting;
+    {
+      std::lock_guard<std::mutex> lock(admission_mu_);
+      waiting.assign(awaiting_.begin(), awaiting_.end());
+    }
+    for (const std::string& rid : waiting) backend_->Cancel(TicketFor(rid));
+    bool acquires_resolved = false;
+    {
+      std::unique_lock<std::mutex> lock(admission_mu_);
+      acquires_resolved =
+          admission_cv_.wait_until(lock, until, [this] { return pending_acquires_ == 0; });
+    }
+    if (server_ != nullptr) {
+      server_->Shutdown(
+          std::max(std::chrono::milliseconds(0),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now())));
+    }
+    if (!acquires_resolved) {
+      // A backend that never answered a cancel: keep the clients for its late callbacks (the
+      // destructor closes them).
+      Log(LogLevel::kError, "event=shutdown_acquires_unresolved");
+      return;
+    }
+    Teardown();
+    Log(LogLevel::kInfo, "event=gateway_stopped");
+  });
+}
+
+void Gateway::Core::Teardown() {
+  {
+    std::lock_guard<std::mutex> lock(sweep_mu_);
+    sweep_stop_ = true;
+  }
+  sweep_cv_.notify_all();
+  if (sweeper_.joinable()) sweeper_.join();
+  if (poller_ != nullptr) poller_->Stop();
+  // The server object stays (its executor may still be asked for a close timer, which then
+  // never fires); only its threads stop.
+  if (server_ != nullptr) server_->Shutdown(std::chrono::milliseconds(0));
+  // Client callbacks still in flight run now (Unavailable) and finish their exchanges; the
+  // close effects they trigger answer at once.
+  effects_enabled_.store(false);
+  data_client_.reset();
+  control_client_.reset();
+}
+
+// ---- Gateway ----
+
+StatusOr<std::unique_ptr<Gateway>> Gateway::Start(GatewayOptions options,
+                                                  std::shared_ptr<AdmissionBackend> backend) {
+  auto core = std::make_shared<Core>(std::move(options), std::move(backend));
+  AGENTKV_RETURN_IF_ERROR(core->Init());
+  return std::unique_ptr<Gateway>(new Gateway(std::move(core)));
+}
+
+Gateway::Gateway(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+
+Gateway::~Gateway() { Shutdown(std::chrono::milliseconds(0)); }
+
+uint16_t Gateway::port() const { return core_->server_->port(); }
+std::string Gateway::base_url() const { return core_->server_->base_url(); }
+bool Gateway::lifecycle_enabled() const { return core_->lifecycle_; }
+bool Gateway::admission_enabled() const { return core_->admission_; }
+GatewayStats Gateway::stats() const { return core_->Stats(); }
+void Gateway::Shutdown(std::chrono::milliseconds deadline) { core_->Shutdown(deadline); }
+
+}  // namespace agentkv::service

@@ -1,0 +1,161 @@
+// Internal to the gateway (gateway.cc: startup and the data path; gateway_control.cc: the
+// control plane, observability and shutdown): the gateway's state, shared by both files.
+// Not part of the service's interface; include gateway.h instead.
+//
+// Invariants:
+// - Every data-path request that got a rid (an Exchange) is finished exactly once (Finish):
+//   its lease is released, its attempt reported to the SessionManager, its metrics recorded.
+// - pending_acquires_ counts Acquire calls whose callback has not completed; awaiting_ holds
+//   the rids whose decision has not arrived. Shutdown cancels awaiting_ and waits for
+//   pending_acquires_ to reach 0 before the clients close.
+// - No lock is held while calling the backend, a client, the SessionManager or a writer.
+// - Members are torn down in Teardown in dependency order: server, threads, data client,
+//   control client (client callbacks use the rest).
+#ifndef AGENTKV_SERVICE_GATEWAY_GATEWAY_CORE_H_
+#define AGENTKV_SERVICE_GATEWAY_GATEWAY_CORE_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "agentkv/net/http_client.h"
+#include "agentkv/net/http_server.h"
+#include "agentkv/net/router.h"
+#include "agentkv/service/common/engine_directory.h"
+#include "agentkv/service/common/fleet_poller.h"
+#include "agentkv/service/gateway/gateway.h"
+#include "agentkv/service/gateway/gateway_metrics.h"
+#include "agentkv/service/gateway/gateway_request.h"
+#include "agentkv/service/gateway/gateway_sessions.h"
+
+namespace agentkv::service {
+namespace gateway_internal {
+
+namespace http = net::http;
+using Clock = std::chrono::steady_clock;
+
+// One data-path request from arrival to its last byte.
+struct Exchange {
+  GatewayRoute route = GatewayRoute::kGenerate;
+  net::Request request;  // Headers and version (the body lives in `client`).
+  ClientRequest client;
+  std::optional<std::string> session_id;
+  std::optional<std::string> parent;  // A verified parent hint.
+  std::string rid;
+  Clock::time_point started;
+
+  enum class Phase : uint8_t { kAdmission, kDispatching, kUpstream, kDone };
+  std::mutex mu;  // Guards the fields below.
+  Phase phase = Phase::kAdmission;
+  bool client_gone = false;
+  std::shared_ptr<net::ResponseWriter> writer;  // Reset to cut a broken stream.
+  std::optional<std::string> lease_id;
+  std::shared_ptr<net::HttpClient::StreamHandle> stream;
+  int upstream_status = 0;
+
+  std::shared_ptr<net::ResponseWriter> Writer() {
+    std::lock_guard<std::mutex> lock(mu);
+    return writer;
+  }
+};
+
+// "text" in double quotes, for log values that may hold spaces.
+inline std::string Quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
+
+// The gateway's own error answer: SGLang's error shape with the status of `error`.
+net::Response JsonError(const net::Request& request, GatewayError error, std::string_view message);
+
+}  // namespace gateway_internal
+
+// The gateway's state and logic behind the Gateway handle. Owned by shared_ptr: admission
+// callbacks hold a reference, so a decision that arrives late never touches freed memory;
+// server handlers and client callbacks use `this`, valid because Teardown stops the server and
+// destroys the clients (running their callbacks) before the other members go.
+class Gateway::Core : public SessionEffects, public std::enable_shared_from_this<Gateway::Core> {
+ public:
+  Core(GatewayOptions options, std::shared_ptr<AdmissionBackend> backend)
+      : options_(std::move(options)), backend_(std::move(backend)) {}
+  ~Core() override { Teardown(); }
+
+  Status Init();
+  void Shutdown(std::chrono::milliseconds deadline);
+  GatewayStats Stats() const;
+
+  // SessionEffects.
+  void CancelQueuedAttempt(const std::string& rid) override;
+  void AbortOnEveryEngine(const std::string& rid) override;
+  void CloseOnEveryEngine(const std::string& session_id,
+                          std::function<void(bool ok)> done) override;
+
+  GatewayOptions options_;
+  std::shared_ptr<AdmissionBackend> backend_;
+  bool lifecycle_ = false;
+  bool admission_ = false;
+
+  GatewayMetrics metrics_;
+  std::unique_ptr<SessionManager> sessions_;
+  std::unique_ptr<EngineDirectory> directory_;
+  std::unique_ptr<net::HttpClient> control_client_;
+  std::unique_ptr<net::HttpClient> data_client_;
+  std::unique_ptr<FleetPoller> poller_;
+  std::unique_ptr<net::HttpServer> server_;
+
+ private:
+  void Log(LogLevel level, const std::string& line) const { options_.log(level, line); }
+  Status CheckEnginePrerequisites();
+  void Routes(net::Router& router);
+  void HandleForward(GatewayRoute route, net::Request request,
+                     std::shared_ptr<net::ResponseWriter> writer);
+  void HandleClose(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  void HandleMetrics(const net::Request& request, net::ResponseWriter& writer);
+  void HandleAgenticKv(const net::Request& request, net::ResponseWriter& writer);
+  bool Authorized(const net::Request& request) const;
+  void OnAdmission(const std::shared_ptr<gateway_internal::Exchange>& ex,
+                   const control::AdmissionDecision& decision);
+  void Dispatch(const std::shared_ptr<gateway_internal::Exchange>& ex);
+  void OnClientGone(const std::shared_ptr<gateway_internal::Exchange>& ex);
+  void Fail(const std::shared_ptr<gateway_internal::Exchange>& ex, GatewayError error,
+            std::string_view message);
+  void Finish(const std::shared_ptr<gateway_internal::Exchange>& ex, int code);
+  std::string NewRequestId();
+  // The admission ticket of attempt `rid`: unique to this gateway instance, so that two
+  // gateways sharing a coordinator never share a lease, whatever rids their clients choose.
+  std::string TicketFor(std::string_view rid) const;
+  void SweepLoop();
+  void Teardown();
+
+  // "gw-" and 32 random hex digits, drawn at startup.
+  std::string instance_id_;
+  // instance_id_ + "-": the prefix of request ids the gateway makes up.
+  std::string id_prefix_;
+  // The model's context length (--context-length, else the largest context_length the
+  // engines' /server_info reported at startup); unset: not checked here.
+  std::optional<int64_t> context_length_;
+  std::atomic<uint64_t> next_id_{0};
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> effects_enabled_{true};
+  std::atomic<int64_t> in_flight_{0};
+
+  mutable std::mutex admission_mu_;
+  std::condition_variable admission_cv_;
+  int64_t pending_acquires_ = 0;    // Guarded by admission_mu_.
+  std::set<std::string> awaiting_;  // Guarded by admission_mu_.
+
+  std::mutex sweep_mu_;
+  std::condition_variable sweep_cv_;
+  bool sweep_stop_ = false;  // Guarded by sweep_mu_.
+  std::thread sweeper_;
+  std::once_flag shutdown_once_;
+};
+
+}  // namespace agentkv::service
+
+#endif  // AGENTKV_SERVICE_GATEWAY_GATEWAY_CORE_H_

@@ -1,0 +1,202 @@
+#include "agentkv/service/gateway/gateway_metrics.h"
+
+#include <limits>
+
+#include "agentkv/control/admission_metrics.h"
+#include "agentkv/protocol/json_util.h"
+
+namespace agentkv::service {
+namespace {
+
+protocol::Sample MakeSample(std::string name, std::vector<protocol::Label> labels, double value) {
+  protocol::Sample sample;
+  sample.name = std::move(name);
+  sample.labels = std::move(labels);
+  sample.value = value;
+  return sample;
+}
+
+std::string BoundText(double bound) { return protocol::FormatPrometheusValue(bound); }
+
+}  // namespace
+
+std::vector<std::pair<std::string, double>> MergeAgenticKvSeries(
+    bool lifecycle, int64_t step_close, int64_t step_close_failure,
+    const std::vector<std::pair<std::string, double>>& backend_series) {
+  control::AgenticOptions options;
+  options.agentic_session_lifecycle = lifecycle;
+  control::AdmissionCounters counters;
+  counters.session_close = step_close;
+  counters.session_close_failure = step_close_failure;
+  std::vector<std::pair<std::string, double>> series =
+      control::AgenticKvMetrics(options, counters, 0, std::nullopt);
+  for (const auto& entry : backend_series) {
+    if (entry.first.starts_with("agentic_kv/session/")) continue;
+    series.push_back(entry);
+  }
+  return series;
+}
+
+std::vector<protocol::MetricFamily> AgenticKvFamilies(
+    const std::vector<std::pair<std::string, double>>& series) {
+  std::vector<protocol::MetricFamily> families;
+  for (const auto& [name, value] : series) {
+    protocol::MetricFamily family;
+    family.name = control::PrometheusName(name);
+    family.help = name;
+    family.type = "gauge";
+    family.samples.push_back(MakeSample(family.name, {}, value));
+    families.push_back(std::move(family));
+  }
+  return families;
+}
+
+std::string AgenticKvJson(const std::vector<std::pair<std::string, double>>& series) {
+  protocol::JsonWriter writer;
+  writer.BeginObject();
+  for (const auto& [name, value] : series) writer.Key(name).Double(value);
+  writer.EndObject();
+  return writer.Take();
+}
+
+void GatewayMetrics::ObserveRequest(std::string_view route, int code, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++requests_[{std::string(route), code}];
+  Histogram& histogram = durations_[std::string(route)];
+  size_t bucket = 0;
+  while (bucket < kRequestDurationBuckets.size() && seconds > kRequestDurationBuckets[bucket])
+    ++bucket;
+  if (bucket < kRequestDurationBuckets.size()) ++histogram.buckets[bucket];
+  histogram.sum += seconds;
+  ++histogram.count;
+}
+
+void GatewayMetrics::CountParentHintRejected() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++parent_hint_rejected_;
+}
+
+void GatewayMetrics::CountSessionClose(bool ok) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++close_total_;
+  ++step_close_;
+  if (!ok) {
+    ++close_failure_total_;
+    ++step_close_failure_;
+  }
+}
+
+std::pair<int64_t, int64_t> GatewayMetrics::StepCloses(bool reset) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::pair<int64_t, int64_t> step{step_close_, step_close_failure_};
+  if (reset) {
+    step_close_ = 0;
+    step_close_failure_ = 0;
+  }
+  return step;
+}
+
+std::pair<int64_t, int64_t> GatewayMetrics::close_totals() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {close_total_, close_failure_total_};
+}
+
+int64_t GatewayMetrics::parent_hint_rejected() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return parent_hint_rejected_;
+}
+
+int64_t GatewayMetrics::requests(std::string_view route, int code) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = requests_.find({std::string(route), code});
+  return it == requests_.end() ? 0 : it->second;
+}
+
+std::vector<protocol::MetricFamily> GatewayMetrics::Families(
+    const GatewayReadings& readings) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<protocol::MetricFamily> families;
+  auto counter = [&families](std::string name, std::string help, double value) {
+    protocol::MetricFamily family{name, std::move(help), "counter", {}};
+    family.samples.push_back(MakeSample(std::move(name), {}, value));
+    families.push_back(std::move(family));
+  };
+  auto gauge = [&families](std::string name, std::string help, double value) {
+    protocol::MetricFamily family{name, std::move(help), "gauge", {}};
+    family.samples.push_back(MakeSample(std::move(name), {}, value));
+    families.push_back(std::move(family));
+  };
+
+  protocol::MetricFamily requests{"agentkv_gateway_requests_total",
+                                  "Data-path requests answered, by route and HTTP status (499: "
+                                  "the client left first).",
+                                  "counter",
+                                  {}};
+  for (const auto& [key, count] : requests_) {
+    requests.samples.push_back(
+        MakeSample(requests.name, {{"route", key.first}, {"code", std::to_string(key.second)}},
+                   static_cast<double>(count)));
+  }
+  families.push_back(std::move(requests));
+
+  protocol::MetricFamily durations{"agentkv_gateway_request_duration_seconds",
+                                   "Seconds from request to the end of the answer, admission "
+                                   "wait included.",
+                                   "histogram",
+                                   {}};
+  for (const auto& [route, histogram] : durations_) {
+    int64_t cumulative = 0;
+    for (size_t i = 0; i < kRequestDurationBuckets.size(); ++i) {
+      cumulative += histogram.buckets[i];
+      durations.samples.push_back(
+          MakeSample(durations.name + "_bucket",
+                     {{"route", route}, {"le", BoundText(kRequestDurationBuckets[i])}},
+                     static_cast<double>(cumulative)));
+    }
+    durations.samples.push_back(MakeSample(durations.name + "_bucket",
+                                           {{"route", route}, {"le", "+Inf"}},
+                                           static_cast<double>(histogram.count)));
+    durations.samples.push_back(
+        MakeSample(durations.name + "_sum", {{"route", route}}, histogram.sum));
+    durations.samples.push_back(MakeSample(durations.name + "_count", {{"route", route}},
+                                           static_cast<double>(histogram.count)));
+  }
+  families.push_back(std::move(durations));
+
+  counter("agentkv_gateway_parent_hint_rejected_total",
+          "Sub-agent parent hints not forwarded: no key configured, no session, or a bad "
+          "signature.",
+          static_cast<double>(parent_hint_rejected_));
+  counter("agentkv_gateway_session_close_total", "Session close fan-outs to every engine.",
+          static_cast<double>(close_total_));
+  counter("agentkv_gateway_session_close_failure_total",
+          "Session close fan-outs that failed on at least one engine (the session still ended).",
+          static_cast<double>(close_failure_total_));
+  counter("agentkv_gateway_sessions_evicted_total",
+          "Idle sessions ended early (and closed) to stay within --max-sessions.",
+          static_cast<double>(readings.sessions_evicted));
+  counter("agentkv_gateway_sessions_refused_total",
+          "Requests refused with 503 because --max-sessions sessions were all busy.",
+          static_cast<double>(readings.sessions_refused));
+  protocol::MetricFamily coordinator{
+      "agentkv_gateway_coordinator_failures_total",
+      "Calls to the remote coordinator that failed (admission then fails open), by operation.",
+      "counter",
+      {}};
+  const AdmissionBackendFailures& f = readings.coordinator_failures;
+  for (const auto& [op, count] : {std::pair<const char*, int64_t>{"acquire", f.acquire},
+                                  {"release", f.release},
+                                  {"cancel", f.cancel},
+                                  {"metrics", f.metrics}}) {
+    coordinator.samples.push_back(
+        MakeSample(coordinator.name, {{"op", op}}, static_cast<double>(count)));
+  }
+  families.push_back(std::move(coordinator));
+  gauge("agentkv_gateway_in_flight_requests", "Data-path requests being served now.",
+        static_cast<double>(readings.in_flight));
+  gauge("agentkv_gateway_sessions_active", "Sessions accepting requests.",
+        static_cast<double>(readings.active_sessions));
+  return families;
+}
+
+}  // namespace agentkv::service

@@ -1,0 +1,100 @@
+// GatewayMetrics: the gateway's own Prometheus series, and the assembly of the seed's
+// `agentic_kv/` series for GET /metrics and GET /agentic_kv.
+//
+// Own series: agentkv_gateway_requests_total{route,code} (code 499 = the client left first),
+// agentkv_gateway_request_duration_seconds{route} (a histogram over the whole exchange,
+// admission wait included), agentkv_gateway_parent_hint_rejected_total,
+// agentkv_gateway_session_close_total / _close_failure_total (cumulative),
+// agentkv_gateway_sessions_evicted_total / _sessions_refused_total (the --max-sessions bound),
+// agentkv_gateway_coordinator_failures_total{op} (a remote coordinator's failed calls), and
+// the gauges agentkv_gateway_in_flight_requests and agentkv_gateway_sessions_active. The agentic_kv/
+// session series are the gateway's (it runs the lifecycle); the admission/ and budget/ series
+// come from the AdmissionBackend. Thread-safe.
+#ifndef AGENTKV_SERVICE_GATEWAY_GATEWAY_METRICS_H_
+#define AGENTKV_SERVICE_GATEWAY_GATEWAY_METRICS_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "agentkv/protocol/prometheus.h"
+#include "agentkv/service/admission/admission_backend.h"
+
+namespace agentkv::service {
+
+// Upper bounds of the request duration histogram, in seconds.
+inline constexpr std::array<double, 16> kRequestDurationBuckets = {
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
+
+// The agentic_kv/ series of one read: the session series from the gateway's own close counts
+// (lifecycle_enabled when `lifecycle`, close and close_failure when non-zero; the seed's
+// presence rules), followed by the backend's series except its own session/ ones (which would
+// duplicate them), in the backend's order.
+std::vector<std::pair<std::string, double>> MergeAgenticKvSeries(
+    bool lifecycle, int64_t step_close, int64_t step_close_failure,
+    const std::vector<std::pair<std::string, double>>& backend_series);
+
+// One gauge family per series, named control::PrometheusName(series), HELP the seed name.
+std::vector<protocol::MetricFamily> AgenticKvFamilies(
+    const std::vector<std::pair<std::string, double>>& series);
+
+// {"agentic_kv/...": value, ...} in series order.
+std::string AgenticKvJson(const std::vector<std::pair<std::string, double>>& series);
+
+// What the rest of the gateway reports at read time.
+struct GatewayReadings {
+  int64_t in_flight = 0;
+  int64_t active_sessions = 0;
+  // Since start: sessions ended early under --max-sessions, new sessions refused there.
+  int64_t sessions_evicted = 0;
+  int64_t sessions_refused = 0;
+  AdmissionBackendFailures coordinator_failures;
+};
+
+class GatewayMetrics {
+ public:
+  // One finished exchange on `route` (a path such as "/generate") answered `code` after
+  // `seconds`.
+  void ObserveRequest(std::string_view route, int code, double seconds);
+  void CountParentHintRejected();
+  // One close fan-out outcome.
+  void CountSessionClose(bool ok);
+
+  // Session closes and failed closes since the last reset (the per-step agentic_kv/session/
+  // counters); with `reset`, they restart at 0 in the same step.
+  std::pair<int64_t, int64_t> StepCloses(bool reset);
+  // Session closes and failed closes since start.
+  std::pair<int64_t, int64_t> close_totals() const;
+
+  int64_t parent_hint_rejected() const;
+  // Requests answered with `code` on `route` so far.
+  int64_t requests(std::string_view route, int code) const;
+
+  // The gateway's own families, with `readings`.
+  std::vector<protocol::MetricFamily> Families(const GatewayReadings& readings) const;
+
+ private:
+  struct Histogram {
+    std::array<int64_t, kRequestDurationBuckets.size()> buckets{};  // Not cumulative.
+    double sum = 0;
+    int64_t count = 0;
+  };
+
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, int64_t> requests_;
+  std::map<std::string, Histogram> durations_;
+  int64_t parent_hint_rejected_ = 0;
+  int64_t close_total_ = 0;
+  int64_t close_failure_total_ = 0;
+  int64_t step_close_ = 0;
+  int64_t step_close_failure_ = 0;
+};
+
+}  // namespace agentkv::service
+
+#endif  // AGENTKV_SERVICE_GATEWAY_GATEWAY_METRICS_H_

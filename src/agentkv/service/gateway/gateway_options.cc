@@ -1,0 +1,145 @@
+#include "agentkv/service/gateway/gateway_options.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "agentkv/base/bounds.h"
+#include "agentkv/net/http_types.h"
+#include "agentkv/protocol/workers.h"
+
+namespace agentkv::service {
+namespace {
+
+std::string Number(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+Status CheckSeconds(std::string_view flag, double value, bool allow_zero) {
+  const bool ok = std::isfinite(value) && (allow_zero ? value >= 0 : value > 0);
+  if (!ok) {
+    return InvalidArgumentError(std::string(flag) + " must be finite and " +
+                                (allow_zero ? ">= 0" : "> 0") + ", got " + Number(value));
+  }
+  if (value * 1e9 > static_cast<double>(kMaxTimeNs)) {
+    return InvalidArgumentError(std::string(flag) + " must be at most 31536000 (a year), got " +
+                                Number(value));
+  }
+  return Status::Ok();
+}
+
+// RFC 9110 token characters.
+bool IsHeaderName(std::string_view name) {
+  if (name.empty()) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  });
+}
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::min(seconds, 1e9) * 1000.0));
+}
+
+}  // namespace
+
+std::string_view PrerequisitePolicyName(PrerequisitePolicy policy) {
+  return policy == PrerequisitePolicy::kRefuse ? "refuse" : "disable";
+}
+
+StatusOr<PrerequisitePolicy> ParsePrerequisitePolicy(std::string_view text) {
+  if (text == "refuse") return PrerequisitePolicy::kRefuse;
+  if (text == "disable") return PrerequisitePolicy::kDisable;
+  return InvalidArgumentError("--prerequisite-policy must be refuse or disable, got \"" +
+                              std::string(text) + "\"");
+}
+
+const std::vector<std::string_view>& KnownRouterPolicies() {
+  static const std::vector<std::string_view> kPolicies = {
+      "cache_aware",        "round_robin", "random",      "power_of_two",
+      "consistent_hashing", "manual",      "prefix_hash", "bucket"};
+  return kPolicies;
+}
+
+net::HttpClientOptions GatewayOptions::DefaultUpstreamClientOptions() {
+  net::HttpClientOptions options;
+  options.header_timeout = std::chrono::hours(1);
+  options.body_timeout = std::chrono::minutes(10);
+  options.max_connections_per_host = 4096;
+  options.max_idle_per_host = 256;
+  options.threads = 2;
+  return options;
+}
+
+std::chrono::milliseconds GatewayOptions::close_timeout() const { return Millis(close_timeout_s); }
+std::chrono::milliseconds GatewayOptions::control_timeout() const {
+  return Millis(control_timeout_s);
+}
+std::chrono::milliseconds GatewayOptions::metrics_timeout() const {
+  return Millis(metrics_timeout_s);
+}
+
+Status GatewayOptions::Validate() const {
+  AGENTKV_RETURN_IF_ERROR(http.Validate());
+  AGENTKV_RETURN_IF_ERROR(upstream.Validate());
+  AGENTKV_RETURN_IF_ERROR(agentic.Validate());
+  if (router_url.empty() == engine_urls.empty()) {
+    return InvalidArgumentError(router_url.empty()
+                                    ? "one of --router-url and --engine-urls is required"
+                                    : "--router-url and --engine-urls are exclusive");
+  }
+  if (!router_url.empty()) {
+    if (StatusOr<net::HttpEndpoint> parsed = net::ParseBaseUrl(router_url); !parsed.ok()) {
+      return InvalidArgumentError("--router-url: " + parsed.status().message());
+    }
+  }
+  for (const std::string& url : engine_urls) {
+    // A DP-aware "url@rank" entry names the engine at `url`.
+    if (StatusOr<net::HttpEndpoint> parsed = net::ParseBaseUrl(protocol::StripRankSuffix(url));
+        !parsed.ok()) {
+      return InvalidArgumentError("--engine-urls: " + parsed.status().message());
+    }
+  }
+  const auto& policies = KnownRouterPolicies();
+  if (std::find(policies.begin(), policies.end(), router_policy) == policies.end()) {
+    return InvalidArgumentError("--router-policy: unknown policy \"" + router_policy + "\"");
+  }
+  if (!IsHeaderName(session_header)) {
+    return InvalidArgumentError("--session-header: \"" + session_header +
+                                "\" is not a valid header name");
+  }
+  AGENTKV_RETURN_IF_ERROR(CheckSeconds("--close-timeout-s", close_timeout_s, false));
+  AGENTKV_RETURN_IF_ERROR(CheckSeconds("--session-idle-timeout-s", session_idle_timeout_s, true));
+  AGENTKV_RETURN_IF_ERROR(
+      CheckSeconds("--session-drain-timeout-s", session_drain_timeout_s, false));
+  AGENTKV_RETURN_IF_ERROR(CheckSeconds("--control-timeout-s", control_timeout_s, false));
+  AGENTKV_RETURN_IF_ERROR(CheckSeconds("--metrics-timeout-s", metrics_timeout_s, false));
+  AGENTKV_RETURN_IF_ERROR(control::CheckPollTiming(agentic, "--metrics-timeout-s", metrics_timeout_s));
+  if (context_length.has_value() && (*context_length < 1 || *context_length > kMaxTokens)) {
+    return InvalidArgumentError("--context-length must be in [1, " + std::to_string(kMaxTokens) +
+                                "], got " + std::to_string(*context_length));
+  }
+  if (max_sessions < 1 || max_sessions > kMaxCount) {
+    return InvalidArgumentError("--max-sessions must be in [1, " + std::to_string(kMaxCount) +
+                                "], got " + std::to_string(max_sessions));
+  }
+  if (max_closed_sessions < 1 || max_closed_sessions > kMaxCount) {
+    return InvalidArgumentError("--max-closed-sessions must be in [1, " +
+                                std::to_string(kMaxCount) + "], got " +
+                                std::to_string(max_closed_sessions));
+  }
+  if (default_max_tokens < 0 || default_max_tokens > kMaxTokens) {
+    return InvalidArgumentError("--default-max-tokens must be in [0, " +
+                                std::to_string(kMaxTokens) + "], got " +
+                                std::to_string(default_max_tokens));
+  }
+  if (bearer_token.find_first_of(" \t\r\n") != std::string::npos) {
+    return InvalidArgumentError("--bearer-token must not contain whitespace");
+  }
+  if (!log) return InvalidArgumentError("log sink must be set");
+  return Status::Ok();
+}
+
+}  // namespace agentkv::service

@@ -1,0 +1,147 @@
+// GatewayOptions: everything `agentkv gateway` is configured with, one field per flag.
+//
+// The seed's own options (--agentic-session-lifecycle, --agentic-program-admission and the
+// --agentic-admission-* family) live unchanged in `agentic` (control::AgenticOptions); the
+// fields here are the gateway's: where to forward, how sessions are identified and closed,
+// startup checks, and security. Validate() names the first bad field by its flag. A plain
+// value type; thread-compatible.
+#ifndef AGENTKV_SERVICE_GATEWAY_GATEWAY_OPTIONS_H_
+#define AGENTKV_SERVICE_GATEWAY_GATEWAY_OPTIONS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentkv/base/status.h"
+#include "agentkv/control/agentic_options.h"
+#include "agentkv/net/http_client.h"
+#include "agentkv/net/http_server.h"
+#include "agentkv/service/common/log_sink.h"
+
+namespace agentkv::service {
+
+// What the gateway does when an engine lacks a flag a feature needs (checked once at startup
+// through GET /server_info).
+enum class PrerequisitePolicy : uint8_t {
+  // Start fails with FailedPrecondition naming the engine and the flag.
+  kRefuse,
+  // The feature is turned off, with a logged warning; the gateway starts.
+  kDisable,
+};
+
+// "refuse" or "disable".
+std::string_view PrerequisitePolicyName(PrerequisitePolicy policy);
+// Parses exactly "refuse" or "disable"; else InvalidArgument naming --prerequisite-policy.
+StatusOr<PrerequisitePolicy> ParsePrerequisitePolicy(std::string_view text);
+
+// The sgl-router --policy values the gateway accepts for --router-policy.
+const std::vector<std::string_view>& KnownRouterPolicies();
+
+struct GatewayOptions {
+  // --host / --port and the server limits. Default: 127.0.0.1, an ephemeral port, 2 threads.
+  net::HttpServerOptions http;
+
+  // The client towards the router or engines on the data path. Defaults (see
+  // DefaultUpstreamClientOptions): response headers may take up to 1 h (a non-streamed
+  // generate answers only when done), 4096 connections per upstream.
+  net::HttpClientOptions upstream = DefaultUpstreamClientOptions();
+
+  // The seed's options, with their flag names (--agentic-*). Validated as a whole.
+  control::AgenticOptions agentic;
+
+  // --router-url: the sgl-router every generate goes to ("http://host:port"); engines are
+  // discovered from its GET /workers (fallback GET /list_workers) every poll. Exactly one of
+  // router_url and engine_urls is set. Default: empty.
+  std::string router_url;
+  // --engine-urls: a fixed engine list used without a router; generates go round robin and
+  // control posts go to each. Default: empty.
+  std::vector<std::string> engine_urls;
+  // --router-policy: the router's routing policy. With `consistent_hashing` and the session
+  // lifecycle on, forwarded requests carry `X-SMG-Routing-Key: <session_id>`.
+  // Default: "cache_aware". One of KnownRouterPolicies().
+  std::string router_policy = "cache_aware";
+
+  // --session-header: the header that names a request's session when its body has no
+  // top-level session_id. Default: "X-Session-Id". A valid header name (token characters).
+  std::string session_header = "X-Session-Id";
+  // --close-timeout-s: bound on one /close_session fan-out to every engine (Relax: 2 s).
+  // Default: 2.0. Range: finite, > 0.
+  double close_timeout_s = 2.0;
+  // --session-idle-timeout-s: a session with no request in flight and none for this long is
+  // ended and closed as if the client had closed it. 0 disables. Default: 900. Range: finite,
+  // >= 0.
+  double session_idle_timeout_s = 900.0;
+  // --session-drain-timeout-s: how long a closing session waits for its aborted requests to
+  // end before it closes anyway. Default: 30. Range: finite, > 0.
+  double session_drain_timeout_s = 30.0;
+  // --max-closed-sessions: closed sessions remembered so that a repeated close answers
+  // without a second fan-out (oldest forgotten first). Default: 8192. Range: >= 1.
+  int64_t max_closed_sessions = 8192;
+  // --default-max-tokens: the decode tokens a reservation assumes for an OpenAI request that
+  // sets neither max_tokens nor max_completion_tokens (/generate uses SGLang's default, 128).
+  // Default: 4096. Range: >= 0.
+  int64_t default_max_tokens = 4096;
+  // --control-timeout-s: timeout of each abort, /close_session and /server_info request to the
+  // fleet. Default: 5.0. Range: (0, 1 year].
+  double control_timeout_s = 5.0;
+  // --metrics-timeout-s: how long each fleet poll waits for the router's /workers, and then
+  // for the engines' /metrics; an engine that has not answered by then counts as failed for
+  // that poll. With admission on, poll interval + 2 x this must stay below the staleness
+  // (control::CheckPollTiming), so one stalled engine never ages the whole snapshot.
+  // Default: 1.5. Range: (0, 1 year].
+  double metrics_timeout_s = 1.5;
+  // --context-length: the model's context length. A request whose exact prompt tokens (token
+  // ids or X-Prompt-Tokens) plus max tokens reach it is refused at once with SGLang's own 400.
+  // Default: unset, then the largest `context_length` the engines' /server_info report at
+  // startup (SGLang reports one only when started with --context-length); unset when none
+  // does: not checked. Range: [1, kMaxTokens] when set.
+  std::optional<int64_t> context_length;
+  // --max-sessions: sessions accepting requests, at most. A request that opens one more ends
+  // the longest-idle session first (as the idle timeout would, a few minutes early); when
+  // every session has a request in flight, it is refused with 503. Default: 100000 (about
+  // 80 MB). Range: [1, 2^32].
+  int64_t max_sessions = 100'000;
+
+  // Scrape every engine's /metrics each poll interval and pass the snapshots to
+  // AdmissionBackend::Reconcile (admission on). Set false with a remote backend: the
+  // coordinator polls the fleet itself. Default: true.
+  bool poll_fleet_metrics = true;
+
+  // --check-prerequisites: read every engine's GET /server_info at startup and check the
+  // flags the enabled features need. Default: true.
+  bool check_prerequisites = true;
+  // --prerequisite-policy. Default: kRefuse.
+  PrerequisitePolicy prerequisite_policy = PrerequisitePolicy::kRefuse;
+
+  // --bearer-token: when set, POST /v1/sessions/{id}/close and GET /agentic_kv?reset=1
+  // require `Authorization: Bearer <token>` (else 401); it is never forwarded upstream.
+  // Default: empty (no authentication).
+  std::string bearer_token;
+  // --parent-hint-key: the HMAC-SHA256 key of sub-agent parent hints; without it no hint is
+  // honoured. Default: empty.
+  std::string parent_hint_key;
+
+  // Where log lines go. Default: StderrLogSink.
+  LogSink log = StderrLogSink;
+  // Called once per session close fan-out with whether every engine succeeded, e.g. to feed
+  // LocalAdmission::CountSessionClose. Called from any thread. Default: none.
+  std::function<void(bool ok)> on_session_close;
+
+  // OK, or InvalidArgument naming the first bad option by its flag, e.g.
+  // "--close-timeout-s must be finite and > 0, got 0".
+  Status Validate() const;
+
+  static net::HttpClientOptions DefaultUpstreamClientOptions();
+
+  std::chrono::milliseconds close_timeout() const;
+  std::chrono::milliseconds control_timeout() const;
+  std::chrono::milliseconds metrics_timeout() const;
+};
+
+}  // namespace agentkv::service
+
+#endif  // AGENTKV_SERVICE_GATEWAY_GATEWAY_OPTIONS_H_

@@ -1,0 +1,363 @@
+#include "agentkv/service/gateway/gateway_request.h"
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <boost/url/pct_string_view.hpp>
+#include <cctype>
+#include <charconv>
+
+#include "agentkv/base/bounds.h"
+#include "agentkv/control/reservation.h"
+#include "agentkv/net/http_status.h"
+#include "agentkv/protocol/generate.h"
+#include "agentkv/protocol/json_splice.h"
+#include "agentkv/protocol/json_util.h"
+#include "agentkv/service/common/bearer_token.h"
+#include "agentkv/service/common/hmac_sha256.h"
+
+namespace agentkv::service {
+namespace {
+
+// An empty `rid` counts as absent; a longer one than kMaxRidBytes is refused.
+Status NormalizeRid(std::optional<std::string>& rid) {
+  if (rid.has_value() && rid->empty()) rid.reset();
+  if (rid.has_value() && rid->size() > kMaxRidBytes) {
+    return InvalidArgumentError("rid: longer than " + std::to_string(kMaxRidBytes) + " bytes");
+  }
+  return Status::Ok();
+}
+
+constexpr std::string_view kSessionsPrefix = "/v1/sessions/";
+constexpr std::string_view kCloseSuffix = "/close";
+
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && Lower(a) == Lower(b);
+}
+
+Status RefuseBodyParentHint() {
+  return InvalidArgumentError(std::string(kParentSessionField) +
+                              ": not accepted in the body; send the signed " +
+                              std::string(kParentSessionHeader) + " and " +
+                              std::string(kParentSignatureHeader) + " headers instead");
+}
+
+std::string JsonString(std::string_view value) {
+  std::string out;
+  protocol::AppendJsonString(out, value);
+  return out;
+}
+
+// Bytes of every string under `value` (the text of chat messages, whatever their shape).
+int64_t StringBytes(const boost::json::value& value) {
+  if (value.is_string()) return static_cast<int64_t>(value.as_string().size());
+  int64_t total = 0;
+  if (value.is_array()) {
+    for (const boost::json::value& item : value.as_array()) total += StringBytes(item);
+  } else if (value.is_object()) {
+    for (const auto& member : value.as_object()) total += StringBytes(member.value());
+  }
+  return total;
+}
+
+// Integers anywhere under `value` (a prompt of token ids, or a batch of them); nullopt when
+// something else appears.
+std::optional<int64_t> TokenIdCount(const boost::json::value& value) {
+  if (value.is_int64() || value.is_uint64()) return 1;
+  if (!value.is_array()) return std::nullopt;
+  int64_t total = 0;
+  for (const boost::json::value& item : value.as_array()) {
+    std::optional<int64_t> n = TokenIdCount(item);
+    if (!n.has_value()) return std::nullopt;
+    total += *n;
+  }
+  return total;
+}
+
+StatusOr<ClientRequest> ParseOpenAiRequest(GatewayRoute route, std::string body) {
+  const protocol::JsonLimits limits;
+  const char* what =
+      route == GatewayRoute::kChatCompletions ? "chat completions request" : "completions request";
+  AGENTKV_ASSIGN_OR_RETURN(boost::json::value parsed,
+                           protocol::ParseJsonObject(body, limits, what));
+  const boost::json::object& object = parsed.as_object();
+  ClientRequest request;
+  request.route = route;
+  AGENTKV_RETURN_IF_ERROR(protocol::ReadOptionalString(object, "rid", "rid", &request.rid));
+  AGENTKV_RETURN_IF_ERROR(
+      protocol::ReadOptionalString(object, "session_id", "session_id", &request.session_id));
+  if (request.session_id.has_value() && request.session_id->empty()) request.session_id.reset();
+  AGENTKV_RETURN_IF_ERROR(protocol::ReadBool(object, "stream", "stream", &request.stream));
+  std::optional<int64_t> max_tokens;
+  AGENTKV_RETURN_IF_ERROR(
+      protocol::ReadOptionalInt64(object, "max_tokens", "max_tokens", &max_tokens));
+  std::optional<int64_t> max_completion_tokens;
+  AGENTKV_RETURN_IF_ERROR(protocol::ReadOptionalInt64(
+      object, "max_completion_tokens", "max_completion_tokens", &max_completion_tokens));
+  if (max_tokens.has_value()) AGENTKV_RETURN_IF_ERROR(CheckTokens("max_tokens", *max_tokens));
+  if (max_completion_tokens.has_value()) {
+    AGENTKV_RETURN_IF_ERROR(CheckTokens("max_completion_tokens", *max_completion_tokens));
+  }
+  request.max_new_tokens = max_completion_tokens.has_value() ? max_completion_tokens : max_tokens;
+  if (object.contains(kParentSessionField)) return RefuseBodyParentHint();
+  const char* prompt_key = route == GatewayRoute::kChatCompletions ? "messages" : "prompt";
+  if (const boost::json::value* prompt = protocol::FindNonNull(object, prompt_key)) {
+    if (route == GatewayRoute::kCompletions && prompt->is_array()) {
+      request.prompt_token_ids = TokenIdCount(*prompt);
+    }
+    if (!request.prompt_token_ids.has_value()) request.prompt_text_bytes = StringBytes(*prompt);
+  }
+  AGENTKV_RETURN_IF_ERROR(NormalizeRid(request.rid));
+  request.body = std::move(body);
+  return request;
+}
+
+}  // namespace
+
+std::string_view RoutePath(GatewayRoute route) {
+  switch (route) {
+    case GatewayRoute::kGenerate:
+      return "/generate";
+    case GatewayRoute::kChatCompletions:
+      return "/v1/chat/completions";
+    case GatewayRoute::kCompletions:
+      return "/v1/completions";
+  }
+  return "/generate";
+}
+
+StatusOr<ClientRequest> ParseClientRequest(GatewayRoute route, std::string body) {
+  if (route != GatewayRoute::kGenerate) return ParseOpenAiRequest(route, std::move(body));
+  AGENTKV_ASSIGN_OR_RETURN(protocol::GenerateRequest parsed, protocol::ParseGenerateRequest(body));
+  ClientRequest request;
+  request.route = route;
+  request.rid = parsed.rid;
+  request.session_id = parsed.session_id;
+  if (request.session_id.has_value() && request.session_id->empty()) request.session_id.reset();
+  request.stream = parsed.stream;
+  request.has_session_params = parsed.has_session_params;
+  if (parsed.input_ids.has_value()) {
+    request.prompt_token_ids = static_cast<int64_t>(parsed.input_ids->size());
+  } else {
+    request.prompt_text_bytes = static_cast<int64_t>(parsed.text.value_or(std::string()).size());
+  }
+  AGENTKV_RETURN_IF_ERROR(
+      CheckTokens("sampling_params.max_new_tokens", parsed.sampling_params.max_new_tokens));
+  request.max_new_tokens = parsed.sampling_params.max_new_tokens;
+  if (parsed.has_parent_session_field) return RefuseBodyParentHint();
+  AGENTKV_RETURN_IF_ERROR(NormalizeRid(request.rid));
+  request.body = std::move(body);
+  return request;
+}
+
+bool IsValidSessionId(std::string_view id) {
+  if (id.empty() || id.size() > kMaxSessionIdBytes) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+}
+
+StatusOr<std::optional<std::string>> ResolveSessionId(const std::optional<std::string>& body_id,
+                                                      std::string_view header_value,
+                                                      std::string_view header_name) {
+  if (body_id.has_value()) {
+    if (!IsValidSessionId(*body_id)) {
+      return InvalidArgumentError(
+          "session_id: expected 1-256 printable ASCII characters without spaces");
+    }
+    return body_id;
+  }
+  if (header_value.empty()) return std::optional<std::string>();
+  if (!IsValidSessionId(header_value)) {
+    return InvalidArgumentError(std::string(header_name) +
+                                ": expected 1-256 printable ASCII characters without spaces");
+  }
+  return std::optional<std::string>(std::string(header_value));
+}
+
+StatusOr<std::optional<int64_t>> ParsePromptTokensHeader(std::string_view value) {
+  if (value.empty()) return std::optional<int64_t>();
+  int64_t tokens = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), tokens);
+  if (error == std::errc::result_out_of_range && end == value.data() + value.size()) {
+    // All digits, past int64: out of range like any other too-large count.
+    return InvalidArgumentError(std::string(kPromptTokensHeader) + ": " +
+                                std::string(value.substr(0, 40)) + " is out of range [0, " +
+                                std::to_string(kMaxTokens) + "] tokens");
+  }
+  if (error != std::errc() || end != value.data() + value.size()) {
+    return InvalidArgumentError(std::string(kPromptTokensHeader) +
+                                ": expected a non-negative integer");
+  }
+  AGENTKV_RETURN_IF_ERROR(CheckTokens(kPromptTokensHeader, tokens));
+  return std::optional<int64_t>(tokens);
+}
+
+StatusOr<bool> ParseProtectedHeader(std::string_view value) {
+  const std::string lower = Lower(value);
+  if (lower == "1" || lower == "true") return true;
+  if (lower.empty() || lower == "0" || lower == "false") return false;
+  return InvalidArgumentError(std::string(kProtectedHeader) + ": expected 1, true, 0 or false");
+}
+
+StatusOr<bool> ParseScopeHeader(std::string_view value) {
+  if (value.empty() || value == "train") return true;
+  if (value == "eval") return false;
+  return InvalidArgumentError(std::string(kScopeHeader) + ": expected train or eval");
+}
+
+int64_t EstimatePromptTokens(const ClientRequest& request,
+                             std::optional<int64_t> header_prompt_tokens) {
+  if (request.prompt_token_ids.has_value()) return *request.prompt_token_ids;
+  if (header_prompt_tokens.has_value()) return *header_prompt_tokens;
+  return (request.prompt_text_bytes + 3) / 4;
+}
+
+int64_t EstimateReservationTokens(const ClientRequest& request,
+                                  std::optional<int64_t> header_prompt_tokens,
+                                  std::optional<int64_t> expected_decode_cap,
+                                  int64_t default_max_new_tokens) {
+  control::AttemptShape shape;
+  shape.prefix_tokens = EstimatePromptTokens(request, header_prompt_tokens);
+  shape.max_new_tokens = request.max_new_tokens.value_or(default_max_new_tokens);
+  shape.expected_decode_cap = expected_decode_cap;
+  return control::ReservationTokens(shape);
+}
+
+std::optional<int64_t> ExactPromptTokens(const ClientRequest& request,
+                                         std::optional<int64_t> header_prompt_tokens) {
+  if (request.prompt_token_ids.has_value()) return request.prompt_token_ids;
+  return header_prompt_tokens;
+}
+
+bool IsForwardedHeader(std::string_view name) {
+  const std::string lower = Lower(name);
+  return lower == "authorization" || lower == "x-request-id" || lower == "x-correlation-id" ||
+         lower == "traceparent" || lower == "tracestate" || lower == "x-smg-routing-key" ||
+         lower.starts_with("x-request-id-");
+}
+
+net::HeaderList ForwardHeaders(const net::Request& request, std::string_view own_bearer_token) {
+  net::HeaderList headers;
+  for (const auto& field : request) {
+    const std::string_view name(field.name_string().data(), field.name_string().size());
+    const std::string_view value(field.value().data(), field.value().size());
+    if (!IsForwardedHeader(name)) continue;
+    if (EqualsIgnoreCase(name, "authorization") && BearerMatches(value, own_bearer_token)) continue;
+    headers.emplace_back(std::string(name), std::string(value));
+  }
+  return headers;
+}
+
+void SetHeader(net::HeaderList& headers, std::string_view name, std::string value) {
+  std::erase_if(headers, [name](const auto& entry) { return EqualsIgnoreCase(entry.first, name); });
+  headers.emplace_back(std::string(name), std::move(value));
+}
+
+StatusOr<std::string> BuildForwardBody(std::string_view body, const ForwardEdits& edits) {
+  const std::string rid = JsonString(edits.rid);
+  std::string session_id;
+  std::string parent_session;
+  std::vector<protocol::FieldEdit> fields = {{"rid", rid}};
+  if (edits.session_id.has_value()) {
+    session_id = JsonString(*edits.session_id);
+    fields.push_back({"session_id", session_id});
+  }
+  if (edits.parent_session.has_value()) {
+    parent_session = JsonString(*edits.parent_session);
+    fields.push_back({kParentSessionField, parent_session});
+  }
+  return protocol::SetTopLevelFields(body, fields);
+}
+
+std::optional<std::string> ParseSessionClosePath(std::string_view path) {
+  if (!path.starts_with(kSessionsPrefix) || !path.ends_with(kCloseSuffix)) return std::nullopt;
+  if (path.size() <= kSessionsPrefix.size() + kCloseSuffix.size()) return std::nullopt;
+  const std::string_view encoded = path.substr(
+      kSessionsPrefix.size(), path.size() - kSessionsPrefix.size() - kCloseSuffix.size());
+  if (encoded.find('/') != std::string_view::npos) return std::nullopt;
+  boost::system::result<boost::urls::pct_string_view> pct =
+      boost::urls::make_pct_string_view(encoded);
+  if (!pct) return std::nullopt;
+  std::string id = pct->decode();
+  if (!IsValidSessionId(id)) return std::nullopt;
+  return id;
+}
+
+std::string SignParentHint(std::string_view key, std::string_view session_id,
+                           std::string_view parent_id) {
+  std::string message(session_id);
+  message.push_back('\n');
+  message.append(parent_id);
+  return HexDigest(HmacSha256(key, message));
+}
+
+ParentHintVerdict VerifyParentHint(std::string_view key,
+                                   const std::optional<std::string>& session_id,
+                                   std::string_view parent_id, std::string_view signature_hex) {
+  if (parent_id.empty()) return ParentHintVerdict::kAbsent;
+  if (key.empty() || !session_id.has_value() || !IsValidSessionId(parent_id)) {
+    return ParentHintVerdict::kRejected;
+  }
+  const std::optional<Sha256Digest> given = ParseHexDigest(signature_hex);
+  if (!given.has_value()) return ParentHintVerdict::kRejected;
+  std::string message(*session_id);
+  message.push_back('\n');
+  message.append(parent_id);
+  return DigestsEqual(*given, HmacSha256(key, message)) ? ParentHintVerdict::kAccepted
+                                                        : ParentHintVerdict::kRejected;
+}
+
+int HttpStatusFor(GatewayError error) {
+  switch (error) {
+    case GatewayError::kBadRequest:
+      return 400;
+    case GatewayError::kUnauthorized:
+      return 401;
+    case GatewayError::kNotFound:
+      return 404;
+    case GatewayError::kSessionClosing:
+      return 409;
+    case GatewayError::kPayloadTooLarge:
+      return 413;
+    case GatewayError::kClientGone:
+      return 499;
+    case GatewayError::kInternal:
+      return 500;
+    case GatewayError::kUpstreamFailed:
+      return 502;
+    case GatewayError::kShuttingDown:
+    case GatewayError::kOverloaded:
+      return 503;
+    case GatewayError::kUpstreamTimeout:
+      return 504;
+  }
+  return 500;
+}
+
+GatewayError ErrorFor(const Status& status) {
+  // The gateway is a proxy: Unavailable comes from a call to the router or an engine, which
+  // makes it a bad gateway (502), not this server being unavailable. Every other code takes
+  // the shared Status-to-HTTP map.
+  if (status.code() == StatusCode::kUnavailable) return GatewayError::kUpstreamFailed;
+  switch (net::HttpStatusFor(status.code())) {
+    case net::http::status::bad_request:
+      return GatewayError::kBadRequest;
+    case net::http::status::not_found:
+      return GatewayError::kNotFound;
+    case net::http::status::conflict:
+      return GatewayError::kSessionClosing;
+    case net::http::status::payload_too_large:
+      return GatewayError::kPayloadTooLarge;
+    case net::http::status::gateway_timeout:
+      return GatewayError::kUpstreamTimeout;
+    default:
+      return GatewayError::kInternal;
+  }
+}
+
+}  // namespace agentkv::service

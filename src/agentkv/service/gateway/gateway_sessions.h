@@ -1,0 +1,199 @@
+// SessionManager: the gateway's session registry around control::SessionLifecyclePlanner
+// (seed 000's session KV lifecycle as Relax's `_finish_session_once` does it).
+//
+// Every request the gateway forwards is one backend attempt with a unique rid
+// "{request_id}:{n}". Attempts of a session are registered with the planner; when the session
+// ends (the client's POST /v1/sessions/{id}/close, or the idle timeout), the manager cancels
+// attempts still waiting for admission, aborts dispatched ones on every engine, waits until
+// their upstream responses end (bounded by the drain timeout), then closes the session on
+// every engine once and reports the outcome. Close is fail-open and idempotent: a failed close
+// still ends the session, and closing an ended session answers its remembered outcome without
+// a second fan-out. The network is behind SessionEffects, so the whole protocol runs in unit
+// tests without sockets.
+//
+// Thread-safe: one mutex guards the planner and the registry; it is never held while an effect
+// runs or a callback is called (effects may call back into the manager at once).
+#ifndef AGENTKV_SERVICE_GATEWAY_GATEWAY_SESSIONS_H_
+#define AGENTKV_SERVICE_GATEWAY_GATEWAY_SESSIONS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "agentkv/base/status.h"
+#include "agentkv/control/session_lifecycle.h"
+
+namespace agentkv::service {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// What the manager asks of the fleet. The gateway implements it over HTTP; tests with a fake.
+// Methods may be called from any thread and must not block.
+class SessionEffects {
+ public:
+  virtual ~SessionEffects() = default;
+  // An attempt that never reached an engine was cancelled by a close: stop its admission wait
+  // (the gateway calls AdmissionBackend::Cancel). The attempt still reports Finish later.
+  virtual void CancelQueuedAttempt(const std::string& rid) = 0;
+  // POST {"rid": rid} to /abort_request on every engine base URL; fire and forget.
+  virtual void AbortOnEveryEngine(const std::string& rid) = 0;
+  // POST {"session_id": id} to /close_session on every engine base URL under the close
+  // timeout; `done` runs once, on any thread, with whether every engine answered 2xx (false
+  // when there is no engine).
+  virtual void CloseOnEveryEngine(const std::string& session_id,
+                                  std::function<void(bool ok)> done) = 0;
+};
+
+// The answer of a close request.
+struct SessionCloseResult {
+  std::string session_id;
+  // The close succeeded on every engine (true with the lifecycle off: nothing to close).
+  bool closed = false;
+  // In-flight attempts aborted by this termination.
+  int64_t aborted = 0;
+
+  friend bool operator==(const SessionCloseResult&, const SessionCloseResult&) = default;
+};
+
+struct SessionManagerOptions {
+  // --agentic-session-lifecycle: attempts carry session_id and ended sessions are closed on
+  // every engine. Off, sessions are still tracked so that a close aborts their requests.
+  bool lifecycle = false;
+  // Idle sessions end after this; zero disables.
+  std::chrono::steady_clock::duration idle_timeout = std::chrono::seconds(900);
+  // A closing session waits at most this long for its aborted attempts.
+  std::chrono::steady_clock::duration drain_timeout = std::chrono::seconds(30);
+  // Ended sessions remembered for idempotent closes. Range: >= 1.
+  int64_t max_closed_sessions = 8192;
+  // Active sessions (accepting attempts), at most. Opening one more first ends the session
+  // idle the longest (no attempt in flight), as the idle timeout would; when none is idle the
+  // new session is refused. Range: >= 1.
+  int64_t max_sessions = 100'000;
+  // Called once per close fan-out outcome (any thread, no lock held).
+  std::function<void(const std::string& session_id, bool ok)> on_close_outcome;
+};
+
+class SessionManager {
+ public:
+  // `effects` must outlive the manager.
+  SessionManager(SessionManagerOptions options, SessionEffects* effects);
+  SessionManager(const SessionManager&) = delete;
+  SessionManager& operator=(const SessionManager&) = delete;
+
+  // Registers a new attempt of `request_id` (in `session_id` when set; a session is opened on
+  // its first attempt, and an ended one is opened again as a new incarnation) and returns its
+  // rid: FormatAttemptRid(request_id, n) with the lowest n not used by a live attempt or by
+  // the session's remembered attempts. FailedPrecondition while the session is closing.
+  // Opening a session at max_sessions ends the longest-idle one (counted in evicted());
+  // ResourceExhausted, counted in refused(), when every active session has work in flight.
+  [[nodiscard]] StatusOr<std::string> BeginAttempt(const std::optional<std::string>& session_id,
+                                                   std::string_view request_id, SteadyTime now);
+
+  // Marks the attempt as posted and returns the identity fields of its body (session_id only
+  // with the lifecycle on). FailedPrecondition when a close cancelled it meanwhile: do not
+  // post. NotFound for an unknown rid.
+  [[nodiscard]] StatusOr<control::GenerateIdentity> Dispatch(std::string_view rid);
+
+  // The attempt ended, however (answered, failed, cancelled, never dispatched). Idempotent.
+  void Finish(std::string_view rid, SteadyTime now);
+
+  // Ends the session and closes it on every engine; `done` runs once with the outcome (on this
+  // thread when nothing is in flight and the close effect answers at once, else later on the
+  // thread that completes it). An unknown session is registered and closed (a gateway restart
+  // forgets sessions the engines still hold); an ended one answers its remembered outcome.
+  void Close(const std::string& session_id, control::TerminalReason reason, SteadyTime now,
+             std::function<void(SessionCloseResult)> done);
+
+  // Ends sessions idle past the idle timeout and closes draining sessions whose drain timeout
+  // passed. Returns how many sessions it acted on.
+  int64_t Sweep(SteadyTime now);
+
+  control::SessionLifecycleCounters counters() const;
+  // Sessions accepting attempts.
+  int64_t active_sessions() const;
+  // Attempts begun and not finished, with or without a session.
+  int64_t live_attempts() const;
+  // Sessions ended early to make room under max_sessions, and new sessions refused because
+  // none could be, since start.
+  int64_t evicted() const;
+  int64_t refused() const;
+  // The rids of live attempts, sorted (for shutdown and tests).
+  std::vector<std::string> live_rids() const;
+
+  // Aborts with a message when the registry disagrees with the planner. For tests.
+  void CheckInvariants() const;
+
+ private:
+  struct SessionState {
+    int64_t open_attempts = 0;
+    SteadyTime last_activity;
+    std::optional<SteadyTime> drain_deadline;
+    std::vector<std::function<void(SessionCloseResult)>> waiters;
+    int64_t aborted = 0;
+    bool close_outstanding = false;
+    std::optional<bool> last_close_ok;
+    // Non-zero while the ended session is remembered in closed_.
+    uint64_t tombstone = 0;
+    // Per request id, the next attempt number to try (a hint: cleared when it grows past
+    // kMaxEndedAttemptsPerSession entries; probing from 0 finds the same rids).
+    std::unordered_map<std::string, int64_t> next_attempt;
+    // Set while the session is in idle_: active with no attempt open, since this time.
+    std::optional<SteadyTime> idle_since;
+  };
+  // Work decided under the lock and done after it is released.
+  struct Pending {
+    std::vector<control::LifecycleAction> actions;
+    std::vector<std::pair<std::function<void(SessionCloseResult)>, SessionCloseResult>> answers;
+  };
+
+  StatusOr<std::string> BeginAttemptLocked(const std::optional<std::string>& session_id,
+                                           std::string_view request_id, SteadyTime now,
+                                           Pending& pending);
+  SessionState& OpenLocked(const std::string& session_id, SteadyTime now);
+  // Puts the session in idle_ or takes it out, as its phase and open attempts say.
+  void UpdateIdleLocked(const std::string& session_id, SessionState& state);
+  // Whether an attempt in `session_id` opens an active session (OpenLocked would create one).
+  bool OpensSessionLocked(const std::string& session_id) const;
+  // Makes room for one more active session: OK when below max_sessions or after ending the
+  // longest-idle one; ResourceExhausted when every active session has work in flight.
+  Status MakeRoomLocked(SteadyTime now, Pending& pending);
+  // Applies a termination and collects what follows.
+  void TerminateLocked(const std::string& session_id, control::TerminalReason reason,
+                       SteadyTime now, Pending& pending);
+  // Takes the planner's actions and answers waiters of sessions that became terminal.
+  void CollectLocked(Pending& pending);
+  void SettleLocked(const std::string& session_id, SessionState& state, Pending& pending);
+  void Run(Pending pending);
+  void OnCloseDone(const std::string& session_id, bool ok);
+
+  const SessionManagerOptions options_;
+  SessionEffects* const effects_;
+
+  mutable std::mutex mu_;
+  control::SessionLifecyclePlanner planner_;
+  std::map<std::string, SessionState, std::less<>> sessions_;
+  // Ended sessions in the order they ended: (id, tombstone); stale entries are skipped.
+  std::deque<std::pair<std::string, uint64_t>> closed_;
+  uint64_t next_tombstone_ = 1;
+  // Live attempts: rid -> session id ("" without a session).
+  std::map<std::string, std::string, std::less<>> live_;
+  // Active sessions with no attempt open, by when they became idle (oldest first).
+  std::set<std::pair<SteadyTime, std::string>> idle_;
+  // Sessions in the planner's kActive phase.
+  int64_t active_ = 0;
+  int64_t evicted_ = 0;
+  int64_t refused_ = 0;
+};
+
+}  // namespace agentkv::service
+
+#endif  // AGENTKV_SERVICE_GATEWAY_GATEWAY_SESSIONS_H_

@@ -1,0 +1,2 @@
+// Points up: base may use nothing.
+#include "agentkv/kv/cache.h"

@@ -1,0 +1,2 @@
+// Allowed: its own module.
+#include "agentkv/kv/cache.h"

@@ -1,0 +1,431 @@
+// Tests of the replay report: the terminal table (arm columns, signed deltas against the
+// baseline, 160-column fit), the JSON (parses, arm order, field values, deltas, determinism)
+// and the HTML (well-formed XML, four SVG charts, escaped arm names, no NaN or infinity even for
+// degenerate input, downsampled series). The results are built by hand so every expected delta
+// is known.
+#include "agentkv/report/replay_report.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <boost/property_tree/ptree.hpp>
+#include <boost/property_tree/xml_parser.hpp>
+#include <cctype>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agentkv/sim/replay_result.h"
+
+namespace agentkv::report {
+
+using sim::ArmResult;
+using sim::ReplayResult;
+using sim::SummarizeDurations;
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kOddName[] = "a&b<c>\"q\"";
+
+ArmResult Arm(const std::string& name, double device_ratio, double host_ratio,
+              int64_t evicted_recompute) {
+  ArmResult arm;
+  arm.arm = name;
+  arm.description = "arm " + name + " & co";
+  arm.requests_issued = 1200;
+  arm.requests_completed = 1200;
+  arm.sessions = 24;
+  arm.conversations = 60;
+  arm.prompt_tokens = 1'000'000;
+  arm.prompt_blocks = 62'500;
+  arm.token_hit_ratio_device = device_ratio;
+  arm.token_hit_ratio_host = host_ratio;
+  arm.block_hit_ratio_device = device_ratio;
+  arm.block_hit_ratio_host = host_ratio;
+  arm.cold_tokens = 40'000;
+  arm.evicted_recompute_tokens = evicted_recompute;
+  arm.uncached_tokens = arm.cold_tokens + evicted_recompute;
+  arm.preempted_recompute_tokens = 5'000;
+  arm.makespan_s = 600;
+  arm.output_tokens = 300'000;
+  arm.requests_per_s = 2.0;
+  arm.output_tokens_per_s = 500;
+  for (int i = 1; i <= 24; ++i) arm.session_times_s.push_back(3.0 * i);
+  std::vector<double> times = arm.session_times_s;
+  arm.session_time = SummarizeDurations(times);
+  arm.queueing_delay = {1200, 0.5, 0.2, 1.0, 1.5, 3.0, 4.0};
+  arm.ttft = {1200, 0.8, 0.5, 1.5, 2.0, 4.0, 5.0};
+  arm.preemptions = 10;
+  arm.device_evictions = 1000;
+  arm.agentic_kv = {{"agentic_kv/admission/admit", 1100},
+                    {"agentic_kv/admission/wait", 40},
+                    {"agentic_kv/budget/ceiling", 1e6}};
+  // 20,000 polls 2 s apart with a saw-tooth occupancy.
+  for (int64_t i = 0; i < 20'000; ++i) {
+    arm.kv_usage.push_back(
+        {TimeNs::Seconds(2.0 * static_cast<double>(i)), (i % 100) * 1000, 500, 100'000, i % 7});
+  }
+  return arm;
+}
+
+ReplayResult FourArms() {
+  ReplayResult result;
+  result.setup.workload = "synthetic & <24 sessions>";
+  result.setup.seed = 7;
+  result.setup.num_engines = 2;
+  result.setup.router = "prefix-aware";
+  result.setup.model = "llama-3.1-8b";
+  result.setup.gpu = "h100";
+  result.setup.tp = 1;
+  result.setup.tokens_per_block = 16;
+  result.setup.device_tokens_per_engine = 100'000;
+  result.setup.host_tokens_per_engine = 400'000;
+  result.arms.push_back(Arm("baseline", 0.40, 0, 20'000));
+  result.arms.push_back(Arm("+host-tier", 0.40, 0.10, 10'000));
+  result.arms.push_back(Arm("infinite-cache", 0.80, 0, 0));
+  result.arms.push_back(Arm(kOddName, 0.30, 0, 30'000));
+  return result;
+}
+
+// One arm, no samples, every number zero.
+ReplayResult Degenerate() {
+  ReplayResult result;
+  ArmResult arm;
+  arm.arm = "baseline";
+  result.arms.push_back(arm);
+  return result;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The table line of metric `label` (indented by two spaces in the table).
+std::string RowOf(const std::string& table, const std::string& label) {
+  for (const std::string& line : Lines(table)) {
+    if (line.rfind("  " + label + "  ", 0) == 0) return line;
+  }
+  return "";
+}
+
+std::string Lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+size_t Count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// Removes every occurrence of `word`.
+std::string Without(std::string text, const std::string& word) {
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at)) {
+    text.erase(at, word.size());
+  }
+  return text;
+}
+
+// Whether `text` is well-formed UTF-8 (no cut multi-byte characters).
+bool IsValidUtf8(const std::string& text) {
+  size_t pending = 0;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (pending > 0) {
+      if ((byte & 0xC0) != 0x80) return false;
+      --pending;
+    } else if (byte >= 0xF0) {
+      pending = 3;
+    } else if (byte >= 0xE0) {
+      pending = 2;
+    } else if (byte >= 0xC0) {
+      pending = 1;
+    } else if (byte >= 0x80) {
+      return false;
+    }
+  }
+  return pending == 0;
+}
+
+void ExpectWellFormedXml(const std::string& html) {
+  std::istringstream in(html);
+  boost::property_tree::ptree tree;
+  EXPECT_NO_THROW(boost::property_tree::read_xml(in, tree));
+  // The parser accepts a bare '&'; XML does not.
+  for (size_t at = html.find('&'); at != std::string::npos; at = html.find('&', at + 1)) {
+    const std::string rest = html.substr(at, 6);
+    EXPECT_TRUE(rest.starts_with("&amp;") || rest.starts_with("&lt;") || rest.starts_with("&gt;") ||
+                rest.starts_with("&quot;") || rest.starts_with("&#"))
+        << "bare & at " << at << ": " << html.substr(at, 20);
+  }
+}
+
+// ---- Rows ------------------------------------------------------------------------------------
+
+TEST(ReplayTableRowsTest, BaselineIsTheArmNamedBaselineElseTheFirst) {
+  ReplayResult result = FourArms();
+  EXPECT_EQ(BaselineArmIndex(result), 0u);
+  EXPECT_EQ(IdealArmIndex(result), 2u);
+  std::swap(result.arms[0], result.arms[1]);
+  EXPECT_EQ(BaselineArmIndex(result), 1u);
+  result.arms[1].arm = "lru";
+  EXPECT_EQ(BaselineArmIndex(result), 0u);
+  EXPECT_EQ(BaselineArmIndex(ReplayResult{}), std::nullopt);
+  EXPECT_EQ(IdealArmIndex(Degenerate()), std::nullopt);
+}
+
+TEST(ReplayTableRowsTest, CellsCarryValuesAndRelativeChanges) {
+  const std::vector<ReplayTableRow> rows = ReplayTableRows(FourArms(), NumberStyle::kFull);
+  const auto row = std::find_if(rows.begin(), rows.end(), [](const ReplayTableRow& r) {
+    return r.key == "evicted_recompute_tokens";
+  });
+  ASSERT_NE(row, rows.end());
+  ASSERT_EQ(row->cells.size(), 4u);
+  EXPECT_EQ(row->sense, MetricSense::kLowerIsBetter);
+  EXPECT_EQ(row->cells[0].value, "20,000");
+  EXPECT_FALSE(row->cells[0].change.has_value());
+  EXPECT_EQ(row->cells[0].delta, "");
+  EXPECT_DOUBLE_EQ(row->cells[1].number, 10'000);
+  ASSERT_TRUE(row->cells[1].change.has_value());
+  EXPECT_DOUBLE_EQ(*row->cells[1].change, -0.5);
+  EXPECT_EQ(row->cells[1].delta, "(-50.0%)");
+  EXPECT_EQ(row->cells[3].delta, "(+50.0%)");
+}
+
+TEST(ReplayTableRowsTest, ShowsAdmissionSeriesAndShareOfIdeal) {
+  const std::vector<ReplayTableRow> rows = ReplayTableRows(FourArms(), NumberStyle::kFull);
+  std::vector<std::string> labels;
+  for (const ReplayTableRow& r : rows) labels.push_back(r.label);
+  EXPECT_THAT(labels, ::testing::Contains("admission/admit"));
+  EXPECT_THAT(labels, ::testing::Contains("admission/wait"));
+  // Not an admission counter.
+  EXPECT_THAT(labels, Not(::testing::Contains("budget/ceiling")));
+  const auto share = std::find(labels.begin(), labels.end(), "share of ideal hit ratio");
+  ASSERT_NE(share, labels.end());
+  const ReplayTableRow& row = rows[static_cast<size_t>(share - labels.begin())];
+  EXPECT_EQ(row.cells[0].value, "50.0%");  // 0.40 / 0.80
+  EXPECT_EQ(row.cells[1].value, "62.5%");  // 0.50 / 0.80
+  EXPECT_EQ(row.cells[2].value, "100.0%");
+  EXPECT_EQ(row.cells[1].delta, "");
+}
+
+// ---- Terminal table ----------------------------------------------------------------------------
+
+TEST(FormatReplayTableTest, HasEveryArmAndSignedDeltas) {
+  const std::string table = FormatReplayTable(FourArms());
+  for (const ArmResult& arm : FourArms().arms) EXPECT_THAT(table, HasSubstr(arm.arm));
+  EXPECT_THAT(table, HasSubstr("synthetic & <24 sessions>"));
+  EXPECT_THAT(table, HasSubstr("ideal token hit ratio (infinite-cache, device+host): 0.8000"));
+  EXPECT_THAT(RowOf(table, "evicted recompute tokens"), HasSubstr("10,000 (-50.0%)"));
+  EXPECT_THAT(RowOf(table, "evicted recompute tokens"), HasSubstr("30,000 (+50.0%)"));
+  EXPECT_THAT(RowOf(table, "token hit ratio dev+host"), HasSubstr("0.5000 (+25.0%)"));
+  EXPECT_THAT(RowOf(table, "token hit ratio dev+host"), HasSubstr("0.3000 (-25.0%)"));
+  EXPECT_THAT(RowOf(table, "requests issued"), HasSubstr("1,200 (=)"));
+  // The baseline column has no delta: the first number after the label is plain.
+  EXPECT_THAT(RowOf(table, "preemptions"), ::testing::StartsWith("  preemptions"));
+  for (const std::string& line : Lines(table)) EXPECT_LE(line.size(), 160u) << line;
+}
+
+TEST(FormatReplayTableTest, EightWideArmsFitIn160Columns) {
+  ReplayResult result = FourArms();
+  result.arms.clear();
+  for (int i = 0; i < 8; ++i) {
+    ArmResult arm = Arm("+lifecycle+admission+host-tier-" + std::to_string(i), 0.1 * i, 0.01 * i,
+                        123'456'789 * (i + 1));
+    arm.cold_tokens = 987'654'321;
+    result.arms.push_back(arm);
+  }
+  result.arms[0].arm = "baseline";
+  const std::string table = FormatReplayTable(result);
+  for (const std::string& line : Lines(table)) EXPECT_LE(line.size(), 160u) << line;
+  // Compact numbers, and the full names in the arm list above the table.
+  EXPECT_THAT(table, HasSubstr("988M"));
+  EXPECT_THAT(table, HasSubstr("+lifecycle+admission+host-tier-7  arm"));
+}
+
+TEST(FormatReplayTableTest, DegenerateResultHasNoNonFiniteText) {
+  ReplayResult result = Degenerate();
+  result.arms[0].makespan_s = std::numeric_limits<double>::quiet_NaN();
+  const std::string table = FormatReplayTable(result);
+  EXPECT_THAT(table, HasSubstr("baseline"));
+  EXPECT_THAT(Lower(table), Not(HasSubstr("nan")));
+  EXPECT_THAT(Lower(table), Not(HasSubstr("inf")));
+  EXPECT_THAT(FormatReplayTable(ReplayResult{}), HasSubstr("(no arms)"));
+}
+
+// ---- JSON --------------------------------------------------------------------------------------
+
+TEST(ReplayResultJsonTest, ParsesWithArmsInOrderAndTheirValues) {
+  const ReplayResult result = FourArms();
+  const std::string text = ReplayResultJson(result);
+  boost::json::error_code ec;
+  const boost::json::value json = boost::json::parse(text, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  const boost::json::object& root = json.as_object();
+  EXPECT_EQ(root.at("baseline").as_string(), "baseline");
+  const boost::json::object& setup = root.at("setup").as_object();
+  EXPECT_EQ(setup.at("workload").as_string(), "synthetic & <24 sessions>");
+  EXPECT_EQ(setup.at("seed").to_number<int64_t>(), 7);
+  EXPECT_EQ(setup.at("host_tokens_per_engine").as_int64(), 400'000);
+  const boost::json::array& arms = root.at("arms").as_array();
+  ASSERT_EQ(arms.size(), 4u);
+  for (size_t i = 0; i < arms.size(); ++i) {
+    EXPECT_EQ(arms[i].at("arm").as_string(), result.arms[i].arm);
+  }
+  const boost::json::object& host = arms[1].as_object();
+  EXPECT_EQ(host.at("evicted_recompute_tokens").as_int64(), 10'000);
+  EXPECT_DOUBLE_EQ(host.at("token_hit_ratio_host").as_double(), 0.10);
+  EXPECT_DOUBLE_EQ(host.at("makespan_s").as_double(), 600.0);
+  EXPECT_EQ(host.at("session_time").at("count").as_int64(), 24);
+  EXPECT_DOUBLE_EQ(host.at("session_time").at("p50_s").as_double(), 36.0);
+  EXPECT_DOUBLE_EQ(host.at("ttft").at("p99_s").as_double(), 4.0);
+  // agentic_kv keeps the series order.
+  const boost::json::object& series = host.at("agentic_kv").as_object();
+  ASSERT_EQ(series.size(), 3u);
+  EXPECT_EQ(series.begin()->key(), "agentic_kv/admission/admit");
+  EXPECT_DOUBLE_EQ(series.at("agentic_kv/budget/ceiling").as_double(), 1e6);
+  const boost::json::array& usage = host.at("kv_usage").as_array();
+  ASSERT_EQ(usage.size(), 20'000u);
+  EXPECT_DOUBLE_EQ(usage[3].at(0).as_double(), 6.0);
+  EXPECT_EQ(usage[3].at(1).as_int64(), 3000);
+  EXPECT_EQ(usage[3].at(3).as_int64(), 100'000);
+  EXPECT_EQ(usage[3].at(4).as_int64(), 3);
+  EXPECT_EQ(host.at("session_times_s").as_array().size(), 24u);
+}
+
+TEST(ReplayResultJsonTest, DeltasAgainstBaselineSkipZeroBaselines) {
+  const boost::json::value json = boost::json::parse(ReplayResultJson(FourArms()));
+  const boost::json::array& arms = json.at("arms").as_array();
+  const boost::json::object& host = arms[1].at("delta_vs_baseline").as_object();
+  EXPECT_DOUBLE_EQ(host.at("evicted_recompute_tokens").as_double(), -0.5);
+  EXPECT_DOUBLE_EQ(host.at("token_hit_ratio").as_double(), 0.25);
+  EXPECT_DOUBLE_EQ(host.at("requests_per_s").as_double(), 0.0);
+  // The baseline has no host hits, so there is no relative change to report.
+  EXPECT_FALSE(host.contains("token_hit_ratio_host"));
+  EXPECT_FALSE(host.contains("ttl_pins"));
+  const boost::json::object& odd = arms[3].at("delta_vs_baseline").as_object();
+  EXPECT_DOUBLE_EQ(odd.at("evicted_recompute_tokens").as_double(), 0.5);
+  const boost::json::object& self = arms[0].at("delta_vs_baseline").as_object();
+  EXPECT_DOUBLE_EQ(self.at("evicted_recompute_tokens").as_double(), 0.0);
+}
+
+TEST(ReplayResultJsonTest, EqualInputGivesIdenticalBytes) {
+  const ReplayResult result = FourArms();
+  const std::string first = ReplayResultJson(result);
+  const ReplayResult copy = result;
+  EXPECT_EQ(first, ReplayResultJson(copy));
+  EXPECT_EQ(first, ReplayResultJson(result));
+  EXPECT_EQ(first.back(), '\n');
+  EXPECT_THAT(first, HasSubstr("\n  \"setup\": {\n    \"workload\": "));
+}
+
+TEST(ReplayResultJsonTest, NonFiniteDoublesBecomeNull) {
+  ReplayResult result = Degenerate();
+  result.arms[0].makespan_s = std::numeric_limits<double>::infinity();
+  const std::string text = ReplayResultJson(result);
+  const boost::json::value json = boost::json::parse(text);
+  EXPECT_TRUE(json.at("arms").at(0).at("makespan_s").is_null());
+  EXPECT_THAT(Lower(text), Not(HasSubstr("nan")));
+  EXPECT_THAT(Lower(text), Not(HasSubstr("inf")));
+  EXPECT_TRUE(json.at("arms").at(0).at("kv_usage").as_array().empty());
+}
+
+// ---- HTML --------------------------------------------------------------------------------------
+
+TEST(ReplayResultHtmlTest, IsWellFormedXmlWithFourCharts) {
+  const std::string html = ReplayResultHtml(FourArms());
+  ExpectWellFormedXml(html);
+  EXPECT_EQ(Count(html, "<svg "), 4u);
+  EXPECT_EQ(Count(html, "xmlns=\"http://www.w3.org/2000/svg\""), 4u);
+  EXPECT_EQ(Count(html, "</svg>"), 4u);
+  EXPECT_THAT(html, ::testing::StartsWith("<!DOCTYPE html>"));
+  EXPECT_THAT(html, Not(HasSubstr("<script")));
+  // Self-contained: nothing is loaded from elsewhere.
+  EXPECT_THAT(html, Not(HasSubstr("href=")));
+  EXPECT_THAT(html, Not(HasSubstr(" src=")));
+  EXPECT_THAT(html, Not(HasSubstr("@import")));
+}
+
+TEST(ReplayResultHtmlTest, EscapesTextFromTheResult) {
+  const std::string html = ReplayResultHtml(FourArms());
+  EXPECT_THAT(html, HasSubstr("a&amp;b&lt;c&gt;&quot;q&quot;"));
+  EXPECT_THAT(html, Not(HasSubstr(kOddName)));
+  EXPECT_THAT(html, HasSubstr("synthetic &amp; &lt;24 sessions&gt;"));
+  EXPECT_THAT(html, HasSubstr("+host-tier"));
+  EXPECT_THAT(html, HasSubstr("infinite-cache"));
+  // The delta of the +host-tier arm's hit ratio, coloured as an improvement.
+  EXPECT_THAT(html, HasSubstr("0.5000 <span class=\"good\">(+25.0%)</span>"));
+  EXPECT_THAT(html, HasSubstr("10,000 <span class=\"good\">(-50.0%)</span>"));
+}
+
+TEST(ReplayResultHtmlTest, HasNoNonFiniteNumbers) {
+  const std::string html = Lower(ReplayResultHtml(FourArms()));
+  EXPECT_THAT(html, Not(HasSubstr("nan")));
+  EXPECT_THAT(Without(html, "infinite"), Not(HasSubstr("inf")));
+}
+
+TEST(ReplayResultHtmlTest, DegenerateResultIsStillAValidReport) {
+  for (const ReplayResult& result : {Degenerate(), ReplayResult{}}) {
+    const std::string html = ReplayResultHtml(result);
+    ExpectWellFormedXml(html);
+    EXPECT_EQ(Count(html, "<svg "), 4u);
+    EXPECT_THAT(Lower(html), Not(HasSubstr("nan")));
+    EXPECT_THAT(Lower(html), Not(HasSubstr("inf")));
+  }
+  // Samples at time zero only, zero capacity, equal session times: ranges collapse to a point.
+  ReplayResult flat = Degenerate();
+  flat.arms[0].kv_usage = {{TimeNs(0), 10, 0, 0, 0}, {TimeNs(0), 0, 0, 0, 0}};
+  flat.arms[0].session_times_s = {0, 0, 0};
+  const std::string html = ReplayResultHtml(flat);
+  ExpectWellFormedXml(html);
+  EXPECT_THAT(Lower(html), Not(HasSubstr("nan")));
+  EXPECT_THAT(Lower(html), Not(HasSubstr("inf")));
+}
+
+TEST(ReplayResultHtmlTest, DownsamplesLongSeries) {
+  const std::string html = ReplayResultHtml(FourArms());
+  // 4 arms x 20,000 samples would be megabytes at full resolution.
+  EXPECT_LT(html.size(), 200'000u);
+  // Every polyline has at most ~400 points (a point is "x,y", separated by spaces).
+  for (size_t at = html.find("points=\""); at != std::string::npos;
+       at = html.find("points=\"", at + 1)) {
+    const size_t end = html.find('"', at + 8);
+    EXPECT_LE(Count(html.substr(at + 8, end - at - 8), ","), 401u);
+  }
+}
+
+TEST(ReplayResultHtmlTest, CutsLongNamesOnCharacterBoundaries) {
+  ReplayResult result = FourArms();
+  for (int i = 0; i < 8; ++i) {
+    result.arms.push_back(Arm(
+        "\u00fcber-arm-\u00e4\u00f6\u00fc\u00e4\u00f6\u00fc\u00e4\u00f6\u00fc-" + std::to_string(i),
+        0.2, 0, 1000));
+  }
+  const std::string html = ReplayResultHtml(result);
+  ExpectWellFormedXml(html);
+  EXPECT_TRUE(IsValidUtf8(html));
+  EXPECT_THAT(html, HasSubstr("~</text>"));  // Some label was cut.
+  EXPECT_TRUE(IsValidUtf8(FormatReplayTable(result)));
+}
+
+TEST(ReplayResultHtmlTest, IsDeterministic) {
+  EXPECT_EQ(ReplayResultHtml(FourArms()), ReplayResultHtml(FourArms()));
+}
+
+}  // namespace
+}  // namespace agentkv::report

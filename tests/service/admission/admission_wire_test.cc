@@ -1,0 +1,218 @@
+// The coordinator API's JSON bodies: exact shapes, round trips, and malformed input that must
+// be refused with a message naming the field.
+#include "agentkv/service/admission/admission_wire.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "agentkv/base/bounds.h"
+
+namespace agentkv::service {
+namespace {
+
+using control::AcquireRequest;
+using control::AdmissionAction;
+using control::AdmissionDecision;
+using control::AdmissionReason;
+using ::testing::HasSubstr;
+
+AdmissionDecision Admit() {
+  return AdmissionDecision{AdmissionAction::kAdmit,
+                           AdmissionReason::kCapacityAvailable,
+                           "request-1:0",
+                           128,
+                           std::string("1:request-1:0"),
+                           1,
+                           TimeNs::Millis(1500),
+                           std::nullopt};
+}
+
+TEST(AdmissionWireTest, AcquireRequestHasTheDocumentedShapeAndRoundTrips) {
+  const AcquireRequest request{"request-1:2", 128, true};
+  EXPECT_EQ(SerializeAcquireRequest(request),
+            R"({"ticket":"request-1:2","reservation_tokens":128,"protected":true})");
+  StatusOr<AcquireRequest> parsed = ParseAcquireRequest(SerializeAcquireRequest(request));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->ticket, "request-1:2");
+  EXPECT_EQ(parsed->reservation_tokens, 128);
+  EXPECT_TRUE(parsed->is_protected);
+}
+
+TEST(AdmissionWireTest, AcquireRequestAcceptsRelaxTicketIdAndDefaultsProtectedToFalse) {
+  StatusOr<AcquireRequest> parsed =
+      ParseAcquireRequest(R"({"ticket_id": "r:0", "reservation_tokens": 7, "extra": [1]})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->ticket, "r:0");
+  EXPECT_EQ(parsed->reservation_tokens, 7);
+  EXPECT_FALSE(parsed->is_protected);
+}
+
+TEST(AdmissionWireTest, MalformedAcquireRequestsNameTheField) {
+  struct Case {
+    std::string body;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {"not json", "acquire request"},
+      {"[1, 2]", "acquire request"},
+      {R"({"reservation_tokens": 1})", "ticket"},
+      {R"({"ticket": "", "reservation_tokens": 1})", "ticket"},
+      {R"({"ticket": 5, "reservation_tokens": 1})", "ticket"},
+      {R"({"ticket": "t"})", "reservation_tokens"},
+      {R"({"ticket": "t", "reservation_tokens": -1})", "reservation_tokens"},
+      {R"({"ticket": "t", "reservation_tokens": 1.5})", "reservation_tokens"},
+      {R"({"ticket": "t", "reservation_tokens": "9"})", "reservation_tokens"},
+      {R"({"ticket": "t", "reservation_tokens": 1, "protected": "yes"})", "protected"},
+      // Past the token bound (base/bounds.h) or int64: refused, never reserved.
+      {R"({"ticket": "t", "reservation_tokens": 1099511627777})", "reservation_tokens"},
+      {R"({"ticket": "t", "reservation_tokens": 9223372036854775807})", "reservation_tokens"},
+      {R"({"ticket": "t", "reservation_tokens": 18446744073709551615})", "reservation_tokens"},
+      {R"({"ticket": "t", "reservation_tokens": 1e300})", "reservation_tokens"},
+      {R"({"ticket": ")" + std::string(1025, 't') + R"(", "reservation_tokens": 1})", "ticket"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<AcquireRequest> parsed = ParseAcquireRequest(c.body);
+    ASSERT_FALSE(parsed.ok()) << c.body;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << c.body;
+    EXPECT_THAT(parsed.status().message(), HasSubstr(c.field)) << c.body;
+  }
+}
+
+TEST(AdmissionWireTest, TheLargestValidReservationIsAccepted) {
+  StatusOr<AcquireRequest> parsed =
+      ParseAcquireRequest(R"({"ticket": "t", "reservation_tokens": 1099511627776})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->reservation_tokens, kMaxTokens);
+}
+
+// A refusal carries the ceiling that refused it, and reads back exactly.
+TEST(AdmissionWireTest, RefusalHasTheDocumentedShapeAndRoundTrips) {
+  const AdmissionDecision refuse{AdmissionAction::kRefuse, AdmissionReason::kOversized, "t",
+                                 5'000'000, std::nullopt, -1, TimeNs(), 811'584};
+  EXPECT_EQ(SerializeDecision(refuse),
+            R"({"action":"refuse","reason":"oversized","ticket":"t","reservation_tokens":5000000,)"
+            R"("lease_id":null,"owner_epoch":-1,"wait_s":0.0,"ceiling":811584})");
+  StatusOr<AdmissionDecision> parsed = ParseDecision(SerializeDecision(refuse));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, refuse);
+  EXPECT_THAT(ParseDecision(R"({"action":"refuse","reason":"aged","ticket":"t",)"
+                            R"("reservation_tokens":1,"owner_epoch":-1,"wait_s":0})")
+                  .status()
+                  .message(),
+              HasSubstr("oversized"));
+}
+
+// A number too large for a double reads as infinity, which cannot be written back: refused
+// (found by admission_wire_fuzz).
+TEST(AdmissionWireTest, StepMetricsMustBeFinite) {
+  EXPECT_THAT(ParseStepMetrics(R"({"agentic_kv/budget/ceiling": 1e642})").status().message(),
+              HasSubstr("expected a finite number"));
+  EXPECT_TRUE(ParseStepMetrics(R"({"agentic_kv/budget/ceiling": 1e300})").ok());
+}
+
+TEST(AdmissionWireTest, OversizedBodyIsResourceExhausted) {
+  const std::string body = R"({"ticket": ")" + std::string(2 << 20, 'x') + R"(", "x": 1})";
+  EXPECT_EQ(ParseAcquireRequest(body).status().code(), StatusCode::kResourceExhausted);
+}
+
+TEST(AdmissionWireTest, DecisionHasTheDocumentedShape) {
+  EXPECT_EQ(SerializeDecision(Admit()),
+            R"({"action":"admit","reason":"capacity_available","ticket":"request-1:0",)"
+            R"("reservation_tokens":128,"lease_id":"1:request-1:0","owner_epoch":1,)"
+            R"("wait_s":1.5})");
+  const AdmissionDecision bypass{
+      AdmissionAction::kBypass, AdmissionReason::kDegraded, "t", 3, std::nullopt, -1, TimeNs(),
+      std::nullopt};
+  EXPECT_EQ(SerializeDecision(bypass),
+            R"({"action":"bypass","reason":"degraded","ticket":"t","reservation_tokens":3,)"
+            R"("lease_id":null,"owner_epoch":-1,"wait_s":0.0})");
+}
+
+TEST(AdmissionWireTest, EveryReasonAndOddWaitRoundTripExactly) {
+  for (AdmissionReason reason :
+       {AdmissionReason::kCapacityAvailable, AdmissionReason::kCapacityExhausted,
+        AdmissionReason::kPressureGuard, AdmissionReason::kProtected, AdmissionReason::kAged,
+        AdmissionReason::kDegraded, AdmissionReason::kCancelled, AdmissionReason::kOversized}) {
+    for (int64_t wait_ns :
+         {int64_t{0}, int64_t{1}, int64_t{1'234'567'891}, int64_t{30} * 1'000'000'000}) {
+      AdmissionDecision d{AdmissionAction::kBypass, reason, "ticket \"q\"\n", 42, std::nullopt, -1,
+                          TimeNs(wait_ns), std::nullopt};
+      StatusOr<AdmissionDecision> parsed = ParseDecision(SerializeDecision(d));
+      ASSERT_TRUE(parsed.ok()) << parsed.status();
+      EXPECT_EQ(*parsed, d) << control::AdmissionReasonName(reason) << " " << wait_ns;
+    }
+    StatusOr<AdmissionReason> r = ParseAdmissionReason(control::AdmissionReasonName(reason));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(*r, reason);
+  }
+  StatusOr<AdmissionDecision> admit = ParseDecision(SerializeDecision(Admit()));
+  ASSERT_TRUE(admit.ok()) << admit.status();
+  EXPECT_EQ(*admit, Admit());
+}
+
+TEST(AdmissionWireTest, MalformedDecisionsNameTheField) {
+  const std::string ok_tail =
+      R"("ticket":"t","reservation_tokens":1,"lease_id":null,"owner_epoch":-1,"wait_s":0})";
+  struct Case {
+    std::string body;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {R"({"reason":"aged",)" + ok_tail, "action"},
+      {R"({"action":"wait","reason":"aged",)" + ok_tail, "action"},
+      {R"({"action":"bypass","reason":"sleepy",)" + ok_tail, "reason"},
+      {R"({"action":"admit","reason":"capacity_available",)" + ok_tail, "lease_id"},
+      {R"({"action":"bypass","reason":"aged","reservation_tokens":1,"wait_s":0})", "ticket"},
+      {R"({"action":"bypass","reason":"aged","ticket":"t","reservation_tokens":1,)"
+       R"("owner_epoch":"1","wait_s":0})",
+       "owner_epoch"},
+      {R"({"action":"bypass","reason":"aged","ticket":"t","reservation_tokens":1,"wait_s":-2})",
+       "wait_s"},
+      {R"({"action":"bypass","reason":"aged","ticket":"t","reservation_tokens":1,"lease_id":3})",
+       "lease_id"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<AdmissionDecision> parsed = ParseDecision(c.body);
+    ASSERT_FALSE(parsed.ok()) << c.body;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << c.body;
+    EXPECT_THAT(parsed.status().message(), HasSubstr(c.field)) << c.body;
+  }
+}
+
+TEST(AdmissionWireTest, ReleaseAndCancelRoundTripAndRefuseMissingFields) {
+  EXPECT_EQ(SerializeReleaseRequest("1:r:0"), R"({"lease_id":"1:r:0"})");
+  EXPECT_EQ(SerializeCancelRequest("r:0"), R"({"ticket":"r:0"})");
+  StatusOr<std::string> lease = ParseReleaseRequest(SerializeReleaseRequest("1:r:0"));
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ(*lease, "1:r:0");
+  StatusOr<std::string> ticket = ParseCancelRequest(R"({"ticket_id":"r:0"})");
+  ASSERT_TRUE(ticket.ok());
+  EXPECT_EQ(*ticket, "r:0");
+  EXPECT_THAT(ParseReleaseRequest("{}").status().message(), HasSubstr("lease_id"));
+  EXPECT_THAT(ParseReleaseRequest(R"({"lease_id":null})").status().message(),
+              HasSubstr("lease_id"));
+  EXPECT_THAT(ParseCancelRequest(R"({"ticket":[]})").status().message(), HasSubstr("ticket"));
+  EXPECT_EQ(ParseCancelRequest("").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(AdmissionWireTest, StepMetricsRoundTripInOrderAndRefuseNonNumbers) {
+  const std::vector<std::pair<std::string, double>> metrics = {
+      {"agentic_kv/admission/waiting", 0.0},
+      {"agentic_kv/budget/ceiling", 14745.0},
+      {"agentic_kv/budget/reserved_utilization", 0.25}};
+  EXPECT_EQ(SerializeStepMetrics(metrics),
+            R"({"agentic_kv/admission/waiting":0.0,"agentic_kv/budget/ceiling":14745.0,)"
+            R"("agentic_kv/budget/reserved_utilization":0.25})");
+  StatusOr<std::vector<std::pair<std::string, double>>> parsed =
+      ParseStepMetrics(SerializeStepMetrics(metrics));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, metrics);
+  EXPECT_THAT(ParseStepMetrics(R"({"agentic_kv/budget/degraded":"yes"})").status().message(),
+              HasSubstr("agentic_kv/budget/degraded"));
+}
+
+}  // namespace
+}  // namespace agentkv::service

@@ -1,0 +1,296 @@
+// Tests of EngineRuntime: the threaded core of the engine emulator, unpaced (steps do not
+// wait) unless a test measures pacing. Requests are awaited through their callbacks.
+#include "agentkv/service/emulator/engine_runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace agentkv::service {
+namespace {
+
+using namespace std::chrono_literals;
+
+EngineRuntimeOptions Unpaced(int64_t max_total_tokens = 4096) {
+  EngineRuntimeOptions options;
+  options.paced = false;
+  options.page_size = 16;
+  options.max_total_tokens = max_total_tokens;
+  options.enable_session_radix_cache = true;
+  return options;
+}
+
+std::vector<int64_t> Tokens(int64_t first, int64_t n) {
+  std::vector<int64_t> tokens(static_cast<size_t>(n));
+  std::iota(tokens.begin(), tokens.end(), first);
+  return tokens;
+}
+
+// Submits and waits for the result; collects streamed tokens too.
+struct Outcome {
+  GenerateResult result;
+  std::vector<int64_t> streamed;
+};
+
+Outcome Generate(EngineRuntime& runtime, GenerateInput input) {
+  auto streamed = std::make_shared<std::vector<int64_t>>();
+  std::promise<GenerateResult> promise;
+  std::future<GenerateResult> future = promise.get_future();
+  GenerateCallbacks callbacks;
+  callbacks.on_tokens = [streamed](std::span<const int64_t> tokens) {
+    streamed->insert(streamed->end(), tokens.begin(), tokens.end());
+  };
+  callbacks.on_finish = [&promise](const GenerateResult& result) { promise.set_value(result); };
+  Status status = runtime.Submit(std::move(input), std::move(callbacks));
+  EXPECT_TRUE(status.ok()) << status;
+  if (!status.ok()) return {};
+  EXPECT_EQ(future.wait_for(10s), std::future_status::ready);
+  return Outcome{future.get(), *streamed};
+}
+
+GenerateInput Input(std::string rid, std::vector<int64_t> ids, int64_t max_new_tokens,
+                    std::optional<std::string> session = std::nullopt) {
+  GenerateInput input;
+  input.rid = std::move(rid);
+  input.input_ids = std::move(ids);
+  input.max_new_tokens = max_new_tokens;
+  input.session_id = std::move(session);
+  return input;
+}
+
+TEST(EngineRuntimeTest, GeneratesDeterministicTokensAndStreamsThemInOrder) {
+  auto runtime = EngineRuntime::Start(Unpaced()).value();
+  const Outcome a = Generate(*runtime, Input("r1", Tokens(1, 40), 12));
+  EXPECT_FALSE(a.result.aborted);
+  EXPECT_EQ(a.result.output_ids.size(), 12u);
+  EXPECT_EQ(a.streamed, a.result.output_ids);
+  EXPECT_EQ(a.result.prompt_tokens, 40);
+  // Same rid, same tokens; another rid, other tokens.
+  const Outcome b = Generate(*runtime, Input("r1", Tokens(1, 40), 12));
+  EXPECT_EQ(b.result.output_ids, a.result.output_ids);
+  const Outcome c = Generate(*runtime, Input("r2", Tokens(1, 40), 12));
+  EXPECT_NE(c.result.output_ids, a.result.output_ids);
+  const RuntimeSnapshot s = runtime->Snapshot();
+  EXPECT_EQ(s.num_requests_total, 3);
+  EXPECT_EQ(s.generation_tokens_total, 36);
+  EXPECT_EQ(s.prompt_tokens_total, 120);
+}
+
+TEST(EngineRuntimeTest, CachedTokensGrowTurnByTurn) {
+  auto runtime = EngineRuntime::Start(Unpaced()).value();
+  std::vector<int64_t> context = Tokens(1, 100);
+  int64_t previous_cached = -1;
+  for (int turn = 0; turn < 4; ++turn) {
+    const Outcome out =
+        Generate(*runtime, Input("turn-" + std::to_string(turn), context, 8, "session-a"));
+    EXPECT_GT(out.result.cached_tokens, previous_cached) << "turn " << turn;
+    // Every full page of the previous turn's prompt (less its last token) is reused.
+    if (turn > 0) {
+      EXPECT_GE(out.result.cached_tokens,
+                (static_cast<int64_t>(context.size()) - 60 - 1) / 16 * 16);
+    }
+    previous_cached = out.result.cached_tokens;
+    context.insert(context.end(), out.result.output_ids.begin(), out.result.output_ids.end());
+    const std::vector<int64_t> more = Tokens(10'000 + turn * 100, 52);
+    context.insert(context.end(), more.begin(), more.end());
+  }
+}
+
+TEST(EngineRuntimeTest, CloseSessionInReleaseModeFreesTheSessionsUniqueBlocksOnce) {
+  auto runtime = EngineRuntime::Start(Unpaced()).value();
+  Generate(*runtime, Input("s1", Tokens(1, 160), 4, "sess"));
+  const RuntimeSnapshot before = runtime->Snapshot();
+  const int64_t freed = runtime->CloseSession("sess");
+  EXPECT_GT(freed, 0);
+  const RuntimeSnapshot after = runtime->Snapshot();
+  EXPECT_EQ(after.gauges.available_tokens, before.gauges.available_tokens + freed);
+  EXPECT_EQ(after.gauges.evictable_tokens, before.gauges.evictable_tokens - freed);
+  // Idempotent, and an unknown session is a no-op.
+  EXPECT_EQ(runtime->CloseSession("sess"), 0);
+  EXPECT_EQ(runtime->CloseSession("never-seen"), 0);
+  EXPECT_EQ(runtime->Snapshot().gauges.available_tokens, after.gauges.available_tokens);
+}
+
+TEST(EngineRuntimeTest, AbortEndsARunningRequestWithItsPartialTokens) {
+  EngineRuntimeOptions options = Unpaced();
+  options.paced = true;
+  options.speed = 1.0;  // About 7 ms per decode step for the 8B model on an H100.
+  auto runtime = EngineRuntime::Start(options).value();
+  std::promise<GenerateResult> promise;
+  auto future = promise.get_future();
+  auto first_token = std::make_shared<std::promise<void>>();
+  auto seen = std::make_shared<bool>(false);
+  GenerateCallbacks callbacks;
+  callbacks.on_tokens = [first_token, seen](std::span<const int64_t>) {
+    if (!*seen) {
+      *seen = true;
+      first_token->set_value();
+    }
+  };
+  callbacks.on_finish = [&promise](const GenerateResult& r) { promise.set_value(r); };
+  ASSERT_TRUE(runtime->Submit(Input("long", Tokens(1, 64), 100'000 / 64), std::move(callbacks)).ok());
+  ASSERT_EQ(first_token->get_future().wait_for(5s), std::future_status::ready);
+  runtime->Abort("long");
+  ASSERT_EQ(future.wait_for(5s), std::future_status::ready);
+  const GenerateResult result = future.get();
+  EXPECT_TRUE(result.aborted);
+  EXPECT_GE(result.output_ids.size(), 1u);
+  EXPECT_LT(result.output_ids.size(), 100'000u / 64);
+  runtime->Abort("long");       // Already finished: ignored.
+  runtime->Abort("never-sent");  // Unknown: ignored.
+  EXPECT_EQ(runtime->Snapshot().num_aborted_requests_total, 1);
+}
+
+TEST(EngineRuntimeTest, RefusesWhatCanNeverRunAndDuplicateRids) {
+  auto runtime = EngineRuntime::Start(Unpaced(1024)).value();
+  GenerateCallbacks none;
+  Status too_long = runtime->Submit(Input("big", Tokens(1, 1000), 100), none);
+  EXPECT_EQ(too_long.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_long.message().find("Requested token count exceeds"), std::string::npos);
+  EXPECT_EQ(runtime->Submit(Input("empty", {}, 1), none).code(), StatusCode::kInvalidArgument);
+  // A second submit of an active rid is refused while the first runs.
+  std::promise<void> done;
+  GenerateCallbacks callbacks;
+  callbacks.on_finish = [&done](const GenerateResult&) { done.set_value(); };
+  ASSERT_TRUE(runtime->Submit(Input("dup", Tokens(1, 10), 1), std::move(callbacks)).ok());
+  const Status second = runtime->Submit(Input("dup", Tokens(1, 10), 1), none);
+  // Either still active (refused) or already finished (accepted): never a crash or a mix-up.
+  EXPECT_TRUE(second.ok() || second.code() == StatusCode::kAlreadyExists) << second;
+  done.get_future().wait();
+}
+
+// SGLang's length rules: 2^63-1 output tokens is the tokenizer's 400 (it used to be accepted,
+// overflow the capacity check and be retracted forever); an input within the context but over
+// max_req_input_len is the scheduler's 400 abort; with a context longer than the pool, a large
+// max_new_tokens is clamped so that the request fits and finishes.
+TEST(EngineRuntimeTest, FollowsSglangsLengthRulesWithoutOverflow) {
+  EngineRuntimeOptions options = Unpaced(1024);
+  auto runtime = EngineRuntime::Start(options).value();
+  GenerateCallbacks none;
+  const Status huge =
+      runtime->Submit(Input("huge", Tokens(1, 10), std::numeric_limits<int64_t>::max()), none);
+  EXPECT_EQ(huge.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(huge.message().find("You requested a total of 9223372036854775817 tokens"),
+            std::string::npos)
+      << huge.message();
+  const Outcome edge = Generate(*runtime, Input("edge", Tokens(1, 1018), 0));
+  EXPECT_TRUE(edge.result.aborted);
+  EXPECT_EQ(edge.result.abort_status_code, 400);
+  EXPECT_NE(edge.result.abort_message.find("exceeds the maximum allowed length (1018 tokens)"),
+            std::string::npos)
+      << edge.result.abort_message;
+  EXPECT_EQ(runtime->Snapshot().max_req_input_len, 1018);
+
+  options.context_length = 1 << 20;
+  auto long_context = EngineRuntime::Start(options).value();
+  const Outcome clamped = Generate(*long_context, Input("clamped", Tokens(1, 100), 100'000));
+  EXPECT_FALSE(clamped.result.aborted);
+  // max_req_len - input - 1 = 1023 - 100 - 1.
+  EXPECT_EQ(clamped.result.output_ids.size(), 922u);
+}
+
+// Per-request state is dropped once a request ends, and session ids are bounded: past
+// max_sessions the least recently used idle session is closed (its KV released) and counted.
+TEST(EngineRuntimeTest, ForgetsFinishedRequestsAndBoundsSessions) {
+  EngineRuntimeOptions options = Unpaced(1 << 16);
+  options.max_sessions = 4;
+  auto runtime = EngineRuntime::Start(options).value();
+  for (int i = 0; i < 20; ++i) {
+    Generate(*runtime, Input("r" + std::to_string(i), Tokens(i * 1000, 48), 2,
+                             "session-" + std::to_string(i)));
+  }
+  const RuntimeSnapshot s = runtime->Snapshot();
+  EXPECT_EQ(s.sessions, 4);
+  EXPECT_EQ(s.sessions_evicted_total, 16);
+  EXPECT_EQ(s.gauges.num_running_reqs + s.gauges.num_queue_reqs, 0);
+  EXPECT_EQ(s.cache.open_sessions, 4);
+  // The most recent session is still open: its close frees its KV.
+  EXPECT_GT(runtime->CloseSession("session-19"), 0);
+  // An evicted one was closed already (released in release mode).
+  EXPECT_EQ(runtime->CloseSession("session-0"), 0);
+}
+
+TEST(EngineRuntimeTest, FlushEmptiesTheCacheOnlyWhenIdle) {
+  auto runtime = EngineRuntime::Start(Unpaced()).value();
+  Generate(*runtime, Input("a", Tokens(1, 64), 2));
+  EXPECT_GT(runtime->Snapshot().gauges.evictable_tokens, 0);
+  EXPECT_TRUE(runtime->FlushCache());
+  EXPECT_EQ(runtime->Snapshot().gauges.evictable_tokens, 0);
+  EXPECT_EQ(Generate(*runtime, Input("b", Tokens(1, 64), 2)).result.cached_tokens, 0);
+}
+
+TEST(EngineRuntimeTest, ShutdownAbortsEveryActiveRequestOnce) {
+  EngineRuntimeOptions options = Unpaced(1 << 16);
+  options.paced = true;
+  auto runtime = EngineRuntime::Start(options).value();
+  std::atomic<int> finished{0};
+  std::atomic<int> aborted{0};
+  for (int i = 0; i < 8; ++i) {
+    GenerateCallbacks callbacks;
+    callbacks.on_finish = [&](const GenerateResult& r) {
+      ++finished;
+      if (r.aborted) ++aborted;
+    };
+    ASSERT_TRUE(runtime->Submit(Input("r" + std::to_string(i), Tokens(i * 100, 30), 5000), std::move(callbacks)).ok());
+  }
+  runtime->Shutdown();
+  EXPECT_EQ(finished.load(), 8);
+  EXPECT_EQ(aborted.load(), 8);
+  EXPECT_EQ(runtime->Submit(Input("late", Tokens(1, 10), 1), {}).code(),
+            StatusCode::kUnavailable);
+  runtime->Shutdown();  // Idempotent.
+}
+
+TEST(EngineRuntimeTest, ManyThreadsSubmitConcurrently) {
+  auto runtime = EngineRuntime::Start(Unpaced(1 << 16)).value();
+  std::atomic<int> finished{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        GenerateCallbacks callbacks;
+        callbacks.on_finish = [&](const GenerateResult&) { ++finished; };
+        ASSERT_TRUE(runtime
+                        ->Submit(Input("t" + std::to_string(t) + "-" + std::to_string(i),
+                                       Tokens(i, 48), 3),
+                                 std::move(callbacks))
+                        .ok());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < 500 && finished.load() < 200; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(finished.load(), 200);
+  const RuntimeSnapshot s = runtime->Snapshot();
+  EXPECT_EQ(s.num_requests_total, 200);
+  EXPECT_EQ(s.gauges.num_running_reqs + s.gauges.num_queue_reqs, 0);
+  EXPECT_GT(s.cached_tokens_device_total, 0);
+}
+
+TEST(EngineRuntimeTest, PacedStepsTakeTheModelledTimeDividedBySpeed) {
+  EngineRuntimeOptions options = Unpaced();
+  options.paced = true;
+  options.speed = 1.0;
+  auto runtime = EngineRuntime::Start(options).value();
+  const auto start = std::chrono::steady_clock::now();
+  Generate(*runtime, Input("timed", Tokens(1, 32), 40));
+  const double slow = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  options.speed = 10.0;
+  auto fast_runtime = EngineRuntime::Start(options).value();
+  const auto fast_start = std::chrono::steady_clock::now();
+  Generate(*fast_runtime, Input("timed", Tokens(1, 32), 40));
+  const double fast =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - fast_start).count();
+  // 40 steps of at least ~6 ms (weights read once per step: 16 GB / 2.68 TB/s).
+  EXPECT_GT(slow, 40 * 0.005);
+  EXPECT_LT(fast, slow / 3);
+}
+
+}  // namespace
+}  // namespace agentkv::service

@@ -1,0 +1,92 @@
+#include "agentkv/service/gateway/gateway_options.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+namespace agentkv::service {
+namespace {
+
+GatewayOptions Valid() {
+  GatewayOptions options;
+  options.router_url = "http://127.0.0.1:30000";
+  return options;
+}
+
+// Applies `mutate` to valid options and returns the validation message.
+std::string ErrorOf(const std::function<void(GatewayOptions&)>& mutate) {
+  GatewayOptions options = Valid();
+  mutate(options);
+  const Status status = options.Validate();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  return status.message();
+}
+
+TEST(GatewayOptionsTest, DefaultsWithAnUpstreamAreValid) {
+  EXPECT_TRUE(Valid().Validate().ok());
+  GatewayOptions engines;
+  engines.engine_urls = {"http://127.0.0.1:1", "http://127.0.0.1:2@1"};
+  EXPECT_TRUE(engines.Validate().ok()) << engines.Validate();
+  EXPECT_EQ(Valid().session_header, "X-Session-Id");
+  EXPECT_EQ(Valid().close_timeout_s, 2.0);
+  EXPECT_EQ(Valid().prerequisite_policy, PrerequisitePolicy::kRefuse);
+}
+
+TEST(GatewayOptionsTest, EachBadFieldIsNamedByItsFlag) {
+  EXPECT_NE(ErrorOf([](GatewayOptions& o) {
+              o.router_url.clear();
+            }).find("one of --router-url and --engine-urls"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([](GatewayOptions& o) { o.engine_urls = {"http://h:1"}; }).find("exclusive"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([](GatewayOptions& o) { o.router_url = "https://h"; }).find("--router-url"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([](GatewayOptions& o) {
+              o.router_url.clear();
+              o.engine_urls = {"nope"};
+            }).find("--engine-urls"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([](GatewayOptions& o) { o.router_policy = "sticky"; }).find("--router-policy"),
+            std::string::npos);
+  EXPECT_NE(
+      ErrorOf([](GatewayOptions& o) { o.session_header = "X Session"; }).find("--session-header"),
+      std::string::npos);
+  EXPECT_EQ(ErrorOf([](GatewayOptions& o) { o.close_timeout_s = 0; }),
+            "--close-timeout-s must be finite and > 0, got 0");
+  EXPECT_NE(ErrorOf([](GatewayOptions& o) {
+              o.session_idle_timeout_s = -1;
+            }).find("--session-idle-timeout-s"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([](GatewayOptions& o) {
+              o.session_drain_timeout_s = 1.0 / 0.0;
+            }).find("--session-drain-timeout-s"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([](GatewayOptions& o) { o.control_timeout_s = 0; }).find("--control-timeout-s"),
+            std::string::npos);
+  EXPECT_NE(
+      ErrorOf([](GatewayOptions& o) { o.max_closed_sessions = 0; }).find("--max-closed-sessions"),
+      std::string::npos);
+  EXPECT_NE(
+      ErrorOf([](GatewayOptions& o) { o.default_max_tokens = -1; }).find("--default-max-tokens"),
+      std::string::npos);
+  EXPECT_NE(ErrorOf([](GatewayOptions& o) { o.bearer_token = "a b"; }).find("--bearer-token"),
+            std::string::npos);
+  // The seed's options are validated with their own flag names.
+  EXPECT_NE(ErrorOf([](GatewayOptions& o) {
+              o.agentic.agentic_program_admission = true;
+              o.agentic.agentic_admission_headroom = 1.5;
+            }).find("--agentic-admission-headroom"),
+            std::string::npos);
+}
+
+TEST(GatewayOptionsTest, PrerequisitePolicyParsesExactly) {
+  EXPECT_EQ(*ParsePrerequisitePolicy("refuse"), PrerequisitePolicy::kRefuse);
+  EXPECT_EQ(*ParsePrerequisitePolicy("disable"), PrerequisitePolicy::kDisable);
+  EXPECT_NE(ParsePrerequisitePolicy("Refuse").status().message().find("--prerequisite-policy"),
+            std::string::npos);
+  EXPECT_EQ(PrerequisitePolicyName(PrerequisitePolicy::kDisable), "disable");
+}
+
+}  // namespace
+}  // namespace agentkv::service

@@ -1,0 +1,286 @@
+// The gateway's per-request rules, without a socket: body reading, session identity, the
+// reservation estimate, the forwarded headers and body edits, the bearer token, the close path,
+// the signed parent hint and the error-to-status mapping.
+#include "agentkv/service/gateway/gateway_request.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agentkv/base/bounds.h"
+
+namespace agentkv::service {
+namespace {
+
+namespace http = net::http;
+using ::testing::HasSubstr;
+
+ClientRequest Parse(GatewayRoute route, const std::string& body) {
+  StatusOr<ClientRequest> parsed = ParseClientRequest(route, body);
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  return parsed.ok() ? *std::move(parsed) : ClientRequest{};
+}
+
+TEST(ParseClientRequestTest, GenerateReadsIdentityPromptAndDecodeBudget) {
+  const ClientRequest r =
+      Parse(GatewayRoute::kGenerate, R"({"input_ids":[1,2,3,4,5],"rid":"req-1","session_id":"s-1",)"
+                                     R"("stream":true,"sampling_params":{"max_new_tokens":64}})");
+  EXPECT_EQ(r.rid, "req-1");
+  EXPECT_EQ(r.session_id, "s-1");
+  EXPECT_TRUE(r.stream);
+  EXPECT_EQ(r.prompt_token_ids, 5);
+  EXPECT_EQ(r.max_new_tokens, 64);
+  const ClientRequest text = Parse(GatewayRoute::kGenerate, R"({"text":"0123456789"})");
+  EXPECT_FALSE(text.prompt_token_ids.has_value());
+  EXPECT_EQ(text.prompt_text_bytes, 10);
+  EXPECT_EQ(text.max_new_tokens, 128);  // SGLang's default.
+  EXPECT_FALSE(text.rid.has_value());
+  EXPECT_TRUE(Parse(GatewayRoute::kGenerate, R"({"text":"x","session_params":{"id":"a"}})")
+                  .has_session_params);
+}
+
+TEST(ParseClientRequestTest, RejectsInvalidBodiesWithTheirReason) {
+  for (const char* body : {"", "not json", "[]", R"({"text":"a","input_ids":[1]})",
+                           R"({"input_ids":[[1],[2]]})", R"({"text":"a","rid":7})"}) {
+    StatusOr<ClientRequest> r = ParseClientRequest(GatewayRoute::kGenerate, body);
+    EXPECT_FALSE(r.ok()) << body;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << body;
+  }
+  for (GatewayRoute route : {GatewayRoute::kChatCompletions, GatewayRoute::kCompletions}) {
+    for (const char* body : {"[1]", "\"x\"", "{", R"({"rid":1})", R"({"session_id":[]})",
+                             R"({"stream":"yes"})", R"({"max_tokens":-1})"}) {
+      EXPECT_EQ(ParseClientRequest(route, body).status().code(), StatusCode::kInvalidArgument)
+          << body;
+    }
+  }
+  const std::string long_rid(kMaxRidBytes + 1, 'r');
+  EXPECT_FALSE(
+      ParseClientRequest(GatewayRoute::kGenerate, R"({"text":"a","rid":")" + long_rid + "\"}")
+          .ok());
+}
+
+TEST(ParseClientRequestTest, OpenAiRoutesCountPromptTextOrTokenIds) {
+  const ClientRequest chat =
+      Parse(GatewayRoute::kChatCompletions,
+            R"({"messages":[{"role":"user","content":"hello"}],"max_tokens":10,"session_id":"s"})");
+  EXPECT_EQ(chat.prompt_text_bytes, 4 + 5);  // "user" + "hello"
+  EXPECT_EQ(chat.max_new_tokens, 10);
+  EXPECT_EQ(chat.session_id, "s");
+  const ClientRequest completion_ids =
+      Parse(GatewayRoute::kCompletions,
+            R"({"prompt":[1,2,3],"max_completion_tokens":7,"max_tokens":99})");
+  EXPECT_EQ(completion_ids.prompt_token_ids, 3);
+  EXPECT_EQ(completion_ids.max_new_tokens, 7);
+  const ClientRequest completion_text =
+      Parse(GatewayRoute::kCompletions, R"({"prompt":"abcdefgh"})");
+  EXPECT_EQ(completion_text.prompt_text_bytes, 8);
+  EXPECT_FALSE(completion_text.max_new_tokens.has_value());
+}
+
+TEST(SessionIdTest, BodyWinsOverHeaderAndBadIdsAreRejected) {
+  EXPECT_EQ(*ResolveSessionId(std::string("body"), "header", "X-Session-Id"), "body");
+  EXPECT_EQ(*ResolveSessionId(std::nullopt, "header", "X-Session-Id"), "header");
+  EXPECT_FALSE(ResolveSessionId(std::nullopt, "", "X-Session-Id")->has_value());
+  StatusOr<std::optional<std::string>> bad = ResolveSessionId(std::nullopt, "a b", "X-Session-Id");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("X-Session-Id"), std::string::npos);
+  EXPECT_FALSE(ResolveSessionId(std::string(kMaxSessionIdBytes + 1, 's'), "", "h").ok());
+  EXPECT_TRUE(ResolveSessionId(std::string(kMaxSessionIdBytes, 's'), "", "h").ok());
+}
+
+TEST(HeaderParsingTest, ProtectedScopeAndPromptTokens) {
+  EXPECT_TRUE(*ParseProtectedHeader("1"));
+  EXPECT_TRUE(*ParseProtectedHeader("TRUE"));
+  EXPECT_FALSE(*ParseProtectedHeader(""));
+  EXPECT_FALSE(*ParseProtectedHeader("0"));
+  EXPECT_FALSE(ParseProtectedHeader("yes").ok());
+  EXPECT_TRUE(*ParseScopeHeader(""));
+  EXPECT_TRUE(*ParseScopeHeader("train"));
+  EXPECT_FALSE(*ParseScopeHeader("eval"));
+  EXPECT_FALSE(ParseScopeHeader("Eval").ok());
+  EXPECT_EQ(*ParsePromptTokensHeader("123"), 123);
+  EXPECT_FALSE(ParsePromptTokensHeader("")->has_value());
+  EXPECT_FALSE(ParsePromptTokensHeader("-1").ok());
+  EXPECT_FALSE(ParsePromptTokensHeader("12x").ok());
+}
+
+// Token counts from a header or a body are range-checked where they enter: the bound itself
+// passes, one past it, int64's limit and beyond are a 400 naming the field and the value.
+TEST(HeaderParsingTest, TokenCountsAreBoundedWhereTheyEnter) {
+  EXPECT_EQ(*ParsePromptTokensHeader("1099511627776"), kMaxTokens);
+  for (const char* value : {"1099511627777", "9223372036854775000", "9223372036854775807",
+                            "99999999999999999999999"}) {
+    const StatusOr<std::optional<int64_t>> parsed = ParsePromptTokensHeader(value);
+    ASSERT_FALSE(parsed.ok()) << value;
+    EXPECT_THAT(parsed.status().message(), HasSubstr("X-Prompt-Tokens: "));
+    EXPECT_THAT(parsed.status().message(), HasSubstr("out of range [0, 1099511627776]"));
+  }
+  struct Case {
+    GatewayRoute route;
+    std::string body;
+    std::string field;
+  };
+  for (const Case& c : std::vector<Case>{
+           {GatewayRoute::kGenerate,
+            R"({"text": "a", "sampling_params": {"max_new_tokens": 9223372036854775807}})",
+            "sampling_params.max_new_tokens"},
+           {GatewayRoute::kGenerate,
+            R"({"text": "a", "sampling_params": {"max_new_tokens": 1099511627777}})",
+            "sampling_params.max_new_tokens"},
+           {GatewayRoute::kChatCompletions, R"({"messages": [], "max_tokens": 1099511627777})",
+            "max_tokens"},
+           {GatewayRoute::kCompletions,
+            R"({"prompt": "a", "max_completion_tokens": 9223372036854775807})",
+            "max_completion_tokens"},
+           {GatewayRoute::kCompletions, R"({"prompt": "a", "max_tokens": -1})", "max_tokens"},
+       }) {
+    const StatusOr<ClientRequest> parsed = ParseClientRequest(c.route, c.body);
+    ASSERT_FALSE(parsed.ok()) << c.body;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(parsed.status().message(), testing::StartsWith(c.field + ": ")) << c.body;
+  }
+  const StatusOr<ClientRequest> edge =
+      ParseClientRequest(GatewayRoute::kChatCompletions, R"({"messages": [], "max_tokens": 1099511627776})");
+  ASSERT_TRUE(edge.ok()) << edge.status();
+  // The largest accepted values cannot overflow the reservation.
+  EXPECT_EQ(EstimateReservationTokens(*edge, kMaxTokens, std::nullopt, 0), kMaxTokens);
+}
+
+// The parent hint is the gateway's to set from a verified header; in a client body it is
+// refused on every route, whatever its value and however its key is spelled.
+TEST(ParseClientRequestTest, RefusesTheParentHintInTheBody) {
+  for (const auto& [route, body] : std::vector<std::pair<GatewayRoute, std::string>>{
+           {GatewayRoute::kGenerate, R"({"text": "a", "agentkv_parent_session": "victim"})"},
+           {GatewayRoute::kGenerate, R"({"text": "a", "agentkv_parent_sessio\u006e": "v"})"},
+           {GatewayRoute::kChatCompletions, R"({"messages": [], "agentkv_parent_session": 1})"},
+           {GatewayRoute::kCompletions, R"({"prompt": "a", "agentkv_parent_session": null})"}}) {
+    const StatusOr<ClientRequest> parsed = ParseClientRequest(route, body);
+    ASSERT_FALSE(parsed.ok()) << body;
+    EXPECT_THAT(parsed.status().message(),
+                testing::StartsWith("agentkv_parent_session: not accepted in the body"));
+  }
+}
+
+// Only an exact prompt (token ids, or the client's count) is checked against the context; a
+// prompt estimated from bytes never is.
+TEST(ExactPromptTokensTest, TokenIdsThenTheHeaderElseNone) {
+  ClientRequest text;
+  text.prompt_text_bytes = 1'000'000;
+  EXPECT_EQ(ExactPromptTokens(text, std::nullopt), std::nullopt);
+  EXPECT_EQ(ExactPromptTokens(text, 7), 7);
+  ClientRequest ids;
+  ids.prompt_token_ids = 12;
+  EXPECT_EQ(ExactPromptTokens(ids, 7), 12);
+}
+
+TEST(ReservationTest, PromptPlusDecodeCappedByTheExpectedDecodeCap) {
+  const ClientRequest ids =
+      Parse(GatewayRoute::kGenerate,
+            R"({"input_ids":[1,2,3,4],"sampling_params":{"max_new_tokens":100}})");
+  EXPECT_EQ(EstimateReservationTokens(ids, std::nullopt, std::nullopt, 4096), 104);
+  EXPECT_EQ(EstimateReservationTokens(ids, std::nullopt, 20, 4096), 24);
+  // Token ids win over the header; the header wins over the byte estimate.
+  EXPECT_EQ(EstimatePromptTokens(ids, 999), 4);
+  const ClientRequest text = Parse(GatewayRoute::kGenerate, R"({"text":"123456789"})");
+  EXPECT_EQ(EstimatePromptTokens(text, std::nullopt), 3);  // ceil(9 / 4)
+  EXPECT_EQ(EstimatePromptTokens(text, 50), 50);
+  EXPECT_EQ(EstimateReservationTokens(text, std::nullopt, std::nullopt, 4096), 3 + 128);
+  const ClientRequest chat = Parse(GatewayRoute::kChatCompletions, R"({"messages":[]})");
+  EXPECT_EQ(EstimateReservationTokens(chat, 10, std::nullopt, 4096), 10 + 4096);
+  EXPECT_EQ(EstimateReservationTokens(chat, 10, 256, 4096), 10 + 256);
+}
+
+TEST(ForwardHeadersTest, KeepsTheRouterAllowlistAndDropsTheGatewayToken) {
+  net::Request request(http::verb::post, "/generate", 11);
+  request.set("X-Request-Id", "r1");
+  request.set("x-request-id-extra", "r2");
+  request.set("traceparent", "00-abc-def-01");
+  request.set("X-SMG-Routing-Key", "k");
+  request.set("Cookie", "secret");
+  request.set("X-Session-Id", "s");
+  request.set(http::field::authorization, "Bearer gateway-token");
+  net::HeaderList headers = ForwardHeaders(request, "gateway-token");
+  net::HeaderList expected = {{"X-Request-Id", "r1"},
+                              {"x-request-id-extra", "r2"},
+                              {"traceparent", "00-abc-def-01"},
+                              {"X-SMG-Routing-Key", "k"}};
+  EXPECT_EQ(headers, expected);
+  // A client's own credential for the router passes.
+  request.set(http::field::authorization, "Bearer router-key");
+  headers = ForwardHeaders(request, "gateway-token");
+  EXPECT_EQ(headers.back(),
+            (std::pair<std::string, std::string>{"Authorization", "Bearer router-key"}));
+  SetHeader(headers, "x-smg-routing-key", "session-1");
+  EXPECT_EQ(
+      std::count_if(headers.begin(), headers.end(), [](const auto& h) { return h.second == "k"; }),
+      0);
+  EXPECT_EQ(headers.back(),
+            (std::pair<std::string, std::string>{"x-smg-routing-key", "session-1"}));
+  EXPECT_FALSE(IsForwardedHeader("content-length"));
+  EXPECT_TRUE(IsForwardedHeader("TraceState"));
+}
+
+TEST(ForwardBodyTest, SplicesOnlyTheOwnedMembers) {
+  const std::string body = "{ \"text\" : \"hi\",\n  \"rid\": \"old\", \"x\": 1.50 }";
+  ForwardEdits edits;
+  edits.rid = "req:0";
+  edits.session_id = "s-1";
+  edits.parent_session = "p-0";
+  StatusOr<std::string> out = BuildForwardBody(body, edits);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out,
+            "{ \"text\" : \"hi\",\n  \"rid\": \"req:0\", \"x\": 1.50,\"session_id\":\"s-1\","
+            "\"agentkv_parent_session\":\"p-0\" }");
+  ForwardEdits rid_only;
+  rid_only.rid = "a\"b";
+  EXPECT_EQ(*BuildForwardBody("{}", rid_only), R"({"rid":"a\"b"})");
+}
+
+TEST(SessionClosePathTest, ExtractsAndDecodesTheId) {
+  EXPECT_EQ(ParseSessionClosePath("/v1/sessions/agent-42/close"), "agent-42");
+  EXPECT_EQ(ParseSessionClosePath("/v1/sessions/a%3Ab/close"), "a:b");
+  EXPECT_FALSE(ParseSessionClosePath("/v1/sessions//close").has_value());
+  EXPECT_FALSE(ParseSessionClosePath("/v1/sessions/a/b/close").has_value());
+  EXPECT_FALSE(ParseSessionClosePath("/v1/sessions/a%20b/close").has_value());
+  EXPECT_FALSE(ParseSessionClosePath("/v1/sessions/a").has_value());
+  EXPECT_FALSE(ParseSessionClosePath("/v1/sessions/a/close/").has_value());
+}
+
+TEST(ParentHintTest, HonouredOnlyWithAKeyAndAValidSignature) {
+  const std::string signature = SignParentHint("k", "sess-1", "parent-0");
+  EXPECT_EQ(signature, "e5aa1da6ce0997cbf0635a60a5dfcfbb15c9d8d2dea32fe35f1144abd8206596");
+  const std::optional<std::string> session = "sess-1";
+  EXPECT_EQ(VerifyParentHint("k", session, "parent-0", signature), ParentHintVerdict::kAccepted);
+  EXPECT_EQ(VerifyParentHint("k", session, "", signature), ParentHintVerdict::kAbsent);
+  EXPECT_EQ(VerifyParentHint("", session, "parent-0", signature), ParentHintVerdict::kRejected);
+  EXPECT_EQ(VerifyParentHint("other", session, "parent-0", signature),
+            ParentHintVerdict::kRejected);
+  EXPECT_EQ(VerifyParentHint("k", std::string("sess-2"), "parent-0", signature),
+            ParentHintVerdict::kRejected);
+  EXPECT_EQ(VerifyParentHint("k", std::nullopt, "parent-0", signature),
+            ParentHintVerdict::kRejected);
+  EXPECT_EQ(VerifyParentHint("k", session, "parent-0", ""), ParentHintVerdict::kRejected);
+  EXPECT_EQ(VerifyParentHint("k", session, "parent-0", signature.substr(1)),
+            ParentHintVerdict::kRejected);
+}
+
+TEST(HttpStatusTest, OneMappingForEveryGatewayError) {
+  EXPECT_EQ(HttpStatusFor(ErrorFor(InvalidArgumentError("x"))), 400);
+  EXPECT_EQ(HttpStatusFor(ErrorFor(ResourceExhaustedError("x"))), 413);
+  EXPECT_EQ(HttpStatusFor(ErrorFor(NotFoundError("x"))), 404);
+  EXPECT_EQ(HttpStatusFor(ErrorFor(AlreadyExistsError("x"))), 409);
+  EXPECT_EQ(HttpStatusFor(ErrorFor(FailedPreconditionError("x"))), 409);
+  EXPECT_EQ(HttpStatusFor(ErrorFor(UnavailableError("x"))), 502);
+  EXPECT_EQ(HttpStatusFor(ErrorFor(DeadlineExceededError("x"))), 504);
+  EXPECT_EQ(HttpStatusFor(ErrorFor(InternalError("x"))), 500);
+  EXPECT_EQ(HttpStatusFor(GatewayError::kUnauthorized), 401);
+  EXPECT_EQ(HttpStatusFor(GatewayError::kShuttingDown), 503);
+  EXPECT_EQ(HttpStatusFor(GatewayError::kOverloaded), 503);
+  EXPECT_EQ(HttpStatusFor(GatewayError::kClientGone), 499);
+}
+
+}  // namespace
+}  // namespace agentkv::service

@@ -6,7 +6,8 @@
 // engine at the loop's now(). The live load stands in for sgl-router's view; the coordinator
 // that polls gauges every 2 s of simulated time sits in front of this class, not in it.
 //
-// Engines are EngineId 0 .. num_engines-1, all built from the same cost model and options.
+// Engines are EngineId 0 .. num_engines-1, all built from the same options (one
+// engine::EngineConfig).
 // CloseSessionOnEveryEngine() closes a session on each engine's KV cache, as the lifecycle
 // planner does when a session ends.
 //
@@ -59,7 +60,6 @@ class FleetModel {
 
   // Validates `options` and builds the router and the engines. `loop` must outlive the fleet.
   static StatusOr<std::unique_ptr<FleetModel>> Create(EventLoop* loop,
-                                                      const engine::CostModel& cost_model,
                                                       const FleetModelOptions& options);
 
   FleetModel(const FleetModel&) = delete;

@@ -25,7 +25,6 @@
 
 #include "agentkv/base/status.h"
 #include "agentkv/base/strong_id.h"
-#include "agentkv/engine/cost_model.h"
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/sim/engine_model.h"
 #include "agentkv/sim/event_loop.h"

@@ -38,7 +38,6 @@ constexpr TimeNs kStep = TimeNs::Millis(1);
 using control::AdmissionAction;
 using control::AdmissionReason;
 using testing_support::Keys;
-using testing_support::Llama8bH100;
 
 struct FleetShape {
   int32_t engines = 2;
@@ -70,11 +69,11 @@ class GatewayModelTest : public ::testing::Test {
     FleetModelOptions fleet_options;
     fleet_options.num_engines = shape.engines;
     fleet_options.router.policy = routing::ParseRouterPolicy(shape.policy).value();
-    fleet_options.engine.cache.tokens_per_block = kTokensPerBlock;
-    fleet_options.engine.cache.device_blocks = shape.device_blocks;
-    fleet_options.engine.cache.session_close_mode = kv::SessionCloseMode::kRelease;
+    fleet_options.engine.config.kv_pool.tokens_per_block = kTokensPerBlock;
+    fleet_options.engine.config.kv_pool.max_total_tokens = shape.device_blocks * kTokensPerBlock;
+    fleet_options.engine.config.cache.session_close_mode = kv::SessionCloseMode::kRelease;
     fleet_options.engine.fixed_step_time = kStep;
-    StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(&loop_, cost_, fleet_options);
+    StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(&loop_, fleet_options);
     ASSERT_TRUE(fleet.ok()) << fleet.status();
     fleet_ = std::move(*fleet);
     StatusOr<std::unique_ptr<GatewayModel>> gateway =
@@ -160,7 +159,6 @@ class GatewayModelTest : public ::testing::Test {
   }
 
   EventLoop loop_;
-  engine::CostModel cost_ = Llama8bH100();
   std::unique_ptr<FleetModel> fleet_;
   std::unique_ptr<GatewayModel> gateway_;
   std::map<int64_t, std::vector<kv::BlockKey>> keys_;
@@ -636,10 +634,9 @@ TEST(GatewayModelOptionsTest, ValidatesPollIntervalAndTtl) {
 
   EventLoop loop;
   FleetModelOptions fleet_options;
-  fleet_options.engine.cache.tokens_per_block = kTokensPerBlock;
-  fleet_options.engine.cache.device_blocks = 64;
-  StatusOr<std::unique_ptr<FleetModel>> fleet =
-      FleetModel::Create(&loop, Llama8bH100(), fleet_options);
+  fleet_options.engine.config.kv_pool.tokens_per_block = kTokensPerBlock;
+  fleet_options.engine.config.kv_pool.max_total_tokens = 64 * kTokensPerBlock;
+  StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(&loop, fleet_options);
   ASSERT_TRUE(fleet.ok());
   EXPECT_FALSE(GatewayModel::Create(&loop, fleet->get(), options).ok());
 }
@@ -653,12 +650,11 @@ TEST(GatewayModelRandomTest, ConservesRequestsLeasesAndFifoOrder) {
     FleetModelOptions fleet_options;
     fleet_options.num_engines = 3;
     fleet_options.router.policy = routing::RouterPolicy::kRoundRobin;
-    fleet_options.engine.cache.tokens_per_block = kTokensPerBlock;
-    fleet_options.engine.cache.device_blocks = 512;
-    fleet_options.engine.cache.session_close_mode = kv::SessionCloseMode::kRelease;
+    fleet_options.engine.config.kv_pool.tokens_per_block = kTokensPerBlock;
+    fleet_options.engine.config.kv_pool.max_total_tokens = 512 * kTokensPerBlock;
+    fleet_options.engine.config.cache.session_close_mode = kv::SessionCloseMode::kRelease;
     fleet_options.engine.fixed_step_time = kStep;
-    StatusOr<std::unique_ptr<FleetModel>> made =
-        FleetModel::Create(&loop, Llama8bH100(), fleet_options);
+    StatusOr<std::unique_ptr<FleetModel>> made = FleetModel::Create(&loop, fleet_options);
     ASSERT_TRUE(made.ok()) << made.status();
     FleetModel& fleet = **made;
     GatewayModelOptions options;

@@ -284,6 +284,48 @@ TEST_F(GatewayModelTest, LifecycleAttachesTheSessionAndClosesItOnEveryEngine) {
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }
 
+// --- Close while requests are in flight (the served gateway's drain, on simulated time). ---
+
+TEST_F(GatewayModelTest, ClosingASessionWithARequestInFlightDrainsItThenClosesEveryEngine) {
+  GatewayModelOptions options;
+  options.agentic.agentic_session_lifecycle = true;
+  Build(options);
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 20)).ok());
+  loop_.RunUntil(TimeNs::Millis(5));
+  ASSERT_EQ(gateway_->in_flight(), 1);
+  EXPECT_TRUE(gateway_->EndSession(SessionId(1)).empty()) << "the close waits for the drain";
+  EXPECT_EQ(gateway_->aborts_requested(), 1);
+  EXPECT_EQ(*gateway_->flow().phase(SessionId(1)), control::SessionPhase::kDraining);
+  EXPECT_EQ(gateway_->engine_session_closes(), 0);
+  loop_.RunUntilIdle();
+  // The request ran to its end (simulated engines have no abort), then the close followed.
+  ASSERT_NE(CompletionOf(1), nullptr);
+  ASSERT_TRUE(CompletionOf(1)->engine.has_value());
+  EXPECT_EQ(gateway_->engine_session_closes(), 2);
+  EXPECT_FALSE(Cache(0).SessionOpen(SessionId(1)));
+  EXPECT_EQ(Metric(gateway_->AgenticKvMetrics(), control::kSessionCloseMetric), 1.0);
+  EXPECT_TRUE(gateway_->EndSession(SessionId(1)).empty()) << "ended: no second close";
+  EXPECT_EQ(gateway_->engine_session_closes(), 2);
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+TEST_F(GatewayModelTest, ADrainPastItsTimeoutClosesBeforeTheRequestEnds) {
+  GatewayModelOptions options;
+  options.agentic.agentic_session_lifecycle = true;
+  options.session_drain_timeout = TimeNs::Millis(10);
+  Build(options);
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 100)).ok());
+  loop_.RunUntil(TimeNs::Millis(5));
+  EXPECT_TRUE(gateway_->EndSession(SessionId(1)).empty());
+  loop_.RunUntil(TimeNs::Millis(15));
+  EXPECT_EQ(gateway_->engine_session_closes(), 2) << "closed at the drain deadline";
+  EXPECT_EQ(gateway_->in_flight(), 1) << "the request still runs";
+  EXPECT_EQ(*gateway_->flow().phase(SessionId(1)), control::SessionPhase::kTerminal);
+  loop_.RunUntilIdle();
+  ASSERT_NE(CompletionOf(1), nullptr);
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
 // --- Program admission. ---
 
 // A ledger whose ceiling fits one reservation of 128 + 1000 tokens: 1024 blocks x 16 tokens x
@@ -343,6 +385,36 @@ TEST_F(GatewayModelTest, AdmissionQueuesInFifoOrderAndDispatchesAsLeasesReturn) 
   EXPECT_FALSE(Metric(metrics, control::kBypassAgedMetric).has_value());
   EXPECT_EQ(gateway_->coordinator()->ledger().reserved(), 0);
   EndSessions({1, 2, 3, 4});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+TEST_F(GatewayModelTest, ClosingASessionCancelsItsAdmissionWaitAndDrainsItsRunningRequest) {
+  GatewayModelOptions options = TightAdmission(/*max_wait_s=*/30.0);
+  options.agentic.agentic_session_lifecycle = true;
+  Build(options, kOneTightEngine);
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 1000)).ok());
+  SubmitAt(TimeNs::Millis(10), Request(2, /*session=*/1, 8, 1000));
+  SubmitAt(TimeNs::Millis(20), Request(3, /*session=*/2, 8, 1000));
+  loop_.RunUntil(TimeNs::Millis(30));
+  ASSERT_EQ(gateway_->admission_waiting(), 2);
+  // Session 1: request 2 waits for admission (cancelled), request 1 runs (drained).
+  EXPECT_TRUE(gateway_->EndSession(SessionId(1)).empty());
+  EXPECT_EQ(gateway_->admission_waiting(), 1);
+  const Completion* c2 = CompletionOf(2);
+  ASSERT_NE(c2, nullptr) << "the cancelled waiter completes at once";
+  EXPECT_FALSE(c2->engine.has_value());
+  EXPECT_EQ(c2->record.dispatch_error.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c2->record.admission_reason, AdmissionReason::kCancelled);
+  EXPECT_EQ(c2->at, TimeNs::Millis(30));
+  loop_.RunUntilIdle();
+  // Request 3 (session 2) was admitted when request 1 returned its lease; session 1 closed
+  // after request 1 ended.
+  EXPECT_EQ(CompletionOrder(), (std::vector<int64_t>{2, 1, 3}));
+  EXPECT_EQ(CompletionOf(3)->record.dispatched, CompletionOf(1)->at);
+  EXPECT_EQ(gateway_->engine_session_closes(), 1);
+  EXPECT_EQ(Metric(gateway_->AgenticKvMetrics(), control::kCancelledMetric), 1.0);
+  EXPECT_EQ(gateway_->coordinator()->ledger().reserved(), 0);
+  EndSessions({2});
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }
 

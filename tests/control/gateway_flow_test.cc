@@ -296,6 +296,27 @@ TEST_F(GatewayFlowTest, IdleSessionsEndAndTheCapEvictsTheLongestIdle) {
   flow().CheckInvariants();
 }
 
+// A session that lives for many requests keeps bounded memory: ended rids beyond the bound are
+// forgotten oldest first, live ones never are, and a close still aborts every dispatched
+// attempt.
+TEST_F(GatewayFlowTest, AnActiveSessionRemembersBoundedEndedAttempts) {
+  Make();
+  const std::string held = Begin("s", "held");
+  Dispatch(held);
+  for (int64_t i = 0; i < 3 * kMaxEndedAttemptsPerSession; ++i) {
+    const std::string rid = Begin("s", "r");
+    Dispatch(rid);
+    flow().Finish(rid, now_);
+  }
+  flow().CheckInvariants();
+  EXPECT_EQ(flow().live_attempts(), 1);
+  // The rids keep counting up: an ended rid is never handed out again in the session.
+  const std::string next = "r:" + std::to_string(3 * kMaxEndedAttemptsPerSession);
+  EXPECT_EQ(Begin("s", "r"), next);
+  Close("s", 1);
+  EXPECT_THAT(Actions(), ElementsAre("cancel " + next, "abort held:0"));
+}
+
 TEST(GatewayFlowSessionIdTest, TheSimulatorsTypedSessionIdsRunTheSameFlow) {
   GatewayFlowOptions options;
   options.lifecycle = true;

@@ -847,3 +847,107 @@ TEST(GatewayModelRandomTest, ConservesRequestsLeasesAndFifoOrder) {
 
 }  // namespace
 }  // namespace agentkv::sim
+
+namespace agentkv::sim {
+namespace {
+
+// Sessions closed at random moments, while their requests wait for admission or run: the
+// served close protocol on simulated time. Every request ends exactly once (run to its end, or
+// cancelled in the FIFO by its session's close), a request for a draining session is refused,
+// every lease comes back, and the gateway drains.
+TEST(GatewayModelRandomTest, ClosesMidFlightCancelDrainAndConserve) {
+  int64_t cancelled_total = 0;
+  int64_t aborts_total = 0;
+  for (uint64_t seed : {21u, 22u, 23u, 24u}) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    EventLoop loop;
+    FleetModelOptions fleet_options;
+    fleet_options.num_engines = 2;
+    fleet_options.router.policy = "round_robin";
+    fleet_options.engine.cache.tokens_per_block = kTokensPerBlock;
+    fleet_options.engine.cache.device_blocks = 512;
+    fleet_options.engine.cache.session_close_mode = kv::SessionCloseMode::kRelease;
+    fleet_options.engine.fixed_step_time = kStep;
+    StatusOr<std::unique_ptr<FleetModel>> made =
+        FleetModel::Create(&loop, Llama8bH100(), fleet_options);
+    ASSERT_TRUE(made.ok()) << made.status();
+    GatewayModelOptions options;
+    options.agentic.agentic_session_lifecycle = true;
+    options.agentic.agentic_program_admission = true;
+    options.agentic.agentic_admission_headroom = 0.1;
+    options.agentic.agentic_admission_max_wait_s = 0.4;
+    options.agentic.poll_interval_s = 0.1;
+    options.agentic.staleness_s = 0.5;
+    options.session_drain_timeout = TimeNs::Millis(seed % 2 == 0 ? 50 : 5000);
+    StatusOr<std::unique_ptr<GatewayModel>> made_gateway =
+        GatewayModel::Create(&loop, made->get(), options);
+    ASSERT_TRUE(made_gateway.ok()) << made_gateway.status();
+    GatewayModel& gateway = **made_gateway;
+
+    std::map<int64_t, int> completed;
+    int64_t cancelled = 0;
+    gateway.set_completion_callback(
+        [&](const GatewayRecord& record, const EngineRequestRecord* engine) {
+          ++completed[record.id.value()];
+          if (engine == nullptr) {
+            // Cancelled in the FIFO (or admitted just before the cancel reached the coordinator).
+            EXPECT_EQ(record.dispatch_error.code(), StatusCode::kFailedPrecondition)
+                << record.dispatch_error;
+            EXPECT_FALSE(record.dispatched.has_value());
+            ++cancelled;
+          }
+        });
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int64_t> gap_us(0, 30'000);
+    std::uniform_int_distribution<int64_t> session_of(1, 6);
+    int64_t accepted = 0;
+    TimeNs at(0);
+    for (int64_t id = 0; id < 150; ++id) {
+      at += TimeNs(gap_us(rng) * 1000);
+      const int64_t session = session_of(rng);
+      if (rng() % 5 == 0) {
+        loop.Schedule(at, [&gateway, session] { (void)gateway.EndSession(SessionId(session)); });
+        continue;
+      }
+      GatewayRequest r;
+      r.request.id = RequestId(id);
+      const int64_t n = static_cast<int64_t>(rng() % 30) + 1;
+      r.request.prompt_keys = Keys(static_cast<uint64_t>(id) * 1'000'000, n);
+      r.request.prompt_tokens = n * kTokensPerBlock;
+      r.request.max_new_tokens = static_cast<int64_t>(rng() % 300) + 1;
+      r.request.kv_options.conversation = ConversationId(session);
+      r.session = SessionId(session);
+      r.routing_key = SessionRoutingKey(r.session);
+      loop.Schedule(at, [&, r = std::move(r)]() mutable {
+        // A session still ending (draining, closing, or closed while requests it aborted
+        // still run) refuses new requests, as the gateway answers 409.
+        const bool ending = gateway.flow().Knows(r.session) &&
+                            *gateway.flow().phase(r.session) != control::SessionPhase::kActive;
+        Status s = gateway.Submit(std::move(r));
+        if (!s.ok()) {
+          EXPECT_TRUE(ending) << s;
+          EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
+          return;
+        }
+        ++accepted;
+      });
+    }
+    loop.RunUntilIdle();
+    for (int64_t s = 1; s <= 6; ++s) (void)gateway.EndSession(SessionId(s));
+    loop.RunUntilIdle();
+    EXPECT_EQ(static_cast<int64_t>(completed.size()), accepted);
+    for (const auto& [id, count] : completed) EXPECT_EQ(count, 1) << "request " << id;
+    EXPECT_EQ(gateway.coordinator()->ledger().reserved(), 0);
+    EXPECT_TRUE(gateway.CheckDrained().ok()) << gateway.CheckDrained();
+    for (int32_t e = 0; e < 2; ++e) {
+      EXPECT_TRUE(gateway.fleet().engine(EngineId(e)).scheduler().CheckInvariants().ok());
+    }
+    cancelled_total += cancelled;
+    aborts_total += gateway.aborts_requested();
+  }
+  EXPECT_GT(cancelled_total, 0) << "some closes should cancel admission waits";
+  EXPECT_GT(aborts_total, 0) << "some closes should drain running requests";
+}
+
+}  // namespace
+}  // namespace agentkv::sim

@@ -330,6 +330,9 @@ StatusOr<AdmissionVerdict> GatewayFlow<Key>::OnAdmission(std::string_view rid,
   attempt.phase = AttemptPhase::kReady;
   attempt.lease = decision.lease_id;
   if (attempt.client_gone) return AdmissionVerdict::kClientGone;
+  // A close cancelled the wait: whatever the decision (a lease granted just before the
+  // cancel reached the coordinator is returned at Finish), the attempt never runs.
+  if (attempt.cancelled) return AdmissionVerdict::kCancelled;
   if (decision.action == AdmissionAction::kRefuse) return AdmissionVerdict::kRefused;
   if (decision.action == AdmissionAction::kBypass &&
       decision.reason == AdmissionReason::kCancelled) {

@@ -87,7 +87,8 @@ enum class AdmissionVerdict : uint8_t {
   kDispatch,
   // Admission refused it (kRefuse, oversized): answer an error, do not dispatch.
   kRefused,
-  // Its admission wait was cancelled (by a session close, or the driver's shutdown).
+  // Its admission wait was cancelled (by a session close, whatever the decision, or by the
+  // driver's shutdown).
   kCancelled,
   // Its client left while it waited: end it without an answer.
   kClientGone,

@@ -3,7 +3,7 @@
 // Each arm builds a fresh simulated fleet (FleetModel: N EngineModels, each the real
 // engine::StepScheduler over kv::KvCacheManager priced by engine::CostModel, behind a
 // routing::Router), the GatewayModel in front of it (the real control::AdmissionCoordinator and
-// control::SessionLifecyclePlanner, fed by gauges polled every 2 s of simulated time), and
+// the gateway's control::GatewayFlow, fed by gauges polled every 2 s of simulated time), and
 // drives the workload through it: agentic workloads in closed loop (AgentDriver), open-loop
 // traces by timestamp. The arm's ArmSpec only changes options (agentic flags, KV cache
 // policies, the host tier, TTL pins, capacity); the code that runs is the same in every arm.

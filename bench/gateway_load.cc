@@ -409,8 +409,8 @@ int Main(int argc, char** argv) {
   EngineEmulatorOptions engine_options;
   engine_options.runtime.paced = false;
   engine_options.runtime.enable_session_radix_cache = true;
-  engine_options.runtime.radix_eviction_policy = "priority";
-  engine_options.runtime.max_total_tokens = flags.engine_tokens;
+  engine_options.runtime.radix_eviction_policy = RadixEvictionPolicy::kPriority;
+  engine_options.runtime.engine.kv_pool.max_total_tokens = flags.engine_tokens;
   StatusOr<std::unique_ptr<EngineEmulator>> engine = EngineEmulator::Start(engine_options);
   if (!engine.ok()) {
     std::fprintf(stderr, "engine: %s\n", engine.status().ToString().c_str());

@@ -77,7 +77,7 @@ void BM_ReplayWeka(benchmark::State& state, const char* arm) {
 
 void BM_ReplaySynthetic(benchmark::State& state, const char* arm) {
   ReplayOptions options;
-  options.max_total_tokens = 262144;
+  options.engine.kv_pool.max_total_tokens = 262144;
   options.shared_prefix_ids = 15000 / 2 / 64;
   RunArmBench(state, SyntheticDefault(), options, arm);
 }

@@ -46,8 +46,8 @@ net::HttpClientOptions ShortTimeouts() {
 // A paced engine (steps take real time): a request that is never answered shows as a timeout.
 std::unique_ptr<EngineEmulator> StartEngine() {
   EngineEmulatorOptions options;
-  options.runtime.page_size = 16;
-  options.runtime.max_total_tokens = kPool;
+  options.runtime.engine.kv_pool.tokens_per_block = 16;
+  options.runtime.engine.kv_pool.max_total_tokens = kPool;
   StatusOr<std::unique_ptr<EngineEmulator>> engine = EngineEmulator::Start(options);
   EXPECT_TRUE(engine.ok()) << engine.status();
   return engine.ok() ? *std::move(engine) : nullptr;

@@ -99,8 +99,8 @@ std::string Body(int i) {
 TEST(EmulatorSoakTest, ResidentSetStaysFlatOverFortyThousandRequests) {
   EngineEmulatorOptions engine_options;
   engine_options.runtime.paced = false;
-  engine_options.runtime.page_size = 16;
-  engine_options.runtime.max_total_tokens = 65536;
+  engine_options.runtime.engine.kv_pool.tokens_per_block = 16;
+  engine_options.runtime.engine.kv_pool.max_total_tokens = 65536;
   engine_options.runtime.enable_session_radix_cache = true;
   engine_options.runtime.max_sessions = 1024;
   engine_options.max_recorded_requests = 1024;

@@ -95,8 +95,6 @@ TEST(CostModelTest, CapacityOfLlama8bOnOneH100MatchesHandComputation) {
   // reserve 2 GiB = 2'147'483'648 B; KV bytes = 59'101'927'680; / 131'072 = 450'911.9...
   EXPECT_DOUBLE_EQ(cost.weight_bytes(), 16'060'000'000.0);
   EXPECT_EQ(cost.kv_capacity_tokens(), 450'911);
-  EXPECT_EQ(cost.KvCapacityBlocks(32), 450'911 / 32);
-  EXPECT_EQ(cost.KvCapacityBlocks(1), 450'911);
 
   // Without the reserve and at memory_fraction 1: (85'899'345'920 - 16'060'000'000) / 131'072
   // = 532'831.9...

@@ -70,8 +70,8 @@ class CoordinatorTest : public ::testing::Test {
     for (int i = 0; i < 2; ++i) {
       EngineEmulatorOptions options;
       options.runtime.paced = false;
-      options.runtime.page_size = 16;
-      options.runtime.max_total_tokens = kEngineTokens;
+      options.runtime.engine.kv_pool.tokens_per_block = 16;
+      options.runtime.engine.kv_pool.max_total_tokens = kEngineTokens;
       StatusOr<std::unique_ptr<EngineEmulator>> engine = EngineEmulator::Start(options);
       ASSERT_TRUE(engine.ok()) << engine.status();
       capacity_ += (*engine)->runtime().max_total_num_tokens();

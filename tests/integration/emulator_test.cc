@@ -32,11 +32,11 @@ namespace json = boost::json;
 EngineEmulatorOptions EngineOptions(bool paced = false) {
   EngineEmulatorOptions options;
   options.runtime.paced = paced;
-  options.runtime.page_size = 16;
-  options.runtime.max_total_tokens = 16384;
+  options.runtime.engine.kv_pool.tokens_per_block = 16;
+  options.runtime.engine.kv_pool.max_total_tokens = 16384;
   options.runtime.enable_session_radix_cache = true;
-  options.runtime.session_close_mode = kv::SessionCloseMode::kRelease;
-  options.runtime.tp = 2;
+  options.runtime.engine.cache.session_close_mode = kv::SessionCloseMode::kRelease;
+  options.runtime.engine.tp = 2;
   return options;
 }
 

@@ -75,15 +75,13 @@ struct Sim {
 std::unique_ptr<Sim> MakeSim(kv::SessionCloseMode mode = kv::SessionCloseMode::kDereference,
                              bool lifecycle = false) {
   auto sim = std::make_unique<Sim>();
-  StatusOr<engine::CostModel> model = engine::CostModel::CreateByName("llama-3.1-8b", "h100", 1);
-  EXPECT_TRUE(model.ok()) << model.status();
   FleetModelOptions options;
   options.num_engines = 2;
   options.router.policy = routing::RouterPolicy::kRoundRobin;
-  options.engine.cache.tokens_per_block = kBlock;
-  options.engine.cache.device_blocks = 1024;
-  options.engine.cache.session_close_mode = mode;
-  StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(&sim->loop, *model, options);
+  options.engine.config.kv_pool.tokens_per_block = kBlock;
+  options.engine.config.kv_pool.max_total_tokens = 1024 * kBlock;
+  options.engine.config.cache.session_close_mode = mode;
+  StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(&sim->loop, options);
   EXPECT_TRUE(fleet.ok()) << fleet.status();
   if (!fleet.ok()) return sim;
   sim->fleet = std::move(*fleet);

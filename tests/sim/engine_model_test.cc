@@ -40,10 +40,11 @@ engine::SchedulerRequest MakeRequest(int64_t id, int64_t prompt_tokens, int64_t 
   return request;
 }
 
+// `device_blocks` = 0 sizes the device tier from the cost model.
 EngineModelOptions DefaultOptions(int64_t device_blocks = 0) {
   EngineModelOptions options;
-  options.cache.tokens_per_block = kTokensPerBlock;
-  options.cache.device_blocks = device_blocks;
+  options.config.kv_pool.tokens_per_block = kTokensPerBlock;
+  options.config.kv_pool.max_total_tokens = device_blocks * kTokensPerBlock;
   return options;
 }
 
@@ -57,7 +58,7 @@ engine::StepShape Shape(int64_t prefill, int64_t decode, int64_t context, int64_
 class EngineModelTest : public ::testing::Test {
  protected:
   void Build(EngineModelOptions options = DefaultOptions()) {
-    StatusOr<std::unique_ptr<EngineModel>> engine = EngineModel::Create(&loop_, cost_, options);
+    StatusOr<std::unique_ptr<EngineModel>> engine = EngineModel::Create(&loop_, options);
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = std::move(*engine);
     engine_->set_completion_callback([this](const EngineRequestRecord& record) {
@@ -83,9 +84,9 @@ class EngineModelTest : public ::testing::Test {
 TEST_F(EngineModelTest, SizesTheDeviceTierFromTheCostModel) {
   Build();
   EXPECT_EQ(engine_->scheduler().cache().options().device_blocks,
-            cost_.KvCapacityBlocks(kTokensPerBlock));
+            cost_.kv_capacity_tokens() / kTokensPerBlock);
   EXPECT_EQ(engine_->gauges().max_total_num_tokens,
-            cost_.KvCapacityBlocks(kTokensPerBlock) * kTokensPerBlock);
+            cost_.kv_capacity_tokens() / kTokensPerBlock * kTokensPerBlock);
 }
 
 TEST_F(EngineModelTest, LoneRequestFinishesAtTheSumOfItsStepEstimates) {
@@ -220,7 +221,7 @@ TEST(EngineModelOptionsTest, ValidatesEmptyStepTime) {
   options.empty_step_time = TimeNs(0);
   EXPECT_FALSE(options.Validate().ok());
   EventLoop loop;
-  EXPECT_FALSE(EngineModel::Create(&loop, Llama8bH100(), options).ok());
+  EXPECT_FALSE(EngineModel::Create(&loop, options).ok());
 }
 
 // A seeded workload on a small cache (preemption and eviction happen); returns each request's
@@ -229,9 +230,9 @@ std::map<int64_t, TimeNs> RunWorkload(int64_t num_requests, std::map<int64_t, in
                                       int64_t* preemptions) {
   EventLoop loop;
   EngineModelOptions options = DefaultOptions(/*device_blocks=*/256);
-  options.scheduler.max_running_requests = 16;
-  options.scheduler.chunked_prefill_size = 512;
-  StatusOr<std::unique_ptr<EngineModel>> made = EngineModel::Create(&loop, Llama8bH100(), options);
+  options.config.scheduler.max_running_requests = 16;
+  options.config.scheduler.chunked_prefill_size = 512;
+  StatusOr<std::unique_ptr<EngineModel>> made = EngineModel::Create(&loop, options);
   EXPECT_TRUE(made.ok()) << made.status();
   EngineModel& engine = **made;
   std::map<int64_t, TimeNs> finished;
@@ -372,7 +373,7 @@ TEST_F(EngineModelTest, MissSplitsIntoColdAndEvictedRecompute) {
 
 TEST_F(EngineModelTest, BlocksOffloadedToTheHostAreNotLost) {
   EngineModelOptions options = DefaultOptions(/*device_blocks=*/16);
-  options.cache.host_blocks = 64;
+  options.config.kv_pool.hicache_tokens = 64 * kTokensPerBlock;
   Build(options);
   ASSERT_TRUE(engine_->Submit(MakeRequest(1, 8 * kTokensPerBlock, 1, /*content=*/1000)).ok());
   loop_.RunUntilIdle();
@@ -391,7 +392,7 @@ TEST_F(EngineModelTest, BlocksOffloadedToTheHostAreNotLost) {
 
 TEST_F(EngineModelTest, BlocksReleasedBySessionCloseCountAsEvictedRecompute) {
   EngineModelOptions options = DefaultOptions(/*device_blocks=*/64);
-  options.cache.session_close_mode = kv::SessionCloseMode::kRelease;
+  options.config.cache.session_close_mode = kv::SessionCloseMode::kRelease;
   Build(options);
   engine::SchedulerRequest first = MakeRequest(1, 8 * kTokensPerBlock, 1, /*content=*/1000);
   first.kv_options.session = SessionId(7);
@@ -411,7 +412,7 @@ TEST_F(EngineModelTest, BlocksReleasedBySessionCloseCountAsEvictedRecompute) {
 
 TEST_F(EngineModelTest, FirstScheduledIsTheStartOfTheAdmittingStep) {
   EngineModelOptions options = DefaultOptions();
-  options.scheduler.max_running_requests = 1;
+  options.config.scheduler.max_running_requests = 1;
   options.fixed_step_time = TimeNs::Millis(1);
   Build(options);
   SubmitAt(TimeNs(0), MakeRequest(1, 100, 3));
@@ -642,10 +643,9 @@ TEST(EngineModelMissSplitTest, MatchesAReferenceOverTheKeptEventLog) {
     EventLoop loop;
     EngineModelOptions options = DefaultOptions(/*device_blocks=*/96);
     options.keep_events = true;
-    options.scheduler.max_running_requests = 6;
-    options.scheduler.chunked_prefill_size = 256;
-    StatusOr<std::unique_ptr<EngineModel>> made =
-        EngineModel::Create(&loop, Llama8bH100(), options);
+    options.config.scheduler.max_running_requests = 6;
+    options.config.scheduler.chunked_prefill_size = 256;
+    StatusOr<std::unique_ptr<EngineModel>> made = EngineModel::Create(&loop, options);
     ASSERT_TRUE(made.ok()) << made.status();
     EngineModel& engine = **made;
     std::mt19937_64 rng(seed);

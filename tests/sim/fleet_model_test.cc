@@ -26,7 +26,6 @@ namespace {
 constexpr int32_t kTokensPerBlock = 16;
 
 using testing_support::Keys;
-using testing_support::Llama8bH100;
 
 // Request `id` of `session`: the session's prompt grows by one block per turn.
 engine::SchedulerRequest SessionRequest(int64_t id, int64_t session, int64_t turn) {
@@ -45,10 +44,10 @@ std::unique_ptr<FleetModel> MakeFleet(
   FleetModelOptions options;
   options.num_engines = engines;
   options.router.policy = routing::ParseRouterPolicy(policy).value();
-  options.engine.cache.tokens_per_block = kTokensPerBlock;
-  options.engine.cache.device_blocks = 4096;
-  options.engine.cache.session_close_mode = close_mode;
-  StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(loop, Llama8bH100(), options);
+  options.engine.config.kv_pool.tokens_per_block = kTokensPerBlock;
+  options.engine.config.kv_pool.max_total_tokens = 4096 * kTokensPerBlock;
+  options.engine.config.cache.session_close_mode = close_mode;
+  StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(loop, options);
   EXPECT_TRUE(fleet.ok()) << fleet.status();
   return fleet.ok() ? std::move(*fleet) : nullptr;
 }
@@ -149,10 +148,10 @@ TEST(FleetModelTest, RejectsBadOptions) {
   EventLoop loop;
   FleetModelOptions options;
   options.num_engines = 0;
-  EXPECT_FALSE(FleetModel::Create(&loop, Llama8bH100(), options).ok());
+  EXPECT_FALSE(FleetModel::Create(&loop, options).ok());
   options.num_engines = 2;
   options.router.policy = static_cast<routing::RouterPolicy>(9);
-  EXPECT_FALSE(FleetModel::Create(&loop, Llama8bH100(), options).ok());
+  EXPECT_FALSE(FleetModel::Create(&loop, options).ok());
 }
 
 // Closed-loop sessions: each session sends its next turn 5 ms after the previous response.

@@ -38,7 +38,6 @@ constexpr TimeNs kStep = TimeNs::Millis(1);
 using control::AdmissionAction;
 using control::AdmissionReason;
 using testing_support::Keys;
-using testing_support::Llama8bH100;
 
 struct FleetShape {
   int32_t engines = 2;
@@ -70,11 +69,11 @@ class GatewayModelTest : public ::testing::Test {
     FleetModelOptions fleet_options;
     fleet_options.num_engines = shape.engines;
     fleet_options.router.policy = routing::ParseRouterPolicy(shape.policy).value();
-    fleet_options.engine.cache.tokens_per_block = kTokensPerBlock;
-    fleet_options.engine.cache.device_blocks = shape.device_blocks;
-    fleet_options.engine.cache.session_close_mode = kv::SessionCloseMode::kRelease;
+    fleet_options.engine.config.kv_pool.tokens_per_block = kTokensPerBlock;
+    fleet_options.engine.config.kv_pool.max_total_tokens = shape.device_blocks * kTokensPerBlock;
+    fleet_options.engine.config.cache.session_close_mode = kv::SessionCloseMode::kRelease;
     fleet_options.engine.fixed_step_time = kStep;
-    StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(&loop_, cost_, fleet_options);
+    StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(&loop_, fleet_options);
     ASSERT_TRUE(fleet.ok()) << fleet.status();
     fleet_ = std::move(*fleet);
     StatusOr<std::unique_ptr<GatewayModel>> gateway =
@@ -160,7 +159,6 @@ class GatewayModelTest : public ::testing::Test {
   }
 
   EventLoop loop_;
-  engine::CostModel cost_ = Llama8bH100();
   std::unique_ptr<FleetModel> fleet_;
   std::unique_ptr<GatewayModel> gateway_;
   std::map<int64_t, std::vector<kv::BlockKey>> keys_;
@@ -286,6 +284,48 @@ TEST_F(GatewayModelTest, LifecycleAttachesTheSessionAndClosesItOnEveryEngine) {
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }
 
+// --- Close while requests are in flight (the served gateway's drain, on simulated time). ---
+
+TEST_F(GatewayModelTest, ClosingASessionWithARequestInFlightDrainsItThenClosesEveryEngine) {
+  GatewayModelOptions options;
+  options.agentic.agentic_session_lifecycle = true;
+  Build(options);
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 20)).ok());
+  loop_.RunUntil(TimeNs::Millis(5));
+  ASSERT_EQ(gateway_->in_flight(), 1);
+  EXPECT_TRUE(gateway_->EndSession(SessionId(1)).empty()) << "the close waits for the drain";
+  EXPECT_EQ(gateway_->aborts_requested(), 1);
+  EXPECT_EQ(*gateway_->flow().phase(SessionId(1)), control::SessionPhase::kDraining);
+  EXPECT_EQ(gateway_->engine_session_closes(), 0);
+  loop_.RunUntilIdle();
+  // The request ran to its end (simulated engines have no abort), then the close followed.
+  ASSERT_NE(CompletionOf(1), nullptr);
+  ASSERT_TRUE(CompletionOf(1)->engine.has_value());
+  EXPECT_EQ(gateway_->engine_session_closes(), 2);
+  EXPECT_FALSE(Cache(0).SessionOpen(SessionId(1)));
+  EXPECT_EQ(Metric(gateway_->AgenticKvMetrics(), control::kSessionCloseMetric), 1.0);
+  EXPECT_TRUE(gateway_->EndSession(SessionId(1)).empty()) << "ended: no second close";
+  EXPECT_EQ(gateway_->engine_session_closes(), 2);
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+TEST_F(GatewayModelTest, ADrainPastItsTimeoutClosesBeforeTheRequestEnds) {
+  GatewayModelOptions options;
+  options.agentic.agentic_session_lifecycle = true;
+  options.session_drain_timeout = TimeNs::Millis(10);
+  Build(options);
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 100)).ok());
+  loop_.RunUntil(TimeNs::Millis(5));
+  EXPECT_TRUE(gateway_->EndSession(SessionId(1)).empty());
+  loop_.RunUntil(TimeNs::Millis(15));
+  EXPECT_EQ(gateway_->engine_session_closes(), 2) << "closed at the drain deadline";
+  EXPECT_EQ(gateway_->in_flight(), 1) << "the request still runs";
+  EXPECT_EQ(*gateway_->flow().phase(SessionId(1)), control::SessionPhase::kTerminal);
+  loop_.RunUntilIdle();
+  ASSERT_NE(CompletionOf(1), nullptr);
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
 // --- Program admission. ---
 
 // A ledger whose ceiling fits one reservation of 128 + 1000 tokens: 1024 blocks x 16 tokens x
@@ -345,6 +385,36 @@ TEST_F(GatewayModelTest, AdmissionQueuesInFifoOrderAndDispatchesAsLeasesReturn) 
   EXPECT_FALSE(Metric(metrics, control::kBypassAgedMetric).has_value());
   EXPECT_EQ(gateway_->coordinator()->ledger().reserved(), 0);
   EndSessions({1, 2, 3, 4});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+TEST_F(GatewayModelTest, ClosingASessionCancelsItsAdmissionWaitAndDrainsItsRunningRequest) {
+  GatewayModelOptions options = TightAdmission(/*max_wait_s=*/30.0);
+  options.agentic.agentic_session_lifecycle = true;
+  Build(options, kOneTightEngine);
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 1000)).ok());
+  SubmitAt(TimeNs::Millis(10), Request(2, /*session=*/1, 8, 1000));
+  SubmitAt(TimeNs::Millis(20), Request(3, /*session=*/2, 8, 1000));
+  loop_.RunUntil(TimeNs::Millis(30));
+  ASSERT_EQ(gateway_->admission_waiting(), 2);
+  // Session 1: request 2 waits for admission (cancelled), request 1 runs (drained).
+  EXPECT_TRUE(gateway_->EndSession(SessionId(1)).empty());
+  EXPECT_EQ(gateway_->admission_waiting(), 1);
+  const Completion* c2 = CompletionOf(2);
+  ASSERT_NE(c2, nullptr) << "the cancelled waiter completes at once";
+  EXPECT_FALSE(c2->engine.has_value());
+  EXPECT_EQ(c2->record.dispatch_error.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c2->record.admission_reason, AdmissionReason::kCancelled);
+  EXPECT_EQ(c2->at, TimeNs::Millis(30));
+  loop_.RunUntilIdle();
+  // Request 3 (session 2) was admitted when request 1 returned its lease; session 1 closed
+  // after request 1 ended.
+  EXPECT_EQ(CompletionOrder(), (std::vector<int64_t>{2, 1, 3}));
+  EXPECT_EQ(CompletionOf(3)->record.dispatched, CompletionOf(1)->at);
+  EXPECT_EQ(gateway_->engine_session_closes(), 1);
+  EXPECT_EQ(Metric(gateway_->AgenticKvMetrics(), control::kCancelledMetric), 1.0);
+  EXPECT_EQ(gateway_->coordinator()->ledger().reserved(), 0);
+  EndSessions({2});
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }
 
@@ -636,10 +706,9 @@ TEST(GatewayModelOptionsTest, ValidatesPollIntervalAndTtl) {
 
   EventLoop loop;
   FleetModelOptions fleet_options;
-  fleet_options.engine.cache.tokens_per_block = kTokensPerBlock;
-  fleet_options.engine.cache.device_blocks = 64;
-  StatusOr<std::unique_ptr<FleetModel>> fleet =
-      FleetModel::Create(&loop, Llama8bH100(), fleet_options);
+  fleet_options.engine.config.kv_pool.tokens_per_block = kTokensPerBlock;
+  fleet_options.engine.config.kv_pool.max_total_tokens = 64 * kTokensPerBlock;
+  StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(&loop, fleet_options);
   ASSERT_TRUE(fleet.ok());
   EXPECT_FALSE(GatewayModel::Create(&loop, fleet->get(), options).ok());
 }
@@ -653,12 +722,11 @@ TEST(GatewayModelRandomTest, ConservesRequestsLeasesAndFifoOrder) {
     FleetModelOptions fleet_options;
     fleet_options.num_engines = 3;
     fleet_options.router.policy = routing::RouterPolicy::kRoundRobin;
-    fleet_options.engine.cache.tokens_per_block = kTokensPerBlock;
-    fleet_options.engine.cache.device_blocks = 512;
-    fleet_options.engine.cache.session_close_mode = kv::SessionCloseMode::kRelease;
+    fleet_options.engine.config.kv_pool.tokens_per_block = kTokensPerBlock;
+    fleet_options.engine.config.kv_pool.max_total_tokens = 512 * kTokensPerBlock;
+    fleet_options.engine.config.cache.session_close_mode = kv::SessionCloseMode::kRelease;
     fleet_options.engine.fixed_step_time = kStep;
-    StatusOr<std::unique_ptr<FleetModel>> made =
-        FleetModel::Create(&loop, Llama8bH100(), fleet_options);
+    StatusOr<std::unique_ptr<FleetModel>> made = FleetModel::Create(&loop, fleet_options);
     ASSERT_TRUE(made.ok()) << made.status();
     FleetModel& fleet = **made;
     GatewayModelOptions options;
@@ -773,6 +841,109 @@ TEST(GatewayModelRandomTest, ConservesRequestsLeasesAndFifoOrder) {
     EXPECT_EQ(gateway.coordinator()->ledger().reserved(), 0);
     EXPECT_TRUE(gateway.CheckDrained().ok()) << gateway.CheckDrained();
   }
+}
+
+}  // namespace
+}  // namespace agentkv::sim
+
+namespace agentkv::sim {
+namespace {
+
+// Sessions closed at random moments, while their requests wait for admission or run: the
+// served close protocol on simulated time. Every request ends exactly once (run to its end, or
+// cancelled in the FIFO by its session's close), a request for a draining session is refused,
+// every lease comes back, and the gateway drains.
+TEST(GatewayModelRandomTest, ClosesMidFlightCancelDrainAndConserve) {
+  int64_t cancelled_total = 0;
+  int64_t aborts_total = 0;
+  for (uint64_t seed : {21u, 22u, 23u, 24u}) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    EventLoop loop;
+    FleetModelOptions fleet_options;
+    fleet_options.num_engines = 2;
+    fleet_options.router.policy = routing::RouterPolicy::kRoundRobin;
+    fleet_options.engine.config.kv_pool.tokens_per_block = kTokensPerBlock;
+    fleet_options.engine.config.kv_pool.max_total_tokens = 512 * kTokensPerBlock;
+    fleet_options.engine.config.cache.session_close_mode = kv::SessionCloseMode::kRelease;
+    fleet_options.engine.fixed_step_time = kStep;
+    StatusOr<std::unique_ptr<FleetModel>> made = FleetModel::Create(&loop, fleet_options);
+    ASSERT_TRUE(made.ok()) << made.status();
+    GatewayModelOptions options;
+    options.agentic.agentic_session_lifecycle = true;
+    options.agentic.agentic_program_admission = true;
+    options.agentic.agentic_admission_headroom = 0.1;
+    options.agentic.agentic_admission_max_wait_s = 0.4;
+    options.agentic.poll_interval_s = 0.1;
+    options.agentic.staleness_s = 0.5;
+    options.session_drain_timeout = TimeNs::Millis(seed % 2 == 0 ? 50 : 5000);
+    StatusOr<std::unique_ptr<GatewayModel>> made_gateway =
+        GatewayModel::Create(&loop, made->get(), options);
+    ASSERT_TRUE(made_gateway.ok()) << made_gateway.status();
+    GatewayModel& gateway = **made_gateway;
+
+    std::map<int64_t, int> completed;
+    int64_t cancelled = 0;
+    gateway.set_completion_callback(
+        [&](const GatewayRecord& record, const EngineRequestRecord* engine) {
+          ++completed[record.id.value()];
+          if (engine == nullptr) {
+            // Cancelled in the FIFO (or admitted just before the cancel reached the coordinator).
+            EXPECT_EQ(record.dispatch_error.code(), StatusCode::kFailedPrecondition)
+                << record.dispatch_error;
+            EXPECT_FALSE(record.dispatched.has_value());
+            ++cancelled;
+          }
+        });
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int64_t> gap_us(0, 30'000);
+    std::uniform_int_distribution<int64_t> session_of(1, 6);
+    int64_t accepted = 0;
+    TimeNs at(0);
+    for (int64_t id = 0; id < 150; ++id) {
+      at += TimeNs(gap_us(rng) * 1000);
+      const int64_t session = session_of(rng);
+      if (rng() % 5 == 0) {
+        loop.Schedule(at, [&gateway, session] { (void)gateway.EndSession(SessionId(session)); });
+        continue;
+      }
+      GatewayRequest r;
+      r.request.id = RequestId(id);
+      const int64_t n = static_cast<int64_t>(rng() % 30) + 1;
+      r.request.prompt_keys = Keys(static_cast<uint64_t>(id) * 1'000'000, n);
+      r.request.prompt_tokens = n * kTokensPerBlock;
+      r.request.max_new_tokens = static_cast<int64_t>(rng() % 300) + 1;
+      r.request.kv_options.conversation = ConversationId(session);
+      r.session = SessionId(session);
+      r.routing_key = routing::SessionRoutingKey(r.session);
+      loop.Schedule(at, [&, r = std::move(r)]() mutable {
+        // A session still ending (draining, closing, or closed while requests it aborted
+        // still run) refuses new requests, as the gateway answers 409.
+        const bool ending = gateway.flow().Knows(r.session) &&
+                            *gateway.flow().phase(r.session) != control::SessionPhase::kActive;
+        Status s = gateway.Submit(std::move(r));
+        if (!s.ok()) {
+          EXPECT_TRUE(ending) << s;
+          EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
+          return;
+        }
+        ++accepted;
+      });
+    }
+    loop.RunUntilIdle();
+    for (int64_t s = 1; s <= 6; ++s) (void)gateway.EndSession(SessionId(s));
+    loop.RunUntilIdle();
+    EXPECT_EQ(static_cast<int64_t>(completed.size()), accepted);
+    for (const auto& [id, count] : completed) EXPECT_EQ(count, 1) << "request " << id;
+    EXPECT_EQ(gateway.coordinator()->ledger().reserved(), 0);
+    EXPECT_TRUE(gateway.CheckDrained().ok()) << gateway.CheckDrained();
+    for (int32_t e = 0; e < 2; ++e) {
+      EXPECT_TRUE(gateway.fleet().engine(EngineId(e)).scheduler().CheckInvariants().ok());
+    }
+    cancelled_total += cancelled;
+    aborts_total += gateway.aborts_requested();
+  }
+  EXPECT_GT(cancelled_total, 0) << "some closes should cancel admission waits";
+  EXPECT_GT(aborts_total, 0) << "some closes should drain running requests";
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ AgenticWorkload SmallWorkload(uint64_t seed) {
 ReplayOptions SmallFleet() {
   ReplayOptions options;
   options.num_engines = 2;
-  options.max_total_tokens = 8 * 1024;
+  options.engine.kv_pool.max_total_tokens = 8 * 1024;
   options.agentic.agentic_admission_max_wait_s = 5;
   return options;
 }
@@ -103,11 +103,11 @@ TEST(ReplayGateTest, OneEngineBaselineMooncakeEqualsCacheCurve) {
   ReplayOptions options;
   options.arms = {"baseline"};
   options.num_engines = 1;
-  options.max_total_tokens = (point.capacity_blocks + 1) * 512;
+  options.engine.kv_pool.max_total_tokens = (point.capacity_blocks + 1) * 512;
   options.fixed_step_time = TimeNs(1);
-  options.scheduler.max_running_requests = 1;
-  options.scheduler.chunked_prefill_size = 0;
-  options.scheduler.max_prefill_tokens = int64_t{1} << 30;
+  options.engine.scheduler.max_running_requests = 1;
+  options.engine.scheduler.chunked_prefill_size = 0;
+  options.engine.scheduler.max_prefill_tokens = int64_t{1} << 30;
   StatusOr<ArmRun> run = RunOpenLoopArm(requests, 512, options, *ParseArm("baseline"));
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->result.prompt_blocks, point.total_blocks);
@@ -271,7 +271,7 @@ std::string FormatEvents(const std::string& arm, const std::vector<kv::KvEvent>&
 TEST(ReplayGateTest, TinyWorkloadMatchesTheGoldenEventLog) {
   ReplayOptions options;
   options.num_engines = 1;
-  options.max_total_tokens = 24 * 16;
+  options.engine.kv_pool.max_total_tokens = 24 * 16;
   options.keep_events = true;
   std::string text;
   for (const char* name : {"baseline", "all", "continuum-ttl"}) {
@@ -313,7 +313,7 @@ TEST(ReplayTest, RejectsBadOptionsNamingTheField) {
   options.num_engines = 0;
   EXPECT_NE(error(options).find("num_engines"), std::string::npos);
   options = SmallFleet();
-  options.hicache_ratio = -1;
+  options.engine.kv_pool.hicache_ratio = -1;
   EXPECT_NE(error(options).find("hicache_ratio"), std::string::npos);
   options = SmallFleet();
   options.agentic.agentic_admission_headroom = 1.5;
@@ -322,8 +322,14 @@ TEST(ReplayTest, RejectsBadOptionsNamingTheField) {
   options.router = static_cast<routing::RouterPolicy>(9);
   EXPECT_NE(error(options).find("policy"), std::string::npos);
   options = SmallFleet();
-  options.model = "gpt-9";
-  EXPECT_NE(error(options).find("gpt-9"), std::string::npos);
+  options.engine.tp = 3;
+  EXPECT_NE(error(options).find("tp"), std::string::npos);
+  options = SmallFleet();
+  options.engine.kv_pool.hicache_ratio = 0;  // The +host-tier arms need a host tier.
+  EXPECT_NE(error(options).find("hicache_ratio"), std::string::npos);
+  options = SmallFleet();
+  options.engine.kv_pool.hicache_tokens = 1024;  // The replay's host tier is the ratio.
+  EXPECT_NE(error(options).find("hicache_tokens"), std::string::npos);
 }
 
 // Requests larger than an engine's whole KV pool are refused by the engine and complete at
@@ -332,7 +338,7 @@ TEST(ReplayTest, RequestsThatCanNeverFitCompleteAsRejected) {
   const AgenticWorkload workload = SmallWorkload(1);
   ReplayOptions options = SmallFleet();
   options.arms = {"baseline", "+lifecycle+admission"};
-  options.max_total_tokens = 1024;  // Smaller than the largest prompt.
+  options.engine.kv_pool.max_total_tokens = 1024;  // Smaller than the largest prompt.
   StatusOr<ReplayResult> result = RunReplay(workload, "small", 1, options);
   ASSERT_TRUE(result.ok()) << result.status();
   for (const ArmResult& arm : result->arms) {

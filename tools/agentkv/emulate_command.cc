@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <utility>
 
+#include "agentkv/engine/cost_model.h"
 #include "tools/agentkv/cli_support.h"
 
 namespace agentkv::tools {
@@ -37,39 +39,49 @@ Examples:
 
 Runs until SIGINT or SIGTERM; in-flight requests get --shutdown-grace-s to finish.)";
 
-void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, std::string& close_mode,
+// The names of the engine flags that become typed options (presets and policies).
+struct EngineFlagNames {
+  std::string& model;
+  std::string& gpu;
+  std::string& radix_eviction_policy;
+  std::string& session_close_mode;
+};
+
+void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, EngineFlagNames names,
                     bool& unpaced, int64_t& hicache_tokens) {
   service::EngineRuntimeOptions& r = o.runtime;
-  app.add_option("--model", r.model, "Model preset: llama-3.1-8b, qwen2.5-32b, llama-3.1-70b")
+  engine::EngineConfig& e = r.engine;
+  app.add_option("--model", names.model, "Model preset: llama-3.1-8b, qwen2.5-32b, llama-3.1-70b")
       ->capture_default_str();
-  app.add_option("--gpu", r.gpu, "GPU preset: h100, h200")->capture_default_str();
-  app.add_option("--tp", r.tp, "Tensor parallelism (also the TP ranks /metrics replicates)")
+  app.add_option("--gpu", names.gpu, "GPU preset: h100, h200")->capture_default_str();
+  app.add_option("--tp", e.tp, "Tensor parallelism (also the TP ranks /metrics replicates)")
       ->capture_default_str();
-  app.add_option("--max-total-tokens", r.max_total_tokens,
+  app.add_option("--max-total-tokens", e.kv_pool.max_total_tokens,
                  "KV pool in tokens; 0 = what the cost model leaves after the weights")
       ->capture_default_str();
   app.add_option("--context-length", r.context_length,
                  "The model's context length in tokens (SGLang's length checks); 0 = the KV pool")
       ->capture_default_str();
-  app.add_option("--page-size", r.page_size, "Tokens per KV page")->capture_default_str();
+  app.add_option("--page-size", e.kv_pool.tokens_per_block, "Tokens per KV page")
+      ->capture_default_str();
   app.add_option("--hicache-tokens", hicache_tokens, "Host KV tier in tokens; 0 = none")
       ->capture_default_str();
-  app.add_option("--max-running-requests", r.scheduler.max_running_requests,
+  app.add_option("--max-running-requests", e.scheduler.max_running_requests,
                  "Requests in the running batch")
       ->capture_default_str();
-  app.add_option("--max-prefill-tokens", r.scheduler.max_prefill_tokens, "Prefill tokens per step")
+  app.add_option("--max-prefill-tokens", e.scheduler.max_prefill_tokens, "Prefill tokens per step")
       ->capture_default_str();
-  app.add_option("--chunked-prefill-size", r.scheduler.chunked_prefill_size,
+  app.add_option("--chunked-prefill-size", e.scheduler.chunked_prefill_size,
                  "Most prefill tokens of one request per step; 0 = no chunking")
       ->capture_default_str();
   app.add_flag("--enable-session-radix-cache", r.enable_session_radix_cache,
                "Tag KV with the request's session_id; /close_session releases it");
-  app.add_option("--session-close-mode", close_mode,
+  app.add_option("--session-close-mode", names.session_close_mode,
                  "What /close_session does: release (free the session's unique KV at once, "
                  "SGLang PR #27058) or dereference (return it to LRU order, PR #29173)")
       ->check(CLI::IsMember({"release", "dereference"}))
       ->capture_default_str();
-  app.add_option("--radix-eviction-policy", r.radix_eviction_policy,
+  app.add_option("--radix-eviction-policy", names.radix_eviction_policy,
                  "lru, or priority (the request's priority orders eviction)")
       ->check(CLI::IsMember({"lru", "priority"}))
       ->capture_default_str();
@@ -101,7 +113,12 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
     server_.Add(*mode, FlagSource::kCommandLine);
   }
   for (CLI::App* mode : {engine_, fleet_}) {
-    AddEngineFlags(*mode, engine_options_, session_close_mode_, unpaced_, hicache_tokens_);
+    AddEngineFlags(*mode, engine_options_,
+                   EngineFlagNames{.model = model_,
+                                   .gpu = gpu_,
+                                   .radix_eviction_policy = radix_eviction_policy_,
+                                   .session_close_mode = session_close_mode_},
+                   unpaced_, hicache_tokens_);
   }
   for (CLI::App* mode : {router_, fleet_}) {
     AddRouterPolicyOption(*mode, "--policy", policy_,
@@ -150,22 +167,33 @@ std::chrono::milliseconds Millis(double seconds) {
 
 }  // namespace
 
+StatusOr<service::EngineEmulatorOptions> EmulateCommand::EngineOptions() const {
+  service::EngineEmulatorOptions options = engine_options_;
+  engine::EngineConfig& config = options.runtime.engine;
+  AGENTKV_ASSIGN_OR_RETURN(config.model, engine::ParseModelPreset(model_));
+  AGENTKV_ASSIGN_OR_RETURN(config.gpu, engine::ParseGpuPreset(gpu_));
+  AGENTKV_ASSIGN_OR_RETURN(options.runtime.radix_eviction_policy,
+                           service::ParseRadixEvictionPolicy(radix_eviction_policy_));
+  config.kv_pool.hicache_tokens = hicache_tokens_;
+  config.cache.session_close_mode = session_close_mode_ == "release"
+                                        ? kv::SessionCloseMode::kRelease
+                                        : kv::SessionCloseMode::kDereference;
+  options.runtime.paced = !unpaced_;
+  server_.ApplyTo(options.http);
+  return options;
+}
+
 int EmulateCommand::RunEngine() {
   const std::string name = "emulate engine";
-  service::EngineEmulatorOptions options = engine_options_;
-  server_.ApplyTo(options.http);
-  options.runtime.paced = !unpaced_;
-  options.runtime.host_tokens = hicache_tokens_;
-  options.runtime.session_close_mode = session_close_mode_ == "release"
-                                           ? kv::SessionCloseMode::kRelease
-                                           : kv::SessionCloseMode::kDereference;
+  StatusOr<service::EngineEmulatorOptions> parsed = EngineOptions();
+  if (!parsed.ok()) return ReportError(name, parsed.status());
+  service::EngineEmulatorOptions options = *std::move(parsed);
   BlockTerminationSignals();
   StatusOr<std::unique_ptr<service::EngineEmulator>> engine =
       service::EngineEmulator::Start(options);
   if (!engine.ok()) return ReportError(name, engine.status());
   fmt::print("agentkv {}: serving {} ({} on {}, KV pool {} tokens)\n", name, (*engine)->base_url(),
-             options.runtime.model, options.runtime.gpu,
-             (*engine)->runtime().max_total_num_tokens());
+             model_, gpu_, (*engine)->runtime().max_total_num_tokens());
   std::fflush(stdout);
   WaitForTerminationSignal();
   (*engine)->Shutdown(server_.shutdown_grace());
@@ -213,18 +241,14 @@ int EmulateCommand::RunFleet() {
       !s.ok()) {
     return ReportError(name, s);
   }
+  StatusOr<service::EngineEmulatorOptions> parsed = EngineOptions();
+  if (!parsed.ok()) return ReportError(name, parsed.status());
   BlockTerminationSignals();
   std::vector<std::unique_ptr<service::EngineEmulator>> engines;
   std::vector<std::string> urls;
   for (int i = 0; i < engines_; ++i) {
-    service::EngineEmulatorOptions options = engine_options_;
-    server_.ApplyTo(options.http);
+    service::EngineEmulatorOptions options = *parsed;
     options.http.port = static_cast<uint16_t>(base_port == 0 ? 0 : base_port + i);
-    options.runtime.paced = !unpaced_;
-    options.runtime.host_tokens = hicache_tokens_;
-    options.runtime.session_close_mode = session_close_mode_ == "release"
-                                             ? kv::SessionCloseMode::kRelease
-                                             : kv::SessionCloseMode::kDereference;
     StatusOr<std::unique_ptr<service::EngineEmulator>> engine =
         service::EngineEmulator::Start(options);
     if (!engine.ok()) return ReportError(name, engine.status());

@@ -40,6 +40,9 @@ class EmulateCommand {
   service::RouterEmulatorOptions RouterOptions(std::vector<std::string> worker_urls) const;
   int RunRouter();
   int RunFleet();
+  // The engine options the flags give (presets and policies parsed from their names);
+  // NotFound or InvalidArgument for an unknown name.
+  StatusOr<service::EngineEmulatorOptions> EngineOptions() const;
 
   CLI::App* command_ = nullptr;
   CLI::App* engine_ = nullptr;
@@ -50,6 +53,10 @@ class EmulateCommand {
   ServerFlags server_{/*port=*/30000, /*shutdown_grace_s=*/10.0};
   // Engine.
   service::EngineEmulatorOptions engine_options_;
+  // Preset and policy names, parsed once by EngineOptions().
+  std::string model_ = "llama-3.1-8b";
+  std::string gpu_ = "h100";
+  std::string radix_eviction_policy_ = "lru";
   std::string session_close_mode_ = "release";
   bool unpaced_ = false;
   int64_t hicache_tokens_ = 0;

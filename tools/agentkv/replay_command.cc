@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "agentkv/engine/cost_model.h"
+#include "agentkv/engine/kv_pool.h"
 #include "agentkv/sim/agentic_workload.h"
 #include "agentkv/sim/bailian_trace.h"
 #include "agentkv/sim/mooncake_trace.h"
@@ -225,34 +226,32 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
   AddRouterPolicyOption(c, "--router", options_.router,
                         "round_robin, cache_aware or consistent_hashing")
       ->group(fleet_group);
-  c.add_option("--model", options_.model, "Model preset: llama-3.1-8b, qwen2.5-32b, llama-3.1-70b")
+  c.add_option("--model", model_, "Model preset: llama-3.1-8b, qwen2.5-32b, llama-3.1-70b")
       ->capture_default_str()
       ->group(fleet_group);
-  c.add_option("--gpu", options_.gpu, "GPU preset: h100, h200")
-      ->capture_default_str()
-      ->group(fleet_group);
-  c.add_option("--tp", options_.tp, "Tensor parallelism per engine")
+  c.add_option("--gpu", gpu_, "GPU preset: h100, h200")->capture_default_str()->group(fleet_group);
+  c.add_option("--tp", options_.engine.tp, "Tensor parallelism per engine")
       ->capture_default_str()
       ->group(fleet_group);
   max_total_tokens_option_ =
       c.add_option(
-           "--max-total-tokens", options_.max_total_tokens,
+           "--max-total-tokens", options_.engine.kv_pool.max_total_tokens,
            "Device KV tokens per engine; 0 = from the cost model (synthetic default: 262144)")
           ->type_name("N")
           ->group(fleet_group);
-  c.add_option("--hicache-ratio", options_.hicache_ratio,
+  c.add_option("--hicache-ratio", options_.engine.kv_pool.hicache_ratio,
                "Host tier size as a multiple of the device tier (+host-tier arms)")
       ->capture_default_str()
       ->group(fleet_group);
-  c.add_option("--max-running-requests", options_.scheduler.max_running_requests,
+  c.add_option("--max-running-requests", options_.engine.scheduler.max_running_requests,
                "Requests in an engine's running batch")
       ->capture_default_str()
       ->group(fleet_group);
-  c.add_option("--max-prefill-tokens", options_.scheduler.max_prefill_tokens,
+  c.add_option("--max-prefill-tokens", options_.engine.scheduler.max_prefill_tokens,
                "Prefill tokens per engine step")
       ->capture_default_str()
       ->group(fleet_group);
-  c.add_option("--chunked-prefill-size", options_.scheduler.chunked_prefill_size,
+  c.add_option("--chunked-prefill-size", options_.engine.scheduler.chunked_prefill_size,
                "Most prefill tokens of one request per step; 0 = no chunking")
       ->capture_default_str()
       ->group(fleet_group);
@@ -325,10 +324,14 @@ int ReplayCommand::Run() const {
       s = CheckFlagRange("--shared-prefix-blocks", shared_prefix_blocks_, 0, int64_t{1} << 40);
     }
     if (s.ok()) s = CheckFlagRange("--num-engines", int64_t{options.num_engines}, 1, 1024);
-    if (s.ok())
-      s = CheckFlagRange("--max-total-tokens", options.max_total_tokens, 0, int64_t{1} << 40);
-    if (s.ok())
-      s = CheckFlagRange("--hicache-ratio", options.hicache_ratio, 0.0, 100.0, LowerBound::kOpen);
+    if (s.ok()) {
+      s = CheckFlagRange("--max-total-tokens", options.engine.kv_pool.max_total_tokens, 0,
+                         int64_t{1} << 40);
+    }
+    if (s.ok()) {
+      s = CheckFlagRange("--hicache-ratio", options.engine.kv_pool.hicache_ratio, 0.0, 100.0,
+                         LowerBound::kOpen);
+    }
     if (s.ok()) {
       s = CheckFlagRange("--finished-subagent-priority",
                          int64_t{options.finished_subagent_priority}, 0, 100);
@@ -345,6 +348,14 @@ int ReplayCommand::Run() const {
     if (s.ok()) s = CheckOutputPath("--html", html_path_);
     if (!s.ok()) return ReportError(kName, s);
   }
+  {
+    StatusOr<engine::ModelPresetId> model = engine::ParseModelPreset(model_);
+    if (!model.ok()) return ReportError(kName, model.status());
+    options.engine.model = *model;
+    StatusOr<engine::GpuPresetId> gpu = engine::ParseGpuPreset(gpu_);
+    if (!gpu.ok()) return ReportError(kName, gpu.status());
+    options.engine.gpu = *gpu;
+  }
 
   const auto start = std::chrono::steady_clock::now();
   std::string description;
@@ -358,19 +369,16 @@ int ReplayCommand::Run() const {
     generator.context_scale = context_scale_ != 0 ? context_scale_ : kDefaultContextScale;
     generator.mean_session_interarrival = TimeNs::Seconds(interarrival_s);
     if (max_total_tokens_option_->count() == 0) {
-      options.max_total_tokens = kDefaultSyntheticMaxTotalTokens;
+      options.engine.kv_pool.max_total_tokens = kDefaultSyntheticMaxTotalTokens;
     }
     // A session ends before its context outgrows one engine's KV (its context window): at most
     // 90 % of the device tier, so that the prompt and its output always fit.
-    StatusOr<engine::CostModel> cost_model =
-        engine::CostModel::CreateByName(options.model, options.gpu, options.tp);
-    if (!cost_model.ok()) return ReportError(kName, cost_model.status());
-    const int64_t engine_blocks = options.max_total_tokens > 0
-                                      ? options.max_total_tokens / sim::kSyntheticBlockSize
-                                      : cost_model->KvCapacityBlocks(sim::kSyntheticBlockSize);
-    generator.max_context_blocks = std::clamp<int64_t>(
-        static_cast<int64_t>(0.9 * static_cast<double>(engine_blocks) / generator.context_scale), 1,
-        generator.max_context_blocks);
+    StatusOr<engine::KvPool> pool = sim::KvPoolPerEngine(options, sim::kSyntheticBlockSize);
+    if (!pool.ok()) return ReportError(kName, pool.status());
+    generator.max_context_blocks =
+        std::clamp<int64_t>(static_cast<int64_t>(0.9 * static_cast<double>(pool->device_blocks) /
+                                                 generator.context_scale),
+                            1, generator.max_context_blocks);
     StatusOr<sim::AgenticWorkload> generated = sim::GenerateSyntheticAgentic(generator);
     if (!generated.ok()) return ReportError(kName, generated.status());
     agentic = *std::move(generated);

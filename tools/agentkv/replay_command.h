@@ -51,6 +51,9 @@ class ReplayCommand {
   int64_t shared_prefix_blocks_ = -1;
   // Fleet and arms.
   sim::ReplayOptions options_;
+  // Preset names, parsed once by Run().
+  std::string model_ = "llama-3.1-8b";
+  std::string gpu_ = "h100";
   std::string session_close_mode_ = "release";
   std::vector<std::string> arms_;
   AgenticFlags agentic_;

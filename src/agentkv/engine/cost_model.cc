@@ -62,15 +62,22 @@ constexpr std::array<GpuPreset, 2> kGpuPresets = {{
 }};
 
 template <typename Preset>
-StatusOr<Preset> FindPreset(std::span<const Preset> presets, std::string_view kind,
-                            std::string_view name) {
-  for (const Preset& preset : presets) {
-    if (preset.name == name) return preset;
+StatusOr<size_t> IndexOfPreset(std::span<const Preset> presets, std::string_view kind,
+                               std::string_view name) {
+  for (size_t i = 0; i < presets.size(); ++i) {
+    if (presets[i].name == name) return i;
   }
   std::ostringstream msg;
   msg << "unknown " << kind << " preset \"" << name << "\"; known:";
   for (const Preset& preset : presets) msg << " " << preset.name;
   return NotFoundError(msg.str());
+}
+
+template <typename Preset>
+StatusOr<Preset> FindPreset(std::span<const Preset> presets, std::string_view kind,
+                            std::string_view name) {
+  AGENTKV_ASSIGN_OR_RETURN(const size_t index, IndexOfPreset(presets, kind, name));
+  return presets[index];
 }
 
 Status OutOfRange(std::string_view field, double value, std::string_view range) {
@@ -134,6 +141,31 @@ StatusOr<ModelPreset> FindModelPreset(std::string_view name) {
 
 StatusOr<GpuPreset> FindGpuPreset(std::string_view name) {
   return FindPreset(GpuPresets(), "gpu", name);
+}
+
+const ModelPreset& PresetOf(ModelPresetId id) {
+  const auto index = static_cast<size_t>(id);
+  AGENTKV_CHECK(index < kModelPresets.size()) << "model preset id " << index;
+  return kModelPresets[index];
+}
+
+const GpuPreset& PresetOf(GpuPresetId id) {
+  const auto index = static_cast<size_t>(id);
+  AGENTKV_CHECK(index < kGpuPresets.size()) << "gpu preset id " << index;
+  return kGpuPresets[index];
+}
+
+std::string_view PresetName(ModelPresetId id) { return PresetOf(id).name; }
+std::string_view PresetName(GpuPresetId id) { return PresetOf(id).name; }
+
+StatusOr<ModelPresetId> ParseModelPreset(std::string_view name) {
+  AGENTKV_ASSIGN_OR_RETURN(const size_t index, IndexOfPreset(ModelPresets(), "model", name));
+  return static_cast<ModelPresetId>(index);
+}
+
+StatusOr<GpuPresetId> ParseGpuPreset(std::string_view name) {
+  AGENTKV_ASSIGN_OR_RETURN(const size_t index, IndexOfPreset(GpuPresets(), "gpu", name));
+  return static_cast<GpuPresetId>(index);
 }
 
 Status CostModelOptions::Validate() const {
@@ -202,9 +234,9 @@ StatusOr<CostModel> CostModel::CreateByName(std::string_view model, std::string_
   return Create(model_preset, gpu_preset, tp, options);
 }
 
-int64_t CostModel::KvCapacityBlocks(int32_t tokens_per_block) const {
-  AGENTKV_CHECK(tokens_per_block > 0) << "tokens_per_block = " << tokens_per_block;
-  return kv_capacity_tokens_ / tokens_per_block;
+StatusOr<CostModel> CostModel::Create(ModelPresetId model, GpuPresetId gpu, int32_t tp,
+                                      const CostModelOptions& options) {
+  return Create(PresetOf(model), PresetOf(gpu), tp, options);
 }
 
 StepCost CostModel::Breakdown(const StepShape& shape) const {

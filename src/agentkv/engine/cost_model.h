@@ -1,8 +1,8 @@
 // CostModel: an analytic roofline for one engine scheduler step, and the KV capacity left on
 // the GPUs after the weights.
 //
-// The simulator's engine model asks `Estimate(shape)` how long a continuous-batching step takes
-// (prefill chunks plus decode tokens) and sizes its `kv::KvCacheManager` from
+// An Engine (engine.h) asks `Estimate(shape)` how long a continuous-batching step takes
+// (prefill chunks plus decode tokens), and SizeKvPool (kv_pool.h) sizes its KV cache from
 // `kv_capacity_tokens()`. A model is built once from a model preset, a GPU preset, a tensor
 // parallel degree and `CostModelOptions`; every formula is in docs/COST_MODEL.md. Pure: no
 // clocks, no I/O, no global state beyond the constexpr preset tables. Immutable value type,
@@ -52,6 +52,22 @@ struct GpuPreset {
 // The built-in presets, in lookup order. Names are lower case.
 std::span<const ModelPreset> ModelPresets();
 std::span<const GpuPreset> GpuPresets();
+
+// A built-in model preset, as library options name it; the command line parses the name once
+// (ParseModelPreset). Values index ModelPresets().
+enum class ModelPresetId : uint8_t { kLlama31_8b, kQwen25_32b, kLlama31_70b };
+// A built-in GPU preset; values index GpuPresets().
+enum class GpuPresetId : uint8_t { kH100, kH200 };
+
+const ModelPreset& PresetOf(ModelPresetId id);
+const GpuPreset& PresetOf(GpuPresetId id);
+// The preset's user-facing name ("llama-3.1-8b", "h100").
+std::string_view PresetName(ModelPresetId id);
+std::string_view PresetName(GpuPresetId id);
+// The preset named `name` (exact, lower case). NotFound listing every known name (the message
+// FindModelPreset and FindGpuPreset give) when there is none.
+[[nodiscard]] StatusOr<ModelPresetId> ParseModelPreset(std::string_view name);
+[[nodiscard]] StatusOr<GpuPresetId> ParseGpuPreset(std::string_view name);
 
 // Returns the preset named `name` (exact, lower case, e.g. "llama-3.1-8b").
 // NotFound listing every known name when there is none.
@@ -124,6 +140,9 @@ class CostModel {
   // is out of range; or the model does not fit (no KV token left), naming model, gpu and tp.
   [[nodiscard]] static StatusOr<CostModel> Create(const ModelPreset& model, const GpuPreset& gpu,
                                                   int32_t tp, const CostModelOptions& options = {});
+  // As Create, for built-in presets.
+  [[nodiscard]] static StatusOr<CostModel> Create(ModelPresetId model, GpuPresetId gpu, int32_t tp,
+                                                  const CostModelOptions& options = {});
   // As Create, looking both presets up by name; NotFound for an unknown name.
   [[nodiscard]] static StatusOr<CostModel> CreateByName(std::string_view model,
                                                         std::string_view gpu, int32_t tp,
@@ -136,9 +155,6 @@ class CostModel {
   // floor((memory * tp * memory_fraction - weight_bytes - reserve * tp) / kv_bytes_per_token);
   // always >= 1.
   int64_t kv_capacity_tokens() const { return kv_capacity_tokens_; }
-  // Whole blocks of `tokens_per_block` tokens that fit in kv_capacity_tokens().
-  // Precondition: tokens_per_block > 0.
-  int64_t KvCapacityBlocks(int32_t tokens_per_block) const;
 
   // Wall time of one step. An empty step (no prefill and no decode tokens) costs 0.
   // Precondition: every field of `shape` >= 0, and num_requests >= 1 when tokens > 0.

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <set>
 #include <sstream>
 #include <string>
@@ -17,6 +16,7 @@
 #include <utility>
 
 #include "agentkv/base/bounds.h"
+#include "agentkv/engine/kv_pool.h"
 #include "agentkv/kv/block_key.h"
 #include "agentkv/kv/kv_cache_manager.h"
 
@@ -351,9 +351,7 @@ StatusOr<AgenticReplayResult> RunAgenticReplay(const std::vector<WekaConversatio
   result.device_blocks =
       options.capacity_blocks.has_value()
           ? *options.capacity_blocks
-          : std::max<int64_t>(
-                1, static_cast<int64_t>(std::floor(options.capacity_fraction *
-                                                   static_cast<double>(result.unique_blocks))));
+          : engine::BlocksForFraction(options.capacity_fraction, result.unique_blocks);
   result.host_blocks = options.host_blocks;
   if (!timeline.schedule.empty()) {
     result.span = timeline.schedule.back().time;

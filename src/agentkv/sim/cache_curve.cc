@@ -6,13 +6,13 @@
 #include "agentkv/sim/cache_curve.h"
 
 #include <algorithm>
-#include <cmath>
 #include <span>
 #include <sstream>
 #include <string>
 #include <utility>
 
 #include "agentkv/base/strong_id.h"
+#include "agentkv/engine/kv_pool.h"
 #include "agentkv/kv/block_key.h"
 #include "agentkv/kv/kv_cache_manager.h"
 #include "agentkv/kv/kv_cache_options.h"
@@ -165,8 +165,7 @@ StatusOr<std::vector<CacheCurvePoint>> RunCacheCurve(const std::vector<MooncakeR
     capacities.emplace_back(fraction, *options.capacity_blocks);
   } else {
     for (const double f : options.fractions) {
-      const auto floored = static_cast<int64_t>(std::floor(f * static_cast<double>(unique_blocks)));
-      capacities.emplace_back(f, std::max<int64_t>(1, floored));
+      capacities.emplace_back(f, engine::BlocksForFraction(f, unique_blocks));
     }
   }
 

@@ -16,8 +16,7 @@ constexpr int64_t kMaxEventLogCapacity = int64_t{1} << 26;
 }  // namespace
 
 Status EngineModelOptions::Validate() const {
-  AGENTKV_RETURN_IF_ERROR(scheduler.Validate());
-  AGENTKV_RETURN_IF_ERROR(cache.Validate());
+  AGENTKV_RETURN_IF_ERROR(config.Validate());
   if (empty_step_time < TimeNs(1) || empty_step_time > TimeNs::Millis(1000)) {
     return InvalidArgumentError("empty_step_time must be in [1 ns, 1 s], got " +
                                 std::to_string(empty_step_time.ns()) + " ns");
@@ -31,31 +30,23 @@ Status EngineModelOptions::Validate() const {
 }
 
 StatusOr<std::unique_ptr<EngineModel>> EngineModel::Create(EventLoop* loop,
-                                                           const engine::CostModel& cost_model,
                                                            const EngineModelOptions& options) {
   AGENTKV_CHECK(loop != nullptr);
   AGENTKV_RETURN_IF_ERROR(options.Validate());
-  kv::KvCacheOptions cache_options = options.cache;
-  if (cache_options.device_blocks == 0) {
-    cache_options.device_blocks = cost_model.KvCapacityBlocks(cache_options.tokens_per_block);
-  }
+  engine::EngineConfig config = options.config;
+  AGENTKV_ASSIGN_OR_RETURN(const engine::KvPool pool, engine::SizeKvPool(config));
   // The engine drains the log around every step and every close; one step (or close) moves
   // each block at most a few times, so twice the blocks of both tiers never overflows.
-  cache_options.event_log_capacity =
-      std::max(cache_options.event_log_capacity,
-               std::min(kMaxEventLogCapacity,
-                        2 * (cache_options.device_blocks + cache_options.host_blocks) + 4096));
-  AGENTKV_ASSIGN_OR_RETURN(kv::KvCacheManager cache, kv::KvCacheManager::Create(cache_options));
-  AGENTKV_ASSIGN_OR_RETURN(engine::StepScheduler scheduler,
-                           engine::StepScheduler::Create(options.scheduler, std::move(cache)));
-  return std::unique_ptr<EngineModel>(
-      new EngineModel(loop, cost_model, options, std::move(scheduler)));
+  config.cache.event_log_capacity =
+      std::max(config.cache.event_log_capacity,
+               std::min(kMaxEventLogCapacity, 2 * (pool.device_blocks + pool.host_blocks) + 4096));
+  AGENTKV_ASSIGN_OR_RETURN(engine::Engine engine, engine::Engine::Create(config));
+  return std::unique_ptr<EngineModel>(new EngineModel(loop, options, std::move(engine)));
 }
 
-EngineModel::EngineModel(EventLoop* loop, const engine::CostModel& cost_model,
-                         const EngineModelOptions& options, engine::StepScheduler scheduler)
-    : loop_(loop), cost_model_(cost_model), options_(options) {
-  scheduler_.emplace(std::move(scheduler));
+EngineModel::EngineModel(EventLoop* loop, const EngineModelOptions& options, engine::Engine engine)
+    : loop_(loop), options_(options) {
+  engine_.emplace(std::move(engine));
 }
 
 Status EngineModel::Submit(engine::SchedulerRequest request) {
@@ -63,13 +54,13 @@ Status EngineModel::Submit(engine::SchedulerRequest request) {
   // A request of no prompt or no output is malformed (the scheduler's error below); one that
   // is well formed but too large for this engine is refused.
   if (request.prompt_tokens >= 1 && request.max_new_tokens >= 1 &&
-      !scheduler_->CheckFits(request.prompt_tokens, request.max_new_tokens).ok()) {
+      !engine_->scheduler().CheckFits(request.prompt_tokens, request.max_new_tokens).ok()) {
     if (records_.contains(id)) return AlreadyExistsError("request already submitted");
     EngineRequestRecord record;
     record.id = id;
     record.arrival = loop_->now();
     record.report.id = id;
-    record.report.submitted = scheduler_->current_step();
+    record.report.submitted = engine_->scheduler().current_step();
     record.report.rejected = true;
     records_.emplace(id, record);
     // In an event of its own: the caller finishes its bookkeeping of the submit first.
@@ -78,7 +69,7 @@ Status EngineModel::Submit(engine::SchedulerRequest request) {
   }
   std::vector<kv::BlockKey> keys = request.prompt_keys;
   const std::optional<ConversationId> conversation = request.kv_options.conversation;
-  AGENTKV_RETURN_IF_ERROR(scheduler_->Submit(std::move(request)));
+  AGENTKV_RETURN_IF_ERROR(engine_->mutable_scheduler().Submit(std::move(request)));
   pending_keys_.emplace(id, std::move(keys));
   if (conversation.has_value()) {
     auto pin = pins_.find(*conversation);
@@ -101,7 +92,7 @@ Status EngineModel::Submit(engine::SchedulerRequest request) {
 void EngineModel::CompleteRefused(RequestId id) {
   EngineRequestRecord& record = records_.at(id);
   record.finished = loop_->now();
-  record.report.finished = scheduler_->current_step();
+  record.report.finished = engine_->scheduler().current_step();
   completion_order_.push_back(id);
   if (on_complete_) on_complete_(record);
 }
@@ -114,7 +105,7 @@ const EngineRequestRecord* EngineModel::FindRecord(RequestId id) const {
 int64_t EngineModel::PinPrefix(ConversationId conversation, std::span<const kv::BlockKey> keys,
                                TimeNs ttl) {
   AGENTKV_CHECK(ttl > TimeNs(0)) << "pin ttl must be positive";
-  kv::KvCacheManager& cache = scheduler_->mutable_cache();
+  kv::KvCacheManager& cache = engine_->mutable_scheduler().mutable_cache();
   Pin& pin = pins_[conversation];
   pin.generation = next_pin_generation_++;
   pin.keys.assign(keys.begin(), keys.end());
@@ -135,7 +126,7 @@ void EngineModel::ExpirePin(ConversationId conversation, uint64_t generation) {
   if (it == pins_.end() || it->second.generation != generation) return;
   Pin& pin = it->second;
   if (!pin.returned) ++pin_counters_.expired;
-  kv::KvCacheManager& cache = scheduler_->mutable_cache();
+  kv::KvCacheManager& cache = engine_->mutable_scheduler().mutable_cache();
   const kv::Priority fallback = cache.options().default_priority;
   for (const kv::BlockKey key : pin.keys) {
     StatusOr<kv::Priority> priority = cache.GetPriority(key);
@@ -147,7 +138,7 @@ void EngineModel::ExpirePin(ConversationId conversation, uint64_t generation) {
 }
 
 void EngineModel::DrainCacheEvents() {
-  for (const kv::KvEvent& event : scheduler_->mutable_cache().TakeEvents()) {
+  for (const kv::KvEvent& event : engine_->mutable_scheduler().mutable_cache().TakeEvents()) {
     switch (event.kind) {
       case kv::KvEventKind::kDropped:
       case kv::KvEventKind::kEvicted:
@@ -159,7 +150,7 @@ void EngineModel::DrainCacheEvents() {
     }
     if (options_.keep_events) events_.push_back(event);
   }
-  AGENTKV_CHECK(scheduler_->cache().dropped_events() == 0)
+  AGENTKV_CHECK(engine_->scheduler().cache().dropped_events() == 0)
       << "the KV event log overflowed; the miss split would be wrong";
 }
 
@@ -169,9 +160,9 @@ void EngineModel::RecordFirstAdmission(RequestId id) {
   record.first_scheduled = loop_->now();
   auto keys = pending_keys_.find(id);
   AGENTKV_CHECK(keys != pending_keys_.end()) << "admitted request " << id << " has no keys";
-  const engine::RequestReport* report = scheduler_->FindReport(id);
+  const engine::RequestReport* report = engine_->scheduler().FindReport(id);
   AGENTKV_CHECK(report != nullptr);
-  const int64_t block = scheduler_->cache().tokens_per_block();
+  const int64_t block = engine_->scheduler().cache().tokens_per_block();
   const int64_t cached_blocks = (report->cached_device_tokens + report->cached_host_tokens) / block;
   int64_t lost = 0;
   for (size_t i = static_cast<size_t>(cached_blocks); i < keys->second.size(); ++i) {
@@ -187,27 +178,18 @@ void EngineModel::StartStep() {
   // Closes and pins between steps may have produced events; drain them before the step so
   // that the step's admissions see every block lost so far.
   DrainCacheEvents();
-  const int64_t onboards_before = scheduler_->cache().stats().onboards;
-  engine::StepResult result = scheduler_->Step();
-  const int64_t onboarded_blocks = scheduler_->cache().stats().onboards - onboards_before;
+  engine::EngineStep step = engine_->Step();
   DrainCacheEvents();
-  for (RequestId id : result.admitted) RecordFirstAdmission(id);
+  for (RequestId id : step.result.admitted) RecordFirstAdmission(id);
   ++num_steps_;
-  engine::StepShape shape;
-  shape.prefill_tokens = result.prefill_tokens;
-  shape.decode_tokens = result.decode_tokens;
-  shape.num_requests = static_cast<int64_t>(result.batch.size());
-  for (const engine::ScheduledWork& work : result.batch)
-    shape.context_tokens += work.context_tokens;
-  shape.host_load_tokens = onboarded_blocks * scheduler_->cache().tokens_per_block();
   TimeNs duration = options_.empty_step_time;
   if (options_.fixed_step_time.has_value()) {
     duration = *options_.fixed_step_time;
-  } else if (shape.prefill_tokens + shape.decode_tokens > 0) {
-    duration = cost_model_.Estimate(shape);
+  } else if (step.computed()) {
+    duration = step.cost;
   }
   busy_time_ += duration;
-  loop_->ScheduleAfter(duration, [this, result = std::move(result)] { EndStep(result); });
+  loop_->ScheduleAfter(duration, [this, result = std::move(step.result)] { EndStep(result); });
 }
 
 void EngineModel::EndStep(const engine::StepResult& result) {
@@ -219,7 +201,7 @@ void EngineModel::EndStep(const engine::StepResult& result) {
   }
   for (RequestId id : result.finished) {
     EngineRequestRecord& record = records_.at(id);
-    StatusOr<engine::RequestReport> report = scheduler_->TakeReport(id);
+    StatusOr<engine::RequestReport> report = engine_->mutable_scheduler().TakeReport(id);
     AGENTKV_CHECK(report.ok()) << "finished request " << id << ": " << report.status();
     record.finished = now;
     record.report = *std::move(report);
@@ -232,7 +214,7 @@ void EngineModel::EndStep(const engine::StepResult& result) {
   }
   // Decide before the callbacks run: a callback's Submit() sees the engine busy and relies on
   // the step started below.
-  const bool more = scheduler_->num_running() + scheduler_->num_waiting() > 0;
+  const bool more = engine_->scheduler().num_running() + engine_->scheduler().num_waiting() > 0;
   if (!more) busy_ = false;
   for (RequestId id : result.finished) {
     if (on_complete_) on_complete_(records_.at(id));

@@ -1,9 +1,10 @@
-// EngineModel: one simulated engine, the real engine::StepScheduler priced by engine::CostModel
-// on the simulator's EventLoop.
+// EngineModel: one simulated engine, an engine::Engine (the real StepScheduler over the real
+// KvCacheManager, priced by the CostModel, all built from one engine::EngineConfig) paced on the
+// simulator's EventLoop.
 //
 // Timing. The engine runs one scheduler step at a time. A step that starts at time t calls
-// StepScheduler::Step() (admission, prefill chunks, decodes, preemption happen at t) and lasts
-// d = CostModel::Estimate(shape of that step); its outputs appear at t + d: requests that
+// Engine::Step() (admission, prefill chunks, decodes, preemption happen at t) and lasts
+// d = the step's cost-model estimate; its outputs appear at t + d: requests that
 // emitted their first token get first_token = t + d, requests that finished get finished = t + d
 // and their completion callback runs then. If work remains (running or waiting requests) the
 // next step starts at once, at t + d; otherwise the engine goes idle and schedules nothing.
@@ -25,10 +26,10 @@
 // priority until a time-to-live elapses in simulated time; a later pin of the same conversation
 // supersedes an earlier one, and only the current pin's expiry restores the default priority.
 //
-// Deterministic: a pure function of the options, the cost model and the Submit() calls with
-// their times. Hash maps are looked up, never iterated. Single-threaded (the EventLoop's
-// thread); not copyable or movable (pending events point at it). The engine must outlive every
-// run of the loop while it has a step (busy()) or a refused request's completion pending.
+// Deterministic: a pure function of the options and the Submit() calls with their times. Hash maps
+// are looked up, never iterated. Single-threaded (the EventLoop's thread); not copyable or movable
+// (pending events point at it). The engine must outlive every run of the loop while it has a step
+// (busy()) or a refused request's completion pending.
 #ifndef AGENTKV_SIM_ENGINE_MODEL_H_
 #define AGENTKV_SIM_ENGINE_MODEL_H_
 
@@ -45,6 +46,8 @@
 #include "agentkv/base/strong_id.h"
 #include "agentkv/base/time.h"
 #include "agentkv/engine/cost_model.h"
+#include "agentkv/engine/engine.h"
+#include "agentkv/engine/engine_config.h"
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/block_key.h"
 #include "agentkv/kv/kv_cache_options.h"
@@ -54,10 +57,9 @@
 namespace agentkv::sim {
 
 struct EngineModelOptions {
-  engine::StepSchedulerOptions scheduler;
-  // The engine's KV cache. device_blocks = 0 (the default) sizes the device tier from the cost
-  // model: CostModel::KvCapacityBlocks(cache.tokens_per_block).
-  kv::KvCacheOptions cache;
+  // The engine: presets, scheduler, KV pool (engine::SizeKvPool sizes the tiers) and KV cache
+  // policies. The model raises config.cache.event_log_capacity to what it drains per step.
+  engine::EngineConfig config;
   // Duration of a step that computes no token. Default: 1 ms. Range: [1 ns, 1 s].
   TimeNs empty_step_time = TimeNs::Millis(1);
   // When set, every step lasts exactly this long instead of the cost model's estimate (a tiny
@@ -66,7 +68,7 @@ struct EngineModelOptions {
   // Keep every KV cache event (for golden tests and debugging); see events(). Default: false.
   bool keep_events = false;
 
-  // InvalidArgument naming the first bad field (scheduler and cache options included).
+  // InvalidArgument naming the first bad field (the engine config's included).
   Status Validate() const;
 };
 
@@ -100,9 +102,9 @@ class EngineModel {
   // Submit() (closed-loop agents) on this or another engine.
   using CompletionCallback = std::function<void(const EngineRequestRecord&)>;
 
-  // Validates `options`, builds the KV cache and the scheduler. `loop` must outlive the engine.
+  // Validates `options` and builds the engine (engine::Engine::Create). `loop` must outlive
+  // the engine model.
   static StatusOr<std::unique_ptr<EngineModel>> Create(EventLoop* loop,
-                                                       const engine::CostModel& cost_model,
                                                        const EngineModelOptions& options);
 
   EngineModel(const EngineModel&) = delete;
@@ -140,9 +142,11 @@ class EngineModel {
 
   // Whether a step is in flight (an event pending for this engine).
   bool busy() const { return busy_; }
-  engine::SchedulerGauges gauges() const { return scheduler_->gauges(); }
+  engine::SchedulerGauges gauges() const { return engine_->scheduler().gauges(); }
   // Requests running plus waiting: the load a router sees.
-  int64_t in_flight() const { return scheduler_->num_running() + scheduler_->num_waiting(); }
+  int64_t in_flight() const {
+    return engine_->scheduler().num_running() + engine_->scheduler().num_waiting();
+  }
 
   // The record of a submitted request (partial while it runs), or nullptr for an unknown id.
   const EngineRequestRecord* FindRecord(RequestId id) const;
@@ -152,14 +156,14 @@ class EngineModel {
   // Sum of every step's duration (the engine's busy time).
   TimeNs busy_time() const { return busy_time_; }
 
-  const engine::CostModel& cost_model() const { return cost_model_; }
-  const engine::StepScheduler& scheduler() const { return *scheduler_; }
+  const engine::Engine& engine() const { return *engine_; }
+  const engine::CostModel& cost_model() const { return engine_->cost_model(); }
+  const engine::StepScheduler& scheduler() const { return engine_->scheduler(); }
   // For session closes and priority changes (see StepScheduler::mutable_cache).
-  engine::StepScheduler& mutable_scheduler() { return *scheduler_; }
+  engine::StepScheduler& mutable_scheduler() { return engine_->mutable_scheduler(); }
 
  private:
-  EngineModel(EventLoop* loop, const engine::CostModel& cost_model,
-              const EngineModelOptions& options, engine::StepScheduler scheduler);
+  EngineModel(EventLoop* loop, const EngineModelOptions& options, engine::Engine engine);
 
   // Completes refused request `id` at now() (see Submit).
   void CompleteRefused(RequestId id);
@@ -181,9 +185,8 @@ class EngineModel {
   };
 
   EventLoop* loop_;
-  engine::CostModel cost_model_;
   EngineModelOptions options_;
-  std::optional<engine::StepScheduler> scheduler_;
+  std::optional<engine::Engine> engine_;
   CompletionCallback on_complete_;
   bool busy_ = false;
   int64_t num_steps_ = 0;

@@ -19,7 +19,6 @@ Status FleetModelOptions::Validate() const {
 }
 
 StatusOr<std::unique_ptr<FleetModel>> FleetModel::Create(EventLoop* loop,
-                                                         const engine::CostModel& cost_model,
                                                          const FleetModelOptions& options) {
   AGENTKV_CHECK(loop != nullptr);
   AGENTKV_RETURN_IF_ERROR(options.Validate());
@@ -31,7 +30,7 @@ StatusOr<std::unique_ptr<FleetModel>> FleetModel::Create(EventLoop* loop,
   engines.reserve(static_cast<size_t>(options.num_engines));
   for (int32_t i = 0; i < options.num_engines; ++i) {
     AGENTKV_ASSIGN_OR_RETURN(std::unique_ptr<EngineModel> engine,
-                             EngineModel::Create(loop, cost_model, options.engine));
+                             EngineModel::Create(loop, options.engine));
     engines.push_back(std::move(engine));
   }
   return std::unique_ptr<FleetModel>(new FleetModel(std::move(router), std::move(engines)));

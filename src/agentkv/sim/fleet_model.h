@@ -6,7 +6,8 @@
 // engine at the loop's now(). The live load stands in for sgl-router's view; the coordinator
 // that polls gauges every 2 s of simulated time sits in front of this class, not in it.
 //
-// Engines are EngineId 0 .. num_engines-1, all built from the same cost model and options.
+// Engines are EngineId 0 .. num_engines-1, all built from the same options (one
+// engine::EngineConfig).
 // CloseSessionOnEveryEngine() closes a session on each engine's KV cache, as the lifecycle
 // planner does when a session ends.
 //
@@ -24,7 +25,6 @@
 
 #include "agentkv/base/status.h"
 #include "agentkv/base/strong_id.h"
-#include "agentkv/engine/cost_model.h"
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/sim/engine_model.h"
 #include "agentkv/sim/event_loop.h"
@@ -51,7 +51,6 @@ class FleetModel {
 
   // Validates `options` and builds the router and the engines. `loop` must outlive the fleet.
   static StatusOr<std::unique_ptr<FleetModel>> Create(EventLoop* loop,
-                                                      const engine::CostModel& cost_model,
                                                       const FleetModelOptions& options);
 
   FleetModel(const FleetModel&) = delete;

@@ -1,7 +1,9 @@
 #include "agentkv/sim/gateway_model.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
+#include <variant>
 
 #include "agentkv/base/bounds.h"
 #include "agentkv/base/check.h"
@@ -12,13 +14,22 @@
 // Invariants (CheckDrained at the end of a run):
 // - in_flight_ counts requests received and not completed; each is either in waiting_ (by
 //   rid) or dispatched to an engine (records_[id].dispatched set, completion pending).
-// - lease_of_ holds the lease of each dispatched request admitted with one, until completion.
-// - Every request's attempt is finished in the planner when it completes.
+// - Every attempt is live in flow_ exactly while its request is in flight; the flow holds the
+//   lease of each admitted attempt and returns it (ReturnLease) when the attempt finishes.
+// - Every flow action is performed before control returns to the event loop.
 
 namespace agentkv::sim {
 namespace {
 
-std::string SessionName(SessionId session) { return std::to_string(session.value()); }
+control::GatewayFlowOptions FlowOptionsFrom(const GatewayModelOptions& options) {
+  control::GatewayFlowOptions flow;
+  flow.lifecycle = options.agentic.agentic_session_lifecycle;
+  // Simulated agents close every session they use; the idle timeout is the served gateway's
+  // net for clients that never close.
+  flow.idle_timeout = TimeNs(0);
+  flow.drain_timeout = options.session_drain_timeout;
+  return flow;
+}
 
 }  // namespace
 
@@ -27,6 +38,10 @@ Status GatewayModelOptions::Validate() const {
   if (!(agentic.poll_interval_s > 0.0)) {
     return InvalidArgumentError("poll_interval_s must be > 0, got " +
                                 std::to_string(agentic.poll_interval_s));
+  }
+  if (session_drain_timeout < TimeNs(0)) {
+    return InvalidArgumentError("session_drain_timeout must be >= 0 s, got " +
+                                std::to_string(session_drain_timeout.seconds()) + " s");
   }
   if (continuum_ttl.has_value() && *continuum_ttl <= TimeNs(0)) {
     return InvalidArgumentError("continuum_ttl must be > 0 s, got " +
@@ -40,10 +55,10 @@ StatusOr<std::unique_ptr<GatewayModel>> GatewayModel::Create(EventLoop* loop, Fl
   AGENTKV_CHECK(loop != nullptr && fleet != nullptr);
   AGENTKV_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<GatewayModel> gateway(new GatewayModel(loop, fleet, options));
-  fleet->set_completion_callback([g = gateway.get()](EngineId engine,
-                                                     const EngineRequestRecord& record) {
-    g->OnEngineComplete(engine, record);
-  });
+  fleet->set_completion_callback(
+      [g = gateway.get()](EngineId engine, const EngineRequestRecord& record) {
+        g->OnEngineComplete(engine, record);
+      });
   return gateway;
 }
 
@@ -52,7 +67,7 @@ GatewayModel::GatewayModel(EventLoop* loop, FleetModel* fleet, const GatewayMode
       fleet_(fleet),
       options_(options),
       poll_interval_(options.agentic.poll_interval()),
-      planner_(control::SessionLifecycleOptions{options.agentic.agentic_session_lifecycle}),
+      flow_(FlowOptionsFrom(options)),
       origin_(loop->now()) {
   if (options.agentic.agentic_program_admission) {
     coordinator_ = std::make_unique<control::AdmissionCoordinator>(
@@ -65,10 +80,13 @@ Status GatewayModel::Submit(GatewayRequest request) {
   if (records_.contains(id)) {
     return AlreadyExistsError("request " + std::to_string(id.value()) + " was already received");
   }
-  const std::string session = SessionName(request.session);
-  if (!planner_.phase(session).ok()) AGENTKV_RETURN_IF_ERROR(planner_.OpenSession(session));
-  AGENTKV_ASSIGN_OR_RETURN(std::string rid,
-                           planner_.BeginAttempt(session, std::to_string(id.value()), 0));
+  AGENTKV_ASSIGN_OR_RETURN(
+      std::string rid,
+      flow_.BeginAttempt(request.session, std::to_string(id.value()),
+                         control::AttemptSpec{.awaits_admission = coordinator_ != nullptr},
+                         loop_->now()));
+  // Opening a session at the cap may have ended an idle one.
+  PerformActions();
   PollIfStale();
   GatewayRecord record;
   record.id = id;
@@ -105,10 +123,14 @@ Status GatewayModel::Submit(GatewayRequest request) {
     waiting_.emplace(rid, std::move(pending));
     return Status::Ok();
   }
-  if (decision->action == control::AdmissionAction::kRefuse) {
+  StatusOr<control::AdmissionVerdict> verdict = flow_.OnAdmission(rid, *decision);
+  AGENTKV_CHECK(verdict.ok()) << verdict.status();
+  if (*verdict == control::AdmissionVerdict::kRefused) {
     Refuse(pending, *decision);
     return Status::Ok();
   }
+  AGENTKV_CHECK(*verdict == control::AdmissionVerdict::kDispatch)
+      << "a new attempt's decision was " << control::AdmissionVerdictName(*verdict);
   Status dispatched = Dispatch(std::move(pending), &*decision);
   if (!dispatched.ok()) {
     records_.erase(id);
@@ -126,15 +148,12 @@ Status GatewayModel::Dispatch(Pending pending, const control::AdmissionDecision*
     record.admission_reason = decision->reason;
   }
   auto abandon = [&](const Status& error) {
-    if (decision != nullptr && decision->lease_id.has_value()) {
-      coordinator_->Release(*decision->lease_id, loop_->now());
-    }
-    AGENTKV_CHECK(planner_.MarkFinished(pending.rid).ok());
+    FinishAttempt(pending.rid);  // Returns the lease, if any.
     return error;
   };
-  StatusOr<control::GenerateIdentity> identity = planner_.MarkDispatched(pending.rid);
+  StatusOr<control::DispatchIdentity<SessionId>> identity = flow_.Dispatch(pending.rid);
   if (!identity.ok()) return abandon(identity.status());
-  if (identity->session_id.has_value()) request.request.kv_options.session = request.session;
+  if (identity->session.has_value()) request.request.kv_options.session = *identity->session;
   if (options_.continuum_ttl.has_value() && request.ends_in_tool_call) {
     pin_keys_[id] = request.request.prompt_keys;
   }
@@ -146,9 +165,6 @@ Status GatewayModel::Dispatch(Pending pending, const control::AdmissionDecision*
   record.dispatched = loop_->now();
   record.engine = *engine;
   rid_of_.emplace(id, pending.rid);
-  if (decision != nullptr && decision->lease_id.has_value()) {
-    lease_of_.emplace(id, *decision->lease_id);
-  }
   return Status::Ok();
 }
 
@@ -159,23 +175,51 @@ void GatewayModel::DispatchResolved() {
        !resolved.empty(); resolved = coordinator_->TakeResolved()) {
     for (const control::AdmissionDecision& decision : resolved) {
       auto it = waiting_.find(decision.ticket);
-      AGENTKV_CHECK(it != waiting_.end()) << "resolved ticket " << decision.ticket << " not waiting";
+      AGENTKV_CHECK(it != waiting_.end())
+          << "resolved ticket " << decision.ticket << " not waiting";
       Pending pending = std::move(it->second);
       waiting_.erase(it);
-      const RequestId id = pending.request.request.id;
-      if (decision.action == control::AdmissionAction::kRefuse) {
-        Refuse(pending, decision);
-        continue;
-      }
-      Status dispatched = Dispatch(std::move(pending), &decision);
-      if (!dispatched.ok()) {
-        GatewayRecord& record = records_.at(id);
-        record.dispatch_error = dispatched;
-        --in_flight_;
-        if (on_complete_) on_complete_(record, nullptr);
-      }
+      OnResolved(std::move(pending), decision);
     }
   }
+}
+
+void GatewayModel::OnResolved(Pending pending, const control::AdmissionDecision& decision) {
+  StatusOr<control::AdmissionVerdict> verdict = flow_.OnAdmission(pending.rid, decision);
+  AGENTKV_CHECK(verdict.ok()) << verdict.status();
+  switch (*verdict) {
+    case control::AdmissionVerdict::kRefused:
+      Refuse(pending, decision);
+      return;
+    case control::AdmissionVerdict::kCancelled:
+      CompleteCancelled(pending, decision);
+      return;
+    case control::AdmissionVerdict::kClientGone:
+      AGENTKV_CHECK(false) << "simulated clients never leave";
+      return;
+    case control::AdmissionVerdict::kDispatch:
+      break;
+  }
+  const RequestId id = pending.request.request.id;
+  Status dispatched = Dispatch(std::move(pending), &decision);
+  if (!dispatched.ok()) {
+    GatewayRecord& record = records_.at(id);
+    record.dispatch_error = dispatched;
+    --in_flight_;
+    if (on_complete_) on_complete_(record, nullptr);
+  }
+}
+
+void GatewayModel::CompleteCancelled(const Pending& pending,
+                                     const control::AdmissionDecision& decision) {
+  GatewayRecord& record = records_.at(pending.request.request.id);
+  record.admission_action = decision.action;
+  record.admission_reason = decision.reason;
+  record.dispatch_error =
+      FailedPreconditionError("the session was closed while the request waited for admission");
+  FinishAttempt(pending.rid);
+  --in_flight_;
+  if (on_complete_) on_complete_(record, nullptr);
 }
 
 void GatewayModel::Refuse(const Pending& pending, const control::AdmissionDecision& decision) {
@@ -192,7 +236,7 @@ void GatewayModel::Refuse(const Pending& pending, const control::AdmissionDecisi
   account.report.uncached_tokens = pending.request.request.prompt_tokens;
   account.cold_tokens = pending.request.request.prompt_tokens;
   const EngineRequestRecord& stored = refused_.insert_or_assign(id, account).first->second;
-  AGENTKV_CHECK(planner_.MarkFinished(pending.rid).ok());
+  FinishAttempt(pending.rid);
   --in_flight_;
   if (on_complete_) on_complete_(record, &stored);
 }
@@ -213,12 +257,8 @@ void GatewayModel::OnEngineComplete(EngineId engine, const EngineRequestRecord& 
     }
     pin_keys_.erase(pin);
   }
-  if (auto lease = lease_of_.find(record.id); lease != lease_of_.end()) {
-    coordinator_->Release(lease->second, loop_->now());
-    lease_of_.erase(lease);
-  }
   if (auto rid = rid_of_.find(record.id); rid != rid_of_.end()) {
-    AGENTKV_CHECK(planner_.MarkFinished(rid->second).ok());
+    FinishAttempt(rid->second);  // Returns the lease; may end a draining session.
     rid_of_.erase(rid);
   }
   if (on_complete_) on_complete_(it->second, &record);
@@ -226,26 +266,68 @@ void GatewayModel::OnEngineComplete(EngineId engine, const EngineRequestRecord& 
 }
 
 std::vector<int64_t> GatewayModel::EndSession(SessionId session) {
-  const std::string name = SessionName(session);
   std::vector<int64_t> freed;
-  if (!planner_.phase(name).ok()) return freed;
-  AGENTKV_CHECK(planner_.Terminate(name, control::TerminalReason::kFinished).ok());
-  for (const control::LifecycleAction& action : planner_.TakeActions()) {
-    if (const auto* close = std::get_if<control::CloseSessionAction>(&action)) {
-      freed = fleet_->CloseSessionOnEveryEngine(SessionId(std::stoll(close->session_id)));
-      engine_session_closes_ += static_cast<int64_t>(freed.size());
-      for (int64_t tokens : freed) tokens_freed_by_close_ += tokens;
-      AGENTKV_CHECK(planner_.OnCloseOutcome(close->session_id, /*succeeded=*/true).ok());
-    } else {
-      // The driver ends a session only after its last request completed, so there is nothing
-      // to cancel or abort.
-      AGENTKV_CHECK(false) << "unexpected lifecycle action at the end of session " << name;
+  if (!flow_.Knows(session)) return freed;
+  flow_.Close(session, control::TerminalReason::kFinished, next_close_request_++, loop_->now());
+  freed_now_ = &freed;
+  PerformActions();
+  freed_now_ = nullptr;
+  // Cancelled admission waits resolve in the coordinator; their requests complete now.
+  DispatchResolved();
+  EnsureDrainSweep();
+  return freed;
+}
+
+void GatewayModel::FinishAttempt(const std::string& rid) {
+  flow_.Finish(rid, loop_->now());
+  PerformActions();
+}
+
+void GatewayModel::PerformActions() {
+  for (std::vector<control::FlowAction<SessionId>> actions = flow_.TakeActions(); !actions.empty();
+       actions = flow_.TakeActions()) {
+    for (const control::FlowAction<SessionId>& action : actions) {
+      if (const auto* cancel = std::get_if<control::CancelAttempt>(&action)) {
+        // A ready attempt is dispatched in the same event that readied it, so only an
+        // admission wait can be cancelled; its decision arrives through DispatchResolved.
+        AGENTKV_CHECK(cancel->awaiting_admission && coordinator_ != nullptr)
+            << "cancel of attempt " << cancel->rid << " outside an admission wait";
+        coordinator_->Cancel(cancel->rid, loop_->now());
+      } else if (std::holds_alternative<control::AbortOnEveryEngine>(action)) {
+        // The simulated engines have no abort endpoint: the attempt runs to its end and the
+        // drain waits for it (at most the drain timeout).
+        ++aborts_requested_;
+      } else if (const auto* lease = std::get_if<control::ReturnLease>(&action)) {
+        coordinator_->Release(lease->lease_id, loop_->now());
+      } else if (const auto* close = std::get_if<control::CloseOnEveryEngine<SessionId>>(&action)) {
+        std::vector<int64_t> freed = fleet_->CloseSessionOnEveryEngine(close->session);
+        engine_session_closes_ += static_cast<int64_t>(freed.size());
+        for (int64_t tokens : freed) tokens_freed_by_close_ += tokens;
+        if (freed_now_ != nullptr) *freed_now_ = std::move(freed);
+        // The simulated fleet always answers a close.
+        AGENTKV_CHECK(flow_.OnCloseOutcome(close->session, /*succeeded=*/true).ok());
+      } else if (std::holds_alternative<control::CutUpstream>(action)) {
+        AGENTKV_CHECK(false) << "simulated clients never leave";
+      }
+      // AnswerClose: the simulated agent does not wait for its close's answer.
     }
   }
-  if (planner_.phase(name).ok() && *planner_.phase(name) == control::SessionPhase::kTerminal) {
-    AGENTKV_CHECK(planner_.ForgetSession(name).ok());
+}
+
+void GatewayModel::EnsureDrainSweep() {
+  const std::optional<TimeNs> deadline = flow_.NextDrainDeadline();
+  if (!deadline.has_value() || (drain_sweep_at_.has_value() && *drain_sweep_at_ <= *deadline)) {
+    return;
   }
-  return freed;
+  drain_sweep_at_ = *deadline;
+  loop_->Schedule(std::max(*deadline, loop_->now()), [this, at = *deadline] {
+    if (drain_sweep_at_ != at) return;  // Superseded by an earlier sweep.
+    drain_sweep_at_.reset();
+    flow_.Sweep(loop_->now());
+    PerformActions();
+    DispatchResolved();
+    EnsureDrainSweep();
+  });
 }
 
 void GatewayModel::PollIfStale() {
@@ -297,7 +379,7 @@ void GatewayModel::Poll() {
 }
 
 std::vector<std::pair<std::string, double>> GatewayModel::AgenticKvMetrics() {
-  const control::SessionLifecycleCounters& closes = planner_.counters();
+  const control::SessionLifecycleCounters& closes = flow_.counters();
   if (coordinator_ == nullptr) {
     control::AdmissionCounters counters;
     counters.session_close = closes.close;
@@ -305,9 +387,9 @@ std::vector<std::pair<std::string, double>> GatewayModel::AgenticKvMetrics() {
     return control::AgenticKvMetrics(options_.agentic, counters, 0, std::nullopt);
   }
   const control::BudgetSnapshot s = coordinator_->ledger().Snapshot(loop_->now());
-  const control::BudgetView view{s.epoch,       s.capacity,      s.reserved_tokens,
-                                 s.available_tokens, s.lease_count, s.kv_usage_mean,
-                                 s.kv_usage_max, s.degraded};
+  const control::BudgetView view{
+      s.epoch,       s.capacity,      s.reserved_tokens, s.available_tokens,
+      s.lease_count, s.kv_usage_mean, s.kv_usage_max,    s.degraded};
   control::AdmissionCounters counters = coordinator_->counters();
   counters.session_close = closes.close;
   counters.session_close_failure = closes.close_failure;
@@ -323,13 +405,14 @@ Status GatewayModel::CheckDrained() const {
   if (in_flight_ != 0) {
     return InternalError(std::to_string(in_flight_) + " requests still in flight");
   }
-  if (!waiting_.empty() || !lease_of_.empty() || !rid_of_.empty() || !pin_keys_.empty()) {
+  if (!waiting_.empty() || !rid_of_.empty() || !pin_keys_.empty() || flow_.live_attempts() != 0) {
     return InternalError("gateway bookkeeping not empty: " + std::to_string(waiting_.size()) +
-                         " waiting, " + std::to_string(lease_of_.size()) + " leases, " +
-                         std::to_string(rid_of_.size()) + " attempts");
+                         " waiting, " + std::to_string(flow_.live_attempts()) + " live attempts, " +
+                         std::to_string(rid_of_.size()) + " dispatched");
   }
-  if (planner_.session_count() != 0) {
-    return InternalError(std::to_string(planner_.session_count()) + " sessions never ended");
+  if (flow_.active_sessions() != 0 || flow_.terminating_sessions() != 0) {
+    return InternalError(std::to_string(flow_.active_sessions() + flow_.terminating_sessions()) +
+                         " sessions never ended");
   }
   if (coordinator_ != nullptr) {
     AGENTKV_RETURN_IF_ERROR(coordinator_->CheckInvariants());
@@ -342,7 +425,7 @@ Status GatewayModel::CheckDrained() const {
       return InternalError(std::to_string(coordinator_->waiting()) + " admission waiters left");
     }
   }
-  planner_.CheckInvariants();
+  flow_.CheckInvariants();
   return Status::Ok();
 }
 

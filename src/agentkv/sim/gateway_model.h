@@ -1,14 +1,20 @@
 // GatewayModel: the agentkv gateway in front of a simulated fleet (seed 000 on simulated time).
 //
-// Every request of the agent driver goes through it: the session lifecycle planner registers
-// the session and one backend attempt per request (rid "{request}:0"); with program admission
-// the attempt asks the real control::AdmissionCoordinator for a lease (reservation = prompt
-// tokens + max_new_tokens, capped by the expected decode cap) and waits in the global FIFO
-// when refused; once admitted (or bypassed) it is dispatched through the FleetModel's router.
-// The lease is returned when the request completes. When a session ends, EndSession() runs the
-// planner: with the lifecycle on, generate carries `session_id` (so engines track the
-// session's KV) and the close is fanned out to every engine; with it off the session just
-// ends, as with plain SGLang.
+// Every request of the agent driver goes through the gateway's own orchestration,
+// control::GatewayFlow (keyed by the typed SessionId), exactly as the served gateway runs it:
+// the flow registers the session and one backend attempt per request (rid "{request}:0");
+// with program admission the attempt asks the real control::AdmissionCoordinator for a lease
+// (reservation = prompt tokens + max_new_tokens, capped by the expected decode cap) and waits
+// in the global FIFO when refused; once admitted (or bypassed) it is dispatched through the
+// FleetModel's router. The flow returns the lease when the request completes. EndSession()
+// closes the session through the flow: attempts still waiting for admission are cancelled
+// (their tickets cancelled in the coordinator; they complete with a dispatch error),
+// dispatched ones are aborted and waited for, at most `session_drain_timeout`, and then, with
+// the lifecycle on, the close is performed on every engine (generate carries `session_id`, so
+// engines track the session's KV); with it off the session just ends, as with plain SGLang.
+// The simulated engines have no abort endpoint: an aborted attempt runs to its end, which the
+// drain waits for (or its timeout, scheduled on the loop). The gateway's idle timeout is not
+// applied: simulated agents close every session they use.
 //
 // Gauge polls. Every `poll_interval_s` of simulated time while the fleet has work (requests
 // waiting or in flight) the gateway reads every engine's gauges: the snapshots reconcile the
@@ -45,7 +51,7 @@
 #include "agentkv/base/time.h"
 #include "agentkv/control/admission_coordinator.h"
 #include "agentkv/control/agentic_options.h"
-#include "agentkv/control/session_lifecycle.h"
+#include "agentkv/control/gateway_flow.h"
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/sim/event_loop.h"
 #include "agentkv/sim/fleet_model.h"
@@ -60,6 +66,9 @@ struct GatewayModelOptions {
   // Pin a tool-call turn's prompt for this long after it completes (the continuum-ttl arm).
   // Default: unset (no pins). Range: > 0 when set.
   std::optional<TimeNs> continuum_ttl;
+  // How long a closing session waits for its dispatched attempts (the gateway's
+  // --session-drain-timeout-s). Default: 30 s. Range: >= 0.
+  TimeNs session_drain_timeout = TimeNs::Seconds(30);
 
   // InvalidArgument naming the first bad field.
   Status Validate() const;
@@ -101,8 +110,8 @@ struct GatewayRecord {
 class GatewayModel {
  public:
   // Runs when a request completes (engine record set; for a request admission refused, its
-  // RefusedRecord) or fails to dispatch after waiting (engine record null,
-  // record.dispatch_error set).
+  // RefusedRecord), or fails to dispatch after waiting, or had its admission wait cancelled by
+  // its session's close (engine record null, record.dispatch_error set).
   using CompletionCallback =
       std::function<void(const GatewayRecord&, const EngineRequestRecord* engine_record)>;
 
@@ -123,11 +132,13 @@ class GatewayModel {
   // dispatch reports through the completion callback instead.
   Status Submit(GatewayRequest request);
 
-  // The session ended (its agent finished): terminates it in the planner and, with the
-  // lifecycle on, closes it on every engine. Returns the tokens freed per engine (empty when
-  // nothing was closed). Idempotent; unknown sessions are a no-op. Precondition (CHECKed): no
-  // request of the session is in flight; agents end a session after its last response, and
-  // the simulated engines have no abort to drain one.
+  // The session ended (its agent finished): closes it through the gateway flow. Attempts of
+  // the session still waiting for admission are cancelled (they complete with a dispatch
+  // error); dispatched ones are drained; then, with the lifecycle on, the session is closed on
+  // every engine. Returns the tokens freed per engine when the close ran now, empty when
+  // nothing was closed or the close waits for a drain (tokens_freed_by_close() counts every
+  // close). Idempotent: an ended session is not closed again. A session the gateway never saw
+  // is a no-op (a simulated agent closes only a session it used).
   std::vector<int64_t> EndSession(SessionId session);
 
   const FleetModel& fleet() const { return *fleet_; }
@@ -136,9 +147,11 @@ class GatewayModel {
   // Requests waiting in the admission FIFO.
   int64_t admission_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   const std::vector<KvUsageSample>& kv_usage() const { return kv_usage_; }
-  // The coordinator (null without admission) and the planner.
+  // The coordinator (null without admission) and the gateway flow.
   const control::AdmissionCoordinator* coordinator() const { return coordinator_.get(); }
-  const control::SessionLifecyclePlanner& planner() const { return planner_; }
+  const control::GatewayFlow<SessionId>& flow() const { return flow_; }
+  // Aborts the flow asked for (each would be POSTed to every engine; see the class comment).
+  int64_t aborts_requested() const { return aborts_requested_; }
   // The seed's agentic_kv/ series now (admission counters and ledger view when admission is
   // on, session close counters when the lifecycle is on).
   // Reads the ledger at the loop's now (does not reset anything).
@@ -152,7 +165,7 @@ class GatewayModel {
 
   // Internal naming the first broken conservation rule once the run is over: nothing in
   // flight or waiting, every lease returned (the ledger reserves 0 tokens), every session
-  // forgotten, and the coordinator's own invariants.
+  // ended, and the flow's and the coordinator's own invariants.
   Status CheckDrained() const;
 
  private:
@@ -165,6 +178,8 @@ class GatewayModel {
 
   // Dispatches an admitted or bypassed attempt to the fleet.
   Status Dispatch(Pending pending, const control::AdmissionDecision* decision);
+  // Acts on the final admission decision of an attempt that waited.
+  void OnResolved(Pending pending, const control::AdmissionDecision& decision);
   // Dispatches every attempt the coordinator resolved since the last call.
   void DispatchResolved();
   void OnEngineComplete(EngineId engine, const EngineRequestRecord& record);
@@ -174,32 +189,44 @@ class GatewayModel {
   void EnsurePolling();
   // Reads every engine's gauges: one KvUsageSample, and a reconcile of the ledger.
   void Poll();
+  // Ends the attempt in the flow and performs what follows.
   void FinishAttempt(const std::string& rid);
+  // Performs the flow's actions on the simulated fleet until its outbox is empty.
+  void PerformActions();
+  // Keeps a sweep scheduled at the flow's next drain deadline, while a session drains.
+  void EnsureDrainSweep();
   // Ends a request admission refused: records its account and completes it at once.
   void Refuse(const Pending& pending, const control::AdmissionDecision& decision);
+  // Ends a request whose admission wait a session close cancelled: it never ran.
+  void CompleteCancelled(const Pending& pending, const control::AdmissionDecision& decision);
 
   EventLoop* loop_;
   FleetModel* fleet_;
   GatewayModelOptions options_;
   TimeNs poll_interval_;
   std::unique_ptr<control::AdmissionCoordinator> coordinator_;
-  control::SessionLifecyclePlanner planner_;
+  control::GatewayFlow<SessionId> flow_;
   CompletionCallback on_complete_;
   TimeNs origin_;
   std::optional<TimeNs> last_poll_;
   bool poll_scheduled_ = false;
+  std::optional<TimeNs> drain_sweep_at_;
   int64_t in_flight_ = 0;
   // Attempts waiting for a FIFO decision, by rid. Looked up only.
   std::unordered_map<std::string, Pending> waiting_;
-  // Records by request id, and the rid and lease of each dispatched request. Looked up only.
+  // Records by request id, and the rid of each dispatched request. Looked up only.
   std::unordered_map<RequestId, GatewayRecord> records_;
   std::unordered_map<RequestId, std::string> rid_of_;
-  std::unordered_map<RequestId, std::string> lease_of_;
   std::unordered_map<RequestId, std::vector<kv::BlockKey>> pin_keys_;
   std::unordered_map<RequestId, EngineRequestRecord> refused_;
   std::vector<KvUsageSample> kv_usage_;
+  // Close requests numbered for the flow, and the tokens freed by the close performed while
+  // EndSession runs (null otherwise).
+  uint64_t next_close_request_ = 1;
+  std::vector<int64_t>* freed_now_ = nullptr;
   int64_t engine_session_closes_ = 0;
   int64_t tokens_freed_by_close_ = 0;
+  int64_t aborts_requested_ = 0;
 };
 
 }  // namespace agentkv::sim

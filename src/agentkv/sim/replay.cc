@@ -1,7 +1,6 @@
 #include "agentkv/sim/replay.h"
 
 #include <algorithm>
-#include <cmath>
 #include <memory>
 #include <set>
 #include <string>
@@ -11,6 +10,8 @@
 #include "agentkv/base/bounds.h"
 #include "agentkv/base/check.h"
 #include "agentkv/engine/cost_model.h"
+#include "agentkv/engine/engine_config.h"
+#include "agentkv/engine/kv_pool.h"
 #include "agentkv/kv/block_key.h"
 #include "agentkv/kv/kv_cache_manager.h"
 #include "agentkv/routing/routing_key.h"
@@ -23,7 +24,6 @@ namespace agentkv::sim {
 namespace {
 
 constexpr int64_t kMaxTotalTokens = int64_t{1} << 40;
-constexpr int64_t kMaxDeviceBlocks = int64_t{1} << 30;
 // Events between two progress reports.
 constexpr int64_t kProgressEvents = 1 << 14;
 
@@ -59,22 +59,7 @@ int64_t InfiniteCapacityBlocks(const std::vector<std::vector<uint64_t>>& namespa
     }
     tails = SaturatingAdd(tails, tail_tokens[i] / tokens_per_block + 2);
   }
-  return std::min(kMaxDeviceBlocks, static_cast<int64_t>(unique.size()) + tails);
-}
-
-// Device KV blocks of one engine of the fleet `options` describe, before an infinite-cache arm
-// enlarges them: at least one, else InvalidArgument.
-StatusOr<int64_t> DeviceBlocksPerEngine(const ReplayOptions& options, int32_t tokens_per_block) {
-  AGENTKV_ASSIGN_OR_RETURN(engine::CostModel cost_model,
-                           engine::CostModel::CreateByName(options.model, options.gpu, options.tp));
-  const int64_t blocks = options.max_total_tokens > 0
-                             ? options.max_total_tokens / tokens_per_block
-                             : cost_model.KvCapacityBlocks(tokens_per_block);
-  if (blocks < 1) {
-    return InvalidArgumentError("max_total_tokens " + Str(options.max_total_tokens) +
-                                " is less than one block of " + Str(tokens_per_block) + " tokens");
-  }
-  return blocks;
+  return std::min(engine::kMaxKvPoolBlocks, static_cast<int64_t>(unique.size()) + tails);
 }
 
 // Whether a request the drivers submit with `prompt_tokens` and `output_tokens` (each at least
@@ -95,37 +80,36 @@ int64_t SubmittedPromptTokens(int64_t input_tokens, size_t hash_ids, int32_t tok
       {input_tokens, SaturatingMul(static_cast<int64_t>(hash_ids), tokens_per_block), 1});
 }
 
+// The engine config of every engine of `arm`, on a workload of `tokens_per_block`-token blocks;
+// `infinite_blocks` is the device tier of an infinite-cache arm.
+engine::EngineConfig ArmEngineConfig(const ReplayOptions& options, const ArmSpec& arm,
+                                     int32_t tokens_per_block, int64_t infinite_blocks) {
+  engine::EngineConfig config = options.engine;
+  config.kv_pool.tokens_per_block = tokens_per_block;
+  if (arm.infinite_cache) config.kv_pool.min_device_blocks = infinite_blocks;
+  if (!arm.host_tier) config.kv_pool.hicache_ratio = 0.0;
+  config.cache.session_close_mode = options.session_close_mode;
+  if (arm.subagent_demotion) {
+    config.cache.block_reuse_policy = kv::BlockReusePolicy::kPerConversation;
+    config.cache.finished_subagent_priority =
+        static_cast<kv::Priority>(options.finished_subagent_priority);
+    config.cache.finished_subagent_min_idle_iterations = options.finished_subagent_min_idle_steps;
+  }
+  return config;
+}
+
 StatusOr<std::unique_ptr<ArmFleet>> BuildArmFleet(const ReplayOptions& options, const ArmSpec& arm,
                                                   int32_t tokens_per_block,
                                                   int64_t infinite_blocks) {
-  AGENTKV_ASSIGN_OR_RETURN(engine::CostModel cost_model,
-                           engine::CostModel::CreateByName(options.model, options.gpu, options.tp));
   FleetModelOptions fleet_options;
   fleet_options.num_engines = options.num_engines;
   fleet_options.router.policy = options.router;
   EngineModelOptions& engine_options = fleet_options.engine;
-  engine_options.scheduler = options.scheduler;
+  engine_options.config = ArmEngineConfig(options, arm, tokens_per_block, infinite_blocks);
   engine_options.fixed_step_time = options.fixed_step_time;
   engine_options.keep_events = options.keep_events;
-  kv::KvCacheOptions& cache = engine_options.cache;
-  cache.tokens_per_block = tokens_per_block;
-  AGENTKV_ASSIGN_OR_RETURN(cache.device_blocks, DeviceBlocksPerEngine(options, tokens_per_block));
-  if (arm.infinite_cache) cache.device_blocks = std::max(cache.device_blocks, infinite_blocks);
-  if (arm.host_tier) {
-    cache.host_blocks = std::min(
-        kMaxDeviceBlocks,
-        static_cast<int64_t>(std::floor(static_cast<double>(cache.device_blocks) *
-                                        options.hicache_ratio)));
-  }
-  cache.session_close_mode = options.session_close_mode;
-  if (arm.subagent_demotion) {
-    cache.block_reuse_policy = kv::BlockReusePolicy::kPerConversation;
-    cache.finished_subagent_priority = static_cast<kv::Priority>(options.finished_subagent_priority);
-    cache.finished_subagent_min_idle_iterations = options.finished_subagent_min_idle_steps;
-  }
   auto arm_fleet = std::make_unique<ArmFleet>();
-  AGENTKV_ASSIGN_OR_RETURN(arm_fleet->fleet,
-                           FleetModel::Create(&arm_fleet->loop, cost_model, fleet_options));
+  AGENTKV_ASSIGN_OR_RETURN(arm_fleet->fleet, FleetModel::Create(&arm_fleet->loop, fleet_options));
   GatewayModelOptions gateway_options;
   gateway_options.agentic = options.agentic;
   gateway_options.agentic.agentic_session_lifecycle = arm.session_lifecycle;
@@ -279,9 +263,9 @@ ReplaySetup SetupFor(const ReplayOptions& options, int32_t tokens_per_block,
   setup.seed = seed;
   setup.num_engines = options.num_engines;
   setup.router = std::string(routing::RouterPolicyName(options.router));
-  setup.model = options.model;
-  setup.gpu = options.gpu;
-  setup.tp = options.tp;
+  setup.model = std::string(engine::PresetName(options.engine.model));
+  setup.gpu = std::string(engine::PresetName(options.engine.gpu));
+  setup.tp = options.engine.tp;
   setup.tokens_per_block = tokens_per_block;
   return setup;
 }
@@ -293,12 +277,10 @@ StatusOr<ReplayResult> RunArms(
     const std::function<StatusOr<ArmRun>(const ArmSpec&, const std::function<void(double)>&)>&
         run_arm) {
   AGENTKV_RETURN_IF_ERROR(options.Validate());
-  AGENTKV_ASSIGN_OR_RETURN(const int64_t device_blocks,
-                           DeviceBlocksPerEngine(options, setup.tokens_per_block));
-  setup.device_tokens_per_engine = device_blocks * setup.tokens_per_block;
-  setup.host_tokens_per_engine =
-      static_cast<int64_t>(std::floor(static_cast<double>(device_blocks) * options.hicache_ratio)) *
-      setup.tokens_per_block;
+  AGENTKV_ASSIGN_OR_RETURN(const engine::KvPool pool,
+                           KvPoolPerEngine(options, setup.tokens_per_block));
+  setup.device_tokens_per_engine = pool.device_tokens();
+  setup.host_tokens_per_engine = pool.host_tokens();
   ReplayResult result;
   result.setup = std::move(setup);
   const size_t num_arms = options.arms.size();
@@ -333,11 +315,17 @@ Status ReplayOptions::Validate() const {
   if (num_engines < 1 || num_engines > 1024) {
     return OutOfRange("num_engines", Str(num_engines), "[1, 1024]");
   }
-  if (max_total_tokens < 0 || max_total_tokens > kMaxTotalTokens) {
-    return OutOfRange("max_total_tokens", Str(max_total_tokens), "[0, 2^40]");
+  if (engine.kv_pool.max_total_tokens < 0 || engine.kv_pool.max_total_tokens > kMaxTotalTokens) {
+    return OutOfRange("engine.kv_pool.max_total_tokens", Str(engine.kv_pool.max_total_tokens),
+                      "[0, 2^40]");
   }
-  if (!(hicache_ratio > 0.0 && hicache_ratio <= 100.0)) {
-    return OutOfRange("hicache_ratio", Str(hicache_ratio), "(0, 100]");
+  if (!(engine.kv_pool.hicache_ratio > 0.0 && engine.kv_pool.hicache_ratio <= 100.0)) {
+    return OutOfRange("engine.kv_pool.hicache_ratio", Str(engine.kv_pool.hicache_ratio),
+                      "(0, 100]");
+  }
+  if (engine.kv_pool.hicache_tokens != 0) {
+    return OutOfRange("engine.kv_pool.hicache_tokens", Str(engine.kv_pool.hicache_tokens),
+                      "[0, 0] (the host tier is hicache_ratio)");
   }
   if (finished_subagent_priority < 0 || finished_subagent_priority > 100) {
     return OutOfRange("finished_subagent_priority", Str(finished_subagent_priority), "[0, 100]");
@@ -349,14 +337,25 @@ Status ReplayOptions::Validate() const {
   if (!(continuum_ttl_s > 0.0 && continuum_ttl_s <= 86400.0)) {
     return OutOfRange("continuum_ttl_s", Str(continuum_ttl_s), "(0, 86400]");
   }
-  AGENTKV_RETURN_IF_ERROR(scheduler.Validate());
   control::AgenticOptions admission = agentic;
   admission.agentic_program_admission = true;
   AGENTKV_RETURN_IF_ERROR(admission.Validate());
   routing::RouterOptions router_options;
   router_options.policy = router;
   AGENTKV_RETURN_IF_ERROR(router_options.Validate());
-  return engine::CostModel::CreateByName(model, gpu, tp).status();
+  return engine.Validate();
+}
+
+engine::EngineConfig DefaultReplayEngine() {
+  engine::EngineConfig config;
+  config.kv_pool.hicache_ratio = 2.0;
+  return config;
+}
+
+StatusOr<engine::KvPool> KvPoolPerEngine(const ReplayOptions& options, int32_t tokens_per_block) {
+  engine::EngineConfig config = options.engine;
+  config.kv_pool.tokens_per_block = tokens_per_block;
+  return engine::SizeKvPool(config);
 }
 
 StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOptions& options,
@@ -386,8 +385,8 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
     }
   }
   const int32_t tokens_per_block = workload.conversations.front().block_size;
-  AGENTKV_ASSIGN_OR_RETURN(const int64_t device_blocks,
-                           DeviceBlocksPerEngine(options, tokens_per_block));
+  AGENTKV_ASSIGN_OR_RETURN(const engine::KvPool pool, KvPoolPerEngine(options, tokens_per_block));
+  const int64_t device_blocks = pool.device_blocks;
   int64_t infinite_blocks = 0;
   if (arm.infinite_cache) {
     std::vector<std::vector<uint64_t>> ids;
@@ -469,8 +468,8 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
     AGENTKV_RETURN_IF_ERROR(
         CheckTokens("requests[" + Str(i) + "].output_tokens", requests[i].output_tokens));
   }
-  AGENTKV_ASSIGN_OR_RETURN(const int64_t device_blocks,
-                           DeviceBlocksPerEngine(options, tokens_per_block));
+  AGENTKV_ASSIGN_OR_RETURN(const engine::KvPool pool, KvPoolPerEngine(options, tokens_per_block));
+  const int64_t device_blocks = pool.device_blocks;
   int64_t infinite_blocks = 0;
   if (arm.infinite_cache) {
     std::vector<std::vector<uint64_t>> ids;

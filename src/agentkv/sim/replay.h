@@ -3,7 +3,7 @@
 // Each arm builds a fresh simulated fleet (FleetModel: N EngineModels, each the real
 // engine::StepScheduler over kv::KvCacheManager priced by engine::CostModel, behind a
 // routing::Router), the GatewayModel in front of it (the real control::AdmissionCoordinator and
-// control::SessionLifecyclePlanner, fed by gauges polled every 2 s of simulated time), and
+// the gateway's control::GatewayFlow, fed by gauges polled every 2 s of simulated time), and
 // drives the workload through it: agentic workloads in closed loop (AgentDriver), open-loop
 // traces by timestamp. The arm's ArmSpec only changes options (agentic flags, KV cache
 // policies, the host tier, TTL pins, capacity); the code that runs is the same in every arm.
@@ -26,7 +26,8 @@
 #include "agentkv/base/status.h"
 #include "agentkv/base/time.h"
 #include "agentkv/control/agentic_options.h"
-#include "agentkv/engine/step_scheduler.h"
+#include "agentkv/engine/engine_config.h"
+#include "agentkv/engine/kv_pool.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
 #include "agentkv/routing/router.h"
@@ -36,6 +37,10 @@
 
 namespace agentkv::sim {
 
+// The engine config ReplayOptions starts from: EngineConfig's defaults with a host tier of
+// twice the device tier (for the +host-tier arms).
+engine::EngineConfig DefaultReplayEngine();
+
 struct ReplayOptions {
   // Arm names (replay_arms.h), run in this order. Default: DefaultArmNames(). Non-empty,
   // distinct.
@@ -44,25 +49,22 @@ struct ReplayOptions {
   // --- Fleet ---
   // Engines. Default: 2. Range: [1, 1024].
   int32_t num_engines = 2;
-  // sgl-router policy. Default: consistent_hashing on the session id, which is how the agentkv gateway routes sessions
-  // (X-SMG-Routing-Key); with cache_aware, load-dependent routing makes small effects of an arm
+  // sgl-router policy. Default: consistent_hashing on the session id, which is how the agentkv
+  // gateway routes sessions (X-SMG-Routing-Key); with cache_aware, load-dependent routing makes small effects of an arm
   // hard to tell from run-to-run variation (docs/RESULTS.md).
   routing::RouterPolicy router = routing::RouterPolicy::kConsistentHashing;
-  // Cost model presets and tensor parallelism (engine/cost_model.h). Defaults: llama-3.1-8b on
-  // h100, tp 1.
-  std::string model = "llama-3.1-8b";
-  std::string gpu = "h100";
-  int32_t tp = 1;
-  // Every engine's scheduler (SGLang --max-running-requests, --max-prefill-tokens,
-  // --chunked-prefill-size).
-  engine::StepSchedulerOptions scheduler;
-  // SGLang --max-total-tokens: device KV per engine, in tokens (rounded down to whole blocks);
-  // 0 derives it from the cost model (memory left after weights). Default: 0.
-  // Range: [0, 2^40].
-  int64_t max_total_tokens = 0;
-  // SGLang --hicache-ratio: the host tier of +host-tier arms, as a multiple of the device
-  // tier. Default: 2.0. Range: (0, 100].
-  double hicache_ratio = 2.0;
+  // Every engine of the fleet: cost model presets and tensor parallelism (defaults:
+  // llama-3.1-8b on h100, tp 1), the scheduler (SGLang --max-running-requests,
+  // --max-prefill-tokens, --chunked-prefill-size), and two KV pool inputs:
+  //   kv_pool.max_total_tokens  SGLang --max-total-tokens: device KV per engine, in tokens
+  //                             (rounded down to whole blocks); 0 derives it from the cost
+  //                             model (memory left after weights). Default: 0. Range [0, 2^40].
+  //   kv_pool.hicache_ratio     SGLang --hicache-ratio: the host tier of +host-tier arms, as a
+  //                             multiple of the device tier. Default: 2.0. Range: (0, 100].
+  // The replay sets the rest per workload and arm (kv_pool.tokens_per_block to the workload's
+  // block size, min_device_blocks for infinite-cache, the cache's policy options from the
+  // arm's features); kv_pool.hicache_tokens must stay 0.
+  engine::EngineConfig engine = DefaultReplayEngine();
   // How +lifecycle closes a session on an engine: kRelease frees its unique blocks at once,
   // kDereference only returns them to the eviction order. Default: kRelease.
   kv::SessionCloseMode session_close_mode = kv::SessionCloseMode::kRelease;
@@ -112,6 +114,12 @@ struct ArmRun {
   // Per engine, every KV cache event in order (only with ReplayOptions::keep_events).
   std::vector<std::vector<kv::KvEvent>> engine_events;
 };
+
+// The KV pool of every engine of the fleet `options` describe, on a workload of
+// `tokens_per_block`-token blocks: engine::SizeKvPool of options.engine at that block size,
+// with the host tier the +host-tier arms get (an infinite-cache arm enlarges the device tier
+// further). InvalidArgument for invalid options or a device tier under one block.
+StatusOr<engine::KvPool> KvPoolPerEngine(const ReplayOptions& options, int32_t tokens_per_block);
 
 // Runs one arm of an agentic workload. InvalidArgument for bad options or a workload the
 // driver refuses; Internal when a conservation check fails (a bug).

@@ -20,8 +20,8 @@ using namespace std::chrono_literals;
 EngineRuntimeOptions Unpaced(int64_t max_total_tokens = 4096) {
   EngineRuntimeOptions options;
   options.paced = false;
-  options.page_size = 16;
-  options.max_total_tokens = max_total_tokens;
+  options.engine.kv_pool.tokens_per_block = 16;
+  options.engine.kv_pool.max_total_tokens = max_total_tokens;
   options.enable_session_radix_cache = true;
   return options;
 }

@@ -23,6 +23,7 @@ class FakeEffects : public SessionEffects {
  public:
   void CancelQueuedAttempt(const std::string& rid) override { cancelled.push_back(rid); }
   void AbortOnEveryEngine(const std::string& rid) override { aborted.push_back(rid); }
+  void ReturnLease(const std::string& lease_id) override { returned.push_back(lease_id); }
   void CloseOnEveryEngine(const std::string& session_id, std::function<void(bool)> done) override {
     closes.push_back(session_id);
     if (answer_at_once.has_value()) return done(*answer_at_once);
@@ -38,6 +39,7 @@ class FakeEffects : public SessionEffects {
 
   std::vector<std::string> cancelled;
   std::vector<std::string> aborted;
+  std::vector<std::string> returned;
   std::vector<std::string> closes;
   std::vector<std::function<void(bool)>> pending;
   std::optional<bool> answer_at_once = true;
@@ -171,6 +173,45 @@ TEST_F(SessionManagerTest, QueuedAttemptsAreCancelledAndMayNotDispatch) {
   manager->CheckInvariants();
   EXPECT_EQ(Begin("s", "r3"), "r3:0");  // A new incarnation.
   EXPECT_EQ(manager->active_sessions(), 1);
+}
+
+TEST_F(SessionManagerTest, TheLeaseOfAnAdmittedAttemptIsReturnedWhenItFinishes) {
+  Make();
+  StatusOr<std::string> rid =
+      manager->BeginAttempt(std::string("s"), "r", now, control::AttemptSpec{true, false});
+  ASSERT_TRUE(rid.ok());
+  EXPECT_EQ(manager->Dispatch(*rid).status().code(), StatusCode::kFailedPrecondition)
+      << "not before its admission decision";
+  control::AdmissionDecision admit;
+  admit.action = control::AdmissionAction::kAdmit;
+  admit.reason = control::AdmissionReason::kCapacityAvailable;
+  admit.lease_id = "0:ticket";
+  EXPECT_EQ(*manager->OnAdmission(*rid, admit), control::AdmissionVerdict::kDispatch);
+  ASSERT_TRUE(manager->Dispatch(*rid).ok());
+  EXPECT_THAT(effects.returned, IsEmpty());
+  manager->Finish(*rid, now);
+  EXPECT_THAT(effects.returned, ElementsAre("0:ticket"));
+  manager->CheckInvariants();
+}
+
+TEST_F(SessionManagerTest, AClientThatLeavesGetsItsWaitCancelledOrItsCallCut) {
+  Make();
+  const std::string waiting =
+      *manager->BeginAttempt(std::string("s"), "w", now, control::AttemptSpec{true, false});
+  std::vector<control::FlowAction<std::string>> actions = manager->ClientGone(waiting);
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_EQ(std::get<control::CancelAttempt>(actions[0]).rid, waiting);
+  const std::string plain = Begin("s", "p");
+  ASSERT_TRUE(manager->Dispatch(plain).ok());
+  actions = manager->ClientGone(plain);
+  ASSERT_EQ(actions.size(), 2u);
+  EXPECT_EQ(std::get<control::AbortOnEveryEngine>(actions[0]).rid, plain);
+  EXPECT_EQ(std::get<control::CutUpstream>(actions[1]).rid, plain);
+  EXPECT_THAT(manager->ClientGone(plain), IsEmpty()) << "idempotent";
+  EXPECT_THAT(effects.aborted, IsEmpty()) << "the caller performs a departure's actions";
+  manager->Finish(waiting, now);
+  manager->Finish(plain, now);
+  manager->CheckInvariants();
 }
 
 TEST_F(SessionManagerTest, AFailedCloseStillEndsTheSessionAndIsCounted) {

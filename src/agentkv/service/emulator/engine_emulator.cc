@@ -108,8 +108,10 @@ Status EngineEmulatorOptions::Validate() const {
 
 EngineEmulator::EngineEmulator(const EngineEmulatorOptions& options)
     : options_(options), recorded_(static_cast<size_t>(options.max_recorded_requests)) {
-  if (options_.served_model_name.empty()) options_.served_model_name = options_.runtime.model;
-  if (options_.metrics_tp_ranks == 0) options_.metrics_tp_ranks = options_.runtime.tp;
+  if (options_.served_model_name.empty()) {
+    options_.served_model_name = std::string(engine::PresetName(options_.runtime.engine.model));
+  }
+  if (options_.metrics_tp_ranks == 0) options_.metrics_tp_ranks = options_.runtime.engine.tp;
 }
 
 StatusOr<std::unique_ptr<EngineEmulator>> EngineEmulator::Start(
@@ -482,13 +484,14 @@ std::string EngineEmulator::ServerInfoJson() const {
   protocol::ServerInfo info;
   info.enable_metrics = options_.enable_metrics;
   info.enable_session_radix_cache = options_.runtime.enable_session_radix_cache;
-  info.radix_eviction_policy = options_.runtime.radix_eviction_policy;
+  info.radix_eviction_policy =
+      std::string(RadixEvictionPolicyName(options_.runtime.radix_eviction_policy));
   info.max_total_num_tokens = runtime_->max_total_num_tokens();
   info.max_req_input_len = runtime_->limits().max_req_input_len();
   info.status = "ready";
   info.version = options_.version;
   info.model_path = options_.served_model_name;
-  info.tp_size = options_.runtime.tp;
+  info.tp_size = options_.runtime.engine.tp;
   return protocol::SerializeServerInfo(info);
 }
 

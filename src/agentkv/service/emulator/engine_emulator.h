@@ -52,7 +52,7 @@ struct EngineEmulatorOptions {
   // SGLang --enable-metrics: serve /metrics. Default: true.
   bool enable_metrics = true;
   // Each scheduler gauge is written once per TP rank with the same value, as SGLang does;
-  // 0 means runtime.tp ranks. Default: 0. Range: [0, 64].
+  // 0 means runtime.engine.tp ranks. Default: 0. Range: [0, 64].
   int32_t metrics_tp_ranks = 0;
   // The model_name label and /model_info's model_path. Default: the runtime's model preset.
   std::string served_model_name;

@@ -70,33 +70,57 @@ void LatencyHistogram::Observe(double value) {
   ++count;
 }
 
+std::string_view RadixEvictionPolicyName(RadixEvictionPolicy policy) {
+  return policy == RadixEvictionPolicy::kPriority ? "priority" : "lru";
+}
+
+StatusOr<RadixEvictionPolicy> ParseRadixEvictionPolicy(std::string_view name) {
+  if (name == "lru") return RadixEvictionPolicy::kLru;
+  if (name == "priority") return RadixEvictionPolicy::kPriority;
+  return InvalidArgumentError("--radix-eviction-policy must be lru or priority, got \"" +
+                              std::string(name) + "\"");
+}
+
+engine::EngineConfig DefaultEmulatedEngine() {
+  engine::EngineConfig config;
+  config.cache.session_close_mode = kv::SessionCloseMode::kRelease;
+  return config;
+}
+
 Status EngineRuntimeOptions::Validate() const {
-  AGENTKV_RETURN_IF_ERROR(scheduler.Validate());
-  if (page_size < 1 || page_size > 4096) {
+  const engine::KvPoolOptions& pool = engine.kv_pool;
+  // The flags' own messages first; then the config's for what has no flag.
+  AGENTKV_RETURN_IF_ERROR(engine.scheduler.Validate());
+  if (pool.tokens_per_block < 1 || pool.tokens_per_block > 4096) {
     return InvalidArgumentError("--page-size must be in [1, 4096], got " +
-                                std::to_string(page_size));
+                                std::to_string(pool.tokens_per_block));
   }
-  if (max_total_tokens < 0 || max_total_tokens > kMaxTotalTokens) {
+  if (pool.max_total_tokens < 0 || pool.max_total_tokens > kMaxTotalTokens) {
     return InvalidArgumentError("--max-total-tokens must be in [0, 2^40], got " +
-                                std::to_string(max_total_tokens));
+                                std::to_string(pool.max_total_tokens));
+  }
+  if (pool.max_total_tokens > 0 && pool.max_total_tokens < pool.tokens_per_block) {
+    return InvalidArgumentError("--max-total-tokens " + std::to_string(pool.max_total_tokens) +
+                                " is less than one page of " +
+                                std::to_string(pool.tokens_per_block) + " tokens");
   }
   AGENTKV_RETURN_IF_ERROR(CheckTokens("--context-length", context_length));
   if (max_sessions < 1 || max_sessions > (int64_t{1} << 24)) {
     return InvalidArgumentError("--max-sessions must be in [1, 2^24], got " +
                                 std::to_string(max_sessions));
   }
-  if (host_tokens < 0 || host_tokens > kMaxTotalTokens) {
+  if (pool.hicache_tokens < 0 || pool.hicache_tokens > kMaxTotalTokens) {
     return InvalidArgumentError("host_tokens must be in [0, 2^40], got " +
-                                std::to_string(host_tokens));
+                                std::to_string(pool.hicache_tokens));
   }
-  if (radix_eviction_policy != "lru" && radix_eviction_policy != "priority") {
-    return InvalidArgumentError("--radix-eviction-policy must be lru or priority, got \"" +
-                                radix_eviction_policy + "\"");
+  if (pool.hicache_ratio != 0.0) {
+    return InvalidArgumentError(
+        "engine.kv_pool.hicache_ratio must be 0: the emulator's host tier is hicache_tokens");
   }
   if (!(speed > 0 && speed <= 1e6)) {
     return InvalidArgumentError("--speed must be in (0, 1e6], got " + std::to_string(speed));
   }
-  return Status::Ok();
+  return engine.Validate();
 }
 
 struct EngineRuntime::Active {
@@ -117,42 +141,23 @@ struct EngineRuntime::Command {
 
 StatusOr<std::unique_ptr<EngineRuntime>> EngineRuntime::Start(const EngineRuntimeOptions& options) {
   AGENTKV_RETURN_IF_ERROR(options.Validate());
-  AGENTKV_ASSIGN_OR_RETURN(engine::CostModel cost_model,
-                           engine::CostModel::CreateByName(options.model, options.gpu, options.tp));
-  kv::KvCacheOptions cache;
-  cache.tokens_per_block = options.page_size;
-  cache.device_blocks = options.max_total_tokens > 0
-                            ? options.max_total_tokens / options.page_size
-                            : cost_model.KvCapacityBlocks(options.page_size);
-  if (cache.device_blocks < 1) {
-    return InvalidArgumentError("--max-total-tokens " + std::to_string(options.max_total_tokens) +
-                                " is less than one page of " + std::to_string(options.page_size) +
-                                " tokens");
-  }
-  cache.host_blocks = options.host_tokens / options.page_size;
-  cache.session_close_mode = options.session_close_mode;
-  AGENTKV_ASSIGN_OR_RETURN(kv::KvCacheManager manager, kv::KvCacheManager::Create(cache));
-  AGENTKV_ASSIGN_OR_RETURN(engine::StepScheduler scheduler,
-                           engine::StepScheduler::Create(options.scheduler, std::move(manager)));
-  const int64_t max_total_tokens = cache.device_blocks * options.page_size;
-  AGENTKV_ASSIGN_OR_RETURN(ContextLimits limits,
-                           ContextLimits::Create(options.context_length, max_total_tokens));
-  std::unique_ptr<EngineRuntime> runtime(
-      new EngineRuntime(options, cost_model, std::move(scheduler), max_total_tokens, limits));
+  AGENTKV_ASSIGN_OR_RETURN(engine::Engine engine, engine::Engine::Create(options.engine));
+  AGENTKV_ASSIGN_OR_RETURN(
+      ContextLimits limits,
+      ContextLimits::Create(options.context_length, engine.max_total_num_tokens()));
+  std::unique_ptr<EngineRuntime> runtime(new EngineRuntime(options, std::move(engine), limits));
   runtime->PublishSnapshot();
   runtime->thread_ = std::thread([r = runtime.get()] { r->Run(); });
   return runtime;
 }
 
-EngineRuntime::EngineRuntime(const EngineRuntimeOptions& options, engine::CostModel cost_model,
-                             engine::StepScheduler scheduler, int64_t max_total_tokens,
+EngineRuntime::EngineRuntime(const EngineRuntimeOptions& options, engine::Engine engine,
                              ContextLimits limits)
     : options_(options),
-      cost_model_(cost_model),
-      max_total_tokens_(max_total_tokens),
       limits_(limits),
-      scheduler_(std::move(scheduler)) {
-  counters_.max_total_num_tokens = max_total_tokens;
+      page_size_(engine.kv_pool().tokens_per_block),
+      engine_(std::move(engine)) {
+  counters_.max_total_num_tokens = engine_.max_total_num_tokens();
   counters_.context_length = limits_.context_length();
   counters_.max_req_input_len = limits_.max_req_input_len();
   counters_.time_to_first_token = LatencyHistogram(LatencyBuckets());
@@ -210,13 +215,11 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
     const uint64_t namespace_id =
         input.cache_namespace.empty() ? 0 : Hash64(input.cache_namespace, kNamespaceSeed) | 1;
     request.prompt_keys =
-        PageKeys(scheduler_.cache().hasher(), input.input_ids, options_.page_size, namespace_id);
+        PageKeys(scheduler().cache().hasher(), input.input_ids, page_size_, namespace_id);
     request.prompt_tokens = static_cast<int64_t>(input.input_ids.size());
     // The last prompt token is always recomputed: drop a key that covers it.
-    if (static_cast<int64_t>(request.prompt_keys.size()) * options_.page_size >
-        request.prompt_tokens - 1) {
-      request.prompt_keys.resize(
-          static_cast<size_t>((request.prompt_tokens - 1) / options_.page_size));
+    if (static_cast<int64_t>(request.prompt_keys.size()) * page_size_ > request.prompt_tokens - 1) {
+      request.prompt_keys.resize(static_cast<size_t>((request.prompt_tokens - 1) / page_size_));
     }
     request.max_new_tokens = std::max<int64_t>(1, max_new_tokens);
     request.kv_options.prompt_tokens = request.prompt_tokens;
@@ -225,7 +228,8 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
       session = &TouchSession(*input.session_id);
       request.kv_options.session = session->id;
     }
-    if (options_.radix_eviction_policy == "priority" && input.priority.has_value()) {
+    if (options_.radix_eviction_policy == RadixEvictionPolicy::kPriority &&
+        input.priority.has_value()) {
       kv::RetentionConfig retention;
       retention.token_ranges.push_back(
           kv::TokenRangeRetention{.token_start = 0,
@@ -241,7 +245,7 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
     active.requested_tokens = max_new_tokens;
     active.input = std::move(input);
     active.callbacks = std::move(callbacks);
-    Status submitted = scheduler_.Submit(std::move(request));
+    Status submitted = scheduler().Submit(std::move(request));
     if (!submitted.ok()) {
       // Checked up front; a refusal here is a bug, reported as an abort.
       GenerateResult result;
@@ -277,7 +281,7 @@ void EngineRuntime::Abort(const std::string& rid, bool abort_all) {
       ids.push_back(it->second);
     }
     for (RequestId id : ids) {
-      StatusOr<bool> aborted = scheduler_.Abort(id);
+      StatusOr<bool> aborted = scheduler().Abort(id);
       AGENTKV_CHECK(aborted.ok()) << aborted.status();
       if (*aborted) Finish(id, /*aborted=*/true, "Abort request " + active_.at(id).input.rid);
     }
@@ -323,7 +327,7 @@ EngineRuntime::Session& EngineRuntime::TouchSession(const std::string& name) {
     }
     // Idempotent for a closed session; it also closes one the cache reopened after its
     // tombstone aged out, so that no cache session outlives its id here.
-    scheduler_.mutable_cache().CloseSession(evicted->second.id);
+    scheduler().mutable_cache().CloseSession(evicted->second.id);
   }
   counters_.sessions = static_cast<int64_t>(sessions_.size());
   return *sessions_.Find(name);
@@ -336,7 +340,7 @@ int64_t EngineRuntime::CloseSession(const std::string& session_id) {
     // cache's tombstone); the LRU bounds what is remembered.
     Session& session = TouchSession(session_id);
     session.closed = true;
-    freed = scheduler_.mutable_cache().CloseSession(session.id);
+    freed = scheduler().mutable_cache().CloseSession(session.id);
   });
   return freed;
 }
@@ -344,8 +348,8 @@ int64_t EngineRuntime::CloseSession(const std::string& session_id) {
 bool EngineRuntime::FlushCache() {
   bool flushed = false;
   RunOnRuntimeThread([&] {
-    if (scheduler_.num_running() + scheduler_.num_waiting() > 0) return;
-    flushed = scheduler_.mutable_cache().Reset().ok();
+    if (scheduler().num_running() + scheduler().num_waiting() > 0) return;
+    flushed = scheduler().mutable_cache().Reset().ok();
   });
   return flushed;
 }
@@ -377,7 +381,7 @@ void EngineRuntime::Run() {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [&] {
         return stopping_ || !commands_.empty() ||
-               scheduler_.num_running() + scheduler_.num_waiting() > 0;
+               scheduler().num_running() + scheduler().num_waiting() > 0;
       });
       commands.swap(commands_);
       stopping = stopping_;
@@ -388,13 +392,13 @@ void EngineRuntime::Run() {
       for (const auto& [id, active] : active_) ids.push_back(id);
       std::sort(ids.begin(), ids.end());
       for (RequestId id : ids) {
-        AGENTKV_CHECK(scheduler_.Abort(id).ok());
+        AGENTKV_CHECK(scheduler().Abort(id).ok());
         Finish(id, /*aborted=*/true, "The server is shutting down");
       }
       PublishAndRunDeferred();
       return;
     }
-    if (scheduler_.num_running() + scheduler_.num_waiting() > 0) {
+    if (scheduler().num_running() + scheduler().num_waiting() > 0) {
       const int64_t before_tokens = counters_.generation_tokens_total;
       const int64_t before_prompt = counters_.prompt_tokens_total;
       const int64_t before_cached =
@@ -427,23 +431,12 @@ void EngineRuntime::PublishAndRunDeferred() {
 
 void EngineRuntime::StepOnce() {
   const Clock::time_point start = Clock::now();
-  const kv::KvCacheStats before = scheduler_.cache().stats();
-  const engine::StepResult result = scheduler_.Step();
-  const kv::KvCacheStats after = scheduler_.cache().stats();
+  const engine::EngineStep step = engine_.Step();
+  const engine::StepResult& result = step.result;
   ++counters_.steps;
-  counters_.evicted_tokens_total +=
-      (after.device_evictions - before.device_evictions) * options_.page_size;
-  engine::StepShape shape;
-  shape.prefill_tokens = result.prefill_tokens;
-  shape.decode_tokens = result.decode_tokens;
-  shape.num_requests = static_cast<int64_t>(result.batch.size());
-  for (const engine::ScheduledWork& work : result.batch)
-    shape.context_tokens += work.context_tokens;
-  shape.host_load_tokens = (after.onboards - before.onboards) * options_.page_size;
+  counters_.evicted_tokens_total += step.evicted_blocks * page_size_;
   if (options_.paced) {
-    const TimeNs modelled = shape.prefill_tokens + shape.decode_tokens > 0
-                                ? cost_model_.Estimate(shape)
-                                : TimeNs::Millis(1);
+    const TimeNs modelled = step.computed() ? step.cost : TimeNs::Millis(1);
     const auto wall = std::chrono::nanoseconds(
         static_cast<int64_t>(static_cast<double>(modelled.ns()) / options_.speed));
     std::this_thread::sleep_until(start + wall);
@@ -453,7 +446,7 @@ void EngineRuntime::StepOnce() {
     Active& active = active_.at(id);
     if (active.first_scheduled.has_value()) continue;
     active.first_scheduled = now;
-    const engine::RequestReport* report = scheduler_.FindReport(id);
+    const engine::RequestReport* report = scheduler().FindReport(id);
     counters_.prompt_tokens_total += static_cast<int64_t>(active.input.input_ids.size());
     counters_.cached_tokens_device_total += report->cached_device_tokens;
     counters_.cached_tokens_host_total += report->cached_host_tokens;
@@ -464,7 +457,7 @@ void EngineRuntime::StepOnce() {
     auto it = active_.find(work.id);
     if (it == active_.end()) continue;
     Active& active = it->second;
-    const engine::RequestReport* report = scheduler_.FindReport(work.id);
+    const engine::RequestReport* report = scheduler().FindReport(work.id);
     const int64_t produced = std::min(report->output_tokens, active.requested_tokens);
     const int64_t delivered = static_cast<int64_t>(active.output_ids.size());
     if (produced <= delivered) continue;
@@ -503,7 +496,7 @@ void EngineRuntime::Finish(RequestId id, bool aborted, const std::string& messag
     AGENTKV_CHECK(session != nullptr && session->active > 0);
     --session->active;
   }
-  StatusOr<engine::RequestReport> taken = scheduler_.TakeReport(id);
+  StatusOr<engine::RequestReport> taken = scheduler().TakeReport(id);
   AGENTKV_CHECK(taken.ok()) << taken.status();
   const engine::RequestReport* report = &*taken;
   const Clock::time_point now = Clock::now();
@@ -534,8 +527,8 @@ void EngineRuntime::Finish(RequestId id, bool aborted, const std::string& messag
 
 void EngineRuntime::PublishSnapshot() {
   RuntimeSnapshot snapshot = counters_;
-  snapshot.gauges = scheduler_.gauges();
-  snapshot.cache = scheduler_.cache().stats();
+  snapshot.gauges = scheduler().gauges();
+  snapshot.cache = scheduler().cache().stats();
   std::lock_guard<std::mutex> lock(mu_);
   snapshot_ = std::move(snapshot);
 }

@@ -1,6 +1,7 @@
-// EngineRuntime: one emulated SGLang engine running in real time. It owns the real
-// engine::StepScheduler over kv::KvCacheManager and steps it on its own thread, each step
-// lasting what engine::CostModel says divided by `speed` (or not waiting at all, unpaced).
+// EngineRuntime: one emulated SGLang engine running in real time. It owns an engine::Engine
+// (the real StepScheduler over the real KvCacheManager, priced by the CostModel, built from
+// one engine::EngineConfig) and steps it on its own thread, each step lasting what the cost
+// model says divided by `speed` (or not waiting at all, unpaced).
 // The HTTP layer (engine_emulator.h) turns /generate, /abort_request, /close_session,
 // /flush_cache and /metrics into calls on this class; the runtime knows nothing of HTTP.
 //
@@ -37,6 +38,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -44,6 +46,8 @@
 #include "agentkv/base/status.h"
 #include "agentkv/base/strong_id.h"
 #include "agentkv/engine/cost_model.h"
+#include "agentkv/engine/engine.h"
+#include "agentkv/engine/engine_config.h"
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
@@ -52,18 +56,33 @@
 
 namespace agentkv::service {
 
+// SGLang --radix-eviction-policy: what orders the eviction of a request's prompt KV.
+enum class RadixEvictionPolicy : uint8_t {
+  // Least recently used; request priorities are ignored.
+  kLru,
+  // A request's `priority`, clamped to [0, 100], is its prompt KV's retention priority.
+  kPriority,
+};
+
+// "lru" or "priority": the flag value and /server_info's radix_eviction_policy.
+std::string_view RadixEvictionPolicyName(RadixEvictionPolicy policy);
+// The policy named `name`; InvalidArgument "--radix-eviction-policy must be lru or priority,
+// got \"NAME\"" otherwise.
+[[nodiscard]] StatusOr<RadixEvictionPolicy> ParseRadixEvictionPolicy(std::string_view name);
+
+// The engine config EngineRuntimeOptions starts from: EngineConfig's defaults (llama-3.1-8b on
+// h100, tp 1, 16-token pages, the KV pool from the cost model, no host tier) with /close_session
+// releasing a session's KV at once (kv::SessionCloseMode::kRelease).
+engine::EngineConfig DefaultEmulatedEngine();
+
 struct EngineRuntimeOptions {
-  // Cost model presets (engine/cost_model.h). Defaults: llama-3.1-8b on h100, tp 1.
-  std::string model = "llama-3.1-8b";
-  std::string gpu = "h100";
-  int32_t tp = 1;
-  // SGLang --max-running-requests, --max-prefill-tokens, --chunked-prefill-size.
-  engine::StepSchedulerOptions scheduler;
-  // SGLang --page-size: tokens per KV block. Default: 16. Range: [1, 4096].
-  int32_t page_size = 16;
-  // SGLang --max-total-tokens: the device KV pool; 0 derives it from the cost model.
-  // Default: 0. Range: [0, 2^40].
-  int64_t max_total_tokens = 0;
+  // The engine, as SGLang's flags set it: --model/--gpu/--tp (the cost model presets),
+  // --max-running-requests, --max-prefill-tokens and --chunked-prefill-size (scheduler),
+  // --page-size (kv_pool.tokens_per_block; range [1, 4096] here), --max-total-tokens
+  // (kv_pool.max_total_tokens; 0 derives the pool from the cost model), the host (HiCache) tier
+  // in tokens (kv_pool.hicache_tokens; hicache_ratio must stay 0), and the KV cache's policies
+  // (cache.session_close_mode: what /close_session does).
+  engine::EngineConfig engine = DefaultEmulatedEngine();
   // SGLang --context-length: the model's context length in tokens; 0 means the KV pool.
   // Default: 0. Range: [0, 2^40].
   int64_t context_length = 0;
@@ -72,15 +91,12 @@ struct EngineRuntimeOptions {
   // request is closed (as /close_session would) and forgotten. Each costs a few hundred bytes
   // plus the keys of the blocks it referenced. Default: 16384. Range: [1, 2^24].
   int64_t max_sessions = 16384;
-  // Host (HiCache) tier in tokens; 0 = none. Default: 0.
-  int64_t host_tokens = 0;
   // SGLang --enable-session-radix-cache: a request's `session_id` tags its KV; /close_session
-  // releases or dereferences it (session_close_mode). Without it session ids are ignored.
+  // releases or dereferences it (engine.cache.session_close_mode). Without it session ids are
+  // ignored.
   bool enable_session_radix_cache = false;
-  kv::SessionCloseMode session_close_mode = kv::SessionCloseMode::kRelease;
-  // SGLang --radix-eviction-policy: "lru" (request priorities ignored) or "priority" (a
-  // request's `priority`, clamped to [0, 100], orders eviction of its prompt KV).
-  std::string radix_eviction_policy = "lru";
+  // SGLang --radix-eviction-policy. Default: kLru.
+  RadixEvictionPolicy radix_eviction_policy = RadixEvictionPolicy::kLru;
   // Simulated seconds per wall second; 2.0 runs twice as fast as the modelled GPU.
   // Default: 1. Range: (0, 1e6].
   double speed = 1.0;
@@ -208,8 +224,8 @@ class EngineRuntime {
 
   RuntimeSnapshot Snapshot() const;
   const EngineRuntimeOptions& options() const { return options_; }
-  const engine::CostModel& cost_model() const { return cost_model_; }
-  int64_t max_total_num_tokens() const { return max_total_tokens_; }
+  const engine::CostModel& cost_model() const { return engine_.cost_model(); }
+  int64_t max_total_num_tokens() const { return engine_.max_total_num_tokens(); }
   const ContextLimits& limits() const { return limits_; }
 
   // Aborts every active request ("server is shutting down"), stops and joins the thread.
@@ -228,13 +244,15 @@ class EngineRuntime {
     bool closed = false;
   };
 
-  EngineRuntime(const EngineRuntimeOptions& options, engine::CostModel cost_model,
-                engine::StepScheduler scheduler, int64_t max_total_tokens, ContextLimits limits);
+  EngineRuntime(const EngineRuntimeOptions& options, engine::Engine engine, ContextLimits limits);
 
   // The session named `name`, made the most recently used (opened when new). Past
   // max_sessions, forgets the least recently used closed session, else closes and forgets the
   // least recently used idle one.
   Session& TouchSession(const std::string& name);
+
+  // The engine's scheduler (runtime thread only).
+  engine::StepScheduler& scheduler() { return engine_.mutable_scheduler(); }
 
   void Run();
   void StepOnce();
@@ -247,12 +265,12 @@ class EngineRuntime {
   void RunOnRuntimeThread(const std::function<void()>& work);
 
   const EngineRuntimeOptions options_;
-  const engine::CostModel cost_model_;
-  const int64_t max_total_tokens_;
   const ContextLimits limits_;
+  // Tokens per KV page (the engine's block size).
+  const int32_t page_size_;
 
-  // Owned by the runtime thread.
-  engine::StepScheduler scheduler_;
+  // Owned by the runtime thread (its const parts: cost model, pool, config, are read anywhere).
+  engine::Engine engine_;
   std::unordered_map<RequestId, Active> active_;
   std::unordered_map<std::string, RequestId> id_of_rid_;
   LruMap<std::string, Session> sessions_;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <random>
+#include <variant>
 
 #include "agentkv/protocol/endpoints.h"
 #include "agentkv/protocol/generate_response.h"
@@ -43,9 +44,9 @@ Status Gateway::Core::Init() {
   }
   std::random_device entropy;
   char instance[40];
-  std::snprintf(instance, sizeof(instance), "gw-%08x%08x%08x%08x",
+  std::snprintf(instance, sizeof(instance), "gw-%08x%08x%08x%08x", static_cast<unsigned>(entropy()),
                 static_cast<unsigned>(entropy()), static_cast<unsigned>(entropy()),
-                static_cast<unsigned>(entropy()), static_cast<unsigned>(entropy()));
+                static_cast<unsigned>(entropy()));
   instance_id_ = instance;
   id_prefix_ = instance_id_ + "-";
   context_length_ = options_.context_length;
@@ -221,7 +222,9 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   const std::string request_id = client->rid.has_value() ? *client->rid : NewRequestId();
   const bool needs_admission =
       admission_ && control::InScope(options_.agentic.agentic_admission_scope, *is_train);
-  StatusOr<std::string> rid = sessions_->BeginAttempt(*session, request_id, started);
+  StatusOr<std::string> rid = sessions_->BeginAttempt(
+      *session, request_id, started,
+      control::AttemptSpec{.awaits_admission = needs_admission, .streamed = client->stream});
   if (!rid.ok() && rid.status().code() == StatusCode::kResourceExhausted) {
     return refuse(GatewayError::kOverloaded, rid.status().message());
   }
@@ -236,8 +239,6 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   ex->started = started;
   ex->writer = writer;
   ex->request = std::move(request);
-  // Set before OnClientGone can run: a client gone in kAdmission cancels its ticket.
-  ex->phase = needs_admission ? Exchange::Phase::kAdmission : Exchange::Phase::kDispatching;
   in_flight_.fetch_add(1);
   std::weak_ptr<Exchange> weak = ex;
   writer->OnClientGone([this, weak] {
@@ -272,34 +273,33 @@ void Gateway::Core::OnAdmission(const std::shared_ptr<Exchange>& ex,
     std::lock_guard<std::mutex> lock(admission_mu_);
     awaiting_.erase(ex->rid);
   }
-  bool gone = false;
-  {
-    std::lock_guard<std::mutex> lock(ex->mu);
-    ex->lease_id = decision.lease_id;
-    ex->phase = Exchange::Phase::kDispatching;
-    gone = ex->client_gone;
-  }
   Log(LogLevel::kDebug,
       "event=admission rid=" + ex->rid +
           " action=" + std::string(control::AdmissionActionName(decision.action)) +
           " reason=" + std::string(control::AdmissionReasonName(decision.reason)) +
           " tokens=" + std::to_string(decision.reservation_tokens) +
           " wait_s=" + std::to_string(decision.wait.seconds()));
-  if (gone) return Finish(ex, HttpStatusFor(GatewayError::kClientGone));
-  if (decision.action == control::AdmissionAction::kRefuse) {
-    return Fail(ex, GatewayError::kBadRequest,
-                "the request reserves " + std::to_string(decision.reservation_tokens) +
-                    " tokens (prompt plus max tokens), more than the fleet's whole admission "
-                    "ceiling of " +
-                    std::to_string(decision.ceiling.value_or(0)) +
-                    " tokens; it can never be admitted: send fewer tokens or a lower max_tokens");
-  }
-  if (decision.action == control::AdmissionAction::kBypass &&
-      decision.reason == control::AdmissionReason::kCancelled) {
-    if (shutting_down_.load())
-      return Fail(ex, GatewayError::kShuttingDown, "the gateway is shutting down");
-    return Fail(ex, GatewayError::kSessionClosing,
-                "the session was closed while the request waited for admission");
+  // The flow keeps the decision's lease until Finish returns it.
+  StatusOr<control::AdmissionVerdict> verdict = sessions_->OnAdmission(ex->rid, decision);
+  if (!verdict.ok()) return Fail(ex, GatewayError::kInternal, verdict.status().message());
+  switch (*verdict) {
+    case control::AdmissionVerdict::kClientGone:
+      return Finish(ex, HttpStatusFor(GatewayError::kClientGone));
+    case control::AdmissionVerdict::kRefused:
+      return Fail(ex, GatewayError::kBadRequest,
+                  "the request reserves " + std::to_string(decision.reservation_tokens) +
+                      " tokens (prompt plus max tokens), more than the fleet's whole admission "
+                      "ceiling of " +
+                      std::to_string(decision.ceiling.value_or(0)) +
+                      " tokens; it can never be admitted: send fewer tokens or a lower "
+                      "max_tokens");
+    case control::AdmissionVerdict::kCancelled:
+      if (shutting_down_.load())
+        return Fail(ex, GatewayError::kShuttingDown, "the gateway is shutting down");
+      return Fail(ex, GatewayError::kSessionClosing,
+                  "the session was closed while the request waited for admission");
+    case control::AdmissionVerdict::kDispatch:
+      break;
   }
   Dispatch(ex);
 }
@@ -400,38 +400,37 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
   bool gone = false;
   {
     std::lock_guard<std::mutex> lock(ex->mu);
-    if (ex->phase != Exchange::Phase::kDone) ex->phase = Exchange::Phase::kUpstream;
     ex->stream = handle;
     gone = ex->client_gone;
   }
-  if (gone) OnClientGone(ex);
+  // The client left while the call was being made: the flow asked for the cut (and the abort)
+  // before the handle existed.
+  if (gone && handle) handle->Cancel();
 }
 
 void Gateway::Core::OnClientGone(const std::shared_ptr<Exchange>& ex) {
-  Exchange::Phase phase;
+  std::vector<control::FlowAction<std::string>> actions;
   std::shared_ptr<net::HttpClient::StreamHandle> stream;
   {
+    // Under the exchange's lock, so that a finished exchange's rid (which a new sessionless
+    // request may reuse) is never reported gone.
     std::lock_guard<std::mutex> lock(ex->mu);
+    if (ex->done || ex->client_gone) return;
     ex->client_gone = true;
-    phase = ex->phase;
     stream = ex->stream;
+    actions = sessions_->ClientGone(ex->rid);
   }
-  switch (phase) {
-    case Exchange::Phase::kAdmission:
-      // The decision callback finishes the exchange.
+  for (const control::FlowAction<std::string>& action : actions) {
+    if (std::holds_alternative<control::CancelAttempt>(action)) {
+      // Waiting for admission: the decision (kBypass `cancelled`) finishes the exchange.
       backend_->Cancel(TicketFor(ex->rid));
-      break;
-    case Exchange::Phase::kUpstream:
-      // The upstream call is cut, which ends the exchange and returns its lease at once (a
-      // hung engine must not hold it until the upstream timeout). A stream's engine sees its
-      // client go and aborts; a plain request is also aborted on every engine, so that it
-      // stops using KV for nobody.
-      if (!ex->client.stream) AbortOnEveryEngine(ex->rid);
+    } else if (std::holds_alternative<control::AbortOnEveryEngine>(action)) {
+      AbortOnEveryEngine(ex->rid);
+    } else if (std::holds_alternative<control::CutUpstream>(action)) {
+      // Cutting the call ends the exchange and returns its lease at once; without a handle
+      // yet, Dispatch cuts it as soon as it has one.
       if (stream) stream->Cancel();
-      break;
-    case Exchange::Phase::kDispatching:  // Dispatch looks at client_gone when it is done.
-    case Exchange::Phase::kDone:
-      break;
+    }
   }
 }
 
@@ -442,18 +441,15 @@ void Gateway::Core::Fail(const std::shared_ptr<Exchange>& ex, GatewayError error
 }
 
 void Gateway::Core::Finish(const std::shared_ptr<Exchange>& ex, int code) {
-  std::optional<std::string> lease;
   bool gone = false;
   {
     std::lock_guard<std::mutex> lock(ex->mu);
-    if (ex->phase == Exchange::Phase::kDone) return;
-    ex->phase = Exchange::Phase::kDone;
-    lease = std::move(ex->lease_id);
-    ex->lease_id.reset();
+    if (ex->done) return;
+    ex->done = true;
     gone = ex->client_gone;
   }
-  if (lease.has_value()) backend_->Release(*lease);
   const Clock::time_point now = Clock::now();
+  // Returns the attempt's lease (ReturnLease) and moves a draining session on.
   sessions_->Finish(ex->rid, now);
   metrics_.ObserveRequest(RoutePath(ex->route),
                           gone ? HttpStatusFor(GatewayError::kClientGone) : code,

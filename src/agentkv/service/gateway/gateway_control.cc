@@ -133,6 +133,10 @@ void Gateway::Core::CancelQueuedAttempt(const std::string& rid) {
   backend_->Cancel(TicketFor(rid));
 }
 
+void Gateway::Core::ReturnLease(const std::string& lease_id) {
+  if (backend_ != nullptr) backend_->Release(lease_id);
+}
+
 void Gateway::Core::AbortOnEveryEngine(const std::string& rid) {
   if (!effects_enabled_.load()) return;
   // Exactly Relax's {"rid": rid}: abort_all keeps SGLang's default.

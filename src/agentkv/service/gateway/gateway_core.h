@@ -4,7 +4,10 @@
 //
 // Invariants:
 // - Every data-path request that got a rid (an Exchange) is finished exactly once (Finish):
-//   its lease is released, its attempt reported to the SessionManager, its metrics recorded.
+//   its attempt reported to the SessionManager (whose control::GatewayFlow holds the attempt's
+//   phase and lease, and returns the lease through ReturnLease), its metrics recorded.
+// - The Exchange holds only the I/O side of an attempt (the client's writer, the upstream
+//   handle); what happens next is decided by the flow, and the gateway performs its actions.
 // - pending_acquires_ counts Acquire calls whose callback has not completed; awaiting_ holds
 //   the rids whose decision has not arrived. Shutdown cancels awaiting_ and waits for
 //   pending_acquires_ to reach 0 before the clients close.
@@ -52,12 +55,11 @@ struct Exchange {
   std::string rid;
   Clock::time_point started;
 
-  enum class Phase : uint8_t { kAdmission, kDispatching, kUpstream, kDone };
-  std::mutex mu;  // Guards the fields below.
-  Phase phase = Phase::kAdmission;
+  std::mutex mu;  // Guards the fields below; taken before the SessionManager's, never after.
+  // Finish ran (the attempt is no longer this exchange's: a sessionless rid may be reused).
+  bool done = false;
   bool client_gone = false;
   std::shared_ptr<net::ResponseWriter> writer;  // Reset to cut a broken stream.
-  std::optional<std::string> lease_id;
   std::shared_ptr<net::HttpClient::StreamHandle> stream;
   int upstream_status = 0;
 
@@ -94,6 +96,7 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   void AbortOnEveryEngine(const std::string& rid) override;
   void CloseOnEveryEngine(const std::string& session_id,
                           std::function<void(bool ok)> done) override;
+  void ReturnLease(const std::string& lease_id) override;
 
   GatewayOptions options_;
   std::shared_ptr<AdmissionBackend> backend_;

@@ -7,9 +7,9 @@
 // agentkv_gateway_session_close_total / _close_failure_total (cumulative),
 // agentkv_gateway_sessions_evicted_total / _sessions_refused_total (the --max-sessions bound),
 // agentkv_gateway_coordinator_failures_total{op} (a remote coordinator's failed calls), and
-// the gauges agentkv_gateway_in_flight_requests and agentkv_gateway_sessions_active. The agentic_kv/
-// session series are the gateway's (it runs the lifecycle); the admission/ and budget/ series
-// come from the AdmissionBackend. Thread-safe.
+// the gauges agentkv_gateway_in_flight_requests and agentkv_gateway_sessions_active. The
+// agentic_kv/ session series are the gateway's (it runs the lifecycle); the admission/ and budget/
+// series come from the AdmissionBackend. Thread-safe.
 #ifndef AGENTKV_SERVICE_GATEWAY_GATEWAY_METRICS_H_
 #define AGENTKV_SERVICE_GATEWAY_GATEWAY_METRICS_H_
 

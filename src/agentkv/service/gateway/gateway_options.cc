@@ -116,7 +116,8 @@ Status GatewayOptions::Validate() const {
       CheckSeconds("--session-drain-timeout-s", session_drain_timeout_s, false));
   AGENTKV_RETURN_IF_ERROR(CheckSeconds("--control-timeout-s", control_timeout_s, false));
   AGENTKV_RETURN_IF_ERROR(CheckSeconds("--metrics-timeout-s", metrics_timeout_s, false));
-  AGENTKV_RETURN_IF_ERROR(control::CheckPollTiming(agentic, "--metrics-timeout-s", metrics_timeout_s));
+  AGENTKV_RETURN_IF_ERROR(
+      control::CheckPollTiming(agentic, "--metrics-timeout-s", metrics_timeout_s));
   if (context_length.has_value() && (*context_length < 1 || *context_length > kMaxTokens)) {
     return InvalidArgumentError("--context-length must be in [1, " + std::to_string(kMaxTokens) +
                                 "], got " + std::to_string(*context_length));

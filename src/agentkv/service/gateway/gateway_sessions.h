@@ -1,35 +1,35 @@
-// SessionManager: the gateway's session registry around control::SessionLifecyclePlanner
-// (seed 000's session KV lifecycle as Relax's `_finish_session_once` does it).
+// SessionManager: the gateway's thread-safe driver of control::GatewayFlow, the pure state
+// machine of its sessions and backend attempts (seed 000's session KV lifecycle as Relax's
+// `_finish_session_once` does it, plus the attempt side of admission). The simulator drives
+// the same flow on its event loop (sim::GatewayModel), so what is replayed is what is served.
 //
 // Every request the gateway forwards is one backend attempt with a unique rid
-// "{request_id}:{n}". Attempts of a session are registered with the planner; when the session
-// ends (the client's POST /v1/sessions/{id}/close, or the idle timeout), the manager cancels
-// attempts still waiting for admission, aborts dispatched ones on every engine, waits until
-// their upstream responses end (bounded by the drain timeout), then closes the session on
-// every engine once and reports the outcome. Close is fail-open and idempotent: a failed close
-// still ends the session, and closing an ended session answers its remembered outcome without
-// a second fan-out. The network is behind SessionEffects, so the whole protocol runs in unit
-// tests without sockets.
+// "{request_id}:{n}". When a session ends (the client's POST /v1/sessions/{id}/close, the idle
+// timeout, or eviction at --max-sessions), the flow cancels attempts still waiting for
+// admission, aborts dispatched ones on every engine, waits until their upstream responses end
+// (bounded by the drain timeout), then closes the session on every engine once. This class
+// holds the flow under one mutex, turns steady-clock times into TimeNs, keeps the callbacks
+// of close requests, and performs the flow's actions through SessionEffects after the lock is
+// released (effects may call back into the manager at once). The network is behind
+// SessionEffects, so the whole protocol runs in unit tests without sockets.
 //
-// Thread-safe: one mutex guards the planner and the registry; it is never held while an effect
-// runs or a callback is called (effects may call back into the manager at once).
+// Thread-safe: one mutex guards the flow; it is never held while an effect runs or a callback
+// is called.
 #ifndef AGENTKV_SERVICE_GATEWAY_GATEWAY_SESSIONS_H_
 #define AGENTKV_SERVICE_GATEWAY_GATEWAY_SESSIONS_H_
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "agentkv/base/status.h"
+#include "agentkv/control/gateway_flow.h"
 #include "agentkv/control/session_lifecycle.h"
 
 namespace agentkv::service {
@@ -51,6 +51,9 @@ class SessionEffects {
   // when there is no engine).
   virtual void CloseOnEveryEngine(const std::string& session_id,
                                   std::function<void(bool ok)> done) = 0;
+  // An attempt that held an admission lease ended: return the lease (AdmissionBackend::
+  // Release). Default: nothing (no admission).
+  virtual void ReturnLease(const std::string& lease_id) { (void)lease_id; }
 };
 
 // The answer of a close request.
@@ -92,16 +95,28 @@ class SessionManager {
   // Registers a new attempt of `request_id` (in `session_id` when set; a session is opened on
   // its first attempt, and an ended one is opened again as a new incarnation) and returns its
   // rid: FormatAttemptRid(request_id, n) with the lowest n not used by a live attempt or by
-  // the session's remembered attempts. FailedPrecondition while the session is closing.
-  // Opening a session at max_sessions ends the longest-idle one (counted in evicted());
-  // ResourceExhausted, counted in refused(), when every active session has work in flight.
+  // the session's remembered attempts. `spec` says whether it waits for admission first and
+  // whether it streams. FailedPrecondition while the session is closing. Opening a session at
+  // max_sessions ends the longest-idle one (counted in evicted()); ResourceExhausted, counted
+  // in refused(), when every active session has work in flight.
   [[nodiscard]] StatusOr<std::string> BeginAttempt(const std::optional<std::string>& session_id,
-                                                   std::string_view request_id, SteadyTime now);
+                                                   std::string_view request_id, SteadyTime now,
+                                                   control::AttemptSpec spec = {});
+
+  // The admission decision of an attempt begun with awaits_admission arrived: what to do with
+  // it (control::GatewayFlow::OnAdmission). The attempt keeps the decision's lease until Finish
+  // returns it through SessionEffects::ReturnLease.
+  [[nodiscard]] StatusOr<control::AdmissionVerdict> OnAdmission(
+      std::string_view rid, const control::AdmissionDecision& decision);
 
   // Marks the attempt as posted and returns the identity fields of its body (session_id only
-  // with the lifecycle on). FailedPrecondition when a close cancelled it meanwhile: do not
-  // post. NotFound for an unknown rid.
+  // with the lifecycle on). FailedPrecondition when a close cancelled it or its client left
+  // meanwhile: do not post. NotFound for an unknown rid.
   [[nodiscard]] StatusOr<control::GenerateIdentity> Dispatch(std::string_view rid);
+
+  // The attempt's client left. Returns what the caller must do for that attempt, in order:
+  // CancelAttempt (its admission wait), AbortOnEveryEngine, CutUpstream (its upstream call).
+  [[nodiscard]] std::vector<control::FlowAction<std::string>> ClientGone(std::string_view rid);
 
   // The attempt ended, however (answered, failed, cancelled, never dispatched). Idempotent.
   void Finish(std::string_view rid, SteadyTime now);
@@ -133,45 +148,15 @@ class SessionManager {
   void CheckInvariants() const;
 
  private:
-  struct SessionState {
-    int64_t open_attempts = 0;
-    SteadyTime last_activity;
-    std::optional<SteadyTime> drain_deadline;
-    std::vector<std::function<void(SessionCloseResult)>> waiters;
-    int64_t aborted = 0;
-    bool close_outstanding = false;
-    std::optional<bool> last_close_ok;
-    // Non-zero while the ended session is remembered in closed_.
-    uint64_t tombstone = 0;
-    // Per request id, the next attempt number to try (a hint: cleared when it grows past
-    // kMaxEndedAttemptsPerSession entries; probing from 0 finds the same rids).
-    std::unordered_map<std::string, int64_t> next_attempt;
-    // Set while the session is in idle_: active with no attempt open, since this time.
-    std::optional<SteadyTime> idle_since;
-  };
   // Work decided under the lock and done after it is released.
   struct Pending {
-    std::vector<control::LifecycleAction> actions;
-    std::vector<std::pair<std::function<void(SessionCloseResult)>, SessionCloseResult>> answers;
+    std::vector<control::FlowAction<std::string>> actions;
+    // The callbacks of the AnswerClose actions, taken under the lock.
+    std::map<uint64_t, std::function<void(SessionCloseResult)>> answers;
   };
 
-  StatusOr<std::string> BeginAttemptLocked(const std::optional<std::string>& session_id,
-                                           std::string_view request_id, SteadyTime now,
-                                           Pending& pending);
-  SessionState& OpenLocked(const std::string& session_id, SteadyTime now);
-  // Puts the session in idle_ or takes it out, as its phase and open attempts say.
-  void UpdateIdleLocked(const std::string& session_id, SessionState& state);
-  // Whether an attempt in `session_id` opens an active session (OpenLocked would create one).
-  bool OpensSessionLocked(const std::string& session_id) const;
-  // Makes room for one more active session: OK when below max_sessions or after ending the
-  // longest-idle one; ResourceExhausted when every active session has work in flight.
-  Status MakeRoomLocked(SteadyTime now, Pending& pending);
-  // Applies a termination and collects what follows.
-  void TerminateLocked(const std::string& session_id, control::TerminalReason reason,
-                       SteadyTime now, Pending& pending);
-  // Takes the planner's actions and answers waiters of sessions that became terminal.
+  // Takes the flow's actions and the callbacks they answer.
   void CollectLocked(Pending& pending);
-  void SettleLocked(const std::string& session_id, SessionState& state, Pending& pending);
   void Run(Pending pending);
   void OnCloseDone(const std::string& session_id, bool ok);
 
@@ -179,19 +164,10 @@ class SessionManager {
   SessionEffects* const effects_;
 
   mutable std::mutex mu_;
-  control::SessionLifecyclePlanner planner_;
-  std::map<std::string, SessionState, std::less<>> sessions_;
-  // Ended sessions in the order they ended: (id, tombstone); stale entries are skipped.
-  std::deque<std::pair<std::string, uint64_t>> closed_;
-  uint64_t next_tombstone_ = 1;
-  // Live attempts: rid -> session id ("" without a session).
-  std::map<std::string, std::string, std::less<>> live_;
-  // Active sessions with no attempt open, by when they became idle (oldest first).
-  std::set<std::pair<SteadyTime, std::string>> idle_;
-  // Sessions in the planner's kActive phase.
-  int64_t active_ = 0;
-  int64_t evicted_ = 0;
-  int64_t refused_ = 0;
+  control::GatewayFlow<std::string> flow_;
+  // Close requests waiting for their answer, by the number given to the flow.
+  std::map<uint64_t, std::function<void(SessionCloseResult)>> close_waiters_;
+  uint64_t next_close_request_ = 1;
 };
 
 }  // namespace agentkv::service

@@ -1,0 +1,483 @@
+// Tests of GatewayFlow: attempt rids, admission verdicts and leases, dispatch identity, the
+// close protocol (cancel, abort, drain, close, answer), the drain timeout, client departures,
+// idle sessions and the session cap, both key types, and a randomized model-based run that
+// checks every emitted action against a small reference of what the flow may do.
+#include "agentkv/control/gateway_flow.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace agentkv::control {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+TimeNs At(double seconds) { return TimeNs::Seconds(seconds); }
+
+// Renders an action as one short line so a scenario compares whole outboxes at once.
+template <typename Key>
+std::string Describe(const FlowAction<Key>& action) {
+  const auto name = [](const Key& key) {
+    if constexpr (std::is_same_v<Key, std::string>) {
+      return key;
+    } else {
+      return std::to_string(key.value());
+    }
+  };
+  if (const auto* a = std::get_if<CancelAttempt>(&action)) {
+    return std::string(a->awaiting_admission ? "cancel-admission " : "cancel ") + a->rid;
+  }
+  if (const auto* a = std::get_if<AbortOnEveryEngine>(&action)) return "abort " + a->rid;
+  if (const auto* a = std::get_if<CutUpstream>(&action)) return "cut " + a->rid;
+  if (const auto* a = std::get_if<ReturnLease>(&action)) return "return " + a->lease_id;
+  if (const auto* a = std::get_if<CloseOnEveryEngine<Key>>(&action))
+    return "close " + name(a->session);
+  const auto& answer = std::get<AnswerClose<Key>>(action);
+  return "answer " + std::to_string(answer.request) + " " + name(answer.outcome.session) +
+         (answer.outcome.closed ? " closed" : " failed") +
+         " aborted=" + std::to_string(answer.outcome.aborted);
+}
+
+AdmissionDecision Admit(const std::string& rid) {
+  AdmissionDecision d;
+  d.action = AdmissionAction::kAdmit;
+  d.reason = AdmissionReason::kCapacityAvailable;
+  d.ticket = rid;
+  d.lease_id = "lease-" + rid;
+  return d;
+}
+
+AdmissionDecision BypassOf(const std::string& rid, AdmissionReason reason) {
+  AdmissionDecision d;
+  d.action = AdmissionAction::kBypass;
+  d.reason = reason;
+  d.ticket = rid;
+  return d;
+}
+
+class GatewayFlowTest : public ::testing::Test {
+ protected:
+  void Make(bool lifecycle = true, int64_t max_sessions = 100'000) {
+    GatewayFlowOptions options;
+    options.lifecycle = lifecycle;
+    options.idle_timeout = At(60);
+    options.drain_timeout = At(5);
+    options.max_sessions = max_sessions;
+    flow_.emplace(options);
+  }
+  GatewayFlow<std::string>& flow() { return *flow_; }
+
+  std::string Begin(const std::optional<std::string>& session, const std::string& request,
+                    bool admission = false, bool streamed = false) {
+    StatusOr<std::string> rid = flow().BeginAttempt(session, request, {admission, streamed}, now_);
+    EXPECT_TRUE(rid.ok()) << rid.status();
+    flow().CheckInvariants();
+    return rid.ok() ? *rid : "";
+  }
+  void Dispatch(const std::string& rid) {
+    StatusOr<DispatchIdentity<std::string>> identity = flow().Dispatch(rid);
+    EXPECT_TRUE(identity.ok()) << identity.status();
+    flow().CheckInvariants();
+  }
+  void Finish(const std::string& rid) {
+    flow().Finish(rid, now_);
+    flow().CheckInvariants();
+  }
+  void Close(const std::string& session, uint64_t request) {
+    flow().Close(session, TerminalReason::kFinished, request, now_);
+    flow().CheckInvariants();
+  }
+  std::vector<std::string> Actions() {
+    std::vector<std::string> out;
+    for (const auto& action : flow().TakeActions()) out.push_back(Describe<std::string>(action));
+    return out;
+  }
+
+  std::optional<GatewayFlow<std::string>> flow_;
+  TimeNs now_ = At(1000);
+};
+
+TEST_F(GatewayFlowTest, RidsAreUniquePerLiveAttemptAndNeverReusedWithinASession) {
+  Make();
+  EXPECT_EQ(Begin("s", "req"), "req:0");
+  EXPECT_EQ(Begin("s", "req"), "req:1");  // The same client rid while the first is live.
+  EXPECT_EQ(Begin(std::nullopt, "req"), "req:2");
+  Dispatch("req:2");
+  Finish("req:2");
+  // A finished sessionless rid is free again; a session's rids are not.
+  EXPECT_EQ(Begin(std::nullopt, "req"), "req:2");
+  Dispatch("req:0");
+  Finish("req:0");
+  EXPECT_EQ(Begin("s", "req"), "req:3");
+  EXPECT_EQ(flow().live_attempts(), 3);
+  EXPECT_EQ(flow().BeginAttempt("s", "", {}, now_).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(flow().Dispatch("nope").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(GatewayFlowTest, DispatchCarriesTheSessionOnlyWithTheLifecycle) {
+  for (bool lifecycle : {true, false}) {
+    Make(lifecycle);
+    const std::string rid = Begin("s", "r");
+    StatusOr<DispatchIdentity<std::string>> identity = flow().Dispatch(rid);
+    ASSERT_TRUE(identity.ok());
+    EXPECT_EQ(identity->rid, "r:0");
+    EXPECT_EQ(identity->session, lifecycle ? std::optional<std::string>("s") : std::nullopt);
+    // Dispatched once only.
+    EXPECT_EQ(flow().Dispatch(rid).status().code(), StatusCode::kFailedPrecondition);
+  }
+}
+
+TEST_F(GatewayFlowTest, AdmissionVerdictsAndTheLeaseReturnedAtFinish) {
+  Make();
+  const std::string admitted = Begin("s", "a", /*admission=*/true);
+  EXPECT_EQ(flow().Dispatch(admitted).status().code(), StatusCode::kFailedPrecondition)
+      << "an attempt waiting for admission must not be dispatched";
+  EXPECT_EQ(*flow().attempt_phase(admitted), AttemptPhase::kAdmitting);
+  EXPECT_EQ(*flow().OnAdmission(admitted, Admit(admitted)), AdmissionVerdict::kDispatch);
+  EXPECT_EQ(flow().lease_of(admitted), "lease-a:0");
+  EXPECT_EQ(flow().OnAdmission(admitted, Admit(admitted)).status().code(),
+            StatusCode::kFailedPrecondition);
+  Dispatch(admitted);
+  Finish(admitted);
+  EXPECT_THAT(Actions(), ElementsAre("return lease-a:0"));
+
+  const std::string refused = Begin("s", "b", true);
+  AdmissionDecision refuse = BypassOf(refused, AdmissionReason::kOversized);
+  refuse.action = AdmissionAction::kRefuse;
+  EXPECT_EQ(*flow().OnAdmission(refused, refuse), AdmissionVerdict::kRefused);
+  const std::string cancelled = Begin("s", "c", true);
+  EXPECT_EQ(*flow().OnAdmission(cancelled, BypassOf(cancelled, AdmissionReason::kCancelled)),
+            AdmissionVerdict::kCancelled);
+  const std::string aged = Begin("s", "d", true);
+  EXPECT_EQ(*flow().OnAdmission(aged, BypassOf(aged, AdmissionReason::kAged)),
+            AdmissionVerdict::kDispatch);
+  for (const std::string& rid : {refused, cancelled, aged}) Finish(rid);
+  EXPECT_THAT(Actions(), IsEmpty()) << "bypassed attempts hold no lease";
+  EXPECT_EQ(flow().OnAdmission("x:0", Admit("x:0")).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(GatewayFlowTest, CloseOfAnIdleSessionClosesOnceAndAnswersEveryRequest) {
+  Make();
+  Dispatch(Begin("s", "r"));
+  Finish("r:0");
+  Close("s", 1);
+  EXPECT_THAT(Actions(), ElementsAre("close s"));
+  EXPECT_EQ(*flow().phase("s"), SessionPhase::kClosing);
+  Close("s", 2);  // While closing: waits too, no second fan-out.
+  EXPECT_THAT(Actions(), IsEmpty());
+  EXPECT_EQ(flow().BeginAttempt("s", "r", {}, now_).status().code(),
+            StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(flow().OnCloseOutcome("s", true).ok());
+  EXPECT_THAT(Actions(), ElementsAre("answer 1 s closed aborted=0", "answer 2 s closed aborted=0"));
+  Close("s", 3);  // Ended: the remembered outcome at once.
+  EXPECT_THAT(Actions(), ElementsAre("answer 3 s closed aborted=0"));
+  EXPECT_EQ(flow().counters().close, 1);
+  EXPECT_EQ(flow().OnCloseOutcome("s", true).code(), StatusCode::kFailedPrecondition);
+  // A new request starts a new incarnation.
+  EXPECT_EQ(Begin("s", "r"), "r:0");
+  EXPECT_EQ(*flow().phase("s"), SessionPhase::kActive);
+}
+
+TEST_F(GatewayFlowTest, CloseCancelsQueuedAttemptsAbortsDispatchedOnesAndClosesAfterTheDrain) {
+  Make();
+  const std::string waiting = Begin("s", "w", /*admission=*/true);
+  const std::string ready = Begin("s", "q");
+  const std::string a = Begin("s", "a", true);
+  ASSERT_EQ(*flow().OnAdmission(a, Admit(a)), AdmissionVerdict::kDispatch);
+  Dispatch(a);
+  const std::string b = Begin("s", "b");
+  Dispatch(b);
+  Close("s", 7);
+  EXPECT_THAT(Actions(),
+              ElementsAre("cancel-admission w:0", "cancel q:0", "abort a:0", "abort b:0"));
+  EXPECT_EQ(*flow().phase("s"), SessionPhase::kDraining);
+  EXPECT_EQ(flow().NextDrainDeadline(), now_ + At(5));
+  // The cancelled attempts may not be dispatched, even one admitted just before its cancel
+  // reached the coordinator; their ends do not move the drain.
+  EXPECT_EQ(*flow().OnAdmission(waiting, Admit(waiting)), AdmissionVerdict::kCancelled);
+  EXPECT_EQ(flow().Dispatch(ready).status().code(), StatusCode::kFailedPrecondition);
+  Finish(waiting);
+  Finish(ready);
+  Finish(a);
+  EXPECT_THAT(Actions(), ElementsAre("return lease-w:0", "return lease-a:0"));
+  Finish(b);  // The last dispatched attempt: now the close.
+  EXPECT_THAT(Actions(), ElementsAre("close s"));
+  ASSERT_TRUE(flow().OnCloseOutcome("s", true).ok());
+  EXPECT_THAT(Actions(), ElementsAre("answer 7 s closed aborted=2"));
+  EXPECT_EQ(flow().live_attempts(), 0);
+}
+
+TEST_F(GatewayFlowTest, ADrainPastItsTimeoutClosesAnywayAndLateFinishesAreHarmless) {
+  Make();
+  const std::string rid = Begin("s", "r");
+  Dispatch(rid);
+  Close("s", 1);
+  EXPECT_THAT(Actions(), ElementsAre("abort r:0"));
+  EXPECT_EQ(flow().Sweep(now_ + At(4.9)), 0);
+  EXPECT_EQ(flow().Sweep(now_ + At(5)), 1);
+  flow().CheckInvariants();
+  EXPECT_THAT(Actions(), ElementsAre("close s"));
+  EXPECT_EQ(flow().NextDrainDeadline(), std::nullopt);
+  ASSERT_TRUE(flow().OnCloseOutcome("s", false).ok());
+  EXPECT_THAT(Actions(), ElementsAre("answer 1 s failed aborted=1"));
+  EXPECT_EQ(flow().counters().close_failure, 1);
+  Finish(rid);  // The aborted attempt's late answer.
+  EXPECT_THAT(Actions(), IsEmpty());
+  EXPECT_EQ(*flow().phase("s"), SessionPhase::kTerminal);
+}
+
+TEST_F(GatewayFlowTest, AClientThatLeavesCancelsItsWaitOrCutsItsUpstream) {
+  Make();
+  const std::string waiting = Begin("s", "w", /*admission=*/true);
+  flow().OnClientGone(waiting);
+  flow().OnClientGone(waiting);  // Idempotent.
+  EXPECT_THAT(Actions(), ElementsAre("cancel-admission w:0"));
+  EXPECT_EQ(*flow().OnAdmission(waiting, Admit(waiting)), AdmissionVerdict::kClientGone);
+  Finish(waiting);
+  EXPECT_THAT(Actions(), ElementsAre("return lease-w:0"));
+
+  const std::string plain = Begin("s", "p");
+  const std::string stream = Begin("s", "t", false, /*streamed=*/true);
+  const std::string ready = Begin("s", "r");
+  Dispatch(plain);
+  Dispatch(stream);
+  flow().OnClientGone(plain);
+  flow().OnClientGone(stream);
+  flow().OnClientGone(ready);
+  EXPECT_THAT(Actions(), ElementsAre("abort p:0", "cut p:0", "cut t:0"));
+  EXPECT_EQ(flow().Dispatch(ready).status().code(), StatusCode::kFailedPrecondition);
+  flow().OnClientGone("unknown:0");
+  EXPECT_THAT(Actions(), IsEmpty());
+}
+
+TEST_F(GatewayFlowTest, WithTheLifecycleOffASessionEndsWithoutAClose) {
+  Make(/*lifecycle=*/false);
+  const std::string rid = Begin("s", "r");
+  Dispatch(rid);
+  Close("s", 1);
+  EXPECT_THAT(Actions(), ElementsAre("abort r:0"));
+  Finish(rid);
+  EXPECT_THAT(Actions(), ElementsAre("answer 1 s closed aborted=1"));
+  EXPECT_EQ(flow().counters().close, 0);
+  EXPECT_EQ(flow().counters().terminated, 1);
+}
+
+TEST_F(GatewayFlowTest, IdleSessionsEndAndTheCapEvictsTheLongestIdle) {
+  Make(true, /*max_sessions=*/2);
+  Finish(Begin("a", "ra"));
+  now_ = now_ + At(1);
+  Finish(Begin("b", "rb"));
+  now_ = now_ + At(1);
+  const std::string c = Begin("c", "rc");  // At the cap: "a", idle the longest, is ended.
+  EXPECT_THAT(Actions(), ElementsAre("close a"));
+  EXPECT_EQ(flow().evicted(), 1);
+  const std::string b = Begin("b", "rb");  // "b" is busy now; so is "c": "d" is refused.
+  EXPECT_EQ(flow().BeginAttempt("d", "rd", {}, now_).status().code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(flow().refused(), 1);
+  EXPECT_EQ(flow().active_sessions(), 2);
+  Finish(b);
+  Finish(c);
+  EXPECT_EQ(flow().Sweep(now_ + At(59)), 0);
+  EXPECT_EQ(flow().Sweep(now_ + At(60)), 2);
+  EXPECT_THAT(Actions(), ElementsAre("close b", "close c"));
+  flow().CheckInvariants();
+}
+
+// A session that lives for many requests keeps bounded memory: ended rids beyond the bound are
+// forgotten oldest first, live ones never are, and a close still aborts every dispatched
+// attempt.
+TEST_F(GatewayFlowTest, AnActiveSessionRemembersBoundedEndedAttempts) {
+  Make();
+  const std::string held = Begin("s", "held");
+  Dispatch(held);
+  for (int64_t i = 0; i < 3 * kMaxEndedAttemptsPerSession; ++i) {
+    const std::string rid = Begin("s", "r");
+    Dispatch(rid);
+    flow().Finish(rid, now_);
+  }
+  flow().CheckInvariants();
+  EXPECT_EQ(flow().live_attempts(), 1);
+  // The rids keep counting up: an ended rid is never handed out again in the session.
+  const std::string next = "r:" + std::to_string(3 * kMaxEndedAttemptsPerSession);
+  EXPECT_EQ(Begin("s", "r"), next);
+  Close("s", 1);
+  EXPECT_THAT(Actions(), ElementsAre("cancel " + next, "abort held:0"));
+}
+
+TEST(GatewayFlowSessionIdTest, TheSimulatorsTypedSessionIdsRunTheSameFlow) {
+  GatewayFlowOptions options;
+  options.lifecycle = true;
+  GatewayFlow<SessionId> flow(options);
+  StatusOr<std::string> rid = flow.BeginAttempt(SessionId(7), "42", {}, At(0));
+  ASSERT_TRUE(rid.ok());
+  EXPECT_EQ(*rid, "42:0");
+  StatusOr<DispatchIdentity<SessionId>> identity = flow.Dispatch(*rid);
+  ASSERT_TRUE(identity.ok());
+  EXPECT_EQ(identity->session, SessionId(7));
+  flow.Close(SessionId(7), TerminalReason::kFinished, 1, At(1));
+  flow.Finish(*rid, At(2));
+  std::vector<std::string> actions;
+  for (const auto& action : flow.TakeActions()) actions.push_back(Describe<SessionId>(action));
+  EXPECT_THAT(actions, ElementsAre("abort 42:0", "close 7"));
+  ASSERT_TRUE(flow.OnCloseOutcome(SessionId(7), true).ok());
+  flow.CheckInvariants();
+}
+
+// Drives the flow with random events and checks each outbox against a reference of what the
+// protocol allows: cancels only for undispatched attempts, aborts only for dispatched ones,
+// each lease returned exactly once at its attempt's finish, one close per ended incarnation
+// and only once nothing it waits for is in flight (or its drain deadline passed), and every
+// close request answered exactly once.
+TEST(GatewayFlowModelTest, RandomEventsKeepTheProtocol) {
+  for (uint32_t seed = 1; seed <= 30; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    GatewayFlowOptions options;
+    options.lifecycle = seed % 3 != 0;
+    options.idle_timeout = At(seed % 2 == 0 ? 0 : 20);
+    options.drain_timeout = At(3);
+    options.max_sessions = 1 + static_cast<int64_t>(seed % 4);
+    options.max_closed_sessions = 2;
+    GatewayFlow<std::string> flow(options);
+
+    // Reference state.
+    struct RefAttempt {
+      std::optional<std::string> session;
+      bool dispatched = false;
+      bool admitting = false;
+      std::optional<std::string> lease;
+    };
+    std::map<std::string, RefAttempt> live;
+    std::set<std::string> leases_out;
+    std::set<uint64_t> unanswered;
+    std::set<std::string> closing;
+    TimeNs now = At(0);
+    uint64_t next_request = 1;
+    const std::vector<std::string> sessions = {"s0", "s1", "s2", "s3"};
+
+    const auto check_actions = [&] {
+      for (const auto& action : flow.TakeActions()) {
+        if (const auto* cancel = std::get_if<CancelAttempt>(&action)) {
+          ASSERT_TRUE(live.contains(cancel->rid)) << "cancel of a finished attempt";
+          EXPECT_FALSE(live[cancel->rid].dispatched) << "cancel of a dispatched attempt";
+          if (!cancel->awaiting_admission) continue;
+          EXPECT_TRUE(live[cancel->rid].admitting);
+        } else if (const auto* abort = std::get_if<AbortOnEveryEngine>(&action)) {
+          ASSERT_TRUE(live.contains(abort->rid));
+          EXPECT_TRUE(live[abort->rid].dispatched) << "abort of an undispatched attempt";
+        } else if (const auto* cut = std::get_if<CutUpstream>(&action)) {
+          ASSERT_TRUE(live.contains(cut->rid));
+          EXPECT_TRUE(live[cut->rid].dispatched);
+        } else if (const auto* lease = std::get_if<ReturnLease>(&action)) {
+          EXPECT_EQ(leases_out.erase(lease->lease_id), 1u) << "lease returned twice or never lent";
+        } else if (const auto* close = std::get_if<CloseOnEveryEngine<std::string>>(&action)) {
+          EXPECT_TRUE(options.lifecycle);
+          EXPECT_TRUE(closing.insert(close->session).second) << "second close of one incarnation";
+        } else {
+          const auto& answer = std::get<AnswerClose<std::string>>(action);
+          EXPECT_EQ(unanswered.erase(answer.request), 1u) << "close answered twice";
+        }
+      }
+    };
+
+    for (int step = 0; step < 400; ++step) {
+      now = now + TimeNs::Millis(std::uniform_int_distribution<int>(0, 1500)(rng));
+      const int op = std::uniform_int_distribution<int>(0, 9)(rng);
+      std::vector<std::string> rids;
+      for (const auto& [rid, a] : live) rids.push_back(rid);
+      const auto pick = [&]() -> std::string {
+        return rids[std::uniform_int_distribution<size_t>(0, rids.size() - 1)(rng)];
+      };
+      if (op <= 2 || rids.empty()) {
+        std::optional<std::string> session;
+        if (op != 0) session = sessions[rng() % sessions.size()];
+        const bool admission = rng() % 2 == 0;
+        StatusOr<std::string> rid = flow.BeginAttempt(session, "r" + std::to_string(rng() % 5),
+                                                      {admission, rng() % 2 == 0}, now);
+        if (rid.ok()) live[*rid] = RefAttempt{session, false, admission, std::nullopt};
+      } else if (op == 3) {
+        const std::string rid = pick();
+        if (live[rid].admitting) {
+          AdmissionDecision d = rng() % 2 == 0 ? Admit(rid) : BypassOf(rid, AdmissionReason::kAged);
+          ASSERT_TRUE(flow.OnAdmission(rid, d).ok());
+          live[rid].admitting = false;
+          if (d.lease_id.has_value()) leases_out.insert(*d.lease_id);
+        }
+      } else if (op == 4) {
+        const std::string rid = pick();
+        if (flow.Dispatch(rid).ok()) {
+          EXPECT_FALSE(live[rid].admitting);
+          live[rid].dispatched = true;
+        }
+      } else if (op == 5) {
+        const std::string rid = pick();
+        flow.OnClientGone(rid);
+      } else if (op == 6 || op == 7) {
+        const std::string rid = pick();
+        check_actions();
+        flow.Finish(rid, now);
+        live.erase(rid);
+      } else if (op == 8) {
+        check_actions();
+        const uint64_t request = next_request++;
+        unanswered.insert(request);
+        flow.Close(sessions[rng() % sessions.size()], TerminalReason::kFinished, request, now);
+      } else {
+        flow.Sweep(now);
+      }
+      check_actions();
+      // Outstanding closes answer at random.
+      for (auto it = closing.begin(); it != closing.end();) {
+        if (rng() % 2 == 0) {
+          ASSERT_TRUE(flow.OnCloseOutcome(*it, rng() % 4 != 0).ok());
+          it = closing.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      check_actions();
+      flow.CheckInvariants();
+      // Every attempt still counted in a drain is dispatched and live.
+      EXPECT_EQ(flow.live_attempts(), static_cast<int64_t>(live.size()));
+    }
+    // Wind down: every attempt answers, every drain and close completes.
+    for (const auto& [rid, a] : live) {
+      if (a.admitting) {
+        ASSERT_TRUE(flow.OnAdmission(rid, BypassOf(rid, AdmissionReason::kCancelled)).ok());
+      }
+    }
+    check_actions();
+    std::vector<std::string> rids;
+    for (const auto& [rid, a] : live) rids.push_back(rid);
+    for (const std::string& rid : rids) {
+      check_actions();
+      flow.Finish(rid, now);
+      live.erase(rid);
+    }
+    check_actions();
+    for (const std::string& s : closing) ASSERT_TRUE(flow.OnCloseOutcome(s, true).ok());
+    closing.clear();
+    check_actions();
+    flow.CheckInvariants();
+    EXPECT_TRUE(leases_out.empty()) << leases_out.size() << " leases never returned";
+    EXPECT_TRUE(unanswered.empty()) << unanswered.size() << " close requests never answered";
+    EXPECT_EQ(flow.terminating_sessions(), 0);
+    EXPECT_EQ(flow.live_attempts(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace agentkv::control

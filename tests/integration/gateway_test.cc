@@ -47,7 +47,7 @@ TEST(GatewayTest, SessionTurnsCarryTheSessionAndCloseReleasesItsKvOnEveryEngine)
   LogCapture logs;
   GatewayOptions options = BaseOptions(logs);
   options.router_url = fleet.router->base_url();
-  options.router_policy = "consistent_hashing";
+  options.router_policy = SglRouterPolicy::kConsistentHashing;
   options.agentic.agentic_session_lifecycle = true;
   auto gateway = StartGateway(options);
   ASSERT_NE(gateway, nullptr);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -142,6 +143,39 @@ TEST(FleetModelTest, CloseOnEveryEngineFreesTheSessionWhereItLived) {
   EXPECT_GT(fleet->gauges(EngineId(1)).evictable_tokens, 0);
   // Idempotent.
   EXPECT_EQ(fleet->CloseSessionOnEveryEngine(SessionId(5)), (std::vector<int64_t>{0, 0, 0}));
+}
+
+// An abort goes to every engine: the one holding the request ends it at its next step
+// boundary and completes it through the fleet's callback; the others, and a second abort
+// once it finished, ignore it.
+TEST(FleetModelTest, AbortOnEveryEngineEndsTheRequestWhereItRuns) {
+  EventLoop loop;
+  std::unique_ptr<FleetModel> fleet = MakeFleet(&loop, "round_robin", 3);
+  ASSERT_NE(fleet, nullptr);
+  std::vector<std::tuple<EngineId, int64_t, bool>> completed;
+  fleet->set_completion_callback([&](EngineId engine, const EngineRequestRecord& record) {
+    completed.emplace_back(engine, record.id.value(), record.report.aborted);
+  });
+  engine::SchedulerRequest long_request = SessionRequest(0, 5, 0);
+  long_request.max_new_tokens = 1000;
+  ASSERT_EQ(*fleet->Submit(std::move(long_request), 5), EngineId(0));
+  ASSERT_EQ(*fleet->Submit(SessionRequest(1, 6, 0), 6), EngineId(1));
+  EXPECT_EQ(fleet->AbortOnEveryEngine(RequestId(9)), 0) << "unknown everywhere";
+  loop.RunNext();  // Engine 0's first step starts.
+  EXPECT_EQ(fleet->AbortOnEveryEngine(RequestId(0)), 1);
+  loop.RunUntilIdle();
+  EXPECT_EQ(fleet->num_completed(), 2);
+  ASSERT_EQ(completed.size(), 2u);
+  const EngineRequestRecord* aborted = fleet->engine(EngineId(0)).FindRecord(RequestId(0));
+  ASSERT_NE(aborted, nullptr);
+  EXPECT_TRUE(aborted->report.aborted);
+  EXPECT_EQ(aborted->report.output_tokens, 1) << "ended after its prefill step";
+  EXPECT_NE(std::find(completed.begin(), completed.end(), std::make_tuple(EngineId(0), 0, true)),
+            completed.end());
+  EXPECT_NE(std::find(completed.begin(), completed.end(), std::make_tuple(EngineId(1), 1, false)),
+            completed.end());
+  EXPECT_EQ(fleet->engine(EngineId(0)).in_flight(), 0);
+  EXPECT_EQ(fleet->AbortOnEveryEngine(RequestId(0)), 0) << "finished: ignored";
 }
 
 TEST(FleetModelTest, RejectsBadOptions) {

@@ -286,7 +286,10 @@ TEST_F(GatewayModelTest, LifecycleAttachesTheSessionAndClosesItOnEveryEngine) {
 
 // --- Close while requests are in flight (the served gateway's drain, on simulated time). ---
 
-TEST_F(GatewayModelTest, ClosingASessionWithARequestInFlightDrainsItThenClosesEveryEngine) {
+// The close aborts the request on every engine; its engine ends it at the next step boundary
+// (6 ms, one step after the close at 5 ms), long before its natural end (20 ms), and the
+// drain, then the close on every engine, follow at once.
+TEST_F(GatewayModelTest, ClosingASessionWithARequestInFlightAbortsItThenClosesEveryEngine) {
   GatewayModelOptions options;
   options.agentic.agentic_session_lifecycle = true;
   Build(options);
@@ -295,34 +298,66 @@ TEST_F(GatewayModelTest, ClosingASessionWithARequestInFlightDrainsItThenClosesEv
   ASSERT_EQ(gateway_->in_flight(), 1);
   EXPECT_TRUE(gateway_->EndSession(SessionId(1)).empty()) << "the close waits for the drain";
   EXPECT_EQ(gateway_->aborts_requested(), 1);
+  EXPECT_EQ(gateway_->aborts_performed(), 1);
   EXPECT_EQ(*gateway_->flow().phase(SessionId(1)), control::SessionPhase::kDraining);
   EXPECT_EQ(gateway_->engine_session_closes(), 0);
-  loop_.RunUntilIdle();
-  // The request ran to its end (simulated engines have no abort), then the close followed.
-  ASSERT_NE(CompletionOf(1), nullptr);
-  ASSERT_TRUE(CompletionOf(1)->engine.has_value());
-  EXPECT_EQ(gateway_->engine_session_closes(), 2);
+  loop_.RunUntil(TimeNs::Millis(6));
+  const Completion* c = CompletionOf(1);
+  ASSERT_NE(c, nullptr) << "aborted at the step boundary after the close";
+  EXPECT_EQ(c->at, TimeNs::Millis(6));
+  ASSERT_TRUE(c->engine.has_value());
+  EXPECT_TRUE(c->engine->report.aborted);
+  EXPECT_EQ(c->engine->report.output_tokens, 6) << "the prefill's token and five decodes";
+  EXPECT_EQ(c->engine->first_token, TimeNs::Millis(1));
+  EXPECT_EQ(gateway_->in_flight(), 0);
+  EXPECT_EQ(gateway_->engine_session_closes(), 2) << "the drain ended at the abort";
   EXPECT_FALSE(Cache(0).SessionOpen(SessionId(1)));
   EXPECT_EQ(Metric(gateway_->AgenticKvMetrics(), control::kSessionCloseMetric), 1.0);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(fleet_->engine(*c->record.engine).num_steps(), 6) << "no step past the abort";
   EXPECT_TRUE(gateway_->EndSession(SessionId(1)).empty()) << "ended: no second close";
   EXPECT_EQ(gateway_->engine_session_closes(), 2);
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }
 
+// A close whose abort meets the request's last step: the request finishes normally at that
+// step's end, which ends the drain as well.
+TEST_F(GatewayModelTest, AnAbortMeetingTheLastStepLetsTheRequestFinish) {
+  GatewayModelOptions options;
+  options.agentic.agentic_session_lifecycle = true;
+  Build(options);
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 6)).ok());
+  loop_.RunUntil(TimeNs::Millis(5));  // The step started at 5 ms emits the sixth token.
+  EXPECT_TRUE(gateway_->EndSession(SessionId(1)).empty());
+  EXPECT_EQ(gateway_->aborts_requested(), 1);
+  EXPECT_EQ(gateway_->aborts_performed(), 0) << "the engine found it finishing";
+  loop_.RunUntilIdle();
+  ASSERT_NE(CompletionOf(1), nullptr);
+  EXPECT_EQ(CompletionOf(1)->at, TimeNs::Millis(6));
+  EXPECT_FALSE(CompletionOf(1)->engine->report.aborted);
+  EXPECT_EQ(CompletionOf(1)->engine->report.output_tokens, 6);
+  EXPECT_EQ(gateway_->engine_session_closes(), 2);
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+// A drain timeout shorter than the wait for the engine's next step boundary closes the
+// session before the aborted request ends.
 TEST_F(GatewayModelTest, ADrainPastItsTimeoutClosesBeforeTheRequestEnds) {
   GatewayModelOptions options;
   options.agentic.agentic_session_lifecycle = true;
-  options.session_drain_timeout = TimeNs::Millis(10);
+  options.session_drain_timeout = TimeNs(400'000);
   Build(options);
   ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 100)).ok());
   loop_.RunUntil(TimeNs::Millis(5));
   EXPECT_TRUE(gateway_->EndSession(SessionId(1)).empty());
-  loop_.RunUntil(TimeNs::Millis(15));
+  loop_.RunUntil(TimeNs(5'400'000));
   EXPECT_EQ(gateway_->engine_session_closes(), 2) << "closed at the drain deadline";
   EXPECT_EQ(gateway_->in_flight(), 1) << "the request still runs";
   EXPECT_EQ(*gateway_->flow().phase(SessionId(1)), control::SessionPhase::kTerminal);
   loop_.RunUntilIdle();
   ASSERT_NE(CompletionOf(1), nullptr);
+  EXPECT_EQ(CompletionOf(1)->at, TimeNs::Millis(6)) << "then the abort ended it";
+  EXPECT_TRUE(CompletionOf(1)->engine->report.aborted);
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }
 
@@ -388,7 +423,7 @@ TEST_F(GatewayModelTest, AdmissionQueuesInFifoOrderAndDispatchesAsLeasesReturn) 
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }
 
-TEST_F(GatewayModelTest, ClosingASessionCancelsItsAdmissionWaitAndDrainsItsRunningRequest) {
+TEST_F(GatewayModelTest, ClosingASessionCancelsItsAdmissionWaitAndAbortsItsRunningRequest) {
   GatewayModelOptions options = TightAdmission(/*max_wait_s=*/30.0);
   options.agentic.agentic_session_lifecycle = true;
   Build(options, kOneTightEngine);
@@ -397,7 +432,7 @@ TEST_F(GatewayModelTest, ClosingASessionCancelsItsAdmissionWaitAndDrainsItsRunni
   SubmitAt(TimeNs::Millis(20), Request(3, /*session=*/2, 8, 1000));
   loop_.RunUntil(TimeNs::Millis(30));
   ASSERT_EQ(gateway_->admission_waiting(), 2);
-  // Session 1: request 2 waits for admission (cancelled), request 1 runs (drained).
+  // Session 1: request 2 waits for admission (cancelled), request 1 runs (aborted).
   EXPECT_TRUE(gateway_->EndSession(SessionId(1)).empty());
   EXPECT_EQ(gateway_->admission_waiting(), 1);
   const Completion* c2 = CompletionOf(2);
@@ -407,10 +442,13 @@ TEST_F(GatewayModelTest, ClosingASessionCancelsItsAdmissionWaitAndDrainsItsRunni
   EXPECT_EQ(c2->record.admission_reason, AdmissionReason::kCancelled);
   EXPECT_EQ(c2->at, TimeNs::Millis(30));
   loop_.RunUntilIdle();
-  // Request 3 (session 2) was admitted when request 1 returned its lease; session 1 closed
-  // after request 1 ended.
+  // Request 1 ended at its engine's next step boundary, aborted; request 3 (session 2) was
+  // admitted when it returned its lease; session 1 closed after it ended.
   EXPECT_EQ(CompletionOrder(), (std::vector<int64_t>{2, 1, 3}));
+  EXPECT_EQ(CompletionOf(1)->at, TimeNs::Millis(31));
+  EXPECT_TRUE(CompletionOf(1)->engine->report.aborted);
   EXPECT_EQ(CompletionOf(3)->record.dispatched, CompletionOf(1)->at);
+  EXPECT_FALSE(CompletionOf(3)->engine->report.aborted);
   EXPECT_EQ(gateway_->engine_session_closes(), 1);
   EXPECT_EQ(Metric(gateway_->AgenticKvMetrics(), control::kCancelledMetric), 1.0);
   EXPECT_EQ(gateway_->coordinator()->ledger().reserved(), 0);
@@ -850,9 +888,11 @@ namespace agentkv::sim {
 namespace {
 
 // Sessions closed at random moments, while their requests wait for admission or run: the
-// served close protocol on simulated time. Every request ends exactly once (run to its end, or
-// cancelled in the FIFO by its session's close), a request for a draining session is refused,
-// every lease comes back, and the gateway drains.
+// served close protocol on simulated time. Every request ends exactly once (run to its end,
+// aborted on its engine by its session's close, or cancelled in the FIFO by it), an aborted
+// request ends at most one step after the close that aborted it with fewer tokens than it
+// asked for, a request for a draining session is refused, every lease comes back, and the
+// gateway drains.
 TEST(GatewayModelRandomTest, ClosesMidFlightCancelDrainAndConserve) {
   int64_t cancelled_total = 0;
   int64_t aborts_total = 0;
@@ -882,10 +922,23 @@ TEST(GatewayModelRandomTest, ClosesMidFlightCancelDrainAndConserve) {
     GatewayModel& gateway = **made_gateway;
 
     std::map<int64_t, int> completed;
+    std::map<int64_t, int64_t> max_new_of;
+    // The latest close of each session that had requests on engines (aborted them).
+    std::map<int64_t, TimeNs> aborting_close_of;
     int64_t cancelled = 0;
+    int64_t aborted = 0;
     gateway.set_completion_callback(
         [&](const GatewayRecord& record, const EngineRequestRecord* engine) {
           ++completed[record.id.value()];
+          if (engine != nullptr && engine->report.aborted) {
+            ++aborted;
+            EXPECT_LT(engine->report.output_tokens, max_new_of.at(record.id.value()));
+            auto close = aborting_close_of.find(record.session.value());
+            ASSERT_NE(close, aborting_close_of.end()) << "aborted without a close";
+            EXPECT_GE(loop.now(), close->second);
+            EXPECT_LE(loop.now(), close->second + kStep) << "ended at the next step boundary";
+            EXPECT_TRUE(record.dispatched.has_value());
+          }
           if (engine == nullptr) {
             // Cancelled in the FIFO (or admitted just before the cancel reached the coordinator).
             EXPECT_EQ(record.dispatch_error.code(), StatusCode::kFailedPrecondition)
@@ -903,7 +956,11 @@ TEST(GatewayModelRandomTest, ClosesMidFlightCancelDrainAndConserve) {
       at += TimeNs(gap_us(rng) * 1000);
       const int64_t session = session_of(rng);
       if (rng() % 5 == 0) {
-        loop.Schedule(at, [&gateway, session] { (void)gateway.EndSession(SessionId(session)); });
+        loop.Schedule(at, [&, session] {
+          const int64_t aborts_before = gateway.aborts_performed();
+          (void)gateway.EndSession(SessionId(session));
+          if (gateway.aborts_performed() > aborts_before) aborting_close_of[session] = loop.now();
+        });
         continue;
       }
       GatewayRequest r;
@@ -915,6 +972,7 @@ TEST(GatewayModelRandomTest, ClosesMidFlightCancelDrainAndConserve) {
       r.request.kv_options.conversation = ConversationId(session);
       r.session = SessionId(session);
       r.routing_key = routing::SessionRoutingKey(r.session);
+      max_new_of[id] = r.request.max_new_tokens;
       loop.Schedule(at, [&, r = std::move(r)]() mutable {
         // A session still ending (draining, closing, or closed while requests it aborted
         // still run) refuses new requests, as the gateway answers 409.
@@ -939,11 +997,13 @@ TEST(GatewayModelRandomTest, ClosesMidFlightCancelDrainAndConserve) {
     for (int32_t e = 0; e < 2; ++e) {
       EXPECT_TRUE(gateway.fleet().engine(EngineId(e)).scheduler().CheckInvariants().ok());
     }
+    EXPECT_EQ(aborted, gateway.aborts_performed()) << "every abort an engine took ended one";
+    EXPECT_LE(gateway.aborts_performed(), gateway.aborts_requested());
     cancelled_total += cancelled;
-    aborts_total += gateway.aborts_requested();
+    aborts_total += aborted;
   }
   EXPECT_GT(cancelled_total, 0) << "some closes should cancel admission waits";
-  EXPECT_GT(aborts_total, 0) << "some closes should drain running requests";
+  EXPECT_GT(aborts_total, 0) << "some closes should abort running requests";
 }
 
 }  // namespace

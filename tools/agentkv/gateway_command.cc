@@ -56,7 +56,7 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
           ->envname(FlagEnvName("--engine-urls"))
           ->delimiter(',');
   router->excludes(engines);
-  AddEnvOption(c, "--router-policy", o.router_policy,
+  AddEnvOption(c, "--router-policy", router_policy_,
                "The router's policy (consistent_hashing adds X-SMG-Routing-Key)");
   AddEnvOption(c, "--session-header", o.session_header,
                "Header naming the session when the body has no session_id");
@@ -112,6 +112,9 @@ int GatewayCommand::Run() {
       service::ParsePrerequisitePolicy(prerequisite_policy_);
   if (!policy.ok()) return ReportError(name, policy.status());
   options.prerequisite_policy = *policy;
+  StatusOr<service::SglRouterPolicy> router_policy = service::ParseSglRouterPolicy(router_policy_);
+  if (!router_policy.ok()) return ReportError(name, router_policy.status());
+  options.router_policy = *router_policy;
   Status s = server_.Check();
   if (s.ok()) {
     s = CheckFlagRange("--upstream-timeout-s", upstream_timeout_s_, 0.0, 86400.0,

@@ -97,6 +97,15 @@ void EngineModel::CompleteRefused(RequestId id) {
   if (on_complete_) on_complete_(record);
 }
 
+bool EngineModel::Abort(RequestId id) {
+  const engine::RequestReport* report = engine_->scheduler().FindReport(id);
+  // Not held (never received, refused, or finished and taken), or finished by the step in
+  // flight (its report is taken at the step's end): SGLang ignores the abort.
+  if (report == nullptr || report->finished.has_value()) return false;
+  if (std::find(aborts_.begin(), aborts_.end(), id) == aborts_.end()) aborts_.push_back(id);
+  return true;
+}
+
 const EngineRequestRecord* EngineModel::FindRecord(RequestId id) const {
   auto it = records_.find(id);
   return it == records_.end() ? nullptr : &it->second;
@@ -173,8 +182,45 @@ void EngineModel::RecordFirstAdmission(RequestId id) {
   pending_keys_.erase(keys);
 }
 
+std::vector<RequestId> EngineModel::ApplyAborts() {
+  std::vector<RequestId> aborted;
+  aborted.swap(aborts_);
+  for (RequestId id : aborted) {
+    // Abort() queued only requests held and unfinished, and only a step's end or an abort
+    // finishes one: the step that ended at this boundary was computed before the abort.
+    StatusOr<bool> ended = engine_->mutable_scheduler().Abort(id);
+    AGENTKV_CHECK(ended.ok() && *ended)
+        << "abort of request " << id << ": "
+        << (ended.ok() ? "already finished" : ended.status().ToString());
+    StatusOr<engine::RequestReport> report = engine_->mutable_scheduler().TakeReport(id);
+    AGENTKV_CHECK(report.ok()) << "aborted request " << id << ": " << report.status();
+    // A request aborted while it waited was never admitted: it computed nothing.
+    pending_keys_.erase(id);
+    RecordFinished(id, *std::move(report));
+  }
+  return aborted;
+}
+
+void EngineModel::RecordFinished(RequestId id, engine::RequestReport report) {
+  EngineRequestRecord& record = records_.at(id);
+  record.finished = loop_->now();
+  record.report = std::move(report);
+  completion_order_.push_back(id);
+}
+
 void EngineModel::StartStep() {
   AGENTKV_CHECK(busy_);
+  if (!aborts_.empty()) {
+    const std::vector<RequestId> aborted = ApplyAborts();
+    // Decide before the callbacks run, as EndStep does: a callback's Submit() sees the engine
+    // busy and relies on the step started below, or, idle, schedules one itself.
+    const bool more = engine_->scheduler().num_running() + engine_->scheduler().num_waiting() > 0;
+    if (!more) busy_ = false;
+    for (RequestId id : aborted) {
+      if (on_complete_) on_complete_(records_.at(id));
+    }
+    if (!more) return;
+  }
   // Closes and pins between steps may have produced events; drain them before the step so
   // that the step's admissions see every block lost so far.
   DrainCacheEvents();
@@ -200,17 +246,15 @@ void EngineModel::EndStep(const engine::StepResult& result) {
     if (!record.first_token.has_value()) record.first_token = now;
   }
   for (RequestId id : result.finished) {
-    EngineRequestRecord& record = records_.at(id);
     StatusOr<engine::RequestReport> report = engine_->mutable_scheduler().TakeReport(id);
     AGENTKV_CHECK(report.ok()) << "finished request " << id << ": " << report.status();
-    record.finished = now;
-    record.report = *std::move(report);
+    RecordFinished(id, *std::move(report));
+    EngineRequestRecord& record = records_.at(id);
     if (record.report.rejected) {
       // A rejected request never ran: its whole prompt counts as cold.
       pending_keys_.erase(id);
       record.cold_tokens = record.report.uncached_tokens;
     }
-    completion_order_.push_back(id);
   }
   // Decide before the callbacks run: a callback's Submit() sees the engine busy and relies on
   // the step started below.

@@ -12,6 +12,16 @@
 // step boundary (continuous batching). A step that computes no token (nothing could run) lasts
 // `EngineModelOptions::empty_step_time`, so a stalled engine still advances simulated time.
 //
+// Aborts. Abort() is SGLang's /abort_request for one request. Like the engine emulator, which
+// applies its commands between steps, the engine applies an abort at its next step boundary:
+// the step in flight completes (its tokens count, and a request it finishes finishes
+// normally), then, before the next step is computed, the request leaves the waiting queue or
+// the running batch (its committed prompt blocks stay cached) and completes through the
+// normal completion path: report.aborted, the output tokens produced until then,
+// first_scheduled and first_token only if it got that far, finished at the boundary. A
+// request the engine does not hold (never received, or finished) is ignored, as SGLang
+// ignores an unknown rid.
+//
 // Each step costs one EventLoop event (its end), plus one start event when Submit() wakes an
 // idle engine. Gauges are the scheduler's, readable at any time (between
 // events they describe the state after the last step's start).
@@ -26,7 +36,8 @@
 // priority until a time-to-live elapses in simulated time; a later pin of the same conversation
 // supersedes an earlier one, and only the current pin's expiry restores the default priority.
 //
-// Deterministic: a pure function of the options and the Submit() calls with their times. Hash maps
+// Deterministic: a pure function of the options and the Submit() and Abort() calls with their
+// times. Hash maps
 // are looked up, never iterated. Single-threaded (the EventLoop's thread); not copyable or movable
 // (pending events point at it). The engine must outlive every run of the loop while it has a step
 // (busy()) or a refused request's completion pending.
@@ -122,6 +133,13 @@ class EngineModel {
   // id); nothing is recorded then.
   Status Submit(engine::SchedulerRequest request);
 
+  // Asks the engine to abort request `id` (SGLang's /abort_request): it ends, aborted, at the
+  // next step boundary (see the header comment). Returns true when the request will end so
+  // (this call or an earlier one asked for it); false, doing nothing, for an id this engine
+  // does not hold: never received, already finished, finishing at the end of the step in
+  // flight, or refused (it completes as rejected).
+  bool Abort(RequestId id);
+
   // Pins the cached blocks of `keys` at the highest priority for `ttl` of simulated time on
   // behalf of `conversation`, superseding its earlier pin (whose expiry then does nothing).
   // At expiry, the blocks still pinned return to the cache's default priority. Returns the
@@ -167,8 +185,16 @@ class EngineModel {
 
   // Completes refused request `id` at now() (see Submit).
   void CompleteRefused(RequestId id);
-  // Runs one scheduler step at now() and schedules its end.
+  // At a step boundary: applies the aborts asked for since the last one, then, unless no
+  // work remains (the engine goes idle), runs one scheduler step at now() and schedules its
+  // end. The aborted requests' callbacks run between the two, so that what they do (a submit,
+  // a session close) is seen by the step.
   void StartStep();
+  // Ends every request in aborts_ at now() (scheduler Abort and TakeReport, record finished).
+  // Returns them in the order the aborts were asked for.
+  std::vector<RequestId> ApplyAborts();
+  // Records `id` finished at now() with `report`, taken from the scheduler.
+  void RecordFinished(RequestId id, engine::RequestReport report);
   // Applies the outputs of `result` at now() and starts the next step when work remains.
   void EndStep(const engine::StepResult& result);
   // Drains the cache's events into lost_keys_ (and events_ when kept).
@@ -196,8 +222,9 @@ class EngineModel {
   std::vector<RequestId> completion_order_;
   // Prompt keys of requests not yet admitted, for the miss split; erased at first admission.
   std::unordered_map<RequestId, std::vector<kv::BlockKey>> pending_keys_;
-  // Conversation of each request not yet admitted (pins only).
-  std::unordered_map<RequestId, ConversationId> pending_conversation_;
+  // Requests to abort at the next step boundary, in the order asked; each held by the
+  // scheduler, not finished, and listed once.
+  std::vector<RequestId> aborts_;
   // Keys of blocks that left this engine's cache at some point. Looked up, never iterated.
   std::unordered_set<kv::BlockKey> lost_keys_;
   std::vector<kv::KvEvent> events_;

@@ -74,6 +74,14 @@ std::vector<int64_t> FleetModel::CloseSessionOnEveryEngine(SessionId session) {
   return freed;
 }
 
+int32_t FleetModel::AbortOnEveryEngine(RequestId id) {
+  int32_t aborting = 0;
+  for (const std::unique_ptr<EngineModel>& engine : engines_) {
+    if (engine->Abort(id)) ++aborting;
+  }
+  return aborting;
+}
+
 const EngineModel& FleetModel::engine(EngineId id) const {
   AGENTKV_CHECK(id.value() >= 0 && id.value() < num_engines()) << "unknown engine " << id;
   return *engines_[static_cast<size_t>(id.value())];

@@ -8,8 +8,9 @@
 //
 // Engines are EngineId 0 .. num_engines-1, all built from the same options (one
 // engine::EngineConfig).
-// CloseSessionOnEveryEngine() closes a session on each engine's KV cache, as the lifecycle
-// planner does when a session ends.
+// CloseSessionOnEveryEngine() closes a session on each engine's KV cache, and
+// AbortOnEveryEngine() posts an abort to every engine, as the gateway does when a session
+// ends (the router proxies neither).
 //
 // Deterministic: a pure function of the options and the call sequence with its times.
 // Single-threaded; not copyable or movable (engines' pending events point into it). Must
@@ -65,6 +66,13 @@ class FleetModel {
   // Closes `session` on every engine's KV cache (KvCacheManager::CloseSession), in EngineId
   // order. Returns the tokens freed on each engine, indexed by EngineId.
   std::vector<int64_t> CloseSessionOnEveryEngine(SessionId session);
+
+  // SGLang's /abort_request for `id` posted to every engine, in EngineId order: the engine
+  // that holds the request aborts it at its next step boundary (EngineModel::Abort), the
+  // others ignore it. Returns the engines that will end it: 0 when it already finished or was
+  // never submitted, 1 when the caller keeps request ids unique across the fleet (as the
+  // gateway does).
+  int32_t AbortOnEveryEngine(RequestId id);
 
   int32_t num_engines() const { return static_cast<int32_t>(engines_.size()); }
   const EngineModel& engine(EngineId id) const;

@@ -165,6 +165,7 @@ Status GatewayModel::Dispatch(Pending pending, const control::AdmissionDecision*
   record.dispatched = loop_->now();
   record.engine = *engine;
   rid_of_.emplace(id, pending.rid);
+  id_of_rid_.emplace(pending.rid, id);
   return Status::Ok();
 }
 
@@ -251,7 +252,8 @@ void GatewayModel::OnEngineComplete(EngineId engine, const EngineRequestRecord& 
   AGENTKV_CHECK(it != records_.end()) << "engine completed unknown request " << record.id;
   --in_flight_;
   if (auto pin = pin_keys_.find(record.id); pin != pin_keys_.end()) {
-    if (!record.report.rejected) {
+    // An aborted request's session is closing: its prompt is not worth keeping.
+    if (!record.report.rejected && !record.report.aborted) {
       fleet_->mutable_engine(engine).PinPrefix(ConversationId(it->second.session.value()),
                                                pin->second, *options_.continuum_ttl);
     }
@@ -259,6 +261,7 @@ void GatewayModel::OnEngineComplete(EngineId engine, const EngineRequestRecord& 
   }
   if (auto rid = rid_of_.find(record.id); rid != rid_of_.end()) {
     FinishAttempt(rid->second);  // Returns the lease; may end a draining session.
+    id_of_rid_.erase(rid->second);
     rid_of_.erase(rid);
   }
   if (on_complete_) on_complete_(it->second, &record);
@@ -293,10 +296,15 @@ void GatewayModel::PerformActions() {
         AGENTKV_CHECK(cancel->awaiting_admission && coordinator_ != nullptr)
             << "cancel of attempt " << cancel->rid << " outside an admission wait";
         coordinator_->Cancel(cancel->rid, loop_->now());
-      } else if (std::holds_alternative<control::AbortOnEveryEngine>(action)) {
-        // The simulated engines have no abort endpoint: the attempt runs to its end and the
-        // drain waits for it (at most the drain timeout).
+      } else if (const auto* abort = std::get_if<control::AbortOnEveryEngine>(&action)) {
+        // The flow aborts only dispatched attempts that have not finished. The engine ends the
+        // request at its next step boundary and its completion finishes the attempt; a request
+        // finishing in the engine's step in flight completes normally instead.
+        auto id = id_of_rid_.find(abort->rid);
+        AGENTKV_CHECK(id != id_of_rid_.end())
+            << "abort of attempt " << abort->rid << " that is not on an engine";
         ++aborts_requested_;
+        aborts_performed_ += fleet_->AbortOnEveryEngine(id->second);
       } else if (const auto* lease = std::get_if<control::ReturnLease>(&action)) {
         coordinator_->Release(lease->lease_id, loop_->now());
       } else if (const auto* close = std::get_if<control::CloseOnEveryEngine<SessionId>>(&action)) {
@@ -405,7 +413,8 @@ Status GatewayModel::CheckDrained() const {
   if (in_flight_ != 0) {
     return InternalError(std::to_string(in_flight_) + " requests still in flight");
   }
-  if (!waiting_.empty() || !rid_of_.empty() || !pin_keys_.empty() || flow_.live_attempts() != 0) {
+  if (!waiting_.empty() || !rid_of_.empty() || !id_of_rid_.empty() || !pin_keys_.empty() ||
+      flow_.live_attempts() != 0) {
     return InternalError("gateway bookkeeping not empty: " + std::to_string(waiting_.size()) +
                          " waiting, " + std::to_string(flow_.live_attempts()) + " live attempts, " +
                          std::to_string(rid_of_.size()) + " dispatched");

@@ -12,9 +12,12 @@
 // dispatched ones are aborted and waited for, at most `session_drain_timeout`, and then, with
 // the lifecycle on, the close is performed on every engine (generate carries `session_id`, so
 // engines track the session's KV); with it off the session just ends, as with plain SGLang.
-// The simulated engines have no abort endpoint: an aborted attempt runs to its end, which the
-// drain waits for (or its timeout, scheduled on the loop). The gateway's idle timeout is not
-// applied: simulated agents close every session they use.
+// An abort is posted to every engine (FleetModel::AbortOnEveryEngine): the engine holding the
+// request ends it at its next step boundary, as the engine emulator does, and it completes
+// through the normal path (its engine record marked aborted, with the tokens produced so
+// far), which ends the drain; the drain timeout (scheduled on the loop) closes the session
+// first only when it is shorter than the wait for that boundary. The gateway's idle timeout
+// is not applied: simulated agents close every session they use.
 //
 // Gauge polls. Every `poll_interval_s` of simulated time while the fleet has work (requests
 // waiting or in flight) the gateway reads every engine's gauges: the snapshots reconcile the
@@ -134,7 +137,8 @@ class GatewayModel {
 
   // The session ended (its agent finished): closes it through the gateway flow. Attempts of
   // the session still waiting for admission are cancelled (they complete with a dispatch
-  // error); dispatched ones are drained; then, with the lifecycle on, the session is closed on
+  // error); dispatched ones are aborted on every engine and drained (each completes, aborted,
+  // at its engine's next step boundary); then, with the lifecycle on, the session is closed on
   // every engine. Returns the tokens freed per engine when the close ran now, empty when
   // nothing was closed or the close waits for a drain (tokens_freed_by_close() counts every
   // close). Idempotent: an ended session is not closed again. A session the gateway never saw
@@ -150,8 +154,10 @@ class GatewayModel {
   // The coordinator (null without admission) and the gateway flow.
   const control::AdmissionCoordinator* coordinator() const { return coordinator_.get(); }
   const control::GatewayFlow<SessionId>& flow() const { return flow_; }
-  // Aborts the flow asked for (each would be POSTed to every engine; see the class comment).
+  // Aborts the flow asked for, each performed on every engine, and those an engine acted on
+  // (the others found the request already finished: it completed normally).
   int64_t aborts_requested() const { return aborts_requested_; }
+  int64_t aborts_performed() const { return aborts_performed_; }
   // The seed's agentic_kv/ series now (admission counters and ledger view when admission is
   // on, session close counters when the lifecycle is on).
   // Reads the ledger at the loop's now (does not reset anything).
@@ -214,9 +220,10 @@ class GatewayModel {
   int64_t in_flight_ = 0;
   // Attempts waiting for a FIFO decision, by rid. Looked up only.
   std::unordered_map<std::string, Pending> waiting_;
-  // Records by request id, and the rid of each dispatched request. Looked up only.
+  // Records by request id, and the rid of each dispatched request and back. Looked up only.
   std::unordered_map<RequestId, GatewayRecord> records_;
   std::unordered_map<RequestId, std::string> rid_of_;
+  std::unordered_map<std::string, RequestId> id_of_rid_;
   std::unordered_map<RequestId, std::vector<kv::BlockKey>> pin_keys_;
   std::unordered_map<RequestId, EngineRequestRecord> refused_;
   std::vector<KvUsageSample> kv_usage_;
@@ -227,6 +234,7 @@ class GatewayModel {
   int64_t engine_session_closes_ = 0;
   int64_t tokens_freed_by_close_ = 0;
   int64_t aborts_requested_ = 0;
+  int64_t aborts_performed_ = 0;
 };
 
 }  // namespace agentkv::sim

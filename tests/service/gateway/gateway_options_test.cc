@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <iterator>
 #include <string>
+#include <string_view>
 
 namespace agentkv::service {
 namespace {
@@ -31,6 +33,42 @@ TEST(GatewayOptionsTest, DefaultsWithAnUpstreamAreValid) {
   EXPECT_EQ(Valid().session_header, "X-Session-Id");
   EXPECT_EQ(Valid().close_timeout_s, 2.0);
   EXPECT_EQ(Valid().prerequisite_policy, PrerequisitePolicy::kRefuse);
+  EXPECT_EQ(Valid().router_policy, SglRouterPolicy::kCacheAware);
+}
+
+TEST(GatewayOptionsTest, RouterPolicyNamesRoundTripThroughTheParser) {
+  const SglRouterPolicy all[] = {SglRouterPolicy::kCacheAware,
+                                 SglRouterPolicy::kRoundRobin,
+                                 SglRouterPolicy::kRandom,
+                                 SglRouterPolicy::kPowerOfTwo,
+                                 SglRouterPolicy::kConsistentHashing,
+                                 SglRouterPolicy::kManual,
+                                 SglRouterPolicy::kPrefixHash,
+                                 SglRouterPolicy::kBucket};
+  ASSERT_EQ(std::size(all), std::size(kSglRouterPolicyNames));
+  for (SglRouterPolicy policy : all) {
+    const std::string_view name = SglRouterPolicyName(policy);
+    StatusOr<SglRouterPolicy> parsed = ParseSglRouterPolicy(name);
+    ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status();
+    EXPECT_EQ(*parsed, policy) << name;
+    GatewayOptions options = Valid();
+    options.router_policy = policy;
+    EXPECT_TRUE(options.Validate().ok()) << name;
+  }
+  EXPECT_EQ(SglRouterPolicyName(SglRouterPolicy::kConsistentHashing), "consistent_hashing");
+  EXPECT_EQ(SglRouterPolicyName(static_cast<SglRouterPolicy>(200)), "invalid");
+}
+
+TEST(GatewayOptionsTest, AnUnknownRouterPolicyNamesTheFlagAndTheValidNames) {
+  for (std::string_view bad : {"sticky", "", "Cache_Aware", "cache_aware "}) {
+    StatusOr<SglRouterPolicy> parsed = ParseSglRouterPolicy(bad);
+    ASSERT_FALSE(parsed.ok()) << "\"" << bad << "\"";
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(parsed.status().message(),
+              "--router-policy must be one of cache_aware, round_robin, random, power_of_two, "
+              "consistent_hashing, manual, prefix_hash, bucket, got \"" +
+                  std::string(bad) + "\"");
+  }
 }
 
 TEST(GatewayOptionsTest, EachBadFieldIsNamedByItsFlag) {
@@ -47,7 +85,9 @@ TEST(GatewayOptionsTest, EachBadFieldIsNamedByItsFlag) {
               o.engine_urls = {"nope"};
             }).find("--engine-urls"),
             std::string::npos);
-  EXPECT_NE(ErrorOf([](GatewayOptions& o) { o.router_policy = "sticky"; }).find("--router-policy"),
+  EXPECT_NE(ErrorOf([](GatewayOptions& o) {
+              o.router_policy = static_cast<SglRouterPolicy>(200);
+            }).find("--router-policy"),
             std::string::npos);
   EXPECT_NE(
       ErrorOf([](GatewayOptions& o) { o.session_header = "X Session"; }).find("--session-header"),

@@ -105,7 +105,8 @@ Status Gateway::Core::Init() {
       "event=gateway_started url=" + server_->base_url() +
           " upstream=" + (options_.router_url.empty() ? "engines" : options_.router_url) +
           " lifecycle=" + (lifecycle_ ? "on" : "off") +
-          " admission=" + (admission_ ? "on" : "off") + " router_policy=" + options_.router_policy);
+          " admission=" + (admission_ ? "on" : "off") +
+          " router_policy=" + std::string(SglRouterPolicyName(options_.router_policy)));
   return Status::Ok();
 }
 
@@ -315,7 +316,8 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
   if (!body.ok()) return Fail(ex, GatewayError::kInternal, body.status().message());
   net::HeaderList headers = ForwardHeaders(ex->request, options_.bearer_token);
   SetHeader(headers, "Content-Type", "application/json");
-  if (lifecycle_ && ex->session_id.has_value() && options_.router_policy == "consistent_hashing") {
+  if (lifecycle_ && ex->session_id.has_value() &&
+      options_.router_policy == SglRouterPolicy::kConsistentHashing) {
     SetHeader(headers, protocol::kRoutingKeyHeader, *ex->session_id);
   }
   std::string base = options_.router_url;

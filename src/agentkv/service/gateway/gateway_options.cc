@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <sstream>
+#include <string>
 
 #include "agentkv/base/bounds.h"
 #include "agentkv/net/http_types.h"
@@ -56,11 +58,20 @@ StatusOr<PrerequisitePolicy> ParsePrerequisitePolicy(std::string_view text) {
                               std::string(text) + "\"");
 }
 
-const std::vector<std::string_view>& KnownRouterPolicies() {
-  static const std::vector<std::string_view> kPolicies = {
-      "cache_aware",        "round_robin", "random",      "power_of_two",
-      "consistent_hashing", "manual",      "prefix_hash", "bucket"};
-  return kPolicies;
+std::string_view SglRouterPolicyName(SglRouterPolicy policy) {
+  const auto index = static_cast<size_t>(policy);
+  return index < std::size(kSglRouterPolicyNames) ? kSglRouterPolicyNames[index] : "invalid";
+}
+
+StatusOr<SglRouterPolicy> ParseSglRouterPolicy(std::string_view text) {
+  std::string valid;
+  for (size_t i = 0; i < std::size(kSglRouterPolicyNames); ++i) {
+    if (text == kSglRouterPolicyNames[i]) return static_cast<SglRouterPolicy>(i);
+    if (i > 0) valid += ", ";
+    valid += kSglRouterPolicyNames[i];
+  }
+  return InvalidArgumentError("--router-policy must be one of " + valid + ", got \"" +
+                              std::string(text) + "\"");
 }
 
 net::HttpClientOptions GatewayOptions::DefaultUpstreamClientOptions() {
@@ -102,9 +113,9 @@ Status GatewayOptions::Validate() const {
       return InvalidArgumentError("--engine-urls: " + parsed.status().message());
     }
   }
-  const auto& policies = KnownRouterPolicies();
-  if (std::find(policies.begin(), policies.end(), router_policy) == policies.end()) {
-    return InvalidArgumentError("--router-policy: unknown policy \"" + router_policy + "\"");
+  if (SglRouterPolicyName(router_policy) == "invalid") {
+    return InvalidArgumentError("--router-policy: not a policy (" +
+                                std::to_string(static_cast<int>(router_policy)) + ")");
   }
   if (!IsHeaderName(session_header)) {
     return InvalidArgumentError("--session-header: \"" + session_header +

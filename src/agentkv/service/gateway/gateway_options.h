@@ -38,8 +38,31 @@ std::string_view PrerequisitePolicyName(PrerequisitePolicy policy);
 // Parses exactly "refuse" or "disable"; else InvalidArgument naming --prerequisite-policy.
 StatusOr<PrerequisitePolicy> ParsePrerequisitePolicy(std::string_view text);
 
-// The sgl-router --policy values the gateway accepts for --router-policy.
-const std::vector<std::string_view>& KnownRouterPolicies();
+// The policy the fleet's sgl-router runs (its --policy), as --router-policy tells the gateway.
+// The gateway routes nothing itself: it only adds X-SMG-Routing-Key for kConsistentHashing.
+// The full sgl-router set, so that any router deployment can be described; routing::Router
+// implements three of them for the simulator and the emulator (the gateway does not use it).
+enum class SglRouterPolicy : uint8_t {
+  kCacheAware,
+  kRoundRobin,
+  kRandom,
+  kPowerOfTwo,
+  kConsistentHashing,
+  kManual,
+  kPrefixHash,
+  kBucket,
+};
+
+// The names as sgl-router's --policy spells them, in enum order.
+inline constexpr std::string_view kSglRouterPolicyNames[] = {
+    "cache_aware",        "round_robin", "random",      "power_of_two",
+    "consistent_hashing", "manual",      "prefix_hash", "bucket"};
+
+// The policy's sgl-router name; "invalid" for a value outside the enum.
+std::string_view SglRouterPolicyName(SglRouterPolicy policy);
+// Parses exactly one of kSglRouterPolicyNames; else InvalidArgument naming --router-policy
+// and listing the valid names.
+StatusOr<SglRouterPolicy> ParseSglRouterPolicy(std::string_view text);
 
 struct GatewayOptions {
   // --host / --port and the server limits. Default: 127.0.0.1, an ephemeral port, 2 threads.
@@ -60,10 +83,10 @@ struct GatewayOptions {
   // --engine-urls: a fixed engine list used without a router; generates go round robin and
   // control posts go to each. Default: empty.
   std::vector<std::string> engine_urls;
-  // --router-policy: the router's routing policy. With `consistent_hashing` and the session
+  // --router-policy: the router's routing policy. With kConsistentHashing and the session
   // lifecycle on, forwarded requests carry `X-SMG-Routing-Key: <session_id>`.
-  // Default: "cache_aware". One of KnownRouterPolicies().
-  std::string router_policy = "cache_aware";
+  // Default: kCacheAware (sgl-router's default).
+  SglRouterPolicy router_policy = SglRouterPolicy::kCacheAware;
 
   // --session-header: the header that names a request's session when its body has no
   // top-level session_id. Default: "X-Session-Id". A valid header name (token characters).

@@ -1,4 +1,6 @@
-// Invariants (CheckInvariants verifies each):
+// BlockCache: the block pool, prefix index, tiers and eviction (block_cache.h).
+//
+// Invariants (CheckInvariants, in block_cache_invariants.cc, verifies each):
 //  - Every arena slot is in exactly one state: kFree (in the free list), kUncommitted (held by
 //    exactly one request, not indexed), kDevice or kHost (committed: in the prefix index under
 //    its key, linked under its parent).

@@ -60,11 +60,6 @@ int64_t BlockCache::BlocksForTokens(int64_t tokens) const {
   return (tokens + options_.tokens_per_block - 1) / options_.tokens_per_block;
 }
 
-int32_t BlockCache::FindBlock(BlockKey key) const {
-  return index_.Find(key.value(),
-                     [this](uint32_t id) { return blocks_[static_cast<size_t>(id)].key; });
-}
-
 int32_t BlockCache::FindChild(int32_t parent, BlockKey key) const {
   const int32_t b = FindBlock(key);
   if (b == kNone || blocks_[static_cast<size_t>(b)].parent != parent) return kNone;
@@ -349,12 +344,6 @@ int64_t BlockCache::MetadataBytes() const {
 }
 
 // ---- Content, by key -------------------------------------------------------------------
-
-const BlockCache::Block& BlockCache::BlockAt(BlockId block) const {
-  const Block& blk = blocks_[static_cast<size_t>(block.value())];
-  AGENTKV_DCHECK(blk.state == State::kDevice || blk.state == State::kHost);
-  return blk;
-}
 
 bool BlockCache::ExtendedOutside(BlockId block, const std::unordered_set<BlockId>& blocks) const {
   for (int32_t c = BlockAt(block).first_child; c != kNone;

@@ -43,6 +43,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "agentkv/base/check.h"
 #include "agentkv/base/status.h"
 #include "agentkv/base/strong_id.h"
 #include "agentkv/base/time.h"
@@ -223,9 +224,17 @@ class BlockCache {
   explicit BlockCache(const KvCacheOptions& options);
 
   int64_t BlocksForTokens(int64_t tokens) const;
-  int32_t FindBlock(BlockKey key) const;
+  // The cached block `key`, or kNoBlock. Inline: the layers call it once per block they visit.
+  int32_t FindBlock(BlockKey key) const {
+    return index_.Find(key.value(),
+                       [this](uint32_t id) { return blocks_[static_cast<size_t>(id)].key; });
+  }
   // The cached block `block`. Precondition: committed (on either tier).
-  const Block& BlockAt(BlockId block) const;
+  const Block& BlockAt(BlockId block) const {
+    const Block& blk = blocks_[static_cast<size_t>(block.value())];
+    AGENTKV_DCHECK(blk.state == State::kDevice || blk.state == State::kHost);
+    return blk;
+  }
   int32_t FindChild(int32_t parent, BlockKey key) const;
 
   // Device slots.

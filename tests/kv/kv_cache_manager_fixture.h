@@ -1,7 +1,7 @@
-// The shared fixture of the KvCacheManager scenario suites (kv_cache_manager_test.cc,
-// kv_cache_manager_eviction_test.cc, kv_cache_manager_retention_test.cc and the agentic suites
-// kv_cache_manager_sessions_test.cc, kv_cache_manager_conversation_test.cc and
-// kv_cache_manager_subagent_test.cc).
+// The shared fixture of the scenario suites that drive the KV cache through KvCacheManager
+// (kv_cache_manager_test.cc, the core's block_cache_eviction_test.cc and
+// block_cache_retention_test.cc, and the agentic layers' session_table_test.cc,
+// conversation_retention_test.cc and subagent_demotion_test.cc).
 //
 // KvCacheManagerTest builds a manager with small, deterministic options (4 tokens per block,
 // a fixed hash seed) and speaks the domain: Admit, Reserve, Commit, Finish, RunRequest (a whole

@@ -1,7 +1,7 @@
 // Scenario tests of KvCacheManager's request path: prefix matching, the request lifecycle
 // (admit, reserve, commit, release), committed-block sharing and partial blocks, Reset, the
 // event log, error statuses, determinism and metadata size. Eviction and retention scenarios
-// live in kv_cache_manager_eviction_test.cc and kv_cache_manager_retention_test.cc.
+// live in block_cache_eviction_test.cc and block_cache_retention_test.cc.
 #include "agentkv/kv/kv_cache_manager.h"
 
 #include <gmock/gmock.h>

@@ -2,13 +2,13 @@
 // conversation computed itself (TensorRT-LLM PR #22182's handle, from
 // KvCache.plan_committed_retention()).
 //
-// KvCacheManager::PlanCommittedRetention builds it from a conversation's retention records:
-// only blocks the conversation committed (never the prefix it reused), and never a block that
-// another path extends (the plan stops at a fork). The handle names blocks by key, the
-// identity of their content: applying it re-checks every block (still cached, still not
-// extended by another path) and skips the rest, so a handle whose blocks were evicted since
-// the plan applies and destroys safely. It holds no pointers into the cache. Value type;
-// thread-compatible.
+// ConversationRetention::Plan (KvCacheManager::PlanCommittedRetention) builds it from a
+// conversation's retention records: only blocks the conversation committed (never the prefix
+// it reused), and never a block that another path extends (the plan stops at a fork). The handle
+// names blocks by key, the identity of their content: applying it re-checks every block (still
+// cached, still not extended by another path) and skips the rest, so a handle whose blocks were
+// evicted since the plan applies and destroys safely. It holds no pointers into the cache. Value
+// type; thread-compatible.
 #ifndef AGENTKV_KV_COMMITTED_RETENTION_HANDLE_H_
 #define AGENTKV_KV_COMMITTED_RETENTION_HANDLE_H_
 

@@ -1,4 +1,5 @@
-// Scenario tests of KvCacheManager's sessions (SGLang's session radix cache): CloseSession is
+// Scenario tests of SessionTable (session_table.h; SGLang's session radix cache), driven
+// through KvCacheManager: CloseSession is
 // idempotent, `release` frees only the blocks the closed session alone references (never a
 // prefix another open session shares, a block another path extends, or a block a running
 // request holds), a late request of a closed session references nothing, tombstones are
@@ -7,7 +8,10 @@
 //
 // The behaviour both close modes share runs as one contract suite parameterized by the mode;
 // what only one mode does has its own tests. The randomized interleaving test of every
-// agentic policy (scenario 35 of the reference list) lives in kv_cache_manager_subagent_test.cc.
+// agentic policy (scenario 35 of the reference list) lives in
+// kv_cache_manager_agentic_stress_test.cc.
+#include "agentkv/kv/session_table.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "agentkv/kv/kv_cache_manager.h"
+#include "block_cache_harness.h"
 #include "kv_cache_manager_fixture.h"
 
 namespace agentkv::kv {
@@ -390,6 +395,92 @@ TEST_F(KvCacheSessionTest, DereferencedBlocksStayReusableUntilPressure) {
   Fill(9, 8);  // one free block plus one eviction: u, not the referenced a
   EXPECT_THAT(KeysOf(Events(), KvEventKind::kDropped), ElementsAre(u[0]));
   Finish(9);
+}
+
+// ---- SessionTable directly over a BlockCache ---------------------------------------------
+
+using testing_internal::BlockCacheHarness;
+
+// Runs request `id` of `session` over `keys` the way KvCacheManager does: admitted to the
+// session, its chain referenced while still held.
+void RunInSession(BlockCacheHarness& h, SessionTable& sessions, int64_t id, SessionId session,
+                  const std::vector<BlockKey>& keys) {
+  sessions.Admit(session);
+  h.Start(id, keys);
+  sessions.ReferenceChain(session, h.ChainOf(id).keys, h.cache());
+  h.Finish(id);
+  const Status s = sessions.CheckInvariants(h.cache());
+  ASSERT_TRUE(s.ok()) << s;
+}
+
+TEST(SessionTableUnitTest, EachOpenSessionReferencesAKeyOnce) {
+  const KvCacheOptions o = BlockCacheHarness::Options(8);
+  BlockCacheHarness h(o);
+  SessionTable sessions(o);
+  const std::vector<BlockKey> keys = h.Chain(1, 2);
+  RunInSession(h, sessions, 1, SessionId(1), keys);
+  RunInSession(h, sessions, 2, SessionId(1), keys);
+  EXPECT_EQ(h.cache().KeyReferences(keys[0]), 1);
+  RunInSession(h, sessions, 3, SessionId(2), {keys[0]});
+  EXPECT_EQ(h.cache().KeyReferences(keys[0]), 2);
+  EXPECT_EQ(h.cache().KeyReferences(keys[1]), 1);
+  EXPECT_EQ(sessions.open_sessions(), 2);
+}
+
+TEST(SessionTableUnitTest, CloseInReleaseModeFreesOnlyWhatNoOtherSessionReferences) {
+  KvCacheOptions o = BlockCacheHarness::Options(8);
+  o.session_close_mode = SessionCloseMode::kRelease;
+  BlockCacheHarness h(o);
+  SessionTable sessions(o);
+  const std::vector<BlockKey> keys = h.Chain(1, 2);
+  RunInSession(h, sessions, 1, SessionId(1), keys);
+  RunInSession(h, sessions, 2, SessionId(2), {keys[0]});
+  EXPECT_EQ(sessions.Close(SessionId(1), h.cache()), BlockCacheHarness::kTokensPerBlock);
+  EXPECT_FALSE(h.cache().Find(keys[1]).has_value());
+  EXPECT_TRUE(h.cache().Find(keys[0]).has_value());
+  EXPECT_EQ(h.cache().KeyReferences(keys[0]), 1);
+  EXPECT_EQ(h.cache().referenced_keys(), 1);
+  EXPECT_EQ(sessions.counters().closed_sessions, 1);
+  EXPECT_EQ(sessions.counters().tokens_freed_by_close, BlockCacheHarness::kTokensPerBlock);
+  EXPECT_EQ(sessions.Close(SessionId(1), h.cache()), 0);  // Idempotent.
+  EXPECT_EQ(sessions.counters().closed_sessions, 1);
+  EXPECT_TRUE(sessions.CheckInvariants(h.cache()).ok());
+  h.CheckInvariants();
+}
+
+TEST(SessionTableUnitTest, ALateRequestOfAClosedSessionReferencesNothing) {
+  const KvCacheOptions o = BlockCacheHarness::Options(8);
+  BlockCacheHarness h(o);
+  SessionTable sessions(o);
+  EXPECT_EQ(sessions.Close(SessionId(5), h.cache()), 0);  // Unknown: remembered closed.
+  RunInSession(h, sessions, 1, SessionId(5), h.Chain(1, 1));
+  EXPECT_FALSE(sessions.open(SessionId(5)));
+  EXPECT_EQ(sessions.counters().late_session_requests, 1);
+  EXPECT_EQ(h.cache().referenced_keys(), 0);
+}
+
+TEST(SessionTableUnitTest, TombstonesForgetTheOldestBeyondTheirBound) {
+  KvCacheOptions o = BlockCacheHarness::Options(8);
+  o.closed_session_tombstones = 2;
+  BlockCacheHarness h(o);
+  SessionTable sessions(o);
+  for (int64_t id = 1; id <= 3; ++id) sessions.Close(SessionId(id), h.cache());
+  sessions.Admit(SessionId(1));  // Forgotten: opens again.
+  sessions.Admit(SessionId(3));  // Still remembered closed.
+  EXPECT_TRUE(sessions.open(SessionId(1)));
+  EXPECT_FALSE(sessions.open(SessionId(3)));
+  EXPECT_TRUE(sessions.CheckInvariants(h.cache()).ok());
+}
+
+TEST(SessionTableUnitTest, CheckInvariantsCatchesAReferenceNoOpenSessionHolds) {
+  const KvCacheOptions o = BlockCacheHarness::Options(8);
+  BlockCacheHarness h(o);
+  SessionTable sessions(o);
+  RunInSession(h, sessions, 1, SessionId(1), h.Chain(1, 1));
+  h.cache().ReferenceKey(h.Chain(100, 1)[0]);
+  const Status s = sessions.CheckInvariants(h.cache());
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("no open session"));
 }
 
 }  // namespace

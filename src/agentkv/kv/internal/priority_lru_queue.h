@@ -10,8 +10,8 @@
 // it, changes its priority or class, and Pushes it again, which is how every change re-queues
 // (never a stale bucket). The owner passes its arena to every call, so the queue holds no
 // pointers and moves freely. Thread-compatible.
-#ifndef AGENTKV_KV_PRIORITY_LRU_QUEUE_H_
-#define AGENTKV_KV_PRIORITY_LRU_QUEUE_H_
+#ifndef AGENTKV_KV_INTERNAL_PRIORITY_LRU_QUEUE_H_
+#define AGENTKV_KV_INTERNAL_PRIORITY_LRU_QUEUE_H_
 
 #include <array>
 #include <bit>
@@ -21,7 +21,7 @@
 #include "agentkv/base/check.h"
 #include "agentkv/kv/retention.h"
 
-namespace agentkv::kv {
+namespace agentkv::kv::internal {
 
 // Eviction classes, evicted in this order.
 inline constexpr int kNumEvictionClasses = 2;
@@ -133,6 +133,6 @@ class PriorityLruQueue {
   int64_t size_ = 0;
 };
 
-}  // namespace agentkv::kv
+}  // namespace agentkv::kv::internal
 
-#endif  // AGENTKV_KV_PRIORITY_LRU_QUEUE_H_
+#endif  // AGENTKV_KV_INTERNAL_PRIORITY_LRU_QUEUE_H_

@@ -1,7 +1,8 @@
-// Scenario tests of KvCacheManager's retention: SetPriority re-queueing a block on its tier
-// (also when it is held or on the host), priority durations that revert at exactly start plus
-// duration to the configured default, and per-request retention configs (token ranges, the
-// decode priority, and requests without a config).
+// Scenario tests of BlockCache's retention (block_cache.h), driven through the KvCacheManager
+// fixture, which hands requests without a session or conversation straight to the core: SetPriority
+// re-queueing a block on its tier (also when it is held or on the host), priority durations that
+// revert at exactly start plus duration to the configured default, and per-request retention
+// configs (token ranges, the decode priority, and requests without a config).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -1,7 +1,10 @@
-// Scenario tests of KvCacheManager's finished-sub-agent demotion (TensorRT-LLM PR #22182, seed
+// Scenario tests of SubagentDemotion (subagent_demotion.h), driven through KvCacheManager:
+// finished-sub-agent demotion (TensorRT-LLM PR #22182, seed
 // 002): CommittedRetentionHandle planning and applying, demotion when the parent returns,
 // rank determinism, option validation, and scenarios 25-34 of the peer engines' porting list
 // (scenario 35, random interleavings, is kv_cache_manager_agentic_stress_test.cc).
+#include "agentkv/kv/subagent_demotion.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -19,7 +22,9 @@
 #include <vector>
 
 #include "agentkv/base/rng.h"
+#include "agentkv/kv/conversation_retention.h"
 #include "agentkv/kv/kv_cache_manager.h"
+#include "block_cache_harness.h"
 #include "kv_cache_manager_fixture.h"
 
 namespace agentkv::kv {
@@ -695,6 +700,69 @@ TEST_F(KvCacheSubagentTest, FinishedSubagentDemotionIsRankDeterministic) {
   EXPECT_EQ(s0.tokens_freed_by_close, s1.tokens_freed_by_close);
   EXPECT_EQ(s0.device, s1.device);
   EXPECT_EQ(s0.host, s1.host);
+}
+
+// ---- SubagentDemotion directly over ConversationRetention and a BlockCache ---------------
+
+using testing_internal::BlockCacheHarness;
+
+class SubagentDemotionUnitTest : public ::testing::Test {
+ protected:
+  static KvCacheOptions DemotionOptions() {
+    KvCacheOptions o = BlockCacheHarness::Options(16);
+    o.block_reuse_policy = BlockReusePolicy::kPerConversation;
+    o.max_num_turns = 2;  // The child's first turn stays recorded after it returns.
+    o.finished_subagent_priority = 5;
+    o.finished_subagent_min_idle_iterations = 2;
+    return o;
+  }
+
+  // Runs one turn of `conversation` over `keys`, routed as KvCacheManager routes it.
+  void RunTurn(int64_t id, int64_t conversation, std::optional<int64_t> parent,
+               const std::vector<BlockKey>& keys, bool authenticated = true) {
+    std::optional<ConversationId> hint;
+    if (parent.has_value()) hint = ConversationId(*parent);
+    demotion_.Admit(ConversationId(conversation), hint, authenticated, h_.cache().current_step(),
+                    records_, h_.cache());
+    h_.Start(id, keys);
+    const CommittedChain chain = h_.ChainOf(id);
+    h_.Finish(id);
+    demotion_.EndTurn(ConversationId(conversation), h_.cache().current_step());
+    records_.RecordTurn(ConversationId(conversation), chain, h_.cache());
+    const Status s = demotion_.CheckInvariants();
+    ASSERT_TRUE(s.ok()) << s;
+  }
+
+  BlockCacheHarness h_{DemotionOptions()};
+  ConversationRetention records_{DemotionOptions()};
+  SubagentDemotion demotion_{DemotionOptions()};
+};
+
+TEST_F(SubagentDemotionUnitTest, AnIdleChildIsDemotedWhenItsParentReturnsAndRestoredLater) {
+  const std::vector<BlockKey> child_keys = h_.Chain(1, 2);
+  RunTurn(1, 1, std::nullopt, h_.Chain(100, 1));
+  RunTurn(2, 2, 1, child_keys);
+  h_.cache().AdvanceSteps(1);
+  RunTurn(3, 1, std::nullopt, h_.Chain(100, 1));  // Idle for 1 step only: kept.
+  EXPECT_EQ(demotion_.counters().demoted_children, 0);
+  h_.cache().AdvanceSteps(1);
+  RunTurn(4, 1, std::nullopt, h_.Chain(100, 1));
+  EXPECT_EQ(demotion_.counters().demoted_children, 1);
+  EXPECT_EQ(demotion_.counters().demoted_blocks, 2);
+  EXPECT_EQ(*h_.cache().GetPriority(child_keys[1]), 5);
+  RunTurn(5, 2, 1, h_.Chain(200, 1));  // The child comes back.
+  EXPECT_EQ(demotion_.counters().restored_children, 1);
+  EXPECT_EQ(*h_.cache().GetPriority(child_keys[1]), kDefaultPriority);
+}
+
+TEST_F(SubagentDemotionUnitTest, UnauthenticatedOrSelfNamingHintsLinkNothing) {
+  RunTurn(1, 2, 1, h_.Chain(1, 1), /*authenticated=*/false);
+  RunTurn(2, 3, 3, h_.Chain(50, 1));
+  EXPECT_EQ(demotion_.counters().unauthenticated_parent_hints, 1);
+  h_.cache().AdvanceSteps(10);
+  RunTurn(3, 1, std::nullopt, h_.Chain(100, 1));
+  RunTurn(4, 3, std::nullopt, h_.Chain(100, 1));
+  EXPECT_EQ(demotion_.counters().demoted_children, 0);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
-// Scenario tests of KvCacheManager's eviction: priority-then-LRU victim order, held blocks and
-// refused allocations that change nothing, cascades to dependents on both tiers, the offload
-// threshold that decides offload versus drop, host hits that onboard, and tiers of size zero.
+// Scenario tests of BlockCache's eviction (block_cache.h), driven through the KvCacheManager
+// fixture, which hands requests without a session or conversation straight to the core:
+// priority-then-LRU victim order, held blocks and refused allocations that change nothing, cascades
+// to dependents on both tiers, the offload threshold that decides offload versus drop, host hits
+// that onboard, and tiers of size zero.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

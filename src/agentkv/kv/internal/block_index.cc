@@ -1,10 +1,10 @@
 // Invariant: every entry is reachable from its home slot by probing forward without passing
 // an empty slot (the linear-probing invariant that backward-shift deletion preserves).
-#include "agentkv/kv/block_index.h"
+#include "agentkv/kv/internal/block_index.h"
 
 #include <algorithm>
 
-namespace agentkv::kv {
+namespace agentkv::kv::internal {
 
 BlockIndex::BlockIndex(int64_t max_entries) : max_entries_(max_entries) {
   AGENTKV_CHECK_GE(max_entries, 0);
@@ -60,4 +60,4 @@ void BlockIndex::Clear() {
   size_ = 0;
 }
 
-}  // namespace agentkv::kv
+}  // namespace agentkv::kv::internal

@@ -1,4 +1,4 @@
-#include "agentkv/kv/priority_lru_queue.h"
+#include "agentkv/kv/internal/priority_lru_queue.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 
 #include "agentkv/base/rng.h"
 
-namespace agentkv::kv {
+namespace agentkv::kv::internal {
 namespace {
 
 using ::testing::ElementsAre;
@@ -227,4 +227,4 @@ TEST_F(PriorityLruQueueTest, MatchesAReferenceUnderRandomOperations) {
 }
 
 }  // namespace
-}  // namespace agentkv::kv
+}  // namespace agentkv::kv::internal

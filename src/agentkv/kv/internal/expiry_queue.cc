@@ -1,6 +1,6 @@
-#include "agentkv/kv/expiry_queue.h"
+#include "agentkv/kv/internal/expiry_queue.h"
 
-namespace agentkv::kv {
+namespace agentkv::kv::internal {
 
 void ExpiryQueue::Schedule(int32_t block, Step at) {
   const uint64_t seq = next_seq_++;
@@ -38,4 +38,4 @@ void ExpiryQueue::Clear() {
   pending_.clear();
 }
 
-}  // namespace agentkv::kv
+}  // namespace agentkv::kv::internal

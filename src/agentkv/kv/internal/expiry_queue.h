@@ -4,8 +4,8 @@
 // Cancel forgets it; stale heap entries are skipped when popped, so both are O(log n). Ties
 // break by scheduling order, never by block id or address, so every rank pops the same
 // sequence. Only blocks with a duration cost memory. Thread-compatible.
-#ifndef AGENTKV_KV_EXPIRY_QUEUE_H_
-#define AGENTKV_KV_EXPIRY_QUEUE_H_
+#ifndef AGENTKV_KV_INTERNAL_EXPIRY_QUEUE_H_
+#define AGENTKV_KV_INTERNAL_EXPIRY_QUEUE_H_
 
 #include <cstdint>
 #include <queue>
@@ -14,7 +14,7 @@
 
 #include "agentkv/base/time.h"
 
-namespace agentkv::kv {
+namespace agentkv::kv::internal {
 
 class ExpiryQueue {
  public:
@@ -45,6 +45,6 @@ class ExpiryQueue {
   uint64_t next_seq_ = 0;
 };
 
-}  // namespace agentkv::kv
+}  // namespace agentkv::kv::internal
 
-#endif  // AGENTKV_KV_EXPIRY_QUEUE_H_
+#endif  // AGENTKV_KV_INTERNAL_EXPIRY_QUEUE_H_

@@ -1,4 +1,4 @@
-#include "agentkv/kv/expiry_queue.h"
+#include "agentkv/kv/internal/expiry_queue.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -38,7 +38,7 @@ void* operator new[](size_t n) { return operator new(n); }
 void operator delete[](void* p) noexcept { operator delete(p); }
 void operator delete[](void* p, size_t) noexcept { operator delete(p); }
 
-namespace agentkv::kv {
+namespace agentkv::kv::internal {
 namespace {
 
 using ::testing::ElementsAre;
@@ -191,4 +191,4 @@ TEST(ExpiryQueueTest, CompactionKeepsEveryLiveEntryAndItsOrder) {
 }
 
 }  // namespace
-}  // namespace agentkv::kv
+}  // namespace agentkv::kv::internal

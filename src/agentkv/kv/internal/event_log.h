@@ -3,15 +3,15 @@
 // Disabled (capacity 0) it costs one branch per event. When full, the oldest event is
 // overwritten and counted in overflowed(), so a consumer can tell it missed some.
 // Thread-compatible.
-#ifndef AGENTKV_KV_EVENT_LOG_H_
-#define AGENTKV_KV_EVENT_LOG_H_
+#ifndef AGENTKV_KV_INTERNAL_EVENT_LOG_H_
+#define AGENTKV_KV_INTERNAL_EVENT_LOG_H_
 
 #include <cstdint>
 #include <vector>
 
 #include "agentkv/kv/kv_cache_stats.h"
 
-namespace agentkv::kv {
+namespace agentkv::kv::internal {
 
 class EventLog {
  public:
@@ -52,6 +52,6 @@ class EventLog {
   int64_t overflowed_ = 0;
 };
 
-}  // namespace agentkv::kv
+}  // namespace agentkv::kv::internal
 
-#endif  // AGENTKV_KV_EVENT_LOG_H_
+#endif  // AGENTKV_KV_INTERNAL_EVENT_LOG_H_

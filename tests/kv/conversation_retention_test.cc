@@ -1,9 +1,12 @@
-// Scenario tests of KvCacheManager's per-conversation retention records (TensorRT-LLM
+// Scenario tests of ConversationRetention (conversation_retention.h), driven through
+// KvCacheManager: per-conversation retention records (TensorRT-LLM
 // block_reuse_config.policy = per_conversation, max_num_turns): the cache keeps a record of
 // each of a conversation's last max_num_turns turns, and when a record falls out, the blocks
 // that turn computed itself and that no newer turn of the conversation, no other
 // conversation's retained record, no running request and no other path uses are released
 // (kReleased events, retention_dropped_blocks). Under policy default no records are kept.
+#include "agentkv/kv/conversation_retention.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "agentkv/kv/kv_cache_manager.h"
+#include "block_cache_harness.h"
 #include "kv_cache_manager_fixture.h"
 
 namespace agentkv::kv {
@@ -231,6 +235,71 @@ TEST_F(KvCacheConversationTest, DefaultPolicyKeepsNoRecords) {
   EXPECT_EQ(cache().Match(t2), Matched(3, 0));
   EXPECT_EQ(cache().stats().retention_dropped_blocks, 0);
   EXPECT_TRUE(cache().PlanCommittedRetention(ConversationId(kConversation)).empty());
+}
+
+// ---- ConversationRetention directly over a BlockCache ------------------------------------
+
+using testing_internal::BlockCacheHarness;
+
+KvCacheOptions PerConversation(int32_t max_num_turns) {
+  KvCacheOptions o = BlockCacheHarness::Options(16);
+  o.block_reuse_policy = BlockReusePolicy::kPerConversation;
+  o.max_num_turns = max_num_turns;
+  return o;
+}
+
+// Runs one turn of `conversation` over `keys` and records it, as KvCacheManager does.
+void RunTurn(BlockCacheHarness& h, ConversationRetention& records, int64_t id,
+             ConversationId conversation, const std::vector<BlockKey>& keys) {
+  h.Start(id, keys);
+  const CommittedChain chain = h.ChainOf(id);
+  h.Finish(id);
+  records.RecordTurn(conversation, chain, h.cache());
+  h.CheckInvariants();
+  const Status s = records.CheckInvariants();
+  ASSERT_TRUE(s.ok()) << s;
+}
+
+TEST(ConversationRetentionUnitTest, UnderPolicyDefaultNothingIsRecorded) {
+  const KvCacheOptions o = BlockCacheHarness::Options(16);
+  BlockCacheHarness h(o);
+  ConversationRetention records(o);
+  EXPECT_FALSE(records.enabled());
+  RunTurn(h, records, 1, ConversationId(1), h.Chain(1, 2));
+  EXPECT_TRUE(records.Plan(ConversationId(1), h.cache()).empty());
+}
+
+TEST(ConversationRetentionUnitTest, AFallenTurnReleasesTheBlocksItComputed) {
+  const KvCacheOptions o = PerConversation(1);
+  BlockCacheHarness h(o);
+  ConversationRetention records(o);
+  const std::vector<BlockKey> first = h.Chain(1, 2);
+  RunTurn(h, records, 1, ConversationId(1), first);
+  RunTurn(h, records, 2, ConversationId(1), h.Chain(100, 1));
+  EXPECT_FALSE(h.cache().Find(first[0]).has_value());
+  EXPECT_FALSE(h.cache().Find(first[1]).has_value());
+  EXPECT_EQ(records.counters().retention_dropped_blocks, 2);
+}
+
+TEST(ConversationRetentionUnitTest, PlanStopsAtAForkAndApplySetsThePriority) {
+  const KvCacheOptions o = PerConversation(2);
+  BlockCacheHarness h(o);
+  ConversationRetention records(o);
+  const std::vector<BlockKey> own = h.Chain(1, 3);
+  RunTurn(h, records, 1, ConversationId(1), own);
+  // Another conversation extends own[1] with a block of its own: a fork.
+  std::vector<BlockKey> other(own.begin(), own.begin() + 2);
+  other.push_back(BlockKeyHasher::TokenBlockKey(own[1], std::vector<int32_t>{70, 71, 72, 73}));
+  RunTurn(h, records, 2, ConversationId(2), other);
+  const CommittedRetentionHandle handle = records.Plan(ConversationId(1), h.cache());
+  EXPECT_EQ(handle.conversation(), ConversationId(1));
+  EXPECT_THAT(handle.keys(), ElementsAre(own[2]));
+  std::vector<BlockKey> applied;
+  EXPECT_EQ(ConversationRetention::Apply(handle, 5, h.cache(), &applied), 1);
+  EXPECT_THAT(applied, ElementsAre(own[2]));
+  EXPECT_EQ(*h.cache().GetPriority(own[2]), 5);
+  EXPECT_EQ(*h.cache().GetPriority(own[1]), kDefaultPriority);
+  h.CheckInvariants();
 }
 
 }  // namespace

@@ -1,9 +1,8 @@
-// KvCacheManager::CheckInvariants: the invariants listed at the top of kv_cache_manager.cc,
+// BlockCache::CheckInvariants: the invariants listed at the top of block_cache.cc,
 // made executable. O(blocks + index slots); tests call it after every mutation.
 #include <string>
-#include <unordered_map>
 
-#include "agentkv/kv/kv_cache_manager.h"
+#include "agentkv/kv/block_cache.h"
 
 namespace agentkv::kv {
 namespace {
@@ -14,7 +13,7 @@ std::string Id(size_t b) { return "block " + std::to_string(b); }
 
 }  // namespace
 
-Status KvCacheManager::CheckInvariants() const {
+Status BlockCache::CheckInvariants() const {
   const size_t n = blocks_.size();
   const auto key_of = [this](uint32_t id) { return blocks_[static_cast<size_t>(id)].key; };
 
@@ -30,9 +29,9 @@ Status KvCacheManager::CheckInvariants() const {
 
   std::vector<int8_t> queued(n, 0);  // 1 = device queue, 2 = host queue
   for (int which = 1; which <= 2; ++which) {
-    const PriorityLruQueue<Block>& q = which == 1 ? device_queue_ : host_queue_;
+    const internal::PriorityLruQueue<Block>& q = which == 1 ? device_queue_ : host_queue_;
     int64_t seen = 0;
-    for (int p = 0; p < kNumQueueBuckets; ++p) {
+    for (int p = 0; p < internal::kNumQueueBuckets; ++p) {
       int64_t in_bucket = 0;
       Status status = Status::Ok();
       q.ForEachInBucket(std::span<const Block>(blocks_), p, [&](int32_t b) {
@@ -122,8 +121,8 @@ Status KvCacheManager::CheckInvariants() const {
         break;
     }
     // Committed blocks only from here.
-    if (b.session_referenced != session_refs_.contains(b.key)) {
-      return Broken(Id(i) + " session_referenced disagrees with the open sessions");
+    if (b.key_referenced != key_refs_.contains(b.key)) {
+      return Broken(Id(i) + " key_referenced disagrees with the key references");
     }
     if (index_.Find(b.key, key_of) != static_cast<int32_t>(i)) {
       return Broken(Id(i) + " is not indexed under its key");
@@ -143,25 +142,9 @@ Status KvCacheManager::CheckInvariants() const {
   }
   if (children_links != linked) return Broken("child lists disagree with parent links");
 
-  // Sessions and conversation records, recounted from their owners.
-  std::unordered_map<uint64_t, int32_t> session_refs;
-  for (const auto& [id, session] : sessions_) {
-    if (tombstones_.contains(id)) return Broken("session open and closed at once");
-    if (session.keys.size() != session.members.size()) return Broken("session keys repeat");
-    for (const BlockKey k : session.keys) ++session_refs[k.value()];
+  for (const auto& [key, count] : key_refs_) {
+    if (count <= 0) return Broken("a key keeps a reference count of " + std::to_string(count));
   }
-  if (session_refs != session_refs_) return Broken("session_refs_ disagrees with the sessions");
-  if (tombstones_.size() != tombstone_order_.size()) return Broken("tombstone order disagrees");
-  std::unordered_map<uint64_t, int32_t> record_uses;
-  for (const auto& [id, conv] : conversations_) {
-    if (static_cast<int64_t>(conv.records.size()) > options_.max_num_turns) {
-      return Broken("a conversation keeps more than max_num_turns records");
-    }
-    for (const TurnRecord& r : conv.records) {
-      for (const BlockKey k : r.keys) ++record_uses[k.value()];
-    }
-  }
-  if (record_uses != record_uses_) return Broken("record_uses_ disagrees with the records");
   if (uncommitted + device != device_used_) return Broken("device_used_ disagrees");
   if (device != device_cached_) return Broken("device_cached_ disagrees");
   if (host != host_used_) return Broken("host_used_ disagrees");

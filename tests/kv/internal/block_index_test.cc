@@ -1,4 +1,4 @@
-#include "agentkv/kv/block_index.h"
+#include "agentkv/kv/internal/block_index.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 
 #include "agentkv/base/rng.h"
 
-namespace agentkv::kv {
+namespace agentkv::kv::internal {
 namespace {
 
 // A BlockIndex over an arena of full keys, as the cache manager uses it: block `id` has key
@@ -295,4 +295,4 @@ TEST(BlockIndexTest, MatchesUnorderedMapUnderHeavyLowBitCollisions) {
 }
 
 }  // namespace
-}  // namespace agentkv::kv
+}  // namespace agentkv::kv::internal

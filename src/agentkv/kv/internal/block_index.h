@@ -8,15 +8,15 @@
 // a likely hit. Linear probing with backward-shift deletion: no tombstones, so lookup cost
 // never degrades.
 // Thread-compatible.
-#ifndef AGENTKV_KV_BLOCK_INDEX_H_
-#define AGENTKV_KV_BLOCK_INDEX_H_
+#ifndef AGENTKV_KV_INTERNAL_BLOCK_INDEX_H_
+#define AGENTKV_KV_INTERNAL_BLOCK_INDEX_H_
 
 #include <cstdint>
 #include <vector>
 
 #include "agentkv/base/check.h"
 
-namespace agentkv::kv {
+namespace agentkv::kv::internal {
 
 class BlockIndex {
  public:
@@ -88,6 +88,6 @@ class BlockIndex {
   int64_t max_entries_ = 0;
 };
 
-}  // namespace agentkv::kv
+}  // namespace agentkv::kv::internal
 
-#endif  // AGENTKV_KV_BLOCK_INDEX_H_
+#endif  // AGENTKV_KV_INTERNAL_BLOCK_INDEX_H_

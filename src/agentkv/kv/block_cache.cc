@@ -1,0 +1,632 @@
+// BlockCache: the block pool, prefix index, tiers and eviction (block_cache.h).
+//
+// Invariants (CheckInvariants, in block_cache_invariants.cc, verifies each):
+//  - Every arena slot is in exactly one state: kFree (in the free list), kUncommitted (held by
+//    exactly one request, not indexed), kDevice or kHost (committed: in the prefix index under
+//    its key, linked under its parent).
+//  - Tier counts conserve: device_used_ = #kUncommitted + #kDevice <= device_blocks,
+//    host_used_ = #kHost <= host_blocks, free_count_ = #kFree.
+//  - The device queue holds exactly the kDevice blocks with ref_count == 0, the host queue
+//    exactly the kHost blocks, each in the bucket of its priority; host blocks are never held.
+//  - A kDevice block's parent is kDevice; a kHost block's parent is kDevice or kHost (each tier
+//    is closed under prefixes, so a match never skips a block).
+//  - A request holds a chain: ref_count(parent) >= ref_count(child), hence every descendant of
+//    an unheld block is unheld and cascades never reach a held block.
+//  - A committed block is key_referenced exactly when key_refs_ holds its key; key_refs_ holds
+//    only positive counts.
+#include "agentkv/kv/block_cache.h"
+
+#include <algorithm>
+#include <string>
+
+#include "agentkv/base/check.h"
+
+namespace agentkv::kv {
+namespace {
+
+constexpr int32_t kNone = -1;
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+Status CheckRequestArguments(int64_t prompt_tokens,
+                             const std::optional<RetentionConfig>& retention) {
+  if (prompt_tokens < 0) {
+    return InvalidArgumentError("prompt_tokens must be >= 0, got " + Str(prompt_tokens));
+  }
+  if (retention.has_value()) return retention->Validate();
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<BlockCache> BlockCache::Create(const KvCacheOptions& options) {
+  AGENTKV_RETURN_IF_ERROR(options.Validate());
+  return BlockCache(options);
+}
+
+BlockCache::BlockCache(const KvCacheOptions& options)
+    : options_(options),
+      hasher_(options.hash_seed),
+      index_(options.device_blocks + options.host_blocks),
+      events_(options.event_log_capacity) {
+  const int64_t total = options.device_blocks + options.host_blocks;
+  blocks_.resize(static_cast<size_t>(total));
+  for (int64_t i = total - 1; i >= 0; --i) ReturnFreeBlock(static_cast<int32_t>(i));
+  counters_.device.capacity = options.device_blocks;
+  counters_.host.capacity = options.host_blocks;
+}
+
+int64_t BlockCache::BlocksForTokens(int64_t tokens) const {
+  return (tokens + options_.tokens_per_block - 1) / options_.tokens_per_block;
+}
+
+int32_t BlockCache::FindChild(int32_t parent, BlockKey key) const {
+  const int32_t b = FindBlock(key);
+  if (b == kNone || blocks_[static_cast<size_t>(b)].parent != parent) return kNone;
+  return b;
+}
+
+PrefixMatch BlockCache::Match(std::span<const BlockKey> keys) const {
+  PrefixMatch match;
+  int32_t parent = kNone;
+  size_t i = 0;
+  for (; i < keys.size(); ++i) {
+    const int32_t b = FindChild(parent, keys[i]);
+    if (b == kNone || blocks_[static_cast<size_t>(b)].state != State::kDevice) break;
+    parent = b;
+  }
+  match.device_blocks = static_cast<int64_t>(i);
+  for (; i < keys.size(); ++i) {
+    const int32_t b = FindChild(parent, keys[i]);
+    if (b == kNone || blocks_[static_cast<size_t>(b)].state != State::kHost) break;
+    parent = b;
+  }
+  match.host_blocks = static_cast<int64_t>(i) - match.device_blocks;
+  return match;
+}
+
+Status BlockCache::CheckNewRequest(RequestId request, int64_t prompt_tokens,
+                                   const std::optional<RetentionConfig>& retention) const {
+  AGENTKV_RETURN_IF_ERROR(CheckRequestArguments(prompt_tokens, retention));
+  if (requests_.contains(request)) {
+    return AlreadyExistsError("request " + Str(request.value()) + " is already active");
+  }
+  return Status::Ok();
+}
+
+StatusOr<PrefixMatch> BlockCache::AddRequest(RequestId request,
+                                             std::span<const BlockKey> prompt_keys,
+                                             int64_t prompt_tokens,
+                                             const std::optional<RetentionConfig>& retention) {
+  AGENTKV_RETURN_IF_ERROR(CheckRequestArguments(prompt_tokens, retention));
+  auto [it, inserted] = requests_.try_emplace(request);
+  if (!inserted) {
+    return AlreadyExistsError("request " + Str(request.value()) + " is already active");
+  }
+  internal::RequestState& state = it->second;
+  state.prompt_tokens = prompt_tokens;
+  state.retention = retention;
+  state.blocks.reserve(prompt_keys.size());
+
+  PrefixMatch match;
+  int32_t parent = kNone;
+  size_t i = 0;
+  for (; i < prompt_keys.size(); ++i) {
+    const int32_t b = FindChild(parent, prompt_keys[i]);
+    if (b == kNone || blocks_[static_cast<size_t>(b)].state != State::kDevice) break;
+    Hold(b);
+    state.blocks.push_back(b);
+    parent = b;
+  }
+  match.device_blocks = static_cast<int64_t>(i);
+  for (; i < prompt_keys.size(); ++i) {
+    const int32_t b = FindChild(parent, prompt_keys[i]);
+    if (b == kNone || blocks_[static_cast<size_t>(b)].state != State::kHost) break;
+    if (!CanFreeDevice(1)) break;
+    Onboard(b);
+    state.blocks.push_back(b);
+    parent = b;
+  }
+  match.host_blocks = static_cast<int64_t>(i) - match.device_blocks;
+  state.num_committed = match.total_blocks();
+  state.reused_blocks = match.total_blocks();
+
+  const int64_t tpb = options_.tokens_per_block;
+  ++counters_.lookups;
+  counters_.lookup_blocks += static_cast<int64_t>(prompt_keys.size());
+  counters_.matched_device_blocks += match.device_blocks;
+  counters_.matched_host_blocks += match.host_blocks;
+  counters_.matched_device_tokens += match.device_blocks * tpb;
+  counters_.matched_host_tokens += match.host_blocks * tpb;
+  counters_.uncached_tokens += std::max<int64_t>(0, prompt_tokens - match.total_blocks() * tpb);
+  return match;
+}
+
+Status BlockCache::Reserve(RequestId request, int64_t total_tokens) {
+  auto it = requests_.find(request);
+  if (it == requests_.end()) return NotFoundError("unknown request " + Str(request.value()));
+  internal::RequestState& state = it->second;
+  const int64_t need = BlocksForTokens(total_tokens) - static_cast<int64_t>(state.blocks.size());
+  if (need <= 0) return Status::Ok();
+  if (!CanFreeDevice(need)) {
+    return ResourceExhaustedError("request " + Str(request.value()) + " needs " + Str(need) +
+                                  " more blocks; the device has " +
+                                  Str(options_.device_blocks - device_used_) + " free and " +
+                                  Str(device_queue_.size()) + " evictable");
+  }
+  MakeDeviceRoom(need);
+  for (int64_t n = 0; n < need; ++n) {
+    const int32_t b = TakeFreeBlock();
+    Block& blk = blocks_[static_cast<size_t>(b)];
+    blk.state = State::kUncommitted;
+    blk.ref_count = 1;
+    ++device_used_;
+    ++held_blocks_;
+    state.blocks.push_back(b);
+  }
+  return Status::Ok();
+}
+
+Status BlockCache::Commit(RequestId request, std::span<const BlockKey> next_keys) {
+  auto it = requests_.find(request);
+  if (it == requests_.end()) return NotFoundError("unknown request " + Str(request.value()));
+  internal::RequestState& state = it->second;
+  const int64_t held = static_cast<int64_t>(state.blocks.size());
+  const int64_t want = state.num_committed + static_cast<int64_t>(next_keys.size());
+  if (want > held) {
+    return FailedPreconditionError("request " + Str(request.value()) + " commits " + Str(want) +
+                                   " blocks but holds " + Str(held));
+  }
+  for (const BlockKey key : next_keys) {
+    const size_t pos = static_cast<size_t>(state.num_committed);
+    const int32_t own = state.blocks[pos];
+    const int32_t parent = pos == 0 ? kNone : state.blocks[pos - 1];
+    AGENTKV_DCHECK(blocks_[static_cast<size_t>(own)].state == State::kUncommitted);
+    // Most committed blocks are new: probe once, inserting `own` under `key` when absent.
+    const int32_t existing = index_.FindOrInsert(
+        key.value(), own, [this](uint32_t id) { return blocks_[static_cast<size_t>(id)].key; });
+    if (existing == kNone) {
+      Block& blk = blocks_[static_cast<size_t>(own)];
+      blk.key = key.value();
+      blk.state = State::kDevice;
+      blk.priority = static_cast<uint8_t>(options_.default_priority);
+      LinkChild(parent, own);
+      ++device_cached_;
+      ++counters_.stored_blocks;
+      // Key references name content: a block recomputed while its key is still referenced
+      // is referenced again.
+      if (!key_refs_.empty() && key_refs_.contains(key.value())) blk.key_referenced = true;
+      Record(KvEventKind::kStored, blk, Tier::kDevice);
+    } else if (blocks_[static_cast<size_t>(existing)].parent == parent) {
+      // Another request computed this block first: share its copy and free ours. A host copy
+      // is promoted into the slot ours occupied, so the device count is unchanged.
+      Block& own_blk = blocks_[static_cast<size_t>(own)];
+      own_blk.ref_count = 0;
+      --held_blocks_;
+      --device_used_;
+      ReturnFreeBlock(own);
+      if (blocks_[static_cast<size_t>(existing)].state == State::kHost) {
+        Onboard(existing);
+      } else {
+        Hold(existing);
+      }
+      state.blocks[pos] = existing;
+    } else {
+      return AlreadyExistsError("request " + Str(request.value()) + " block " + Str(int64_t(pos)) +
+                                ": key collides with a cached block of another prefix; " +
+                                "the block stays uncommitted");
+    }
+    ++state.num_committed;
+  }
+  return Status::Ok();
+}
+
+StatusOr<CommittedChain> BlockCache::CommittedChainOf(RequestId request) const {
+  auto it = requests_.find(request);
+  if (it == requests_.end()) return NotFoundError("unknown request " + Str(request.value()));
+  const internal::RequestState& state = it->second;
+  CommittedChain chain;
+  chain.keys.reserve(static_cast<size_t>(state.num_committed));
+  for (int64_t i = 0; i < state.num_committed; ++i) {
+    chain.keys.push_back(
+        BlockKey(blocks_[static_cast<size_t>(state.blocks[static_cast<size_t>(i)])].key));
+  }
+  chain.reused_blocks = state.reused_blocks;
+  return chain;
+}
+
+Status BlockCache::Release(RequestId request) {
+  auto it = requests_.find(request);
+  if (it == requests_.end()) return NotFoundError("unknown request " + Str(request.value()));
+  internal::RequestState& state = it->second;
+  if (state.retention.has_value()) {
+    const RetentionConfig& config = *state.retention;
+    for (int64_t i = 0; i < state.num_committed; ++i) {
+      const BlockRetention r =
+          RetentionForBlock(config, i, options_.tokens_per_block, state.prompt_tokens);
+      if (r.priority.has_value()) {
+        Reprioritize(state.blocks[static_cast<size_t>(i)], *r.priority, r.duration, false);
+      }
+    }
+  }
+  for (size_t i = state.blocks.size(); i-- > 0;) {
+    const int32_t b = state.blocks[i];
+    Block& blk = blocks_[static_cast<size_t>(b)];
+    if (blk.state == State::kUncommitted) {
+      blk.ref_count = 0;
+      --held_blocks_;
+      --device_used_;
+      ReturnFreeBlock(b);
+    } else {
+      Unhold(b);
+    }
+  }
+  requests_.erase(it);
+  return Status::Ok();
+}
+
+Status BlockCache::SetPriority(BlockKey key, Priority priority,
+                               std::optional<agentkv::Step> duration, bool evict_first) {
+  if (priority < kMinPriority || priority > kMaxPriority) {
+    return InvalidArgumentError("priority must be in [0, 100], got " + Str(priority));
+  }
+  if (duration.has_value() && duration->value() <= 0) {
+    return InvalidArgumentError("duration must be > 0 steps, got " + Str(duration->value()));
+  }
+  const int32_t b = FindBlock(key);
+  if (b == kNone)
+    return NotFoundError("block " + Str(static_cast<int64_t>(key.value())) + " is not cached");
+  Reprioritize(b, priority, duration, evict_first);
+  return Status::Ok();
+}
+
+StatusOr<Priority> BlockCache::GetPriority(BlockKey key) const {
+  const int32_t b = FindBlock(key);
+  if (b == kNone) return NotFoundError("block is not cached");
+  return static_cast<Priority>(blocks_[static_cast<size_t>(b)].priority);
+}
+
+std::optional<Tier> BlockCache::FindTier(BlockKey key) const {
+  const int32_t b = FindBlock(key);
+  if (b == kNone) return std::nullopt;
+  return blocks_[static_cast<size_t>(b)].state == State::kHost ? Tier::kHost : Tier::kDevice;
+}
+
+void BlockCache::Step() { AdvanceSteps(1); }
+
+void BlockCache::AdvanceSteps(int64_t n) {
+  AGENTKV_CHECK_GE(n, 0);
+  // Expiries pop in (step, scheduling) order, so one pass over n steps re-queues blocks in the
+  // same order as n single steps: nothing else happens between them.
+  step_ = step_ + agentkv::Step(n);
+  expired_.clear();
+  expiry_.PopExpired(step_, expired_);
+  for (size_t i = 0; i < expired_.size(); ++i) {
+    const int32_t b = expired_[i];
+    blocks_[static_cast<size_t>(b)].expires = false;
+    Reprioritize(b, options_.default_priority, std::nullopt, false);
+    ++counters_.expirations;
+  }
+}
+
+Status BlockCache::Reset() {
+  if (!requests_.empty()) {
+    return FailedPreconditionError("reset refused: " + Str(active_requests()) +
+                                   " requests hold blocks");
+  }
+  device_queue_.Clear();
+  host_queue_.Clear();
+  expiry_.Clear();
+  index_.Clear();
+  free_head_ = kNone;
+  free_count_ = 0;
+  std::fill(blocks_.begin(), blocks_.end(), Block{});
+  for (int64_t i = static_cast<int64_t>(blocks_.size()) - 1; i >= 0; --i) {
+    ReturnFreeBlock(static_cast<int32_t>(i));
+  }
+  device_used_ = host_used_ = device_cached_ = held_blocks_ = 0;
+  events_.Add(KvEvent{KvEventKind::kCleared, BlockKey(), Tier::kDevice, step_});
+  return Status::Ok();
+}
+
+KvCacheStats BlockCache::stats() const {
+  KvCacheStats s = counters_;
+  s.device = TierGauges{options_.device_blocks, options_.device_blocks - device_used_, held_blocks_,
+                        device_queue_.size(), device_cached_};
+  s.host = TierGauges{options_.host_blocks, options_.host_blocks - host_used_, 0,
+                      host_queue_.size(), host_used_};
+  return s;
+}
+
+int64_t BlockCache::MetadataBytes() const {
+  return static_cast<int64_t>(blocks_.capacity() * sizeof(Block)) + index_.MemoryBytes() +
+         static_cast<int64_t>(sizeof(device_queue_) + sizeof(host_queue_));
+}
+
+// ---- Content, by key -------------------------------------------------------------------
+
+bool BlockCache::ExtendedOutside(BlockId block, const std::unordered_set<BlockId>& blocks) const {
+  for (int32_t c = BlockAt(block).first_child; c != kNone;
+       c = blocks_[static_cast<size_t>(c)].next_sibling) {
+    if (!blocks.contains(BlockId(c))) return true;
+  }
+  return false;
+}
+
+void BlockCache::SetBlockPriority(BlockId block, Priority priority) {
+  AGENTKV_CHECK(priority >= kMinPriority && priority <= kMaxPriority);
+  AGENTKV_DCHECK(blocks_[static_cast<size_t>(block.value())].state != State::kFree);
+  Reprioritize(block.value(), priority, std::nullopt, /*front=*/false);
+}
+
+bool BlockCache::ReleaseIfUnused(BlockKey key) {
+  const int32_t b = FindBlock(key);
+  if (b == kNone) return false;
+  const Block& blk = blocks_[static_cast<size_t>(b)];
+  if (blk.ref_count > 0 || blk.first_child != kNone) return false;
+  UnlinkChild(b);
+  DropBlock(b, KvEventKind::kReleased, /*eviction=*/false);
+  return true;
+}
+
+void BlockCache::ReferenceKey(BlockKey key) {
+  if (++key_refs_[key.value()] != 1) return;
+  const int32_t b = FindBlock(key);
+  if (b != kNone) SetKeyReferenced(b, true, /*front=*/false);
+}
+
+void BlockCache::DereferenceKey(BlockKey key, bool evict_first) {
+  auto ref = key_refs_.find(key.value());
+  AGENTKV_CHECK(ref != key_refs_.end()) << "DereferenceKey of an unreferenced key";
+  if (--ref->second > 0) return;
+  key_refs_.erase(ref);
+  const int32_t b = FindBlock(key);
+  if (b != kNone) SetKeyReferenced(b, false, evict_first);
+}
+
+int32_t BlockCache::KeyReferences(BlockKey key) const {
+  auto ref = key_refs_.find(key.value());
+  return ref == key_refs_.end() ? 0 : ref->second;
+}
+
+void BlockCache::SetKeyReferenced(int32_t b, bool referenced, bool front) {
+  Block& blk = blocks_[static_cast<size_t>(b)];
+  if (blk.key_referenced == referenced) return;
+  internal::PriorityLruQueue<Block>* queue = QueueOf(b);
+  if (queue != nullptr) queue->Remove(blocks_, b);
+  blk.key_referenced = referenced;
+  if (queue != nullptr) queue->Push(blocks_, b, front);
+}
+
+// ---- Device room and eviction ---------------------------------------------------------
+
+bool BlockCache::CanFreeDevice(int64_t n) const {
+  // Every queued device block can be evicted (cascades only free more), so this bound is exact.
+  return options_.device_blocks - device_used_ + device_queue_.size() >= n;
+}
+
+void BlockCache::MakeDeviceRoom(int64_t n) {
+  while (options_.device_blocks - device_used_ < n) {
+    const int32_t victim = device_queue_.Peek();
+    AGENTKV_CHECK(victim != kNone) << "MakeDeviceRoom without CanFreeDevice";
+    EvictFromDevice(victim);
+  }
+}
+
+int32_t BlockCache::TakeFreeBlock() {
+  AGENTKV_CHECK(free_head_ != kNone);
+  const int32_t b = free_head_;
+  Block& blk = blocks_[static_cast<size_t>(b)];
+  free_head_ = blk.next;
+  --free_count_;
+  // Fields of a free block are stale except `state` and `next`; a block is reset here, once,
+  // rather than on every return to the free list.
+  blk = Block{};
+  blk.priority = static_cast<uint8_t>(options_.default_priority);
+  return b;
+}
+
+void BlockCache::ReturnFreeBlock(int32_t b) {
+  Block& blk = blocks_[static_cast<size_t>(b)];
+  blk.state = State::kFree;
+  blk.next = free_head_;
+  free_head_ = b;
+  ++free_count_;
+}
+
+bool BlockCache::Offloadable(const Block& blk) const {
+  return options_.host_blocks > 0 && blk.priority >= options_.offload_threshold;
+}
+
+void BlockCache::EvictFromDevice(int32_t victim) {
+  const Block& v = blocks_[static_cast<size_t>(victim)];
+  if (!Offloadable(v)) {
+    DropSubtree(victim, KvEventKind::kDropped);
+    return;
+  }
+  if (v.first_child == kNone) {  // A leaf, the common case.
+    MoveToHost(victim);
+    return;
+  }
+  // The victim has the lowest priority of all queued device blocks, and its device
+  // descendants are all queued (a held block's ancestors are held), so they are offloadable
+  // too. They move bottom-up (reverse pre-order) so that each tier stays closed under prefixes
+  // at every moment.
+  // Depth-first pre-order with an explicit stack (children are listed newest first, so the
+  // oldest is visited first); reversed, it is a post-order that moves newer children first.
+  offload_.clear();
+  cascade_.clear();
+  cascade_.push_back(victim);
+  while (!cascade_.empty()) {
+    const int32_t b = cascade_.back();
+    cascade_.pop_back();
+    offload_.push_back(b);
+    const Block& blk = blocks_[static_cast<size_t>(b)];
+    AGENTKV_DCHECK(Offloadable(blk));
+    for (int32_t c = blk.first_child; c != kNone;
+         c = blocks_[static_cast<size_t>(c)].next_sibling) {
+      if (blocks_[static_cast<size_t>(c)].state == State::kDevice) cascade_.push_back(c);
+    }
+  }
+  for (size_t i = offload_.size(); i-- > 0;) MoveToHost(offload_[i]);
+}
+
+void BlockCache::MoveToHost(int32_t b) {
+  Block& blk = blocks_[static_cast<size_t>(b)];
+  AGENTKV_DCHECK(blk.state == State::kDevice && blk.ref_count == 0);
+  device_queue_.Remove(blocks_, b);
+  while (host_used_ >= options_.host_blocks) {
+    const int32_t victim = host_queue_.Peek();
+    AGENTKV_CHECK(victim != kNone);
+    DropSubtree(victim, KvEventKind::kEvicted);
+  }
+  blk.state = State::kHost;
+  --device_used_;
+  --device_cached_;
+  ++host_used_;
+  host_queue_.Push(blocks_, b);
+  ++counters_.device_evictions;
+  ++counters_.offloads;
+  Record(KvEventKind::kOffloaded, blk, Tier::kDevice);
+}
+
+void BlockCache::Onboard(int32_t b) {
+  Block& blk = blocks_[static_cast<size_t>(b)];
+  AGENTKV_DCHECK(blk.state == State::kHost);
+  // Out of the host queue first, so that host evictions made while room is freed on the
+  // device cannot pick it.
+  // Its host slot is released before device room is made: a device eviction may offload a
+  // block into it.
+  host_queue_.Remove(blocks_, b);
+  --host_used_;
+  MakeDeviceRoom(1);
+  blk.state = State::kDevice;
+  ++device_used_;
+  ++device_cached_;
+  blk.ref_count = 1;
+  ++held_blocks_;
+  ++counters_.onboards;
+  Record(KvEventKind::kOnboarded, blk, Tier::kHost);
+}
+
+void BlockCache::DropSubtree(int32_t root, KvEventKind root_kind) {
+  UnlinkChild(root);
+  if (blocks_[static_cast<size_t>(root)].first_child == kNone) {  // A leaf: the common case.
+    DropBlock(root, root_kind);
+    return;
+  }
+  cascade_.clear();
+  cascade_.push_back(root);
+  for (size_t i = 0; i < cascade_.size(); ++i) {
+    const Block& blk = blocks_[static_cast<size_t>(cascade_[i])];
+    for (int32_t c = blk.first_child; c != kNone;
+         c = blocks_[static_cast<size_t>(c)].next_sibling) {
+      cascade_.push_back(c);
+    }
+  }
+  for (size_t i = 0; i < cascade_.size(); ++i) {
+    DropBlock(cascade_[i], i == 0 ? root_kind : KvEventKind::kDropped);
+  }
+}
+
+void BlockCache::DropBlock(int32_t b, KvEventKind kind, bool eviction) {
+  Block& blk = blocks_[static_cast<size_t>(b)];
+  AGENTKV_CHECK(blk.ref_count == 0) << "cascade reached a held block";
+  Tier tier = Tier::kDevice;
+  if (blk.state == State::kHost) {
+    tier = Tier::kHost;
+    host_queue_.Remove(blocks_, b);
+    --host_used_;
+  } else {
+    device_queue_.Remove(blocks_, b);
+    --device_used_;
+    --device_cached_;
+    if (eviction) ++counters_.device_evictions;
+  }
+  index_.Erase(blk.key, b);
+  if (blk.expires) {
+    expiry_.Cancel(b);
+    blk.expires = false;
+  }
+  blk.key_referenced = false;
+  if (eviction) ++counters_.drops;
+  Record(kind, blk, tier);
+  ReturnFreeBlock(b);
+}
+
+// ---- Tree links, holds, queues ---------------------------------------------------------
+
+void BlockCache::LinkChild(int32_t parent, int32_t child) {
+  Block& c = blocks_[static_cast<size_t>(child)];
+  c.parent = parent;
+  c.prev_sibling = kNone;
+  c.next_sibling = kNone;
+  // Blocks at the root of a chain are not linked: the root is never evicted, so nothing
+  // needs to enumerate its children.
+  if (parent == kNone) return;
+  Block& p = blocks_[static_cast<size_t>(parent)];
+  c.next_sibling = p.first_child;
+  if (p.first_child != kNone) blocks_[static_cast<size_t>(p.first_child)].prev_sibling = child;
+  p.first_child = child;
+}
+
+void BlockCache::UnlinkChild(int32_t child) {
+  Block& c = blocks_[static_cast<size_t>(child)];
+  if (c.parent == kNone) return;
+  if (c.prev_sibling != kNone) {
+    blocks_[static_cast<size_t>(c.prev_sibling)].next_sibling = c.next_sibling;
+  } else {
+    blocks_[static_cast<size_t>(c.parent)].first_child = c.next_sibling;
+  }
+  if (c.next_sibling != kNone) {
+    blocks_[static_cast<size_t>(c.next_sibling)].prev_sibling = c.prev_sibling;
+  }
+  c.prev_sibling = c.next_sibling = kNone;
+}
+
+void BlockCache::Hold(int32_t b) {
+  Block& blk = blocks_[static_cast<size_t>(b)];
+  AGENTKV_DCHECK(blk.state == State::kDevice);
+  if (blk.ref_count++ == 0) {
+    device_queue_.Remove(blocks_, b);
+    ++held_blocks_;
+  }
+}
+
+void BlockCache::Unhold(int32_t b) {
+  Block& blk = blocks_[static_cast<size_t>(b)];
+  AGENTKV_DCHECK(blk.state == State::kDevice && blk.ref_count > 0);
+  if (--blk.ref_count == 0) {
+    --held_blocks_;
+    device_queue_.Push(blocks_, b);
+  }
+}
+
+internal::PriorityLruQueue<BlockCache::Block>* BlockCache::QueueOf(int32_t b) {
+  const Block& blk = blocks_[static_cast<size_t>(b)];
+  if (blk.state == State::kHost) return &host_queue_;
+  if (blk.state == State::kDevice && blk.ref_count == 0) return &device_queue_;
+  return nullptr;
+}
+
+void BlockCache::Reprioritize(int32_t b, Priority p, std::optional<agentkv::Step> duration,
+                              bool front) {
+  Block& blk = blocks_[static_cast<size_t>(b)];
+  internal::PriorityLruQueue<Block>* queue = QueueOf(b);
+  if (queue != nullptr) queue->Remove(blocks_, b);
+  blk.priority = static_cast<uint8_t>(p);
+  if (duration.has_value()) {
+    expiry_.Schedule(b, step_ + *duration);
+    blk.expires = true;
+  } else if (blk.expires) {
+    expiry_.Cancel(b);
+    blk.expires = false;
+  }
+  if (queue != nullptr) queue->Push(blocks_, b, front);
+}
+
+void BlockCache::Record(KvEventKind kind, const Block& b, Tier tier) {
+  if (events_.enabled()) events_.Add(KvEvent{kind, BlockKey(b.key), tier, step_});
+}
+
+}  // namespace agentkv::kv

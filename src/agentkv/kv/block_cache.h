@@ -1,0 +1,304 @@
+// BlockCache: the core of the engine-side KV cache: the block pool, the paged prefix index,
+// the device and host tiers and priority eviction. KvCacheManager (kv_cache_manager.h) puts
+// the agentic layers (SessionTable, ConversationRetention, SubagentDemotion) over it; they use
+// only the "content" methods below, which name blocks by key, the identity of their content.
+//
+// It decides which KV blocks an engine keeps: a paged prefix index (one node per full block,
+// keyed by chained BlockKeys), reference counts for blocks that running requests hold,
+// priority-then-LRU eviction from the device tier, and a host (cold) tier that receives
+// evicted blocks at or above the offload threshold. It stores no KV data, only the metadata
+// an engine, the engine emulator or the simulator needs to account blocks exactly as a real
+// engine would. Time is the scheduler step counter advanced by Step(); nothing reads a clock.
+//
+// Request lifecycle: AddRequest (match the prompt, hold the device prefix, onboard host
+// blocks) -> Reserve (allocate blocks for new tokens, evicting as needed) -> Commit (enter
+// full blocks into the prefix index) -> Release (drop the holds; the partial last block is
+// freed, as vLLM and SGLang do: only full blocks are ever reused, so a turn's trailing
+// partial block is recomputed by the next turn).
+//
+// Eviction unit. A block is never evicted while a resident block depends on it: evicting a
+// block cascades to its dependents. A running request holds its whole chain, so every
+// descendant of an unheld block is unheld (and queued at a priority no lower than the
+// victim's): a cascade never touches a held block, and the victim's device descendants share
+// its fate. When the victim is offloaded they move to the host with it, deepest first; when it
+// is dropped, every dependent is dropped from both tiers. Under one priority a parent is
+// always more recently used than its children (requests release deepest first), so plain LRU
+// only ever picks leaves; cascades happen when a parent has a lower priority than a child.
+//
+// Eviction classes. A key reference (ReferenceKey) marks content a layer above still wants
+// (an open session): a cached block whose key has one is evicted after every block whose key
+// has none. References name keys, not slots: they outlive eviction and apply again to a
+// block recomputed under the same key.
+//
+// Thread-compatible: const methods may run concurrently; mutation needs external
+// synchronization. Owns its arena; move-only. Deterministic: equal options and calls give
+// equal results and events.
+#ifndef AGENTKV_KV_BLOCK_CACHE_H_
+#define AGENTKV_KV_BLOCK_CACHE_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "agentkv/base/check.h"
+#include "agentkv/base/status.h"
+#include "agentkv/base/strong_id.h"
+#include "agentkv/base/time.h"
+#include "agentkv/kv/block_key.h"
+#include "agentkv/kv/internal/block.h"
+#include "agentkv/kv/internal/block_index.h"
+#include "agentkv/kv/internal/event_log.h"
+#include "agentkv/kv/internal/expiry_queue.h"
+#include "agentkv/kv/internal/priority_lru_queue.h"
+#include "agentkv/kv/kv_cache_options.h"
+#include "agentkv/kv/kv_cache_stats.h"
+#include "agentkv/kv/retention.h"
+
+namespace agentkv::kv {
+
+// The result of matching a chain of block keys against the cache.
+struct PrefixMatch {
+  // Leading blocks resident on the device.
+  int64_t device_blocks = 0;
+  // Blocks right after those that are resident on the host (to be onboarded before use).
+  int64_t host_blocks = 0;
+
+  int64_t total_blocks() const { return device_blocks + host_blocks; }
+  friend bool operator==(const PrefixMatch&, const PrefixMatch&) = default;
+};
+
+// A running request's committed blocks by key, as the layers above record them when it ends.
+struct CommittedChain {
+  // In chain order, the prefix matched at admission first.
+  std::vector<BlockKey> keys;
+  // Leading blocks the request found cached at admission (the prefix it reused).
+  int64_t reused_blocks = 0;
+};
+
+class BlockCache {
+ public:
+  // Validates `options` (InvalidArgument naming the field) and builds an empty cache. Only
+  // the block options are used here; the agentic ones belong to the layers above.
+  static StatusOr<BlockCache> Create(const KvCacheOptions& options);
+
+  BlockCache(BlockCache&&) = default;
+  BlockCache& operator=(BlockCache&&) = default;
+  BlockCache(const BlockCache&) = delete;
+  BlockCache& operator=(const BlockCache&) = delete;
+
+  const KvCacheOptions& options() const { return options_; }
+  const BlockKeyHasher& hasher() const { return hasher_; }
+  int32_t tokens_per_block() const { return options_.tokens_per_block; }
+
+  // ---- Requests --------------------------------------------------------------------------
+
+  // How many leading blocks of `keys` (a chain from one root) are on the device, and how
+  // many after those are on the host. No side effects: recency and stats are unchanged.
+  PrefixMatch Match(std::span<const BlockKey> keys) const;
+
+  // What AddRequest would refuse, checked without side effects: InvalidArgument for a
+  // negative `prompt_tokens` or a bad retention config, AlreadyExists if `request` is active.
+  Status CheckNewRequest(RequestId request, int64_t prompt_tokens,
+                         const std::optional<RetentionConfig>& retention) const;
+
+  // Starts `request` with the prompt's full-block keys `prompt_keys` (callers that must
+  // recompute the last prompt token pass the keys of prompt[:-1]). Holds the device-resident
+  // prefix and onboards the host-resident blocks after it, in order, while device blocks can
+  // be freed for them; blocks that could not be onboarded count as uncached. Returns what the
+  // request now holds: device_blocks = matched on the device, host_blocks = onboarded.
+  // `prompt_tokens` splits prompt from decode blocks for `retention`, which Release applies.
+  // Fails as CheckNewRequest does, with nothing changed.
+  StatusOr<PrefixMatch> AddRequest(RequestId request, std::span<const BlockKey> prompt_keys,
+                                   int64_t prompt_tokens = 0,
+                                   const std::optional<RetentionConfig>& retention = std::nullopt);
+
+  // Makes `request` hold enough blocks for `total_tokens` tokens, allocating the missing ones
+  // and evicting (lowest priority first, LRU within a priority) when the device is full.
+  // ResourceExhausted, with nothing changed, when the device cannot free enough blocks;
+  // NotFound for an unknown request. Holding more already is a no-op.
+  Status Reserve(RequestId request, int64_t total_tokens);
+
+  // Enters the request's next `next_keys.size()` full blocks into the prefix index, in order
+  // after those already committed (the first call commits from block 0 on, after the matched
+  // prefix, whose keys must not be repeated). A key already cached (another request computed
+  // the same block) is shared: the request switches to the cached block and frees its own.
+  // FailedPrecondition when the request holds fewer blocks; NotFound for an unknown request;
+  // AlreadyExists when a key is cached under a different parent (a 64-bit key collision, or
+  // keys not chained from this request's prefix): the keys before it stay committed, that
+  // block and the ones after it stay uncommitted and are freed on Release.
+  Status Commit(RequestId request, std::span<const BlockKey> next_keys);
+
+  // The committed blocks of the running `request`, by key. NotFound for an unknown request.
+  StatusOr<CommittedChain> CommittedChainOf(RequestId request) const;
+
+  // Ends `request`: applies its retention config to its committed blocks, drops its holds
+  // (deepest block first, so parents stay more recent than children) and frees its
+  // uncommitted blocks. NotFound for an unknown request.
+  Status Release(RequestId request);
+
+  int64_t active_requests() const { return static_cast<int64_t>(requests_.size()); }
+  bool RequestActive(RequestId request) const { return requests_.contains(request); }
+
+  // ---- Content, by key: the interface of the agentic layers ------------------------------
+
+  // Sets the retention priority of the cached block `key` and re-queues it (to the front of
+  // its new bucket when `evict_first`, else to the back). A duration reverts it to the
+  // default after that many steps. NotFound when not cached; InvalidArgument for a priority
+  // outside [0, 100] or a non-positive duration.
+  Status SetPriority(BlockKey key, Priority priority, std::optional<Step> duration = std::nullopt,
+                     bool evict_first = false);
+
+  // The priority of the cached block `key`, or NotFound.
+  StatusOr<Priority> GetPriority(BlockKey key) const;
+  // The tier the cached block `key` is in, or nullopt.
+  std::optional<Tier> FindTier(BlockKey key) const;
+
+  // The cached block `key`, or nullopt. The id stays valid until the next call that can
+  // evict, drop or release a block (AddRequest, Reserve, Commit, Release, ReleaseIfUnused,
+  // Reset); re-prioritizing and key references keep it.
+  std::optional<BlockId> Find(BlockKey key) const {
+    const int32_t b = FindBlock(key);
+    if (b == kNoBlock) return std::nullopt;
+    return BlockId(b);
+  }
+  BlockKey KeyOf(BlockId block) const { return BlockKey(BlockAt(block).key); }
+  // Whether a cached child of `block` is not in `blocks`: another path extends it.
+  bool ExtendedOutside(BlockId block, const std::unordered_set<BlockId>& blocks) const;
+  // Gives `block` the retention priority `priority` with no duration (cancelling a pending
+  // one) and re-queues it at the back of its new bucket. Precondition: priority in [0, 100].
+  void SetBlockPriority(BlockId block, Priority priority);
+
+  // Releases the cached block `key` when no request holds it and no cached block extends it
+  // (a `released` event; not an eviction). Returns whether it did.
+  bool ReleaseIfUnused(BlockKey key);
+
+  // Adds a reference to `key`. The first one moves its cached block, if any, to the second
+  // eviction class (the back of its bucket there).
+  void ReferenceKey(BlockKey key);
+  // Drops one reference to `key`. Precondition: it has one. The last one moves its cached
+  // block, if any, back to the first eviction class, at the front of its bucket when
+  // `evict_first`.
+  void DereferenceKey(BlockKey key, bool evict_first);
+  // The number of references to `key`.
+  int32_t KeyReferences(BlockKey key) const;
+  // The number of keys that have references.
+  int64_t referenced_keys() const { return static_cast<int64_t>(key_refs_.size()); }
+
+  // ---- Time, reset, observability --------------------------------------------------------
+
+  // Advances the scheduler step by one and reverts expired retention priorities.
+  void Step();
+  // Advances by `n` steps at once, exactly as `n` calls to Step() would (for replays that
+  // map idle time to steps). Precondition: n >= 0.
+  void AdvanceSteps(int64_t n);
+  agentkv::Step current_step() const { return step_; }
+
+  // Removes every cached block from both tiers; key references stay. FailedPrecondition while
+  // any request is active (held blocks are never dropped).
+  Status Reset();
+
+  // The block counters and tier gauges (the agentic counters are left zero).
+  KvCacheStats stats() const;
+
+  // Events recorded since the last call, oldest first (empty when the log is disabled). The
+  // log keeps the newest `event_log_capacity` events; `dropped_events()` counts the rest.
+  std::vector<KvEvent> TakeEvents() { return events_.Take(); }
+  int64_t dropped_events() const { return events_.overflowed(); }
+
+  // Verifies every invariant listed at the top of block_cache.cc and returns Internal naming
+  // the first broken one.
+  Status CheckInvariants() const;
+
+  // Bytes of metadata allocated for blocks (arena, index, queues), for the per-block memory
+  // target. Excludes per-request state.
+  int64_t MetadataBytes() const;
+
+ private:
+  using Block = internal::Block;
+  using State = internal::BlockState;
+  static constexpr int32_t kNoBlock = -1;
+
+  explicit BlockCache(const KvCacheOptions& options);
+
+  int64_t BlocksForTokens(int64_t tokens) const;
+  // The cached block `key`, or kNoBlock. Inline: the layers call it once per block they visit.
+  int32_t FindBlock(BlockKey key) const {
+    return index_.Find(key.value(),
+                       [this](uint32_t id) { return blocks_[static_cast<size_t>(id)].key; });
+  }
+  // The cached block `block`. Precondition: committed (on either tier).
+  const Block& BlockAt(BlockId block) const {
+    const Block& blk = blocks_[static_cast<size_t>(block.value())];
+    AGENTKV_DCHECK(blk.state == State::kDevice || blk.state == State::kHost);
+    return blk;
+  }
+  int32_t FindChild(int32_t parent, BlockKey key) const;
+
+  // Device slots.
+  bool CanFreeDevice(int64_t n) const;
+  // Ensures `n` device blocks are free, evicting as needed. Precondition: CanFreeDevice(n).
+  void MakeDeviceRoom(int64_t n);
+  int32_t TakeFreeBlock();
+  void ReturnFreeBlock(int32_t b);
+
+  // Eviction and its cascades.
+  bool Offloadable(const Block& blk) const;
+  // Removes `victim` (an unheld device block) and its device descendants from the device.
+  void EvictFromDevice(int32_t victim);
+  // Removes `root` and every descendant from the cache; `root_kind` is the root's event.
+  void DropSubtree(int32_t root, KvEventKind root_kind);
+  // Removes the childless, unheld cached block `b` from the cache; `eviction` says whether
+  // it left to make room (counted as an eviction and a drop) or was released.
+  void DropBlock(int32_t b, KvEventKind kind, bool eviction = true);
+  void MoveToHost(int32_t b);
+  void Onboard(int32_t b);
+
+  // Tree links.
+  void LinkChild(int32_t parent, int32_t child);
+  void UnlinkChild(int32_t child);
+
+  // Holds and queues.
+  void Hold(int32_t b);
+  void Unhold(int32_t b);
+  // The eviction queue `b` is in, or nullptr (held, uncommitted or free).
+  internal::PriorityLruQueue<Block>* QueueOf(int32_t b);
+  void Reprioritize(int32_t b, Priority p, std::optional<agentkv::Step> duration, bool front);
+  void SetKeyReferenced(int32_t b, bool referenced, bool front);
+
+  void Record(KvEventKind kind, const Block& b, Tier tier);
+
+  KvCacheOptions options_;
+  BlockKeyHasher hasher_;
+  agentkv::Step step_;
+
+  std::vector<Block> blocks_;
+  internal::BlockIndex index_;
+  internal::PriorityLruQueue<Block> device_queue_;
+  internal::PriorityLruQueue<Block> host_queue_;
+  internal::ExpiryQueue expiry_;
+  int32_t free_head_ = -1;
+  int64_t free_count_ = 0;
+  int64_t device_used_ = 0;  // kUncommitted + kDevice
+  int64_t host_used_ = 0;    // kHost
+  int64_t device_cached_ = 0;
+  int64_t held_blocks_ = 0;  // device blocks with ref_count > 0
+
+  std::unordered_map<RequestId, internal::RequestState> requests_;
+  // Key -> number of references (ReferenceKey); looked up, never iterated where order matters.
+  std::unordered_map<uint64_t, int32_t> key_refs_;
+
+  // Buffers of expiries and cascades, kept to avoid an allocation per step or eviction.
+  std::vector<int32_t> expired_;
+  std::vector<int32_t> offload_;
+  std::vector<int32_t> cascade_;
+
+  internal::EventLog events_;
+  KvCacheStats counters_;
+};
+
+}  // namespace agentkv::kv
+
+#endif  // AGENTKV_KV_BLOCK_CACHE_H_

@@ -67,6 +67,8 @@ Arms (--arms, comma-separated; default: all eight):
   continuum-ttl       pin a session's KV for --continuum-ttl-s after a tool-call turn
   infinite-cache      enough device KV for the whole workload (the upper bound)
   Features combine: "baseline+host-tier", "+lifecycle+admission", "all+continuum-ttl".
+  Also +per-conversation (retention alone) and +subagent-demotion=P (priority P); the
+  agentic-curve names (lru, per_conversation, demote_p1, ...) are aliases.
 
 Output:
   stdout   the arm table, with each arm's change against baseline in parentheses

@@ -90,11 +90,9 @@ engine::EngineConfig ArmEngineConfig(const ReplayOptions& options, const ArmSpec
   if (!arm.host_tier) config.kv_pool.hicache_ratio = 0.0;
   config.cache.session_close_mode = options.session_close_mode;
   if (arm.subagent_demotion) {
-    config.cache.block_reuse_policy = kv::BlockReusePolicy::kPerConversation;
-    config.cache.finished_subagent_priority =
-        static_cast<kv::Priority>(options.finished_subagent_priority);
     config.cache.finished_subagent_min_idle_iterations = options.finished_subagent_min_idle_steps;
   }
+  config.cache = ArmCachePolicy(arm, config.cache, options.finished_subagent_priority);
   return config;
 }
 

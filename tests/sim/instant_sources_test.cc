@@ -1,6 +1,6 @@
-// Tests of the instant replay's workload sources: Mooncake file order, the merged timeline of
-// agentic conversations (ids, ties, saturation, keys namespaced per conversation, the session
-// each request ends) and its staggered starts.
+// Tests of the instant replay's workload sources: an open-loop trace in the order given, the merged
+// timeline of agentic conversations (ids, ties, saturation, keys namespaced per conversation, the
+// session each request ends) and its staggered starts.
 #include "agentkv/sim/instant_sources.h"
 
 #include <gmock/gmock.h>
@@ -47,17 +47,17 @@ WekaConversation Conversation(std::string source, std::vector<WekaRequest> reque
   return c;
 }
 
-// ---- Mooncake -----------------------------------------------------------------------------
+// ---- Open loop -----------------------------------------------------------------------------
 
-TEST(InstantSourcesTest, MooncakeFileOrderKeepsFileOrderAndChainsKeys) {
-  std::vector<MooncakeRequest> trace(2);
-  trace[0].timestamp = TimeNs::Millis(5);
-  trace[0].input_length = 700;
+TEST(InstantSourcesTest, OpenLoopInOrderKeepsTheOrderGivenAndChainsKeys) {
+  std::vector<OpenLoopRequest> trace(2);
+  trace[0].arrival = TimeNs::Millis(5);
+  trace[0].prompt_tokens = 700;
   trace[0].hash_ids = {7, 8};
-  trace[1].timestamp = TimeNs::Millis(1);  // Earlier, yet second: file order, not time order.
-  trace[1].input_length = 100;
+  trace[1].arrival = TimeNs::Millis(1);  // Earlier, yet second: file order, not time order.
+  trace[1].prompt_tokens = 100;
   trace[1].hash_ids = {8};
-  const InstantWorkload w = MooncakeFileOrder(trace, 512);
+  const InstantWorkload w = OpenLoopInOrder(trace, 512);
   EXPECT_EQ(w.tokens_per_block, 512);
   ASSERT_EQ(w.requests.size(), 2u);
   const kv::BlockKeyHasher hasher(0);

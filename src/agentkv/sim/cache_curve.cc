@@ -4,6 +4,7 @@
 
 #include "agentkv/sim/instant_replay.h"
 #include "agentkv/sim/instant_sources.h"
+#include "agentkv/sim/open_loop_trace.h"
 
 namespace agentkv::sim {
 namespace {
@@ -32,7 +33,7 @@ Status CacheCurveOptions::Validate() const {
 }
 
 int64_t CountUniqueBlocks(const std::vector<MooncakeRequest>& requests) {
-  return UniqueBlocks(MooncakeFileOrder(requests, 1));
+  return UniqueBlocks(OpenLoopInOrder(OpenLoopFromMooncake(requests), 1));
 }
 
 StatusOr<std::vector<CacheCurvePoint>> RunCacheCurve(const std::vector<MooncakeRequest>& requests,
@@ -46,7 +47,8 @@ StatusOr<std::vector<CacheCurvePoint>> RunCacheCurve(const std::vector<MooncakeR
   }
   AGENTKV_ASSIGN_OR_RETURN(
       const InstantReplayResult run,
-      RunInstantReplay(MooncakeFileOrder(requests, options.block_tokens), runner));
+      RunInstantReplay(OpenLoopInOrder(OpenLoopFromMooncake(requests), options.block_tokens),
+                       runner));
   std::vector<CacheCurvePoint> points;
   points.reserve(run.points.size());
   for (const InstantPoint& p : run.points) {

@@ -1,11 +1,11 @@
 // Cache curve (`agentkv cache-curve`): block hit ratio of a Mooncake trace as a function of
 // device capacity. A view of the instant single cache (instant_replay.h): the trace in file
-// order (MooncakeFileOrder of instant_sources.h), the `baseline` arm (LRU at one priority, host
-// tier 0, so an evicted block is dropped) at one point per capacity, long requests truncated to
-// the capacity. Capacities are fractions of the trace's unique blocks (distinct chained keys:
-// a block is identified by its whole prefix, not by its id alone) or one absolute block count.
-// This file only maps its options onto the runner's. Pure function over its inputs (no
-// printing: progress goes through a callback); thread-safe.
+// order (OpenLoopFromMooncake, then OpenLoopInOrder of instant_sources.h), the `baseline` arm (LRU
+// at one priority, host tier 0, so an evicted block is dropped) at one point per capacity, long
+// requests truncated to the capacity. Capacities are fractions of the trace's unique blocks
+// (distinct chained keys: a block is identified by its whole prefix, not by its id alone) or one
+// absolute block count. This file only maps its options onto the runner's. Pure function over its
+// inputs (no printing: progress goes through a callback); thread-safe.
 #ifndef AGENTKV_SIM_CACHE_CURVE_H_
 #define AGENTKV_SIM_CACHE_CURVE_H_
 

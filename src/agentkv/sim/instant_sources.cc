@@ -63,17 +63,17 @@ Status CheckConversations(const std::vector<WekaConversation>& conversations) {
 
 }  // namespace
 
-InstantWorkload MooncakeFileOrder(const std::vector<MooncakeRequest>& requests,
-                                  int32_t tokens_per_block) {
+InstantWorkload OpenLoopInOrder(const std::vector<OpenLoopRequest>& requests,
+                                int32_t tokens_per_block) {
   const kv::BlockKeyHasher hasher(kHashSeed);
   InstantWorkload workload;
   workload.tokens_per_block = tokens_per_block;
   workload.requests.reserve(requests.size());
-  for (const MooncakeRequest& r : requests) {
+  for (const OpenLoopRequest& r : requests) {
     InstantRequest request;
-    request.time = r.timestamp;
+    request.time = r.arrival;
     request.keys = hasher.KeysFromBlockIds(r.hash_ids);
-    request.options.prompt_tokens = r.input_length;
+    request.options.prompt_tokens = r.prompt_tokens;
     workload.requests.push_back(std::move(request));
   }
   return workload;

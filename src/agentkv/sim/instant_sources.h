@@ -1,16 +1,16 @@
 // Workload sources of the instant single cache (instant_replay.h): each puts a workload in the
 // order one cache serves it and gives every request its chained keys and ids.
 //
-//   MooncakeFileOrder  a Mooncake trace in file order, one request per line, no session:
-//                      what `agentkv cache-curve` replays.
+//   OpenLoopInOrder    an open-loop trace (open_loop_trace.h; a Mooncake file) in the order
+//                      given, no session: what `agentkv cache-curve` replays.
 //   MergedTimeline     an agentic workload (WEKA, Bailian, synthetic: sim::AgenticWorkload, or
 //                      conversations with their start times) as one timeline of every main
 //                      agent's and sub-agent's requests, each with its session, conversation
 //                      and parent ids: what `agentkv agentic-curve` replays, with starts
 //                      `stagger` apart (StaggeredStarts).
 //
-// The simulated fleet (replay.h) reads the same AgenticWorkload and Mooncake requests, in
-// closed loop and by timestamp. Pure functions; thread-safe.
+// The simulated fleet (replay.h) reads the same two workload shapes, AgenticWorkload in closed
+// loop and OpenLoopRequest by arrival time. Pure functions; thread-safe.
 #ifndef AGENTKV_SIM_INSTANT_SOURCES_H_
 #define AGENTKV_SIM_INSTANT_SOURCES_H_
 
@@ -23,16 +23,17 @@
 #include "agentkv/base/time.h"
 #include "agentkv/sim/agentic_workload.h"
 #include "agentkv/sim/instant_replay.h"
-#include "agentkv/sim/mooncake_trace.h"
+#include "agentkv/sim/open_loop_trace.h"
 #include "agentkv/sim/weka_trace.h"
 
 namespace agentkv::sim {
 
-// `requests` in file order: keys KeysFromBlockIds(hash_ids) at hash seed 0 (no namespace: a
-// Mooncake trace is one namespace), prompt_tokens = input_length, time = timestamp, no
-// session or conversation.
-InstantWorkload MooncakeFileOrder(const std::vector<MooncakeRequest>& requests,
-                                  int32_t tokens_per_block);
+// `requests` in the order given (not sorted by arrival; a Mooncake trace's file order): keys
+// KeysFromBlockIds(hash_ids) at hash seed 0 (no namespace: an open-loop trace is one
+// namespace), prompt_tokens and time = arrival as recorded, no session or conversation (each
+// request would be a session of its own that nothing else reuses).
+InstantWorkload OpenLoopInOrder(const std::vector<OpenLoopRequest>& requests,
+                                int32_t tokens_per_block);
 
 // Ids the merged timeline gives conversation `index` (0-based, input order): the main agent
 // is index + 1; sub-agent j (0-based, file order) is (index + 1) * 1000 + j + 1. Sessions use

@@ -313,7 +313,7 @@ TEST(AgenticReplayTest, InvalidOptionsNameTheOption) {
   EXPECT_EQ(error([](AgenticReplayOptions& o) {
               o.arms = {"lru", "demote_p1", "lru"};
             }),
-            "arms lists lru twice");
+            "arm \"lru\" is named twice");
   EXPECT_THAT(error([](AgenticReplayOptions& o) {
                 o.arms = {"lru", "+admission"};
               }),

@@ -225,7 +225,7 @@ TEST(InstantReplayTest, InvalidOptionsNameTheOption) {
   EXPECT_EQ(error([](InstantReplayOptions& o) {
               o.arms = {"lru", "lru"};
             }),
-            "arms lists lru twice");
+            "arm \"lru\" is named twice");
   EXPECT_THAT(error([](InstantReplayOptions& o) { o.arms = {"+bogus"}; }),
               HasSubstr("unknown feature \"bogus\""));
   EXPECT_EQ(error([](InstantReplayOptions& o) {

@@ -215,6 +215,48 @@ TEST(ReplayArmsTest, PerConversationAndDemotionPriorities) {
   EXPECT_EQ(plain.Description(), "per-conversation retention");
 }
 
+TEST(ReplayArmsTest, ParseArmsKeepsTheOrderAndRefusesRepeats) {
+  StatusOr<std::vector<ArmSpec>> arms = ParseArms({"lru", "all", "baseline"});
+  ASSERT_TRUE(arms.ok()) << arms.status();
+  ASSERT_EQ(arms->size(), 3u);
+  EXPECT_EQ((*arms)[0].name, "lru");
+  EXPECT_EQ((*arms)[1], ParseOrDie("all"));
+  EXPECT_EQ(ParseArms({}).status().message(), "arms must not be empty");
+  EXPECT_EQ(ParseArms({"lru", "all", "lru"}).status().message(), "arm \"lru\" is named twice");
+  EXPECT_NE(ParseArms({"lru", "+bogus"}).status().message().find("unknown feature"),
+            std::string::npos);
+}
+
+TEST(ReplayArmsTest, ForEachArmRunsInOrderAndNamesTheFailingArm) {
+  std::vector<std::string> seen;
+  StatusOr<std::vector<size_t>> ran =
+      ForEachArm<size_t>(std::vector<std::string>{"baseline", "+lifecycle"},
+                         [&](size_t i, const ArmSpec& arm) -> StatusOr<size_t> {
+                           seen.push_back(arm.name);
+                           return i * 10;
+                         });
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_THAT(*ran, ::testing::ElementsAre(0u, 10u));
+  EXPECT_THAT(seen, ::testing::ElementsAre("baseline", "+lifecycle"));
+
+  seen.clear();
+  StatusOr<std::vector<size_t>> failed =
+      ForEachArm<size_t>(std::vector<std::string>{"baseline", "+lifecycle", "all"},
+                         [&](size_t i, const ArmSpec& arm) -> StatusOr<size_t> {
+                           seen.push_back(arm.name);
+                           if (i == 1) return InternalError("boom");
+                           return i;
+                         });
+  EXPECT_EQ(failed.status().code(), StatusCode::kInternal);
+  EXPECT_EQ(failed.status().message(), "arm +lifecycle: boom");
+  EXPECT_THAT(seen, ::testing::ElementsAre("baseline", "+lifecycle")) << "stops at the failure";
+  EXPECT_EQ(ForEachArm<size_t>(std::vector<std::string>{},
+                               [](size_t i, const ArmSpec&) -> StatusOr<size_t> { return i; })
+                .status()
+                .message(),
+            "arms must not be empty");
+}
+
 TEST(ReplayArmsTest, ArmCachePolicySetsOnlyThePolicyFields) {
   kv::KvCacheOptions base;
   base.device_blocks = 77;

@@ -7,7 +7,6 @@
 #include "agentkv/sim/instant_replay.h"
 
 #include <algorithm>
-#include <set>
 #include <span>
 #include <sstream>
 #include <string>
@@ -160,7 +159,8 @@ class PointReplay {
 
  private:
   std::string Where() const {
-    return "instant replay, arm " + arm_.name + " at " + std::to_string(capacity_) + " blocks";
+    // ForEachArm prefixes the arm's name.
+    return "instant replay at " + std::to_string(capacity_) + " blocks";
   }
 
   Status Bug(size_t i, const char* call, const Status& status) const {
@@ -178,13 +178,8 @@ class PointReplay {
 }  // namespace
 
 Status InstantReplayOptions::Validate() const {
-  if (arms.empty()) return InvalidArgumentError("arms must not be empty");
-  std::set<std::string, std::less<>> seen;
-  for (const std::string& name : arms) {
-    AGENTKV_ASSIGN_OR_RETURN(const ArmSpec arm, ParseArm(name));
-    AGENTKV_RETURN_IF_ERROR(CheckInstantArm(arm));
-    if (!seen.insert(name).second) return InvalidArgumentError("arms lists " + name + " twice");
-  }
+  AGENTKV_ASSIGN_OR_RETURN(const std::vector<ArmSpec> specs, ParseArms(arms));
+  for (const ArmSpec& arm : specs) AGENTKV_RETURN_IF_ERROR(CheckInstantArm(arm));
   if (capacity_blocks.has_value()) {
     if (*capacity_blocks < 1 || *capacity_blocks > kMaxCapacityBlocks) {
       return InvalidArgumentError("capacity_blocks must be in [1, " +
@@ -269,26 +264,32 @@ StatusOr<InstantReplayResult> RunInstantReplay(const InstantWorkload& workload,
     }
   }
 
-  std::vector<ArmSpec> arms;
-  for (const std::string& name : options.arms) {
-    AGENTKV_ASSIGN_OR_RETURN(ArmSpec arm, ParseArm(name));
-    arms.push_back(std::move(arm));
-  }
-  for (const ArmSpec& arm : arms) {
-    for (const auto& [fraction, blocks] : capacities) {
-      int64_t capacity = blocks;
-      double point_fraction = fraction;
+  // One arm's points, one per capacity; point indices run arm-major.
+  const auto run_arm = [&](size_t arm_index,
+                           const ArmSpec& arm) -> StatusOr<std::vector<InstantPoint>> {
+    std::vector<InstantPoint> points;
+    for (size_t c = 0; c < capacities.size(); ++c) {
+      int64_t capacity = capacities[c].second;
+      double fraction = capacities[c].first;
       if (arm.infinite_cache) {
         capacity = std::max<int64_t>(1, result.unique_blocks);
-        point_fraction = 1.0;
+        fraction = 1.0;
       }
-      const size_t index = result.points.size();
+      const size_t index = arm_index * capacities.size() + c;
       AGENTKV_ASSIGN_OR_RETURN(InstantPoint point,
                                PointReplay(workload, options, arm, index, capacity).Run());
-      point.fraction = point_fraction;
+      point.fraction = fraction;
       if (options.on_point_done) options.on_point_done(index, point);
-      result.points.push_back(std::move(point));
+      points.push_back(std::move(point));
     }
+    return points;
+  };
+  AGENTKV_ASSIGN_OR_RETURN(std::vector<std::vector<InstantPoint>> arm_points,
+                           ForEachArm<std::vector<InstantPoint>>(options.arms, run_arm));
+  std::vector<ArmSpec> arms;
+  for (std::vector<InstantPoint>& points : arm_points) {
+    arms.push_back(points.front().spec);
+    for (InstantPoint& point : points) result.points.push_back(std::move(point));
   }
   // The change columns: against the first plain baseline arm at the same capacity.
   const size_t per_arm = capacities.size();

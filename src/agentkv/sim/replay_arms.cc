@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -135,6 +136,21 @@ StatusOr<ArmSpec> ParseArm(std::string_view name) {
     return arm;
   }
   return ParseCanonical(name);
+}
+
+StatusOr<std::vector<ArmSpec>> ParseArms(const std::vector<std::string>& names) {
+  if (names.empty()) return InvalidArgumentError("arms must not be empty");
+  std::vector<ArmSpec> arms;
+  arms.reserve(names.size());
+  std::set<std::string_view> seen;
+  for (const std::string& name : names) {
+    AGENTKV_ASSIGN_OR_RETURN(ArmSpec arm, ParseArm(name));
+    if (!seen.insert(name).second) {
+      return InvalidArgumentError("arm \"" + name + "\" is named twice");
+    }
+    arms.push_back(std::move(arm));
+  }
+  return arms;
 }
 
 const std::vector<std::string>& DefaultArmNames() {

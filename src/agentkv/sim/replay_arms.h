@@ -32,6 +32,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "agentkv/base/status.h"
@@ -78,6 +79,29 @@ struct ArmSpec {
 // lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, continuum-ttl)`;
 // also for an empty name, a feature named twice and a demotion priority out of [0, 100].
 [[nodiscard]] StatusOr<ArmSpec> ParseArm(std::string_view name);
+
+// Parses every name of a run's arm list, in order: InvalidArgument "arms must not be empty",
+// ParseArm's error for a bad name, or `arm "NAME" is named twice`.
+[[nodiscard]] StatusOr<std::vector<ArmSpec>> ParseArms(const std::vector<std::string>& names);
+
+// The one arm loop of every replay, whatever its engine mode: parses `names` (ParseArms) and
+// calls run(index, arm) for each arm in order, collecting the results. A failed arm stops the
+// loop and returns its status with "arm NAME: " prefixed to the message.
+template <typename Result, typename RunArm>
+StatusOr<std::vector<Result>> ForEachArm(const std::vector<std::string>& names, RunArm&& run) {
+  AGENTKV_ASSIGN_OR_RETURN(const std::vector<ArmSpec> arms, ParseArms(names));
+  std::vector<Result> results;
+  results.reserve(arms.size());
+  for (size_t i = 0; i < arms.size(); ++i) {
+    StatusOr<Result> result = run(i, arms[i]);
+    if (!result.ok()) {
+      return Status(result.status().code(),
+                    "arm " + arms[i].name + ": " + std::string(result.status().message()));
+    }
+    results.push_back(*std::move(result));
+  }
+  return results;
+}
 
 // The arms `agentkv replay` runs when none are given: baseline, +lifecycle, +admission,
 // +subagent-demotion, +host-tier, all, continuum-ttl, infinite-cache.

@@ -257,7 +257,7 @@ TEST_F(TraceInputChaosTest, OutOfRangeConfigValueIsTheFlagsError) {
   const std::string huge =
       WriteTrace("huge.toml", std::string("[replay]\nsession-interarrival-s = 1e999\n"));
   ExpectRefused(RunBounded("replay --config '" + huge + "' --sessions 4"), kReplayError,
-                "--session-interarrival-s must be in [0, 1e6], got inf");
+                "--session-interarrival-s must be in [0, 1000000], got inf");
 }
 
 }  // namespace

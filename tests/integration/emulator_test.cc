@@ -157,6 +157,30 @@ TEST(EngineEmulatorTest, AbortEndsARunningRequestWithTheAbortFinishReasonAndPart
   EXPECT_EQ(Post(client, engine->base_url(), "/abort_request", R"({"rid": "nope"})").status, 200);
 }
 
+// SGLang raises a rid already in flight as a ValueError ("Duplicate request ID detected"),
+// answered 400 like every validation error; the emulator keeps that code although the shared
+// Status-to-HTTP map answers AlreadyExists 409.
+TEST(EngineEmulatorTest, ARidStillRunningIsA400) {
+  auto engine = StartEngine(EngineOptions(/*paced=*/true));
+  net::HttpClient client;
+  std::promise<StatusOr<net::ClientResponse>> done;
+  client.AsyncRequest(http::verb::post, engine->base_url(), "/generate",
+                      {{"Content-Type", "application/json"}},
+                      GenerateBody(InputIds(1, 64), 2000, R"(, "rid": "dup")"),
+                      [&done](StatusOr<net::ClientResponse> r) { done.set_value(std::move(r)); });
+  std::this_thread::sleep_for(100ms);
+  const net::ClientResponse again = Post(client, engine->base_url(), "/generate",
+                                         GenerateBody(InputIds(1, 64), 4, R"(, "rid": "dup")"));
+  EXPECT_EQ(again.status, 400);
+  EXPECT_NE(again.body.find("already running"), std::string::npos) << again.body;
+  EXPECT_EQ(Post(client, engine->base_url(), "/abort_request", R"({"rid": "dup"})").status, 200);
+  auto future = done.get_future();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  StatusOr<net::ClientResponse> first = future.get();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->status, 200);
+}
+
 TEST(EngineEmulatorTest, MetricsAgreeWithTheEngineStateAndAreReplicatedPerTpRank) {
   auto engine = StartEngine();
   net::HttpClient client;

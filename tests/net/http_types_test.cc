@@ -22,6 +22,14 @@ TEST(MakeResponseTest, TakesVersionAndKeepAliveFromTheRequest) {
   EXPECT_EQ(text[http::field::content_type], "text/plain");
 }
 
+TEST(CheckTimeoutsPositiveTest, NamesTheFirstTimeoutThatIsNotPositive) {
+  using std::chrono::milliseconds;
+  EXPECT_TRUE(CheckTimeoutsPositive("Opts", {{"a", milliseconds(1)}, {"b", milliseconds(2)}}).ok());
+  EXPECT_EQ(CheckTimeoutsPositive(
+                "Opts", {{"a", milliseconds(1)}, {"b", milliseconds(0)}, {"c", milliseconds(-1)}}),
+            InvalidArgumentError("Opts.b must be positive, got 0 ms"));
+}
+
 TEST(JsonErrorBodyTest, EscapesTheMessage) {
   EXPECT_EQ(JsonErrorBody("no route"), R"({"error":"no route"})");
   EXPECT_EQ(JsonErrorBody("a\"b\\c\nd\x01"), R"({"error":"a\"b\\c\nd\u0001"})");

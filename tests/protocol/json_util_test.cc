@@ -126,6 +126,11 @@ TEST(JsonUtilTest, ReadersNameThePathAndKeepDefaultsForNull) {
   EXPECT_EQ(ReadString(o, "s", "p.s", &s), Status::Ok());
   EXPECT_EQ(s, "x");
   EXPECT_EQ(ReadString(o, "i", "p.i", &s), InvalidArgumentError("p.i: expected a string"));
+  std::optional<std::string> os;
+  EXPECT_EQ(ReadOptionalString(o, "s", "s", &os), Status::Ok());
+  EXPECT_EQ(os, "x");
+  EXPECT_EQ(ReadOptionalString(o, "b", "b", &os), InvalidArgumentError("b: expected a string"));
+  EXPECT_EQ(os, "x");
 
   int64_t i = 0;
   EXPECT_EQ(ReadInt64(o, "i", "i", &i), Status::Ok());
@@ -134,9 +139,14 @@ TEST(JsonUtilTest, ReadersNameThePathAndKeepDefaultsForNull) {
   EXPECT_EQ(ReadInt64(o, "big", "big", &i), InvalidArgumentError("big: expected an integer"));
   EXPECT_EQ(ReadNonNegativeInt64(o, "neg", "neg", &i),
             InvalidArgumentError("neg: expected a non-negative integer"));
+  EXPECT_EQ(i, 7);
+  EXPECT_EQ(ReadNonNegativeInt64(o, "i", "i", &i), Status::Ok());
+  EXPECT_EQ(i, 7);
   std::optional<int64_t> oi;
   EXPECT_EQ(ReadOptionalInt64(o, "missing", "missing", &oi), Status::Ok());
   EXPECT_FALSE(oi.has_value());
+  EXPECT_EQ(ReadOptionalInt64(o, "neg", "neg", &oi), Status::Ok());
+  EXPECT_EQ(oi, -1);
 
   double d = 0;
   EXPECT_EQ(ReadDouble(o, "i", "i", &d), Status::Ok());
@@ -153,6 +163,13 @@ TEST(JsonUtilTest, ReadersNameThePathAndKeepDefaultsForNull) {
   std::optional<bool> ob;
   EXPECT_EQ(ReadOptionalBool(o, "n", "n", &ob), Status::Ok());
   EXPECT_FALSE(ob.has_value());
+
+  EXPECT_EQ(ExpectObject(value.value(), "doc").value(), &o);
+  EXPECT_EQ(ExpectObject(o.at("i"), "doc.i").status(),
+            InvalidArgumentError("doc.i: expected an object"));
+  EXPECT_EQ(FindRequired(o, "i").value(), FindNonNull(o, "i"));
+  EXPECT_EQ(FindRequired(o, "n").status(), InvalidArgumentError("n: required"));
+  EXPECT_EQ(FindRequired(o, "missing").status(), InvalidArgumentError("missing: required"));
 
   EXPECT_EQ(JoinPath("", "a"), "a");
   EXPECT_EQ(JoinPath("a", "b"), "a.b");

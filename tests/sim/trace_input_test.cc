@@ -236,5 +236,45 @@ TEST(TraceInputTest, FieldReadersApplyTheRuleOfTheirKind) {
             "ids: 3 ids for in 128, more than ceil(128 / 64) = 2");
 }
 
+TEST(TraceInputTest, TraceFieldsNameFieldsAsTheirFormatLocatesThem) {
+  const boost::json::object obj = boost::json::parse(R"({"in": 3, "t": 1.5})").as_object();
+  const TraceFields record = TraceFields::OfRecord(obj);
+  EXPECT_EQ(record.Name("in"), "field \"in\"");
+  const TraceFields top = TraceFields::AtPath(obj, "");
+  EXPECT_EQ(top.Name("in"), "in");
+  const TraceFields nested = TraceFields::AtPath(obj, "requests[2]");
+  EXPECT_EQ(nested.Name("in"), "requests[2].in");
+  EXPECT_EQ(nested.Error("in", "too big").message(), "requests[2].in: too big");
+  EXPECT_EQ(nested.Tokens("in").value(), 3);
+  EXPECT_EQ(nested.Seconds("t").value(), TimeNs(1'500'000'000));
+  EXPECT_EQ(nested.Find("out"), nullptr);
+}
+
+TEST(TraceInputTest, TraceFieldsDescribeAMissingFieldAsAMistypedOne) {
+  const boost::json::object obj =
+      boost::json::parse(R"({"s": 7, "a": {}, "id": -2, "t": "x"})").as_object();
+  const TraceFields f = TraceFields::OfRecord(obj);
+  EXPECT_EQ(f.Tokens("in").status().message(),
+            "field \"in\": missing (expected a non-negative integer)");
+  EXPECT_EQ(f.Count("turn", 1).status().message(),
+            "field \"turn\": missing (expected an integer >= 1)");
+  EXPECT_EQ(f.Millis("ts").status().message(),
+            "field \"ts\": missing (expected a number of milliseconds)");
+  EXPECT_EQ(f.Seconds("t").status().message(),
+            "field \"t\": expected a number of seconds, got \"x\"");
+  EXPECT_EQ(f.HashIds("ids").status().message(),
+            "field \"ids\": missing (expected an array of non-negative integers)");
+  EXPECT_EQ(f.String("s").status().message(), "field \"s\": expected a string, got 7");
+  EXPECT_EQ(f.Array("a").status().message(), "field \"a\": expected an array, got {}");
+  EXPECT_EQ(f.Id("id", -1, "expected -1 or more").status().message(),
+            "field \"id\": expected -1 or more, got -2");
+  EXPECT_EQ(f.Id("none", 0, "expected an id").status().message(),
+            "field \"none\": missing (expected an id)");
+  // Optional fields are zero or empty when absent, and checked when present.
+  EXPECT_EQ(f.OptionalSeconds("think").value(), TimeNs());
+  EXPECT_EQ(f.OptionalString("stop").value(), "");
+  EXPECT_FALSE(f.OptionalString("s").ok());
+}
+
 }  // namespace
 }  // namespace agentkv::sim

@@ -80,8 +80,8 @@ TEST_F(ServiceCliTest, EmulatorsRefuseDurationsOutOfRange) {
     cli_testing::ExpectOneErrorLine(r, std::string("agentkv emulate ") + mode + ": error: ");
     EXPECT_THAT(r.err, HasSubstr("--shutdown-grace-s must be in [0, 3600]"));
   }
-  const RunResult r = Run(
-      "emulate router --worker-urls http://127.0.0.1:9 --health-check-interval-secs -1");
+  const RunResult r =
+      Run("emulate router --worker-urls http://127.0.0.1:9 --health-check-interval-secs -1");
   cli_testing::ExpectOneErrorLine(r, "agentkv emulate router: error: ");
   EXPECT_THAT(r.err, HasSubstr("--health-check-interval-secs must be in [0, 86400], got -1"));
 }

@@ -71,29 +71,6 @@ Progress goes to stderr, one line per arm (--quiet turns it off).
 Exit codes: 0 success; 2 bad flags or trace (one `agentkv agentic-curve: error:` line on
 stderr); 1 internal error.)";
 
-// The range checks CLI11 cannot express; messages name the flag and its value.
-Status CheckRange(const char* flag, double value, double lo, double hi, const char* range) {
-  if (!(value >= lo && value <= hi)) {  // NaN fails too.
-    return InvalidArgumentError(fmt::format("{} must be in {}, got {}", flag, range, value));
-  }
-  return Status::Ok();
-}
-
-Status CheckRange(const char* flag, int64_t value, int64_t lo, int64_t hi) {
-  if (value < lo || value > hi) {
-    return InvalidArgumentError(fmt::format("{} must be in [{}, {}], got {}", flag, lo, hi, value));
-  }
-  return Status::Ok();
-}
-
-Status CheckFraction(double fraction) {
-  if (!(fraction > 0.0 && fraction <= 1.0)) {  // NaN fails too.
-    return InvalidArgumentError(
-        fmt::format("--capacity-fraction must be in (0, 1], got {}", fraction));
-  }
-  return Status::Ok();
-}
-
 std::string ArmNames() {
   std::string names;
   for (const std::string& arm : sim::AgenticCurveArmNames()) {
@@ -208,13 +185,14 @@ int AgenticCurveCommand::Run() const {
   const bool has_capacity = capacity_option_->count() > 0;
   sim::AgenticReplayOptions options;
   {
-    Status s = has_capacity ? CheckRange("--capacity-blocks", capacity_blocks_, 1, kMaxBlocks)
-                            : CheckFraction(capacity_fraction_);
-    if (s.ok()) s = CheckRange("--host-blocks", host_blocks_, 0, kMaxBlocks);
-    if (s.ok()) s = CheckRange("--stagger-s", stagger_s_, 0.0, kMaxStaggerS, "[0, 1e6]");
-    if (s.ok()) s = CheckRange("--step-ms", step_ms_, kMinStepMs, kMaxStepMs, "[0.001, 1e9]");
-    if (s.ok()) s = CheckRange("--max-num-turns", max_num_turns_, 1, kMaxNumTurns);
-    if (s.ok()) s = CheckRange("--min-idle-steps", min_idle_steps_, 0, kMaxMinIdleSteps);
+    Status s = has_capacity ? CheckFlagRange("--capacity-blocks", capacity_blocks_, 1, kMaxBlocks)
+                            : CheckFlagRange("--capacity-fraction", capacity_fraction_, 0.0, 1.0,
+                                             LowerBound::kOpen);
+    if (s.ok()) s = CheckFlagRange("--host-blocks", host_blocks_, 0, kMaxBlocks);
+    if (s.ok()) s = CheckFlagRange("--stagger-s", stagger_s_, 0.0, kMaxStaggerS);
+    if (s.ok()) s = CheckFlagRange("--step-ms", step_ms_, kMinStepMs, kMaxStepMs);
+    if (s.ok()) s = CheckFlagRange("--max-num-turns", max_num_turns_, 1, kMaxNumTurns);
+    if (s.ok()) s = CheckFlagRange("--min-idle-steps", min_idle_steps_, 0, kMaxMinIdleSteps);
     if (!s.ok()) return ReportError(kName, s);
   }
   StatusOr<std::vector<std::string>> arms = ParseArms(arms_);

@@ -43,23 +43,12 @@ stderr); 1 internal error.)";
 // Checks the flags CLI11 cannot express; the message names the flag and its value.
 Status CheckFlags(int64_t block_tokens, const std::vector<double>& fractions, bool has_capacity,
                   int64_t capacity_blocks) {
-  if (block_tokens < 1 || block_tokens > kMaxBlockTokens) {
-    return InvalidArgumentError(
-        fmt::format("--block-tokens must be in [1, {}], got {}", kMaxBlockTokens, block_tokens));
-  }
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--block-tokens", block_tokens, 1, kMaxBlockTokens));
   if (has_capacity) {
-    if (capacity_blocks < 1 || capacity_blocks > kMaxCapacityBlocks) {
-      return InvalidArgumentError(
-          fmt::format("--capacity-blocks must be a positive number of blocks (at most {}), got {}",
-                      kMaxCapacityBlocks, capacity_blocks));
-    }
-    return Status::Ok();
+    return CheckFlagRange("--capacity-blocks", capacity_blocks, 1, kMaxCapacityBlocks);
   }
   for (const double f : fractions) {
-    if (!(f > 0.0 && f <= 1.0)) {
-      return InvalidArgumentError(
-          fmt::format("--fractions: each fraction must be in (0, 1], got {}", f));
-    }
+    AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--fractions", f, 0.0, 1.0, LowerBound::kOpen));
   }
   return Status::Ok();
 }

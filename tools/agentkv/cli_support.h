@@ -8,10 +8,13 @@
 #ifndef AGENTKV_TOOLS_AGENTKV_CLI_SUPPORT_H_
 #define AGENTKV_TOOLS_AGENTKV_CLI_SUPPORT_H_
 
+#include <fmt/core.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "agentkv/base/status.h"
 #include "agentkv/routing/router.h"
@@ -49,6 +52,25 @@ int ExitForParseError(CLI::App& app, const CLI::ParseError& error);
 void BlockTerminationSignals();
 int WaitForTerminationSignal();
 
+// Whether the lower end of a range is part of it: [lo, hi] or (lo, hi].
+enum class LowerBound : uint8_t { kClosed, kOpen };
+
+// The one range check of a flag's value for every command: OK when `value` lies in [lo, hi]
+// (or (lo, hi] with LowerBound::kOpen), else InvalidArgument "<flag> must be in [<lo>, <hi>],
+// got <value>", e.g. "--port must be in [0, 65535], got 70000". NaN lies in no range. CLI11's
+// own CLI::Range would word the error its way and without the value's flag in front; this
+// keeps every command's range errors in one format. Precondition: lo <= hi.
+template <typename T>
+requires std::is_arithmetic_v<T>
+[[nodiscard]] Status CheckFlagRange(std::string_view flag, T value, std::type_identity_t<T> lo,
+                                    std::type_identity_t<T> hi,
+                                    LowerBound lower = LowerBound::kClosed) {
+  const bool above = lower == LowerBound::kClosed ? value >= lo : value > lo;
+  if (above && value <= hi) return Status::Ok();  // NaN fails both comparisons.
+  return InvalidArgumentError(fmt::format("{} must be in {}{}, {}], got {}", flag,
+                                          lower == LowerBound::kClosed ? '[' : '(', lo, hi, value));
+}
+
 // The environment variable a flag can also be given in: "--agentic-admission-headroom" ->
 // "AGENTKV_AGENTIC_ADMISSION_HEADROOM".
 std::string FlagEnvName(std::string_view flag);
@@ -60,6 +82,24 @@ CLI::Option* AddEnvOption(CLI::App& app, std::string_view flag, T& value, const 
   return app.add_option(std::string(flag), value, help)
       ->envname(FlagEnvName(flag))
       ->capture_default_str();
+}
+
+// Where a flag's value comes from besides the command line and a --config file.
+enum class FlagSource : uint8_t {
+  kCommandLine,
+  // Also AGENTKV_<FLAG> from the environment (FlagEnvName): the services' flags.
+  kCommandLineAndEnvironment,
+};
+
+// Adds option `flag`, showing its default in --help, that also reads FlagEnvName(flag) when
+// `source` says so.
+template <typename T>
+CLI::Option* AddFlagOption(CLI::App& app, std::string_view flag, T& value, const std::string& help,
+                           FlagSource source) {
+  if (source == FlagSource::kCommandLineAndEnvironment) {
+    return AddEnvOption(app, flag, value, help);
+  }
+  return app.add_option(std::string(flag), value, help)->capture_default_str();
 }
 
 // Proxies hold two descriptors per request in flight (the client's connection and the upstream

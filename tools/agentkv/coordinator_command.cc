@@ -5,9 +5,12 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <utility>
 
 #include "agentkv/service/coordinator/coordinator_server.h"
+#include "tools/agentkv/agentic_flags.h"
 #include "tools/agentkv/cli_support.h"
+#include "tools/agentkv/server_flags.h"
 
 namespace agentkv::tools {
 namespace {
@@ -33,25 +36,13 @@ Example:
 
 Runs until SIGINT or SIGTERM; waiters are then answered bypass `degraded`.)";
 
-Status CheckRange(const char* flag, int value, int low, int high) {
-  if (value < low || value > high) {
-    return InvalidArgumentError(
-        fmt::format("{} must be in [{}, {}], got {}", flag, low, high, value));
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 CoordinatorCommand::CoordinatorCommand(CLI::App& app) {
   command_ = app.add_subcommand(kName, kDescription);
   command_->footer(kFooter);
   CLI::App& c = *command_;
-  AddEnvOption(c, "--host", host_, "Address to bind (loopback by default)");
-  AddEnvOption(c, "--port", port_, "Port to listen on (0 = any free port)");
-  AddEnvOption(c, "--threads", threads_, "HTTP I/O threads");
-  AddEnvOption(c, "--shutdown-grace-s", shutdown_grace_s_,
-               "Seconds answers in flight get to be written at shutdown");
+  server_.Add(c, FlagSource::kCommandLineAndEnvironment);
   CLI::Option* router =
       AddEnvOption(c, "--router-url", router_url_,
                    "sgl-router base URL: engines are discovered with GET /workers (fallback "
@@ -63,25 +54,7 @@ CoordinatorCommand::CoordinatorCommand(CLI::App& app) {
   router->excludes(engines);
   AddEnvOption(c, "--auth-token", auth_token_,
                "Bearer token required on /admission/* and /agentic_kv (empty: none)");
-  AddEnvOption(c, control::kHeadroomFlag, agentic_.agentic_admission_headroom,
-               "Share of the healthy engines' summed max_total_num_tokens admission may commit, "
-               "in (0, 1]");
-  AddEnvOption(c, control::kPressureThresholdFlag, agentic_.agentic_admission_pressure_threshold,
-               "Worst-engine token_usage at or above which new requests wait, in (0, 1]");
-  decode_cap_option_ = c.add_option(std::string(control::kExpectedDecodeCapFlag), decode_cap_,
-                                    "Most decode tokens one reservation counts (> 0); "
-                                    "informational here: clients compute reservations")
-                           ->envname(FlagEnvName(control::kExpectedDecodeCapFlag));
-  AddEnvOption(c, control::kMaxWaitFlag, agentic_.agentic_admission_max_wait_s,
-               "Longest FIFO wait before the aged bypass, seconds (>= 0)");
-  AddEnvOption(c, control::kScopeFlag, scope_, "train or all (which requests clients gate)");
-  AddEnvOption(c, control::kLeaseTtlFlag, agentic_.lease_ttl_s,
-               "Age after which a lease is reclaimed, seconds (> 0)");
-  AddEnvOption(c, control::kStalenessFlag, agentic_.staleness_s,
-               "Maximum age of the capacity snapshot before admission bypasses `degraded`, seconds "
-               "(>= poll interval)");
-  AddEnvOption(c, control::kPollIntervalFlag, agentic_.poll_interval_s,
-               "Seconds between polls of the engines' /metrics (> 0)");
+  agentic_.Add(c, AgenticFlags::Set::kAdmission, FlagSource::kCommandLineAndEnvironment);
   AddEnvOption(c, "--metrics-timeout-s", metrics_timeout_s_,
                "How long a poll waits for discovery, then for the engines' /metrics; poll "
                "interval + 2 x this must be below the staleness");
@@ -91,25 +64,14 @@ CoordinatorCommand::CoordinatorCommand(CLI::App& app) {
 int CoordinatorCommand::Run() {
   const std::string name = kName;
   service::CoordinatorOptions options;
-  options.agentic = agentic_;
+  StatusOr<control::AgenticOptions> agentic = agentic_.Options();
+  if (!agentic.ok()) return ReportError(name, agentic.status());
+  options.agentic = *std::move(agentic);
   options.agentic.agentic_program_admission = true;
-  if (decode_cap_option_->count() > 0) {
-    options.agentic.agentic_admission_expected_decode_cap = decode_cap_;
-  }
-  StatusOr<control::AdmissionScope> scope = control::ParseAdmissionScope(scope_);
-  if (!scope.ok()) return ReportError(name, scope.status());
-  options.agentic.agentic_admission_scope = *scope;
-  if (Status s = options.agentic.Validate(); !s.ok()) return ReportError(name, s);
-  if (Status s = CheckRange("--port", port_, 0, 65535); !s.ok()) return ReportError(name, s);
-  if (Status s = CheckRange("--threads", threads_, 1, 256); !s.ok()) return ReportError(name, s);
-  if (!(shutdown_grace_s_ >= 0.0 && shutdown_grace_s_ <= 3600.0)) {
-    return ReportError(
-        name, InvalidArgumentError(fmt::format("--shutdown-grace-s must be in [0, 3600], got {}",
-                                               shutdown_grace_s_)));
-  }
-  options.http.address = host_;
-  options.http.port = static_cast<uint16_t>(port_);
-  options.http.threads = threads_;
+  Status s = options.agentic.Validate();
+  if (s.ok()) s = server_.Check();
+  if (!s.ok()) return ReportError(name, s);
+  server_.ApplyTo(options.http);
   options.router_url = router_url_;
   options.engine_urls = engine_urls_;
   options.auth_token = auth_token_;
@@ -131,7 +93,7 @@ int CoordinatorCommand::Run() {
              options.agentic.agentic_admission_max_wait_s, auth_token_.empty() ? "off" : "on");
   std::fflush(stdout);
   WaitForTerminationSignal();
-  (*server)->Shutdown(std::chrono::milliseconds(static_cast<int64_t>(shutdown_grace_s_ * 1000.0)));
+  (*server)->Shutdown(server_.shutdown_grace());
   return kExitOk;
 }
 

@@ -16,7 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "agentkv/control/agentic_options.h"
+#include "tools/agentkv/agentic_flags.h"
+#include "tools/agentkv/server_flags.h"
 
 namespace agentkv::tools {
 
@@ -35,19 +36,13 @@ class CoordinatorCommand {
 
  private:
   CLI::App* command_ = nullptr;
-  CLI::Option* decode_cap_option_ = nullptr;
 
-  std::string host_ = "127.0.0.1";
-  int port_ = 7000;
-  int threads_ = 2;
-  double shutdown_grace_s_ = 5.0;
+  ServerFlags server_{/*port=*/7000, /*shutdown_grace_s=*/5.0};
   double metrics_timeout_s_ = 1.5;
   std::string router_url_;
   std::vector<std::string> engine_urls_;
   std::string auth_token_;
-  control::AgenticOptions agentic_;
-  int64_t decode_cap_ = 0;
-  std::string scope_ = "train";
+  AgenticFlags agentic_;
   std::string log_level_ = "info";
 };
 

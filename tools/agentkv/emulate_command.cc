@@ -110,14 +110,7 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
   router_ = command_->add_subcommand("router", "Serve an emulated sgl-router");
   fleet_ = command_->add_subcommand("fleet", "Serve N emulated engines behind an emulated router");
   for (CLI::App* mode : {engine_, router_, fleet_}) {
-    mode->add_option("--host", host_, "Address to bind (loopback by default)")
-        ->capture_default_str();
-    mode->add_option("--port", port_, "Port to listen on (0 = any free port)")
-        ->capture_default_str();
-    mode->add_option("--threads", threads_, "HTTP I/O threads per server")->capture_default_str();
-    mode->add_option("--shutdown-grace-s", shutdown_grace_s_,
-                     "Seconds in-flight requests get to finish at shutdown")
-        ->capture_default_str();
+    server_.Add(*mode, FlagSource::kCommandLine);
   }
   for (CLI::App* mode : {engine_, fleet_}) {
     AddEngineFlags(*mode, engine_options_,
@@ -151,43 +144,22 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
                      "Port of engine 0 (engines take consecutive ports); 0 = --port + 1");
 }
 
-namespace {
-
-// The duration flags every mode shares, checked before they become milliseconds.
-Status CheckDurations(double shutdown_grace_s, double health_check_interval_s) {
-  if (!(shutdown_grace_s >= 0.0 && shutdown_grace_s <= 3600.0)) {
-    return InvalidArgumentError(
-        fmt::format("--shutdown-grace-s must be in [0, 3600], got {}", shutdown_grace_s));
-  }
-  if (!(health_check_interval_s >= 0.0 && health_check_interval_s <= 86400.0)) {
-    return InvalidArgumentError(fmt::format(
-        "--health-check-interval-secs must be in [0, 86400], got {}", health_check_interval_s));
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
 int EmulateCommand::Run() {
   const char* name = engine_->parsed()   ? "emulate engine"
                      : router_->parsed() ? "emulate router"
                                          : "emulate fleet";
-  if (Status s = CheckDurations(shutdown_grace_s_, health_check_interval_s_); !s.ok()) {
-    return ReportError(name, s);
+  // The flags every mode shares, checked before they become options and milliseconds.
+  Status s = server_.Check();
+  if (s.ok()) {
+    s = CheckFlagRange("--health-check-interval-secs", health_check_interval_s_, 0.0, 86400.0);
   }
+  if (!s.ok()) return ReportError(name, s);
   if (engine_->parsed()) return RunEngine();
   if (router_->parsed()) return RunRouter();
   return RunFleet();
 }
 
 namespace {
-
-Status CheckPort(const char* flag, int port) {
-  if (port < 0 || port > 65535) {
-    return InvalidArgumentError(fmt::format("{} must be in [0, 65535], got {}", flag, port));
-  }
-  return Status::Ok();
-}
 
 std::chrono::milliseconds Millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
@@ -207,18 +179,15 @@ StatusOr<service::EngineEmulatorOptions> EmulateCommand::EngineOptions() const {
                                         ? kv::SessionCloseMode::kRelease
                                         : kv::SessionCloseMode::kDereference;
   options.runtime.paced = !unpaced_;
-  options.http.address = host_;
-  options.http.threads = threads_;
+  server_.ApplyTo(options.http);
   return options;
 }
 
 int EmulateCommand::RunEngine() {
   const std::string name = "emulate engine";
-  if (Status s = CheckPort("--port", port_); !s.ok()) return ReportError(name, s);
   StatusOr<service::EngineEmulatorOptions> parsed = EngineOptions();
   if (!parsed.ok()) return ReportError(name, parsed.status());
   service::EngineEmulatorOptions options = *std::move(parsed);
-  options.http.port = static_cast<uint16_t>(port_);
   BlockTerminationSignals();
   StatusOr<std::unique_ptr<service::EngineEmulator>> engine =
       service::EngineEmulator::Start(options);
@@ -227,16 +196,14 @@ int EmulateCommand::RunEngine() {
              model_, gpu_, (*engine)->runtime().max_total_num_tokens());
   std::fflush(stdout);
   WaitForTerminationSignal();
-  (*engine)->Shutdown(Millis(shutdown_grace_s_));
+  (*engine)->Shutdown(server_.shutdown_grace());
   return kExitOk;
 }
 
 service::RouterEmulatorOptions EmulateCommand::RouterOptions(
     std::vector<std::string> worker_urls) const {
   service::RouterEmulatorOptions options;
-  options.http.address = host_;
-  options.http.port = static_cast<uint16_t>(port_);
-  options.http.threads = threads_;
+  server_.ApplyTo(options.http);
   options.policy = policy_;
   options.worker_urls = std::move(worker_urls);
   options.workers_shape = workers_shape_ == "list" ? protocol::WorkersShape::kWorkerList
@@ -249,7 +216,6 @@ service::RouterEmulatorOptions EmulateCommand::RouterOptions(
 
 int EmulateCommand::RunRouter() {
   const std::string name = "emulate router";
-  if (Status s = CheckPort("--port", port_); !s.ok()) return ReportError(name, s);
   const service::RouterEmulatorOptions options = RouterOptions(worker_urls_);
   BlockTerminationSignals();
   StatusOr<std::unique_ptr<service::RouterEmulator>> router =
@@ -259,19 +225,19 @@ int EmulateCommand::RunRouter() {
              worker_urls_.size());
   std::fflush(stdout);
   WaitForTerminationSignal();
-  (*router)->Shutdown(Millis(shutdown_grace_s_));
+  (*router)->Shutdown(server_.shutdown_grace());
   return kExitOk;
 }
 
 int EmulateCommand::RunFleet() {
   const std::string name = "emulate fleet";
-  if (engines_ < 1 || engines_ > 256) {
-    return ReportError(
-        name, InvalidArgumentError(fmt::format("--engines must be in [1, 256], got {}", engines_)));
+  if (Status s = CheckFlagRange("--engines", engines_, 1, 256); !s.ok()) {
+    return ReportError(name, s);
   }
-  const int base_port = engine_base_port_ != 0 ? engine_base_port_ : (port_ == 0 ? 0 : port_ + 1);
-  if (Status s = CheckPort("--port", port_); !s.ok()) return ReportError(name, s);
-  if (Status s = CheckPort("--engine-base-port", base_port + (base_port == 0 ? 0 : engines_ - 1));
+  const int port = server_.port();
+  const int base_port = engine_base_port_ != 0 ? engine_base_port_ : (port == 0 ? 0 : port + 1);
+  if (Status s = CheckFlagRange("--engine-base-port",
+                                base_port + (base_port == 0 ? 0 : engines_ - 1), 0, 65535);
       !s.ok()) {
     return ReportError(name, s);
   }
@@ -299,8 +265,8 @@ int EmulateCommand::RunFleet() {
   fmt::print("\n");
   std::fflush(stdout);
   WaitForTerminationSignal();
-  (*router)->Shutdown(Millis(shutdown_grace_s_));
-  for (auto& engine : engines) engine->Shutdown(Millis(shutdown_grace_s_));
+  (*router)->Shutdown(server_.shutdown_grace());
+  for (auto& engine : engines) engine->Shutdown(server_.shutdown_grace());
   return kExitOk;
 }
 

@@ -16,6 +16,7 @@
 #include "agentkv/routing/router.h"
 #include "agentkv/service/emulator/engine_emulator.h"
 #include "agentkv/service/emulator/router_emulator.h"
+#include "tools/agentkv/server_flags.h"
 
 namespace agentkv::tools {
 
@@ -49,10 +50,7 @@ class EmulateCommand {
   CLI::App* fleet_ = nullptr;
 
   // Shared.
-  std::string host_ = "127.0.0.1";
-  int port_ = 30000;
-  int threads_ = 2;
-  double shutdown_grace_s_ = 10.0;
+  ServerFlags server_{/*port=*/30000, /*shutdown_grace_s=*/10.0};
   // Engine.
   service::EngineEmulatorOptions engine_options_;
   // Preset and policy names, parsed once by EngineOptions().

@@ -9,7 +9,9 @@
 #include "agentkv/service/admission/admission_local.h"
 #include "agentkv/service/admission/admission_remote.h"
 #include "agentkv/service/gateway/gateway.h"
+#include "tools/agentkv/agentic_flags.h"
 #include "tools/agentkv/cli_support.h"
+#include "tools/agentkv/server_flags.h"
 
 namespace agentkv::tools {
 namespace {
@@ -39,10 +41,6 @@ Example:
   agentkv gateway --port 8080 --router-url http://127.0.0.1:30000 \
       --router-policy consistent_hashing --agentic-session-lifecycle --agentic-program-admission)";
 
-CLI::Option* AddSwitch(CLI::App& app, std::string_view flag, bool& value, const std::string& help) {
-  return app.add_flag(std::string(flag), value, help)->envname(FlagEnvName(flag));
-}
-
 }  // namespace
 
 GatewayCommand::GatewayCommand(CLI::App& app) {
@@ -50,11 +48,7 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
   command_->footer(kFooter);
   CLI::App& c = *command_;
   service::GatewayOptions& o = options_;
-  AddEnvOption(c, "--host", host_, "Address to bind (loopback by default)");
-  AddEnvOption(c, "--port", port_, "Port to listen on (0 = any free port)");
-  AddEnvOption(c, "--threads", threads_, "HTTP I/O threads");
-  AddEnvOption(c, "--shutdown-grace-s", shutdown_grace_s_,
-               "Seconds in-flight requests get to finish at shutdown");
+  server_.Add(c, FlagSource::kCommandLineAndEnvironment);
   CLI::Option* router = AddEnvOption(c, "--router-url", o.router_url,
                                      "sgl-router base URL (engines discovered with GET /workers)");
   CLI::Option* engines =
@@ -91,8 +85,7 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
                "Longest wait for an upstream's response headers");
   AddEnvOption(c, "--upstream-connections", upstream_connections_,
                "Most open connections to each upstream (router or engine); requests beyond "
-               "wait in the gateway. Each held request uses two descriptors")
-      ->check(CLI::Range(1, 1'000'000));
+               "wait in the gateway. Each held request uses two descriptors");
   c.add_flag("!--no-check-prerequisites", o.check_prerequisites,
              "Skip the /server_info checks at startup");
   AddEnvOption(c, "--prerequisite-policy", prerequisite_policy_,
@@ -105,64 +98,34 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
                "Use `agentkv coordinator` at this URL instead of in-process admission");
   AddEnvOption(c, "--coordinator-token", coordinator_token_, "Bearer token of the coordinator");
   AddLogLevelOption(c, log_level_);
-  AddSwitch(c, control::kSessionLifecycleFlag, o.agentic.agentic_session_lifecycle,
-            "Send session_id on generate; close sessions on every engine when they end");
-  AddSwitch(c, control::kProgramAdmissionFlag, o.agentic.agentic_program_admission,
-            "Admit each attempt against the fleet KV budget (global FIFO, token ledger)");
-  AddEnvOption(c, control::kHeadroomFlag, o.agentic.agentic_admission_headroom,
-               "Share of the fleet's max_total_num_tokens admission may commit, in (0, 1]");
-  AddEnvOption(c, control::kPressureThresholdFlag, o.agentic.agentic_admission_pressure_threshold,
-               "Worst-engine token_usage at or above which new requests wait, in (0, 1]");
-  decode_cap_option_ = c.add_option(std::string(control::kExpectedDecodeCapFlag), decode_cap_,
-                                    "Most decode tokens one reservation counts (> 0)")
-                           ->envname(FlagEnvName(control::kExpectedDecodeCapFlag));
-  AddEnvOption(c, control::kMaxWaitFlag, o.agentic.agentic_admission_max_wait_s,
-               "Longest FIFO wait before the aged bypass, seconds");
-  AddEnvOption(c, control::kScopeFlag, scope_, "train or all (X-Agentkv-Scope: train|eval)");
-  AddEnvOption(c, control::kLeaseTtlFlag, o.agentic.lease_ttl_s, "Lease reclaim age, seconds");
-  AddEnvOption(c, control::kStalenessFlag, o.agentic.staleness_s,
-               "Maximum age of the capacity snapshot, seconds");
-  AddEnvOption(c, control::kPollIntervalFlag, o.agentic.poll_interval_s,
-               "Seconds between polls of the engines' /metrics and the router's /workers");
+  agentic_.Add(c, AgenticFlags::Set::kAll, FlagSource::kCommandLineAndEnvironment);
 }
 
 int GatewayCommand::Run() {
   const std::string name = kName;
   service::GatewayOptions options = options_;
-  if (decode_cap_option_->count() > 0) {
-    options.agentic.agentic_admission_expected_decode_cap = decode_cap_;
-  }
+  StatusOr<control::AgenticOptions> agentic = agentic_.Options();
+  if (!agentic.ok()) return ReportError(name, agentic.status());
+  options.agentic = *std::move(agentic);
   if (context_length_option_->count() > 0) options.context_length = context_length_;
-  StatusOr<control::AdmissionScope> scope = control::ParseAdmissionScope(scope_);
-  if (!scope.ok()) return ReportError(name, scope.status());
-  options.agentic.agentic_admission_scope = *scope;
   StatusOr<service::PrerequisitePolicy> policy =
       service::ParsePrerequisitePolicy(prerequisite_policy_);
   if (!policy.ok()) return ReportError(name, policy.status());
   options.prerequisite_policy = *policy;
-  if (port_ < 0 || port_ > 65535) {
-    return ReportError(
-        name, InvalidArgumentError(fmt::format("--port must be in [0, 65535], got {}", port_)));
+  Status s = server_.Check();
+  if (s.ok()) {
+    s = CheckFlagRange("--upstream-timeout-s", upstream_timeout_s_, 0.0, 86400.0,
+                       LowerBound::kOpen);
   }
-  if (!(shutdown_grace_s_ >= 0.0 && shutdown_grace_s_ <= 3600.0)) {
-    return ReportError(
-        name, InvalidArgumentError(fmt::format("--shutdown-grace-s must be in [0, 3600], got {}",
-                                               shutdown_grace_s_)));
-  }
-  if (!(upstream_timeout_s_ > 0 && upstream_timeout_s_ <= 86400)) {
-    return ReportError(
-        name, InvalidArgumentError(fmt::format("--upstream-timeout-s must be in (0, 86400], got {}",
-                                               upstream_timeout_s_)));
-  }
-  options.http.address = host_;
-  options.http.port = static_cast<uint16_t>(port_);
-  options.http.threads = threads_;
+  if (s.ok()) s = CheckFlagRange("--upstream-connections", upstream_connections_, 1, 1'000'000);
+  if (!s.ok()) return ReportError(name, s);
+  server_.ApplyTo(options.http);
   options.upstream.header_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(upstream_timeout_s_ * 1000.0));
   options.upstream.max_connections_per_host = static_cast<size_t>(upstream_connections_);
   options.log = SpdlogSink;
   ApplyLogLevel(log_level_);
-  if (Status s = options.Validate(); !s.ok()) return ReportError(name, s);
+  if (s = options.Validate(); !s.ok()) return ReportError(name, s);
   WarnIfDescriptorsShort(upstream_connections_);
 
   BlockTerminationSignals();
@@ -202,7 +165,7 @@ int GatewayCommand::Run() {
                  : "off");
   std::fflush(stdout);
   WaitForTerminationSignal();
-  (*gateway)->Shutdown(std::chrono::milliseconds(static_cast<int64_t>(shutdown_grace_s_ * 1000.0)));
+  (*gateway)->Shutdown(server_.shutdown_grace());
   return kExitOk;
 }
 

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "agentkv/service/gateway/gateway_options.h"
+#include "tools/agentkv/agentic_flags.h"
+#include "tools/agentkv/server_flags.h"
 
 namespace agentkv::tools {
 
@@ -33,15 +35,10 @@ class GatewayCommand {
 
  private:
   CLI::App* command_ = nullptr;
-  CLI::Option* decode_cap_option_ = nullptr;
 
-  std::string host_ = "127.0.0.1";
-  int port_ = 8080;
-  int threads_ = 2;
-  double shutdown_grace_s_ = 30.0;
+  ServerFlags server_{/*port=*/8080, /*shutdown_grace_s=*/30.0};
   service::GatewayOptions options_;
-  std::string scope_ = "train";
-  int64_t decode_cap_ = 0;
+  AgenticFlags agentic_;
   int64_t context_length_ = 0;
   std::string prerequisite_policy_ = "refuse";
   std::string coordinator_url_;

@@ -21,6 +21,7 @@
 #include "agentkv/report/replay_report.h"
 #include "agentkv/sim/synthetic_agentic.h"
 #include "agentkv/sim/weka_trace.h"
+#include "tools/agentkv/agentic_flags.h"
 #include "tools/agentkv/cli_support.h"
 
 namespace agentkv::tools {
@@ -89,20 +90,6 @@ the file and line; a value is checked as the flag's would be.
 
 Exit codes: 0 success; 2 bad flags or trace (one `agentkv replay: error:` line on stderr);
 1 internal error.)";
-
-Status CheckRange(const char* flag, double value, double lo, double hi, const char* range) {
-  if (!(value >= lo && value <= hi)) {  // NaN fails too.
-    return InvalidArgumentError(fmt::format("{} must be in {}, got {}", flag, range, value));
-  }
-  return Status::Ok();
-}
-
-Status CheckRange(const char* flag, int64_t value, int64_t lo, int64_t hi) {
-  if (value < lo || value > hi) {
-    return InvalidArgumentError(fmt::format("{} must be in [{}, {}], got {}", flag, lo, hi, value));
-  }
-  return Status::Ok();
-}
 
 // Writes `text` to `path` through a temporary file renamed over it, so a failed write never
 // leaves a truncated report.
@@ -279,23 +266,7 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
                "TTL of the continuum-ttl pin after a tool-call turn, seconds")
       ->capture_default_str()
       ->group(arms_group);
-  c.add_option("--agentic-admission-headroom", options_.agentic.agentic_admission_headroom,
-               "Fraction of the fleet's KV tokens admission may reserve, in (0, 1]")
-      ->capture_default_str()
-      ->group(arms_group);
-  c.add_option("--agentic-admission-pressure-threshold",
-               options_.agentic.agentic_admission_pressure_threshold,
-               "Worst-engine token_usage at which new requests wait, in (0, 1]")
-      ->capture_default_str()
-      ->group(arms_group);
-  c.add_option("--agentic-admission-expected-decode-cap", decode_cap_,
-               "Decode tokens one reservation counts at most (default: the request's output)")
-      ->type_name("N")
-      ->group(arms_group);
-  c.add_option("--agentic-admission-max-wait-s", options_.agentic.agentic_admission_max_wait_s,
-               "Longest FIFO wait before a request bypasses admission")
-      ->capture_default_str()
-      ->group(arms_group);
+  agentic_.Add(c, AgenticFlags::Set::kBudget, FlagSource::kCommandLine, arms_group);
 
   const std::string output_group = "Output";
   c.add_option("--json", json_path_, "JSON report path (\"\" to skip)")
@@ -314,14 +285,9 @@ int ReplayCommand::Run() const {
   options.session_close_mode = session_close_mode_ == "release"
                                    ? kv::SessionCloseMode::kRelease
                                    : kv::SessionCloseMode::kDereference;
-  if (decode_cap_ != 0) {
-    if (Status s =
-            CheckRange("--agentic-admission-expected-decode-cap", decode_cap_, 1, int64_t{1} << 40);
-        !s.ok()) {
-      return ReportError(kName, s);
-    }
-    options.agentic.agentic_admission_expected_decode_cap = decode_cap_;
-  }
+  StatusOr<control::AgenticOptions> agentic_options = agentic_.Options();
+  if (!agentic_options.ok()) return ReportError(kName, agentic_options.status());
+  options.agentic = *std::move(agentic_options);
   const bool synthetic = workload_ == "synthetic";
   if (synthetic && !trace_paths_.empty()) {
     return ReportError(kName, InvalidArgumentError("--trace needs --workload weka, mooncake or "
@@ -341,29 +307,30 @@ int ReplayCommand::Run() const {
           : (synthetic ? kDefaultSessionInterarrivalS : kDefaultWekaInterarrivalS);
   {
     // The flags ReplayOptions::Validate would otherwise report by their field names.
-    Status s = CheckRange("--session-interarrival-s", interarrival_s, 0.0, 1e6, "[0, 1e6]");
+    Status s = CheckFlagRange("--session-interarrival-s", interarrival_s, 0.0, 1e6);
     if (s.ok() && shared_prefix_blocks_ != -1) {
-      s = CheckRange("--shared-prefix-blocks", shared_prefix_blocks_, 0, int64_t{1} << 40);
+      s = CheckFlagRange("--shared-prefix-blocks", shared_prefix_blocks_, 0, int64_t{1} << 40);
     }
-    if (s.ok()) s = CheckRange("--num-engines", int64_t{options.num_engines}, 1, 1024);
+    if (s.ok()) s = CheckFlagRange("--num-engines", int64_t{options.num_engines}, 1, 1024);
     if (s.ok()) {
-      s = CheckRange("--max-total-tokens", options.engine.kv_pool.max_total_tokens, 0,
-                     int64_t{1} << 40);
-    }
-    if (s.ok()) {
-      s = CheckRange("--hicache-ratio", options.engine.kv_pool.hicache_ratio, 1e-9, 100.0,
-                     "(0, 100]");
+      s = CheckFlagRange("--max-total-tokens", options.engine.kv_pool.max_total_tokens, 0,
+                         int64_t{1} << 40);
     }
     if (s.ok()) {
-      s = CheckRange("--finished-subagent-priority", int64_t{options.finished_subagent_priority}, 0,
-                     100);
+      s = CheckFlagRange("--hicache-ratio", options.engine.kv_pool.hicache_ratio, 0.0, 100.0,
+                         LowerBound::kOpen);
     }
     if (s.ok()) {
-      s = CheckRange("--finished-subagent-min-idle-steps", options.finished_subagent_min_idle_steps,
-                     0, int64_t{1} << 40);
+      s = CheckFlagRange("--finished-subagent-priority",
+                         int64_t{options.finished_subagent_priority}, 0, 100);
     }
     if (s.ok()) {
-      s = CheckRange("--continuum-ttl-s", options.continuum_ttl_s, 1e-9, 86400.0, "(0, 86400]");
+      s = CheckFlagRange("--finished-subagent-min-idle-steps",
+                         options.finished_subagent_min_idle_steps, 0, int64_t{1} << 40);
+    }
+    if (s.ok()) {
+      s = CheckFlagRange("--continuum-ttl-s", options.continuum_ttl_s, 0.0, 86400.0,
+                         LowerBound::kOpen);
     }
     if (s.ok()) s = CheckOutputPath("--json", json_path_);
     if (s.ok()) s = CheckOutputPath("--html", html_path_);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "agentkv/sim/replay.h"
+#include "tools/agentkv/agentic_flags.h"
 
 namespace agentkv::tools {
 
@@ -55,8 +56,7 @@ class ReplayCommand {
   std::string gpu_ = "h100";
   std::string session_close_mode_ = "release";
   std::vector<std::string> arms_;
-  double max_wait_s_ = 0;
-  int64_t decode_cap_ = 0;
+  AgenticFlags agentic_;
   // Output.
   std::string json_path_ = "agentkv-replay.json";
   std::string html_path_ = "agentkv-replay.html";

@@ -71,6 +71,16 @@ bool ConnectionPool::CancelWait(const std::string& key, uint64_t waiter_id) {
   return false;
 }
 
+ConnectionPool::Waiter ConnectionPool::PassOrFreeSlot(Host& host) {
+  if (host.waiters.empty()) {
+    --host.leased;
+    return Waiter();
+  }
+  Waiter waiter = std::move(host.waiters.front().second);
+  host.waiters.pop_front();
+  return waiter;
+}
+
 void ConnectionPool::Release(const std::string& key, int fd, int family, Clock::time_point now) {
   Waiter waiter;
   int to_close = -1;
@@ -78,11 +88,8 @@ void ConnectionPool::Release(const std::string& key, int fd, int family, Clock::
     std::lock_guard lock(mu_);
     Host& host = hosts_[key];
     AGENTKV_CHECK_GE(host.leased, size_t{1}) << "Release without a lease for " << key;
-    if (!host.waiters.empty()) {
-      waiter = std::move(host.waiters.front().second);
-      host.waiters.pop_front();
-    } else {
-      --host.leased;
+    waiter = PassOrFreeSlot(host);
+    if (!waiter) {
       if (host.idle.size() >= options_.max_idle_per_host) {
         to_close = fd;
       } else {
@@ -100,12 +107,7 @@ void ConnectionPool::Discard(const std::string& key) {
     std::lock_guard lock(mu_);
     Host& host = hosts_[key];
     AGENTKV_CHECK_GE(host.leased, size_t{1}) << "Discard without a lease for " << key;
-    if (!host.waiters.empty()) {
-      waiter = std::move(host.waiters.front().second);
-      host.waiters.pop_front();
-    } else {
-      --host.leased;
-    }
+    waiter = PassOrFreeSlot(host);
   }
   if (waiter) waiter(Lease{});
 }
@@ -142,25 +144,23 @@ void ConnectionPool::CloseAll() {
   for (int fd : to_close) ::close(fd);
 }
 
-int64_t ConnectionPool::idle_connections() const {
+int64_t ConnectionPool::SumOverHosts(size_t (*count)(const Host& host)) const {
   std::lock_guard lock(mu_);
   int64_t total = 0;
-  for (const auto& [key, host] : hosts_) total += static_cast<int64_t>(host.idle.size());
+  for (const auto& [key, host] : hosts_) total += static_cast<int64_t>(count(host));
   return total;
+}
+
+int64_t ConnectionPool::idle_connections() const {
+  return SumOverHosts([](const Host& host) { return host.idle.size(); });
 }
 
 int64_t ConnectionPool::leased() const {
-  std::lock_guard lock(mu_);
-  int64_t total = 0;
-  for (const auto& [key, host] : hosts_) total += static_cast<int64_t>(host.leased);
-  return total;
+  return SumOverHosts([](const Host& host) { return host.leased; });
 }
 
 int64_t ConnectionPool::waiting() const {
-  std::lock_guard lock(mu_);
-  int64_t total = 0;
-  for (const auto& [key, host] : hosts_) total += static_cast<int64_t>(host.waiters.size());
-  return total;
+  return SumOverHosts([](const Host& host) { return host.waiters.size(); });
 }
 
 void ConnectionPool::CheckInvariants() const {

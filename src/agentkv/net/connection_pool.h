@@ -101,6 +101,14 @@ class ConnectionPool {
     std::deque<std::pair<uint64_t, Waiter>> waiters;  // Oldest first.
   };
 
+  // A leased slot of `host` is given back: it passes to the oldest waiter, who is returned
+  // (to be called outside mu_, the slot still leased), or, with no waiter, it is freed and an
+  // empty Waiter is returned. Call under mu_.
+  Waiter PassOrFreeSlot(Host& host);
+
+  // The sum of `count(host)` over all upstreams, under mu_.
+  int64_t SumOverHosts(size_t (*count)(const Host& host)) const;
+
   const Options options_;
   mutable std::mutex mu_;
   std::map<std::string, Host, std::less<>> hosts_;  // Guarded by mu_.

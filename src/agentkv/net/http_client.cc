@@ -11,6 +11,7 @@
 
 #include "agentkv/base/check.h"
 #include "agentkv/net/client_call.h"
+#include "agentkv/net/io_thread.h"
 
 namespace agentkv::net {
 namespace {
@@ -29,21 +30,6 @@ Status CheckArguments(const std::string& target, const HeaderList& headers) {
     }
   }
   return Status::Ok();
-}
-
-void RunIoThread(boost::asio::io_context& io_context) {
-  // Callbacks do not throw by contract; should one, the thread keeps serving.
-  for (;;) {
-    try {
-      io_context.run();
-      return;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "agentkv::net: exception escaped an HttpClient callback: %s\n",
-                   e.what());
-    } catch (...) {
-      std::fprintf(stderr, "agentkv::net: exception escaped an HttpClient callback\n");
-    }
-  }
 }
 
 // Builds and starts a call; argument errors become the call's (asynchronous) result.
@@ -74,18 +60,12 @@ std::shared_ptr<internal::ClientCall> Launch(internal::ClientCore& core, http::v
 }  // namespace
 
 Status HttpClientOptions::Validate() const {
-  const std::pair<const char*, std::chrono::milliseconds> timeouts[] = {
-      {"connect_timeout", connect_timeout}, {"header_timeout", header_timeout},
-      {"body_timeout", body_timeout},       {"idle_timeout", idle_timeout},
-      {"queue_timeout", queue_timeout},
-  };
-  for (const auto& [name, value] : timeouts) {
-    if (value.count() <= 0) {
-      return InvalidArgumentError(std::string("HttpClientOptions.") + name +
-                                  " must be positive, got " + std::to_string(value.count()) +
-                                  " ms");
-    }
-  }
+  AGENTKV_RETURN_IF_ERROR(
+      CheckTimeoutsPositive("HttpClientOptions", {{"connect_timeout", connect_timeout},
+                                                  {"header_timeout", header_timeout},
+                                                  {"body_timeout", body_timeout},
+                                                  {"idle_timeout", idle_timeout},
+                                                  {"queue_timeout", queue_timeout}}));
   if (max_connections_per_host == 0) {
     return InvalidArgumentError("HttpClientOptions.max_connections_per_host must be positive");
   }
@@ -111,7 +91,9 @@ HttpClient::HttpClient(HttpClientOptions options) {
   core_->StartSweeper();
   threads_.reserve(static_cast<size_t>(options.threads));
   for (int i = 0; i < options.threads; ++i) {
-    threads_.emplace_back([core = core_.get()] { RunIoThread(core->io_context()); });
+    threads_.emplace_back([core = core_.get()] {
+      internal::RunIoThread(core->io_context(), "an HttpClient callback");
+    });
   }
 }
 

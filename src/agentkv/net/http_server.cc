@@ -12,6 +12,7 @@
 #include <exception>
 
 #include "agentkv/base/check.h"
+#include "agentkv/net/io_thread.h"
 #include "agentkv/net/server_connection.h"
 #include "agentkv/net/server_core.h"
 
@@ -28,20 +29,6 @@ constexpr std::chrono::milliseconds kForceCloseGrace{1'000};
 std::string AddressForUrl(const std::string& address) {
   if (address.find(':') != std::string::npos) return "[" + address + "]";
   return address;
-}
-
-void RunIoThread(internal::ServerIoContext& io_context) {
-  // Handlers do not throw by contract; should one, the thread keeps serving.
-  for (;;) {
-    try {
-      io_context.run();
-      return;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "agentkv::net: exception escaped an HttpServer handler: %s\n", e.what());
-    } catch (...) {
-      std::fprintf(stderr, "agentkv::net: exception escaped an HttpServer handler\n");
-    }
-  }
 }
 
 }  // namespace
@@ -64,19 +51,11 @@ Status HttpServerOptions::Validate() const {
   if (max_body_bytes > (size_t{1} << 62)) {
     return InvalidArgumentError("HttpServerOptions.max_body_bytes must be at most 2^62");
   }
-  const std::pair<const char*, std::chrono::milliseconds> timeouts[] = {
-      {"header_timeout", header_timeout},
-      {"body_timeout", body_timeout},
-      {"idle_timeout", idle_timeout},
-      {"write_timeout", write_timeout},
-  };
-  for (const auto& [name, value] : timeouts) {
-    if (value.count() <= 0) {
-      return InvalidArgumentError(std::string("HttpServerOptions.") + name +
-                                  " must be positive, got " + std::to_string(value.count()) +
-                                  " ms");
-    }
-  }
+  AGENTKV_RETURN_IF_ERROR(
+      CheckTimeoutsPositive("HttpServerOptions", {{"header_timeout", header_timeout},
+                                                  {"body_timeout", body_timeout},
+                                                  {"idle_timeout", idle_timeout},
+                                                  {"write_timeout", write_timeout}}));
   if (max_stream_buffer_bytes == 0) {
     return InvalidArgumentError("HttpServerOptions.max_stream_buffer_bytes must be positive");
   }
@@ -111,7 +90,8 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions&
   std::unique_ptr<HttpServer> server(new HttpServer(core, port));
   server->threads_.reserve(static_cast<size_t>(options.threads));
   for (int i = 0; i < options.threads; ++i) {
-    server->threads_.emplace_back([core] { RunIoThread(core->io_context()); });
+    server->threads_.emplace_back(
+        [core] { internal::RunIoThread(core->io_context(), "an HttpServer handler"); });
   }
   return server;
 }

@@ -20,6 +20,18 @@ std::string JsonErrorBody(std::string_view message) {
   return boost::json::serialize(boost::json::object{{"error", message}});
 }
 
+Status CheckTimeoutsPositive(std::string_view options,
+                             std::initializer_list<NamedTimeout> timeouts) {
+  for (const NamedTimeout& timeout : timeouts) {
+    if (timeout.value.count() <= 0) {
+      return InvalidArgumentError(std::string(options) + "." + timeout.name +
+                                  " must be positive, got " +
+                                  std::to_string(timeout.value.count()) + " ms");
+    }
+  }
+  return Status::Ok();
+}
+
 Response MakeErrorResponse(const Request& request, http::status status, std::string_view message) {
   return MakeResponse(request, status, JsonErrorBody(message));
 }

@@ -11,7 +11,9 @@
 #include <boost/beast/http/status.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/verb.hpp>
+#include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -40,6 +42,18 @@ std::string JsonErrorBody(std::string_view message);
 
 // MakeResponse(request, status, JsonErrorBody(message)).
 Response MakeErrorResponse(const Request& request, http::status status, std::string_view message);
+
+// One timeout field of an options struct, by name, for CheckTimeoutsPositive.
+struct NamedTimeout {
+  const char* name;
+  std::chrono::milliseconds value;
+};
+
+// The timeout rule the server's and the client's options share: OK when every timeout is
+// positive, else InvalidArgument "<options>.<name> must be positive, got <n> ms" for the first
+// that is not, e.g. "HttpServerOptions.idle_timeout must be positive, got 0 ms".
+Status CheckTimeoutsPositive(std::string_view options,
+                             std::initializer_list<NamedTimeout> timeouts);
 
 // Where an HttpClient sends a request, parsed from a base URL such as "http://127.0.0.1:8080".
 struct HttpEndpoint {

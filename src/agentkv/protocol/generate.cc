@@ -159,10 +159,8 @@ StatusOr<GenerateRequest> ParseGenerateRequest(std::string_view body, const Pars
     return InvalidArgumentError("session_id cannot be combined with session_params");
   }
   if (const json::value* params = FindNonNull(*object, "sampling_params")) {
-    const json::object* params_object = params->if_object();
-    if (params_object == nullptr) {
-      return InvalidArgumentError("sampling_params: expected an object");
-    }
+    AGENTKV_ASSIGN_OR_RETURN(const json::object* params_object,
+                             ExpectObject(*params, "sampling_params"));
     AGENTKV_RETURN_IF_ERROR(
         ReadSamplingParams(*params_object, limits.max_input_ids, &request.sampling_params));
   }

@@ -51,8 +51,7 @@ void WriteFinishReason(const FinishReason& reason, JsonWriter& w) {
 
 Status ReadFinishReason(const json::value& value, FinishReason* out) {
   constexpr std::string_view kPath = "meta_info.finish_reason";
-  const json::object* object = value.if_object();
-  if (object == nullptr) return InvalidArgumentError(std::string(kPath) + ": expected an object");
+  AGENTKV_ASSIGN_OR_RETURN(const json::object* object, ExpectObject(value, kPath));
   std::string type;
   AGENTKV_RETURN_IF_ERROR(ReadString(*object, "type", JoinPath(kPath, "type"), &type));
   FinishReason reason;
@@ -142,10 +141,8 @@ Status ReadMetaInfo(const json::object& object, MetaInfo* out) {
   AGENTKV_RETURN_IF_ERROR(
       ReadInt64(object, "cached_tokens", JoinPath(kPath, "cached_tokens"), &out->cached_tokens));
   if (const json::value* details = FindNonNull(object, "cached_tokens_details")) {
-    const json::object* details_object = details->if_object();
-    if (details_object == nullptr) {
-      return InvalidArgumentError("meta_info.cached_tokens_details: expected an object");
-    }
+    AGENTKV_ASSIGN_OR_RETURN(const json::object* details_object,
+                             ExpectObject(*details, "meta_info.cached_tokens_details"));
     CachedTokensDetails parsed;
     AGENTKV_RETURN_IF_ERROR(ReadInt64(*details_object, "device",
                                       "meta_info.cached_tokens_details.device", &parsed.device));
@@ -280,8 +277,7 @@ StatusOr<GenerateResponse> ParseGenerateResponse(std::string_view body) {
     }
   }
   if (const json::value* meta = FindNonNull(*object, "meta_info")) {
-    const json::object* meta_object = meta->if_object();
-    if (meta_object == nullptr) return InvalidArgumentError("meta_info: expected an object");
+    AGENTKV_ASSIGN_OR_RETURN(const json::object* meta_object, ExpectObject(*meta, "meta_info"));
     AGENTKV_RETURN_IF_ERROR(ReadMetaInfo(*meta_object, &response.meta_info));
   }
   return response;

@@ -144,6 +144,18 @@ const json::value* FindNonNull(const json::object& object, std::string_view key)
   return value;
 }
 
+StatusOr<const json::object*> ExpectObject(const json::value& value, std::string_view path) {
+  const json::object* object = value.if_object();
+  if (object == nullptr) return InvalidArgumentError(std::string(path) + ": expected an object");
+  return object;
+}
+
+StatusOr<const json::value*> FindRequired(const json::object& object, std::string_view key) {
+  const json::value* value = FindNonNull(object, key);
+  if (value == nullptr) return InvalidArgumentError(std::string(key) + ": required");
+  return value;
+}
+
 std::optional<int64_t> AsInt64(const json::value& value) {
   if (const int64_t* i = value.if_int64()) return *i;
   if (const uint64_t* u = value.if_uint64()) {
@@ -161,94 +173,84 @@ std::optional<double> AsDouble(const json::value& value) {
   return std::nullopt;
 }
 
-Status ReadString(const json::object& object, std::string_view key, std::string_view path,
-                  std::string* out) {
+namespace {
+
+// The one typed member reader behind the Read* functions: an absent or null member leaves
+// `*out` unchanged; a member that `convert` refuses (nullopt) is "<path>: expected <kind>";
+// otherwise `*out` takes the converted value. `Out` is T or std::optional<T>.
+template <typename Out, typename Convert>
+Status ReadMember(const json::object& object, std::string_view key, std::string_view path,
+                  std::string_view kind, Convert convert, Out* out) {
   const json::value* value = FindNonNull(object, key);
   if (value == nullptr) return Status::Ok();
-  const json::string* s = value->if_string();
-  if (s == nullptr) return TypeError(path, "a string");
-  out->assign(s->data(), s->size());
+  auto converted = convert(*value);
+  if (!converted.has_value()) return TypeError(path, kind);
+  *out = *std::move(converted);
   return Status::Ok();
+}
+
+std::optional<std::string> AsString(const json::value& value) {
+  const json::string* s = value.if_string();
+  if (s == nullptr) return std::nullopt;
+  return std::string(s->data(), s->size());
+}
+
+std::optional<bool> AsBool(const json::value& value) {
+  if (const bool* b = value.if_bool()) return *b;
+  return std::nullopt;
+}
+
+std::optional<int64_t> AsNonNegativeInt64(const json::value& value) {
+  const std::optional<int64_t> i = AsInt64(value);
+  if (!i || *i < 0) return std::nullopt;
+  return i;
+}
+
+}  // namespace
+
+Status ReadString(const json::object& object, std::string_view key, std::string_view path,
+                  std::string* out) {
+  return ReadMember(object, key, path, "a string", AsString, out);
 }
 
 Status ReadOptionalString(const json::object& object, std::string_view key, std::string_view path,
                           std::optional<std::string>* out) {
-  const json::value* value = FindNonNull(object, key);
-  if (value == nullptr) return Status::Ok();
-  const json::string* s = value->if_string();
-  if (s == nullptr) return TypeError(path, "a string");
-  out->emplace(s->data(), s->size());
-  return Status::Ok();
+  return ReadMember(object, key, path, "a string", AsString, out);
 }
 
 Status ReadBool(const json::object& object, std::string_view key, std::string_view path,
                 bool* out) {
-  const json::value* value = FindNonNull(object, key);
-  if (value == nullptr) return Status::Ok();
-  const bool* b = value->if_bool();
-  if (b == nullptr) return TypeError(path, "a boolean");
-  *out = *b;
-  return Status::Ok();
+  return ReadMember(object, key, path, "a boolean", AsBool, out);
 }
 
 Status ReadOptionalBool(const json::object& object, std::string_view key, std::string_view path,
                         std::optional<bool>* out) {
-  const json::value* value = FindNonNull(object, key);
-  if (value == nullptr) return Status::Ok();
-  const bool* b = value->if_bool();
-  if (b == nullptr) return TypeError(path, "a boolean");
-  *out = *b;
-  return Status::Ok();
+  return ReadMember(object, key, path, "a boolean", AsBool, out);
 }
 
 Status ReadInt64(const json::object& object, std::string_view key, std::string_view path,
                  int64_t* out) {
-  const json::value* value = FindNonNull(object, key);
-  if (value == nullptr) return Status::Ok();
-  const std::optional<int64_t> i = AsInt64(*value);
-  if (!i) return TypeError(path, "an integer");
-  *out = *i;
-  return Status::Ok();
+  return ReadMember(object, key, path, "an integer", AsInt64, out);
 }
 
 Status ReadNonNegativeInt64(const json::object& object, std::string_view key, std::string_view path,
                             int64_t* out) {
-  const json::value* value = FindNonNull(object, key);
-  if (value == nullptr) return Status::Ok();
-  const std::optional<int64_t> i = AsInt64(*value);
-  if (!i || *i < 0) return TypeError(path, "a non-negative integer");
-  *out = *i;
-  return Status::Ok();
+  return ReadMember(object, key, path, "a non-negative integer", AsNonNegativeInt64, out);
 }
 
 Status ReadOptionalInt64(const json::object& object, std::string_view key, std::string_view path,
                          std::optional<int64_t>* out) {
-  const json::value* value = FindNonNull(object, key);
-  if (value == nullptr) return Status::Ok();
-  const std::optional<int64_t> i = AsInt64(*value);
-  if (!i) return TypeError(path, "an integer");
-  *out = *i;
-  return Status::Ok();
+  return ReadMember(object, key, path, "an integer", AsInt64, out);
 }
 
 Status ReadDouble(const json::object& object, std::string_view key, std::string_view path,
                   double* out) {
-  const json::value* value = FindNonNull(object, key);
-  if (value == nullptr) return Status::Ok();
-  const std::optional<double> d = AsDouble(*value);
-  if (!d) return TypeError(path, "a number");
-  *out = *d;
-  return Status::Ok();
+  return ReadMember(object, key, path, "a number", AsDouble, out);
 }
 
 Status ReadOptionalDouble(const json::object& object, std::string_view key, std::string_view path,
                           std::optional<double>* out) {
-  const json::value* value = FindNonNull(object, key);
-  if (value == nullptr) return Status::Ok();
-  const std::optional<double> d = AsDouble(*value);
-  if (!d) return TypeError(path, "a number");
-  *out = *d;
-  return Status::Ok();
+  return ReadMember(object, key, path, "a number", AsDouble, out);
 }
 
 void AppendJsonString(std::string& out, std::string_view value) {

@@ -90,6 +90,13 @@ std::optional<int64_t> AsInt64(const boost::json::value& value);
 std::optional<double> AsDouble(const boost::json::value& value);
 // The member, or nullptr when absent or JSON null.
 const boost::json::value* FindNonNull(const boost::json::object& object, std::string_view key);
+// The value as an object, or InvalidArgument "<path>: expected an object".
+StatusOr<const boost::json::object*> ExpectObject(const boost::json::value& value,
+                                                  std::string_view path);
+// The member, or InvalidArgument "<key>: required" when absent or JSON null (a required member;
+// its type is then checked by one of the readers above).
+StatusOr<const boost::json::value*> FindRequired(const boost::json::object& object,
+                                                 std::string_view key);
 
 // Appends `value` as a JSON string literal: quotes, backslashes and control characters are
 // escaped; other bytes (UTF-8) are copied as they are.

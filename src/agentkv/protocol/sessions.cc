@@ -35,9 +35,7 @@ StatusOr<OpenSessionRequest> ParseOpenSessionRequest(std::string_view body) {
       ParseJsonObject(body, kControlLimits, "open_session request", json::storage_ptr(&arena)));
   const json::object* object = &document.as_object();
   OpenSessionRequest request;
-  if (FindNonNull(*object, "capacity_of_str_len") == nullptr) {
-    return InvalidArgumentError("capacity_of_str_len: required");
-  }
+  AGENTKV_RETURN_IF_ERROR(FindRequired(*object, "capacity_of_str_len").status());
   AGENTKV_RETURN_IF_ERROR(ReadNonNegativeInt64(
       *object, "capacity_of_str_len", "capacity_of_str_len", &request.capacity_of_str_len));
   AGENTKV_RETURN_IF_ERROR(
@@ -53,9 +51,7 @@ StatusOr<CloseSessionRequest> ParseCloseSessionRequest(std::string_view body) {
       const json::value document,
       ParseJsonObject(body, kControlLimits, "close_session request", json::storage_ptr(&arena)));
   const json::object* object = &document.as_object();
-  if (FindNonNull(*object, "session_id") == nullptr) {
-    return InvalidArgumentError("session_id: required");
-  }
+  AGENTKV_RETURN_IF_ERROR(FindRequired(*object, "session_id").status());
   CloseSessionRequest request;
   AGENTKV_RETURN_IF_ERROR(ReadString(*object, "session_id", "session_id", &request.session_id));
   return request;

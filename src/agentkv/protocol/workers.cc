@@ -48,8 +48,7 @@ StatusOr<const json::array*> RequireList(const json::value& document, std::strin
   const json::object* object = document.if_object();
   if (object == nullptr)
     return InvalidArgumentError(std::string(what) + ": expected a JSON object");
-  const json::value* list = FindNonNull(*object, key);
-  if (list == nullptr) return InvalidArgumentError(std::string(key) + ": required");
+  AGENTKV_ASSIGN_OR_RETURN(const json::value* list, FindRequired(*object, key));
   const json::array* array = list->if_array();
   if (array == nullptr) return InvalidArgumentError(std::string(key) + ": expected a list");
   return array;
@@ -135,8 +134,7 @@ StatusOr<std::vector<WorkerInfo>> ParseWorkers(std::string_view body) {
   workers.reserve(list->size());
   for (size_t i = 0; i < list->size(); ++i) {
     const std::string path = IndexPath("workers", i);
-    const json::object* entry = (*list)[i].if_object();
-    if (entry == nullptr) return InvalidArgumentError(path + ": expected an object");
+    AGENTKV_ASSIGN_OR_RETURN(const json::object* entry, ExpectObject((*list)[i], path));
     WorkerInfo worker;
     AGENTKV_RETURN_IF_ERROR(ReadString(*entry, "url", JoinPath(path, "url"), &worker.url));
     AGENTKV_RETURN_IF_ERROR(
@@ -298,8 +296,7 @@ StatusOr<std::vector<WorkerLoad>> ParseLoads(std::string_view body) {
   loads.reserve(list->size());
   for (size_t i = 0; i < list->size(); ++i) {
     const std::string path = IndexPath("workers", i);
-    const json::object* entry = (*list)[i].if_object();
-    if (entry == nullptr) return InvalidArgumentError(path + ": expected an object");
+    AGENTKV_ASSIGN_OR_RETURN(const json::object* entry, ExpectObject((*list)[i], path));
     WorkerLoad load;
     AGENTKV_RETURN_IF_ERROR(ReadString(*entry, "worker", JoinPath(path, "worker"), &load.worker));
     AGENTKV_RETURN_IF_ERROR(ReadInt64(*entry, "load", JoinPath(path, "load"), &load.load));

@@ -14,39 +14,17 @@
 namespace agentkv::sim {
 namespace {
 
-// How a field is named in messages: `field "input_length"`.
-std::string Field(std::string_view name) { return "field \"" + std::string(name) + "\""; }
-
-// The value of required field `name` of `obj`; `expectation` describes it when it is missing.
-StatusOr<const boost::json::value*> Required(const boost::json::object& obj, std::string_view name,
-                                             std::string_view expectation) {
-  const boost::json::value* v = obj.if_contains(name);
-  if (v == nullptr) {
-    return InvalidArgumentError(Field(name) + ": missing (" + std::string(expectation) + ")");
-  }
-  return v;
-}
-
 // Parses one line's value; errors carry no location.
 StatusOr<MooncakeRequest> ParseRequest(const boost::json::value& root) {
   const boost::json::object* obj = root.if_object();
   if (obj == nullptr) return InvalidArgumentError("expected a JSON object, got " + Quote(root));
-  constexpr std::string_view kInteger = "expected a non-negative integer";
+  const TraceFields fields = TraceFields::OfRecord(*obj);
   MooncakeRequest request;
-  AGENTKV_ASSIGN_OR_RETURN(const boost::json::value* timestamp,
-                           Required(*obj, "timestamp", "expected a number of milliseconds"));
-  AGENTKV_ASSIGN_OR_RETURN(request.timestamp, ReadMillis(*timestamp, Field("timestamp")));
-  AGENTKV_ASSIGN_OR_RETURN(const boost::json::value* input,
-                           Required(*obj, "input_length", kInteger));
-  AGENTKV_ASSIGN_OR_RETURN(request.input_length, ReadTokens(*input, Field("input_length")));
-  AGENTKV_ASSIGN_OR_RETURN(const boost::json::value* output,
-                           Required(*obj, "output_length", kInteger));
-  AGENTKV_ASSIGN_OR_RETURN(request.output_length, ReadTokens(*output, Field("output_length")));
-  AGENTKV_ASSIGN_OR_RETURN(
-      const boost::json::value* hash_ids,
-      Required(*obj, "hash_ids", "expected an array of non-negative integers"));
-  AGENTKV_ASSIGN_OR_RETURN(request.hash_ids, ReadHashIds(*hash_ids, Field("hash_ids")));
-  AGENTKV_RETURN_IF_ERROR(CheckHashIdCount(Field("hash_ids"), request.hash_ids.size(),
+  AGENTKV_ASSIGN_OR_RETURN(request.timestamp, fields.Millis("timestamp"));
+  AGENTKV_ASSIGN_OR_RETURN(request.input_length, fields.Tokens("input_length"));
+  AGENTKV_ASSIGN_OR_RETURN(request.output_length, fields.Tokens("output_length"));
+  AGENTKV_ASSIGN_OR_RETURN(request.hash_ids, fields.HashIds("hash_ids"));
+  AGENTKV_RETURN_IF_ERROR(CheckHashIdCount(fields.Name("hash_ids"), request.hash_ids.size(),
                                            "input_length", request.input_length,
                                            kMooncakeBlockSize));
   return request;

@@ -1,7 +1,8 @@
 // Helpers shared by the trace readers (Mooncake, Bailian and WEKA): reading a trace as a
 // stream of bounded lines, parsing it as JSON while it streams, reading bounded numeric fields,
-// quoting an offending JSON value inside an error message and opening a trace file with the
-// readers' common error statuses. Internal to the sim module; the readers' headers are the
+// reading the named fields of a trace object (one reader for every format), quoting an
+// offending JSON value inside an error message and opening a trace file with the readers'
+// common error statuses. Internal to the sim module; the readers' headers are the
 // public contract.
 //
 // Every trace is hostile input: a line longer than its bound is refused as soon as the bound
@@ -13,6 +14,7 @@
 #ifndef AGENTKV_SIM_TRACE_INPUT_H_
 #define AGENTKV_SIM_TRACE_INPUT_H_
 
+#include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "agentkv/base/bounds.h"
@@ -109,6 +112,66 @@ inline constexpr int64_t kMaxTraceLineBytes = kMaxInputBytes;
 [[nodiscard]] Status CheckHashIdCount(std::string_view field, size_t count,
                                       std::string_view input_field, int64_t input_tokens,
                                       int64_t block_size);
+
+// "<name>: <expectation>, got <quoted value>", the message of a value of the wrong kind.
+[[nodiscard]] Status MistypedError(std::string_view name, std::string_view expectation,
+                                   const boost::json::value& got);
+
+// ---- Fields of a trace object ------------------------------------------------------------
+// The one reader of named fields for every trace format. It names a field in its messages the
+// way its format locates errors: a JSON Lines record (Mooncake, Bailian) as `field "<key>"`
+// (ForEachJsonLine adds "<source>:<line>: "), a WEKA document by the field's JSON path, e.g.
+// `requests[2].in` (the WEKA reader finds the line of that path). An absent required field is
+// "<name>: missing (<expectation>)", where <expectation> is the phrase a value of the wrong
+// kind gets ("expected a non-negative integer", "expected a number of seconds", ...); a value
+// of the wrong kind or out of range is the message of the matching free reader above. Holds a
+// reference to the object, which must outlive it; thread-compatible.
+class TraceFields {
+ public:
+  // The fields of one JSON Lines record: named `field "<key>"`.
+  static TraceFields OfRecord(const boost::json::object& object);
+  // The fields of the object at JSON `path` ("" for the top level): named by their path.
+  static TraceFields AtPath(const boost::json::object& object, std::string path);
+
+  // How field `key` is named in messages.
+  [[nodiscard]] std::string Name(std::string_view key) const;
+  // InvalidArgument "<Name(key)>: <what>", for a check of the field's value the readers make.
+  [[nodiscard]] Status Error(std::string_view key, std::string_view what) const;
+  // The value of `key`; nullptr when absent.
+  [[nodiscard]] const boost::json::value* Find(std::string_view key) const;
+
+  // Required fields, each by the free reader of its kind above.
+  [[nodiscard]] StatusOr<int64_t> Tokens(std::string_view key) const;
+  [[nodiscard]] StatusOr<int64_t> Count(std::string_view key, int64_t min = 0) const;
+  [[nodiscard]] StatusOr<TimeNs> Seconds(std::string_view key) const;
+  [[nodiscard]] StatusOr<TimeNs> Millis(std::string_view key) const;
+  [[nodiscard]] StatusOr<std::vector<uint64_t>> HashIds(std::string_view key) const;
+  // A JSON string ("expected a string").
+  [[nodiscard]] StatusOr<std::string> String(std::string_view key) const;
+  // A JSON array ("expected an array").
+  [[nodiscard]] StatusOr<const boost::json::array*> Array(std::string_view key) const;
+  // An id: an integer in [`min`, 2^63). Ids are names, not quantities (nothing adds or
+  // multiplies them), so no bounds.h rule applies beyond fitting int64. `expectation` says
+  // what is expected, e.g. "expected -1 or a non-negative integer".
+  [[nodiscard]] StatusOr<int64_t> Id(std::string_view key, int64_t min,
+                                     std::string_view expectation) const;
+
+  // Optional fields: as above when present; zero or "" when absent.
+  [[nodiscard]] StatusOr<TimeNs> OptionalSeconds(std::string_view key) const;
+  [[nodiscard]] StatusOr<std::string> OptionalString(std::string_view key) const;
+
+ private:
+  TraceFields(const boost::json::object& object, std::string path, bool record)
+      : object_(&object), path_(std::move(path)), record_(record) {}
+
+  // The value of required field `key`, or "<name>: missing (<expectation>)".
+  StatusOr<const boost::json::value*> Required(std::string_view key,
+                                               std::string_view expectation) const;
+
+  const boost::json::object* object_;
+  std::string path_;  // JSON path of the object; unused for a record.
+  bool record_;
+};
 
 }  // namespace agentkv::sim
 

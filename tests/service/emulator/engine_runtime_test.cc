@@ -243,7 +243,7 @@ TEST(EngineRuntimeTest, ShutdownAbortsEveryActiveRequestOnce) {
   EXPECT_EQ(finished.load(), 8);
   EXPECT_EQ(aborted.load(), 8);
   EXPECT_EQ(runtime->Submit(Input("late", Tokens(1, 10), 1), {}).code(),
-            StatusCode::kFailedPrecondition);
+            StatusCode::kUnavailable);
   runtime->Shutdown();  // Idempotent.
 }
 

@@ -270,6 +270,8 @@ TEST(ParentHintTest, HonouredOnlyWithAKeyAndAValidSignature) {
 TEST(HttpStatusTest, OneMappingForEveryGatewayError) {
   EXPECT_EQ(HttpStatusFor(ErrorFor(InvalidArgumentError("x"))), 400);
   EXPECT_EQ(HttpStatusFor(ErrorFor(ResourceExhaustedError("x"))), 413);
+  EXPECT_EQ(HttpStatusFor(ErrorFor(NotFoundError("x"))), 404);
+  EXPECT_EQ(HttpStatusFor(ErrorFor(AlreadyExistsError("x"))), 409);
   EXPECT_EQ(HttpStatusFor(ErrorFor(FailedPreconditionError("x"))), 409);
   EXPECT_EQ(HttpStatusFor(ErrorFor(UnavailableError("x"))), 502);
   EXPECT_EQ(HttpStatusFor(ErrorFor(DeadlineExceededError("x"))), 504);

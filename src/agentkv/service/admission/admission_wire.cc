@@ -34,14 +34,7 @@ constexpr AdmissionReason kAllReasons[] = {
 // Parses `body` as a JSON object into `arena`-backed storage.
 StatusOr<json::value> ParseObject(std::string_view body, std::string_view what,
                                   json::storage_ptr storage) {
-  AGENTKV_ASSIGN_OR_RETURN(json::value value,
-                           protocol::ParseJson(body, kLimits, what, std::move(storage)));
-  if (!value.is_object()) return InvalidArgumentError(std::string(what) + ": expected an object");
-  return value;
-}
-
-Status Missing(std::string_view field) {
-  return InvalidArgumentError(std::string(field) + ": required");
+  return protocol::ParseJsonObject(body, kLimits, what, std::move(storage));
 }
 
 // Lease ids are "{epoch}:{ticket}": a ticket plus an int64 and a colon.
@@ -56,7 +49,7 @@ Status ReadRequiredString(const json::object& object, std::string_view key, std:
       protocol::FindNonNull(object, alias) != nullptr) {
     used = alias;
   }
-  if (protocol::FindNonNull(object, used) == nullptr) return Missing(key);
+  if (protocol::FindNonNull(object, used) == nullptr) return protocol::FindRequired(object, key).status();
   AGENTKV_RETURN_IF_ERROR(protocol::ReadString(object, used, used, out));
   if (out->empty()) return InvalidArgumentError(std::string(used) + ": must not be empty");
   if (out->size() > max_bytes) {
@@ -99,9 +92,7 @@ StatusOr<control::AcquireRequest> ParseAcquireRequest(std::string_view body) {
   const json::object& o = value.as_object();
   control::AcquireRequest request;
   AGENTKV_RETURN_IF_ERROR(ReadRequiredString(o, "ticket", "ticket_id", &request.ticket));
-  if (protocol::FindNonNull(o, "reservation_tokens") == nullptr) {
-    return Missing("reservation_tokens");
-  }
+  AGENTKV_RETURN_IF_ERROR(protocol::FindRequired(o, "reservation_tokens").status());
   AGENTKV_RETURN_IF_ERROR(
       protocol::ReadInt64(o, "reservation_tokens", "reservation_tokens", &request.reservation_tokens));
   AGENTKV_RETURN_IF_ERROR(CheckTokens("reservation_tokens", request.reservation_tokens));
@@ -142,9 +133,7 @@ StatusOr<control::AdmissionDecision> ParseDecision(std::string_view body) {
   AGENTKV_RETURN_IF_ERROR(ReadRequiredString(o, "reason", "", &reason));
   AGENTKV_ASSIGN_OR_RETURN(d.reason, ParseAdmissionReason(reason));
   AGENTKV_RETURN_IF_ERROR(ReadRequiredString(o, "ticket", "ticket_id", &d.ticket));
-  if (protocol::FindNonNull(o, "reservation_tokens") == nullptr) {
-    return Missing("reservation_tokens");
-  }
+  AGENTKV_RETURN_IF_ERROR(protocol::FindRequired(o, "reservation_tokens").status());
   AGENTKV_RETURN_IF_ERROR(
       protocol::ReadInt64(o, "reservation_tokens", "reservation_tokens", &d.reservation_tokens));
   AGENTKV_RETURN_IF_ERROR(CheckTokens("reservation_tokens", d.reservation_tokens));

@@ -4,7 +4,7 @@
 //   ticket is cancelled (a waiter resolves `cancelled`, a grant racing with it is released),
 //   an answered admit's lease is released.
 // - The ledger is written only through LocalAdmission; the poller reconciles once per poll.
-// - HttpStatusFor is the one place that maps a Status to an HTTP code.
+// - Every failed Status is answered through net::HttpStatusFor, the one Status-to-HTTP map.
 #include "agentkv/service/coordinator/coordinator_server.h"
 
 #include <cmath>
@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "agentkv/control/admission_metrics.h"
+#include "agentkv/net/http_status.h"
 #include "agentkv/net/router.h"
 #include "agentkv/protocol/endpoints.h"
 #include "agentkv/protocol/generate_response.h"
@@ -31,23 +32,9 @@ constexpr std::string_view kUnauthorizedMessage = "missing or invalid bearer tok
 constexpr const char* kEndpointNames[] = {"acquire",    "release", "cancel",
                                           "agentic_kv", "metrics", "health"};
 
-http::status HttpStatusFor(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kInvalidArgument:
-      return http::status::bad_request;
-    case StatusCode::kResourceExhausted:
-      return http::status::payload_too_large;
-    case StatusCode::kUnavailable:
-    case StatusCode::kFailedPrecondition:
-      return http::status::service_unavailable;
-    default:
-      return http::status::internal_server_error;
-  }
-}
-
 void ReplyStatus(const net::Request& request, net::ResponseWriter& writer, const Status& status) {
   writer.Reply(
-      net::MakeResponse(request, HttpStatusFor(status), protocol::ErrorBody(status.message())));
+      net::MakeResponse(request, net::HttpStatusFor(status.code()), protocol::ErrorBody(status.message())));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "agentkv/base/bounds.h"
 #include "agentkv/base/hash.h"
+#include "agentkv/net/http_status.h"
 #include "agentkv/net/router.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/protocol/prometheus.h"
@@ -20,19 +21,12 @@ namespace http = net::http;
 constexpr uint64_t kTextSeed = 0x74657874ULL;  // "text"
 constexpr double kPseudoLogprob = -0.125;
 
+// The HTTP status SGLang answers a failed request with: net::HttpStatusFor, except that
+// SGLang raises a duplicate rid as a ValueError ("Duplicate request ID detected"), which its
+// HTTP server answers 400 like every validation error (docs/EMULATORS.md).
 http::status StatusFor(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kAlreadyExists:
-      return http::status::bad_request;
-    case StatusCode::kResourceExhausted:
-      return http::status::payload_too_large;
-    case StatusCode::kFailedPrecondition:
-    case StatusCode::kUnavailable:
-      return http::status::service_unavailable;
-    default:
-      return http::status::internal_server_error;
-  }
+  if (status.code() == StatusCode::kAlreadyExists) return http::status::bad_request;
+  return net::HttpStatusFor(status.code());
 }
 
 void ReplyError(const net::Request& request, net::ResponseWriter& writer, const Status& status) {

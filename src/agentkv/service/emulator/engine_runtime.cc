@@ -182,7 +182,7 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
                 CheckTokens("max_new_tokens", input.max_new_tokens).ok());
   const Clock::time_point arrival = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_) return FailedPreconditionError("the engine is shutting down");
+  if (stopping_) return UnavailableError("the engine is shutting down");
   if (active_rids_.contains(input.rid)) {
     return AlreadyExistsError("request id \"" + input.rid + "\" is already running");
   }

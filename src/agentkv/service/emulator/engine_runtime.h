@@ -206,7 +206,7 @@ class EngineRuntime {
   // tokenizer manager's length errors (ContextLimits::CheckTokenizer: "The input (N tokens) is
   // longer than the model's context length ...", "Requested token count exceeds the model's
   // maximum context length ..."); AlreadyExists for the rid of an active request;
-  // FailedPrecondition after Shutdown. On error no callback runs. An accepted input over
+  // Unavailable after Shutdown. On error no callback runs. An accepted input over
   // max_req_input_len finishes at once with abort_status_code 400.
   Status Submit(GenerateInput input, GenerateCallbacks callbacks);
 

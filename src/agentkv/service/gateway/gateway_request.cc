@@ -8,6 +8,7 @@
 
 #include "agentkv/base/bounds.h"
 #include "agentkv/control/reservation.h"
+#include "agentkv/net/http_status.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/protocol/json_splice.h"
 #include "agentkv/protocol/json_util.h"
@@ -339,20 +340,21 @@ int HttpStatusFor(GatewayError error) {
 }
 
 GatewayError ErrorFor(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kInvalidArgument:
+  // The gateway is a proxy: Unavailable comes from a call to the router or an engine, which
+  // makes it a bad gateway (502), not this server being unavailable. Every other code takes
+  // the shared Status-to-HTTP map.
+  if (status.code() == StatusCode::kUnavailable) return GatewayError::kUpstreamFailed;
+  switch (net::HttpStatusFor(status.code())) {
+    case net::http::status::bad_request:
       return GatewayError::kBadRequest;
-    case StatusCode::kResourceExhausted:
-      return GatewayError::kPayloadTooLarge;
-    case StatusCode::kNotFound:
+    case net::http::status::not_found:
       return GatewayError::kNotFound;
-    case StatusCode::kFailedPrecondition:
-    case StatusCode::kAlreadyExists:
+    case net::http::status::conflict:
       return GatewayError::kSessionClosing;
-    case StatusCode::kDeadlineExceeded:
+    case net::http::status::payload_too_large:
+      return GatewayError::kPayloadTooLarge;
+    case net::http::status::gateway_timeout:
       return GatewayError::kUpstreamTimeout;
-    case StatusCode::kUnavailable:
-      return GatewayError::kUpstreamFailed;
     default:
       return GatewayError::kInternal;
   }

@@ -178,10 +178,11 @@ enum class GatewayError : uint8_t {
 
 int HttpStatusFor(GatewayError error);
 
-// The error for a failed Status: InvalidArgument -> kBadRequest, ResourceExhausted ->
-// kPayloadTooLarge, NotFound -> kNotFound, FailedPrecondition / AlreadyExists ->
-// kSessionClosing, DeadlineExceeded -> kUpstreamTimeout, Unavailable -> kUpstreamFailed,
-// anything else -> kInternal.
+// The error for a failed Status, by the shared net::HttpStatusFor: InvalidArgument ->
+// kBadRequest, ResourceExhausted -> kPayloadTooLarge, NotFound -> kNotFound,
+// FailedPrecondition / AlreadyExists -> kSessionClosing (409), DeadlineExceeded ->
+// kUpstreamTimeout, anything else -> kInternal; except Unavailable -> kUpstreamFailed (502, not
+// 503: an unavailable upstream makes the gateway a bad gateway).
 GatewayError ErrorFor(const Status& status);
 
 }  // namespace agentkv::service

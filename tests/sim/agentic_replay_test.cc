@@ -1,6 +1,7 @@
-// Tests of the agentic replay: the merged timeline and its ties, a hand-computed scenario of two
-// conversations and one sub-agent through every arm, the idle bound, determinism, input
-// errors, and the lru arm against an independent reference on random traces.
+// Tests of the agentic replay (a view of the instant single cache): a hand-computed scenario of
+// two conversations and one sub-agent through every arm, the aliases against their canonical
+// spellings, the idle bound, determinism, input errors, and the lru arm against an independent
+// reference on random traces. The merged timeline is tested in instant_sources_test.cc.
 //
 // The reference shares no code with production (no KvCacheManager, no BlockKeyHasher, no
 // BuildAgenticSchedule): it merges the requests by sorting (time, conversation, sub-agent,
@@ -21,6 +22,7 @@
 #include <list>
 #include <map>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -65,111 +67,6 @@ WekaConversation Conversation(std::string source, std::vector<WekaRequest> reque
   return c;
 }
 
-// ---- Arms and ids -------------------------------------------------------------------------
-
-TEST(AgenticReplayTest, ArmNamesRoundTripInTableOrder) {
-  std::vector<std::string> names;
-  for (const AgenticArm arm : AllAgenticArms()) {
-    names.emplace_back(AgenticArmName(arm));
-    EXPECT_EQ(AgenticArmFromName(AgenticArmName(arm)), arm);
-  }
-  EXPECT_THAT(names, ElementsAre("lru", "per_conversation", "demote_p1", "demote_p20",
-                                 "session_release", "demote_p1+release"));
-  EXPECT_EQ(AgenticArmFromName("LRU"), std::nullopt);
-  EXPECT_EQ(AgenticArmFromName(""), std::nullopt);
-}
-
-TEST(AgenticReplayTest, ArmsSetOnlyTheirPolicyFields) {
-  kv::KvCacheOptions base;
-  base.device_blocks = 77;
-  base.max_num_turns = 3;
-  const auto options = [&](AgenticArm arm) { return AgenticArmCacheOptions(arm, base); };
-  using kv::BlockReusePolicy;
-  using kv::SessionCloseMode;
-
-  EXPECT_EQ(options(AgenticArm::kLru).block_reuse_policy, BlockReusePolicy::kDefault);
-  EXPECT_EQ(options(AgenticArm::kLru).finished_subagent_priority, std::nullopt);
-  EXPECT_EQ(options(AgenticArm::kPerConversation).block_reuse_policy,
-            BlockReusePolicy::kPerConversation);
-  EXPECT_EQ(options(AgenticArm::kPerConversation).finished_subagent_priority, std::nullopt);
-  EXPECT_EQ(options(AgenticArm::kDemoteP1).finished_subagent_priority, 1);
-  EXPECT_EQ(options(AgenticArm::kDemoteP20).finished_subagent_priority, 20);
-  EXPECT_EQ(options(AgenticArm::kDemoteP20).session_close_mode, SessionCloseMode::kDereference);
-  EXPECT_EQ(options(AgenticArm::kSessionRelease).block_reuse_policy, BlockReusePolicy::kDefault);
-  EXPECT_EQ(options(AgenticArm::kSessionRelease).session_close_mode, SessionCloseMode::kRelease);
-  EXPECT_EQ(options(AgenticArm::kDemoteP1Release).finished_subagent_priority, 1);
-  EXPECT_EQ(options(AgenticArm::kDemoteP1Release).session_close_mode, SessionCloseMode::kRelease);
-  for (const AgenticArm arm : AllAgenticArms()) {
-    EXPECT_EQ(options(arm).device_blocks, 77);
-    EXPECT_EQ(options(arm).max_num_turns, 3);
-    EXPECT_TRUE(options(arm).Validate().ok()) << AgenticArmName(arm);
-    EXPECT_EQ(AgenticArmClosesSessions(arm),
-              arm == AgenticArm::kSessionRelease || arm == AgenticArm::kDemoteP1Release);
-  }
-}
-
-TEST(AgenticReplayTest, ConversationIds) {
-  EXPECT_EQ(AgenticConversationId(0), ConversationId(1));
-  EXPECT_EQ(AgenticConversationId(4), ConversationId(5));
-  EXPECT_EQ(AgenticConversationId(0, 0), ConversationId(1001));
-  EXPECT_EQ(AgenticConversationId(2, 4), ConversationId(3005));
-  EXPECT_EQ(AgenticConversationId(998, 998), ConversationId(999'999));
-}
-
-// ---- The timeline -------------------------------------------------------------------------
-
-TEST(AgenticReplayTest, ScheduleMergesByTimeWithDeterministicTies) {
-  // Conversation 0 at 0 s: main at 0, 5, 10; sub-agent 0 spawned at 2 runs at 2 and 5 (a tie
-  // with the main agent); sub-agent 1 spawned at 5 runs at 5 (a tie with both).
-  // Conversation 1 at 10 s: main at 10 (a tie with conversation 0's third request).
-  const std::vector<WekaConversation> conversations = {
-      Conversation("a", {Request(0, {1}), Request(5, {1}), Request(10, {1})},
-                   {Subagent("s0", 2, {Request(0, {9}), Request(3, {9})}),
-                    Subagent("s1", 5, {Request(0, {9})})}),
-      Conversation("b", {Request(0, {1})}),
-  };
-  const std::vector<AgenticScheduleEntry> schedule =
-      BuildAgenticSchedule(conversations, TimeNs::Seconds(10));
-  const auto at = [](int64_t s, int32_t c, int32_t sub, int32_t r, bool last) {
-    return AgenticScheduleEntry{TimeNs::Seconds(static_cast<double>(s)), c, sub, r, last};
-  };
-  EXPECT_THAT(schedule,
-              ElementsAre(at(0, 0, -1, 0, false), at(2, 0, 0, 0, false), at(5, 0, -1, 1, false),
-                          at(5, 0, 0, 1, true), at(5, 0, 1, 0, true), at(10, 0, -1, 2, true),
-                          at(10, 1, -1, 0, true)));
-}
-
-TEST(AgenticReplayTest, ScheduleDoesNotDependOnFileOrderOfEqualTimes) {
-  // A main agent whose requests are listed out of time order still runs by time.
-  const std::vector<WekaConversation> conversations = {
-      Conversation("a", {Request(3, {1}), Request(1, {1})})};
-  const std::vector<AgenticScheduleEntry> schedule =
-      BuildAgenticSchedule(conversations, TimeNs::Seconds(60));
-  ASSERT_EQ(schedule.size(), 2u);
-  EXPECT_EQ(schedule[0].request, 1);
-  EXPECT_FALSE(schedule[0].last_of_conversation);
-  EXPECT_EQ(schedule[1].request, 0);
-  EXPECT_TRUE(schedule[1].last_of_conversation);
-}
-
-// Staggers times many conversations and times near the end of int64 saturate, keeping the
-// schedule in order instead of wrapping a late conversation to the front.
-TEST(AgenticReplayTest, ScheduleTimesSaturateAtTheEndOfTime) {
-  constexpr TimeNs kEnd(std::numeric_limits<int64_t>::max());
-  const int64_t q = kEnd.ns() / 3;
-  std::vector<WekaConversation> conversations(5, Conversation("a", {Request(0, {1})}));
-  conversations[1].requests[0].t = TimeNs(kEnd.ns() - 1);
-  conversations[2].subagents = {Subagent("s", 0, {Request(0, {9})})};
-  conversations[2].subagents[0].spawn = kEnd;
-  // Conversation k starts at k * q: 4q passes int64 and saturates.
-  const std::vector<AgenticScheduleEntry> schedule = BuildAgenticSchedule(conversations, TimeNs(q));
-  std::vector<std::pair<TimeNs, int32_t>> order;
-  for (const AgenticScheduleEntry& e : schedule) order.emplace_back(e.time, e.conversation);
-  EXPECT_THAT(order, ElementsAre(std::pair{TimeNs(0), 0}, std::pair{TimeNs(2 * q), 2},
-                                 std::pair{TimeNs(3 * q), 3}, std::pair{kEnd, 1},
-                                 std::pair{kEnd, 2}, std::pair{kEnd, 4}));
-}
-
 // ---- The hand scenario --------------------------------------------------------------------
 
 // Conversation 0 (main agent a, starts at 0 s): a0 at 0 s uses blocks [1 2]; its sub-agent c,
@@ -203,11 +100,11 @@ AgenticReplayOptions HandOptions() {
 constexpr int64_t kHandLookupBlocks = 2 + 3 + 3 + 5 + 4;
 constexpr int64_t kHandPromptTokens = kHandLookupBlocks * kBlockTokens + 5 * kPartialTokens;
 
-const AgenticArmResult& Arm(const AgenticReplayResult& r, AgenticArm arm) {
+const AgenticArmResult& Arm(const AgenticReplayResult& r, std::string_view arm) {
   for (const AgenticArmResult& a : r.arms) {
     if (a.arm == arm) return a;
   }
-  ADD_FAILURE() << "no arm " << AgenticArmName(arm);
+  ADD_FAILURE() << "no arm " << arm;
   return r.arms.front();
 }
 
@@ -219,7 +116,7 @@ TEST(AgenticReplayTest, HandScenarioHeader) {
   AgenticReplayOptions options = HandOptions();
   options.capacity_blocks.reset();
   options.capacity_fraction = 0.7;  // floor(0.7 * 12 unique blocks) = 8.
-  options.arms = {AgenticArm::kLru};
+  options.arms = {"lru"};
   StatusOr<AgenticReplayResult> r = RunAgenticReplay(HandScenario(), options);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->conversations, 2);
@@ -238,11 +135,11 @@ TEST(AgenticReplayTest, HandScenarioHeader) {
 
 TEST(AgenticReplayTest, HandScenarioLruIsExact) {
   AgenticReplayOptions options = HandOptions();
-  options.arms = {AgenticArm::kLru, AgenticArm::kPerConversation};
+  options.arms = {"lru", "per_conversation"};
   StatusOr<AgenticReplayResult> r = RunAgenticReplay(HandScenario(), options);
   ASSERT_TRUE(r.ok()) << r.status();
   for (const AgenticArmResult& a : r->arms) {
-    SCOPED_TRACE(AgenticArmName(a.arm));
+    SCOPED_TRACE(a.arm);
     EXPECT_EQ(a.stats.lookups, 5);
     EXPECT_EQ(a.stats.lookup_blocks, kHandLookupBlocks);
     EXPECT_EQ(Hits(a), 2);
@@ -254,7 +151,7 @@ TEST(AgenticReplayTest, HandScenarioLruIsExact) {
     EXPECT_EQ(a.stats.closed_sessions, 0);
     // Every session stays open: 2 main agents and 1 sub-agent.
     EXPECT_EQ(a.stats.open_sessions, 3);
-    EXPECT_EQ(a.uncached_change_vs_lru_percent, 0.0);
+    EXPECT_EQ(a.uncached_change_vs_baseline_percent, 0.0);
   }
 }
 
@@ -262,10 +159,10 @@ TEST(AgenticReplayTest, HandScenarioDemotionEvictsTheFinishedSubagentFirst) {
   AgenticReplayOptions options = HandOptions();
   StatusOr<AgenticReplayResult> r = RunAgenticReplay(HandScenario(), options);
   ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->arms.size(), AllAgenticArms().size());
-  const AgenticArmResult& lru = Arm(*r, AgenticArm::kLru);
-  for (const AgenticArm arm : {AgenticArm::kDemoteP1, AgenticArm::kDemoteP20}) {
-    SCOPED_TRACE(AgenticArmName(arm));
+  ASSERT_EQ(r->arms.size(), AgenticCurveArmNames().size());
+  const AgenticArmResult& lru = Arm(*r, "lru");
+  for (const std::string_view arm : {"demote_p1", "demote_p20"}) {
+    SCOPED_TRACE(arm);
     const AgenticArmResult& demote = Arm(*r, arm);
     EXPECT_EQ(demote.stats.demoted_children, 1);
     EXPECT_EQ(demote.stats.demoted_blocks, 3);
@@ -274,9 +171,9 @@ TEST(AgenticReplayTest, HandScenarioDemotionEvictsTheFinishedSubagentFirst) {
     EXPECT_EQ(demote.stats.uncached_tokens, kHandPromptTokens - 5 * kBlockTokens);
     EXPECT_LE(demote.stats.uncached_tokens, lru.stats.uncached_tokens);
     EXPECT_EQ(demote.stats.device_evictions, 4);
-    ASSERT_TRUE(demote.uncached_change_vs_lru_percent.has_value());
+    ASSERT_TRUE(demote.uncached_change_vs_baseline_percent.has_value());
     EXPECT_DOUBLE_EQ(
-        *demote.uncached_change_vs_lru_percent,
+        *demote.uncached_change_vs_baseline_percent,
         100.0 * (-3.0 * kBlockTokens) / static_cast<double>(kHandPromptTokens - 2 * kBlockTokens));
   }
 }
@@ -284,7 +181,7 @@ TEST(AgenticReplayTest, HandScenarioDemotionEvictsTheFinishedSubagentFirst) {
 TEST(AgenticReplayTest, HandScenarioSessionReleaseFreesEachConversationAtItsEnd) {
   StatusOr<AgenticReplayResult> r = RunAgenticReplay(HandScenario(), HandOptions());
   ASSERT_TRUE(r.ok()) << r.status();
-  const AgenticArmResult& release = Arm(*r, AgenticArm::kSessionRelease);
+  const AgenticArmResult& release = Arm(*r, "session_release");
   EXPECT_EQ(release.stats.closed_sessions, 3);
   EXPECT_EQ(release.stats.open_sessions, 0);
   EXPECT_EQ(release.stats.tokens_freed_by_close, (3 + 5 + 4) * kBlockTokens);
@@ -293,7 +190,7 @@ TEST(AgenticReplayTest, HandScenarioSessionReleaseFreesEachConversationAtItsEnd)
   EXPECT_EQ(release.stats.demoted_children, 0);
 
   // The close already freed the sub-agent's blocks, so the demotion finds none to demote.
-  const AgenticArmResult& both = Arm(*r, AgenticArm::kDemoteP1Release);
+  const AgenticArmResult& both = Arm(*r, "demote_p1+release");
   EXPECT_EQ(both.stats.closed_sessions, 3);
   EXPECT_EQ(both.stats.tokens_freed_by_close, (3 + 5 + 4) * kBlockTokens);
   EXPECT_EQ(both.stats.demoted_children, 1);
@@ -306,41 +203,76 @@ TEST(AgenticReplayTest, IdleBoundInStepsGatesDemotion) {
   // returns: below the bound of 32, so nothing is demoted and demote_p1 plays out as lru.
   AgenticReplayOptions options = HandOptions();
   options.step_interval = TimeNs::Millis(100);
-  options.arms = {AgenticArm::kLru, AgenticArm::kDemoteP1};
+  options.arms = {"lru", "demote_p1"};
   StatusOr<AgenticReplayResult> slow = RunAgenticReplay(HandScenario(), options);
   ASSERT_TRUE(slow.ok()) << slow.status();
   EXPECT_EQ(slow->steps, 70);
-  EXPECT_EQ(Arm(*slow, AgenticArm::kDemoteP1).stats.demoted_children, 0);
-  EXPECT_EQ(Hits(Arm(*slow, AgenticArm::kDemoteP1)), 2);
+  EXPECT_EQ(Arm(*slow, "demote_p1").stats.demoted_children, 0);
+  EXPECT_EQ(Hits(Arm(*slow, "demote_p1")), 2);
 
   options.min_idle_steps = 30;  // Exactly the idle time: now eligible.
   StatusOr<AgenticReplayResult> eligible = RunAgenticReplay(HandScenario(), options);
   ASSERT_TRUE(eligible.ok()) << eligible.status();
-  EXPECT_EQ(Arm(*eligible, AgenticArm::kDemoteP1).stats.demoted_blocks, 3);
-  EXPECT_EQ(Hits(Arm(*eligible, AgenticArm::kDemoteP1)), 5);
+  EXPECT_EQ(Arm(*eligible, "demote_p1").stats.demoted_blocks, 3);
+  EXPECT_EQ(Hits(Arm(*eligible, "demote_p1")), 5);
 }
 
 TEST(AgenticReplayTest, ProgressReportsEachArmInOrder) {
   AgenticReplayOptions options = HandOptions();
-  options.arms = {AgenticArm::kDemoteP20, AgenticArm::kLru};
-  std::vector<std::pair<size_t, AgenticArm>> seen;
+  options.arms = {"demote_p20", "lru"};
+  std::vector<std::pair<size_t, std::string>> seen;
   options.on_arm_done = [&](size_t index, const AgenticArmResult& result) {
     seen.emplace_back(index, result.arm);
-    EXPECT_FALSE(result.uncached_change_vs_lru_percent.has_value());
+    EXPECT_FALSE(result.uncached_change_vs_baseline_percent.has_value());
   };
   StatusOr<AgenticReplayResult> r = RunAgenticReplay(HandScenario(), options);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_THAT(seen, ElementsAre(std::pair<size_t, AgenticArm>{0, AgenticArm::kDemoteP20},
-                                std::pair<size_t, AgenticArm>{1, AgenticArm::kLru}));
+  EXPECT_THAT(seen, ElementsAre(std::pair<size_t, std::string>{0, "demote_p20"},
+                                std::pair<size_t, std::string>{1, "lru"}));
   // The change against lru is filled in for arms that ran before lru too.
-  ASSERT_TRUE(r->arms[0].uncached_change_vs_lru_percent.has_value());
-  EXPECT_LT(*r->arms[0].uncached_change_vs_lru_percent, 0.0);
+  ASSERT_TRUE(r->arms[0].uncached_change_vs_baseline_percent.has_value());
+  EXPECT_LT(*r->arms[0].uncached_change_vs_baseline_percent, 0.0);
 
-  options.arms = {AgenticArm::kDemoteP20};
+  options.arms = {"demote_p20"};
   options.on_arm_done = nullptr;
   StatusOr<AgenticReplayResult> without_lru = RunAgenticReplay(HandScenario(), options);
   ASSERT_TRUE(without_lru.ok()) << without_lru.status();
-  EXPECT_FALSE(without_lru->arms[0].uncached_change_vs_lru_percent.has_value());
+  EXPECT_FALSE(without_lru->arms[0].uncached_change_vs_baseline_percent.has_value());
+}
+
+TEST(AgenticReplayTest, AliasesReplayLikeTheirCanonicalSpellings) {
+  AgenticReplayOptions canonical = HandOptions();
+  canonical.arms = {"baseline",
+                    "+per-conversation",
+                    "+subagent-demotion=1",
+                    "+subagent-demotion=20",
+                    "+lifecycle",
+                    "+subagent-demotion=1+lifecycle"};
+  StatusOr<AgenticReplayResult> by_alias = RunAgenticReplay(HandScenario(), HandOptions());
+  StatusOr<AgenticReplayResult> by_grammar = RunAgenticReplay(HandScenario(), canonical);
+  ASSERT_TRUE(by_alias.ok()) << by_alias.status();
+  ASSERT_TRUE(by_grammar.ok()) << by_grammar.status();
+  ASSERT_EQ(by_alias->arms.size(), by_grammar->arms.size());
+  for (size_t i = 0; i < by_alias->arms.size(); ++i) {
+    SCOPED_TRACE(by_alias->arms[i].arm);
+    EXPECT_EQ(by_grammar->arms[i].arm, canonical.arms[i]);
+    EXPECT_EQ(by_alias->arms[i].stats, by_grammar->arms[i].stats);
+    EXPECT_EQ(by_alias->arms[i].uncached_change_vs_baseline_percent,
+              by_grammar->arms[i].uncached_change_vs_baseline_percent);
+  }
+}
+
+TEST(AgenticReplayTest, ArmsComposeBeyondTheAliases) {
+  // Demotion at priority 20 with session release: what demote_p1+release does, at 20.
+  AgenticReplayOptions options = HandOptions();
+  options.arms = {"demote_p1+release", "+subagent-demotion=20+lifecycle"};
+  StatusOr<AgenticReplayResult> r = RunAgenticReplay(HandScenario(), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->arms[1].stats.closed_sessions, 3);
+  EXPECT_EQ(r->arms[1].stats.demoted_children, 1);
+  EXPECT_EQ(r->arms[0].stats, r->arms[1].stats);
+  // Without a plain baseline arm, there is no change column.
+  EXPECT_FALSE(r->arms[0].uncached_change_vs_baseline_percent.has_value());
 }
 
 // ---- Errors -------------------------------------------------------------------------------
@@ -364,7 +296,7 @@ TEST(AgenticReplayTest, InvalidOptionsNameTheOption) {
               o.capacity_blocks.reset();
               o.capacity_fraction = 0;
             }),
-            "capacity_fraction must be in (0, 1], got 0");
+            "capacity_fractions[0] must be in (0, 1], got 0");
   EXPECT_THAT(error([](AgenticReplayOptions& o) { o.capacity_blocks = 0; }),
               HasSubstr("capacity_blocks must be in [1, "));
   EXPECT_THAT(error([](AgenticReplayOptions& o) { o.host_blocks = -1; }),
@@ -379,9 +311,15 @@ TEST(AgenticReplayTest, InvalidOptionsNameTheOption) {
               HasSubstr("min_idle_steps must be in"));
   EXPECT_EQ(error([](AgenticReplayOptions& o) { o.arms.clear(); }), "arms must not be empty");
   EXPECT_EQ(error([](AgenticReplayOptions& o) {
-              o.arms = {AgenticArm::kLru, AgenticArm::kDemoteP1, AgenticArm::kLru};
+              o.arms = {"lru", "demote_p1", "lru"};
             }),
-            "arms lists lru twice");
+            "arm \"lru\" is named twice");
+  EXPECT_THAT(error([](AgenticReplayOptions& o) {
+                o.arms = {"lru", "+admission"};
+              }),
+              HasSubstr("arm \"+admission\": admission needs the simulated fleet"));
+  EXPECT_THAT(error([](AgenticReplayOptions& o) { o.arms = {"fifo"}; }),
+              HasSubstr("unknown arm \"fifo\""));
 }
 
 TEST(AgenticReplayTest, InputsThatCannotShareOneCacheAreErrors) {
@@ -415,7 +353,7 @@ TEST(AgenticReplayTest, TwoRunsAreIdentical) {
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_EQ(a->arms.size(), b->arms.size());
   for (size_t i = 0; i < a->arms.size(); ++i) {
-    EXPECT_EQ(a->arms[i].stats, b->arms[i].stats) << AgenticArmName(a->arms[i].arm);
+    EXPECT_EQ(a->arms[i].stats, b->arms[i].stats) << a->arms[i].arm;
   }
 }
 
@@ -438,7 +376,7 @@ TEST(AgenticReplayTest, PublicSubagentTracesReplayDeterministically) {
   EXPECT_EQ(a->requests, 9 + 44 + 20 + 12);
   for (size_t i = 0; i < a->arms.size(); ++i) {
     const AgenticArmResult& arm = a->arms[i];
-    SCOPED_TRACE(AgenticArmName(arm.arm));
+    SCOPED_TRACE(arm.arm);
     EXPECT_EQ(arm.stats, b->arms[i].stats);
     EXPECT_EQ(arm.stats.lookups, a->requests);
     EXPECT_GT(arm.hit_ratio, 0.5);
@@ -591,7 +529,7 @@ TEST(AgenticReplayTest, LruArmMatchesTheReferenceOnRandomTraces) {
     AgenticReplayOptions options;
     options.capacity_blocks = capacity;
     options.stagger = stagger;
-    options.arms = {AgenticArm::kLru};
+    options.arms = {"lru"};
     StatusOr<AgenticReplayResult> r = RunAgenticReplay(conversations, options);
     ASSERT_TRUE(r.ok()) << r.status();
     const kv::KvCacheStats& s = r->arms[0].stats;

@@ -1,12 +1,15 @@
-// Tests of the replay arm grammar: the default arms' flags, feature combinations, the errors
-// (with the valid spellings in the message) and the per-arm descriptions.
+// Tests of the replay arm grammar: the default arms' flags, feature combinations, the
+// agentic-curve aliases, demotion priorities, the errors (with the valid spellings in the
+// message), the per-arm descriptions and the cache policy of an arm.
 #include "agentkv/sim/replay_arms.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace agentkv::sim {
@@ -122,7 +125,8 @@ TEST(ReplayArmsTest, UnknownFeatureNamesItAndTheValidFeatures) {
   const std::string message = ErrorOf("+lifecycel");
   EXPECT_NE(message.find("arm \"+lifecycel\""), std::string::npos) << message;
   EXPECT_NE(message.find("unknown feature \"lifecycel\""), std::string::npos) << message;
-  EXPECT_NE(message.find("lifecycle, admission, subagent-demotion, host-tier, continuum-ttl"),
+  EXPECT_NE(message.find("lifecycle, admission, subagent-demotion[=P], per-conversation, "
+                         "host-tier, continuum-ttl"),
             std::string::npos)
       << message;
   // Bases that are not features, and empty features.
@@ -158,6 +162,126 @@ TEST(ReplayArmsTest, DescriptionsDifferPerArm) {
   const std::string both = ParseOrDie("+lifecycle+host-tier").Description();
   EXPECT_EQ(both,
             ParseOrDie("+lifecycle").Description() + ", " + ParseOrDie("+host-tier").Description());
+}
+
+TEST(ReplayArmsTest, AgenticCurveNamesAreAliasesOfTheGrammar) {
+  EXPECT_THAT(AgenticCurveArmNames(),
+              ::testing::ElementsAre("lru", "per_conversation", "demote_p1", "demote_p20",
+                                     "session_release", "demote_p1+release"));
+  const std::vector<std::pair<std::string_view, std::string_view>> aliases = {
+      {"lru", "baseline"},
+      {"per_conversation", "+per-conversation"},
+      {"demote_p1", "+subagent-demotion=1"},
+      {"demote_p20", "+subagent-demotion=20"},
+      {"session_release", "+lifecycle"},
+      {"demote_p1+release", "+subagent-demotion=1+lifecycle"},
+  };
+  for (const auto& [alias, canonical] : aliases) {
+    ArmSpec by_alias = ParseOrDie(alias);
+    EXPECT_EQ(by_alias.name, alias);
+    by_alias.name = std::string(canonical);
+    EXPECT_EQ(by_alias, ParseOrDie(canonical)) << alias;
+  }
+  EXPECT_TRUE(ParseOrDie("lru").IsBaseline());
+  EXPECT_TRUE(ParseOrDie("baseline").IsBaseline());
+  EXPECT_FALSE(ParseOrDie("per_conversation").IsBaseline());
+  EXPECT_FALSE(ParseOrDie("infinite-cache").IsBaseline());
+  // An alias is a whole name: it is neither a base nor case-insensitive.
+  EXPECT_NE(ErrorOf("lru+host-tier").find("unknown arm \"lru\""), std::string::npos);
+  ErrorOf("LRU");
+  ErrorOf("+demote_p1");
+}
+
+TEST(ReplayArmsTest, PerConversationAndDemotionPriorities) {
+  const ArmSpec plain = ParseOrDie("+per-conversation");
+  EXPECT_TRUE(plain.per_conversation);
+  EXPECT_FALSE(plain.subagent_demotion);
+  EXPECT_EQ(ParseOrDie("+subagent-demotion").demotion_priority, std::nullopt);
+  EXPECT_EQ(ParseOrDie("+subagent-demotion=0").demotion_priority, 0);
+  // `all` already demotes (at the run's priority).
+  EXPECT_NE(ErrorOf("all+subagent-demotion=20").find("twice"), std::string::npos);
+  for (std::string_view bad :
+       {"+subagent-demotion=", "+subagent-demotion=101", "+subagent-demotion=-1",
+        "+subagent-demotion=1x", "+subagent-demotion=p1"}) {
+    const std::string message = ErrorOf(bad);
+    EXPECT_NE(message.find("priority must be an integer in [0, 100]"), std::string::npos)
+        << bad << ": " << message;
+  }
+  EXPECT_NE(ErrorOf("+subagent-demotion=1+subagent-demotion=20").find("twice"), std::string::npos);
+  EXPECT_NE(ErrorOf("+per-conversation+per-conversation").find("twice"), std::string::npos);
+  EXPECT_NE(ErrorOf("+subagent-demotion20").find("unknown feature"), std::string::npos);
+  EXPECT_EQ(ParseOrDie("+subagent-demotion=20").Description(),
+            "finished sub-agent demotion to priority 20");
+  EXPECT_EQ(plain.Description(), "per-conversation retention");
+}
+
+TEST(ReplayArmsTest, ParseArmsKeepsTheOrderAndRefusesRepeats) {
+  StatusOr<std::vector<ArmSpec>> arms = ParseArms({"lru", "all", "baseline"});
+  ASSERT_TRUE(arms.ok()) << arms.status();
+  ASSERT_EQ(arms->size(), 3u);
+  EXPECT_EQ((*arms)[0].name, "lru");
+  EXPECT_EQ((*arms)[1], ParseOrDie("all"));
+  EXPECT_EQ(ParseArms({}).status().message(), "arms must not be empty");
+  EXPECT_EQ(ParseArms({"lru", "all", "lru"}).status().message(), "arm \"lru\" is named twice");
+  EXPECT_NE(ParseArms({"lru", "+bogus"}).status().message().find("unknown feature"),
+            std::string::npos);
+}
+
+TEST(ReplayArmsTest, ForEachArmRunsInOrderAndNamesTheFailingArm) {
+  std::vector<std::string> seen;
+  StatusOr<std::vector<size_t>> ran =
+      ForEachArm<size_t>(std::vector<std::string>{"baseline", "+lifecycle"},
+                         [&](size_t i, const ArmSpec& arm) -> StatusOr<size_t> {
+                           seen.push_back(arm.name);
+                           return i * 10;
+                         });
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_THAT(*ran, ::testing::ElementsAre(0u, 10u));
+  EXPECT_THAT(seen, ::testing::ElementsAre("baseline", "+lifecycle"));
+
+  seen.clear();
+  StatusOr<std::vector<size_t>> failed =
+      ForEachArm<size_t>(std::vector<std::string>{"baseline", "+lifecycle", "all"},
+                         [&](size_t i, const ArmSpec& arm) -> StatusOr<size_t> {
+                           seen.push_back(arm.name);
+                           if (i == 1) return InternalError("boom");
+                           return i;
+                         });
+  EXPECT_EQ(failed.status().code(), StatusCode::kInternal);
+  EXPECT_EQ(failed.status().message(), "arm +lifecycle: boom");
+  EXPECT_THAT(seen, ::testing::ElementsAre("baseline", "+lifecycle")) << "stops at the failure";
+  EXPECT_EQ(ForEachArm<size_t>(std::vector<std::string>{},
+                               [](size_t i, const ArmSpec&) -> StatusOr<size_t> { return i; })
+                .status()
+                .message(),
+            "arms must not be empty");
+}
+
+TEST(ReplayArmsTest, ArmCachePolicySetsOnlyThePolicyFields) {
+  kv::KvCacheOptions base;
+  base.device_blocks = 77;
+  base.max_num_turns = 3;
+  base.session_close_mode = kv::SessionCloseMode::kRelease;
+  const auto policy = [&](std::string_view arm) {
+    return ArmCachePolicy(ParseOrDie(arm), base, 7);
+  };
+  using kv::BlockReusePolicy;
+  EXPECT_EQ(policy("baseline").block_reuse_policy, BlockReusePolicy::kDefault);
+  EXPECT_EQ(policy("baseline").finished_subagent_priority, std::nullopt);
+  EXPECT_EQ(policy("+lifecycle").block_reuse_policy, BlockReusePolicy::kDefault);
+  EXPECT_EQ(policy("per_conversation").block_reuse_policy, BlockReusePolicy::kPerConversation);
+  EXPECT_EQ(policy("per_conversation").finished_subagent_priority, std::nullopt);
+  EXPECT_EQ(policy("+subagent-demotion").block_reuse_policy, BlockReusePolicy::kPerConversation);
+  EXPECT_EQ(policy("+subagent-demotion").finished_subagent_priority, 7);
+  EXPECT_EQ(policy("demote_p1").finished_subagent_priority, 1);
+  EXPECT_EQ(policy("demote_p20").finished_subagent_priority, 20);
+  EXPECT_EQ(policy("all").finished_subagent_priority, 7);
+  for (const std::string& name : AgenticCurveArmNames()) {
+    const kv::KvCacheOptions options = policy(name);
+    EXPECT_EQ(options.device_blocks, 77) << name;
+    EXPECT_EQ(options.max_num_turns, 3) << name;
+    EXPECT_EQ(options.session_close_mode, kv::SessionCloseMode::kRelease) << name;
+  }
 }
 
 }  // namespace

@@ -117,5 +117,24 @@ TEST_F(AgenticCurveCliTest, PrintsOneRowPerArm) {
   EXPECT_THAT(quiet.out, HasSubstr("demote_p1+release"));
 }
 
+// Any arm of the replay grammar that needs no fleet runs; the aliases are its names.
+TEST_F(AgenticCurveCliTest, AcceptsTheReplayArmGrammar) {
+  const std::string a = WriteTrace("a.json", kTraceA);
+  const std::string b = WriteTrace("b.json", kTraceB);
+  const std::string traces = "agentic-curve --quiet --traces '" + a + "' '" + b +
+                             "' --capacity-blocks 8 --stagger-s 1 --arms ";
+  const RunResult r = Run(traces + "baseline,+subagent-demotion=1,+subagent-demotion=20+lifecycle");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // demote_p1's numbers under its canonical name, against baseline as against lru; the arm
+  // column widens for the long name.
+  EXPECT_THAT(r.out, ContainsRegex("\nbaseline +0\\.1176 +1010 +\\+0\\.00 +7 "));
+  EXPECT_THAT(r.out, ContainsRegex("\n\\+subagent-demotion=1 +0\\.2941 +818 +-19\\.01 +4 "));
+  EXPECT_THAT(r.out, ContainsRegex("\n\\+subagent-demotion=20\\+lifecycle +0\\.2941 "));
+
+  const RunResult fleet = Run(traces + "lru,+admission");
+  EXPECT_EQ(fleet.exit_code, 2);
+  EXPECT_THAT(fleet.err, HasSubstr("arm \"+admission\": admission needs the simulated fleet"));
+}
+
 }  // namespace
 }  // namespace agentkv

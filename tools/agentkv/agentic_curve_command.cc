@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "agentkv/sim/agentic_replay.h"
+#include "agentkv/sim/replay_arms.h"
 #include "agentkv/sim/weka_trace.h"
 #include "tools/agentkv/cli_support.h"
 
@@ -50,12 +51,16 @@ Arms (each a fresh cache of the same capacity; --arms picks some, in the order g
                      sub-agent's session is closed after its last request, freeing the
                      blocks only it used
   demote_p1+release  demote_p1 and session_release together
+These names are aliases in the arm grammar of `agentkv replay --arms`: lru is baseline,
+per_conversation is +per-conversation, demote_pN is +subagent-demotion=N, session_release
+is +lifecycle. Any arm of that grammar that needs no fleet runs here too, for example
+infinite-cache or +subagent-demotion=20+lifecycle.
 
 Output: two header lines (traces, requests, unique blocks, capacity, timeline), then one row
 per arm:
   hit_ratio          prompt blocks found cached (device, or host and onboarded) / looked up
   uncached_tokens    prompt tokens no tier supplied (to be computed)
-  vs_lru%            change of uncached_tokens against the lru arm (- without an lru arm)
+  vs_lru%            change of uncached_tokens against the lru (or baseline) arm; - without one
   evictions          blocks evicted from the device to make room
   demoted_blocks     blocks that got the finished-sub-agent priority
   demoted            sub-agents demoted; restored: demoted sub-agents that came back
@@ -68,28 +73,29 @@ stderr); 1 internal error.)";
 
 std::string ArmNames() {
   std::string names;
-  for (const sim::AgenticArm arm : sim::AllAgenticArms()) {
+  for (const std::string& arm : sim::AgenticCurveArmNames()) {
     if (!names.empty()) names += ", ";
-    names += sim::AgenticArmName(arm);
+    names += arm;
   }
   return names;
 }
 
-StatusOr<std::vector<sim::AgenticArm>> ParseArms(const std::vector<std::string>& names) {
-  if (names.empty()) {
-    return std::vector<sim::AgenticArm>(sim::AllAgenticArms().begin(), sim::AllAgenticArms().end());
-  }
-  std::vector<sim::AgenticArm> arms;
+// Any arm of the replay grammar (replay_arms.h) is accepted; agentic-curve's own names are
+// its aliases.
+StatusOr<std::vector<std::string>> ParseArms(const std::vector<std::string>& names) {
+  if (names.empty()) return sim::AgenticCurveArmNames();
+  std::vector<std::string> arms;
   for (const std::string& name : names) {
-    const std::optional<sim::AgenticArm> arm = sim::AgenticArmFromName(name);
-    if (!arm.has_value()) {
+    if (!sim::ParseArm(name).ok()) {
       return InvalidArgumentError(
-          fmt::format("--arms: unknown arm \"{}\" (arms: {})", name, ArmNames()));
+          fmt::format("--arms: unknown arm \"{}\" (arms: {}, or an arm of agentkv replay such as "
+                      "+subagent-demotion=20+lifecycle)",
+                      name, ArmNames()));
     }
-    if (std::find(arms.begin(), arms.end(), *arm) != arms.end()) {
+    if (std::find(arms.begin(), arms.end(), name) != arms.end()) {
       return InvalidArgumentError(fmt::format("--arms: arm \"{}\" is listed twice", name));
     }
-    arms.push_back(*arm);
+    arms.push_back(name);
   }
   return arms;
 }
@@ -111,14 +117,17 @@ void PrintTable(const sim::AgenticReplayResult& r, TimeNs stagger, TimeNs step) 
       "ms: {} steps over {:.1f} s\n",
       r.device_blocks, fraction * 100.0, r.host_blocks, stagger.seconds(), step.seconds() * 1e3,
       r.steps, r.span.seconds());
-  fmt::print("{:<17}  {:>9}  {:>15}  {:>8}  {:>10}  {:>14}  {:>7}  {:>8}  {:>15}  {:>18}\n", "arm",
-             "hit_ratio", "uncached_tokens", "vs_lru%", "evictions", "demoted_blocks", "demoted",
-             "restored", "retention_drops", "close_freed_tokens");
+  // The arm column fits the longest name, and is never narrower than agentic-curve's own names.
+  size_t width = 17;
+  for (const sim::AgenticArmResult& a : r.arms) width = std::max(width, a.arm.size());
+  fmt::print("{:<{}}  {:>9}  {:>15}  {:>8}  {:>10}  {:>14}  {:>7}  {:>8}  {:>15}  {:>18}\n", "arm",
+             width, "hit_ratio", "uncached_tokens", "vs_lru%", "evictions", "demoted_blocks",
+             "demoted", "restored", "retention_drops", "close_freed_tokens");
   for (const sim::AgenticArmResult& a : r.arms) {
     const kv::KvCacheStats& s = a.stats;
-    fmt::print("{:<17}  {:>9.4f}  {:>15}  {:>8}  {:>10}  {:>14}  {:>7}  {:>8}  {:>15}  {:>18}\n",
-               sim::AgenticArmName(a.arm), a.hit_ratio, s.uncached_tokens,
-               Percent(a.uncached_change_vs_lru_percent), s.device_evictions, s.demoted_blocks,
+    fmt::print("{:<{}}  {:>9.4f}  {:>15}  {:>8}  {:>10}  {:>14}  {:>7}  {:>8}  {:>15}  {:>18}\n",
+               a.arm, width, a.hit_ratio, s.uncached_tokens,
+               Percent(a.uncached_change_vs_baseline_percent), s.device_evictions, s.demoted_blocks,
                s.demoted_children, s.restored_children, s.retention_dropped_blocks,
                s.tokens_freed_by_close);
   }
@@ -186,7 +195,7 @@ int AgenticCurveCommand::Run() const {
     if (s.ok()) s = CheckFlagRange("--min-idle-steps", min_idle_steps_, 0, kMaxMinIdleSteps);
     if (!s.ok()) return ReportError(kName, s);
   }
-  StatusOr<std::vector<sim::AgenticArm>> arms = ParseArms(arms_);
+  StatusOr<std::vector<std::string>> arms = ParseArms(arms_);
   if (!arms.ok()) return ReportError(kName, arms.status());
 
   if (has_capacity) {
@@ -222,8 +231,7 @@ int AgenticCurveCommand::Run() const {
                    conversations->size(), requests, read_s);
       }
       fmt::print(stderr, "agentkv {}: arm {}/{} {} replayed ({} requests) in {:.2f} s\n", kName,
-                 index + 1, options.arms.size(), sim::AgenticArmName(result.arm), requests,
-                 elapsed());
+                 index + 1, options.arms.size(), result.arm, requests, elapsed());
     };
   }
   StatusOr<sim::AgenticReplayResult> result = sim::RunAgenticReplay(*conversations, options);

@@ -17,6 +17,7 @@
 #include "agentkv/sim/agentic_workload.h"
 #include "agentkv/sim/bailian_trace.h"
 #include "agentkv/sim/mooncake_trace.h"
+#include "agentkv/sim/open_loop_trace.h"
 #include "agentkv/report/replay_report.h"
 #include "agentkv/sim/synthetic_agentic.h"
 #include "agentkv/sim/weka_trace.h"
@@ -68,6 +69,8 @@ Arms (--arms, comma-separated; default: all eight):
   continuum-ttl       pin a session's KV for --continuum-ttl-s after a tool-call turn
   infinite-cache      enough device KV for the whole workload (the upper bound)
   Features combine: "baseline+host-tier", "+lifecycle+admission", "all+continuum-ttl".
+  Also +per-conversation (retention alone) and +subagent-demotion=P (priority P); the
+  agentic-curve names (lru, per_conversation, demote_p1, ...) are aliases.
 
 Output:
   stdout   the arm table, with each arm's change against baseline in parentheses
@@ -166,21 +169,6 @@ class ProgressLine {
   std::chrono::steady_clock::time_point last_;
   bool shown_ = false;
 };
-
-std::vector<sim::OpenLoopRequest> OpenLoopFromMooncake(
-    const std::vector<sim::MooncakeRequest>& trace) {
-  std::vector<sim::OpenLoopRequest> requests;
-  requests.reserve(trace.size());
-  for (const sim::MooncakeRequest& r : trace) {
-    sim::OpenLoopRequest request;
-    request.arrival = r.timestamp;
-    request.hash_ids = r.hash_ids;
-    request.prompt_tokens = r.input_length;
-    request.output_tokens = r.output_length;
-    requests.push_back(std::move(request));
-  }
-  return requests;
-}
 
 }  // namespace
 
@@ -416,7 +404,7 @@ int ReplayCommand::Run() const {
       if (!part.ok()) return ReportError(kName, part.status());
       all.insert(all.end(), part->begin(), part->end());
     }
-    open_loop = OpenLoopFromMooncake(all);
+    open_loop = sim::OpenLoopFromMooncake(all);
     description = fmt::format("mooncake: {} requests, open loop", all.size());
   }
 

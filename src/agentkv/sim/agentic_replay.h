@@ -1,104 +1,35 @@
-// Agentic replay: what the agentic KV policies of kv::KvCacheManager buy on WEKA traces.
-//
-// Several WEKA conversations (weka_trace.h) share ONE cache, as they would share one engine:
-// conversation k (file order) starts at k * stagger, and the requests of every main agent and
-// sub-agent are merged into one timeline. Each request runs instantly (match, allocate,
-// commit, release) with its session and conversation ids and, for a sub-agent, its parent's
-// id as an authenticated hint; trace time drives the scheduler step counter, which is what the
-// sub-agent idle bound counts. Each arm replays the same timeline through a fresh cache of the
-// same capacity with one policy combination (LRU; per-conversation retention; finished-sub-agent
-// demotion at priority 1 or 20; session release on conversation end) and reports the cache's
-// own counters. The replay is the real block accounting of the engine; this file only drives
-// it, as cache_curve.h does for Mooncake traces. Pure function over its inputs (progress goes
-// through a callback); thread-safe.
+// Agentic replay (`agentkv agentic-curve`): what the agentic KV policies of kv::KvCacheManager
+// buy on WEKA traces. A view of the instant single cache (instant_replay.h): several WEKA
+// conversations share ONE cache, as they would share one engine; conversation k (file order)
+// starts at k * stagger and every main agent's and sub-agent's requests are merged into one
+// timeline (MergedTimeline of instant_sources.h); trace time drives the scheduler step counter,
+// which is what the sub-agent idle bound counts. Each arm (the one arm grammar of
+// replay_arms.h; agentic-curve's own names lru, per_conversation, demote_p1, demote_p20,
+// session_release and demote_p1+release are its aliases) replays the same timeline through a
+// fresh cache of the same capacity and reports the cache's own counters. This file only maps
+// its options onto the runner's and counts the workload. Pure function over its inputs
+// (progress goes through a callback); thread-safe.
 #ifndef AGENTKV_SIM_AGENTIC_REPLAY_H_
 #define AGENTKV_SIM_AGENTIC_REPLAY_H_
 
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <span>
-#include <string_view>
+#include <string>
 #include <vector>
 
 #include "agentkv/base/status.h"
-#include "agentkv/base/strong_id.h"
 #include "agentkv/base/time.h"
-#include "agentkv/kv/kv_cache_options.h"
-#include "agentkv/kv/kv_cache_stats.h"
+#include "agentkv/sim/instant_replay.h"
+#include "agentkv/sim/instant_sources.h"
+#include "agentkv/sim/replay_arms.h"
 #include "agentkv/sim/weka_trace.h"
 
 namespace agentkv::sim {
 
-// One policy combination. Every arm passes the same session, conversation and parent ids;
-// only the cache options and the closing of sessions differ.
-enum class AgenticArm : uint8_t {
-  // `lru`: block_reuse_policy default, sessions never closed (so one eviction class): LRU.
-  kLru,
-  // `per_conversation`: retention records per conversation (max_num_turns), no demotion.
-  kPerConversation,
-  // `demote_p1`, `demote_p20`: per_conversation plus finished_subagent_priority 1 or 20.
-  kDemoteP1,
-  kDemoteP20,
-  // `session_release`: policy default, session_close_mode release, and every main agent's and
-  // sub-agent's session is closed right after its last request.
-  kSessionRelease,
-  // `demote_p1+release`: demote_p1 plus session release on conversation end.
-  kDemoteP1Release,
-};
-
-// Every arm, in the order above (the default set and the table order).
-std::span<const AgenticArm> AllAgenticArms();
-// The arm's command-line name ("lru", ..., "demote_p1+release").
-std::string_view AgenticArmName(AgenticArm arm);
-// The arm named `name`, or nullopt.
-std::optional<AgenticArm> AgenticArmFromName(std::string_view name);
-// `base` with the arm's policy fields set (block_reuse_policy, finished_subagent_priority,
-// session_close_mode); every other field is kept.
-kv::KvCacheOptions AgenticArmCacheOptions(AgenticArm arm, const kv::KvCacheOptions& base);
-// Whether the arm closes each conversation's session after its last request.
-bool AgenticArmClosesSessions(AgenticArm arm);
-
-// Ids a replay gives conversation `index` (file order, 0-based): the main agent is index + 1;
-// sub-agent j (0-based, file order) is (index + 1) * 1000 + j + 1. Sessions use the same
-// numbers. Preconditions: index < kMaxAgenticConversations, j < kMaxSubagentsPerConversation.
-inline constexpr int64_t kMaxAgenticConversations = 999;
-inline constexpr int64_t kMaxSubagentsPerConversation = 999;
-ConversationId AgenticConversationId(int64_t index, int64_t subagent = -1);
-
-// One request of the merged timeline.
-struct AgenticScheduleEntry {
-  // When it runs: conversation * stagger + t (main agent) or + spawn + t (sub-agent).
-  TimeNs time;
-  // Index of the conversation in the replay's input.
-  int32_t conversation = 0;
-  // Index of the sub-agent in WekaConversation::subagents; -1 for the main agent.
-  int32_t subagent = -1;
-  // Index of the request in its main agent's or sub-agent's `requests`.
-  int32_t request = 0;
-  // Whether no later entry belongs to the same main agent or sub-agent.
-  bool last_of_conversation = false;
-
-  friend bool operator==(const AgenticScheduleEntry&, const AgenticScheduleEntry&) = default;
-};
-
-// The merged timeline of `conversations` started `stagger` apart: every request of every main
-// agent and sub-agent, ordered by (time, conversation, main agent before sub-agents, sub-agent
-// index, request index). Deterministic. Precondition: stagger >= 0.
-std::vector<AgenticScheduleEntry> BuildAgenticSchedule(
-    const std::vector<WekaConversation>& conversations, TimeNs stagger);
-
-// The outcome of one arm.
-struct AgenticArmResult {
-  AgenticArm arm = AgenticArm::kLru;
-  // The cache's counters and gauges after the last request (and its close).
-  kv::KvCacheStats stats;
-  // (matched_device_blocks + matched_host_blocks) / lookup_blocks; 0 without lookups.
-  double hit_ratio = 0;
-  // 100 * (uncached_tokens - lru's) / lru's, when the replay ran `lru` and lru's uncached
-  // tokens are positive; unset otherwise (and in the progress callback).
-  std::optional<double> uncached_change_vs_lru_percent;
-};
+// One arm's outcome: the instant point at the replay's one capacity. Its
+// uncached_change_vs_baseline_percent is the change against the lru (= baseline) arm.
+using AgenticArmResult = InstantPoint;
 
 struct AgenticReplayOptions {
   // Device capacity as a fraction of the unique blocks over all conversations (distinct
@@ -113,20 +44,21 @@ struct AgenticReplayOptions {
   int64_t host_blocks = 0;
   // Start offset between consecutive conversations. Default: 60 s. Range: [0, 1e6 s].
   TimeNs stagger = TimeNs::Seconds(60);
-  // Trace time per scheduler step: before each request the replay calls Step() until the
-  // step counter is floor(request time / step_interval), i.e. once per step_interval elapsed.
-  // With the default the idle bound of 32 steps is 0.8 s. Default: 25 ms. Range: [1 us, 1e6 s];
-  // the whole replay may take at most 2^30 steps.
+  // Trace time per scheduler step: before each request the cache advances to step
+  // floor(request time / step_interval), i.e. once per step_interval elapsed. With the default
+  // the idle bound of 32 steps is 0.8 s. Default: 25 ms. Range: [1 us, 1e6 s]; the whole replay
+  // may take at most 2^30 steps.
   TimeNs step_interval = TimeNs::Millis(25);
-  // block_reuse_config.max_num_turns of the per_conversation arms. Default: 1 (TensorRT-LLM's).
+  // block_reuse_config.max_num_turns of the per-conversation arms. Default: 1 (TensorRT-LLM's).
   // Range: [1, 2^20].
   int32_t max_num_turns = 1;
-  // finished_subagent_min_idle_iterations of the demote arms. Default: 32. Range: [0, 2^40].
+  // finished_subagent_min_idle_iterations of the demotion arms. Default: 32. Range: [0, 2^40].
   int64_t min_idle_steps = 32;
-  // Arms to run, in this order. Default: AllAgenticArms(). Range: non-empty, no duplicates.
-  std::vector<AgenticArm> arms{AllAgenticArms().begin(), AllAgenticArms().end()};
+  // Arms to run (replay_arms.h, aliases included), in this order. Default:
+  // AgenticCurveArmNames(). Range: non-empty, distinct, arms the instant single cache runs.
+  std::vector<std::string> arms = AgenticCurveArmNames();
   // Called on the caller's thread after each arm, with its index in `arms` and its result
-  // (uncached_change_vs_lru_percent unset). Default: none.
+  // (the change column unset). Default: none.
   std::function<void(size_t arm_index, const AgenticArmResult& result)> on_arm_done;
 
   // InvalidArgument naming the first option out of range and its value.
@@ -153,19 +85,12 @@ struct AgenticReplayResult {
   std::vector<AgenticArmResult> arms;
 };
 
-// Replays `conversations` (file order) once per arm of `options`. Keys are
-// KeysFromBlockIds(hash_ids, extra_key = conversation index + 1) at hash seed 0: hash ids are
-// local to a file, and a sub-agent shares its parent's namespace. Each request, at its turn in
-// BuildAgenticSchedule: advance the steps; AddRequest(keys, {prompt_tokens = in, session and
-// conversation = its id, parent hint = the main agent's id, authenticated}); Reserve(its blocks
-// * tokens_per_block); Commit(the keys after the match); Release; in the arms that close
-// sessions, CloseSession(its id) after the last request of its main agent or sub-agent.
-// CheckInvariants runs at the end of each arm.
-// InvalidArgument for invalid options, no conversations, more than kMaxAgenticConversations
-// conversations or kMaxSubagentsPerConversation sub-agents in one, files with different
-// block_size, a request longer than the device capacity (an engine could not run it), or a
-// timeline needing more than 2^30 steps; Internal if the cache refuses a call or breaks an
-// invariant, which would be a bug in it or here.
+// Replays `conversations` (file order, started `stagger` apart) once per arm of `options`
+// through RunInstantReplay: MergedTimeline of the conversations, one capacity, step_interval,
+// no truncation (a request longer than the device is refused: an engine could not run it).
+// InvalidArgument for invalid options, conversations MergedTimeline refuses, a request longer
+// than the device capacity, or a timeline needing more than 2^30 steps; Internal if the cache
+// refuses a call or breaks an invariant, which would be a bug in it or here.
 StatusOr<AgenticReplayResult> RunAgenticReplay(const std::vector<WekaConversation>& conversations,
                                                const AgenticReplayOptions& options);
 

@@ -1,12 +1,11 @@
-// Cache curve: block hit ratio of a Mooncake trace as a function of device capacity.
-//
-// Replays every request's `hash_ids`, one request at a time in file order, through a fresh
-// kv::KvCacheManager per capacity (host tier 0, so an evicted block is dropped, LRU at one
-// priority) and counts the leading blocks each request finds resident. Capacities are
-// fractions of the trace's unique blocks (distinct chained keys: a block is identified by its
-// whole prefix, not by its id alone) or one absolute block count. The replay is the same
-// block accounting the engine uses; this file only drives it and counts. Pure function over
-// its inputs (no printing: progress goes through a callback); thread-safe.
+// Cache curve (`agentkv cache-curve`): block hit ratio of a Mooncake trace as a function of
+// device capacity. A view of the instant single cache (instant_replay.h): the trace in file
+// order (OpenLoopFromMooncake, then OpenLoopInOrder of instant_sources.h), the `baseline` arm (LRU
+// at one priority, host tier 0, so an evicted block is dropped) at one point per capacity, long
+// requests truncated to the capacity. Capacities are fractions of the trace's unique blocks
+// (distinct chained keys: a block is identified by its whole prefix, not by its id alone) or one
+// absolute block count. This file only maps its options onto the runner's. Pure function over its
+// inputs (no printing: progress goes through a callback); thread-safe.
 #ifndef AGENTKV_SIM_CACHE_CURVE_H_
 #define AGENTKV_SIM_CACHE_CURVE_H_
 

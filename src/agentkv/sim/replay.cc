@@ -90,11 +90,9 @@ engine::EngineConfig ArmEngineConfig(const ReplayOptions& options, const ArmSpec
   if (!arm.host_tier) config.kv_pool.hicache_ratio = 0.0;
   config.cache.session_close_mode = options.session_close_mode;
   if (arm.subagent_demotion) {
-    config.cache.block_reuse_policy = kv::BlockReusePolicy::kPerConversation;
-    config.cache.finished_subagent_priority =
-        static_cast<kv::Priority>(options.finished_subagent_priority);
     config.cache.finished_subagent_min_idle_iterations = options.finished_subagent_min_idle_steps;
   }
+  config.cache = ArmCachePolicy(arm, config.cache, options.finished_subagent_priority);
   return config;
 }
 
@@ -284,20 +282,18 @@ StatusOr<ReplayResult> RunArms(
   ReplayResult result;
   result.setup = std::move(setup);
   const size_t num_arms = options.arms.size();
-  for (size_t i = 0; i < num_arms; ++i) {
-    AGENTKV_ASSIGN_OR_RETURN(ArmSpec arm, ParseArm(options.arms[i]));
-    std::function<void(double)> arm_progress;
-    if (progress) {
-      arm_progress = [&progress, i, num_arms, &arm](double fraction) {
-        progress(i, num_arms, arm.name, fraction);
-      };
-    }
-    StatusOr<ArmRun> run = run_arm(arm, arm_progress);
-    if (!run.ok()) {
-      return Status(run.status().code(), "arm " + arm.name + ": " + run.status().message());
-    }
-    result.arms.push_back(std::move(run->result));
-  }
+  AGENTKV_ASSIGN_OR_RETURN(
+      result.arms,
+      ForEachArm<ArmResult>(options.arms, [&](size_t i, const ArmSpec& arm) -> StatusOr<ArmResult> {
+        std::function<void(double)> arm_progress;
+        if (progress) {
+          arm_progress = [&progress, i, num_arms, &arm](double fraction) {
+            progress(i, num_arms, arm.name, fraction);
+          };
+        }
+        AGENTKV_ASSIGN_OR_RETURN(ArmRun run, run_arm(arm, arm_progress));
+        return std::move(run.result);
+      }));
   return result;
 }
 
@@ -305,13 +301,7 @@ StatusOr<ReplayResult> RunArms(
 
 Status ReplayOptions::Validate() const {
   if (arms.empty()) return InvalidArgumentError("ReplayOptions.arms is empty: name at least one arm");
-  std::set<std::string, std::less<>> seen;
-  for (const std::string& name : arms) {
-    AGENTKV_RETURN_IF_ERROR(ParseArm(name).status());
-    if (!seen.insert(name).second) {
-      return InvalidArgumentError("arm \"" + name + "\" is named twice");
-    }
-  }
+  AGENTKV_RETURN_IF_ERROR(ParseArms(arms).status());
   if (num_engines < 1 || num_engines > 1024) {
     return OutOfRange("num_engines", Str(num_engines), "[1, 1024]");
   }

@@ -11,6 +11,11 @@
 // once, every lease returned, the ledger at zero, the gateway drained, every engine's
 // scheduler and cache invariants) and summarized into an ArmResult.
 //
+// This is the simulated-fleet engine mode of the replay; the other, the instant single cache
+// behind cache-curve and agentic-curve, is instant_replay.h. Both read the same two workload
+// shapes (AgenticWorkload, OpenLoopRequest) and the same arm grammar (replay_arms.h), whose
+// cache policy both take from ArmCachePolicy.
+//
 // Deterministic: a pure function of the workload and the options. Single-threaded; progress
 // goes through a callback on the caller's thread.
 #ifndef AGENTKV_SIM_REPLAY_H_
@@ -32,6 +37,7 @@
 #include "agentkv/kv/kv_cache_stats.h"
 #include "agentkv/routing/router.h"
 #include "agentkv/sim/agentic_workload.h"
+#include "agentkv/sim/open_loop_trace.h"
 #include "agentkv/sim/replay_arms.h"
 #include "agentkv/sim/replay_result.h"
 
@@ -50,8 +56,8 @@ struct ReplayOptions {
   // Engines. Default: 2. Range: [1, 1024].
   int32_t num_engines = 2;
   // sgl-router policy. Default: consistent_hashing on the session id, which is how the agentkv
-  // gateway routes sessions (X-SMG-Routing-Key); with cache_aware, load-dependent routing makes small effects of an arm
-  // hard to tell from run-to-run variation (docs/RESULTS.md).
+  // gateway routes sessions (X-SMG-Routing-Key); with cache_aware, load-dependent routing makes
+  // small effects of an arm hard to tell from run-to-run variation (docs/RESULTS.md).
   routing::RouterPolicy router = routing::RouterPolicy::kConsistentHashing;
   // Every engine of the fleet: cost model presets and tensor parallelism (defaults:
   // llama-3.1-8b on h100, tp 1), the scheduler (SGLang --max-running-requests,
@@ -93,16 +99,6 @@ struct ReplayOptions {
   Status Validate() const;
 };
 
-// One open-loop request (a Mooncake line): arrives at `arrival` whatever the fleet does.
-struct OpenLoopRequest {
-  TimeNs arrival;
-  // Prompt block ids (one per full block), chained under one namespace.
-  std::vector<uint64_t> hash_ids;
-  // Each in [0, kMaxTokens] (base/bounds.h); else the replay is InvalidArgument.
-  int64_t prompt_tokens = 1;
-  int64_t output_tokens = 1;
-};
-
 // Progress of a replay: the arm running (0-based, of num_arms), its name, and the fraction
 // of its requests completed so far, in [0, 1].
 using ReplayProgress =
@@ -124,7 +120,8 @@ StatusOr<engine::KvPool> KvPoolPerEngine(const ReplayOptions& options, int32_t t
 // Runs one arm of an agentic workload. InvalidArgument for bad options or a workload the
 // driver refuses; Internal when a conservation check fails (a bug).
 StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOptions& options,
-                               const ArmSpec& arm, const std::function<void(double)>& progress = {});
+                               const ArmSpec& arm,
+                               const std::function<void(double)>& progress = {});
 
 // Runs one arm of an open-loop trace: request i arrives at its time as its own session and
 // conversation (ids i + 1); `tokens_per_block` is the trace's block size.

@@ -1,31 +1,100 @@
 #include "agentkv/sim/replay_arms.h"
 
+#include <array>
+#include <charconv>
+#include <set>
 #include <string>
+#include <utility>
 
 namespace agentkv::sim {
 namespace {
 
 constexpr std::string_view kValidFeatures =
-    "lifecycle, admission, subagent-demotion, host-tier, continuum-ttl";
+    "lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, continuum-ttl";
 constexpr std::string_view kValidBases = "baseline, all, continuum-ttl, infinite-cache";
+constexpr std::string_view kDemotion = "subagent-demotion";
+constexpr int32_t kMaxPriority = 100;
+
+// agentic-curve's names and their canonical spelling, in its table order.
+constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kAliases = {{
+    {"lru", "baseline"},
+    {"per_conversation", "+per-conversation"},
+    {"demote_p1", "+subagent-demotion=1"},
+    {"demote_p20", "+subagent-demotion=20"},
+    {"session_release", "+lifecycle"},
+    {"demote_p1+release", "+subagent-demotion=1+lifecycle"},
+}};
 
 Status BadArm(std::string_view name, const std::string& what) {
   return InvalidArgumentError("arm \"" + std::string(name) + "\": " + what);
 }
 
-// Sets the flag `feature` names; false for an unknown feature. `repeated` tells whether it was
-// already set.
-bool EnableFeature(std::string_view feature, ArmSpec& arm, bool& repeated) {
+// Sets the flag `feature` names. NotFound for an unknown feature (the caller words the error);
+// InvalidArgument (without the arm's name) for a feature named twice or a bad priority.
+Status EnableFeature(std::string_view feature, ArmSpec& arm) {
+  std::optional<int32_t> priority;
+  if (feature.substr(0, kDemotion.size()) == kDemotion && feature.size() > kDemotion.size() &&
+      feature[kDemotion.size()] == '=') {
+    const std::string_view value = feature.substr(kDemotion.size() + 1);
+    int32_t p = -1;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), p);
+    if (value.empty() || error != std::errc() || end != value.data() + value.size() || p < 0 ||
+        p > kMaxPriority) {
+      return InvalidArgumentError("sub-agent demotion priority must be an integer in [0, " +
+                                  std::to_string(kMaxPriority) + "], got \"" + std::string(value) +
+                                  "\"");
+    }
+    priority = p;
+    feature = kDemotion;
+  }
   bool* flag = nullptr;
   if (feature == "lifecycle") flag = &arm.session_lifecycle;
   if (feature == "admission") flag = &arm.program_admission;
-  if (feature == "subagent-demotion") flag = &arm.subagent_demotion;
+  if (feature == kDemotion) flag = &arm.subagent_demotion;
+  if (feature == "per-conversation") flag = &arm.per_conversation;
   if (feature == "host-tier") flag = &arm.host_tier;
   if (feature == "continuum-ttl") flag = &arm.continuum_ttl;
-  if (flag == nullptr) return false;
-  repeated = *flag;
+  if (flag == nullptr) return NotFoundError(std::string(feature));
+  if (*flag) {
+    return InvalidArgumentError("feature \"" + std::string(feature) + "\" named twice");
+  }
   *flag = true;
-  return true;
+  if (priority.has_value()) arm.demotion_priority = priority;
+  return Status::Ok();
+}
+
+StatusOr<ArmSpec> ParseCanonical(std::string_view name) {
+  ArmSpec arm;
+  arm.name = std::string(name);
+  const size_t plus = name.find('+');
+  const std::string_view base = name.substr(0, plus);
+  if (base == "all") {
+    arm.session_lifecycle = arm.program_admission = arm.subagent_demotion = arm.host_tier = true;
+  } else if (base == "continuum-ttl") {
+    arm.continuum_ttl = true;
+  } else if (base == "infinite-cache") {
+    arm.infinite_cache = true;
+  } else if (!base.empty() && base != "baseline") {
+    return BadArm(name, "unknown arm \"" + std::string(base) +
+                            "\" (valid: " + std::string(kValidBases) +
+                            ", or +features: " + std::string(kValidFeatures) + ")");
+  }
+  if (plus == std::string_view::npos) return arm;
+  std::string_view rest = name.substr(plus + 1);
+  while (true) {
+    const size_t next = rest.find('+');
+    const std::string_view feature = rest.substr(0, next);
+    if (Status s = EnableFeature(feature, arm); !s.ok()) {
+      if (s.code() == StatusCode::kNotFound) {
+        return BadArm(name, "unknown feature \"" + std::string(feature) +
+                                "\" (valid: " + std::string(kValidFeatures) + ")");
+      }
+      return BadArm(name, s.message());
+    }
+    if (next == std::string_view::npos) break;
+    rest = rest.substr(next + 1);
+  }
+  return arm;
 }
 
 }  // namespace
@@ -39,52 +108,78 @@ std::string ArmSpec::Description() const {
   if (infinite_cache) add("unbounded device KV (upper bound)");
   if (session_lifecycle) add("session close on every engine at session end");
   if (program_admission) add("program-aware admission (token ledger, global FIFO)");
-  if (subagent_demotion) add("finished sub-agent demotion");
+  if (per_conversation) add("per-conversation retention");
+  if (subagent_demotion) {
+    add(demotion_priority.has_value()
+            ? "finished sub-agent demotion to priority " + std::to_string(*demotion_priority)
+            : std::string("finished sub-agent demotion"));
+  }
   if (host_tier) add("host KV tier");
   if (continuum_ttl) add("TTL pin after tool-call turns (Continuum)");
   if (out.empty()) out = "SGLang default: prefix reuse, LRU, no lifecycle, no admission";
   return out;
 }
 
+bool ArmSpec::IsBaseline() const {
+  ArmSpec plain;
+  plain.name = name;
+  return *this == plain;
+}
+
 StatusOr<ArmSpec> ParseArm(std::string_view name) {
   if (name.empty()) return InvalidArgumentError("arm name is empty");
-  ArmSpec arm;
-  arm.name = std::string(name);
-  const size_t plus = name.find('+');
-  const std::string_view base = name.substr(0, plus);
-  if (base == "all") {
-    arm.session_lifecycle = arm.program_admission = arm.subagent_demotion = arm.host_tier = true;
-  } else if (base == "continuum-ttl") {
-    arm.continuum_ttl = true;
-  } else if (base == "infinite-cache") {
-    arm.infinite_cache = true;
-  } else if (!base.empty() && base != "baseline") {
-    return BadArm(name, "unknown arm \"" + std::string(base) + "\" (valid: " +
-                            std::string(kValidBases) + ", or +features: " +
-                            std::string(kValidFeatures) + ")");
+  for (const auto& [alias, canonical] : kAliases) {
+    if (name != alias) continue;
+    StatusOr<ArmSpec> arm = ParseCanonical(canonical);
+    AGENTKV_CHECK(arm.ok()) << arm.status();
+    arm->name = std::string(name);
+    return arm;
   }
-  if (plus == std::string_view::npos) return arm;
-  std::string_view rest = name.substr(plus + 1);
-  while (true) {
-    const size_t next = rest.find('+');
-    const std::string_view feature = rest.substr(0, next);
-    bool repeated = false;
-    if (!EnableFeature(feature, arm, repeated)) {
-      return BadArm(name, "unknown feature \"" + std::string(feature) + "\" (valid: " +
-                              std::string(kValidFeatures) + ")");
+  return ParseCanonical(name);
+}
+
+StatusOr<std::vector<ArmSpec>> ParseArms(const std::vector<std::string>& names) {
+  if (names.empty()) return InvalidArgumentError("arms must not be empty");
+  std::vector<ArmSpec> arms;
+  arms.reserve(names.size());
+  std::set<std::string_view> seen;
+  for (const std::string& name : names) {
+    AGENTKV_ASSIGN_OR_RETURN(ArmSpec arm, ParseArm(name));
+    if (!seen.insert(name).second) {
+      return InvalidArgumentError("arm \"" + name + "\" is named twice");
     }
-    if (repeated) return BadArm(name, "feature \"" + std::string(feature) + "\" named twice");
-    if (next == std::string_view::npos) break;
-    rest = rest.substr(next + 1);
+    arms.push_back(std::move(arm));
   }
-  return arm;
+  return arms;
 }
 
 const std::vector<std::string>& DefaultArmNames() {
   static const std::vector<std::string>* const kNames = new std::vector<std::string>{
-      "baseline",  "+lifecycle", "+admission",    "+subagent-demotion",
-      "+host-tier", "all",       "continuum-ttl", "infinite-cache"};
+      "baseline",   "+lifecycle", "+admission",    "+subagent-demotion",
+      "+host-tier", "all",        "continuum-ttl", "infinite-cache"};
   return *kNames;
+}
+
+const std::vector<std::string>& AgenticCurveArmNames() {
+  static const std::vector<std::string>* const kNames = [] {
+    auto* names = new std::vector<std::string>;
+    for (const auto& alias : kAliases) names->emplace_back(alias.first);
+    return names;
+  }();
+  return *kNames;
+}
+
+kv::KvCacheOptions ArmCachePolicy(const ArmSpec& arm, const kv::KvCacheOptions& base,
+                                  int32_t default_demotion_priority) {
+  kv::KvCacheOptions options = base;
+  if (arm.per_conversation || arm.subagent_demotion) {
+    options.block_reuse_policy = kv::BlockReusePolicy::kPerConversation;
+  }
+  if (arm.subagent_demotion) {
+    options.finished_subagent_priority =
+        static_cast<kv::Priority>(arm.demotion_priority.value_or(default_demotion_priority));
+  }
+  return options;
 }
 
 }  // namespace agentkv::sim

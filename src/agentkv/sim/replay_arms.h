@@ -1,35 +1,62 @@
-// The policy arms of `agentkv replay`: which agentkv features each one turns on over the SGLang
-// baseline, and how arm names are spelled on the command line and in config files.
+// The policy arms of every replay (`agentkv replay`, `agentic-curve`, `cache-curve`): which
+// agentkv features each one turns on over the SGLang baseline, and how arm names are spelled on
+// the command line and in config files. One grammar for the simulated fleet and the instant
+// single cache (instant_replay.h); the mapping of an arm to the KV cache's policy options
+// (ArmCachePolicy) is shared by both, so an arm means the same cache policy wherever it runs.
 //
 // An arm name is a base arm optionally followed by features, each prefixed with '+':
 //   base    := "baseline" | "all" | "continuum-ttl" | "infinite-cache" | ""
-//   feature := "lifecycle" | "admission" | "subagent-demotion" | "host-tier" | "continuum-ttl"
-// so "+lifecycle", "all", "baseline+host-tier" and "all+continuum-ttl" are arms. "baseline" is
-// SGLang's default (prefix reuse, LRU, no session lifecycle, no admission); "all" is the four
-// agentkv features together; "continuum-ttl" is the Continuum anchor (pin a session's KV for a
-// time-to-live after a turn that ends in a tool call); "infinite-cache" gives every engine
-// enough KV for the whole workload (the hit-ratio upper bound). Pure functions; thread-safe.
+//   feature := "lifecycle" | "admission" | "subagent-demotion" ["=" P] | "per-conversation"
+//            | "host-tier" | "continuum-ttl"
+// so "+lifecycle", "all", "baseline+host-tier", "all+continuum-ttl" and
+// "+subagent-demotion=20+lifecycle" are arms. "baseline" is SGLang's default (prefix reuse,
+// LRU, no session lifecycle, no admission); "all" is the four agentkv features lifecycle,
+// admission, subagent-demotion and host-tier together; "continuum-ttl" is the Continuum anchor
+// (pin a session's KV for a time-to-live after a turn that ends in a tool call);
+// "infinite-cache" gives every engine enough KV for the whole workload (the hit-ratio upper
+// bound). "per-conversation" is per-conversation retention alone (a turn's blocks no one else
+// uses are dropped when its retention record falls out); "subagent-demotion" implies it and
+// demotes finished sub-agents to priority P (an integer in [0, 100]; without "=P", the run's
+// configured priority).
+//
+// The names `agentkv agentic-curve` has always used are whole-name aliases (the arm keeps the
+// alias as its name; the spec is the canonical spelling's):
+//   lru = baseline                       per_conversation = +per-conversation
+//   demote_p1 = +subagent-demotion=1     demote_p20 = +subagent-demotion=20
+//   session_release = +lifecycle         demote_p1+release = +subagent-demotion=1+lifecycle
+// Pure functions; thread-safe.
 #ifndef AGENTKV_SIM_REPLAY_ARMS_H_
 #define AGENTKV_SIM_REPLAY_ARMS_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "agentkv/base/status.h"
+#include "agentkv/kv/kv_cache_options.h"
 
 namespace agentkv::sim {
 
 struct ArmSpec {
-  // The name as given (the report's column header).
+  // The name as given (the report's column header), alias spelling included.
   std::string name;
-  // +lifecycle: --agentic-session-lifecycle; sessions are closed on every engine at their end.
+  // +lifecycle: --agentic-session-lifecycle; sessions are closed on every engine at their end
+  // (in the instant single cache: each session right after its last request).
   bool session_lifecycle = false;
   // +admission: --agentic-program-admission; the token ledger and the global FIFO.
   bool program_admission = false;
   // +subagent-demotion: per-conversation retention and demotion of finished sub-agents when
   // their parent returns.
   bool subagent_demotion = false;
+  // +subagent-demotion=P: the priority finished sub-agents get; unset: the run's option.
+  // Range: [0, 100]. Only with subagent_demotion.
+  std::optional<int32_t> demotion_priority;
+  // +per-conversation: per-conversation retention records (block_reuse_policy
+  // per_conversation) without demotion. subagent_demotion implies it.
+  bool per_conversation = false;
   // +host-tier: a host (cold) KV tier of --hicache-ratio times the device tier.
   bool host_tier = false;
   // continuum-ttl: TTL pins after tool-call turns.
@@ -40,19 +67,56 @@ struct ArmSpec {
   // What the arm enables, in words: "SGLang default: ..." for the baseline, else the features
   // joined by ", ".
   std::string Description() const;
+  // Whether the arm turns nothing on: SGLang's default (LRU), the reference of the change
+  // columns.
+  bool IsBaseline() const;
 
   friend bool operator==(const ArmSpec&, const ArmSpec&) = default;
 };
 
-// Parses `name` (grammar above). InvalidArgument naming the arm and the unknown part, with the
-// valid spellings, e.g. `arm "+lifecycel": unknown feature "lifecycel" (valid: lifecycle,
-// admission, subagent-demotion, host-tier, continuum-ttl)`; also for an empty name and a
-// feature named twice.
+// Parses `name` (grammar and aliases above). InvalidArgument naming the arm and the unknown
+// part, with the valid spellings, e.g. `arm "+lifecycel": unknown feature "lifecycel" (valid:
+// lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, continuum-ttl)`;
+// also for an empty name, a feature named twice and a demotion priority out of [0, 100].
 [[nodiscard]] StatusOr<ArmSpec> ParseArm(std::string_view name);
 
-// The arms run when none are given: baseline, +lifecycle, +admission, +subagent-demotion,
-// +host-tier, all, continuum-ttl, infinite-cache.
+// Parses every name of a run's arm list, in order: InvalidArgument "arms must not be empty",
+// ParseArm's error for a bad name, or `arm "NAME" is named twice`.
+[[nodiscard]] StatusOr<std::vector<ArmSpec>> ParseArms(const std::vector<std::string>& names);
+
+// The one arm loop of every replay, whatever its engine mode: parses `names` (ParseArms) and
+// calls run(index, arm) for each arm in order, collecting the results. A failed arm stops the
+// loop and returns its status with "arm NAME: " prefixed to the message.
+template <typename Result, typename RunArm>
+StatusOr<std::vector<Result>> ForEachArm(const std::vector<std::string>& names, RunArm&& run) {
+  AGENTKV_ASSIGN_OR_RETURN(const std::vector<ArmSpec> arms, ParseArms(names));
+  std::vector<Result> results;
+  results.reserve(arms.size());
+  for (size_t i = 0; i < arms.size(); ++i) {
+    StatusOr<Result> result = run(i, arms[i]);
+    if (!result.ok()) {
+      return Status(result.status().code(),
+                    "arm " + arms[i].name + ": " + std::string(result.status().message()));
+    }
+    results.push_back(*std::move(result));
+  }
+  return results;
+}
+
+// The arms `agentkv replay` runs when none are given: baseline, +lifecycle, +admission,
+// +subagent-demotion, +host-tier, all, continuum-ttl, infinite-cache.
 const std::vector<std::string>& DefaultArmNames();
+
+// The arms `agentkv agentic-curve` runs when none are given, its table order: lru,
+// per_conversation, demote_p1, demote_p20, session_release, demote_p1+release.
+const std::vector<std::string>& AgenticCurveArmNames();
+
+// The KV cache policy of `arm`: `base` with block_reuse_policy per_conversation for
+// +per-conversation and +subagent-demotion, and finished_subagent_priority =
+// arm.demotion_priority or `default_demotion_priority` for +subagent-demotion. Every other field
+// (sizes, session_close_mode, max_num_turns, the idle bound) is kept.
+kv::KvCacheOptions ArmCachePolicy(const ArmSpec& arm, const kv::KvCacheOptions& base,
+                                  int32_t default_demotion_priority);
 
 }  // namespace agentkv::sim
 

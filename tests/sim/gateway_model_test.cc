@@ -753,27 +753,38 @@ TEST(GatewayModelOptionsTest, ValidatesPollIntervalAndTtl) {
 
 // --- Randomized: conservation, FIFO and the ledger bound over a random workload. ---
 
+// The randomized tests' fleet: `engines` round-robin engines of 512 blocks, release on close.
+FleetModelOptions RandomFleet(int32_t engines) {
+  FleetModelOptions fleet_options;
+  fleet_options.num_engines = engines;
+  fleet_options.router.policy = routing::RouterPolicy::kRoundRobin;
+  fleet_options.engine.config.kv_pool.tokens_per_block = kTokensPerBlock;
+  fleet_options.engine.config.kv_pool.max_total_tokens = 512 * kTokensPerBlock;
+  fleet_options.engine.config.cache.session_close_mode = kv::SessionCloseMode::kRelease;
+  fleet_options.engine.fixed_step_time = kStep;
+  return fleet_options;
+}
+
+// The randomized tests' gateway: lifecycle and admission on, a tight ledger, fast polls.
+GatewayModelOptions RandomGateway() {
+  GatewayModelOptions options;
+  options.agentic.agentic_session_lifecycle = true;
+  options.agentic.agentic_program_admission = true;
+  options.agentic.agentic_admission_headroom = 0.1;
+  options.agentic.agentic_admission_max_wait_s = 0.4;
+  options.agentic.poll_interval_s = 0.1;
+  options.agentic.staleness_s = 0.5;
+  return options;
+}
+
 TEST(GatewayModelRandomTest, ConservesRequestsLeasesAndFifoOrder) {
   for (uint64_t seed : {11u, 12u, 13u}) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed);
     EventLoop loop;
-    FleetModelOptions fleet_options;
-    fleet_options.num_engines = 3;
-    fleet_options.router.policy = routing::RouterPolicy::kRoundRobin;
-    fleet_options.engine.config.kv_pool.tokens_per_block = kTokensPerBlock;
-    fleet_options.engine.config.kv_pool.max_total_tokens = 512 * kTokensPerBlock;
-    fleet_options.engine.config.cache.session_close_mode = kv::SessionCloseMode::kRelease;
-    fleet_options.engine.fixed_step_time = kStep;
-    StatusOr<std::unique_ptr<FleetModel>> made = FleetModel::Create(&loop, fleet_options);
+    StatusOr<std::unique_ptr<FleetModel>> made = FleetModel::Create(&loop, RandomFleet(3));
     ASSERT_TRUE(made.ok()) << made.status();
     FleetModel& fleet = **made;
-    GatewayModelOptions options;
-    options.agentic.agentic_session_lifecycle = true;
-    options.agentic.agentic_program_admission = true;
-    options.agentic.agentic_admission_headroom = 0.1;
-    options.agentic.agentic_admission_max_wait_s = 0.4;
-    options.agentic.poll_interval_s = 0.1;
-    options.agentic.staleness_s = 0.5;
+    GatewayModelOptions options = RandomGateway();
     options.continuum_ttl = TimeNs::Seconds(0.2);
     StatusOr<std::unique_ptr<GatewayModel>> made_gateway =
         GatewayModel::Create(&loop, &fleet, options);
@@ -899,22 +910,9 @@ TEST(GatewayModelRandomTest, ClosesMidFlightCancelDrainAndConserve) {
   for (uint64_t seed : {21u, 22u, 23u, 24u}) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed);
     EventLoop loop;
-    FleetModelOptions fleet_options;
-    fleet_options.num_engines = 2;
-    fleet_options.router.policy = routing::RouterPolicy::kRoundRobin;
-    fleet_options.engine.config.kv_pool.tokens_per_block = kTokensPerBlock;
-    fleet_options.engine.config.kv_pool.max_total_tokens = 512 * kTokensPerBlock;
-    fleet_options.engine.config.cache.session_close_mode = kv::SessionCloseMode::kRelease;
-    fleet_options.engine.fixed_step_time = kStep;
-    StatusOr<std::unique_ptr<FleetModel>> made = FleetModel::Create(&loop, fleet_options);
+    StatusOr<std::unique_ptr<FleetModel>> made = FleetModel::Create(&loop, RandomFleet(2));
     ASSERT_TRUE(made.ok()) << made.status();
-    GatewayModelOptions options;
-    options.agentic.agentic_session_lifecycle = true;
-    options.agentic.agentic_program_admission = true;
-    options.agentic.agentic_admission_headroom = 0.1;
-    options.agentic.agentic_admission_max_wait_s = 0.4;
-    options.agentic.poll_interval_s = 0.1;
-    options.agentic.staleness_s = 0.5;
+    GatewayModelOptions options = RandomGateway();
     options.session_drain_timeout = TimeNs::Millis(seed % 2 == 0 ? 50 : 5000);
     StatusOr<std::unique_ptr<GatewayModel>> made_gateway =
         GatewayModel::Create(&loop, made->get(), options);

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Runs clang-tidy (the checks in .clang-tidy; any finding is an error) over a bounded set: the
-# pure core (base, kv, engine, control) and net, with their headers. Uses the compile commands
-# of the tsan preset (Clang), configuring it when needed. Exits non-zero on any finding.
+# pure core (base, kv, engine, control, routing) and net, with their headers. Uses the compile
+# commands of the tsan preset (Clang), configuring it when needed. Exits non-zero on any finding.
 # Usage: scripts/tidy.sh [jobs]   (default: the number of CPUs)
 # Needs the Debian package clang-tidy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 jobs=${1:-$(nproc 2>/dev/null || echo 2)}
-modules=(base kv engine control net)
+modules=(base kv engine control routing net)
 if [ ! -f build/tsan/compile_commands.json ]; then cmake --preset tsan >/dev/null; fi
 
 files=()

@@ -1,7 +1,7 @@
 # agentkv_module(NAME SOURCES ... [DEPS ...] [EXTERNAL ...])
 #
-# Declares one module of ARCHITECTURE.md as the static library `agentkv_NAME` with the alias
-# `agentkv::NAME`. DEPS lists the agentkv modules it may use (by short name) and is the only
+# Declares one module of ARCHITECTURE.md as the static library `agentkv_NAME` (an interface
+# library when it has no SOURCES: a header-only module) with the alias `agentkv::NAME`. DEPS lists the agentkv modules it may use (by short name) and is the only
 # way it reaches them, so the dependency rules are enforced by what each target links.
 # EXTERNAL lists third-party targets. Headers are included by repo-rooted path
 # ("agentkv/kv/block_pool.h"), hence the include root `src/`.
@@ -16,6 +16,16 @@ function(agentkv_module name)
   set_property(GLOBAL APPEND PROPERTY AGENTKV_MODULES ${name})
   set_property(GLOBAL PROPERTY AGENTKV_MODULE_DIR_${name} ${module_dir})
   set_property(GLOBAL PROPERTY AGENTKV_MODULE_DEPS_${name} "${ARG_DEPS}")
+  if(NOT ARG_SOURCES)
+    add_library(agentkv_${name} INTERFACE)
+    add_library(agentkv::${name} ALIAS agentkv_${name})
+    target_include_directories(agentkv_${name} INTERFACE ${PROJECT_SOURCE_DIR}/src)
+    foreach(dep IN LISTS ARG_DEPS)
+      target_link_libraries(agentkv_${name} INTERFACE agentkv::${dep})
+    endforeach()
+    target_link_libraries(agentkv_${name} INTERFACE ${ARG_EXTERNAL})
+    return()
+  endif()
   add_library(agentkv_${name} STATIC ${ARG_SOURCES})
   add_library(agentkv::${name} ALIAS agentkv_${name})
   target_include_directories(agentkv_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
@@ -41,14 +51,58 @@ function(agentkv_write_module_table file)
   file(WRITE ${file} "${text}")
 endfunction()
 
+# agentkv_module_uses(MODULE OTHER OUT): OUT is TRUE when MODULE is OTHER or reaches it through
+# its DEPS (the modules must be declared already).
+function(agentkv_module_uses module other out)
+  set(result FALSE)
+  if(module STREQUAL other)
+    set(result TRUE)
+  else()
+    get_property(deps GLOBAL PROPERTY AGENTKV_MODULE_DEPS_${module})
+    foreach(dep IN LISTS deps)
+      agentkv_module_uses(${dep} ${other} dep_uses)
+      if(dep_uses)
+        set(result TRUE)
+        break()
+      endif()
+    endforeach()
+  endif()
+  set(${out} ${result} PARENT_SCOPE)
+endfunction()
+
 # agentkv_test(NAME SOURCES ... DEPS ... [LABELS ...])
-# One GoogleTest executable registered with CTest; LABELS defaults to `unit`.
+# One GoogleTest executable registered with CTest; LABELS defaults to `unit`. A test of a
+# threaded module (one that uses `sync`: net and the services) also carries the label
+# `threaded` and joins the target `agentkv_threaded_tests`: what the tsan preset builds and
+# runs.
 function(agentkv_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
   add_executable(${name} ${ARG_SOURCES})
+  set(threaded FALSE)
+  foreach(dep IN LISTS ARG_DEPS)
+    if(dep MATCHES "^agentkv::([a-z_]+)$")
+      agentkv_module_uses(${CMAKE_MATCH_1} sync uses_sync)
+      if(uses_sync)
+        set(threaded TRUE)
+      endif()
+    endif()
+  endforeach()
+  if(threaded)
+    list(APPEND ARG_LABELS threaded)
+    if(NOT TARGET agentkv_threaded_tests)
+      add_custom_target(agentkv_threaded_tests)
+    endif()
+    add_dependencies(agentkv_threaded_tests ${name})
+  endif()
   target_link_libraries(${name} PRIVATE agentkv_warnings ${ARG_DEPS} GTest::gmock_main)
-  gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" DISCOVERY_TIMEOUT 60)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+  # gtest_discover_tests passes PROPERTIES through unescaped, which splits a list of labels;
+  # set them on the discovered tests (<name>_TESTS) from an include file run after its own.
+  set(labels_file ${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake)
+  file(WRITE ${labels_file} "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} "
+       "PROPERTIES LABELS \"${ARG_LABELS}\")\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_file})
 endfunction()

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Every test: installs what is missing, builds the release configuration (warnings are
 # errors; benchmarks are compiled too) and runs the whole suite, then builds the unit suites
-# under AddressSanitizer + UndefinedBehaviorSanitizer and runs them, then runs each libFuzzer
-# target (protocol parsers, trace readers) for AGENTKV_FUZZ_SECONDS (default 20) under
-# ASan+UBSan.
+# under AddressSanitizer + UndefinedBehaviorSanitizer and runs them, then builds the threaded
+# suites (label `threaded`: sync, net, service, integration, chaos) with Clang under
+# ThreadSanitizer and -Wthread-safety and runs them, then runs each libFuzzer target (protocol
+# parsers, trace readers) for AGENTKV_FUZZ_SECONDS (default 20) under ASan+UBSan, then
+# clang-tidy over the pure core and net, and last the clang-format check of every source file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -17,6 +19,15 @@ cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs"
 
+# The threaded suites under ThreadSanitizer (Clang; the lock annotations are checked too).
+cmake --preset tsan
+cmake --build --preset tsan -j "$jobs"
+ctest --preset tsan -j "$jobs"
+
 # The protocol parsers and trace readers under libFuzzer (Clang, ASan+UBSan), a bounded time
 # each.
 scripts/fuzz.sh "${AGENTKV_FUZZ_SECONDS:-20}"
+
+# Static checks: clang-tidy on a bounded set, then formatting of every C++ file.
+scripts/tidy.sh "$jobs"
+scripts/check-format.sh

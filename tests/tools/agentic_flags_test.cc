@@ -14,9 +14,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Parses `args` (after the program name) into an app holding `flags` with `set`.
-Status Parse(AgenticFlags& flags, AgenticFlags::Set set, std::vector<std::string> args) {
-  CLI::App app;
+// Parses `args` (after the program name) into `app`, adding `flags` with `set`. The flags keep
+// pointers to the app's options: `app` must outlive every flags.Options() call.
+Status Parse(CLI::App& app, AgenticFlags& flags, AgenticFlags::Set set,
+             std::vector<std::string> args) {
   flags.Add(app, set, FlagSource::kCommandLine, "Admission");
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -28,8 +29,9 @@ Status Parse(AgenticFlags& flags, AgenticFlags::Set set, std::vector<std::string
 }
 
 TEST(AgenticFlagsTest, DefaultsAreAgenticOptionsDefaults) {
+  CLI::App app;
   AgenticFlags flags;
-  ASSERT_TRUE(Parse(flags, AgenticFlags::Set::kAll, {}).ok());
+  ASSERT_TRUE(Parse(app, flags, AgenticFlags::Set::kAll, {}).ok());
   const control::AgenticOptions got = flags.Options().value();
   const control::AgenticOptions want;
   EXPECT_EQ(got.agentic_session_lifecycle, want.agentic_session_lifecycle);
@@ -45,9 +47,10 @@ TEST(AgenticFlagsTest, DefaultsAreAgenticOptionsDefaults) {
 }
 
 TEST(AgenticFlagsTest, ReadsEveryOptionOfTheFullSet) {
+  CLI::App app;
   AgenticFlags flags;
   ASSERT_TRUE(
-      Parse(flags, AgenticFlags::Set::kAll,
+      Parse(app, flags, AgenticFlags::Set::kAll,
             {"--agentic-session-lifecycle", "--agentic-program-admission",
              "--agentic-admission-headroom", "0.5", "--agentic-admission-pressure-threshold", "0.7",
              "--agentic-admission-expected-decode-cap", "0", "--agentic-admission-max-wait-s", "4",
@@ -71,22 +74,29 @@ TEST(AgenticFlagsTest, ReadsEveryOptionOfTheFullSet) {
 }
 
 TEST(AgenticFlagsTest, TheBudgetSetHasOnlyTheBudgetOptions) {
+  CLI::App app;
   AgenticFlags flags;
-  EXPECT_TRUE(Parse(flags, AgenticFlags::Set::kBudget,
+  EXPECT_TRUE(Parse(app, flags, AgenticFlags::Set::kBudget,
                     {"--agentic-admission-headroom", "0.5", "--agentic-admission-max-wait-s", "1"})
                   .ok());
+  CLI::App no_scope_app;
   AgenticFlags no_scope;
-  EXPECT_FALSE(
-      Parse(no_scope, AgenticFlags::Set::kBudget, {"--agentic-admission-scope", "all"}).ok());
+  EXPECT_FALSE(Parse(no_scope_app, no_scope, AgenticFlags::Set::kBudget,
+                     {"--agentic-admission-scope", "all"})
+                   .ok());
+  CLI::App no_switch_app;
   AgenticFlags no_switch;
-  EXPECT_FALSE(
-      Parse(no_switch, AgenticFlags::Set::kAdmission, {"--agentic-program-admission"}).ok());
+  EXPECT_FALSE(Parse(no_switch_app, no_switch, AgenticFlags::Set::kAdmission,
+                     {"--agentic-program-admission"})
+                   .ok());
 }
 
 TEST(AgenticFlagsTest, AnUnknownScopeNamesTheFlag) {
+  CLI::App app;
   AgenticFlags flags;
   ASSERT_TRUE(
-      Parse(flags, AgenticFlags::Set::kAdmission, {"--agentic-admission-scope", "Train"}).ok());
+      Parse(app, flags, AgenticFlags::Set::kAdmission, {"--agentic-admission-scope", "Train"})
+          .ok());
   EXPECT_THAT(flags.Options().status().message(), HasSubstr("--agentic-admission-scope"));
 }
 

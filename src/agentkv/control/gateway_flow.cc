@@ -501,8 +501,9 @@ void GatewayFlow<Key>::CheckInvariants() const {
   int64_t active = 0;
   size_t idle = 0;
   for (const auto& [key, session] : sessions_) {
-    const auto count = [&](const std::map<Key, int64_t>& of) {
-      auto it = of.find(key);
+    // Captured by name: Clang 14 cannot capture a structured binding (C++20 allows it).
+    const auto count = [&session_key = key](const std::map<Key, int64_t>& of) {
+      auto it = of.find(session_key);
       return it == of.end() ? int64_t{0} : it->second;
     };
     AGENTKV_CHECK_EQ(static_cast<int64_t>(session.live.size()), count(live_of))

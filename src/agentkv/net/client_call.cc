@@ -20,6 +20,8 @@
 #include <boost/beast/http/write.hpp>
 #include <exception>
 
+#include "agentkv/sync/mutex.h"
+
 namespace agentkv::net::internal {
 namespace {
 
@@ -64,20 +66,20 @@ ClientCore::ClientCore(const HttpClientOptions& options)
       sweep_timer_(sweep_strand_) {}
 
 bool ClientCore::Register(const std::shared_ptr<ClientCall>& call, uint64_t id) {
-  std::lock_guard lock(registry_mu_);
+  sync::MutexLock lock(&registry_mu_);
   if (shutting_down_) return false;
   registry_.emplace(id, call);
   return true;
 }
 
 void ClientCore::Unregister(uint64_t id) {
-  std::lock_guard lock(registry_mu_);
+  sync::MutexLock lock(&registry_mu_);
   registry_.erase(id);
 }
 
 std::vector<std::shared_ptr<ClientCall>> ClientCore::BeginShutdown() {
   std::vector<std::shared_ptr<ClientCall>> calls;
-  std::lock_guard lock(registry_mu_);
+  sync::MutexLock lock(&registry_mu_);
   shutting_down_ = true;
   for (const auto& [id, weak] : registry_) {
     if (auto call = weak.lock()) calls.push_back(std::move(call));

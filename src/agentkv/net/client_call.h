@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +31,7 @@
 
 #include "agentkv/net/connection_pool.h"
 #include "agentkv/net/http_client.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::net::internal {
 
@@ -73,9 +73,10 @@ class ClientCore {
   std::atomic<uint64_t> next_call_id_{0};
   std::atomic<int64_t> connections_opened_{0};
 
-  std::mutex registry_mu_;
-  bool shutting_down_ = false;                                        // Guarded by registry_mu_.
-  std::unordered_map<uint64_t, std::weak_ptr<ClientCall>> registry_;  // Guarded by registry_mu_.
+  sync::Mutex registry_mu_;
+  bool shutting_down_ AGENTKV_GUARDED_BY(registry_mu_) = false;
+  std::unordered_map<uint64_t, std::weak_ptr<ClientCall>> registry_
+      AGENTKV_GUARDED_BY(registry_mu_);
 };
 
 // One request; see the invariants at the top of client_call.cc.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "agentkv/base/check.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::net::internal {
 
@@ -31,7 +32,7 @@ std::optional<ConnectionPool::Lease> ConnectionPool::Acquire(const std::string& 
   std::vector<int> to_close;
   std::optional<Lease> lease;
   {
-    std::lock_guard lock(mu_);
+    sync::MutexLock lock(&mu_);
     Host& host = hosts_[key];
     while (!host.idle.empty()) {
       const Idle idle = host.idle.back();
@@ -58,7 +59,7 @@ std::optional<ConnectionPool::Lease> ConnectionPool::Acquire(const std::string& 
 }
 
 bool ConnectionPool::CancelWait(const std::string& key, uint64_t waiter_id) {
-  std::lock_guard lock(mu_);
+  sync::MutexLock lock(&mu_);
   auto it = hosts_.find(key);
   if (it == hosts_.end()) return false;
   auto& waiters = it->second.waiters;
@@ -85,7 +86,7 @@ void ConnectionPool::Release(const std::string& key, int fd, int family, Clock::
   Waiter waiter;
   int to_close = -1;
   {
-    std::lock_guard lock(mu_);
+    sync::MutexLock lock(&mu_);
     Host& host = hosts_[key];
     AGENTKV_CHECK_GE(host.leased, size_t{1}) << "Release without a lease for " << key;
     waiter = PassOrFreeSlot(host);
@@ -104,7 +105,7 @@ void ConnectionPool::Release(const std::string& key, int fd, int family, Clock::
 void ConnectionPool::Discard(const std::string& key) {
   Waiter waiter;
   {
-    std::lock_guard lock(mu_);
+    sync::MutexLock lock(&mu_);
     Host& host = hosts_[key];
     AGENTKV_CHECK_GE(host.leased, size_t{1}) << "Discard without a lease for " << key;
     waiter = PassOrFreeSlot(host);
@@ -115,7 +116,7 @@ void ConnectionPool::Discard(const std::string& key) {
 size_t ConnectionPool::CloseExpired(Clock::time_point now) {
   std::vector<int> to_close;
   {
-    std::lock_guard lock(mu_);
+    sync::MutexLock lock(&mu_);
     for (auto& [key, host] : hosts_) {
       // Releases from several threads may arrive slightly out of time order: scan them all.
       std::erase_if(host.idle, [&](const Idle& idle) {
@@ -133,7 +134,7 @@ void ConnectionPool::CloseAll() {
   std::vector<int> to_close;
   std::vector<Waiter> dropped;  // Destroyed outside the lock: they may own requests.
   {
-    std::lock_guard lock(mu_);
+    sync::MutexLock lock(&mu_);
     for (auto& [key, host] : hosts_) {
       for (const Idle& idle : host.idle) to_close.push_back(idle.fd);
       host.idle.clear();
@@ -145,7 +146,7 @@ void ConnectionPool::CloseAll() {
 }
 
 int64_t ConnectionPool::SumOverHosts(size_t (*count)(const Host& host)) const {
-  std::lock_guard lock(mu_);
+  sync::MutexLock lock(&mu_);
   int64_t total = 0;
   for (const auto& [key, host] : hosts_) total += static_cast<int64_t>(count(host));
   return total;
@@ -164,7 +165,7 @@ int64_t ConnectionPool::waiting() const {
 }
 
 void ConnectionPool::CheckInvariants() const {
-  std::lock_guard lock(mu_);
+  sync::MutexLock lock(&mu_);
   for (const auto& [key, host] : hosts_) {
     AGENTKV_CHECK_LE(host.idle.size() + host.leased, options_.max_connections_per_host) << key;
     AGENTKV_CHECK_LE(host.idle.size(), options_.max_idle_per_host) << key;

@@ -19,10 +19,11 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
+
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::net::internal {
 
@@ -110,8 +111,8 @@ class ConnectionPool {
   int64_t SumOverHosts(size_t (*count)(const Host& host)) const;
 
   const Options options_;
-  mutable std::mutex mu_;
-  std::map<std::string, Host, std::less<>> hosts_;  // Guarded by mu_.
+  mutable sync::Mutex mu_;
+  std::map<std::string, Host, std::less<>> hosts_ AGENTKV_GUARDED_BY(mu_);
 };
 
 // Whether an idle connection's socket is still usable: no EOF, error or unexpected bytes are

@@ -8,12 +8,13 @@
 #include <exception>
 
 #include "agentkv/net/server_connection.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::net::internal {
 
 void ClientGoneSignal::Register(std::function<void()> callback) {
   {
-    std::lock_guard lock(mu_);
+    sync::MutexLock lock(&mu_);
     if (disarmed_) return;
     if (!fired_.load(std::memory_order_acquire)) {
       callbacks_.push_back(std::move(callback));
@@ -26,7 +27,7 @@ void ClientGoneSignal::Register(std::function<void()> callback) {
 void ClientGoneSignal::Fire() {
   std::vector<std::function<void()>> callbacks;
   {
-    std::lock_guard lock(mu_);
+    sync::MutexLock lock(&mu_);
     if (disarmed_ || fired_.load(std::memory_order_acquire)) return;
     fired_.store(true, std::memory_order_release);
     callbacks.swap(callbacks_);
@@ -43,7 +44,7 @@ void ClientGoneSignal::Fire() {
 }
 
 void ClientGoneSignal::Disarm() {
-  std::lock_guard lock(mu_);
+  sync::MutexLock lock(&mu_);
   disarmed_ = true;
   callbacks_.clear();
 }
@@ -62,14 +63,14 @@ ConnectionResponseWriter::~ConnectionResponseWriter() {
 }
 
 void ConnectionResponseWriter::Reply(Response response) {
-  std::lock_guard lock(mu_);
+  sync::MutexLock lock(&mu_);
   if (state_ != State::kFresh) return;
   state_ = State::kReplied;
   connection_->PostReply(request_id_, std::move(response));
 }
 
 void ConnectionResponseWriter::StartStream(http::status status, HeaderList headers) {
-  std::lock_guard lock(mu_);
+  sync::MutexLock lock(&mu_);
   if (state_ != State::kFresh) return;
   state_ = State::kStreaming;
   connection_->PostStartStream(request_id_, status, std::move(headers));
@@ -77,20 +78,20 @@ void ConnectionResponseWriter::StartStream(http::status status, HeaderList heade
 
 void ConnectionResponseWriter::WriteChunk(std::string data) {
   if (data.empty() || signal_->fired()) return;
-  std::lock_guard lock(mu_);
+  sync::MutexLock lock(&mu_);
   if (state_ != State::kStreaming) return;
   connection_->PostChunk(request_id_, std::move(data));
 }
 
 void ConnectionResponseWriter::EndStream() {
-  std::lock_guard lock(mu_);
+  sync::MutexLock lock(&mu_);
   if (state_ != State::kStreaming) return;
   state_ = State::kStreamEnded;
   connection_->PostEndStream(request_id_);
 }
 
 void ConnectionResponseWriter::AbortStream() {
-  std::lock_guard lock(mu_);
+  sync::MutexLock lock(&mu_);
   if (state_ != State::kStreaming) return;
   state_ = State::kStreamEnded;
   connection_->PostAbandon(request_id_, /*mid_stream=*/true);

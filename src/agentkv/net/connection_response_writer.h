@@ -12,11 +12,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "agentkv/net/response_writer.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::net::internal {
 
@@ -35,9 +35,9 @@ class ClientGoneSignal {
   bool fired() const { return fired_.load(std::memory_order_acquire); }
 
  private:
-  std::mutex mu_;
-  bool disarmed_ = false;                         // Guarded by mu_.
-  std::vector<std::function<void()>> callbacks_;  // Guarded by mu_.
+  sync::Mutex mu_;
+  bool disarmed_ AGENTKV_GUARDED_BY(mu_) = false;
+  std::vector<std::function<void()>> callbacks_ AGENTKV_GUARDED_BY(mu_);
   std::atomic<bool> fired_{false};
 };
 
@@ -63,8 +63,8 @@ class ConnectionResponseWriter final : public ResponseWriter {
   const std::shared_ptr<ServerConnection> connection_;
   const uint64_t request_id_;
   const std::shared_ptr<ClientGoneSignal> signal_;
-  std::mutex mu_;
-  State state_ = State::kFresh;  // Guarded by mu_.
+  sync::Mutex mu_;
+  State state_ AGENTKV_GUARDED_BY(mu_) = State::kFresh;
 };
 
 }  // namespace agentkv::net::internal

@@ -34,7 +34,7 @@ Status CheckArguments(const std::string& target, const HeaderList& headers) {
 
 // Builds and starts a call; argument errors become the call's (asynchronous) result.
 std::shared_ptr<internal::ClientCall> Launch(internal::ClientCore& core, http::verb method,
-                                             std::string base_url, std::string target,
+                                             const std::string& base_url, std::string target,
                                              HeaderList headers, std::string body, bool streaming,
                                              internal::ClientCall::Callbacks callbacks) {
   internal::ClientCall::Spec spec;
@@ -110,11 +110,11 @@ HttpClient::~HttpClient() {
 }
 
 std::shared_ptr<HttpClient::StreamHandle> HttpClient::AsyncRequest(
-    http::verb method, std::string base_url, std::string target, HeaderList headers,
+    http::verb method, const std::string& base_url, std::string target, HeaderList headers,
     std::string body, std::function<void(StatusOr<ClientResponse>)> done) {
   internal::ClientCall::Callbacks callbacks;
   callbacks.on_response = std::move(done);
-  auto call = Launch(*core_, method, std::move(base_url), std::move(target), std::move(headers),
+  auto call = Launch(*core_, method, base_url, std::move(target), std::move(headers),
                      std::move(body), /*streaming=*/false, std::move(callbacks));
   return std::shared_ptr<StreamHandle>(new StreamHandle(call));
 }
@@ -133,14 +133,14 @@ StatusOr<ClientResponse> HttpClient::Request(http::verb method, const std::strin
 }
 
 std::shared_ptr<HttpClient::StreamHandle> HttpClient::AsyncStream(
-    http::verb method, std::string base_url, std::string target, HeaderList headers,
+    http::verb method, const std::string& base_url, std::string target, HeaderList headers,
     std::string body, std::function<void(int status, const HeaderList& headers)> on_headers,
     std::function<void(std::string_view chunk)> on_chunk, std::function<void(Status)> done) {
   internal::ClientCall::Callbacks callbacks;
   callbacks.on_headers = std::move(on_headers);
   callbacks.on_chunk = std::move(on_chunk);
   callbacks.on_done = std::move(done);
-  auto call = Launch(*core_, method, std::move(base_url), std::move(target), std::move(headers),
+  auto call = Launch(*core_, method, base_url, std::move(target), std::move(headers),
                      std::move(body), /*streaming=*/true, std::move(callbacks));
   return std::shared_ptr<StreamHandle>(new StreamHandle(call));
 }

@@ -106,7 +106,7 @@ class HttpClient {
   // `headers` wins). A request that failed on a reused keep-alive connection before any response
   // byte arrived (the upstream closed it meanwhile) is retried on another connection. The
   // returned handle cancels the request (callers that never cancel may drop it).
-  std::shared_ptr<StreamHandle> AsyncRequest(http::verb method, std::string base_url,
+  std::shared_ptr<StreamHandle> AsyncRequest(http::verb method, const std::string& base_url,
                                              std::string target, HeaderList headers,
                                              std::string body,
                                              std::function<void(StatusOr<ClientResponse>)> done);
@@ -124,7 +124,7 @@ class HttpClient {
   // may not have run). All on client I/O threads, in that order. Callbacks must not block;
   // `on_chunk`'s view is valid only during the call.
   std::shared_ptr<StreamHandle> AsyncStream(
-      http::verb method, std::string base_url, std::string target, HeaderList headers,
+      http::verb method, const std::string& base_url, std::string target, HeaderList headers,
       std::string body, std::function<void(int status, const HeaderList& headers)> on_headers,
       std::function<void(std::string_view chunk)> on_chunk, std::function<void(Status)> done);
 

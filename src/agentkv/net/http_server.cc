@@ -15,6 +15,7 @@
 #include "agentkv/net/io_thread.h"
 #include "agentkv/net/server_connection.h"
 #include "agentkv/net/server_core.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::net {
 namespace {
@@ -88,10 +89,13 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions&
   core->StartAccepting();
 
   std::unique_ptr<HttpServer> server(new HttpServer(core, port));
-  server->threads_.reserve(static_cast<size_t>(options.threads));
-  for (int i = 0; i < options.threads; ++i) {
-    server->threads_.emplace_back(
-        [core] { internal::RunIoThread(core->io_context(), "an HttpServer handler"); });
+  {
+    sync::MutexLock lock(&server->shutdown_mu_);  // Not shared yet; for the lock annotations.
+    server->threads_.reserve(static_cast<size_t>(options.threads));
+    for (int i = 0; i < options.threads; ++i) {
+      server->threads_.emplace_back(
+          [core] { internal::RunIoThread(core->io_context(), "an HttpServer handler"); });
+    }
   }
   return server;
 }
@@ -108,7 +112,7 @@ std::string HttpServer::base_url() const {
 }
 
 void HttpServer::Shutdown(std::chrono::milliseconds deadline) {
-  std::lock_guard lock(shutdown_mu_);
+  sync::MutexLock lock(&shutdown_mu_);
   if (shut_down_) return;
   AGENTKV_CHECK(!core_->io_context().get_executor().running_in_this_thread())
       << "HttpServer::Shutdown called from one of the server's I/O threads";

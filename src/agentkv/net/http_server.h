@@ -21,13 +21,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "agentkv/base/status.h"
 #include "agentkv/net/response_writer.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::net {
 
@@ -112,9 +112,9 @@ class HttpServer {
 
   const std::shared_ptr<internal::ServerCore> core_;
   const uint16_t port_;
-  std::vector<std::thread> threads_;
-  std::mutex shutdown_mu_;
-  bool shut_down_ = false;  // Guarded by shutdown_mu_.
+  sync::Mutex shutdown_mu_;
+  std::vector<std::thread> threads_ AGENTKV_GUARDED_BY(shutdown_mu_);
+  bool shut_down_ AGENTKV_GUARDED_BY(shutdown_mu_) = false;
 };
 
 }  // namespace agentkv::net

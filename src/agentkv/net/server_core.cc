@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "agentkv/net/server_connection.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::net::internal {
 namespace {
@@ -64,7 +65,7 @@ void ServerCore::OnAccept(const error_code& error, tcp::socket socket) {
 }
 
 bool ServerCore::Register(const std::shared_ptr<ServerConnection>& connection, uint64_t id) {
-  std::lock_guard lock(registry_mu_);
+  sync::MutexLock lock(&registry_mu_);
   if (draining_.load(std::memory_order_acquire)) return false;
   registry_.emplace(id, connection);
   open_connections_.store(static_cast<int64_t>(registry_.size()), std::memory_order_relaxed);
@@ -72,15 +73,15 @@ bool ServerCore::Register(const std::shared_ptr<ServerConnection>& connection, u
 }
 
 void ServerCore::Unregister(uint64_t id) {
-  std::lock_guard lock(registry_mu_);
+  sync::MutexLock lock(&registry_mu_);
   registry_.erase(id);
   open_connections_.store(static_cast<int64_t>(registry_.size()), std::memory_order_relaxed);
-  if (registry_.empty()) registry_cv_.notify_all();
+  if (registry_.empty()) registry_cv_.SignalAll();
 }
 
 std::vector<std::shared_ptr<ServerConnection>> ServerCore::BeginDrain() {
   {
-    std::lock_guard lock(registry_mu_);
+    sync::MutexLock lock(&registry_mu_);
     draining_.store(true, std::memory_order_release);
   }
   asio::post(accept_strand_, [self = shared_from_this()] {
@@ -93,7 +94,7 @@ std::vector<std::shared_ptr<ServerConnection>> ServerCore::BeginDrain() {
 
 std::vector<std::shared_ptr<ServerConnection>> ServerCore::OpenConnections() {
   std::vector<std::shared_ptr<ServerConnection>> open;
-  std::lock_guard lock(registry_mu_);
+  sync::MutexLock lock(&registry_mu_);
   open.reserve(registry_.size());
   for (const auto& [id, weak] : registry_) {
     if (auto connection = weak.lock()) open.push_back(std::move(connection));
@@ -102,12 +103,15 @@ std::vector<std::shared_ptr<ServerConnection>> ServerCore::OpenConnections() {
 }
 
 bool ServerCore::WaitForConnections(std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock lock(registry_mu_);
-  return registry_cv_.wait_until(lock, deadline, [this] { return registry_.empty(); });
+  sync::MutexLock lock(&registry_mu_);
+  while (!registry_.empty()) {
+    if (registry_cv_.WaitWithDeadline(&registry_mu_, deadline)) break;
+  }
+  return registry_.empty();
 }
 
 void ServerCore::MarkStopped() {
-  std::unique_lock lock(stop_mu_);
+  sync::WriterMutexLock lock(&stop_mu_);
   stopped_ = true;
 }
 
@@ -117,7 +121,7 @@ void ServerCore::FinishStop() {
   acceptor_.close(ignored);
   for (const auto& connection : OpenConnections()) connection->CloseAfterStop();
   {
-    std::lock_guard lock(registry_mu_);
+    sync::MutexLock lock(&registry_mu_);
     registry_.clear();
     open_connections_.store(0, std::memory_order_relaxed);
   }

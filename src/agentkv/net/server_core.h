@@ -18,17 +18,15 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "agentkv/net/http_server.h"
 #include "agentkv/net/response_writer.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::net::internal {
 
@@ -66,7 +64,7 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   // false). Writers post through this so that nothing is queued on a stopped io_context.
   template <typename Executor, typename Work>
   bool PostIfRunning(const Executor& executor, Work&& work) {
-    std::shared_lock lock(stop_mu_);
+    sync::ReaderMutexLock lock(&stop_mu_);
     if (stopped_) return false;
     boost::asio::post(executor, std::forward<Work>(work));
     return true;
@@ -111,12 +109,13 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   std::atomic<int64_t> open_connections_{0};
   std::atomic<int64_t> requests_served_{0};
 
-  std::mutex registry_mu_;
-  std::condition_variable registry_cv_;
-  std::unordered_map<uint64_t, std::weak_ptr<ServerConnection>> registry_;  // By registry_mu_.
+  sync::Mutex registry_mu_;
+  sync::CondVar registry_cv_;
+  std::unordered_map<uint64_t, std::weak_ptr<ServerConnection>> registry_
+      AGENTKV_GUARDED_BY(registry_mu_);
 
-  std::shared_mutex stop_mu_;
-  bool stopped_ = false;  // Guarded by stop_mu_.
+  sync::SharedMutex stop_mu_;
+  bool stopped_ AGENTKV_GUARDED_BY(stop_mu_) = false;
 };
 
 }  // namespace agentkv::net::internal

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "agentkv/control/admission_metrics.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 namespace {
@@ -61,22 +62,22 @@ LocalAdmission::LocalAdmission(const LocalAdmissionOptions& options)
 
 LocalAdmission::~LocalAdmission() {
   {
-    std::lock_guard<std::mutex> lock(timer_mu_);
+    sync::MutexLock lock(&timer_mu_);
     timer_stop_ = true;
   }
-  timer_wake_.notify_all();
+  timer_wake_.SignalAll();
   if (timer_.joinable()) timer_.join();
   Shutdown();
 }
 
 void LocalAdmission::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(timer_mu_);
+    sync::MutexLock lock(&timer_mu_);
     timer_stop_ = true;
   }
-  timer_wake_.notify_all();
+  timer_wake_.SignalAll();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     if (!shut_down_) {
       shut_down_ = true;
       coordinator_.Shutdown();
@@ -87,11 +88,16 @@ void LocalAdmission::Shutdown() {
 }
 
 void LocalAdmission::TimerLoop(std::chrono::milliseconds interval) {
-  std::unique_lock<std::mutex> lock(timer_mu_);
-  while (!timer_wake_.wait_for(lock, interval, [this] { return timer_stop_; })) {
-    lock.unlock();
+  sync::ReleasableMutexLock lock(&timer_mu_);
+  for (;;) {
+    const auto deadline = std::chrono::steady_clock::now() + interval;
+    while (!timer_stop_) {
+      if (timer_wake_.WaitWithDeadline(&timer_mu_, deadline)) break;
+    }
+    if (timer_stop_) return;
+    lock.Unlock();
     Tick();
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -107,7 +113,7 @@ void LocalAdmission::Acquire(control::AcquireRequest request, AcquireCallback do
 void LocalAdmission::AcquireWithStatus(control::AcquireRequest request, ResultCallback done) {
   std::optional<StatusOr<AdmissionDecision>> immediate;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     if (shut_down_) {
       immediate.emplace(DegradedBypass(request));
     } else {
@@ -126,7 +132,7 @@ void LocalAdmission::AcquireWithStatus(control::AcquireRequest request, ResultCa
 
 void LocalAdmission::Release(const std::string& lease_id) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     if (shut_down_) return;
     coordinator_.Release(lease_id, clock_());
     CollectResolvedLocked();
@@ -136,7 +142,7 @@ void LocalAdmission::Release(const std::string& lease_id) {
 
 void LocalAdmission::Cancel(const std::string& ticket) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     if (shut_down_) return;
     coordinator_.Cancel(ticket, clock_());
     CollectResolvedLocked();
@@ -146,7 +152,7 @@ void LocalAdmission::Cancel(const std::string& ticket) {
 
 void LocalAdmission::Reconcile(std::span<const control::EngineSnapshot> snapshots) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     if (shut_down_) return;
     coordinator_.Reconcile(snapshots, clock_());
     CollectResolvedLocked();
@@ -156,7 +162,7 @@ void LocalAdmission::Reconcile(std::span<const control::EngineSnapshot> snapshot
 
 void LocalAdmission::Tick() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     if (shut_down_) return;
     coordinator_.Tick(clock_());
     CollectResolvedLocked();
@@ -165,13 +171,13 @@ void LocalAdmission::Tick() {
 }
 
 void LocalAdmission::CountSessionClose(bool ok) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   ++session_close_;
   if (!ok) ++session_close_failure_;
 }
 
 std::vector<std::pair<std::string, double>> LocalAdmission::StepMetrics(bool reset_step) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   const control::BudgetSnapshot s = coordinator_.ledger().Snapshot(clock_(), reset_step);
   const control::BudgetView view{
       s.epoch,       s.capacity,      s.reserved_tokens, s.available_tokens,
@@ -200,41 +206,41 @@ void LocalAdmission::CollectResolvedLocked() {
 }
 
 void LocalAdmission::Deliver() {
-  std::unique_lock<std::mutex> lock(mu_);
+  sync::ReleasableMutexLock lock(&mu_);
   if (delivering_) return;  // That thread delivers ours too, in order.
   delivering_ = true;
   while (!deliveries_.empty()) {
     Delivery delivery = std::move(deliveries_.front());
     deliveries_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     for (ResultCallback& callback : delivery.callbacks) callback(delivery.decision);
-    lock.lock();
+    lock.Lock();
   }
   delivering_ = false;
 }
 
 int64_t LocalAdmission::reserved() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return coordinator_.ledger().reserved();
 }
 
 int64_t LocalAdmission::waiting() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return coordinator_.waiting();
 }
 
 int64_t LocalAdmission::lease_count() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return coordinator_.ledger().lease_count();
 }
 
 bool LocalAdmission::degraded() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return coordinator_.ledger().IsStale(clock_());
 }
 
 Status LocalAdmission::CheckInvariants() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   AGENTKV_RETURN_IF_ERROR(coordinator_.CheckInvariants());
   if (static_cast<int64_t>(waiting_callbacks_.size()) != coordinator_.waiting()) {
     return InternalError(std::to_string(waiting_callbacks_.size()) +

@@ -18,12 +18,10 @@
 #define AGENTKV_SERVICE_ADMISSION_ADMISSION_LOCAL_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -36,6 +34,7 @@
 #include "agentkv/control/admission_coordinator.h"
 #include "agentkv/control/agentic_options.h"
 #include "agentkv/service/admission/admission_backend.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 
@@ -115,7 +114,7 @@ class LocalAdmission final : public AdmissionBackend {
 
   // Moves the coordinator's resolved waiters and their callbacks into deliveries_.
   // Requires mu_.
-  void CollectResolvedLocked();
+  void CollectResolvedLocked() AGENTKV_REQUIRES(mu_);
   // Runs queued deliveries unless another thread is already doing so. Must not hold mu_.
   void Deliver();
   void TimerLoop(std::chrono::milliseconds interval);
@@ -128,19 +127,20 @@ class LocalAdmission final : public AdmissionBackend {
   control::AgenticOptions options_;
   Clock clock_;
 
-  mutable std::mutex mu_;
-  control::AdmissionCoordinator coordinator_;  // Guarded by mu_.
+  mutable sync::Mutex mu_;
+  control::AdmissionCoordinator coordinator_ AGENTKV_GUARDED_BY(mu_);
   // Callbacks of waiting tickets (a retried waiting ticket adds one). Guarded by mu_.
-  std::unordered_map<std::string, std::vector<ResultCallback>> waiting_callbacks_;
-  std::deque<Delivery> deliveries_;    // Guarded by mu_.
-  bool delivering_ = false;            // Guarded by mu_.
-  bool shut_down_ = false;             // Guarded by mu_.
-  int64_t session_close_ = 0;          // Guarded by mu_.
-  int64_t session_close_failure_ = 0;  // Guarded by mu_.
+  std::unordered_map<std::string, std::vector<ResultCallback>> waiting_callbacks_
+      AGENTKV_GUARDED_BY(mu_);
+  std::deque<Delivery> deliveries_ AGENTKV_GUARDED_BY(mu_);
+  bool delivering_ AGENTKV_GUARDED_BY(mu_) = false;
+  bool shut_down_ AGENTKV_GUARDED_BY(mu_) = false;
+  int64_t session_close_ AGENTKV_GUARDED_BY(mu_) = 0;
+  int64_t session_close_failure_ AGENTKV_GUARDED_BY(mu_) = 0;
 
-  std::mutex timer_mu_;
-  std::condition_variable timer_wake_;
-  bool timer_stop_ = false;  // Guarded by timer_mu_.
+  sync::Mutex timer_mu_;
+  sync::CondVar timer_wake_;
+  bool timer_stop_ AGENTKV_GUARDED_BY(timer_mu_) = false;
   std::thread timer_;
 };
 

@@ -8,6 +8,7 @@
 
 #include "agentkv/control/admission_metrics.h"
 #include "agentkv/service/admission/admission_wire.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 namespace {
@@ -82,8 +83,11 @@ RemoteAdmission::RemoteAdmission(const RemoteAdmissionOptions& options) : option
 
 RemoteAdmission::~RemoteAdmission() {
   {
-    std::unique_lock<std::mutex> lock(in_flight_mu_);
-    in_flight_done_.wait_for(lock, options_.control_timeout, [this] { return in_flight_ == 0; });
+    sync::MutexLock lock(&in_flight_mu_);
+    const auto deadline = std::chrono::steady_clock::now() + options_.control_timeout;
+    while (in_flight_ != 0) {
+      if (in_flight_done_.WaitWithDeadline(&in_flight_mu_, deadline)) break;
+    }
   }
   closing_ = true;
   // Acquire callbacks that run now answer `degraded` and start no cancel (closing_).
@@ -138,7 +142,7 @@ void RemoteAdmission::Reconcile(std::span<const control::EngineSnapshot> /*snaps
 void RemoteAdmission::PostAndForget(Op op, std::string_view path, std::string body) {
   if (closing_) return;
   {
-    std::lock_guard<std::mutex> lock(in_flight_mu_);
+    sync::MutexLock lock(&in_flight_mu_);
     ++in_flight_;
   }
   control_client_->AsyncRequest(http::verb::post, options_.coordinator_url, std::string(path),
@@ -149,8 +153,8 @@ void RemoteAdmission::PostAndForget(Op op, std::string_view path, std::string bo
                                   } else {
                                     OnSuccess();
                                   }
-                                  std::lock_guard<std::mutex> lock(in_flight_mu_);
-                                  if (--in_flight_ == 0) in_flight_done_.notify_all();
+                                  sync::MutexLock lock(&in_flight_mu_);
+                                  if (--in_flight_ == 0) in_flight_done_.SignalAll();
                                 });
 }
 
@@ -172,14 +176,14 @@ std::vector<std::pair<std::string, double>> RemoteAdmission::StepMetrics(bool re
 }
 
 AdmissionBackendFailures RemoteAdmission::failures() const {
-  std::lock_guard<std::mutex> lock(health_mu_);
+  sync::MutexLock lock(&health_mu_);
   return failures_;
 }
 
 void RemoteAdmission::OnFailure(Op op, std::string_view error) {
   std::string line;
   {
-    std::lock_guard<std::mutex> lock(health_mu_);
+    sync::MutexLock lock(&health_mu_);
     std::string_view name;
     switch (op) {
       case Op::kAcquire:
@@ -216,7 +220,7 @@ void RemoteAdmission::OnFailure(Op op, std::string_view error) {
 void RemoteAdmission::OnSuccess() {
   int64_t unlogged = 0;
   {
-    std::lock_guard<std::mutex> lock(health_mu_);
+    sync::MutexLock lock(&health_mu_);
     if (!failing_) return;
     failing_ = false;
     unlogged = unlogged_failures_;

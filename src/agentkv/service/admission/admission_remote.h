@@ -24,10 +24,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -38,6 +36,7 @@
 #include "agentkv/net/http_client.h"
 #include "agentkv/service/admission/admission_backend.h"
 #include "agentkv/service/common/log_sink.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 
@@ -95,20 +94,20 @@ class RemoteAdmission final : public AdmissionBackend {
   void OnSuccess();
 
   RemoteAdmissionOptions options_;
-  mutable std::mutex health_mu_;
-  AdmissionBackendFailures failures_;  // Guarded by health_mu_.
+  mutable sync::Mutex health_mu_;
+  AdmissionBackendFailures failures_ AGENTKV_GUARDED_BY(health_mu_);
   // Failures not logged yet, and when the last failure line was written.
-  int64_t unlogged_failures_ = 0;                                  // Guarded by health_mu_.
-  std::optional<std::chrono::steady_clock::time_point> last_log_;  // Guarded by health_mu_.
-  bool failing_ = false;                                           // Guarded by health_mu_.
+  int64_t unlogged_failures_ AGENTKV_GUARDED_BY(health_mu_) = 0;
+  std::optional<std::chrono::steady_clock::time_point> last_log_ AGENTKV_GUARDED_BY(health_mu_);
+  bool failing_ AGENTKV_GUARDED_BY(health_mu_) = false;
   // Set by the destructor before it destroys client_: callbacks that run meanwhile (with
   // Unavailable) must not start new requests.
   std::atomic<bool> closing_{false};
   // Release and cancel posts not yet answered; the destructor waits for them (bounded by
   // control_timeout) so that a lease returned just before destruction is not lost.
-  std::mutex in_flight_mu_;
-  std::condition_variable in_flight_done_;
-  int64_t in_flight_ = 0;  // Guarded by in_flight_mu_.
+  sync::Mutex in_flight_mu_;
+  sync::CondVar in_flight_done_;
+  int64_t in_flight_ AGENTKV_GUARDED_BY(in_flight_mu_) = 0;
   // Acquires are held open at the coordinator while they wait, so they get their own client
   // (many connections, a header timeout past max_wait): a release must never queue behind
   // waiting acquires for a connection.

@@ -4,6 +4,7 @@
 
 #include "agentkv/protocol/endpoints.h"
 #include "agentkv/protocol/workers.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 namespace {
@@ -73,19 +74,19 @@ StatusOr<std::vector<std::string>> EngineDirectory::Refresh(
     return client_->Request(net::http::verb::get, router_url_, std::string(path));
   });
   if (urls.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     urls_ = *urls;
   }
   return urls;
 }
 
 std::vector<std::string> EngineDirectory::urls() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return urls_;
 }
 
 std::optional<std::string> EngineDirectory::NextEngine() {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   if (urls_.empty()) return std::nullopt;
   return urls_[next_.fetch_add(1) % urls_.size()];
 }

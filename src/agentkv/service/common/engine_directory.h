@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +20,7 @@
 
 #include "agentkv/base/status.h"
 #include "agentkv/net/http_client.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 
@@ -64,8 +64,8 @@ class EngineDirectory {
  private:
   const std::string router_url_;
   net::HttpClient* const client_;
-  mutable std::mutex mu_;
-  std::vector<std::string> urls_;  // Guarded by mu_.
+  mutable sync::Mutex mu_;
+  std::vector<std::string> urls_ AGENTKV_GUARDED_BY(mu_);
   std::atomic<uint64_t> next_{0};
 };
 

@@ -4,6 +4,7 @@
 
 #include "agentkv/protocol/endpoints.h"
 #include "agentkv/protocol/prometheus.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 namespace {
@@ -46,32 +47,35 @@ FleetPoller::FleetPoller(FleetPollerOptions options, EngineDirectory* directory,
 FleetPoller::~FleetPoller() { Stop(); }
 
 void FleetPoller::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   if (thread_.joinable() || stopping_) return;
   thread_ = std::thread([this] { Loop(); });
 }
 
 void FleetPoller::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 int64_t FleetPoller::polls() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return polls_;
 }
 
 void FleetPoller::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  sync::ReleasableMutexLock lock(&mu_);
   while (!stopping_) {
-    lock.unlock();
+    lock.Unlock();
     PollOnce();
-    lock.lock();
-    wake_.wait_for(lock, options_.interval, [this] { return stopping_; });
+    lock.Lock();
+    const auto deadline = std::chrono::steady_clock::now() + options_.interval;
+    while (!stopping_) {
+      if (wake_.WaitWithDeadline(&mu_, deadline)) break;
+    }
   }
 }
 
@@ -86,30 +90,36 @@ std::vector<control::EngineSnapshot> FleetPoller::PollOnce() {
     // Scrape every engine concurrently and wait for the answers until the deadline; an engine
     // that has not answered by then is cancelled and counts as failed.
     struct Latch {
-      std::mutex mu;
-      std::condition_variable done;
-      std::vector<std::optional<StatusOr<net::ClientResponse>>> results;
-      size_t remaining = 0;
+      sync::Mutex mu;
+      sync::CondVar done;
+      std::vector<std::optional<StatusOr<net::ClientResponse>>> results AGENTKV_GUARDED_BY(mu);
+      size_t remaining AGENTKV_GUARDED_BY(mu) = 0;
     };
     auto latch = std::make_shared<Latch>();
-    latch->results.resize(urls->size());
-    latch->remaining = urls->size();
+    {
+      sync::MutexLock lock(&latch->mu);  // Not shared yet; taken for the lock annotations.
+      latch->results.resize(urls->size());
+      latch->remaining = urls->size();
+    }
     const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
     std::vector<std::shared_ptr<net::HttpClient::StreamHandle>> calls;
     for (size_t i = 0; i < urls->size(); ++i) {
-      calls.push_back(client_->AsyncRequest(
-          net::http::verb::get, (*urls)[i], std::string(protocol::kMetricsPath), {}, "",
-          [latch, i](StatusOr<net::ClientResponse> response) {
-            std::lock_guard<std::mutex> lock(latch->mu);
-            if (latch->results[i].has_value()) return;  // Timed out: already recorded.
-            latch->results[i] = std::move(response);
-            if (--latch->remaining == 0) latch->done.notify_all();
-          }));
+      calls.push_back(client_->AsyncRequest(net::http::verb::get, (*urls)[i],
+                                            std::string(protocol::kMetricsPath), {}, "",
+                                            [latch, i](StatusOr<net::ClientResponse> response) {
+                                              sync::MutexLock lock(&latch->mu);
+                                              if (latch->results[i].has_value())
+                                                return;  // Timed out: already recorded.
+                                              latch->results[i] = std::move(response);
+                                              if (--latch->remaining == 0) latch->done.SignalAll();
+                                            }));
     }
     std::vector<std::optional<StatusOr<net::ClientResponse>>> results;
     {
-      std::unique_lock<std::mutex> lock(latch->mu);
-      latch->done.wait_until(lock, deadline, [&latch] { return latch->remaining == 0; });
+      sync::MutexLock lock(&latch->mu);
+      while (latch->remaining != 0) {
+        if (latch->done.WaitWithDeadline(&latch->mu, deadline)) break;
+      }
       for (auto& result : latch->results) {
         if (!result.has_value()) {
           result = DeadlineExceededError("no answer within --metrics-timeout-s");
@@ -132,7 +142,7 @@ std::vector<control::EngineSnapshot> FleetPoller::PollOnce() {
     }
   }
   if (options_.scrape_metrics && on_poll_) on_poll_(snapshots);
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   ++polls_;
   return snapshots;
 }

@@ -12,10 +12,8 @@
 #define AGENTKV_SERVICE_COMMON_FLEET_POLLER_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +23,7 @@
 #include "agentkv/net/http_client.h"
 #include "agentkv/service/common/engine_directory.h"
 #include "agentkv/service/common/log_sink.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 
@@ -75,10 +74,10 @@ class FleetPoller {
   const PollCallback on_poll_;
   const LogSink log_;
 
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // Guarded by mu_.
-  int64_t polls_ = 0;      // Guarded by mu_.
+  mutable sync::Mutex mu_;
+  sync::CondVar wake_;
+  bool stopping_ AGENTKV_GUARDED_BY(mu_) = false;
+  int64_t polls_ AGENTKV_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

@@ -1,7 +1,8 @@
 #include "agentkv/service/common/log_sink.h"
 
 #include <iostream>
-#include <mutex>
+
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 
@@ -20,8 +21,8 @@ std::string_view LogLevelName(LogLevel level) {
 }
 
 void StderrLogSink(LogLevel level, std::string_view line) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
+  static sync::Mutex mu;
+  sync::MutexLock lock(&mu);
   std::cerr << "level=" << LogLevelName(level) << ' ' << line << '\n';
 }
 

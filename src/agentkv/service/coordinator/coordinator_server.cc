@@ -21,6 +21,7 @@
 #include "agentkv/protocol/workers.h"
 #include "agentkv/service/admission/admission_wire.h"
 #include "agentkv/service/common/bearer_token.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 namespace {
@@ -138,7 +139,7 @@ std::string CoordinatorServer::base_url() const { return server_->base_url(); }
 
 void CoordinatorServer::Shutdown(std::chrono::milliseconds deadline) {
   {
-    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    sync::MutexLock lock(&shutdown_mu_);
     if (shut_down_) return;
     shut_down_ = true;
   }
@@ -171,9 +172,9 @@ void CoordinatorServer::HandleAcquire(net::Request request,
 
   // What the client-gone callback must undo depends on whether the answer was already given.
   struct Answer {
-    std::mutex mu;
-    bool answered = false;
-    std::optional<std::string> lease_id;
+    sync::Mutex mu;
+    bool answered AGENTKV_GUARDED_BY(mu) = false;
+    std::optional<std::string> lease_id AGENTKV_GUARDED_BY(mu);
   };
   auto answer = std::make_shared<Answer>();
   LocalAdmission* admission = admission_.get();
@@ -181,7 +182,7 @@ void CoordinatorServer::HandleAcquire(net::Request request,
     bool answered = false;
     std::optional<std::string> lease_id;
     {
-      std::lock_guard<std::mutex> lock(answer->mu);
+      sync::MutexLock lock(&answer->mu);
       answered = answer->answered;
       lease_id = answer->lease_id;
     }
@@ -197,7 +198,7 @@ void CoordinatorServer::HandleAcquire(net::Request request,
   admission->AcquireWithStatus(*std::move(parsed), [answer, writer, shared_request](
                                                        StatusOr<AdmissionDecision> result) {
     {
-      std::lock_guard<std::mutex> lock(answer->mu);
+      sync::MutexLock lock(&answer->mu);
       answer->answered = true;
       if (result.ok()) answer->lease_id = result->lease_id;
     }

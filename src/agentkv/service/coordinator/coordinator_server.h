@@ -26,7 +26,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -39,6 +38,7 @@
 #include "agentkv/service/common/engine_directory.h"
 #include "agentkv/service/common/fleet_poller.h"
 #include "agentkv/service/common/log_sink.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 
@@ -119,8 +119,8 @@ class CoordinatorServer {
   std::unique_ptr<net::HttpServer> server_;
   std::atomic<int64_t> requests_[kEndpointCount] = {};
 
-  std::mutex shutdown_mu_;
-  bool shut_down_ = false;  // Guarded by shutdown_mu_.
+  sync::Mutex shutdown_mu_;
+  bool shut_down_ AGENTKV_GUARDED_BY(shutdown_mu_) = false;
 };
 
 }  // namespace agentkv::service

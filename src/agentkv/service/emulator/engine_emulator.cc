@@ -13,6 +13,7 @@
 #include "agentkv/protocol/server_info.h"
 #include "agentkv/protocol/sessions.h"
 #include "agentkv/service/emulator/engine_metrics.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 namespace {
@@ -182,7 +183,7 @@ StatusOr<std::unique_ptr<EngineEmulator>> EngineEmulator::Start(
                boost::json::array list;
                int64_t dropped = 0;
                {
-                 std::lock_guard<std::mutex> lock(e->mu_);
+                 sync::MutexLock lock(&e->mu_);
                  for (const auto& [path, body] : e->recorded_.entries()) {
                    list.push_back(boost::json::object{{"path", path}, {"body", body}});
                  }
@@ -211,32 +212,32 @@ void EngineEmulator::Shutdown(std::chrono::milliseconds deadline) {
 }
 
 void EngineEmulator::Record(const net::Request& request) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   recorded_.Append({std::string(request.target()), request.body()});
 }
 
 int64_t EngineEmulator::recorded_requests() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return static_cast<int64_t>(recorded_.size());
 }
 
 int64_t EngineEmulator::recorded_requests_dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return recorded_.dropped();
 }
 
 int64_t EngineEmulator::open_sessions() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return static_cast<int64_t>(open_sessions_.size());
 }
 
 int64_t EngineEmulator::open_sessions_evicted() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return open_sessions_evicted_;
 }
 
 EngineEmulator::Faults EngineEmulator::faults() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return faults_;
 }
 
@@ -319,7 +320,7 @@ void EngineEmulator::HandleOpenSession(net::Request request,
   if (!open.ok()) return ReplyError(request, *writer, open.status());
   const std::string id = open->session_id.value_or("session-" + std::to_string(next_rid_++));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     if (open_sessions_.Find(id) != nullptr) {
       return ReplyError(request, *writer,
                         InvalidArgumentError("Session id " + id +
@@ -348,7 +349,7 @@ void EngineEmulator::HandleCloseSession(net::Request request,
       protocol::ParseCloseSessionRequest(request.body());
   if (!close.ok()) return ReplyError(request, *writer, close.status());
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     open_sessions_.Erase(close->session_id);
   }
   if (options_.runtime.enable_session_radix_cache) runtime_->CloseSession(close->session_id);
@@ -468,7 +469,7 @@ void EngineEmulator::HandleFaults(net::Request request,
                      read("metrics_delay_ms", f.metrics_delay_ms, false)}) {
       if (!s.ok()) return ReplyError(request, *writer, s);
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     faults_ = f;
   }
   const Faults f = faults();

@@ -33,7 +33,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +42,7 @@
 #include "agentkv/service/emulator/bounded_log.h"
 #include "agentkv/service/emulator/engine_runtime.h"
 #include "agentkv/service/emulator/lru_map.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 
@@ -125,12 +125,12 @@ class EngineEmulator {
   std::atomic<int64_t> next_rid_{0};
   std::atomic<bool> shutting_down_{false};
 
-  mutable std::mutex mu_;
-  Faults faults_;
-  BoundedLog<std::pair<std::string, std::string>> recorded_;
+  mutable sync::Mutex mu_;
+  Faults faults_ AGENTKV_GUARDED_BY(mu_);
+  BoundedLog<std::pair<std::string, std::string>> recorded_ AGENTKV_GUARDED_BY(mu_);
   // Legacy /open_session ids (the value is unused), least recently opened first.
-  LruMap<std::string, bool> open_sessions_;
-  int64_t open_sessions_evicted_ = 0;
+  LruMap<std::string, bool> open_sessions_ AGENTKV_GUARDED_BY(mu_);
+  int64_t open_sessions_evicted_ AGENTKV_GUARDED_BY(mu_) = 0;
 };
 
 // One pseudo token per 4 bytes of `text` (the emulator's stand-in for a tokenizer).

@@ -12,6 +12,7 @@
 #include "agentkv/kv/block_key.h"
 #include "agentkv/kv/kv_cache_manager.h"
 #include "agentkv/kv/retention.h"
+#include "agentkv/sync/mutex.h"
 
 // Invariants:
 // - active_ holds exactly the requests submitted to scheduler_ and not finished; each has
@@ -181,7 +182,7 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
   AGENTKV_CHECK(CheckTokens("prompt", prompt).ok() &&
                 CheckTokens("max_new_tokens", input.max_new_tokens).ok());
   const Clock::time_point arrival = Clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   if (stopping_) return UnavailableError("the engine is shutting down");
   if (active_rids_.contains(input.rid)) {
     return AlreadyExistsError("request id \"" + input.rid + "\" is already running");
@@ -200,7 +201,7 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
       result.abort_status_code = 400;
       result.prompt_tokens = prompt_tokens;
       {
-        std::lock_guard<std::mutex> inner(mu_);
+        sync::MutexLock inner(&mu_);
         active_rids_.erase(result.rid);
       }
       if (callbacks.on_finish) {
@@ -253,7 +254,7 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
       result.aborted = true;
       result.abort_message = submitted.ToString();
       {
-        std::lock_guard<std::mutex> inner(mu_);
+        sync::MutexLock inner(&mu_);
         active_rids_.erase(result.rid);
       }
       if (active.callbacks.on_finish) {
@@ -265,12 +266,12 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
     id_of_rid_.emplace(active.input.rid, id);
     active_.emplace(id, std::move(active));
   }});
-  wake_.notify_one();
+  wake_.Signal();
   return Status::Ok();
 }
 
 void EngineRuntime::Abort(const std::string& rid, bool abort_all) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   if (stopping_) return;
   commands_.push_back(Command{[this, rid, abort_all] {
     std::vector<RequestId> ids;
@@ -286,14 +287,14 @@ void EngineRuntime::Abort(const std::string& rid, bool abort_all) {
       if (*aborted) Finish(id, /*aborted=*/true, "Abort request " + active_.at(id).input.rid);
     }
   }});
-  wake_.notify_one();
+  wake_.Signal();
 }
 
 void EngineRuntime::RunOnRuntimeThread(const std::function<void()>& work) {
   std::promise<void> done;
   std::future<void> finished = done.get_future();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     if (stopping_) return;
     commands_.push_back(Command{[this, &work, &done] {
       work();
@@ -302,7 +303,7 @@ void EngineRuntime::RunOnRuntimeThread(const std::function<void()>& work) {
       done.set_value();
     }});
   }
-  wake_.notify_one();
+  wake_.Signal();
   finished.wait();
 }
 
@@ -355,17 +356,17 @@ bool EngineRuntime::FlushCache() {
 }
 
 RuntimeSnapshot EngineRuntime::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return snapshot_;
 }
 
 void EngineRuntime::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     if (stopping_ && !thread_.joinable()) return;
     stopping_ = true;
   }
-  wake_.notify_one();
+  wake_.Signal();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -378,11 +379,11 @@ void EngineRuntime::Run() {
     std::deque<Command> commands;
     bool stopping = false;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] {
-        return stopping_ || !commands_.empty() ||
-               scheduler().num_running() + scheduler().num_waiting() > 0;
-      });
+      sync::MutexLock lock(&mu_);
+      while (!stopping_ && commands_.empty() &&
+             scheduler().num_running() + scheduler().num_waiting() == 0) {
+        wake_.Wait(&mu_);
+      }
       commands.swap(commands_);
       stopping = stopping_;
     }
@@ -516,7 +517,7 @@ void EngineRuntime::Finish(RequestId id, bool aborted, const std::string& messag
   if (active.first_scheduled.has_value()) counters_.queue_time.Observe(result.queue_time_s);
   if (aborted) ++counters_.num_aborted_requests_total;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     active_rids_.erase(result.rid);
   }
   // Run after the snapshot is published, so that a caller woken by it sees its effects.
@@ -529,7 +530,7 @@ void EngineRuntime::PublishSnapshot() {
   RuntimeSnapshot snapshot = counters_;
   snapshot.gauges = scheduler().gauges();
   snapshot.cache = scheduler().cache().stats();
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   snapshot_ = std::move(snapshot);
 }
 

@@ -29,12 +29,10 @@
 #ifndef AGENTKV_SERVICE_EMULATOR_ENGINE_RUNTIME_H_
 #define AGENTKV_SERVICE_EMULATOR_ENGINE_RUNTIME_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -53,6 +51,7 @@
 #include "agentkv/kv/kv_cache_stats.h"
 #include "agentkv/service/common/context_limits.h"
 #include "agentkv/service/emulator/lru_map.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 
@@ -281,13 +280,13 @@ class EngineRuntime {
       deferred_finishes_;
 
   // Shared with callers.
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<Command> commands_;
+  mutable sync::Mutex mu_;
+  sync::CondVar wake_;
+  std::deque<Command> commands_ AGENTKV_GUARDED_BY(mu_);
   // Rids submitted and not finished (duplicate check on the caller's thread).
-  std::unordered_map<std::string, int> active_rids_;
-  bool stopping_ = false;
-  RuntimeSnapshot snapshot_;
+  std::unordered_map<std::string, int> active_rids_ AGENTKV_GUARDED_BY(mu_);
+  bool stopping_ AGENTKV_GUARDED_BY(mu_) = false;
+  RuntimeSnapshot snapshot_ AGENTKV_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -11,8 +11,9 @@
 #include "agentkv/net/router.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/protocol/json_splice.h"
-#include "agentkv/service/emulator/engine_emulator.h"
 #include "agentkv/routing/routing_key.h"
+#include "agentkv/service/emulator/engine_emulator.h"
+#include "agentkv/sync/mutex.h"
 
 // Invariants (under mu_): every worker has a distinct url and a distinct EngineId present in
 // router_ exactly when the worker is healthy; in-flight loads are never negative.
@@ -115,9 +116,12 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
   router_options.balance_rel_threshold = options.balance_rel_threshold;
   router_options.max_tree_size = options.max_tree_size;
   router_options.num_engines = 1;
-  AGENTKV_ASSIGN_OR_RETURN(r->router_, routing::Router::Create(router_options));
-  // The router starts with engine 0; workers bring their own ids.
-  r->router_->RemoveEngine(EngineId(0));
+  {
+    sync::MutexLock lock(&r->mu_);  // Not shared yet; taken for the lock annotations.
+    AGENTKV_ASSIGN_OR_RETURN(r->router_, routing::Router::Create(router_options));
+    // The router starts with engine 0; workers bring their own ids.
+    r->router_->RemoveEngine(EngineId(0));
+  }
   for (const std::string& url : options.worker_urls) AGENTKV_RETURN_IF_ERROR(r->AddWorker(url));
   r->client_ = std::make_unique<net::HttpClient>(options.client);
 
@@ -222,7 +226,7 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
                boost::json::array list;
                int64_t dropped = 0;
                {
-                 std::lock_guard<std::mutex> lock(self->mu_);
+                 sync::MutexLock lock(&self->mu_);
                  for (const Received& received : self->received_.entries()) {
                    list.push_back(boost::json::object{{"path", received.path},
                                                       {"routing_key", received.routing_key},
@@ -247,7 +251,7 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
           removed ? R"({"status":"success"})" : ErrorJson("no worker " + url, 404)));
     }
     {
-      std::lock_guard<std::mutex> lock(self->mu_);
+      sync::MutexLock lock(&self->mu_);
       self->received_.Append(Received{target, "", ""});
     }
     w->Reply(
@@ -266,17 +270,17 @@ uint16_t RouterEmulator::port() const { return server_->port(); }
 std::string RouterEmulator::base_url() const { return server_->base_url(); }
 
 int64_t RouterEmulator::received_requests() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return static_cast<int64_t>(received_.size());
 }
 
 int64_t RouterEmulator::received_requests_dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return received_.dropped();
 }
 
 std::vector<protocol::WorkerInfo> RouterEmulator::workers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   std::vector<protocol::WorkerInfo> infos;
   for (const Worker& w : workers_) infos.push_back(w.info);
   return infos;
@@ -284,7 +288,7 @@ std::vector<protocol::WorkerInfo> RouterEmulator::workers() const {
 
 void RouterEmulator::Shutdown(std::chrono::milliseconds deadline) {
   if (stopping_.exchange(true)) return;
-  health_wake_.notify_all();
+  health_wake_.SignalAll();
   if (health_thread_.joinable()) health_thread_.join();
   if (server_ != nullptr) server_->Shutdown(deadline);
   client_.reset();
@@ -294,7 +298,7 @@ Status RouterEmulator::AddWorker(const std::string& url) {
   RouterEmulatorOptions probe;
   probe.worker_urls = {url};
   AGENTKV_RETURN_IF_ERROR(probe.Validate());
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   for (const Worker& w : workers_) {
     if (w.info.url == url) return AlreadyExistsError("worker " + url + " is already registered");
   }
@@ -312,7 +316,7 @@ Status RouterEmulator::AddWorker(const std::string& url) {
 }
 
 bool RouterEmulator::RemoveWorker(const std::string& url) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   auto it = std::find_if(workers_.begin(), workers_.end(),
                          [&](const Worker& w) { return w.info.url == url; });
   if (it == workers_.end()) return false;
@@ -345,7 +349,7 @@ void RouterEmulator::HandleForward(net::Request request,
   }
   Worker chosen;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     if (router_->engines().empty()) {
       received_.Append(Received{path, routing_key, ""});
       return writer->Reply(net::MakeResponse(request, http::status::service_unavailable,
@@ -379,7 +383,7 @@ void RouterEmulator::HandleForward(net::Request request,
   }
   const EngineId engine = chosen.engine;
   auto release = [this, engine] {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     for (Worker& w : workers_) {
       if (w.engine == engine && w.info.load > 0) --w.info.load;
     }
@@ -468,14 +472,14 @@ void RouterEmulator::HealthLoop() {
   while (!stopping_.load()) {
     std::vector<std::pair<std::string, std::string>> targets;  // (url, base)
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      sync::MutexLock lock(&mu_);
       for (const Worker& w : workers_) targets.emplace_back(w.info.url, w.base_url);
     }
     for (const auto& [url, base] : targets) {
       if (stopping_.load()) return;
       StatusOr<net::ClientResponse> r = client_->Request(http::verb::get, base, "/health");
       const bool healthy = r.ok() && r->status == 200;
-      std::lock_guard<std::mutex> lock(mu_);
+      sync::MutexLock lock(&mu_);
       for (Worker& w : workers_) {
         if (w.info.url != url || w.info.is_healthy == healthy) continue;
         w.info.is_healthy = healthy;
@@ -486,9 +490,11 @@ void RouterEmulator::HealthLoop() {
         }
       }
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    health_wake_.wait_for(lock, options_.health_check_interval,
-                          [this] { return stopping_.load(); });
+    sync::MutexLock lock(&mu_);
+    const auto deadline = std::chrono::steady_clock::now() + options_.health_check_interval;
+    while (!stopping_.load()) {
+      if (health_wake_.WaitWithDeadline(&mu_, deadline)) break;
+    }
   }
 }
 

@@ -30,10 +30,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,8 +40,9 @@
 #include "agentkv/net/http_client.h"
 #include "agentkv/net/http_server.h"
 #include "agentkv/protocol/workers.h"
-#include "agentkv/service/emulator/bounded_log.h"
 #include "agentkv/routing/router.h"
+#include "agentkv/service/emulator/bounded_log.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 
@@ -118,12 +117,12 @@ class RouterEmulator {
   std::unique_ptr<net::HttpServer> server_;
   std::atomic<bool> stopping_{false};
 
-  mutable std::mutex mu_;
-  std::condition_variable health_wake_;
-  std::unique_ptr<routing::Router> router_;
-  std::vector<Worker> workers_;
-  int32_t next_engine_ = 0;
-  BoundedLog<Received> received_;
+  mutable sync::Mutex mu_;
+  sync::CondVar health_wake_;
+  std::unique_ptr<routing::Router> router_ AGENTKV_GUARDED_BY(mu_);
+  std::vector<Worker> workers_ AGENTKV_GUARDED_BY(mu_);
+  int32_t next_engine_ AGENTKV_GUARDED_BY(mu_) = 0;
+  BoundedLog<Received> received_ AGENTKV_GUARDED_BY(mu_);
   std::thread health_thread_;
 };
 

@@ -10,6 +10,7 @@
 #include "agentkv/service/common/context_limits.h"
 #include "agentkv/service/gateway/gateway_core.h"
 #include "agentkv/service/gateway/gateway_prerequisites.h"
+#include "agentkv/sync/mutex.h"
 
 // Startup and the data path of the gateway; the control plane, observability and shutdown are
 // in gateway_control.cc. Invariants: gateway_core.h.
@@ -238,8 +239,11 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   if (hint == ParentHintVerdict::kAccepted) ex->parent = std::string(header(kParentSessionHeader));
   ex->rid = *std::move(rid);
   ex->started = started;
-  ex->writer = writer;
   ex->request = std::move(request);
+  {
+    sync::MutexLock lock(&ex->mu);  // Not shared yet; taken for the lock annotations.
+    ex->writer = writer;
+  }
   in_flight_.fetch_add(1);
   std::weak_ptr<Exchange> weak = ex;
   writer->OnClientGone([this, weak] {
@@ -251,7 +255,7 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
       ex->client, *prompt_tokens, options_.agentic.agentic_admission_expected_decode_cap,
       options_.default_max_tokens);
   {
-    std::lock_guard<std::mutex> lock(admission_mu_);
+    sync::MutexLock lock(&admission_mu_);
     if (shutting_down_.load()) {
       return Fail(ex, GatewayError::kShuttingDown, "the gateway is shutting down");
     }
@@ -262,16 +266,16 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   backend_->Acquire(std::move(acquire),
                     [self = shared_from_this(), ex](const control::AdmissionDecision& d) {
                       self->OnAdmission(ex, d);
-                      std::lock_guard<std::mutex> lock(self->admission_mu_);
+                      sync::MutexLock lock(&self->admission_mu_);
                       --self->pending_acquires_;
-                      self->admission_cv_.notify_all();
+                      self->admission_cv_.SignalAll();
                     });
 }
 
 void Gateway::Core::OnAdmission(const std::shared_ptr<Exchange>& ex,
                                 const control::AdmissionDecision& decision) {
   {
-    std::lock_guard<std::mutex> lock(admission_mu_);
+    sync::MutexLock lock(&admission_mu_);
     awaiting_.erase(ex->rid);
   }
   Log(LogLevel::kDebug,
@@ -361,7 +365,7 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
           }
           std::shared_ptr<net::ResponseWriter> writer;
           {
-            std::lock_guard<std::mutex> lock(ex->mu);
+            sync::MutexLock lock(&ex->mu);
             ex->upstream_status = status;
             writer = ex->writer;
           }
@@ -374,7 +378,7 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
           int upstream_status = 0;
           bool gone = false;
           {
-            std::lock_guard<std::mutex> lock(ex->mu);
+            sync::MutexLock lock(&ex->mu);
             upstream_status = ex->upstream_status;
             gone = ex->client_gone;
           }
@@ -392,7 +396,7 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
               "event=upstream_stream_broken rid=" + ex->rid + " error=" + Quoted(status.message()));
           std::shared_ptr<net::ResponseWriter> writer;
           {
-            std::lock_guard<std::mutex> lock(ex->mu);
+            sync::MutexLock lock(&ex->mu);
             writer = std::move(ex->writer);
           }
           writer.reset();
@@ -401,7 +405,7 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
   }
   bool gone = false;
   {
-    std::lock_guard<std::mutex> lock(ex->mu);
+    sync::MutexLock lock(&ex->mu);
     ex->stream = handle;
     gone = ex->client_gone;
   }
@@ -416,7 +420,7 @@ void Gateway::Core::OnClientGone(const std::shared_ptr<Exchange>& ex) {
   {
     // Under the exchange's lock, so that a finished exchange's rid (which a new sessionless
     // request may reuse) is never reported gone.
-    std::lock_guard<std::mutex> lock(ex->mu);
+    sync::MutexLock lock(&ex->mu);
     if (ex->done || ex->client_gone) return;
     ex->client_gone = true;
     stream = ex->stream;
@@ -445,7 +449,7 @@ void Gateway::Core::Fail(const std::shared_ptr<Exchange>& ex, GatewayError error
 void Gateway::Core::Finish(const std::shared_ptr<Exchange>& ex, int code) {
   bool gone = false;
   {
-    std::lock_guard<std::mutex> lock(ex->mu);
+    sync::MutexLock lock(&ex->mu);
     if (ex->done) return;
     ex->done = true;
     gone = ex->client_gone;

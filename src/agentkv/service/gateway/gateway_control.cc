@@ -10,6 +10,7 @@
 #include "agentkv/protocol/sessions.h"
 #include "agentkv/service/common/bearer_token.h"
 #include "agentkv/service/gateway/gateway_core.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 
@@ -23,12 +24,12 @@ namespace {
 // One /close_session fan-out: per-engine results, completed by the last answer or by the
 // close timeout, whichever comes first.
 struct CloseFanOut {
-  std::mutex mu;
+  sync::Mutex mu;
   std::string session_id;
   std::vector<std::string> engines;
-  std::vector<std::optional<Status>> results;  // Guarded by mu.
-  size_t remaining = 0;                        // Guarded by mu.
-  bool finished = false;                       // Guarded by mu.
+  std::vector<std::optional<Status>> results AGENTKV_GUARDED_BY(mu);
+  size_t remaining AGENTKV_GUARDED_BY(mu) = 0;
+  bool finished AGENTKV_GUARDED_BY(mu) = false;
   std::function<void(bool ok)> done;
   std::unique_ptr<boost::asio::steady_timer> timer;
   LogSink log;
@@ -40,7 +41,7 @@ void CompleteClose(const std::shared_ptr<CloseFanOut>& fan, int64_t index, Statu
   std::vector<Status> statuses;
   std::function<void(bool)> done;
   {
-    std::lock_guard<std::mutex> lock(fan->mu);
+    sync::MutexLock lock(&fan->mu);
     if (fan->finished) return;
     if (index >= 0) {
       fan->results[static_cast<size_t>(index)] = std::move(status);
@@ -127,7 +128,7 @@ void Gateway::Core::CancelQueuedAttempt(const std::string& rid) {
   // saw would leave a tombstone that turns a later request with the same rid away. An attempt
   // between registration and dispatch is stopped by SessionManager::Dispatch instead.
   {
-    std::lock_guard<std::mutex> lock(admission_mu_);
+    sync::MutexLock lock(&admission_mu_);
     if (!awaiting_.contains(rid)) return;
   }
   backend_->Cancel(TicketFor(rid));
@@ -166,8 +167,11 @@ void Gateway::Core::CloseOnEveryEngine(const std::string& session_id,
   auto fan = std::make_shared<CloseFanOut>();
   fan->session_id = session_id;
   fan->engines = engines;
-  fan->results.resize(engines.size());
-  fan->remaining = engines.size();
+  {
+    sync::MutexLock lock(&fan->mu);  // Not shared yet; taken for the lock annotations.
+    fan->results.resize(engines.size());
+    fan->remaining = engines.size();
+  }
   fan->done = std::move(done);
   fan->log = options_.log;
   fan->timer =
@@ -200,13 +204,16 @@ void Gateway::Core::SweepLoop() {
   }
   interval = std::clamp<Clock::duration>(interval / 4, std::chrono::milliseconds(10),
                                          std::chrono::seconds(1));
-  std::unique_lock<std::mutex> lock(sweep_mu_);
+  sync::ReleasableMutexLock lock(&sweep_mu_);
   while (!sweep_stop_) {
-    sweep_cv_.wait_for(lock, interval, [this] { return sweep_stop_; });
+    const auto deadline = std::chrono::steady_clock::now() + interval;
+    while (!sweep_stop_) {
+      if (sweep_cv_.WaitWithDeadline(&sweep_mu_, deadline)) break;
+    }
     if (sweep_stop_) break;
-    lock.unlock();
+    lock.Unlock();
     sessions_->Sweep(Clock::now());
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -248,7 +255,7 @@ GatewayStats Gateway::Core::Stats() const {
   GatewayStats stats;
   stats.in_flight = in_flight_.load();
   {
-    std::lock_guard<std::mutex> lock(admission_mu_);
+    sync::MutexLock lock(&admission_mu_);
     stats.awaiting_admission = static_cast<int64_t>(awaiting_.size());
   }
   stats.sessions_active = sessions_ != nullptr ? sessions_->active_sessions() : 0;
@@ -267,15 +274,17 @@ void Gateway::Core::Shutdown(std::chrono::milliseconds deadline) {
     Log(LogLevel::kInfo, "event=gateway_shutting_down");
     std::vector<std::string> waiting;
     {
-      std::lock_guard<std::mutex> lock(admission_mu_);
+      sync::MutexLock lock(&admission_mu_);
       waiting.assign(awaiting_.begin(), awaiting_.end());
     }
     for (const std::string& rid : waiting) backend_->Cancel(TicketFor(rid));
     bool acquires_resolved = false;
     {
-      std::unique_lock<std::mutex> lock(admission_mu_);
-      acquires_resolved =
-          admission_cv_.wait_until(lock, until, [this] { return pending_acquires_ == 0; });
+      sync::MutexLock lock(&admission_mu_);
+      while (pending_acquires_ != 0) {
+        if (admission_cv_.WaitWithDeadline(&admission_mu_, until)) break;
+      }
+      acquires_resolved = pending_acquires_ == 0;
     }
     if (server_ != nullptr) {
       server_->Shutdown(
@@ -295,10 +304,10 @@ void Gateway::Core::Shutdown(std::chrono::milliseconds deadline) {
 
 void Gateway::Core::Teardown() {
   {
-    std::lock_guard<std::mutex> lock(sweep_mu_);
+    sync::MutexLock lock(&sweep_mu_);
     sweep_stop_ = true;
   }
-  sweep_cv_.notify_all();
+  sweep_cv_.SignalAll();
   if (sweeper_.joinable()) sweeper_.join();
   if (poller_ != nullptr) poller_->Stop();
   // The server object stays (its executor may still be asked for a close timer, which then

@@ -19,7 +19,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -38,6 +37,7 @@
 #include "agentkv/service/gateway/gateway_metrics.h"
 #include "agentkv/service/gateway/gateway_request.h"
 #include "agentkv/service/gateway/gateway_sessions.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 namespace gateway_internal {
@@ -55,16 +55,17 @@ struct Exchange {
   std::string rid;
   Clock::time_point started;
 
-  std::mutex mu;  // Guards the fields below; taken before the SessionManager's, never after.
+  sync::Mutex mu;  // Guards the fields below; taken before the SessionManager's, never after.
   // Finish ran (the attempt is no longer this exchange's: a sessionless rid may be reused).
-  bool done = false;
-  bool client_gone = false;
-  std::shared_ptr<net::ResponseWriter> writer;  // Reset to cut a broken stream.
-  std::shared_ptr<net::HttpClient::StreamHandle> stream;
-  int upstream_status = 0;
+  bool done AGENTKV_GUARDED_BY(mu) = false;
+  bool client_gone AGENTKV_GUARDED_BY(mu) = false;
+  std::shared_ptr<net::ResponseWriter> writer
+      AGENTKV_GUARDED_BY(mu);  // Reset to cut a broken stream.
+  std::shared_ptr<net::HttpClient::StreamHandle> stream AGENTKV_GUARDED_BY(mu);
+  int upstream_status AGENTKV_GUARDED_BY(mu) = 0;
 
   std::shared_ptr<net::ResponseWriter> Writer() {
-    std::lock_guard<std::mutex> lock(mu);
+    sync::MutexLock lock(&mu);
     return writer;
   }
 };
@@ -147,14 +148,14 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   std::atomic<bool> effects_enabled_{true};
   std::atomic<int64_t> in_flight_{0};
 
-  mutable std::mutex admission_mu_;
-  std::condition_variable admission_cv_;
-  int64_t pending_acquires_ = 0;    // Guarded by admission_mu_.
-  std::set<std::string> awaiting_;  // Guarded by admission_mu_.
+  mutable sync::Mutex admission_mu_;
+  sync::CondVar admission_cv_;
+  int64_t pending_acquires_ AGENTKV_GUARDED_BY(admission_mu_) = 0;
+  std::set<std::string> awaiting_ AGENTKV_GUARDED_BY(admission_mu_);
 
-  std::mutex sweep_mu_;
-  std::condition_variable sweep_cv_;
-  bool sweep_stop_ = false;  // Guarded by sweep_mu_.
+  sync::Mutex sweep_mu_;
+  sync::CondVar sweep_cv_;
+  bool sweep_stop_ AGENTKV_GUARDED_BY(sweep_mu_) = false;
   std::thread sweeper_;
   std::once_flag shutdown_once_;
 };

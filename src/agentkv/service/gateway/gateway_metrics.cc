@@ -4,6 +4,7 @@
 
 #include "agentkv/control/admission_metrics.h"
 #include "agentkv/protocol/json_util.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 namespace {
@@ -60,7 +61,7 @@ std::string AgenticKvJson(const std::vector<std::pair<std::string, double>>& ser
 }
 
 void GatewayMetrics::ObserveRequest(std::string_view route, int code, double seconds) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   ++requests_[{std::string(route), code}];
   Histogram& histogram = durations_[std::string(route)];
   size_t bucket = 0;
@@ -72,12 +73,12 @@ void GatewayMetrics::ObserveRequest(std::string_view route, int code, double sec
 }
 
 void GatewayMetrics::CountParentHintRejected() {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   ++parent_hint_rejected_;
 }
 
 void GatewayMetrics::CountSessionClose(bool ok) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   ++close_total_;
   ++step_close_;
   if (!ok) {
@@ -87,7 +88,7 @@ void GatewayMetrics::CountSessionClose(bool ok) {
 }
 
 std::pair<int64_t, int64_t> GatewayMetrics::StepCloses(bool reset) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   const std::pair<int64_t, int64_t> step{step_close_, step_close_failure_};
   if (reset) {
     step_close_ = 0;
@@ -97,24 +98,24 @@ std::pair<int64_t, int64_t> GatewayMetrics::StepCloses(bool reset) {
 }
 
 std::pair<int64_t, int64_t> GatewayMetrics::close_totals() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return {close_total_, close_failure_total_};
 }
 
 int64_t GatewayMetrics::parent_hint_rejected() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return parent_hint_rejected_;
 }
 
 int64_t GatewayMetrics::requests(std::string_view route, int code) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   auto it = requests_.find({std::string(route), code});
   return it == requests_.end() ? 0 : it->second;
 }
 
 std::vector<protocol::MetricFamily> GatewayMetrics::Families(
     const GatewayReadings& readings) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   std::vector<protocol::MetricFamily> families;
   auto counter = [&families](std::string name, std::string help, double value) {
     protocol::MetricFamily family{name, std::move(help), "counter", {}};

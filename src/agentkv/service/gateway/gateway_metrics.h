@@ -16,7 +16,6 @@
 #include <array>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -24,6 +23,7 @@
 
 #include "agentkv/protocol/prometheus.h"
 #include "agentkv/service/admission/admission_backend.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 
@@ -85,14 +85,14 @@ class GatewayMetrics {
     int64_t count = 0;
   };
 
-  mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, int64_t> requests_;
-  std::map<std::string, Histogram> durations_;
-  int64_t parent_hint_rejected_ = 0;
-  int64_t close_total_ = 0;
-  int64_t close_failure_total_ = 0;
-  int64_t step_close_ = 0;
-  int64_t step_close_failure_ = 0;
+  mutable sync::Mutex mu_;
+  std::map<std::pair<std::string, int>, int64_t> requests_ AGENTKV_GUARDED_BY(mu_);
+  std::map<std::string, Histogram> durations_ AGENTKV_GUARDED_BY(mu_);
+  int64_t parent_hint_rejected_ AGENTKV_GUARDED_BY(mu_) = 0;
+  int64_t close_total_ AGENTKV_GUARDED_BY(mu_) = 0;
+  int64_t close_failure_total_ AGENTKV_GUARDED_BY(mu_) = 0;
+  int64_t step_close_ AGENTKV_GUARDED_BY(mu_) = 0;
+  int64_t step_close_failure_ AGENTKV_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace agentkv::service

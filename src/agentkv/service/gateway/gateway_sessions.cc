@@ -4,6 +4,7 @@
 #include <variant>
 
 #include "agentkv/base/check.h"
+#include "agentkv/sync/mutex.h"
 
 // Invariants (under mu_): close_waiters_ holds exactly the close requests the flow has not
 // answered yet; every action the flow emitted under the lock is performed after it is released,
@@ -43,7 +44,7 @@ StatusOr<std::string> SessionManager::BeginAttempt(const std::optional<std::stri
                                                    control::AttemptSpec spec) {
   Pending pending;
   StatusOr<std::string> rid = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     StatusOr<std::string> begun = flow_.BeginAttempt(session_id, request_id, spec, ToTimeNs(now));
     CollectLocked(pending);  // Opening a session at the cap may end an idle one.
     return begun;
@@ -54,18 +55,18 @@ StatusOr<std::string> SessionManager::BeginAttempt(const std::optional<std::stri
 
 StatusOr<control::AdmissionVerdict> SessionManager::OnAdmission(
     std::string_view rid, const control::AdmissionDecision& decision) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return flow_.OnAdmission(rid, decision);
 }
 
 StatusOr<control::GenerateIdentity> SessionManager::Dispatch(std::string_view rid) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   AGENTKV_ASSIGN_OR_RETURN(control::DispatchIdentity<std::string> identity, flow_.Dispatch(rid));
   return control::GenerateIdentity{std::move(identity.rid), std::move(identity.session)};
 }
 
 std::vector<control::FlowAction<std::string>> SessionManager::ClientGone(std::string_view rid) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   flow_.OnClientGone(rid);
   // Only this attempt's actions can be in the outbox: every other call empties it under the
   // lock it runs under.
@@ -75,7 +76,7 @@ std::vector<control::FlowAction<std::string>> SessionManager::ClientGone(std::st
 void SessionManager::Finish(std::string_view rid, SteadyTime now) {
   Pending pending;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     flow_.Finish(rid, ToTimeNs(now));
     CollectLocked(pending);
   }
@@ -86,7 +87,7 @@ void SessionManager::Close(const std::string& session_id, control::TerminalReaso
                            SteadyTime now, std::function<void(SessionCloseResult)> done) {
   Pending pending;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     const uint64_t request = next_close_request_++;
     close_waiters_.emplace(request, std::move(done));
     flow_.Close(session_id, reason, request, ToTimeNs(now));
@@ -99,7 +100,7 @@ int64_t SessionManager::Sweep(SteadyTime now) {
   Pending pending;
   int64_t acted = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     acted = flow_.Sweep(ToTimeNs(now));
     CollectLocked(pending);
   }
@@ -143,7 +144,7 @@ void SessionManager::Run(Pending pending) {
 void SessionManager::OnCloseDone(const std::string& session_id, bool ok) {
   Pending pending;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(&mu_);
     const Status consumed = flow_.OnCloseOutcome(session_id, ok);
     AGENTKV_CHECK(consumed.ok()) << consumed;
     CollectLocked(pending);
@@ -153,37 +154,37 @@ void SessionManager::OnCloseDone(const std::string& session_id, bool ok) {
 }
 
 control::SessionLifecycleCounters SessionManager::counters() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return flow_.counters();
 }
 
 int64_t SessionManager::active_sessions() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return flow_.active_sessions();
 }
 
 int64_t SessionManager::evicted() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return flow_.evicted();
 }
 
 int64_t SessionManager::refused() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return flow_.refused();
 }
 
 int64_t SessionManager::live_attempts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return flow_.live_attempts();
 }
 
 std::vector<std::string> SessionManager::live_rids() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   return flow_.live_rids();
 }
 
 void SessionManager::CheckInvariants() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(&mu_);
   flow_.CheckInvariants();
 }
 

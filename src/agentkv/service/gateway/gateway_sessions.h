@@ -31,6 +31,7 @@
 #include "agentkv/base/status.h"
 #include "agentkv/control/gateway_flow.h"
 #include "agentkv/control/session_lifecycle.h"
+#include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
 
@@ -156,18 +157,19 @@ class SessionManager {
   };
 
   // Takes the flow's actions and the callbacks they answer.
-  void CollectLocked(Pending& pending);
+  void CollectLocked(Pending& pending) AGENTKV_REQUIRES(mu_);
   void Run(Pending pending);
   void OnCloseDone(const std::string& session_id, bool ok);
 
   const SessionManagerOptions options_;
   SessionEffects* const effects_;
 
-  mutable std::mutex mu_;
-  control::GatewayFlow<std::string> flow_;
+  mutable sync::Mutex mu_;
+  control::GatewayFlow<std::string> flow_ AGENTKV_GUARDED_BY(mu_);
   // Close requests waiting for their answer, by the number given to the flow.
-  std::map<uint64_t, std::function<void(SessionCloseResult)>> close_waiters_;
-  uint64_t next_close_request_ = 1;
+  std::map<uint64_t, std::function<void(SessionCloseResult)>> close_waiters_
+      AGENTKV_GUARDED_BY(mu_);
+  uint64_t next_close_request_ AGENTKV_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace agentkv::service

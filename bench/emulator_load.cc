@@ -150,10 +150,11 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", router.status().ToString().c_str());
     return 1;
   }
-  std::printf("emulator_load: %d engines (unpaced) behind a %s router; %d in flight, %d-token "
-              "prompts, %d output tokens\n",
-              flags.engines, flags.policy.c_str(), flags.concurrency, flags.prompt_tokens,
-              flags.max_new_tokens);
+  std::printf(
+      "emulator_load: %d engines (unpaced) behind a %s router; %d in flight, %d-token "
+      "prompts, %d output tokens\n",
+      flags.engines, flags.policy.c_str(), flags.concurrency, flags.prompt_tokens,
+      flags.max_new_tokens);
   std::vector<double> rates;
   for (int run = 0; run < flags.runs; ++run) {
     const RunResult r = RunOnce(flags, (*router)->base_url());

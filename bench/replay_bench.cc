@@ -6,7 +6,8 @@
 //   - synthetic: the embedded default of `agentkv replay` (48 sessions, context scale 0.5,
 //     two engines with 262,144 KV tokens each).
 // Counters: block_lookups_per_s (full prompt blocks matched against the prefix index, per
-// second of wall time) and requests_per_s, over real (wall) time. Target: >= 1,000,000 block lookups/s.
+// second of wall time) and requests_per_s, over real (wall) time. Target: >= 1,000,000 block
+// lookups/s.
 //
 //   build/release/bench/replay_bench --benchmark_repetitions=5
 //       --benchmark_report_aggregates_only=true
@@ -82,10 +83,16 @@ void BM_ReplaySynthetic(benchmark::State& state, const char* arm) {
   RunArmBench(state, SyntheticDefault(), options, arm);
 }
 
-BENCHMARK_CAPTURE(BM_ReplayWeka, baseline, "baseline")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_ReplayWeka, baseline, "baseline")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_ReplayWeka, all, "all")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_ReplayWeka, infinite_cache, "infinite-cache")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_ReplaySynthetic, baseline, "baseline")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_ReplayWeka, infinite_cache, "infinite-cache")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_ReplaySynthetic, baseline, "baseline")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_ReplaySynthetic, all, "all")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -73,14 +73,16 @@ void FuzzDecision(std::string_view body) {
 void FuzzSmallBodies(std::string_view body) {
   if (agentkv::StatusOr<std::string> lease = ParseReleaseRequest(body); lease.ok()) {
     FUZZ_CHECK(!lease->empty());
-    const agentkv::StatusOr<std::string> again = ParseReleaseRequest(SerializeReleaseRequest(*lease));
+    const agentkv::StatusOr<std::string> again =
+        ParseReleaseRequest(SerializeReleaseRequest(*lease));
     FUZZ_CHECK(again.ok() && *again == *lease);
   } else {
     FUZZ_CHECK(IsInputError(lease.status()));
   }
   if (agentkv::StatusOr<std::string> ticket = ParseCancelRequest(body); ticket.ok()) {
     FUZZ_CHECK(!ticket->empty() && ticket->size() <= control::kMaxTicketBytes);
-    const agentkv::StatusOr<std::string> again = ParseCancelRequest(SerializeCancelRequest(*ticket));
+    const agentkv::StatusOr<std::string> again =
+        ParseCancelRequest(SerializeCancelRequest(*ticket));
     FUZZ_CHECK(again.ok() && *again == *ticket);
   } else {
     FUZZ_CHECK(IsInputError(ticket.status()));

@@ -68,7 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const std::optional<int64_t> cap : {std::optional<int64_t>(), std::optional<int64_t>(1),
                                            std::optional<int64_t>(agentkv::kMaxTokens)}) {
     for (const int64_t default_max : {int64_t{0}, int64_t{4096}, agentkv::kMaxTokens}) {
-      FUZZ_CHECK(InTokenRange(EstimateReservationTokens(*request, header_tokens, cap, default_max)));
+      FUZZ_CHECK(
+          InTokenRange(EstimateReservationTokens(*request, header_tokens, cap, default_max)));
     }
   }
   if (const std::optional<int64_t> prompt = ExactPromptTokens(*request, header_tokens)) {

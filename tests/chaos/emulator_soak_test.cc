@@ -13,8 +13,8 @@
 // bucket array) measured under 1 MiB. A leak of 0.2 KB per request would still fail.
 #include <gtest/gtest.h>
 
-#include <boost/json.hpp>
 #include <atomic>
+#include <boost/json.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -139,9 +139,9 @@ TEST(EmulatorSoakTest, ResidentSetStaysFlatOverFortyThousandRequests) {
         pump.Post(engine_url, "/abort_request", R"({"rid": "soak-)" + std::to_string(i) + "\"}");
       }
       if (i % 8 == 4) {
-        pump.Post(engine_url, "/open_session",
-                  R"({"capacity_of_str_len": 1000, "session_id": "legacy-)" + std::to_string(i) +
-                      "\"}");
+        pump.Post(
+            engine_url, "/open_session",
+            R"({"capacity_of_str_len": 1000, "session_id": "legacy-)" + std::to_string(i) + "\"}");
       }
     }
     pump.Wait();
@@ -155,11 +155,11 @@ TEST(EmulatorSoakTest, ResidentSetStaysFlatOverFortyThousandRequests) {
   const int64_t last = rss.back();
   std::string trace;
   for (int64_t kib : rss) trace += " " + std::to_string(kib / 1024);
-  std::printf("soak: %d requests in %.1f s (%.0f req/s); RSS MiB per 2,000:%s; "
-              "first quarter %lld KiB, end %lld KiB, growth %lld KiB\n",
-              kRequests, seconds, kRequests / seconds, trace.c_str(),
-              static_cast<long long>(quarter), static_cast<long long>(last),
-              static_cast<long long>(last - quarter));
+  std::printf(
+      "soak: %d requests in %.1f s (%.0f req/s); RSS MiB per 2,000:%s; "
+      "first quarter %lld KiB, end %lld KiB, growth %lld KiB\n",
+      kRequests, seconds, kRequests / seconds, trace.c_str(), static_cast<long long>(quarter),
+      static_cast<long long>(last), static_cast<long long>(last - quarter));
   for (int b = kBatches / 4; b < kBatches; ++b) {
     EXPECT_LT(rss[static_cast<size_t>(b)] - quarter, kMaxGrowthKiB)
         << "after " << (b + 1) * (kRequests / kBatches) << " requests";

@@ -40,7 +40,8 @@ std::string ErrorMessage(const net::ClientResponse& r) {
 }
 
 // A coordinator whose ceiling is `engine`'s whole capacity, once it has a fresh snapshot.
-std::unique_ptr<CoordinatorServer> StartCoordinatorOver(const FakeEngine& engine, LogCapture& logs) {
+std::unique_ptr<CoordinatorServer> StartCoordinatorOver(const FakeEngine& engine,
+                                                        LogCapture& logs) {
   CoordinatorOptions options;
   options.engine_urls = {engine.base_url()};
   options.agentic.agentic_admission_headroom = 1.0;
@@ -95,13 +96,19 @@ TEST(GatewayChaosTest, OverflowingTokenCountsAre400AndReserveNothing) {
        R"({"text": "hi", "sampling_params": {"max_new_tokens": 2000}, "session_id": "x"})",
        {{"X-Prompt-Tokens", "9223372036854775000"}},
        "X-Prompt-Tokens"},
-      {"/generate", R"({"text": "hi"})", {{"X-Prompt-Tokens", "99999999999999999999999"}},
+      {"/generate",
+       R"({"text": "hi"})",
+       {{"X-Prompt-Tokens", "99999999999999999999999"}},
        "X-Prompt-Tokens"},
       {"/generate", R"({"text": "hi"})", {{"X-Prompt-Tokens", "1099511627777"}}, "X-Prompt-Tokens"},
-      {"/generate", R"({"text": "hi", "sampling_params": {"max_new_tokens": 9223372036854775807}})",
+      {"/generate",
+       R"({"text": "hi", "sampling_params": {"max_new_tokens": 9223372036854775807}})",
        {},
        "max_new_tokens"},
-      {"/v1/chat/completions", ChatBody("c", std::numeric_limits<int64_t>::max()), {}, "max_tokens"},
+      {"/v1/chat/completions",
+       ChatBody("c", std::numeric_limits<int64_t>::max()),
+       {},
+       "max_tokens"},
       {"/v1/completions",
        R"({"prompt": "hi", "max_completion_tokens": 1099511627777})",
        {},
@@ -207,21 +214,20 @@ TEST(GatewayChaosTest, TheContextLengthIsEnforcedWithSglangsMessages) {
   auto gateway = StartGateway(options);
   ASSERT_NE(gateway, nullptr);
   net::HttpClient client(ClientOptions());
-  const net::ClientResponse long_input = Post(client, gateway->base_url(), "/generate",
-                                              R"({"input_ids": )" + InputIds(1, 5000) + "}");
+  const net::ClientResponse long_input =
+      Post(client, gateway->base_url(), "/generate", R"({"input_ids": )" + InputIds(1, 5000) + "}");
   EXPECT_EQ(long_input.status, 400);
   EXPECT_EQ(ErrorMessage(long_input),
             "The input (5000 tokens) is longer than the model's context length (4096 tokens).");
-  const net::ClientResponse too_much =
-      Post(client, gateway->base_url(), "/generate",
-           R"({"input_ids": )" + InputIds(1, 100) + R"(, "sampling_params": {"max_new_tokens": 4000}})");
+  const net::ClientResponse too_much = Post(
+      client, gateway->base_url(), "/generate",
+      R"({"input_ids": )" + InputIds(1, 100) + R"(, "sampling_params": {"max_new_tokens": 4000}})");
   EXPECT_EQ(too_much.status, 400);
   EXPECT_THAT(ErrorMessage(too_much),
               HasSubstr("Requested token count exceeds the model's maximum context length of 4096 "
                         "tokens. You requested a total of 4100 tokens"));
-  const net::ClientResponse counted =
-      Post(client, gateway->base_url(), "/v1/chat/completions", ChatBody("c", 200),
-           {{"X-Prompt-Tokens", "4000"}});
+  const net::ClientResponse counted = Post(client, gateway->base_url(), "/v1/chat/completions",
+                                           ChatBody("c", 200), {{"X-Prompt-Tokens", "4000"}});
   EXPECT_EQ(counted.status, 400);
   EXPECT_EQ(Post(client, gateway->base_url(), "/generate",
                  R"({"text": "hi", "sampling_params": {"max_new_tokens": 100}})")
@@ -298,7 +304,8 @@ TEST(GatewayChaosTest, AParentHintInTheBodyIsRefused) {
   // The signed header still works.
   net::HeaderList signed_hint = session;
   signed_hint.emplace_back("X-Agentkv-Parent-Session", "parent");
-  signed_hint.emplace_back("X-Agentkv-Parent-Signature", SignParentHint("hint-key", "child", "parent"));
+  signed_hint.emplace_back("X-Agentkv-Parent-Signature",
+                           SignParentHint("hint-key", "child", "parent"));
   EXPECT_EQ(Post(client, gateway->base_url(), "/generate", R"({"text": "hi"})", signed_hint).status,
             200);
   ASSERT_EQ(engine.generates().size(), 1u);
@@ -455,8 +462,8 @@ TEST(GatewayChaosTest, NeverClosedSessionsStayWithinMaxSessions) {
     }));
   }
   ASSERT_TRUE(WaitFor([&] { return holding.held() == 2; }));
-  const net::ClientResponse refused = Post(client, busy->base_url(), "/generate",
-                                           R"({"text": "hi"})", {{"X-Session-Id", "c"}});
+  const net::ClientResponse refused =
+      Post(client, busy->base_url(), "/generate", R"({"text": "hi"})", {{"X-Session-Id", "c"}});
   EXPECT_EQ(refused.status, 503);
   EXPECT_THAT(ErrorMessage(refused), HasSubstr("--max-sessions"));
   EXPECT_THAT(Call(client, http::verb::get, busy->base_url(), "/metrics").body,

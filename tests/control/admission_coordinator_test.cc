@@ -92,8 +92,7 @@ TEST_F(AdmissionCoordinatorTest, AdmitsWithALeaseNamedByEpochAndTicket) {
   Build(1000);
   const AdmissionDecision a = Acquire("request-1:0", 128, 0);
   EXPECT_EQ(a, (AdmissionDecision{AdmissionAction::kAdmit, AdmissionReason::kCapacityAvailable,
-                                  "request-1:0", 128, "1:request-1:0", 1, TimeNs(),
-                                  std::nullopt}));
+                                  "request-1:0", 128, "1:request-1:0", 1, TimeNs(), std::nullopt}));
   // An idempotent retry returns the same lease.
   EXPECT_EQ(Acquire("request-1:0", 128, 1).lease_id, "1:request-1:0");
   EXPECT_EQ(c().ledger().reserved(), 128);
@@ -519,7 +518,8 @@ TEST(AdmissionCoordinatorPropertyTest, RandomOperationsKeepTheContracts) {
           ASSERT_FALSE(c.ledger().IsStale(At(now)));
           ASSERT_GT(tokens, c.ledger().ceiling());
           ++refused;
-        } else if (d->action != AdmissionAction::kBypass || d->reason != AdmissionReason::kDegraded) {
+        } else if (d->action != AdmissionAction::kBypass ||
+                   d->reason != AdmissionReason::kDegraded) {
           ASSERT_LE(tokens, c.ledger().ceiling()) << "an oversized request was not refused";
         }
         if (d->action == AdmissionAction::kAdmit) {

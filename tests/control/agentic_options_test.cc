@@ -82,10 +82,9 @@ TEST(AgenticOptionsTest, PollTimingKeepsAPollCycleInsideTheStaleness) {
   EXPECT_TRUE(CheckPollTiming(o, "--metrics-timeout-s", 1.5).ok());  // 2 + 3 < 6.
   const Status slow = CheckPollTiming(o, "--metrics-timeout-s", 5.0);
   EXPECT_EQ(slow.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(slow.message(),
-              testing::StartsWith("--agentic-admission-poll-interval-s (2) + 2 x "
-                                  "--metrics-timeout-s (5) must be < "
-                                  "--agentic-admission-staleness-s (6)"));
+  EXPECT_THAT(slow.message(), testing::StartsWith("--agentic-admission-poll-interval-s (2) + 2 x "
+                                                  "--metrics-timeout-s (5) must be < "
+                                                  "--agentic-admission-staleness-s (6)"));
   EXPECT_FALSE(CheckPollTiming(o, "--metrics-timeout-s", 2.0).ok());  // Exactly 6: not below.
   EXPECT_FALSE(CheckPollTiming(o, "--metrics-timeout-s", 0).ok());
   EXPECT_FALSE(CheckPollTiming(o, "--metrics-timeout-s", std::nan("")).ok());

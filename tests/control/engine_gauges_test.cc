@@ -64,7 +64,7 @@ TEST(EngineGaugesTest, NonsenseGaugesMakeTheEngineUnhealthy) {
            {1000.0, 1e300, kNone, kNone},
            {1000.0, kNone, kNan, kNone},
            {1000.0, kNone, kNone, -kInf},
-  }) {
+       }) {
     const EngineSnapshot s = SnapshotFromGauges("e", std::vector<RankGauges>{bad});
     EXPECT_FALSE(s.healthy);
     EXPECT_EQ(s.max_total_num_tokens, 0);

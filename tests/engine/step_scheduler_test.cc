@@ -401,7 +401,6 @@ TEST(StepSchedulerOptionsTest, ValidateNamesTheField) {
   EXPECT_TRUE(StepSchedulerOptions{}.Validate().ok());
 }
 
-
 TEST_F(StepSchedulerTest, AbortEndsARunningRequestKeepingItsTokensAndCachedPrompt) {
   Build(/*device_blocks=*/16);
   Submit(1, 8, 10);

@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "agentkv/net/http_client.h"
-#include "agentkv/routing/router.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/protocol/prometheus.h"
 #include "agentkv/protocol/sse.h"
 #include "agentkv/protocol/workers.h"
+#include "agentkv/routing/router.h"
 #include "agentkv/service/emulator/engine_emulator.h"
 #include "agentkv/service/emulator/router_emulator.h"
 
@@ -84,10 +84,10 @@ TEST(EngineEmulatorTest, MultiTurnSessionCachedTokensGrowTurnByTurn) {
   for (int turn = 0; turn < 4; ++turn) {
     json::array ids;
     for (int64_t t : context) ids.push_back(t);
-    const net::ClientResponse r =
-        Post(client, engine->base_url(), "/generate",
-             GenerateBody(json::serialize(ids), 16,
-                          R"(, "rid": "turn-)" + std::to_string(turn) + R"(", "session_id": "agent-42")"));
+    const net::ClientResponse r = Post(client, engine->base_url(), "/generate",
+                                       GenerateBody(json::serialize(ids), 16,
+                                                    R"(, "rid": "turn-)" + std::to_string(turn) +
+                                                        R"(", "session_id": "agent-42")"));
     ASSERT_EQ(r.status, 200) << r.body;
     StatusOr<protocol::GenerateResponse> response = protocol::ParseGenerateResponse(r.body);
     ASSERT_TRUE(response.ok()) << response.status() << r.body;
@@ -117,13 +117,13 @@ TEST(EngineEmulatorTest, CloseSessionInReleaseModeRaisesAvailableTokensOnceAndIs
   EXPECT_EQ(close.body, "");
   const auto after = Gauges(client, engine->base_url());
   // The session's unique pages: 320 prompt tokens (the last one is recomputed) = 20 pages.
-  EXPECT_EQ(after.at("sglang:kv_available_tokens"),
-            before.at("sglang:kv_available_tokens") + 320);
-  EXPECT_EQ(after.at("sglang:kv_evictable_tokens"),
-            before.at("sglang:kv_evictable_tokens") - 320);
+  EXPECT_EQ(after.at("sglang:kv_available_tokens"), before.at("sglang:kv_available_tokens") + 320);
+  EXPECT_EQ(after.at("sglang:kv_evictable_tokens"), before.at("sglang:kv_evictable_tokens") - 320);
   // Idempotent; an unknown session is fine too.
-  EXPECT_EQ(Post(client, engine->base_url(), "/close_session", R"({"session_id": "s-1"})").status, 200);
-  EXPECT_EQ(Post(client, engine->base_url(), "/close_session", R"({"session_id": "nope"})").status, 200);
+  EXPECT_EQ(Post(client, engine->base_url(), "/close_session", R"({"session_id": "s-1"})").status,
+            200);
+  EXPECT_EQ(Post(client, engine->base_url(), "/close_session", R"({"session_id": "nope"})").status,
+            200);
   EXPECT_EQ(Gauges(client, engine->base_url()).at("sglang:kv_available_tokens"),
             after.at("sglang:kv_available_tokens"));
 }
@@ -153,7 +153,8 @@ TEST(EngineEmulatorTest, AbortEndsARunningRequestWithTheAbortFinishReasonAndPart
   EXPECT_GT(response->output_ids.size(), 0u);
   EXPECT_LT(response->output_ids.size(), 2000u);
   // Unknown and repeated aborts are ignored with 200.
-  EXPECT_EQ(Post(client, engine->base_url(), "/abort_request", R"({"rid": "req-17:0"})").status, 200);
+  EXPECT_EQ(Post(client, engine->base_url(), "/abort_request", R"({"rid": "req-17:0"})").status,
+            200);
   EXPECT_EQ(Post(client, engine->base_url(), "/abort_request", R"({"rid": "nope"})").status, 200);
 }
 
@@ -240,7 +241,8 @@ TEST(EngineEmulatorTest, StreamsSseChunksEndingWithDone) {
 TEST(EngineEmulatorTest, RejectsBadRequestsWith400AndAClearMessage) {
   auto engine = StartEngine();
   net::HttpClient client;
-  const net::ClientResponse bad = Post(client, engine->base_url(), "/generate", R"({"input_ids": "x"})");
+  const net::ClientResponse bad =
+      Post(client, engine->base_url(), "/generate", R"({"input_ids": "x"})");
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(bad.body.find("input_ids"), std::string::npos);
   // SGLang's tokenizer-manager messages: an input over the context, then input plus output.
@@ -258,7 +260,8 @@ TEST(EngineEmulatorTest, RejectsBadRequestsWith400AndAClearMessage) {
                                "of 16384 tokens"),
             std::string::npos)
       << too_much.body;
-  StatusOr<net::ClientResponse> info = client.Request(http::verb::get, engine->base_url(), "/server_info");
+  StatusOr<net::ClientResponse> info =
+      client.Request(http::verb::get, engine->base_url(), "/server_info");
   ASSERT_TRUE(info.ok());
   const json::value v = json::parse(info->body);
   EXPECT_EQ(v.at("enable_session_radix_cache").as_bool(), true);
@@ -295,13 +298,13 @@ json::array Received(net::HttpClient& client, const std::string& base) {
   return json::parse(r->body).as_array();
 }
 
-
 TEST(EngineEmulatorTest, ServesOpenAiChatAndCompletionsWithCachedTokensInUsage) {
   auto engine = StartEngine();
   net::HttpClient client;
-  const std::string chat = R"({"model": "m", "messages": [{"role": "system", "content": "You are a )"
-                           R"(careful coding agent with many tools."}, {"role": "user", "content": )"
-                           R"("list the files"}], "max_tokens": 4, "session_id": "c1"})";
+  const std::string chat =
+      R"({"model": "m", "messages": [{"role": "system", "content": "You are a )"
+      R"(careful coding agent with many tools."}, {"role": "user", "content": )"
+      R"("list the files"}], "max_tokens": 4, "session_id": "c1"})";
   const net::ClientResponse first = Post(client, engine->base_url(), "/v1/chat/completions", chat);
   ASSERT_EQ(first.status, 200) << first.body;
   const json::object a = json::parse(first.body).as_object();
@@ -315,19 +318,21 @@ TEST(EngineEmulatorTest, ServesOpenAiChatAndCompletionsWithCachedTokensInUsage) 
                                               R"({"prompt": [1, 2, 3, 4, 5], "max_tokens": 2})");
   ASSERT_EQ(completion.status, 200) << completion.body;
   EXPECT_EQ(json::parse(completion.body).at("object").as_string(), "text_completion");
-  EXPECT_EQ(Post(client, engine->base_url(), "/v1/chat/completions", R"({"messages": 3})").status, 400);
+  EXPECT_EQ(Post(client, engine->base_url(), "/v1/chat/completions", R"({"messages": 3})").status,
+            400);
   // Streaming: deltas, then a chunk with the finish reason, then [DONE].
   protocol::SseParser parser;
   std::vector<std::string> events;
   std::promise<Status> done;
-  client.AsyncStream(http::verb::post, engine->base_url(), "/v1/chat/completions",
-                     {{"Content-Type", "application/json"}},
-                     R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": true})",
-                     [](int, const auto&) {},
-                     [&](std::string_view chunk) {
-                       for (std::string& e : parser.Feed(chunk)) events.push_back(std::move(e));
-                     },
-                     [&done](Status st) { done.set_value(st); });
+  client.AsyncStream(
+      http::verb::post, engine->base_url(), "/v1/chat/completions",
+      {{"Content-Type", "application/json"}},
+      R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": true})",
+      [](int, const auto&) {},
+      [&](std::string_view chunk) {
+        for (std::string& e : parser.Feed(chunk)) events.push_back(std::move(e));
+      },
+      [&done](Status st) { done.set_value(st); });
   auto future = done.get_future();
   ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
   EXPECT_TRUE(parser.done());
@@ -345,8 +350,11 @@ TEST(EngineEmulatorTest, InjectedFaultsAndRecordedControlRequests) {
             200);
   EXPECT_EQ(client.Request(http::verb::get, engine->base_url(), "/metrics")->status, 503);
   EXPECT_EQ(client.Request(http::verb::get, engine->base_url(), "/health")->status, 503);
-  EXPECT_EQ(Post(client, engine->base_url(), "/close_session", R"({"session_id": "x"})").status, 500);
-  EXPECT_EQ(Post(client, engine->base_url(), "/agentkv/faults", R"({"metrics_delay_ms": 300})").status, 200);
+  EXPECT_EQ(Post(client, engine->base_url(), "/close_session", R"({"session_id": "x"})").status,
+            500);
+  EXPECT_EQ(
+      Post(client, engine->base_url(), "/agentkv/faults", R"({"metrics_delay_ms": 300})").status,
+      200);
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(client.Request(http::verb::get, engine->base_url(), "/metrics")->status, 200);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms);
@@ -365,10 +373,9 @@ TEST(RouterEmulatorTest, ConsistentHashingKeepsEachSessionOnOneEngine) {
   for (int turn = 0; turn < 4; ++turn) {
     for (int s = 0; s < 8; ++s) {
       const std::string session = "session-" + std::to_string(s);
-      const net::ClientResponse r =
-          Post(client, fleet.router->base_url(), "/generate",
-               GenerateBody(InputIds(s * 1000, 40 + turn * 8), 2),
-               {{"X-SMG-Routing-Key", session}});
+      const net::ClientResponse r = Post(client, fleet.router->base_url(), "/generate",
+                                         GenerateBody(InputIds(s * 1000, 40 + turn * 8), 2),
+                                         {{"X-SMG-Routing-Key", session}});
       ASSERT_EQ(r.status, 200) << r.body;
     }
   }
@@ -376,7 +383,8 @@ TEST(RouterEmulatorTest, ConsistentHashingKeepsEachSessionOnOneEngine) {
   std::set<std::string> used;
   for (const json::value& entry : Received(client, fleet.router->base_url())) {
     const json::object& e = entry.as_object();
-    workers_of[std::string(e.at("routing_key").as_string())].insert(std::string(e.at("worker").as_string()));
+    workers_of[std::string(e.at("routing_key").as_string())].insert(
+        std::string(e.at("worker").as_string()));
     used.insert(std::string(e.at("worker").as_string()));
   }
   ASSERT_EQ(workers_of.size(), 8u);
@@ -387,9 +395,14 @@ TEST(RouterEmulatorTest, ConsistentHashingKeepsEachSessionOnOneEngine) {
 TEST(RouterEmulatorTest, NeverForwardsCloseSessionOrAbort) {
   Fleet fleet = StartFleet(2, "round_robin");
   net::HttpClient client;
-  EXPECT_EQ(Post(client, fleet.router->base_url(), "/close_session", R"({"session_id": "x"})").status, 404);
-  EXPECT_EQ(Post(client, fleet.router->base_url(), "/abort_request", R"({"rid": "x"})").status, 404);
-  EXPECT_EQ(Post(client, fleet.router->base_url(), "/open_session", R"({"capacity_of_str_len": 1})").status, 404);
+  EXPECT_EQ(
+      Post(client, fleet.router->base_url(), "/close_session", R"({"session_id": "x"})").status,
+      404);
+  EXPECT_EQ(Post(client, fleet.router->base_url(), "/abort_request", R"({"rid": "x"})").status,
+            404);
+  EXPECT_EQ(Post(client, fleet.router->base_url(), "/open_session", R"({"capacity_of_str_len": 1})")
+                .status,
+            404);
   for (const auto& engine : fleet.engines) {
     EXPECT_TRUE(Received(client, engine->base_url()).empty()) << engine->base_url();
   }
@@ -412,12 +425,14 @@ TEST(RouterEmulatorTest, PassesStreamsThroughAndServesBothWorkerShapes) {
   EXPECT_TRUE(future.get().ok());
   EXPECT_TRUE(parser.done());
   EXPECT_GE(events, 2);
-  StatusOr<net::ClientResponse> workers = client.Request(http::verb::get, fleet.router->base_url(), "/workers");
+  StatusOr<net::ClientResponse> workers =
+      client.Request(http::verb::get, fleet.router->base_url(), "/workers");
   ASSERT_TRUE(workers.ok());
   StatusOr<std::vector<protocol::WorkerInfo>> parsed = protocol::ParseWorkers(workers->body);
   ASSERT_TRUE(parsed.ok()) << workers->body;
   EXPECT_EQ(parsed->size(), 2u);
-  StatusOr<net::ClientResponse> list = client.Request(http::verb::get, fleet.router->base_url(), "/list_workers");
+  StatusOr<net::ClientResponse> list =
+      client.Request(http::verb::get, fleet.router->base_url(), "/list_workers");
   ASSERT_TRUE(list.ok());
   EXPECT_EQ(protocol::ParseListWorkers(list->body)->size(), 2u);
 }
@@ -431,18 +446,21 @@ TEST(RouterEmulatorTest, DpAwareEntriesGoToTheBaseUrlWithTheRankInjected) {
   auto router = RouterEmulator::Start(options).value();
   net::HttpClient client;
   for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(Post(client, router->base_url(), "/generate", GenerateBody(InputIds(1, 20), 1)).status, 200);
+    EXPECT_EQ(
+        Post(client, router->base_url(), "/generate", GenerateBody(InputIds(1, 20), 1)).status,
+        200);
   }
-  StatusOr<net::ClientResponse> list = client.Request(http::verb::get, router->base_url(), "/list_workers");
+  StatusOr<net::ClientResponse> list =
+      client.Request(http::verb::get, router->base_url(), "/list_workers");
   ASSERT_TRUE(list.ok());
   StatusOr<std::vector<std::string>> urls = protocol::ParseListWorkers(list->body);
   ASSERT_TRUE(urls.ok());
   EXPECT_EQ(protocol::EngineBaseUrls(*urls), std::vector<std::string>{engine->base_url()});
   EXPECT_EQ(engine->runtime().Snapshot().num_requests_total, 2);
   // A rank out of range is a 400 (it used to throw out of std::stoll: a 500).
-  const net::ClientResponse huge = Post(
-      client, router->base_url(), "/add_worker?url=" + engine->base_url() + "@99999999999999999999",
-      "");
+  const net::ClientResponse huge =
+      Post(client, router->base_url(),
+           "/add_worker?url=" + engine->base_url() + "@99999999999999999999", "");
   EXPECT_EQ(huge.status, 400) << huge.body;
   EXPECT_NE(huge.body.find("out of range"), std::string::npos) << huge.body;
   options.worker_urls = {engine->base_url() + "@4294967297"};
@@ -478,7 +496,9 @@ TEST(RouterEmulatorTest, HealthChecksTakeADeadEngineOutOfRotation) {
     std::this_thread::sleep_for(20ms);
   }
   for (int i = 0; i < 4; ++i) {
-    EXPECT_EQ(Post(client, router->base_url(), "/generate", GenerateBody(InputIds(i, 20), 1)).status, 200);
+    EXPECT_EQ(
+        Post(client, router->base_url(), "/generate", GenerateBody(InputIds(i, 20), 1)).status,
+        200);
   }
   EXPECT_EQ(a->runtime().Snapshot().num_requests_total, 4);
 }

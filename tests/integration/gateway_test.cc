@@ -30,8 +30,8 @@
 #include "agentkv/service/admission/admission_remote.h"
 #include "agentkv/service/coordinator/coordinator_server.h"
 #include "agentkv/service/emulator/engine_emulator.h"
-#include "agentkv/service/gateway/gateway_request.h"
 #include "agentkv/service/emulator/router_emulator.h"
+#include "agentkv/service/gateway/gateway_request.h"
 #include "gateway_test_support.h"
 
 namespace agentkv::service {

@@ -27,18 +27,18 @@
 #include "agentkv/net/http_client.h"
 #include "agentkv/net/http_server.h"
 #include "agentkv/net/router.h"
-#include "agentkv/routing/router.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/protocol/prometheus.h"
 #include "agentkv/protocol/server_info.h"
 #include "agentkv/protocol/sse.h"
+#include "agentkv/routing/router.h"
 #include "agentkv/service/admission/admission_local.h"
 #include "agentkv/service/admission/admission_remote.h"
 #include "agentkv/service/coordinator/coordinator_server.h"
 #include "agentkv/service/emulator/engine_emulator.h"
+#include "agentkv/service/emulator/router_emulator.h"
 #include "agentkv/service/gateway/gateway.h"
 #include "agentkv/service/gateway/gateway_request.h"
-#include "agentkv/service/emulator/router_emulator.h"
 
 namespace agentkv::service::gateway_testing {
 

@@ -61,8 +61,8 @@ TEST(FleetModelTest, ConsistentHashingKeepsASessionOnOneEngine) {
   int64_t id = 0;
   for (int64_t turn = 0; turn < 3; ++turn) {
     for (int64_t session = 1; session <= 24; ++session) {
-      StatusOr<EngineId> engine =
-          fleet->Submit(SessionRequest(id++, session, turn), routing::SessionRoutingKey(SessionId(session)));
+      StatusOr<EngineId> engine = fleet->Submit(SessionRequest(id++, session, turn),
+                                                routing::SessionRoutingKey(SessionId(session)));
       ASSERT_TRUE(engine.ok()) << engine.status();
       engines_of_session[session].insert(engine->value());
     }

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "agentkv/base/bounds.h"
+#include "agentkv/report/replay_report.h"
 #include "agentkv/sim/cache_curve.h"
 #include "agentkv/sim/mooncake_trace.h"
-#include "agentkv/report/replay_report.h"
 #include "agentkv/sim/synthetic_agentic.h"
 
 namespace agentkv::sim {
@@ -76,10 +76,9 @@ TEST(ReplayGateTest, OneEngineBaselineMooncakeEqualsCacheCurve) {
       std::filesystem::path(AGENTKV_SHARED_TRACES) / "mooncake" / "conversation_trace.jsonl";
   StatusOr<std::vector<MooncakeRequest>> trace = ReadMooncakeTrace(path.string());
   ASSERT_TRUE(trace.ok()) << trace.status();
-  ASSERT_TRUE(std::is_sorted(trace->begin(), trace->end(),
-                             [](const MooncakeRequest& a, const MooncakeRequest& b) {
-                               return a.timestamp < b.timestamp;
-                             }))
+  ASSERT_TRUE(std::is_sorted(
+      trace->begin(), trace->end(),
+      [](const MooncakeRequest& a, const MooncakeRequest& b) { return a.timestamp < b.timestamp; }))
       << "the gate replays by timestamp and the curve in file order";
   CacheCurveOptions curve_options;
   curve_options.fractions = {0.10};
@@ -262,8 +261,8 @@ std::string FormatEvents(const std::string& arm, const std::vector<kv::KvEvent>&
   out << "# arm " << arm << ": " << events.size() << " events (step kind tier key)\n";
   for (const kv::KvEvent& e : events) {
     out << e.step.value() << ' ' << kv::KvEventKindName(e.kind) << ' '
-        << (e.tier == kv::Tier::kDevice ? "device" : "host") << ' ' << std::hex
-        << e.key.value() << std::dec << '\n';
+        << (e.tier == kv::Tier::kDevice ? "device" : "host") << ' ' << std::hex << e.key.value()
+        << std::dec << '\n';
   }
   return out.str();
 }
@@ -374,7 +373,8 @@ TEST(ReplayTest, ARequestNoEngineCanHoldIsRejectedInEveryArmWithoutAllocatingFor
   for (const ArmResult& arm : open_loop->arms) EXPECT_EQ(arm.requests_rejected, 1) << arm.arm;
   // Past the token bound the API refuses the request (its sums could overflow).
   open.prompt_tokens = std::numeric_limits<int64_t>::max();
-  StatusOr<ReplayResult> past = RunOpenLoopReplay({OpenLoopRequest{}, open}, 512, "open", 1, options);
+  StatusOr<ReplayResult> past =
+      RunOpenLoopReplay({OpenLoopRequest{}, open}, 512, "open", 1, options);
   ASSERT_FALSE(past.ok());
   EXPECT_THAT(past.status().message(),
               testing::HasSubstr("requests[1].prompt_tokens: 9223372036854775807 is out of range"));

@@ -221,8 +221,8 @@ int EmulateCommand::RunRouter() {
   StatusOr<std::unique_ptr<service::RouterEmulator>> router =
       service::RouterEmulator::Start(options);
   if (!router.ok()) return ReportError(name, router.status());
-  fmt::print("agentkv {}: serving {} ({} over {} workers)\n", name, (*router)->base_url(), routing::RouterPolicyName(policy_),
-             worker_urls_.size());
+  fmt::print("agentkv {}: serving {} ({} over {} workers)\n", name, (*router)->base_url(),
+             routing::RouterPolicyName(policy_), worker_urls_.size());
   std::fflush(stdout);
   WaitForTerminationSignal();
   (*router)->Shutdown(server_.shutdown_grace());
@@ -259,8 +259,8 @@ int EmulateCommand::RunFleet() {
   StatusOr<std::unique_ptr<service::RouterEmulator>> router =
       service::RouterEmulator::Start(router_options);
   if (!router.ok()) return ReportError(name, router.status());
-  fmt::print("agentkv {}: router {} ({}) over {} engines:", name, (*router)->base_url(), routing::RouterPolicyName(policy_),
-             engines.size());
+  fmt::print("agentkv {}: router {} ({}) over {} engines:", name, (*router)->base_url(),
+             routing::RouterPolicyName(policy_), engines.size());
   for (const std::string& url : urls) fmt::print(" {}", url);
   fmt::print("\n");
   std::fflush(stdout);

@@ -14,11 +14,11 @@
 
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/engine/kv_pool.h"
+#include "agentkv/report/replay_report.h"
 #include "agentkv/sim/agentic_workload.h"
 #include "agentkv/sim/bailian_trace.h"
 #include "agentkv/sim/mooncake_trace.h"
 #include "agentkv/sim/open_loop_trace.h"
-#include "agentkv/report/replay_report.h"
 #include "agentkv/sim/synthetic_agentic.h"
 #include "agentkv/sim/weka_trace.h"
 #include "tools/agentkv/agentic_flags.h"

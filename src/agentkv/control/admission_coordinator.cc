@@ -49,13 +49,20 @@ AdmissionCoordinator::AdmissionCoordinator(const CoordinatorParams& params)
 
 AdmissionDecision AdmissionCoordinator::Bypass(std::string_view ticket, int64_t tokens,
                                                AdmissionReason reason, TimeNs waited) const {
-  return AdmissionDecision{AdmissionAction::kBypass, reason, std::string(ticket), tokens,
-                           std::nullopt,           -1,     waited,              std::nullopt};
+  return AdmissionDecision{AdmissionAction::kBypass,
+                           reason,
+                           std::string(ticket),
+                           tokens,
+                           std::nullopt,
+                           -1,
+                           waited,
+                           std::nullopt};
 }
 
 std::optional<AdmissionDecision> AdmissionCoordinator::RefuseIfOversized(std::string_view ticket,
                                                                          int64_t tokens,
-                                                                         TimeNs waited, TimeNs now) {
+                                                                         TimeNs waited,
+                                                                         TimeNs now) {
   if (ledger_.IsStale(now) || tokens <= ledger_.ceiling()) return std::nullopt;
   ++counters_.refused_oversized;
   return AdmissionDecision{AdmissionAction::kRefuse,
@@ -120,7 +127,7 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& 
     if (grant.granted) {
       ++counters_.admit;
       return AdmissionDecision{
-          AdmissionAction::kAdmit, grant.reason,      ticket,  grant.reservation_tokens,
+          AdmissionAction::kAdmit, grant.reason,      ticket,   grant.reservation_tokens,
           grant.lease_id,          grant.owner_epoch, TimeNs(), std::nullopt};
     }
     if (grant.reason == AdmissionReason::kDegraded) {
@@ -144,7 +151,7 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& 
       }
     }
   }
-  return AdmissionDecision{AdmissionAction::kWait, refusal, ticket,  tokens,
+  return AdmissionDecision{AdmissionAction::kWait, refusal, ticket,   tokens,
                            std::nullopt,           -1,      TimeNs(), std::nullopt};
 }
 

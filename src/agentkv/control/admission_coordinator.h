@@ -9,9 +9,9 @@
 // head-of-line: nothing is admitted ahead of an older waiter. agentkv adds one rule the seed
 // lacks: with a fresh ledger, a reservation larger than the whole ceiling is refused at once
 // (`oversized`), and a waiter that the ceiling shrank below is refused when it reaches the
-// head, so that no request that can never be admitted holds the FIFO until max-wait. Waiters are drained on every
-// release, cancel, reconcile and tick; a caller whose Acquire returned kWait gets its final
-// decision from TakeResolved() after a later call resolved it. Disabled admission or an
+// head, so that no request that can never be admitted holds the FIFO until max-wait. Waiters are
+// drained on every release, cancel, reconcile and tick; a caller whose Acquire returned kWait gets
+// its final decision from TakeResolved() after a later call resolved it. Disabled admission or an
 // out-of-scope request never reaches the coordinator (see AgenticOptions). Time is passed in.
 // Thread-compatible (single writer); deterministic.
 #ifndef AGENTKV_CONTROL_ADMISSION_COORDINATOR_H_

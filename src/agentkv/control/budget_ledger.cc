@@ -76,8 +76,8 @@ void BudgetLedger::Reconcile(std::span<const EngineSnapshot> snapshots, TimeNs n
   ++usage_count_;
   // headroom <= 1, so the product is at most the saturated capacity; the clamp only absorbs
   // double rounding at that limit.
-  ceiling_ = static_cast<int64_t>(std::min(
-      std::floor(static_cast<double>(capacity) * params_.headroom), 9.2e18));
+  ceiling_ = static_cast<int64_t>(
+      std::min(std::floor(static_cast<double>(capacity) * params_.headroom), 9.2e18));
   last_snapshot_at_ = now;
 }
 

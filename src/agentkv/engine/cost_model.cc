@@ -241,8 +241,7 @@ StatusOr<CostModel> CostModel::Create(ModelPresetId model, GpuPresetId gpu, int3
 
 StepCost CostModel::Breakdown(const StepShape& shape) const {
   AGENTKV_CHECK(shape.prefill_tokens >= 0 && shape.decode_tokens >= 0 &&
-                shape.context_tokens >= 0 && shape.num_requests >= 0 &&
-                shape.host_load_tokens >= 0)
+                shape.context_tokens >= 0 && shape.num_requests >= 0 && shape.host_load_tokens >= 0)
       << "negative StepShape field: prefill " << shape.prefill_tokens << " decode "
       << shape.decode_tokens << " context " << shape.context_tokens << " requests "
       << shape.num_requests;

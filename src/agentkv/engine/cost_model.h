@@ -125,7 +125,7 @@ struct StepCost {
   TimeNs overhead;            // options.step_overhead for a non-empty step, else 0.
   // host_load_tokens * kv_bytes_per_token / (tp * host_link_bytes_per_s).
   TimeNs host_load_time;
-  TimeNs total;               // max(compute, memory) + communication + overhead + host load.
+  TimeNs total;  // max(compute, memory) + communication + overhead + host load.
 
   bool compute_bound() const { return compute_time > memory_time; }
 };

@@ -64,8 +64,7 @@ int64_t StepScheduler::BlocksForTokens(int64_t tokens) const {
 
 Status StepScheduler::CheckFits(int64_t prompt_tokens, int64_t max_new_tokens) const {
   if (prompt_tokens < 1) {
-    return InvalidArgumentError("prompt_tokens must be >= 1, got " +
-                                std::to_string(prompt_tokens));
+    return InvalidArgumentError("prompt_tokens must be >= 1, got " + std::to_string(prompt_tokens));
   }
   if (max_new_tokens < 1) {
     return InvalidArgumentError("max_new_tokens must be >= 1, got " +
@@ -125,8 +124,7 @@ StatusOr<RequestReport> StepScheduler::TakeReport(RequestId id) {
                          " is not held (never submitted, or already retired)");
   }
   if (it->second.phase != Phase::kFinished) {
-    return FailedPreconditionError("request " + std::to_string(id.value()) +
-                                   " has not finished");
+    return FailedPreconditionError("request " + std::to_string(id.value()) + " has not finished");
   }
   RequestReport report = std::move(it->second.report);
   requests_.erase(it);

@@ -54,14 +54,13 @@ RequestReader::Event RequestReader::Parse(boost::beast::flat_buffer& buffer) {
     const bool header_pending =
         !parser_->is_header_done() && (!error || error == http::error::need_more);
     const size_t header_lower_bound = header_bytes_ + (header_pending ? buffer.size() : 0);
-    const bool header_too_large =
-        error == http::error::header_limit ||
-        (!had_header && header_lower_bound > limits_.max_header_bytes);
+    const bool header_too_large = error == http::error::header_limit ||
+                                  (!had_header && header_lower_bound > limits_.max_header_bytes);
     if (header_too_large) {
       parser_.reset();
-      return Reject(http::status::request_header_fields_too_large,
-                    "request headers exceed " + std::to_string(limits_.max_header_bytes) +
-                        " bytes");
+      return Reject(
+          http::status::request_header_fields_too_large,
+          "request headers exceed " + std::to_string(limits_.max_header_bytes) + " bytes");
     }
     if (error == http::error::need_more) return Event{};
     if (error == http::error::body_limit) {
@@ -89,8 +88,8 @@ Request RequestReader::TakeRequest() {
 
 std::optional<uint64_t> RequestReader::content_length_remaining() const {
   if (!parser_.has_value()) return std::nullopt;
-  // GCC 12 at -O2 with sanitizers reports boost::optional's storage inside Beast's
-  // content_length_remaining() as maybe-uninitialized (a false positive in the header).
+    // GCC 12 at -O2 with sanitizers reports boost::optional's storage inside Beast's
+    // content_length_remaining() as maybe-uninitialized (a false positive in the header).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

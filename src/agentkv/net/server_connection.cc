@@ -399,8 +399,7 @@ void ServerConnection::DoAbandon(uint64_t request_id, bool mid_stream) {
 void ServerConnection::DoDrain() {
   draining_ = true;
   if (closed_) return;
-  const bool nothing_read =
-      phase_ == Phase::kHeader && buffer_.size() == 0 && !reader_.got_some();
+  const bool nothing_read = phase_ == Phase::kHeader && buffer_.size() == 0 && !reader_.got_some();
   if (phase_ == Phase::kIdle || nothing_read) Close();
   // Otherwise the request under way is answered with "Connection: close".
 }

@@ -1,19 +1,20 @@
-// AgentDriver: replays an AgenticWorkload through a GatewayModel (and its fleet) in closed loop, as agents behave
-// in production (issue 5 item 4): a conversation sends its next request only after its previous
-// response completed plus the recorded client gap, so a slow fleet stretches session time.
+// AgentDriver: replays an AgenticWorkload through a GatewayModel (and its fleet) in closed loop, as
+// agents behave in production (issue 5 item 4): a conversation sends its next request only after
+// its previous response completed plus the recorded client gap, so a slow fleet stretches session
+// time.
 //
 // Identities. Conversation k (its index in the workload) runs under ConversationId(k + 1);
 // its sub-agent j runs under ConversationId((k + 1) * 1000 + j + 1) with
 // parent_conversation = ConversationId(k + 1) and parent_hint_authenticated = true (the driver
 // is the trusted client). Session ids equal conversation ids (the gateway attaches them to
 // the engine request only with the session lifecycle on); the routing key is
-// routing::SessionRoutingKey(session); a request whose trace entry stops with `tool_use` is marked as
-// ending in a tool call. Prompt keys are
-// hasher.KeysFromBlockIds(hash_ids, extra_key = k + 1) (sub-agents share the parent's
-// namespace, as in the WEKA files; with shared_prefix_ids, ids below it share one namespace
-// across conversations, see AgentDriverOptions), with the hasher of engine 0's KV cache; prompt_tokens = `in`
-// (at least the block-covered tokens, hash_ids.size() * block_size, and at least 1) and
-// max_new_tokens = max(1, `out`). Request ids are first_request_id, +1, ... in submission order.
+// routing::SessionRoutingKey(session); a request whose trace entry stops with `tool_use` is marked
+// as ending in a tool call. Prompt keys are hasher.KeysFromBlockIds(hash_ids, extra_key = k + 1)
+// (sub-agents share the parent's namespace, as in the WEKA files; with shared_prefix_ids, ids below
+// it share one namespace across conversations, see AgentDriverOptions), with the hasher of engine
+// 0's KV cache; prompt_tokens = `in` (at least the block-covered tokens, hash_ids.size() *
+// block_size, and at least 1) and max_new_tokens = max(1, `out`). Request ids are first_request_id,
+// +1, ... in submission order.
 //
 // Timing rules (`api(i)` is request i's recorded server time; WekaRequest does not carry the
 // trace's `api_time`, so RecordedApiTime() is 0 until the reader keeps it):

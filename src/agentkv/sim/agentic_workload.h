@@ -39,8 +39,8 @@ std::vector<WekaConversation> FoldConversationStarts(const AgenticWorkload& work
 std::vector<TimeNs> PoissonStarts(int64_t n, TimeNs mean_interarrival, uint64_t seed);
 
 // The workload of WEKA conversations (one file each) started by PoissonStarts(seed).
-AgenticWorkload WekaWorkload(std::vector<WekaConversation> conversations,
-                             TimeNs mean_interarrival, uint64_t seed);
+AgenticWorkload WekaWorkload(std::vector<WekaConversation> conversations, TimeNs mean_interarrival,
+                             uint64_t seed);
 
 }  // namespace agentkv::sim
 

@@ -126,7 +126,8 @@ int64_t EngineModel::PinPrefix(ConversationId conversation, std::span<const kv::
     if (cache.SetPriority(key, kv::kMaxPriority).ok()) ++pinned;
   }
   const uint64_t generation = pin.generation;
-  loop_->ScheduleAfter(ttl, [this, conversation, generation] { ExpirePin(conversation, generation); });
+  loop_->ScheduleAfter(ttl,
+                       [this, conversation, generation] { ExpirePin(conversation, generation); });
   return pinned;
 }
 

@@ -27,9 +27,9 @@
 #include "agentkv/base/status.h"
 #include "agentkv/base/strong_id.h"
 #include "agentkv/engine/step_scheduler.h"
+#include "agentkv/routing/router.h"
 #include "agentkv/sim/engine_model.h"
 #include "agentkv/sim/event_loop.h"
-#include "agentkv/routing/router.h"
 
 namespace agentkv::sim {
 

@@ -300,7 +300,8 @@ StatusOr<ReplayResult> RunArms(
 }  // namespace
 
 Status ReplayOptions::Validate() const {
-  if (arms.empty()) return InvalidArgumentError("ReplayOptions.arms is empty: name at least one arm");
+  if (arms.empty())
+    return InvalidArgumentError("ReplayOptions.arms is empty: name at least one arm");
   AGENTKV_RETURN_IF_ERROR(ParseArms(arms).status());
   if (num_engines < 1 || num_engines > 1024) {
     return OutOfRange("num_engines", Str(num_engines), "[1, 1024]");
@@ -465,15 +466,16 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
     std::vector<std::vector<uint64_t>> ids;
     std::vector<int64_t> tails;
     for (const OpenLoopRequest& r : requests) {
-      if (!FitsOneEngine(SubmittedPromptTokens(r.prompt_tokens, r.hash_ids.size(), tokens_per_block),
-                         std::max<int64_t>(1, r.output_tokens), device_blocks, tokens_per_block)) {
+      if (!FitsOneEngine(
+              SubmittedPromptTokens(r.prompt_tokens, r.hash_ids.size(), tokens_per_block),
+              std::max<int64_t>(1, r.output_tokens), device_blocks, tokens_per_block)) {
         continue;
       }
       ids.push_back(r.hash_ids);
       tails.push_back(r.output_tokens + r.prompt_tokens % tokens_per_block);
     }
-    infinite_blocks = InfiniteCapacityBlocks(ids, std::vector<uint64_t>(ids.size(), 0), tails,
-                                             tokens_per_block);
+    infinite_blocks =
+        InfiniteCapacityBlocks(ids, std::vector<uint64_t>(ids.size(), 0), tails, tokens_per_block);
   }
   AGENTKV_ASSIGN_OR_RETURN(std::unique_ptr<ArmFleet> arm_fleet,
                            BuildArmFleet(options, arm, tokens_per_block, infinite_blocks));

@@ -90,8 +90,14 @@ TEST(AdmissionWireTest, TheLargestValidReservationIsAccepted) {
 
 // A refusal carries the ceiling that refused it, and reads back exactly.
 TEST(AdmissionWireTest, RefusalHasTheDocumentedShapeAndRoundTrips) {
-  const AdmissionDecision refuse{AdmissionAction::kRefuse, AdmissionReason::kOversized, "t",
-                                 5'000'000, std::nullopt, -1, TimeNs(), 811'584};
+  const AdmissionDecision refuse{AdmissionAction::kRefuse,
+                                 AdmissionReason::kOversized,
+                                 "t",
+                                 5'000'000,
+                                 std::nullopt,
+                                 -1,
+                                 TimeNs(),
+                                 811'584};
   EXPECT_EQ(SerializeDecision(refuse),
             R"({"action":"refuse","reason":"oversized","ticket":"t","reservation_tokens":5000000,)"
             R"("lease_id":null,"owner_epoch":-1,"wait_s":0.0,"ceiling":811584})");
@@ -123,9 +129,14 @@ TEST(AdmissionWireTest, DecisionHasTheDocumentedShape) {
             R"({"action":"admit","reason":"capacity_available","ticket":"request-1:0",)"
             R"("reservation_tokens":128,"lease_id":"1:request-1:0","owner_epoch":1,)"
             R"("wait_s":1.5})");
-  const AdmissionDecision bypass{
-      AdmissionAction::kBypass, AdmissionReason::kDegraded, "t", 3, std::nullopt, -1, TimeNs(),
-      std::nullopt};
+  const AdmissionDecision bypass{AdmissionAction::kBypass,
+                                 AdmissionReason::kDegraded,
+                                 "t",
+                                 3,
+                                 std::nullopt,
+                                 -1,
+                                 TimeNs(),
+                                 std::nullopt};
   EXPECT_EQ(SerializeDecision(bypass),
             R"({"action":"bypass","reason":"degraded","ticket":"t","reservation_tokens":3,)"
             R"("lease_id":null,"owner_epoch":-1,"wait_s":0.0})");
@@ -138,8 +149,9 @@ TEST(AdmissionWireTest, EveryReasonAndOddWaitRoundTripExactly) {
         AdmissionReason::kDegraded, AdmissionReason::kCancelled, AdmissionReason::kOversized}) {
     for (int64_t wait_ns :
          {int64_t{0}, int64_t{1}, int64_t{1'234'567'891}, int64_t{30} * 1'000'000'000}) {
-      AdmissionDecision d{AdmissionAction::kBypass, reason, "ticket \"q\"\n", 42, std::nullopt, -1,
-                          TimeNs(wait_ns), std::nullopt};
+      AdmissionDecision d{
+          AdmissionAction::kBypass, reason,      "ticket \"q\"\n", 42, std::nullopt, -1,
+          TimeNs(wait_ns),          std::nullopt};
       StatusOr<AdmissionDecision> parsed = ParseDecision(SerializeDecision(d));
       ASSERT_TRUE(parsed.ok()) << parsed.status();
       EXPECT_EQ(*parsed, d) << control::AdmissionReasonName(reason) << " " << wait_ns;

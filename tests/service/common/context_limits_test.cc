@@ -58,8 +58,9 @@ TEST(ContextLimitsTest, FollowsSglangsTokenizerThenSchedulerRules) {
       // Fits: unchanged.
       {0, 1024, 100, 128, "", false, 128},
       // Input + max_new_tokens reaching the context: the tokenizer's 400.
-      {0, 1024, 100, 924, "Requested token count exceeds the model's maximum context length of "
-                          "1024 tokens. You requested a total of 1024 tokens: 100 tokens",
+      {0, 1024, 100, 924,
+       "Requested token count exceeds the model's maximum context length of "
+       "1024 tokens. You requested a total of 1024 tokens: 100 tokens",
        false, 0},
       // 2^63-1: the exact total, no overflow.
       {0, 1024, 100, kInt64Max,
@@ -67,8 +68,9 @@ TEST(ContextLimitsTest, FollowsSglangsTokenizerThenSchedulerRules) {
        "and 9223372036854775807 tokens for the completion",
        false, 0},
       // An input of the context length or more: the tokenizer's first message.
-      {0, 1024, 1024, 1, "The input (1024 tokens) is longer than the model's context length (1024 "
-                         "tokens).",
+      {0, 1024, 1024, 1,
+       "The input (1024 tokens) is longer than the model's context length (1024 "
+       "tokens).",
        false, 0},
       // Within the context but over max_req_input_len (pool - 6): the scheduler's abort.
       {0, 1024, 1018, 0, "", true, 0},

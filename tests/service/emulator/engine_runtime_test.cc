@@ -134,7 +134,8 @@ TEST(EngineRuntimeTest, AbortEndsARunningRequestWithItsPartialTokens) {
     }
   };
   callbacks.on_finish = [&promise](const GenerateResult& r) { promise.set_value(r); };
-  ASSERT_TRUE(runtime->Submit(Input("long", Tokens(1, 64), 100'000 / 64), std::move(callbacks)).ok());
+  ASSERT_TRUE(
+      runtime->Submit(Input("long", Tokens(1, 64), 100'000 / 64), std::move(callbacks)).ok());
   ASSERT_EQ(first_token->get_future().wait_for(5s), std::future_status::ready);
   runtime->Abort("long");
   ASSERT_EQ(future.wait_for(5s), std::future_status::ready);
@@ -142,7 +143,7 @@ TEST(EngineRuntimeTest, AbortEndsARunningRequestWithItsPartialTokens) {
   EXPECT_TRUE(result.aborted);
   EXPECT_GE(result.output_ids.size(), 1u);
   EXPECT_LT(result.output_ids.size(), 100'000u / 64);
-  runtime->Abort("long");       // Already finished: ignored.
+  runtime->Abort("long");        // Already finished: ignored.
   runtime->Abort("never-sent");  // Unknown: ignored.
   EXPECT_EQ(runtime->Snapshot().num_aborted_requests_total, 1);
 }
@@ -237,13 +238,15 @@ TEST(EngineRuntimeTest, ShutdownAbortsEveryActiveRequestOnce) {
       ++finished;
       if (r.aborted) ++aborted;
     };
-    ASSERT_TRUE(runtime->Submit(Input("r" + std::to_string(i), Tokens(i * 100, 30), 5000), std::move(callbacks)).ok());
+    ASSERT_TRUE(runtime
+                    ->Submit(Input("r" + std::to_string(i), Tokens(i * 100, 30), 5000),
+                             std::move(callbacks))
+                    .ok());
   }
   runtime->Shutdown();
   EXPECT_EQ(finished.load(), 8);
   EXPECT_EQ(aborted.load(), 8);
-  EXPECT_EQ(runtime->Submit(Input("late", Tokens(1, 10), 1), {}).code(),
-            StatusCode::kUnavailable);
+  EXPECT_EQ(runtime->Submit(Input("late", Tokens(1, 10), 1), {}).code(), StatusCode::kUnavailable);
   runtime->Shutdown();  // Idempotent.
 }
 
@@ -256,11 +259,11 @@ TEST(EngineRuntimeTest, ManyThreadsSubmitConcurrently) {
       for (int i = 0; i < 50; ++i) {
         GenerateCallbacks callbacks;
         callbacks.on_finish = [&](const GenerateResult&) { ++finished; };
-        ASSERT_TRUE(runtime
-                        ->Submit(Input("t" + std::to_string(t) + "-" + std::to_string(i),
-                                       Tokens(i, 48), 3),
-                                 std::move(callbacks))
-                        .ok());
+        ASSERT_TRUE(
+            runtime
+                ->Submit(Input("t" + std::to_string(t) + "-" + std::to_string(i), Tokens(i, 48), 3),
+                         std::move(callbacks))
+                .ok());
       }
     });
   }
@@ -280,7 +283,8 @@ TEST(EngineRuntimeTest, PacedStepsTakeTheModelledTimeDividedBySpeed) {
   auto runtime = EngineRuntime::Start(options).value();
   const auto start = std::chrono::steady_clock::now();
   Generate(*runtime, Input("timed", Tokens(1, 32), 40));
-  const double slow = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double slow =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   options.speed = 10.0;
   auto fast_runtime = EngineRuntime::Start(options).value();
   const auto fast_start = std::chrono::steady_clock::now();

@@ -17,7 +17,9 @@ TEST(LruMapTest, EvictsTheLeastRecentlyTouchedEntryThePredicateAllows) {
   LruMap<int, int> map;
   for (int k = 1; k <= 3; ++k) map.Touch(k, [k] { return k * 10; });
   bool inserted = true;
-  EXPECT_EQ(map.Touch(1, [] { return -1; }, &inserted), 10);  // 1 becomes the most recent.
+  EXPECT_EQ(map.Touch(
+                1, [] { return -1; }, &inserted),
+            10);  // 1 becomes the most recent.
   EXPECT_FALSE(inserted);
   // Order now 2, 3, 1; 2 is kept by the predicate, so 3 goes.
   std::optional<std::pair<int, int>> evicted =
@@ -46,7 +48,8 @@ TEST(LruMapTest, MatchesARecencyOrderedReference) {
         case 0: {
           const int value = op;
           bool inserted = false;
-          const int got = map.Touch(key, [value] { return value; }, &inserted);
+          const int got = map.Touch(
+              key, [value] { return value; }, &inserted);
           EXPECT_EQ(inserted, it == reference.end()) << "seed " << seed;
           std::pair<int, int> entry = it == reference.end() ? std::pair{key, value} : *it;
           if (it != reference.end()) reference.erase(it);

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
-
 #include <string>
 #include <vector>
 

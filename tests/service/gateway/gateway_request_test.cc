@@ -111,8 +111,8 @@ TEST(HeaderParsingTest, ProtectedScopeAndPromptTokens) {
 // passes, one past it, int64's limit and beyond are a 400 naming the field and the value.
 TEST(HeaderParsingTest, TokenCountsAreBoundedWhereTheyEnter) {
   EXPECT_EQ(*ParsePromptTokensHeader("1099511627776"), kMaxTokens);
-  for (const char* value : {"1099511627777", "9223372036854775000", "9223372036854775807",
-                            "99999999999999999999999"}) {
+  for (const char* value :
+       {"1099511627777", "9223372036854775000", "9223372036854775807", "99999999999999999999999"}) {
     const StatusOr<std::optional<int64_t>> parsed = ParsePromptTokensHeader(value);
     ASSERT_FALSE(parsed.ok()) << value;
     EXPECT_THAT(parsed.status().message(), HasSubstr("X-Prompt-Tokens: "));
@@ -142,8 +142,8 @@ TEST(HeaderParsingTest, TokenCountsAreBoundedWhereTheyEnter) {
     EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
     EXPECT_THAT(parsed.status().message(), testing::StartsWith(c.field + ": ")) << c.body;
   }
-  const StatusOr<ClientRequest> edge =
-      ParseClientRequest(GatewayRoute::kChatCompletions, R"({"messages": [], "max_tokens": 1099511627776})");
+  const StatusOr<ClientRequest> edge = ParseClientRequest(
+      GatewayRoute::kChatCompletions, R"({"messages": [], "max_tokens": 1099511627776})");
   ASSERT_TRUE(edge.ok()) << edge.status();
   // The largest accepted values cannot overflow the reservation.
   EXPECT_EQ(EstimateReservationTokens(*edge, kMaxTokens, std::nullopt, 0), kMaxTokens);

@@ -313,9 +313,10 @@ TEST_F(SessionManagerTest, RandomTrafficNeverExceedsTheCapAndEvictsTheLongestIdl
         const size_t closes_before = effects.closes.size();
         std::optional<std::string> victim;
         if (!known && live.size() + idle_since.size() >= 4 && !idle_since.empty()) {
-          victim = std::min_element(idle_since.begin(), idle_since.end(),
-                                    [](const auto& a, const auto& b) { return a.second < b.second; })
-                       ->first;
+          victim =
+              std::min_element(idle_since.begin(), idle_since.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; })
+                  ->first;
         }
         StatusOr<std::string> rid =
             manager->BeginAttempt(session, "q" + std::to_string(request++), now);

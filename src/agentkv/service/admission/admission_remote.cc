@@ -124,7 +124,8 @@ void RemoteAdmission::Acquire(control::AcquireRequest request, AcquireCallback d
         }
         OnFailure(Op::kAcquire, error);
         // The coordinator may have granted the ticket without our hearing of it.
-        if (!answered_error) PostAndForget(Op::kCancel, kCancelPath, SerializeCancelRequest(ticket));
+        if (!answered_error)
+          PostAndForget(Op::kCancel, kCancelPath, SerializeCancelRequest(ticket));
         done(DegradedBypass(ticket, tokens));
       });
 }
@@ -207,9 +208,8 @@ void RemoteAdmission::OnFailure(Op op, std::string_view error) {
     const auto now = std::chrono::steady_clock::now();
     if (failing_ && last_log_.has_value() && now - *last_log_ < kFailureLogInterval) return;
     line = "event=coordinator_failed coordinator=" + options_.coordinator_url +
-           " op=" + std::string(name) +
-           " failures=" + std::to_string(unlogged_failures_) + " error=\"" + std::string(error) +
-           "\"";
+           " op=" + std::string(name) + " failures=" + std::to_string(unlogged_failures_) +
+           " error=\"" + std::string(error) + "\"";
     failing_ = true;
     unlogged_failures_ = 0;
     last_log_ = now;
@@ -227,9 +227,9 @@ void RemoteAdmission::OnSuccess() {
     unlogged_failures_ = 0;
     last_log_.reset();
   }
-  options_.log(LogLevel::kInfo, "event=coordinator_recovered coordinator=" +
-                                    options_.coordinator_url +
-                                    " unlogged_failures=" + std::to_string(unlogged));
+  options_.log(LogLevel::kInfo,
+               "event=coordinator_recovered coordinator=" + options_.coordinator_url +
+                   " unlogged_failures=" + std::to_string(unlogged));
 }
 
 }  // namespace agentkv::service

@@ -49,7 +49,8 @@ Status ReadRequiredString(const json::object& object, std::string_view key, std:
       protocol::FindNonNull(object, alias) != nullptr) {
     used = alias;
   }
-  if (protocol::FindNonNull(object, used) == nullptr) return protocol::FindRequired(object, key).status();
+  if (protocol::FindNonNull(object, used) == nullptr)
+    return protocol::FindRequired(object, key).status();
   AGENTKV_RETURN_IF_ERROR(protocol::ReadString(object, used, used, out));
   if (out->empty()) return InvalidArgumentError(std::string(used) + ": must not be empty");
   if (out->size() > max_bytes) {
@@ -93,8 +94,8 @@ StatusOr<control::AcquireRequest> ParseAcquireRequest(std::string_view body) {
   control::AcquireRequest request;
   AGENTKV_RETURN_IF_ERROR(ReadRequiredString(o, "ticket", "ticket_id", &request.ticket));
   AGENTKV_RETURN_IF_ERROR(protocol::FindRequired(o, "reservation_tokens").status());
-  AGENTKV_RETURN_IF_ERROR(
-      protocol::ReadInt64(o, "reservation_tokens", "reservation_tokens", &request.reservation_tokens));
+  AGENTKV_RETURN_IF_ERROR(protocol::ReadInt64(o, "reservation_tokens", "reservation_tokens",
+                                              &request.reservation_tokens));
   AGENTKV_RETURN_IF_ERROR(CheckTokens("reservation_tokens", request.reservation_tokens));
   AGENTKV_RETURN_IF_ERROR(protocol::ReadBool(o, "protected", "protected", &request.is_protected));
   return request;

@@ -25,9 +25,11 @@ StatusOr<net::ClientResponse> GetBefore(net::HttpClient& client, const std::stri
                                         std::chrono::steady_clock::time_point deadline) {
   auto promise = std::make_shared<std::promise<StatusOr<net::ClientResponse>>>();
   std::future<StatusOr<net::ClientResponse>> result = promise->get_future();
-  std::shared_ptr<net::HttpClient::StreamHandle> call = client.AsyncRequest(
-      net::http::verb::get, base_url, target, {}, "",
-      [promise](StatusOr<net::ClientResponse> response) { promise->set_value(std::move(response)); });
+  std::shared_ptr<net::HttpClient::StreamHandle> call =
+      client.AsyncRequest(net::http::verb::get, base_url, target, {}, "",
+                          [promise](StatusOr<net::ClientResponse> response) {
+                            promise->set_value(std::move(response));
+                          });
   if (result.wait_until(deadline) == std::future_status::ready) return result.get();
   call->Cancel();  // Its callback still runs, into the abandoned promise.
   return DeadlineExceededError("GET " + target + ": no answer within the poll's deadline");
@@ -69,10 +71,12 @@ EngineDirectory::EngineDirectory(std::string router_url, std::vector<std::string
 StatusOr<std::vector<std::string>> EngineDirectory::Refresh(
     std::optional<std::chrono::steady_clock::time_point> deadline) {
   if (router_url_.empty()) return urls();
-  StatusOr<std::vector<std::string>> urls = DiscoverEngineUrls([this, deadline](std::string_view path) {
-    if (deadline.has_value()) return GetBefore(*client_, router_url_, std::string(path), *deadline);
-    return client_->Request(net::http::verb::get, router_url_, std::string(path));
-  });
+  StatusOr<std::vector<std::string>> urls =
+      DiscoverEngineUrls([this, deadline](std::string_view path) {
+        if (deadline.has_value())
+          return GetBefore(*client_, router_url_, std::string(path), *deadline);
+        return client_->Request(net::http::verb::get, router_url_, std::string(path));
+      });
   if (urls.ok()) {
     sync::MutexLock lock(&mu_);
     urls_ = *urls;

@@ -34,8 +34,8 @@ constexpr const char* kEndpointNames[] = {"acquire",    "release", "cancel",
                                           "agentic_kv", "metrics", "health"};
 
 void ReplyStatus(const net::Request& request, net::ResponseWriter& writer, const Status& status) {
-  writer.Reply(
-      net::MakeResponse(request, net::HttpStatusFor(status.code()), protocol::ErrorBody(status.message())));
+  writer.Reply(net::MakeResponse(request, net::HttpStatusFor(status.code()),
+                                 protocol::ErrorBody(status.message())));
 }
 
 }  // namespace
@@ -56,7 +56,8 @@ Status CoordinatorOptions::Validate() const {
       return InvalidArgumentError("--engine-urls: " + e.status().message());
     }
   }
-  AGENTKV_RETURN_IF_ERROR(control::CheckPollTiming(enabled, "--metrics-timeout-s", metrics_timeout_s));
+  AGENTKV_RETURN_IF_ERROR(
+      control::CheckPollTiming(enabled, "--metrics-timeout-s", metrics_timeout_s));
   if (tick_interval.count() <= 0) return InvalidArgumentError("tick_interval must be > 0");
   return Status::Ok();
 }

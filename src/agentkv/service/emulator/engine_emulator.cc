@@ -275,9 +275,9 @@ void EngineEmulator::HandleGenerate(net::Request request,
                               const GenerateResult& result) {
       if (result.abort_status_code != 0) {
         // SGLang raises the scheduler's 400 abort as a ValueError: HTTP 400.
-        return writer->Reply(net::MakeResponse(
-            *request, static_cast<http::status>(result.abort_status_code),
-            protocol::ErrorBody(result.abort_message, result.abort_status_code)));
+        return writer->Reply(
+            net::MakeResponse(*request, static_cast<http::status>(result.abort_status_code),
+                              protocol::ErrorBody(result.abort_message, result.abort_status_code)));
       }
       writer->Reply(net::MakeResponse(*request, http::status::ok,
                                       protocol::SerializeGenerateResponse(ResponseFor(
@@ -292,8 +292,8 @@ void EngineEmulator::HandleGenerate(net::Request request,
     if (req->stream) {
       // Headers are out: SGLang's stream turns the ValueError into an error event, then
       // [DONE].
-      writer->WriteChunk(protocol::SseEvent(
-          protocol::ErrorBody(s.message(), static_cast<int>(StatusFor(s)))));
+      writer->WriteChunk(
+          protocol::SseEvent(protocol::ErrorBody(s.message(), static_cast<int>(StatusFor(s)))));
       writer->WriteChunk(std::string(protocol::kSseDone));
       writer->EndStream();
       return;

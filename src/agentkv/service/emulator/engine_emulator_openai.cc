@@ -175,9 +175,9 @@ void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::Res
     callbacks.on_finish = [writer, shared_request, id, object, created, model,
                            chat](const GenerateResult& result) {
       if (result.abort_status_code != 0) {
-        return writer->Reply(net::MakeResponse(
-            *shared_request, static_cast<http::status>(result.abort_status_code),
-            protocol::ErrorBody(result.abort_message, result.abort_status_code)));
+        return writer->Reply(
+            net::MakeResponse(*shared_request, static_cast<http::status>(result.abort_status_code),
+                              protocol::ErrorBody(result.abort_message, result.abort_status_code)));
       }
       json::object choice{{"index", 0}, {"finish_reason", FinishReasonName(result)}};
       const std::string text = PseudoText(result.output_ids);

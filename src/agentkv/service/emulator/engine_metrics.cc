@@ -110,8 +110,7 @@ std::vector<protocol::MetricFamily> EngineMetricFamilies(const RuntimeSnapshot& 
             {{{}, D(s.evicted_tokens_total)}});
   // agentkv's own bounds (not SGLang series): session ids the emulator remembers, and the
   // idle sessions it closed to stay within --max-sessions.
-  b.Gauge("agentkv:emulator_sessions", "Session ids the emulated engine remembers.",
-          D(s.sessions));
+  b.Gauge("agentkv:emulator_sessions", "Session ids the emulated engine remembers.", D(s.sessions));
   b.Counter("agentkv:emulator_sessions_evicted_total",
             "Idle sessions closed because --max-sessions was reached.",
             {{{}, D(s.sessions_evicted_total)}});

@@ -309,8 +309,12 @@ void EngineRuntime::RunOnRuntimeThread(const std::function<void()>& work) {
 
 EngineRuntime::Session& EngineRuntime::TouchSession(const std::string& name) {
   bool inserted = false;
-  Session* session =
-      &sessions_.Touch(name, [this] { return Session{SessionId(next_session_++), 0}; }, &inserted);
+  Session* session = &sessions_.Touch(
+      name,
+      [this] {
+        return Session{SessionId(next_session_++), 0};
+      },
+      &inserted);
   if (!inserted) return *session;
   while (static_cast<int64_t>(sessions_.size()) > options_.max_sessions) {
     // The new session is the most recent; it has no request yet but must stay. Closed

@@ -359,7 +359,8 @@ void RouterEmulator::HandleForward(net::Request request,
       if (w.info.is_healthy) router_->SetLoad(w.engine, w.info.load);
     }
     routing::RouteRequest route;
-    route.routing_key = routing_key.empty() ? Hash64(body, 0) : routing::SessionRoutingKey(routing_key);
+    route.routing_key =
+        routing_key.empty() ? Hash64(body, 0) : routing::SessionRoutingKey(routing_key);
     route.block_keys = keys;
     const EngineId engine = router_->Route(route);
     auto it = std::find_if(workers_.begin(), workers_.end(),

@@ -1,4 +1,4 @@
 // Allowed: kv. Not allowed: base (not a direct DEP), kv/internal (internal to kv).
-#include "agentkv/kv/cache.h"
 #include "agentkv/base/status.h"
+#include "agentkv/kv/cache.h"
 #include "agentkv/kv/internal/arena.h"

@@ -29,9 +29,12 @@
 
 #include "agentkv/base/rng.h"
 #include "agentkv/sim/weka_trace.h"
+#include "arm_names.h"
 
 namespace agentkv::sim {
 namespace {
+
+using testing_support::Arms;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -116,7 +119,7 @@ TEST(AgenticReplayTest, HandScenarioHeader) {
   AgenticReplayOptions options = HandOptions();
   options.capacity_blocks.reset();
   options.capacity_fraction = 0.7;  // floor(0.7 * 12 unique blocks) = 8.
-  options.arms = {"lru"};
+  options.arms = Arms({"lru"});
   StatusOr<AgenticReplayResult> r = RunAgenticReplay(HandScenario(), options);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->conversations, 2);
@@ -135,7 +138,7 @@ TEST(AgenticReplayTest, HandScenarioHeader) {
 
 TEST(AgenticReplayTest, HandScenarioLruIsExact) {
   AgenticReplayOptions options = HandOptions();
-  options.arms = {"lru", "per_conversation"};
+  options.arms = Arms({"lru", "per_conversation"});
   StatusOr<AgenticReplayResult> r = RunAgenticReplay(HandScenario(), options);
   ASSERT_TRUE(r.ok()) << r.status();
   for (const AgenticArmResult& a : r->arms) {
@@ -203,7 +206,7 @@ TEST(AgenticReplayTest, IdleBoundInStepsGatesDemotion) {
   // returns: below the bound of 32, so nothing is demoted and demote_p1 plays out as lru.
   AgenticReplayOptions options = HandOptions();
   options.step_interval = TimeNs::Millis(100);
-  options.arms = {"lru", "demote_p1"};
+  options.arms = Arms({"lru", "demote_p1"});
   StatusOr<AgenticReplayResult> slow = RunAgenticReplay(HandScenario(), options);
   ASSERT_TRUE(slow.ok()) << slow.status();
   EXPECT_EQ(slow->steps, 70);
@@ -219,7 +222,7 @@ TEST(AgenticReplayTest, IdleBoundInStepsGatesDemotion) {
 
 TEST(AgenticReplayTest, ProgressReportsEachArmInOrder) {
   AgenticReplayOptions options = HandOptions();
-  options.arms = {"demote_p20", "lru"};
+  options.arms = Arms({"demote_p20", "lru"});
   std::vector<std::pair<size_t, std::string>> seen;
   options.on_arm_done = [&](size_t index, const AgenticArmResult& result) {
     seen.emplace_back(index, result.arm);
@@ -233,7 +236,7 @@ TEST(AgenticReplayTest, ProgressReportsEachArmInOrder) {
   ASSERT_TRUE(r->arms[0].uncached_change_vs_baseline_percent.has_value());
   EXPECT_LT(*r->arms[0].uncached_change_vs_baseline_percent, 0.0);
 
-  options.arms = {"demote_p20"};
+  options.arms = Arms({"demote_p20"});
   options.on_arm_done = nullptr;
   StatusOr<AgenticReplayResult> without_lru = RunAgenticReplay(HandScenario(), options);
   ASSERT_TRUE(without_lru.ok()) << without_lru.status();
@@ -242,12 +245,8 @@ TEST(AgenticReplayTest, ProgressReportsEachArmInOrder) {
 
 TEST(AgenticReplayTest, AliasesReplayLikeTheirCanonicalSpellings) {
   AgenticReplayOptions canonical = HandOptions();
-  canonical.arms = {"baseline",
-                    "+per-conversation",
-                    "+subagent-demotion=1",
-                    "+subagent-demotion=20",
-                    "+lifecycle",
-                    "+subagent-demotion=1+lifecycle"};
+  canonical.arms = Arms({"baseline", "+per-conversation", "+subagent-demotion=1",
+                         "+subagent-demotion=20", "+lifecycle", "+subagent-demotion=1+lifecycle"});
   StatusOr<AgenticReplayResult> by_alias = RunAgenticReplay(HandScenario(), HandOptions());
   StatusOr<AgenticReplayResult> by_grammar = RunAgenticReplay(HandScenario(), canonical);
   ASSERT_TRUE(by_alias.ok()) << by_alias.status();
@@ -255,7 +254,7 @@ TEST(AgenticReplayTest, AliasesReplayLikeTheirCanonicalSpellings) {
   ASSERT_EQ(by_alias->arms.size(), by_grammar->arms.size());
   for (size_t i = 0; i < by_alias->arms.size(); ++i) {
     SCOPED_TRACE(by_alias->arms[i].arm);
-    EXPECT_EQ(by_grammar->arms[i].arm, canonical.arms[i]);
+    EXPECT_EQ(by_grammar->arms[i].arm, canonical.arms[i].name);
     EXPECT_EQ(by_alias->arms[i].stats, by_grammar->arms[i].stats);
     EXPECT_EQ(by_alias->arms[i].uncached_change_vs_baseline_percent,
               by_grammar->arms[i].uncached_change_vs_baseline_percent);
@@ -265,7 +264,7 @@ TEST(AgenticReplayTest, AliasesReplayLikeTheirCanonicalSpellings) {
 TEST(AgenticReplayTest, ArmsComposeBeyondTheAliases) {
   // Demotion at priority 20 with session release: what demote_p1+release does, at 20.
   AgenticReplayOptions options = HandOptions();
-  options.arms = {"demote_p1+release", "+subagent-demotion=20+lifecycle"};
+  options.arms = Arms({"demote_p1+release", "+subagent-demotion=20+lifecycle"});
   StatusOr<AgenticReplayResult> r = RunAgenticReplay(HandScenario(), options);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->arms[1].stats.closed_sessions, 3);
@@ -311,15 +310,13 @@ TEST(AgenticReplayTest, InvalidOptionsNameTheOption) {
               HasSubstr("min_idle_steps must be in"));
   EXPECT_EQ(error([](AgenticReplayOptions& o) { o.arms.clear(); }), "arms must not be empty");
   EXPECT_EQ(error([](AgenticReplayOptions& o) {
-              o.arms = {"lru", "demote_p1", "lru"};
+              o.arms = Arms({"lru", "demote_p1", "lru"});
             }),
             "arm \"lru\" is named twice");
   EXPECT_THAT(error([](AgenticReplayOptions& o) {
-                o.arms = {"lru", "+admission"};
+                o.arms = Arms({"lru", "+admission"});
               }),
               HasSubstr("arm \"+admission\": admission needs the simulated fleet"));
-  EXPECT_THAT(error([](AgenticReplayOptions& o) { o.arms = {"fifo"}; }),
-              HasSubstr("unknown arm \"fifo\""));
 }
 
 TEST(AgenticReplayTest, InputsThatCannotShareOneCacheAreErrors) {
@@ -529,7 +526,7 @@ TEST(AgenticReplayTest, LruArmMatchesTheReferenceOnRandomTraces) {
     AgenticReplayOptions options;
     options.capacity_blocks = capacity;
     options.stagger = stagger;
-    options.arms = {"lru"};
+    options.arms = Arms({"lru"});
     StatusOr<AgenticReplayResult> r = RunAgenticReplay(conversations, options);
     ASSERT_TRUE(r.ok()) << r.status();
     const kv::KvCacheStats& s = r->arms[0].stats;

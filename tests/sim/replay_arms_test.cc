@@ -68,11 +68,15 @@ TEST(ReplayArmsTest, DefaultArmsParseToTheirDocumentedFlags) {
       {"infinite-cache", {.infinite_cache = true}},
   };
   std::vector<std::string> names;
+  std::vector<ArmSpec> specs;
   for (const ArmCase& c : cases) {
     names.emplace_back(c.name);
-    EXPECT_EQ(ParseOrDie(c.name), SpecOf(c.name, c.flags)) << c.name;
+    specs.push_back(SpecOf(c.name, c.flags));
+    EXPECT_EQ(ParseOrDie(c.name), specs.back()) << c.name;
   }
   EXPECT_EQ(DefaultArmNames(), names) << "the defaults, in the documented order";
+  EXPECT_EQ(DefaultArms(), specs) << "the typed defaults are the names parsed";
+  EXPECT_EQ(BaselineArm(), ParseOrDie("baseline"));
 }
 
 TEST(ReplayArmsTest, FeaturesCombineOverABase) {
@@ -176,6 +180,10 @@ TEST(ReplayArmsTest, AgenticCurveNamesAreAliasesOfTheGrammar) {
       {"session_release", "+lifecycle"},
       {"demote_p1+release", "+subagent-demotion=1+lifecycle"},
   };
+  ASSERT_EQ(AgenticCurveArms().size(), aliases.size());
+  for (size_t i = 0; i < aliases.size(); ++i) {
+    EXPECT_EQ(AgenticCurveArms()[i], ParseOrDie(aliases[i].first)) << "the typed list, parsed";
+  }
   for (const auto& [alias, canonical] : aliases) {
     ArmSpec by_alias = ParseOrDie(alias);
     EXPECT_EQ(by_alias.name, alias);
@@ -227,10 +235,44 @@ TEST(ReplayArmsTest, ParseArmsKeepsTheOrderAndRefusesRepeats) {
             std::string::npos);
 }
 
+TEST(ReplayArmsTest, ParseArmsNamesTheArmThatDoesNotParse) {
+  const auto error = [](const std::vector<std::string>& names) {
+    StatusOr<std::vector<ArmSpec>> arms = ParseArms(names);
+    EXPECT_EQ(arms.status().code(), StatusCode::kInvalidArgument);
+    return arms.ok() ? std::string() : arms.status().message();
+  };
+  EXPECT_THAT(error({"baseline", "+lifecycel"}),
+              ::testing::HasSubstr("arm \"+lifecycel\": unknown feature \"lifecycel\""));
+  EXPECT_THAT(error({"+bogus"}), ::testing::HasSubstr("unknown feature \"bogus\""));
+  EXPECT_THAT(error({"lru", "fifo"}), ::testing::HasSubstr("unknown arm \"fifo\""));
+  EXPECT_EQ(error({"lru", ""}), "arm name is empty");
+}
+
+TEST(ReplayArmsTest, ValidateArmsChecksTheTypedList) {
+  EXPECT_TRUE(ValidateArms(DefaultArms()).ok());
+  EXPECT_TRUE(ValidateArms(AgenticCurveArms()).ok());
+  EXPECT_EQ(ValidateArms({}).message(), "arms must not be empty");
+  EXPECT_EQ(ValidateArms({ParseOrDie("lru"), ParseOrDie("all"), ParseOrDie("lru")}).message(),
+            "arm \"lru\" is named twice");
+  // Names, not specs, must differ: an alias and its canonical spelling are two arms.
+  EXPECT_TRUE(ValidateArms({ParseOrDie("lru"), ParseOrDie("baseline")}).ok());
+  ArmSpec unnamed = ParseOrDie("all");
+  unnamed.name.clear();
+  EXPECT_EQ(ValidateArms({unnamed}).message(), "arm name is empty");
+  ArmSpec stray = ParseOrDie("+lifecycle");
+  stray.demotion_priority = 3;
+  EXPECT_THAT(ValidateArms({stray}).message(),
+              ::testing::HasSubstr("arm \"+lifecycle\": a demotion priority needs"));
+  ArmSpec high = ParseOrDie("+subagent-demotion=20");
+  high.demotion_priority = 101;
+  EXPECT_THAT(ValidateArms({high}).message(),
+              ::testing::HasSubstr("priority must be an integer in [0, 100], got 101"));
+}
+
 TEST(ReplayArmsTest, ForEachArmRunsInOrderAndNamesTheFailingArm) {
   std::vector<std::string> seen;
   StatusOr<std::vector<size_t>> ran =
-      ForEachArm<size_t>(std::vector<std::string>{"baseline", "+lifecycle"},
+      ForEachArm<size_t>(*ParseArms({"baseline", "+lifecycle"}),
                          [&](size_t i, const ArmSpec& arm) -> StatusOr<size_t> {
                            seen.push_back(arm.name);
                            return i * 10;
@@ -241,7 +283,7 @@ TEST(ReplayArmsTest, ForEachArmRunsInOrderAndNamesTheFailingArm) {
 
   seen.clear();
   StatusOr<std::vector<size_t>> failed =
-      ForEachArm<size_t>(std::vector<std::string>{"baseline", "+lifecycle", "all"},
+      ForEachArm<size_t>(*ParseArms({"baseline", "+lifecycle", "all"}),
                          [&](size_t i, const ArmSpec& arm) -> StatusOr<size_t> {
                            seen.push_back(arm.name);
                            if (i == 1) return InternalError("boom");
@@ -250,7 +292,7 @@ TEST(ReplayArmsTest, ForEachArmRunsInOrderAndNamesTheFailingArm) {
   EXPECT_EQ(failed.status().code(), StatusCode::kInternal);
   EXPECT_EQ(failed.status().message(), "arm +lifecycle: boom");
   EXPECT_THAT(seen, ::testing::ElementsAre("baseline", "+lifecycle")) << "stops at the failure";
-  EXPECT_EQ(ForEachArm<size_t>(std::vector<std::string>{},
+  EXPECT_EQ(ForEachArm<size_t>(std::vector<ArmSpec>{},
                                [](size_t i, const ArmSpec&) -> StatusOr<size_t> { return i; })
                 .status()
                 .message(),

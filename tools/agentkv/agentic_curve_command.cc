@@ -82,20 +82,22 @@ std::string ArmNames() {
 
 // Any arm of the replay grammar (replay_arms.h) is accepted; agentic-curve's own names are
 // its aliases.
-StatusOr<std::vector<std::string>> ParseArms(const std::vector<std::string>& names) {
-  if (names.empty()) return sim::AgenticCurveArmNames();
-  std::vector<std::string> arms;
+StatusOr<std::vector<sim::ArmSpec>> ParseArms(const std::vector<std::string>& names) {
+  if (names.empty()) return sim::AgenticCurveArms();
+  std::vector<sim::ArmSpec> arms;
   for (const std::string& name : names) {
-    if (!sim::ParseArm(name).ok()) {
+    StatusOr<sim::ArmSpec> arm = sim::ParseArm(name);
+    if (!arm.ok()) {
       return InvalidArgumentError(
           fmt::format("--arms: unknown arm \"{}\" (arms: {}, or an arm of agentkv replay such as "
                       "+subagent-demotion=20+lifecycle)",
                       name, ArmNames()));
     }
-    if (std::find(arms.begin(), arms.end(), name) != arms.end()) {
+    if (std::any_of(arms.begin(), arms.end(),
+                    [&name](const sim::ArmSpec& seen) { return seen.name == name; })) {
       return InvalidArgumentError(fmt::format("--arms: arm \"{}\" is listed twice", name));
     }
-    arms.push_back(name);
+    arms.push_back(*std::move(arm));
   }
   return arms;
 }
@@ -195,7 +197,7 @@ int AgenticCurveCommand::Run() const {
     if (s.ok()) s = CheckFlagRange("--min-idle-steps", min_idle_steps_, 0, kMaxMinIdleSteps);
     if (!s.ok()) return ReportError(kName, s);
   }
-  StatusOr<std::vector<std::string>> arms = ParseArms(arms_);
+  StatusOr<std::vector<sim::ArmSpec>> arms = ParseArms(arms_);
   if (!arms.ok()) return ReportError(kName, arms.status());
 
   if (has_capacity) {
@@ -208,7 +210,7 @@ int AgenticCurveCommand::Run() const {
   options.step_interval = TimeNs(std::llround(step_ms_ * 1e6));
   options.max_num_turns = static_cast<int32_t>(max_num_turns_);
   options.min_idle_steps = min_idle_steps_;
-  options.arms = *arms;
+  options.arms = *std::move(arms);
 
   auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&start] {

@@ -19,6 +19,7 @@
 #include "agentkv/sim/bailian_trace.h"
 #include "agentkv/sim/mooncake_trace.h"
 #include "agentkv/sim/open_loop_trace.h"
+#include "agentkv/sim/replay_arms.h"
 #include "agentkv/sim/synthetic_agentic.h"
 #include "agentkv/sim/weka_trace.h"
 #include "tools/agentkv/agentic_flags.h"
@@ -281,7 +282,6 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
 
 int ReplayCommand::Run() const {
   sim::ReplayOptions options = options_;
-  if (!arms_.empty()) options.arms = arms_;
   options.session_close_mode = session_close_mode_ == "release"
                                    ? kv::SessionCloseMode::kRelease
                                    : kv::SessionCloseMode::kDereference;
@@ -335,6 +335,12 @@ int ReplayCommand::Run() const {
     if (s.ok()) s = CheckOutputPath("--json", json_path_);
     if (s.ok()) s = CheckOutputPath("--html", html_path_);
     if (!s.ok()) return ReportError(kName, s);
+  }
+  if (!arms_.empty()) {
+    // --arms (or a config file's arms) names the arms; the default is DefaultArms().
+    StatusOr<std::vector<sim::ArmSpec>> arms = sim::ParseArms(arms_);
+    if (!arms.ok()) return ReportError(kName, arms.status());
+    options.arms = *std::move(arms);
   }
   {
     StatusOr<engine::ModelPresetId> model = engine::ParseModelPreset(model_);

@@ -54,9 +54,10 @@ struct AgenticReplayOptions {
   int32_t max_num_turns = 1;
   // finished_subagent_min_idle_iterations of the demotion arms. Default: 32. Range: [0, 2^40].
   int64_t min_idle_steps = 32;
-  // Arms to run (replay_arms.h, aliases included), in this order. Default:
-  // AgenticCurveArmNames(). Range: non-empty, distinct, arms the instant single cache runs.
-  std::vector<std::string> arms = AgenticCurveArmNames();
+  // Arms to run (replay_arms.h, aliases included; the command line parses their names), in
+  // this order. Default: AgenticCurveArms(). Range: non-empty, distinct names (ValidateArms),
+  // arms the instant single cache runs.
+  std::vector<ArmSpec> arms = AgenticCurveArms();
   // Called on the caller's thread after each arm, with its index in `arms` and its result
   // (the change column unset). Default: none.
   std::function<void(size_t arm_index, const AgenticArmResult& result)> on_arm_done;

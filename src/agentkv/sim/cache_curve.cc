@@ -14,7 +14,7 @@ constexpr int32_t kMaxBlockTokens = 1 << 20;
 // The runner's options for `options`, without the callback.
 InstantReplayOptions RunnerOptions(const CacheCurveOptions& options) {
   InstantReplayOptions runner;
-  runner.arms = {"baseline"};
+  runner.arms = {BaselineArm()};
   runner.capacity_fractions = options.fractions;
   runner.capacity_blocks = options.capacity_blocks;
   runner.host_blocks = 0;

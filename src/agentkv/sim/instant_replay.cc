@@ -178,8 +178,8 @@ class PointReplay {
 }  // namespace
 
 Status InstantReplayOptions::Validate() const {
-  AGENTKV_ASSIGN_OR_RETURN(const std::vector<ArmSpec> specs, ParseArms(arms));
-  for (const ArmSpec& arm : specs) AGENTKV_RETURN_IF_ERROR(CheckInstantArm(arm));
+  AGENTKV_RETURN_IF_ERROR(ValidateArms(arms));
+  for (const ArmSpec& arm : arms) AGENTKV_RETURN_IF_ERROR(CheckInstantArm(arm));
   if (capacity_blocks.has_value()) {
     if (*capacity_blocks < 1 || *capacity_blocks > kMaxCapacityBlocks) {
       return InvalidArgumentError("capacity_blocks must be in [1, " +

@@ -83,9 +83,9 @@ struct InstantPoint {
 };
 
 struct InstantReplayOptions {
-  // Arm names (replay_arms.h), run in this order. Default: {"baseline"}. Non-empty, distinct,
-  // without +admission, +host-tier or continuum-ttl.
-  std::vector<std::string> arms = {"baseline"};
+  // Arms (replay_arms.h), run in this order. Default: {baseline}. Non-empty, distinct names
+  // (ValidateArms), without +admission, +host-tier or continuum-ttl.
+  std::vector<ArmSpec> arms = {BaselineArm()};
   // Device capacities as fractions of the workload's distinct block keys: each point gets
   // engine::BlocksForFraction(fraction, unique_blocks). Default: {1.0}. Non-empty, each in
   // (0, 1].

@@ -302,7 +302,7 @@ StatusOr<ReplayResult> RunArms(
 Status ReplayOptions::Validate() const {
   if (arms.empty())
     return InvalidArgumentError("ReplayOptions.arms is empty: name at least one arm");
-  AGENTKV_RETURN_IF_ERROR(ParseArms(arms).status());
+  AGENTKV_RETURN_IF_ERROR(ValidateArms(arms));
   if (num_engines < 1 || num_engines > 1024) {
     return OutOfRange("num_engines", Str(num_engines), "[1, 1024]");
   }

@@ -48,9 +48,9 @@ namespace agentkv::sim {
 engine::EngineConfig DefaultReplayEngine();
 
 struct ReplayOptions {
-  // Arm names (replay_arms.h), run in this order. Default: DefaultArmNames(). Non-empty,
-  // distinct.
-  std::vector<std::string> arms = DefaultArmNames();
+  // Arms (replay_arms.h; the command line parses their names), run in this order. Default:
+  // DefaultArms(). Non-empty, distinct names (ValidateArms).
+  std::vector<ArmSpec> arms = DefaultArms();
 
   // --- Fleet ---
   // Engines. Default: 2. Range: [1, 1024].

@@ -97,6 +97,13 @@ StatusOr<ArmSpec> ParseCanonical(std::string_view name) {
   return arm;
 }
 
+// The arms of a built-in list of names; CHECKs that they parse.
+const std::vector<ArmSpec>* ParsedOrDie(const std::vector<std::string>& names) {
+  StatusOr<std::vector<ArmSpec>> arms = ParseArms(names);
+  AGENTKV_CHECK(arms.ok()) << arms.status();
+  return new std::vector<ArmSpec>(*std::move(arms));
+}
+
 }  // namespace
 
 std::string ArmSpec::Description() const {
@@ -138,6 +145,27 @@ StatusOr<ArmSpec> ParseArm(std::string_view name) {
   return ParseCanonical(name);
 }
 
+Status ValidateArms(const std::vector<ArmSpec>& arms) {
+  if (arms.empty()) return InvalidArgumentError("arms must not be empty");
+  std::set<std::string_view> seen;
+  for (const ArmSpec& arm : arms) {
+    if (arm.name.empty()) return InvalidArgumentError("arm name is empty");
+    if (!seen.insert(arm.name).second) {
+      return InvalidArgumentError("arm \"" + arm.name + "\" is named twice");
+    }
+    if (!arm.demotion_priority.has_value()) continue;
+    if (!arm.subagent_demotion) {
+      return BadArm(arm.name, "a demotion priority needs subagent-demotion");
+    }
+    if (*arm.demotion_priority < 0 || *arm.demotion_priority > kMaxPriority) {
+      return BadArm(arm.name, "sub-agent demotion priority must be an integer in [0, " +
+                                  std::to_string(kMaxPriority) + "], got " +
+                                  std::to_string(*arm.demotion_priority));
+    }
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::vector<ArmSpec>> ParseArms(const std::vector<std::string>& names) {
   if (names.empty()) return InvalidArgumentError("arms must not be empty");
   std::vector<ArmSpec> arms;
@@ -151,6 +179,12 @@ StatusOr<std::vector<ArmSpec>> ParseArms(const std::vector<std::string>& names) 
     arms.push_back(std::move(arm));
   }
   return arms;
+}
+
+ArmSpec BaselineArm() {
+  ArmSpec arm;
+  arm.name = "baseline";
+  return arm;
 }
 
 const std::vector<std::string>& DefaultArmNames() {
@@ -167,6 +201,16 @@ const std::vector<std::string>& AgenticCurveArmNames() {
     return names;
   }();
   return *kNames;
+}
+
+const std::vector<ArmSpec>& DefaultArms() {
+  static const std::vector<ArmSpec>* const kArms = ParsedOrDie(DefaultArmNames());
+  return *kArms;
+}
+
+const std::vector<ArmSpec>& AgenticCurveArms() {
+  static const std::vector<ArmSpec>* const kArms = ParsedOrDie(AgenticCurveArmNames());
+  return *kArms;
 }
 
 kv::KvCacheOptions ArmCachePolicy(const ArmSpec& arm, const kv::KvCacheOptions& base,

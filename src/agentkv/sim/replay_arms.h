@@ -81,15 +81,21 @@ struct ArmSpec {
 [[nodiscard]] StatusOr<ArmSpec> ParseArm(std::string_view name);
 
 // Parses every name of a run's arm list, in order: InvalidArgument "arms must not be empty",
-// ParseArm's error for a bad name, or `arm "NAME" is named twice`.
+// ParseArm's error for a bad name, or `arm "NAME" is named twice`. The one place a list of arm
+// names becomes typed arms (the command line's --arms and config files).
 [[nodiscard]] StatusOr<std::vector<ArmSpec>> ParseArms(const std::vector<std::string>& names);
 
-// The one arm loop of every replay, whatever its engine mode: parses `names` (ParseArms) and
+// Whether `arms` is a run's arm list: InvalidArgument "arms must not be empty", `arm "NAME" is
+// named twice`, "arm name is empty", or `arm "NAME": ...` for a demotion priority without
+// subagent_demotion or out of [0, 100]. Every ParseArms result passes.
+[[nodiscard]] Status ValidateArms(const std::vector<ArmSpec>& arms);
+
+// The one arm loop of every replay, whatever its engine mode: checks `arms` (ValidateArms) and
 // calls run(index, arm) for each arm in order, collecting the results. A failed arm stops the
 // loop and returns its status with "arm NAME: " prefixed to the message.
 template <typename Result, typename RunArm>
-StatusOr<std::vector<Result>> ForEachArm(const std::vector<std::string>& names, RunArm&& run) {
-  AGENTKV_ASSIGN_OR_RETURN(const std::vector<ArmSpec> arms, ParseArms(names));
+StatusOr<std::vector<Result>> ForEachArm(const std::vector<ArmSpec>& arms, RunArm&& run) {
+  AGENTKV_RETURN_IF_ERROR(ValidateArms(arms));
   std::vector<Result> results;
   results.reserve(arms.size());
   for (size_t i = 0; i < arms.size(); ++i) {
@@ -103,13 +109,20 @@ StatusOr<std::vector<Result>> ForEachArm(const std::vector<std::string>& names, 
   return results;
 }
 
+// The arm named "baseline": SGLang's default, nothing turned on (ParseArm("baseline")).
+ArmSpec BaselineArm();
+
 // The arms `agentkv replay` runs when none are given: baseline, +lifecycle, +admission,
 // +subagent-demotion, +host-tier, all, continuum-ttl, infinite-cache.
 const std::vector<std::string>& DefaultArmNames();
+// DefaultArmNames() parsed.
+const std::vector<ArmSpec>& DefaultArms();
 
 // The arms `agentkv agentic-curve` runs when none are given, its table order: lru,
 // per_conversation, demote_p1, demote_p20, session_release, demote_p1+release.
 const std::vector<std::string>& AgenticCurveArmNames();
+// AgenticCurveArmNames() parsed.
+const std::vector<ArmSpec>& AgenticCurveArms();
 
 // The KV cache policy of `arm`: `base` with block_reuse_policy per_conversation for
 // +per-conversation and +subagent-demotion, and finished_subagent_priority =

@@ -193,14 +193,15 @@ void GatewayFlow<Key>::Remember(const Key& key, Session& session) {
   session.tombstone = next_tombstone_++;
   closed_.emplace_back(key, session.tombstone);
   // Forget the oldest ended sessions; one whose cancelled attempts are still live goes to the
-  // back (each entry is looked at once per call).
+  // back (each entry is looked at once per call). `session` itself is never forgotten here: its
+  // callers still hold it, and a later call forgets it in its turn.
   size_t budget = closed_.size();
   while (static_cast<int64_t>(closed_.size()) > options_.max_closed_sessions && budget-- > 0) {
     auto [oldest, tombstone] = closed_.front();
     closed_.pop_front();
     auto it = sessions_.find(oldest);
     if (it == sessions_.end() || it->second.tombstone != tombstone) continue;
-    if (!it->second.live.empty()) {
+    if (!it->second.live.empty() || &it->second == &session) {
       closed_.emplace_back(std::move(oldest), tombstone);
       continue;
     }

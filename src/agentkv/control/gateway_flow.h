@@ -58,7 +58,8 @@ struct GatewayFlowOptions {
   // A draining session waits at most this long for its aborted attempts, then closes anyway.
   // Default: 30 s. Range: >= 0.
   TimeNs drain_timeout = TimeNs::Seconds(30);
-  // Ended sessions remembered for idempotent closes. Default: 8192. Range: >= 1.
+  // Ended sessions remembered for idempotent closes (one more while the newest is being ended).
+  // Default: 8192. Range: >= 1.
   int64_t max_closed_sessions = 8192;
   // Active sessions at most; one more ends the longest-idle one first, or is refused when
   // every active session has a live attempt. Default: 100000. Range: >= 1.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "agentkv/kv/block_key.h"
+#include "weka_builders.h"
 
 namespace agentkv::sim {
 namespace {
@@ -30,22 +31,8 @@ WekaRequest Request(double t_s, std::vector<uint64_t> ids) {
   return r;
 }
 
-WekaSubagent Subagent(std::string id, double spawn_s, std::vector<WekaRequest> requests) {
-  WekaSubagent s;
-  s.agent_id = std::move(id);
-  s.spawn = TimeNs(static_cast<int64_t>(spawn_s * 1e9));
-  s.requests = std::move(requests);
-  return s;
-}
-
-WekaConversation Conversation(std::string source, std::vector<WekaRequest> requests,
-                              std::vector<WekaSubagent> subagents = {}) {
-  WekaConversation c;
-  c.source = std::move(source);
-  c.requests = std::move(requests);
-  c.subagents = std::move(subagents);
-  return c;
-}
+using testing_support::Conversation;
+using testing_support::Subagent;
 
 // ---- Open loop -----------------------------------------------------------------------------
 

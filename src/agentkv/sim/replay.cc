@@ -160,13 +160,9 @@ struct RequestView {
 };
 
 // Fills `result` from the run. `requests` in submission order; `session_times` of the main
-// agents; `session_of_request[i]` the index into `session_times` of the session `requests[i]`
-// belongs to (its main agent's, for a sub-agent's request); `makespan` from the first start to
-// the last completion.
+// agents; `makespan` from the first start to the last completion.
 void Summarize(ArmFleet& arm_fleet, const ArmSpec& arm, const std::vector<RequestView>& requests,
-               std::vector<double> session_times, const std::vector<size_t>& session_of_request,
-               TimeNs makespan, ArmResult& result) {
-  AGENTKV_CHECK(session_of_request.size() == requests.size());
+               std::vector<double> session_times, TimeNs makespan, ArmResult& result) {
   const int64_t block = arm_fleet.fleet->engine(EngineId(0)).scheduler().cache().tokens_per_block();
   result.arm = arm.name;
   result.description = arm.Description();
@@ -213,24 +209,6 @@ void Summarize(ArmFleet& arm_fleet, const ArmSpec& arm, const std::vector<Reques
   result.queueing_delay = SummarizeDurations(queueing);
   result.ttft = SummarizeDurations(ttft);
   result.admission_wait = SummarizeDurations(admission_wait);
-  // Server time: what the serving stack controls, summed per session in exact nanoseconds.
-  std::vector<TimeNs> session_server(result.session_times_s.size());
-  std::vector<double> request_server;
-  request_server.reserve(requests.size());
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const TimeNs server = *requests[i].engine->finished - requests[i].gateway->received;
-    AGENTKV_CHECK(server >= TimeNs(0))
-        << "request " << requests[i].gateway->id << " finished before it arrived";
-    AGENTKV_CHECK(session_of_request[i] < session_server.size());
-    TimeNs& sum = session_server[session_of_request[i]];
-    sum = SaturatingAdd(sum, server);
-    request_server.push_back(server.seconds());
-  }
-  std::vector<double> server_time;
-  server_time.reserve(session_server.size());
-  for (const TimeNs t : session_server) server_time.push_back(t.seconds());
-  result.server_time = SummarizeDurations(server_time);
-  result.request_server_time = SummarizeDurations(request_server);
   for (int32_t e = 0; e < arm_fleet.fleet->num_engines(); ++e) {
     const EngineModel& engine = arm_fleet.fleet->engine(EngineId(e));
     const kv::KvCacheStats stats = engine.scheduler().cache().stats();
@@ -251,6 +229,55 @@ void Summarize(ArmFleet& arm_fleet, const ArmSpec& arm, const std::vector<Reques
     result.agentic_kv = arm_fleet.gateway->AgenticKvMetrics();
   }
   result.kv_usage = arm_fleet.gateway->kv_usage();
+}
+
+// --- Server time (ArmResult::server_time, request_server_time) ---
+
+// Fills the server times of `result`: per request, finished - gateway arrival; per session, the
+// sum over its requests, in exact nanoseconds. `requests` in submission order;
+// `session_of_request[i]` in [0, num_sessions) is the session `requests[i]` belongs to (for a
+// sub-agent's request, its main agent's).
+void SummarizeServerTime(const std::vector<RequestView>& requests,
+                         const std::vector<size_t>& session_of_request, size_t num_sessions,
+                         ArmResult& result) {
+  AGENTKV_CHECK(session_of_request.size() == requests.size());
+  std::vector<TimeNs> session_server(num_sessions);
+  std::vector<double> request_server;
+  request_server.reserve(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const TimeNs server = *requests[i].engine->finished - requests[i].gateway->received;
+    AGENTKV_CHECK(server >= TimeNs(0))
+        << "request " << requests[i].gateway->id << " finished before it arrived";
+    AGENTKV_CHECK(session_of_request[i] < num_sessions);
+    TimeNs& sum = session_server[session_of_request[i]];
+    sum = SaturatingAdd(sum, server);
+    request_server.push_back(server.seconds());
+  }
+  std::vector<double> server_time;
+  server_time.reserve(num_sessions);
+  for (const TimeNs t : session_server) server_time.push_back(t.seconds());
+  result.server_time = SummarizeDurations(server_time);
+  result.request_server_time = SummarizeDurations(request_server);
+}
+
+// The session of each of `driven`'s requests, in its order: the index of its main agent among
+// the main agents of driven.conversations (a sub-agent shares its main agent's workload index).
+std::vector<size_t> SessionOfRequest(const AgentDriverResult& driven) {
+  std::map<int32_t, size_t> session_of_workload;
+  for (const DriverConversationResult& c : driven.conversations) {
+    if (c.subagent < 0) session_of_workload.emplace(c.workload_index, session_of_workload.size());
+  }
+  std::map<int64_t, size_t> session_of_conversation;
+  for (const DriverConversationResult& c : driven.conversations) {
+    session_of_conversation.emplace(c.conversation.value(),
+                                    session_of_workload.at(c.workload_index));
+  }
+  std::vector<size_t> sessions;
+  sessions.reserve(driven.requests.size());
+  for (const DriverRequest& r : driven.requests) {
+    sessions.push_back(session_of_conversation.at(r.conversation.value()));
+  }
+  return sessions;
 }
 
 std::vector<std::vector<kv::KvEvent>> TakeEngineEvents(const ArmFleet& arm_fleet) {
@@ -465,23 +492,11 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
     AGENTKV_CHECK(c.end.has_value());
     session_times.push_back((*c.end - c.start).seconds());
   }
-  // A session is a main agent with its sub-agents: they share the main agent's workload index.
-  std::map<int32_t, size_t> session_of_workload;
-  for (const DriverConversationResult& c : driven.conversations) {
-    if (c.subagent < 0) session_of_workload.emplace(c.workload_index, session_of_workload.size());
-  }
-  std::map<int64_t, size_t> session_of_conversation;
-  for (const DriverConversationResult& c : driven.conversations) {
-    session_of_conversation.emplace(c.conversation.value(),
-                                    session_of_workload.at(c.workload_index));
-  }
-  std::vector<size_t> session_of_request;
-  session_of_request.reserve(driven.requests.size());
-  for (const DriverRequest& r : driven.requests) {
-    session_of_request.push_back(session_of_conversation.at(r.conversation.value()));
-  }
-  Summarize(*arm_fleet, arm, views, std::move(session_times), session_of_request,
-            driven.makespan_end - first_start, run.result);
+  Summarize(*arm_fleet, arm, views, std::move(session_times), driven.makespan_end - first_start,
+            run.result);
+  // A session is a main agent with its sub-agents.
+  SummarizeServerTime(views, SessionOfRequest(driven), static_cast<size_t>(run.result.sessions),
+                      run.result);
   if (options.keep_events) run.engine_events = TakeEngineEvents(*arm_fleet);
   return run;
 }
@@ -577,10 +592,11 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
   }
   run.result.sessions = total;
   run.result.conversations = total;
+  Summarize(f, arm, views, std::move(session_times), last - first, run.result);
   // Each request is its own session.
   std::vector<size_t> session_of_request(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) session_of_request[i] = i;
-  Summarize(f, arm, views, std::move(session_times), session_of_request, last - first, run.result);
+  SummarizeServerTime(views, session_of_request, requests.size(), run.result);
   if (options.keep_events) run.engine_events = TakeEngineEvents(f);
   return run;
 }

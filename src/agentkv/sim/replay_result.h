@@ -56,8 +56,9 @@ struct KvUsageSample {
 // metric: (baseline - arm) / (baseline - infinite-cache), with the reference arms the ones named
 // "baseline" and "infinite-cache" in the same run. 0 is no better than the baseline, 1 is the
 // unbounded cache's value; below 0 is worse than the baseline, above 1 beats the unbounded
-// cache (possible for times). Unset when either reference arm is missing or the two reference
-// values are equal (no gap to close).
+// cache (possible for times, and for uncached tokens when an arm's routing leaves fewer cold
+// tokens). Unset when either reference arm is missing or the two reference values are equal
+// (no gap to close).
 struct IdealShares {
   // Of ArmResult::uncached_tokens, evicted_recompute_tokens and server_time.mean_s.
   std::optional<double> uncached_tokens;
@@ -190,7 +191,9 @@ struct ReplaySetup {
 struct ReplayResult {
   ReplaySetup setup;
   // In the order run; the first arm named "baseline" (else the first arm) is what deltas are
-  // taken against, an arm named "infinite-cache" is the ideal hit ratios are set next to.
+  // taken against, an arm named "infinite-cache" is the ideal hit ratios are set next to. The
+  // shares of the ideal (IdealSharesOf) take the arms named exactly "baseline" and
+  // "infinite-cache", without the fallback.
   std::vector<ArmResult> arms;
 
   friend bool operator==(const ReplayResult&, const ReplayResult&) = default;

@@ -36,7 +36,8 @@ enum class NumberStyle : uint8_t { kFull, kCompact };
 struct ReplayTableCell {
   // The value as shown ("0.4123", "12,345", "87.5%").
   std::string value;
-  // The value before formatting (for the share of the ideal, the share as a fraction).
+  // The value before formatting (for the shares of the ideal, the share as a fraction, NaN
+  // where the share is unset and the cell shows "-").
   double number = 0;
   // The relative change against the baseline arm, (value - baseline) / baseline, as a fraction.
   // nullopt in the baseline column, when the baseline is 0, and for rows without deltas.

@@ -101,6 +101,7 @@ boost::json::object SummaryJson(const DurationSummary& s) {
           {"p95_s", s.p95_s}, {"p99_s", s.p99_s},   {"max_s", s.max_s}};
 }
 
+// The value, or null when unset.
 boost::json::value OptionalJson(const std::optional<double>& value) {
   if (!value) return nullptr;
   return *value;

@@ -1,7 +1,8 @@
 // Tests of the replay report: the terminal table (arm columns, signed deltas against the
-// baseline, 160-column fit), the JSON (parses, arm order, field values, deltas, determinism)
-// and the HTML (well-formed XML, four SVG charts, escaped arm names, no NaN or infinity even for
-// degenerate input, downsampled series). The results are built by hand so every expected delta
+// baseline, 160-column fit, server time and the shares of the ideal), the JSON (parses, arm
+// order, field values, deltas, server time and share keys, determinism) and the HTML
+// (well-formed XML, four SVG charts, escaped arm names, no NaN or infinity even for degenerate
+// input, downsampled series, the new rows). The results are built by hand so every expected delta
 // is known.
 #include "agentkv/report/replay_report.h"
 
@@ -13,6 +14,7 @@
 #include <boost/property_tree/ptree.hpp>
 #include <boost/property_tree/xml_parser.hpp>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -92,6 +94,15 @@ ReplayResult FourArms() {
   result.arms.push_back(Arm("+host-tier", 0.40, 0.10, 10'000));
   result.arms.push_back(Arm("infinite-cache", 0.80, 0, 0));
   result.arms.push_back(Arm(kOddName, 0.30, 0, 30'000));
+  // Server time per session (mean 10, 9, 6 and 12 s) and the shares of the ideal: uncached and
+  // evicted recompute tokens 0, 0.5, 1, -0.5; mean server time 0, 0.25, 1, -0.5.
+  const double server_mean[] = {10, 9, 6, 12};
+  for (size_t i = 0; i < result.arms.size(); ++i) {
+    const double m = server_mean[i];
+    result.arms[i].server_time = {24, m, m - 1, m + 1, m + 2, m + 3, m + 4};
+    result.arms[i].request_server_time = {1200, m / 50, m / 60, m / 40, m / 30, m / 20, m / 10};
+  }
+  sim::FillIdealShares(result);
   return result;
 }
 
@@ -224,6 +235,82 @@ TEST(ReplayTableRowsTest, ShowsAdmissionSeriesAndShareOfIdeal) {
   EXPECT_EQ(row.cells[1].delta, "");
 }
 
+// The row labelled `label` in `rows`, or nullptr.
+const ReplayTableRow* FindRow(const std::vector<ReplayTableRow>& rows, const std::string& label) {
+  const auto row = std::find_if(rows.begin(), rows.end(),
+                                [&label](const ReplayTableRow& r) { return r.label == label; });
+  return row == rows.end() ? nullptr : &*row;
+}
+
+TEST(ReplayTableRowsTest, ShowsServerTimeRightAfterSessionTimeWithDeltas) {
+  const std::vector<ReplayTableRow> rows = ReplayTableRows(FourArms(), NumberStyle::kFull);
+  std::vector<std::string> labels;
+  for (const ReplayTableRow& r : rows) labels.push_back(r.label);
+  const auto session = std::find(labels.begin(), labels.end(), "session time p99 (s)");
+  ASSERT_NE(session, labels.end());
+  EXPECT_THAT(std::vector<std::string>(session + 1, session + 5),
+              ::testing::ElementsAre("server time mean (s)", "server time p50 (s)",
+                                     "server time p95 (s)", "server time p99 (s)"));
+  const ReplayTableRow& mean = *FindRow(rows, "server time mean (s)");
+  EXPECT_EQ(mean.section, "latency");
+  EXPECT_EQ(mean.key, "server_time_mean_s");
+  EXPECT_EQ(mean.sense, MetricSense::kLowerIsBetter);
+  EXPECT_EQ(mean.cells[0].value, "10.00");
+  EXPECT_EQ(mean.cells[1].value, "9.000");
+  EXPECT_EQ(mean.cells[1].delta, "(-10.0%)");
+  EXPECT_EQ(FindRow(rows, "server time p95 (s)")->cells[3].value, "14.00");
+}
+
+TEST(ReplayTableRowsTest, ShowsSharesOfTheIdealAfterTheLatencyRows) {
+  const std::vector<ReplayTableRow> rows = ReplayTableRows(FourArms(), NumberStyle::kFull);
+  std::vector<std::string> sections;
+  for (const ReplayTableRow& r : rows) {
+    if (sections.empty() || sections.back() != r.section) sections.push_back(r.section);
+  }
+  const std::string share_section = "share of ideal (baseline = 0%, infinite-cache = 100%)";
+  EXPECT_THAT(sections, ::testing::ElementsAre("prefix cache", "recompute", "throughput", "latency",
+                                               share_section, "engines", "lifecycle", "admission",
+                                               "conservation"));
+  std::vector<std::string> shares;
+  for (const ReplayTableRow& r : rows) {
+    if (r.section != share_section) continue;
+    // Not in delta_vs_baseline, and no deltas: a delta of shares repeats the metric's own.
+    EXPECT_EQ(r.key, "");
+    std::string line = r.label + ":";
+    for (const ReplayTableCell& cell : r.cells) {
+      line += " " + cell.value;
+      EXPECT_EQ(cell.delta, "");
+    }
+    shares.push_back(line);
+  }
+  EXPECT_THAT(shares, ::testing::ElementsAre("uncached tokens: 0.0% 50.0% 100.0% -50.0%",
+                                             "evicted recompute tokens: 0.0% 50.0% 100.0% -50.0%",
+                                             "server time mean: 0.0% 25.0% 100.0% -50.0%"));
+}
+
+TEST(ReplayTableRowsTest, SharesNeedBothReferenceArmsAndAGap) {
+  ReplayResult result = FourArms();
+  // No gap in server time: that row shows "-" (a NaN number), the token rows stay.
+  result.arms[0].server_time.mean_s = result.arms[2].server_time.mean_s;
+  sim::FillIdealShares(result);
+  std::vector<ReplayTableRow> rows = ReplayTableRows(result, NumberStyle::kFull);
+  const ReplayTableRow* server = FindRow(rows, "server time mean");
+  ASSERT_NE(server, nullptr);
+  for (const ReplayTableCell& cell : server->cells) {
+    EXPECT_EQ(cell.value, "-");
+    EXPECT_TRUE(std::isnan(cell.number));
+  }
+  EXPECT_EQ(FindRow(rows, "evicted recompute tokens")->section, "recompute");
+  EXPECT_THAT(FormatReplayTable(result), HasSubstr("share of ideal"));
+  // No infinite-cache arm: no shares and no section.
+  result.arms[2].arm = "unbounded";
+  sim::FillIdealShares(result);
+  rows = ReplayTableRows(result, NumberStyle::kFull);
+  EXPECT_EQ(FindRow(rows, "server time mean"), nullptr);
+  EXPECT_THAT(FormatReplayTable(result), Not(HasSubstr("share of ideal")));
+  EXPECT_THAT(ReplayResultHtml(result), Not(HasSubstr("share of ideal")));
+}
+
 // ---- Terminal table ----------------------------------------------------------------------------
 
 TEST(FormatReplayTableTest, HasEveryArmAndSignedDeltas) {
@@ -236,6 +323,9 @@ TEST(FormatReplayTableTest, HasEveryArmAndSignedDeltas) {
   EXPECT_THAT(RowOf(table, "token hit ratio dev+host"), HasSubstr("0.5000 (+25.0%)"));
   EXPECT_THAT(RowOf(table, "token hit ratio dev+host"), HasSubstr("0.3000 (-25.0%)"));
   EXPECT_THAT(RowOf(table, "requests issued"), HasSubstr("1,200 (=)"));
+  EXPECT_THAT(RowOf(table, "server time mean (s)"), HasSubstr("9.000 (-10.0%)"));
+  EXPECT_THAT(RowOf(table, "server time mean"), HasSubstr("25.0%"));
+  EXPECT_THAT(table, HasSubstr("\nshare of ideal (baseline = 0%, infinite-cache = 100%)\n"));
   // The baseline column has no delta: the first number after the label is plain.
   EXPECT_THAT(RowOf(table, "preemptions"), ::testing::StartsWith("  preemptions"));
   for (const std::string& line : Lines(table)) EXPECT_LE(line.size(), 160u) << line;
@@ -308,6 +398,53 @@ TEST(ReplayResultJsonTest, ParsesWithArmsInOrderAndTheirValues) {
   EXPECT_EQ(host.at("session_times_s").as_array().size(), 24u);
 }
 
+TEST(ReplayResultJsonTest, HasServerTimeAndTheSharesOfTheIdeal) {
+  const boost::json::value json = boost::json::parse(ReplayResultJson(FourArms()));
+  const boost::json::array& arms = json.at("arms").as_array();
+  const boost::json::object& host = arms[1].as_object();
+  const boost::json::object& server = host.at("server_time").as_object();
+  EXPECT_EQ(server.at("count").as_int64(), 24);
+  EXPECT_DOUBLE_EQ(server.at("mean_s").as_double(), 9.0);
+  EXPECT_DOUBLE_EQ(server.at("p50_s").as_double(), 8.0);
+  EXPECT_DOUBLE_EQ(server.at("p95_s").as_double(), 11.0);
+  EXPECT_DOUBLE_EQ(server.at("p99_s").as_double(), 12.0);
+  EXPECT_EQ(host.at("request_server_time").at("count").as_int64(), 1200);
+  EXPECT_DOUBLE_EQ(host.at("request_server_time").at("mean_s").as_double(), 9.0 / 50);
+  EXPECT_DOUBLE_EQ(host.at("uncached_tokens_ideal_share").as_double(), 0.5);
+  EXPECT_DOUBLE_EQ(host.at("evicted_recompute_tokens_ideal_share").as_double(), 0.5);
+  EXPECT_DOUBLE_EQ(host.at("server_time_mean_ideal_share").as_double(), 0.25);
+  EXPECT_DOUBLE_EQ(arms[0].at("server_time_mean_ideal_share").as_double(), 0.0);
+  EXPECT_DOUBLE_EQ(arms[2].at("uncached_tokens_ideal_share").as_double(), 1.0);
+  EXPECT_DOUBLE_EQ(arms[3].at("server_time_mean_ideal_share").as_double(), -0.5);
+  const boost::json::object& delta = host.at("delta_vs_baseline").as_object();
+  EXPECT_DOUBLE_EQ(delta.at("server_time_mean_s").as_double(), -0.1);
+  EXPECT_TRUE(delta.contains("server_time_p99_s"));
+  // The server time sits right after the other duration summaries.
+  std::vector<std::string> keys;
+  for (const auto& member : host) keys.emplace_back(member.key());
+  const auto at = std::find(keys.begin(), keys.end(), "admission_wait");
+  ASSERT_NE(at, keys.end());
+  EXPECT_EQ(*(at + 1), "server_time");
+}
+
+TEST(ReplayResultJsonTest, UnsetSharesAreNull) {
+  ReplayResult result = FourArms();
+  result.arms.erase(result.arms.begin() + 2);  // The infinite-cache arm.
+  sim::FillIdealShares(result);
+  const boost::json::value json = boost::json::parse(ReplayResultJson(result));
+  for (const boost::json::value& arm : json.at("arms").as_array()) {
+    for (const char* key : {"uncached_tokens_ideal_share", "evicted_recompute_tokens_ideal_share",
+                            "server_time_mean_ideal_share"}) {
+      ASSERT_TRUE(arm.as_object().contains(key)) << key;
+      EXPECT_TRUE(arm.at(key).is_null()) << key;
+    }
+  }
+  // A degenerate result (never filled) has every key too.
+  const boost::json::value degenerate = boost::json::parse(ReplayResultJson(Degenerate()));
+  EXPECT_TRUE(degenerate.at("arms").at(0).at("server_time_mean_ideal_share").is_null());
+  EXPECT_EQ(degenerate.at("arms").at(0).at("server_time").at("count").as_int64(), 0);
+}
+
 TEST(ReplayResultJsonTest, DeltasAgainstBaselineSkipZeroBaselines) {
   const boost::json::value json = boost::json::parse(ReplayResultJson(FourArms()));
   const boost::json::array& arms = json.at("arms").as_array();
@@ -371,6 +508,15 @@ TEST(ReplayResultHtmlTest, EscapesTextFromTheResult) {
   // The delta of the +host-tier arm's hit ratio, coloured as an improvement.
   EXPECT_THAT(html, HasSubstr("0.5000 <span class=\"good\">(+25.0%)</span>"));
   EXPECT_THAT(html, HasSubstr("10,000 <span class=\"good\">(-50.0%)</span>"));
+}
+
+TEST(ReplayResultHtmlTest, ShowsServerTimeAndTheSharesOfTheIdeal) {
+  const std::string html = ReplayResultHtml(FourArms());
+  EXPECT_THAT(html, HasSubstr("<tr><td>server time mean (s)</td><td class=\"num\">10.00</td>"
+                              "<td class=\"num\">9.000 <span class=\"good\">(-10.0%)</span>"));
+  EXPECT_THAT(html, HasSubstr("share of ideal (baseline = 0%, infinite-cache = 100%)</th></tr>"));
+  EXPECT_THAT(html, HasSubstr("<tr><td>server time mean</td><td class=\"num\">0.0%</td>"
+                              "<td class=\"num\">25.0%</td>"));
 }
 
 TEST(ReplayResultHtmlTest, HasNoNonFiniteNumbers) {

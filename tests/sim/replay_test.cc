@@ -10,12 +10,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -294,6 +296,136 @@ TEST(ReplayGateTest, TinyWorkloadMatchesTheGoldenEventLog) {
   expected << in.rdbuf();
   EXPECT_EQ(text, expected.str()) << "the KV event log changed; if intended, rerun with "
                                      "AGENTKV_UPDATE_GOLDEN=1 and review the diff";
+}
+
+// --- Server time -------------------------------------------------------------------------------
+
+WekaRequest TimedRequest(double t, uint64_t first_id, int64_t out) {
+  WekaRequest r;
+  r.t = TimeNs::Seconds(t);
+  r.input_tokens = 2 * 16;
+  r.output_tokens = out;
+  r.hash_ids = {first_id, first_id + 1};
+  r.stop = "tool_use";
+  return r;
+}
+
+// Two sessions whose requests never overlap (seconds apart on one engine, each done within
+// milliseconds): session A, three main-agent requests and a sub-agent of two; session B, two
+// requests, starting 1,000 s later.
+AgenticWorkload NonOverlappingWorkload() {
+  WekaConversation a;
+  a.id = "a";
+  a.block_size = 16;
+  a.requests = {TimedRequest(0, 0, 3), TimedRequest(100, 10, 5), TimedRequest(200, 20, 2)};
+  WekaSubagent sub;
+  sub.agent_id = "agent_001";
+  sub.spawn = TimeNs::Seconds(50);
+  sub.requests = {TimedRequest(0, 100, 4), TimedRequest(10, 110, 1)};
+  a.subagents = {sub};
+  WekaConversation b;
+  b.id = "b";
+  b.block_size = 16;
+  b.requests = {TimedRequest(0, 0, 7), TimedRequest(30, 10, 6)};
+  AgenticWorkload workload;
+  workload.conversations = {a, b};
+  workload.starts = {TimeNs(0), TimeNs::Seconds(1000)};
+  return workload;
+}
+
+// Every step lasts exactly 1 ms: a request alone on an idle engine takes one step to prefill
+// and emit its first token and one step per further token, out x 1 ms from arrival to finish.
+ReplayOptions OneMillisecondSteps() {
+  ReplayOptions options;
+  options.num_engines = 1;
+  options.engine.kv_pool.max_total_tokens = 64 * 16;
+  options.fixed_step_time = TimeNs::Millis(1);
+  return options;
+}
+
+TEST(ReplayServerTimeTest, ASessionsServerTimeIsTheSumOfItsAndItsSubAgentsRequestLatencies) {
+  ReplayOptions options = OneMillisecondSteps();
+  options.arms = Arms({"baseline", "+lifecycle+admission", "infinite-cache"});
+  StatusOr<ReplayResult> result = RunReplay(NonOverlappingWorkload(), "timed", 1, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (const ArmResult& arm : result->arms) {
+    SCOPED_TRACE(arm.arm);
+    ASSERT_EQ(arm.requests_completed, 7);
+    // A: main 3 + 5 + 2 ms, sub-agent 4 + 1 ms = 15 ms; B: 7 + 6 ms = 13 ms.
+    EXPECT_EQ(arm.server_time.count, 2);
+    EXPECT_NEAR(arm.server_time.mean_s, 0.014, 1e-12);
+    EXPECT_NEAR(arm.server_time.p50_s, 0.013, 1e-12);
+    EXPECT_NEAR(arm.server_time.max_s, 0.015, 1e-12);
+    // Per request: 1 to 7 ms, 28 ms in all.
+    EXPECT_EQ(arm.request_server_time.count, 7);
+    EXPECT_NEAR(arm.request_server_time.mean_s, 0.004, 1e-12);
+    EXPECT_NEAR(arm.request_server_time.p50_s, 0.004, 1e-12);
+    EXPECT_NEAR(arm.request_server_time.max_s, 0.007, 1e-12);
+    // Session time is mostly the recorded gaps: A lasts past its 200 s request.
+    EXPECT_GT(arm.session_time.max_s, 200);
+  }
+  // Every arm is as fast and as warm as the infinite cache (no eviction, no queueing): there
+  // is no gap to take a share of.
+  for (const ArmResult& arm : result->arms) {
+    EXPECT_EQ(arm.ideal_share.uncached_tokens, std::nullopt) << arm.arm;
+    EXPECT_EQ(arm.ideal_share.evicted_recompute_tokens, std::nullopt) << arm.arm;
+    EXPECT_EQ(arm.ideal_share.server_time_mean, std::nullopt) << arm.arm;
+  }
+  const boost::json::value json = boost::json::parse(report::ReplayResultJson(*result));
+  const boost::json::object& baseline = json.at("arms").at(0).as_object();
+  EXPECT_DOUBLE_EQ(baseline.at("server_time").at("max_s").as_double(), 0.015);
+  EXPECT_TRUE(baseline.at("uncached_tokens_ideal_share").is_null());
+}
+
+TEST(ReplayServerTimeTest, AnOpenLoopRequestIsItsOwnSession) {
+  std::vector<OpenLoopRequest> requests;
+  for (const int64_t out : {3, 1, 6}) {
+    OpenLoopRequest r;
+    r.arrival = TimeNs::Seconds(10.0 * static_cast<double>(requests.size()));
+    r.hash_ids = {static_cast<uint64_t>(out), static_cast<uint64_t>(out) + 1};
+    r.prompt_tokens = 2 * 16;
+    r.output_tokens = out;
+    requests.push_back(r);
+  }
+  ReplayOptions options = OneMillisecondSteps();
+  options.arms = Arms({"baseline"});
+  StatusOr<ReplayResult> result = RunOpenLoopReplay(requests, 16, "open", 1, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const ArmResult& arm = result->arms[0];
+  EXPECT_EQ(arm.server_time.count, 3);
+  EXPECT_NEAR(arm.server_time.mean_s, 0.010 / 3, 1e-12);
+  EXPECT_NEAR(arm.server_time.max_s, 0.006, 1e-12);
+  EXPECT_EQ(arm.server_time, arm.request_server_time);
+  // Without client gaps the server time is the session time.
+  EXPECT_EQ(arm.server_time, arm.session_time);
+  // One arm: no reference arms, no shares.
+  EXPECT_EQ(arm.ideal_share, IdealShares{});
+}
+
+// On a KV-constrained fleet the shares follow the arms' own values, with the two references
+// at exactly 0 and 1.
+TEST(ReplayServerTimeTest, SharesOfTheIdealComeFromTheArmsOfTheSameRun) {
+  ReplayOptions options = SmallFleet();
+  options.arms = Arms({"baseline", "+host-tier", "infinite-cache"});
+  StatusOr<ReplayResult> result = RunReplay(SmallWorkload(4), "small", 4, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->arms.size(), 3u);
+  const ArmResult& baseline = result->arms[0];
+  const ArmResult& host = result->arms[1];
+  const ArmResult& ideal = result->arms[2];
+  ASSERT_GT(baseline.evicted_recompute_tokens, 0) << "the fleet must be KV-constrained";
+  EXPECT_EQ(baseline.ideal_share, (IdealShares{0.0, 0.0, 0.0}));
+  EXPECT_EQ(ideal.ideal_share, (IdealShares{1.0, 1.0, 1.0}));
+  ASSERT_TRUE(host.ideal_share.evicted_recompute_tokens.has_value());
+  EXPECT_DOUBLE_EQ(
+      *host.ideal_share.evicted_recompute_tokens,
+      static_cast<double>(baseline.evicted_recompute_tokens - host.evicted_recompute_tokens) /
+          static_cast<double>(baseline.evicted_recompute_tokens - ideal.evicted_recompute_tokens));
+  EXPECT_GT(*host.ideal_share.evicted_recompute_tokens, 0);
+  EXPECT_EQ(host.ideal_share, IdealSharesOf(*result)[1]);
+  // The server time leaves the gaps out, so it is far below the session time.
+  EXPECT_LT(baseline.server_time.mean_s, baseline.session_time.mean_s);
+  EXPECT_EQ(baseline.server_time.count, baseline.session_time.count);
 }
 
 // --- Refusals ----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -155,6 +156,15 @@ const Metric kMetrics[] = {
      [](const ArmResult& a) { return a.session_time.p95_s; }},
     {"latency", "session time p99 (s)", "session_time_p99_s", Kind::kSeconds, kDown, Show::kAlways,
      [](const ArmResult& a) { return a.session_time.p99_s; }},
+    // Server time: a session's time in the serving stack, without the recorded client gaps.
+    {"latency", "server time mean (s)", "server_time_mean_s", Kind::kSeconds, kDown, Show::kAlways,
+     [](const ArmResult& a) { return a.server_time.mean_s; }},
+    {"latency", "server time p50 (s)", "server_time_p50_s", Kind::kSeconds, kDown, Show::kAlways,
+     [](const ArmResult& a) { return a.server_time.p50_s; }},
+    {"latency", "server time p95 (s)", "server_time_p95_s", Kind::kSeconds, kDown, Show::kAlways,
+     [](const ArmResult& a) { return a.server_time.p95_s; }},
+    {"latency", "server time p99 (s)", "server_time_p99_s", Kind::kSeconds, kDown, Show::kAlways,
+     [](const ArmResult& a) { return a.server_time.p99_s; }},
     {"latency", "queueing delay mean (s)", "queueing_delay_mean_s", Kind::kSeconds, kDown,
      Show::kAlways, [](const ArmResult& a) { return a.queueing_delay.mean_s; }},
     {"latency", "queueing delay p95 (s)", "queueing_delay_p95_s", Kind::kSeconds, kDown,
@@ -265,6 +275,44 @@ double SeriesOf(const ArmResult& arm, const std::string& name) {
     if (series == name) return value;
   }
   return 0;
+}
+
+// ---- Share of the ideal -------------------------------------------------------------------
+
+// The section of the share-of-ideal rows; its name says what 0 % and 100 % are.
+constexpr char kIdealShareSection[] = "share of ideal (baseline = 0%, infinite-cache = 100%)";
+
+// One row per IdealShares member: each arm's share of the baseline -> infinite-cache gap
+// (sim::IdealSharesOf), "-" where it is unset. No deltas (a delta of shares says nothing the
+// metric's own delta does not). Empty unless the run has arms named "baseline" and
+// "infinite-cache" (a share needs both ends).
+std::vector<ReplayTableRow> IdealShareRows(const ReplayResult& result) {
+  std::vector<ReplayTableRow> rows;
+  const auto named = [&result](std::string_view name) {
+    return std::any_of(result.arms.begin(), result.arms.end(),
+                       [name](const ArmResult& arm) { return arm.arm == name; });
+  };
+  if (!named("baseline") || !named("infinite-cache")) return rows;
+  struct Share {
+    const char* label;
+    std::optional<double> sim::IdealShares::*member;
+  };
+  static constexpr Share kShares[] = {
+      {"uncached tokens", &sim::IdealShares::uncached_tokens},
+      {"evicted recompute tokens", &sim::IdealShares::evicted_recompute_tokens},
+      {"server time mean", &sim::IdealShares::server_time_mean},
+  };
+  for (const Share& share : kShares) {
+    ReplayTableRow row{kIdealShareSection, share.label, "", MetricSense::kHigherIsBetter, {}};
+    for (const ArmResult& arm : result.arms) {
+      const std::optional<double>& value = arm.ideal_share.*share.member;
+      row.cells.push_back({value ? Fixed(100 * *value, 1) + "%" : std::string("-"),
+                           value.value_or(std::numeric_limits<double>::quiet_NaN()), std::nullopt,
+                           ""});
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
 }
 
 // ---- Terminal table ------------------------------------------------------------------------
@@ -414,7 +462,13 @@ std::vector<ReplayTableRow> ReplayTableRows(const ReplayResult& result, NumberSt
     return row;
   };
   bool admission_done = false;
+  bool ideal_share_done = false;
   for (const Metric& m : kMetrics) {
+    // The shares of the ideal go after the latency rows, before the engine counters.
+    if (std::string_view(m.section) == "engines" && !ideal_share_done) {
+      ideal_share_done = true;
+      for (ReplayTableRow& row : IdealShareRows(result)) rows.push_back(std::move(row));
+    }
     // The admission series go after the engine and lifecycle counters, before conservation.
     if (std::string_view(m.section) == "conservation" && !admission_done) {
       admission_done = true;

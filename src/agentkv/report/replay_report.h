@@ -36,7 +36,8 @@ enum class NumberStyle : uint8_t { kFull, kCompact };
 struct ReplayTableCell {
   // The value as shown ("0.4123", "12,345", "87.5%").
   std::string value;
-  // The value before formatting (for the share of the ideal, the share as a fraction).
+  // The value before formatting (for the shares of the ideal, the share as a fraction, NaN
+  // where the share is unset and the cell shows "-").
   double number = 0;
   // The relative change against the baseline arm, (value - baseline) / baseline, as a fraction.
   // nullopt in the baseline column, when the baseline is 0, and for rows without deltas.
@@ -62,7 +63,10 @@ struct ReplayTableRow {
 };
 
 // The metrics of the arm table, in display order: prefix-cache hit ratios (and the fraction of
-// the infinite-cache ideal reached), recompute tokens, throughput, latency percentiles, engine
+// the infinite-cache ideal reached), recompute tokens, throughput, latency percentiles (session
+// time, then server time per session), each arm's share of the baseline -> infinite-cache gap
+// (ArmResult::ideal_share, as a percentage, "-" and a NaN number where unset; the section is
+// there only when the run has arms named "baseline" and "infinite-cache"), engine
 // counters, admission counters (the arms' agentic_kv series whose names contain "admit",
 // "wait" or "bypass" and that are non-zero in some arm) and conservation. Rows that only
 // apply to some setups (admission wait, demotion restores, ...) are left out when they are zero
@@ -77,12 +81,14 @@ std::string FormatReplayTable(const sim::ReplayResult& result);
 
 // The result as pretty-printed JSON (2-space indent; arrays of plain values on one line):
 // {"setup": {...every ReplaySetup field}, "baseline": name (null without arms), "arms": [{"arm",
-// "description", every scalar field of ArmResult by its field name, the four duration summaries
-// as objects, "agentic_kv" as an object in series order, "delta_vs_baseline": {row key:
-// fraction}, "kv_usage" as [time_s, used, evictable, capacity, waiting] rows,
-// "session_times_s"}]}. The deltas are those of the table rows with a key; one is left out when
-// the baseline's value is 0, and the baseline's own are 0. Non-finite doubles are written as
-// null. Ends with a newline.
+// "description", every scalar field of ArmResult by its field name, the duration summaries
+// as objects (session_time, queueing_delay, ttft, admission_wait, server_time,
+// request_server_time), the ideal shares as "<metric>_ideal_share" (uncached_tokens,
+// evicted_recompute_tokens, server_time_mean; null when unset), "agentic_kv" as an object in
+// series order, "delta_vs_baseline": {row key: fraction}, "kv_usage" as [time_s, used,
+// evictable, capacity, waiting] rows, "session_times_s"}]}. The deltas are those of the table rows
+// with a key; one is left out when the baseline's value is 0, and the baseline's own are 0.
+// Non-finite doubles are written as null. Ends with a newline.
 std::string ReplayResultJson(const sim::ReplayResult& result);
 
 // A self-contained HTML5 report that is also well-formed XML (no scripts, no external

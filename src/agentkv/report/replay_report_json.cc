@@ -101,6 +101,12 @@ boost::json::object SummaryJson(const DurationSummary& s) {
           {"p95_s", s.p95_s}, {"p99_s", s.p99_s},   {"max_s", s.max_s}};
 }
 
+// The value, or null when unset.
+boost::json::value OptionalJson(const std::optional<double>& value) {
+  if (!value) return nullptr;
+  return *value;
+}
+
 boost::json::object SetupJson(const ReplaySetup& s) {
   boost::json::object o;
   o["workload"] = s.workload;
@@ -164,6 +170,13 @@ boost::json::object ArmJson(const ArmResult& a, boost::json::object delta) {
   o["queueing_delay"] = SummaryJson(a.queueing_delay);
   o["ttft"] = SummaryJson(a.ttft);
   o["admission_wait"] = SummaryJson(a.admission_wait);
+  // Server time and the shares of the ideal (null when unset: a reference arm is missing or
+  // the baseline equals the infinite cache).
+  o["server_time"] = SummaryJson(a.server_time);
+  o["request_server_time"] = SummaryJson(a.request_server_time);
+  o["uncached_tokens_ideal_share"] = OptionalJson(a.ideal_share.uncached_tokens);
+  o["evicted_recompute_tokens_ideal_share"] = OptionalJson(a.ideal_share.evicted_recompute_tokens);
+  o["server_time_mean_ideal_share"] = OptionalJson(a.ideal_share.server_time_mean);
   o["preemptions"] = a.preemptions;
   o["device_evictions"] = a.device_evictions;
   o["offloads"] = a.offloads;

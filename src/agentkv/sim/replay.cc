@@ -1,6 +1,7 @@
 #include "agentkv/sim/replay.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -230,6 +231,55 @@ void Summarize(ArmFleet& arm_fleet, const ArmSpec& arm, const std::vector<Reques
   result.kv_usage = arm_fleet.gateway->kv_usage();
 }
 
+// --- Server time (ArmResult::server_time, request_server_time) ---
+
+// Fills the server times of `result`: per request, finished - gateway arrival; per session, the
+// sum over its requests, in exact nanoseconds. `requests` in submission order;
+// `session_of_request[i]` in [0, num_sessions) is the session `requests[i]` belongs to (for a
+// sub-agent's request, its main agent's).
+void SummarizeServerTime(const std::vector<RequestView>& requests,
+                         const std::vector<size_t>& session_of_request, size_t num_sessions,
+                         ArmResult& result) {
+  AGENTKV_CHECK(session_of_request.size() == requests.size());
+  std::vector<TimeNs> session_server(num_sessions);
+  std::vector<double> request_server;
+  request_server.reserve(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const TimeNs server = *requests[i].engine->finished - requests[i].gateway->received;
+    AGENTKV_CHECK(server >= TimeNs(0))
+        << "request " << requests[i].gateway->id << " finished before it arrived";
+    AGENTKV_CHECK(session_of_request[i] < num_sessions);
+    TimeNs& sum = session_server[session_of_request[i]];
+    sum = SaturatingAdd(sum, server);
+    request_server.push_back(server.seconds());
+  }
+  std::vector<double> server_time;
+  server_time.reserve(num_sessions);
+  for (const TimeNs t : session_server) server_time.push_back(t.seconds());
+  result.server_time = SummarizeDurations(server_time);
+  result.request_server_time = SummarizeDurations(request_server);
+}
+
+// The session of each of `driven`'s requests, in its order: the index of its main agent among
+// the main agents of driven.conversations (a sub-agent shares its main agent's workload index).
+std::vector<size_t> SessionOfRequest(const AgentDriverResult& driven) {
+  std::map<int32_t, size_t> session_of_workload;
+  for (const DriverConversationResult& c : driven.conversations) {
+    if (c.subagent < 0) session_of_workload.emplace(c.workload_index, session_of_workload.size());
+  }
+  std::map<int64_t, size_t> session_of_conversation;
+  for (const DriverConversationResult& c : driven.conversations) {
+    session_of_conversation.emplace(c.conversation.value(),
+                                    session_of_workload.at(c.workload_index));
+  }
+  std::vector<size_t> sessions;
+  sessions.reserve(driven.requests.size());
+  for (const DriverRequest& r : driven.requests) {
+    sessions.push_back(session_of_conversation.at(r.conversation.value()));
+  }
+  return sessions;
+}
+
 std::vector<std::vector<kv::KvEvent>> TakeEngineEvents(const ArmFleet& arm_fleet) {
   std::vector<std::vector<kv::KvEvent>> events;
   for (int32_t e = 0; e < arm_fleet.fleet->num_engines(); ++e) {
@@ -294,6 +344,7 @@ StatusOr<ReplayResult> RunArms(
         AGENTKV_ASSIGN_OR_RETURN(ArmRun run, run_arm(arm, arm_progress));
         return std::move(run.result);
       }));
+  FillIdealShares(result);
   return result;
 }
 
@@ -443,6 +494,9 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
   }
   Summarize(*arm_fleet, arm, views, std::move(session_times), driven.makespan_end - first_start,
             run.result);
+  // A session is a main agent with its sub-agents.
+  SummarizeServerTime(views, SessionOfRequest(driven), static_cast<size_t>(run.result.sessions),
+                      run.result);
   if (options.keep_events) run.engine_events = TakeEngineEvents(*arm_fleet);
   return run;
 }
@@ -539,6 +593,10 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
   run.result.sessions = total;
   run.result.conversations = total;
   Summarize(f, arm, views, std::move(session_times), last - first, run.result);
+  // Each request is its own session.
+  std::vector<size_t> session_of_request(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) session_of_request[i] = i;
+  SummarizeServerTime(views, session_of_request, requests.size(), run.result);
   if (options.keep_events) run.engine_events = TakeEngineEvents(f);
   return run;
 }

@@ -131,7 +131,8 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
                                 const std::function<void(double)>& progress = {});
 
 // Runs every arm of options.arms on `workload` and returns the result with its setup
-// (`description` names the workload, `seed` is the seed that produced it).
+// (`description` names the workload, `seed` is the seed that produced it) and, once every arm
+// ran, each arm's share of the baseline -> infinite-cache gap (FillIdealShares).
 StatusOr<ReplayResult> RunReplay(const AgenticWorkload& workload, std::string_view description,
                                  uint64_t seed, const ReplayOptions& options,
                                  const ReplayProgress& progress = {});

@@ -9,6 +9,7 @@
 #define AGENTKV_SIM_REPLAY_RESULT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +50,22 @@ struct KvUsageSample {
   int64_t waiting_requests = 0;
 
   friend bool operator==(const KvUsageSample&, const KvUsageSample&) = default;
+};
+
+// How much of the gap between the baseline arm and the infinite-cache arm an arm closes, per
+// metric: (baseline - arm) / (baseline - infinite-cache), with the reference arms the ones named
+// "baseline" and "infinite-cache" in the same run. 0 is no better than the baseline, 1 is the
+// unbounded cache's value; below 0 is worse than the baseline, above 1 beats the unbounded
+// cache (possible for times, and for uncached tokens when an arm's routing leaves fewer cold
+// tokens). Unset when either reference arm is missing or the two reference values are equal
+// (no gap to close).
+struct IdealShares {
+  // Of ArmResult::uncached_tokens, evicted_recompute_tokens and server_time.mean_s.
+  std::optional<double> uncached_tokens;
+  std::optional<double> evicted_recompute_tokens;
+  std::optional<double> server_time_mean;
+
+  friend bool operator==(const IdealShares&, const IdealShares&) = default;
 };
 
 // One policy arm's outcome.
@@ -109,6 +126,19 @@ struct ArmResult {
   // Every main-agent session time in seconds, ascending (for the CDF chart).
   std::vector<double> session_times_s;
 
+  // --- Server time: the part of a session's time the serving stack controls ---
+  // Session time is mostly the workload's recorded client gaps (tool calls, humans), which no
+  // serving policy moves. Server time leaves them out: per main-agent session, the sum over its
+  // own and its sub-agents' requests of (finished - gateway arrival), i.e. admission wait,
+  // engine queueing, prefill and decode; concurrent sub-agent requests each count in full. An
+  // open-loop trace's request is its own session (its server time is its session time).
+  DurationSummary server_time;
+  // Per request: finished - gateway arrival (a refused or rejected request: until answered).
+  DurationSummary request_server_time;
+  // This arm's share of the baseline -> infinite-cache gap; set by FillIdealShares once every
+  // arm of the run is in the ReplayResult.
+  IdealShares ideal_share;
+
   // --- Engines ---
   int64_t preemptions = 0;
   // Blocks that left the device to make room, moved to the host, dropped from every tier,
@@ -161,11 +191,26 @@ struct ReplaySetup {
 struct ReplayResult {
   ReplaySetup setup;
   // In the order run; the first arm named "baseline" (else the first arm) is what deltas are
-  // taken against, an arm named "infinite-cache" is the ideal hit ratios are set next to.
+  // taken against, an arm named "infinite-cache" is the ideal hit ratios are set next to. The
+  // shares of the ideal (IdealSharesOf) take the arms named exactly "baseline" and
+  // "infinite-cache", without the fallback.
   std::vector<ArmResult> arms;
 
   friend bool operator==(const ReplayResult&, const ReplayResult&) = default;
 };
+
+// (baseline - arm) / (baseline - ideal): the share of the gap from `baseline` to `ideal` that
+// `arm` closes; nullopt when baseline == ideal or any value is not finite.
+std::optional<double> IdealShare(double baseline, double arm, double ideal);
+
+// Every arm's IdealShares, in arm order, against the first arms named exactly "baseline" and
+// "infinite-cache" (no fallback to arm 0: a share needs both ends); all unset when either is
+// missing. Pure.
+std::vector<IdealShares> IdealSharesOf(const ReplayResult& result);
+
+// Sets every arm's ideal_share to IdealSharesOf(result). The replay runner calls it after the
+// last arm; a result built by hand needs it before its shares are read.
+void FillIdealShares(ReplayResult& result);
 
 }  // namespace agentkv::sim
 

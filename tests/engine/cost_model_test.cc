@@ -259,10 +259,31 @@ TEST(CostModelTest, HostLoadOverlapsComputeLayerByLayer) {
   EXPECT_EQ(cost.Breakdown(no_load).exposed_host_load_time, TimeNs(0));
 }
 
+TEST(CostModelTest, OverlappedEstimateIsMonotonicInHostLoadAndPrefill) {
+  const CostModel cost = MustCreate("llama-3.1-8b", "h100", 1);
+  for (int64_t load = 0; load <= 200'000; load += 5'000) {
+    TimeNs previous_prefill(0);
+    for (int64_t prefill = 1; prefill <= 65'536; prefill *= 2) {
+      const StepShape shape{.prefill_tokens = prefill,
+                            .context_tokens = load,
+                            .num_requests = 1,
+                            .host_load_tokens = load};
+      const TimeNs t = cost.Estimate(shape);
+      EXPECT_GE(t, previous_prefill) << "load " << load << " prefill " << prefill;
+      previous_prefill = t;
+      if (load > 0) {
+        StepShape less = shape;
+        less.host_load_tokens = load - 5'000;
+        EXPECT_GE(t, cost.Estimate(less)) << "load " << load << " prefill " << prefill;
+      }
+    }
+  }
+}
+
 TEST(CostModelTest, DecodeFlopsRunAtTheDecodeUtilization) {
   const CostModel cost = MustCreate("llama-3.1-8b", "h100", 1);
   // 128 decodes over 192-token contexts: compute bound at decode_mfu 0.23 (about 9.1 ms)
-  // although the weights and KV read in 6.3 ms.
+  // although the weights and KV read in 7.2 ms.
   const StepShape decode{.decode_tokens = 128, .context_tokens = 128 * 192, .num_requests = 128};
   const StepCost step = cost.Breakdown(decode);
   EXPECT_DOUBLE_EQ(step.decode_flops, step.flops);

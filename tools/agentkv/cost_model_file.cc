@@ -53,6 +53,16 @@ Status BadValue(const std::string& path, std::string_view key, std::string_view 
 
 Status Apply(const std::string& path, std::string_view key, const std::string& value,
              engine::CostModelOptions& options) {
+  bool known = false;
+  std::string names;
+  for (const CostModelFileKey& k : kKeys) {
+    known = known || k.name == key;
+    names += fmt::format(" {}", k.name);
+  }
+  if (!known) {
+    return InvalidArgumentError(
+        fmt::format("cost model file {}: unknown key \"{}\"; known:{}", path, key, names));
+  }
   if (key == "overlap_host_load") {
     const std::optional<bool> flag = ParseBool(value);
     if (!flag) return BadValue(path, key, value, "true or false");
@@ -74,12 +84,13 @@ Status Apply(const std::string& path, std::string_view key, const std::string& v
     options.memory_fraction = v;
   } else if (key == "step_overhead_us" || key == "allreduce_latency_us" ||
              key == "activation_reserve_gib") {
-    // Checked here because the conversion to integer nanoseconds or bytes must not overflow;
-    // Validate checks the finer ranges.
-    const double limit = key == "activation_reserve_gib" ? 1024.0 : 1e6;
+    // Checked here, with the ranges Validate applies, so that the error names the file's key
+    // and unit and the conversion to integer nanoseconds or bytes cannot overflow.
+    const double limit =
+        key == "step_overhead_us" ? 1e6 : (key == "allreduce_latency_us" ? 1e3 : 1024.0);
     if (v < 0 || v > limit) {
-      return InvalidArgumentError(fmt::format("cost model file {}: {} = {} is out of range [0, {}]",
-                                              path, key, value, limit));
+      return InvalidArgumentError(fmt::format(
+          "cost model file {}: {} = {} is out of range [0, {:g}]", path, key, value, limit));
     }
     if (key == "step_overhead_us") {
       options.step_overhead = TimeNs(static_cast<int64_t>(std::llround(v * 1e3)));
@@ -90,10 +101,8 @@ Status Apply(const std::string& path, std::string_view key, const std::string& v
           static_cast<int64_t>(std::llround(v * static_cast<double>(int64_t{1} << 30)));
     }
   } else {
-    std::string known;
-    for (const CostModelFileKey& k : kKeys) known += fmt::format(" {}", k.name);
-    return InvalidArgumentError(
-        fmt::format("cost model file {}: unknown key \"{}\"; known:{}", path, key, known));
+    // Every key of kKeys has a branch above (the invariant at the top of this file).
+    return InternalError(fmt::format("cost model file key \"{}\" has no field", key));
   }
   return Status::Ok();
 }

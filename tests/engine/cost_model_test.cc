@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -31,8 +32,11 @@ TEST(CostModelTest, OptionDefaultsAreAsDocumented) {
   const CostModelOptions o;
   EXPECT_DOUBLE_EQ(o.memory_fraction, 0.90);
   EXPECT_EQ(o.activation_reserve_bytes_per_gpu, 2 * kGiB);
-  EXPECT_DOUBLE_EQ(o.mfu, 0.5);
+  EXPECT_DOUBLE_EQ(o.mfu, 0.68);
+  EXPECT_DOUBLE_EQ(o.decode_mfu, 0.23);
   EXPECT_DOUBLE_EQ(o.mbu, 0.8);
+  EXPECT_DOUBLE_EQ(o.host_link_efficiency, 0.69);
+  EXPECT_TRUE(o.overlap_host_load);
   EXPECT_EQ(o.step_overhead, TimeNs(1'000'000));
   EXPECT_EQ(o.allreduce_latency, TimeNs(5'000));
   EXPECT_TRUE(o.Validate().ok()) << o.Validate();
@@ -156,6 +160,10 @@ TEST(CostModelTest, CreateRejectsEachOutOfRangeOptionNamingFieldAndValue) {
       {"mfu", "1.01", [](CostModelOptions& o) { o.mfu = 1.01; }},
       {"mbu", "0", [](CostModelOptions& o) { o.mbu = 0; }},
       {"mbu", "2", [](CostModelOptions& o) { o.mbu = 2; }},
+      {"decode_mfu", "0", [](CostModelOptions& o) { o.decode_mfu = 0; }},
+      {"decode_mfu", "1.5", [](CostModelOptions& o) { o.decode_mfu = 1.5; }},
+      {"host_link_efficiency", "0", [](CostModelOptions& o) { o.host_link_efficiency = 0; }},
+      {"host_link_efficiency", "1.2", [](CostModelOptions& o) { o.host_link_efficiency = 1.2; }},
       {"activation_reserve_bytes_per_gpu", "-1",
        [](CostModelOptions& o) { o.activation_reserve_bytes_per_gpu = -1; }},
       {"step_overhead", "-1", [](CostModelOptions& o) { o.step_overhead = TimeNs(-1); }},
@@ -171,7 +179,7 @@ TEST(CostModelTest, CreateRejectsEachOutOfRangeOptionNamingFieldAndValue) {
   }
   // The upper bounds are inclusive.
   CostModelOptions ones;
-  ones.memory_fraction = ones.mfu = ones.mbu = 1.0;
+  ones.memory_fraction = ones.mfu = ones.mbu = ones.decode_mfu = ones.host_link_efficiency = 1.0;
   EXPECT_TRUE(CostModel::CreateByName("llama-3.1-8b", "h100", 1, ones).ok());
 }
 
@@ -190,8 +198,8 @@ TEST(CostModelTest, CreateRejectsNonPositivePresetFields) {
               HasSubstr("gpu.host_link_bytes_per_s = 0"));
 }
 
-TEST(CostModelTest, HostLoadAddsTransferTimeOverEachGpusLink) {
-  // 8B: 131,072 KV bytes per token; 500,000 tokens = 65.536e9 bytes over 64e9 bytes/s.
+TEST(CostModelTest, HostLoadWithoutOverlapAddsTransferTimeOverEachGpusLink) {
+  // 8B: 131,072 KV bytes per token; 500,000 tokens = 65.536e9 bytes over 64e9 x 0.69 bytes/s.
   const StepShape load{.prefill_tokens = 100,
                        .decode_tokens = 0,
                        .context_tokens = 500'000,
@@ -199,14 +207,100 @@ TEST(CostModelTest, HostLoadAddsTransferTimeOverEachGpusLink) {
                        .host_load_tokens = 500'000};
   StepShape no_load = load;
   no_load.host_load_tokens = 0;
-  const CostModel tp1 = MustCreate("llama-3.1-8b", "h100", 1);
+  CostModelOptions serial;
+  serial.overlap_host_load = false;
+  const CostModel tp1 = MustCreate("llama-3.1-8b", "h100", 1, serial);
+  EXPECT_DOUBLE_EQ(tp1.host_link_bytes_per_s(), 64e9 * 0.69);
   const StepCost with = tp1.Breakdown(load);
-  EXPECT_NEAR(with.host_load_time.seconds(), 65.536e9 / 64e9, 1e-9);
+  EXPECT_NEAR(with.host_load_time.seconds(), 65.536e9 / (64e9 * 0.69), 1e-9);
+  EXPECT_EQ(with.exposed_host_load_time, with.host_load_time);
   EXPECT_EQ(with.total, tp1.Breakdown(no_load).total + with.host_load_time);
   EXPECT_EQ(tp1.Breakdown(no_load).host_load_time, TimeNs(0));
   // Two GPUs load their halves in parallel.
-  const CostModel tp2 = MustCreate("llama-3.1-8b", "h100", 2);
-  EXPECT_NEAR(tp2.Breakdown(load).host_load_time.seconds(), 65.536e9 / 128e9, 1e-9);
+  const CostModel tp2 = MustCreate("llama-3.1-8b", "h100", 2, serial);
+  EXPECT_NEAR(tp2.Breakdown(load).host_load_time.seconds(), 65.536e9 / (2 * 64e9 * 0.69), 1e-9);
+}
+
+TEST(CostModelTest, HostLoadOverlapsComputeLayerByLayer) {
+  const CostModel cost = MustCreate("llama-3.1-8b", "h100", 1);
+  ASSERT_TRUE(cost.options().overlap_host_load);
+  // A partial hit: 4,000 tokens reloaded (11.9 ms of transfer) under an 8,000-token prefill
+  // (~200 ms of compute). Only one layer's share of the load is exposed: the first layer's KV
+  // must arrive before that layer computes.
+  const StepShape partial{.prefill_tokens = 8'000,
+                          .context_tokens = 4'000,
+                          .num_requests = 1,
+                          .host_load_tokens = 4'000};
+  const StepCost hit = cost.Breakdown(partial);
+  const TimeNs busy = std::max(hit.compute_time, hit.memory_time);
+  ASSERT_LT(hit.host_load_time, busy);
+  EXPECT_EQ(hit.exposed_host_load_time, TimeNs((hit.host_load_time.ns() + 31) / 32));
+  EXPECT_EQ(hit.total, busy + hit.overhead + hit.exposed_host_load_time);
+  // A nearly full hit: 100,000 tokens reloaded (430 ms) before a 16-token prefill: the compute
+  // hides behind the load, which is exposed less one layer's worth of the compute.
+  const StepShape full{.prefill_tokens = 16,
+                       .context_tokens = 100'000,
+                       .num_requests = 1,
+                       .host_load_tokens = 100'000};
+  const StepCost reload = cost.Breakdown(full);
+  const TimeNs reload_busy = std::max(reload.compute_time, reload.memory_time);
+  ASSERT_GT(reload.host_load_time, reload_busy);
+  EXPECT_EQ(reload.total,
+            reload.host_load_time + TimeNs((reload_busy.ns() + 31) / 32) + reload.overhead);
+  // Overlap never costs more than loading first, and a step without a load is unchanged.
+  CostModelOptions serial;
+  serial.overlap_host_load = false;
+  const CostModel no_overlap = MustCreate("llama-3.1-8b", "h100", 1, serial);
+  EXPECT_LT(hit.total, no_overlap.Estimate(partial));
+  EXPECT_LT(reload.total, no_overlap.Estimate(full));
+  StepShape no_load = partial;
+  no_load.host_load_tokens = 0;
+  EXPECT_EQ(cost.Estimate(no_load), no_overlap.Estimate(no_load));
+  EXPECT_EQ(cost.Breakdown(no_load).exposed_host_load_time, TimeNs(0));
+}
+
+TEST(CostModelTest, OverlappedEstimateIsMonotonicInHostLoadAndPrefill) {
+  const CostModel cost = MustCreate("llama-3.1-8b", "h100", 1);
+  for (int64_t load = 0; load <= 200'000; load += 5'000) {
+    TimeNs previous_prefill(0);
+    for (int64_t prefill = 1; prefill <= 65'536; prefill *= 2) {
+      const StepShape shape{.prefill_tokens = prefill,
+                            .context_tokens = load,
+                            .num_requests = 1,
+                            .host_load_tokens = load};
+      const TimeNs t = cost.Estimate(shape);
+      EXPECT_GE(t, previous_prefill) << "load " << load << " prefill " << prefill;
+      previous_prefill = t;
+      if (load > 0) {
+        StepShape less = shape;
+        less.host_load_tokens = load - 5'000;
+        EXPECT_GE(t, cost.Estimate(less)) << "load " << load << " prefill " << prefill;
+      }
+    }
+  }
+}
+
+TEST(CostModelTest, DecodeFlopsRunAtTheDecodeUtilization) {
+  const CostModel cost = MustCreate("llama-3.1-8b", "h100", 1);
+  // 128 decodes over 192-token contexts: compute bound at decode_mfu 0.23 (about 9.1 ms)
+  // although the weights and KV read in 7.2 ms.
+  const StepShape decode{.decode_tokens = 128, .context_tokens = 128 * 192, .num_requests = 128};
+  const StepCost step = cost.Breakdown(decode);
+  EXPECT_DOUBLE_EQ(step.decode_flops, step.flops);
+  EXPECT_NEAR(step.compute_time.seconds(), step.flops / (989e12 * 0.23), 1e-9);
+  EXPECT_TRUE(step.compute_bound());
+  // A single decode stays memory bound: the batch dependence of decode latency.
+  EXPECT_FALSE(cost.Breakdown({.decode_tokens = 1, .context_tokens = 512, .num_requests = 1})
+                   .compute_bound());
+  // In a mixed step, prefill FLOPs run at mfu and decode FLOPs at decode_mfu.
+  const StepCost mixed = cost.Breakdown(
+      {.prefill_tokens = 1000, .decode_tokens = 10, .context_tokens = 10'000, .num_requests = 11});
+  EXPECT_GT(mixed.decode_flops, 0);
+  EXPECT_LT(mixed.decode_flops, mixed.flops);
+  EXPECT_NEAR(
+      mixed.compute_time.seconds(),
+      (mixed.flops - mixed.decode_flops) / (989e12 * 0.68) + mixed.decode_flops / (989e12 * 0.23),
+      2e-9);
 }
 
 TEST(CostModelTest, DecodeStepIsMemoryBoundWithHandComputedTime) {
@@ -234,7 +328,7 @@ TEST(CostModelTest, PrefillHeavyStepIsComputeBound) {
   EXPECT_TRUE(step.compute_bound());
   // 2 x 8.03e9 x 8192 + 4 x 32 x 32 x 128 x 8192^2 / 2 (causal).
   EXPECT_DOUBLE_EQ(step.flops, 2 * 8.03e9 * 8192 + 4.0 * 32 * 32 * 128 * 8192.0 * 8192 / 2);
-  EXPECT_NEAR(step.compute_time.seconds(), step.flops / (989e12 * 0.5), 1e-9);
+  EXPECT_NEAR(step.compute_time.seconds(), step.flops / (989e12 * 0.68), 1e-9);
   EXPECT_EQ(step.total, step.compute_time + TimeNs::Millis(1));
   // A mixed step with a 2048-token chunk beside 64 decodes is still compute bound.
   EXPECT_TRUE(cost.Breakdown({.prefill_tokens = 2048,

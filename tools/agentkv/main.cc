@@ -13,6 +13,7 @@
 #include "tools/agentkv/cli_support.h"
 #include "tools/agentkv/config_file.h"
 #include "tools/agentkv/coordinator_command.h"
+#include "tools/agentkv/cost_model_command.h"
 #include "tools/agentkv/emulate_command.h"
 #include "tools/agentkv/gateway_command.h"
 #include "tools/agentkv/replay_command.h"
@@ -40,6 +41,7 @@ int Main(int argc, char** argv) {
   CacheCurveCommand cache_curve(app);
   AgenticCurveCommand agentic_curve(app);
   ReplayCommand replay(app);
+  CostModelCommand cost_model(app);
   EmulateCommand emulate(app);
   CoordinatorCommand coordinator(app);
   GatewayCommand gateway(app);
@@ -52,6 +54,7 @@ int Main(int argc, char** argv) {
   if (cache_curve.selected()) return cache_curve.Run();
   if (agentic_curve.selected()) return agentic_curve.Run();
   if (replay.selected()) return replay.Run();
+  if (cost_model.selected()) return cost_model.Run();
   if (emulate.selected()) return emulate.Run();
   if (coordinator.selected()) return coordinator.Run();
   if (gateway.selected()) return gateway.Run();

@@ -24,6 +24,7 @@
 #include "agentkv/sim/weka_trace.h"
 #include "tools/agentkv/agentic_flags.h"
 #include "tools/agentkv/cli_support.h"
+#include "tools/agentkv/cost_model_file.h"
 
 namespace agentkv::tools {
 namespace {
@@ -232,6 +233,11 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
                "Host tier size as a multiple of the device tier (+host-tier arms)")
       ->capture_default_str()
       ->group(fleet_group);
+  c.add_option("--cost-model", cost_model_path_,
+               "Measured cost-model constants (TOML/INI, see `agentkv cost-model --help`) "
+               "instead of the built-in calibrated ones")
+      ->type_name("FILE")
+      ->group(fleet_group);
   c.add_option("--max-running-requests", options_.engine.scheduler.max_running_requests,
                "Requests in an engine's running batch")
       ->capture_default_str()
@@ -349,6 +355,12 @@ int ReplayCommand::Run() const {
     StatusOr<engine::GpuPresetId> gpu = engine::ParseGpuPreset(gpu_);
     if (!gpu.ok()) return ReportError(kName, gpu.status());
     options.engine.gpu = *gpu;
+  }
+  if (!cost_model_path_.empty()) {
+    StatusOr<engine::CostModelOptions> cost =
+        ReadCostModelFile(cost_model_path_, options.engine.cost);
+    if (!cost.ok()) return ReportError(kName, cost.status());
+    options.engine.cost = *cost;
   }
 
   const auto start = std::chrono::steady_clock::now();

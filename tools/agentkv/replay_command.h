@@ -55,6 +55,8 @@ class ReplayCommand {
   std::string model_ = "llama-3.1-8b";
   std::string gpu_ = "h100";
   std::string session_close_mode_ = "release";
+  // Measured cost-model constants (cost_model_file.h); "" = the built-in calibrated ones.
+  std::string cost_model_path_;
   std::vector<std::string> arms_;
   AgenticFlags agentic_;
   // Output.

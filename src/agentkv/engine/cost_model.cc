@@ -177,7 +177,11 @@ Status CostModelOptions::Validate() const {
                       static_cast<double>(activation_reserve_bytes_per_gpu), "[0, 1 TiB]");
   }
   if (!InUnitInterval(mfu)) return OutOfRange("mfu", mfu, "(0, 1]");
+  if (!InUnitInterval(decode_mfu)) return OutOfRange("decode_mfu", decode_mfu, "(0, 1]");
   if (!InUnitInterval(mbu)) return OutOfRange("mbu", mbu, "(0, 1]");
+  if (!InUnitInterval(host_link_efficiency)) {
+    return OutOfRange("host_link_efficiency", host_link_efficiency, "(0, 1]");
+  }
   if (step_overhead < TimeNs(0) || step_overhead > TimeNs::Seconds(1)) {
     return OutOfRange("step_overhead (ns)", static_cast<double>(step_overhead.ns()), "[0, 1 s]");
   }
@@ -253,20 +257,26 @@ StepCost CostModel::Breakdown(const StepShape& shape) const {
 
   const double requests = static_cast<double>(shape.num_requests);
   const double prefill = static_cast<double>(shape.prefill_tokens);
+  const double decode = static_cast<double>(shape.decode_tokens);
   const double context = static_cast<double>(shape.context_tokens);
   // Query-key pairs attention scores: every new token sees the mean cached context per
   // request, and prefill tokens also see the earlier tokens of their own chunk (causal, half
   // of a square per request). Exact for a pure-decode batch and for a single request.
-  const double pairs = new_tokens * (context / requests) + prefill * prefill / (2 * requests);
+  const double mean_context = context / requests;
+  const double prefill_pairs = prefill * mean_context + prefill * prefill / (2 * requests);
+  const double decode_pairs = decode * mean_context;
   // QK^T and PV each cost 2 * head_dim FLOPs per pair, per query head, per layer.
-  const double attention_flops =
-      4.0 * model_.num_layers * model_.num_query_heads * model_.head_dim * pairs;
-  cost.flops = 2.0 * model_.num_params * new_tokens + attention_flops;
+  const double flops_per_pair = 4.0 * model_.num_layers * model_.num_query_heads * model_.head_dim;
+  const double prefill_flops = 2.0 * model_.num_params * prefill + flops_per_pair * prefill_pairs;
+  cost.decode_flops = 2.0 * model_.num_params * decode + flops_per_pair * decode_pairs;
+  cost.flops = prefill_flops + cost.decode_flops;
 
   const double kv_token = static_cast<double>(kv_bytes_per_token_);
   cost.memory_bytes = weight_bytes_ + context * kv_token + new_tokens * kv_token;
 
-  cost.compute_time = CeilNs(cost.flops / (tp_ * gpu_.peak_flops * options_.mfu));
+  const double peak = tp_ * gpu_.peak_flops;
+  cost.compute_time = CeilNs(prefill_flops / (peak * options_.mfu) +
+                             cost.decode_flops / (peak * options_.decode_mfu));
   cost.memory_time = CeilNs(cost.memory_bytes / (tp_ * gpu_.hbm_bytes_per_s * options_.mbu));
   if (tp_ > 1) {
     cost.communication_time =
@@ -274,9 +284,20 @@ StepCost CostModel::Breakdown(const StepShape& shape) const {
   }
   cost.overhead = options_.step_overhead;
   cost.host_load_time = CeilNs(static_cast<double>(shape.host_load_tokens) * kv_token /
-                               (tp_ * gpu_.host_link_bytes_per_s));
-  cost.total = std::max(cost.compute_time, cost.memory_time) + cost.communication_time +
-               cost.overhead + cost.host_load_time;
+                               (tp_ * host_link_bytes_per_s()));
+  const TimeNs busy = std::max(cost.compute_time, cost.memory_time);
+  if (options_.overlap_host_load) {
+    // A two-stage pipeline over the layers: layer i's KV loads while layer i - 1 computes. It
+    // takes max(load, busy) + min(load, busy) / layers, so the load adds that minus busy.
+    const TimeNs longer = std::max(cost.host_load_time, busy);
+    const TimeNs shorter = std::min(cost.host_load_time, busy);
+    const TimeNs pipeline =
+        longer + TimeNs((shorter.ns() + model_.num_layers - 1) / model_.num_layers);
+    cost.exposed_host_load_time = cost.host_load_time.ns() == 0 ? TimeNs(0) : pipeline - busy;
+  } else {
+    cost.exposed_host_load_time = cost.host_load_time;
+  }
+  cost.total = busy + cost.communication_time + cost.overhead + cost.exposed_host_load_time;
   return cost;
 }
 

@@ -82,10 +82,30 @@ struct CostModelOptions {
   // Memory held back on each GPU for activations, CUDA graphs and workspace, bytes.
   // Default: 2 GiB. Range [0, 1 TiB].
   int64_t activation_reserve_bytes_per_gpu = int64_t{2} << 30;
-  // Model FLOP utilization: the share of peak FLOP/s a step reaches. Default: 0.5. Range (0, 1].
-  double mfu = 0.5;
-  // Memory bandwidth utilization: the share of peak HBM bandwidth. Default: 0.8. Range (0, 1].
+  // Model FLOP utilization of prefill: the share of peak FLOP/s reached by the FLOPs of prompt
+  // tokens (dense matmuls and attention). Calibrated on Llama-3.1-8B on one H100 (TTFT at 8K and
+  // 32K prompts, a 128 x 128-token prefill batch; docs/COST_MODEL.md). Default: 0.68.
+  // Range (0, 1].
+  double mfu = 0.68;
+  // Model FLOP utilization of decode: the share of peak FLOP/s reached by the FLOPs of decode
+  // tokens. Decode matmuls have one row per request, so they run far from peak; in the
+  // roofline this makes a decode step memory bound at small batches and compute bound at
+  // large ones (about 80 requests for the 8B on an H100), the batch dependence measured decode
+  // latency shows. Calibrated on the ITL of a 128-request decode batch. Default: 0.23.
+  // Range (0, 1].
+  double decode_mfu = 0.23;
+  // Memory bandwidth utilization: the share of peak HBM bandwidth. Calibrated on decode ITL at
+  // batch 1 and 8. Default: 0.8. Range (0, 1].
   double mbu = 0.8;
+  // Share of the GPU preset's host link bandwidth a KV load from the host tier reaches end to
+  // end (page gathers, pinned-memory copies, synchronisation). Default: 0.69 (44 GB/s on PCIe
+  // Gen5 x16). Range (0, 1].
+  double host_link_efficiency = 0.69;
+  // Whether a step's host-tier load overlaps its compute layer by layer (SGLang HiCache loads
+  // layer i+1's KV while layer i computes): only the part of the load the compute cannot hide,
+  // plus one layer's worth of the shorter of the two, is on the critical path. When false the
+  // whole load precedes the step. Default: true.
+  bool overlap_host_load = true;
   // Fixed cost of every non-empty step (scheduling, kernel launches, sampling).
   // Default: 1 ms. Range [0, 1 s].
   TimeNs step_overhead = TimeNs::Millis(1);
@@ -117,15 +137,23 @@ struct StepShape {
 
 // The parts of one estimate, for tests, reports and logging plans.
 struct StepCost {
-  double flops = 0;           // Whole step, summed over the tp GPUs.
-  double memory_bytes = 0;    // Whole step, summed over the tp GPUs.
-  TimeNs compute_time;        // flops / (tp * peak_flops * mfu).
+  double flops = 0;         // Whole step, summed over the tp GPUs.
+  double memory_bytes = 0;  // Whole step, summed over the tp GPUs.
+  double decode_flops = 0;  // The part of flops that decode tokens cost.
+  // (flops - decode_flops) / (tp * peak_flops * mfu) + decode_flops / (... * decode_mfu).
+  TimeNs compute_time;
   TimeNs memory_time;         // memory_bytes / (tp * hbm_bytes_per_s * mbu).
   TimeNs communication_time;  // 2 * layers * allreduce_latency when tp > 1, else 0.
   TimeNs overhead;            // options.step_overhead for a non-empty step, else 0.
-  // host_load_tokens * kv_bytes_per_token / (tp * host_link_bytes_per_s).
+  // host_load_tokens * kv_bytes_per_token / (tp * host_link_bytes_per_s * host_link_efficiency):
+  // the whole transfer.
   TimeNs host_load_time;
-  TimeNs total;  // max(compute, memory) + communication + overhead + host load.
+  // The part of host_load_time on the critical path: all of it without overlap; with
+  // overlap_host_load, max(0, load - busy) + min(load, busy) / layers, where busy is
+  // max(compute, memory) (a layer-wise pipeline of two stages).
+  TimeNs exposed_host_load_time;
+  // max(compute, memory) + communication + overhead + exposed host load.
+  TimeNs total;
 
   bool compute_bound() const { return compute_time > memory_time; }
 };
@@ -155,6 +183,12 @@ class CostModel {
   // floor((memory * tp * memory_fraction - weight_bytes - reserve * tp) / kv_bytes_per_token);
   // always >= 1.
   int64_t kv_capacity_tokens() const { return kv_capacity_tokens_; }
+
+  // The effective bandwidth of one GPU's host link for KV loads, bytes/s:
+  // gpu.host_link_bytes_per_s * options.host_link_efficiency.
+  double host_link_bytes_per_s() const {
+    return gpu_.host_link_bytes_per_s * options_.host_link_efficiency;
+  }
 
   // Wall time of one step. An empty step (no prefill and no decode tokens) costs 0.
   // Precondition: every field of `shape` >= 0, and num_requests >= 1 when tokens > 0.

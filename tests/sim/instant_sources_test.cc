@@ -113,7 +113,8 @@ TEST(InstantSourcesTest, ScheduleTimesSaturateAtTheEndOfTime) {
   std::vector<WekaConversation> conversations(5, Conversation("a", {Request(0, {1})}));
   conversations[1].requests[0].t = TimeNs(kEnd.ns() - 1);
   conversations[2].subagents = {Subagent("s", 0, {Request(0, {9})})};
-  conversations[2].subagents[0].spawn = kEnd;
+  conversations[2].subagents[0].completion = kEnd;
+  conversations[2].subagents[0].duration = TimeNs(0);
   // Conversation k starts at k * q: 4q passes int64 and saturates.
   const std::vector<AgenticScheduleEntry> schedule = BuildAgenticSchedule(conversations, TimeNs(q));
   std::vector<std::pair<TimeNs, int32_t>> order;

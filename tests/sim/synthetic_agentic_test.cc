@@ -75,8 +75,9 @@ TEST(SyntheticAgenticTest, GeneratedGapsAndSharesMatchTargets) {
       if (c.requests[k].stop == "end_turn") {
         ++end_turns;
         human_gaps.push_back(next.think_time.seconds());
-      } else if (std::none_of(c.subagents.begin(), c.subagents.end(),
-                              [&](const WekaSubagent& s) { return s.spawn == c.requests[k].t; })) {
+      } else if (std::none_of(c.subagents.begin(), c.subagents.end(), [&](const WekaSubagent& s) {
+                   return s.spawn() == c.requests[k].t;
+                 })) {
         tool_gaps.push_back(next.think_time.seconds());
       }
       if (!next.hash_ids.empty()) {
@@ -179,7 +180,8 @@ TEST(SyntheticAgenticTest, FoldedStartsShiftMainTimesAndSpawns) {
   for (size_t i = 0; i < folded.size(); ++i) {
     EXPECT_EQ(folded[i].requests[0].t, w.starts[i]);
     for (size_t s = 0; s < folded[i].subagents.size(); ++s) {
-      EXPECT_EQ(folded[i].subagents[s].spawn, w.conversations[i].subagents[s].spawn + w.starts[i]);
+      EXPECT_EQ(folded[i].subagents[s].spawn(),
+                w.conversations[i].subagents[s].spawn() + w.starts[i]);
     }
   }
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -100,13 +101,14 @@ struct Sim {
 // Two engines behind a round-robin router, behind a gateway whose session lifecycle (close on
 // every engine at the end of a conversation) is on when `lifecycle`.
 std::unique_ptr<Sim> MakeSim(kv::SessionCloseMode mode = kv::SessionCloseMode::kDereference,
-                             bool lifecycle = false) {
+                             bool lifecycle = false, int32_t block = kBlock,
+                             int64_t blocks_per_engine = 1024) {
   auto sim = std::make_unique<Sim>();
   FleetModelOptions options;
   options.num_engines = 2;
   options.router.policy = routing::RouterPolicy::kRoundRobin;
-  options.engine.config.kv_pool.tokens_per_block = kBlock;
-  options.engine.config.kv_pool.max_total_tokens = 1024 * kBlock;
+  options.engine.config.kv_pool.tokens_per_block = block;
+  options.engine.config.kv_pool.max_total_tokens = blocks_per_engine * block;
   options.engine.config.cache.session_close_mode = mode;
   StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(&sim->loop, options);
   EXPECT_TRUE(fleet.ok()) << fleet.status();
@@ -380,6 +382,58 @@ TEST(AgentDriverTest, RejectsMismatchedBlockSizeAndStarts) {
   StatusOr<std::unique_ptr<AgentDriver>> driver =
       AgentDriver::Create(&sim->loop, sim->gateway.get(), &workload, {.first_request_id = -1});
   EXPECT_FALSE(driver.ok());
+}
+
+// On the public WEKA traces, every sub-agent the trace completed before a later parent request
+// (all of them are `completed`) runs inside its parent's wait: each of its requests completes
+// before the parent's joined request is submitted, and that request records a sub-agent wait.
+// Read as spawned at the entry's `t` (its completion) and joined by timing, most of them ran
+// after the parent had resumed.
+TEST(AgentDriverSharedTest, SubagentsOfThePublicTracesRunWhileTheParentWaits) {
+  StatusOr<std::vector<WekaConversation>> conversations =
+      ReadWekaTraces({(std::filesystem::path(AGENTKV_SHARED_TRACES) / "weka").string()});
+  ASSERT_TRUE(conversations.ok()) << conversations.status();
+  AgenticWorkload workload;
+  workload.conversations = *std::move(conversations);
+  for (size_t k = 0; k < workload.conversations.size(); ++k) {
+    workload.starts.push_back(TimeNs::Seconds(60.0 * static_cast<double>(k)));
+  }
+  std::unique_ptr<Sim> sim = MakeSim(kv::SessionCloseMode::kDereference, /*lifecycle=*/false,
+                                     /*block=*/64, /*blocks_per_engine=*/8192);
+  const AgentDriverResult r = Drive(*sim, workload, {});
+  ASSERT_EQ(r.requests_completed, 1507);
+  int64_t joined_requests = 0;
+  int64_t inside_wait = 0;
+  int64_t subagent_waits = 0;
+  for (size_t k = 0; k < workload.conversations.size(); ++k) {
+    const WekaConversation& c = workload.conversations[k];
+    for (size_t j = 0; j < c.subagents.size(); ++j) {
+      const WekaSubagent& sub = c.subagents[j];
+      ASSERT_EQ(sub.status, SubagentStatus::kCompleted) << c.source;
+      const auto joined =
+          std::find_if(c.requests.begin(), c.requests.end(),
+                       [&sub](const WekaRequest& q) { return q.t >= sub.completion; });
+      if (joined == c.requests.end()) continue;
+      const DriverRequest& parent =
+          Find(r, static_cast<int64_t>(k) + 1, static_cast<int32_t>(joined - c.requests.begin()));
+      EXPECT_EQ(parent.pause, PauseType::kSubagentWait) << c.source << " " << sub.agent_id;
+      for (size_t i = 0; i < sub.requests.size(); ++i) {
+        const DriverRequest& q =
+            Find(r, (static_cast<int64_t>(k) + 1) * 1000 + static_cast<int64_t>(j) + 1,
+                 static_cast<int32_t>(i));
+        ++joined_requests;
+        if (q.completed.has_value() && *q.completed <= parent.submitted) ++inside_wait;
+      }
+    }
+  }
+  for (const DriverRequest& q : r.requests) {
+    if (q.pause == PauseType::kSubagentWait) ++subagent_waits;
+  }
+  // 24 of the 26 sub-agents (264 requests) complete before a later parent request, which they
+  // join on 12 requests.
+  EXPECT_EQ(subagent_waits, 12);
+  EXPECT_EQ(joined_requests, 264);
+  EXPECT_EQ(inside_wait, joined_requests);
 }
 
 }  // namespace

@@ -92,6 +92,23 @@ TEST(InstantSourcesTest, ScheduleMergesByTimeWithDeterministicTies) {
                           at(10, 1, -1, 0, true)));
 }
 
+// A sub-agent entry's `t` is its completion: its requests run from completion - duration.
+TEST(InstantSourcesTest, SubagentRequestsRunFromTheSpawnNotTheCompletion) {
+  WekaConversation c = Conversation("a", {Request(0, {1}), Request(100, {1})});
+  WekaSubagent s;
+  s.agent_id = "s";
+  s.completion = TimeNs::Seconds(95);
+  s.duration = TimeNs::Seconds(90);
+  s.requests = {Request(0, {9}), Request(7, {9})};
+  c.subagents = {s};
+  const std::vector<AgenticScheduleEntry> schedule = BuildAgenticSchedule({c}, TimeNs());
+  std::vector<std::pair<TimeNs, int32_t>> order;
+  for (const AgenticScheduleEntry& e : schedule) order.emplace_back(e.time, e.subagent);
+  EXPECT_THAT(order,
+              ElementsAre(std::pair{TimeNs(0), -1}, std::pair{TimeNs::Seconds(5), 0},
+                          std::pair{TimeNs::Seconds(12), 0}, std::pair{TimeNs::Seconds(100), -1}));
+}
+
 TEST(InstantSourcesTest, ScheduleDoesNotDependOnFileOrderOfEqualTimes) {
   // A main agent whose requests are listed out of time order still runs by time.
   const std::vector<WekaConversation> conversations = {

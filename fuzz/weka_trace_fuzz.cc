@@ -4,8 +4,8 @@
 // "<source>:<line>:" of a line that exists (found by a second pass over the text); every
 // accepted request, of the main agent or a sub-agent, has t and think_time in [0, 365 days],
 // in and out in [0, 2^40] and at most ceil(in / block_size) hash ids; each agent's think times
-// add up to at most 365 days; spawn times are in [0, 365 days] and block_size in [1, 2^20].
-// FindJsonPathLine never reads past the text and names a line of it.
+// add up to at most 365 days; sub-agent completions, durations and spawns are in [0, 365 days] and
+// block_size in [1, 2^20]. FindJsonPathLine never reads past the text and names a line of it.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -31,6 +31,7 @@ void CheckAgent(const std::vector<WekaRequest>& requests, int32_t block_size) {
   for (const WekaRequest& r : requests) {
     FUZZ_CHECK(fuzzing::IsTime(r.t));
     FUZZ_CHECK(fuzzing::IsTime(r.think_time));
+    FUZZ_CHECK(fuzzing::IsTime(r.api_time));
     FUZZ_CHECK(fuzzing::IsTokens(r.input_tokens));
     FUZZ_CHECK(fuzzing::IsTokens(r.output_tokens));
     FUZZ_CHECK(fuzzing::HashIdsFit(r.hash_ids.size(), r.input_tokens, block_size));
@@ -49,7 +50,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(conversation->block_size >= 1 && conversation->block_size <= (1 << 20));
     CheckAgent(conversation->requests, conversation->block_size);
     for (const WekaSubagent& s : conversation->subagents) {
-      FUZZ_CHECK(fuzzing::IsTime(s.spawn));
+      FUZZ_CHECK(fuzzing::IsTime(s.completion) && fuzzing::IsTime(s.duration));
+      FUZZ_CHECK(fuzzing::IsTime(s.spawn()) && s.spawn() <= s.completion);
       CheckAgent(s.requests, conversation->block_size);
     }
   } else {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -18,6 +19,8 @@
 #include "agentkv/routing/router.h"
 #include "agentkv/sim/event_loop.h"
 #include "agentkv/sim/fleet_model.h"
+#include "agentkv/sim/pause_type.h"
+#include "agentkv/sim/weka_trace.h"
 
 namespace agentkv::sim {
 namespace {
@@ -34,30 +37,55 @@ WekaRequest Req(double t, int64_t blocks, uint64_t first_id, int64_t out, double
   return r;
 }
 
-// Conversation 0 (id 1): four requests; sub-agent 0 (id 1001) spawns 2 s after request 2 and
-// is joined by request 3 (its recorded end, 12 + 1 s, precedes t_3 = 30 s, while request 3's
-// think time is only 0.1 s); sub-agent 1 (id 1002) spawns 1 s after request 2 and outlives
-// request 3 in the trace (11 + 50 > 30), so it runs in the background.
-// Conversation 1 (id 2): three requests, no sub-agent, starts 0.5 s in.
+// Conversation 0 (id 1, model "opus"): four requests; request 2 records 0.5 s of server time.
+// Sub-agent 0 (id 1001, "haiku", completed) runs from 12 s to 13.5 s on the parent's timeline
+// (entry t = 13.5, duration 1.5 s): it spawns 12 - 10 - 0.5 = 1.5 s after request 2 completes
+// and is joined by request 3, the first parent request at or after its completion (t_3 = 30 s;
+// request 3's think time is only 0.1 s). Sub-agent 1 (id 1002, "opus", async_launched) runs
+// from 11 s to 20 s: it completes before t_3 too, but was launched in the background, so
+// nobody waits for it (its own requests outlive the parent).
+// Conversation 1 (id 2): three requests, no sub-agent, starts 0.5 s in; request 0 records 1 s
+// of server time and request 1 no think time, so request 1's gap is 3 - 0 - 1 = 2 s.
+// Pauses: conversation 0 calls a tool (0 -> 1), ends its turn (1 -> 2: a human turn), then
+// waits for sub-agent 0 (2 -> 3); conversation 1 records no content types and no stop reason
+// (human turns).
 AgenticWorkload TinyWorkload() {
   WekaConversation c0;
   c0.id = "c0";
   c0.block_size = kBlock;
   c0.requests = {Req(0, 4, 1, 8), Req(2, 6, 1, 8, /*think=*/1), Req(10, 8, 1, 8),
                  Req(30, 10, 1, 8, /*think=*/0.1)};
+  for (WekaRequest& r : c0.requests) r.model = "opus";
+  c0.requests[0].stop = "tool_use";
+  c0.requests[0].output_types = {"thinking", "tool_use"};
+  c0.requests[1].input_types = {"tool_result"};
+  c0.requests[1].stop = "end_turn";
+  c0.requests[2].input_types = {"text"};
+  c0.requests[2].stop = "tool_use";
+  c0.requests[2].api_time = TimeNs::Millis(500);
+  c0.requests[3].input_types = {"tool_result"};
   WekaSubagent joined;
   joined.agent_id = "agent_001";
-  joined.spawn = TimeNs::Seconds(12);
+  joined.completion = TimeNs::Millis(13'500);
+  joined.duration = TimeNs::Millis(1'500);
+  joined.status = SubagentStatus::kCompleted;
+  joined.models = {"haiku"};
   joined.requests = {Req(0, 5, 100, 6), Req(1, 7, 100, 6, /*think=*/0.5)};
+  joined.requests[0].stop = "tool_use";
+  joined.requests[1].input_types = {"tool_result"};
   WekaSubagent background;
   background.agent_id = "agent_002";
-  background.spawn = TimeNs::Seconds(11);
+  background.completion = TimeNs::Seconds(20);
+  background.duration = TimeNs::Seconds(9);
+  background.status = SubagentStatus::kAsyncLaunched;
+  background.models = {"opus"};
   background.requests = {Req(0, 3, 200, 5), Req(50, 4, 200, 5, /*think=*/50)};
   c0.subagents = {joined, background};
   WekaConversation c1;
   c1.id = "c1";
   c1.block_size = kBlock;
   c1.requests = {Req(0, 6, 1, 4), Req(3, 7, 1, 4), Req(4, 9, 1, 0, /*think=*/0.25)};
+  c1.requests[0].api_time = TimeNs::Seconds(1);
   AgenticWorkload workload;
   workload.conversations = {c0, c1};
   workload.starts = {TimeNs(0), TimeNs::Millis(500)};
@@ -73,13 +101,14 @@ struct Sim {
 // Two engines behind a round-robin router, behind a gateway whose session lifecycle (close on
 // every engine at the end of a conversation) is on when `lifecycle`.
 std::unique_ptr<Sim> MakeSim(kv::SessionCloseMode mode = kv::SessionCloseMode::kDereference,
-                             bool lifecycle = false) {
+                             bool lifecycle = false, int32_t block = kBlock,
+                             int64_t blocks_per_engine = 1024) {
   auto sim = std::make_unique<Sim>();
   FleetModelOptions options;
   options.num_engines = 2;
   options.router.policy = routing::RouterPolicy::kRoundRobin;
-  options.engine.config.kv_pool.tokens_per_block = kBlock;
-  options.engine.config.kv_pool.max_total_tokens = 1024 * kBlock;
+  options.engine.config.kv_pool.tokens_per_block = block;
+  options.engine.config.kv_pool.max_total_tokens = blocks_per_engine * block;
   options.engine.config.cache.session_close_mode = mode;
   StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(&sim->loop, options);
   EXPECT_TRUE(fleet.ok()) << fleet.status();
@@ -130,7 +159,7 @@ TEST(AgentDriverTest, ClosedLoopSubmitsAtCompletionPlusGap) {
   const std::map<std::pair<int64_t, int32_t>, TimeNs> gaps = {
       {{1, 1}, TimeNs::Seconds(1)},     {{1, 2}, TimeNs::Seconds(8)},
       {{1001, 1}, TimeNs::Millis(500)}, {{1002, 1}, TimeNs::Seconds(50)},
-      {{2, 1}, TimeNs::Seconds(3)},     {{2, 2}, TimeNs::Millis(250)}};
+      {{2, 1}, TimeNs::Seconds(2)},     {{2, 2}, TimeNs::Millis(250)}};
   for (const auto& [key, gap] : gaps) {
     const DriverRequest& previous = Find(r, key.first, key.second - 1);
     const DriverRequest& request = Find(r, key.first, key.second);
@@ -140,11 +169,12 @@ TEST(AgentDriverTest, ClosedLoopSubmitsAtCompletionPlusGap) {
     // Responses take simulated time, so the closed loop lags the recorded timeline.
     EXPECT_GT(*previous.completed, previous.submitted);
   }
-  // Sub-agents spawn relative to the completion of their anchor (request 2 of conversation 1).
+  // Sub-agents spawn at completion - duration, relative to the completion of their anchor
+  // (request 2 of conversation 1, t = 10 s, 0.5 s of recorded server time).
   const TimeNs anchor = *Find(r, 1, 2).completed;
-  EXPECT_EQ(Find(r, 1001, 0).submitted, anchor + TimeNs::Seconds(2));
-  EXPECT_EQ(Find(r, 1002, 0).submitted, anchor + TimeNs::Seconds(1));
-  EXPECT_EQ(Conv(r, 1001).start, anchor + TimeNs::Seconds(2));
+  EXPECT_EQ(Find(r, 1001, 0).submitted, anchor + TimeNs::Millis(1'500));
+  EXPECT_EQ(Find(r, 1002, 0).submitted, anchor + TimeNs::Millis(500));
+  EXPECT_EQ(Conv(r, 1001).start, anchor + TimeNs::Millis(1'500));
   // Per-conversation figures.
   const DriverConversationResult& c2 = Conv(r, 2);
   EXPECT_EQ(c2.start, TimeNs::Millis(500));
@@ -187,11 +217,78 @@ TEST(AgentDriverTest, JoinWaitsForTheSubagentAndBackgroundAgentsDoNot) {
   const TimeNs sub_end = *Conv(r, 1001).end;
   EXPECT_EQ(joined_request.ready, *Find(r, 1, 2).completed + TimeNs::Millis(100));
   EXPECT_LT(joined_request.ready, sub_end);
-  EXPECT_EQ(joined_request.submitted, sub_end);
-  EXPECT_EQ(Conv(r, 1).total_join_wait, sub_end - joined_request.ready);
-  // The background sub-agent outlives the parent's last request.
+  // The trace sent request 3 16.5 s after the sub-agent's result (t_3 - completion).
+  EXPECT_EQ(joined_request.submitted, sub_end + TimeNs::Millis(16'500));
+  EXPECT_EQ(Conv(r, 1).total_join_wait, joined_request.submitted - joined_request.ready);
+  // The async_launched sub-agent outlives the parent's last request, which did not wait.
   EXPECT_GT(*Conv(r, 1002).end, *Conv(r, 1).end);
   EXPECT_LT(joined_request.submitted, Find(r, 1002, 1).submitted);
+}
+
+// The same sub-agent is waited for when the trace says it completed, and not when it says it
+// was launched in the background.
+TEST(AgentDriverTest, OnlyCompletedSubagentsAreJoined) {
+  AgenticWorkload workload = TinyWorkload();
+  WekaSubagent& background = workload.conversations[0].subagents[1];
+  std::unique_ptr<Sim> async_sim = MakeSim();
+  const AgentDriverResult async_run = Drive(*async_sim, workload, {});
+  EXPECT_LT(Find(async_run, 1, 3).submitted, *Conv(async_run, 1002).end);
+
+  background.status = SubagentStatus::kCompleted;
+  std::unique_ptr<Sim> completed_sim = MakeSim();
+  const AgentDriverResult completed_run = Drive(*completed_sim, workload, {});
+  // Joined: request 3 goes 10 s (t_3 - its completion, 30 - 20) after it ended.
+  EXPECT_GE(Find(completed_run, 1, 3).submitted,
+            *Conv(completed_run, 1002).end + TimeNs::Seconds(10));
+}
+
+// A sub-agent the trace completes after the parent's last request is not joined.
+TEST(AgentDriverTest, SubagentCompletingAfterTheParentIsNotJoined) {
+  AgenticWorkload workload = TinyWorkload();
+  workload.conversations[0].subagents[1].status = SubagentStatus::kCompleted;
+  workload.conversations[0].subagents[1].completion = TimeNs::Seconds(40);
+  workload.conversations[0].subagents[1].duration = TimeNs::Seconds(29);
+  std::unique_ptr<Sim> sim = MakeSim();
+  const AgentDriverResult r = Drive(*sim, workload, {});
+  EXPECT_GT(*Conv(r, 1002).end, *Conv(r, 1).end);
+}
+
+TEST(AgentDriverTest, RecordsThePauseBeforeEveryRequest) {
+  std::unique_ptr<Sim> sim = MakeSim();
+  const AgentDriverResult r = Drive(*sim, TinyWorkload(), {});
+  const std::map<std::pair<int64_t, int32_t>, PauseType> pauses = {
+      {{1, 0}, PauseType::kNone},      {{1, 1}, PauseType::kToolCall},
+      {{1, 2}, PauseType::kHumanTurn}, {{1, 3}, PauseType::kSubagentWait},
+      {{1001, 0}, PauseType::kNone},   {{1001, 1}, PauseType::kToolCall},
+      {{1002, 0}, PauseType::kNone},   {{1002, 1}, PauseType::kHumanTurn},
+      {{2, 0}, PauseType::kNone},      {{2, 1}, PauseType::kHumanTurn},
+      {{2, 2}, PauseType::kHumanTurn}};
+  ASSERT_EQ(r.requests.size(), pauses.size());
+  for (const auto& [key, pause] : pauses) {
+    EXPECT_EQ(Find(r, key.first, key.second).pause, pause)
+        << key.first << "/" << key.second << ": " << PauseTypeName(pause);
+  }
+}
+
+TEST(AgentDriverTest, SubagentModelsExcludeLeavesOutOtherModels) {
+  std::unique_ptr<Sim> shared_sim = MakeSim();
+  const AgentDriverResult shared = Drive(*shared_sim, TinyWorkload(), {});
+  EXPECT_EQ(shared.requests_issued, 11);
+  EXPECT_EQ(Find(shared, 1, 3).pause, PauseType::kSubagentWait);
+
+  std::unique_ptr<Sim> sim = MakeSim();
+  const AgentDriverResult r =
+      Drive(*sim, TinyWorkload(), {.subagent_models = SubagentModels::kExclude});
+  // Sub-agent 0 runs on "haiku" under an "opus" main agent: left out, and not waited for.
+  EXPECT_EQ(r.requests_issued, 9);
+  ASSERT_EQ(r.conversations.size(), 3u);
+  EXPECT_EQ(r.conversations[1].conversation, ConversationId(1002));
+  for (const DriverRequest& q : r.requests) EXPECT_NE(q.conversation, ConversationId(1001));
+  const DriverRequest& request3 = Find(r, 1, 3);
+  // Request 3 joins nothing now: a plain tool call (request 2 stopped with tool_use, request 3
+  // sends a tool_result).
+  EXPECT_EQ(request3.pause, PauseType::kToolCall);
+  EXPECT_EQ(request3.submitted, request3.ready);
 }
 
 TEST(AgentDriverTest, EveryRequestCompletesOnce) {
@@ -285,6 +382,58 @@ TEST(AgentDriverTest, RejectsMismatchedBlockSizeAndStarts) {
   StatusOr<std::unique_ptr<AgentDriver>> driver =
       AgentDriver::Create(&sim->loop, sim->gateway.get(), &workload, {.first_request_id = -1});
   EXPECT_FALSE(driver.ok());
+}
+
+// On the public WEKA traces, every sub-agent the trace completed before a later parent request
+// (all of them are `completed`) runs inside its parent's wait: each of its requests completes
+// before the parent's joined request is submitted, and that request records a sub-agent wait.
+// Read as spawned at the entry's `t` (its completion) and joined by timing, most of them ran
+// after the parent had resumed.
+TEST(AgentDriverSharedTest, SubagentsOfThePublicTracesRunWhileTheParentWaits) {
+  StatusOr<std::vector<WekaConversation>> conversations =
+      ReadWekaTraces({(std::filesystem::path(AGENTKV_SHARED_TRACES) / "weka").string()});
+  ASSERT_TRUE(conversations.ok()) << conversations.status();
+  AgenticWorkload workload;
+  workload.conversations = *std::move(conversations);
+  for (size_t k = 0; k < workload.conversations.size(); ++k) {
+    workload.starts.push_back(TimeNs::Seconds(60.0 * static_cast<double>(k)));
+  }
+  std::unique_ptr<Sim> sim = MakeSim(kv::SessionCloseMode::kDereference, /*lifecycle=*/false,
+                                     /*block=*/64, /*blocks_per_engine=*/8192);
+  const AgentDriverResult r = Drive(*sim, workload, {});
+  ASSERT_EQ(r.requests_completed, 1507);
+  int64_t joined_requests = 0;
+  int64_t inside_wait = 0;
+  int64_t subagent_waits = 0;
+  for (size_t k = 0; k < workload.conversations.size(); ++k) {
+    const WekaConversation& c = workload.conversations[k];
+    for (size_t j = 0; j < c.subagents.size(); ++j) {
+      const WekaSubagent& sub = c.subagents[j];
+      ASSERT_EQ(sub.status, SubagentStatus::kCompleted) << c.source;
+      const auto joined =
+          std::find_if(c.requests.begin(), c.requests.end(),
+                       [&sub](const WekaRequest& q) { return q.t >= sub.completion; });
+      if (joined == c.requests.end()) continue;
+      const DriverRequest& parent =
+          Find(r, static_cast<int64_t>(k) + 1, static_cast<int32_t>(joined - c.requests.begin()));
+      EXPECT_EQ(parent.pause, PauseType::kSubagentWait) << c.source << " " << sub.agent_id;
+      for (size_t i = 0; i < sub.requests.size(); ++i) {
+        const DriverRequest& q =
+            Find(r, (static_cast<int64_t>(k) + 1) * 1000 + static_cast<int64_t>(j) + 1,
+                 static_cast<int32_t>(i));
+        ++joined_requests;
+        if (q.completed.has_value() && *q.completed <= parent.submitted) ++inside_wait;
+      }
+    }
+  }
+  for (const DriverRequest& q : r.requests) {
+    if (q.pause == PauseType::kSubagentWait) ++subagent_waits;
+  }
+  // 24 of the 26 sub-agents (264 requests) complete before a later parent request, which they
+  // join on 12 requests.
+  EXPECT_EQ(subagent_waits, 12);
+  EXPECT_EQ(joined_requests, 264);
+  EXPECT_EQ(inside_wait, joined_requests);
 }
 
 }  // namespace

@@ -392,7 +392,7 @@ ReferenceResult ReferenceLru(const std::vector<WekaConversation>& conversations,
     for (size_t j = 0; j < c.subagents.size(); ++j) {
       const WekaSubagent& s = c.subagents[j];
       for (size_t r = 0; r < s.requests.size(); ++r) {
-        timeline[{start + s.spawn.ns() + s.requests[r].t.ns(), static_cast<int32_t>(k),
+        timeline[{start + s.spawn().ns() + s.requests[r].t.ns(), static_cast<int32_t>(k),
                   static_cast<int32_t>(j), static_cast<int32_t>(r)}] = &s.requests[r];
       }
     }
@@ -470,7 +470,7 @@ std::vector<WekaConversation> RandomConversations(Rng& rng) {
     for (int64_t j = rng.Uniform(0, 2); j > 0; --j) {
       WekaSubagent s;
       s.agent_id = "agent_" + std::to_string(j);
-      s.spawn = TimeNs::Millis(rng.Uniform(0, t_ms));
+      s.completion = TimeNs::Millis(rng.Uniform(0, t_ms));
       std::vector<uint64_t> sub_context = sibling_prefix;
       int64_t sub_t_ms = 0;
       for (int64_t r = rng.Uniform(1, 5); r > 0; --r) {

@@ -40,7 +40,7 @@ TEST(AgenticWorkloadTest, FoldingStartsShiftsMainRequestsAndSpawnsOnly) {
   c.requests[1].t = TimeNs::Seconds(3);
   c.requests[1].think_time = TimeNs::Seconds(1);
   c.subagents.resize(1);
-  c.subagents[0].spawn = TimeNs::Seconds(2);
+  c.subagents[0].completion = TimeNs::Seconds(2);
   c.subagents[0].requests.resize(1);
   c.subagents[0].requests[0].t = TimeNs::Seconds(1);
   workload.conversations = {c, c};
@@ -48,11 +48,29 @@ TEST(AgenticWorkloadTest, FoldingStartsShiftsMainRequestsAndSpawnsOnly) {
   const std::vector<WekaConversation> folded = FoldConversationStarts(workload);
   EXPECT_EQ(folded[0].requests[1].t, TimeNs::Seconds(13));
   EXPECT_EQ(folded[0].requests[1].think_time, TimeNs::Seconds(1));
-  EXPECT_EQ(folded[0].subagents[0].spawn, TimeNs::Seconds(12));
+  EXPECT_EQ(folded[0].subagents[0].completion, TimeNs::Seconds(12));
+  EXPECT_EQ(folded[0].subagents[0].spawn(), TimeNs::Seconds(12));
   EXPECT_EQ(folded[0].subagents[0].requests[0].t, TimeNs::Seconds(1));
   EXPECT_EQ(folded[1].requests[0].t, TimeNs(kEnd.ns() - 1));
   EXPECT_EQ(folded[1].requests[1].t, kEnd);
-  EXPECT_EQ(folded[1].subagents[0].spawn, kEnd);
+  EXPECT_EQ(folded[1].subagents[0].spawn(), kEnd);
+}
+
+// A sub-agent recorded as running longer than its completion time spawned at the conversation
+// start (spawn() clamps at 0); folded, it still spawns at the start, not before it.
+TEST(AgenticWorkloadTest, FoldingKeepsAClampedSpawnAtTheStart) {
+  AgenticWorkload workload;
+  WekaConversation c;
+  c.requests.resize(1);
+  c.subagents.resize(1);
+  c.subagents[0].completion = TimeNs::Seconds(2);
+  c.subagents[0].duration = TimeNs::Seconds(5);
+  ASSERT_EQ(c.subagents[0].spawn(), TimeNs(0));
+  workload.conversations = {c};
+  workload.starts = {TimeNs::Seconds(10)};
+  const std::vector<WekaConversation> folded = FoldConversationStarts(workload);
+  EXPECT_EQ(folded[0].subagents[0].completion, TimeNs::Seconds(12));
+  EXPECT_EQ(folded[0].subagents[0].spawn(), TimeNs::Seconds(10));
 }
 
 }  // namespace

@@ -92,6 +92,23 @@ TEST(InstantSourcesTest, ScheduleMergesByTimeWithDeterministicTies) {
                           at(10, 1, -1, 0, true)));
 }
 
+// A sub-agent entry's `t` is its completion: its requests run from completion - duration.
+TEST(InstantSourcesTest, SubagentRequestsRunFromTheSpawnNotTheCompletion) {
+  WekaConversation c = Conversation("a", {Request(0, {1}), Request(100, {1})});
+  WekaSubagent s;
+  s.agent_id = "s";
+  s.completion = TimeNs::Seconds(95);
+  s.duration = TimeNs::Seconds(90);
+  s.requests = {Request(0, {9}), Request(7, {9})};
+  c.subagents = {s};
+  const std::vector<AgenticScheduleEntry> schedule = BuildAgenticSchedule({c}, TimeNs());
+  std::vector<std::pair<TimeNs, int32_t>> order;
+  for (const AgenticScheduleEntry& e : schedule) order.emplace_back(e.time, e.subagent);
+  EXPECT_THAT(order,
+              ElementsAre(std::pair{TimeNs(0), -1}, std::pair{TimeNs::Seconds(5), 0},
+                          std::pair{TimeNs::Seconds(12), 0}, std::pair{TimeNs::Seconds(100), -1}));
+}
+
 TEST(InstantSourcesTest, ScheduleDoesNotDependOnFileOrderOfEqualTimes) {
   // A main agent whose requests are listed out of time order still runs by time.
   const std::vector<WekaConversation> conversations = {
@@ -113,7 +130,8 @@ TEST(InstantSourcesTest, ScheduleTimesSaturateAtTheEndOfTime) {
   std::vector<WekaConversation> conversations(5, Conversation("a", {Request(0, {1})}));
   conversations[1].requests[0].t = TimeNs(kEnd.ns() - 1);
   conversations[2].subagents = {Subagent("s", 0, {Request(0, {9})})};
-  conversations[2].subagents[0].spawn = kEnd;
+  conversations[2].subagents[0].completion = kEnd;
+  conversations[2].subagents[0].duration = TimeNs(0);
   // Conversation k starts at k * q: 4q passes int64 and saturates.
   const std::vector<AgenticScheduleEntry> schedule = BuildAgenticSchedule(conversations, TimeNs(q));
   std::vector<std::pair<TimeNs, int32_t>> order;

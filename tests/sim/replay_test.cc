@@ -248,7 +248,9 @@ AgenticWorkload GoldenWorkload() {
                 GoldenRequest(9, 16, 0, 10, "end_turn")};
   WekaSubagent sub;
   sub.agent_id = "agent_001";
-  sub.spawn = TimeNs::Seconds(3);
+  sub.completion = TimeNs::Seconds(4);
+  sub.duration = TimeNs::Seconds(1);
+  sub.status = SubagentStatus::kCompleted;
   sub.requests = {GoldenRequest(0, 6, 100, 8, "tool_use"), GoldenRequest(1, 9, 100, 8, "end_turn")};
   a.subagents = {sub};
   WekaConversation b;

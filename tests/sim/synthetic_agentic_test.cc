@@ -75,8 +75,9 @@ TEST(SyntheticAgenticTest, GeneratedGapsAndSharesMatchTargets) {
       if (c.requests[k].stop == "end_turn") {
         ++end_turns;
         human_gaps.push_back(next.think_time.seconds());
-      } else if (std::none_of(c.subagents.begin(), c.subagents.end(),
-                              [&](const WekaSubagent& s) { return s.spawn == c.requests[k].t; })) {
+      } else if (std::none_of(c.subagents.begin(), c.subagents.end(), [&](const WekaSubagent& s) {
+                   return s.spawn() == c.requests[k].t;
+                 })) {
         tool_gaps.push_back(next.think_time.seconds());
       }
       if (!next.hash_ids.empty()) {
@@ -173,13 +174,36 @@ TEST(SyntheticAgenticTest, StructuralProperties) {
   EXPECT_GT(subagents_seen, 0);
 }
 
+// Sub-agents are written as WEKA writes them: `t` is the completion, the duration runs from the
+// spawning turn's `t` to the last request, the parent waited (completed), and the parent's next
+// request is the first at or after every sibling's completion (the one the replay joins).
+TEST(SyntheticAgenticTest, SubagentsCarryCompletionDurationAndStatus) {
+  const AgenticWorkload w = Generate(Small(5));
+  int64_t seen = 0;
+  for (const WekaConversation& c : w.conversations) {
+    for (const WekaSubagent& s : c.subagents) {
+      ++seen;
+      EXPECT_EQ(s.status, SubagentStatus::kCompleted);
+      EXPECT_EQ(s.duration, s.requests.back().t);
+      EXPECT_EQ(s.completion, s.spawn() + s.duration);
+      const auto spawning = std::find_if(c.requests.begin(), c.requests.end(),
+                                         [&s](const WekaRequest& r) { return r.t == s.spawn(); });
+      ASSERT_NE(spawning, c.requests.end()) << c.id << " " << s.agent_id;
+      ASSERT_NE(spawning + 1, c.requests.end()) << "the last turn never spawns";
+      EXPECT_GE((spawning + 1)->t, s.completion) << c.id << " " << s.agent_id;
+    }
+  }
+  EXPECT_GT(seen, 0);
+}
+
 TEST(SyntheticAgenticTest, FoldedStartsShiftMainTimesAndSpawns) {
   const AgenticWorkload w = Generate(Small(9));
   const std::vector<WekaConversation> folded = FoldConversationStarts(w);
   for (size_t i = 0; i < folded.size(); ++i) {
     EXPECT_EQ(folded[i].requests[0].t, w.starts[i]);
     for (size_t s = 0; s < folded[i].subagents.size(); ++s) {
-      EXPECT_EQ(folded[i].subagents[s].spawn, w.conversations[i].subagents[s].spawn + w.starts[i]);
+      EXPECT_EQ(folded[i].subagents[s].spawn(),
+                w.conversations[i].subagents[s].spawn() + w.starts[i]);
     }
   }
 }

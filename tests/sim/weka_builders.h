@@ -14,10 +14,15 @@
 
 namespace agentkv::sim::testing_support {
 
+// A completed sub-agent spawned at `spawn_s` on the parent's timeline: as WEKA writes it, its
+// entry's completion is the spawn plus its duration, the end of its last request (its `t` plus
+// its api_time; 0 without requests).
 inline WekaSubagent Subagent(std::string id, double spawn_s, std::vector<WekaRequest> requests) {
   WekaSubagent s;
   s.agent_id = std::move(id);
-  s.spawn = TimeNs(static_cast<int64_t>(spawn_s * 1e9));
+  s.duration = requests.empty() ? TimeNs() : requests.back().t + requests.back().api_time;
+  s.completion = TimeNs(static_cast<int64_t>(spawn_s * 1e9)) + s.duration;
+  s.status = SubagentStatus::kCompleted;
   s.requests = std::move(requests);
   return s;
 }

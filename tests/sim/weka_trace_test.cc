@@ -69,19 +69,131 @@ TEST(WekaTraceTest, ParsesMainAgentAndSubagentInFileOrder) {
   EXPECT_EQ(r->id, "trace_test");
   EXPECT_EQ(r->block_size, 64);
   ASSERT_EQ(r->requests.size(), 2u);
-  EXPECT_EQ(r->requests[0], (WekaRequest{TimeNs(0), 200, 10, {1, 2, 3}, "tool_use", TimeNs(0)}));
+  EXPECT_EQ(r->requests[0], (WekaRequest{TimeNs(0),
+                                         200,
+                                         10,
+                                         {1, 2, 3},
+                                         "tool_use",
+                                         TimeNs(0),
+                                         TimeNs::Millis(1500),
+                                         "m",
+                                         {"text"},
+                                         {"tool_use"}}));
   EXPECT_EQ(r->requests[1],
-            (WekaRequest{TimeNs::Seconds(9), 260, 20, {1, 2, 3, 4}, "", TimeNs(0)}));
+            (WekaRequest{
+                TimeNs::Seconds(9), 260, 20, {1, 2, 3, 4}, "", TimeNs(0), TimeNs(0), "", {}, {}}));
   ASSERT_EQ(r->subagents.size(), 1u);
   const WekaSubagent& s = r->subagents[0];
   EXPECT_EQ(s.agent_id, "agent_001");
-  EXPECT_EQ(s.spawn, TimeNs::Millis(2500));
+  EXPECT_EQ(s.subagent_type, "Explore");
+  // `t` is the completion; the spawn is `t` - duration_ms, clamped at 0.
+  EXPECT_EQ(s.completion, TimeNs::Millis(2500));
+  EXPECT_EQ(s.duration, TimeNs::Seconds(4));
+  EXPECT_EQ(s.spawn(), TimeNs(0));
+  EXPECT_EQ(s.status, SubagentStatus::kCompleted);
+  EXPECT_THAT(s.models, ElementsAre("h"));
   ASSERT_EQ(s.requests.size(), 2u);
-  EXPECT_EQ(s.requests[0], (WekaRequest{TimeNs(0), 130, 7, {10, 11}, "tool_use", TimeNs(0)}));
   EXPECT_EQ(
-      s.requests[1],
-      (WekaRequest{TimeNs::Millis(1250), 192, 9, {10, 11, 12}, "end_turn", TimeNs::Seconds(1)}));
+      s.requests[0],
+      (WekaRequest{TimeNs(0), 130, 7, {10, 11}, "tool_use", TimeNs(0), TimeNs(0), "", {}, {}}));
+  EXPECT_EQ(s.requests[1], (WekaRequest{TimeNs::Millis(1250),
+                                        192,
+                                        9,
+                                        {10, 11, 12},
+                                        "end_turn",
+                                        TimeNs::Seconds(1),
+                                        TimeNs(0),
+                                        "",
+                                        {},
+                                        {}}));
   EXPECT_EQ(r->TotalRequests(), 4);
+}
+
+TEST(WekaTraceTest, SubagentSpawnIsCompletionMinusDuration) {
+  StatusOr<WekaConversation> r = Parse(
+      R"({"requests": [{"t": 0, "in": 0, "out": 0, "hash_ids": [], "api_time": 8.81},)"
+      R"( {"t": 100.65, "type": "subagent", "agent_id": "a", "duration_ms": 91243,)"
+      R"( "status": "async_launched", "requests": []},)"
+      R"( {"t": 3, "type": "subagent", "agent_id": "b", "status": "failed", "requests": []}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->subagents.size(), 2u);
+  EXPECT_EQ(r->requests[0].api_time, TimeNs::Millis(8810));
+  EXPECT_EQ(r->subagents[0].completion, TimeNs::Millis(100'650));
+  EXPECT_EQ(r->subagents[0].spawn(), TimeNs::Millis(9'407));
+  EXPECT_EQ(r->subagents[0].status, SubagentStatus::kAsyncLaunched);
+  // No duration: spawned at its completion; an unknown status is kept as kUnknown.
+  EXPECT_EQ(r->subagents[1].spawn(), TimeNs::Seconds(3));
+  EXPECT_EQ(r->subagents[1].status, SubagentStatus::kUnknown);
+  EXPECT_TRUE(r->subagents[1].models.empty());
+}
+
+TEST(WekaTraceTest, SubagentModelsSharedOrExcluded) {
+  WekaConversation c;
+  c.requests.resize(2);
+  c.requests[0].model = "opus";
+  c.subagents.resize(4);
+  c.subagents[0].models = {"haiku"};
+  c.subagents[1].models = {"haiku", "opus"};
+  c.subagents[2].requests.resize(1);
+  c.subagents[2].requests[0].model = "haiku";
+  // subagents[3] records no model: nothing says it differs.
+  EXPECT_FALSE(c.SharesMainModel(c.subagents[0]));
+  EXPECT_TRUE(c.SharesMainModel(c.subagents[1]));
+  EXPECT_FALSE(c.SharesMainModel(c.subagents[2]));
+  EXPECT_TRUE(c.SharesMainModel(c.subagents[3]));
+  c.subagents[0].agent_id = "a0";
+  c.subagents[1].agent_id = "a1";
+  c.subagents[2].agent_id = "a2";
+  c.subagents[3].agent_id = "a3";
+  EXPECT_EQ(ApplySubagentModels({c}, SubagentModels::kShare)[0], c);
+  const std::vector<WekaConversation> kept = ApplySubagentModels({c}, SubagentModels::kExclude);
+  ASSERT_EQ(kept[0].subagents.size(), 2u);
+  EXPECT_EQ(kept[0].subagents[0].agent_id, "a1");
+  EXPECT_EQ(kept[0].subagents[1].agent_id, "a3");
+  EXPECT_EQ(ParseSubagentModels("exclude"), SubagentModels::kExclude);
+  EXPECT_EQ(ParseSubagentModels(SubagentModelsName(SubagentModels::kShare)),
+            SubagentModels::kShare);
+  EXPECT_EQ(ParseSubagentModels("none"), std::nullopt);
+}
+
+TEST(WekaTraceTest, BadNewFieldsNameFileLineAndPath) {
+  EXPECT_EQ(ParseError(WithRequest(R"({"t": 0, "in": 0, "out": 0, "hash_ids": [],)"
+                                   R"( "api_time": -1})"))
+                .message(),
+            "t.json:1: requests[0].api_time: -1 is out of range [0, 31536000] s");
+  EXPECT_EQ(ParseError(WithRequest(R"({"t": 0, "in": 0, "out": 0, "hash_ids": [],)"
+                                   R"( "model": 5})"))
+                .message(),
+            "t.json:1: requests[0].model: expected a string, got 5");
+  EXPECT_EQ(ParseError(WithRequest(R"({"t": 0, "in": 0, "out": 0, "hash_ids": [],)"
+                                   "\n \"input_types\": [\"text\", 3]}"))
+                .message(),
+            "t.json:2: requests[0].input_types: expected an array of strings, element 1 is 3");
+  EXPECT_EQ(ParseError(WithRequest(R"({"t": 0, "in": 0, "out": 0, "hash_ids": [],)"
+                                   R"( "output_types": "text"})"))
+                .message(),
+            "t.json:1: requests[0].output_types: expected an array of strings, got \"text\"");
+  EXPECT_EQ(ParseError(R"({"requests": [{"t": 1, "type": "subagent", "agent_id": "a",)"
+                       R"( "duration_ms": "5", "requests": []}]})")
+                .message(),
+            "t.json:1: requests[0].duration_ms: expected a number of milliseconds, got \"5\"");
+  EXPECT_THAT(ParseError(R"({"requests": [{"t": 1, "type": "subagent", "agent_id": "a",)"
+                         R"( "duration_ms": 1e300, "requests": []}]})")
+                  .message(),
+              StartsWith("t.json:1: requests[0].duration_ms: "));
+  EXPECT_EQ(ParseError(R"({"requests": [{"t": 1, "type": "subagent", "agent_id": "a",)"
+                       R"( "status": 1, "requests": []}]})")
+                .message(),
+            "t.json:1: requests[0].status: expected a string, got 1");
+  EXPECT_EQ(ParseError(R"({"requests": [{"t": 1, "type": "subagent", "agent_id": "a",)"
+                       R"( "models": [null], "requests": []}]})")
+                .message(),
+            "t.json:1: requests[0].models: expected an array of strings, element 0 is null");
+  EXPECT_EQ(ParseError(WithSubagentRequest(R"({"t": 0, "in": 0, "out": 0, "hash_ids": [],)"
+                                           R"( "api_time": "x"})"))
+                .message(),
+            "t.json:1: requests[1].requests[0].api_time: expected a number of seconds, got "
+            "\"x\"");
 }
 
 TEST(WekaTraceTest, OptionalFieldsDefault) {
@@ -92,7 +204,8 @@ TEST(WekaTraceTest, OptionalFieldsDefault) {
   EXPECT_EQ(r->block_size, 64);
   EXPECT_TRUE(r->subagents.empty());
   ASSERT_EQ(r->requests.size(), 1u);
-  EXPECT_EQ(r->requests[0], (WekaRequest{TimeNs::Seconds(3), 64, 1, {7}, "", TimeNs(0)}));
+  EXPECT_EQ(r->requests[0],
+            (WekaRequest{TimeNs::Seconds(3), 64, 1, {7}, "", TimeNs(0), TimeNs(0), "", {}, {}}));
 }
 
 TEST(WekaTraceTest, TimesRoundToTheNanosecond) {
@@ -408,7 +521,17 @@ TEST(WekaTraceSharedTest, ParsesThePublicSubagentTrace) {
   EXPECT_EQ(r->requests.size(), 9u);
   ASSERT_EQ(r->subagents.size(), 4u);
   EXPECT_EQ(r->subagents[0].agent_id, "agent_001");
-  EXPECT_EQ(r->subagents[0].spawn, TimeNs(79'224'000'000));
+  EXPECT_EQ(r->subagents[0].completion, TimeNs(79'224'000'000));
+  EXPECT_EQ(r->subagents[0].duration, TimeNs(59'750'000'000));
+  EXPECT_EQ(r->subagents[0].spawn(), TimeNs(19'474'000'000));
+  EXPECT_EQ(r->subagents[0].status, SubagentStatus::kCompleted);
+  EXPECT_THAT(r->subagents[0].models, ElementsAre("claude-haiku-4-5-20251001"));
+  EXPECT_EQ(r->subagents[0].requests[0].model, "claude-haiku-4-5-20251001");
+  EXPECT_EQ(r->requests[0].model, "claude-opus-4-5-20251101");
+  EXPECT_GT(r->requests[0].api_time, TimeNs(0));
+  // Sub-agent 3 runs on the main agent's model, the first three on Haiku.
+  EXPECT_FALSE(r->SharesMainModel(r->subagents[0]));
+  EXPECT_TRUE(r->SharesMainModel(r->subagents[3]));
   EXPECT_EQ(r->subagents[0].requests.size(), 4u);
   EXPECT_EQ(r->subagents[0].requests[0].hash_ids.size(), 182u);
   EXPECT_EQ(r->subagents[0].requests[0].hash_ids.front(), 1448u);

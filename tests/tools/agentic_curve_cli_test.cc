@@ -117,6 +117,26 @@ TEST_F(AgenticCurveCliTest, PrintsOneRowPerArm) {
   EXPECT_THAT(quiet.out, HasSubstr("demote_p1+release"));
 }
 
+// --subagent-models exclude leaves out a sub-agent whose models are not its main agent's.
+TEST_F(AgenticCurveCliTest, SubagentModelsExcludeLeavesOutOtherModels) {
+  const std::string a = WriteTrace("a.json", R"({"id": "a", "block_size": 64, "requests": [
+  {"t": 0, "model": "m", "in": 138, "out": 1, "hash_ids": [1, 2]},
+  {"t": 2, "type": "subagent", "agent_id": "agent_001", "models": ["h"], "requests": [
+    {"t": 0, "in": 202, "out": 1, "hash_ids": [11, 12, 13]}]},
+  {"t": 5, "model": "m", "in": 330, "out": 1, "hash_ids": [1, 2, 3, 4, 5]}]})");
+  const std::string traces = "agentic-curve --quiet --traces '" + a +
+                             "' --capacity-blocks 8 --arms lru --subagent-models ";
+  const RunResult shared = Run(traces + "share");
+  EXPECT_EQ(shared.exit_code, 0) << shared.err;
+  EXPECT_THAT(shared.out, HasSubstr("1 conversations, 1 sub-agents, 3 requests"));
+  const RunResult excluded = Run(traces + "exclude");
+  EXPECT_EQ(excluded.exit_code, 0) << excluded.err;
+  EXPECT_THAT(excluded.out, HasSubstr("1 conversations, 0 sub-agents, 2 requests"));
+  const RunResult bad = Run(traces + "drop");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--subagent-models"));
+}
+
 // Any arm of the replay grammar that needs no fleet runs; the aliases are its names.
 TEST_F(AgenticCurveCliTest, AcceptsTheReplayArmGrammar) {
   const std::string a = WriteTrace("a.json", kTraceA);

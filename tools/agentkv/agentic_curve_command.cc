@@ -31,13 +31,16 @@ constexpr const char* kFooter = R"(What it does:
   Replays several WEKA conversations (one JSON file each; a directory stands for its *.json
   files sorted by name) through ONE KV cache, as one engine would serve them. Conversation k
   (in the order given) starts at k * --stagger-s; its main agent's requests run at start + t,
-  a sub-agent's at start + spawn t + t, all merged in time order (ties: conversation, main
+  a sub-agent's at start + spawn + t (spawn: the entry's t, its completion, minus
+  duration_ms), all merged in time order (ties: conversation, main
   agent before sub-agents, request). Each request runs instantly: look up its hash_ids
   (64-token blocks, chained keys, namespaced per file), compute and cache what it missed,
   finish. It carries its session and conversation id; a sub-agent's carries its parent's id
   as an authenticated hint. Trace time drives the scheduler step counter (one step per
   --step-ms), which the sub-agent idle bound (--min-idle-steps) counts. The device holds
   floor(--capacity-fraction * unique blocks) blocks, or --capacity-blocks.
+  --subagent-models exclude leaves out the sub-agents that run on another model than their
+  main agent (default share: every sub-agent is replayed).
 
 Arms (each a fresh cache of the same capacity; --arms picks some, in the order given):
   lru                block_reuse_policy default, sessions never closed: plain LRU
@@ -180,6 +183,13 @@ AgenticCurveCommand::AgenticCurveCommand(CLI::App& app) {
   command_->add_option("--arms", arms_, "Comma-separated arms to run (default: all)")
       ->delimiter(',')
       ->type_name("LIST");
+  command_
+      ->add_option("--subagent-models", subagent_models_,
+                   "Sub-agents on another model than their main agent: share (replayed on the same "
+                   "fleet) or exclude (left out)")
+      ->check(CLI::IsMember({"share", "exclude"}))
+      ->capture_default_str()
+      ->type_name("MODE");
   command_->add_flag("--quiet", quiet_, "Do not print progress on stderr");
 }
 
@@ -221,6 +231,8 @@ int AgenticCurveCommand::Run() const {
   };
   StatusOr<std::vector<sim::WekaConversation>> conversations = sim::ReadWekaTraces(trace_paths_);
   if (!conversations.ok()) return ReportError(kName, conversations.status());
+  *conversations = sim::ApplySubagentModels(*std::move(conversations),
+                                            sim::ParseSubagentModels(subagent_models_).value());
   int64_t requests = 0;
   for (const sim::WekaConversation& c : *conversations) requests += c.TotalRequests();
   const double read_s = elapsed();

@@ -45,6 +45,7 @@ class AgenticCurveCommand {
   int64_t max_num_turns_ = 1;
   int64_t min_idle_steps_ = 32;
   std::vector<std::string> arms_;
+  std::string subagent_models_ = "share";
   bool quiet_ = false;
 };
 

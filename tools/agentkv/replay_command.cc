@@ -57,7 +57,11 @@ Workloads (--workload):
              gets 262144 tokens of KV, a KV-constrained point.
   weka       WEKA Claude Code JSON traces (--trace files or directories); conversations start
              as a Poisson process of mean --session-interarrival-s (default 60) seeded by
-             --seed; --shared-prefix-blocks N shares block ids below N across files.
+             --seed; --shared-prefix-blocks N shares block ids below N across files. A
+             sub-agent spawns at its entry's t (its completion) minus duration_ms; the
+             parent's next request waits for it unless its status is async_launched.
+             --subagent-models exclude leaves out sub-agents on another model than their
+             main agent (e.g. Haiku helpers of an Opus session); default share.
   mooncake   Mooncake JSONL (--trace), open loop by timestamp, 512-token blocks.
   bailian    Bailian JSONL (--trace), conversations grouped by chat_id/parent_chat_id.
 
@@ -208,6 +212,12 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
                "prefix; 0 for traces)")
       ->type_name("N")
       ->group(workload_group);
+  c.add_option("--subagent-models", subagent_models_,
+               "Sub-agents on another model than their main agent: share (replayed on the same "
+               "fleet) or exclude (left out)")
+      ->check(CLI::IsMember({"share", "exclude"}))
+      ->capture_default_str()
+      ->group(workload_group);
 
   const std::string fleet_group = "Fleet";
   c.add_option("--num-engines", options_.num_engines, "Engines behind the router")
@@ -294,6 +304,7 @@ int ReplayCommand::Run() const {
   StatusOr<control::AgenticOptions> agentic_options = agentic_.Options();
   if (!agentic_options.ok()) return ReportError(kName, agentic_options.status());
   options.agentic = *std::move(agentic_options);
+  options.subagent_models = sim::ParseSubagentModels(subagent_models_).value();
   const bool synthetic = workload_ == "synthetic";
   if (synthetic && !trace_paths_.empty()) {
     return ReportError(kName, InvalidArgumentError("--trace needs --workload weka, mooncake or "

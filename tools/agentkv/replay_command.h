@@ -49,6 +49,7 @@ class ReplayCommand {
   double context_scale_ = 0;
   double session_interarrival_s_ = 0;
   int64_t shared_prefix_blocks_ = -1;
+  std::string subagent_models_ = "share";
   // Fleet and arms.
   sim::ReplayOptions options_;
   // Preset names, parsed once by Run().

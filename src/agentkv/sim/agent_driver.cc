@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "agentkv/base/bounds.h"
+#include "agentkv/base/check.h"
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/kv_cache_manager.h"
 #include "agentkv/routing/routing_key.h"
@@ -26,6 +27,19 @@ TimeNs Gap(const WekaRequest& previous, const WekaRequest& next) {
   return NonNegative(next.t - previous.t - RecordedApiTime(previous));
 }
 
+// The pause before each of `requests` (header: pause types); `joins[i]` counts the sub-agents
+// request i joins (empty for a sub-agent, which joins none).
+std::vector<PauseType> PausesOf(const std::vector<WekaRequest>& requests,
+                                const std::vector<int32_t>& joins) {
+  AGENTKV_CHECK(joins.empty() || joins.size() == requests.size());
+  std::vector<PauseType> pauses(requests.size(), PauseType::kNone);
+  for (size_t i = 1; i < requests.size(); ++i) {
+    pauses[i] = !joins.empty() && joins[i] > 0 ? PauseType::kSubagentWait
+                                               : ClassifyPause(requests[i - 1], requests[i]);
+  }
+  return pauses;
+}
+
 }  // namespace
 
 struct AgentDriver::Agent {
@@ -35,6 +49,8 @@ struct AgentDriver::Agent {
   ConversationId conversation;
   std::optional<ConversationId> parent;
   const std::vector<WekaRequest>* requests = nullptr;
+  // pauses[i]: the pause before request i.
+  std::vector<PauseType> pauses;
   // Next request to submit, and whether its gap has elapsed.
   int32_t next = 0;
   bool gap_elapsed = false;
@@ -48,10 +64,13 @@ struct AgentDriver::Agent {
   std::vector<int32_t> joins_pending;
   // spawn_after[i]: sub-agents (agent indices) anchored on request i (main agents only).
   std::vector<std::vector<int32_t>> spawn_after;
-  // Sub-agents: the parent's agent index, the joined request (-1: none), the delay after the
-  // anchor's completion (or after the conversation start when unanchored).
+  // Sub-agents: the parent's agent index, the joined request (-1: none) and how long after
+  // this sub-agent's end the join is released (the recorded time from its completion to the
+  // joined request), the delay after the anchor's completion (or after the conversation start
+  // when unanchored).
   int32_t parent_agent = -1;
   int32_t join_index = -1;
+  TimeNs join_delay;
   bool anchored = false;
   TimeNs spawn_delay;
 };
@@ -68,7 +87,7 @@ Status AgentDriverOptions::Validate() const {
   return Status();
 }
 
-TimeNs RecordedApiTime(const WekaRequest& /*request*/) { return TimeNs(0); }
+TimeNs RecordedApiTime(const WekaRequest& request) { return request.api_time; }
 
 AgentDriver::AgentDriver(EventLoop* loop, GatewayModel* gateway, const AgenticWorkload* workload,
                          const AgentDriverOptions& options)
@@ -142,6 +161,9 @@ StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, Gate
     driver->agents_.push_back(std::move(main));
     for (size_t j = 0; j < c.subagents.size(); ++j) {
       const WekaSubagent& sub = c.subagents[j];
+      if (options.subagent_models == SubagentModels::kExclude && !c.SharesMainModel(sub)) {
+        continue;
+      }
       Agent agent;
       agent.workload_index = static_cast<int32_t>(k);
       agent.subagent = static_cast<int32_t>(j);
@@ -150,38 +172,41 @@ StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, Gate
       agent.parent = ConversationId(static_cast<int64_t>(k) + 1);
       agent.requests = &sub.requests;
       agent.joins_pending.assign(sub.requests.size(), 0);
+      agent.pauses = PausesOf(sub.requests, {});
       agent.parent_agent = main_index;
       // Anchor: the parent's last request with t <= spawn.
+      const TimeNs spawn = sub.spawn();
       int32_t anchor = -1;
       for (size_t i = 0; i < c.requests.size(); ++i) {
-        if (c.requests[i].t <= sub.spawn) anchor = static_cast<int32_t>(i);
+        if (c.requests[i].t <= spawn) anchor = static_cast<int32_t>(i);
       }
       const int32_t self = static_cast<int32_t>(driver->agents_.size());
       if (anchor >= 0) {
         const WekaRequest& a = c.requests[static_cast<size_t>(anchor)];
         agent.anchored = true;
-        agent.spawn_delay = NonNegative(sub.spawn - a.t - RecordedApiTime(a));
+        agent.spawn_delay = NonNegative(spawn - a.t - RecordedApiTime(a));
         driver->agents_[static_cast<size_t>(main_index)]
             .spawn_after[static_cast<size_t>(anchor)]
             .push_back(self);
       } else {
-        agent.spawn_delay = sub.spawn;
+        agent.spawn_delay = spawn;
       }
-      // Join: the parent's next request, when the trace finished the sub-agent before it.
-      const size_t next = static_cast<size_t>(anchor + 1);
-      if (next < c.requests.size()) {
-        TimeNs recorded_end = sub.spawn;
-        if (!sub.requests.empty()) {
-          recorded_end =
-              recorded_end + sub.requests.back().t + RecordedApiTime(sub.requests.back());
-        }
-        if (recorded_end <= c.requests[next].t) {
-          agent.join_index = static_cast<int32_t>(next);
-          ++driver->agents_[static_cast<size_t>(main_index)].joins_pending[next];
+      // Join: the parent's first request after the anchor sent once the sub-agent completed,
+      // unless the sub-agent was launched in the background.
+      if (sub.status != SubagentStatus::kAsyncLaunched) {
+        for (size_t n = static_cast<size_t>(anchor + 1); n < c.requests.size(); ++n) {
+          if (c.requests[n].t >= sub.completion) {
+            agent.join_index = static_cast<int32_t>(n);
+            agent.join_delay = c.requests[n].t - sub.completion;
+            ++driver->agents_[static_cast<size_t>(main_index)].joins_pending[n];
+            break;
+          }
         }
       }
       driver->agents_.push_back(std::move(agent));
     }
+    Agent& main_agent = driver->agents_[static_cast<size_t>(main_index)];
+    main_agent.pauses = PausesOf(c.requests, main_agent.joins_pending);
   }
   for (const Agent& agent : driver->agents_) {
     DriverConversationResult r;
@@ -273,6 +298,7 @@ void AgentDriver::SubmitNext(int32_t index) {
   log.index = i;
   log.submitted = loop_->now();
   log.ready = agent.ready_time;
+  log.pause = agent.pauses[static_cast<size_t>(i)];
   agent.gap_elapsed = false;
   ++agent.next;
   const SessionId session(agent.conversation.value());
@@ -371,12 +397,21 @@ void AgentDriver::EndAgent(int32_t index) {
     }
   }
   if (agent.join_index >= 0) {
-    Agent& parent = agents_[static_cast<size_t>(agent.parent_agent)];
-    int32_t& pending = parent.joins_pending[static_cast<size_t>(agent.join_index)];
-    --pending;
-    if (pending == 0 && !parent.ended && parent.gap_elapsed && parent.next == agent.join_index) {
-      SubmitNext(agent.parent_agent);
+    if (agent.join_delay > TimeNs(0) && !failed) {
+      loop_->ScheduleAfter(agent.join_delay, [this, index] { ReleaseJoin(index); });
+    } else {
+      ReleaseJoin(index);
     }
+  }
+}
+
+void AgentDriver::ReleaseJoin(int32_t index) {
+  const Agent& agent = agents_[static_cast<size_t>(index)];
+  Agent& parent = agents_[static_cast<size_t>(agent.parent_agent)];
+  int32_t& pending = parent.joins_pending[static_cast<size_t>(agent.join_index)];
+  --pending;
+  if (pending == 0 && !parent.ended && parent.gap_elapsed && parent.next == agent.join_index) {
+    SubmitNext(agent.parent_agent);
   }
 }
 

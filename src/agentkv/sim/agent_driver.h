@@ -16,24 +16,32 @@
 // block_size, and at least 1) and max_new_tokens = max(1, `out`). Request ids are first_request_id,
 // +1, ... in submission order.
 //
-// Timing rules (`api(i)` is request i's recorded server time; WekaRequest does not carry the
-// trace's `api_time`, so RecordedApiTime() is 0 until the reader keeps it):
+// Timing rules (`api(i)` is request i's recorded server time, `api_time`, 0 when absent):
 // - Start: request 0 of conversation k is submitted at start_k + t_0 (start_k from
 //   AgenticWorkload::starts, relative to the loop time at Start()).
 // - Gap: request i+1 becomes ready at completion(i) + gap(i+1), where gap(i+1) = think_time of
 //   request i+1 when it is > 0 (WEKA records it on every request), else
 //   max(0, t_{i+1} - t_i - api(i)).
-// - Spawn: sub-agent j anchors on the parent's last request a (in file order, which is time
-//   order) with t_a <= spawn_j and spawns at completion(a) + max(0, spawn_j - t_a - api(a));
-//   with no such request it spawns at start_k + spawn_j. Its request 0 is submitted at spawn time +
-//   its own t_0, the rest follow the gap rule on its own timeline.
-// - Join: let n = a + 1 (0 without an anchor) be the parent's next request. The trace says the
-// sub-agent
-//   completed before request n when spawn_j + t_last + api(last) <= t_n (t_last: its last
-//   request's offset, 0 with no request); then request n is submitted at
-//   max(ready time of n by the gap rule, end of every sub-agent joined on n). Otherwise (no
-//   request n, or the sub-agent outlived it: `async_launched`) the sub-agent runs in the
-//   background and nobody waits for it.
+// - Spawn: sub-agent j runs from spawn_j = completion_j - duration_j (WekaSubagent::spawn(): the
+//   trace's `t` is the sub-agent's completion). It anchors on the parent's last request a (in
+//   file order, which is time order) with t_a <= spawn_j and spawns at completion(a) +
+//   max(0, spawn_j - t_a - api(a)); with no such request it spawns at start_k + spawn_j. Its
+//   request 0 is submitted at spawn time + its own t_0, the rest follow the gap rule on its own
+//   timeline.
+// - Join: unless its status is `async_launched`, the parent's request n that waits for
+//   sub-agent j is the first one after the anchor with t_n >= completion_j (the Task tool's
+//   result comes back with it). Request n is submitted at the latest of its ready time by the
+//   gap rule and end_j + (t_n - completion_j) over every sub-agent j it joins (end_j: the
+//   sub-agent's end in the replay; t_n - completion_j: what the trace spent between the
+//   sub-agent's result and request n). An `async_launched` sub-agent, or one the trace
+//   completes after the parent's last request, runs in the background and nobody waits for it.
+//   A `completed` or unknown status is waited for.
+// - Sub-agent models: with AgentDriverOptions::subagent_models = kExclude, a sub-agent that
+//   does not share its main agent's model (WekaConversation::SharesMainModel) is left out: it
+//   is not replayed and nothing waits for it (its ids stay those of its index).
+// - Pause types: every issued request records the pause before it (DriverRequest::pause):
+//   kNone for an agent's first request, kSubagentWait for a request that joins sub-agents,
+//   else ClassifyPause(previous request, request) (pause_type.h).
 // - End: a conversation (main agent or sub-agent) ends at the completion of its last request
 //   (at its start when it has none); the driver then calls GatewayModel::EndSession(its
 //   session), inside the completion callback, and the gateway closes it on every engine when
@@ -62,6 +70,8 @@
 #include "agentkv/sim/event_loop.h"
 #include "agentkv/sim/fleet_model.h"
 #include "agentkv/sim/gateway_model.h"
+#include "agentkv/sim/pause_type.h"
+#include "agentkv/sim/weka_trace.h"
 
 namespace agentkv::sim {
 
@@ -73,12 +83,15 @@ struct AgentDriverOptions {
   uint64_t shared_prefix_ids = 0;
   // Id of the first request submitted. Range: >= 0.
   int64_t first_request_id = 0;
+  // Whether sub-agents on another model than their main agent are replayed (kShare) or left
+  // out (kExclude). Default: kShare.
+  SubagentModels subagent_models = SubagentModels::kShare;
 
   // InvalidArgument naming the first bad field.
   Status Validate() const;
 };
 
-// The server time a trace recorded for `request`; 0 while WekaRequest lacks `api_time`.
+// The server time a trace recorded for `request`: its `api_time` (0 when absent).
 TimeNs RecordedApiTime(const WekaRequest& request);
 
 // One request as the driver issued it.
@@ -93,6 +106,8 @@ struct DriverRequest {
   // gateway.
   TimeNs ready;
   TimeNs submitted;
+  // What the agent waited for before this request (header: pause types).
+  PauseType pause = PauseType::kNone;
   // Set once the request completed.
   std::optional<TimeNs> completed;
   // The engine that served it; unset until dispatched (or when dispatch failed).
@@ -136,7 +151,8 @@ struct DriverConversationResult {
 };
 
 struct AgentDriverResult {
-  // Main agents in workload order, each followed by its sub-agents in order.
+  // Main agents in workload order, each followed by its sub-agents in order (those the options
+  // exclude are left out).
   std::vector<DriverConversationResult> conversations;
   // Every issued request, in submission order.
   std::vector<DriverRequest> requests;
@@ -185,6 +201,9 @@ class AgentDriver {
   void SubmitNext(int32_t agent);
   void OnComplete(const GatewayRecord& gateway_record, const EngineRequestRecord* record);
   void EndAgent(int32_t agent);
+  // The sub-agent `agent`'s join delay has passed: its parent's joined request waits for one
+  // sub-agent fewer.
+  void ReleaseJoin(int32_t agent);
 
   EventLoop* loop_;
   GatewayModel* gateway_;

@@ -1,7 +1,9 @@
-// Invariant: FoldConversationStarts changes only `t` of main-agent requests and `spawn` of
-// sub-agents; sizes and order are kept.
+// Invariant: FoldConversationStarts changes only `t` of main-agent requests and the completion
+// of sub-agents (and a duration longer than the completion, which it shortens to it so that the
+// spawn moves with the start too); sizes and order are kept.
 #include "agentkv/sim/agentic_workload.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -19,7 +21,8 @@ std::vector<WekaConversation> FoldConversationStarts(const AgenticWorkload& work
     const TimeNs start = workload.starts[i];
     for (WekaRequest& request : folded[i].requests) request.t = SaturatingAdd(request.t, start);
     for (WekaSubagent& subagent : folded[i].subagents) {
-      subagent.spawn = SaturatingAdd(subagent.spawn, start);
+      subagent.duration = std::min(subagent.duration, subagent.completion);
+      subagent.completion = SaturatingAdd(subagent.completion, start);
     }
   }
   return folded;

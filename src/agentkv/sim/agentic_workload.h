@@ -26,7 +26,8 @@ struct AgenticWorkload {
 };
 
 // The conversations of `workload` with each start folded into its times: every main-agent
-// request's `t` and every sub-agent's `spawn` is shifted by the conversation's start, so that
+// request's `t` and every sub-agent's completion (hence spawn()) is shifted by the
+// conversation's start, so that
 // a replay that starts every conversation at 0 (stagger 0) issues them at the workload's
 // times. Think times are unchanged; a shifted time past int64 nanoseconds saturates.
 // Precondition: starts.size() == conversations.size().

@@ -111,7 +111,7 @@ std::vector<AgenticScheduleEntry> MergedSchedule(const std::vector<WekaConversat
     };
     add(c.requests, start, -1);
     for (size_t j = 0; j < c.subagents.size(); ++j) {
-      add(c.subagents[j].requests, SaturatingAdd(start, c.subagents[j].spawn),
+      add(c.subagents[j].requests, SaturatingAdd(start, c.subagents[j].spawn()),
           static_cast<int32_t>(j));
     }
   }

@@ -45,7 +45,8 @@ ConversationId AgenticConversationId(int64_t index, int64_t subagent = -1);
 
 // One request of a merged timeline.
 struct AgenticScheduleEntry {
-  // When it runs: its conversation's start + t (main agent) or + spawn + t (sub-agent).
+  // When it runs: its conversation's start + t (main agent) or + spawn + t (sub-agent; the
+  // spawn is WekaSubagent::spawn(), the recorded completion minus the duration).
   TimeNs time;
   // Index of the conversation in the input.
   int32_t conversation = 0;

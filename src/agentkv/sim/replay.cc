@@ -458,7 +458,8 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
   AGENTKV_ASSIGN_OR_RETURN(
       std::unique_ptr<AgentDriver> driver,
       AgentDriver::Create(&arm_fleet->loop, arm_fleet->gateway.get(), &workload,
-                          AgentDriverOptions{.shared_prefix_ids = options.shared_prefix_ids}));
+                          AgentDriverOptions{.shared_prefix_ids = options.shared_prefix_ids,
+                                             .subagent_models = options.subagent_models}));
   AGENTKV_RETURN_IF_ERROR(driver->Start());
   int64_t total_requests = 0;
   for (const WekaConversation& c : workload.conversations) total_requests += c.TotalRequests();

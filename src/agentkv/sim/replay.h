@@ -84,6 +84,9 @@ struct ReplayOptions {
   // Block ids below this are shared by every conversation (AgentDriverOptions::
   // shared_prefix_ids): the tools+system prompt. Default: 0 (none shared).
   uint64_t shared_prefix_ids = 0;
+  // Whether sub-agents on another model than their main agent share the fleet or are left
+  // out (AgentDriverOptions::subagent_models). Default: kShare.
+  SubagentModels subagent_models = SubagentModels::kShare;
   // +admission parameters (headroom, pressure threshold, max wait, decode cap, poll interval);
   // the two feature booleans are set per arm and ignored here. Every request is in scope.
   control::AgenticOptions agentic;

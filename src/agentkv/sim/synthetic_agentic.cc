@@ -150,7 +150,6 @@ class SessionGenerator {
       char name[32];
       std::snprintf(name, sizeof(name), "agent_%03zu", subagents.size() + 1);
       subagent.agent_id = name;
-      subagent.spawn = spawn;
       const int64_t n = std::clamp<int64_t>(std::llround(options_.subagent_requests.Sample(rng_)),
                                             1, options_.max_subagent_requests);
       const TimeNs duration = SecondsDraw(options_.subagent_duration_s);
@@ -169,7 +168,11 @@ class SessionGenerator {
         context += request.output_tokens + Draw(options_.subagent_new_input_tokens);
         subagent.requests.push_back(std::move(request));
       }
-      longest = std::max(longest, subagent.requests.back().t);
+      // WEKA's meaning: `t` is the completion, `duration_ms` the run, and the parent waited.
+      subagent.duration = subagent.requests.back().t;
+      subagent.completion = spawn + subagent.duration;
+      subagent.status = SubagentStatus::kCompleted;
+      longest = std::max(longest, subagent.duration);
       subagents.push_back(std::move(subagent));
     }
     return longest;

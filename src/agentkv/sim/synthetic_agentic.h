@@ -136,8 +136,10 @@ struct SyntheticAgenticOptions {
 // block_size 64; starts are non-decreasing from 0. Requests: `t` of the first is 0, each later
 // `t` is the previous `t` plus its `think_time`; `hash_ids` has floor(in / 64) ids and extends
 // the previous request's. Sub-agents: agent ids "agent_001", ...; spawned at the spawning
-// turn's `t`, their requests are relative to the spawn, the last stops with end_turn, and the
-// parent's next think_time is the longest sibling duration. The errors of
+// turn's `t`, written as WEKA does (completion = spawn + duration, duration = its last
+// request's `t`, status completed), their requests are relative to the spawn, the last stops
+// with end_turn, and the parent's next think_time is the longest sibling duration (so the
+// parent's next request is the first at or after every sibling's completion). The errors of
 // ValidateSyntheticAgenticOptions.
 StatusOr<AgenticWorkload> GenerateSyntheticAgentic(const SyntheticAgenticOptions& options);
 

@@ -21,6 +21,7 @@ constexpr std::string_view kSecondsNumber = "expected a number of seconds";
 constexpr std::string_view kMillisNumber = "expected a number of milliseconds";
 constexpr std::string_view kHashIdArray = "expected an array of non-negative integers";
 constexpr std::string_view kString = "expected a string";
+constexpr std::string_view kStringArray = "expected an array of strings";
 constexpr std::string_view kArray = "expected an array";
 
 std::string_view CountExpectation(int64_t min) {
@@ -199,9 +200,32 @@ StatusOr<TimeNs> TraceFields::OptionalSeconds(std::string_view key) const {
   return Seconds(key);
 }
 
+StatusOr<TimeNs> TraceFields::OptionalMillis(std::string_view key) const {
+  if (Find(key) == nullptr) return TimeNs();
+  return Millis(key);
+}
+
 StatusOr<std::string> TraceFields::OptionalString(std::string_view key) const {
   if (Find(key) == nullptr) return std::string();
   return String(key);
+}
+
+StatusOr<std::vector<std::string>> TraceFields::OptionalStrings(std::string_view key) const {
+  const boost::json::value* value = Find(key);
+  if (value == nullptr) return std::vector<std::string>();
+  const boost::json::array* array = value->if_array();
+  if (array == nullptr) return MistypedError(Name(key), kStringArray, *value);
+  std::vector<std::string> strings;
+  strings.reserve(array->size());
+  for (size_t i = 0; i < array->size(); ++i) {
+    const boost::json::string* s = (*array)[i].if_string();
+    if (s == nullptr) {
+      return InvalidArgumentError(Name(key) + ": " + std::string(kStringArray) + ", element " +
+                                  std::to_string(i) + " is " + Quote((*array)[i]));
+    }
+    strings.emplace_back(s->data(), s->size());
+  }
+  return strings;
 }
 
 }  // namespace agentkv::sim

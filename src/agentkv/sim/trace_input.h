@@ -158,7 +158,11 @@ class TraceFields {
 
   // Optional fields: as above when present; zero or "" when absent.
   [[nodiscard]] StatusOr<TimeNs> OptionalSeconds(std::string_view key) const;
+  [[nodiscard]] StatusOr<TimeNs> OptionalMillis(std::string_view key) const;
   [[nodiscard]] StatusOr<std::string> OptionalString(std::string_view key) const;
+  // An array of strings ("expected an array of strings, got <quoted>" or "..., element <i> is
+  // <quoted>"), as many as the line bound lets a file hold; empty when absent.
+  [[nodiscard]] StatusOr<std::vector<std::string>> OptionalStrings(std::string_view key) const;
 
  private:
   TraceFields(const boost::json::object& object, std::string path, bool record)

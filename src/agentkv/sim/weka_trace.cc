@@ -1,10 +1,10 @@
-// Invariants: every returned request has token counts in [0, kMaxTokens], times in
-// [0, kMaxTimeNs], at most ceil(in / block_size) hash ids, and each agent's think times add up
-// to at most kMaxTimeNs; requests and sub-agents keep file order; a file yields one
-// conversation or the whole parse fails with the first error, which names the source, the
-// line and the JSON path.
-// No exception escapes: Boost.JSON is used only through its error_code and if_* interfaces,
-// and the file system only through its error_code overloads.
+// Invariants: every returned request has token counts in [0, kMaxTokens], times (t, think_time,
+// api_time; a sub-agent's completion and duration) in [0, kMaxTimeNs], at most ceil(in /
+// block_size) hash ids, and each agent's think times add up to at most kMaxTimeNs; requests and
+// sub-agents keep file order; a file yields one conversation or the whole parse fails with the
+// first error, which names the source, the line and the JSON path. No exception escapes: Boost.JSON
+// is used only through its error_code and if_* interfaces, and the file system only through its
+// error_code overloads.
 #include "agentkv/sim/weka_trace.h"
 
 #include <algorithm>
@@ -26,6 +26,8 @@ namespace {
 // of more than a few thousand tokens (WEKA uses 64).
 constexpr int64_t kMaxBlockSize = int64_t{1} << 20;
 constexpr std::string_view kSubagentType = "subagent";
+constexpr std::string_view kCompleted = "completed";
+constexpr std::string_view kAsyncLaunched = "async_launched";
 
 std::string Index(std::string_view path, size_t i) {
   return std::string(path) + "[" + std::to_string(i) + "]";
@@ -45,6 +47,10 @@ StatusOr<WekaRequest> ReadRequest(const TraceFields& fields, int32_t block_size)
                                            request.input_tokens, block_size));
   AGENTKV_ASSIGN_OR_RETURN(request.stop, fields.OptionalString("stop"));
   AGENTKV_ASSIGN_OR_RETURN(request.think_time, fields.OptionalSeconds("think_time"));
+  AGENTKV_ASSIGN_OR_RETURN(request.api_time, fields.OptionalSeconds("api_time"));
+  AGENTKV_ASSIGN_OR_RETURN(request.model, fields.OptionalString("model"));
+  AGENTKV_ASSIGN_OR_RETURN(request.input_types, fields.OptionalStrings("input_types"));
+  AGENTKV_ASSIGN_OR_RETURN(request.output_types, fields.OptionalStrings("output_types"));
   return request;
 }
 
@@ -73,7 +79,14 @@ StatusOr<TraceFields> Entry(const boost::json::array& array, size_t i, std::stri
 StatusOr<WekaSubagent> ReadSubagent(const TraceFields& fields, int32_t block_size) {
   WekaSubagent subagent;
   AGENTKV_ASSIGN_OR_RETURN(subagent.agent_id, fields.String("agent_id"));
-  AGENTKV_ASSIGN_OR_RETURN(subagent.spawn, fields.Seconds("t"));
+  AGENTKV_ASSIGN_OR_RETURN(subagent.subagent_type, fields.OptionalString("subagent_type"));
+  AGENTKV_ASSIGN_OR_RETURN(subagent.completion, fields.Seconds("t"));
+  AGENTKV_ASSIGN_OR_RETURN(subagent.duration, fields.OptionalMillis("duration_ms"));
+  AGENTKV_ASSIGN_OR_RETURN(const std::string status, fields.OptionalString("status"));
+  subagent.status = status == kCompleted       ? SubagentStatus::kCompleted
+                    : status == kAsyncLaunched ? SubagentStatus::kAsyncLaunched
+                                               : SubagentStatus::kUnknown;
+  AGENTKV_ASSIGN_OR_RETURN(subagent.models, fields.OptionalStrings("models"));
   AGENTKV_ASSIGN_OR_RETURN(const boost::json::array* requests, fields.Array("requests"));
   const std::string requests_path = fields.Name("requests");
   subagent.requests.reserve(requests->size());
@@ -134,7 +147,69 @@ Status Locate(const Status& status, std::string_view path, std::istream& in, std
   return Status(status.code(), where + ": " + status.message());
 }
 
+// Whether `models` (or, when empty, the `model` of `requests`) names a model of `main_models`.
+bool UsesOneOf(const std::vector<std::string>& models, const std::vector<WekaRequest>& requests,
+               const std::vector<std::string>& main_models) {
+  const auto known = [&main_models](const std::string& m) {
+    return std::find(main_models.begin(), main_models.end(), m) != main_models.end();
+  };
+  if (!models.empty()) return std::any_of(models.begin(), models.end(), known);
+  return std::any_of(requests.begin(), requests.end(),
+                     [&known](const WekaRequest& r) { return !r.model.empty() && known(r.model); });
+}
+
 }  // namespace
+
+std::string_view SubagentStatusName(SubagentStatus status) {
+  switch (status) {
+    case SubagentStatus::kCompleted:
+      return kCompleted;
+    case SubagentStatus::kAsyncLaunched:
+      return kAsyncLaunched;
+    case SubagentStatus::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+TimeNs WekaSubagent::spawn() const {
+  return duration >= completion ? TimeNs(0) : completion - duration;
+}
+
+bool WekaConversation::SharesMainModel(const WekaSubagent& subagent) const {
+  std::vector<std::string> main_models;
+  for (const WekaRequest& r : requests) {
+    if (!r.model.empty()) main_models.push_back(r.model);
+  }
+  const bool sub_has_model = !subagent.models.empty() ||
+                             std::any_of(subagent.requests.begin(), subagent.requests.end(),
+                                         [](const WekaRequest& r) { return !r.model.empty(); });
+  if (main_models.empty() || !sub_has_model) return true;
+  return UsesOneOf(subagent.models, subagent.requests, main_models);
+}
+
+std::string_view SubagentModelsName(SubagentModels mode) {
+  return mode == SubagentModels::kShare ? "share" : "exclude";
+}
+
+std::optional<SubagentModels> ParseSubagentModels(std::string_view name) {
+  if (name == "share") return SubagentModels::kShare;
+  if (name == "exclude") return SubagentModels::kExclude;
+  return std::nullopt;
+}
+
+std::vector<WekaConversation> ApplySubagentModels(std::vector<WekaConversation> conversations,
+                                                  SubagentModels mode) {
+  if (mode == SubagentModels::kShare) return conversations;
+  for (WekaConversation& c : conversations) {
+    std::vector<WekaSubagent> kept;
+    for (WekaSubagent& s : c.subagents) {
+      if (c.SharesMainModel(s)) kept.push_back(std::move(s));
+    }
+    c.subagents = std::move(kept);
+  }
+  return conversations;
+}
 
 int64_t WekaConversation::TotalRequests() const {
   auto total = static_cast<int64_t>(requests.size());

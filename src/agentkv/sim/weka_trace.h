@@ -2,22 +2,28 @@
 //
 // One file is one conversation: a JSON object whose `requests[]` holds, in timeline order,
 // the main agent's model requests and `type: "subagent"` entries, each with its own nested
-// `requests[]` whose times are relative to the spawn. A request carries `t` (seconds), `in`
-// and `out` (tokens), `hash_ids` (one id per full 64-token prompt block, local to the file;
-// sub-agents share the parent's namespace), `stop` and `think_time`. Unknown fields are
-// ignored; anything else that does not fit (a wrong type, a number out of the range of its
-// kind in agentkv/base/bounds.h, a line longer than kMaxTraceLineBytes) is an InvalidArgument
-// naming the file, the line and the JSON path of the field, e.g. `trace_0004.json:1:
-// requests[12].hash_ids: expected an array of non-negative integers, element 3 is "x"`.
-// The file is parsed as it is read, so memory follows its values, not its bytes. The reader is the
-// workload half of the agentic replay (agentic_replay.h): it produces plain values and never
-// touches the cache. No exception escapes. Pure functions over their inputs (the file functions
-// read the file system); thread-safe.
+// `requests[]` whose times are relative to the sub-agent's spawn. A request carries `t`
+// (seconds), `model`, `in` and `out` (tokens), `hash_ids` (one id per full 64-token prompt
+// block, local to the file; sub-agents share the parent's namespace), `input_types` and
+// `output_types` (the kinds of content sent and produced: "text", "tool_result", "thinking",
+// "tool_use"), `stop`, `api_time` (server seconds) and `think_time`. A sub-agent entry's `t` is
+// its COMPLETION on the parent's timeline (in the public traces, `t - duration_ms / 1000` is the
+// end of the parent request that launched it, to within a second), `duration_ms` its run time,
+// `status` "completed" (the parent waited for its result) or "async_launched" (it ran in the
+// background). Unknown fields are ignored; anything else that does not fit (a wrong type, a
+// number out of the range of its kind in agentkv/base/bounds.h, a line longer than
+// kMaxTraceLineBytes) is an InvalidArgument naming the file, the line and the JSON path of the
+// field, e.g. `trace_0004.json:1: requests[12].hash_ids: expected an array of non-negative
+// integers, element 3 is "x"`. The file is parsed as it is read, so memory follows its values,
+// not its bytes. The reader is the workload half of the agentic replay (agentic_replay.h): it
+// produces plain values and never touches the cache. No exception escapes. Pure functions over
+// their inputs (the file functions read the file system); thread-safe.
 #ifndef AGENTKV_SIM_WEKA_TRACE_H_
 #define AGENTKV_SIM_WEKA_TRACE_H_
 
 #include <cstdint>
 #include <istream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,7 +33,8 @@
 
 namespace agentkv::sim {
 
-// One model request, of the main agent or of a sub-agent.
+// One model request, of the main agent or of a sub-agent. The fields after `think_time` are
+// optional in the file and default when absent.
 struct WekaRequest {
   // `t`: offset from the conversation start (main agent) or from the spawn (sub-agent),
   // rounded to the nanosecond. Required; a number of seconds in [0, 365 days].
@@ -45,20 +52,57 @@ struct WekaRequest {
   // tool's execution). Optional; a number of seconds in [0, 365 days]; default 0. The think
   // times of one agent (the main agent, or one sub-agent) add up to at most 365 days.
   TimeNs think_time;
+  // `api_time`: server time of the request as recorded (first byte sent to last byte
+  // received). Optional; a number of seconds in [0, 365 days]; default 0 (not recorded).
+  TimeNs api_time;
+  // `model`, e.g. "claude-opus-4-5-20251101". Optional string; default "".
+  std::string model;
+  // `input_types` / `output_types`: the kinds of content the request sent since the previous
+  // one and the response produced, e.g. ["tool_result"] and ["thinking", "tool_use"]. Optional
+  // arrays of strings; default empty (not recorded).
+  std::vector<std::string> input_types;
+  std::vector<std::string> output_types;
 
   friend bool operator==(const WekaRequest&, const WekaRequest&) = default;
 };
+
+// `status` of a sub-agent entry.
+enum class SubagentStatus {
+  // Absent, or a value this reader does not know.
+  kUnknown,
+  // "completed": the parent's Task tool call returned the sub-agent's result, so the parent
+  // waited for it.
+  kCompleted,
+  // "async_launched": the call returned at once and the sub-agent ran in the background.
+  kAsyncLaunched,
+};
+
+// "completed", "async_launched" or "unknown".
+std::string_view SubagentStatusName(SubagentStatus status);
 
 // A `type: "subagent"` entry of the main agent's `requests[]`.
 struct WekaSubagent {
   // `agent_id`, e.g. "agent_001". Required string.
   std::string agent_id;
-  // `t` of the entry: the spawn offset on the main agent's timeline. Required; seconds in
-  // [0, 365 days].
-  TimeNs spawn;
-  // The nested `requests[]`, in file order; their `t` is relative to `spawn`. Required array
+  // `subagent_type`, e.g. "Explore". Optional string; default "".
+  std::string subagent_type;
+  // `t` of the entry: when the sub-agent COMPLETED, on the main agent's timeline (offset from
+  // the conversation start). Required; seconds in [0, 365 days].
+  TimeNs completion;
+  // `duration_ms`: how long it ran, spawn to completion. Optional; milliseconds in [0, 365
+  // days]; default 0.
+  TimeNs duration;
+  // `status`. Optional string; "completed" and "async_launched" are known, anything else
+  // (or none) is kUnknown.
+  SubagentStatus status = SubagentStatus::kUnknown;
+  // `models`: the models its requests used. Optional array of strings; default empty.
+  std::vector<std::string> models;
+  // The nested `requests[]`, in file order; their `t` is relative to spawn(). Required array
   // (possibly empty); sub-agents do not nest.
   std::vector<WekaRequest> requests;
+
+  // When it was spawned on the main agent's timeline: completion - duration, clamped at 0.
+  TimeNs spawn() const;
 
   friend bool operator==(const WekaSubagent&, const WekaSubagent&) = default;
 };
@@ -78,6 +122,10 @@ struct WekaConversation {
 
   // Requests of the main agent and of every sub-agent.
   int64_t TotalRequests() const;
+  // Whether `subagent` runs on a model the main agent uses: one of its models (its `models`,
+  // or its requests' `model` when `models` is empty) is the `model` of a main-agent request.
+  // True when either side records no model (nothing says they differ).
+  bool SharesMainModel(const WekaSubagent& subagent) const;
 
   friend bool operator==(const WekaConversation&, const WekaConversation&) = default;
 };
@@ -112,6 +160,23 @@ StatusOr<std::vector<std::string>> ExpandWekaTracePaths(const std::vector<std::s
 // Reads every file of ExpandWekaTracePaths(paths), in that order: the conversations of one
 // agentic replay. The first error of any file, as ReadWekaTrace reports it.
 StatusOr<std::vector<WekaConversation>> ReadWekaTraces(const std::vector<std::string>& paths);
+
+// Whether sub-agents that run on another model than their main agent (SharesMainModel false)
+// are replayed on the same fleet as the main agents, or left out (a fleet that serves one
+// model: in the public traces, Haiku sub-agents of Opus sessions).
+enum class SubagentModels {
+  kShare,
+  kExclude,
+};
+
+// "share" or "exclude"; and back (nullopt for any other name).
+std::string_view SubagentModelsName(SubagentModels mode);
+std::optional<SubagentModels> ParseSubagentModels(std::string_view name);
+
+// `conversations` with, under kExclude, every sub-agent that does not share its main agent's
+// model removed (the others keep their order); unchanged under kShare.
+std::vector<WekaConversation> ApplySubagentModels(std::vector<WekaConversation> conversations,
+                                                  SubagentModels mode);
 
 }  // namespace agentkv::sim
 

@@ -64,7 +64,8 @@ struct ReplayTableRow {
 // The metrics of the arm table, in display order: prefix-cache hit ratios (and the fraction of
 // the infinite-cache ideal reached), recompute tokens, throughput, latency percentiles, engine
 // counters, admission counters (the arms' agentic_kv series whose names contain "admit",
-// "wait" or "bypass" and that are non-zero in some arm) and conservation. Rows that only
+// "wait" or "bypass" and that are non-zero in some arm) and conservation; for an RL rollout
+// (some arm has ArmResult::rollout) the rollout group opens the table. Rows that only
 // apply to some setups (admission wait, demotion restores, ...) are left out when they are zero
 // in every arm. Empty when there are no arms.
 std::vector<ReplayTableRow> ReplayTableRows(const sim::ReplayResult& result, NumberStyle style);
@@ -80,9 +81,9 @@ std::string FormatReplayTable(const sim::ReplayResult& result);
 // "description", every scalar field of ArmResult by its field name, the four duration summaries
 // as objects, "agentic_kv" as an object in series order, "delta_vs_baseline": {row key:
 // fraction}, "kv_usage" as [time_s, used, evictable, capacity, waiting] rows,
-// "session_times_s"}]}. The deltas are those of the table rows with a key; one is left out when
-// the baseline's value is 0, and the baseline's own are 0. Non-finite doubles are written as
-// null. Ends with a newline.
+// "session_times_s", and "rollout" (every RolloutMetrics field) only when the arm has it}]}. The
+// deltas are those of the table rows with a key; one is left out when the baseline's value is 0,
+// and the baseline's own are 0. Non-finite doubles are written as null. Ends with a newline.
 std::string ReplayResultJson(const sim::ReplayResult& result);
 
 // A self-contained HTML5 report that is also well-formed XML (no scripts, no external

@@ -193,7 +193,8 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
   c.add_option("--trace", trace_paths_, "Trace files or directories (weka, mooncake, bailian)")
       ->type_name("PATH")
       ->group(workload_group);
-  c.add_option("--seed", seed_, "Seed of the synthetic generator and of WEKA start times")
+  c.add_option("--seed", seed_,
+               "Seed of the synthetic and rollout generators and of WEKA start times")
       ->capture_default_str()
       ->group(workload_group);
   c.add_option("--sessions", sessions_,

@@ -15,6 +15,8 @@ namespace {
 
 constexpr int64_t kMaxConversations = 1000;
 constexpr int64_t kMaxSubagents = 999;
+// Groups are counted in a vector indexed by group.
+constexpr int32_t kMaxGroups = 1 << 20;
 // With a shared prefix, conversation k's own ids are offset by (k + 1) << 40.
 constexpr int kSharedPrefixIdBits = 40;
 
@@ -103,11 +105,11 @@ StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, Gate
   for (size_t k = 0; gated && k < workload->conversations.size(); ++k) {
     const int32_t group = workload->groups[k];
     const int32_t gate = workload->start_after_group[k];
-    if (group < 0 || gate < -1 || gate >= group) {
-      return InvalidArgumentError("conversations[" + std::to_string(k) + "] is in group " +
-                                  std::to_string(group) + " gated on group " +
-                                  std::to_string(gate) +
-                                  ": a group is >= 0 and a gate is -1 or an earlier group");
+    if (group < 0 || group >= kMaxGroups || gate < -1 || gate >= group) {
+      return InvalidArgumentError(
+          "conversations[" + std::to_string(k) + "] is in group " + std::to_string(group) +
+          " gated on group " + std::to_string(gate) + ": a group is in [0, " +
+          std::to_string(kMaxGroups) + ") and a gate is -1 or an earlier group");
     }
   }
   const int32_t tokens_per_block =

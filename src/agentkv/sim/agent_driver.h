@@ -157,7 +157,8 @@ class AgentDriver {
   // Validates the options and the workload (starts.size() == conversations.size(), at most 1000
   // conversations and 999 sub-agents per conversation so ids stay distinct, one block_size
   // that matches engine 0's tokens_per_block, gates as AgenticWorkload documents them: groups
-  // and start_after_group both empty or both sized, groups >= 0, -1 <= gate < group). `loop`,
+  // and start_after_group both empty or both sized, groups in [0, 2^20), -1 <= gate < group).
+  // `loop`,
   // `gateway` and `workload` must outlive the driver.
   static StatusOr<std::unique_ptr<AgentDriver>> Create(EventLoop* loop, GatewayModel* gateway,
                                                        const AgenticWorkload* workload,

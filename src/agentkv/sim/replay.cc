@@ -238,7 +238,6 @@ RolloutMetrics SummarizeRollout(const ArmFleet& arm_fleet, const AgenticWorkload
                                 const AgentDriverResult& driven, const ArmResult& result) {
   RolloutMetrics m;
   const int32_t steps = *std::max_element(workload.groups.begin(), workload.groups.end()) + 1;
-  m.steps = steps;
   std::vector<std::optional<TimeNs>> first(static_cast<size_t>(steps));
   std::vector<std::optional<TimeNs>> last(static_cast<size_t>(steps));
   for (const DriverConversationResult& c : driven.conversations) {
@@ -256,6 +255,7 @@ RolloutMetrics SummarizeRollout(const ArmFleet& arm_fleet, const AgenticWorkload
     m.step_makespan_max_s = std::max(m.step_makespan_max_s, seconds);
     ++measured;
   }
+  m.steps = measured;
   if (measured > 0) m.step_makespan_mean_s /= static_cast<double>(measured);
   const double engine_seconds =
       result.makespan_s * static_cast<double>(arm_fleet.fleet->num_engines());

@@ -57,7 +57,7 @@ struct KvUsageSample {
 // GPU is not saturated) next to the rollout's own throughput. Preemptions and recompute are
 // ArmResult's own fields.
 struct RolloutMetrics {
-  // Steps (groups) and trajectories (main-agent conversations).
+  // Steps (groups that hold a conversation) and trajectories (main-agent conversations).
   int64_t steps = 0;
   int64_t trajectories = 0;
   // Step makespan: from the first begin of one of the step's trajectories to the last end of

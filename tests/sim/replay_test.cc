@@ -448,6 +448,19 @@ TEST(ReplayTest, ARolloutCompletesWithConservationAndItsMetrics) {
   EXPECT_EQ(report::ReplayResultJson(*again), json);
 }
 
+TEST(ReplayTest, ARolloutGroupSharesItsPromptKvOnlyThroughTheSharedPrefixIds) {
+  const RolloutWorkload rollout = SmallRollout();
+  ReplayOptions options = SmallFleet();
+  options.arms = Arms({"baseline"});
+  options.shared_prefix_ids = rollout.shared_prefix_ids;
+  StatusOr<ReplayResult> shared = RunReplay(rollout.workload, "rollout", 1, options);
+  options.shared_prefix_ids = 0;
+  StatusOr<ReplayResult> private_ids = RunReplay(rollout.workload, "rollout", 1, options);
+  ASSERT_TRUE(shared.ok() && private_ids.ok());
+  // Each trajectory's first prompt is cached only when its group (or the run) computed it.
+  EXPECT_GT(shared->arms[0].cached_device_tokens, private_ids->arms[0].cached_device_tokens);
+}
+
 TEST(ReplayTest, OnlyAWorkloadWithStepsHasRolloutMetrics) {
   ReplayOptions options = SmallFleet();
   options.arms = Arms({"baseline"});

@@ -7,9 +7,17 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
+
+#include "agentkv/routing/router.h"
+#include "agentkv/sim/agent_driver.h"
+#include "agentkv/sim/event_loop.h"
+#include "agentkv/sim/fleet_model.h"
+#include "agentkv/sim/gateway_model.h"
 
 namespace agentkv::sim {
 namespace {
@@ -225,6 +233,80 @@ TEST(RolloutWorkloadTest, DefaultsGiveLongContextsWithinTheWindow) {
   // Tens of thousands of tokens at the median, never past the window.
   EXPECT_GT(final_context[final_context.size() / 2], 20'000);
   EXPECT_LE(final_context.back(), 65'536);
+}
+
+// The generator's gates as the agent driver runs them: per step, the first submission and the
+// last completion, on a small two-engine fleet.
+struct StepSpan {
+  TimeNs first_submitted = TimeNs(std::numeric_limits<int64_t>::max());
+  TimeNs last_completed;
+};
+
+std::vector<StepSpan> DriveSteps(const RolloutWorkload& rollout) {
+  EventLoop loop;
+  FleetModelOptions fleet_options;
+  fleet_options.num_engines = 2;
+  fleet_options.router.policy = routing::RouterPolicy::kRoundRobin;
+  fleet_options.engine.config.kv_pool.tokens_per_block = 64;
+  fleet_options.engine.config.kv_pool.max_total_tokens = 64 * 1024;
+  StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(&loop, fleet_options);
+  EXPECT_TRUE(fleet.ok()) << fleet.status();
+  StatusOr<std::unique_ptr<GatewayModel>> gateway =
+      GatewayModel::Create(&loop, fleet->get(), GatewayModelOptions{});
+  EXPECT_TRUE(gateway.ok()) << gateway.status();
+  StatusOr<AgentDriverResult> result =
+      RunAgentWorkload(&loop, gateway->get(), rollout.workload,
+                       AgentDriverOptions{.shared_prefix_ids = rollout.shared_prefix_ids});
+  EXPECT_TRUE(result.ok()) << result.status();
+  std::vector<StepSpan> spans;
+  if (!result.ok()) return spans;
+  EXPECT_EQ(result->requests_completed, result->requests_issued);
+  for (const DriverRequest& q : result->requests) {
+    const size_t k = static_cast<size_t>(q.conversation.value() - 1);
+    const size_t step = static_cast<size_t>(rollout.workload.groups[k]);
+    if (spans.size() <= step) spans.resize(step + 1);
+    spans[step].first_submitted = std::min(spans[step].first_submitted, q.submitted);
+    spans[step].last_completed = std::max(spans[step].last_completed, q.completed.value());
+  }
+  return spans;
+}
+
+RolloutWorkloadOptions Driven(RolloutMode mode) {
+  RolloutWorkloadOptions o;
+  o.prompts = 2;
+  o.group_size = 2;
+  o.steps = 4;
+  o.mode = mode;
+  o.staleness = 1;
+  o.system_prompt_tokens = 640;
+  o.task_prompt_tokens = LogNormal{300.0, 0.3};
+  o.turns = LogNormal{3.0, 0.3};
+  o.observation_tokens = LogNormal{200.0, 0.3};
+  o.tool_s = LogNormal{2.0, 0.5};
+  o.max_context_tokens = 4000;
+  return o;
+}
+
+TEST(RolloutWorkloadTest, DrivenSynchronousStepsNeverOverlap) {
+  const std::vector<StepSpan> spans = DriveSteps(Generate(Driven(RolloutMode::kSynchronous)));
+  ASSERT_EQ(spans.size(), 4u);
+  for (size_t s = 1; s < spans.size(); ++s) {
+    // A step's first request follows the previous step's last completion, at once.
+    EXPECT_EQ(spans[s].first_submitted, spans[s - 1].last_completed) << s;
+  }
+}
+
+TEST(RolloutWorkloadTest, DrivenAsynchronousStepsKeepTheStalenessBound) {
+  const std::vector<StepSpan> spans = DriveSteps(Generate(Driven(RolloutMode::kAsynchronous)));
+  ASSERT_EQ(spans.size(), 4u);
+  EXPECT_EQ(spans[1].first_submitted, TimeNs());
+  for (size_t s = 2; s < spans.size(); ++s) {
+    TimeNs ended;  // Every step <= s - 2 has ended.
+    for (size_t e = 0; e + 2 <= s; ++e) ended = std::max(ended, spans[e].last_completed);
+    EXPECT_EQ(spans[s].first_submitted, ended) << s;
+  }
+  // Staleness 1 lets two steps run at once.
+  EXPECT_LT(spans[1].first_submitted, spans[0].last_completed);
 }
 
 }  // namespace

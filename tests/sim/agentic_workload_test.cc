@@ -55,5 +55,17 @@ TEST(AgenticWorkloadTest, FoldingStartsShiftsMainRequestsAndSpawnsOnly) {
   EXPECT_EQ(folded[1].subagents[0].spawn, kEnd);
 }
 
+TEST(AgenticWorkloadTest, GatedMeansSomeConversationWaitsForAGroup) {
+  AgenticWorkload workload;
+  workload.conversations.resize(2);
+  workload.starts.resize(2);
+  EXPECT_FALSE(workload.gated());
+  workload.groups = {0, 1};
+  workload.start_after_group = {-1, -1};
+  EXPECT_FALSE(workload.gated());
+  workload.start_after_group[1] = 0;
+  EXPECT_TRUE(workload.gated());
+}
+
 }  // namespace
 }  // namespace agentkv::sim

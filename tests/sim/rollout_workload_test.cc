@@ -18,6 +18,7 @@
 #include "agentkv/sim/event_loop.h"
 #include "agentkv/sim/fleet_model.h"
 #include "agentkv/sim/gateway_model.h"
+#include "agentkv/sim/instant_sources.h"
 
 namespace agentkv::sim {
 namespace {
@@ -307,6 +308,13 @@ TEST(RolloutWorkloadTest, DrivenAsynchronousStepsKeepTheStalenessBound) {
   }
   // Staleness 1 lets two steps run at once.
   EXPECT_LT(spans[1].first_submitted, spans[0].last_completed);
+}
+
+TEST(RolloutWorkloadTest, TheInstantReplayRefusesTheGatedSteps) {
+  const StatusOr<InstantWorkload> timeline = MergedTimeline(Generate(Small()).workload);
+  ASSERT_FALSE(timeline.ok());
+  EXPECT_EQ(timeline.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(timeline.status().message().find("cannot run a gated workload"), std::string::npos);
 }
 
 }  // namespace

@@ -436,5 +436,111 @@ TEST(AgentDriverSharedTest, SubagentsOfThePublicTracesRunWhileTheParentWaits) {
   EXPECT_EQ(inside_wait, joined_requests);
 }
 
+// ---- Start gating (AgenticWorkload::groups / start_after_group) -----------------------------
+
+// `groups` x `per_group` conversations of three requests each (tool gaps of 1-3 s, lengths
+// differing per conversation so that their ends differ); conversation i is in group
+// i / per_group and gated on group (group - lag), or ungated when that is negative.
+AgenticWorkload GatedWorkload(int32_t groups, int32_t per_group, int32_t lag) {
+  AgenticWorkload workload;
+  for (int32_t g = 0; g < groups; ++g) {
+    for (int32_t m = 0; m < per_group; ++m) {
+      const int32_t i = g * per_group + m;
+      WekaConversation c;
+      c.id = "c" + std::to_string(i);
+      c.block_size = kBlock;
+      const double gap = 1.0 + (i % 3);
+      c.requests = {Req(0, 4, 1, 8 + i), Req(gap, 6, 1, 8, gap), Req(2 * gap, 8, 1, 8, gap)};
+      workload.conversations.push_back(c);
+      workload.starts.push_back(TimeNs(0));
+      workload.groups.push_back(g);
+      workload.start_after_group.push_back(std::max(-1, g - lag));
+    }
+  }
+  return workload;
+}
+
+// Per group: the first submission and the last completion of its requests.
+struct GroupSpan {
+  TimeNs first_submitted = TimeNs(std::numeric_limits<int64_t>::max());
+  TimeNs last_completed;
+};
+
+std::vector<GroupSpan> Spans(const AgenticWorkload& workload, const AgentDriverResult& r) {
+  std::vector<GroupSpan> spans;
+  for (const DriverRequest& q : r.requests) {
+    const size_t k = static_cast<size_t>(q.conversation.value() - 1);
+    const size_t g = static_cast<size_t>(workload.groups[k]);
+    if (spans.size() <= g) spans.resize(g + 1);
+    spans[g].first_submitted = std::min(spans[g].first_submitted, q.submitted);
+    EXPECT_TRUE(q.completed.has_value());
+    spans[g].last_completed = std::max(spans[g].last_completed, *q.completed);
+  }
+  return spans;
+}
+
+TEST(AgentDriverTest, SynchronousGroupsNeverOverlap) {
+  const AgenticWorkload workload = GatedWorkload(/*groups=*/3, /*per_group=*/3, /*lag=*/1);
+  std::unique_ptr<Sim> sim = MakeSim();
+  const AgentDriverResult r = Drive(*sim, workload, {});
+  EXPECT_EQ(r.requests_completed, 27);
+  const std::vector<GroupSpan> spans = Spans(workload, r);
+  ASSERT_EQ(spans.size(), 3u);
+  for (size_t g = 1; g < spans.size(); ++g) {
+    // Group g begins exactly when group g - 1's last request completed (start 0, t_0 = 0).
+    EXPECT_EQ(spans[g].first_submitted, spans[g - 1].last_completed) << g;
+  }
+  for (size_t k = 3; k < r.conversations.size(); ++k) {
+    EXPECT_EQ(r.conversations[k].start, spans[k / 3 - 1].last_completed);
+  }
+}
+
+TEST(AgentDriverTest, BoundedStalenessGatesOnTheGroupLagPlusOneBack) {
+  // Staleness 1: group g waits for group g - 2 (and every earlier one) only.
+  const AgenticWorkload workload = GatedWorkload(/*groups=*/4, /*per_group=*/2, /*lag=*/2);
+  std::unique_ptr<Sim> sim = MakeSim();
+  const AgentDriverResult r = Drive(*sim, workload, {});
+  EXPECT_EQ(r.requests_completed, 24);
+  const std::vector<GroupSpan> spans = Spans(workload, r);
+  ASSERT_EQ(spans.size(), 4u);
+  // Groups 0 and 1 start at once, so they overlap: the gate is not the synchronous one.
+  EXPECT_EQ(spans[0].first_submitted, TimeNs(0));
+  EXPECT_EQ(spans[1].first_submitted, TimeNs(0));
+  for (size_t g = 2; g < spans.size(); ++g) {
+    TimeNs ended;  // Every group <= g - 2 has ended.
+    for (size_t e = 0; e + 2 <= g; ++e) ended = std::max(ended, spans[e].last_completed);
+    EXPECT_EQ(spans[g].first_submitted, ended) << g;
+    // At most two groups in flight: group g starts before group g - 1 ended.
+    EXPECT_LT(spans[g].first_submitted, spans[g - 1].last_completed) << g;
+  }
+}
+
+TEST(AgentDriverTest, AGatedConversationKeepsALaterStart) {
+  AgenticWorkload workload = GatedWorkload(/*groups=*/2, /*per_group=*/1, /*lag=*/1);
+  workload.starts[1] = TimeNs::Seconds(1000);
+  std::unique_ptr<Sim> sim = MakeSim();
+  const AgentDriverResult r = Drive(*sim, workload, {});
+  EXPECT_EQ(r.conversations[1].start, TimeNs::Seconds(1000));
+}
+
+TEST(AgentDriverTest, RejectsMalformedGates) {
+  std::unique_ptr<Sim> sim = MakeSim();
+  AgenticWorkload workload = GatedWorkload(2, 2, 1);
+  workload.groups.pop_back();
+  EXPECT_FALSE(AgentDriver::Create(&sim->loop, sim->gateway.get(), &workload, {}).ok());
+  workload = GatedWorkload(2, 2, 1);
+  workload.start_after_group[3] = 1;  // Its own group: it would wait for itself.
+  StatusOr<std::unique_ptr<AgentDriver>> driver =
+      AgentDriver::Create(&sim->loop, sim->gateway.get(), &workload, {});
+  ASSERT_FALSE(driver.ok());
+  EXPECT_NE(driver.status().message().find("conversations[3] is in group 1 gated on group 1"),
+            std::string::npos)
+      << driver.status();
+  workload = GatedWorkload(2, 2, 1);
+  workload.groups[0] = -1;
+  workload.start_after_group[0] = -1;
+  EXPECT_FALSE(AgentDriver::Create(&sim->loop, sim->gateway.get(), &workload, {}).ok());
+}
+
 }  // namespace
 }  // namespace agentkv::sim

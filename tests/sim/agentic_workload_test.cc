@@ -73,5 +73,17 @@ TEST(AgenticWorkloadTest, FoldingKeepsAClampedSpawnAtTheStart) {
   EXPECT_EQ(folded[0].subagents[0].spawn(), TimeNs::Seconds(10));
 }
 
+TEST(AgenticWorkloadTest, GatedMeansSomeConversationWaitsForAGroup) {
+  AgenticWorkload workload;
+  workload.conversations.resize(2);
+  workload.starts.resize(2);
+  EXPECT_FALSE(workload.gated());
+  workload.groups = {0, 1};
+  workload.start_after_group = {-1, -1};
+  EXPECT_FALSE(workload.gated());
+  workload.start_after_group[1] = 0;
+  EXPECT_TRUE(workload.gated());
+}
+
 }  // namespace
 }  // namespace agentkv::sim

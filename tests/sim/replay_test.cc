@@ -26,6 +26,7 @@
 #include "agentkv/report/replay_report.h"
 #include "agentkv/sim/cache_curve.h"
 #include "agentkv/sim/mooncake_trace.h"
+#include "agentkv/sim/rollout_workload.h"
 #include "agentkv/sim/synthetic_agentic.h"
 #include "arm_names.h"
 
@@ -322,7 +323,8 @@ AgenticWorkload NonOverlappingWorkload() {
   a.requests = {TimedRequest(0, 0, 3), TimedRequest(100, 10, 5), TimedRequest(200, 20, 2)};
   WekaSubagent sub;
   sub.agent_id = "agent_001";
-  sub.spawn = TimeNs::Seconds(50);
+  sub.completion = TimeNs::Seconds(60);  // Spawned at 50 s.
+  sub.duration = TimeNs::Seconds(10);
   sub.requests = {TimedRequest(0, 100, 4), TimedRequest(10, 110, 1)};
   a.subagents = {sub};
   WekaConversation b;
@@ -512,6 +514,97 @@ TEST(ReplayTest, ARequestNoEngineCanHoldIsRejectedInEveryArmWithoutAllocatingFor
   ASSERT_FALSE(past.ok());
   EXPECT_THAT(past.status().message(),
               testing::HasSubstr("requests[1].prompt_tokens: 9223372036854775807 is out of range"));
+}
+
+// --- The RL rollout workload ---------------------------------------------------------------------
+
+// A small synchronous rollout: 2 steps x 2 tasks x 3 samples of a few short turns.
+RolloutWorkload SmallRollout() {
+  RolloutWorkloadOptions options;
+  options.prompts = 2;
+  options.group_size = 3;
+  options.steps = 2;
+  options.system_prompt_tokens = 1000;
+  options.task_prompt_tokens = LogNormal{500.0, 0.3};
+  options.turns = LogNormal{4.0, 0.3};
+  options.max_turns = 6;
+  options.observation_tokens = LogNormal{300.0, 0.5};
+  options.tool_s = LogNormal{2.0, 0.5};
+  options.max_context_tokens = 6000;
+  StatusOr<RolloutWorkload> rollout = GenerateRolloutWorkload(options);
+  EXPECT_TRUE(rollout.ok()) << rollout.status();
+  return *std::move(rollout);
+}
+
+TEST(ReplayTest, ARolloutCompletesWithConservationAndItsMetrics) {
+  const RolloutWorkload rollout = SmallRollout();
+  ReplayOptions options = SmallFleet();
+  options.arms = Arms({"baseline", "+lifecycle", "+admission"});
+  options.shared_prefix_ids = rollout.shared_prefix_ids;
+  // RunReplay returns Internal when conservation fails in an arm.
+  StatusOr<ReplayResult> result = RunReplay(rollout.workload, "rollout", 1, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  int64_t requests = 0;
+  for (const WekaConversation& c : rollout.workload.conversations) requests += c.TotalRequests();
+  for (const ArmResult& arm : result->arms) {
+    SCOPED_TRACE(arm.arm);
+    EXPECT_EQ(arm.requests_issued, requests);
+    EXPECT_EQ(arm.requests_completed, requests);
+    EXPECT_EQ(arm.sessions, 12);
+    // Group members share their prompt's KV: something is cached from the first step on.
+    EXPECT_GT(arm.cached_device_tokens, 0);
+    ASSERT_TRUE(arm.rollout.has_value());
+    const RolloutMetrics& m = *arm.rollout;
+    EXPECT_EQ(m.steps, 2);
+    EXPECT_EQ(m.trajectories, 12);
+    EXPECT_GT(m.step_makespan_mean_s, 0);
+    EXPECT_GE(m.step_makespan_max_s, m.step_makespan_mean_s);
+    // Synchronous steps never overlap and follow each other at once: they tile the makespan.
+    EXPECT_NEAR(2 * m.step_makespan_mean_s, arm.makespan_s, 1e-6);
+    EXPECT_NEAR(m.trajectories_per_s, 12 / arm.makespan_s, 1e-9);
+    EXPECT_DOUBLE_EQ(m.generated_tokens_per_s, arm.output_tokens_per_s);
+    EXPECT_GT(m.gpu_busy_fraction, 0);
+    EXPECT_LE(m.gpu_busy_fraction, 1);
+    EXPECT_GT(m.compute_utilization, 0);
+    EXPECT_LE(m.compute_utilization, m.gpu_busy_fraction);
+    EXPECT_GE(m.kv_token_usage_peak, m.kv_token_usage_mean);
+    EXPECT_GE(m.kv_occupancy_mean, m.kv_token_usage_mean);
+    EXPECT_GE(m.kv_occupancy_peak, m.kv_occupancy_mean);
+    EXPECT_LE(m.kv_occupancy_peak, 1.0);
+    EXPECT_GE(static_cast<double>(m.waiting_requests_peak), m.waiting_requests_mean);
+  }
+  const std::string json = report::ReplayResultJson(*result);
+  EXPECT_THAT(json, testing::HasSubstr("\"rollout\": {"));
+  EXPECT_THAT(json, testing::HasSubstr("\"rollout_step_makespan_mean_s\""));
+  EXPECT_THAT(report::FormatReplayTable(*result), testing::HasSubstr("\nrollout\n  steps"));
+  // Same inputs, same bytes.
+  StatusOr<ReplayResult> again = RunReplay(rollout.workload, "rollout", 1, options);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(report::ReplayResultJson(*again), json);
+}
+
+TEST(ReplayTest, ARolloutGroupSharesItsPromptKvOnlyThroughTheSharedPrefixIds) {
+  const RolloutWorkload rollout = SmallRollout();
+  ReplayOptions options = SmallFleet();
+  options.arms = Arms({"baseline"});
+  options.shared_prefix_ids = rollout.shared_prefix_ids;
+  StatusOr<ReplayResult> shared = RunReplay(rollout.workload, "rollout", 1, options);
+  options.shared_prefix_ids = 0;
+  StatusOr<ReplayResult> private_ids = RunReplay(rollout.workload, "rollout", 1, options);
+  ASSERT_TRUE(shared.ok() && private_ids.ok());
+  // Each trajectory's first prompt is cached only when its group (or the run) computed it.
+  EXPECT_GT(shared->arms[0].cached_device_tokens, private_ids->arms[0].cached_device_tokens);
+}
+
+TEST(ReplayTest, OnlyAWorkloadWithStepsHasRolloutMetrics) {
+  ReplayOptions options = SmallFleet();
+  options.arms = Arms({"baseline"});
+  StatusOr<ReplayResult> result = RunReplay(SmallWorkload(1), "small", 1, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_FALSE(result->arms[0].rollout.has_value());
+  EXPECT_THAT(report::ReplayResultJson(*result), testing::Not(testing::HasSubstr("rollout")));
+  EXPECT_THAT(report::FormatReplayTable(*result),
+              testing::Not(testing::HasSubstr("makespan mean")));
 }
 
 }  // namespace

@@ -381,5 +381,87 @@ TEST_F(ReplayCliTest, QuietIsSilentAndPlainStderrHasNoProgressLine) {
               MatchesRegex("agentkv replay: 2 arms in [0-9]+\\.[0-9] s\n"));
 }
 
+// A rollout small enough for a Debug build: 2 steps x 2 tasks x 2 samples of short contexts.
+constexpr const char* kSmallRollout =
+    "--workload rollout --rollout-prompts 2 --rollout-group-size 2 "
+    "--rollout-max-context-tokens 24000";
+
+TEST_F(ReplayCliTest, RolloutWithNoOtherFlagRunsTheDefaultPoint) {
+  const RunResult r = Replay("--workload rollout --arms baseline");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("rollout: 2 steps x 8 prompts x 8 samples, sync, seed 1"));
+  // The rollout group opens the table.
+  EXPECT_THAT(r.out, ContainsRegex("\nmetric +baseline\nrollout\n  steps +2\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  GPU busy fraction +0\\.[0-9]{4}\n"));
+  const boost::json::value report = ReportJson();
+  ASSERT_TRUE(report.is_object());
+  const boost::json::value& baseline = report.at("arms").at(0);
+  EXPECT_EQ(baseline.at("sessions").to_number<int64_t>(), 128);
+  EXPECT_EQ(baseline.at("requests_completed"), baseline.at("requests_issued"));
+  EXPECT_EQ(baseline.at("rollout").at("trajectories").to_number<int64_t>(), 128);
+  EXPECT_EQ(baseline.at("rollout").at("steps").to_number<int64_t>(), 2);
+}
+
+TEST_F(ReplayCliTest, RolloutIsDeterministicAndItsModeIsNamed) {
+  const std::string args = std::string(kSmallRollout) + " --arms baseline,+lifecycle --html ''";
+  ASSERT_EQ(Run("replay " + args + " --json " + Quoted("first.json")).exit_code, 0);
+  ASSERT_EQ(Run("replay " + args + " --json " + Quoted("second.json")).exit_code, 0);
+  const std::string first = ReadFile(dir_ / "first.json");
+  ASSERT_THAT(first, HasSubstr("\"rollout\": {"));
+  EXPECT_EQ(first, ReadFile(dir_ / "second.json"));
+  const RunResult async = Run("replay " + args +
+                              " --rollout-mode async --rollout-staleness 1 --rollout-steps 3 "
+                              "--json " +
+                              Quoted("async.json"));
+  ASSERT_EQ(async.exit_code, 0) << async.err;
+  EXPECT_THAT(async.out,
+              HasSubstr("rollout: 3 steps x 2 prompts x 2 samples, async (staleness 1)"));
+  EXPECT_NE(ReadFile(dir_ / "async.json"), first);
+}
+
+TEST_F(ReplayCliTest, BadRolloutFlagsAreOneErrorLineNamingFlagAndValue) {
+  struct Case {
+    std::string args;
+    std::string error_regex;
+  };
+  const std::string rollout = kSmallRollout;
+  const std::vector<Case> cases = {
+      {"--workload rollout --rollout-prompts 0",
+       "--rollout-prompts must be in \\[1, 1000\\], got 0"},
+      {"--workload rollout --rollout-group-size 1001",
+       "--rollout-group-size must be in \\[1, 1000\\], got 1001"},
+      {rollout + " --rollout-steps -2", "--rollout-steps must be in \\[1, 1000\\], got -2"},
+      {rollout + " --rollout-staleness 0", "--rollout-staleness must be in \\[1, 1000\\], got 0"},
+      {"--workload rollout --rollout-max-context-tokens 0",
+       "--rollout-max-context-tokens must be in \\[1, 10000000\\], got 0"},
+      {rollout + " --rollout-steps 300",
+       "--rollout-prompts x --rollout-group-size x --rollout-steps must be at most 1000, got 2 x "
+       "2 x 300 = 1200"},
+      {rollout + " --rollout-mode fast", "rollout-mode.*fast"},
+      {std::string(kSmallWorkload) + " --rollout-prompts 4",
+       "--rollout-prompts applies to --workload rollout only"},
+      {rollout + " --sessions 4", "do not apply to --workload rollout"},
+      {rollout + " --trace " + Quoted("x.json"), "--trace needs --workload"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const RunResult r = Replay(c.args);
+    ExpectOneErrorLine(r);
+    EXPECT_THAT(r.err, ContainsRegex(c.error_regex));
+    EXPECT_EQ(r.out, "");
+    EXPECT_FALSE(std::filesystem::exists(dir_ / "report.json"));
+  }
+}
+
+TEST_F(ReplayCliTest, HelpDescribesTheRolloutWorkloadAndItsFlags) {
+  const RunResult r = Run("replay --help");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* word :
+       {"rollout", "--rollout-prompts", "--rollout-group-size", "--rollout-steps", "--rollout-mode",
+        "--rollout-staleness", "--rollout-max-context-tokens"}) {
+    EXPECT_THAT(r.out, HasSubstr(word));
+  }
+}
+
 }  // namespace
 }  // namespace agentkv

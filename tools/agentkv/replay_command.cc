@@ -20,6 +20,7 @@
 #include "agentkv/sim/mooncake_trace.h"
 #include "agentkv/sim/open_loop_trace.h"
 #include "agentkv/sim/replay_arms.h"
+#include "agentkv/sim/rollout_workload.h"
 #include "agentkv/sim/synthetic_agentic.h"
 #include "agentkv/sim/weka_trace.h"
 #include "tools/agentkv/agentic_flags.h"
@@ -64,6 +65,13 @@ Workloads (--workload):
              main agent (e.g. Haiku helpers of an Opus session); default share.
   mooncake   Mooncake JSONL (--trace), open loop by timestamp, 512-token blocks.
   bailian    Bailian JSONL (--trace), conversations grouped by chat_id/parent_chat_id.
+  rollout    an RL rollout step as Relax-style frameworks run it: --rollout-prompts tasks x
+             --rollout-group-size samples (a GRPO group shares its task prompt), each a
+             multi-turn tool-using trajectory; --rollout-steps steps, synchronous (a step
+             starts when the previous one ended) or --rollout-mode async with at most
+             --rollout-staleness steps of lag; each engine keeps its cost-model KV size.
+             The table opens with the rollout group (step makespan, GPU busy fraction,
+             KV token usage, queueing).
 
 Arms (--arms, comma-separated; default: all eight):
   baseline            SGLang default: prefix reuse, LRU, no lifecycle, no admission
@@ -183,14 +191,15 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
   command_->footer(kFooter);
   CLI::App& c = *command_;
   const std::string workload_group = "Workload";
-  c.add_option("--workload", workload_, "synthetic (default), weka, mooncake or bailian")
-      ->check(CLI::IsMember({"synthetic", "weka", "mooncake", "bailian"}))
+  c.add_option("--workload", workload_, "synthetic (default), weka, mooncake, bailian or rollout")
+      ->check(CLI::IsMember({"synthetic", "weka", "mooncake", "bailian", "rollout"}))
       ->capture_default_str()
       ->group(workload_group);
   c.add_option("--trace", trace_paths_, "Trace files or directories (weka, mooncake, bailian)")
       ->type_name("PATH")
       ->group(workload_group);
-  c.add_option("--seed", seed_, "Seed of the synthetic generator and of WEKA start times")
+  c.add_option("--seed", seed_,
+               "Seed of the synthetic and rollout generators and of WEKA start times")
       ->capture_default_str()
       ->group(workload_group);
   c.add_option("--sessions", sessions_,
@@ -218,6 +227,36 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
       ->check(CLI::IsMember({"share", "exclude"}))
       ->capture_default_str()
       ->group(workload_group);
+
+  const std::string rollout_group = "Rollout workload";
+  rollout_options_ = {
+      c.add_option("--rollout-prompts", rollout_prompts_, "Tasks per rollout step (B)")
+          ->capture_default_str()
+          ->group(rollout_group),
+      c.add_option("--rollout-group-size", rollout_group_size_,
+                   "Trajectories per task, sharing its prompt (G, the GRPO group)")
+          ->capture_default_str()
+          ->group(rollout_group),
+      c.add_option(
+           "--rollout-steps", rollout_steps_,
+           fmt::format("Rollout steps; B x G x steps at most {}", sim::kMaxRolloutTrajectories))
+          ->capture_default_str()
+          ->group(rollout_group),
+      c.add_option("--rollout-mode", rollout_mode_,
+                   "sync: a step starts when the previous one ended; async: bounded staleness")
+          ->check(CLI::IsMember({"sync", "async"}))
+          ->capture_default_str()
+          ->group(rollout_group),
+      c.add_option("--rollout-staleness", rollout_staleness_,
+                   "async: step s starts once every step <= s - 1 - N ended (N + 1 steps in "
+                   "flight)")
+          ->capture_default_str()
+          ->group(rollout_group),
+      c.add_option("--rollout-max-context-tokens", rollout_max_context_tokens_,
+                   "Context window: a trajectory ends before its prompt outgrows it")
+          ->capture_default_str()
+          ->group(rollout_group),
+  };
 
   const std::string fleet_group = "Fleet";
   c.add_option("--num-engines", options_.num_engines, "Engines behind the router")
@@ -306,11 +345,57 @@ int ReplayCommand::Run() const {
   options.agentic = *std::move(agentic_options);
   options.subagent_models = sim::ParseSubagentModels(subagent_models_).value();
   const bool synthetic = workload_ == "synthetic";
-  if (synthetic && !trace_paths_.empty()) {
-    return ReportError(kName, InvalidArgumentError("--trace needs --workload weka, mooncake or "
-                                                   "bailian (the synthetic workload has none)"));
+  const bool rollout = workload_ == "rollout";
+  if ((synthetic || rollout) && !trace_paths_.empty()) {
+    return ReportError(kName, InvalidArgumentError(fmt::format(
+                                  "--trace needs --workload weka, mooncake or bailian (the {} "
+                                  "workload has none)",
+                                  workload_)));
   }
-  if (!synthetic && trace_paths_.empty()) {
+  if (!rollout) {
+    for (const CLI::Option* option : rollout_options_) {
+      if (option->count() > 0) {
+        return ReportError(
+            kName, InvalidArgumentError(
+                       fmt::format("{} applies to --workload rollout only", option->get_name())));
+      }
+    }
+  } else if (sessions_ != 0 || context_scale_ != 0 || session_interarrival_s_ != 0 ||
+             shared_prefix_blocks_ != -1) {
+    return ReportError(kName, InvalidArgumentError(
+                                  "--sessions, --context-scale, --session-interarrival-s and "
+                                  "--shared-prefix-blocks do not apply to --workload rollout (its "
+                                  "steps start trajectories; its prompts set the shared prefix)"));
+  }
+  if (rollout) {
+    Status s =
+        CheckFlagRange("--rollout-prompts", rollout_prompts_, 1, sim::kMaxRolloutTrajectories);
+    if (s.ok()) {
+      s = CheckFlagRange("--rollout-group-size", rollout_group_size_, 1,
+                         sim::kMaxRolloutTrajectories);
+    }
+    if (s.ok()) {
+      s = CheckFlagRange("--rollout-steps", rollout_steps_, 1, sim::kMaxRolloutTrajectories);
+    }
+    if (s.ok()) {
+      s = CheckFlagRange("--rollout-staleness", rollout_staleness_, 1,
+                         sim::kMaxRolloutTrajectories);
+    }
+    if (s.ok()) {
+      s = CheckFlagRange("--rollout-max-context-tokens", rollout_max_context_tokens_, 1,
+                         10'000'000);
+    }
+    if (s.ok() &&
+        rollout_prompts_ * rollout_group_size_ * rollout_steps_ > sim::kMaxRolloutTrajectories) {
+      s = InvalidArgumentError(fmt::format(
+          "--rollout-prompts x --rollout-group-size x --rollout-steps must be at most {}, got "
+          "{} x {} x {} = {}",
+          sim::kMaxRolloutTrajectories, rollout_prompts_, rollout_group_size_, rollout_steps_,
+          rollout_prompts_ * rollout_group_size_ * rollout_steps_));
+    }
+    if (!s.ok()) return ReportError(kName, s);
+  }
+  if (!synthetic && !rollout && trace_paths_.empty()) {
     return ReportError(
         kName, InvalidArgumentError(fmt::format("--workload {} needs --trace PATH", workload_)));
   }
@@ -379,7 +464,28 @@ int ReplayCommand::Run() const {
   std::optional<sim::AgenticWorkload> agentic;
   std::vector<sim::OpenLoopRequest> open_loop;
   int32_t open_loop_block = 512;
-  if (synthetic) {
+  if (rollout) {
+    sim::RolloutWorkloadOptions generator;
+    generator.seed = seed_;
+    generator.prompts = rollout_prompts_;
+    generator.group_size = rollout_group_size_;
+    generator.steps = rollout_steps_;
+    generator.mode =
+        rollout_mode_ == "async" ? sim::RolloutMode::kAsynchronous : sim::RolloutMode::kSynchronous;
+    generator.staleness = rollout_staleness_;
+    generator.max_context_tokens = rollout_max_context_tokens_;
+    StatusOr<sim::RolloutWorkload> generated = sim::GenerateRolloutWorkload(generator);
+    if (!generated.ok()) return ReportError(kName, generated.status());
+    options.shared_prefix_ids = generated->shared_prefix_ids;
+    agentic = std::move(generated->workload);
+    description =
+        fmt::format("rollout: {} steps x {} prompts x {} samples, {}{}, seed {}", generator.steps,
+                    generator.prompts, generator.group_size, sim::RolloutModeName(generator.mode),
+                    generator.mode == sim::RolloutMode::kAsynchronous
+                        ? fmt::format(" (staleness {})", generator.staleness)
+                        : std::string(),
+                    seed_);
+  } else if (synthetic) {
     sim::SyntheticAgenticOptions generator;
     generator.seed = seed_;
     generator.sessions = sessions_ != 0 ? sessions_ : kDefaultSessions;

@@ -50,6 +50,15 @@ class ReplayCommand {
   double session_interarrival_s_ = 0;
   int64_t shared_prefix_blocks_ = -1;
   std::string subagent_models_ = "share";
+  // The rollout workload (--workload rollout): B, G, steps, mode and staleness.
+  int64_t rollout_prompts_ = 8;
+  int64_t rollout_group_size_ = 8;
+  int64_t rollout_steps_ = 2;
+  std::string rollout_mode_ = "sync";
+  int64_t rollout_staleness_ = 1;
+  int64_t rollout_max_context_tokens_ = 65'536;
+  // The rollout flags, to refuse them with another workload.
+  std::vector<CLI::Option*> rollout_options_;
   // Fleet and arms.
   sim::ReplayOptions options_;
   // Preset names, parsed once by Run().

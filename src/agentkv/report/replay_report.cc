@@ -211,6 +211,60 @@ const Metric kMetrics[] = {
      [](const ArmResult& a) { return AsDouble(a.requests_completed); }},
 };
 
+// The RL rollout group: shown first, and only when some arm has rollout metrics (a workload
+// with steps); its own list so that the table of every other workload is unchanged.
+double RolloutValue(const ArmResult& a, double sim::RolloutMetrics::*field) {
+  return a.rollout.has_value() ? (*a.rollout).*field : 0.0;
+}
+
+const Metric kRolloutMetrics[] = {
+    {"rollout", "steps", "rollout_steps", Kind::kCount, kFlat, Show::kAlways,
+     [](const ArmResult& a) { return a.rollout ? AsDouble(a.rollout->steps) : 0.0; }},
+    {"rollout", "step makespan mean (s)", "rollout_step_makespan_mean_s", Kind::kSeconds, kDown,
+     Show::kAlways,
+     [](const ArmResult& a) {
+       return RolloutValue(a, &sim::RolloutMetrics::step_makespan_mean_s);
+     }},
+    {"rollout", "step makespan max (s)", "rollout_step_makespan_max_s", Kind::kSeconds, kDown,
+     Show::kAlways,
+     [](const ArmResult& a) { return RolloutValue(a, &sim::RolloutMetrics::step_makespan_max_s); }},
+    {"rollout", "trajectories/s", "rollout_trajectories_per_s", Kind::kRate, kUp, Show::kAlways,
+     [](const ArmResult& a) { return RolloutValue(a, &sim::RolloutMetrics::trajectories_per_s); }},
+    {"rollout", "generated tokens/s", "rollout_generated_tokens_per_s", Kind::kRate, kUp,
+     Show::kAlways,
+     [](const ArmResult& a) {
+       return RolloutValue(a, &sim::RolloutMetrics::generated_tokens_per_s);
+     }},
+    {"rollout", "GPU busy fraction", "rollout_gpu_busy_fraction", Kind::kRatio, kFlat,
+     Show::kAlways,
+     [](const ArmResult& a) { return RolloutValue(a, &sim::RolloutMetrics::gpu_busy_fraction); }},
+    {"rollout", "compute utilization", "rollout_compute_utilization", Kind::kRatio, kUp,
+     Show::kWhenNonZero,
+     [](const ArmResult& a) { return RolloutValue(a, &sim::RolloutMetrics::compute_utilization); }},
+    {"rollout", "KV token usage mean", "rollout_kv_token_usage_mean", Kind::kRatio, kFlat,
+     Show::kAlways,
+     [](const ArmResult& a) { return RolloutValue(a, &sim::RolloutMetrics::kv_token_usage_mean); }},
+    {"rollout", "KV token usage peak", "rollout_kv_token_usage_peak", Kind::kRatio, kFlat,
+     Show::kAlways,
+     [](const ArmResult& a) { return RolloutValue(a, &sim::RolloutMetrics::kv_token_usage_peak); }},
+    {"rollout", "KV occupancy mean", "rollout_kv_occupancy_mean", Kind::kRatio, kFlat,
+     Show::kAlways,
+     [](const ArmResult& a) { return RolloutValue(a, &sim::RolloutMetrics::kv_occupancy_mean); }},
+    {"rollout", "KV occupancy peak", "rollout_kv_occupancy_peak", Kind::kRatio, kFlat,
+     Show::kAlways,
+     [](const ArmResult& a) { return RolloutValue(a, &sim::RolloutMetrics::kv_occupancy_peak); }},
+    {"rollout", "requests waiting mean", "rollout_waiting_requests_mean", Kind::kRate, kDown,
+     Show::kAlways,
+     [](const ArmResult& a) {
+       return RolloutValue(a, &sim::RolloutMetrics::waiting_requests_mean);
+     }},
+    {"rollout", "requests waiting peak", "rollout_waiting_requests_peak", Kind::kCount, kDown,
+     Show::kAlways,
+     [](const ArmResult& a) {
+       return a.rollout ? AsDouble(a.rollout->waiting_requests_peak) : 0.0;
+     }},
+};
+
 std::string FormatValue(Kind kind, double value, NumberStyle style) {
   switch (kind) {
     case Kind::kRatio:
@@ -461,6 +515,15 @@ std::vector<ReplayTableRow> ReplayTableRows(const ReplayResult& result, NumberSt
     }
     return row;
   };
+  const bool rollout = std::any_of(result.arms.begin(), result.arms.end(),
+                                   [](const ArmResult& arm) { return arm.rollout.has_value(); });
+  for (const Metric& m : kRolloutMetrics) {
+    const std::vector<double> values = values_of(m.value);
+    if (!rollout || (m.show == Show::kWhenNonZero && !AnyNonZero(values))) continue;
+    rows.push_back(MakeRow(
+        m.section, m.label, m.json_key, m.sense, values, *baseline,
+        [&m, style](double v) { return FormatValue(m.kind, v, style); }, style));
+  }
   bool admission_done = false;
   bool ideal_share_done = false;
   for (const Metric& m : kMetrics) {

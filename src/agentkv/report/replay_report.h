@@ -68,7 +68,8 @@ struct ReplayTableRow {
 // (ArmResult::ideal_share, as a percentage, "-" and a NaN number where unset; the section is
 // there only when the run has arms named "baseline" and "infinite-cache"), engine
 // counters, admission counters (the arms' agentic_kv series whose names contain "admit",
-// "wait" or "bypass" and that are non-zero in some arm) and conservation. Rows that only
+// "wait" or "bypass" and that are non-zero in some arm) and conservation; for an RL rollout
+// (some arm has ArmResult::rollout) the rollout group opens the table. Rows that only
 // apply to some setups (admission wait, demotion restores, ...) are left out when they are zero
 // in every arm. Empty when there are no arms.
 std::vector<ReplayTableRow> ReplayTableRows(const sim::ReplayResult& result, NumberStyle style);
@@ -86,9 +87,10 @@ std::string FormatReplayTable(const sim::ReplayResult& result);
 // request_server_time), the ideal shares as "<metric>_ideal_share" (uncached_tokens,
 // evicted_recompute_tokens, server_time_mean; null when unset), "agentic_kv" as an object in
 // series order, "delta_vs_baseline": {row key: fraction}, "kv_usage" as [time_s, used,
-// evictable, capacity, waiting] rows, "session_times_s"}]}. The deltas are those of the table rows
-// with a key; one is left out when the baseline's value is 0, and the baseline's own are 0.
-// Non-finite doubles are written as null. Ends with a newline.
+// evictable, capacity, waiting] rows, "session_times_s", and "rollout" (every RolloutMetrics
+// field) only when the arm has it}]}. The deltas are those of the table rows with a key; one is
+// left out when the baseline's value is 0, and the baseline's own are 0. Non-finite doubles are
+// written as null. Ends with a newline.
 std::string ReplayResultJson(const sim::ReplayResult& result);
 
 // A self-contained HTML5 report that is also well-formed XML (no scripts, no external

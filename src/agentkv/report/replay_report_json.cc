@@ -201,6 +201,26 @@ boost::json::object ArmJson(const ArmResult& a, boost::json::object delta) {
                                        s.capacity_tokens, s.waiting_requests});
   }
   o["kv_usage"] = std::move(usage);
+  if (a.rollout.has_value()) {
+    // The RL rollout block (replay_result.h RolloutMetrics), present only for a rollout.
+    const sim::RolloutMetrics& r = *a.rollout;
+    boost::json::object rollout;
+    rollout["steps"] = r.steps;
+    rollout["trajectories"] = r.trajectories;
+    rollout["step_makespan_mean_s"] = r.step_makespan_mean_s;
+    rollout["step_makespan_max_s"] = r.step_makespan_max_s;
+    rollout["trajectories_per_s"] = r.trajectories_per_s;
+    rollout["generated_tokens_per_s"] = r.generated_tokens_per_s;
+    rollout["gpu_busy_fraction"] = r.gpu_busy_fraction;
+    rollout["compute_utilization"] = r.compute_utilization;
+    rollout["kv_token_usage_mean"] = r.kv_token_usage_mean;
+    rollout["kv_token_usage_peak"] = r.kv_token_usage_peak;
+    rollout["kv_occupancy_mean"] = r.kv_occupancy_mean;
+    rollout["kv_occupancy_peak"] = r.kv_occupancy_peak;
+    rollout["waiting_requests_mean"] = r.waiting_requests_mean;
+    rollout["waiting_requests_peak"] = r.waiting_requests_peak;
+    o["rollout"] = std::move(rollout);
+  }
   boost::json::array times;
   times.reserve(a.session_times_s.size());
   for (const double t : a.session_times_s) times.push_back(t);

@@ -16,6 +16,8 @@ namespace {
 
 constexpr int64_t kMaxConversations = 1000;
 constexpr int64_t kMaxSubagents = 999;
+// Groups are counted in a vector indexed by group.
+constexpr int32_t kMaxGroups = 1 << 20;
 // With a shared prefix, conversation k's own ids are offset by (k + 1) << 40.
 constexpr int kSharedPrefixIdBits = 40;
 
@@ -111,6 +113,24 @@ StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, Gate
                                 " conversations keep conversation ids distinct, got " +
                                 std::to_string(workload->conversations.size()));
   }
+  const bool gated = !workload->groups.empty() || !workload->start_after_group.empty();
+  if (gated && (workload->groups.size() != workload->conversations.size() ||
+                workload->start_after_group.size() != workload->conversations.size())) {
+    return InvalidArgumentError("workload has " + std::to_string(workload->groups.size()) +
+                                " groups and " +
+                                std::to_string(workload->start_after_group.size()) + " gates for " +
+                                std::to_string(workload->conversations.size()) + " conversations");
+  }
+  for (size_t k = 0; gated && k < workload->conversations.size(); ++k) {
+    const int32_t group = workload->groups[k];
+    const int32_t gate = workload->start_after_group[k];
+    if (group < 0 || group >= kMaxGroups || gate < -1 || gate >= group) {
+      return InvalidArgumentError(
+          "conversations[" + std::to_string(k) + "] is in group " + std::to_string(group) +
+          " gated on group " + std::to_string(gate) + ": a group is in [0, " +
+          std::to_string(kMaxGroups) + ") and a gate is -1 or an earlier group");
+    }
+  }
   const int32_t tokens_per_block =
       gateway->fleet().engine(EngineId(0)).scheduler().cache().tokens_per_block();
   for (size_t k = 0; k < workload->conversations.size(); ++k) {
@@ -152,6 +172,14 @@ StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, Gate
   for (size_t k = 0; k < workload->conversations.size(); ++k) {
     const WekaConversation& c = workload->conversations[k];
     const int32_t main_index = static_cast<int32_t>(driver->agents_.size());
+    driver->main_agent_of_.push_back(main_index);
+    if (gated) {
+      const size_t group = static_cast<size_t>(workload->groups[k]);
+      if (driver->group_agents_pending_.size() <= group) {
+        driver->group_agents_pending_.resize(group + 1, 0);
+      }
+      driver->group_agents_pending_[group] += 1 + static_cast<int64_t>(c.subagents.size());
+    }
     Agent main;
     main.workload_index = static_cast<int32_t>(k);
     main.conversation = ConversationId(static_cast<int64_t>(k) + 1);
@@ -228,19 +256,56 @@ Status AgentDriver::Start() {
       [this](const GatewayRecord& gateway_record, const EngineRequestRecord* record) {
         OnComplete(gateway_record, record);
       });
-  for (size_t a = 0; a < agents_.size(); ++a) {
-    const Agent& agent = agents_[a];
-    const TimeNs start =
-        SaturatingAdd(origin_, workload_->starts[static_cast<size_t>(agent.workload_index)]);
-    const int32_t index = static_cast<int32_t>(a);
-    if (agent.subagent < 0) {
-      loop_->Schedule(start, [this, index] { BeginAgent(index); });
-    } else if (!agent.anchored) {
-      loop_->Schedule(SaturatingAdd(start, agent.spawn_delay),
-                      [this, index] { BeginAgent(index); });
+  // Groups with no agent have ended; a gate on one of them is open from the start.
+  while (static_cast<size_t>(groups_ended_through_ + 1) < group_agents_pending_.size() &&
+         group_agents_pending_[static_cast<size_t>(groups_ended_through_ + 1)] == 0) {
+    ++groups_ended_through_;
+  }
+  for (size_t k = 0; k < workload_->conversations.size(); ++k) {
+    const int32_t conversation = static_cast<int32_t>(k);
+    if (!workload_->start_after_group.empty() &&
+        workload_->start_after_group[k] > groups_ended_through_) {
+      gated_conversations_.push_back(conversation);
+      continue;
     }
+    ScheduleConversation(conversation, SaturatingAdd(origin_, workload_->starts[k]));
   }
   return Status();
+}
+
+void AgentDriver::ScheduleConversation(int32_t k, TimeNs start) {
+  const WekaConversation& c = workload_->conversations[static_cast<size_t>(k)];
+  const int32_t main_index = main_agent_of_[static_cast<size_t>(k)];
+  loop_->Schedule(start, [this, main_index] { BeginAgent(main_index); });
+  for (size_t j = 0; j < c.subagents.size(); ++j) {
+    const int32_t index = main_index + 1 + static_cast<int32_t>(j);
+    const Agent& agent = agents_[static_cast<size_t>(index)];
+    if (agent.anchored) continue;
+    loop_->Schedule(SaturatingAdd(start, agent.spawn_delay), [this, index] { BeginAgent(index); });
+  }
+}
+
+void AgentDriver::OnAgentEndedForGates(int32_t index) {
+  if (group_agents_pending_.empty()) return;
+  const size_t k = static_cast<size_t>(agents_[static_cast<size_t>(index)].workload_index);
+  --group_agents_pending_[static_cast<size_t>(workload_->groups[k])];
+  const int32_t before = groups_ended_through_;
+  while (static_cast<size_t>(groups_ended_through_ + 1) < group_agents_pending_.size() &&
+         group_agents_pending_[static_cast<size_t>(groups_ended_through_ + 1)] == 0) {
+    ++groups_ended_through_;
+  }
+  if (groups_ended_through_ == before) return;
+  const TimeNs now = loop_->now();
+  std::vector<int32_t> still_gated;
+  for (int32_t conversation : gated_conversations_) {
+    const size_t c = static_cast<size_t>(conversation);
+    if (workload_->start_after_group[c] > groups_ended_through_) {
+      still_gated.push_back(conversation);
+      continue;
+    }
+    ScheduleConversation(conversation, std::max(now, SaturatingAdd(origin_, workload_->starts[c])));
+  }
+  gated_conversations_ = std::move(still_gated);
 }
 
 void AgentDriver::BeginAgent(int32_t index) {
@@ -387,6 +452,7 @@ void AgentDriver::EndAgent(int32_t index) {
   for (int64_t freed : gateway_->EndSession(SessionId(agent.conversation.value()))) {
     r.closed_session_tokens += freed;
   }
+  OnAgentEndedForGates(index);
   if (agent.subagent < 0 && failed) {
     // A failed main agent never spawns its remaining sub-agents.
     for (size_t i = static_cast<size_t>(std::max(agent.next - 1, 0)); i < agent.spawn_after.size();

@@ -19,6 +19,10 @@
 // Timing rules (`api(i)` is request i's recorded server time, `api_time`, 0 when absent):
 // - Start: request 0 of conversation k is submitted at start_k + t_0 (start_k from
 //   AgenticWorkload::starts, relative to the loop time at Start()).
+// - Gate (AgenticWorkload::groups and start_after_group, e.g. rollout steps): a conversation
+//   whose gate is g >= 0 begins at max(start_k, the time the last agent of the groups <= g
+//   ended); its unanchored sub-agents spawn relative to that begin. Gates refer to earlier
+//   groups only, so every gate opens.
 // - Gap: request i+1 becomes ready at completion(i) + gap(i+1), where gap(i+1) = think_time of
 //   request i+1 when it is > 0 (WEKA records it on every request), else
 //   max(0, t_{i+1} - t_i - api(i)).
@@ -168,8 +172,10 @@ class AgentDriver {
  public:
   // Validates the options and the workload (starts.size() == conversations.size(), at most 1000
   // conversations and 999 sub-agents per conversation so ids stay distinct, one block_size
-  // that matches engine 0's tokens_per_block). `loop`, `gateway` and `workload` must outlive
-  // the driver.
+  // that matches engine 0's tokens_per_block, gates as AgenticWorkload documents them: groups
+  // and start_after_group both empty or both sized, groups in [0, 2^20), -1 <= gate < group).
+  // `loop`,
+  // `gateway` and `workload` must outlive the driver.
   static StatusOr<std::unique_ptr<AgentDriver>> Create(EventLoop* loop, GatewayModel* gateway,
                                                        const AgenticWorkload* workload,
                                                        const AgentDriverOptions& options);
@@ -195,6 +201,12 @@ class AgentDriver {
   AgentDriver(EventLoop* loop, GatewayModel* gateway, const AgenticWorkload* workload,
               const AgentDriverOptions& options);
 
+  // Schedules the begin of conversation `k`'s main agent and unanchored sub-agents at
+  // `start` (or later, by their spawn delays).
+  void ScheduleConversation(int32_t k, TimeNs start);
+  // Start gating: counts `agent`'s end against its group and begins every conversation whose
+  // gate opened.
+  void OnAgentEndedForGates(int32_t agent);
   void BeginAgent(int32_t agent);
   // The gap of request `index` has elapsed: submit it unless joins are pending.
   void RequestReady(int32_t agent, int32_t index);
@@ -215,6 +227,13 @@ class AgentDriver {
   Status status_;
   std::vector<Agent> agents_;
   int64_t agents_ended_ = 0;
+  // Start gating (empty without gates): agents not yet ended per group; the last group g such
+  // that every group <= g has ended; conversations waiting for their gate, in workload order.
+  std::vector<int64_t> group_agents_pending_;
+  int32_t groups_ended_through_ = -1;
+  std::vector<int32_t> gated_conversations_;
+  // Index in agents_ of each conversation's main agent.
+  std::vector<int32_t> main_agent_of_;
   // Indexed by request id - first_request_id: position in result_.requests and the agent.
   std::vector<int32_t> agent_of_request_;
   AgentDriverResult result_;

@@ -14,8 +14,16 @@
 
 namespace agentkv::sim {
 
+bool AgenticWorkload::gated() const {
+  for (int32_t gate : start_after_group) {
+    if (gate >= 0) return true;
+  }
+  return false;
+}
+
 std::vector<WekaConversation> FoldConversationStarts(const AgenticWorkload& workload) {
   AGENTKV_CHECK_EQ(workload.starts.size(), workload.conversations.size());
+  AGENTKV_CHECK(!workload.gated()) << "a gated workload has no fixed start times to fold";
   std::vector<WekaConversation> folded = workload.conversations;
   for (size_t i = 0; i < folded.size(); ++i) {
     const TimeNs start = workload.starts[i];

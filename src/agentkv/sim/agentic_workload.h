@@ -22,6 +22,20 @@ struct AgenticWorkload {
   // `conversations`.
   std::vector<TimeNs> starts;
 
+  // --- Start gating (optional; both empty, or both the size of `conversations`) ---
+  // Groups order conversations into phases, such as the steps of an RL rollout
+  // (rollout_workload.h). groups[i] >= 0 is the group of conversations[i]; start_after_group[i]
+  // is -1 (no gate) or a group g < groups[i]: conversations[i] then begins at the later of
+  // starts[i] and the moment every agent (main agent and sub-agents) of every conversation whose
+  // group is <= g has ended. A group no conversation belongs to counts as ended. Only the closed-
+  // loop agent driver (agent_driver.h) honours gates; views that replay conversations by their
+  // times (FoldConversationStarts, the instant replay) refuse a gated workload.
+  std::vector<int32_t> groups;
+  std::vector<int32_t> start_after_group;
+
+  // Whether some conversation has a gate (start_after_group[i] >= 0).
+  bool gated() const;
+
   friend bool operator==(const AgenticWorkload&, const AgenticWorkload&) = default;
 };
 
@@ -30,7 +44,7 @@ struct AgenticWorkload {
 // conversation's start, so that
 // a replay that starts every conversation at 0 (stagger 0) issues them at the workload's
 // times. Think times are unchanged; a shifted time past int64 nanoseconds saturates.
-// Precondition: starts.size() == conversations.size().
+// Precondition: starts.size() == conversations.size() and !workload.gated().
 std::vector<WekaConversation> FoldConversationStarts(const AgenticWorkload& workload);
 
 // `n` start times of a Poisson process beginning at 0: the first is 0, each later one adds an

@@ -173,6 +173,9 @@ class EngineModel {
   int64_t num_steps() const { return num_steps_; }
   // Sum of every step's duration (the engine's busy time).
   TimeNs busy_time() const { return busy_time_; }
+  // Sum over the steps that computed a token of the cost model's compute time
+  // (CostModel::Breakdown(shape).compute_time); 0 with a fixed step time.
+  TimeNs compute_time() const { return compute_time_; }
 
   const engine::Engine& engine() const { return *engine_; }
   const engine::CostModel& cost_model() const { return engine_->cost_model(); }
@@ -217,6 +220,7 @@ class EngineModel {
   bool busy_ = false;
   int64_t num_steps_ = 0;
   TimeNs busy_time_;
+  TimeNs compute_time_;
   // Looked up by id only.
   std::unordered_map<RequestId, EngineRequestRecord> records_;
   std::vector<RequestId> completion_order_;

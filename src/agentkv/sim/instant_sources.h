@@ -86,7 +86,14 @@ std::vector<AgenticScheduleEntry> BuildAgenticSchedule(
 // Precondition: starts.size() == conversations.size().
 StatusOr<InstantWorkload> MergedTimeline(const std::vector<WekaConversation>& conversations,
                                          std::span<const TimeNs> starts);
+// A gated workload (AgenticWorkload::gated(), an RL rollout's steps) has no fixed start times:
+// InvalidArgument; only the closed-loop replay (agentkv replay) runs it.
 inline StatusOr<InstantWorkload> MergedTimeline(const AgenticWorkload& workload) {
+  if (workload.gated()) {
+    return InvalidArgumentError(
+        "the instant replay cannot run a gated workload (conversations that start when "
+        "earlier groups end, such as rollout steps); replay it with `agentkv replay`");
+  }
   return MergedTimeline(workload.conversations, workload.starts);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_set>
@@ -280,6 +281,70 @@ std::vector<size_t> SessionOfRequest(const AgentDriverResult& driven) {
   return sessions;
 }
 
+// The rollout block of `result` (RolloutMetrics) for a workload with groups: steps are the
+// groups, trajectories the main agents. Called after Summarize (it reads the output tokens,
+// the makespan and the gauge samples there).
+RolloutMetrics SummarizeRollout(const ArmFleet& arm_fleet, const AgenticWorkload& workload,
+                                const AgentDriverResult& driven, const ArmResult& result) {
+  RolloutMetrics m;
+  const int32_t steps = *std::max_element(workload.groups.begin(), workload.groups.end()) + 1;
+  std::vector<std::optional<TimeNs>> first(static_cast<size_t>(steps));
+  std::vector<std::optional<TimeNs>> last(static_cast<size_t>(steps));
+  for (const DriverConversationResult& c : driven.conversations) {
+    const size_t step = static_cast<size_t>(workload.groups[static_cast<size_t>(c.workload_index)]);
+    if (c.subagent < 0) ++m.trajectories;
+    AGENTKV_CHECK(c.end.has_value());
+    first[step] = first[step].has_value() ? std::min(*first[step], c.start) : c.start;
+    last[step] = last[step].has_value() ? std::max(*last[step], *c.end) : *c.end;
+  }
+  int64_t measured = 0;
+  for (size_t step = 0; step < first.size(); ++step) {
+    if (!first[step].has_value()) continue;
+    const double seconds = (*last[step] - *first[step]).seconds();
+    m.step_makespan_mean_s += seconds;
+    m.step_makespan_max_s = std::max(m.step_makespan_max_s, seconds);
+    ++measured;
+  }
+  m.steps = measured;
+  if (measured > 0) m.step_makespan_mean_s /= static_cast<double>(measured);
+  const double engine_seconds =
+      result.makespan_s * static_cast<double>(arm_fleet.fleet->num_engines());
+  if (result.makespan_s > 0) {
+    m.trajectories_per_s = static_cast<double>(m.trajectories) / result.makespan_s;
+    m.generated_tokens_per_s = static_cast<double>(result.output_tokens) / result.makespan_s;
+    TimeNs busy;
+    TimeNs compute;
+    for (int32_t e = 0; e < arm_fleet.fleet->num_engines(); ++e) {
+      busy += arm_fleet.fleet->engine(EngineId(e)).busy_time();
+      compute += arm_fleet.fleet->engine(EngineId(e)).compute_time();
+    }
+    // A step that ends after the last completion (none does: the last step ends with it)
+    // would push the fraction past 1; clamp for safety of the report's scale.
+    m.gpu_busy_fraction = std::min(1.0, busy.seconds() / engine_seconds);
+    m.compute_utilization = std::min(1.0, compute.seconds() / engine_seconds);
+  }
+  const std::vector<KvUsageSample>& samples = result.kv_usage;
+  for (const KvUsageSample& sample : samples) {
+    const double capacity = static_cast<double>(std::max<int64_t>(1, sample.capacity_tokens));
+    const double usage = static_cast<double>(sample.used_tokens) / capacity;
+    const double occupancy =
+        static_cast<double>(sample.used_tokens + sample.evictable_tokens) / capacity;
+    m.kv_token_usage_mean += usage;
+    m.kv_token_usage_peak = std::max(m.kv_token_usage_peak, usage);
+    m.kv_occupancy_mean += occupancy;
+    m.kv_occupancy_peak = std::max(m.kv_occupancy_peak, occupancy);
+    m.waiting_requests_mean += static_cast<double>(sample.waiting_requests);
+    m.waiting_requests_peak = std::max(m.waiting_requests_peak, sample.waiting_requests);
+  }
+  if (!samples.empty()) {
+    const double n = static_cast<double>(samples.size());
+    m.kv_token_usage_mean /= n;
+    m.kv_occupancy_mean /= n;
+    m.waiting_requests_mean /= n;
+  }
+  return m;
+}
+
 std::vector<std::vector<kv::KvEvent>> TakeEngineEvents(const ArmFleet& arm_fleet) {
   std::vector<std::vector<kv::KvEvent>> events;
   for (int32_t e = 0; e < arm_fleet.fleet->num_engines(); ++e) {
@@ -498,6 +563,9 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
   // A session is a main agent with its sub-agents.
   SummarizeServerTime(views, SessionOfRequest(driven), static_cast<size_t>(run.result.sessions),
                       run.result);
+  if (!workload.groups.empty()) {
+    run.result.rollout = SummarizeRollout(*arm_fleet, workload, driven, run.result);
+  }
   if (options.keep_events) run.engine_events = TakeEngineEvents(*arm_fleet);
   return run;
 }

@@ -68,6 +68,44 @@ struct IdealShares {
   friend bool operator==(const IdealShares&, const IdealShares&) = default;
 };
 
+// What an RL rollout (a workload with groups: rollout_workload.h's steps) measured in one arm:
+// the symptoms the seed names (high token usage, eviction and recompute, queueing while the
+// GPU is not saturated) next to the rollout's own throughput. Preemptions and recompute are
+// ArmResult's own fields.
+struct RolloutMetrics {
+  // Steps (groups that hold a conversation) and trajectories (main-agent conversations).
+  int64_t steps = 0;
+  int64_t trajectories = 0;
+  // Step makespan: from the first begin of one of the step's trajectories to the last end of
+  // one, seconds; mean and maximum over steps.
+  double step_makespan_mean_s = 0;
+  double step_makespan_max_s = 0;
+  // Trajectories and generated (output) tokens per second of the arm's makespan.
+  double trajectories_per_s = 0;
+  double generated_tokens_per_s = 0;
+  // GPU busy fraction: the engines' busy time (the sum of every engine step's duration, as the
+  // cost model priced it; a stalled empty step counts too) / (engines x makespan), in [0, 1].
+  double gpu_busy_fraction = 0;
+  // Compute utilization: the sum over engine steps of the cost model's compute time (step
+  // flops / (tp x peak flops x MFU), whether or not memory bound the step) / (engines x
+  // makespan). The share of the fleet's time its tensor cores would be busy at the modelled
+  // MFU; a decode-heavy, memory-bound rollout is busy but far from compute saturation. 0 with a
+  // fixed step time.
+  double compute_utilization = 0;
+  // Over the fleet gauge samples (ArmResult::kv_usage): token usage = used / capacity (SGLang's
+  // token_usage: KV held by running requests) and occupancy = (used + evictable) / capacity
+  // (every cached token), mean and peak; requests waiting (admission FIFO plus engine queues),
+  // mean and peak. All zero without samples.
+  double kv_token_usage_mean = 0;
+  double kv_token_usage_peak = 0;
+  double kv_occupancy_mean = 0;
+  double kv_occupancy_peak = 0;
+  double waiting_requests_mean = 0;
+  int64_t waiting_requests_peak = 0;
+
+  friend bool operator==(const RolloutMetrics&, const RolloutMetrics&) = default;
+};
+
 // One policy arm's outcome.
 struct ArmResult {
   // The arm's name ("baseline", "+lifecycle", ...) and one line saying what it enables.
@@ -166,6 +204,9 @@ struct ArmResult {
   std::vector<std::pair<std::string, double>> agentic_kv;
   // Fleet KV occupancy over time.
   std::vector<KvUsageSample> kv_usage;
+
+  // --- RL rollout: set only when the workload has groups (the rollout's steps) ---
+  std::optional<RolloutMetrics> rollout;
 
   friend bool operator==(const ArmResult&, const ArmResult&) = default;
 };

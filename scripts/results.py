@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Regenerates the tables of docs/RESULTS.md: runs `agentkv replay` on each workload of the
+results matrix for seeds 1-5 (and the cost-model sensitivity runs), then prints Markdown.
+
+    scripts/results.py [--agentkv build/release/tools/agentkv/agentkv]
+                       [--traces ../shared/traces] [--seeds 5] [--out DIR]
+
+Every run is deterministic; the JSON of each run is kept in --out (default: a temporary
+directory) so a table can be checked against the run behind it. Needs python3 only.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+# The workloads of docs/RESULTS.md: name, replay flags.
+WEKA_KV = 450_880  # The cost model's device KV per engine for llama-3.1-8b on h100.
+
+
+def workloads(traces):
+    weka = ["--workload", "weka", "--trace", os.path.join(traces, "weka")]
+    return [
+        ("weka", weka),
+        ("weka-tight", weka + ["--max-total-tokens", str(WEKA_KV // 2)]),
+        ("synthetic", []),
+        ("rollout", ["--workload", "rollout"]),
+    ]
+
+
+# Sensitivity: the calibrated constants (docs/COST_MODEL.md) scaled by -30 % and +30 %.
+CALIBRATED = {"mfu": 0.68, "host_link_efficiency": 0.69}
+SENSITIVITY = [
+    ("prefill -30 %", {"mfu": CALIBRATED["mfu"] * 0.7}),
+    ("prefill +30 %", {"mfu": min(1.0, CALIBRATED["mfu"] * 1.3)}),
+    ("host link -30 %", {"host_link_efficiency": CALIBRATED["host_link_efficiency"] * 0.7}),
+    ("host link +30 %",
+     {"host_link_efficiency": min(1.0, CALIBRATED["host_link_efficiency"] * 1.3)}),
+]
+
+# Rows of the change tables: label, how to read the metric from an arm's JSON.
+ROWS = [
+    ("uncached prompt tokens", lambda a: a["uncached_tokens"]),
+    ("evicted-recompute tokens", lambda a: a["evicted_recompute_tokens"]),
+    ("server time per session, mean", lambda a: a["server_time"]["mean_s"]),
+    ("server time per session, p95", lambda a: a["server_time"]["p95_s"]),
+    ("queueing delay, mean", lambda a: a["queueing_delay"]["mean_s"]),
+    ("TTFT p50", lambda a: a["ttft"]["p50_s"]),
+    ("TTFT p95", lambda a: a["ttft"]["p95_s"]),
+    ("session time, mean", lambda a: a["session_time"]["mean_s"]),
+]
+SHARES = [
+    ("share of ideal: uncached tokens", "uncached_tokens_ideal_share"),
+    ("share of ideal: evicted recompute", "evicted_recompute_tokens_ideal_share"),
+    ("share of ideal: server time mean", "server_time_mean_ideal_share"),
+]
+
+
+def run(agentkv, flags, seed, json_path, cost_model=None):
+    cmd = [agentkv, "replay", "--quiet", "--seed", str(seed), "--json", json_path, "--html", ""]
+    cmd += flags
+    if cost_model:
+        cmd += ["--cost-model", cost_model]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    with open(json_path) as f:
+        return json.load(f)
+
+
+def change(base, value):
+    if base == 0:
+        return None
+    return 100.0 * (value - base) / base
+
+
+def fmt_change(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    return "{:+.1f} % [{:+.0f}, {:+.0f}]".format(statistics.median(values), min(values),
+                                                max(values))
+
+
+def fmt_share(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    return "{:.0f} % [{:.0f}, {:.0f}]".format(100 * statistics.median(values),
+                                             100 * min(values), 100 * max(values))
+
+
+def arms_by_name(result):
+    return {a["arm"]: a for a in result["arms"]}
+
+
+def change_table(results, arms):
+    """results: one replay JSON per seed. Median [min, max] change vs the seed's baseline."""
+    out = ["| median [min, max] of seeds | " + " | ".join("`%s`" % a for a in arms) + " |",
+           "|---" * (len(arms) + 1) + "|"]
+    base = [arms_by_name(r)["baseline"] for r in results]
+    for label, get in ROWS:
+        cells = []
+        for arm in arms:
+            cells.append(fmt_change(
+                [change(get(b), get(arms_by_name(r)[arm])) for b, r in zip(base, results)]))
+        out.append("| %s | %s |" % (label, " | ".join(cells)))
+    for label, key in SHARES:
+        cells = [fmt_share([arms_by_name(r)[arm].get(key) for r in results]) for arm in arms]
+        out.append("| %s | %s |" % (label, " | ".join(cells)))
+    return "\n".join(out)
+
+
+def baseline_table(results):
+    """The baseline's own values (median [min, max] of seeds)."""
+    def cell(values, unit=""):
+        return "{:,.4g}{} [{:,.4g}, {:,.4g}]".format(statistics.median(values), unit,
+                                                      min(values), max(values))
+    base = [arms_by_name(r)["baseline"] for r in results]
+    ideal = [arms_by_name(r)["infinite-cache"] for r in results]
+    lines = ["| baseline, median [min, max] of seeds | baseline | infinite-cache |", "|---|---|---|"]
+    for label, get in ROWS:
+        lines.append("| %s | %s | %s |" % (label, cell([get(b) for b in base]),
+                                           cell([get(i) for i in ideal])))
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agentkv", default="build/release/tools/agentkv/agentkv")
+    parser.add_argument("--traces", default="../shared/traces")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    out = args.out or tempfile.mkdtemp(prefix="agentkv-results-")
+    os.makedirs(out, exist_ok=True)
+    seeds = range(1, args.seeds + 1)
+
+    for name, flags in workloads(args.traces):
+        results = []
+        for seed in seeds:
+            print("running %s seed %d" % (name, seed), file=sys.stderr)
+            results.append(run(args.agentkv, flags, seed,
+                               os.path.join(out, "%s-seed%d.json" % (name, seed))))
+        arms = [a["arm"] for a in results[0]["arms"] if a["arm"] != "baseline"]
+        print("### %s\n" % name)
+        print("`agentkv replay %s --seed N`, N = 1..%d\n" % (" ".join(flags), args.seeds))
+        print(baseline_table(results) + "\n")
+        print(change_table(results, arms) + "\n")
+
+    # Sensitivity of the WEKA results to the cost model.
+    name, flags = workloads(args.traces)[0]
+    main_arms = ["+lifecycle", "+host-tier", "all", "continuum", "infinite-cache"]
+    print("### sensitivity (%s)\n" % name)
+    for label, constants in [("calibrated", {})] + SENSITIVITY:
+        path = os.path.join(out, "cost-%s.toml" % label.replace(" ", "_").replace("%", "pct"))
+        with open(path, "w") as f:
+            for key, value in constants.items():
+                f.write("%s = %.4f\n" % (key, value))
+        results = []
+        for seed in seeds:
+            print("running sensitivity %s seed %d" % (label, seed), file=sys.stderr)
+            results.append(run(args.agentkv, flags, seed,
+                               os.path.join(out, "sens-%s-seed%d.json" % (label.replace(" ", "_").replace("%", "pct"), seed)),
+                               cost_model=path if constants else None))
+        present = [a for a in main_arms if a in arms_by_name(results[0])]
+        print("#### %s %s\n" % (label, json.dumps(constants) if constants else ""))
+        print(change_table(results, present) + "\n")
+    print("JSON of every run: %s" % out, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

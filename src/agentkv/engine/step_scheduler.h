@@ -188,8 +188,8 @@ class StepScheduler {
   //      prompt is matched without its last token (which is always recomputed).
   // A prefill that completes emits the first output token; each decode emits one more; a
   // request finishes (and is released) once it has max_new_tokens. Keyed blocks (prompt_keys,
-  // then output_keys) are committed as prefill covers them; a request that finishes first
-  // commits every keyed block its KV covers (prompt + output - 1 tokens: SGLang's
+  // then output_keys) are committed as prefill covers them, and a finishing request commits,
+  // before its release, every keyed block its KV covers (prompt + output - 1 tokens: SGLang's
   // cache_finished_req), so the next turn of a conversation reuses the previous answer. A
   // retracted request commits nothing more (SGLang retracts without inserting); its
   // recomputation commits the blocks its prefill covers again. If nothing could run while requests

@@ -68,6 +68,23 @@ class StepSchedulerTest : public ::testing::Test {
     ASSERT_TRUE(status.ok()) << status;
   }
 
+  // Submits request `id` of `prompt_tokens` prompt tokens whose sequence (prompt + output) is
+  // the chain Keys(content_id, ...): its full prompt blocks as prompt keys and the next
+  // `output_blocks` blocks as output keys.
+  void SubmitWithOutput(int64_t id, int64_t prompt_tokens, int64_t max_new_tokens,
+                        uint64_t content_id, int64_t output_blocks) {
+    const int64_t prompt_blocks = prompt_tokens / kTokensPerBlock;
+    std::vector<kv::BlockKey> keys = Keys(content_id, prompt_blocks + output_blocks);
+    SchedulerRequest request;
+    request.id = RequestId(id);
+    request.prompt_keys.assign(keys.begin(), keys.begin() + prompt_blocks);
+    request.output_keys.assign(keys.begin() + prompt_blocks, keys.end());
+    request.prompt_tokens = prompt_tokens;
+    request.max_new_tokens = max_new_tokens;
+    Status status = sched().Submit(std::move(request));
+    ASSERT_TRUE(status.ok()) << status;
+  }
+
   StepResult RunStep() {
     StepResult result = sched().Step();
     for (RequestId id : result.finished) ++finish_count_[id.value()];
@@ -195,6 +212,94 @@ TEST_F(StepSchedulerTest, FullyCachedPromptStillComputesItsLastBlock) {
   EXPECT_EQ(sched().FindReport(RequestId(2))->uncached_tokens, 4);
 }
 
+TEST_F(StepSchedulerTest, SecondTurnReusesTheFirstTurnsOutputBlocks) {
+  Build(16);
+  // Turn 1: 8 prompt tokens and 9 output tokens; the KV covers 8 + 9 - 1 = 16 tokens, so the
+  // output completes blocks 2 and 3 of the conversation.
+  SubmitWithOutput(1, 8, 9, /*content_id=*/500, /*output_blocks=*/2);
+  Drain();
+  ASSERT_EQ(finish_count_[1], 1);
+  EXPECT_EQ(sched().gauges().evictable_tokens, 16);
+  // Turn 2 re-sends prompt + answer and 3 new tokens: prompt[:-1] (19 tokens) matches all 4
+  // blocks, the answer's included.
+  SubmitWithOutput(2, 20, 1, 500, 0);
+  RunStep();
+  const RequestReport* report = sched().FindReport(RequestId(2));
+  EXPECT_EQ(report->cached_device_tokens, 16);
+  EXPECT_EQ(report->uncached_tokens, 4);
+}
+
+TEST_F(StepSchedulerTest, WithoutOutputKeysTheNextTurnRecomputesTheAnswer) {
+  Build(16);
+  Submit(1, 8, 9, /*prefix_id=*/500);
+  Drain();
+  EXPECT_EQ(sched().gauges().evictable_tokens, 8);
+  SubmitWithOutput(2, 20, 1, 500, 0);
+  RunStep();
+  EXPECT_EQ(sched().FindReport(RequestId(2))->cached_device_tokens, 8);
+}
+
+TEST_F(StepSchedulerTest, PartialOutputBlockIsNotCommitted) {
+  Build(16);
+  // 8 + 8 tokens fill 4 blocks, but the last output token has no KV: the KV covers 15 tokens,
+  // so block 3 stays uncommitted (SGLang inserts prompt + output[:-1]).
+  SubmitWithOutput(1, 8, 8, 500, /*output_blocks=*/2);
+  Drain();
+  EXPECT_EQ(sched().gauges().evictable_tokens, 12);
+  SubmitWithOutput(2, 20, 1, 500, 0);
+  RunStep();
+  EXPECT_EQ(sched().FindReport(RequestId(2))->cached_device_tokens, 12);
+}
+
+TEST_F(StepSchedulerTest, OutputBlocksAreCommittedAtFinishNotDuringDecode) {
+  Build(16);
+  SubmitWithOutput(1, 8, 12, 500, 2);
+  for (int i = 0; i < 8; ++i) RunStep();  // Prefill and 7 decodes: KV of 15 tokens.
+  ASSERT_EQ(sched().num_running(), 1);
+  // Only the prompt's blocks are committed while the request decodes.
+  EXPECT_EQ(sched().cache().Match(Keys(500, 4)).device_blocks, 2);
+  Drain();
+  EXPECT_EQ(sched().cache().Match(Keys(500, 4)).device_blocks, 4);
+}
+
+TEST_F(StepSchedulerTest, AbortMidDecodeCommitsTheComputedOutputBlocks) {
+  Build(16);
+  SubmitWithOutput(1, 8, 20, 500, /*output_blocks=*/3);
+  for (int i = 0; i < 6; ++i) RunStep();  // Prefill and 5 decodes: 6 tokens, KV of 13.
+  ASSERT_EQ(sched().FindReport(RequestId(1))->output_tokens, 6);
+  ASSERT_TRUE(*sched().Abort(RequestId(1)));
+  ASSERT_TRUE(sched().CheckInvariants().ok());
+  // Blocks 0-2 are covered and committed; block 3 (one token of KV) is freed.
+  EXPECT_EQ(sched().gauges().evictable_tokens, 12);
+  EXPECT_EQ(sched().cache().Match(Keys(500, 5)).device_blocks, 3);
+  SubmitWithOutput(2, 16, 1, 500, 0);
+  RunStep();
+  EXPECT_EQ(sched().FindReport(RequestId(2))->cached_device_tokens, 12);
+}
+
+TEST_F(StepSchedulerTest, RetractedRequestCommitsItsOutputOnlyWhenItFinishes) {
+  // Two requests that cannot both hold their KV: the newer one is retracted mid-decode.
+  Build(/*device_blocks=*/6);
+  SubmitWithOutput(1, 8, 10, 100, 2);
+  SubmitWithOutput(2, 8, 10, 200, 2);
+  bool saw_retraction = false;
+  while (sched().num_running() + sched().num_waiting() > 0) {
+    const StepResult result = RunStep();
+    if (!result.preempted.empty()) {
+      saw_retraction = true;
+      // Retraction commits nothing the decode computed: only the prompt blocks are cached.
+      for (RequestId id : result.preempted) {
+        const uint64_t content = id == RequestId(1) ? 100 : 200;
+        EXPECT_LE(sched().cache().Match(Keys(content, 4)).total_blocks(), 2);
+      }
+    }
+  }
+  ASSERT_TRUE(saw_retraction);
+  EXPECT_GT(sched().FindReport(RequestId(2))->preemptions, 0);
+  // Request 2 finished after its recomputation and committed its output blocks then.
+  EXPECT_EQ(sched().cache().Match(Keys(200, 4)).device_blocks, 4);
+}
+
 TEST_F(StepSchedulerTest, KvExhaustionPreemptsTheNewestAndItCompletesLater) {
   Build(/*device_blocks=*/6);
   Submit(1, 8, 10);
@@ -269,7 +374,13 @@ TEST_F(StepSchedulerTest, SubmitRejectsBadRequests) {
   request.max_new_tokens = 1;
   request.prompt_keys = Keys(1, 2);
   EXPECT_THAT(sched().Submit(request).message(), HasSubstr("prompt_keys"));
-  request.prompt_keys.clear();
+  // Prompt 4 + output 4 has 2 full blocks: 1 prompt key and 2 output keys are one too many.
+  request.max_new_tokens = 4;
+  std::vector<kv::BlockKey> keys = Keys(1, 3);
+  request.prompt_keys.assign(keys.begin(), keys.begin() + 1);
+  request.output_keys.assign(keys.begin() + 1, keys.end());
+  EXPECT_THAT(sched().Submit(request).message(), HasSubstr("output_keys"));
+  request.output_keys.pop_back();
   ASSERT_TRUE(sched().Submit(request).ok());
   EXPECT_EQ(sched().Submit(request).code(), StatusCode::kAlreadyExists);
 }
@@ -335,6 +446,7 @@ TEST_F(StepSchedulerTest, TakeReportRetiresAFinishedRequestAndFreesItsId) {
 TEST_F(StepSchedulerTest, RandomWorkloadsFinishEveryAcceptedRequestAndHoldOnlyInFlight) {
   int64_t preemptions = 0;
   int64_t refused = 0;
+  int64_t stored_in_finishing_steps = 0;
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     std::mt19937_64 rng(seed);
     StepSchedulerOptions options;
@@ -355,8 +467,15 @@ TEST_F(StepSchedulerTest, RandomWorkloadsFinishEveryAcceptedRequestAndHoldOnlyIn
                                                : 1 + static_cast<int64_t>(rng() % 24);
         SchedulerRequest request;
         request.id = RequestId(id);
-        request.prompt_keys =
-            Keys(static_cast<uint64_t>(rng() % 4) * 100, prompt / kTokensPerBlock);
+        // Prompts and answers drawn from four conversations, so that outputs are shared and
+        // collide with other requests' blocks; half the requests carry output keys.
+        const uint64_t content = static_cast<uint64_t>(rng() % 4) * 100;
+        const bool with_output = rng() % 2 == 0 && output < 1000;
+        std::vector<kv::BlockKey> keys =
+            Keys(content, (prompt + (with_output ? output : 0)) / kTokensPerBlock);
+        const auto prompt_blocks = static_cast<ptrdiff_t>(prompt / kTokensPerBlock);
+        request.prompt_keys.assign(keys.begin(), keys.begin() + prompt_blocks);
+        request.output_keys.assign(keys.begin() + prompt_blocks, keys.end());
         request.prompt_tokens = prompt;
         request.max_new_tokens = output;
         const bool fits =
@@ -369,8 +488,13 @@ TEST_F(StepSchedulerTest, RandomWorkloadsFinishEveryAcceptedRequestAndHoldOnlyIn
         // Each accepted request, run alone, finishes in at most prompt + output steps.
         if (fits) work_bound += prompt + output;
       }
-      for (RequestId id : RunStep().finished) {
+      const int64_t stored_before = sched().cache().stats().stored_blocks;
+      const StepResult result = RunStep();
+      for (RequestId id : result.finished) {
         ASSERT_TRUE(sched().TakeReport(id).ok()) << "seed " << seed;
+      }
+      if (!result.finished.empty()) {
+        stored_in_finishing_steps += sched().cache().stats().stored_blocks - stored_before;
       }
       ASSERT_EQ(sched().num_held(), sched().num_running() + sched().num_waiting())
           << "seed " << seed;
@@ -383,9 +507,10 @@ TEST_F(StepSchedulerTest, RandomWorkloadsFinishEveryAcceptedRequestAndHoldOnlyIn
     EXPECT_EQ(sched().num_running() + sched().num_waiting(), 0) << "seed " << seed;
     preemptions += sched().num_preemptions();
   }
-  // The workloads do exercise retraction and refusal.
+  // The workloads do exercise retraction and refusal, and store blocks as requests finish.
   EXPECT_GT(preemptions, 30);
   EXPECT_GT(refused, 30);
+  EXPECT_GT(stored_in_finishing_steps, 30);
 }
 
 TEST(StepSchedulerOptionsTest, ValidateNamesTheField) {

@@ -98,14 +98,15 @@ struct Sim {
   std::unique_ptr<GatewayModel> gateway;
 };
 
-// Two engines behind a round-robin router, behind a gateway whose session lifecycle (close on
-// every engine at the end of a conversation) is on when `lifecycle`.
+// `num_engines` engines (default two) of `blocks_per_engine` `block`-token blocks behind a
+// round-robin router, behind a gateway whose session lifecycle (close on
+// every engine at the end of a conversation) is on when `lifecycle` (`num_engines` of them).
 std::unique_ptr<Sim> MakeSim(kv::SessionCloseMode mode = kv::SessionCloseMode::kDereference,
                              bool lifecycle = false, int32_t block = kBlock,
-                             int64_t blocks_per_engine = 1024) {
+                             int64_t blocks_per_engine = 1024, int32_t num_engines = 2) {
   auto sim = std::make_unique<Sim>();
   FleetModelOptions options;
-  options.num_engines = 2;
+  options.num_engines = num_engines;
   options.router.policy = routing::RouterPolicy::kRoundRobin;
   options.engine.config.kv_pool.tokens_per_block = block;
   options.engine.config.kv_pool.max_total_tokens = blocks_per_engine * block;
@@ -183,6 +184,24 @@ TEST(AgentDriverTest, ClosedLoopSubmitsAtCompletionPlusGap) {
   EXPECT_GT(c2.total_ttft, TimeNs(0));
   EXPECT_GE(c2.total_latency, c2.total_ttft);
   EXPECT_GT(c2.cached_tokens, 0) << "later turns reuse the growing prefix";
+}
+
+TEST(AgentDriverTest, NextTurnReusesThePreviousAnswersBlocks) {
+  std::unique_ptr<Sim> sim = MakeSim(kv::SessionCloseMode::kDereference, false, kBlock, 1024,
+                                     /*num_engines=*/1);
+  // Turn 0: 67 prompt tokens (4 blocks) and 40 output tokens, whose KV (106 tokens) fills
+  // blocks 4 and 5; turn 1 re-sends them as its blocks 4-5 (ids 5 and 6 extend ids 1-4).
+  WekaConversation c;
+  c.id = "c";
+  c.block_size = kBlock;
+  c.requests = {Req(0, 4, 1, 40), Req(1, 8, 1, 1)};
+  AgenticWorkload workload;
+  workload.conversations = {c};
+  workload.starts = {TimeNs(0)};
+  const AgentDriverResult r = Drive(*sim, workload, {});
+  ASSERT_EQ(r.requests.size(), 2u);
+  // Turn 1 finds turn 0's prompt and answer cached: 6 blocks, not just the 4 prompt blocks.
+  EXPECT_EQ(Conv(r, 1).cached_tokens, 6 * kBlock);
 }
 
 TEST(AgentDriverTest, SubagentsRunUnderTheirOwnIdsWithTheParentHint) {

@@ -123,6 +123,38 @@ TEST(InstantReplayTest, LongRequestsAreTruncatedOrRefused) {
             "blocks); raise the capacity");
 }
 
+TEST(InstantReplayTest, OutputKeysAreCommittedForTheNextTurn) {
+  // Turn 0 [1 2] answers blocks 3 and 4; turn 1 [1 2 3 4 5] finds all four cached.
+  InstantRequest first = Request({1, 2});
+  const std::vector<kv::BlockKey> chain =
+      kv::BlockKeyHasher(0).KeysFromBlockIds(std::vector<uint64_t>{1, 2, 3, 4, 5});
+  first.output_keys.assign(chain.begin() + 2, chain.begin() + 4);
+  const InstantWorkload w = Workload({first, Request({1, 2, 3, 4, 5})});
+  InstantReplayOptions options;
+  options.capacity_blocks = 8;
+  StatusOr<InstantReplayResult> r = RunInstantReplay(w, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->unique_blocks, 5);
+  // Output blocks are committed, not looked up: hits and totals count prompt blocks.
+  EXPECT_EQ(r->points[0].hits, 4);
+  EXPECT_EQ(r->points[0].total_blocks, 7);
+
+  // Without the output keys the second turn recomputes the answer.
+  const InstantWorkload plain = Workload({Request({1, 2}), Request({1, 2, 3, 4, 5})});
+  r = RunInstantReplay(plain, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->points[0].hits, 2);
+
+  // At 3 blocks the answer is committed only as far as the device holds it (block 3), and the
+  // second turn, truncated to 3 blocks, finds those.
+  options.capacity_blocks = 3;
+  options.truncate_long_requests = true;
+  r = RunInstantReplay(w, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->points[0].hits, 3);
+  EXPECT_EQ(r->points[0].stats.stored_blocks, 3);
+}
+
 TEST(InstantReplayTest, InfiniteCacheHoldsEveryBlock) {
   InstantReplayOptions options;
   options.arms = Arms({"baseline", "infinite-cache"});

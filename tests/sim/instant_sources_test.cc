@@ -206,6 +206,33 @@ TEST(InstantSourcesTest, MergedTimelineCarriesIdsKeysAndSessionEnds) {
   EXPECT_EQ(w->describe(3), "a.json request 1");
 }
 
+TEST(InstantSourcesTest, MergedTimelineGivesEachRequestTheOutputKeysItsNextTurnReuses) {
+  // a0: 138 prompt tokens + 200 output tokens, KV of 337 tokens = 5 full blocks; a1 extends
+  // a0's ids and re-sends blocks 2-4 of the answer. a1 -> a2 does not extend (a rewrite).
+  WekaRequest a0 = Request(0, {1, 2});
+  a0.output_tokens = 200;
+  WekaRequest a1 = Request(5, {1, 2, 3, 4, 5, 6});
+  a1.output_tokens = 200;
+  AgenticWorkload workload;
+  workload.conversations = {
+      Conversation("a.json", {a0, a1, Request(9, {7, 8, 9, 10, 11, 12, 13})},
+                   {Subagent("agent_001", 2, {Request(0, {11})})}),
+  };
+  workload.starts = {TimeNs(0)};
+  StatusOr<InstantWorkload> w = MergedTimeline(workload);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(w->requests.size(), 4u);
+  const kv::BlockKeyHasher hasher(0);
+  const std::vector<kv::BlockKey> a1_keys =
+      hasher.KeysFromBlockIds(std::vector<uint64_t>{1, 2, 3, 4, 5, 6}, 1);
+  EXPECT_EQ(w->requests[0].output_keys,
+            std::vector<kv::BlockKey>(a1_keys.begin() + 2, a1_keys.begin() + 5));
+  // The sub-agent's only request, a1 (not extended by a2) and a2 (the last) have none.
+  EXPECT_THAT(w->requests[1].output_keys, ::testing::IsEmpty());
+  EXPECT_THAT(w->requests[2].output_keys, ::testing::IsEmpty());
+  EXPECT_THAT(w->requests[3].output_keys, ::testing::IsEmpty());
+}
+
 TEST(InstantSourcesTest, MergedTimelineRefusesWhatCannotShareOneCache) {
   const std::vector<WekaConversation> none;
   EXPECT_EQ(MergedTimeline(none, {}).status().message(), "no conversations to replay");

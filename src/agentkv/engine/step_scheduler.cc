@@ -9,6 +9,12 @@
 //   batch can always reserve its KV (it is never retracted forever).
 // - The cache's active requests are exactly running_; waiting and finished requests hold
 //   nothing. A running request's kv_tokens never exceeds its prefill target plus its output.
+// - A request's keys (prompt keys, then output keys) name blocks of prompt + output by
+//   position; a running request has committed at most the keyed blocks its KV covers
+//   (committed_blocks <= min(keys, kv_tokens / tokens_per_block)). Blocks are committed as
+//   prefill covers them and, at finish or abort, as far as the KV covers the output (never
+//   during decode, never at retraction: SGLang inserts a request into its radix tree after a
+//   prefill and when it finishes, and retracts without inserting).
 // - A request in kDecode has emitted at least one and fewer than max_new_tokens tokens and
 //   holds the KV of prompt + output - 1 tokens (the last emitted token is not yet computed).
 // - Reports: first_scheduled is set once a request was admitted; first_token once it emitted.
@@ -92,6 +98,12 @@ Status StepScheduler::Submit(SchedulerRequest request) {
       request.prompt_tokens / cache_.tokens_per_block()) {
     return InvalidArgumentError("prompt_keys has more keys than the prompt has full blocks");
   }
+  // Both token counts passed CheckFits, so the sum cannot overflow.
+  if (static_cast<int64_t>(request.prompt_keys.size() + request.output_keys.size()) >
+      (request.prompt_tokens + request.max_new_tokens) / cache_.tokens_per_block()) {
+    return InvalidArgumentError(
+        "prompt_keys and output_keys have more keys than prompt + output has full blocks");
+  }
   if (requests_.contains(request.id)) {
     return AlreadyExistsError("request " + std::to_string(request.id.value()) +
                               " is already held (submitted and not retired)");
@@ -101,6 +113,10 @@ Status StepScheduler::Submit(SchedulerRequest request) {
   entry.report.id = id;
   entry.report.submitted = cache_.current_step();
   entry.prefill_target = request.prompt_tokens;
+  entry.keys = std::move(request.prompt_keys);
+  entry.keys.insert(entry.keys.end(), request.output_keys.begin(), request.output_keys.end());
+  request.prompt_keys.clear();
+  std::vector<kv::BlockKey>().swap(request.output_keys);
   entry.request = std::move(request);
   requests_.emplace(id, std::move(entry));
   waiting_.push_back(id);
@@ -111,9 +127,9 @@ Status StepScheduler::Submit(SchedulerRequest request) {
 void StepScheduler::MarkFinished(Entry& entry) {
   entry.phase = Phase::kFinished;
   entry.report.finished = cache_.current_step();
-  // Only a live request needs its prompt keys; a finished one waiting for TakeReport keeps
-  // its report alone.
-  std::vector<kv::BlockKey>().swap(entry.request.prompt_keys);
+  // Only a live request needs its keys; a finished one waiting for TakeReport keeps its report
+  // alone.
+  std::vector<kv::BlockKey>().swap(entry.keys);
   ++num_finished_;
 }
 
@@ -136,6 +152,7 @@ void StepScheduler::Preempt(StepResult& result) {
   const RequestId victim = running_.back();
   running_.pop_back();
   Entry& entry = requests_.at(victim);
+  // Released without committing what decode computed: SGLang retracts without inserting.
   AGENTKV_CHECK(cache_.Release(victim).ok());
   // SGLang's retract: the request comes back with prompt + output as its new prompt.
   entry.phase = Phase::kWaiting;
@@ -159,9 +176,9 @@ bool StepScheduler::ReserveOrPreempt(size_t index, int64_t tokens, StepResult& r
   return true;
 }
 
-void StepScheduler::CommitPromptBlocks(RequestId id, Entry& entry) {
+void StepScheduler::CommitCoveredBlocks(RequestId id, Entry& entry) {
   if (entry.commit_failed) return;
-  const auto& keys = entry.request.prompt_keys;
+  const auto& keys = entry.keys;
   const int64_t covered = std::min<int64_t>(static_cast<int64_t>(keys.size()),
                                             entry.kv_tokens / cache_.tokens_per_block());
   if (covered <= entry.committed_blocks) return;
@@ -176,6 +193,8 @@ void StepScheduler::CommitPromptBlocks(RequestId id, Entry& entry) {
 }
 
 void StepScheduler::Finish(RequestId id, Entry& entry, StepResult& result) {
+  // SGLang's cache_finished_req: prompt + output, as far as the KV covers it.
+  CommitCoveredBlocks(id, entry);
   AGENTKV_CHECK(cache_.Release(id).ok());
   MarkFinished(entry);
   result.finished.push_back(id);
@@ -202,6 +221,9 @@ StatusOr<bool> StepScheduler::Abort(RequestId id) {
       auto pos = std::find(running_.begin(), running_.end(), id);
       AGENTKV_CHECK(pos != running_.end()) << "running request " << id << " not in the batch";
       running_.erase(pos);
+      // Its computed prefix stays cached, as SGLang's abort finishes through
+      // cache_finished_req.
+      CommitCoveredBlocks(id, entry);
       AGENTKV_CHECK(cache_.Release(id).ok());
       break;
     }
@@ -223,7 +245,7 @@ void StepScheduler::EmitToken(RequestId id, Entry& entry, StepResult& result) {
 void StepScheduler::RunPrefill(RequestId id, Entry& entry, int64_t chunk, StepResult& result) {
   ScheduledWork work{id, chunk, 0, entry.kv_tokens, false};
   entry.kv_tokens += chunk;
-  CommitPromptBlocks(id, entry);
+  CommitCoveredBlocks(id, entry);
   result.prefill_tokens += chunk;
   if (entry.kv_tokens == entry.prefill_target) {
     work.emitted_token = true;
@@ -240,7 +262,8 @@ bool StepScheduler::AdmitFront(int64_t& budget, bool first_prefill, StepResult& 
   Entry& entry = requests_.at(id);
   const int64_t tpb = cache_.tokens_per_block();
   // Match prompt[:-1]: the last prompt token is always computed to produce the next token.
-  const auto& keys = entry.request.prompt_keys;
+  // A retracted request's prompt is prompt + output so far, matched over its output keys too.
+  const auto& keys = entry.keys;
   const size_t match_blocks = static_cast<size_t>(
       std::min<int64_t>(static_cast<int64_t>(keys.size()), (entry.prefill_target - 1) / tpb));
   const std::span<const kv::BlockKey> match_keys(keys.data(), match_blocks);
@@ -421,6 +444,11 @@ Status StepScheduler::CheckInvariants() const {
     }
     if (e.phase == Phase::kPrefill && e.kv_tokens >= e.prefill_target) {
       return InternalError("prefill request past its target");
+    }
+    const int64_t covered = std::min<int64_t>(static_cast<int64_t>(e.keys.size()),
+                                              e.kv_tokens / cache_.tokens_per_block());
+    if (e.committed_blocks > covered) {
+      return InternalError("running request committed blocks its KV does not cover");
     }
     held_lower_bound = std::max(held_lower_bound, BlocksForTokens(e.kv_tokens));
   }

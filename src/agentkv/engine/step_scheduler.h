@@ -56,6 +56,14 @@ struct SchedulerRequest {
   // Keys of the prompt's full blocks, chained from the root (computed by the caller).
   // At most prompt_tokens / tokens_per_block of them.
   std::vector<kv::BlockKey> prompt_keys;
+  // Keys of the blocks after prompt_keys, chained on from them: key j names block
+  // prompt_keys.size() + j of the sequence prompt + output, normally the full blocks that the
+  // output completes (SGLang's cache_finished_req inserts prompt + output). The caller knows
+  // the output's content (the emulator's tokens, a trace's next turn); empty when it does not.
+  // prompt_keys.size() + output_keys.size() is at most (prompt_tokens + max_new_tokens) /
+  // tokens_per_block. Only blocks whose KV the request computed are ever committed: the last
+  // output token has no KV, so at most (prompt_tokens + max_new_tokens - 1) / tokens_per_block.
+  std::vector<kv::BlockKey> output_keys;
   // Prompt length in tokens. Range: [1, kMaxTokens] (base/bounds.h).
   int64_t prompt_tokens = 0;
   // Output tokens to generate (the request's output length). Range: [1, kMaxTokens].
@@ -163,8 +171,9 @@ class StepScheduler {
   // request could never run; retried, it would be retracted forever).
   [[nodiscard]] Status CheckFits(int64_t prompt_tokens, int64_t max_new_tokens) const;
 
-  // Appends `request` to the waiting queue. InvalidArgument when CheckFits refuses it or it has
-  // more prompt keys than full prompt blocks; AlreadyExists for the id of a request submitted
+  // Appends `request` to the waiting queue. InvalidArgument when CheckFits refuses it, it has
+  // more prompt keys than full prompt blocks, or more prompt and output keys than prompt +
+  // output has full blocks; AlreadyExists for the id of a request submitted
   // and not yet retired (TakeReport).
   [[nodiscard]] Status Submit(SchedulerRequest request);
 
@@ -178,18 +187,21 @@ class StepScheduler {
   //      batch has room, the budget lasts and the cache can reserve their first chunk. The
   //      prompt is matched without its last token (which is always recomputed).
   // A prefill that completes emits the first output token; each decode emits one more; a
-  // request finishes (and is released) once it has max_new_tokens. Full prompt blocks are
-  // committed as prefill covers them; generated tokens have no keys and are never committed.
-  // If nothing could run while requests are running, the newest is retracted so that the
-  // next step progresses.
+  // request finishes (and is released) once it has max_new_tokens. Keyed blocks (prompt_keys,
+  // then output_keys) are committed as prefill covers them, and a finishing request commits,
+  // before its release, every keyed block its KV covers (prompt + output - 1 tokens: SGLang's
+  // cache_finished_req), so the next turn of a conversation reuses the previous answer. A
+  // retracted request commits nothing more (SGLang retracts without inserting); its
+  // recomputation commits the blocks its prefill covers again. If nothing could run while requests
+  // are running, the newest is retracted so that the next step progresses.
   StepResult Step();
 
   // Ends `id` now, wherever it is (SGLang's /abort_request): a waiting request leaves the
-  // queue, a running one releases its KV (its committed prompt blocks stay cached, like a
-  // finished request's); the report is marked aborted and keeps the tokens produced so far.
-  // Returns true when the request was ended, false when it had already finished (abort is
-  // idempotent until the report is taken). NotFound for an id the scheduler does not hold
-  // (never submitted, or retired by TakeReport).
+  // queue, a running one first commits every keyed block its KV covers, as a finished request
+  // does (SGLang caches an aborted request's computed prefix), then releases its KV; the report is
+  // marked aborted and keeps the tokens produced so far. Returns true when the request was ended,
+  // false when it had already finished (abort is idempotent until the report is taken). NotFound
+  // for an id the scheduler does not hold (never submitted, or retired by TakeReport).
   StatusOr<bool> Abort(RequestId id);
 
   // Retires finished request `id` and returns its report: the scheduler forgets the id (it
@@ -215,8 +227,9 @@ class StepScheduler {
 
   // Internal naming the first broken invariant: held == running + waiting + finished-untaken,
   // submitted == running + waiting + finished, each request in exactly the place its phase
-  // says, every running request holds the KV of the tokens it computed, the cache runs exactly
-  // the running requests, and the cache's own invariants hold.
+  // says, every running request holds the KV of the tokens it computed and committed no block
+  // its KV does not cover, the cache runs exactly the running requests, and the cache's own
+  // invariants hold.
   Status CheckInvariants() const;
 
  private:
@@ -231,7 +244,10 @@ class StepScheduler {
     int64_t prefill_target = 0;
     // Tokens whose KV the request holds and has computed (or reused).
     int64_t kv_tokens = 0;
-    // Prompt blocks the cache holds committed for the request: the matched prefix plus the
+    // The request's keys: prompt_keys then output_keys (moved out of `request`), block i of
+    // prompt + output named by keys[i].
+    std::vector<kv::BlockKey> keys;
+    // Keyed blocks the cache holds committed for the request: the matched prefix plus the
     // ones committed since. commit_failed stops commits after a key collision.
     int64_t committed_blocks = 0;
     bool commit_failed = false;
@@ -243,8 +259,8 @@ class StepScheduler {
   // requests as needed. False when the request itself was retracted.
   bool ReserveOrPreempt(size_t index, int64_t tokens, StepResult& result);
   void Preempt(StepResult& result);
-  // Commits the prompt blocks the request's KV now covers.
-  void CommitPromptBlocks(RequestId id, Entry& entry);
+  // Commits the keyed blocks (prompt, then output) the request's KV now covers.
+  void CommitCoveredBlocks(RequestId id, Entry& entry);
   // Runs one prefill chunk of `chunk` tokens (KV already reserved), emitting the first token
   // when the prefill completes.
   void RunPrefill(RequestId id, Entry& entry, int64_t chunk, StepResult& result);

@@ -10,6 +10,7 @@
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/kv_cache_manager.h"
 #include "agentkv/routing/routing_key.h"
+#include "agentkv/sim/output_keys.h"
 
 namespace agentkv::sim {
 namespace {
@@ -328,6 +329,16 @@ void AgentDriver::RequestReady(int32_t index, int32_t request) {
   if (agent.joins_pending[static_cast<size_t>(request)] == 0) SubmitNext(index);
 }
 
+std::vector<kv::BlockKey> AgentDriver::KeysOf(std::span<const uint64_t> ids,
+                                              uint64_t namespace_id) const {
+  if (options_.shared_prefix_ids == 0) return hasher_.KeysFromBlockIds(ids, namespace_id);
+  std::vector<uint64_t> shifted(ids.begin(), ids.end());
+  for (uint64_t& block_id : shifted) {
+    if (block_id >= options_.shared_prefix_ids) block_id += namespace_id << kSharedPrefixIdBits;
+  }
+  return hasher_.KeysFromBlockIds(shifted, 0);
+}
+
 void AgentDriver::SubmitNext(int32_t index) {
   Agent& agent = agents_[static_cast<size_t>(index)];
   const int32_t i = agent.next;
@@ -338,14 +349,11 @@ void AgentDriver::SubmitNext(int32_t index) {
   const int64_t id = options_.first_request_id + static_cast<int64_t>(result_.requests.size());
   request.id = RequestId(id);
   const uint64_t namespace_id = static_cast<uint64_t>(agent.workload_index) + 1;
-  if (options_.shared_prefix_ids == 0) {
-    request.prompt_keys = hasher_.KeysFromBlockIds(w.hash_ids, namespace_id);
-  } else {
-    std::vector<uint64_t> ids = w.hash_ids;
-    for (uint64_t& block_id : ids) {
-      if (block_id >= options_.shared_prefix_ids) block_id += namespace_id << kSharedPrefixIdBits;
-    }
-    request.prompt_keys = hasher_.KeysFromBlockIds(ids, 0);
+  request.prompt_keys = KeysOf(w.hash_ids, namespace_id);
+  if (static_cast<size_t>(i) + 1 < agent.requests->size()) {
+    request.output_keys =
+        ReusedOutputKeys(w, (*agent.requests)[static_cast<size_t>(i) + 1], block_size,
+                         [&](std::span<const uint64_t> ids) { return KeysOf(ids, namespace_id); });
   }
   request.prompt_tokens = std::max<int64_t>(
       {w.input_tokens, static_cast<int64_t>(w.hash_ids.size()) * block_size, int64_t{1}});

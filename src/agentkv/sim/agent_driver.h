@@ -13,7 +13,9 @@
 // (sub-agents share the parent's namespace, as in the WEKA files; with shared_prefix_ids, ids below
 // it share one namespace across conversations, see AgentDriverOptions), with the hasher of engine
 // 0's KV cache; prompt_tokens = `in` (at least the block-covered tokens, hash_ids.size() *
-// block_size, and at least 1) and max_new_tokens = max(1, `out`). Request ids are first_request_id,
+// block_size, and at least 1) and max_new_tokens = max(1, `out`). Output keys are the blocks of
+// the answer that the agent's next request re-sends (sim/output_keys.h), keyed as that request's
+// prompt, so the engine caches the answer for the next turn. Request ids are first_request_id,
 // +1, ... in submission order.
 //
 // Timing rules (`api(i)` is request i's recorded server time, `api_time`, 0 when absent):
@@ -64,6 +66,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "agentkv/base/status.h"
@@ -211,6 +214,9 @@ class AgentDriver {
   // The gap of request `index` has elapsed: submit it unless joins are pending.
   void RequestReady(int32_t agent, int32_t index);
   void SubmitNext(int32_t agent);
+  // Chained keys of trace block ids in conversation namespace `namespace_id` (see
+  // AgentDriverOptions::shared_prefix_ids).
+  std::vector<kv::BlockKey> KeysOf(std::span<const uint64_t> ids, uint64_t namespace_id) const;
   void OnComplete(const GatewayRecord& gateway_record, const EngineRequestRecord* record);
   void EndAgent(int32_t agent);
   // The sub-agent `agent`'s join delay has passed: its parent's joined request waits for one

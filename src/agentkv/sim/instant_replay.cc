@@ -1,6 +1,7 @@
 // Invariants of one point: requests run one at a time, so after each Release no block is held
 // and every cached device block is evictable; no request reserves more blocks than the device
-// has (refused up front, or truncated to the capacity), so Reserve always finds room; the step
+// has (refused up front, or truncated to the capacity; output blocks beyond it are not
+// committed), so Reserve always finds room; the step
 // counter only moves forward. Any non-OK status from the cache therefore means a bug, reported
 // as Internal, and CheckInvariants() runs once at the end of each point. Every point replays
 // the same stream, so points differ only in the cache options and the closing of sessions.
@@ -48,9 +49,12 @@ int64_t UniqueBlocks(const InstantWorkload& workload) {
   const std::vector<InstantRequest>& requests = workload.requests;
   std::vector<kv::BlockKey> all;
   size_t total = 0;
-  for (const InstantRequest& r : requests) total += r.keys.size();
+  for (const InstantRequest& r : requests) total += r.keys.size() + r.output_keys.size();
   all.reserve(total);
-  for (const InstantRequest& r : requests) all.insert(all.end(), r.keys.begin(), r.keys.end());
+  for (const InstantRequest& r : requests) {
+    all.insert(all.end(), r.keys.begin(), r.keys.end());
+    all.insert(all.end(), r.output_keys.begin(), r.output_keys.end());
+  }
   std::sort(all.begin(), all.end());
   return std::unique(all.begin(), all.end()) - all.begin();
 }
@@ -129,10 +133,19 @@ class PointReplay {
       if (!match.ok()) return Bug(i, "AddRequest", match.status());
       point.hits += match->device_blocks + match->host_blocks;
       point.total_blocks += n;
-      if (Status s = cache.Reserve(id, c * workload_.tokens_per_block); !s.ok()) {
+      // The output keys chain on from the whole prompt, so a truncated prompt commits none;
+      // they are committed as far as the device holds them.
+      const int64_t o =
+          c == n ? std::min(static_cast<int64_t>(r.output_keys.size()), capacity_ - c) : 0;
+      if (Status s = cache.Reserve(id, (c + o) * workload_.tokens_per_block); !s.ok()) {
         return Bug(i, "Reserve", s);
       }
       if (Status s = cache.Commit(id, keys.subspan(static_cast<size_t>(match->total_blocks())));
+          !s.ok()) {
+        return Bug(i, "Commit", s);
+      }
+      // What the request computed of its answer, as the engine commits it when it finishes.
+      if (Status s = cache.Commit(id, std::span(r.output_keys).first(static_cast<size_t>(o)));
           !s.ok()) {
         return Bug(i, "Commit", s);
       }

@@ -41,6 +41,11 @@ struct InstantRequest {
   TimeNs time;
   // Its chained prompt block keys, one per full block.
   std::vector<kv::BlockKey> keys;
+  // Keys of the blocks its output completes, chained on from `keys` (as
+  // engine::SchedulerRequest::output_keys, and derived the same way: sim/output_keys.h), so
+  // that the answer is cached for the next turn as the engine caches it. Empty when the
+  // source does not know them (an open-loop trace).
+  std::vector<kv::BlockKey> output_keys;
   // What AddRequest gets: prompt tokens and, where the source has them, the session,
   // conversation and parent hint.
   kv::RequestOptions options;
@@ -68,9 +73,10 @@ struct InstantPoint {
   // infinite-cache), and the device blocks.
   double fraction = 0;
   int64_t capacity_blocks = 0;
-  // Leading request blocks found cached (device, or host and onboarded), summed over requests.
+  // Leading prompt blocks found cached (device, or host and onboarded), summed over requests.
   int64_t hits = 0;
-  // All request blocks, summed over requests (with truncation, beyond capacity too).
+  // All prompt blocks, summed over requests (with truncation, beyond capacity too); output
+  // blocks are committed, never looked up.
   int64_t total_blocks = 0;
   // hits / total_blocks; 0 without blocks.
   double hit_ratio = 0;
@@ -127,7 +133,8 @@ struct InstantReplayOptions {
 
 struct InstantReplayResult {
   int64_t requests = 0;
-  // Distinct chained block keys over all requests: the capacity at which nothing is evicted.
+  // Distinct chained block keys over all requests (prompt and output keys): the capacity at
+  // which nothing is evicted.
   int64_t unique_blocks = 0;
   int32_t tokens_per_block = 0;
   int64_t host_blocks = 0;
@@ -138,15 +145,15 @@ struct InstantReplayResult {
   std::vector<InstantPoint> points;
 };
 
-// The distinct chained block keys of `workload`'s requests: the device capacity at which
-// nothing is ever evicted (InstantReplayResult::unique_blocks).
+// The distinct chained block keys of `workload`'s requests, prompt and output keys: the device
+// capacity at which nothing is ever evicted (InstantReplayResult::unique_blocks).
 int64_t UniqueBlocks(const InstantWorkload& workload);
 
 // Replays `workload` at every point of `options`. Request i, at each point: advance the step
 // counter (with step_interval); AddRequest(its keys, or the first `capacity` with truncation,
-// its options); Reserve(those blocks * tokens_per_block); Commit(the keys after the match);
-// Release; with +lifecycle and ends_session, CloseSession(its session). CheckInvariants runs
-// at the end of each point.
+// its options); Reserve(those blocks and its output blocks * tokens_per_block); Commit(the keys
+// after the match, then its output keys: SGLang's cache_finished_req); Release; with +lifecycle and
+// ends_session, CloseSession(its session). CheckInvariants runs at the end of each point.
 // InvalidArgument for invalid options or tokens_per_block, an arm needing the fleet, a request
 // longer than a capacity (without truncation) or a span over 2^30 steps; Internal if the cache
 // refuses a call or breaks an invariant, which would be a bug in it or here.

@@ -10,6 +10,7 @@
 #include "agentkv/base/bounds.h"
 #include "agentkv/base/check.h"
 #include "agentkv/kv/block_key.h"
+#include "agentkv/sim/output_keys.h"
 
 namespace agentkv::sim {
 namespace {
@@ -24,6 +25,16 @@ const WekaRequest& RequestOf(const std::vector<WekaConversation>& conversations,
   const std::vector<WekaRequest>& requests =
       e.subagent < 0 ? c.requests : c.subagents[static_cast<size_t>(e.subagent)].requests;
   return requests[static_cast<size_t>(e.request)];
+}
+
+// The request after `e` of the same main agent or sub-agent, or nullptr for its last.
+const WekaRequest* NextOf(const std::vector<WekaConversation>& conversations,
+                          const AgenticScheduleEntry& e) {
+  const WekaConversation& c = conversations[static_cast<size_t>(e.conversation)];
+  const std::vector<WekaRequest>& requests =
+      e.subagent < 0 ? c.requests : c.subagents[static_cast<size_t>(e.subagent)].requests;
+  const auto next = static_cast<size_t>(e.request) + 1;
+  return next < requests.size() ? &requests[next] : nullptr;
 }
 
 std::string Describe(const std::vector<WekaConversation>& conversations,
@@ -152,7 +163,13 @@ StatusOr<InstantWorkload> MergedTimeline(const std::vector<WekaConversation>& co
     const ConversationId id = AgenticConversationId(e.conversation, e.subagent);
     InstantRequest request;
     request.time = e.time;
-    request.keys = hasher.KeysFromBlockIds(r.hash_ids, static_cast<uint64_t>(e.conversation) + 1);
+    const uint64_t extra_key = static_cast<uint64_t>(e.conversation) + 1;
+    request.keys = hasher.KeysFromBlockIds(r.hash_ids, extra_key);
+    if (const WekaRequest* next = NextOf(conversations, e); next != nullptr) {
+      request.output_keys = ReusedOutputKeys(
+          r, *next, workload.tokens_per_block,
+          [&](std::span<const uint64_t> ids) { return hasher.KeysFromBlockIds(ids, extra_key); });
+    }
     request.options.prompt_tokens = r.input_tokens;
     request.options.session = SessionId(id.value());
     request.options.conversation = id;

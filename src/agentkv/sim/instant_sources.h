@@ -31,7 +31,8 @@ namespace agentkv::sim {
 // `requests` in the order given (not sorted by arrival; a Mooncake trace's file order): keys
 // KeysFromBlockIds(hash_ids) at hash seed 0 (no namespace: an open-loop trace is one
 // namespace), prompt_tokens and time = arrival as recorded, no session or conversation (each
-// request would be a session of its own that nothing else reuses).
+// request would be a session of its own that nothing else reuses), no output keys (no request
+// is known to be another's next turn).
 InstantWorkload OpenLoopInOrder(const std::vector<OpenLoopRequest>& requests,
                                 int32_t tokens_per_block);
 
@@ -79,7 +80,9 @@ std::vector<AgenticScheduleEntry> BuildAgenticSchedule(
 // KeysFromBlockIds(hash_ids, extra_key = conversation index + 1) at hash seed 0 (hash ids are
 // local to a file; a sub-agent shares its parent's namespace), prompt_tokens = in, session and
 // conversation = its id, for a sub-agent the main agent's id as an authenticated parent hint,
-// ends_session on its last request. `describe` names the file, sub-agent and request, and
+// ends_session on its last request, output keys the blocks of its answer that the next request
+// of the same agent re-sends (ReusedOutputKeys, output_keys.h, in the same namespace: what the
+// fleet's agent driver gives the engine). `describe` names the file, sub-agent and request, and
 // refers to `conversations`, which must outlive the result.
 // InvalidArgument for no conversations, more than kMaxAgenticConversations conversations or
 // kMaxSubagentsPerConversation sub-agents in one, or conversations with different block_size.

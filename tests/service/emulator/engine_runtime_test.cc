@@ -102,6 +102,21 @@ TEST(EngineRuntimeTest, CachedTokensGrowTurnByTurn) {
   }
 }
 
+TEST(EngineRuntimeTest, NextTurnReusesThePreviousTurnsOutputPages) {
+  auto runtime = EngineRuntime::Start(Unpaced()).value();
+  // 64 prompt tokens and 40 output tokens: the KV of 64 + 40 - 1 = 103 tokens fills 6 pages,
+  // all cached when the request finishes (SGLang's cache_finished_req).
+  const Outcome first = Generate(*runtime, Input("t0", Tokens(1, 64), 40));
+  ASSERT_EQ(first.result.output_ids.size(), 40u);
+  std::vector<int64_t> context = Tokens(1, 64);
+  context.insert(context.end(), first.result.output_ids.begin(), first.result.output_ids.end());
+  const std::vector<int64_t> more = Tokens(5'000, 20);
+  context.insert(context.end(), more.begin(), more.end());
+  // The next turn re-sends prompt + answer: the 6 pages are reused, the answer's included.
+  const Outcome second = Generate(*runtime, Input("t1", context, 1));
+  EXPECT_EQ(second.result.cached_tokens, 96);
+}
+
 TEST(EngineRuntimeTest, CloseSessionInReleaseModeFreesTheSessionsUniqueBlocksOnce) {
   auto runtime = EngineRuntime::Start(Unpaced()).value();
   Generate(*runtime, Input("s1", Tokens(1, 160), 4, "sess"));

@@ -59,6 +59,12 @@ std::vector<kv::BlockKey> PageKeys(const kv::BlockKeyHasher& hasher,
   return hasher.KeysFromBlockIds(ids, namespace_id);
 }
 
+// Output token `index` (0-based) of the request whose id hashes to `rid_hash`.
+int64_t PseudoToken(uint64_t rid_hash, int64_t index) {
+  const uint64_t h = Mix64(HashCombine(rid_hash, static_cast<uint64_t>(index)));
+  return kVocabularyBase + static_cast<int64_t>(h % static_cast<uint64_t>(kVocabularySpan));
+}
+
 }  // namespace
 
 LatencyHistogram::LatencyHistogram(std::vector<double> bounds)
@@ -215,14 +221,28 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
     request.id = id;
     const uint64_t namespace_id =
         input.cache_namespace.empty() ? 0 : Hash64(input.cache_namespace, kNamespaceSeed) | 1;
-    request.prompt_keys =
-        PageKeys(scheduler().cache().hasher(), input.input_ids, page_size_, namespace_id);
     request.prompt_tokens = static_cast<int64_t>(input.input_ids.size());
-    // The last prompt token is always recomputed: drop a key that covers it.
-    if (static_cast<int64_t>(request.prompt_keys.size()) * page_size_ > request.prompt_tokens - 1) {
-      request.prompt_keys.resize(static_cast<size_t>((request.prompt_tokens - 1) / page_size_));
-    }
     request.max_new_tokens = std::max<int64_t>(1, max_new_tokens);
+    // The output's tokens are known up front (pseudo tokens drawn from the request id), so the
+    // keys of every page the request computes, prompt + output[:-1] (the last output token has
+    // no KV), are too: the scheduler commits the output's pages when the request finishes, as
+    // SGLang's cache_finished_req, and a next turn that re-sends the output reuses them.
+    const uint64_t rid_hash = Hash64(input.rid, kOutputSeed);
+    std::vector<int64_t> sequence = input.input_ids;
+    const int64_t computed = request.prompt_tokens + request.max_new_tokens - 1;
+    sequence.reserve(static_cast<size_t>(computed));
+    for (int64_t i = 0; request.prompt_tokens + i < computed; ++i) {
+      sequence.push_back(PseudoToken(rid_hash, i));
+    }
+    std::vector<kv::BlockKey> keys =
+        PageKeys(scheduler().cache().hasher(), sequence, page_size_, namespace_id);
+    // The last prompt token is always recomputed: a key that covers it is an output key (the
+    // scheduler commits it with the prompt's prefill, and never matches it for this prompt).
+    const size_t prompt_pages = static_cast<size_t>((request.prompt_tokens - 1) / page_size_);
+    request.prompt_keys.assign(keys.begin(),
+                               keys.begin() + static_cast<std::ptrdiff_t>(prompt_pages));
+    request.output_keys.assign(keys.begin() + static_cast<std::ptrdiff_t>(prompt_pages),
+                               keys.end());
     request.kv_options.prompt_tokens = request.prompt_tokens;
     Session* session = nullptr;
     if (options_.enable_session_radix_cache && input.session_id.has_value()) {
@@ -241,7 +261,7 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
       request.kv_options.retention = retention;
     }
     Active active;
-    active.rid_hash = Hash64(input.rid, kOutputSeed);
+    active.rid_hash = rid_hash;
     active.arrival = arrival;
     active.requested_tokens = max_new_tokens;
     active.input = std::move(input);
@@ -482,9 +502,7 @@ std::vector<int64_t> EngineRuntime::PseudoTokens(const Active& active, int64_t f
                                                  int64_t n) const {
   std::vector<int64_t> tokens(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    const uint64_t h = Mix64(HashCombine(active.rid_hash, static_cast<uint64_t>(from + i)));
-    tokens[static_cast<size_t>(i)] =
-        kVocabularyBase + static_cast<int64_t>(h % static_cast<uint64_t>(kVocabularySpan));
+    tokens[static_cast<size_t>(i)] = PseudoToken(active.rid_hash, from + i);
   }
   return tokens;
 }

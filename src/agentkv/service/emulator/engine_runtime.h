@@ -9,8 +9,10 @@
 // turns text into 4-byte pseudo tokens), the KV block keys are chained hashes of each full
 // page of token ids (namespaced by `extra_key`/`cache_salt`), and output tokens are
 // deterministic pseudo tokens drawn from the request id. Equal prompts therefore share KV as in
-// SGLang's radix cache, page by page. Only prompt pages are cached (the scheduler never commits
-// generated tokens), so a turn that re-sends the previous turn's output recomputes that part.
+// SGLang's radix cache, page by page. A request's output is cached as SGLang's
+// cache_finished_req caches it: its tokens are known up front, so the request carries the keys
+// of the pages prompt + output[:-1] fills, and the scheduler commits them when it finishes (or
+// is aborted); a turn that re-sends the previous turn's input_ids + output_ids reuses them.
 //
 // Limits. Request lengths follow SGLang (context_limits.h): an input of the context length or
 // more, or an input plus max_new_tokens reaching it, is refused by Submit with SGLang's

@@ -99,8 +99,8 @@ struct Sim {
 };
 
 // `num_engines` engines (default two) of `blocks_per_engine` `block`-token blocks behind a
-// round-robin router, behind a gateway whose session lifecycle (close on
-// every engine at the end of a conversation) is on when `lifecycle` (`num_engines` of them).
+// round-robin router, behind a gateway whose session lifecycle (close on every engine at the
+// end of a conversation) is on when `lifecycle`.
 std::unique_ptr<Sim> MakeSim(kv::SessionCloseMode mode = kv::SessionCloseMode::kDereference,
                              bool lifecycle = false, int32_t block = kBlock,
                              int64_t blocks_per_engine = 1024, int32_t num_engines = 2) {

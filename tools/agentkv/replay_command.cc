@@ -1,7 +1,6 @@
 #include "tools/agentkv/replay_command.h"
 
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +25,7 @@
 #include "tools/agentkv/agentic_flags.h"
 #include "tools/agentkv/cli_support.h"
 #include "tools/agentkv/cost_model_file.h"
+#include "tools/agentkv/progress_line.h"
 
 namespace agentkv::tools {
 namespace {
@@ -90,7 +90,8 @@ Output:
   stdout   the arm table, with each arm's change against baseline in parentheses
   --json   the full result (default agentkv-replay.json; "" to skip)
   --html   a self-contained report with SVG charts (default agentkv-replay.html; "" to skip)
-  stderr   a progress line while the run takes more than 2 s and stderr is a terminal
+  stderr   progress once the run has taken 2 s: a line redrawn in place on a terminal,
+           a plain line every 5 s otherwise
 
 Config files: --config FILE reads the same flags from a TOML or INI file, under a [replay]
 section, one `flag-name = value` line each (lists as ["a", "b"]), e.g.
@@ -146,43 +147,6 @@ Status CheckOutputPath(const char* flag, const std::string& path) {
   }
   return Status::Ok();
 }
-
-// The progress line: silent unless stderr is a terminal and the run has taken 2 s; redrawn at
-// most every 200 ms; erased when the run ends.
-class ProgressLine {
- public:
-  explicit ProgressLine(bool enabled)
-      : enabled_(enabled && isatty(STDERR_FILENO) == 1),
-        start_(std::chrono::steady_clock::now()),
-        last_(start_) {}
-  ~ProgressLine() { Clear(); }
-
-  void Update(size_t arm_index, size_t num_arms, std::string_view arm, double fraction) {
-    if (!enabled_) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - start_ < std::chrono::seconds(2)) return;
-    if (shown_ && now - last_ < std::chrono::milliseconds(200)) return;
-    last_ = now;
-    shown_ = true;
-    const double elapsed = std::chrono::duration<double>(now - start_).count();
-    fmt::print(stderr, "\r\033[Kagentkv replay: arm {}/{} {:<20} {:5.1f}%  {:.0f} s", arm_index + 1,
-               num_arms, arm, 100.0 * fraction, elapsed);
-    std::fflush(stderr);
-  }
-
-  void Clear() {
-    if (!shown_) return;
-    fmt::print(stderr, "\r\033[K");
-    std::fflush(stderr);
-    shown_ = false;
-  }
-
- private:
-  bool enabled_;
-  std::chrono::steady_clock::time_point start_;
-  std::chrono::steady_clock::time_point last_;
-  bool shown_ = false;
-};
 
 }  // namespace
 
@@ -543,7 +507,7 @@ int ReplayCommand::Run() const {
     description = fmt::format("mooncake: {} requests, open loop", all.size());
   }
 
-  ProgressLine progress_line(!quiet_);
+  ProgressLine progress_line(ProgressLine::ModeForStderr(!quiet_));
   const sim::ReplayProgress progress = [&progress_line](size_t arm_index, size_t num_arms,
                                                         std::string_view arm, double fraction) {
     progress_line.Update(arm_index, num_arms, arm, fraction);

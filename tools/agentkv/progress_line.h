@@ -1,0 +1,60 @@
+// Progress of a long `agentkv replay` on stderr. Silent for the first 2 s of a run (short runs
+// print nothing). Then, on a terminal, one line redrawn in place at most every 200 ms and erased
+// when the run ends; anywhere else (a pipe, a log file, CI), a plain newline-terminated line at
+// most every 5 s, so a user who redirected stderr still sees the run advance. Disabled entirely
+// by --quiet.
+//
+// The clock and the sink are parameters so that tests drive time and read what was printed.
+// Not thread-safe (the replay reports progress on its own thread).
+#ifndef AGENTKV_TOOLS_AGENTKV_PROGRESS_LINE_H_
+#define AGENTKV_TOOLS_AGENTKV_PROGRESS_LINE_H_
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace agentkv::tools {
+
+class ProgressLine {
+ public:
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+  // Receives each piece of text to print, as is (a redraw starts with "\r\033[K").
+  using Sink = std::function<void(std::string_view)>;
+
+  enum class Mode { kOff, kTerminal, kLines };
+
+  // How often each mode prints, and how long a run stays silent first.
+  static constexpr std::chrono::milliseconds kQuietStart{2000};
+  static constexpr std::chrono::milliseconds kTerminalPeriod{200};
+  static constexpr std::chrono::milliseconds kLinePeriod{5000};
+
+  // Off when `enabled` is false; else a terminal line when stderr is a terminal, plain lines
+  // otherwise; printing to stderr with the steady clock.
+  static Mode ModeForStderr(bool enabled);
+
+  explicit ProgressLine(Mode mode);
+  ProgressLine(Mode mode, Clock clock, Sink sink);
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
+  ~ProgressLine();
+
+  // Arm `arm_index` (0-based) of `num_arms`, named `arm`, is `fraction` in [0, 1] done.
+  void Update(size_t arm_index, size_t num_arms, std::string_view arm, double fraction);
+
+  // Erases the terminal line, if shown. Plain lines stay.
+  void Clear();
+
+ private:
+  Mode mode_;
+  Clock clock_;
+  Sink sink_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_;
+  bool shown_ = false;
+};
+
+}  // namespace agentkv::tools
+
+#endif  // AGENTKV_TOOLS_AGENTKV_PROGRESS_LINE_H_

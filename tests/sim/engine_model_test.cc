@@ -791,6 +791,77 @@ TEST_F(EnginePinTest, PinnedPrefixSurvivesEvictionThatTakesANewerUnpinnedOne) {
   EXPECT_EQ(DeviceBlocks(*engine_, ContentKeys(2000, 4)), 0);
 }
 
+// Pinning re-queues a chain leaf first: the root stays the most recently used of the chain, so
+// an eviction that reaches the pinned chain takes its leaf, not its root (which would drop the
+// whole chain). B needs 9 blocks with 8 free: 1 of A's 8 goes, 7 stay.
+TEST_F(EnginePinTest, PinnedChainLosesItsLeafNotItsRootUnderEviction) {
+  Build(DefaultOptions(/*device_blocks=*/16));
+  Warm(1, 1000);
+  const std::vector<kv::BlockKey> a_keys = ContentKeys(1000, 8);
+  engine_->PinPrefix(ConversationId(5), a_keys, TimeNs::Seconds(100));
+  ASSERT_TRUE(engine_->Submit(MakeRequest(2, 9 * kTokensPerBlock, 1, /*content=*/3000)).ok());
+  loop_.RunUntil(loop_.now() + TimeNs::Seconds(1));
+  EXPECT_EQ(engine_->FindRecord(RequestId(2))->report.output_tokens, 1);
+  EXPECT_EQ(DeviceBlocks(*engine_, a_keys), 7);
+}
+
+// The same at expiry: the blocks return to the default priority leaf first.
+TEST_F(EnginePinTest, ExpiredChainLosesItsLeafNotItsRootUnderEviction) {
+  Build(DefaultOptions(/*device_blocks=*/16));
+  Warm(1, 1000);
+  const std::vector<kv::BlockKey> a_keys = ContentKeys(1000, 8);
+  engine_->PinPrefix(ConversationId(5), a_keys, TimeNs::Seconds(1));
+  loop_.RunUntilIdle();
+  ExpectPriority(a_keys, kv::kDefaultPriority);
+  ASSERT_TRUE(engine_->Submit(MakeRequest(2, 9 * kTokensPerBlock, 1, /*content=*/3000)).ok());
+  loop_.RunUntilIdle();
+  EXPECT_EQ(DeviceBlocks(*engine_, a_keys), 7);
+}
+
+// continuum_pins: a returning request ends its conversation's pin when it is admitted.
+TEST_F(EnginePinTest, ContinuumPinEndsWhenItsConversationIsAdmittedAgain) {
+  EngineModelOptions options = DefaultOptions(/*device_blocks=*/64);
+  options.continuum_pins = true;
+  Build(options);
+  Warm(1, 1000, ConversationId(5));
+  const std::vector<kv::BlockKey> keys = ContentKeys(1000, 8);
+  engine_->PinPrefix(ConversationId(5), keys, TimeNs::Seconds(100));
+  EXPECT_EQ(engine_->pinned_tokens(), 8 * kTokensPerBlock);
+  engine::SchedulerRequest next = MakeRequest(2, 9 * kTokensPerBlock, 1, /*content=*/1000);
+  next.kv_options.conversation = ConversationId(5);
+  ASSERT_TRUE(engine_->Submit(std::move(next)).ok());
+  loop_.RunUntil(loop_.now() + TimeNs::Seconds(1));
+  EXPECT_EQ(engine_->pin_counters().returned, 1);
+  EXPECT_EQ(engine_->pinned_tokens(), 0);
+  ExpectPriority(keys, kv::kDefaultPriority);
+  EXPECT_EQ(engine_->FindRecord(RequestId(2))->report.cached_device_tokens, 8 * kTokensPerBlock);
+}
+
+// continuum_pins: when waiting work would have to evict pinned blocks to get one prefill
+// chunk, pins are released oldest first until it would not.
+TEST_F(EnginePinTest, ContinuumReleasesTheOldestPinUnderPressure) {
+  EngineModelOptions options = DefaultOptions(/*device_blocks=*/16);
+  options.continuum_pins = true;
+  options.config.scheduler.chunked_prefill_size = 8 * kTokensPerBlock;
+  Build(options);
+  Warm(1, 1000, ConversationId(5));
+  engine::SchedulerRequest c = MakeRequest(2, 4 * kTokensPerBlock, 1, /*content=*/2000);
+  ASSERT_TRUE(engine_->Submit(std::move(c)).ok());
+  loop_.RunUntilIdle();
+  const std::vector<kv::BlockKey> a_keys = ContentKeys(1000, 8);
+  const std::vector<kv::BlockKey> c_keys = ContentKeys(2000, 4);
+  engine_->PinPrefix(ConversationId(5), a_keys, TimeNs::Seconds(100));
+  engine_->PinPrefix(ConversationId(6), c_keys, TimeNs::Seconds(100));
+  EXPECT_DOUBLE_EQ(engine_->kv_pressure(), 12.0 / 16.0);
+  // 4 free blocks and no unpinned evictable one: fewer than one chunk of 8 blocks.
+  ASSERT_TRUE(engine_->Submit(MakeRequest(3, 2 * kTokensPerBlock, 1, /*content=*/3000)).ok());
+  loop_.RunUntil(loop_.now() + TimeNs::Seconds(1));
+  EXPECT_EQ(engine_->pin_counters().unpinned_under_pressure, 1);
+  ExpectPriority(a_keys, kv::kDefaultPriority);
+  ExpectPriority(c_keys, kv::kMaxPriority);
+  EXPECT_EQ(engine_->pinned_tokens(), 4 * kTokensPerBlock);
+}
+
 // Randomized: on a small cache with preemption and eviction, every request's split adds up,
 // and its evicted-recompute blocks are exactly the uncached blocks of its prompt that the kept
 // event log shows this engine stored and then lost by the step that admitted it.

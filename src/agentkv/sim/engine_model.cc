@@ -198,8 +198,10 @@ void EngineModel::UnpinUnderPressure() {
                             : sched.max_prefill_tokens;
   const engine::SchedulerGauges g = gauges();
   while (!pin_order_.empty() && g.available_tokens + g.evictable_tokens - pinned_tokens_ < chunk) {
-    ++pin_counters_.unpinned_under_pressure;
-    Unpin(pin_order_.begin()->second);
+    const ConversationId oldest = pin_order_.begin()->second;
+    // A pin whose program already returned counts as returned, not as released.
+    if (!pins_.at(oldest).returned) ++pin_counters_.unpinned_under_pressure;
+    Unpin(oldest);
   }
 }
 

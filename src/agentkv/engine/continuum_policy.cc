@@ -1,6 +1,7 @@
 // ContinuumPolicy implementation.
 //
-// Invariants: every count is >= 0; a class's real samples sum to less than options.decay_at
+// Invariants: every count is >= 0 and the prior adds exactly prior_weight pseudo-samples to a
+// class; a class's real samples sum to less than options.decay_at
 // after every Add (reaching it halves them all). The candidate TTLs are the finite bucket
 // edges; a pause in bucket i counts as returned within edge(j) exactly when i <= j, and it
 // holds the pin for its bucket's midpoint (the first bucket: half its edge) when it returns in
@@ -8,6 +9,7 @@
 #include "agentkv/engine/continuum_policy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "agentkv/base/check.h"
@@ -87,24 +89,36 @@ int64_t ContinuumPolicy::samples(int32_t pause_class) const {
   return total;
 }
 
-ContinuumPolicy::Histogram ContinuumPolicy::Weights(int32_t pause_class) const {
+ContinuumPolicy::Weights ContinuumPolicy::WeightsOf(int32_t pause_class) const {
   AGENTKV_CHECK(pause_class >= 0 && pause_class < kMaxPauseClasses)
       << "pause class " << pause_class;
-  Histogram weights = counts_[static_cast<size_t>(pause_class)];
-  weights[static_cast<size_t>(BucketOf(options_.prior_pause))] += options_.prior_weight;
+  Weights weights{};
+  const Histogram& counts = counts_[static_cast<size_t>(pause_class)];
+  // The prior: prior_weight pseudo-samples spread as an exponential distribution of mean
+  // prior_pause, bucket b receiving its probability mass.
+  const double mean_s = options_.prior_pause.seconds();
+  const double prior = static_cast<double>(options_.prior_weight);
+  double below = 0.0;  // P(pause <= the previous edge).
+  for (int32_t b = 0; b < kPauseBuckets; ++b) {
+    const double upto =
+        b < kPauseBuckets - 1 ? 1.0 - std::exp(-BucketEdge(b).seconds() / mean_s) : 1.0;
+    weights[static_cast<size_t>(b)] =
+        static_cast<double>(counts[static_cast<size_t>(b)]) + prior * (upto - below);
+    below = upto;
+  }
   return weights;
 }
 
 double ContinuumPolicy::ReturnProbability(int32_t pause_class, TimeNs ttl) const {
-  const Histogram weights = Weights(pause_class);
-  int64_t total = 0;
-  int64_t within = 0;
+  const Weights weights = WeightsOf(pause_class);
+  double total = 0.0;
+  double within = 0.0;
   for (int32_t b = 0; b < kPauseBuckets; ++b) {
-    const int64_t w = weights[static_cast<size_t>(b)];
+    const double w = weights[static_cast<size_t>(b)];
     total += w;
     if (b < kPauseBuckets - 1 && BucketEdge(b) <= ttl) within += w;
   }
-  return total == 0 ? 0.0 : static_cast<double>(within) / static_cast<double>(total);
+  return total <= 0.0 ? 0.0 : within / total;
 }
 
 PinDecision ContinuumPolicy::Decide(const PinRequest& request, const CostModel& cost_model) const {
@@ -127,14 +141,14 @@ PinDecision ContinuumPolicy::DecideWithPrefill(const PinRequest& request,
       << "kv pressure " << request.kv_pressure;
   PinDecision decision;
   if (request.tokens == 0) return decision;
-  const Histogram weights = Weights(request.pause_class);
-  int64_t total = 0;
-  for (int64_t w : weights) total += w;
-  if (total == 0) return decision;
+  const Weights weights = WeightsOf(request.pause_class);
+  double total = 0.0;
+  for (double w : weights) total += w;
+  if (total <= 0.0) return decision;
   const double p = std::min(request.kv_pressure, options_.max_pressure);
   const double price = options_.memory_price * p / (1.0 - p);
   const double saved_s = prefill_saved.seconds() + request.queueing_saved.seconds();
-  const double n = static_cast<double>(total);
+  const double n = total;
 
   std::optional<double> best_net;
   for (int32_t c = 0; c < kPauseBuckets - 1; ++c) {
@@ -142,7 +156,7 @@ PinDecision ContinuumPolicy::DecideWithPrefill(const PinRequest& request,
     double returned = 0.0;
     double held_s = 0.0;
     for (int32_t b = 0; b < kPauseBuckets; ++b) {
-      const double w = static_cast<double>(weights[static_cast<size_t>(b)]);
+      const double w = weights[static_cast<size_t>(b)];
       if (b <= c) {
         returned += w;
         const double lo = b == 0 ? 0.0 : BucketEdge(b - 1).seconds();

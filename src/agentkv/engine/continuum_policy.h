@@ -8,8 +8,9 @@
 // pinning only when the best net is positive. The prefill saved is the cost model's estimate
 // of recomputing the pinned tokens; the price of a token-second of KV rises with the pressure
 // on the pool, price(p) = memory_price * p / (1 - p). Until a class has samples, a prior of
-// `prior_weight` pseudo-samples at `prior_pause` stands in for them (Bayesian smoothing: real
-// samples outweigh it as they arrive).
+// `prior_weight` pseudo-samples distributed exponentially with mean `prior_pause` stands in
+// for them (Continuum's cold start assumes exponential tool durations; as pseudo-samples, real
+// samples outweigh the prior as they arrive).
 //
 // Pure: no I/O, clocks or globals; time enters as durations. Deterministic. The simulator's
 // gateway model runs it; a gateway or an engine can run the same object. Thread-compatible:
@@ -44,8 +45,9 @@ struct ContinuumPolicyOptions {
   // Pressure is clamped to this before pricing, so the price stays finite.
   // Default: 0.99. Range: (0, 1).
   double max_pressure = 0.99;
-  // The prior: `prior_weight` pseudo-samples of a pause of `prior_pause` in every class.
-  // Default: 4 samples of 2 s (most tool calls of coding agents return within seconds).
+  // The prior: `prior_weight` pseudo-samples in every class, exponentially distributed with
+  // mean `prior_pause`. Default: 4 samples of mean 2 s (most tool calls of coding agents
+  // return within seconds).
   // Ranges: prior_weight [0, 1 << 20]; prior_pause [1 ms, 1 day].
   int64_t prior_weight = 4;
   TimeNs prior_pause = TimeNs::Seconds(2);
@@ -113,8 +115,9 @@ class ContinuumPolicy {
   explicit ContinuumPolicy(const ContinuumPolicyOptions& options);
 
   using Histogram = std::array<int64_t, kPauseBuckets>;
+  using Weights = std::array<double, kPauseBuckets>;
   // The class's counts plus the prior.
-  Histogram Weights(int32_t pause_class) const;
+  Weights WeightsOf(int32_t pause_class) const;
   void Add(int32_t pause_class, int32_t bucket);
 
   ContinuumPolicyOptions options_;

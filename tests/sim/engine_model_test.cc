@@ -818,6 +818,29 @@ TEST_F(EnginePinTest, ExpiredChainLosesItsLeafNotItsRootUnderEviction) {
   EXPECT_EQ(DeviceBlocks(*engine_, a_keys), 7);
 }
 
+// At expiry a fixed pin returns its blocks to the most recently used end; a Continuum pin
+// makes them the first to be evicted (leaf first, still). A is older than C; both idle.
+TEST_F(EnginePinTest, ContinuumExpiryMakesThePinnedChainTheFirstVictim) {
+  for (const bool continuum : {false, true}) {
+    SCOPED_TRACE(continuum ? "continuum" : "fixed");
+    EngineModelOptions options = DefaultOptions(/*device_blocks=*/16);
+    options.continuum_pins = continuum;
+    Build(options);
+    Warm(1, 1000);
+    ASSERT_TRUE(engine_->Submit(MakeRequest(2, 4 * kTokensPerBlock, 1, /*content=*/2000)).ok());
+    loop_.RunUntilIdle();
+    const std::vector<kv::BlockKey> a_keys = ContentKeys(1000, 8);
+    const std::vector<kv::BlockKey> c_keys = ContentKeys(2000, 4);
+    engine_->PinPrefix(ConversationId(5), a_keys, TimeNs::Seconds(1));
+    loop_.RunUntilIdle();
+    // B needs 5 blocks with 4 free: one block goes.
+    ASSERT_TRUE(engine_->Submit(MakeRequest(3, 5 * kTokensPerBlock, 1, /*content=*/3000)).ok());
+    loop_.RunUntilIdle();
+    EXPECT_EQ(DeviceBlocks(*engine_, a_keys), continuum ? 7 : 8);
+    EXPECT_EQ(DeviceBlocks(*engine_, c_keys), continuum ? 4 : 3);
+  }
+}
+
 // continuum_pins: a returning request ends its conversation's pin when it is admitted.
 TEST_F(EnginePinTest, ContinuumPinEndsWhenItsConversationIsAdmittedAgain) {
   EngineModelOptions options = DefaultOptions(/*device_blocks=*/64);

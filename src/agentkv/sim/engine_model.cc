@@ -156,21 +156,29 @@ void EngineModel::ExpirePin(ConversationId conversation, uint64_t generation) {
   auto it = pins_.find(conversation);
   if (it == pins_.end() || it->second.generation != generation) return;
   if (!it->second.returned) ++pin_counters_.expired;
-  Unpin(conversation);
+  // Continuum: the expired KV becomes the first to be evicted, as the paper lets it go.
+  Unpin(conversation, /*evict_first=*/options_.continuum_pins);
 }
 
-void EngineModel::Unpin(ConversationId conversation) {
+void EngineModel::Unpin(ConversationId conversation, bool evict_first) {
   auto it = pins_.find(conversation);
   AGENTKV_CHECK(it != pins_.end());
   Pin& pin = it->second;
   kv::KvCacheManager& cache = engine_->mutable_scheduler().mutable_cache();
   const kv::Priority fallback = cache.options().default_priority;
-  // Leaf first, as PinPrefix: the root ends the most recently used of the chain.
-  for (auto key = pin.keys.rbegin(); key != pin.keys.rend(); ++key) {
-    StatusOr<kv::Priority> priority = cache.GetPriority(*key);
+  auto unpin = [&](kv::BlockKey key) {
+    StatusOr<kv::Priority> priority = cache.GetPriority(key);
     if (priority.ok() && *priority == kv::kMaxPriority) {
-      AGENTKV_CHECK(cache.SetPriority(*key, fallback).ok());
+      AGENTKV_CHECK(cache.SetPriority(key, fallback, std::nullopt, evict_first).ok());
     }
+  };
+  // Either way the root ends the most recently used of the chain, so an eviction takes the
+  // chain from its leaf: to the most recently used end leaf first, to the least recently used
+  // end (evict_first) root first.
+  if (evict_first) {
+    for (const kv::BlockKey key : pin.keys) unpin(key);
+  } else {
+    for (auto key = pin.keys.rbegin(); key != pin.keys.rend(); ++key) unpin(*key);
   }
   pin_order_.erase(pin.generation);
   pinned_tokens_ -= static_cast<int64_t>(pin.keys.size()) * cache.tokens_per_block();
@@ -185,7 +193,7 @@ void EngineModel::EndReturnedPin(RequestId id) {
   returning_.erase(it);
   auto order = pin_order_.find(generation);
   // Expired, superseded or released under pressure meanwhile: nothing left to end.
-  if (order != pin_order_.end()) Unpin(order->second);
+  if (order != pin_order_.end()) Unpin(order->second, /*evict_first=*/false);
 }
 
 void EngineModel::UnpinUnderPressure() {
@@ -201,7 +209,7 @@ void EngineModel::UnpinUnderPressure() {
     const ConversationId oldest = pin_order_.begin()->second;
     // A pin whose program already returned counts as returned, not as released.
     if (!pins_.at(oldest).returned) ++pin_counters_.unpinned_under_pressure;
-    Unpin(oldest);
+    Unpin(oldest, /*evict_first=*/true);
   }
 }
 

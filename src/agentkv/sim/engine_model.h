@@ -38,10 +38,11 @@
 // default priority. Pinning and unpinning re-queue a chain leaf first, so its root ends the
 // most recently used of its blocks: an eviction then takes the chain from its leaf, never its
 // root (which would drop the whole chain with it). With `continuum_pins` a pin also ends when
-// its conversation's next request is admitted (that request holds the blocks from then on), and
+// its conversation's next request is admitted (that request holds the blocks from then on),
+// an expired pin's blocks become the first to be evicted (Continuum lets expired KV go), and
 // before each step in which requests wait and the free plus unpinned evictable tokens are
 // fewer than one prefill chunk, pins are released, oldest first, until they are not
-// (Continuum's unpin under memory pressure; counted).
+// (Continuum's unpin under memory pressure, counted; their blocks become the first to go).
 //
 // Deterministic: a pure function of the options and the Submit() and Abort() calls with their
 // times. Hash maps
@@ -223,9 +224,11 @@ class EngineModel {
   // Records the first admission of `id` at now(): its time and its miss split.
   void RecordFirstAdmission(RequestId id);
   void ExpirePin(ConversationId conversation, uint64_t generation);
-  // Restores the default priority of the pin's blocks still at the pin's priority, leaf first,
-  // and forgets the pin.
-  void Unpin(ConversationId conversation);
+  // Restores the default priority of the pin's blocks still at the pin's priority, and
+  // forgets the pin. The blocks go to the most recently used end of their bucket, or with
+  // `evict_first` to its least recently used end; in both cases the chain's root ends the
+  // most recent of its blocks.
+  void Unpin(ConversationId conversation, bool evict_first);
   // continuum_pins: ends the pin request `id` returned to (at its admission or abort).
   void EndReturnedPin(RequestId id);
   // continuum_pins: releases pins, oldest first, while requests wait and the free plus

@@ -156,8 +156,9 @@ void EngineModel::ExpirePin(ConversationId conversation, uint64_t generation) {
   auto it = pins_.find(conversation);
   if (it == pins_.end() || it->second.generation != generation) return;
   if (!it->second.returned) ++pin_counters_.expired;
-  // Continuum: the expired KV becomes the first to be evicted, as the paper lets it go.
-  Unpin(conversation, /*evict_first=*/options_.continuum_pins);
+  // Back to the most recently used end: under SGLang's LRU the program that outlived its TTL
+  // usually still comes back, and its KV is as recent as its last turn.
+  Unpin(conversation, /*evict_first=*/false);
 }
 
 void EngineModel::Unpin(ConversationId conversation, bool evict_first) {

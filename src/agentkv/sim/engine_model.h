@@ -38,8 +38,7 @@
 // default priority. Pinning and unpinning re-queue a chain leaf first, so its root ends the
 // most recently used of its blocks: an eviction then takes the chain from its leaf, never its
 // root (which would drop the whole chain with it). With `continuum_pins` a pin also ends when
-// its conversation's next request is admitted (that request holds the blocks from then on),
-// an expired pin's blocks become the first to be evicted (Continuum lets expired KV go), and
+// its conversation's next request is admitted (that request holds the blocks from then on), and
 // before each step in which requests wait and the free plus unpinned evictable tokens are
 // fewer than one prefill chunk, pins are released, oldest first, until they are not
 // (Continuum's unpin under memory pressure, counted; their blocks become the first to go).

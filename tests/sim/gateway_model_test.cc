@@ -710,15 +710,21 @@ TEST_F(GatewayModelTest, ContinuumLearnsPausesPerClassAndPinsByItsPolicy) {
   GatewayRequest sub = Request(3, /*session=*/2, 8, 4, /*tool_call=*/true);
   sub.request.kv_options.parent_conversation = ConversationId(1);
   ASSERT_TRUE(Submit(std::move(sub)).ok());
+  // A main agent's Task call: it now waits for its sub-agents (their own class).
+  GatewayRequest spawn = Request(4, /*session=*/3, 8, 4, /*tool_call=*/true);
+  spawn.next_pause = PauseType::kSubagentWait;
+  ASSERT_TRUE(Submit(std::move(spawn)).ok());
   loop_.RunUntilIdle();
   EXPECT_EQ(policy->samples(kMainAgentPause), 1);
   EXPECT_EQ(policy->samples(kSubagentPause), 0);
   const EngineModel::PinCounters& pins = fleet_->engine(EngineId(0)).pin_counters();
-  EXPECT_EQ(pins.pins, 2);
+  EXPECT_EQ(pins.pins, 3);
   EXPECT_EQ(pins.returned, 1);
   EXPECT_EQ(gateway_->pins_declined_by_cost(), 0);
-  EndSessions({1, 2});
+  EndSessions({1, 2, 3});
   EXPECT_EQ(policy->samples(kSubagentPause), 1);
+  EXPECT_EQ(policy->samples(kSubagentWaitPause), 1);
+  EXPECT_EQ(policy->samples(kMainAgentPause), 1);
   EXPECT_DOUBLE_EQ(policy->ReturnProbability(kSubagentPause, TimeNs::Seconds(2048)), 4.0 / 5.0);
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }

@@ -171,11 +171,11 @@ Status GatewayModel::Dispatch(Pending pending, const control::AdmissionDecision*
   if (identity->session.has_value()) request.request.kv_options.session = *identity->session;
   if ((options_.fixed_ttl.has_value() || options_.continuum.has_value()) &&
       request.ends_in_tool_call) {
-    pin_keys_[id] =
-        PinCandidate{.keys = request.request.prompt_keys,
-                     .pause_class = request.request.kv_options.parent_conversation.has_value()
-                                        ? kSubagentPause
-                                        : kMainAgentPause};
+    int32_t pause_class = request.request.kv_options.parent_conversation.has_value()
+                              ? kSubagentPause
+                              : kMainAgentPause;
+    if (request.next_pause == PauseType::kSubagentWait) pause_class = kSubagentWaitPause;
+    pin_keys_[id] = PinCandidate{.keys = request.request.prompt_keys, .pause_class = pause_class};
   }
   StatusOr<EngineId> engine = fleet_->Submit(std::move(request.request), request.routing_key);
   if (!engine.ok()) {

@@ -30,8 +30,9 @@
 // pins its prompt on the engine that served it (EngineModel::PinPrefix, keyed by the
 // conversation whose id equals the session's) when it completes, for that long. With
 // `continuum` set (the continuum arm) the decision is engine::ContinuumPolicy's: the pause
-// class is the turn's agent (kMainAgentPause, or kSubagentPause for a request with a parent
-// conversation); the pause is observed when the session's next request reaches the gateway
+// class is kSubagentWaitPause when the turn's next_pause is a sub-agent wait, else the turn's
+// agent (kMainAgentPause, or kSubagentPause for a request with a parent conversation); the
+// pause is observed when the session's next request reaches the gateway
 // (or as never ending when the session ends first); the pinned tokens are the prompt's full
 // blocks, the prefill saved the serving engine's cost model estimate for them, the queueing
 // saved the same estimate when requests wait on that engine (a returning program would queue
@@ -68,13 +69,16 @@
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/sim/event_loop.h"
 #include "agentkv/sim/fleet_model.h"
+#include "agentkv/sim/pause_type.h"
 #include "agentkv/sim/replay_result.h"
 
 namespace agentkv::sim {
 
-// The pause classes the continuum arm keeps apart (engine::ContinuumPolicy keys).
+// The pause classes the continuum arm keeps apart (engine::ContinuumPolicy keys): a main
+// agent's tool call, a sub-agent's tool call, and a main agent waiting for its sub-agents.
 inline constexpr int32_t kMainAgentPause = 0;
 inline constexpr int32_t kSubagentPause = 1;
+inline constexpr int32_t kSubagentWaitPause = 2;
 
 struct GatewayModelOptions {
   // The seed's flags: agentic_session_lifecycle, agentic_program_admission and the admission
@@ -104,6 +108,10 @@ struct GatewayRequest {
   uint64_t routing_key = 0;
   // The trace says this turn ended in a tool call (`stop: tool_use`).
   bool ends_in_tool_call = false;
+  // The pause that follows this turn: the pause before the agent's next request (kNone when
+  // it has none). A gateway reads it from the response: the tool called says whether the
+  // agent now waits for sub-agents. The continuum arm's pause class.
+  PauseType next_pause = PauseType::kNone;
 };
 
 // What the gateway saw of one request.

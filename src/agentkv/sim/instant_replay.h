@@ -10,8 +10,8 @@
 // at every device capacity, each point a fresh cache replaying the same stream. The arm's
 // cache policy comes from ArmCachePolicy, the same rule the fleet's engines use; +lifecycle
 // closes each session right after the request that ends it. Features that need the fleet
-// (+admission, +host-tier, fixed-ttl, continuum) are refused; infinite-cache runs at the capacity that
-// holds every distinct block.
+// (+admission, +host-tier, fixed-ttl, continuum) are refused; infinite-cache runs at the
+// capacity that holds every distinct block.
 //
 // Deterministic: a pure function of its inputs (progress goes through callbacks on the
 // caller's thread); thread-compatible.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <utility>
 #include <vector>
@@ -571,6 +572,50 @@ TEST_F(StepSchedulerTest, AbortRemovesAWaitingRequestFromTheQueue) {
   EXPECT_EQ(sched().num_finished(), 3);
   EXPECT_FALSE(sched().FindReport(RequestId(3))->aborted);
   EXPECT_EQ(sched().FindReport(RequestId(3))->output_tokens, 5);
+}
+
+// Submits request `id` of conversation `conversation` (a sub-agent of `parent` when set).
+void SubmitTurn(StepScheduler& scheduler, int64_t id, int64_t conversation,
+                std::optional<int64_t> parent = std::nullopt) {
+  SchedulerRequest request;
+  request.id = RequestId(id);
+  request.prompt_tokens = 4;
+  request.max_new_tokens = 2;
+  request.kv_options.conversation = ConversationId(conversation);
+  if (parent.has_value()) request.kv_options.parent_conversation = ConversationId(*parent);
+  ASSERT_TRUE(scheduler.Submit(std::move(request)).ok());
+}
+
+// Program-level FCFS: a continuing program's turn (and its sub-agent's) goes before a newer
+// program's request that arrived earlier; without the option the queue is FIFO.
+TEST_F(StepSchedulerTest, ProgramFcfsPutsAContinuingProgramBeforeANewOne) {
+  for (const bool program_fcfs : {false, true}) {
+    SCOPED_TRACE(program_fcfs ? "program_fcfs" : "fifo");
+    StepSchedulerOptions options;
+    options.max_running_requests = 1;
+    options.program_fcfs = program_fcfs;
+    Build(/*device_blocks=*/16, options);
+    SubmitTurn(sched(), 1, /*conversation=*/1);  // Program 1's first turn.
+    Drain();
+    SubmitTurn(sched(), 10, /*conversation=*/10);  // Occupies the batch.
+    RunStep();
+    SubmitTurn(sched(), 2, /*conversation=*/2);                // A new program.
+    SubmitTurn(sched(), 3, /*conversation=*/1);                // Program 1 continues.
+    SubmitTurn(sched(), 4, /*conversation=*/5, /*parent=*/1);  // Its sub-agent.
+    std::vector<int64_t> admitted;
+    while (sched().num_running() + sched().num_waiting() > 0) {
+      for (RequestId id : RunStep().admitted) admitted.push_back(id.value());
+    }
+    if (program_fcfs) {
+      EXPECT_THAT(admitted, ElementsAre(3, 4, 2));
+      EXPECT_EQ(sched().num_programs(), 3);
+      sched().ForgetProgram(ConversationId(1));
+      EXPECT_EQ(sched().num_programs(), 2);
+    } else {
+      EXPECT_THAT(admitted, ElementsAre(2, 3, 4));
+      EXPECT_EQ(sched().num_programs(), 0);
+    }
+  }
 }
 
 }  // namespace

@@ -791,6 +791,107 @@ TEST_F(EnginePinTest, PinnedPrefixSurvivesEvictionThatTakesANewerUnpinnedOne) {
   EXPECT_EQ(DeviceBlocks(*engine_, ContentKeys(2000, 4)), 0);
 }
 
+// Pinning re-queues a chain leaf first: the root stays the most recently used of the chain, so
+// an eviction that reaches the pinned chain takes its leaf, not its root (which would drop the
+// whole chain). B needs 9 blocks with 8 free: 1 of A's 8 goes, 7 stay.
+TEST_F(EnginePinTest, PinnedChainLosesItsLeafNotItsRootUnderEviction) {
+  Build(DefaultOptions(/*device_blocks=*/16));
+  Warm(1, 1000);
+  const std::vector<kv::BlockKey> a_keys = ContentKeys(1000, 8);
+  engine_->PinPrefix(ConversationId(5), a_keys, TimeNs::Seconds(100));
+  ASSERT_TRUE(engine_->Submit(MakeRequest(2, 9 * kTokensPerBlock, 1, /*content=*/3000)).ok());
+  loop_.RunUntil(loop_.now() + TimeNs::Seconds(1));
+  EXPECT_EQ(engine_->FindRecord(RequestId(2))->report.output_tokens, 1);
+  EXPECT_EQ(DeviceBlocks(*engine_, a_keys), 7);
+}
+
+// The same at expiry: the blocks return to the default priority leaf first.
+TEST_F(EnginePinTest, ExpiredChainLosesItsLeafNotItsRootUnderEviction) {
+  Build(DefaultOptions(/*device_blocks=*/16));
+  Warm(1, 1000);
+  const std::vector<kv::BlockKey> a_keys = ContentKeys(1000, 8);
+  engine_->PinPrefix(ConversationId(5), a_keys, TimeNs::Seconds(1));
+  loop_.RunUntilIdle();
+  ExpectPriority(a_keys, kv::kDefaultPriority);
+  ASSERT_TRUE(engine_->Submit(MakeRequest(2, 9 * kTokensPerBlock, 1, /*content=*/3000)).ok());
+  loop_.RunUntilIdle();
+  EXPECT_EQ(DeviceBlocks(*engine_, a_keys), 7);
+}
+
+// At expiry a pin returns its blocks to the most recently used end (leaf first), with or
+// without continuum_pins: under LRU the program that outlived its TTL usually still returns.
+// A is older than C; both idle; B's one eviction takes C's leaf.
+TEST_F(EnginePinTest, ExpiryReturnsTheChainToTheMostRecentlyUsedEnd) {
+  for (const bool continuum : {false, true}) {
+    SCOPED_TRACE(continuum ? "continuum" : "fixed");
+    EngineModelOptions options = DefaultOptions(/*device_blocks=*/16);
+    options.continuum_pins = continuum;
+    Build(options);
+    Warm(1, 1000);
+    ASSERT_TRUE(engine_->Submit(MakeRequest(2, 4 * kTokensPerBlock, 1, /*content=*/2000)).ok());
+    loop_.RunUntilIdle();
+    const std::vector<kv::BlockKey> a_keys = ContentKeys(1000, 8);
+    const std::vector<kv::BlockKey> c_keys = ContentKeys(2000, 4);
+    engine_->PinPrefix(ConversationId(5), a_keys, TimeNs::Seconds(1));
+    loop_.RunUntilIdle();
+    // B needs 5 blocks with 4 free: one block goes.
+    ASSERT_TRUE(engine_->Submit(MakeRequest(3, 5 * kTokensPerBlock, 1, /*content=*/3000)).ok());
+    loop_.RunUntilIdle();
+    EXPECT_EQ(DeviceBlocks(*engine_, a_keys), 8);
+    EXPECT_EQ(DeviceBlocks(*engine_, c_keys), 3);
+  }
+}
+
+// continuum_pins: a returning request ends its conversation's pin when it is admitted.
+TEST_F(EnginePinTest, ContinuumPinEndsWhenItsConversationIsAdmittedAgain) {
+  EngineModelOptions options = DefaultOptions(/*device_blocks=*/64);
+  options.continuum_pins = true;
+  Build(options);
+  Warm(1, 1000, ConversationId(5));
+  const std::vector<kv::BlockKey> keys = ContentKeys(1000, 8);
+  engine_->PinPrefix(ConversationId(5), keys, TimeNs::Seconds(100));
+  EXPECT_EQ(engine_->pinned_tokens(), 8 * kTokensPerBlock);
+  engine::SchedulerRequest next = MakeRequest(2, 9 * kTokensPerBlock, 1, /*content=*/1000);
+  next.kv_options.conversation = ConversationId(5);
+  ASSERT_TRUE(engine_->Submit(std::move(next)).ok());
+  loop_.RunUntil(loop_.now() + TimeNs::Seconds(1));
+  EXPECT_EQ(engine_->pin_counters().returned, 1);
+  EXPECT_EQ(engine_->pinned_tokens(), 0);
+  ExpectPriority(keys, kv::kDefaultPriority);
+  EXPECT_EQ(engine_->FindRecord(RequestId(2))->report.cached_device_tokens, 8 * kTokensPerBlock);
+}
+
+// continuum_pins: when waiting work would have to evict pinned blocks to get one prefill
+// chunk, pins are released oldest first until it would not, and the released chain becomes
+// the first victim (from its leaf), before older unpinned blocks.
+TEST_F(EnginePinTest, ContinuumReleasesTheOldestPinUnderPressure) {
+  EngineModelOptions options = DefaultOptions(/*device_blocks=*/16);
+  options.continuum_pins = true;
+  options.config.scheduler.chunked_prefill_size = 8 * kTokensPerBlock;
+  Build(options);
+  ASSERT_TRUE(engine_->Submit(MakeRequest(4, 2 * kTokensPerBlock, 1, /*content=*/4000)).ok());
+  loop_.RunUntilIdle();  // D: 2 unpinned blocks, the oldest.
+  Warm(1, 1000, ConversationId(5));
+  ASSERT_TRUE(engine_->Submit(MakeRequest(2, 4 * kTokensPerBlock, 1, /*content=*/2000)).ok());
+  loop_.RunUntilIdle();
+  const std::vector<kv::BlockKey> a_keys = ContentKeys(1000, 8);
+  const std::vector<kv::BlockKey> c_keys = ContentKeys(2000, 4);
+  const std::vector<kv::BlockKey> d_keys = ContentKeys(4000, 2);
+  engine_->PinPrefix(ConversationId(5), a_keys, TimeNs::Seconds(100));
+  engine_->PinPrefix(ConversationId(6), c_keys, TimeNs::Seconds(100));
+  EXPECT_DOUBLE_EQ(engine_->kv_pressure(), 12.0 / 16.0);
+  // 2 free blocks and 2 unpinned evictable ones: fewer than one chunk of 8 blocks. Releasing
+  // A (the oldest pin) is enough. The request needs 3 blocks: one eviction, A's leaf.
+  ASSERT_TRUE(engine_->Submit(MakeRequest(3, 3 * kTokensPerBlock, 1, /*content=*/3000)).ok());
+  loop_.RunUntil(loop_.now() + TimeNs::Seconds(1));
+  EXPECT_EQ(engine_->pin_counters().unpinned_under_pressure, 1);
+  EXPECT_EQ(engine_->pinned_tokens(), 4 * kTokensPerBlock);
+  ExpectPriority(c_keys, kv::kMaxPriority);
+  EXPECT_EQ(DeviceBlocks(*engine_, a_keys), 7);
+  EXPECT_EQ(DeviceBlocks(*engine_, d_keys), 2);
+  ExpectPriority({a_keys.begin(), a_keys.begin() + 7}, kv::kDefaultPriority);
+}
+
 // Randomized: on a small cache with preemption and eviction, every request's split adds up,
 // and its evicted-recompute blocks are exactly the uncached blocks of its prompt that the kept
 // event log shows this engine stored and then lost by the step that admitted it.

@@ -630,11 +630,11 @@ TEST_F(GatewayModelTest, SampleCountsWaitersAndUsedTokens) {
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }
 
-// --- Continuum TTL pins. ---
+// --- TTL pins: fixed-ttl, then continuum. ---
 
 TEST_F(GatewayModelTest, ToolCallTurnPinsItsPromptUntilTheTtlExpires) {
   GatewayModelOptions options;
-  options.continuum_ttl = TimeNs::Seconds(10);
+  options.fixed_ttl = TimeNs::Seconds(10);
   Build(options, {.engines = 1});
   ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 4, /*tool_call=*/true)).ok());
   ASSERT_TRUE(Submit(Request(2, /*session=*/2, 8, 4, /*tool_call=*/false)).ok());
@@ -663,7 +663,7 @@ TEST_F(GatewayModelTest, ToolCallTurnPinsItsPromptUntilTheTtlExpires) {
 
 TEST_F(GatewayModelTest, FollowUpTurnBeforeExpiryCountsAsReturned) {
   GatewayModelOptions options;
-  options.continuum_ttl = TimeNs::Seconds(10);
+  options.fixed_ttl = TimeNs::Seconds(10);
   Build(options, {.engines = 1});
   ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 4, /*tool_call=*/true, /*content=*/77)).ok());
   loop_.RunUntilIdle();
@@ -690,6 +690,60 @@ TEST_F(GatewayModelTest, NoTtlMeansNoPins) {
   loop_.RunUntilIdle();
   EXPECT_EQ(CompletionOf(1)->first_block_priority, kv::kDefaultPriority);
   EXPECT_EQ(fleet_->engine(EngineId(0)).pin_counters().pins, 0);
+}
+
+TEST_F(GatewayModelTest, ContinuumLearnsPausesPerClassAndPinsByItsPolicy) {
+  GatewayModelOptions options;
+  options.continuum = engine::ContinuumPolicyOptions{};
+  Build(options, {.engines = 1});
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 4, /*tool_call=*/true, /*content=*/77)).ok());
+  loop_.RunUntil(TimeNs::Seconds(1));
+  // The prior (pauses of 2 s) on an idle engine: the turn is pinned.
+  EXPECT_EQ(CompletionOf(1)->first_block_priority, kv::kMaxPriority);
+  const engine::ContinuumPolicy* policy = gateway_->continuum_policy();
+  ASSERT_NE(policy, nullptr);
+  EXPECT_EQ(policy->samples(kMainAgentPause), 0);
+  // The program comes back 1 s after its turn completed: one pause of the main-agent class.
+  SubmitAt(CompletionOf(1)->at + TimeNs::Seconds(1),
+           Request(2, /*session=*/1, 9, 4, /*tool_call=*/false, /*content=*/77));
+  // A sub-agent's tool call pauses in the sub-agent class and never ends.
+  GatewayRequest sub = Request(3, /*session=*/2, 8, 4, /*tool_call=*/true);
+  sub.request.kv_options.parent_conversation = ConversationId(1);
+  ASSERT_TRUE(Submit(std::move(sub)).ok());
+  // A main agent's Task call: it now waits for its sub-agents (their own class).
+  GatewayRequest spawn = Request(4, /*session=*/3, 8, 4, /*tool_call=*/true);
+  spawn.next_pause = PauseType::kSubagentWait;
+  ASSERT_TRUE(Submit(std::move(spawn)).ok());
+  loop_.RunUntilIdle();
+  EXPECT_EQ(policy->samples(kMainAgentPause), 1);
+  EXPECT_EQ(policy->samples(kSubagentPause), 0);
+  const EngineModel::PinCounters& pins = fleet_->engine(EngineId(0)).pin_counters();
+  EXPECT_EQ(pins.pins, 3);
+  EXPECT_EQ(pins.returned, 1);
+  EXPECT_EQ(gateway_->pins_declined_by_cost(), 0);
+  EndSessions({1, 2, 3});
+  EXPECT_EQ(policy->samples(kSubagentPause), 1);
+  EXPECT_EQ(policy->samples(kSubagentWaitPause), 1);
+  EXPECT_EQ(policy->samples(kMainAgentPause), 1);
+  EXPECT_DOUBLE_EQ(policy->ReturnProbability(kSubagentPause, TimeNs::Seconds(2048)), 4.0 / 5.0);
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+TEST_F(GatewayModelTest, ContinuumDeclinesAPinWhoseMemoryCostsMoreThanItSaves) {
+  GatewayModelOptions options;
+  // Programs return after about 17 minutes and memory is dear.
+  options.continuum =
+      engine::ContinuumPolicyOptions{.memory_price = 1.0, .prior_pause = TimeNs::Seconds(1000)};
+  Build(options, {.engines = 1});
+  // A long request of another session keeps the pool under pressure.
+  ASSERT_TRUE(Submit(Request(9, /*session=*/9, 32, 2000)).ok());
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 4, /*tool_call=*/true)).ok());
+  loop_.RunUntilIdle();
+  EXPECT_EQ(CompletionOf(1)->first_block_priority, kv::kDefaultPriority);
+  EXPECT_EQ(fleet_->engine(EngineId(0)).pin_counters().pins, 0);
+  EXPECT_EQ(gateway_->pins_declined_by_cost(), 1);
+  EndSessions({1, 9});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }
 
 // --- Errors. ---
@@ -730,11 +784,17 @@ TEST_F(GatewayModelTest, AnEndedSessionReopensOnItsNextRequest) {
 TEST(GatewayModelOptionsTest, ValidatesPollIntervalAndTtl) {
   GatewayModelOptions options;
   EXPECT_TRUE(options.Validate().ok());
-  options.continuum_ttl = TimeNs(0);
+  options.fixed_ttl = TimeNs(0);
   EXPECT_EQ(options.Validate().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(options.Validate().message().find("continuum_ttl"), std::string::npos);
-  options.continuum_ttl = TimeNs(1);
+  EXPECT_NE(options.Validate().message().find("fixed_ttl"), std::string::npos);
+  options.fixed_ttl = TimeNs(1);
   EXPECT_TRUE(options.Validate().ok());
+  options.continuum = engine::ContinuumPolicyOptions{};
+  EXPECT_NE(options.Validate().message().find("exclusive"), std::string::npos);
+  options.fixed_ttl.reset();
+  options.continuum->memory_price = -1.0;
+  EXPECT_NE(options.Validate().message().find("memory_price"), std::string::npos);
+  options.continuum.reset();
   options.agentic.poll_interval_s = 0.0;
   EXPECT_EQ(options.Validate().code(), StatusCode::kInvalidArgument);
   options.agentic.poll_interval_s = 1.0;
@@ -785,7 +845,7 @@ TEST(GatewayModelRandomTest, ConservesRequestsLeasesAndFifoOrder) {
     ASSERT_TRUE(made.ok()) << made.status();
     FleetModel& fleet = **made;
     GatewayModelOptions options = RandomGateway();
-    options.continuum_ttl = TimeNs::Seconds(0.2);
+    options.fixed_ttl = TimeNs::Seconds(0.2);
     StatusOr<std::unique_ptr<GatewayModel>> made_gateway =
         GatewayModel::Create(&loop, &fleet, options);
     ASSERT_TRUE(made_gateway.ok()) << made_gateway.status();

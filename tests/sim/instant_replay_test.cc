@@ -199,7 +199,7 @@ TEST(InstantReplayTest, LifecycleClosesEachSessionAfterItsLastRequest) {
 }
 
 TEST(InstantReplayTest, ArmsThatNeedTheFleetAreRefused) {
-  for (const char* arm : {"+admission", "+host-tier", "continuum-ttl", "all"}) {
+  for (const char* arm : {"+admission", "+host-tier", "fixed-ttl", "continuum", "all"}) {
     SCOPED_TRACE(arm);
     InstantReplayOptions options;
     options.arms = Arms({"baseline", arm});

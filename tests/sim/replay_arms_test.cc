@@ -21,7 +21,8 @@ struct Flags {
   bool admission = false;
   bool demotion = false;
   bool host_tier = false;
-  bool continuum_ttl = false;
+  bool fixed_ttl = false;
+  bool continuum = false;
   bool infinite_cache = false;
 };
 
@@ -32,7 +33,8 @@ ArmSpec SpecOf(std::string_view name, const Flags& f) {
   spec.program_admission = f.admission;
   spec.subagent_demotion = f.demotion;
   spec.host_tier = f.host_tier;
-  spec.continuum_ttl = f.continuum_ttl;
+  spec.fixed_ttl = f.fixed_ttl;
+  spec.continuum = f.continuum;
   spec.infinite_cache = f.infinite_cache;
   return spec;
 }
@@ -64,7 +66,7 @@ TEST(ReplayArmsTest, DefaultArmsParseToTheirDocumentedFlags) {
       {"+subagent-demotion", {.demotion = true}},
       {"+host-tier", {.host_tier = true}},
       {"all", {.lifecycle = true, .admission = true, .demotion = true, .host_tier = true}},
-      {"continuum-ttl", {.continuum_ttl = true}},
+      {"continuum", {.continuum = true}},
       {"infinite-cache", {.infinite_cache = true}},
   };
   std::vector<std::string> names;
@@ -83,21 +85,23 @@ TEST(ReplayArmsTest, FeaturesCombineOverABase) {
   const std::vector<ArmCase> cases = {
       {"+lifecycle+host-tier", {.lifecycle = true, .host_tier = true}},
       {"baseline+admission", {.admission = true}},
-      {"baseline+lifecycle+admission+subagent-demotion+host-tier+continuum-ttl",
+      {"baseline+lifecycle+admission+subagent-demotion+host-tier+continuum",
        {.lifecycle = true,
         .admission = true,
         .demotion = true,
         .host_tier = true,
-        .continuum_ttl = true}},
-      {"all+continuum-ttl",
+        .continuum = true}},
+      {"all+fixed-ttl",
        {.lifecycle = true,
         .admission = true,
         .demotion = true,
         .host_tier = true,
-        .continuum_ttl = true}},
-      {"continuum-ttl+lifecycle", {.lifecycle = true, .continuum_ttl = true}},
+        .fixed_ttl = true}},
+      {"fixed-ttl+lifecycle", {.lifecycle = true, .fixed_ttl = true}},
+      {"continuum+lifecycle", {.lifecycle = true, .continuum = true}},
       {"infinite-cache+admission", {.admission = true, .infinite_cache = true}},
-      {"+continuum-ttl", {.continuum_ttl = true}},
+      {"+fixed-ttl", {.fixed_ttl = true}},
+      {"+continuum", {.continuum = true}},
   };
   for (const ArmCase& c : cases) EXPECT_EQ(ParseOrDie(c.name), SpecOf(c.name, c.flags)) << c.name;
 }
@@ -116,7 +120,7 @@ TEST(ReplayArmsTest, EmptyNameIsAnError) { EXPECT_NE(ErrorOf(""), ""); }
 TEST(ReplayArmsTest, UnknownBaseNamesItAndTheValidBases) {
   const std::string message = ErrorOf("baseline2");
   EXPECT_NE(message.find("\"baseline2\""), std::string::npos) << message;
-  for (std::string_view valid : {"baseline", "all", "continuum-ttl", "infinite-cache"}) {
+  for (std::string_view valid : {"baseline", "all", "fixed-ttl", "continuum", "infinite-cache"}) {
     EXPECT_NE(message.find(valid), std::string::npos) << valid << " missing in: " << message;
   }
   // Case matters and there is no trimming.
@@ -130,7 +134,7 @@ TEST(ReplayArmsTest, UnknownFeatureNamesItAndTheValidFeatures) {
   EXPECT_NE(message.find("arm \"+lifecycel\""), std::string::npos) << message;
   EXPECT_NE(message.find("unknown feature \"lifecycel\""), std::string::npos) << message;
   EXPECT_NE(message.find("lifecycle, admission, subagent-demotion[=P], per-conversation, "
-                         "host-tier, continuum-ttl"),
+                         "host-tier, fixed-ttl, continuum"),
             std::string::npos)
       << message;
   // Bases that are not features, and empty features.
@@ -142,9 +146,28 @@ TEST(ReplayArmsTest, UnknownFeatureNamesItAndTheValidFeatures) {
   ErrorOf("+lifecycle++host-tier");
 }
 
+// The former fixed-TTL name is refused, as a base or a feature, naming both replacements.
+TEST(ReplayArmsTest, TheRetiredContinuumTtlNameNamesItsReplacements) {
+  for (std::string_view name : {"continuum-ttl", "all+continuum-ttl", "+continuum-ttl"}) {
+    const std::string message = ErrorOf(name);
+    EXPECT_NE(message.find("renamed"), std::string::npos) << name << ": " << message;
+    EXPECT_NE(message.find("\"fixed-ttl\""), std::string::npos) << message;
+    EXPECT_NE(message.find("\"continuum\""), std::string::npos) << message;
+  }
+}
+
+TEST(ReplayArmsTest, FixedTtlAndContinuumAreExclusive) {
+  EXPECT_NE(ErrorOf("continuum+fixed-ttl").find("exclusive"), std::string::npos);
+  EXPECT_NE(ErrorOf("+fixed-ttl+continuum").find("exclusive"), std::string::npos);
+  ArmSpec both = ParseOrDie("continuum");
+  both.fixed_ttl = true;
+  EXPECT_NE(ValidateArms({both}).message().find("exclusive"), std::string::npos);
+}
+
 TEST(ReplayArmsTest, AFeatureNamedTwiceIsAnError) {
-  for (std::string_view name : {"+lifecycle+lifecycle", "all+host-tier", "all+lifecycle",
-                                "continuum-ttl+continuum-ttl", "+admission+host-tier+admission"}) {
+  for (std::string_view name :
+       {"+lifecycle+lifecycle", "all+host-tier", "all+lifecycle", "continuum+continuum",
+        "fixed-ttl+fixed-ttl", "+admission+host-tier+admission"}) {
     const std::string message = ErrorOf(name);
     EXPECT_NE(message.find("twice"), std::string::npos) << name << ": " << message;
   }

@@ -254,6 +254,8 @@ TEST_F(ReplayCliTest, BadInputsAreOneErrorLineNamingTheProblem) {
   const std::string small = kSmallWorkload;
   const std::vector<Case> cases = {
       {small + " --arms baseline,+bogus", "\"\\+bogus\".*unknown feature \"bogus\""},
+      {small + " --arms baseline,continuum-ttl", "continuum-ttl.*renamed.*fixed-ttl.*continuum"},
+      {small + " --continuum-memory-price 2", "--continuum-memory-price must be in"},
       {"--workload weka", "--workload weka needs --trace"},
       {small + " --trace " + Quoted("x.json"), "--trace needs --workload"},
       {small + " --hicache-ratio 0", "hicache.ratio must be in"},
@@ -354,8 +356,8 @@ TEST_F(ReplayCliTest, HelpNamesEveryArmAndTheConfigFlag) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");
   for (const char* word : {"baseline", "+lifecycle", "+admission", "+subagent-demotion",
-                           "+host-tier", "all", "continuum-ttl", "infinite-cache", "--config",
-                           "--arms", "--workload", "--json", "--html", "--quiet"}) {
+                           "+host-tier", "all", "continuum", "fixed-ttl", "infinite-cache",
+                           "--config", "--arms", "--workload", "--json", "--html", "--quiet"}) {
     EXPECT_THAT(r.out, HasSubstr(word));
   }
 }

@@ -80,9 +80,12 @@ Arms (--arms, comma-separated; default: all eight):
   +subagent-demotion  demote a finished sub-agent's KV when its parent returns
   +host-tier          a host KV tier of --hicache-ratio x the device tier
   all                 the four features above together
-  continuum-ttl       pin a session's KV for --continuum-ttl-s after a tool-call turn
+  continuum           Continuum: cost-aware TTL pins after tool-call turns, learned per
+                      pause class (--continuum-memory-price), program-level FCFS
   infinite-cache      enough device KV for the whole workload (the upper bound)
-  Features combine: "baseline+host-tier", "+lifecycle+admission", "all+continuum-ttl".
+  Also fixed-ttl: pin a session's KV for --fixed-ttl-s after every tool-call turn (the
+  former continuum-ttl, a name now refused).
+  Features combine: "baseline+host-tier", "+lifecycle+admission", "all+continuum".
   Also +per-conversation (retention alone) and +subagent-demotion=P (priority P); the
   agentic-curve names (lru, per_conversation, demote_p1, ...) are aliases.
 
@@ -282,8 +285,17 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
                "Scheduler steps a sub-agent must be idle before demotion")
       ->capture_default_str()
       ->group(arms_group);
-  c.add_option("--continuum-ttl-s", options_.continuum_ttl_s,
-               "TTL of the continuum-ttl pin after a tool-call turn, seconds")
+  c.add_option("--fixed-ttl-s,--continuum-ttl-s", options_.fixed_ttl_s,
+               "TTL of the fixed-ttl pin after a tool-call turn, seconds (--continuum-ttl-s: "
+               "its former name)")
+      ->capture_default_str()
+      ->group(arms_group);
+  c.add_option("--continuum-memory-price", options_.continuum.memory_price,
+               "continuum: server seconds one KV token held one second costs at KV pressure 0.5")
+      ->capture_default_str()
+      ->group(arms_group);
+  c.add_option("--continuum-program-fcfs", options_.continuum_program_fcfs,
+               "continuum: order each engine's waiting queue by program (false: pins alone)")
       ->capture_default_str()
       ->group(arms_group);
   agentic_.Add(c, AgenticFlags::Set::kBudget, FlagSource::kCommandLine, arms_group);
@@ -395,8 +407,10 @@ int ReplayCommand::Run() const {
                          options.finished_subagent_min_idle_steps, 0, int64_t{1} << 40);
     }
     if (s.ok()) {
-      s = CheckFlagRange("--continuum-ttl-s", options.continuum_ttl_s, 0.0, 86400.0,
-                         LowerBound::kOpen);
+      s = CheckFlagRange("--fixed-ttl-s", options.fixed_ttl_s, 0.0, 86400.0, LowerBound::kOpen);
+    }
+    if (s.ok()) {
+      s = CheckFlagRange("--continuum-memory-price", options.continuum.memory_price, 0.0, 1.0);
     }
     if (s.ok()) s = CheckOutputPath("--json", json_path_);
     if (s.ok()) s = CheckOutputPath("--html", html_path_);

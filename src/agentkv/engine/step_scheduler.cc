@@ -21,6 +21,7 @@
 #include "agentkv/engine/step_scheduler.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <utility>
@@ -62,6 +63,34 @@ StatusOr<StepScheduler> StepScheduler::Create(const StepSchedulerOptions& option
 
 StepScheduler::StepScheduler(const StepSchedulerOptions& options, kv::KvCacheManager cache)
     : options_(options), cache_(std::move(cache)) {}
+
+uint64_t StepScheduler::ProgramArrival(const SchedulerRequest& request) {
+  const uint64_t arrival = next_arrival_++;
+  if (!options_.program_fcfs) return arrival;
+  const std::optional<ConversationId> program = request.kv_options.parent_conversation.has_value()
+                                                    ? request.kv_options.parent_conversation
+                                                    : request.kv_options.conversation;
+  if (!program.has_value()) return arrival;
+  return program_arrival_.try_emplace(*program, arrival).first->second;
+}
+
+void StepScheduler::EnqueueWaiting(RequestId id, uint64_t program_arrival) {
+  if (!options_.program_fcfs) {
+    waiting_.push_back(id);
+    return;
+  }
+  // After the last waiting request whose program arrived no later (FIFO within a program and
+  // among equals); retracted requests at the front keep their place ahead of it.
+  auto pos = waiting_.end();
+  while (pos != waiting_.begin() &&
+         requests_.at(*std::prev(pos)).program_arrival > program_arrival &&
+         requests_.at(*std::prev(pos)).report.preemptions == 0) {
+    --pos;
+  }
+  waiting_.insert(pos, id);
+}
+
+void StepScheduler::ForgetProgram(ConversationId program) { program_arrival_.erase(program); }
 
 int64_t StepScheduler::BlocksForTokens(int64_t tokens) const {
   const int64_t tpb = cache_.tokens_per_block();
@@ -117,9 +146,11 @@ Status StepScheduler::Submit(SchedulerRequest request) {
   entry.keys.insert(entry.keys.end(), request.output_keys.begin(), request.output_keys.end());
   request.prompt_keys.clear();
   std::vector<kv::BlockKey>().swap(request.output_keys);
+  entry.program_arrival = ProgramArrival(request);
+  const uint64_t program_arrival = entry.program_arrival;
   entry.request = std::move(request);
   requests_.emplace(id, std::move(entry));
-  waiting_.push_back(id);
+  EnqueueWaiting(id, program_arrival);
   ++num_submitted_;
   return Status::Ok();
 }

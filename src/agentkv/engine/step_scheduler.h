@@ -45,6 +45,12 @@ struct StepSchedulerOptions {
   // chunking (a prompt is prefilled in one step; the first prefill of a step may then exceed
   // max_prefill_tokens, later ones must fit). Default: 8192. Range: [0, 1 << 30].
   int64_t chunked_prefill_size = 8192;
+  // Program-level FCFS (Continuum): the waiting queue is ordered by the arrival of each
+  // request's program (its parent conversation for a sub-agent, else its conversation; a
+  // request of neither is a program of its own) at this engine instead of the request's own
+  // arrival, so a continuing program's next turn goes before a newer program's requests.
+  // Retracted requests still go to the front. Default: false (SGLang's FIFO).
+  bool program_fcfs = false;
 
   // InvalidArgument naming the first field out of range and its value.
   Status Validate() const;
@@ -171,11 +177,18 @@ class StepScheduler {
   // request could never run; retried, it would be retracted forever).
   [[nodiscard]] Status CheckFits(int64_t prompt_tokens, int64_t max_new_tokens) const;
 
-  // Appends `request` to the waiting queue. InvalidArgument when CheckFits refuses it, it has
-  // more prompt keys than full prompt blocks, or more prompt and output keys than prompt +
-  // output has full blocks; AlreadyExists for the id of a request submitted
+  // Appends `request` to the waiting queue (with program_fcfs: after every waiting request of
+  // a program that arrived no later than its own). InvalidArgument when CheckFits refuses it,
+  // it has more prompt keys than full prompt blocks, or more prompt and output keys than
+  // prompt + output has full blocks; AlreadyExists for the id of a request submitted
   // and not yet retired (TakeReport).
   [[nodiscard]] Status Submit(SchedulerRequest request);
+
+  // Forgets when `program` arrived (its program ended): a later request of it counts as a new
+  // program. With program_fcfs the scheduler remembers one arrival per program seen until
+  // then. A program it does not remember is a no-op.
+  void ForgetProgram(ConversationId program);
+  int64_t num_programs() const { return static_cast<int64_t>(program_arrival_.size()); }
 
   // Runs one iteration and advances the cache's step once:
   //   1. Decode: each running request past its prefill, oldest first, reserves one more token;
@@ -251,6 +264,8 @@ class StepScheduler {
     // ones committed since. commit_failed stops commits after a key collision.
     int64_t committed_blocks = 0;
     bool commit_failed = false;
+    // The arrival of the request's program: the waiting queue's order key with program_fcfs.
+    uint64_t program_arrival = 0;
   };
 
   StepScheduler(const StepSchedulerOptions& options, kv::KvCacheManager cache);
@@ -271,6 +286,10 @@ class StepScheduler {
   // Tries to admit the front waiting request within `budget`; false stops admission.
   bool AdmitFront(int64_t& budget, bool first_prefill, StepResult& result);
   int64_t BlocksForTokens(int64_t tokens) const;
+  // The arrival of `request`'s program, recorded now for a program not seen before.
+  uint64_t ProgramArrival(const SchedulerRequest& request);
+  // Queues waiting request `id` by its program's arrival (program_fcfs) or at the back.
+  void EnqueueWaiting(RequestId id, uint64_t program_arrival);
 
   StepSchedulerOptions options_;
   kv::KvCacheManager cache_;
@@ -280,6 +299,10 @@ class StepScheduler {
   std::deque<RequestId> waiting_;
   // Admission order: the back is the newest, the first to be retracted.
   std::vector<RequestId> running_;
+  // Program-level FCFS: each program's arrival, by program; looked up only. Arrivals count
+  // submissions (the order, not the time).
+  std::unordered_map<ConversationId, uint64_t> program_arrival_;
+  uint64_t next_arrival_ = 0;
   int64_t num_submitted_ = 0;
   int64_t num_finished_ = 0;
   int64_t num_preemptions_ = 0;

@@ -205,6 +205,12 @@ const Metric kMetrics[] = {
      [](const ArmResult& a) { return AsDouble(a.ttl_expired); }},
     {"lifecycle", "ttl returned", "ttl_returned", Kind::kCount, kUp, Show::kWhenNonZero,
      [](const ArmResult& a) { return AsDouble(a.ttl_returned); }},
+    // Continuum's counters (the continuum arm).
+    {"lifecycle", "ttl declined by cost", "ttl_declined_by_cost", Kind::kCount, kFlat,
+     Show::kWhenNonZero, [](const ArmResult& a) { return AsDouble(a.ttl_declined_by_cost); }},
+    {"lifecycle", "ttl unpinned (pressure)", "ttl_unpinned_under_pressure", Kind::kCount, kFlat,
+     Show::kWhenNonZero,
+     [](const ArmResult& a) { return AsDouble(a.ttl_unpinned_under_pressure); }},
     {"conservation", "requests issued", "requests_issued", Kind::kCount, kFlat, Show::kAlways,
      [](const ArmResult& a) { return AsDouble(a.requests_issued); }},
     {"conservation", "requests completed", "requests_completed", Kind::kCount, kUp, Show::kAlways,

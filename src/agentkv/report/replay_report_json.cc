@@ -190,6 +190,9 @@ boost::json::object ArmJson(const ArmResult& a, boost::json::object delta) {
   o["ttl_pins"] = a.ttl_pins;
   o["ttl_expired"] = a.ttl_expired;
   o["ttl_returned"] = a.ttl_returned;
+  // Continuum's counters (the continuum arm).
+  o["ttl_declined_by_cost"] = a.ttl_declined_by_cost;
+  o["ttl_unpinned_under_pressure"] = a.ttl_unpinned_under_pressure;
   boost::json::object series;
   for (const auto& [name, value] : a.agentic_kv) series.emplace(name, value);
   o["agentic_kv"] = std::move(series);

@@ -381,6 +381,9 @@ void AgentDriver::SubmitNext(int32_t index) {
   agent_of_request_.push_back(index);
   GatewayRequest sent{std::move(request), session, routing::SessionRoutingKey(session),
                       w.stop == "tool_use"};
+  if (static_cast<size_t>(i) + 1 < agent.pauses.size()) {
+    sent.next_pause = agent.pauses[static_cast<size_t>(i) + 1];
+  }
   if (Status s = gateway_->Submit(std::move(sent)); !s.ok()) {
     result_.requests.pop_back();
     agent_of_request_.pop_back();

@@ -76,6 +76,9 @@ Status EngineModel::Submit(engine::SchedulerRequest request) {
     if (pin != pins_.end() && pin->second.active && !pin->second.returned) {
       pin->second.returned = true;
       ++pin_counters_.returned;
+      // Continuum: the returning request takes the blocks over at its admission; the pin
+      // protects them until then.
+      if (options_.continuum_pins) returning_.emplace(id, pin->second.generation);
     }
   }
   EngineRequestRecord record;
@@ -114,16 +117,27 @@ const EngineRequestRecord* EngineModel::FindRecord(RequestId id) const {
 int64_t EngineModel::PinPrefix(ConversationId conversation, std::span<const kv::BlockKey> keys,
                                TimeNs ttl) {
   AGENTKV_CHECK(ttl > TimeNs(0)) << "pin ttl must be positive";
+  if (pins_.contains(conversation)) {
+    // Superseded: the earlier pin's expiry finds another generation and does nothing.
+    Pin& old = pins_.at(conversation);
+    pin_order_.erase(old.generation);
+    pinned_tokens_ -=
+        static_cast<int64_t>(old.keys.size()) * engine_->scheduler().cache().tokens_per_block();
+  }
   kv::KvCacheManager& cache = engine_->mutable_scheduler().mutable_cache();
   Pin& pin = pins_[conversation];
   pin.generation = next_pin_generation_++;
   pin.keys.assign(keys.begin(), keys.end());
   pin.returned = false;
   pin.active = true;
+  pin_order_.emplace(pin.generation, conversation);
+  pinned_tokens_ += static_cast<int64_t>(keys.size()) * cache.tokens_per_block();
   ++pin_counters_.pins;
   int64_t pinned = 0;
-  for (const kv::BlockKey key : keys) {
-    if (cache.SetPriority(key, kv::kMaxPriority).ok()) ++pinned;
+  // Leaf first: each block goes to the most recently used end of the top bucket, so the root
+  // ends the most recent and an eviction takes the chain from its leaf.
+  for (auto key = keys.rbegin(); key != keys.rend(); ++key) {
+    if (cache.SetPriority(*key, kv::kMaxPriority).ok()) ++pinned;
   }
   const uint64_t generation = pin.generation;
   loop_->ScheduleAfter(ttl,
@@ -131,20 +145,73 @@ int64_t EngineModel::PinPrefix(ConversationId conversation, std::span<const kv::
   return pinned;
 }
 
+double EngineModel::kv_pressure() const {
+  const engine::SchedulerGauges g = gauges();
+  if (g.max_total_num_tokens <= 0) return 1.0;
+  const double held = static_cast<double>(g.num_used_tokens + pinned_tokens_);
+  return std::clamp(held / static_cast<double>(g.max_total_num_tokens), 0.0, 1.0);
+}
+
 void EngineModel::ExpirePin(ConversationId conversation, uint64_t generation) {
   auto it = pins_.find(conversation);
   if (it == pins_.end() || it->second.generation != generation) return;
+  if (!it->second.returned) ++pin_counters_.expired;
+  // Back to the most recently used end: under SGLang's LRU the program that outlived its TTL
+  // usually still comes back, and its KV is as recent as its last turn.
+  Unpin(conversation, /*evict_first=*/false);
+}
+
+void EngineModel::Unpin(ConversationId conversation, bool evict_first) {
+  auto it = pins_.find(conversation);
+  AGENTKV_CHECK(it != pins_.end());
   Pin& pin = it->second;
-  if (!pin.returned) ++pin_counters_.expired;
   kv::KvCacheManager& cache = engine_->mutable_scheduler().mutable_cache();
   const kv::Priority fallback = cache.options().default_priority;
-  for (const kv::BlockKey key : pin.keys) {
+  auto unpin = [&](kv::BlockKey key) {
     StatusOr<kv::Priority> priority = cache.GetPriority(key);
     if (priority.ok() && *priority == kv::kMaxPriority) {
-      AGENTKV_CHECK(cache.SetPriority(key, fallback).ok());
+      AGENTKV_CHECK(cache.SetPriority(key, fallback, std::nullopt, evict_first).ok());
     }
+  };
+  // Either way the root ends the most recently used of the chain, so an eviction takes the
+  // chain from its leaf: to the most recently used end leaf first, to the least recently used
+  // end (evict_first) root first.
+  if (evict_first) {
+    for (const kv::BlockKey key : pin.keys) unpin(key);
+  } else {
+    for (auto key = pin.keys.rbegin(); key != pin.keys.rend(); ++key) unpin(*key);
   }
+  pin_order_.erase(pin.generation);
+  pinned_tokens_ -= static_cast<int64_t>(pin.keys.size()) * cache.tokens_per_block();
+  AGENTKV_CHECK_GE(pinned_tokens_, 0);
   pins_.erase(it);
+}
+
+void EngineModel::EndReturnedPin(RequestId id) {
+  auto it = returning_.find(id);
+  if (it == returning_.end()) return;
+  const uint64_t generation = it->second;
+  returning_.erase(it);
+  auto order = pin_order_.find(generation);
+  // Expired, superseded or released under pressure meanwhile: nothing left to end.
+  if (order != pin_order_.end()) Unpin(order->second, /*evict_first=*/false);
+}
+
+void EngineModel::UnpinUnderPressure() {
+  if (!options_.continuum_pins || pin_order_.empty() || engine_->scheduler().num_waiting() == 0) {
+    return;
+  }
+  const engine::StepSchedulerOptions& sched = engine_->scheduler().options();
+  const int64_t chunk = sched.chunked_prefill_size > 0
+                            ? std::min(sched.chunked_prefill_size, sched.max_prefill_tokens)
+                            : sched.max_prefill_tokens;
+  const engine::SchedulerGauges g = gauges();
+  while (!pin_order_.empty() && g.available_tokens + g.evictable_tokens - pinned_tokens_ < chunk) {
+    const ConversationId oldest = pin_order_.begin()->second;
+    // A pin whose program already returned counts as returned, not as released.
+    if (!pins_.at(oldest).returned) ++pin_counters_.unpinned_under_pressure;
+    Unpin(oldest, /*evict_first=*/true);
+  }
 }
 
 void EngineModel::DrainCacheEvents() {
@@ -181,6 +248,7 @@ void EngineModel::RecordFirstAdmission(RequestId id) {
   record.evicted_recompute_tokens = std::min(report->uncached_tokens, lost * block);
   record.cold_tokens = report->uncached_tokens - record.evicted_recompute_tokens;
   pending_keys_.erase(keys);
+  EndReturnedPin(id);
 }
 
 std::vector<RequestId> EngineModel::ApplyAborts() {
@@ -197,6 +265,7 @@ std::vector<RequestId> EngineModel::ApplyAborts() {
     AGENTKV_CHECK(report.ok()) << "aborted request " << id << ": " << report.status();
     // A request aborted while it waited was never admitted: it computed nothing.
     pending_keys_.erase(id);
+    EndReturnedPin(id);
     RecordFinished(id, *std::move(report));
   }
   return aborted;
@@ -222,6 +291,7 @@ void EngineModel::StartStep() {
     }
     if (!more) return;
   }
+  UnpinUnderPressure();
   // Closes and pins between steps may have produced events; drain them before the step so
   // that the step's admissions see every block lost so far.
   DrainCacheEvents();
@@ -255,6 +325,7 @@ void EngineModel::EndStep(const engine::StepResult& result) {
     if (record.report.rejected) {
       // A rejected request never ran: its whole prompt counts as cold.
       pending_keys_.erase(id);
+      EndReturnedPin(id);
       record.cold_tokens = record.report.uncached_tokens;
     }
   }

@@ -32,9 +32,16 @@
 // whose key the engine had lost are `evicted_recompute_tokens` (eviction regret), the rest
 // (never computed here, or the partial last block) `cold_tokens`.
 //
-// TTL pins (the Continuum policy). PinPrefix() gives a request's prompt blocks the highest
-// priority until a time-to-live elapses in simulated time; a later pin of the same conversation
-// supersedes an earlier one, and only the current pin's expiry restores the default priority.
+// TTL pins (the fixed-ttl and continuum arms). PinPrefix() gives a request's prompt blocks the
+// highest priority until a time-to-live elapses in simulated time; a later pin of the same
+// conversation supersedes an earlier one, and only the current pin's expiry restores the
+// default priority. Pinning and unpinning re-queue a chain leaf first, so its root ends the
+// most recently used of its blocks: an eviction then takes the chain from its leaf, never its
+// root (which would drop the whole chain with it). With `continuum_pins` a pin also ends when
+// its conversation's next request is admitted (that request holds the blocks from then on), and
+// before each step in which requests wait and the free plus unpinned evictable tokens are
+// fewer than one prefill chunk, pins are released, oldest first, until they are not
+// (Continuum's unpin under memory pressure, counted; their blocks become the first to go).
 //
 // Deterministic: a pure function of the options and the Submit() and Abort() calls with their
 // times. Hash maps
@@ -46,6 +53,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -78,6 +86,9 @@ struct EngineModelOptions {
   std::optional<TimeNs> fixed_step_time;
   // Keep every KV cache event (for golden tests and debugging); see events(). Default: false.
   bool keep_events = false;
+  // Continuum's pin lifecycle (see the header comment): release on return and under memory
+  // pressure. Default: false (a pin lasts its TTL).
+  bool continuum_pins = false;
 
   // InvalidArgument naming the first bad field (the engine config's included).
   Status Validate() const;
@@ -148,12 +159,19 @@ class EngineModel {
 
   struct PinCounters {
     // Pins taken; pins that expired before their conversation sent another request to this
-    // engine; pins whose conversation came back before expiry.
+    // engine; pins whose conversation came back before expiry; pins released under memory
+    // pressure before either (continuum_pins).
     int64_t pins = 0;
     int64_t expired = 0;
     int64_t returned = 0;
+    int64_t unpinned_under_pressure = 0;
   };
   const PinCounters& pin_counters() const { return pin_counters_; }
+  // Tokens the active pins named when they were taken (blocks evicted since included).
+  int64_t pinned_tokens() const { return pinned_tokens_; }
+  // The share of the device tier running requests and active pins hold, in [0, 1]: the KV
+  // pressure a pin decision prices.
+  double kv_pressure() const;
 
   // Every KV cache event so far, in order (empty unless EngineModelOptions::keep_events).
   const std::vector<kv::KvEvent>& events() const { return events_; }
@@ -205,6 +223,16 @@ class EngineModel {
   // Records the first admission of `id` at now(): its time and its miss split.
   void RecordFirstAdmission(RequestId id);
   void ExpirePin(ConversationId conversation, uint64_t generation);
+  // Restores the default priority of the pin's blocks still at the pin's priority, and
+  // forgets the pin. The blocks go to the most recently used end of their bucket, or with
+  // `evict_first` to its least recently used end; in both cases the chain's root ends the
+  // most recent of its blocks.
+  void Unpin(ConversationId conversation, bool evict_first);
+  // continuum_pins: ends the pin request `id` returned to (at its admission or abort).
+  void EndReturnedPin(RequestId id);
+  // continuum_pins: releases pins, oldest first, while requests wait and the free plus
+  // unpinned evictable tokens are fewer than one prefill chunk.
+  void UnpinUnderPressure();
 
   struct Pin {
     uint64_t generation = 0;
@@ -234,6 +262,11 @@ class EngineModel {
   std::vector<kv::KvEvent> events_;
   // Looked up by conversation only.
   std::unordered_map<ConversationId, Pin> pins_;
+  // Active pins by generation (oldest first): the order pressure releases them in.
+  std::map<uint64_t, ConversationId> pin_order_;
+  int64_t pinned_tokens_ = 0;
+  // continuum_pins: requests that returned to a pin, and the pin's generation; looked up only.
+  std::unordered_map<RequestId, uint64_t> returning_;
   uint64_t next_pin_generation_ = 1;
   PinCounters pin_counters_;
 };

@@ -43,9 +43,15 @@ Status GatewayModelOptions::Validate() const {
     return InvalidArgumentError("session_drain_timeout must be >= 0 s, got " +
                                 std::to_string(session_drain_timeout.seconds()) + " s");
   }
-  if (continuum_ttl.has_value() && *continuum_ttl <= TimeNs(0)) {
-    return InvalidArgumentError("continuum_ttl must be > 0 s, got " +
-                                std::to_string(continuum_ttl->seconds()) + " s");
+  if (fixed_ttl.has_value() && *fixed_ttl <= TimeNs(0)) {
+    return InvalidArgumentError("fixed_ttl must be > 0 s, got " +
+                                std::to_string(fixed_ttl->seconds()) + " s");
+  }
+  if (continuum.has_value()) {
+    if (fixed_ttl.has_value()) {
+      return InvalidArgumentError("continuum and fixed_ttl are exclusive pin policies");
+    }
+    AGENTKV_RETURN_IF_ERROR(continuum->Validate());
   }
   return Status::Ok();
 }
@@ -73,6 +79,11 @@ GatewayModel::GatewayModel(EventLoop* loop, FleetModel* fleet, const GatewayMode
     coordinator_ = std::make_unique<control::AdmissionCoordinator>(
         control::CoordinatorParamsFrom(options.agentic));
   }
+  if (options.continuum.has_value()) {
+    StatusOr<engine::ContinuumPolicy> policy = engine::ContinuumPolicy::Create(*options.continuum);
+    AGENTKV_CHECK(policy.ok()) << policy.status();  // Validate() checked the options.
+    continuum_.emplace(*std::move(policy));
+  }
 }
 
 Status GatewayModel::Submit(GatewayRequest request) {
@@ -88,6 +99,10 @@ Status GatewayModel::Submit(GatewayRequest request) {
   // Opening a session at the cap may have ended an idle one.
   PerformActions();
   PollIfStale();
+  if (auto pause = pauses_.find(request.session); pause != pauses_.end()) {
+    continuum_->ObservePause(pause->second.pause_class, loop_->now() - pause->second.since);
+    pauses_.erase(pause);
+  }
   GatewayRecord record;
   record.id = id;
   record.session = request.session;
@@ -154,8 +169,13 @@ Status GatewayModel::Dispatch(Pending pending, const control::AdmissionDecision*
   StatusOr<control::DispatchIdentity<SessionId>> identity = flow_.Dispatch(pending.rid);
   if (!identity.ok()) return abandon(identity.status());
   if (identity->session.has_value()) request.request.kv_options.session = *identity->session;
-  if (options_.continuum_ttl.has_value() && request.ends_in_tool_call) {
-    pin_keys_[id] = request.request.prompt_keys;
+  if ((options_.fixed_ttl.has_value() || options_.continuum.has_value()) &&
+      request.ends_in_tool_call) {
+    int32_t pause_class = request.request.kv_options.parent_conversation.has_value()
+                              ? kSubagentPause
+                              : kMainAgentPause;
+    if (request.next_pause == PauseType::kSubagentWait) pause_class = kSubagentWaitPause;
+    pin_keys_[id] = PinCandidate{.keys = request.request.prompt_keys, .pause_class = pause_class};
   }
   StatusOr<EngineId> engine = fleet_->Submit(std::move(request.request), request.routing_key);
   if (!engine.ok()) {
@@ -247,6 +267,30 @@ const EngineRequestRecord* GatewayModel::RefusedRecord(RequestId id) const {
   return it == refused_.end() ? nullptr : &it->second;
 }
 
+void GatewayModel::DecideContinuumPin(EngineId engine, SessionId session,
+                                      const PinCandidate& candidate) {
+  // The pause starts now, pinned or not: its length is what the policy learns.
+  pauses_[session] = Pause{.since = loop_->now(), .pause_class = candidate.pause_class};
+  EngineModel& model = fleet_->mutable_engine(engine);
+  engine::PinRequest request;
+  request.pause_class = candidate.pause_class;
+  request.tokens =
+      static_cast<int64_t>(candidate.keys.size()) * model.scheduler().cache().tokens_per_block();
+  request.kv_pressure = model.kv_pressure();
+  if (request.tokens > 0 && model.scheduler().num_waiting() > 0) {
+    engine::StepShape shape;
+    shape.prefill_tokens = request.tokens;
+    shape.num_requests = 1;
+    request.queueing_saved = model.cost_model().Estimate(shape);
+  }
+  const engine::PinDecision decision = continuum_->Decide(request, model.cost_model());
+  if (decision.ttl.has_value()) {
+    model.PinPrefix(ConversationId(session.value()), candidate.keys, *decision.ttl);
+  } else if (decision.declined_by_cost) {
+    ++pins_declined_by_cost_;
+  }
+}
+
 void GatewayModel::OnEngineComplete(EngineId engine, const EngineRequestRecord& record) {
   auto it = records_.find(record.id);
   AGENTKV_CHECK(it != records_.end()) << "engine completed unknown request " << record.id;
@@ -254,8 +298,12 @@ void GatewayModel::OnEngineComplete(EngineId engine, const EngineRequestRecord& 
   if (auto pin = pin_keys_.find(record.id); pin != pin_keys_.end()) {
     // An aborted request's session is closing: its prompt is not worth keeping.
     if (!record.report.rejected && !record.report.aborted) {
-      fleet_->mutable_engine(engine).PinPrefix(ConversationId(it->second.session.value()),
-                                               pin->second, *options_.continuum_ttl);
+      if (continuum_.has_value()) {
+        DecideContinuumPin(engine, it->second.session, pin->second);
+      } else {
+        fleet_->mutable_engine(engine).PinPrefix(ConversationId(it->second.session.value()),
+                                                 pin->second.keys, *options_.fixed_ttl);
+      }
     }
     pin_keys_.erase(pin);
   }
@@ -271,6 +319,18 @@ void GatewayModel::OnEngineComplete(EngineId engine, const EngineRequestRecord& 
 std::vector<int64_t> GatewayModel::EndSession(SessionId session) {
   std::vector<int64_t> freed;
   if (!flow_.Knows(session)) return freed;
+  if (auto pause = pauses_.find(session); pause != pauses_.end()) {
+    continuum_->ObserveNoReturn(pause->second.pause_class);
+    pauses_.erase(pause);
+  }
+  if (continuum_.has_value()) {
+    // Program-level FCFS: the session's program (its conversation) has ended.
+    for (size_t e = 0; e < static_cast<size_t>(fleet_->num_engines()); ++e) {
+      fleet_->mutable_engine(EngineId(static_cast<int32_t>(e)))
+          .mutable_scheduler()
+          .ForgetProgram(ConversationId(session.value()));
+    }
+  }
   flow_.Close(session, control::TerminalReason::kFinished, next_close_request_++, loop_->now());
   freed_now_ = &freed;
   PerformActions();

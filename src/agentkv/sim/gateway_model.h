@@ -26,11 +26,21 @@
 // than the interval: an idle fleet's gauges do not change, so this equals polling throughout
 // without events that would keep the loop alive.
 //
-// TTL pins (Continuum): with `continuum_ttl` set, a request whose turn ends in a tool call
+// TTL pins. With `fixed_ttl` set (the fixed-ttl arm), a request whose turn ends in a tool call
 // pins its prompt on the engine that served it (EngineModel::PinPrefix, keyed by the
-// conversation whose id equals the session's) when it completes. A pin counts as returned
-// when a later request with that kv_options.conversation reaches the engine, as the agent
-// driver's requests do.
+// conversation whose id equals the session's) when it completes, for that long. With
+// `continuum` set (the continuum arm) the decision is engine::ContinuumPolicy's: the pause
+// class is kSubagentWaitPause when the turn's next_pause is a sub-agent wait, else the turn's
+// agent (kMainAgentPause, or kSubagentPause for a request with a parent conversation); the
+// pause is observed when the session's next request reaches the gateway
+// (or as never ending when the session ends first); the pinned tokens are the prompt's full
+// blocks, the prefill saved the serving engine's cost model estimate for them, the queueing
+// saved the same estimate when requests wait on that engine (a returning program would queue
+// behind them, about one prefill of its own) and 0 otherwise, and the pressure the engine's
+// EngineModel::kv_pressure(). A pin counts as returned when a later request with that
+// kv_options.conversation reaches the engine, as the agent driver's requests do. When the
+// engines order their queues by program (program_fcfs), a session's end makes every engine
+// forget its program.
 //
 // Deterministic: a pure function of the options, the fleet and the call sequence with times.
 // Single-threaded; not copyable or movable (scheduled events point at it). Owns the fleet's
@@ -55,20 +65,32 @@
 #include "agentkv/control/admission_coordinator.h"
 #include "agentkv/control/agentic_options.h"
 #include "agentkv/control/gateway_flow.h"
+#include "agentkv/engine/continuum_policy.h"
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/sim/event_loop.h"
 #include "agentkv/sim/fleet_model.h"
+#include "agentkv/sim/pause_type.h"
 #include "agentkv/sim/replay_result.h"
 
 namespace agentkv::sim {
+
+// The pause classes the continuum arm keeps apart (engine::ContinuumPolicy keys): a main
+// agent's tool call, a sub-agent's tool call, and a main agent waiting for its sub-agents.
+inline constexpr int32_t kMainAgentPause = 0;
+inline constexpr int32_t kSubagentPause = 1;
+inline constexpr int32_t kSubagentWaitPause = 2;
 
 struct GatewayModelOptions {
   // The seed's flags: agentic_session_lifecycle, agentic_program_admission and the admission
   // parameters (validated by AgenticOptions::Validate). poll_interval_s is the gauge poll.
   control::AgenticOptions agentic;
-  // Pin a tool-call turn's prompt for this long after it completes (the continuum-ttl arm).
+  // Pin a tool-call turn's prompt for this long after it completes (the fixed-ttl arm).
   // Default: unset (no pins). Range: > 0 when set.
-  std::optional<TimeNs> continuum_ttl;
+  std::optional<TimeNs> fixed_ttl;
+  // Pin a tool-call turn's prompt when and for as long as Continuum's policy says (the
+  // continuum arm). Default: unset. Valid per ContinuumPolicyOptions::Validate; not with
+  // fixed_ttl.
+  std::optional<engine::ContinuumPolicyOptions> continuum;
   // How long a closing session waits for its dispatched attempts (the gateway's
   // --session-drain-timeout-s). Default: 30 s. Range: >= 0.
   TimeNs session_drain_timeout = TimeNs::Seconds(30);
@@ -86,6 +108,10 @@ struct GatewayRequest {
   uint64_t routing_key = 0;
   // The trace says this turn ended in a tool call (`stop: tool_use`).
   bool ends_in_tool_call = false;
+  // The pause that follows this turn: the pause before the agent's next request (kNone when
+  // it has none). A gateway reads it from the response: the tool called says whether the
+  // agent now waits for sub-agents. The continuum arm's pause class.
+  PauseType next_pause = PauseType::kNone;
 };
 
 // What the gateway saw of one request.
@@ -165,6 +191,12 @@ class GatewayModel {
   // Sessions closed on engines (one per session per engine) and their freed tokens.
   int64_t engine_session_closes() const { return engine_session_closes_; }
   int64_t tokens_freed_by_close() const { return tokens_freed_by_close_; }
+  // The continuum arm's policy (null otherwise), and the tool-call turns it declined to pin
+  // because no TTL's benefit beat its memory cost.
+  const engine::ContinuumPolicy* continuum_policy() const {
+    return continuum_.has_value() ? &*continuum_ : nullptr;
+  }
+  int64_t pins_declined_by_cost() const { return pins_declined_by_cost_; }
   const GatewayRecord* FindRecord(RequestId id) const;
   // The account of a request admission refused (GatewayRecord::refused), or nullptr.
   const EngineRequestRecord* RefusedRecord(RequestId id) const;
@@ -224,7 +256,24 @@ class GatewayModel {
   std::unordered_map<RequestId, GatewayRecord> records_;
   std::unordered_map<RequestId, std::string> rid_of_;
   std::unordered_map<std::string, RequestId> id_of_rid_;
-  std::unordered_map<RequestId, std::vector<kv::BlockKey>> pin_keys_;
+  // A dispatched tool-call turn that may be pinned when it completes.
+  struct PinCandidate {
+    std::vector<kv::BlockKey> keys;
+    int32_t pause_class = kMainAgentPause;
+  };
+  // A session paused after a tool-call turn (continuum): since when, and its class.
+  struct Pause {
+    TimeNs since;
+    int32_t pause_class = kMainAgentPause;
+  };
+  // Decides and takes the pin of `candidate`, which completed on `engine` (continuum).
+  void DecideContinuumPin(EngineId engine, SessionId session, const PinCandidate& candidate);
+
+  std::unordered_map<RequestId, PinCandidate> pin_keys_;
+  std::optional<engine::ContinuumPolicy> continuum_;
+  // Looked up only.
+  std::unordered_map<SessionId, Pause> pauses_;
+  int64_t pins_declined_by_cost_ = 0;
   std::unordered_map<RequestId, EngineRequestRecord> refused_;
   std::vector<KvUsageSample> kv_usage_;
   // Close requests numbered for the flow, and the tokens freed by the close performed while

@@ -65,7 +65,8 @@ Status CheckInstantArm(const ArmSpec& arm) {
   const char* fleet_only = nullptr;
   if (arm.program_admission) fleet_only = "admission";
   if (arm.host_tier) fleet_only = "host-tier";
-  if (arm.continuum_ttl) fleet_only = "continuum-ttl";
+  if (arm.fixed_ttl) fleet_only = "fixed-ttl";
+  if (arm.continuum) fleet_only = "continuum";
   if (fleet_only == nullptr) return Status::Ok();
   return InvalidArgumentError("arm \"" + arm.name + "\": " + fleet_only +
                               " needs the simulated fleet (agentkv replay); the instant single "

@@ -10,8 +10,8 @@
 // at every device capacity, each point a fresh cache replaying the same stream. The arm's
 // cache policy comes from ArmCachePolicy, the same rule the fleet's engines use; +lifecycle
 // closes each session right after the request that ends it. Features that need the fleet
-// (+admission, +host-tier, continuum-ttl) are refused; infinite-cache runs at the capacity that
-// holds every distinct block.
+// (+admission, +host-tier, fixed-ttl, continuum) are refused; infinite-cache runs at the
+// capacity that holds every distinct block.
 //
 // Deterministic: a pure function of its inputs (progress goes through callbacks on the
 // caller's thread); thread-compatible.
@@ -90,7 +90,7 @@ struct InstantPoint {
 
 struct InstantReplayOptions {
   // Arms (replay_arms.h), run in this order. Default: {baseline}. Non-empty, distinct names
-  // (ValidateArms), without +admission, +host-tier or continuum-ttl.
+  // (ValidateArms), without +admission, +host-tier, fixed-ttl or continuum.
   std::vector<ArmSpec> arms = {BaselineArm()};
   // Device capacities as fractions of the workload's distinct block keys: each point gets
   // engine::BlocksForFraction(fraction, unique_blocks). Default: {1.0}. Non-empty, each in

@@ -95,6 +95,7 @@ engine::EngineConfig ArmEngineConfig(const ReplayOptions& options, const ArmSpec
     config.cache.finished_subagent_min_idle_iterations = options.finished_subagent_min_idle_steps;
   }
   config.cache = ArmCachePolicy(arm, config.cache, options.finished_subagent_priority);
+  if (arm.continuum) config.scheduler.program_fcfs = options.continuum_program_fcfs;
   return config;
 }
 
@@ -108,6 +109,7 @@ StatusOr<std::unique_ptr<ArmFleet>> BuildArmFleet(const ReplayOptions& options, 
   engine_options.config = ArmEngineConfig(options, arm, tokens_per_block, infinite_blocks);
   engine_options.fixed_step_time = options.fixed_step_time;
   engine_options.keep_events = options.keep_events;
+  engine_options.continuum_pins = arm.continuum;
   auto arm_fleet = std::make_unique<ArmFleet>();
   AGENTKV_ASSIGN_OR_RETURN(arm_fleet->fleet, FleetModel::Create(&arm_fleet->loop, fleet_options));
   GatewayModelOptions gateway_options;
@@ -115,7 +117,8 @@ StatusOr<std::unique_ptr<ArmFleet>> BuildArmFleet(const ReplayOptions& options, 
   gateway_options.agentic.agentic_session_lifecycle = arm.session_lifecycle;
   gateway_options.agentic.agentic_program_admission = arm.program_admission;
   gateway_options.agentic.agentic_admission_scope = control::AdmissionScope::kAll;
-  if (arm.continuum_ttl) gateway_options.continuum_ttl = TimeNs::Seconds(options.continuum_ttl_s);
+  if (arm.fixed_ttl) gateway_options.fixed_ttl = TimeNs::Seconds(options.fixed_ttl_s);
+  if (arm.continuum) gateway_options.continuum = options.continuum;
   AGENTKV_ASSIGN_OR_RETURN(
       arm_fleet->gateway,
       GatewayModel::Create(&arm_fleet->loop, arm_fleet->fleet.get(), gateway_options));
@@ -223,7 +226,9 @@ void Summarize(ArmFleet& arm_fleet, const ArmSpec& arm, const std::vector<Reques
     result.ttl_pins += engine.pin_counters().pins;
     result.ttl_expired += engine.pin_counters().expired;
     result.ttl_returned += engine.pin_counters().returned;
+    result.ttl_unpinned_under_pressure += engine.pin_counters().unpinned_under_pressure;
   }
+  result.ttl_declined_by_cost = arm_fleet.gateway->pins_declined_by_cost();
   result.sessions_closed = arm_fleet.gateway->engine_session_closes();
   result.tokens_freed_by_close = arm_fleet.gateway->tokens_freed_by_close();
   if (arm.session_lifecycle || arm.program_admission) {
@@ -441,9 +446,10 @@ Status ReplayOptions::Validate() const {
     return OutOfRange("finished_subagent_min_idle_steps", Str(finished_subagent_min_idle_steps),
                       "[0, inf)");
   }
-  if (!(continuum_ttl_s > 0.0 && continuum_ttl_s <= 86400.0)) {
-    return OutOfRange("continuum_ttl_s", Str(continuum_ttl_s), "(0, 86400]");
+  if (!(fixed_ttl_s > 0.0 && fixed_ttl_s <= 86400.0)) {
+    return OutOfRange("fixed_ttl_s", Str(fixed_ttl_s), "(0, 86400]");
   }
+  AGENTKV_RETURN_IF_ERROR(continuum.Validate());
   control::AgenticOptions admission = agentic;
   admission.agentic_program_admission = true;
   AGENTKV_RETURN_IF_ERROR(admission.Validate());

@@ -31,6 +31,7 @@
 #include "agentkv/base/status.h"
 #include "agentkv/base/time.h"
 #include "agentkv/control/agentic_options.h"
+#include "agentkv/engine/continuum_policy.h"
 #include "agentkv/engine/engine_config.h"
 #include "agentkv/engine/kv_pool.h"
 #include "agentkv/kv/kv_cache_options.h"
@@ -78,9 +79,15 @@ struct ReplayOptions {
   // must have been idle. Defaults: 1 and 32. Ranges: [0, 100] and >= 0.
   int32_t finished_subagent_priority = 1;
   int64_t finished_subagent_min_idle_steps = 32;
-  // continuum-ttl: the pin's time-to-live, seconds. Default: 10 (about the median tool gap of
+  // fixed-ttl: the pin's time-to-live, seconds. Default: 10 (about the median tool gap of
   // the WEKA traces). Range: (0, 86400].
-  double continuum_ttl_s = 10.0;
+  double fixed_ttl_s = 10.0;
+  // continuum: the TTL policy's memory price, prior and decay (engine::ContinuumPolicyOptions,
+  // valid per its Validate).
+  engine::ContinuumPolicyOptions continuum;
+  // continuum: order every engine's waiting queue by program (program-level FCFS); false
+  // isolates the TTL pins' effect. Default: true.
+  bool continuum_program_fcfs = true;
   // Block ids below this are shared by every conversation (AgentDriverOptions::
   // shared_prefix_ids): the tools+system prompt. Default: 0 (none shared).
   uint64_t shared_prefix_ids = 0;

@@ -10,8 +10,14 @@ namespace agentkv::sim {
 namespace {
 
 constexpr std::string_view kValidFeatures =
-    "lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, continuum-ttl";
-constexpr std::string_view kValidBases = "baseline, all, continuum-ttl, infinite-cache";
+    "lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, fixed-ttl, "
+    "continuum";
+constexpr std::string_view kValidBases = "baseline, all, fixed-ttl, continuum, infinite-cache";
+// The fixed-TTL anchor's former name: refused, naming what replaced it.
+constexpr std::string_view kRetiredTtl = "continuum-ttl";
+constexpr std::string_view kRetiredTtlHelp =
+    "\"continuum-ttl\" was renamed: use \"fixed-ttl\" for a fixed TTL pin after every "
+    "tool-call turn, or \"continuum\" for Continuum's cost-aware TTL with program-level FCFS";
 constexpr std::string_view kDemotion = "subagent-demotion";
 constexpr int32_t kMaxPriority = 100;
 
@@ -53,7 +59,8 @@ Status EnableFeature(std::string_view feature, ArmSpec& arm) {
   if (feature == kDemotion) flag = &arm.subagent_demotion;
   if (feature == "per-conversation") flag = &arm.per_conversation;
   if (feature == "host-tier") flag = &arm.host_tier;
-  if (feature == "continuum-ttl") flag = &arm.continuum_ttl;
+  if (feature == "fixed-ttl") flag = &arm.fixed_ttl;
+  if (feature == "continuum") flag = &arm.continuum;
   if (flag == nullptr) return NotFoundError(std::string(feature));
   if (*flag) {
     return InvalidArgumentError("feature \"" + std::string(feature) + "\" named twice");
@@ -68,10 +75,13 @@ StatusOr<ArmSpec> ParseCanonical(std::string_view name) {
   arm.name = std::string(name);
   const size_t plus = name.find('+');
   const std::string_view base = name.substr(0, plus);
+  if (base == kRetiredTtl) return BadArm(name, std::string(kRetiredTtlHelp));
   if (base == "all") {
     arm.session_lifecycle = arm.program_admission = arm.subagent_demotion = arm.host_tier = true;
-  } else if (base == "continuum-ttl") {
-    arm.continuum_ttl = true;
+  } else if (base == "fixed-ttl") {
+    arm.fixed_ttl = true;
+  } else if (base == "continuum") {
+    arm.continuum = true;
   } else if (base == "infinite-cache") {
     arm.infinite_cache = true;
   } else if (!base.empty() && base != "baseline") {
@@ -84,6 +94,7 @@ StatusOr<ArmSpec> ParseCanonical(std::string_view name) {
   while (true) {
     const size_t next = rest.find('+');
     const std::string_view feature = rest.substr(0, next);
+    if (feature == kRetiredTtl) return BadArm(name, std::string(kRetiredTtlHelp));
     if (Status s = EnableFeature(feature, arm); !s.ok()) {
       if (s.code() == StatusCode::kNotFound) {
         return BadArm(name, "unknown feature \"" + std::string(feature) +
@@ -93,6 +104,9 @@ StatusOr<ArmSpec> ParseCanonical(std::string_view name) {
     }
     if (next == std::string_view::npos) break;
     rest = rest.substr(next + 1);
+  }
+  if (arm.fixed_ttl && arm.continuum) {
+    return BadArm(name, "fixed-ttl and continuum are exclusive pin policies");
   }
   return arm;
 }
@@ -122,7 +136,8 @@ std::string ArmSpec::Description() const {
             : std::string("finished sub-agent demotion"));
   }
   if (host_tier) add("host KV tier");
-  if (continuum_ttl) add("TTL pin after tool-call turns (Continuum)");
+  if (fixed_ttl) add("fixed TTL pin after tool-call turns");
+  if (continuum) add("Continuum: cost-aware TTL pins, program-level FCFS");
   if (out.empty()) out = "SGLang default: prefix reuse, LRU, no lifecycle, no admission";
   return out;
 }
@@ -152,6 +167,9 @@ Status ValidateArms(const std::vector<ArmSpec>& arms) {
     if (arm.name.empty()) return InvalidArgumentError("arm name is empty");
     if (!seen.insert(arm.name).second) {
       return InvalidArgumentError("arm \"" + arm.name + "\" is named twice");
+    }
+    if (arm.fixed_ttl && arm.continuum) {
+      return BadArm(arm.name, "fixed-ttl and continuum are exclusive pin policies");
     }
     if (!arm.demotion_priority.has_value()) continue;
     if (!arm.subagent_demotion) {
@@ -188,9 +206,9 @@ ArmSpec BaselineArm() {
 }
 
 const std::vector<std::string>& DefaultArmNames() {
-  static const std::vector<std::string>* const kNames = new std::vector<std::string>{
-      "baseline",   "+lifecycle", "+admission",    "+subagent-demotion",
-      "+host-tier", "all",        "continuum-ttl", "infinite-cache"};
+  static const std::vector<std::string>* const kNames =
+      new std::vector<std::string>{"baseline",   "+lifecycle", "+admission", "+subagent-demotion",
+                                   "+host-tier", "all",        "continuum",  "infinite-cache"};
   return *kNames;
 }
 

@@ -5,19 +5,24 @@
 // (ArmCachePolicy) is shared by both, so an arm means the same cache policy wherever it runs.
 //
 // An arm name is a base arm optionally followed by features, each prefixed with '+':
-//   base    := "baseline" | "all" | "continuum-ttl" | "infinite-cache" | ""
+//   base    := "baseline" | "all" | "fixed-ttl" | "continuum" | "infinite-cache" | ""
 //   feature := "lifecycle" | "admission" | "subagent-demotion" ["=" P] | "per-conversation"
-//            | "host-tier" | "continuum-ttl"
-// so "+lifecycle", "all", "baseline+host-tier", "all+continuum-ttl" and
+//            | "host-tier" | "fixed-ttl" | "continuum"
+// so "+lifecycle", "all", "baseline+host-tier", "all+continuum" and
 // "+subagent-demotion=20+lifecycle" are arms. "baseline" is SGLang's default (prefix reuse,
 // LRU, no session lifecycle, no admission); "all" is the four agentkv features lifecycle,
-// admission, subagent-demotion and host-tier together; "continuum-ttl" is the Continuum anchor
-// (pin a session's KV for a time-to-live after a turn that ends in a tool call);
-// "infinite-cache" gives every engine enough KV for the whole workload (the hit-ratio upper
-// bound). "per-conversation" is per-conversation retention alone (a turn's blocks no one else
-// uses are dropped when its retention record falls out); "subagent-demotion" implies it and
-// demotes finished sub-agents to priority P (an integer in [0, 100]; without "=P", the run's
-// configured priority).
+// admission, subagent-demotion and host-tier together; "continuum" is Continuum (arXiv
+// 2511.02230): a cost-aware TTL pin after a tool-call turn learned per pause class
+// (engine::ContinuumPolicy), program-level FCFS in every engine's waiting queue, pins
+// released when their program is admitted again or under memory pressure; "fixed-ttl" pins a
+// session's KV for a fixed time-to-live after every tool-call turn (the simple anchor;
+// exclusive with continuum); "infinite-cache" gives every engine enough KV for the whole
+// workload (the hit-ratio upper bound). The name "continuum-ttl", which an earlier fixed-TTL
+// anchor used, is refused with a message naming both replacements, so that a run asking for
+// it cannot silently get either. "per-conversation" is per-conversation retention alone (a
+// turn's blocks no one else uses are dropped when its retention record falls out);
+// "subagent-demotion" implies it and demotes finished sub-agents to priority P (an integer in
+// [0, 100]; without "=P", the run's configured priority).
 //
 // The names `agentkv agentic-curve` has always used are whole-name aliases (the arm keeps the
 // alias as its name; the spec is the canonical spelling's):
@@ -59,8 +64,10 @@ struct ArmSpec {
   bool per_conversation = false;
   // +host-tier: a host (cold) KV tier of --hicache-ratio times the device tier.
   bool host_tier = false;
-  // continuum-ttl: TTL pins after tool-call turns.
-  bool continuum_ttl = false;
+  // fixed-ttl: a fixed TTL pin after every tool-call turn.
+  bool fixed_ttl = false;
+  // continuum: Continuum's cost-aware TTL pins and program-level FCFS.
+  bool continuum = false;
   // infinite-cache: device KV for the whole workload.
   bool infinite_cache = false;
 
@@ -76,8 +83,9 @@ struct ArmSpec {
 
 // Parses `name` (grammar and aliases above). InvalidArgument naming the arm and the unknown
 // part, with the valid spellings, e.g. `arm "+lifecycel": unknown feature "lifecycel" (valid:
-// lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, continuum-ttl)`;
-// also for an empty name, a feature named twice and a demotion priority out of [0, 100].
+// lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, fixed-ttl,
+// continuum)`; also for an empty name, a feature named twice, a demotion priority out of
+// [0, 100], fixed-ttl with continuum, and the retired name continuum-ttl.
 [[nodiscard]] StatusOr<ArmSpec> ParseArm(std::string_view name);
 
 // Parses every name of a run's arm list, in order: InvalidArgument "arms must not be empty",
@@ -87,7 +95,8 @@ struct ArmSpec {
 
 // Whether `arms` is a run's arm list: InvalidArgument "arms must not be empty", `arm "NAME" is
 // named twice`, "arm name is empty", or `arm "NAME": ...` for a demotion priority without
-// subagent_demotion or out of [0, 100]. Every ParseArms result passes.
+// subagent_demotion or out of [0, 100], or for fixed_ttl with continuum. Every ParseArms
+// result passes.
 [[nodiscard]] Status ValidateArms(const std::vector<ArmSpec>& arms);
 
 // The one arm loop of every replay, whatever its engine mode: checks `arms` (ValidateArms) and
@@ -113,7 +122,7 @@ StatusOr<std::vector<Result>> ForEachArm(const std::vector<ArmSpec>& arms, RunAr
 ArmSpec BaselineArm();
 
 // The arms `agentkv replay` runs when none are given: baseline, +lifecycle, +admission,
-// +subagent-demotion, +host-tier, all, continuum-ttl, infinite-cache.
+// +subagent-demotion, +host-tier, all, continuum, infinite-cache.
 const std::vector<std::string>& DefaultArmNames();
 // DefaultArmNames() parsed.
 const std::vector<ArmSpec>& DefaultArms();

@@ -197,6 +197,11 @@ struct ArmResult {
   int64_t ttl_pins = 0;
   int64_t ttl_expired = 0;
   int64_t ttl_returned = 0;
+  // Continuum (the continuum arm): tool-call turns the policy declined to pin because no
+  // TTL's benefit beat its memory cost, and pins released under memory pressure before they
+  // expired or their program returned.
+  int64_t ttl_declined_by_cost = 0;
+  int64_t ttl_unpinned_under_pressure = 0;
 
   // --- Control plane ---
   // The seed's agentic_kv/ series at the end of the arm (name, value), in the coordinator's

@@ -1,0 +1,129 @@
+// ContinuumPolicy: the time-to-live decision of Continuum (arXiv 2511.02230) for the KV of a
+// turn that ended in a tool call. It learns online, per pause class (a small key the caller
+// maps its kinds of pause to, e.g. a main agent's tool call and a sub-agent's), the empirical
+// distribution of pause durations (a fixed log-spaced histogram: bounded memory), and for a
+// finished tool-call turn chooses the TTL that maximizes
+//   net(ttl) = P(pause <= ttl) * (prefill saved + queueing saved)
+//            - pinned tokens * E[min(pause, ttl)] * price(KV pressure),
+// pinning only when the best net is positive. The prefill saved is the cost model's estimate
+// of recomputing the pinned tokens; the price of a token-second of KV rises with the pressure
+// on the pool, price(p) = memory_price * p / (1 - p). Until a class has samples, a prior of
+// `prior_weight` pseudo-samples distributed exponentially with mean `prior_pause` stands in
+// for them (Continuum's cold start assumes exponential tool durations; as pseudo-samples, real
+// samples outweigh the prior as they arrive).
+//
+// Pure: no I/O, clocks or globals; time enters as durations. Deterministic. The simulator's
+// gateway model runs it; a gateway or an engine can run the same object. Thread-compatible:
+// const methods may run concurrently; Observe* need external synchronization. Copyable value.
+#ifndef AGENTKV_ENGINE_CONTINUUM_POLICY_H_
+#define AGENTKV_ENGINE_CONTINUUM_POLICY_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "agentkv/base/status.h"
+#include "agentkv/base/time.h"
+#include "agentkv/engine/cost_model.h"
+
+namespace agentkv::engine {
+
+// Pause classes the policy keeps apart: keys in [0, kMaxPauseClasses).
+inline constexpr int32_t kMaxPauseClasses = 8;
+// Histogram buckets: bucket i < kPauseBuckets - 1 holds pauses in (edge(i-1), edge(i)] with
+// edge(i) = 250 ms * 2^i (250 ms .. 2048 s); the last bucket holds longer pauses and pauses
+// that never ended (the program stopped). The finite edges are the candidate TTLs.
+inline constexpr int32_t kPauseBuckets = 15;
+
+struct ContinuumPolicyOptions {
+  // Seconds of server time one token of KV held for one second costs at KV pressure 0.5
+  // (price(p) = memory_price * p / (1 - p)). Default: 1e-6: llama-3.1-8b on an H100 prefills
+  // a token in about 30 us, so at half pressure a pin pays for itself when the program returns
+  // within about 30 s, at pressure 0.9 within about 3 s. Range: [0, 1].
+  double memory_price = 1e-6;
+  // Pressure is clamped to this before pricing, so the price stays finite.
+  // Default: 0.99. Range: (0, 1).
+  double max_pressure = 0.99;
+  // The prior: `prior_weight` pseudo-samples in every class, exponentially distributed with
+  // mean `prior_pause`. Default: 4 samples of mean 2 s (most tool calls of coding agents
+  // return within seconds).
+  // Ranges: prior_weight [0, 1 << 20]; prior_pause [1 ms, 1 day].
+  int64_t prior_weight = 4;
+  TimeNs prior_pause = TimeNs::Seconds(2);
+  // When a class has seen this many samples, every count is halved (old samples fade, the
+  // distribution follows drift). Default: 4096. Range: [2, 1 << 30].
+  int64_t decay_at = 4096;
+
+  // InvalidArgument naming the first field out of range.
+  Status Validate() const;
+};
+
+// What the caller knows about a turn that just finished with a tool call.
+struct PinRequest {
+  // The pause class. Range: [0, kMaxPauseClasses).
+  int32_t pause_class = 0;
+  // Tokens the pin would hold (the turn's prompt blocks). Range: >= 0.
+  int64_t tokens = 0;
+  // Queueing the returning request avoids when its KV is still there (it re-enters the batch
+  // at once instead of waiting for memory). Range: >= 0.
+  TimeNs queueing_saved;
+  // Share of the engine's KV pool held now (running requests and pins). Range: [0, 1].
+  double kv_pressure = 0.0;
+};
+
+struct PinDecision {
+  // The TTL to pin for; unset: do not pin.
+  std::optional<TimeNs> ttl;
+  // The best candidate's terms (seconds of server time) and return probability.
+  double benefit_s = 0.0;
+  double cost_s = 0.0;
+  double return_probability = 0.0;
+  // Set when a candidate had a positive benefit but none beat its cost.
+  bool declined_by_cost = false;
+};
+
+class ContinuumPolicy {
+ public:
+  // Validates `options` (InvalidArgument naming the field).
+  static StatusOr<ContinuumPolicy> Create(const ContinuumPolicyOptions& options);
+
+  const ContinuumPolicyOptions& options() const { return options_; }
+
+  // Records one pause of `pause_class` that ended after `pause` (the program's next request
+  // arrived). Precondition: class in range, pause >= 0.
+  void ObservePause(int32_t pause_class, TimeNs pause);
+  // Records a pause that never ended (the program stopped after the tool call).
+  void ObserveNoReturn(int32_t pause_class);
+
+  // The pin decision for `request` on an engine priced by `cost_model` (the prefill saved is
+  // its estimate of prefilling request.tokens alone). Precondition: fields in range.
+  PinDecision Decide(const PinRequest& request, const CostModel& cost_model) const;
+  // The same with the prefill time saved given directly (tests, callers without a model).
+  PinDecision DecideWithPrefill(const PinRequest& request, TimeNs prefill_saved) const;
+
+  // P(pause <= ttl) for `pause_class` under the learned distribution and the prior.
+  double ReturnProbability(int32_t pause_class, TimeNs ttl) const;
+  // Real samples recorded for `pause_class` (after decay), without the prior.
+  int64_t samples(int32_t pause_class) const;
+  // The candidate TTLs: the finite bucket edges, ascending.
+  static TimeNs BucketEdge(int32_t bucket);
+  // The bucket a pause falls in.
+  static int32_t BucketOf(TimeNs pause);
+
+ private:
+  explicit ContinuumPolicy(const ContinuumPolicyOptions& options);
+
+  using Histogram = std::array<int64_t, kPauseBuckets>;
+  using Weights = std::array<double, kPauseBuckets>;
+  // The class's counts plus the prior.
+  Weights WeightsOf(int32_t pause_class) const;
+  void Add(int32_t pause_class, int32_t bucket);
+
+  ContinuumPolicyOptions options_;
+  std::array<Histogram, kMaxPauseClasses> counts_{};
+};
+
+}  // namespace agentkv::engine
+
+#endif  // AGENTKV_ENGINE_CONTINUUM_POLICY_H_

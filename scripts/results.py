@@ -28,6 +28,10 @@ def workloads(traces):
         ("weka-tight", weka + ["--max-total-tokens", str(WEKA_KV // 2)]),
         ("synthetic", []),
         ("rollout", ["--workload", "rollout"]),
+        # Denser WEKA traffic: the operating points where the continuum arm's pins pay.
+        ("weka-20s", weka + ["--session-interarrival-s", "20"]),
+        ("weka-10s-tight",
+         weka + ["--session-interarrival-s", "10", "--max-total-tokens", str(WEKA_KV // 2)]),
     ]
 
 
@@ -150,12 +154,15 @@ def main():
         print(baseline_table(results) + "\n")
         print(change_table(results, arms) + "\n")
 
-    # Sensitivity of the WEKA results to the cost model.
+    # Sensitivity of the WEKA results to the cost model: one column per cost model, the main
+    # arms' median change against the baseline of the same seed and cost model.
     name, flags = workloads(args.traces)[0]
-    main_arms = ["+lifecycle", "+host-tier", "all", "continuum", "infinite-cache"]
-    print("### sensitivity (%s)\n" % name)
+    main_arms = ["+lifecycle", "+host-tier", "all", "continuum"]
+    metrics = [ROWS[0], ROWS[2], ROWS[6]]  # Uncached tokens, server time mean, TTFT p95.
+    columns = []
     for label, constants in [("calibrated", {})] + SENSITIVITY:
-        path = os.path.join(out, "cost-%s.toml" % label.replace(" ", "_").replace("%", "pct"))
+        tag = label.replace(" ", "_").replace("%", "pct")
+        path = os.path.join(out, "cost-%s.toml" % tag)
         with open(path, "w") as f:
             for key, value in constants.items():
                 f.write("%s = %.4f\n" % (key, value))
@@ -163,11 +170,21 @@ def main():
         for seed in seeds:
             print("running sensitivity %s seed %d" % (label, seed), file=sys.stderr)
             results.append(run(args.agentkv, flags, seed,
-                               os.path.join(out, "sens-%s-seed%d.json" % (label.replace(" ", "_").replace("%", "pct"), seed)),
+                               os.path.join(out, "sens-%s-seed%d.json" % (tag, seed)),
                                cost_model=path if constants else None))
-        present = [a for a in main_arms if a in arms_by_name(results[0])]
-        print("#### %s %s\n" % (label, json.dumps(constants) if constants else ""))
-        print(change_table(results, present) + "\n")
+        columns.append((label, results))
+    print("### sensitivity (%s)\n" % name)
+    print("| median [min, max] of seeds | " + " | ".join(label for label, _ in columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
+    for arm in main_arms:
+        for metric, get in metrics:
+            cells = []
+            for _, results in columns:
+                cells.append(fmt_change([
+                    change(get(arms_by_name(r)["baseline"]), get(arms_by_name(r)[arm]))
+                    for r in results]))
+            print("| `%s` %s | %s |" % (arm, metric, " | ".join(cells)))
+    print()
     print("JSON of every run: %s" % out, file=sys.stderr)
 
 

@@ -150,6 +150,12 @@ TEST(WekaTraceTest, SubagentModelsSharedOrExcluded) {
   ASSERT_EQ(kept[0].subagents.size(), 2u);
   EXPECT_EQ(kept[0].subagents[0].agent_id, "a1");
   EXPECT_EQ(kept[0].subagents[1].agent_id, "a3");
+  // What a replay issues (its progress total, its infinite-cache sizing) counts the same.
+  EXPECT_TRUE(IsReplayed(c, c.subagents[0], SubagentModels::kShare));
+  EXPECT_FALSE(IsReplayed(c, c.subagents[0], SubagentModels::kExclude));
+  EXPECT_TRUE(IsReplayed(c, c.subagents[3], SubagentModels::kExclude));
+  EXPECT_EQ(ReplayedRequests(c, SubagentModels::kShare), c.TotalRequests());
+  EXPECT_EQ(ReplayedRequests(c, SubagentModels::kExclude), kept[0].TotalRequests());
   EXPECT_EQ(ParseSubagentModels("exclude"), SubagentModels::kExclude);
   EXPECT_EQ(ParseSubagentModels(SubagentModelsName(SubagentModels::kShare)),
             SubagentModels::kShare);

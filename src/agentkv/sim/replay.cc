@@ -519,6 +519,7 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
       };
       for (const WekaRequest& r : c.requests) add(r);
       for (const WekaSubagent& s : c.subagents) {
+        if (!IsReplayed(c, s, options.subagent_models)) continue;
         for (const WekaRequest& r : s.requests) add(r);
       }
     }
@@ -533,7 +534,9 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
                                              .subagent_models = options.subagent_models}));
   AGENTKV_RETURN_IF_ERROR(driver->Start());
   int64_t total_requests = 0;
-  for (const WekaConversation& c : workload.conversations) total_requests += c.TotalRequests();
+  for (const WekaConversation& c : workload.conversations) {
+    total_requests += ReplayedRequests(c, options.subagent_models);
+  }
   RunLoop(
       arm_fleet->loop,
       [&driver, total_requests] {

@@ -198,13 +198,26 @@ std::optional<SubagentModels> ParseSubagentModels(std::string_view name) {
   return std::nullopt;
 }
 
+bool IsReplayed(const WekaConversation& conversation, const WekaSubagent& subagent,
+                SubagentModels mode) {
+  return mode == SubagentModels::kShare || conversation.SharesMainModel(subagent);
+}
+
+int64_t ReplayedRequests(const WekaConversation& conversation, SubagentModels mode) {
+  auto total = static_cast<int64_t>(conversation.requests.size());
+  for (const WekaSubagent& s : conversation.subagents) {
+    if (IsReplayed(conversation, s, mode)) total += static_cast<int64_t>(s.requests.size());
+  }
+  return total;
+}
+
 std::vector<WekaConversation> ApplySubagentModels(std::vector<WekaConversation> conversations,
                                                   SubagentModels mode) {
   if (mode == SubagentModels::kShare) return conversations;
   for (WekaConversation& c : conversations) {
     std::vector<WekaSubagent> kept;
     for (WekaSubagent& s : c.subagents) {
-      if (c.SharesMainModel(s)) kept.push_back(std::move(s));
+      if (IsReplayed(c, s, mode)) kept.push_back(std::move(s));
     }
     c.subagents = std::move(kept);
   }

@@ -173,6 +173,15 @@ enum class SubagentModels {
 std::string_view SubagentModelsName(SubagentModels mode);
 std::optional<SubagentModels> ParseSubagentModels(std::string_view name);
 
+// Whether `subagent` of `conversation` is replayed under `mode`: always under kShare, under
+// kExclude only when it shares its main agent's model.
+bool IsReplayed(const WekaConversation& conversation, const WekaSubagent& subagent,
+                SubagentModels mode);
+
+// The requests of `conversation` a replay under `mode` issues: the main agent's and those of
+// every replayed sub-agent.
+int64_t ReplayedRequests(const WekaConversation& conversation, SubagentModels mode);
+
 // `conversations` with, under kExclude, every sub-agent that does not share its main agent's
 // model removed (the others keep their order); unchanged under kShare.
 std::vector<WekaConversation> ApplySubagentModels(std::vector<WekaConversation> conversations,

@@ -10,13 +10,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "agentkv/base/check.h"
 #include "agentkv/base/rng.h"
+#include "agentkv/sim/option_checks.h"
 
 namespace agentkv::sim {
 namespace {
@@ -24,34 +24,6 @@ namespace {
 constexpr int64_t kBlock = kSyntheticBlockSize;
 constexpr std::string_view kToolUse = "tool_use";
 constexpr std::string_view kEndTurn = "end_turn";
-
-std::string Num(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
-
-Status OutOfRange(std::string_view field, std::string_view range, const std::string& value) {
-  return InvalidArgumentError("RolloutWorkloadOptions." + std::string(field) + ": must be in " +
-                              std::string(range) + ", got " + value);
-}
-
-Status CheckInt(std::string_view field, int64_t v, int64_t lo, int64_t hi) {
-  if (v >= lo && v <= hi) return Status();
-  return OutOfRange(field, "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
-                    std::to_string(v));
-}
-
-// Written so that NaN fails.
-Status CheckLogNormal(std::string_view field, const LogNormal& d) {
-  if (!(d.median > 0.0 && std::isfinite(d.median))) {
-    return OutOfRange(std::string(field) + ".median", "(0, inf)", Num(d.median));
-  }
-  if (!(d.sigma >= 0.0 && d.sigma <= 10.0)) {
-    return OutOfRange(std::string(field) + ".sigma", "[0, 10]", Num(d.sigma));
-  }
-  return Status();
-}
 
 // A token count drawn from `d`, rounded, in [1, cap].
 int64_t DrawTokens(const LogNormal& d, int64_t cap, Rng& rng) {
@@ -127,31 +99,33 @@ std::string_view RolloutModeName(RolloutMode mode) {
 }
 
 Status ValidateRolloutWorkloadOptions(const RolloutWorkloadOptions& o) {
-  AGENTKV_RETURN_IF_ERROR(CheckInt("prompts", o.prompts, 1, kMaxRolloutTrajectories));
-  AGENTKV_RETURN_IF_ERROR(CheckInt("group_size", o.group_size, 1, kMaxRolloutTrajectories));
-  AGENTKV_RETURN_IF_ERROR(CheckInt("steps", o.steps, 1, kMaxRolloutTrajectories));
+  const OptionChecks check("RolloutWorkloadOptions");
+  AGENTKV_RETURN_IF_ERROR(check.Int("prompts", o.prompts, 1, kMaxRolloutTrajectories));
+  AGENTKV_RETURN_IF_ERROR(check.Int("group_size", o.group_size, 1, kMaxRolloutTrajectories));
+  AGENTKV_RETURN_IF_ERROR(check.Int("steps", o.steps, 1, kMaxRolloutTrajectories));
   // Each factor is at most 1000, so the product cannot overflow.
-  AGENTKV_RETURN_IF_ERROR(CheckInt("prompts * group_size * steps",
-                                   o.prompts * o.group_size * o.steps, 1, kMaxRolloutTrajectories));
+  AGENTKV_RETURN_IF_ERROR(check.Int("prompts * group_size * steps",
+                                    o.prompts * o.group_size * o.steps, 1,
+                                    kMaxRolloutTrajectories));
   if (o.mode != RolloutMode::kSynchronous && o.mode != RolloutMode::kAsynchronous) {
-    return OutOfRange("mode", "{sync, async}", std::to_string(static_cast<int>(o.mode)));
+    return check.OutOfRange("mode", "{sync, async}", std::to_string(static_cast<int>(o.mode)));
   }
   if (o.mode == RolloutMode::kAsynchronous) {
-    AGENTKV_RETURN_IF_ERROR(CheckInt("staleness", o.staleness, 1, kMaxRolloutTrajectories));
+    AGENTKV_RETURN_IF_ERROR(check.Int("staleness", o.staleness, 1, kMaxRolloutTrajectories));
   }
-  AGENTKV_RETURN_IF_ERROR(CheckInt("system_prompt_tokens", o.system_prompt_tokens, 0, 1'000'000));
-  AGENTKV_RETURN_IF_ERROR(CheckLogNormal("task_prompt_tokens", o.task_prompt_tokens));
-  AGENTKV_RETURN_IF_ERROR(CheckLogNormal("turns", o.turns));
-  AGENTKV_RETURN_IF_ERROR(CheckInt("max_turns", o.max_turns, 1, 100'000));
-  AGENTKV_RETURN_IF_ERROR(CheckLogNormal("output_tokens", o.output_tokens));
-  AGENTKV_RETURN_IF_ERROR(CheckLogNormal("observation_tokens", o.observation_tokens));
+  AGENTKV_RETURN_IF_ERROR(check.Int("system_prompt_tokens", o.system_prompt_tokens, 0, 1'000'000));
+  AGENTKV_RETURN_IF_ERROR(check.Distribution("task_prompt_tokens", o.task_prompt_tokens));
+  AGENTKV_RETURN_IF_ERROR(check.Distribution("turns", o.turns));
+  AGENTKV_RETURN_IF_ERROR(check.Int("max_turns", o.max_turns, 1, 100'000));
+  AGENTKV_RETURN_IF_ERROR(check.Distribution("output_tokens", o.output_tokens));
+  AGENTKV_RETURN_IF_ERROR(check.Distribution("observation_tokens", o.observation_tokens));
   AGENTKV_RETURN_IF_ERROR(
-      CheckInt("max_observation_tokens", o.max_observation_tokens, 1, 1'000'000));
-  AGENTKV_RETURN_IF_ERROR(CheckLogNormal("tool_s", o.tool_s));
+      check.Int("max_observation_tokens", o.max_observation_tokens, 1, 1'000'000));
+  AGENTKV_RETURN_IF_ERROR(check.Distribution("tool_s", o.tool_s));
   if (!(o.max_tool_s > 0.0 && o.max_tool_s <= 86400.0)) {
-    return OutOfRange("max_tool_s", "(0, 86400]", Num(o.max_tool_s));
+    return check.OutOfRange("max_tool_s", "(0, 86400]", OptionChecks::Num(o.max_tool_s));
   }
-  AGENTKV_RETURN_IF_ERROR(CheckInt("max_context_tokens", o.max_context_tokens, 1, 10'000'000));
+  AGENTKV_RETURN_IF_ERROR(check.Int("max_context_tokens", o.max_context_tokens, 1, 10'000'000));
   return Status();
 }
 

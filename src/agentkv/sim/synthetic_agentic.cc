@@ -9,12 +9,12 @@
 #include <cmath>
 #include <cstdio>
 #include <numbers>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "agentkv/base/check.h"
+#include "agentkv/sim/option_checks.h"
 
 namespace agentkv::sim {
 namespace {
@@ -22,39 +22,6 @@ namespace {
 constexpr double kZ90 = 1.2815515655446004;
 constexpr std::string_view kToolUse = "tool_use";
 constexpr std::string_view kEndTurn = "end_turn";
-
-std::string Num(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
-
-Status OutOfRange(std::string_view field, std::string_view range, const std::string& value) {
-  return InvalidArgumentError("SyntheticAgenticOptions." + std::string(field) + ": must be in " +
-                              std::string(range) + ", got " + value);
-}
-
-Status CheckInt(std::string_view field, int64_t v, int64_t lo, int64_t hi) {
-  if (v >= lo && v <= hi) return Status();
-  return OutOfRange(field, "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
-                    std::to_string(v));
-}
-
-// Written so that NaN fails.
-Status CheckProbability(std::string_view field, double v) {
-  if (v >= 0.0 && v <= 1.0) return Status();
-  return OutOfRange(field, "[0, 1]", Num(v));
-}
-
-Status CheckLogNormal(std::string_view field, const LogNormal& d) {
-  if (!(d.median > 0.0 && std::isfinite(d.median))) {
-    return OutOfRange(std::string(field) + ".median", "(0, inf)", Num(d.median));
-  }
-  if (!(d.sigma >= 0.0 && d.sigma <= 10.0)) {
-    return OutOfRange(std::string(field) + ".sigma", "[0, 10]", Num(d.sigma));
-  }
-  return Status();
-}
 
 // Generates one session; all draws from `rng`.
 class SessionGenerator {
@@ -200,35 +167,37 @@ double LogNormal::Sample(Rng& rng) const {
 }
 
 Status ValidateSyntheticAgenticOptions(const SyntheticAgenticOptions& o) {
-  AGENTKV_RETURN_IF_ERROR(CheckInt("sessions", o.sessions, 1, 100'000));
+  const OptionChecks check("SyntheticAgenticOptions");
+  AGENTKV_RETURN_IF_ERROR(check.Int("sessions", o.sessions, 1, 100'000));
   if (!(o.mean_session_interarrival >= TimeNs() &&
         o.mean_session_interarrival <= TimeNs::Seconds(1e6))) {
-    return OutOfRange("mean_session_interarrival", "[0, 1e6 s]",
-                      std::to_string(o.mean_session_interarrival.ns()) + "ns");
+    return check.OutOfRange("mean_session_interarrival", "[0, 1e6 s]",
+                            std::to_string(o.mean_session_interarrival.ns()) + "ns");
   }
-  AGENTKV_RETURN_IF_ERROR(CheckLogNormal("turns", o.turns));
-  AGENTKV_RETURN_IF_ERROR(CheckInt("max_turns", o.max_turns, 1, 100'000));
-  AGENTKV_RETURN_IF_ERROR(CheckProbability("end_turn_probability", o.end_turn_probability));
-  AGENTKV_RETURN_IF_ERROR(CheckLogNormal("tool_gap_s", o.tool_gap_s));
-  AGENTKV_RETURN_IF_ERROR(CheckLogNormal("human_gap_s", o.human_gap_s));
-  AGENTKV_RETURN_IF_ERROR(CheckInt("shared_prefix_tokens", o.shared_prefix_tokens, 0, 10'000'000));
-  AGENTKV_RETURN_IF_ERROR(CheckLogNormal("new_input_tokens", o.new_input_tokens));
-  AGENTKV_RETURN_IF_ERROR(CheckLogNormal("output_tokens", o.output_tokens));
-  AGENTKV_RETURN_IF_ERROR(CheckInt("max_context_blocks", o.max_context_blocks, 1, 10'000'000));
+  AGENTKV_RETURN_IF_ERROR(check.Distribution("turns", o.turns));
+  AGENTKV_RETURN_IF_ERROR(check.Int("max_turns", o.max_turns, 1, 100'000));
+  AGENTKV_RETURN_IF_ERROR(check.Probability("end_turn_probability", o.end_turn_probability));
+  AGENTKV_RETURN_IF_ERROR(check.Distribution("tool_gap_s", o.tool_gap_s));
+  AGENTKV_RETURN_IF_ERROR(check.Distribution("human_gap_s", o.human_gap_s));
+  AGENTKV_RETURN_IF_ERROR(check.Int("shared_prefix_tokens", o.shared_prefix_tokens, 0, 10'000'000));
+  AGENTKV_RETURN_IF_ERROR(check.Distribution("new_input_tokens", o.new_input_tokens));
+  AGENTKV_RETURN_IF_ERROR(check.Distribution("output_tokens", o.output_tokens));
+  AGENTKV_RETURN_IF_ERROR(check.Int("max_context_blocks", o.max_context_blocks, 1, 10'000'000));
   if (!(o.context_scale > 0.0 && o.context_scale <= 1.0)) {
-    return OutOfRange("context_scale", "(0, 1]", Num(o.context_scale));
+    return check.OutOfRange("context_scale", "(0, 1]", OptionChecks::Num(o.context_scale));
   }
   AGENTKV_RETURN_IF_ERROR(
-      CheckProbability("subagent_spawn_probability", o.subagent_spawn_probability));
+      check.Probability("subagent_spawn_probability", o.subagent_spawn_probability));
   AGENTKV_RETURN_IF_ERROR(
-      CheckProbability("extra_sibling_probability", o.extra_sibling_probability));
-  AGENTKV_RETURN_IF_ERROR(CheckInt("max_siblings", o.max_siblings, 1, 64));
-  AGENTKV_RETURN_IF_ERROR(CheckLogNormal("subagent_requests", o.subagent_requests));
-  AGENTKV_RETURN_IF_ERROR(CheckInt("max_subagent_requests", o.max_subagent_requests, 1, 10'000));
-  AGENTKV_RETURN_IF_ERROR(CheckLogNormal("subagent_duration_s", o.subagent_duration_s));
+      check.Probability("extra_sibling_probability", o.extra_sibling_probability));
+  AGENTKV_RETURN_IF_ERROR(check.Int("max_siblings", o.max_siblings, 1, 64));
+  AGENTKV_RETURN_IF_ERROR(check.Distribution("subagent_requests", o.subagent_requests));
+  AGENTKV_RETURN_IF_ERROR(check.Int("max_subagent_requests", o.max_subagent_requests, 1, 10'000));
+  AGENTKV_RETURN_IF_ERROR(check.Distribution("subagent_duration_s", o.subagent_duration_s));
   AGENTKV_RETURN_IF_ERROR(
-      CheckInt("subagent_prefix_tokens", o.subagent_prefix_tokens, 0, 10'000'000));
-  AGENTKV_RETURN_IF_ERROR(CheckLogNormal("subagent_new_input_tokens", o.subagent_new_input_tokens));
+      check.Int("subagent_prefix_tokens", o.subagent_prefix_tokens, 0, 10'000'000));
+  AGENTKV_RETURN_IF_ERROR(
+      check.Distribution("subagent_new_input_tokens", o.subagent_new_input_tokens));
   return Status();
 }
 

@@ -89,6 +89,26 @@ class ReplayCliTest : public cli_testing::CliTest {
     return report;
   }
 
+  // A command line that must be refused, and what the error line must contain.
+  struct Refused {
+    std::string args;
+    std::string error_regex;
+  };
+
+  // Each of `cases` exits with code 2 and one error line matching its regex, prints nothing
+  // on stdout and writes no report.
+  void ExpectEachRefused(const std::vector<Refused>& cases) const {
+    for (const Refused& c : cases) {
+      SCOPED_TRACE(c.args);
+      const RunResult r = Replay(c.args);
+      cli_testing::ExpectOneErrorLine(r, "agentkv replay: error: ");
+      EXPECT_THAT(r.err, ::testing::ContainsRegex(c.error_regex));
+      EXPECT_EQ(r.out, "");
+      EXPECT_FALSE(std::filesystem::exists(dir_ / "report.json"));
+      EXPECT_FALSE(std::filesystem::exists(dir_ / "report.html"));
+    }
+  }
+
   // The names of the arms of `report`, in report order.
   static std::vector<std::string> ArmNames(const boost::json::value& report) {
     std::vector<std::string> names;
@@ -247,12 +267,8 @@ TEST_F(ReplayCliTest, MissingConfigFileIsOneErrorLine) {
 
 // Every bad flag or input: exit code 2, one error line naming what is wrong, no report.
 TEST_F(ReplayCliTest, BadInputsAreOneErrorLineNamingTheProblem) {
-  struct Case {
-    std::string args;
-    std::string error_regex;  // Must occur in the error line.
-  };
   const std::string small = kSmallWorkload;
-  const std::vector<Case> cases = {
+  const std::vector<Refused> cases = {
       {small + " --arms baseline,+bogus", "\"\\+bogus\".*unknown feature \"bogus\""},
       {small + " --arms baseline,continuum-ttl", "continuum-ttl.*renamed.*fixed-ttl.*continuum"},
       {small + " --continuum-memory-price 2", "--continuum-memory-price must be in"},
@@ -269,15 +285,7 @@ TEST_F(ReplayCliTest, BadInputsAreOneErrorLineNamingTheProblem) {
        "--sessions and --context-scale apply to --workload synthetic only"},
       {small + " --no-such-flag", "no-such-flag"},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.args);
-    const RunResult r = Replay(c.args);
-    ExpectOneErrorLine(r);
-    EXPECT_THAT(r.err, ContainsRegex(c.error_regex));
-    EXPECT_EQ(r.out, "");
-    EXPECT_FALSE(std::filesystem::exists(dir_ / "report.json"));
-    EXPECT_FALSE(std::filesystem::exists(dir_ / "report.html"));
-  }
+  ExpectEachRefused(cases);
 }
 
 TEST_F(ReplayCliTest, UnwritableJsonPathIsOneErrorLineAndLeavesNoFile) {
@@ -422,12 +430,8 @@ TEST_F(ReplayCliTest, RolloutIsDeterministicAndItsModeIsNamed) {
 }
 
 TEST_F(ReplayCliTest, BadRolloutFlagsAreOneErrorLineNamingFlagAndValue) {
-  struct Case {
-    std::string args;
-    std::string error_regex;
-  };
   const std::string rollout = kSmallRollout;
-  const std::vector<Case> cases = {
+  const std::vector<Refused> cases = {
       {"--workload rollout --rollout-prompts 0",
        "--rollout-prompts must be in \\[1, 1000\\], got 0"},
       {"--workload rollout --rollout-group-size 1001",
@@ -445,14 +449,7 @@ TEST_F(ReplayCliTest, BadRolloutFlagsAreOneErrorLineNamingFlagAndValue) {
       {rollout + " --sessions 4", "do not apply to --workload rollout"},
       {rollout + " --trace " + Quoted("x.json"), "--trace needs --workload"},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.args);
-    const RunResult r = Replay(c.args);
-    ExpectOneErrorLine(r);
-    EXPECT_THAT(r.err, ContainsRegex(c.error_regex));
-    EXPECT_EQ(r.out, "");
-    EXPECT_FALSE(std::filesystem::exists(dir_ / "report.json"));
-  }
+  ExpectEachRefused(cases);
 }
 
 TEST_F(ReplayCliTest, HelpDescribesTheRolloutWorkloadAndItsFlags) {

@@ -428,7 +428,7 @@ Status ReplayOptions::Validate() const {
     if (arm.oracle) {
       return InvalidArgumentError("arm \"" + arm.name +
                                   "\": oracle runs in the instant single cache (agentkv "
-                                  "agentic-curve, cache-curve), not in the simulated fleet");
+                                  "agentic-curve --arms), not in the simulated fleet");
     }
   }
   if (num_engines < 1 || num_engines > 1024) {

@@ -526,5 +526,55 @@ TEST(AgenticReplayTest, LruArmMatchesTheReferenceOnRandomTraces) {
   }
 }
 
+// The oracle is the bound of every policy the instant single cache runs: on random traces with
+// main agents, sub-agents and sessions, it never computes more than any agentic-curve arm, and
+// never less than the infinite cache.
+TEST(AgenticReplayTest, OracleIsNeverWorseThanAnyArmOnRandomTraces) {
+  constexpr uint64_t kSeed = 20261201;
+  Rng rng(kSeed);
+  std::vector<std::string> names = AgenticCurveArmNames();
+  names.push_back("+subagent-demotion=20+lifecycle");
+  names.push_back("infinite-cache");
+  names.push_back("oracle");
+  std::vector<ArmSpec> arms;
+  for (const std::string& name : names) arms.push_back(*ParseArm(name));
+  int64_t below_lru = 0;
+  for (int iteration = 0; iteration < 200; ++iteration) {
+    SCOPED_TRACE("seed " + std::to_string(kSeed) + ", iteration " + std::to_string(iteration));
+    const std::vector<WekaConversation> conversations = RandomConversations(rng);
+    int64_t longest = 1;
+    for (const WekaConversation& c : conversations) {
+      for (const WekaRequest& r : c.requests) {
+        longest = std::max(longest, static_cast<int64_t>(r.hash_ids.size()));
+      }
+      for (const WekaSubagent& s : c.subagents) {
+        for (const WekaRequest& r : s.requests) {
+          longest = std::max(longest, static_cast<int64_t>(r.hash_ids.size()));
+        }
+      }
+    }
+    AgenticReplayOptions options;
+    options.capacity_blocks = longest + rng.Uniform(0, 12);
+    options.stagger = TimeNs::Millis(rng.Uniform(0, 5000));
+    options.step_interval = TimeNs::Millis(rng.Uniform(1, 50));
+    options.min_idle_steps = rng.Uniform(0, 40);
+    options.arms = arms;
+    StatusOr<AgenticReplayResult> r = RunAgenticReplay(conversations, options);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const int64_t oracle = r->arms.back().stats.uncached_tokens;
+    ASSERT_EQ(r->arms.back().arm, "oracle");
+    for (const AgenticArmResult& arm : r->arms) {
+      if (arm.spec.infinite_cache) {
+        EXPECT_LE(arm.stats.uncached_tokens, oracle);
+      } else {
+        EXPECT_LE(oracle, arm.stats.uncached_tokens) << arm.arm;
+      }
+    }
+    if (oracle < r->arms.front().stats.uncached_tokens) ++below_lru;
+    if (HasFailure()) break;
+  }
+  EXPECT_GT(below_lru, 10);
+}
+
 }  // namespace
 }  // namespace agentkv::sim

@@ -120,7 +120,8 @@ TEST(ReplayArmsTest, EmptyNameIsAnError) { EXPECT_NE(ErrorOf(""), ""); }
 TEST(ReplayArmsTest, UnknownBaseNamesItAndTheValidBases) {
   const std::string message = ErrorOf("baseline2");
   EXPECT_NE(message.find("\"baseline2\""), std::string::npos) << message;
-  for (std::string_view valid : {"baseline", "all", "fixed-ttl", "continuum", "infinite-cache"}) {
+  for (std::string_view valid :
+       {"baseline", "all", "fixed-ttl", "continuum", "infinite-cache", "oracle"}) {
     EXPECT_NE(message.find(valid), std::string::npos) << valid << " missing in: " << message;
   }
   // Case matters and there is no trimming.
@@ -162,6 +163,27 @@ TEST(ReplayArmsTest, FixedTtlAndContinuumAreExclusive) {
   ArmSpec both = ParseOrDie("continuum");
   both.fixed_ttl = true;
   EXPECT_NE(ValidateArms({both}).message().find("exclusive"), std::string::npos);
+}
+
+TEST(ReplayArmsTest, OracleIsABaseWithoutFeatures) {
+  const ArmSpec oracle = ParseOrDie("oracle");
+  EXPECT_TRUE(oracle.oracle);
+  EXPECT_FALSE(oracle.IsBaseline());
+  ArmSpec plain;
+  plain.name = "oracle";
+  plain.oracle = true;
+  EXPECT_EQ(oracle, plain);
+  EXPECT_THAT(oracle.Description(), ::testing::HasSubstr("Belady"));
+  for (std::string_view name : {"oracle+lifecycle", "oracle+host-tier", "oracle+continuum"}) {
+    EXPECT_THAT(ErrorOf(name), ::testing::HasSubstr("oracle (offline-optimal eviction) takes no "
+                                                    "features"))
+        << name;
+  }
+  EXPECT_THAT(ErrorOf("+oracle"), ::testing::HasSubstr("unknown feature \"oracle\""));
+  ArmSpec mixed = ParseOrDie("+lifecycle");
+  mixed.oracle = true;
+  EXPECT_THAT(ValidateArms({mixed}).message(), ::testing::HasSubstr("takes no features"));
+  EXPECT_TRUE(ValidateArms({oracle, ParseOrDie("lru")}).ok());
 }
 
 TEST(ReplayArmsTest, AFeatureNamedTwiceIsAnError) {

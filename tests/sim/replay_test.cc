@@ -468,6 +468,9 @@ TEST(ReplayTest, RejectsBadOptionsNamingTheField) {
   options = SmallFleet();
   options.engine.kv_pool.hicache_tokens = 1024;  // The replay's host tier is the ratio.
   EXPECT_NE(error(options).find("hicache_tokens"), std::string::npos);
+  options = SmallFleet();
+  options.arms = Arms({"baseline", "oracle"});
+  EXPECT_NE(error(options).find("oracle runs in the instant single cache"), std::string::npos);
 }
 
 // Requests larger than an engine's whole KV pool are refused by the engine and complete at

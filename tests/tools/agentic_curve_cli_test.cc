@@ -89,7 +89,7 @@ TEST_F(AgenticCurveCliTest, HelpExplainsArmsAndColumns) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (const char* word :
        {"--traces", "--capacity-fraction", "--stagger-s", "--step-ms", "demote_p1+release",
-        "session_release", "hit_ratio", "vs_lru%", "close_freed_tokens"}) {
+        "session_release", "hit_ratio", "vs_lru%", "close_freed_tokens", "oracle", "Belady"}) {
     EXPECT_THAT(r.out, HasSubstr(word));
   }
 }
@@ -150,6 +150,10 @@ TEST_F(AgenticCurveCliTest, AcceptsTheReplayArmGrammar) {
   EXPECT_THAT(r.out, ContainsRegex("\nbaseline +0\\.1176 +1010 +\\+0\\.00 +7 "));
   EXPECT_THAT(r.out, ContainsRegex("\n\\+subagent-demotion=1 +0\\.2941 +818 +-19\\.01 +4 "));
   EXPECT_THAT(r.out, ContainsRegex("\n\\+subagent-demotion=20\\+lifecycle +0\\.2941 "));
+
+  const RunResult oracle = Run(traces + "lru,oracle");
+  EXPECT_EQ(oracle.exit_code, 0) << oracle.err;
+  EXPECT_THAT(oracle.out, ContainsRegex("\noracle +0\\.[0-9]+ +[0-9]+ +-?[0-9.]+ "));
 
   const RunResult fleet = Run(traces + "lru,+admission");
   EXPECT_EQ(fleet.exit_code, 2);

@@ -57,7 +57,11 @@ Arms (each a fresh cache of the same capacity; --arms picks some, in the order g
 These names are aliases in the arm grammar of `agentkv replay --arms`: lru is baseline,
 per_conversation is +per-conversation, demote_pN is +subagent-demotion=N, session_release
 is +lifecycle. Any arm of that grammar that needs no fleet runs here too, for example
-infinite-cache or +subagent-demotion=20+lifecycle.
+infinite-cache or +subagent-demotion=20+lifecycle, and:
+  oracle             offline-optimal eviction (Belady's MIN): knowing every future request,
+                     evict the block whose next use is farthest away (the deeper one on
+                     ties). No policy at this capacity computes fewer tokens: the bound
+                     every arm is judged against (--arms lru,...,oracle; not a default arm)
 
 Output: two header lines (traces, requests, unique blocks, capacity, timeline), then one row
 per arm:

@@ -12,6 +12,7 @@
 //    is closed under prefixes, so a match never skips a block).
 //  - A request holds a chain: ref_count(parent) >= ref_count(child), hence every descendant of
 //    an unheld block is unheld and cascades never reach a held block.
+//  - With a next-use ranking, the next-use heap queues exactly the device queue's blocks.
 //  - A committed block is key_referenced exactly when key_refs_ holds its key; key_refs_ holds
 //    only positive counts.
 #include "agentkv/kv/block_cache.h"
@@ -191,6 +192,9 @@ Status BlockCache::Commit(RequestId request, std::span<const BlockKey> next_keys
       blk.state = State::kDevice;
       blk.priority = static_cast<uint8_t>(options_.default_priority);
       LinkChild(parent, own);
+      if (next_use_ != nullptr) {
+        next_use_heap_.SetDepth(own, parent == kNone ? 0 : next_use_heap_.depth(parent) + 1);
+      }
       ++device_cached_;
       ++counters_.stored_blocks;
       // Key references name content: a block recomputed while its key is still referenced
@@ -317,6 +321,7 @@ Status BlockCache::Reset() {
   device_queue_.Clear();
   host_queue_.Clear();
   expiry_.Clear();
+  if (next_use_ != nullptr) next_use_heap_.Reset(blocks_.size());
   index_.Clear();
   free_head_ = kNone;
   free_count_ = 0;
@@ -398,6 +403,35 @@ void BlockCache::SetKeyReferenced(int32_t b, bool referenced, bool front) {
   if (queue != nullptr) queue->Push(blocks_, b, front);
 }
 
+// ---- Offline-optimal eviction ---------------------------------------------------------
+
+Status BlockCache::SetNextUseRanking(const NextUseRanking* ranking) {
+  if (options_.host_blocks > 0) {
+    return InvalidArgumentError("a next-use ranking covers the device tier only; host_blocks is " +
+                                Str(options_.host_blocks));
+  }
+  if (device_used_ > 0 || host_used_ > 0 || !requests_.empty()) {
+    return FailedPreconditionError("a next-use ranking is set on an empty cache only");
+  }
+  next_use_ = ranking;
+  next_use_heap_.Reset(ranking == nullptr ? 0 : blocks_.size());
+  return Status::Ok();
+}
+
+void BlockCache::RefreshNextUse(BlockKey key) {
+  if (next_use_ == nullptr) return;
+  const int32_t b = FindBlock(key);
+  if (b == kNone || !next_use_heap_.queued(b)) return;
+  // Never later than a cached child: evicting the block would take the child with it. (Children
+  // of an evictable block are evictable, and device-resident without a host tier.)
+  int64_t rank = next_use_->NextUse(key);
+  for (int32_t c = blocks_[static_cast<size_t>(b)].first_child; c != kNone;
+       c = blocks_[static_cast<size_t>(c)].next_sibling) {
+    if (next_use_heap_.queued(c)) rank = std::min(rank, next_use_heap_.rank(c));
+  }
+  next_use_heap_.Push(b, rank, key.value());
+}
+
 // ---- Device room and eviction ---------------------------------------------------------
 
 bool BlockCache::CanFreeDevice(int64_t n) const {
@@ -407,7 +441,7 @@ bool BlockCache::CanFreeDevice(int64_t n) const {
 
 void BlockCache::MakeDeviceRoom(int64_t n) {
   while (options_.device_blocks - device_used_ < n) {
-    const int32_t victim = device_queue_.Peek();
+    const int32_t victim = next_use_ != nullptr ? next_use_heap_.Top() : device_queue_.Peek();
     AGENTKV_CHECK(victim != kNone) << "MakeDeviceRoom without CanFreeDevice";
     EvictFromDevice(victim);
   }
@@ -539,6 +573,7 @@ void BlockCache::DropBlock(int32_t b, KvEventKind kind, bool eviction) {
     --host_used_;
   } else {
     device_queue_.Remove(blocks_, b);
+    if (next_use_ != nullptr) next_use_heap_.Remove(b);
     --device_used_;
     --device_cached_;
     if (eviction) ++counters_.device_evictions;
@@ -589,6 +624,7 @@ void BlockCache::Hold(int32_t b) {
   AGENTKV_DCHECK(blk.state == State::kDevice);
   if (blk.ref_count++ == 0) {
     device_queue_.Remove(blocks_, b);
+    if (next_use_ != nullptr) next_use_heap_.Remove(b);
     ++held_blocks_;
   }
 }
@@ -599,6 +635,9 @@ void BlockCache::Unhold(int32_t b) {
   if (--blk.ref_count == 0) {
     --held_blocks_;
     device_queue_.Push(blocks_, b);
+    if (next_use_ != nullptr) {
+      next_use_heap_.Push(b, next_use_->NextUse(BlockKey(blk.key)), blk.key);
+    }
   }
 }
 

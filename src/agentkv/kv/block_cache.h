@@ -30,6 +30,11 @@
 // has none. References name keys, not slots: they outlive eviction and apply again to a
 // block recomputed under the same key.
 //
+// Offline-optimal mode. Given a NextUseRanking (SetNextUseRanking), the device tier evicts by
+// the caller's knowledge of the future instead (Belady's MIN: the evictable block needed
+// farthest ahead, the deeper one on ties); priorities and eviction classes are then ignored.
+// It is a bound for replays that know their whole request stream, not a serving policy.
+//
 // Thread-compatible: const methods may run concurrently; mutation needs external
 // synchronization. Owns its arena; move-only. Deterministic: equal options and calls give
 // equal results and events.
@@ -52,9 +57,11 @@
 #include "agentkv/kv/internal/block_index.h"
 #include "agentkv/kv/internal/event_log.h"
 #include "agentkv/kv/internal/expiry_queue.h"
+#include "agentkv/kv/internal/next_use_heap.h"
 #include "agentkv/kv/internal/priority_lru_queue.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
+#include "agentkv/kv/next_use_ranking.h"
 #include "agentkv/kv/retention.h"
 
 namespace agentkv::kv {
@@ -187,6 +194,21 @@ class BlockCache {
   // The number of keys that have references.
   int64_t referenced_keys() const { return static_cast<int64_t>(key_refs_.size()); }
 
+  // ---- Offline-optimal eviction (next_use_ranking.h) -------------------------------------
+
+  // Makes device evictions follow `ranking` (nullptr: back to priority and LRU). `ranking` is
+  // not owned and must outlive its use; it is read when a block becomes evictable and by
+  // RefreshNextUse. FailedPrecondition unless the cache is empty (no cached block, no active
+  // request); InvalidArgument with a host tier (the mode covers the device tier only).
+  Status SetNextUseRanking(const NextUseRanking* ranking);
+  bool has_next_use_ranking() const { return next_use_ != nullptr; }
+
+  // Re-reads the ranking of the cached block `key` when it is evictable on the device (the
+  // caller's rank for it changed); otherwise, or without a ranking, a no-op. The block is never
+  // ranked later than one of its cached children (evicting it would take them along), so a
+  // caller re-ranking a chain goes deepest first.
+  void RefreshNextUse(BlockKey key);
+
   // ---- Time, reset, observability --------------------------------------------------------
 
   // Advances the scheduler step by one and reverts expired retention priorities.
@@ -279,6 +301,9 @@ class BlockCache {
   internal::PriorityLruQueue<Block> device_queue_;
   internal::PriorityLruQueue<Block> host_queue_;
   internal::ExpiryQueue expiry_;
+  // Offline-optimal mode: the caller's ranking (not owned) and the device victims by it.
+  const NextUseRanking* next_use_ = nullptr;
+  internal::NextUseHeap next_use_heap_;
   int32_t free_head_ = -1;
   int64_t free_count_ = 0;
   int64_t device_used_ = 0;  // kUncommitted + kDevice

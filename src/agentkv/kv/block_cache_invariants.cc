@@ -52,6 +52,16 @@ Status BlockCache::CheckInvariants() const {
     }
     if (seen != q.size()) return Broken("queue size disagrees with its buckets");
   }
+  if (next_use_ != nullptr) {
+    if (next_use_heap_.size() != device_queue_.size()) {
+      return Broken("the next-use heap and the device queue hold different counts");
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if ((queued[i] == 1) != next_use_heap_.queued(static_cast<int32_t>(i))) {
+        return Broken(Id(i) + " is in only one of the device queue and the next-use heap");
+      }
+    }
+  }
 
   // References from requests.
   std::vector<int32_t> refs(n, 0);

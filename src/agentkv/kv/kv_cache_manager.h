@@ -32,6 +32,7 @@
 #include "agentkv/kv/conversation_retention.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
+#include "agentkv/kv/next_use_ranking.h"
 #include "agentkv/kv/retention.h"
 #include "agentkv/kv/session_table.h"
 #include "agentkv/kv/subagent_demotion.h"
@@ -155,6 +156,16 @@ class KvCacheManager {
                                   std::vector<BlockKey>* applied_keys = nullptr) {
     return ConversationRetention::Apply(handle, priority, cache_, applied_keys);
   }
+
+  // Offline-optimal eviction (BlockCache::SetNextUseRanking): device evictions follow
+  // `ranking`, the caller's knowledge of when each block is next needed, instead of priority
+  // and LRU. Not owned; must outlive its use. FailedPrecondition unless the cache is empty;
+  // InvalidArgument with a host tier.
+  Status SetNextUseRanking(const NextUseRanking* ranking) {
+    return cache_.SetNextUseRanking(ranking);
+  }
+  // Re-reads the ranking of the cached block `key` (BlockCache::RefreshNextUse).
+  void RefreshNextUse(BlockKey key) { cache_.RefreshNextUse(key); }
 
   // Advances the scheduler step by one and reverts expired retention priorities.
   void Step() { cache_.Step(); }

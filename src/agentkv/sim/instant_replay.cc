@@ -15,6 +15,7 @@
 
 #include "agentkv/engine/kv_pool.h"
 #include "agentkv/kv/kv_cache_manager.h"
+#include "agentkv/sim/next_use_index.h"
 
 namespace agentkv::sim {
 namespace {
@@ -70,8 +71,8 @@ Status CheckInstantArm(const ArmSpec& arm) {
   if (fleet_only == nullptr) return Status::Ok();
   return InvalidArgumentError("arm \"" + arm.name + "\": " + fleet_only +
                               " needs the simulated fleet (agentkv replay); the instant single "
-                              "cache runs lifecycle, subagent-demotion, per-conversation and "
-                              "infinite-cache");
+                              "cache runs lifecycle, subagent-demotion, per-conversation, "
+                              "infinite-cache and oracle");
 }
 
 // (fraction, device blocks) of every capacity.
@@ -113,6 +114,14 @@ class PointReplay {
     AGENTKV_ASSIGN_OR_RETURN(kv::KvCacheManager cache,
                              kv::KvCacheManager::Create(
                                  ArmCachePolicy(arm_, base, options_.finished_subagent_priority)));
+    // The oracle's future: declared before use, outlives every call that reads it.
+    std::optional<NextUseIndex> future;
+    if (arm_.oracle) {
+      future.emplace(workload_, capacity_);
+      if (Status s = cache.SetNextUseRanking(&*future); !s.ok()) {
+        return InternalError(Where() + ": SetNextUseRanking failed: " + s.ToString());
+      }
+    }
     InstantPoint point;
     point.arm = arm_.name;
     point.spec = arm_;
@@ -130,6 +139,12 @@ class PointReplay {
       const int64_t c = std::min(n, capacity_);
       const std::span<const kv::BlockKey> keys = std::span(r.keys).first(static_cast<size_t>(c));
       const RequestId id(static_cast<int64_t>(i));
+      if (future.has_value()) {
+        // A cached copy of an output key this request commits again is free to evict (unless
+        // evicting it would take a needed child along); deepest first, as a chain re-ranks.
+        const std::span<const kv::BlockKey> recommitted = future->Enter(i);
+        for (size_t q = recommitted.size(); q-- > 0;) cache.RefreshNextUse(recommitted[q]);
+      }
       StatusOr<kv::PrefixMatch> match = cache.AddRequest(id, keys, r.options);
       if (!match.ok()) return Bug(i, "AddRequest", match.status());
       point.hits += match->device_blocks + match->host_blocks;
@@ -150,6 +165,7 @@ class PointReplay {
           !s.ok()) {
         return Bug(i, "Commit", s);
       }
+      if (future.has_value()) future->Leave(i);
       if (Status s = cache.Release(id); !s.ok()) return Bug(i, "Release", s);
       // The freed tokens are counted in stats().tokens_freed_by_close.
       if (arm_.session_lifecycle && r.ends_session && r.options.session.has_value()) {
@@ -193,7 +209,15 @@ class PointReplay {
 
 Status InstantReplayOptions::Validate() const {
   AGENTKV_RETURN_IF_ERROR(ValidateArms(arms));
-  for (const ArmSpec& arm : arms) AGENTKV_RETURN_IF_ERROR(CheckInstantArm(arm));
+  for (const ArmSpec& arm : arms) {
+    AGENTKV_RETURN_IF_ERROR(CheckInstantArm(arm));
+    if (arm.oracle && host_blocks > 0) {
+      return InvalidArgumentError("arm \"" + arm.name +
+                                  "\": oracle evicts from the device tier only; host_blocks "
+                                  "must be 0, got " +
+                                  std::to_string(host_blocks));
+    }
+  }
   if (capacity_blocks.has_value()) {
     if (*capacity_blocks < 1 || *capacity_blocks > kMaxCapacityBlocks) {
       return InvalidArgumentError("capacity_blocks must be in [1, " +

@@ -11,7 +11,9 @@
 // cache policy comes from ArmCachePolicy, the same rule the fleet's engines use; +lifecycle
 // closes each session right after the request that ends it. Features that need the fleet
 // (+admission, +host-tier, fixed-ttl, continuum) are refused; infinite-cache runs at the
-// capacity that holds every distinct block.
+// capacity that holds every distinct block; oracle evicts offline-optimally (Belady's MIN: the
+// cache is given the stream's future through a NextUseIndex, next_use_index.h), the bound of
+// every eviction policy at that capacity under the same accounting.
 //
 // Deterministic: a pure function of its inputs (progress goes through callbacks on the
 // caller's thread); thread-compatible.
@@ -90,7 +92,8 @@ struct InstantPoint {
 
 struct InstantReplayOptions {
   // Arms (replay_arms.h), run in this order. Default: {baseline}. Non-empty, distinct names
-  // (ValidateArms), without +admission, +host-tier, fixed-ttl or continuum.
+  // (ValidateArms), without +admission, +host-tier, fixed-ttl or continuum; oracle only with
+  // host_blocks 0.
   std::vector<ArmSpec> arms = {BaselineArm()};
   // Device capacities as fractions of the workload's distinct block keys: each point gets
   // engine::BlocksForFraction(fraction, unique_blocks). Default: {1.0}. Non-empty, each in

@@ -424,6 +424,13 @@ Status ReplayOptions::Validate() const {
   if (arms.empty())
     return InvalidArgumentError("ReplayOptions.arms is empty: name at least one arm");
   AGENTKV_RETURN_IF_ERROR(ValidateArms(arms));
+  for (const ArmSpec& arm : arms) {
+    if (arm.oracle) {
+      return InvalidArgumentError("arm \"" + arm.name +
+                                  "\": oracle runs in the instant single cache (agentkv "
+                                  "agentic-curve --arms), not in the simulated fleet");
+    }
+  }
   if (num_engines < 1 || num_engines > 1024) {
     return OutOfRange("num_engines", Str(num_engines), "[1, 1024]");
   }

@@ -12,7 +12,11 @@ namespace {
 constexpr std::string_view kValidFeatures =
     "lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, fixed-ttl, "
     "continuum";
-constexpr std::string_view kValidBases = "baseline, all, fixed-ttl, continuum, infinite-cache";
+constexpr std::string_view kValidBases =
+    "baseline, all, fixed-ttl, continuum, infinite-cache, oracle";
+constexpr std::string_view kOracleAlone =
+    "oracle (offline-optimal eviction) takes no features: it is the bound every eviction "
+    "policy is judged against";
 // The fixed-TTL anchor's former name: refused, naming what replaced it.
 constexpr std::string_view kRetiredTtl = "continuum-ttl";
 constexpr std::string_view kRetiredTtlHelp =
@@ -84,12 +88,15 @@ StatusOr<ArmSpec> ParseCanonical(std::string_view name) {
     arm.continuum = true;
   } else if (base == "infinite-cache") {
     arm.infinite_cache = true;
+  } else if (base == "oracle") {
+    arm.oracle = true;
   } else if (!base.empty() && base != "baseline") {
     return BadArm(name, "unknown arm \"" + std::string(base) +
                             "\" (valid: " + std::string(kValidBases) +
                             ", or +features: " + std::string(kValidFeatures) + ")");
   }
   if (plus == std::string_view::npos) return arm;
+  if (arm.oracle) return BadArm(name, std::string(kOracleAlone));
   std::string_view rest = name.substr(plus + 1);
   while (true) {
     const size_t next = rest.find('+');
@@ -127,6 +134,7 @@ std::string ArmSpec::Description() const {
     out += part;
   };
   if (infinite_cache) add("unbounded device KV (upper bound)");
+  if (oracle) add("offline-optimal eviction, Belady's MIN (bound at the same capacity)");
   if (session_lifecycle) add("session close on every engine at session end");
   if (program_admission) add("program-aware admission (token ledger, global FIFO)");
   if (per_conversation) add("per-conversation retention");
@@ -170,6 +178,12 @@ Status ValidateArms(const std::vector<ArmSpec>& arms) {
     }
     if (arm.fixed_ttl && arm.continuum) {
       return BadArm(arm.name, "fixed-ttl and continuum are exclusive pin policies");
+    }
+    if (arm.oracle) {
+      ArmSpec alone;
+      alone.name = arm.name;
+      alone.oracle = true;
+      if (!(arm == alone)) return BadArm(arm.name, std::string(kOracleAlone));
     }
     if (!arm.demotion_priority.has_value()) continue;
     if (!arm.subagent_demotion) {

@@ -5,7 +5,7 @@
 // (ArmCachePolicy) is shared by both, so an arm means the same cache policy wherever it runs.
 //
 // An arm name is a base arm optionally followed by features, each prefixed with '+':
-//   base    := "baseline" | "all" | "fixed-ttl" | "continuum" | "infinite-cache" | ""
+//   base    := "baseline" | "all" | "fixed-ttl" | "continuum" | "infinite-cache" | "oracle" | ""
 //   feature := "lifecycle" | "admission" | "subagent-demotion" ["=" P] | "per-conversation"
 //            | "host-tier" | "fixed-ttl" | "continuum"
 // so "+lifecycle", "all", "baseline+host-tier", "all+continuum" and
@@ -17,10 +17,12 @@
 // released when their program is admitted again or under memory pressure; "fixed-ttl" pins a
 // session's KV for a fixed time-to-live after every tool-call turn (the simple anchor;
 // exclusive with continuum); "infinite-cache" gives every engine enough KV for the whole
-// workload (the hit-ratio upper bound). The name "continuum-ttl", which an earlier fixed-TTL
-// anchor used, is refused with a message naming both replacements, so that a run asking for
-// it cannot silently get either. "per-conversation" is per-conversation retention alone (a
-// turn's blocks no one else uses are dropped when its retention record falls out);
+// workload (the hit-ratio upper bound); "oracle" evicts offline-optimally (Belady's MIN over the
+// known future requests: the bound of what any eviction policy can reach at the same capacity),
+// takes no features and runs in the instant single cache only. The name "continuum-ttl", which an
+// earlier fixed-TTL anchor used, is refused with a message naming both replacements, so that a run
+// asking for it cannot silently get either. "per-conversation" is per-conversation retention alone
+// (a turn's blocks no one else uses are dropped when its retention record falls out);
 // "subagent-demotion" implies it and demotes finished sub-agents to priority P (an integer in
 // [0, 100]; without "=P", the run's configured priority).
 //
@@ -70,6 +72,9 @@ struct ArmSpec {
   bool continuum = false;
   // infinite-cache: device KV for the whole workload.
   bool infinite_cache = false;
+  // oracle: offline-optimal eviction (Belady's MIN) from the workload's known future; exclusive
+  // with every feature.
+  bool oracle = false;
 
   // What the arm enables, in words: "SGLang default: ..." for the baseline, else the features
   // joined by ", ".
@@ -85,7 +90,8 @@ struct ArmSpec {
 // part, with the valid spellings, e.g. `arm "+lifecycel": unknown feature "lifecycel" (valid:
 // lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, fixed-ttl,
 // continuum)`; also for an empty name, a feature named twice, a demotion priority out of
-// [0, 100], fixed-ttl with continuum, and the retired name continuum-ttl.
+// [0, 100], fixed-ttl with continuum, oracle with a feature, and the retired name
+// continuum-ttl.
 [[nodiscard]] StatusOr<ArmSpec> ParseArm(std::string_view name);
 
 // Parses every name of a run's arm list, in order: InvalidArgument "arms must not be empty",
@@ -95,7 +101,8 @@ struct ArmSpec {
 
 // Whether `arms` is a run's arm list: InvalidArgument "arms must not be empty", `arm "NAME" is
 // named twice`, "arm name is empty", or `arm "NAME": ...` for a demotion priority without
-// subagent_demotion or out of [0, 100], or for fixed_ttl with continuum. Every ParseArms
+// subagent_demotion or out of [0, 100], for fixed_ttl with continuum, or for oracle with any
+// other flag. Every ParseArms
 // result passes.
 [[nodiscard]] Status ValidateArms(const std::vector<ArmSpec>& arms);
 

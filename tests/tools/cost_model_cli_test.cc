@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <regex>
+#include <sstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "cli_test_support.h"
 
@@ -30,11 +32,25 @@ class CostModelCliTest : public cli_testing::CliTest {
   }
 };
 
-// The value of the TTFT row for `prompt` tokens in the command's output, "" when absent.
+// The value of the TTFT row for `prompt` tokens in the command's output, "" when absent: an
+// indented line of exactly three words, `prompt`, a decimal number and an integer. (Read word by
+// word: std::regex trips GCC 12's -Wmaybe-uninitialized under the sanitizers.)
 std::string TtftRow(const std::string& out, const std::string& prompt) {
-  std::smatch match;
-  const std::regex row("\\n +" + prompt + " +([0-9.]+) +[0-9]+\\n");
-  return std::regex_search(out, match, row) ? match[1].str() : "";
+  auto all_of = [](const std::string& word, std::string_view allowed) {
+    return !word.empty() && word.find_first_not_of(allowed) == std::string::npos;
+  };
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != ' ') continue;
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string word; words >> word;) w.push_back(word);
+    if (w.size() == 3 && w[0] == prompt && all_of(w[1], "0123456789.") &&
+        all_of(w[2], "0123456789")) {
+      return w[1];
+    }
+  }
+  return "";
 }
 
 TEST_F(CostModelCliTest, DefaultPresetPrintsEveryTableAndTheValidation) {

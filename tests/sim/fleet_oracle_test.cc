@@ -139,28 +139,34 @@ AgenticWorkload SmallWorkload(uint64_t seed) {
   return *std::move(workload);
 }
 
+// Not a theorem in the fleet (docs/REPLAY.md): the ranks are estimates and evicting changes the
+// timing of what follows. At the tightest points (one engine of 4,096 tokens, or two of 2,048,
+// where some prompts are rejected) some of 60 seeds compute 1 to 3 blocks more than the
+// baseline; at these points none does.
 TEST(FleetOracleTest, NeverWorseThanTheBaselineOnSmallRandomAgenticWorkloads) {
-  ReplayOptions options;
-  options.num_engines = 2;
-  options.engine.kv_pool.max_total_tokens = 8 * 1024;
-  options.arms = Arms({"baseline", "oracle"});
-  int64_t better = 0;
-  for (uint64_t seed = 1; seed <= 8; ++seed) {
-    SCOPED_TRACE(seed);
-    StatusOr<ReplayResult> result = RunReplay(SmallWorkload(seed), "small", seed, options);
-    ASSERT_TRUE(result.ok()) << result.status();
-    const ArmResult& baseline = result->arms[0];
-    const ArmResult& oracle = result->arms[1];
-    EXPECT_EQ(oracle.requests_completed, baseline.requests_completed);
-    EXPECT_LE(oracle.uncached_tokens, baseline.uncached_tokens);
-    if (oracle.uncached_tokens < baseline.uncached_tokens) ++better;
-    // The shares of the oracle are set against this run's oracle arm.
-    EXPECT_EQ(baseline.oracle_share.uncached_tokens.value_or(0), 0);
-    if (oracle.uncached_tokens < baseline.uncached_tokens) {
-      EXPECT_EQ(oracle.oracle_share.uncached_tokens, 1.0);
+  for (const int32_t engines : {1, 2}) {
+    ReplayOptions options;
+    options.num_engines = engines;
+    options.engine.kv_pool.max_total_tokens = 8 * 1024;
+    options.arms = Arms({"baseline", "oracle"});
+    int64_t better = 0;
+    for (uint64_t seed = 1; seed <= 16; ++seed) {
+      SCOPED_TRACE(testing::Message() << engines << " engines, seed " << seed);
+      StatusOr<ReplayResult> result = RunReplay(SmallWorkload(seed), "small", seed, options);
+      ASSERT_TRUE(result.ok()) << result.status();
+      const ArmResult& baseline = result->arms[0];
+      const ArmResult& oracle = result->arms[1];
+      EXPECT_EQ(oracle.requests_completed, baseline.requests_completed);
+      EXPECT_LE(oracle.uncached_tokens, baseline.uncached_tokens);
+      if (oracle.uncached_tokens < baseline.uncached_tokens) {
+        ++better;
+        // The shares of the oracle are set against this run's oracle arm.
+        EXPECT_EQ(baseline.oracle_share.uncached_tokens, 0.0);
+        EXPECT_EQ(oracle.oracle_share.uncached_tokens, 1.0);
+      }
     }
+    EXPECT_GT(better, 0) << "the workloads must be KV-constrained";
   }
-  EXPECT_GT(better, 0) << "the workloads must be KV-constrained";
 }
 
 }  // namespace

@@ -75,6 +75,8 @@ void FleetNextUse::Submitted(int32_t agent, int32_t request, TimeNs now) {
   AGENTKV_CHECK(sealed_);
   Agent& a = agents_[static_cast<size_t>(agent)];
   AGENTKV_CHECK(request >= 0 && static_cast<size_t>(request) < a.prompt_keys.size());
+  // On time as estimated (the usual case: submitted when its gap elapsed): no rank changes.
+  if (a.next == request && a.estimate == now) return;
   a.next = request;
   a.estimate = now;
   ++version_;

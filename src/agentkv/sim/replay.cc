@@ -169,12 +169,14 @@ class OracleProgress final : public AgentProgressHook {
 };
 
 // The future of `workload` as the agent driver replays it from `origin` (fleet_next_use.h):
-// every replayed agent's requests with the keys the driver submits, their recorded offsets
+// every replayed agent's requests with the keys the driver submits (none for a request that
+// does not fit an engine of `device_blocks`), their recorded offsets
 // (recorded server time plus gap) and the estimated time of their first request. Fills
 // `agent_of` as OracleProgress reads it.
 std::unique_ptr<FleetNextUse> AgenticFuture(const AgenticWorkload& workload,
                                             const ReplayOptions& options,
-                                            const kv::BlockKeyHasher& hasher, TimeNs origin,
+                                            const kv::BlockKeyHasher& hasher, int64_t device_blocks,
+                                            TimeNs origin,
                                             std::vector<std::vector<int32_t>>& agent_of) {
   auto ranking = std::make_unique<FleetNextUse>();
   agent_of.assign(workload.conversations.size(), {});
@@ -185,8 +187,14 @@ std::unique_ptr<FleetNextUse> AgenticFuture(const AgenticWorkload& workload,
       std::vector<std::vector<kv::BlockKey>> keys;
       std::vector<TimeNs> offsets;
       for (size_t j = 0; j < requests.size(); ++j) {
+        const WekaRequest& r = requests[j];
+        // A request no engine can hold is rejected: it looks nothing up.
+        const bool fits =
+            FitsOneEngine(SubmittedPromptTokens(r.input_tokens, r.hash_ids.size(), c.block_size),
+                          std::max<int64_t>(1, r.output_tokens), device_blocks, c.block_size);
         keys.push_back(
-            DriverKeysOf(hasher, options.shared_prefix_ids, requests[j].hash_ids, namespace_id));
+            fits ? DriverKeysOf(hasher, options.shared_prefix_ids, r.hash_ids, namespace_id)
+                 : std::vector<kv::BlockKey>{});
         offsets.push_back(
             j == 0 ? TimeNs(0)
                    : SaturatingAdd(offsets.back(),
@@ -615,7 +623,7 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
     std::vector<std::vector<int32_t>> agent_of;
     std::unique_ptr<FleetNextUse> ranking = AgenticFuture(
         workload, options, arm_fleet->fleet->engine(EngineId(0)).scheduler().cache().hasher(),
-        arm_fleet->loop.now(), agent_of);
+        device_blocks, arm_fleet->loop.now(), agent_of);
     oracle_progress = std::make_unique<OracleProgress>(ranking.get(), std::move(agent_of));
     AGENTKV_RETURN_IF_ERROR(InstallOracle(*arm_fleet, std::move(ranking)));
   }
@@ -707,11 +715,14 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
   ArmFleet& f = *arm_fleet;
   const kv::BlockKeyHasher& hasher = f.fleet->engine(EngineId(0)).scheduler().cache().hasher();
   if (arm.oracle) {
-    // Every request is its own agent, looked up at its exact arrival.
+    // Every request is its own agent, looked up at its exact arrival (nothing when rejected).
     auto ranking = std::make_unique<FleetNextUse>();
     for (const OpenLoopRequest& r : requests) {
-      ranking->AddAgent({hasher.KeysFromBlockIds(r.hash_ids)}, {TimeNs(0)},
-                        SaturatingAdd(f.loop.now(), r.arrival));
+      const bool fits =
+          FitsOneEngine(SubmittedPromptTokens(r.prompt_tokens, r.hash_ids.size(), tokens_per_block),
+                        std::max<int64_t>(1, r.output_tokens), device_blocks, tokens_per_block);
+      ranking->AddAgent({fits ? hasher.KeysFromBlockIds(r.hash_ids) : std::vector<kv::BlockKey>{}},
+                        {TimeNs(0)}, SaturatingAdd(f.loop.now(), r.arrival));
     }
     AGENTKV_RETURN_IF_ERROR(InstallOracle(f, std::move(ranking)));
   }

@@ -117,6 +117,17 @@ TEST(FleetOracleTest, KeepsTheBlocksTheConversationComingBackFirstNeeds) {
   EXPECT_EQ(Uncached(reversed, "oracle"), oracle);
 }
 
+TEST(FleetOracleTest, ARequestNoEngineCanHoldLooksNothingUp) {
+  // A (4 blocks) sends at 60 s a prompt too large for the engine, which is rejected, and comes
+  // back at 200 s for its first 2 blocks only; B (6 blocks) comes back at 100 s. For C's room
+  // at 50 s the oracle evicts A's blocks (2 of them never used again), as LRU does. Counting the
+  // rejected prompt's lookup would rank all of A's at 60 s and evict B's instead.
+  AgenticWorkload workload = ComeBackWorkload(200, 100);
+  workload.conversations[0].requests = {Request(0, 0, 4), Request(60, 0, 20), Request(200, 0, 2)};
+  workload.conversations[1].requests = {Request(0, 0, 6), Request(99, 0, 8)};
+  EXPECT_LE(Uncached(workload, "oracle"), Uncached(workload, "baseline"));
+}
+
 // A small synthetic workload with sub-agents, as replay_test's.
 AgenticWorkload SmallWorkload(uint64_t seed) {
   SyntheticAgenticOptions options;

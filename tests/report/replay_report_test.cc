@@ -445,6 +445,32 @@ TEST(ReplayResultJsonTest, UnsetSharesAreNull) {
   EXPECT_EQ(degenerate.at("arms").at(0).at("server_time").at("count").as_int64(), 0);
 }
 
+TEST(ReplayResultJsonTest, SharesOfTheOracleAreNullWithoutAnOracleArmAndSetWithOne) {
+  ReplayResult result = FourArms();
+  sim::FillIdealShares(result);
+  constexpr const char* kKeys[] = {"uncached_tokens_oracle_share",
+                                   "evicted_recompute_tokens_oracle_share",
+                                   "server_time_mean_oracle_share"};
+  const boost::json::value without = boost::json::parse(ReplayResultJson(result));
+  for (const boost::json::value& arm : without.at("arms").as_array()) {
+    for (const char* key : kKeys) {
+      ASSERT_TRUE(arm.as_object().contains(key)) << key;
+      EXPECT_TRUE(arm.at(key).is_null()) << key;
+    }
+  }
+  EXPECT_THAT(FormatReplayTable(result), Not(HasSubstr("share of oracle")));
+  // The infinite-cache arm renamed "oracle": the shares of the oracle are its shares of ideal.
+  result.arms[2].arm = "oracle";
+  sim::FillIdealShares(result);
+  const boost::json::value with = boost::json::parse(ReplayResultJson(result));
+  const boost::json::object& host = with.at("arms").at(1).as_object();
+  EXPECT_DOUBLE_EQ(host.at("uncached_tokens_oracle_share").as_double(), 0.5);
+  EXPECT_DOUBLE_EQ(host.at("server_time_mean_oracle_share").as_double(), 0.25);
+  EXPECT_DOUBLE_EQ(with.at("arms").at(2).at("uncached_tokens_oracle_share").as_double(), 1.0);
+  EXPECT_THAT(FormatReplayTable(result),
+              HasSubstr("share of oracle (baseline = 0%, oracle = 100%)"));
+}
+
 TEST(ReplayResultJsonTest, DeltasAgainstBaselineSkipZeroBaselines) {
   const boost::json::value json = boost::json::parse(ReplayResultJson(FourArms()));
   const boost::json::array& arms = json.at("arms").as_array();

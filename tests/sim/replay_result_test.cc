@@ -177,5 +177,32 @@ TEST(FillIdealSharesTest, SetsEveryArmsShares) {
   EXPECT_DOUBLE_EQ(*result.arms[0].ideal_share.uncached_tokens, 0.5);
 }
 
+// The shares of the oracle: the same ratio with the arm named "oracle" as the 100 % end.
+TEST(IdealSharesOfTest, TheOracleIsTheOtherReference) {
+  ReplayResult result = ShareResult();
+  // oracle: uncached 800 (400 cold + 400 evicted), server time 9 s.
+  result.arms.push_back(ShareArm("oracle", 400, 400, 9));
+  FillIdealShares(result);
+  // +half: (1000 - 700) / (1000 - 800) = 1.5, (600 - 300) / (600 - 400), (10 - 8) / (10 - 9).
+  const IdealShares& half = result.arms[0].oracle_share;
+  EXPECT_DOUBLE_EQ(*half.uncached_tokens, 1.5);
+  EXPECT_DOUBLE_EQ(*half.evicted_recompute_tokens, 1.5);
+  EXPECT_DOUBLE_EQ(*half.server_time_mean, 2.0);
+  EXPECT_EQ(result.arms[1].oracle_share, (IdealShares{0.0, 0.0, 0.0}));
+  EXPECT_EQ(result.arms[5].oracle_share, (IdealShares{1.0, 1.0, 1.0}));
+  // -1.5: (1000 - 1300) / 200.
+  EXPECT_DOUBLE_EQ(*result.arms[2].oracle_share.uncached_tokens, -1.5);
+  // The shares of the infinite cache are untouched by the oracle arm.
+  EXPECT_EQ(result.arms[0].ideal_share, IdealSharesOf(ShareResult())[0]);
+  EXPECT_EQ(IdealSharesOf(result, "oracle")[0], half);
+  // Without an oracle arm, or with the oracle equal to the baseline, they are unset.
+  ReplayResult no_oracle = ShareResult();
+  FillIdealShares(no_oracle);
+  for (const ArmResult& arm : no_oracle.arms) EXPECT_EQ(arm.oracle_share, IdealShares{});
+  result.arms[5] = ShareArm("oracle", 400, 600, 10);
+  FillIdealShares(result);
+  for (const ArmResult& arm : result.arms) EXPECT_EQ(arm.oracle_share, IdealShares{});
+}
+
 }  // namespace
 }  // namespace agentkv::sim

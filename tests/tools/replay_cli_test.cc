@@ -359,6 +359,36 @@ TEST_F(ReplayCliTest, BailianTraceGroupsConversationsByParent) {
   EXPECT_EQ(report.at("arms").at(0).at("requests_completed").to_number<int64_t>(), 4);
 }
 
+TEST_F(ReplayCliTest, TheOracleArmRunsOnEveryWorkload) {
+  const std::string mooncake = WriteTrace("mooncake.jsonl", kMooncakeTrace);
+  const std::string bailian = WriteTrace("bailian.jsonl", kBailianTrace);
+  const std::string weka =
+      (std::filesystem::path(AGENTKV_SHARED_TRACES) / kSmallWekaTrace).string();
+  for (const std::string& workload :
+       {std::string(kSmallWorkload), "--workload mooncake --trace '" + mooncake + "'",
+        "--workload bailian --trace '" + bailian + "'", "--workload weka --trace '" + weka + "'",
+        std::string("--workload rollout --rollout-prompts 2 --rollout-group-size 2")}) {
+    SCOPED_TRACE(workload);
+    const RunResult r = Replay(workload + " --arms baseline,oracle");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const boost::json::value report = ReportJson();
+    ASSERT_TRUE(report.is_object());
+    EXPECT_THAT(ArmNames(report), ElementsAre("baseline", "oracle"));
+    const boost::json::value& baseline = report.at("arms").at(0);
+    const boost::json::value& oracle = report.at("arms").at(1);
+    EXPECT_EQ(oracle.at("requests_completed").to_number<int64_t>(),
+              oracle.at("requests_issued").to_number<int64_t>());
+    EXPECT_LE(oracle.at("uncached_tokens").to_number<int64_t>(),
+              baseline.at("uncached_tokens").to_number<int64_t>());
+    // Null when the oracle did no better than the baseline (no gap), else 0 and 1.
+    const boost::json::value& share = oracle.at("uncached_tokens_oracle_share");
+    if (!share.is_null()) {
+      EXPECT_DOUBLE_EQ(share.as_double(), 1.0);
+      EXPECT_DOUBLE_EQ(baseline.at("uncached_tokens_oracle_share").as_double(), 0.0);
+    }
+  }
+}
+
 TEST_F(ReplayCliTest, HelpNamesEveryArmAndTheConfigFlag) {
   const RunResult r = Run("replay --help");
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -83,6 +83,9 @@ Arms (--arms, comma-separated; default: all eight):
   continuum           Continuum: cost-aware TTL pins after tool-call turns, learned per
                       pause class (--continuum-memory-price), program-level FCFS
   infinite-cache      enough device KV for the whole workload (the upper bound)
+  oracle              clairvoyant eviction: evicts the block whose next use (each agent's future
+                      requests in recorded order, timed by the recorded gaps) is farthest away;
+                      no host tier; not a default arm (docs/REPLAY.md, the oracle arm)
   Also fixed-ttl: pin a session's KV for --fixed-ttl-s after every tool-call turn (the
   former continuum-ttl, a name now refused).
   Features combine: "baseline+host-tier", "+lifecycle+admission", "all+continuum".

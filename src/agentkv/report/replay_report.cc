@@ -341,18 +341,26 @@ double SeriesOf(const ArmResult& arm, const std::string& name) {
 
 // The section of the share-of-ideal rows; its name says what 0 % and 100 % are.
 constexpr char kIdealShareSection[] = "share of ideal (baseline = 0%, infinite-cache = 100%)";
+// The same for the shares of the oracle (ArmResult::oracle_share).
+constexpr char kOracleShareSection[] = "share of oracle (baseline = 0%, oracle = 100%)";
 
 // One row per IdealShares member: each arm's share of the baseline -> infinite-cache gap
 // (sim::IdealSharesOf), "-" where it is unset. No deltas (a delta of shares says nothing the
 // metric's own delta does not). Empty unless the run has arms named "baseline" and
-// "infinite-cache" (a share needs both ends).
-std::vector<ReplayTableRow> IdealShareRows(const ReplayResult& result) {
+// "infinite-cache" (a share needs both ends). With `reference` "oracle", the same rows of
+// ArmResult::oracle_share in their own section.
+std::vector<ReplayTableRow> IdealShareRows(const ReplayResult& result,
+                                           std::string_view reference = "infinite-cache") {
+  const bool oracle = reference == "oracle";
+  const char* const section = oracle ? kOracleShareSection : kIdealShareSection;
+  const sim::IdealShares ArmResult::*const shares =
+      oracle ? &ArmResult::oracle_share : &ArmResult::ideal_share;
   std::vector<ReplayTableRow> rows;
   const auto named = [&result](std::string_view name) {
     return std::any_of(result.arms.begin(), result.arms.end(),
                        [name](const ArmResult& arm) { return arm.arm == name; });
   };
-  if (!named("baseline") || !named("infinite-cache")) return rows;
+  if (!named("baseline") || !named(reference)) return rows;
   struct Share {
     const char* label;
     std::optional<double> sim::IdealShares::*member;
@@ -363,9 +371,9 @@ std::vector<ReplayTableRow> IdealShareRows(const ReplayResult& result) {
       {"server time mean", &sim::IdealShares::server_time_mean},
   };
   for (const Share& share : kShares) {
-    ReplayTableRow row{kIdealShareSection, share.label, "", MetricSense::kHigherIsBetter, {}};
+    ReplayTableRow row{section, share.label, "", MetricSense::kHigherIsBetter, {}};
     for (const ArmResult& arm : result.arms) {
-      const std::optional<double>& value = arm.ideal_share.*share.member;
+      const std::optional<double>& value = (arm.*shares).*share.member;
       row.cells.push_back({value ? Fixed(100 * *value, 1) + "%" : std::string("-"),
                            value.value_or(std::numeric_limits<double>::quiet_NaN()), std::nullopt,
                            ""});
@@ -537,6 +545,7 @@ std::vector<ReplayTableRow> ReplayTableRows(const ReplayResult& result, NumberSt
     if (std::string_view(m.section) == "engines" && !ideal_share_done) {
       ideal_share_done = true;
       for (ReplayTableRow& row : IdealShareRows(result)) rows.push_back(std::move(row));
+      for (ReplayTableRow& row : IdealShareRows(result, "oracle")) rows.push_back(std::move(row));
     }
     // The admission series go after the engine and lifecycle counters, before conservation.
     if (std::string_view(m.section) == "conservation" && !admission_done) {

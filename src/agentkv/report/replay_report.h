@@ -66,7 +66,9 @@ struct ReplayTableRow {
 // the infinite-cache ideal reached), recompute tokens, throughput, latency percentiles (session
 // time, then server time per session), each arm's share of the baseline -> infinite-cache gap
 // (ArmResult::ideal_share, as a percentage, "-" and a NaN number where unset; the section is
-// there only when the run has arms named "baseline" and "infinite-cache"), engine
+// there only when the run has arms named "baseline" and "infinite-cache"), then the same of
+// the baseline -> oracle gap (ArmResult::oracle_share; only with arms named "baseline" and
+// "oracle"), engine
 // counters, admission counters (the arms' agentic_kv series whose names contain "admit",
 // "wait" or "bypass" and that are non-zero in some arm) and conservation; for an RL rollout
 // (some arm has ArmResult::rollout) the rollout group opens the table. Rows that only
@@ -85,7 +87,8 @@ std::string FormatReplayTable(const sim::ReplayResult& result);
 // "description", every scalar field of ArmResult by its field name, the duration summaries
 // as objects (session_time, queueing_delay, ttft, admission_wait, server_time,
 // request_server_time), the ideal shares as "<metric>_ideal_share" (uncached_tokens,
-// evicted_recompute_tokens, server_time_mean; null when unset), "agentic_kv" as an object in
+// evicted_recompute_tokens, server_time_mean; null when unset), the oracle shares as
+// "<metric>_oracle_share" (the same metrics; null when unset), "agentic_kv" as an object in
 // series order, "delta_vs_baseline": {row key: fraction}, "kv_usage" as [time_s, used,
 // evictable, capacity, waiting] rows, "session_times_s", and "rollout" (every RolloutMetrics
 // field) only when the arm has it}]}. The deltas are those of the table rows with a key; one is

@@ -177,6 +177,10 @@ boost::json::object ArmJson(const ArmResult& a, boost::json::object delta) {
   o["uncached_tokens_ideal_share"] = OptionalJson(a.ideal_share.uncached_tokens);
   o["evicted_recompute_tokens_ideal_share"] = OptionalJson(a.ideal_share.evicted_recompute_tokens);
   o["server_time_mean_ideal_share"] = OptionalJson(a.ideal_share.server_time_mean);
+  o["uncached_tokens_oracle_share"] = OptionalJson(a.oracle_share.uncached_tokens);
+  o["evicted_recompute_tokens_oracle_share"] =
+      OptionalJson(a.oracle_share.evicted_recompute_tokens);
+  o["server_time_mean_oracle_share"] = OptionalJson(a.oracle_share.server_time_mean);
   o["preemptions"] = a.preemptions;
   o["device_evictions"] = a.device_evictions;
   o["offloads"] = a.offloads;

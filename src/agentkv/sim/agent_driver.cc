@@ -24,12 +24,6 @@ constexpr int kSharedPrefixIdBits = 40;
 
 TimeNs NonNegative(TimeNs t) { return t < TimeNs(0) ? TimeNs(0) : t; }
 
-// Delay between the completion of `previous` and the readiness of `next` (header: gap rule).
-TimeNs Gap(const WekaRequest& previous, const WekaRequest& next) {
-  if (next.think_time > TimeNs(0)) return next.think_time;
-  return NonNegative(next.t - previous.t - RecordedApiTime(previous));
-}
-
 // The pause before each of `requests` (header: pause types); `joins[i]` counts the sub-agents
 // request i joins (empty for a sub-agent, which joins none).
 std::vector<PauseType> PausesOf(const std::vector<WekaRequest>& requests,
@@ -91,6 +85,21 @@ Status AgentDriverOptions::Validate() const {
 }
 
 TimeNs RecordedApiTime(const WekaRequest& request) { return request.api_time; }
+
+TimeNs RecordedGap(const WekaRequest& previous, const WekaRequest& next) {
+  if (next.think_time > TimeNs(0)) return next.think_time;
+  return NonNegative(next.t - previous.t - RecordedApiTime(previous));
+}
+
+std::vector<kv::BlockKey> DriverKeysOf(const kv::BlockKeyHasher& hasher, uint64_t shared_prefix_ids,
+                                       std::span<const uint64_t> ids, uint64_t namespace_id) {
+  if (shared_prefix_ids == 0) return hasher.KeysFromBlockIds(ids, namespace_id);
+  std::vector<uint64_t> shifted(ids.begin(), ids.end());
+  for (uint64_t& block_id : shifted) {
+    if (block_id >= shared_prefix_ids) block_id += namespace_id << kSharedPrefixIdBits;
+  }
+  return hasher.KeysFromBlockIds(shifted, 0);
+}
 
 AgentDriver::AgentDriver(EventLoop* loop, GatewayModel* gateway, const AgenticWorkload* workload,
                          const AgentDriverOptions& options)
@@ -331,12 +340,7 @@ void AgentDriver::RequestReady(int32_t index, int32_t request) {
 
 std::vector<kv::BlockKey> AgentDriver::KeysOf(std::span<const uint64_t> ids,
                                               uint64_t namespace_id) const {
-  if (options_.shared_prefix_ids == 0) return hasher_.KeysFromBlockIds(ids, namespace_id);
-  std::vector<uint64_t> shifted(ids.begin(), ids.end());
-  for (uint64_t& block_id : shifted) {
-    if (block_id >= options_.shared_prefix_ids) block_id += namespace_id << kSharedPrefixIdBits;
-  }
-  return hasher_.KeysFromBlockIds(shifted, 0);
+  return DriverKeysOf(hasher_, options_.shared_prefix_ids, ids, namespace_id);
 }
 
 void AgentDriver::SubmitNext(int32_t index) {
@@ -383,6 +387,9 @@ void AgentDriver::SubmitNext(int32_t index) {
                       w.stop == "tool_use"};
   if (static_cast<size_t>(i) + 1 < agent.pauses.size()) {
     sent.next_pause = agent.pauses[static_cast<size_t>(i) + 1];
+  }
+  if (options_.progress_hook != nullptr) {
+    options_.progress_hook->Submitted(agent.workload_index, agent.subagent, i, log.submitted);
   }
   if (Status s = gateway_->Submit(std::move(sent)); !s.ok()) {
     result_.requests.pop_back();
@@ -442,10 +449,17 @@ void AgentDriver::OnComplete(const GatewayRecord& gateway_record,
     }
   }
   if (i + 1 >= agent.requests->size()) {
+    if (options_.progress_hook != nullptr) {
+      options_.progress_hook->Completed(agent.workload_index, agent.subagent, log.index, now);
+    }
     EndAgent(index);
     return;
   }
-  const TimeNs gap = Gap((*agent.requests)[i], (*agent.requests)[i + 1]);
+  const TimeNs gap = RecordedGap((*agent.requests)[i], (*agent.requests)[i + 1]);
+  if (options_.progress_hook != nullptr) {
+    options_.progress_hook->Completed(agent.workload_index, agent.subagent, log.index,
+                                      SaturatingAdd(now, gap));
+  }
   const int32_t next = static_cast<int32_t>(i + 1);
   loop_->ScheduleAfter(gap, [this, index, next] { RequestReady(index, next); });
 }

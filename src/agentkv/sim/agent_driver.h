@@ -82,6 +82,28 @@
 
 namespace agentkv::sim {
 
+// Told of every agent's progress (the oracle arm's next-use estimates follow it). An agent is
+// (workload_index, subagent), subagent -1 for the main agent; requests by index in its
+// requests[].
+class AgentProgressHook {
+ public:
+  virtual ~AgentProgressHook() = default;
+  // Request `request` is about to be submitted, at `now`.
+  virtual void Submitted(int32_t workload_index, int32_t subagent, int32_t request, TimeNs now) = 0;
+  // Request `request` completed; `next_ready` is when the gap rule makes the next one ready
+  // (the completion time after the last request).
+  virtual void Completed(int32_t workload_index, int32_t subagent, int32_t request,
+                         TimeNs next_ready) = 0;
+};
+
+// The delay between the completion of `previous` and the readiness of `next` (header: gap rule).
+TimeNs RecordedGap(const WekaRequest& previous, const WekaRequest& next);
+
+// Chained keys of trace block ids in conversation namespace `namespace_id`, as the driver
+// submits them (see AgentDriverOptions::shared_prefix_ids).
+std::vector<kv::BlockKey> DriverKeysOf(const kv::BlockKeyHasher& hasher, uint64_t shared_prefix_ids,
+                                       std::span<const uint64_t> ids, uint64_t namespace_id);
+
 struct AgentDriverOptions {
   // Block ids below this stand for the same content in every conversation (the tools+system
   // prompt that opens every session): they hash under one namespace shared by all
@@ -93,6 +115,8 @@ struct AgentDriverOptions {
   // Whether sub-agents on another model than their main agent are replayed (kShare) or left
   // out (kExclude). Default: kShare.
   SubagentModels subagent_models = SubagentModels::kShare;
+  // Told of each submit and completion when set; must outlive the driver. Default: none.
+  AgentProgressHook* progress_hook = nullptr;
 
   // InvalidArgument naming the first bad field.
   Status Validate() const;

@@ -20,6 +20,7 @@
 #include "agentkv/sim/agent_driver.h"
 #include "agentkv/sim/event_loop.h"
 #include "agentkv/sim/fleet_model.h"
+#include "agentkv/sim/fleet_next_use.h"
 #include "agentkv/sim/gateway_model.h"
 
 namespace agentkv::sim {
@@ -41,6 +42,8 @@ Status OutOfRange(std::string_view field, const std::string& value, std::string_
 
 // Everything one arm runs on, built fresh per arm.
 struct ArmFleet {
+  // The oracle arm's ranking, set on every engine's cache (declared first: it outlives them).
+  std::unique_ptr<FleetNextUse> oracle;
   EventLoop loop;
   std::unique_ptr<FleetModel> fleet;
   std::unique_ptr<GatewayModel> gateway;
@@ -123,6 +126,94 @@ StatusOr<std::unique_ptr<ArmFleet>> BuildArmFleet(const ReplayOptions& options, 
       arm_fleet->gateway,
       GatewayModel::Create(&arm_fleet->loop, arm_fleet->fleet.get(), gateway_options));
   return arm_fleet;
+}
+
+// Seals `ranking` and makes it the eviction order of every engine of the (fresh) fleet.
+Status InstallOracle(ArmFleet& arm_fleet, std::unique_ptr<FleetNextUse> ranking) {
+  ranking->Seal();
+  for (int32_t e = 0; e < arm_fleet.fleet->num_engines(); ++e) {
+    kv::KvCacheManager& cache =
+        arm_fleet.fleet->mutable_engine(EngineId(e)).mutable_scheduler().mutable_cache();
+    if (Status s = cache.SetNextUseRanking(ranking.get()); !s.ok()) {
+      return InternalError("oracle arm, engine " + Str(e) + ": " + s.ToString());
+    }
+    ranking->Attach(&cache);
+  }
+  arm_fleet.oracle = std::move(ranking);
+  return Status::Ok();
+}
+
+// The oracle arm's view of the agent driver: agent (workload_index, subagent) is the ranking's
+// agent agent_of[workload_index][subagent + 1].
+class OracleProgress final : public AgentProgressHook {
+ public:
+  OracleProgress(FleetNextUse* ranking, std::vector<std::vector<int32_t>> agent_of)
+      : ranking_(ranking), agent_of_(std::move(agent_of)) {}
+  void Submitted(int32_t workload_index, int32_t subagent, int32_t request, TimeNs now) override {
+    ranking_->Submitted(AgentOf(workload_index, subagent), request, now);
+  }
+  void Completed(int32_t workload_index, int32_t subagent, int32_t request,
+                 TimeNs next_ready) override {
+    ranking_->Completed(AgentOf(workload_index, subagent), request, next_ready);
+  }
+
+ private:
+  int32_t AgentOf(int32_t workload_index, int32_t subagent) const {
+    const int32_t agent =
+        agent_of_[static_cast<size_t>(workload_index)][static_cast<size_t>(subagent + 1)];
+    AGENTKV_CHECK_GE(agent, 0);
+    return agent;
+  }
+  FleetNextUse* ranking_;
+  std::vector<std::vector<int32_t>> agent_of_;
+};
+
+// The future of `workload` as the agent driver replays it from `origin` (fleet_next_use.h):
+// every replayed agent's requests with the keys the driver submits (none for a request that
+// does not fit an engine of `device_blocks`), their recorded offsets
+// (recorded server time plus gap) and the estimated time of their first request. Fills
+// `agent_of` as OracleProgress reads it.
+std::unique_ptr<FleetNextUse> AgenticFuture(const AgenticWorkload& workload,
+                                            const ReplayOptions& options,
+                                            const kv::BlockKeyHasher& hasher, int64_t device_blocks,
+                                            TimeNs origin,
+                                            std::vector<std::vector<int32_t>>& agent_of) {
+  auto ranking = std::make_unique<FleetNextUse>();
+  agent_of.assign(workload.conversations.size(), {});
+  for (size_t k = 0; k < workload.conversations.size(); ++k) {
+    const WekaConversation& c = workload.conversations[k];
+    const uint64_t namespace_id = static_cast<uint64_t>(k) + 1;
+    const auto add = [&](const std::vector<WekaRequest>& requests, TimeNs start) {
+      std::vector<std::vector<kv::BlockKey>> keys;
+      std::vector<TimeNs> offsets;
+      for (size_t j = 0; j < requests.size(); ++j) {
+        const WekaRequest& r = requests[j];
+        // A request no engine can hold is rejected: it looks nothing up.
+        const bool fits =
+            FitsOneEngine(SubmittedPromptTokens(r.input_tokens, r.hash_ids.size(), c.block_size),
+                          std::max<int64_t>(1, r.output_tokens), device_blocks, c.block_size);
+        keys.push_back(
+            fits ? DriverKeysOf(hasher, options.shared_prefix_ids, r.hash_ids, namespace_id)
+                 : std::vector<kv::BlockKey>{});
+        offsets.push_back(
+            j == 0 ? TimeNs(0)
+                   : SaturatingAdd(offsets.back(),
+                                   SaturatingAdd(RecordedApiTime(requests[j - 1]),
+                                                 RecordedGap(requests[j - 1], requests[j]))));
+      }
+      const TimeNs first = requests.empty() ? start : SaturatingAdd(start, requests.front().t);
+      return ranking->AddAgent(std::move(keys), std::move(offsets), first);
+    };
+    const TimeNs start = SaturatingAdd(origin, workload.starts[k]);
+    agent_of[k].assign(c.subagents.size() + 1, -1);
+    agent_of[k][0] = add(c.requests, start);
+    for (size_t j = 0; j < c.subagents.size(); ++j) {
+      const WekaSubagent& sub = c.subagents[j];
+      if (!IsReplayed(c, sub, options.subagent_models)) continue;
+      agent_of[k][j + 1] = add(sub.requests, SaturatingAdd(start, sub.spawn()));
+    }
+  }
+  return ranking;
 }
 
 // Runs the loop until idle, reporting the fraction `done()` says every kProgressEvents events.
@@ -424,13 +515,6 @@ Status ReplayOptions::Validate() const {
   if (arms.empty())
     return InvalidArgumentError("ReplayOptions.arms is empty: name at least one arm");
   AGENTKV_RETURN_IF_ERROR(ValidateArms(arms));
-  for (const ArmSpec& arm : arms) {
-    if (arm.oracle) {
-      return InvalidArgumentError("arm \"" + arm.name +
-                                  "\": oracle runs in the instant single cache (agentkv "
-                                  "agentic-curve --arms), not in the simulated fleet");
-    }
-  }
   if (num_engines < 1 || num_engines > 1024) {
     return OutOfRange("num_engines", Str(num_engines), "[1, 1024]");
   }
@@ -534,11 +618,21 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
   }
   AGENTKV_ASSIGN_OR_RETURN(std::unique_ptr<ArmFleet> arm_fleet,
                            BuildArmFleet(options, arm, tokens_per_block, infinite_blocks));
+  std::unique_ptr<OracleProgress> oracle_progress;
+  if (arm.oracle) {
+    std::vector<std::vector<int32_t>> agent_of;
+    std::unique_ptr<FleetNextUse> ranking = AgenticFuture(
+        workload, options, arm_fleet->fleet->engine(EngineId(0)).scheduler().cache().hasher(),
+        device_blocks, arm_fleet->loop.now(), agent_of);
+    oracle_progress = std::make_unique<OracleProgress>(ranking.get(), std::move(agent_of));
+    AGENTKV_RETURN_IF_ERROR(InstallOracle(*arm_fleet, std::move(ranking)));
+  }
   AGENTKV_ASSIGN_OR_RETURN(
       std::unique_ptr<AgentDriver> driver,
       AgentDriver::Create(&arm_fleet->loop, arm_fleet->gateway.get(), &workload,
                           AgentDriverOptions{.shared_prefix_ids = options.shared_prefix_ids,
-                                             .subagent_models = options.subagent_models}));
+                                             .subagent_models = options.subagent_models,
+                                             .progress_hook = oracle_progress.get()}));
   AGENTKV_RETURN_IF_ERROR(driver->Start());
   int64_t total_requests = 0;
   for (const WekaConversation& c : workload.conversations) {
@@ -620,6 +714,18 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
                            BuildArmFleet(options, arm, tokens_per_block, infinite_blocks));
   ArmFleet& f = *arm_fleet;
   const kv::BlockKeyHasher& hasher = f.fleet->engine(EngineId(0)).scheduler().cache().hasher();
+  if (arm.oracle) {
+    // Every request is its own agent, looked up at its exact arrival (nothing when rejected).
+    auto ranking = std::make_unique<FleetNextUse>();
+    for (const OpenLoopRequest& r : requests) {
+      const bool fits =
+          FitsOneEngine(SubmittedPromptTokens(r.prompt_tokens, r.hash_ids.size(), tokens_per_block),
+                        std::max<int64_t>(1, r.output_tokens), device_blocks, tokens_per_block);
+      ranking->AddAgent({fits ? hasher.KeysFromBlockIds(r.hash_ids) : std::vector<kv::BlockKey>{}},
+                        {TimeNs(0)}, SaturatingAdd(f.loop.now(), r.arrival));
+    }
+    AGENTKV_RETURN_IF_ERROR(InstallOracle(f, std::move(ranking)));
+  }
   int64_t issued = 0;
   int64_t completed = 0;
   Status failure;
@@ -627,6 +733,9 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
   f.gateway->set_completion_callback(
       [&](const GatewayRecord& record, const EngineRequestRecord* engine_record) {
         ++completed;
+        if (f.oracle != nullptr) {
+          f.oracle->Completed(static_cast<int32_t>(record.id.value()), 0, f.loop.now());
+        }
         if (engine_record == nullptr && failure.ok()) failure = record.dispatch_error;
         session_end[static_cast<size_t>(record.id.value())] = f.loop.now();
         f.gateway->EndSession(record.session);
@@ -645,6 +754,7 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
       request.request.kv_options.conversation = ConversationId(static_cast<int64_t>(i) + 1);
       request.session = SessionId(static_cast<int64_t>(i) + 1);
       request.routing_key = routing::SessionRoutingKey(request.session);
+      if (f.oracle != nullptr) f.oracle->Submitted(static_cast<int32_t>(i), 0, f.loop.now());
       if (Status s = f.gateway->Submit(std::move(request)); !s.ok()) {
         if (failure.ok()) failure = s;
         return;

@@ -52,7 +52,7 @@ std::optional<double> IdealShare(double baseline, double arm, double ideal) {
   return share;
 }
 
-std::vector<IdealShares> IdealSharesOf(const ReplayResult& result) {
+std::vector<IdealShares> IdealSharesOf(const ReplayResult& result, std::string_view reference) {
   std::vector<IdealShares> shares(result.arms.size());
   const auto find = [&result](std::string_view name) -> const ArmResult* {
     for (const ArmResult& arm : result.arms) {
@@ -61,7 +61,7 @@ std::vector<IdealShares> IdealSharesOf(const ReplayResult& result) {
     return nullptr;
   };
   const ArmResult* baseline = find("baseline");
-  const ArmResult* ideal = find("infinite-cache");
+  const ArmResult* ideal = find(reference);
   if (baseline == nullptr || ideal == nullptr) return shares;
   const auto tokens = [](int64_t v) { return static_cast<double>(v); };
   for (size_t i = 0; i < result.arms.size(); ++i) {
@@ -80,7 +80,11 @@ std::vector<IdealShares> IdealSharesOf(const ReplayResult& result) {
 
 void FillIdealShares(ReplayResult& result) {
   const std::vector<IdealShares> shares = IdealSharesOf(result);
-  for (size_t i = 0; i < result.arms.size(); ++i) result.arms[i].ideal_share = shares[i];
+  const std::vector<IdealShares> oracle = IdealSharesOf(result, "oracle");
+  for (size_t i = 0; i < result.arms.size(); ++i) {
+    result.arms[i].ideal_share = shares[i];
+    result.arms[i].oracle_share = oracle[i];
+  }
 }
 
 }  // namespace agentkv::sim

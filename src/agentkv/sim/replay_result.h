@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -176,6 +177,9 @@ struct ArmResult {
   // This arm's share of the baseline -> infinite-cache gap; set by FillIdealShares once every
   // arm of the run is in the ReplayResult.
   IdealShares ideal_share;
+  // The same against the arm named "oracle" (offline-optimal eviction) instead of
+  // infinite-cache: (baseline - arm) / (baseline - oracle); unset without an oracle arm.
+  IdealShares oracle_share;
 
   // --- Engines ---
   int64_t preemptions = 0;
@@ -250,11 +254,14 @@ struct ReplayResult {
 std::optional<double> IdealShare(double baseline, double arm, double ideal);
 
 // Every arm's IdealShares, in arm order, against the first arms named exactly "baseline" and
-// "infinite-cache" (no fallback to arm 0: a share needs both ends); all unset when either is
-// missing. Pure.
-std::vector<IdealShares> IdealSharesOf(const ReplayResult& result);
+// `reference` ("infinite-cache" for ArmResult::ideal_share, "oracle" for
+// ArmResult::oracle_share; no fallback to arm 0: a share needs both ends); all unset when
+// either is missing. Pure.
+std::vector<IdealShares> IdealSharesOf(const ReplayResult& result,
+                                       std::string_view reference = "infinite-cache");
 
-// Sets every arm's ideal_share to IdealSharesOf(result). The replay runner calls it after the
+// Sets every arm's ideal_share to IdealSharesOf(result) and oracle_share to
+// IdealSharesOf(result, "oracle"). The replay runner calls it after the
 // last arm; a result built by hand needs it before its shares are read.
 void FillIdealShares(ReplayResult& result);
 

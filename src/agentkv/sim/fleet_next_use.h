@@ -1,0 +1,97 @@
+// FleetNextUse: the future of a fleet replay, as the oracle arm of `agentkv replay` hands it to
+// every engine's cache (kv::NextUseRanking, offline-optimal eviction). In a fleet the order of
+// requests depends on timing, so this is a clairvoyant eviction heuristic, not a proven
+// optimum: it knows each agent's future requests in their recorded order and estimates when
+// each will be looked up from the recorded gaps.
+//
+// Model. An agent is a sequence of requests, each with the prompt keys it looks up (exactly the
+// chained keys the engines see). Agent a has a progress n_a (the first request not yet done) and
+// an estimate E_a of when request n_a is looked up; request j >= n_a is estimated at
+// E_a + offset_a[j] - offset_a[n_a], where offsets are the recorded times between requests
+// (recorded server time plus gap). The rank of a key is the minimum, over the agents that still
+// look it up at some request j >= n_a, of that estimate (nanoseconds of loop time); kNever when
+// none does. Submitted(a, s, now) sets n_a = s, E_a = now (the request looks its keys up soon);
+// Completed(a, s, ready) sets n_a = s + 1, E_a = ready. Both re-rank (RefreshNextUse) the keys of
+// the requests concerned on every attached cache; other keys of the agent keep the rank they had
+// when they became evictable until they are next released or refreshed (the estimate of an
+// agent's far future moves little between its requests).
+//
+// Deterministic; single-threaded. Memory: one key and one request index per prompt block of every
+// request. NextUse(key) costs O(agents that look `key` up x log(their requests)).
+#ifndef AGENTKV_SIM_FLEET_NEXT_USE_H_
+#define AGENTKV_SIM_FLEET_NEXT_USE_H_
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "agentkv/base/time.h"
+#include "agentkv/kv/block_key.h"
+#include "agentkv/kv/kv_cache_manager.h"
+#include "agentkv/kv/next_use_ranking.h"
+
+namespace agentkv::sim {
+
+class FleetNextUse final : public kv::NextUseRanking {
+ public:
+  FleetNextUse() = default;
+  FleetNextUse(const FleetNextUse&) = delete;
+  FleetNextUse& operator=(const FleetNextUse&) = delete;
+
+  // Adds an agent and returns its index (0, 1, ... in call order). `prompt_keys[j]`: the keys
+  // request j looks up; `offsets[j]`: its recorded time after request 0 (offsets[0] == 0,
+  // non-decreasing, one per request); `first`: the estimated time request 0 is looked up.
+  // Precondition: not sealed.
+  int32_t AddAgent(std::vector<std::vector<kv::BlockKey>> prompt_keys, std::vector<TimeNs> offsets,
+                   TimeNs first);
+  // Builds the index. Call once, after the last AddAgent and before any other call.
+  void Seal();
+  // Re-ranks on `cache` too (its ranking must be this object). `cache` must outlive this.
+  void Attach(kv::KvCacheManager* cache) { caches_.push_back(cache); }
+
+  // Request `request` of `agent` was submitted at `now`.
+  void Submitted(int32_t agent, int32_t request, TimeNs now);
+  // Request `request` of `agent` completed; `next_ready` estimates when the next is looked up
+  // (ignored after the last request).
+  void Completed(int32_t agent, int32_t request, TimeNs next_ready);
+
+  int64_t NextUse(kv::BlockKey key) const override;
+
+  int32_t num_agents() const { return static_cast<int32_t>(agents_.size()); }
+
+ private:
+  struct Agent {
+    std::vector<std::vector<kv::BlockKey>> prompt_keys;
+    std::vector<TimeNs> offsets;
+    int32_t next = 0;
+    TimeNs estimate;
+  };
+  // The requests of one agent that look one key up: requests_[begin, end), ascending.
+  struct Group {
+    int32_t agent = 0;
+    uint32_t begin = 0;
+    uint32_t end = 0;
+  };
+  // The keys of request `request` of `agent` (when it exists) re-ranked on every cache.
+  void Refresh(int32_t agent, int32_t request);
+
+  std::vector<Agent> agents_;
+  bool sealed_ = false;
+  // A key's groups_[begin, end), by agent, and its rank as of progress version `version`.
+  struct Range {
+    uint32_t begin = 0;
+    uint32_t end = 0;
+    uint64_t version = 0;
+    int64_t rank = 0;
+  };
+  std::vector<int32_t> requests_;
+  std::vector<Group> groups_;
+  // Mutable: a memo of ranks, exact since ranks change only with progress (version_ counts it).
+  mutable std::unordered_map<uint64_t, Range> range_;
+  uint64_t version_ = 1;
+  std::vector<kv::KvCacheManager*> caches_;
+};
+
+}  // namespace agentkv::sim
+
+#endif  // AGENTKV_SIM_FLEET_NEXT_USE_H_

@@ -10,6 +10,7 @@
 #include "agentkv/sim/replay.h"
 #include "agentkv/sim/synthetic_agentic.h"
 #include "arm_names.h"
+#include "small_workload.h"
 
 namespace agentkv::sim {
 namespace {
@@ -128,27 +129,7 @@ TEST(FleetOracleTest, ARequestNoEngineCanHoldLooksNothingUp) {
   EXPECT_LE(Uncached(workload, "oracle"), Uncached(workload, "baseline"));
 }
 
-// A small synthetic workload with sub-agents, as replay_test's.
-AgenticWorkload SmallWorkload(uint64_t seed) {
-  SyntheticAgenticOptions options;
-  options.seed = seed;
-  options.sessions = 6;
-  options.turns = LogNormal{10.0, 0.3};
-  options.max_turns = 16;
-  options.context_scale = 0.1;
-  options.max_context_blocks = 1000;
-  options.mean_session_interarrival = TimeNs::Seconds(1);
-  options.subagent_spawn_probability = 0.3;
-  options.subagent_requests = LogNormal{3.0, 0.2};
-  options.max_subagent_requests = 4;
-  options.subagent_duration_s = LogNormal{20.0, 0.3};
-  options.subagent_new_input_tokens = LogNormal{2000.0, 0.5};
-  options.human_gap_s = LogNormal{30.0, 0.5};
-  options.tool_gap_s = LogNormal{0.5, 0.5};
-  StatusOr<AgenticWorkload> workload = GenerateSyntheticAgentic(options);
-  EXPECT_TRUE(workload.ok()) << workload.status();
-  return *std::move(workload);
-}
+using testing_support::SmallWorkload;
 
 // Not a theorem in the fleet (docs/REPLAY.md): the ranks are estimates and evicting changes the
 // timing of what follows. At the tightest points (one engine of 4,096 tokens, or two of 2,048,

@@ -60,6 +60,8 @@ SHARES = [
     ("share of ideal: uncached tokens", "uncached_tokens_ideal_share"),
     ("share of ideal: evicted recompute", "evicted_recompute_tokens_ideal_share"),
     ("share of ideal: server time mean", "server_time_mean_ideal_share"),
+    ("share of oracle: uncached tokens", "uncached_tokens_oracle_share"),
+    ("share of oracle: server time mean", "server_time_mean_oracle_share"),
 ]
 
 
@@ -117,16 +119,16 @@ def change_table(results, arms):
 
 
 def baseline_table(results):
-    """The baseline's own values (median [min, max] of seeds)."""
+    """The values of the baseline and of the bounds (oracle, infinite-cache), median [min, max]."""
     def cell(values, unit=""):
         return "{:,.4g}{} [{:,.4g}, {:,.4g}]".format(statistics.median(values), unit,
                                                       min(values), max(values))
-    base = [arms_by_name(r)["baseline"] for r in results]
-    ideal = [arms_by_name(r)["infinite-cache"] for r in results]
-    lines = ["| baseline, median [min, max] of seeds | baseline | infinite-cache |", "|---|---|---|"]
+    bounds = [a for a in ("baseline", "oracle", "infinite-cache") if a in arms_by_name(results[0])]
+    lines = ["| median [min, max] of seeds | " + " | ".join("`%s`" % a for a in bounds) + " |",
+             "|---" * (len(bounds) + 1) + "|"]
     for label, get in ROWS:
-        lines.append("| %s | %s | %s |" % (label, cell([get(b) for b in base]),
-                                           cell([get(i) for i in ideal])))
+        cells = [cell([get(arms_by_name(r)[a]) for r in results]) for a in bounds]
+        lines.append("| %s | %s |" % (label, " | ".join(cells)))
     return "\n".join(lines)
 
 

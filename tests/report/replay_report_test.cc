@@ -348,6 +348,44 @@ TEST(FormatReplayTableTest, EightWideArmsFitIn160Columns) {
   EXPECT_THAT(table, HasSubstr("+lifecycle+admission+host-tier-7  arm"));
 }
 
+TEST(FormatReplayTableTest, TooManyArmsSplitIntoPanelsLedByTheBaseline) {
+  ReplayResult result = FourArms();
+  result.arms.clear();
+  for (int i = 0; i < 14; ++i) {
+    ArmResult arm =
+        Arm("+subagent-demotion-" + std::to_string(i), 0.05 * i, 0.01 * i, 123'456'789 * (i + 1));
+    arm.cold_tokens = 987'654'321;
+    result.arms.push_back(arm);
+  }
+  result.arms[0].arm = "baseline";
+  const std::string table = FormatReplayTable(result);
+  std::vector<std::string> headers;
+  for (const std::string& line : Lines(table)) {
+    EXPECT_LE(line.size(), 160u) << line;
+    if (line.rfind("metric ", 0) == 0) headers.push_back(line);
+  }
+  ASSERT_GE(headers.size(), 2u) << table;
+  // Every panel starts with the baseline; every arm is in exactly one panel, named in full.
+  for (const std::string& header : headers) {
+    EXPECT_THAT(header, ::testing::ContainsRegex("^metric +baseline ")) << header;
+  }
+  for (int i = 1; i < 14; ++i) {
+    const std::string name = "+subagent-demotion-" + std::to_string(i);
+    int panels_with_it = 0;
+    for (const std::string& header : headers) {
+      std::istringstream words(header);
+      for (std::string word; words >> word;) panels_with_it += word == name ? 1 : 0;
+    }
+    EXPECT_EQ(panels_with_it, 1) << name;
+  }
+  // Each panel repeats the rows, with the delta against the baseline in every cell.
+  size_t rows_named = 0;
+  for (const std::string& line : Lines(table)) {
+    rows_named += line.rfind("  evicted recompute tokens", 0) == 0 ? 1 : 0;
+  }
+  EXPECT_EQ(rows_named, headers.size());
+}
+
 TEST(FormatReplayTableTest, DegenerateResultHasNoNonFiniteText) {
   ReplayResult result = Degenerate();
   result.arms[0].makespan_s = std::numeric_limits<double>::quiet_NaN();

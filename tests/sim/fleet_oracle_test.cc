@@ -4,8 +4,10 @@
 // workloads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
+#include "agentkv/base/rng.h"
 #include "agentkv/sim/fleet_next_use.h"
 #include "agentkv/sim/replay.h"
 #include "agentkv/sim/synthetic_agentic.h"
@@ -59,6 +61,88 @@ TEST(FleetNextUseTest, TheEstimateOfAFarRequestAddsTheRecordedOffsets) {
   ranking.Completed(0, 0, TimeNs::Seconds(10));
   // Request 2 is 25 s after request 1 in the recording.
   EXPECT_EQ(ranking.NextUse(Key(1)), TimeNs::Seconds(35).ns());
+}
+
+// Model: the rank of every key recomputed from the definition (the earliest estimated lookup over
+// every agent's requests at or after its progress), after every progress event of a random run
+// with shared and private keys, resubmissions included. The index's memo, its per-agent cursors
+// and its hash table must give the same ranks.
+TEST(FleetNextUseTest, RanksEqualTheDefinitionAfterEveryProgressEvent) {
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    Rng rng(seed);
+    const auto draw = [&rng](int64_t n) { return static_cast<uint64_t>(rng.Uniform(0, n - 1)); };
+    const int agents = 1 + static_cast<int>(draw(5));
+    std::vector<std::vector<std::vector<kv::BlockKey>>> keys(static_cast<size_t>(agents));
+    std::vector<std::vector<TimeNs>> offsets(static_cast<size_t>(agents));
+    FleetNextUse ranking;
+    for (int a = 0; a < agents; ++a) {
+      const int requests = 1 + static_cast<int>(draw(6));
+      TimeNs at(0);
+      for (int j = 0; j < requests; ++j) {
+        std::vector<kv::BlockKey> prompt;
+        for (int k = static_cast<int>(draw(5)); k > 0; --k) {
+          // Keys 1-8 are shared by every agent; 100 * (a + 1) + ... are the agent's own.
+          prompt.push_back(
+              Key(draw(2) == 0 ? 1 + draw(8) : 100 * (static_cast<uint64_t>(a) + 1) + draw(6)));
+        }
+        keys[static_cast<size_t>(a)].push_back(prompt);
+        if (j > 0) at = at + TimeNs::Seconds(static_cast<double>(draw(50)));
+        offsets[static_cast<size_t>(a)].push_back(at);
+      }
+      ranking.AddAgent(keys[static_cast<size_t>(a)], offsets[static_cast<size_t>(a)],
+                       TimeNs::Seconds(static_cast<double>(draw(100))));
+    }
+    ranking.Seal();
+    std::vector<int32_t> next(static_cast<size_t>(agents), 0);
+    std::vector<TimeNs> estimate(static_cast<size_t>(agents));
+    const auto expect_ranks = [&](bool known_estimates) {
+      for (uint64_t key = 1; key < 100 * (static_cast<uint64_t>(agents) + 1) + 6; ++key) {
+        int64_t best = kv::NextUseRanking::kNever;
+        for (int a = 0; a < agents && known_estimates; ++a) {
+          const size_t ai = static_cast<size_t>(a);
+          for (size_t j = static_cast<size_t>(next[ai]); j < keys[ai].size(); ++j) {
+            const auto& prompt = keys[ai][j];
+            if (std::find(prompt.begin(), prompt.end(), Key(key)) == prompt.end()) continue;
+            best = std::min(
+                best,
+                (estimate[ai] + offsets[ai][j] - offsets[ai][static_cast<size_t>(next[ai])]).ns());
+            break;
+          }
+        }
+        if (known_estimates)
+          EXPECT_EQ(ranking.NextUse(Key(key)), best) << "seed " << seed;
+        else
+          ranking.NextUse(Key(key));  // Warms the memo before any progress.
+      }
+    };
+    expect_ranks(false);
+    // Every agent is submitted once first, so that all estimates are known to the model.
+    TimeNs now(0);
+    for (int a = 0; a < agents; ++a) {
+      now = now + TimeNs::Seconds(1);
+      ranking.Submitted(a, 0, now);
+      estimate[static_cast<size_t>(a)] = now;
+    }
+    for (int step = 0; step < 60; ++step) {
+      const int a = static_cast<int>(draw(agents));
+      const size_t ai = static_cast<size_t>(a);
+      const auto requests = static_cast<int32_t>(keys[ai].size());
+      now = now + TimeNs::Seconds(static_cast<double>(draw(20)));
+      if (draw(4) == 0) {
+        // A resubmission: possibly an earlier request than the agent's progress.
+        const auto request = static_cast<int32_t>(draw(requests));
+        ranking.Submitted(a, request, now);
+        next[ai] = request;
+        estimate[ai] = now;
+      } else if (next[ai] < requests) {
+        const TimeNs ready = now + TimeNs::Seconds(static_cast<double>(draw(30)));
+        ranking.Completed(a, next[ai], ready);
+        ++next[ai];
+        estimate[ai] = ready;
+      }
+      expect_ranks(true);
+    }
+  }
 }
 
 WekaRequest Request(double t, uint64_t first_id, int64_t blocks) {

@@ -24,6 +24,7 @@ struct Flags {
   bool fixed_ttl = false;
   bool continuum = false;
   bool infinite_cache = false;
+  bool oracle = false;
 };
 
 ArmSpec SpecOf(std::string_view name, const Flags& f) {
@@ -36,6 +37,7 @@ ArmSpec SpecOf(std::string_view name, const Flags& f) {
   spec.fixed_ttl = f.fixed_ttl;
   spec.continuum = f.continuum;
   spec.infinite_cache = f.infinite_cache;
+  spec.oracle = f.oracle;
   return spec;
 }
 
@@ -67,6 +69,7 @@ TEST(ReplayArmsTest, DefaultArmsParseToTheirDocumentedFlags) {
       {"+host-tier", {.host_tier = true}},
       {"all", {.lifecycle = true, .admission = true, .demotion = true, .host_tier = true}},
       {"continuum", {.continuum = true}},
+      {"oracle", {.oracle = true}},
       {"infinite-cache", {.infinite_cache = true}},
   };
   std::vector<std::string> names;

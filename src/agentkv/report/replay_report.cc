@@ -397,14 +397,23 @@ std::string PadRight(const std::string& text, size_t width) {
   return text.size() >= width ? text : text + std::string(width - text.size(), ' ');
 }
 
-// The table body (without the setup header); `max_header` > 0 truncates arm names to it.
+// The table body (without the setup header) over the arm columns `columns`, in that order;
+// `max_header` > 0 truncates arm names to it.
 std::vector<std::string> TableLines(const ReplayResult& result,
-                                    const std::vector<ReplayTableRow>& rows,
-                                    const std::string& separator, size_t max_header) {
-  const size_t arms = result.arms.size();
+                                    const std::vector<ReplayTableRow>& all_rows,
+                                    const std::string& separator, size_t max_header,
+                                    const std::vector<size_t>& columns) {
+  const size_t arms = columns.size();
+  std::vector<ReplayTableRow> rows = all_rows;
+  for (ReplayTableRow& row : rows) {
+    std::vector<ReplayTableCell> cells;
+    cells.reserve(arms);
+    for (const size_t c : columns) cells.push_back(row.cells[c]);
+    row.cells = std::move(cells);
+  }
   std::vector<std::string> headers;
-  for (const ArmResult& arm : result.arms) {
-    std::string name = arm.arm;
+  for (const size_t c : columns) {
+    std::string name = result.arms[c].arm;
     if (max_header > 2 && name.size() > max_header) {
       // Cut from the middle: arm names tend to share a prefix ("+lifecycle+...") and differ
       // at the end.
@@ -461,6 +470,36 @@ size_t Widest(const std::vector<std::string>& lines) {
   size_t width = 0;
   for (const std::string& line : lines) width = std::max(width, line.size());
   return width;
+}
+
+// Arm names are cut to no fewer characters than this; a table that still does not fit is split.
+constexpr size_t kMinHeader = 10;
+
+// The arms split into panels of whole columns that each fit kMaxLineWidth (a column wider than
+// that alone is a panel of its own), in arm order; every panel but the first starts with the
+// baseline column, when there is one, so each can be read on its own.
+std::vector<std::vector<size_t>> Panels(const ReplayResult& result,
+                                        const std::vector<ReplayTableRow>& rows) {
+  const std::optional<size_t> baseline = BaselineArmIndex(result);
+  std::vector<std::vector<size_t>> panels;
+  std::vector<size_t> panel;
+  for (size_t i = 0; i < result.arms.size(); ++i) {
+    if (baseline && i == *baseline && !panels.empty()) continue;
+    std::vector<size_t> wider = panel;
+    wider.push_back(i);
+    const bool only_the_baseline = panel.empty() || (panel.size() == 1 && baseline &&
+                                                     panel[0] == *baseline && !panels.empty());
+    if (!only_the_baseline && Widest(TableLines(result, rows, "  ", 0, wider)) > kMaxLineWidth) {
+      panels.push_back(panel);
+      panel.clear();
+      if (baseline) panel.push_back(*baseline);
+      panel.push_back(i);
+    } else {
+      panel = std::move(wider);
+    }
+  }
+  if (!panel.empty()) panels.push_back(panel);
+  return panels;
 }
 
 std::vector<std::string> HeaderLines(const ReplayResult& result) {
@@ -598,20 +637,31 @@ std::string FormatReplayTable(const ReplayResult& result) {
   if (result.arms.empty()) {
     lines.push_back("(no arms)");
   } else {
+    std::vector<size_t> all(result.arms.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
     std::vector<std::string> table =
-        TableLines(result, ReplayTableRows(result, NumberStyle::kFull), "   ", 0);
+        TableLines(result, ReplayTableRows(result, NumberStyle::kFull), "   ", 0, all);
+    const std::vector<ReplayTableRow> compact = ReplayTableRows(result, NumberStyle::kCompact);
     if (Widest(table) > kMaxLineWidth) {
-      const std::vector<ReplayTableRow> compact = ReplayTableRows(result, NumberStyle::kCompact);
-      table = TableLines(result, compact, "  ", 0);
-      // Still too wide: arm names wider than their numbers are cut to the numbers' width
+      table = TableLines(result, compact, "  ", 0, all);
+      // Still too wide: arm names wider than their numbers are cut, down to a readable width
       // (the full names are listed above the table).
-      for (size_t max_header = 16; Widest(table) > kMaxLineWidth && max_header >= 6;
+      for (size_t max_header = 16; Widest(table) > kMaxLineWidth && max_header >= kMinHeader;
            max_header -= 2) {
-        table = TableLines(result, compact, "  ", max_header);
+        table = TableLines(result, compact, "  ", max_header, all);
       }
     }
-    lines.push_back("");
-    lines.insert(lines.end(), table.begin(), table.end());
+    if (Widest(table) <= kMaxLineWidth) {
+      lines.push_back("");
+      lines.insert(lines.end(), table.begin(), table.end());
+    } else {
+      // Still too wide: the arms in panels that fit, each led by the baseline column.
+      for (const std::vector<size_t>& panel : Panels(result, compact)) {
+        table = TableLines(result, compact, "  ", 0, panel);
+        lines.push_back("");
+        lines.insert(lines.end(), table.begin(), table.end());
+      }
+    }
   }
   std::string out;
   for (const std::string& line : lines) out += line + "\n";

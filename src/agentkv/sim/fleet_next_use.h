@@ -17,7 +17,11 @@
 // agent's far future moves little between its requests).
 //
 // Deterministic; single-threaded. Memory: one key and one request index per prompt block of every
-// request. NextUse(key) costs O(agents that look `key` up x log(their requests)).
+// request, and a flat hash index of the distinct keys built once by Seal. NextUse(key) costs one
+// probe of that index plus, when the rank is not memoized, one step per agent that looks `key` up
+// (each agent's position among its requests advances with its progress; it is searched again
+// only when the agent goes back). A memoized rank stays valid until one of the agents that look
+// the key up progresses: private keys keep theirs across every other agent's progress.
 #ifndef AGENTKV_SIM_FLEET_NEXT_USE_H_
 #define AGENTKV_SIM_FLEET_NEXT_USE_H_
 
@@ -71,24 +75,46 @@ class FleetNextUse final : public kv::NextUseRanking {
     int32_t agent = 0;
     uint32_t begin = 0;
     uint32_t end = 0;
+    uint32_t cursor = 0;
   };
-  // The keys of request `request` of `agent` (when it exists) re-ranked on every cache.
-  void Refresh(int32_t agent, int32_t request);
+  // The keys of request `request` of `agent` (when it exists) re-ranked on every cache; with
+  // `also` >= 0, the keys of request `also` too, each key once, children before parents.
+  void Refresh(int32_t agent, int32_t request, int32_t also = -1);
+  // `agent` progressed: the memo of the keys it looks up is stale.
+  void Progressed(int32_t agent);
 
   std::vector<Agent> agents_;
   bool sealed_ = false;
-  // A key's groups_[begin, end), by agent, and its rank as of progress version `version`.
+  // The distinct keys, dense ids in first-seen order (Seal). Open addressing, linear probing,
+  // a power of two of slots at most half full; never erased.
+  struct Slot {
+    uint64_t key = 0;
+    uint32_t id_plus_one = 0;
+  };
+  // The dense id of `key`, or -1.
+  int64_t FindKey(uint64_t key) const;
+  // The dense id of `key`, inserted with the next id when new.
+  uint32_t FindOrAddKey(uint64_t key);
+  std::vector<Slot> slots_;
+  uint32_t num_keys_ = 0;
+  // A key's groups_[begin, end), by agent, and its rank as of progress stamp `stamp`: valid while
+  // no agent among its groups progressed since (version_ for a shared key, the agent's own
+  // last progress for a private one).
   struct Range {
     uint32_t begin = 0;
     uint32_t end = 0;
-    uint64_t version = 0;
+    uint64_t stamp = 0;
     int64_t rank = 0;
   };
   std::vector<int32_t> requests_;
-  std::vector<Group> groups_;
-  // Mutable: a memo of ranks, exact since ranks change only with progress (version_ counts it).
-  mutable std::unordered_map<uint64_t, Range> range_;
+  // Mutable: each group's position, the first of its requests at or after the agent's progress
+  // when last read.
+  mutable std::vector<Group> groups_;
+  // Mutable: a memo of ranks, exact since ranks change only with progress.
+  mutable std::vector<Range> ranges_;
+  // Counts progress; an agent's `progressed` is the count at its last progress.
   uint64_t version_ = 1;
+  std::vector<uint64_t> progressed_;
   std::vector<kv::KvCacheManager*> caches_;
 };
 

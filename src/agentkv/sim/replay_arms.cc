@@ -220,9 +220,9 @@ ArmSpec BaselineArm() {
 }
 
 const std::vector<std::string>& DefaultArmNames() {
-  static const std::vector<std::string>* const kNames =
-      new std::vector<std::string>{"baseline",   "+lifecycle", "+admission", "+subagent-demotion",
-                                   "+host-tier", "all",        "continuum",  "infinite-cache"};
+  static const std::vector<std::string>* const kNames = new std::vector<std::string>{
+      "baseline", "+lifecycle", "+admission", "+subagent-demotion", "+host-tier",
+      "all",      "continuum",  "oracle",     "infinite-cache"};
   return *kNames;
 }
 

@@ -17,9 +17,11 @@
 // released when their program is admitted again or under memory pressure; "fixed-ttl" pins a
 // session's KV for a fixed time-to-live after every tool-call turn (the simple anchor;
 // exclusive with continuum); "infinite-cache" gives every engine enough KV for the whole
-// workload (the hit-ratio upper bound); "oracle" evicts offline-optimally (Belady's MIN over the
-// known future requests: the bound of what any eviction policy can reach at the same capacity),
-// takes no features and runs in the instant single cache only. The name "continuum-ttl", which an
+// workload (the hit-ratio upper bound); "oracle" evicts with knowledge of the future requests and
+// takes no features: in the instant single cache offline-optimally (Belady's MIN: the bound of
+// what any eviction policy can reach at the same capacity), in the simulated fleet by each
+// agent's future requests in recorded order timed by their recorded gaps (fleet_next_use.h: a
+// clairvoyant heuristic, not a proven bound). The name "continuum-ttl", which an
 // earlier fixed-TTL anchor used, is refused with a message naming both replacements, so that a run
 // asking for it cannot silently get either. "per-conversation" is per-conversation retention alone
 // (a turn's blocks no one else uses are dropped when its retention record falls out);
@@ -129,7 +131,7 @@ StatusOr<std::vector<Result>> ForEachArm(const std::vector<ArmSpec>& arms, RunAr
 ArmSpec BaselineArm();
 
 // The arms `agentkv replay` runs when none are given: baseline, +lifecycle, +admission,
-// +subagent-demotion, +host-tier, all, continuum, infinite-cache.
+// +subagent-demotion, +host-tier, all, continuum, oracle, infinite-cache.
 const std::vector<std::string>& DefaultArmNames();
 // DefaultArmNames() parsed.
 const std::vector<ArmSpec>& DefaultArms();

@@ -132,6 +132,85 @@ def baseline_table(results):
     return "\n".join(lines)
 
 
+# The targets of the agentic-policies work (docs/RESULTS.md, "Targets"), on the workloads named
+# here: (label, how to compute one seed's figure from its arms, the bound, True when lower passes).
+TARGET_WORKLOADS = ["weka-tight", "synthetic", "rollout"]
+
+
+def pct(base, value):
+    return None if base in (0, None) or value is None else 100.0 * (value - base) / base
+
+
+def targets(arms):
+    """One seed's target figures from its arms by name; None where an arm is missing."""
+    def get(name, key, sub=None):
+        arm = arms.get(name)
+        if arm is None:
+            return None
+        value = arm.get(key)
+        return value.get(sub) if sub and value is not None else value
+
+    def reduction_share(arm, base, ideal):
+        b, a, i = get(base, "uncached_tokens"), get(arm, "uncached_tokens"), get(ideal,
+                                                                                "uncached_tokens")
+        if None in (b, a, i) or b == i:
+            return None
+        return 100.0 * (b - a) / (b - i)
+
+    rollout = lambda name: (arms.get(name) or {}).get("rollout") or {}
+    return [
+        ("`agentkv` vs `baseline`: uncached tokens", "<= -25 %",
+         pct(get("baseline", "uncached_tokens"), get("agentkv", "uncached_tokens")), -25.0, True),
+        ("`agentkv`: share of the infinite cache's reduction", ">= 50 %",
+         reduction_share("agentkv", "baseline", "infinite-cache"), 50.0, False),
+        ("`agentkv+host-tier` vs `+host-tier`: uncached tokens", "<= -25 %",
+         pct(get("+host-tier", "uncached_tokens"), get("agentkv+host-tier", "uncached_tokens")),
+         -25.0, True),
+        ("`agentkv+host-tier` vs `+host-tier`: server time per session, mean", "< 0 %",
+         pct(get("+host-tier", "server_time", "mean_s"),
+             get("agentkv+host-tier", "server_time", "mean_s")), 0.0, True),
+        ("`agentkv+host-tier` vs `+host-tier`: queueing p99", "<= 0 %",
+         pct(get("+host-tier", "queueing_delay", "p99_s"),
+             get("agentkv+host-tier", "queueing_delay", "p99_s")), 0.0, True),
+        ("`agentkv` vs `baseline`: rollout step makespan, mean", "<= -20 %",
+         pct(rollout("baseline").get("step_makespan_mean_s"),
+             rollout("agentkv").get("step_makespan_mean_s")), -20.0, True),
+        ("`agentkv` vs `continuum`: uncached tokens", "< 0 %",
+         pct(get("continuum", "uncached_tokens"), get("agentkv", "uncached_tokens")), 0.0, True),
+        ("`agentkv` vs `continuum`: server time per session, mean", "< 0 %",
+         pct(get("continuum", "server_time", "mean_s"), get("agentkv", "server_time", "mean_s")),
+         0.0, True),
+        ("`+admission-v2` vs `baseline`: queueing, mean", "<= +5 %",
+         pct(get("baseline", "queueing_delay", "mean_s"),
+             get("+admission-v2", "queueing_delay", "mean_s")), 5.0, True),
+    ]
+
+
+def targets_table(by_workload):
+    """by_workload: [(workload, [one seed's arms by name])]. Median [min, max] of seeds and
+    whether the median meets the target (a strict bound for "<", inclusive for "<=")."""
+    names = [w for w, _ in by_workload]
+    out = ["| target (median [min, max] of seeds) | bound | " + " | ".join(names) + " |",
+           "|---|---" + "|---" * len(names) + "|"]
+    rows = [targets(seeds[0]) for _, seeds in by_workload]
+    for t in range(len(rows[0])):
+        label, bound_text, _, bound, lower = rows[0][t]
+        cells = []
+        for _, seeds in by_workload:
+            values = [v for v in (targets(arms)[t][2] for arms in seeds) if v is not None]
+            if not values:
+                cells.append("-")
+                continue
+            median = statistics.median(values)
+            strict = bound_text.startswith("<") and not bound_text.startswith("<=")
+            met = (median < bound if strict else median <= bound) if lower else median >= bound
+            unit = " %"
+            cells.append("{}{:+.1f}{} [{:+.0f}, {:+.0f}]".format(
+                "met " if met else "**missed** ", median, unit, min(values), max(values)))
+        out.append("| %s | %s | %s |" % (label, bound_text, " | ".join(cells)))
+    return "\n".join(out)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -144,6 +223,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     seeds = range(1, args.seeds + 1)
 
+    by_workload = []
     for name, flags in workloads(args.traces):
         results = []
         for seed in seeds:
@@ -155,6 +235,12 @@ def main():
         print("`agentkv replay %s --seed N`, N = 1..%d\n" % (" ".join(flags), args.seeds))
         print(baseline_table(results) + "\n")
         print(change_table(results, arms) + "\n")
+        if name in TARGET_WORKLOADS:
+            by_workload.append((name, [arms_by_name(r) for r in results]))
+
+    by_workload.sort(key=lambda w: TARGET_WORKLOADS.index(w[0]))
+    print("### targets\n")
+    print(targets_table(by_workload) + "\n")
 
     # Sensitivity of the WEKA results to the cost model: one column per cost model, the main
     # arms' median change against the baseline of the same seed and cost model.

@@ -77,7 +77,9 @@ Arms (--arms, comma-separated; default: all eight):
   baseline            SGLang default: prefix reuse, LRU, no lifecycle, no admission
   +lifecycle          close each session on every engine when it ends (--session-close-mode)
   +admission          program-aware admission: token ledger and global FIFO
-  +subagent-demotion  demote a finished sub-agent's KV when its parent returns
+  +subagent-demotion  demote a finished sub-agent's KV when its parent returns, on every
+                      engine (--agentic-subagent-demotion-delivery; parent-engine: only
+                      the engine the parent's request lands on, as the seed)
   +host-tier          a host KV tier of --hicache-ratio x the device tier
   all                 the four features above together
   continuum           Continuum: cost-aware TTL pins after tool-call turns, learned per

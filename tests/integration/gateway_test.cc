@@ -526,6 +526,77 @@ TEST(GatewayTest, OnlyACorrectlySignedParentHintIsForwarded) {
   for (const std::string& line : logs.lines) EXPECT_EQ(line.find(good), std::string::npos) << line;
 }
 
+// --agentic-subagent-demotion: the parent's return reaches the engine that holds its sub-agent.
+// The gateway forwards round robin over two emulated engines that demote finished sub-agents,
+// so the child runs on the other engine than the parent's first turn; when the parent sends
+// its next request, the gateway posts /demote_finished_subagents to every engine and the
+// child's engine demotes it. Only the parent's requests are delivered.
+TEST(GatewayTest, AParentsReturnIsDeliveredToTheEngineHoldingItsSubagent) {
+  EngineEmulatorOptions engine_options = EngineOptions();
+  kv::KvCacheOptions& cache = engine_options.runtime.engine.cache;
+  cache.block_reuse_policy = kv::BlockReusePolicy::kPerConversation;
+  cache.finished_subagent_priority = 1;
+  cache.finished_subagent_min_idle_iterations = 0;
+  Fleet fleet = StartFleet(2, "round_robin", engine_options);
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = EngineUrls(fleet);
+  options.agentic.agentic_session_lifecycle = true;
+  options.parent_hint_key = "hint-key";
+  options.agentic_subagent_demotion = true;
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  const auto requests_on = [&fleet](size_t e) {
+    return fleet.engines[e]->runtime().Snapshot().num_requests_total;
+  };
+  const auto demoted_on = [&fleet](size_t e) {
+    return fleet.engines[e]->runtime().Snapshot().cache.demoted_children;
+  };
+  const auto body = [](const std::string& rid, int64_t first) {
+    return R"({"input_ids": )" + InputIds(first, 100) +
+           R"(, "sampling_params": {"max_new_tokens": 4}, "rid": ")" + rid + "\"}";
+  };
+  ASSERT_EQ(
+      Post(client, gateway->base_url(), "/generate", body("p1", 1), {{"X-Session-Id", "parent-0"}})
+          .status,
+      200);
+  const size_t parent_engine = requests_on(0) == 1 ? 0 : 1;
+  const size_t child_engine = 1 - parent_engine;
+  ASSERT_EQ(
+      Post(client, gateway->base_url(), "/generate", body("c1", 1000),
+           {{"X-Session-Id", "child-1"},
+            {"X-Agentkv-Parent-Session", "parent-0"},
+            {"X-Agentkv-Parent-Signature", SignParentHint("hint-key", "child-1", "parent-0")}})
+          .status,
+      200);
+  ASSERT_EQ(requests_on(child_engine), 1) << "round robin put the child on the other engine";
+  EXPECT_EQ(gateway->stats().subagent_demotion_deliveries, 0);
+
+  ASSERT_EQ(
+      Post(client, gateway->base_url(), "/generate", body("p2", 1), {{"X-Session-Id", "parent-0"}})
+          .status,
+      200);
+  EXPECT_TRUE(WaitFor([&] { return demoted_on(child_engine) == 1; }));
+  EXPECT_EQ(demoted_on(parent_engine), 0);
+  EXPECT_GT(fleet.engines[child_engine]->runtime().Snapshot().cache.demoted_blocks, 0);
+  EXPECT_EQ(gateway->stats().subagent_demotion_deliveries, 1);
+  for (const auto& engine : fleet.engines) {
+    const std::string recorded =
+        Call(client, http::verb::get, engine->base_url(), "/agentkv/requests").body;
+    EXPECT_NE(recorded.find(R"(/demote_finished_subagents)"), std::string::npos) << recorded;
+    EXPECT_NE(recorded.find(R"(\"parent_session_id\":\"parent-0\")"), std::string::npos)
+        << recorded;
+  }
+  // The child's own next request is not a parent's: nothing more is delivered.
+  ASSERT_EQ(Post(client, gateway->base_url(), "/generate", body("c2", 1000),
+                 {{"X-Session-Id", "child-1"}})
+                .status,
+            200);
+  EXPECT_EQ(gateway->stats().subagent_demotion_deliveries, 1);
+  gateway->Shutdown(2s);
+}
+
 TEST(GatewayTest, AMissingEngineFlagRefusesTheStartOrDisablesTheFeature) {
   EngineEmulatorOptions no_session_cache = EngineOptions();
   no_session_cache.runtime.enable_session_radix_cache = false;

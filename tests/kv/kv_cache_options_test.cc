@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,24 @@ TEST(KvCacheOptionsTest, CreateRejectsTiersTooLargeTogetherInsteadOfAborting) {
   const StatusOr<KvCacheManager> cache = KvCacheManager::Create(o);
   ASSERT_FALSE(cache.ok());
   EXPECT_EQ(cache.status().code(), StatusCode::kInvalidArgument) << cache.status();
+}
+
+TEST(KvCacheOptionsTest, FinishedSubagentIdleSecondsIsCheckedNamingTheField) {
+  KvCacheOptions o;
+  EXPECT_FALSE(o.finished_subagent_min_idle_s.has_value());
+  EXPECT_FALSE(o.finished_subagent_offloadable);
+  for (const double ok : {0.0, 0.25, 1e6}) {
+    o.finished_subagent_min_idle_s = ok;
+    EXPECT_TRUE(o.Validate().ok()) << ok << ": " << o.Validate();
+  }
+  for (const double bad : {-0.5, 1e6 + 1, std::numeric_limits<double>::infinity(),
+                           std::numeric_limits<double>::quiet_NaN()}) {
+    o.finished_subagent_min_idle_s = bad;
+    const Status s = o.Validate();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("block_reuse_config.finished_subagent_min_idle_s"));
+    EXPECT_THAT(s.message(), HasSubstr("[0, 1000000]"));
+  }
 }
 
 TEST(KvCacheOptionsTest, CreateKeepsValidOptions) {

@@ -291,6 +291,125 @@ TEST_F(KvCacheSubagentTest, DemotedBlocksAreDroppedBelowTheOffloadThresholdAndOf
   }
 }
 
+// finished_subagent_offloadable: with a host tier a demoted block gets the offload threshold,
+// so it is still the first victim (30 < the default 35) but is offloaded, not dropped.
+TEST_F(KvCacheSubagentTest, OffloadableDemotionKeepsDemotedBlocksOnTheHost) {
+  KvCacheOptions o = AgenticOptions(5, 8, kDemoted);
+  o.finished_subagent_offloadable = true;
+  Build(o);
+  ParentAndChild();
+  Advance(32);
+  ParentReturns(3);
+  EXPECT_EQ(PriorityOf(c_[2]), 30);
+  EXPECT_EQ(PriorityOf(c_[3]), 30);
+  EXPECT_EQ(PriorityOf(p_[1]), kDefaultPriority);
+  ASSERT_EQ(cache().stats().device.free, 0);
+  Events();
+  Fill(9, 8);  // the demoted blocks are still the first victims, deepest first
+  EXPECT_THAT(Events(), ElementsAre(Ev(KvEventKind::kOffloaded, c_[3], Tier::kDevice, 32),
+                                    Ev(KvEventKind::kOffloaded, c_[2], Tier::kDevice, 32)));
+  EXPECT_EQ(cache().FindTier(c_[3]), Tier::kHost);
+  EXPECT_EQ(cache().stats().drops, 0);
+  Finish(9);
+  // The child comes back: its blocks are onboarded, not recomputed, and restored.
+  EXPECT_EQ(Turn(10, kChild, c_, 16), Matched(2, 2));
+  EXPECT_EQ(PriorityOf(c_[3]), kDefaultPriority);
+  EXPECT_EQ(cache().stats().restored_children, 1);
+}
+
+TEST_F(KvCacheSubagentTest, OffloadableDemotionChangesNothingWithoutAHostTierOrAboveTheThreshold) {
+  struct Case {
+    int64_t host_blocks;
+    Priority demote;
+    Priority offload_threshold;
+    Priority expected;
+  };
+  for (const Case c : {Case{0, kDemoted, 30, kDemoted}, Case{8, 31, 30, 31},
+                       Case{8, kDemoted, 101, kDemoted}, Case{8, kDemoted, 0, kDemoted}}) {
+    SCOPED_TRACE("host " + std::to_string(c.host_blocks) + " demote " + std::to_string(c.demote) +
+                 " threshold " + std::to_string(c.offload_threshold));
+    KvCacheOptions o = AgenticOptions(16, c.host_blocks, c.demote);
+    o.finished_subagent_offloadable = true;
+    o.offload_threshold = c.offload_threshold;
+    Build(o);
+    ParentAndChild();
+    Advance(32);
+    ParentReturns(3);
+    EXPECT_EQ(PriorityOf(c_[3]), c.expected);
+  }
+}
+
+// finished_subagent_min_idle_s: the idle bound on the caller's clock. When set it replaces the
+// step bound: a child idle for the seconds but not the steps is demoted, and one idle for the
+// steps but not the seconds is not.
+TEST_F(KvCacheSubagentTest, IdleBoundInSecondsReplacesTheStepBound) {
+  KvCacheOptions o = AgenticOptions(16, 0);
+  o.finished_subagent_min_idle_s = 2.0;
+  Build(o);
+  cache().SetClock(TimeNs::Seconds(10));
+  ParentAndChild();  // the child's context ends at 10 s, step 0
+  Advance(100);      // far past the 32 steps
+  cache().SetClock(TimeNs::Seconds(11.5));
+  ParentReturns(3);
+  EXPECT_EQ(cache().stats().demoted_children, 0);
+  EXPECT_EQ(PriorityOf(c_[3]), kDefaultPriority);
+  cache().SetClock(TimeNs::Seconds(12));  // exactly the bound: idle long enough
+  ParentReturns(4);
+  EXPECT_EQ(cache().stats().demoted_children, 1);
+  EXPECT_EQ(PriorityOf(c_[3]), kDemoted);
+}
+
+TEST_F(KvCacheSubagentTest, IdleBoundInSecondsNeedsNoSteps) {
+  KvCacheOptions o = AgenticOptions(16, 0);
+  o.finished_subagent_min_idle_s = 0.5;
+  Build(o);
+  ParentAndChild();
+  cache().SetClock(TimeNs::Seconds(1));  // no step at all: an idle engine
+  ParentReturns(3);
+  EXPECT_EQ(cache().stats().demoted_children, 1);
+}
+
+TEST_F(KvCacheSubagentTest, TheClockNeverGoesBack) {
+  Build(AgenticOptions(16, 0));
+  cache().SetClock(TimeNs::Seconds(2));
+  cache().SetClock(TimeNs::Seconds(2));
+  EXPECT_EQ(cache().clock(), TimeNs::Seconds(2));
+  EXPECT_DEATH(cache().SetClock(TimeNs::Seconds(1)), "clock went back");
+}
+
+// DemoteFinishedSubagents: the parent's return delivered to an engine its request does not
+// reach demotes the children registered here, as the parent's own request would.
+TEST_F(KvCacheSubagentTest, ADeliveredParentReturnDemotesChildrenWithoutAParentRequest) {
+  Build(AgenticOptions(16, 0));
+  // Only the child ran here (the parent's requests go to another engine).
+  EXPECT_EQ(Turn(1, kChild, c_, 16, kParent), Matched(0, 0));
+  EXPECT_EQ(cache().DemoteFinishedSubagents(ConversationId(kParent)), 0);  // not idle yet
+  Advance(32);
+  EXPECT_EQ(cache().DemoteFinishedSubagents(ConversationId(99)), 0);  // no child of 99 here
+  EXPECT_EQ(cache().DemoteFinishedSubagents(ConversationId(kParent)), 1);
+  // The child computed every block of its chain here, the prefix included.
+  for (const BlockKey key : c_) EXPECT_EQ(PriorityOf(key), kDemoted);
+  EXPECT_EQ(cache().DemoteFinishedSubagents(ConversationId(kParent)), 0);  // once
+  const KvCacheStats s = cache().stats();
+  EXPECT_EQ(s.demoted_children, 1);
+  EXPECT_EQ(s.demoted_blocks, 4);
+  EXPECT_EQ(cache().active_requests(), 0);
+  CheckInvariants();
+  // The child comes back on this engine: restored as usual.
+  Turn(2, kChild, c_, 16, kParent);
+  EXPECT_EQ(cache().stats().restored_children, 1);
+  EXPECT_EQ(PriorityOf(c_[3]), kDefaultPriority);
+}
+
+TEST_F(KvCacheSubagentTest, ADeliveredParentReturnIsANoOpWhenDemotionIsOff) {
+  KvCacheOptions o = AgenticOptions(16, 0, std::nullopt);
+  Build(o);
+  Turn(1, kChild, c_, 16, kParent);
+  Advance(32);
+  EXPECT_EQ(cache().DemoteFinishedSubagents(ConversationId(kParent)), 0);
+  EXPECT_EQ(PriorityOf(c_[3]), kDefaultPriority);
+}
+
 TEST_F(KvCacheSubagentTest, HeldDemotedBlocksAreNeverDropped) {
   Build(AgenticOptions(6, 8, 0));
   ParentAndChild();
@@ -723,11 +842,11 @@ class SubagentDemotionUnitTest : public ::testing::Test {
     std::optional<ConversationId> hint;
     if (parent.has_value()) hint = ConversationId(*parent);
     demotion_.Admit(ConversationId(conversation), hint, authenticated, h_.cache().current_step(),
-                    records_, h_.cache());
+                    TimeNs(0), records_, h_.cache());
     h_.Start(id, keys);
     const CommittedChain chain = h_.ChainOf(id);
     h_.Finish(id);
-    demotion_.EndTurn(ConversationId(conversation), h_.cache().current_step());
+    demotion_.EndTurn(ConversationId(conversation), h_.cache().current_step(), TimeNs(0));
     records_.RecordTurn(ConversationId(conversation), chain, h_.cache());
     const Status s = demotion_.CheckInvariants();
     ASSERT_TRUE(s.ok()) << s;

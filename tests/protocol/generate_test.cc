@@ -93,6 +93,22 @@ TEST(GenerateRequestTest, UnknownFieldsAreIgnoredAndKeptInRaw) {
   EXPECT_EQ(MustParse(body).raw, body);
 }
 
+TEST(GenerateRequestTest, ReadsTheParentSessionOnlyWhenItIsAString) {
+  StatusOr<GenerateRequest> r =
+      ParseGenerateRequest(R"({"text": "a", "session_id": "c", "agentkv_parent_session": "p"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->has_parent_session_field);
+  EXPECT_EQ(r->parent_session, "p");
+  r = ParseGenerateRequest(R"({"text": "a", "agentkv_parent_session": 7})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->has_parent_session_field);
+  EXPECT_FALSE(r->parent_session.has_value());
+  r = ParseGenerateRequest(R"({"text": "a"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->has_parent_session_field);
+  EXPECT_FALSE(r->parent_session.has_value());
+}
+
 TEST(GenerateRequestTest, RejectsBatches) {
   const Status batch = InvalidArgumentError("batch requests are not supported");
   EXPECT_EQ(ParseError(R"({"text": ["a", "b"]})"), batch);

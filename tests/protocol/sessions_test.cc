@@ -59,6 +59,18 @@ TEST(SessionsTest, CloseSessionRequestShapes) {
             InvalidArgumentError("session_id: expected a string"));
 }
 
+TEST(SessionsTest, DemoteFinishedSubagentsRequestShapes) {
+  EXPECT_EQ(SerializeDemoteFinishedSubagentsRequest({.parent_session_id = "p-0"}),
+            R"({"parent_session_id":"p-0"})");
+  EXPECT_EQ(*ParseDemoteFinishedSubagentsRequest(R"({"parent_session_id": "p-0", "rid": null})"),
+            DemoteFinishedSubagentsRequest{.parent_session_id = "p-0"});
+  EXPECT_EQ(ParseDemoteFinishedSubagentsRequest("{}").status(),
+            InvalidArgumentError("parent_session_id: required"));
+  EXPECT_EQ(ParseDemoteFinishedSubagentsRequest(R"({"parent_session_id": 3})").status(),
+            InvalidArgumentError("parent_session_id: expected a string"));
+  EXPECT_EQ(kDemoteFinishedSubagentsPath, "/demote_finished_subagents");
+}
+
 TEST(SessionsTest, OpenSessionResponseIsAJsonString) {
   EXPECT_EQ(SerializeOpenSessionResponse("sess-\"1\""), R"("sess-\"1\"")");
   EXPECT_EQ(*ParseOpenSessionResponse(R"("sess-abc")"), "sess-abc");

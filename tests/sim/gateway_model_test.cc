@@ -73,6 +73,12 @@ class GatewayModelTest : public ::testing::Test {
     fleet_options.engine.config.kv_pool.max_total_tokens = shape.device_blocks * kTokensPerBlock;
     fleet_options.engine.config.cache.session_close_mode = kv::SessionCloseMode::kRelease;
     fleet_options.engine.fixed_step_time = kStep;
+    if (demote_.has_value()) {
+      kv::KvCacheOptions& cache = fleet_options.engine.config.cache;
+      cache.block_reuse_policy = kv::BlockReusePolicy::kPerConversation;
+      cache.finished_subagent_priority = demote_;
+      cache.finished_subagent_min_idle_iterations = 0;
+    }
     StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(&loop_, fleet_options);
     ASSERT_TRUE(fleet.ok()) << fleet.status();
     fleet_ = std::move(*fleet);
@@ -158,6 +164,9 @@ class GatewayModelTest : public ::testing::Test {
     return total;
   }
 
+  // When set before Build, engines demote finished sub-agents to this priority
+  // (per_conversation, no idle bound).
+  std::optional<kv::Priority> demote_;
   EventLoop loop_;
   std::unique_ptr<FleetModel> fleet_;
   std::unique_ptr<GatewayModel> gateway_;
@@ -231,6 +240,68 @@ TEST_F(GatewayModelTest, CheckDrainedReportsWorkInFlightAndSessionsNotEnded) {
   EXPECT_EQ(open.code(), StatusCode::kInternal) << "the session was never ended";
   EXPECT_NE(open.message().find("session"), std::string::npos) << open;
   EndSessions({1});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+// --- Sub-agent demotion delivered. ---
+
+// A parent on engine 0 and its sub-agent on engine 1 (round robin): only a delivered parent
+// return reaches the child; without delivery engine 0 knows no child and engine 1 never sees
+// the parent.
+TEST_F(GatewayModelTest, ADeliveredParentReturnDemotesAChildOnAnotherEngine) {
+  for (const bool deliver : {false, true}) {
+    SCOPED_TRACE(deliver ? "delivered" : "parent's engine only");
+    completions_.clear();
+    keys_.clear();
+    completion_count_.clear();
+    GatewayModelOptions options;
+    options.deliver_subagent_demotion = deliver;
+    demote_ = kv::Priority{1};
+    Build(options);
+    const TimeNs t0 = loop_.now();
+    SubmitAt(t0, Request(1, /*session=*/1, 4, 2));
+    GatewayRequest child = Request(2, /*session=*/2, 6, 2);
+    child.request.kv_options.parent_conversation = ConversationId(1);
+    child.request.kv_options.parent_hint_authenticated = true;
+    SubmitAt(t0 + TimeNs::Millis(1), std::move(child));
+    loop_.RunUntilIdle();
+    ASSERT_EQ(CompletionOf(1)->record.engine, EngineId(0));
+    ASSERT_EQ(CompletionOf(2)->record.engine, EngineId(1));
+    ASSERT_EQ(Cache(1).GetPriority(keys_[2][5]).value(), kv::kDefaultPriority);
+
+    SubmitAt(loop_.now() + TimeNs::Millis(5), Request(3, /*session=*/1, 5, 2));
+    loop_.RunUntilIdle();
+    const int64_t demoted = deliver ? 1 : 0;
+    EXPECT_EQ(Cache(1).stats().demoted_children, demoted);
+    EXPECT_EQ(Cache(0).stats().demoted_children, 0);
+    EXPECT_EQ(gateway_->demotion_deliveries(), deliver ? 1 : 0);
+    EXPECT_EQ(gateway_->children_demoted_by_delivery(), demoted);
+    EXPECT_EQ(Cache(1).GetPriority(keys_[2][5]).value(),
+              deliver ? kv::Priority{1} : kv::kDefaultPriority);
+    EndSessions({1, 2});
+    EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+    for (int32_t e = 0; e < 2; ++e) {
+      EXPECT_TRUE(Cache(e).CheckInvariants().ok()) << Cache(e).CheckInvariants();
+      EXPECT_EQ(Cache(e).active_requests(), 0);
+    }
+  }
+}
+
+// Only a conversation some request named as its parent is delivered, and an unauthenticated
+// hint names none.
+TEST_F(GatewayModelTest, OnlyAParentsRequestIsDelivered) {
+  GatewayModelOptions options;
+  options.deliver_subagent_demotion = true;
+  demote_ = kv::Priority{1};
+  Build(options);
+  GatewayRequest forged = Request(1, /*session=*/2, 4, 2);
+  forged.request.kv_options.parent_conversation = ConversationId(1);
+  ASSERT_TRUE(Submit(std::move(forged)).ok());
+  ASSERT_TRUE(Submit(Request(2, /*session=*/1, 4, 2)).ok());
+  ASSERT_TRUE(Submit(Request(3, /*session=*/3, 4, 2)).ok());
+  loop_.RunUntilIdle();
+  EXPECT_EQ(gateway_->demotion_deliveries(), 0);
+  EndSessions({1, 2, 3});
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }
 

@@ -208,6 +208,49 @@ TEST(ReplayTest, ArmsChangeWhatTheyClaimTo) {
   }
 }
 
+// Sub-agents are routed by their own session, so on two engines some run away from their
+// parent. Delivered to every engine, the parent's return demotes every eligible child: as many
+// as when every child runs on its parent's engine (routed by the parent's key), where the
+// parent's own request reaches them all. Without delivery fewer are demoted. Every run
+// conserves requests and leaves nothing held (RunAgenticArm checks).
+TEST(ReplayTest, DeliveredDemotionReachesEveryEligibleChildAcrossEngines) {
+  ReplayOptions options = SmallFleet();
+  // No idle bound: every child not in flight when its parent returns is eligible, wherever
+  // and whenever the demotion runs.
+  options.finished_subagent_min_idle_steps = 0;
+  const AgenticWorkload workload = SmallWorkload(4);
+  const ArmSpec arm = *ParseArm("+subagent-demotion");
+  auto demoted = [&](DemotionDelivery delivery, SubagentRouting routing) {
+    ReplayOptions o = options;
+    o.subagent_demotion_delivery = delivery;
+    o.subagent_routing = routing;
+    StatusOr<ArmRun> run = RunAgenticArm(workload, o, arm);
+    EXPECT_TRUE(run.ok()) << run.status();
+    return run.ok() ? run->result.demoted_children : -1;
+  };
+  const int64_t all_eligible = demoted(DemotionDelivery::kParentEngine, SubagentRouting::kParent);
+  const int64_t local = demoted(DemotionDelivery::kParentEngine, SubagentRouting::kOwn);
+  const int64_t delivered = demoted(DemotionDelivery::kEveryEngine, SubagentRouting::kOwn);
+  EXPECT_GT(all_eligible, 0);
+  EXPECT_LT(local, all_eligible) << "some children run on the other engine";
+  EXPECT_EQ(delivered, all_eligible);
+  EXPECT_EQ(demoted(DemotionDelivery::kEveryEngine, SubagentRouting::kParent), all_eligible);
+}
+
+TEST(ReplayTest, OffloadableDemotionKeepsDemotedBlocksOnTheHostTier) {
+  ReplayOptions options = SmallFleet();
+  const AgenticWorkload workload = SmallWorkload(4);
+  const ArmSpec arm = *ParseArm("+subagent-demotion+host-tier");
+  StatusOr<ArmRun> dropped = RunAgenticArm(workload, options, arm);
+  options.finished_subagent_offloadable = true;
+  StatusOr<ArmRun> kept = RunAgenticArm(workload, options, arm);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_GT(kept->result.demoted_blocks, 0);
+  EXPECT_LT(kept->result.drops, dropped->result.drops);
+  EXPECT_EQ(kept->result.prompt_tokens, dropped->result.prompt_tokens);
+}
+
 // --- (d) golden event log ----------------------------------------------------------------------
 
 WekaRequest GoldenRequest(double t, int64_t blocks, uint64_t first_id, int64_t out,
@@ -415,6 +458,18 @@ TEST(ReplayServerTimeTest, SharesOfTheIdealComeFromTheArmsOfTheSameRun) {
 }
 
 // --- Refusals ----------------------------------------------------------------------------------
+
+TEST(ReplayTest, RejectsABadIdleBoundInSeconds) {
+  ReplayOptions options = SmallFleet();
+  for (const double bad : {-1.0, 1e6 + 1, std::numeric_limits<double>::quiet_NaN()}) {
+    options.finished_subagent_min_idle_s = bad;
+    const Status s = options.Validate();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("finished_subagent_min_idle_s"), std::string::npos) << s;
+  }
+  options.finished_subagent_min_idle_s = 3.0;
+  EXPECT_TRUE(options.Validate().ok()) << options.Validate();
+}
 
 TEST(ReplayTest, RejectsBadOptionsNamingTheField) {
   const AgenticWorkload workload = SmallWorkload(1);

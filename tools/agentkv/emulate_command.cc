@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "agentkv/engine/cost_model.h"
+#include "agentkv/kv/kv_cache_options.h"
 #include "tools/agentkv/cli_support.h"
 
 namespace agentkv::tools {
@@ -45,6 +46,8 @@ struct EngineFlagNames {
   std::string& gpu;
   std::string& radix_eviction_policy;
   std::string& session_close_mode;
+  int64_t& finished_subagent_priority;
+  double& finished_subagent_min_idle_s;
 };
 
 void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, EngineFlagNames names,
@@ -85,6 +88,21 @@ void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, EngineFlag
                  "lru, or priority (the request's priority orders eviction)")
       ->check(CLI::IsMember({"lru", "priority"}))
       ->capture_default_str();
+  app.add_option("--finished-subagent-priority", names.finished_subagent_priority,
+                 "Demote a finished sub-agent's own KV to this priority in [0, 100] when its "
+                 "parent session returns (per-conversation retention; the gateway's "
+                 "agentkv_parent_session links them); -1 = off")
+      ->capture_default_str();
+  app.add_option("--finished-subagent-min-idle-steps",
+                 e.cache.finished_subagent_min_idle_iterations,
+                 "Scheduler steps a sub-agent must be idle before demotion, in [0, 2^40]")
+      ->capture_default_str();
+  app.add_option("--finished-subagent-min-idle-s", names.finished_subagent_min_idle_s,
+                 "Seconds a sub-agent must be idle before demotion, in [0, 1e6]; replaces the "
+                 "steps when given; -1 = steps")
+      ->capture_default_str();
+  app.add_flag("--finished-subagent-offloadable", e.cache.finished_subagent_offloadable,
+               "With a host tier, demoted KV gets max(priority, 30): offloaded, not dropped");
   app.add_option("--max-sessions", r.max_sessions,
                  "Session ids remembered; past it the least recently used idle session is closed")
       ->capture_default_str();
@@ -117,7 +135,9 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
                    EngineFlagNames{.model = model_,
                                    .gpu = gpu_,
                                    .radix_eviction_policy = radix_eviction_policy_,
-                                   .session_close_mode = session_close_mode_},
+                                   .session_close_mode = session_close_mode_,
+                                   .finished_subagent_priority = finished_subagent_priority_,
+                                   .finished_subagent_min_idle_s = finished_subagent_min_idle_s_},
                    unpaced_, hicache_tokens_);
   }
   for (CLI::App* mode : {router_, fleet_}) {
@@ -178,6 +198,22 @@ StatusOr<service::EngineEmulatorOptions> EmulateCommand::EngineOptions() const {
   config.cache.session_close_mode = session_close_mode_ == "release"
                                         ? kv::SessionCloseMode::kRelease
                                         : kv::SessionCloseMode::kDereference;
+  if (finished_subagent_priority_ != -1) {
+    AGENTKV_RETURN_IF_ERROR(
+        CheckFlagRange("--finished-subagent-priority", finished_subagent_priority_, 0, 100));
+    config.cache.block_reuse_policy = kv::BlockReusePolicy::kPerConversation;
+    config.cache.finished_subagent_priority =
+        static_cast<kv::Priority>(finished_subagent_priority_);
+  }
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--finished-subagent-min-idle-steps",
+                                         config.cache.finished_subagent_min_idle_iterations, 0,
+                                         int64_t{1} << 40));
+  if (finished_subagent_min_idle_s_ != -1) {
+    AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--finished-subagent-min-idle-s",
+                                           finished_subagent_min_idle_s_, 0.0,
+                                           kv::kMaxFinishedSubagentMinIdleS));
+    config.cache.finished_subagent_min_idle_s = finished_subagent_min_idle_s_;
+  }
   options.runtime.paced = !unpaced_;
   server_.ApplyTo(options.http);
   return options;

@@ -60,6 +60,9 @@ class EmulateCommand {
   std::string session_close_mode_ = "release";
   bool unpaced_ = false;
   int64_t hicache_tokens_ = 0;
+  // Finished-sub-agent demotion (kv block_reuse_config): off while the priority is -1.
+  int64_t finished_subagent_priority_ = -1;
+  double finished_subagent_min_idle_s_ = -1;
   // Router.
   std::vector<std::string> worker_urls_;
   routing::RouterPolicy policy_ = routing::RouterPolicy::kCacheAware;

@@ -94,6 +94,14 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
                "Token required on the session-close and admin endpoints (prefer the environment)");
   AddEnvOption(c, "--parent-hint-key", o.parent_hint_key,
                "HMAC-SHA256 key of signed sub-agent parent hints (prefer the environment)");
+  c.add_flag("--agentic-subagent-demotion", o.agentic_subagent_demotion,
+             "When a parent session (named by verified hints) sends a request, POST "
+             "/demote_finished_subagents to every engine (agentkv engines; SGLang has no such "
+             "call). Default: off");
+  AddEnvOption(c, "--agentic-subagent-routing", subagent_routing_,
+               "own (a sub-agent is routed by its own session) or parent (by its verified "
+               "parent's session, with consistent_hashing and the lifecycle). Default: own")
+      ->check(CLI::IsMember({"own", "parent"}));
   AddEnvOption(c, "--coordinator-url", coordinator_url_,
                "Use `agentkv coordinator` at this URL instead of in-process admission");
   AddEnvOption(c, "--coordinator-token", coordinator_token_, "Bearer token of the coordinator");
@@ -107,6 +115,7 @@ int GatewayCommand::Run() {
   StatusOr<control::AgenticOptions> agentic = agentic_.Options();
   if (!agentic.ok()) return ReportError(name, agentic.status());
   options.agentic = *std::move(agentic);
+  options.route_subagents_by_parent = subagent_routing_ == "parent";
   if (context_length_option_->count() > 0) options.context_length = context_length_;
   StatusOr<service::PrerequisitePolicy> policy =
       service::ParsePrerequisitePolicy(prerequisite_policy_);

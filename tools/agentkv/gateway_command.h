@@ -42,6 +42,7 @@ class GatewayCommand {
   int64_t context_length_ = 0;
   std::string prerequisite_policy_ = "refuse";
   std::string router_policy_ = "cache_aware";
+  std::string subagent_routing_ = "own";
   std::string coordinator_url_;
   std::string coordinator_token_;
   double upstream_timeout_s_ = 3600.0;

@@ -77,7 +77,9 @@ Arms (--arms, comma-separated; default: all eight):
   baseline            SGLang default: prefix reuse, LRU, no lifecycle, no admission
   +lifecycle          close each session on every engine when it ends (--session-close-mode)
   +admission          program-aware admission: token ledger and global FIFO
-  +subagent-demotion  demote a finished sub-agent's KV when its parent returns
+  +subagent-demotion  demote a finished sub-agent's KV when its parent returns, on every
+                      engine (--agentic-subagent-demotion-delivery; parent-engine: only
+                      the engine the parent's request lands on, as the seed)
   +host-tier          a host KV tier of --hicache-ratio x the device tier
   all                 the four features above together
   continuum           Continuum: cost-aware TTL pins after tool-call turns, learned per
@@ -285,9 +287,33 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
       ->capture_default_str()
       ->group(arms_group);
   c.add_option("--finished-subagent-min-idle-steps", options_.finished_subagent_min_idle_steps,
-               "Scheduler steps a sub-agent must be idle before demotion")
+               "Scheduler steps a sub-agent must be idle before demotion, in [0, 2^40]")
       ->capture_default_str()
       ->group(arms_group);
+  finished_subagent_min_idle_s_option_ =
+      c.add_option("--finished-subagent-min-idle-s", finished_subagent_min_idle_s_,
+                   "Seconds a sub-agent must be idle before demotion, in [0, 1e6]; when given it "
+                   "replaces --finished-subagent-min-idle-steps (default: unset, steps)")
+          ->type_name("S")
+          ->group(arms_group);
+  c.add_option("--finished-subagent-offloadable", options_.finished_subagent_offloadable,
+               "+subagent-demotion with a host tier: demoted blocks get max(priority, offload "
+               "threshold 30), offloaded instead of dropped")
+      ->capture_default_str()
+      ->group(arms_group);
+  c.add_option("--agentic-subagent-demotion-delivery", subagent_demotion_delivery_,
+               "+subagent-demotion: parent-engine (only the engine the parent's request lands "
+               "on demotes) or every-engine (the gateway delivers the parent's return to every "
+               "engine, reaching children routed elsewhere)")
+      ->check(CLI::IsMember({"parent-engine", "every-engine"}))
+      ->capture_default_str()
+      ->group(arms_group);
+  c.add_option("--agentic-subagent-routing", subagent_routing_,
+               "Routing key of sub-agents' requests, every arm: own (their own session) or "
+               "parent (their parent's session: same engine under consistent_hashing)")
+      ->check(CLI::IsMember({"own", "parent"}))
+      ->capture_default_str()
+      ->group(fleet_group);
   c.add_option("--fixed-ttl-s,--continuum-ttl-s", options_.fixed_ttl_s,
                "TTL of the fixed-ttl pin after a tool-call turn, seconds (--continuum-ttl-s: "
                "its former name)")
@@ -323,6 +349,12 @@ int ReplayCommand::Run() const {
   if (!agentic_options.ok()) return ReportError(kName, agentic_options.status());
   options.agentic = *std::move(agentic_options);
   options.subagent_models = sim::ParseSubagentModels(subagent_models_).value();
+  options.subagent_demotion_delivery =
+      sim::ParseDemotionDelivery(subagent_demotion_delivery_).value();
+  options.subagent_routing = sim::ParseSubagentRouting(subagent_routing_).value();
+  if (finished_subagent_min_idle_s_option_->count() > 0) {
+    options.finished_subagent_min_idle_s = finished_subagent_min_idle_s_;
+  }
   const bool synthetic = workload_ == "synthetic";
   const bool rollout = workload_ == "rollout";
   if ((synthetic || rollout) && !trace_paths_.empty()) {
@@ -408,6 +440,10 @@ int ReplayCommand::Run() const {
     if (s.ok()) {
       s = CheckFlagRange("--finished-subagent-min-idle-steps",
                          options.finished_subagent_min_idle_steps, 0, int64_t{1} << 40);
+    }
+    if (s.ok() && options.finished_subagent_min_idle_s.has_value()) {
+      s = CheckFlagRange("--finished-subagent-min-idle-s", *options.finished_subagent_min_idle_s,
+                         0.0, kv::kMaxFinishedSubagentMinIdleS);
     }
     if (s.ok()) {
       s = CheckFlagRange("--fixed-ttl-s", options.fixed_ttl_s, 0.0, 86400.0, LowerBound::kOpen);

@@ -65,6 +65,10 @@ class ReplayCommand {
   std::string model_ = "llama-3.1-8b";
   std::string gpu_ = "h100";
   std::string session_close_mode_ = "release";
+  double finished_subagent_min_idle_s_ = 0;
+  CLI::Option* finished_subagent_min_idle_s_option_ = nullptr;
+  std::string subagent_demotion_delivery_ = "every-engine";
+  std::string subagent_routing_ = "own";
   // Measured cost-model constants (cost_model_file.h); "" = the built-in calibrated ones.
   std::string cost_model_path_;
   std::vector<std::string> arms_;

@@ -31,7 +31,8 @@ StatusOr<PrefixMatch> KvCacheManager::AddRequest(RequestId request,
     if (options.session.has_value()) sessions_.Admit(*options.session);
     if (options.conversation.has_value()) {
       subagents_.Admit(*options.conversation, options.parent_conversation,
-                       options.parent_hint_authenticated, cache_.current_step(), records_, cache_);
+                       options.parent_hint_authenticated, cache_.current_step(), clock_, records_,
+                       cache_);
     }
     agentic_requests_.emplace(request, AgenticRequest{options.session, options.conversation});
   }
@@ -62,10 +63,15 @@ Status KvCacheManager::Release(RequestId request) {
   // After the holds are dropped, so that a block counts as unused only if no other running
   // request holds it.
   if (agentic.conversation.has_value()) {
-    subagents_.EndTurn(*agentic.conversation, cache_.current_step());
+    subagents_.EndTurn(*agentic.conversation, cache_.current_step(), clock_);
     records_.RecordTurn(*agentic.conversation, chain, cache_);
   }
   return Status::Ok();
+}
+
+void KvCacheManager::SetClock(TimeNs now) {
+  AGENTKV_CHECK(now >= clock_) << "the cache's clock went back from " << clock_ << " to " << now;
+  clock_ = now;
 }
 
 KvCacheStats KvCacheManager::stats() const {

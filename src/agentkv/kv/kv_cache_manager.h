@@ -167,6 +167,24 @@ class KvCacheManager {
   // Re-reads the ranking of the cached block `key` (BlockCache::RefreshNextUse).
   void RefreshNextUse(BlockKey key) { cache_.RefreshNextUse(key); }
 
+  // The parent conversation `parent` sent its next request through another engine (a fleet
+  // delivers the parent's return to every engine that may hold one of its children): demotes
+  // the finished children this cache registered for it, exactly as a request of `parent`
+  // admitted here would (the idle bound, arrival order, the blocks each child computed
+  // itself), and admits nothing. A parent with no child here, or demotion off, is a no-op.
+  // Returns the children demoted by this call (KvCacheStats::demoted_children counts them
+  // too).
+  int64_t DemoteFinishedSubagents(ConversationId parent) {
+    return subagents_.DeliverParentReturn(parent, cache_.current_step(), clock_, records_, cache_);
+  }
+
+  // The caller's clock (simulated or wall time), read only by time bounds
+  // (finished_subagent_min_idle_s). A caller that sets such a bound calls this before each
+  // scheduler step and before DemoteFinishedSubagents; equal calls on every rank keep ranks
+  // identical. Starts at 0. Precondition: `now` is not before the last time set.
+  void SetClock(TimeNs now);
+  TimeNs clock() const { return clock_; }
+
   // Advances the scheduler step by one and reverts expired retention priorities.
   void Step() { cache_.Step(); }
   // Advances by `n` steps at once, exactly as `n` calls to Step() would (for replays that
@@ -215,6 +233,8 @@ class KvCacheManager {
   // Running requests that carry a session or a conversation (plain requests pay nothing
   // here); looked up, never iterated where order matters.
   std::unordered_map<RequestId, AgenticRequest> agentic_requests_;
+  // SetClock's time.
+  TimeNs clock_;
 };
 
 }  // namespace agentkv::kv

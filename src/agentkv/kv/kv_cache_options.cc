@@ -1,5 +1,6 @@
 #include "agentkv/kv/kv_cache_options.h"
 
+#include <cmath>
 #include <string>
 
 namespace agentkv::kv {
@@ -66,6 +67,15 @@ Status KvCacheOptions::Validate() const {
       finished_subagent_min_idle_iterations > (int64_t{1} << 40)) {
     return OutOfRange("block_reuse_config.finished_subagent_min_idle_iterations",
                       finished_subagent_min_idle_iterations, "[0, 1099511627776]");
+  }
+  if (finished_subagent_min_idle_s.has_value()) {
+    const double s = *finished_subagent_min_idle_s;
+    if (!std::isfinite(s) || s < 0.0 || s > kMaxFinishedSubagentMinIdleS) {
+      return InvalidArgumentError(
+          "block_reuse_config.finished_subagent_min_idle_s must be in [0, 1000000] seconds, "
+          "got " +
+          std::to_string(s));
+    }
   }
   return Status::Ok();
 }

@@ -24,6 +24,9 @@ enum class SessionCloseMode : uint8_t {
 // TensorRT-LLM's kv_cache_config.block_reuse_config.policy.
 enum class BlockReusePolicy : uint8_t { kDefault, kPerConversation };
 
+// The largest finished_subagent_min_idle_s accepted (about 11.6 days).
+inline constexpr double kMaxFinishedSubagentMinIdleS = 1e6;
+
 std::string_view SessionCloseModeName(SessionCloseMode mode);
 std::string_view BlockReusePolicyName(BlockReusePolicy policy);
 
@@ -67,6 +70,18 @@ struct KvCacheOptions {
   // block_reuse_config.finished_subagent_min_idle_iterations: scheduler steps a child must
   // have been idle before it may be demoted. Default: 32. Range: [0, 1 << 40].
   int64_t finished_subagent_min_idle_iterations = 32;
+  // The idle bound in seconds of the caller's clock (KvCacheManager::SetClock) instead of
+  // steps: when set, it replaces finished_subagent_min_idle_iterations (which is then not
+  // read), because a step count is only a proxy for time and does not advance on an idle
+  // engine. Ranks that must decide alike pass the same clock. Default: unset (steps).
+  // Range: [0, 1e6], finite.
+  std::optional<double> finished_subagent_min_idle_s;
+  // With a host tier (host_blocks > 0) and offload_threshold <= 100, a demoted block gets
+  // max(finished_subagent_priority, offload_threshold) instead, so that it is still evicted
+  // before default-priority blocks (when the threshold is below the default) but is offloaded
+  // to the host rather than dropped. Without a host tier it changes nothing.
+  // Default: false (the seed: below the threshold demoted blocks are dropped).
+  bool finished_subagent_offloadable = false;
 
   // InvalidArgument naming the first field out of range and its value.
   Status Validate() const;

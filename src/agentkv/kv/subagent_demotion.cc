@@ -7,6 +7,7 @@
 //  - Nothing is demoted while demotion is off.
 #include "agentkv/kv/subagent_demotion.h"
 
+#include <algorithm>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -14,13 +15,33 @@
 
 namespace agentkv::kv {
 
+namespace {
+
+// The priority demoted blocks get: finished_subagent_priority, raised to the offload threshold
+// when the option asks for it and an eviction could offload (a host tier, a threshold that is
+// a priority).
+std::optional<Priority> DemotionPriority(const KvCacheOptions& options) {
+  std::optional<Priority> p = options.finished_subagent_priority;
+  if (p.has_value() && options.finished_subagent_offloadable && options.host_blocks > 0 &&
+      options.offload_threshold <= kMaxPriority) {
+    p = std::max(*p, options.offload_threshold);
+  }
+  return p;
+}
+
+}  // namespace
+
 SubagentDemotion::SubagentDemotion(const KvCacheOptions& options)
     : default_priority_(options.default_priority),
-      finished_priority_(options.finished_subagent_priority),
-      min_idle_(options.finished_subagent_min_idle_iterations) {}
+      finished_priority_(DemotionPriority(options)),
+      min_idle_(options.finished_subagent_min_idle_iterations) {
+  if (options.finished_subagent_min_idle_s.has_value()) {
+    min_idle_time_ = TimeNs::Seconds(*options.finished_subagent_min_idle_s);
+  }
+}
 
 void SubagentDemotion::Admit(ConversationId conversation, std::optional<ConversationId> parent,
-                             bool parent_authenticated, agentkv::Step now,
+                             bool parent_authenticated, agentkv::Step now, TimeNs now_time,
                              const ConversationRetention& records, BlockCache& cache) {
   internal::SubagentState& conv = conversations_[conversation];
   ++conv.in_flight;
@@ -45,24 +66,41 @@ void SubagentDemotion::Admit(ConversationId conversation, std::optional<Conversa
     ++counters_.restored_children;
   }
   if (finished_priority_.has_value() && !conv.children.empty()) {
-    DemoteFinishedChildren(conv, now, records, cache);
+    DemoteFinishedChildren(conv, now, now_time, records, cache);
   }
 }
 
-void SubagentDemotion::EndTurn(ConversationId conversation, agentkv::Step now) {
+void SubagentDemotion::EndTurn(ConversationId conversation, agentkv::Step now, TimeNs now_time) {
   internal::SubagentState& conv = conversations_.at(conversation);
   --conv.in_flight;
   conv.last_context_end = now;
+  conv.last_context_end_time = now_time;
 }
 
-void SubagentDemotion::DemoteFinishedChildren(const internal::SubagentState& parent,
-                                              agentkv::Step now,
-                                              const ConversationRetention& records,
+int64_t SubagentDemotion::DeliverParentReturn(ConversationId parent, agentkv::Step now,
+                                              TimeNs now_time, const ConversationRetention& records,
                                               BlockCache& cache) {
+  if (!finished_priority_.has_value()) return 0;
+  auto it = conversations_.find(parent);
+  if (it == conversations_.end() || it->second.children.empty()) return 0;
+  return DemoteFinishedChildren(it->second, now, now_time, records, cache);
+}
+
+bool SubagentDemotion::IdleLongEnough(const internal::SubagentState& child, agentkv::Step now,
+                                      TimeNs now_time) const {
+  if (min_idle_time_.has_value()) return now_time - child.last_context_end_time >= *min_idle_time_;
+  return now - child.last_context_end >= min_idle_;
+}
+
+int64_t SubagentDemotion::DemoteFinishedChildren(const internal::SubagentState& parent,
+                                                 agentkv::Step now, TimeNs now_time,
+                                                 const ConversationRetention& records,
+                                                 BlockCache& cache) {
+  int64_t demoted_now = 0;
   for (const ConversationId child_id : parent.children) {
     internal::SubagentState& child = conversations_.at(child_id);
     if (child.demoted || child.in_flight > 0) continue;
-    if (now - child.last_context_end < min_idle_) continue;
+    if (!IdleLongEnough(child, now, now_time)) continue;
     // The child keeps a handle of exactly the blocks demoted, to restore them if it returns.
     std::vector<BlockKey> demoted;
     counters_.demoted_blocks += ConversationRetention::Apply(records.Plan(child_id, cache),
@@ -70,7 +108,9 @@ void SubagentDemotion::DemoteFinishedChildren(const internal::SubagentState& par
     child.demotion = CommittedRetentionHandle(child_id, std::move(demoted));
     child.demoted = true;
     ++counters_.demoted_children;
+    ++demoted_now;
   }
+  return demoted_now;
 }
 
 Status SubagentDemotion::CheckInvariants() const {

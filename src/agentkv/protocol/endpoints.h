@@ -16,6 +16,9 @@ inline constexpr std::string_view kAbortRequestPath = "/abort_request";
 inline constexpr std::string_view kOpenSessionPath = "/open_session";    // GET or POST.
 inline constexpr std::string_view kCloseSessionPath = "/close_session";  // GET or POST.
 inline constexpr std::string_view kFlushCachePath = "/flush_cache";      // GET or POST.
+// agentkv's engines only (not in SGLang): a parent session's return, delivered by the gateway to
+// every engine so that each demotes the finished sub-agents of that parent it holds. POST.
+inline constexpr std::string_view kDemoteFinishedSubagentsPath = "/demote_finished_subagents";
 inline constexpr std::string_view kServerInfoPath = "/server_info";
 inline constexpr std::string_view kGetServerInfoPath = "/get_server_info";  // Deprecated alias.
 inline constexpr std::string_view kMetricsPath = "/metrics";

@@ -168,7 +168,12 @@ StatusOr<GenerateRequest> ParseGenerateRequest(std::string_view body, const Pars
   AGENTKV_RETURN_IF_ERROR(
       ReadBool(*object, "return_logprob", "return_logprob", &request.return_logprob));
   AGENTKV_RETURN_IF_ERROR(ReadOptionalInt64(*object, "priority", "priority", &request.priority));
-  request.has_parent_session_field = object->contains(kParentSessionField);
+  if (const json::value* parent = object->if_contains(kParentSessionField)) {
+    request.has_parent_session_field = true;
+    if (const json::string* name = parent->if_string()) {
+      request.parent_session = std::string(name->data(), name->size());
+    }
+  }
   request.raw.assign(body.data(), body.size());
   return request;
 }

@@ -56,6 +56,9 @@ struct GenerateRequest {
   bool has_session_params = false;  // The legacy `session_params` object was present.
   // A top-level kParentSessionField member was present (any value, escaped key or not).
   bool has_parent_session_field = false;
+  // Its value when it is a string (an engine that demotes finished sub-agents reads it); any
+  // other value is left unread here (the gateway refuses the member in a client's body).
+  std::optional<std::string> parent_session;
 };
 
 // Bounds on what ParseGenerateRequest accepts.

@@ -57,6 +57,21 @@ StatusOr<CloseSessionRequest> ParseCloseSessionRequest(std::string_view body) {
   return request;
 }
 
+StatusOr<DemoteFinishedSubagentsRequest> ParseDemoteFinishedSubagentsRequest(
+    std::string_view body) {
+  json::monotonic_resource arena;
+  AGENTKV_ASSIGN_OR_RETURN(
+      const json::value document,
+      ParseJsonObject(body, kControlLimits, "demote_finished_subagents request",
+                      json::storage_ptr(&arena)));
+  const json::object* object = &document.as_object();
+  AGENTKV_RETURN_IF_ERROR(FindRequired(*object, "parent_session_id").status());
+  DemoteFinishedSubagentsRequest request;
+  AGENTKV_RETURN_IF_ERROR(
+      ReadString(*object, "parent_session_id", "parent_session_id", &request.parent_session_id));
+  return request;
+}
+
 std::string SerializeAbortRequest(const AbortRequest& request) {
   JsonWriter w;
   w.BeginObject().Key("rid").String(request.rid).Key("abort_all").Bool(request.abort_all);
@@ -77,6 +92,12 @@ std::string SerializeOpenSessionRequest(const OpenSessionRequest& request) {
 std::string SerializeCloseSessionRequest(const CloseSessionRequest& request) {
   JsonWriter w;
   w.BeginObject().Key("session_id").String(request.session_id).EndObject();
+  return w.Take();
+}
+
+std::string SerializeDemoteFinishedSubagentsRequest(const DemoteFinishedSubagentsRequest& request) {
+  JsonWriter w;
+  w.BeginObject().Key("parent_session_id").String(request.parent_session_id).EndObject();
   return w.Take();
 }
 

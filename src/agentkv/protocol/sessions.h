@@ -46,6 +46,16 @@ struct CloseSessionRequest {
   friend bool operator==(const CloseSessionRequest&, const CloseSessionRequest&) = default;
 };
 
+// agentkv's /demote_finished_subagents (not in SGLang, whose engines answer 404):
+// `{"parent_session_id": str}`. Answered with 200 and `{"demoted_children": n}`; a parent
+// the engine knows no finished child of demotes nothing.
+struct DemoteFinishedSubagentsRequest {
+  std::string parent_session_id;
+
+  friend bool operator==(const DemoteFinishedSubagentsRequest&,
+                         const DemoteFinishedSubagentsRequest&) = default;
+};
+
 // Each parser: InvalidArgument when `body` is not a JSON object or a known field has the
 // wrong type (message names the field); ResourceExhausted over 1 MiB or 64 nesting levels.
 StatusOr<AbortRequest> ParseAbortRequest(std::string_view body);
@@ -53,10 +63,13 @@ StatusOr<AbortRequest> ParseAbortRequest(std::string_view body);
 StatusOr<OpenSessionRequest> ParseOpenSessionRequest(std::string_view body);
 // Also InvalidArgument when `session_id` is missing.
 StatusOr<CloseSessionRequest> ParseCloseSessionRequest(std::string_view body);
+// Also InvalidArgument when `parent_session_id` is missing.
+StatusOr<DemoteFinishedSubagentsRequest> ParseDemoteFinishedSubagentsRequest(std::string_view body);
 
 std::string SerializeAbortRequest(const AbortRequest& request);
 std::string SerializeOpenSessionRequest(const OpenSessionRequest& request);
 std::string SerializeCloseSessionRequest(const CloseSessionRequest& request);
+std::string SerializeDemoteFinishedSubagentsRequest(const DemoteFinishedSubagentsRequest& request);
 
 // /open_session's success body: the session id as a JSON string, e.g. "\"sess-abc\"".
 std::string SerializeOpenSessionResponse(std::string_view session_id);

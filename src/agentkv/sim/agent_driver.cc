@@ -76,6 +76,16 @@ AgentDriver::~AgentDriver() = default;
 
 bool AgentDriver::done() const { return agents_ended_ == static_cast<int64_t>(agents_.size()); }
 
+std::string_view SubagentRoutingName(SubagentRouting routing) {
+  return routing == SubagentRouting::kParent ? "parent" : "own";
+}
+
+std::optional<SubagentRouting> ParseSubagentRouting(std::string_view name) {
+  if (name == "own") return SubagentRouting::kOwn;
+  if (name == "parent") return SubagentRouting::kParent;
+  return std::nullopt;
+}
+
 Status AgentDriverOptions::Validate() const {
   if (first_request_id < 0) {
     return InvalidArgumentError("first_request_id must be >= 0, got " +
@@ -383,7 +393,11 @@ void AgentDriver::SubmitNext(int32_t index) {
   // the gateway refuses it.
   result_.requests.push_back(log);
   agent_of_request_.push_back(index);
-  GatewayRequest sent{std::move(request), session, routing::SessionRoutingKey(session),
+  const SessionId routed_as =
+      agent.parent.has_value() && options_.subagent_routing == SubagentRouting::kParent
+          ? SessionId(agent.parent->value())
+          : session;
+  GatewayRequest sent{std::move(request), session, routing::SessionRoutingKey(routed_as),
                       w.stop == "tool_use"};
   if (static_cast<size_t>(i) + 1 < agent.pauses.size()) {
     sent.next_pause = agent.pauses[static_cast<size_t>(i) + 1];

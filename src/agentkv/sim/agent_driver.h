@@ -8,7 +8,8 @@
 // parent_conversation = ConversationId(k + 1) and parent_hint_authenticated = true (the driver
 // is the trusted client). Session ids equal conversation ids (the gateway attaches them to
 // the engine request only with the session lifecycle on); the routing key is
-// routing::SessionRoutingKey(session); a request whose trace entry stops with `tool_use` is marked
+// routing::SessionRoutingKey(session), or for a sub-agent under SubagentRouting::kParent its
+// parent's session's; a request whose trace entry stops with `tool_use` is marked
 // as ending in a tool call. Prompt keys are hasher.KeysFromBlockIds(hash_ids, extra_key = k + 1)
 // (sub-agents share the parent's namespace, as in the WEKA files; with shared_prefix_ids, ids below
 // it share one namespace across conversations, see AgentDriverOptions), with the hasher of engine
@@ -67,6 +68,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "agentkv/base/status.h"
@@ -104,6 +106,16 @@ TimeNs RecordedGap(const WekaRequest& previous, const WekaRequest& next);
 std::vector<kv::BlockKey> DriverKeysOf(const kv::BlockKeyHasher& hasher, uint64_t shared_prefix_ids,
                                        std::span<const uint64_t> ids, uint64_t namespace_id);
 
+// Which session's routing key a sub-agent's requests carry (under consistent_hashing, which
+// engine it lands on): its own (kOwn, "own": each conversation is a session of its own), or its
+// parent's (kParent, "parent": a child runs on its parent's engine, where the parent's own
+// requests reach its cached prefix and its return demotes the child).
+enum class SubagentRouting : uint8_t { kOwn, kParent };
+
+// "own" or "parent"; and back (nullopt for any other name).
+std::string_view SubagentRoutingName(SubagentRouting routing);
+std::optional<SubagentRouting> ParseSubagentRouting(std::string_view name);
+
 struct AgentDriverOptions {
   // Block ids below this stand for the same content in every conversation (the tools+system
   // prompt that opens every session): they hash under one namespace shared by all
@@ -115,6 +127,8 @@ struct AgentDriverOptions {
   // Whether sub-agents on another model than their main agent are replayed (kShare) or left
   // out (kExclude). Default: kShare.
   SubagentModels subagent_models = SubagentModels::kShare;
+  // The routing key of a sub-agent's requests. Default: kOwn.
+  SubagentRouting subagent_routing = SubagentRouting::kOwn;
   // Told of each submit and completion when set; must outlive the driver. Default: none.
   AgentProgressHook* progress_hook = nullptr;
 

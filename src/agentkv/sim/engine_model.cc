@@ -271,6 +271,12 @@ std::vector<RequestId> EngineModel::ApplyAborts() {
   return aborted;
 }
 
+int64_t EngineModel::DemoteFinishedSubagents(ConversationId parent) {
+  kv::KvCacheManager& cache = engine_->mutable_scheduler().mutable_cache();
+  cache.SetClock(loop_->now());
+  return cache.DemoteFinishedSubagents(parent);
+}
+
 void EngineModel::RecordFinished(RequestId id, engine::RequestReport report) {
   EngineRequestRecord& record = records_.at(id);
   record.finished = loop_->now();
@@ -295,6 +301,8 @@ void EngineModel::StartStep() {
   // Closes and pins between steps may have produced events; drain them before the step so
   // that the step's admissions see every block lost so far.
   DrainCacheEvents();
+  // The cache's clock is the loop's (only time bounds read it).
+  engine_->mutable_scheduler().mutable_cache().SetClock(loop_->now());
   engine::EngineStep step = engine_->Step();
   DrainCacheEvents();
   for (RequestId id : step.result.admitted) RecordFirstAdmission(id);

@@ -157,6 +157,12 @@ class EngineModel {
   // blocks pinned. Precondition: ttl > 0.
   int64_t PinPrefix(ConversationId conversation, std::span<const kv::BlockKey> keys, TimeNs ttl);
 
+  // The parent conversation `parent` sent its next request (delivered by the gateway to every
+  // engine): sets the cache's clock to now() and demotes the finished children of `parent`
+  // this engine's cache registered (KvCacheManager::DemoteFinishedSubagents). Returns the
+  // children demoted.
+  int64_t DemoteFinishedSubagents(ConversationId parent);
+
   struct PinCounters {
     // Pins taken; pins that expired before their conversation sent another request to this
     // engine; pins whose conversation came back before expiry; pins released under memory

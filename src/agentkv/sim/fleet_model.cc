@@ -74,6 +74,15 @@ std::vector<int64_t> FleetModel::CloseSessionOnEveryEngine(SessionId session) {
   return freed;
 }
 
+std::vector<int64_t> FleetModel::DemoteFinishedSubagentsOnEveryEngine(ConversationId parent) {
+  std::vector<int64_t> demoted;
+  demoted.reserve(engines_.size());
+  for (const std::unique_ptr<EngineModel>& engine : engines_) {
+    demoted.push_back(engine->DemoteFinishedSubagents(parent));
+  }
+  return demoted;
+}
+
 int32_t FleetModel::AbortOnEveryEngine(RequestId id) {
   int32_t aborting = 0;
   for (const std::unique_ptr<EngineModel>& engine : engines_) {

@@ -8,7 +8,8 @@
 //
 // Engines are EngineId 0 .. num_engines-1, all built from the same options (one
 // engine::EngineConfig).
-// CloseSessionOnEveryEngine() closes a session on each engine's KV cache, and
+// CloseSessionOnEveryEngine() closes a session on each engine's KV cache,
+// DemoteFinishedSubagentsOnEveryEngine() delivers a parent's return to each, and
 // AbortOnEveryEngine() posts an abort to every engine, as the gateway does when a session
 // ends (the router proxies neither).
 //
@@ -66,6 +67,11 @@ class FleetModel {
   // Closes `session` on every engine's KV cache (KvCacheManager::CloseSession), in EngineId
   // order. Returns the tokens freed on each engine, indexed by EngineId.
   std::vector<int64_t> CloseSessionOnEveryEngine(SessionId session);
+
+  // Delivers the return of the parent conversation `parent` to every engine, in EngineId order
+  // (EngineModel::DemoteFinishedSubagents): each demotes the finished children of `parent` it
+  // holds. Returns the children demoted on each engine, indexed by EngineId.
+  std::vector<int64_t> DemoteFinishedSubagentsOnEveryEngine(ConversationId parent);
 
   // SGLang's /abort_request for `id` posted to every engine, in EngineId order: the engine
   // that holds the request aborts it at its next step boundary (EngineModel::Abort), the

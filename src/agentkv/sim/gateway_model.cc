@@ -33,6 +33,16 @@ control::GatewayFlowOptions FlowOptionsFrom(const GatewayModelOptions& options) 
 
 }  // namespace
 
+std::string_view DemotionDeliveryName(DemotionDelivery delivery) {
+  return delivery == DemotionDelivery::kEveryEngine ? "every-engine" : "parent-engine";
+}
+
+std::optional<DemotionDelivery> ParseDemotionDelivery(std::string_view name) {
+  if (name == "parent-engine") return DemotionDelivery::kParentEngine;
+  if (name == "every-engine") return DemotionDelivery::kEveryEngine;
+  return std::nullopt;
+}
+
 Status GatewayModelOptions::Validate() const {
   AGENTKV_RETURN_IF_ERROR(agentic.Validate());
   if (!(agentic.poll_interval_s > 0.0)) {
@@ -103,6 +113,7 @@ Status GatewayModel::Submit(GatewayRequest request) {
     continuum_->ObservePause(pause->second.pause_class, loop_->now() - pause->second.since);
     pauses_.erase(pause);
   }
+  if (options_.deliver_subagent_demotion) DeliverParentReturn(request.request.kv_options);
   GatewayRecord record;
   record.id = id;
   record.session = request.session;
@@ -265,6 +276,20 @@ void GatewayModel::Refuse(const Pending& pending, const control::AdmissionDecisi
 const EngineRequestRecord* GatewayModel::RefusedRecord(RequestId id) const {
   auto it = refused_.find(id);
   return it == refused_.end() ? nullptr : &it->second;
+}
+
+void GatewayModel::DeliverParentReturn(const kv::RequestOptions& kv_options) {
+  if (kv_options.parent_conversation.has_value() && kv_options.parent_hint_authenticated) {
+    parents_.insert(*kv_options.parent_conversation);
+  }
+  if (!kv_options.conversation.has_value() || !parents_.contains(*kv_options.conversation)) {
+    return;
+  }
+  ++demotion_deliveries_;
+  for (const int64_t demoted :
+       fleet_->DemoteFinishedSubagentsOnEveryEngine(*kv_options.conversation)) {
+    children_demoted_by_delivery_ += demoted;
+  }
 }
 
 void GatewayModel::DecideContinuumPin(EngineId engine, SessionId session,

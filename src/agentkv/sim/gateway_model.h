@@ -42,6 +42,14 @@
 // engines order their queues by program (program_fcfs), a session's end makes every engine
 // forget its program.
 //
+// Sub-agent demotion delivered. With `deliver_subagent_demotion` set, the gateway remembers
+// every conversation a request names as its (authenticated) parent; when a request of such a
+// parent arrives, before admission, the gateway delivers the parent's return to every engine
+// (FleetModel::DemoteFinishedSubagentsOnEveryEngine), as the served gateway fans
+// /demote_finished_subagents out like /close_session: each engine demotes the finished children
+// of that parent it holds, wherever the router placed them (sub-agents are routed by their own
+// session, so in a fleet most are not on their parent's engine).
+//
 // Deterministic: a pure function of the options, the fleet and the call sequence with times.
 // Single-threaded; not copyable or movable (scheduled events point at it). Owns the fleet's
 // completion callback from Create() on; must outlive every run of the loop while requests
@@ -55,7 +63,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -67,6 +77,7 @@
 #include "agentkv/control/gateway_flow.h"
 #include "agentkv/engine/continuum_policy.h"
 #include "agentkv/engine/step_scheduler.h"
+#include "agentkv/kv/kv_cache_manager.h"
 #include "agentkv/sim/event_loop.h"
 #include "agentkv/sim/fleet_model.h"
 #include "agentkv/sim/pause_type.h"
@@ -79,6 +90,16 @@ namespace agentkv::sim {
 inline constexpr int32_t kMainAgentPause = 0;
 inline constexpr int32_t kSubagentPause = 1;
 inline constexpr int32_t kSubagentWaitPause = 2;
+
+// Which engines a returning parent's demotion of its finished sub-agents reaches
+// (+subagent-demotion): only the engine its own request lands on (kParentEngine,
+// "parent-engine": the seed, which knows one engine), or every engine, the gateway delivering
+// the parent's return (kEveryEngine, "every-engine").
+enum class DemotionDelivery : uint8_t { kParentEngine, kEveryEngine };
+
+// "parent-engine" or "every-engine"; and back (nullopt for any other name).
+std::string_view DemotionDeliveryName(DemotionDelivery delivery);
+std::optional<DemotionDelivery> ParseDemotionDelivery(std::string_view name);
 
 struct GatewayModelOptions {
   // The seed's flags: agentic_session_lifecycle, agentic_program_admission and the admission
@@ -94,6 +115,8 @@ struct GatewayModelOptions {
   // How long a closing session waits for its dispatched attempts (the gateway's
   // --session-drain-timeout-s). Default: 30 s. Range: >= 0.
   TimeNs session_drain_timeout = TimeNs::Seconds(30);
+  // Deliver a parent's return to every engine (header comment). Default: false.
+  bool deliver_subagent_demotion = false;
 
   // InvalidArgument naming the first bad field.
   Status Validate() const;
@@ -197,6 +220,10 @@ class GatewayModel {
     return continuum_.has_value() ? &*continuum_ : nullptr;
   }
   int64_t pins_declined_by_cost() const { return pins_declined_by_cost_; }
+  // Parent returns delivered to the fleet (one per parent request, whatever the number of
+  // engines), and the children they demoted over every engine.
+  int64_t demotion_deliveries() const { return demotion_deliveries_; }
+  int64_t children_demoted_by_delivery() const { return children_demoted_by_delivery_; }
   const GatewayRecord* FindRecord(RequestId id) const;
   // The account of a request admission refused (GatewayRecord::refused), or nullptr.
   const EngineRequestRecord* RefusedRecord(RequestId id) const;
@@ -266,6 +293,9 @@ class GatewayModel {
     TimeNs since;
     int32_t pause_class = kMainAgentPause;
   };
+  // Registers the request's parent, and delivers its conversation's return to every engine
+  // when it is a parent (deliver_subagent_demotion).
+  void DeliverParentReturn(const kv::RequestOptions& kv_options);
   // Decides and takes the pin of `candidate`, which completed on `engine` (continuum).
   void DecideContinuumPin(EngineId engine, SessionId session, const PinCandidate& candidate);
 
@@ -284,6 +314,11 @@ class GatewayModel {
   int64_t tokens_freed_by_close_ = 0;
   int64_t aborts_requested_ = 0;
   int64_t aborts_performed_ = 0;
+  // Conversations some request named as its parent (deliver_subagent_demotion). Looked up
+  // only.
+  std::unordered_set<ConversationId> parents_;
+  int64_t demotion_deliveries_ = 0;
+  int64_t children_demoted_by_delivery_ = 0;
 };
 
 }  // namespace agentkv::sim

@@ -96,6 +96,8 @@ engine::EngineConfig ArmEngineConfig(const ReplayOptions& options, const ArmSpec
   config.cache.session_close_mode = options.session_close_mode;
   if (arm.subagent_demotion) {
     config.cache.finished_subagent_min_idle_iterations = options.finished_subagent_min_idle_steps;
+    config.cache.finished_subagent_min_idle_s = options.finished_subagent_min_idle_s;
+    config.cache.finished_subagent_offloadable = options.finished_subagent_offloadable;
   }
   config.cache = ArmCachePolicy(arm, config.cache, options.finished_subagent_priority);
   if (arm.continuum) config.scheduler.program_fcfs = options.continuum_program_fcfs;
@@ -122,6 +124,8 @@ StatusOr<std::unique_ptr<ArmFleet>> BuildArmFleet(const ReplayOptions& options, 
   gateway_options.agentic.agentic_admission_scope = control::AdmissionScope::kAll;
   if (arm.fixed_ttl) gateway_options.fixed_ttl = TimeNs::Seconds(options.fixed_ttl_s);
   if (arm.continuum) gateway_options.continuum = options.continuum;
+  gateway_options.deliver_subagent_demotion =
+      arm.subagent_demotion && options.subagent_demotion_delivery == DemotionDelivery::kEveryEngine;
   AGENTKV_ASSIGN_OR_RETURN(
       arm_fleet->gateway,
       GatewayModel::Create(&arm_fleet->loop, arm_fleet->fleet.get(), gateway_options));
@@ -537,6 +541,12 @@ Status ReplayOptions::Validate() const {
     return OutOfRange("finished_subagent_min_idle_steps", Str(finished_subagent_min_idle_steps),
                       "[0, inf)");
   }
+  if (finished_subagent_min_idle_s.has_value() &&
+      !(*finished_subagent_min_idle_s >= 0.0 &&
+        *finished_subagent_min_idle_s <= kv::kMaxFinishedSubagentMinIdleS)) {
+    return OutOfRange("finished_subagent_min_idle_s", Str(*finished_subagent_min_idle_s),
+                      "[0, 1e6]");
+  }
   if (!(fixed_ttl_s > 0.0 && fixed_ttl_s <= 86400.0)) {
     return OutOfRange("fixed_ttl_s", Str(fixed_ttl_s), "(0, 86400]");
   }
@@ -632,6 +642,7 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
       AgentDriver::Create(&arm_fleet->loop, arm_fleet->gateway.get(), &workload,
                           AgentDriverOptions{.shared_prefix_ids = options.shared_prefix_ids,
                                              .subagent_models = options.subagent_models,
+                                             .subagent_routing = options.subagent_routing,
                                              .progress_hook = oracle_progress.get()}));
   AGENTKV_RETURN_IF_ERROR(driver->Start());
   int64_t total_requests = 0;

@@ -37,7 +37,9 @@
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
 #include "agentkv/routing/router.h"
+#include "agentkv/sim/agent_driver.h"
 #include "agentkv/sim/agentic_workload.h"
+#include "agentkv/sim/gateway_model.h"
 #include "agentkv/sim/open_loop_trace.h"
 #include "agentkv/sim/replay_arms.h"
 #include "agentkv/sim/replay_result.h"
@@ -79,6 +81,18 @@ struct ReplayOptions {
   // must have been idle. Defaults: 1 and 32. Ranges: [0, 100] and >= 0.
   int32_t finished_subagent_priority = 1;
   int64_t finished_subagent_min_idle_steps = 32;
+  // +subagent-demotion: the idle bound in seconds of simulated time instead of steps; when set
+  // it replaces finished_subagent_min_idle_steps. Default: unset. Range: [0, 1e6].
+  std::optional<double> finished_subagent_min_idle_s;
+  // +subagent-demotion with a host tier: demoted blocks get max(priority, offload threshold),
+  // offloaded instead of dropped when evicted (kv finished_subagent_offloadable).
+  // Default: false.
+  bool finished_subagent_offloadable = false;
+  // +subagent-demotion: which engines a returning parent's demotion reaches. Default:
+  // kEveryEngine (the gateway delivers it to the engines its sub-agents were routed to).
+  DemotionDelivery subagent_demotion_delivery = DemotionDelivery::kEveryEngine;
+  // The routing key of sub-agents' requests, in every arm (AgentDriverOptions). Default: kOwn.
+  SubagentRouting subagent_routing = SubagentRouting::kOwn;
   // fixed-ttl: the pin's time-to-live, seconds. Default: 10 (about the median tool gap of
   // the WEKA traces). Range: (0, 86400].
   double fixed_ttl_s = 10.0;

@@ -132,6 +132,31 @@ TEST(EngineRuntimeTest, CloseSessionInReleaseModeFreesTheSessionsUniqueBlocksOnc
   EXPECT_EQ(runtime->Snapshot().gauges.available_tokens, after.gauges.available_tokens);
 }
 
+// A session's request with a parent_session registers it as that session's sub-agent; the
+// parent's return, delivered by /demote_finished_subagents, demotes it. Without the
+// per_conversation policy nothing is registered.
+TEST(EngineRuntimeTest, ADeliveredParentReturnDemotesTheFinishedSubagentsOfThatParent) {
+  for (const bool demotion : {false, true}) {
+    SCOPED_TRACE(demotion ? "demotion on" : "demotion off");
+    EngineRuntimeOptions options = Unpaced();
+    if (demotion) {
+      options.engine.cache.block_reuse_policy = kv::BlockReusePolicy::kPerConversation;
+      options.engine.cache.finished_subagent_priority = 1;
+      options.engine.cache.finished_subagent_min_idle_s = 0.0;
+    }
+    auto runtime = EngineRuntime::Start(options).value();
+    GenerateInput child = Input("c1", Tokens(500, 64), 4, "child-1");
+    child.parent_session = "parent-0";
+    EXPECT_FALSE(Generate(*runtime, std::move(child)).result.aborted);
+    EXPECT_EQ(runtime->DemoteFinishedSubagents("someone-else"), 0);
+    EXPECT_EQ(runtime->DemoteFinishedSubagents("parent-0"), demotion ? 1 : 0);
+    EXPECT_EQ(runtime->DemoteFinishedSubagents("parent-0"), 0);  // once
+    const RuntimeSnapshot s = runtime->Snapshot();
+    EXPECT_EQ(s.cache.demoted_children, demotion ? 1 : 0);
+    EXPECT_EQ(s.cache.demoted_blocks > 0, demotion);
+  }
+}
+
 TEST(EngineRuntimeTest, AbortEndsARunningRequestWithItsPartialTokens) {
   EngineRuntimeOptions options = Unpaced();
   options.paced = true;

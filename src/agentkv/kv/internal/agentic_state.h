@@ -39,8 +39,10 @@ struct SubagentState {
   // Registered sub-agents, in arrival order (rank-identical).
   std::vector<ConversationId> children;
   int64_t in_flight = 0;
-  // The step at which its last request ended.
+  // The step, and the caller's clock (KvCacheManager::SetClock), at which its last request
+  // ended.
   Step last_context_end;
+  TimeNs last_context_end_time;
   bool demoted = false;
   // Exactly the blocks demoted, to restore them if it returns.
   CommittedRetentionHandle demotion;

@@ -146,6 +146,10 @@ StatusOr<std::unique_ptr<EngineEmulator>> EngineEmulator::Start(
     router.Add(verb, "/close_session", [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
       e->HandleCloseSession(std::move(r), std::move(w));
     });
+    router.Add(verb, std::string(protocol::kDemoteFinishedSubagentsPath),
+               [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+                 e->HandleDemoteFinishedSubagents(std::move(r), std::move(w));
+               });
     router.Add(verb, "/flush_cache", [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
       e->HandleFlushCache(std::move(r), std::move(w));
     });
@@ -253,6 +257,7 @@ void EngineEmulator::HandleGenerate(net::Request request,
   input.max_new_tokens = req->sampling_params.max_new_tokens;
   input.session_id = req->session_id;
   input.priority = req->priority;
+  input.parent_session = req->parent_session;
   const int64_t prompt_tokens = static_cast<int64_t>(input.input_ids.size());
 
   GenerateCallbacks callbacks;
@@ -354,6 +359,17 @@ void EngineEmulator::HandleCloseSession(net::Request request,
   }
   if (options_.runtime.enable_session_radix_cache) runtime_->CloseSession(close->session_id);
   writer->Reply(net::MakeResponse(request, http::status::ok, "", "text/plain"));
+}
+
+void EngineEmulator::HandleDemoteFinishedSubagents(net::Request request,
+                                                   std::shared_ptr<net::ResponseWriter> writer) {
+  Record(request);
+  StatusOr<protocol::DemoteFinishedSubagentsRequest> demote =
+      protocol::ParseDemoteFinishedSubagentsRequest(request.body());
+  if (!demote.ok()) return ReplyError(request, *writer, demote.status());
+  const int64_t demoted = runtime_->DemoteFinishedSubagents(demote->parent_session_id);
+  writer->Reply(net::MakeResponse(request, http::status::ok,
+                                  "{\"demoted_children\":" + std::to_string(demoted) + "}"));
 }
 
 void EngineEmulator::HandleFlushCache(net::Request request,

@@ -7,13 +7,22 @@
 // /open_session, /close_session, /flush_cache, /server_info (/get_server_info), /model_info
 // (/get_model_info), /health, /health_generate, /metrics.
 //
+// As an agentkv engine (not SGLang: an unmodified SGLang engine has no such call and answers
+// 404) it serves POST /demote_finished_subagents {"parent_session_id": "P"}: the gateway's
+// fan-out when a parent session sends its next request; the engine demotes the finished
+// sub-agents of P it holds and answers {"demoted_children": n} (EngineRuntime::
+// DemoteFinishedSubagents; demotion needs the runtime's per_conversation policy and
+// finished_subagent_priority). A /generate body's agentkv_parent_session registers its session
+// as P's child.
+//
 // For tests it also serves two agentkv endpoints outside SGLang's surface:
 //   POST /agentkv/faults  {"metrics_status": 503, "health_status": 503,
 //                          "close_session_status": 500, "metrics_delay_ms": 1000}
 //       makes those endpoints answer with the given status (0 = normal) or stall, to exercise
 //       degraded paths; GET returns the current faults.
 //   GET /agentkv/requests  the control requests received ({"path", "body"} in arrival order:
-//       /abort_request, /open_session, /close_session, /flush_cache), so tests can assert on a
+//       /abort_request, /open_session, /close_session, /flush_cache,
+//       /demote_finished_subagents), so tests can assert on a
 //       fan-out: the newest `max_recorded_requests`, with the count of older ones dropped in
 //       the X-Agentkv-Requests-Dropped header.
 //
@@ -110,6 +119,8 @@ class EngineEmulator {
   void HandleOpenSession(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleCloseSession(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleFlushCache(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  void HandleDemoteFinishedSubagents(net::Request request,
+                                     std::shared_ptr<net::ResponseWriter> writer);
   void HandleHealth(net::Request request, std::shared_ptr<net::ResponseWriter> writer,
                     bool generate);
   void HandleMetrics(net::Request request, std::shared_ptr<net::ResponseWriter> writer);

@@ -33,12 +33,18 @@ using Clock = std::chrono::steady_clock;
 constexpr int64_t kMaxTotalTokens = int64_t{1} << 40;
 constexpr int64_t kVocabularyBase = 1000;
 constexpr int64_t kVocabularySpan = 31'000;
-constexpr uint64_t kOutputSeed = 0x6f7574707574ULL;  // "output"
-constexpr uint64_t kPageSeed = 0x70616765ULL;        // "page"
-constexpr uint64_t kNamespaceSeed = 0x6e616d65ULL;   // "name"
+constexpr uint64_t kOutputSeed = 0x6f7574707574ULL;    // "output"
+constexpr uint64_t kPageSeed = 0x70616765ULL;          // "page"
+constexpr uint64_t kNamespaceSeed = 0x6e616d65ULL;     // "name"
+constexpr uint64_t kConversationSeed = 0x636f6e76ULL;  // "conv"
 constexpr std::chrono::milliseconds kRateWindow{1000};
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// The KV cache conversation a session name stands for (sub-agent demotion).
+ConversationId ConversationOf(std::string_view session) {
+  return ConversationId(static_cast<int64_t>(Hash64(session, kConversationSeed) >> 1));
+}
 
 std::vector<double> LatencyBuckets() {
   return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,    2.5, 5,
@@ -249,6 +255,14 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
       session = &TouchSession(*input.session_id);
       request.kv_options.session = session->id;
     }
+    if (options_.engine.cache.block_reuse_policy == kv::BlockReusePolicy::kPerConversation &&
+        input.session_id.has_value()) {
+      request.kv_options.conversation = ConversationOf(*input.session_id);
+      if (input.parent_session.has_value()) {
+        request.kv_options.parent_conversation = ConversationOf(*input.parent_session);
+        request.kv_options.parent_hint_authenticated = true;
+      }
+    }
     if (options_.radix_eviction_policy == RadixEvictionPolicy::kPriority &&
         input.priority.has_value()) {
       kv::RetentionConfig retention;
@@ -370,6 +384,20 @@ int64_t EngineRuntime::CloseSession(const std::string& session_id) {
   return freed;
 }
 
+TimeNs EngineRuntime::EmulatedNow() const {
+  return TimeNs::Seconds(Seconds(Clock::now() - started_) * options_.speed);
+}
+
+int64_t EngineRuntime::DemoteFinishedSubagents(const std::string& parent_session_id) {
+  int64_t demoted = 0;
+  RunOnRuntimeThread([&] {
+    kv::KvCacheManager& cache = scheduler().mutable_cache();
+    cache.SetClock(std::max(cache.clock(), EmulatedNow()));
+    demoted = cache.DemoteFinishedSubagents(ConversationOf(parent_session_id));
+  });
+  return demoted;
+}
+
 bool EngineRuntime::FlushCache() {
   bool flushed = false;
   RunOnRuntimeThread([&] {
@@ -456,6 +484,10 @@ void EngineRuntime::PublishAndRunDeferred() {
 
 void EngineRuntime::StepOnce() {
   const Clock::time_point start = Clock::now();
+  {
+    kv::KvCacheManager& cache = scheduler().mutable_cache();
+    cache.SetClock(std::max(cache.clock(), EmulatedNow()));
+  }
   const engine::EngineStep step = engine_.Step();
   const engine::StepResult& result = step.result;
   ++counters_.steps;

@@ -31,6 +31,7 @@
 #ifndef AGENTKV_SERVICE_EMULATOR_ENGINE_RUNTIME_H_
 #define AGENTKV_SERVICE_EMULATOR_ENGINE_RUNTIME_H_
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -45,6 +46,7 @@
 
 #include "agentkv/base/status.h"
 #include "agentkv/base/strong_id.h"
+#include "agentkv/base/time.h"
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/engine/engine.h"
 #include "agentkv/engine/engine_config.h"
@@ -122,6 +124,9 @@ struct GenerateInput {
   std::optional<int64_t> priority;
   // extra_key / cache_salt: requests with different namespaces never share KV.
   std::string cache_namespace;
+  // The body's agentkv_parent_session: this request's session is a sub-agent of that session.
+  // Read only under per_conversation retention and with a session_id (see Submit).
+  std::optional<std::string> parent_session;
 };
 
 // How a request ended.
@@ -203,6 +208,12 @@ class EngineRuntime {
   // Shutdown(), then joins.
   ~EngineRuntime();
 
+  // Sub-agents (engine.cache.block_reuse_policy per_conversation, with finished-sub-agent
+  // demotion when finished_subagent_priority is set): a request with a session_id is a turn of
+  // the conversation that session names, and its parent_session registers it as that
+  // session's child. The hint is taken as authenticated: only the gateway, which verifies the
+  // signed header, sets agentkv_parent_session (it refuses the member in a client's body).
+  //
   // Queues a request. InvalidArgument for an empty prompt, a negative max_new_tokens, or the
   // tokenizer manager's length errors (ContextLimits::CheckTokenizer: "The input (N tokens) is
   // longer than the model's context length ...", "Requested token count exceeds the model's
@@ -218,6 +229,13 @@ class EngineRuntime {
   // Closes `session_id` on the KV cache (release or dereference per the options; idempotent,
   // unknown ids are a no-op). Returns the tokens freed. Waits for the runtime thread.
   int64_t CloseSession(const std::string& session_id);
+
+  // The parent session `parent_session_id` sent its next request (the gateway's
+  // /demote_finished_subagents fan-out): demotes the finished children of that parent this
+  // engine holds (kv::KvCacheManager::DemoteFinishedSubagents), with the cache's clock at the
+  // emulated time. Returns the children demoted; 0 when demotion is off. Waits for the runtime
+  // thread.
+  int64_t DemoteFinishedSubagents(const std::string& parent_session_id);
 
   // Empties the prefix cache when no request is running or waiting (SGLang's /flush_cache);
   // returns whether it did. Waits for the runtime thread.
@@ -262,6 +280,8 @@ class EngineRuntime {
   // Publishes the snapshot, then runs the on_finish callbacks deferred since the last call.
   void PublishAndRunDeferred();
   std::vector<int64_t> PseudoTokens(const Active& active, int64_t from, int64_t n) const;
+  // Emulated time since the start (wall time times `speed`), the KV cache's clock.
+  TimeNs EmulatedNow() const;
   // Runs `work` on the runtime thread and waits for it.
   void RunOnRuntimeThread(const std::function<void()>& work);
 
@@ -270,6 +290,7 @@ class EngineRuntime {
   // Tokens per KV page (the engine's block size).
   const int32_t page_size_;
 
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   // Owned by the runtime thread (its const parts: cost model, pool, config, are read anywhere).
   engine::Engine engine_;
   std::unordered_map<RequestId, Active> active_;

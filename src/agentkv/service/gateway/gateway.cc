@@ -237,6 +237,9 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   ex->client = *std::move(client);
   ex->session_id = *session;
   if (hint == ParentHintVerdict::kAccepted) ex->parent = std::string(header(kParentSessionHeader));
+  // The parent's return reaches every engine before its request does (the router may place
+  // it anywhere, and its sub-agents were placed by their own sessions).
+  if (options_.agentic_subagent_demotion) DeliverParentReturn(ex->session_id, ex->parent);
   ex->rid = *std::move(rid);
   ex->started = started;
   ex->request = std::move(request);
@@ -322,7 +325,10 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
   SetHeader(headers, "Content-Type", "application/json");
   if (lifecycle_ && ex->session_id.has_value() &&
       options_.router_policy == SglRouterPolicy::kConsistentHashing) {
-    SetHeader(headers, protocol::kRoutingKeyHeader, *ex->session_id);
+    // A sub-agent routed by its parent's key lands on its parent's engine.
+    SetHeader(headers, protocol::kRoutingKeyHeader,
+              options_.route_subagents_by_parent && ex->parent.has_value() ? *ex->parent
+                                                                           : *ex->session_id);
   }
   std::string base = options_.router_url;
   if (base.empty()) {

@@ -43,6 +43,8 @@ struct GatewayStats {
   int64_t session_close = 0;
   int64_t session_close_failure = 0;
   int64_t parent_hint_rejected = 0;
+  // Parent returns delivered to every engine (--agentic-subagent-demotion).
+  int64_t subagent_demotion_deliveries = 0;
   // Fleet polls completed.
   int64_t polls = 0;
 };

@@ -156,6 +156,38 @@ void Gateway::Core::AbortOnEveryEngine(const std::string& rid) {
   }
 }
 
+void Gateway::Core::DeliverParentReturn(const std::optional<std::string>& session,
+                                        const std::optional<std::string>& parent) {
+  bool deliver = false;
+  {
+    sync::MutexLock lock(&parents_mu_);
+    if (parent.has_value() && parents_.insert(*parent).second) {
+      parents_order_.push_back(*parent);
+      while (static_cast<int64_t>(parents_order_.size()) > options_.max_sessions) {
+        parents_.erase(parents_order_.front());
+        parents_order_.pop_front();
+      }
+    }
+    deliver = session.has_value() && parents_.contains(*session);
+  }
+  if (!deliver || !effects_enabled_.load()) return;
+  demotion_deliveries_.fetch_add(1);
+  const std::string body = protocol::SerializeDemoteFinishedSubagentsRequest(
+      protocol::DemoteFinishedSubagentsRequest{*session});
+  for (const std::string& engine : directory_->urls()) {
+    control_client_->AsyncRequest(
+        http::verb::post, engine, std::string(protocol::kDemoteFinishedSubagentsPath),
+        {{"Content-Type", "application/json"}}, body,
+        [this, engine, parent = *session](StatusOr<net::ClientResponse> r) {
+          if (r.ok() && r->status / 100 == 2) return;
+          Log(LogLevel::kWarn,
+              "event=demote_finished_subagents_failed engine=" + engine + " parent=" + parent +
+                  " error=" +
+                  Quoted(r.ok() ? "HTTP " + std::to_string(r->status) : r.status().message()));
+        });
+  }
+}
+
 void Gateway::Core::CloseOnEveryEngine(const std::string& session_id,
                                        std::function<void(bool ok)> done) {
   const std::vector<std::string> engines = directory_->urls();
@@ -261,6 +293,7 @@ GatewayStats Gateway::Core::Stats() const {
   stats.sessions_active = sessions_ != nullptr ? sessions_->active_sessions() : 0;
   std::tie(stats.session_close, stats.session_close_failure) = metrics_.close_totals();
   stats.parent_hint_rejected = metrics_.parent_hint_rejected();
+  stats.subagent_demotion_deliveries = demotion_deliveries_.load();
   stats.polls = poller_ != nullptr ? poller_->polls() : 0;
   return stats;
 }

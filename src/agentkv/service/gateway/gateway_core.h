@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -95,6 +96,10 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   // SessionEffects.
   void CancelQueuedAttempt(const std::string& rid) override;
   void AbortOnEveryEngine(const std::string& rid) override;
+  // --agentic-subagent-demotion: remembers `parent` (a verified hint's parent session) and,
+  // when `session` is a remembered parent, delivers its return to every engine.
+  void DeliverParentReturn(const std::optional<std::string>& session,
+                           const std::optional<std::string>& parent);
   void CloseOnEveryEngine(const std::string& session_id,
                           std::function<void(bool ok)> done) override;
   void ReturnLease(const std::string& lease_id) override;
@@ -152,6 +157,13 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   sync::CondVar admission_cv_;
   int64_t pending_acquires_ AGENTKV_GUARDED_BY(admission_mu_) = 0;
   std::set<std::string> awaiting_ AGENTKV_GUARDED_BY(admission_mu_);
+
+  // Parent sessions verified hints named (--agentic-subagent-demotion), oldest first, bounded
+  // by max_sessions.
+  sync::Mutex parents_mu_;
+  std::set<std::string> parents_ AGENTKV_GUARDED_BY(parents_mu_);
+  std::deque<std::string> parents_order_ AGENTKV_GUARDED_BY(parents_mu_);
+  std::atomic<int64_t> demotion_deliveries_{0};
 
   sync::Mutex sweep_mu_;
   sync::CondVar sweep_cv_;

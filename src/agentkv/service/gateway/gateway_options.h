@@ -147,6 +147,18 @@ struct GatewayOptions {
   // --parent-hint-key: the HMAC-SHA256 key of sub-agent parent hints; without it no hint is
   // honoured. Default: empty.
   std::string parent_hint_key;
+  // --agentic-subagent-demotion: when a request of a session that verified hints named as a
+  // parent arrives, POST {"parent_session_id"} to /demote_finished_subagents on every engine
+  // (fire and forget, like an abort), so that each engine demotes the finished sub-agents of
+  // that parent it holds, wherever the router placed them. agentkv's engines (the emulator)
+  // serve it; an unmodified SGLang engine has no such call (it answers 404, logged, harmless).
+  // The parents remembered are bounded by --max-sessions (oldest forgotten first).
+  // Default: false.
+  bool agentic_subagent_demotion = false;
+  // --agentic-subagent-routing parent: with kConsistentHashing and the lifecycle on, a request
+  // with a verified parent hint carries X-SMG-Routing-Key: <parent session> instead of its own
+  // session, so a sub-agent lands on its parent's engine. Default: false ("own").
+  bool route_subagents_by_parent = false;
 
   // Where log lines go. Default: StderrLogSink.
   LogSink log = StderrLogSink;

@@ -65,6 +65,8 @@ class ReplayCommand {
   std::string model_ = "llama-3.1-8b";
   std::string gpu_ = "h100";
   std::string session_close_mode_ = "release";
+  // +stall-offload's least stall, seconds (options_.stall_offload.min_stall once checked).
+  double stall_offload_min_stall_s_ = 2.0;
   // Measured cost-model constants (cost_model_file.h); "" = the built-in calibrated ones.
   std::string cost_model_path_;
   std::vector<std::string> arms_;

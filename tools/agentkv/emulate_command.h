@@ -60,6 +60,8 @@ class EmulateCommand {
   std::string session_close_mode_ = "release";
   bool unpaced_ = false;
   int64_t hicache_tokens_ = 0;
+  // --stall-offload: the engine's stall offload (needs --hicache-tokens).
+  bool stall_offload_ = false;
   // Router.
   std::vector<std::string> worker_urls_;
   routing::RouterPolicy policy_ = routing::RouterPolicy::kCacheAware;

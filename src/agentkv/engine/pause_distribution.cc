@@ -42,6 +42,15 @@ const char* PauseHintName(PauseHint hint) {
   return "unknown";
 }
 
+StatusOr<PauseHint> ParsePauseHint(std::string_view name) {
+  for (const PauseHint hint :
+       {PauseHint::kNone, PauseHint::kToolCall, PauseHint::kSubagentWait, PauseHint::kHumanTurn}) {
+    if (name == PauseHintName(hint)) return hint;
+  }
+  return InvalidArgumentError("unknown pause \"" + std::string(name) +
+                              "\" (valid: none, tool_call, subagent_wait, human_turn)");
+}
+
 Status PauseDistributionOptions::Validate(const char* owner) const {
   if (prior_weight < 0 || prior_weight > (int64_t{1} << 20)) {
     return OutOfRange(owner, "prior_weight", std::to_string(prior_weight), "[0, 1 << 20]");

@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "agentkv/base/status.h"
 #include "agentkv/base/time.h"
@@ -44,6 +45,8 @@ enum class PauseHint : uint8_t {
 
 // "none", "tool_call", "subagent_wait" or "human_turn".
 const char* PauseHintName(PauseHint hint);
+// The hint PauseHintName names; InvalidArgument naming `name` and the four valid names.
+StatusOr<PauseHint> ParsePauseHint(std::string_view name);
 // Histogram buckets (see the header comment). The finite edges are the candidate TTLs of
 // Continuum and the resolution of every quantile.
 inline constexpr int32_t kPauseBuckets = 15;

@@ -65,8 +65,13 @@ StallOffloadPolicy::StallOffloadPolicy(const StallOffloadOptions& options, Pause
 void StallOffloadPolicy::OnSubmit(RequestId request, const kv::RequestOptions& kv_options,
                                   PauseHint next_pause, std::vector<kv::BlockKey> keys,
                                   TimeNs now) {
-  if (!kv_options.conversation.has_value()) return;
-  const ConversationId conversation = *kv_options.conversation;
+  // The program is the conversation, else the session (an engine that sees sessions only).
+  std::optional<ConversationId> program = kv_options.conversation;
+  if (!program.has_value() && kv_options.session.has_value()) {
+    program = ConversationId(kv_options.session->value());
+  }
+  if (!program.has_value()) return;
+  const ConversationId conversation = *program;
   if (auto it = paused_.find(conversation); it != paused_.end()) {
     const Paused& paused = it->second;
     pauses_.ObservePause(paused.pause_class, std::max(TimeNs(0), now - paused.since));

@@ -122,9 +122,11 @@ class StallOffloadPolicy {
   const StallOffloadCounters& counters() const { return counters_; }
 
   // A request reached the engine at `now` with its keys (`keys`: its prompt then output keys).
-  // A request of a paused conversation ends the pause: its length is learned, and an offloaded
-  // chain not yet prefetched is left to the request (it onboards it as any host hit). A request
-  // with a conversation and a pause hint is remembered until it ends.
+  // Its program is its conversation, else its session (same id; an engine that sees sessions
+  // only), else it has none and is ignored. A request of a paused program ends the pause: its
+  // length is learned, and an offloaded chain not yet prefetched is left to the request (it
+  // onboards it as any host hit). A request with a program and a pause hint is remembered
+  // until it ends.
   void OnSubmit(RequestId request, const kv::RequestOptions& kv_options, PauseHint next_pause,
                 std::vector<kv::BlockKey> keys, TimeNs now);
   // `request` ended at `now`. A completed request with a hint starts its conversation's pause;

@@ -198,6 +198,22 @@ TEST(CostModelTest, CreateRejectsNonPositivePresetFields) {
               HasSubstr("gpu.host_link_bytes_per_s = 0"));
 }
 
+TEST(CostModelTest, HostTransferTimeIsTheHostLoadFormula) {
+  const CostModel tp1 = MustCreate("llama-3.1-8b", "h100", 1, {});
+  const CostModel tp2 = MustCreate("llama-3.1-8b", "h100", 2, {});
+  EXPECT_EQ(tp1.HostTransferTime(0), TimeNs(0));
+  EXPECT_NEAR(tp1.HostTransferTime(500'000).seconds(), 65.536e9 / (64e9 * 0.69), 1e-9);
+  // Each tensor-parallel GPU moves its shard over its own link.
+  EXPECT_NEAR(tp2.HostTransferTime(500'000).seconds(), tp1.HostTransferTime(500'000).seconds() / 2,
+              1e-9);
+  const StepShape load{.prefill_tokens = 100,
+                       .decode_tokens = 0,
+                       .context_tokens = 0,
+                       .num_requests = 1,
+                       .host_load_tokens = 12'345};
+  EXPECT_EQ(tp1.Breakdown(load).host_load_time, tp1.HostTransferTime(12'345));
+}
+
 TEST(CostModelTest, HostLoadWithoutOverlapAddsTransferTimeOverEachGpusLink) {
   // 8B: 131,072 KV bytes per token; 500,000 tokens = 65.536e9 bytes over 64e9 x 0.69 bytes/s.
   const StepShape load{.prefill_tokens = 100,

@@ -114,5 +114,64 @@ TEST(EngineTest, CountsEvictionsOfTheStep) {
   EXPECT_GT(evicted, 0);
 }
 
+TEST(EngineTest, StallOffloadNeedsAHostTierAndIsOffByDefault) {
+  EngineConfig config = SmallConfig();
+  StatusOr<Engine> plain = Engine::Create(config);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->stall_offload(), nullptr);
+  EXPECT_EQ(plain->RunStallOffload(TimeNs::Seconds(1)), std::nullopt);
+  config.stall_offload = StallOffloadOptions{};
+  config.stall_offload->pressure_threshold = 2;
+  EXPECT_THAT(config.Validate().message(), HasSubstr("pressure_threshold"));
+  config.stall_offload->pressure_threshold = 0.5;
+  config.kv_pool.hicache_ratio = 0;
+  EXPECT_THAT(Engine::Create(config).status().message(),
+              HasSubstr("EngineConfig.stall_offload needs a host tier"));
+}
+
+TEST(EngineTest, StallOffloadMovesAPausedSessionOutAndBackOnTheDriversClock) {
+  EngineConfig config = SmallConfig();
+  config.kv_pool.max_total_tokens = 16 * kTokensPerBlock;
+  config.kv_pool.hicache_ratio = 2;
+  config.stall_offload = StallOffloadOptions{};
+  config.stall_offload->pressure_threshold = 0.5;
+  StatusOr<Engine> engine = Engine::Create(config);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ASSERT_NE(engine->stall_offload(), nullptr);
+  const kv::BlockKeyHasher& hasher = engine->scheduler().cache().hasher();
+  auto turn = [&](int64_t id, int64_t conversation, PauseHint hint, TimeNs at) {
+    SchedulerRequest request = Request(id, 10 * kTokensPerBlock + 1, 1);
+    std::vector<uint64_t> ids;
+    for (uint64_t b = 0; b < 10; ++b) ids.push_back(static_cast<uint64_t>(conversation) * 100 + b);
+    request.prompt_keys = hasher.KeysFromBlockIds(ids);
+    request.kv_options.conversation = ConversationId(conversation);
+    request.next_pause = hint;
+    engine->NoteSubmitted(request, at);
+    ASSERT_TRUE(engine->mutable_scheduler().Submit(std::move(request)).ok());
+    for (int i = 0; i < 4 && engine->scheduler().num_finished() < id; ++i) engine->Step();
+    ASSERT_TRUE(engine->mutable_scheduler().TakeReport(RequestId(id)).ok());
+    engine->NoteFinished(RequestId(id), /*completed=*/true, at);
+  };
+  // Teach the engine that human turns of conversation 1 last about 100 s.
+  for (int64_t k = 0; k < 10; ++k) {
+    turn(2 * k + 1, 1, PauseHint::kHumanTurn, TimeNs::Seconds(200.0 * static_cast<double>(k)));
+    // The conversation's next request arrives 100 s later (it ends the pause; not run here).
+    SchedulerRequest back = Request(2 * k + 2, 1, 1);
+    back.kv_options.conversation = ConversationId(1);
+    engine->NoteSubmitted(back, TimeNs::Seconds(200.0 * static_cast<double>(k) + 100));
+    engine->NoteFinished(back.id, /*completed=*/false, TimeNs::Seconds(0));
+  }
+  // A human turn of 10 blocks in a 16-block pool: under pressure, it goes to the host.
+  turn(100, 1, PauseHint::kHumanTurn, TimeNs::Seconds(5000));
+  const std::optional<TimeNs> wake = engine->RunStallOffload(TimeNs::Seconds(5000));
+  ASSERT_TRUE(wake.has_value());
+  EXPECT_GT(*wake, TimeNs::Seconds(5000));
+  EXPECT_GT(engine->scheduler().cache().stats().stall_offloaded_blocks, 0);
+  EXPECT_EQ(engine->stall_offload()->offloaded_sessions(), 1);
+  EXPECT_EQ(engine->RunStallOffload(*wake), std::nullopt);
+  EXPECT_GT(engine->scheduler().cache().stats().prefetched_blocks, 0);
+  EXPECT_TRUE(engine->scheduler().CheckInvariants().ok());
+}
+
 }  // namespace
 }  // namespace agentkv::engine

@@ -273,5 +273,178 @@ TEST_F(BlockCacheTest, MovesKeepTheCacheUsable) {
   EXPECT_TRUE(moved.CheckInvariants().ok());
 }
 
+// ---- Stall offload: OffloadChain and PrefetchChain --------------------------------------
+
+// The number of events of `kind` in `events` that found their block in `tier`.
+int64_t CountEvents(const std::vector<KvEvent>& events, KvEventKind kind,
+                    std::optional<Tier> tier = std::nullopt) {
+  int64_t n = 0;
+  for (const KvEvent& e : events) {
+    n += e.kind == kind && (!tier.has_value() || e.tier == *tier) ? 1 : 0;
+  }
+  return n;
+}
+
+TEST_F(BlockCacheTest, OffloadChainMovesAnUnheldChainToTheHostWithoutEvicting) {
+  Build(/*device_blocks=*/8, /*host_blocks=*/8);
+  const std::vector<BlockKey> chain = Chain(0, 4);
+  Run(1, chain);
+  cache().TakeEvents();
+  EXPECT_EQ(cache().OffloadChain(chain), 4);
+  CheckInvariants();
+  EXPECT_EQ(cache().Match(chain), (PrefixMatch{0, 4}));
+  const KvCacheStats s = cache().stats();
+  EXPECT_EQ(s.stall_offloaded_blocks, 4);
+  EXPECT_EQ(s.device_evictions, 0);
+  EXPECT_EQ(s.offloads, 0);
+  EXPECT_EQ(s.device.free, 8);
+  EXPECT_EQ(CountEvents(cache().TakeEvents(), KvEventKind::kOffloaded), 4);
+  // A request of the chain finds it on the host and onboards it, as any host hit.
+  const StatusOr<PrefixMatch> hit = cache().AddRequest(RequestId(2), chain);
+  ASSERT_TRUE(hit.ok());
+  EXPECT_EQ(*hit, (PrefixMatch{0, 4}));
+  EXPECT_EQ(cache().stats().onboards, 4);
+  Finish(2);
+}
+
+TEST_F(BlockCacheTest, OffloadChainNeverMovesBlocksARunningRequestHolds) {
+  Build(8, 8);
+  const std::vector<BlockKey> chain = Chain(0, 4);
+  Start(1, chain);
+  EXPECT_EQ(cache().OffloadChain(chain), 0);
+  CheckInvariants();
+  EXPECT_EQ(cache().Match(chain), (PrefixMatch{4, 0}));
+  Finish(1);
+  // A request holding only the first two blocks keeps those two; the tail moves.
+  Start(2, std::vector<BlockKey>(chain.begin(), chain.begin() + 2));
+  EXPECT_EQ(cache().OffloadChain(chain), 2);
+  CheckInvariants();
+  EXPECT_EQ(cache().Match(chain), (PrefixMatch{2, 2}));
+  Finish(2);
+}
+
+TEST_F(BlockCacheTest, OffloadChainKeepsASharedPrefixOnTheDevice) {
+  Build(12, 12);
+  // Two chains share their first two blocks (a system prompt).
+  std::vector<int32_t> ta;
+  std::vector<int32_t> tb;
+  for (int32_t i = 0; i < 2 * kTokensPerBlock; ++i) {
+    ta.push_back(i);
+    tb.push_back(i);
+  }
+  for (int32_t i = 0; i < 2 * kTokensPerBlock; ++i) {
+    ta.push_back(500 + i);
+    tb.push_back(900 + i);
+  }
+  const std::vector<BlockKey> a = cache().hasher().KeysFromTokens(ta, kTokensPerBlock);
+  const std::vector<BlockKey> b = cache().hasher().KeysFromTokens(tb, kTokensPerBlock);
+  ASSERT_EQ(a[1], b[1]);
+  Run(1, a);
+  Run(2, b);
+  // a's own two blocks go; the fork (b extends the shared prefix) stops the walk.
+  EXPECT_EQ(cache().OffloadChain(a), 2);
+  CheckInvariants();
+  EXPECT_EQ(cache().Match(a), (PrefixMatch{2, 2}));
+  EXPECT_EQ(cache().Match(b), (PrefixMatch{4, 0}));
+}
+
+TEST_F(BlockCacheTest, OffloadChainOnlyFillsFreeHostRoom) {
+  Build(8, /*host_blocks=*/2);
+  const std::vector<BlockKey> chain = Chain(0, 4);
+  Run(1, chain);
+  EXPECT_EQ(cache().OffloadChain(chain), 2);
+  CheckInvariants();
+  EXPECT_EQ(cache().Match(chain), (PrefixMatch{2, 2}));
+  // The host is full now: nothing more moves, and nothing on the host is evicted for it.
+  const std::vector<BlockKey> other = Chain(300, 2);
+  Run(2, other);
+  EXPECT_EQ(cache().OffloadChain(other), 0);
+  EXPECT_EQ(cache().stats().drops, 0);
+  CheckInvariants();
+}
+
+TEST_F(BlockCacheTest, OffloadChainNeedsAHostTier) {
+  Build(8, 0);
+  const std::vector<BlockKey> chain = Chain(0, 3);
+  Run(1, chain);
+  EXPECT_EQ(cache().OffloadChain(chain), 0);
+  EXPECT_EQ(cache().Match(chain), (PrefixMatch{3, 0}));
+}
+
+TEST_F(BlockCacheTest, PrefetchChainLoadsTheHostRunBackUnheldAndCountsPrefetches) {
+  Build(8, 8);
+  const std::vector<BlockKey> chain = Chain(0, 4);
+  Run(1, chain);
+  ASSERT_EQ(cache().OffloadChain(chain), 4);
+  cache().TakeEvents();
+  EXPECT_EQ(cache().PrefetchChain(chain, /*max_blocks=*/3), 3);
+  CheckInvariants();
+  EXPECT_EQ(cache().Match(chain), (PrefixMatch{3, 1}));
+  EXPECT_EQ(cache().PrefetchChain(chain, 8), 1);
+  CheckInvariants();
+  EXPECT_EQ(cache().Match(chain), (PrefixMatch{4, 0}));
+  const KvCacheStats s = cache().stats();
+  EXPECT_EQ(s.prefetched_blocks, 4);
+  EXPECT_EQ(s.onboards, 0);
+  EXPECT_EQ(s.device.held, 0);
+  EXPECT_EQ(s.device.evictable, 4);
+  EXPECT_EQ(CountEvents(cache().TakeEvents(), KvEventKind::kOnboarded), 4);
+  // The next request finds everything on the device.
+  const StatusOr<PrefixMatch> hit = cache().AddRequest(RequestId(2), chain);
+  ASSERT_TRUE(hit.ok());
+  EXPECT_EQ(*hit, (PrefixMatch{4, 0}));
+  Finish(2);
+}
+
+TEST_F(BlockCacheTest, PrefetchChainMakesRoomInEvictionOrderButNeverFromHeldBlocks) {
+  Build(4, 8);
+  const std::vector<BlockKey> chain = Chain(0, 2);
+  Run(1, chain);
+  ASSERT_EQ(cache().OffloadChain(chain), 2);
+  // A running request holds three of the four device blocks; one is free.
+  Start(2, Chain(200, 3));
+  EXPECT_EQ(cache().PrefetchChain(chain, 8), 1);
+  CheckInvariants();
+  EXPECT_EQ(cache().Match(chain), (PrefixMatch{1, 1}));
+  Finish(2);
+  // Now the held blocks are evictable: the rest comes back, evicting the oldest of them (to
+  // the host).
+  EXPECT_EQ(cache().PrefetchChain(chain, 8), 1);
+  CheckInvariants();
+  EXPECT_EQ(cache().Match(chain), (PrefixMatch{2, 0}));
+  EXPECT_EQ(cache().stats().offloads, 1);
+}
+
+TEST_F(BlockCacheTest, StallMovesConserveEveryBlock) {
+  // Every block a stall offload moved is, at the end, back on the device (prefetched or
+  // onboarded), still on the host, or gone from the host by its own eviction order: counted
+  // from the events, nothing is lost silently and nothing is pinned (every block evictable).
+  Build(6, 4);
+  const std::vector<BlockKey> a = Chain(0, 3);
+  const std::vector<BlockKey> b = Chain(100, 3);
+  Run(1, a);
+  Run(2, b);
+  int64_t offloaded = cache().OffloadChain(a);
+  offloaded += cache().OffloadChain(b);  // The host has room for one more block only.
+  EXPECT_EQ(offloaded, 4);
+  EXPECT_EQ(cache().PrefetchChain(a, 8), 3);
+  for (int64_t id = 3; id < 9; ++id) RunFresh(id);  // Pushes blocks through both tiers.
+  CheckInvariants();
+  const std::vector<KvEvent> events = cache().TakeEvents();
+  const KvCacheStats s = cache().stats();
+  EXPECT_EQ(s.stall_offloaded_blocks, 4);
+  EXPECT_EQ(s.prefetched_blocks, 3);
+  EXPECT_EQ(s.device.held, 0);
+  EXPECT_EQ(s.device.evictable + s.device.free, s.device.capacity);
+  // Host occupancy is exactly what moved in less what moved out or left the host.
+  EXPECT_EQ(CountEvents(events, KvEventKind::kOffloaded) -
+                CountEvents(events, KvEventKind::kOnboarded) -
+                CountEvents(events, KvEventKind::kEvicted) -
+                CountEvents(events, KvEventKind::kDropped, Tier::kHost) -
+                CountEvents(events, KvEventKind::kReleased, Tier::kHost),
+            s.host.cached);
+  EXPECT_GT(CountEvents(events, KvEventKind::kEvicted), 0);
+}
+
 }  // namespace
 }  // namespace agentkv::kv

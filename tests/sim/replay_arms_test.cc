@@ -189,6 +189,24 @@ TEST(ReplayArmsTest, OracleIsABaseWithoutFeatures) {
   EXPECT_TRUE(ValidateArms({oracle, ParseOrDie("lru")}).ok());
 }
 
+TEST(ReplayArmsTest, StallOffloadNeedsTheHostTierAndSaysSo) {
+  const ArmSpec arm = ParseOrDie("+stall-offload+host-tier");
+  EXPECT_TRUE(arm.stall_offload);
+  EXPECT_TRUE(arm.host_tier);
+  EXPECT_EQ(ParseOrDie("baseline+host-tier+stall-offload").stall_offload, true);
+  EXPECT_THAT(arm.Description(), ::testing::HasSubstr("stall offload"));
+  const std::string error = ErrorOf("+stall-offload");
+  EXPECT_THAT(error, ::testing::HasSubstr("+stall-offload"));
+  EXPECT_THAT(error, ::testing::HasSubstr("add +host-tier"));
+  ArmSpec typed;
+  typed.name = "typed";
+  typed.stall_offload = true;
+  EXPECT_THAT(ValidateArms({typed}).message(), ::testing::HasSubstr("add +host-tier"));
+  typed.host_tier = true;
+  EXPECT_TRUE(ValidateArms({typed}).ok());
+  EXPECT_THAT(ErrorOf("+stall-offlod+host-tier"), ::testing::HasSubstr("stall-offload"));
+}
+
 TEST(ReplayArmsTest, AFeatureNamedTwiceIsAnError) {
   for (std::string_view name :
        {"+lifecycle+lifecycle", "all+host-tier", "all+lifecycle", "continuum+continuum",

@@ -165,6 +165,38 @@ TEST(ReplayGateTest, EveryArmConservesRequestsLeasesAndInvariants) {
   }
 }
 
+TEST(ReplayTest, StallOffloadArmRunsDeterministicallyAndConserves) {
+  ReplayOptions options = SmallFleet();
+  options.arms = Arms({"+host-tier", "+stall-offload+host-tier"});
+  StatusOr<ReplayResult> first = RunReplay(SmallWorkload(5), "small", 5, options);
+  StatusOr<ReplayResult> second = RunReplay(SmallWorkload(5), "small", 5, options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(report::ReplayResultJson(*first), report::ReplayResultJson(*second));
+  const ArmResult& host = first->arms[0];
+  const ArmResult& stall = first->arms[1];
+  EXPECT_EQ(host.stall_offloaded_blocks, 0);
+  // The small fleet is under pressure and its human turns pause for about 30 s: sessions go
+  // out and come back.
+  EXPECT_GT(stall.stall_offloaded_sessions, 0);
+  EXPECT_GT(stall.stall_offloaded_blocks, 0);
+  EXPECT_GT(stall.stall_prefetched_blocks + stall.stall_returned_offloaded, 0);
+  EXPECT_EQ(stall.requests_completed, host.requests_completed);
+  EXPECT_EQ(stall.uncached_tokens, stall.cold_tokens + stall.evicted_recompute_tokens);
+  EXPECT_EQ(stall.prompt_tokens,
+            stall.cached_device_tokens + stall.cached_host_tokens + stall.uncached_tokens);
+  // Both runs' engines passed their end-of-arm invariants (RunAgenticArm checks them).
+}
+
+TEST(ReplayTest, StallOffloadWithoutAHostTierIsRefused) {
+  ReplayOptions options = SmallFleet();
+  ArmSpec arm = *ParseArm("+stall-offload+host-tier");
+  arm.host_tier = false;
+  options.arms = {arm};
+  EXPECT_THAT(RunReplay(SmallWorkload(1), "small", 1, options).status().message(),
+              testing::HasSubstr("host tier"));
+}
+
 TEST(ReplayTest, ArmsChangeWhatTheyClaimTo) {
   StatusOr<ReplayResult> result = RunReplay(SmallWorkload(4), "small", 4, SmallFleet());
   ASSERT_TRUE(result.ok()) << result.status();

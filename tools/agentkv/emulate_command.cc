@@ -139,6 +139,12 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
                                    .finished_subagent_priority = finished_subagent_priority_,
                                    .finished_subagent_min_idle_s = finished_subagent_min_idle_s_},
                    unpaced_, hicache_tokens_);
+    mode->add_flag("--stall-offload", stall_offload_,
+                   "Move a paused session's KV to the host tier under memory pressure and back "
+                   "before its predicted return (needs --hicache-tokens and "
+                   "--enable-session-radix-cache; requests name their pause with "
+                   "agentkv_next_pause: tool_call, subagent_wait, human_turn or none); default "
+                   "off, with pressure 0.95, quantile 0.25 and a least stall of 2 s");
   }
   for (CLI::App* mode : {router_, fleet_}) {
     AddRouterPolicyOption(*mode, "--policy", policy_,
@@ -195,6 +201,14 @@ StatusOr<service::EngineEmulatorOptions> EmulateCommand::EngineOptions() const {
   AGENTKV_ASSIGN_OR_RETURN(options.runtime.radix_eviction_policy,
                            service::ParseRadixEvictionPolicy(radix_eviction_policy_));
   config.kv_pool.hicache_tokens = hicache_tokens_;
+  if (stall_offload_) {
+    if (hicache_tokens_ <= 0) {
+      return InvalidArgumentError(
+          "--stall-offload needs a host tier: set --hicache-tokens > 0 (stall offload moves "
+          "paused sessions' KV to host memory)");
+    }
+    config.stall_offload = engine::StallOffloadOptions{};
+  }
   config.cache.session_close_mode = session_close_mode_ == "release"
                                         ? kv::SessionCloseMode::kRelease
                                         : kv::SessionCloseMode::kDereference;

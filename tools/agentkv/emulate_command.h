@@ -63,6 +63,8 @@ class EmulateCommand {
   // Finished-sub-agent demotion (kv block_reuse_config): off while the priority is -1.
   int64_t finished_subagent_priority_ = -1;
   double finished_subagent_min_idle_s_ = -1;
+  // --stall-offload: the engine's stall offload (needs --hicache-tokens).
+  bool stall_offload_ = false;
   // Router.
   std::vector<std::string> worker_urls_;
   routing::RouterPolicy policy_ = routing::RouterPolicy::kCacheAware;

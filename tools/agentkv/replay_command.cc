@@ -84,6 +84,9 @@ Arms (--arms, comma-separated; default: all eight):
   all                 the four features above together
   continuum           Continuum: cost-aware TTL pins after tool-call turns, learned per
                       pause class (--continuum-memory-price), program-level FCFS
+  +stall-offload      with +host-tier: a paused session's KV moves to the host tier under
+                      memory pressure and is prefetched before its predicted return
+                      (--stall-offload-pressure, -quantile, -min-stall-s); not a default arm
   infinite-cache      enough device KV for the whole workload (the upper bound)
   oracle              clairvoyant eviction: evicts the block whose next use (each agent's future
                       requests in recorded order, timed by the recorded gaps) is farthest away;
@@ -327,6 +330,21 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
                "continuum: order each engine's waiting queue by program (false: pins alone)")
       ->capture_default_str()
       ->group(arms_group);
+  c.add_option("--stall-offload-pressure", options_.stall_offload.pressure_threshold,
+               "+stall-offload: device KV usage (held or cached blocks over capacity) above "
+               "which paused sessions' KV moves to the host tier, in (0, 1]")
+      ->capture_default_str()
+      ->group(arms_group);
+  c.add_option("--stall-offload-quantile", options_.stall_offload.return_quantile,
+               "+stall-offload: a paused session's predicted return is the time by which this "
+               "share of its pause class's pauses of its length have ended, in (0, 1)")
+      ->capture_default_str()
+      ->group(arms_group);
+  c.add_option("--stall-offload-min-stall-s", stall_offload_min_stall_s_,
+               "+stall-offload: least time to the predicted return for an offload, seconds, in "
+               "[0, 86400]")
+      ->capture_default_str()
+      ->group(arms_group);
   agentic_.Add(c, AgenticFlags::Set::kBudget, FlagSource::kCommandLine, arms_group);
 
   const std::string output_group = "Output";
@@ -450,6 +468,22 @@ int ReplayCommand::Run() const {
     }
     if (s.ok()) {
       s = CheckFlagRange("--continuum-memory-price", options.continuum.memory_price, 0.0, 1.0);
+    }
+    if (s.ok()) {
+      s = CheckFlagRange("--stall-offload-pressure", options.stall_offload.pressure_threshold, 0.0,
+                         1.0, LowerBound::kOpen);
+    }
+    if (s.ok() && !(options.stall_offload.return_quantile > 0.0 &&
+                    options.stall_offload.return_quantile < 1.0)) {
+      s = InvalidArgumentError(fmt::format("--stall-offload-quantile must be in (0, 1), got {}",
+                                           options.stall_offload.return_quantile));
+    }
+    if (s.ok()) {
+      s = CheckFlagRange("--stall-offload-min-stall-s", stall_offload_min_stall_s_, 0.0, 86400.0);
+    }
+    if (s.ok()) {
+      options.stall_offload.min_stall =
+          TimeNs(static_cast<int64_t>(stall_offload_min_stall_s_ * 1e9));
     }
     if (s.ok()) s = CheckOutputPath("--json", json_path_);
     if (s.ok()) s = CheckOutputPath("--html", html_path_);

@@ -69,6 +69,8 @@ class ReplayCommand {
   CLI::Option* finished_subagent_min_idle_s_option_ = nullptr;
   std::string subagent_demotion_delivery_ = "every-engine";
   std::string subagent_routing_ = "own";
+  // +stall-offload's least stall, seconds (options_.stall_offload.min_stall once checked).
+  double stall_offload_min_stall_s_ = 2.0;
   // Measured cost-model constants (cost_model_file.h); "" = the built-in calibrated ones.
   std::string cost_model_path_;
   std::vector<std::string> arms_;

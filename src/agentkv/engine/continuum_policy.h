@@ -5,12 +5,13 @@
 // finished tool-call turn chooses the TTL that maximizes
 //   net(ttl) = P(pause <= ttl) * (prefill saved + queueing saved)
 //            - pinned tokens * E[min(pause, ttl)] * price(KV pressure),
-// pinning only when the best net is positive. The prefill saved is the cost model's estimate
-// of recomputing the pinned tokens; the price of a token-second of KV rises with the pressure
-// on the pool, price(p) = memory_price * p / (1 - p). Until a class has samples, a prior of
-// `prior_weight` pseudo-samples distributed exponentially with mean `prior_pause` stands in
-// for them (Continuum's cold start assumes exponential tool durations; as pseudo-samples, real
-// samples outweigh the prior as they arrive).
+// pinning only when the best net is positive. The pause lengths are a PauseDistribution
+// (pause_distribution.h), the estimator stall offload shares. The prefill saved is the cost model's
+// estimate of recomputing the pinned tokens; the price of a token-second of KV rises with the
+// pressure on the pool, price(p) = memory_price * p / (1 - p). Until a class has samples, a prior
+// of `prior_weight` pseudo-samples distributed exponentially with mean `prior_pause` stands in for
+// them (Continuum's cold start assumes exponential tool durations; as pseudo-samples, real samples
+// outweigh the prior as they arrive).
 //
 // Pure: no I/O, clocks or globals; time enters as durations. Deterministic. The simulator's
 // gateway model runs it; a gateway or an engine can run the same object. Thread-compatible:
@@ -18,7 +19,6 @@
 #ifndef AGENTKV_ENGINE_CONTINUUM_POLICY_H_
 #define AGENTKV_ENGINE_CONTINUUM_POLICY_H_
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -26,15 +26,9 @@
 #include "agentkv/base/status.h"
 #include "agentkv/base/time.h"
 #include "agentkv/engine/cost_model.h"
+#include "agentkv/engine/pause_distribution.h"
 
 namespace agentkv::engine {
-
-// Pause classes the policy keeps apart: keys in [0, kMaxPauseClasses).
-inline constexpr int32_t kMaxPauseClasses = 8;
-// Histogram buckets: bucket i < kPauseBuckets - 1 holds pauses in (edge(i-1), edge(i)] with
-// edge(i) = 250 ms * 2^i (250 ms .. 2048 s); the last bucket holds longer pauses and pauses
-// that never ended (the program stopped). The finite edges are the candidate TTLs.
-inline constexpr int32_t kPauseBuckets = 15;
 
 struct ContinuumPolicyOptions {
   // Seconds of server time one token of KV held for one second costs at KV pressure 0.5
@@ -54,6 +48,11 @@ struct ContinuumPolicyOptions {
   // When a class has seen this many samples, every count is halved (old samples fade, the
   // distribution follows drift). Default: 4096. Range: [2, 1 << 30].
   int64_t decay_at = 4096;
+
+  // The estimator's part of these options.
+  PauseDistributionOptions distribution() const {
+    return PauseDistributionOptions{prior_weight, prior_pause, decay_at};
+  }
 
   // InvalidArgument naming the first field out of range.
   Status Validate() const;
@@ -92,9 +91,9 @@ class ContinuumPolicy {
 
   // Records one pause of `pause_class` that ended after `pause` (the program's next request
   // arrived). Precondition: class in range, pause >= 0.
-  void ObservePause(int32_t pause_class, TimeNs pause);
+  void ObservePause(int32_t pause_class, TimeNs pause) { pauses_.ObservePause(pause_class, pause); }
   // Records a pause that never ended (the program stopped after the tool call).
-  void ObserveNoReturn(int32_t pause_class);
+  void ObserveNoReturn(int32_t pause_class) { pauses_.ObserveNoReturn(pause_class); }
 
   // The pin decision for `request` on an engine priced by `cost_model` (the prefill saved is
   // its estimate of prefilling request.tokens alone). Precondition: fields in range.
@@ -103,25 +102,23 @@ class ContinuumPolicy {
   PinDecision DecideWithPrefill(const PinRequest& request, TimeNs prefill_saved) const;
 
   // P(pause <= ttl) for `pause_class` under the learned distribution and the prior.
-  double ReturnProbability(int32_t pause_class, TimeNs ttl) const;
+  double ReturnProbability(int32_t pause_class, TimeNs ttl) const {
+    return pauses_.ReturnProbability(pause_class, ttl);
+  }
   // Real samples recorded for `pause_class` (after decay), without the prior.
-  int64_t samples(int32_t pause_class) const;
+  int64_t samples(int32_t pause_class) const { return pauses_.samples(pause_class); }
+  // The learned pause lengths.
+  const PauseDistribution& pauses() const { return pauses_; }
   // The candidate TTLs: the finite bucket edges, ascending.
-  static TimeNs BucketEdge(int32_t bucket);
+  static TimeNs BucketEdge(int32_t bucket) { return PauseDistribution::BucketEdge(bucket); }
   // The bucket a pause falls in.
-  static int32_t BucketOf(TimeNs pause);
+  static int32_t BucketOf(TimeNs pause) { return PauseDistribution::BucketOf(pause); }
 
  private:
-  explicit ContinuumPolicy(const ContinuumPolicyOptions& options);
-
-  using Histogram = std::array<int64_t, kPauseBuckets>;
-  using Weights = std::array<double, kPauseBuckets>;
-  // The class's counts plus the prior.
-  Weights WeightsOf(int32_t pause_class) const;
-  void Add(int32_t pause_class, int32_t bucket);
+  ContinuumPolicy(const ContinuumPolicyOptions& options, PauseDistribution pauses);
 
   ContinuumPolicyOptions options_;
-  std::array<Histogram, kMaxPauseClasses> counts_{};
+  PauseDistribution pauses_;
 };
 
 }  // namespace agentkv::engine

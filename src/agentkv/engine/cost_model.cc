@@ -243,6 +243,12 @@ StatusOr<CostModel> CostModel::Create(ModelPresetId model, GpuPresetId gpu, int3
   return Create(PresetOf(model), PresetOf(gpu), tp, options);
 }
 
+TimeNs CostModel::HostTransferTime(int64_t tokens) const {
+  AGENTKV_CHECK_GE(tokens, 0);
+  return CeilNs(static_cast<double>(tokens) * static_cast<double>(kv_bytes_per_token_) /
+                (tp_ * host_link_bytes_per_s()));
+}
+
 StepCost CostModel::Breakdown(const StepShape& shape) const {
   AGENTKV_CHECK(shape.prefill_tokens >= 0 && shape.decode_tokens >= 0 &&
                 shape.context_tokens >= 0 && shape.num_requests >= 0 && shape.host_load_tokens >= 0)
@@ -283,8 +289,7 @@ StepCost CostModel::Breakdown(const StepShape& shape) const {
         TimeNs(2 * int64_t{model_.num_layers} * options_.allreduce_latency.ns());
   }
   cost.overhead = options_.step_overhead;
-  cost.host_load_time = CeilNs(static_cast<double>(shape.host_load_tokens) * kv_token /
-                               (tp_ * host_link_bytes_per_s()));
+  cost.host_load_time = HostTransferTime(shape.host_load_tokens);
   const TimeNs busy = std::max(cost.compute_time, cost.memory_time);
   if (options_.overlap_host_load) {
     // A two-stage pipeline over the layers: layer i's KV loads while layer i - 1 computes. It

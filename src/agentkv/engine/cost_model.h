@@ -190,6 +190,12 @@ class CostModel {
     return gpu_.host_link_bytes_per_s * options_.host_link_efficiency;
   }
 
+  // Wall time of moving `tokens` tokens of KV over the host link in one direction (a host-tier
+  // load, a stall offload or a prefetch): tokens * kv_bytes_per_token / (tp *
+  // host_link_bytes_per_s()), each tensor-parallel GPU moving its shard over its own link,
+  // rounded up to whole nanoseconds. Precondition: tokens >= 0.
+  TimeNs HostTransferTime(int64_t tokens) const;
+
   // Wall time of one step. An empty step (no prefill and no decode tokens) costs 0.
   // Precondition: every field of `shape` >= 0, and num_requests >= 1 when tokens > 0.
   TimeNs Estimate(const StepShape& shape) const { return Breakdown(shape).total; }

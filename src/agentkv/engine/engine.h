@@ -12,12 +12,14 @@
 #define AGENTKV_ENGINE_ENGINE_H_
 
 #include <cstdint>
+#include <optional>
 
 #include "agentkv/base/status.h"
 #include "agentkv/base/time.h"
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/engine/engine_config.h"
 #include "agentkv/engine/kv_pool.h"
+#include "agentkv/engine/stall_offload_policy.h"
 #include "agentkv/engine/step_scheduler.h"
 
 namespace agentkv::engine {
@@ -51,6 +53,23 @@ class Engine {
   // Runs StepScheduler::Step() once and prices it with the cost model.
   EngineStep Step();
 
+  // ---- Stall offload (EngineConfig::stall_offload; every call a no-op without it) --------
+  // The driver tells the engine, in its own time (simulated or wall), when requests arrive and
+  // end, and runs the policy at every step start and at the time RunStallOffload returns.
+
+  // `request` is about to be submitted at `now` (call before StepScheduler::Submit moves it).
+  void NoteSubmitted(const SchedulerRequest& request, TimeNs now);
+  // Request `id` ended at `now`: completed normally, or not (aborted, rejected).
+  void NoteFinished(RequestId id, bool completed, TimeNs now);
+  // Plans the stall offload moves due at `now` and applies them to the cache (offloads until
+  // the plan's pressure goal is met, prefetches as planned). Returns the next time it has a
+  // prefetch due, if any: the driver calls again then even if no step runs.
+  std::optional<TimeNs> RunStallOffload(TimeNs now);
+  // The policy (null when stall offload is off).
+  const StallOffloadPolicy* stall_offload() const {
+    return stall_offload_.has_value() ? &*stall_offload_ : nullptr;
+  }
+
   const EngineConfig& config() const { return config_; }
   const CostModel& cost_model() const { return cost_model_; }
   const KvPool& kv_pool() const { return kv_pool_; }
@@ -62,12 +81,13 @@ class Engine {
 
  private:
   Engine(const EngineConfig& config, const CostModel& cost_model, const KvPool& kv_pool,
-         StepScheduler scheduler);
+         StepScheduler scheduler, std::optional<StallOffloadPolicy> stall_offload);
 
   EngineConfig config_;
   CostModel cost_model_;
   KvPool kv_pool_;
   StepScheduler scheduler_;
+  std::optional<StallOffloadPolicy> stall_offload_;
 };
 
 }  // namespace agentkv::engine

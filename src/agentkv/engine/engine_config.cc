@@ -16,6 +16,14 @@ Status ValidateWithoutCostModel(const EngineConfig& config) {
         std::to_string(config.cache.device_blocks) + " and " +
         std::to_string(config.cache.host_blocks));
   }
+  if (config.stall_offload.has_value()) {
+    AGENTKV_RETURN_IF_ERROR(config.stall_offload->Validate());
+    if (config.kv_pool.hicache_ratio <= 0.0 && config.kv_pool.hicache_tokens <= 0) {
+      return InvalidArgumentError(
+          "EngineConfig.stall_offload needs a host tier (kv_pool.hicache_ratio or "
+          "hicache_tokens > 0): stall offload moves paused sessions' KV to host memory");
+    }
+  }
   return Status::Ok();
 }
 

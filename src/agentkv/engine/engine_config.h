@@ -10,11 +10,13 @@
 #define AGENTKV_ENGINE_ENGINE_CONFIG_H_
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "agentkv/base/status.h"
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/engine/kv_pool.h"
+#include "agentkv/engine/stall_offload_policy.h"
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/kv_cache_options.h"
 
@@ -36,9 +38,14 @@ struct EngineConfig {
   // event log). Its sizing fields are kv_pool's: device_blocks and host_blocks must stay 0 and
   // tokens_per_block is not read (Engine sets all three from SizeKvPool).
   kv::KvCacheOptions cache;
+  // Stall offload (stall_offload_policy.h): paused sessions' KV to the host tier under
+  // pressure, prefetched before their predicted return. Default: unset (off). Needs a host
+  // tier (kv_pool.hicache_ratio or hicache_tokens > 0); valid per StallOffloadOptions.
+  std::optional<StallOffloadOptions> stall_offload;
 
   // InvalidArgument naming the first bad field (scheduler, kv_pool and cost-model fields,
-  // cache sizing fields set here), or the cost model's error (tp, a model that does not fit).
+  // cache sizing fields set here, stall offload without a host tier), or the cost model's
+  // error (tp, a model that does not fit).
   // The cache's policy fields are checked when Engine::Create builds the cache.
   [[nodiscard]] Status Validate() const;
 };

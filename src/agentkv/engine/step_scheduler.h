@@ -29,6 +29,7 @@
 #include "agentkv/base/status.h"
 #include "agentkv/base/strong_id.h"
 #include "agentkv/base/time.h"
+#include "agentkv/engine/pause_distribution.h"
 #include "agentkv/kv/block_key.h"
 #include "agentkv/kv/kv_cache_manager.h"
 
@@ -76,6 +77,10 @@ struct SchedulerRequest {
   int64_t max_new_tokens = 1;
   // Session, conversation and retention inputs passed to KvCacheManager::AddRequest.
   kv::RequestOptions kv_options;
+  // The client's hint of the pause that follows this request (a tool call, a wait for
+  // sub-agents, a human's turn). The scheduler does not read it; stall offload does
+  // (Engine::NoteSubmitted). Default: kNone.
+  PauseHint next_pause = PauseHint::kNone;
 };
 
 // What one request did in one step.

@@ -194,6 +194,29 @@ class BlockCache {
   // The number of keys that have references.
   int64_t referenced_keys() const { return static_cast<int64_t>(key_refs_.size()); }
 
+  // ---- Stall offload: tier moves ahead of demand (engine/stall_offload_policy.h) ---------
+
+  // Moves to the host tier, ahead of demand, the device blocks of the chain `keys` (read from
+  // its root, as Match reads it) that no running request holds and no other path needs on the
+  // device: from the deepest device-resident block of the chain up, stopping at the first one
+  // that is held, that a cached device block outside the chain extends (a fork: a shared
+  // prefix stays on the device), whose priority is below the offload threshold (an eviction
+  // would drop it), or when the host tier is full: a move ahead of demand only fills free host
+  // room, it never evicts from the host. Each tier stays closed under prefixes. Counted in
+  // stall_offloaded_blocks, not as evictions or offloads; `offloaded` events. Returns the
+  // blocks moved: 0 without a host tier or in offline-optimal mode.
+  int64_t OffloadChain(std::span<const BlockKey> keys);
+
+  // Loads back to the device, ahead of a request, the host-resident blocks of the chain `keys`
+  // that follow its device-resident prefix, in chain order, at most `max_blocks` of them, while
+  // device room can be made (free blocks first, then evictions in the cache's own order, as an
+  // allocation makes room; held blocks never move; the caller bounds what it may evict through
+  // `max_blocks`). The blocks land unheld, the chain's root
+  // the most recently used, as a released request leaves its chain. Counted in
+  // prefetched_blocks, not onboards (no request waits for them); `onboarded` events. Returns
+  // the blocks moved. Precondition: max_blocks >= 0.
+  int64_t PrefetchChain(std::span<const BlockKey> keys, int64_t max_blocks);
+
   // ---- Offline-optimal eviction (next_use_ranking.h) -------------------------------------
 
   // Makes device evictions follow `ranking` (nullptr: back to priority and LRU). `ranking` is
@@ -275,8 +298,13 @@ class BlockCache {
   // Removes the childless, unheld cached block `b` from the cache; `eviction` says whether
   // it left to make room (counted as an eviction and a drop) or was released.
   void DropBlock(int32_t b, KvEventKind kind, bool eviction = true);
-  void MoveToHost(int32_t b);
-  void Onboard(int32_t b);
+  // Moves the unheld device block `b` to the host (making host room); `eviction` says whether
+  // it left to make device room (an eviction and an offload) or ahead of demand (a stall
+  // offload).
+  void MoveToHost(int32_t b, bool eviction = true);
+  // Moves the host block `b` to the device, held once (making device room); `prefetch` counts
+  // it as a prefetch instead of an onboard.
+  void Onboard(int32_t b, bool prefetch = false);
 
   // Tree links.
   void LinkChild(int32_t parent, int32_t child);
@@ -319,6 +347,8 @@ class BlockCache {
   std::vector<int32_t> expired_;
   std::vector<int32_t> offload_;
   std::vector<int32_t> cascade_;
+  // The chain a stall offload or a prefetch walks.
+  std::vector<int32_t> chain_;
 
   internal::EventLog events_;
   KvCacheStats counters_;

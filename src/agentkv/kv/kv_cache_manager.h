@@ -157,6 +157,15 @@ class KvCacheManager {
     return ConversationRetention::Apply(handle, priority, cache_, applied_keys);
   }
 
+  // Stall offload (engine/stall_offload_policy.h): moves the unheld, unshared device blocks of
+  // the chain `keys` to the host tier ahead of demand, deepest first (BlockCache::OffloadChain),
+  // and loads a chain's host blocks back ahead of its next request (BlockCache::PrefetchChain).
+  // Both return the blocks moved and count them in stall_offloaded_blocks / prefetched_blocks.
+  int64_t OffloadChain(std::span<const BlockKey> keys) { return cache_.OffloadChain(keys); }
+  int64_t PrefetchChain(std::span<const BlockKey> keys, int64_t max_blocks) {
+    return cache_.PrefetchChain(keys, max_blocks);
+  }
+
   // Offline-optimal eviction (BlockCache::SetNextUseRanking): device evictions follow
   // `ranking`, the caller's knowledge of when each block is next needed, instead of priority
   // and LRU. Not owned; must outlive its use. FailedPrecondition unless the cache is empty;

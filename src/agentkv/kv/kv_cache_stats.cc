@@ -38,7 +38,9 @@ std::ostream& operator<<(std::ostream& os, const KvCacheStats& s) {
             << " uncached_tokens=" << s.uncached_tokens << " stored_blocks=" << s.stored_blocks
             << " device_evictions=" << s.device_evictions << " offloads=" << s.offloads
             << " drops=" << s.drops << " onboards=" << s.onboards
-            << " expirations=" << s.expirations << " open_sessions=" << s.open_sessions
+            << " expirations=" << s.expirations
+            << " stall_offloaded_blocks=" << s.stall_offloaded_blocks
+            << " prefetched_blocks=" << s.prefetched_blocks << " open_sessions=" << s.open_sessions
             << " closed_sessions=" << s.closed_sessions
             << " tokens_freed_by_close=" << s.tokens_freed_by_close
             << " late_session_requests=" << s.late_session_requests

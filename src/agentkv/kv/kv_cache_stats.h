@@ -53,6 +53,11 @@ struct KvCacheStats {
   int64_t onboards = 0;
   // Blocks whose retention duration ran out and whose priority returned to the default.
   int64_t expirations = 0;
+  // Stall offload (OffloadChain, PrefetchChain): device -> host moves ahead of demand (not
+  // evictions: nothing needed the room yet), and host -> device moves ahead of a predicted
+  // return (not onboards: no request waited for them).
+  int64_t stall_offloaded_blocks = 0;
+  int64_t prefetched_blocks = 0;
 
   // Sessions: currently open (a gauge), closed by CloseSession, tokens whose blocks a close
   // freed (release mode), and requests of closed sessions that referenced nothing.

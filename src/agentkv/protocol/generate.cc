@@ -174,6 +174,8 @@ StatusOr<GenerateRequest> ParseGenerateRequest(std::string_view body, const Pars
       request.parent_session = std::string(name->data(), name->size());
     }
   }
+  AGENTKV_RETURN_IF_ERROR(
+      ReadOptionalString(*object, kNextPauseField, kNextPauseField, &request.next_pause));
   request.raw.assign(body.data(), body.size());
   return request;
 }

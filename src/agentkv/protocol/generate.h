@@ -42,6 +42,11 @@ struct SamplingParams {
 // verified signed header; stock SGLang ignores it.
 inline constexpr std::string_view kParentSessionField = "agentkv_parent_session";
 
+// agentkv's pause hint as a top-level body member: the pause the client enters after this
+// request ("tool_call", "subagent_wait", "human_turn" or "none"), which agentkv's engines (the
+// emulator's) read for stall offload; stock SGLang ignores it.
+inline constexpr std::string_view kNextPauseField = "agentkv_next_pause";
+
 // One /generate request. Exactly one of `text` / `input_ids` is set.
 struct GenerateRequest {
   std::string raw;  // The body as received, byte for byte.
@@ -59,6 +64,8 @@ struct GenerateRequest {
   // Its value when it is a string (an engine that demotes finished sub-agents reads it); any
   // other value is left unread here (the gateway refuses the member in a client's body).
   std::optional<std::string> parent_session;
+  // The top-level kNextPauseField string, unchecked (the engine names the valid values).
+  std::optional<std::string> next_pause;
 };
 
 // Bounds on what ParseGenerateRequest accepts.

@@ -211,6 +211,11 @@ const Metric kMetrics[] = {
     {"lifecycle", "ttl unpinned (pressure)", "ttl_unpinned_under_pressure", Kind::kCount, kFlat,
      Show::kWhenNonZero,
      [](const ArmResult& a) { return AsDouble(a.ttl_unpinned_under_pressure); }},
+    // Stall offload's counters (the +stall-offload arms).
+    {"engines", "stall offloaded blocks", "stall_offloaded_blocks", Kind::kCount, kFlat,
+     Show::kWhenNonZero, [](const ArmResult& a) { return AsDouble(a.stall_offloaded_blocks); }},
+    {"engines", "stall prefetched blocks", "stall_prefetched_blocks", Kind::kCount, kFlat,
+     Show::kWhenNonZero, [](const ArmResult& a) { return AsDouble(a.stall_prefetched_blocks); }},
     {"conservation", "requests issued", "requests_issued", Kind::kCount, kFlat, Show::kAlways,
      [](const ArmResult& a) { return AsDouble(a.requests_issued); }},
     {"conservation", "requests completed", "requests_completed", Kind::kCount, kUp, Show::kAlways,

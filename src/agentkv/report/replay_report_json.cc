@@ -197,6 +197,15 @@ boost::json::object ArmJson(const ArmResult& a, boost::json::object delta) {
   // Continuum's counters (the continuum arm).
   o["ttl_declined_by_cost"] = a.ttl_declined_by_cost;
   o["ttl_unpinned_under_pressure"] = a.ttl_unpinned_under_pressure;
+  // Stall offload's counters, only for an arm that ran it (the other arms' reports keep their
+  // keys).
+  if (a.stall_offloaded_sessions + a.stall_prefetched_blocks + a.stall_returned_offloaded > 0) {
+    o["stall_offloaded_sessions"] = a.stall_offloaded_sessions;
+    o["stall_offloaded_blocks"] = a.stall_offloaded_blocks;
+    o["stall_prefetched_blocks"] = a.stall_prefetched_blocks;
+    o["stall_returned_offloaded"] = a.stall_returned_offloaded;
+    o["stall_returned_prefetched"] = a.stall_returned_prefetched;
+  }
   boost::json::object series;
   for (const auto& [name, value] : a.agentic_kv) series.emplace(name, value);
   o["agentic_kv"] = std::move(series);

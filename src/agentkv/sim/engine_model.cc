@@ -69,7 +69,13 @@ Status EngineModel::Submit(engine::SchedulerRequest request) {
   }
   std::vector<kv::BlockKey> keys = request.prompt_keys;
   const std::optional<ConversationId> conversation = request.kv_options.conversation;
-  AGENTKV_RETURN_IF_ERROR(engine_->mutable_scheduler().Submit(std::move(request)));
+  // Before the scheduler moves the request; a request it refuses as malformed ends the turn
+  // it would have started at once.
+  engine_->NoteSubmitted(request, loop_->now());
+  if (Status submitted = engine_->mutable_scheduler().Submit(std::move(request)); !submitted.ok()) {
+    engine_->NoteFinished(id, /*completed=*/false, loop_->now());
+    return submitted;
+  }
   pending_keys_.emplace(id, std::move(keys));
   if (conversation.has_value()) {
     auto pin = pins_.find(*conversation);
@@ -214,6 +220,20 @@ void EngineModel::UnpinUnderPressure() {
   }
 }
 
+void EngineModel::RunStallOffload() {
+  const std::optional<TimeNs> wake = engine_->RunStallOffload(loop_->now());
+  if (!wake.has_value() || (stall_wake_at_.has_value() && *stall_wake_at_ <= *wake)) return;
+  // One wake pending at a time, the earliest: a later one is scheduled when it runs.
+  stall_wake_at_ = *wake;
+  loop_->Schedule(*wake, [this, at = *wake] {
+    if (stall_wake_at_ != at) return;  // Superseded by an earlier wake.
+    stall_wake_at_.reset();
+    RunStallOffload();
+    // Between steps: what moved is drained now, so the next admissions see it.
+    DrainCacheEvents();
+  });
+}
+
 void EngineModel::DrainCacheEvents() {
   for (const kv::KvEvent& event : engine_->mutable_scheduler().mutable_cache().TakeEvents()) {
     switch (event.kind) {
@@ -278,6 +298,7 @@ int64_t EngineModel::DemoteFinishedSubagents(ConversationId parent) {
 }
 
 void EngineModel::RecordFinished(RequestId id, engine::RequestReport report) {
+  engine_->NoteFinished(id, !report.aborted && !report.rejected, loop_->now());
   EngineRequestRecord& record = records_.at(id);
   record.finished = loop_->now();
   record.report = std::move(report);
@@ -298,8 +319,9 @@ void EngineModel::StartStep() {
     if (!more) return;
   }
   UnpinUnderPressure();
-  // Closes and pins between steps may have produced events; drain them before the step so
-  // that the step's admissions see every block lost so far.
+  RunStallOffload();
+  // Closes, pins and stall offloads between steps may have produced events; drain them before
+  // the step so that the step's admissions see every block lost so far.
   DrainCacheEvents();
   // The cache's clock is the loop's (only time bounds read it).
   engine_->mutable_scheduler().mutable_cache().SetClock(loop_->now());

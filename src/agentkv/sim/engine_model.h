@@ -43,6 +43,14 @@
 // fewer than one prefill chunk, pins are released, oldest first, until they are not
 // (Continuum's unpin under memory pressure, counted; their blocks become the first to go).
 //
+// Stall offload (config.stall_offload, the +stall-offload arm): the engine's
+// engine::StallOffloadPolicy learns pause lengths from its requests' pause hints and arrival
+// times, and runs before every step and at its next prefetch time (a wake event, also while
+// the engine is idle): paused sessions' KV moves to the host tier under pressure and back
+// before their predicted return. The moves are free in step time (asynchronous copies over
+// the host link, as HiCache's write-back); a prefetched block counts as on the device from
+// the moment the prefetch is issued, which is its transfer time before the predicted return.
+//
 // Deterministic: a pure function of the options and the Submit() and Abort() calls with their
 // times. Hash maps
 // are looked up, never iterated. Single-threaded (the EventLoop's thread); not copyable or movable
@@ -239,6 +247,9 @@ class EngineModel {
   // continuum_pins: releases pins, oldest first, while requests wait and the free plus
   // unpinned evictable tokens are fewer than one prefill chunk.
   void UnpinUnderPressure();
+  // Stall offload (config.stall_offload): runs the engine's policy now, and keeps a wake
+  // scheduled at its next prefetch so that prefetches happen while the engine is idle.
+  void RunStallOffload();
 
   struct Pin {
     uint64_t generation = 0;
@@ -275,6 +286,8 @@ class EngineModel {
   std::unordered_map<RequestId, uint64_t> returning_;
   uint64_t next_pin_generation_ = 1;
   PinCounters pin_counters_;
+  // The stall offload wake pending, if any.
+  std::optional<TimeNs> stall_wake_at_;
 };
 
 }  // namespace agentkv::sim

@@ -188,6 +188,8 @@ Status GatewayModel::Dispatch(Pending pending, const control::AdmissionDecision*
     if (request.next_pause == PauseType::kSubagentWait) pause_class = kSubagentWaitPause;
     pin_keys_[id] = PinCandidate{.keys = request.request.prompt_keys, .pause_class = pause_class};
   }
+  // The pause that follows, as a client's hint to the engine (its stall offload reads it).
+  request.request.next_pause = EnginePauseHint(request.next_pause);
   StatusOr<EngineId> engine = fleet_->Submit(std::move(request.request), request.routing_key);
   if (!engine.ok()) {
     pin_keys_.erase(id);

@@ -9,6 +9,7 @@
 
 #include <string_view>
 
+#include "agentkv/engine/pause_distribution.h"
 #include "agentkv/sim/weka_trace.h"
 
 namespace agentkv::sim {
@@ -36,6 +37,10 @@ std::string_view PauseTypeName(PauseType pause);
 // user interrupted). Without them: kToolCall when the previous response called a tool, else
 // kHumanTurn.
 PauseType ClassifyPause(const WekaRequest& previous, const WekaRequest& next);
+
+// The hint a client gives the engine of the pause `pause` that follows a request
+// (engine::PauseHint): the same four kinds.
+engine::PauseHint EnginePauseHint(PauseType pause);
 
 }  // namespace agentkv::sim
 

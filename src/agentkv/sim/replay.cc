@@ -101,6 +101,7 @@ engine::EngineConfig ArmEngineConfig(const ReplayOptions& options, const ArmSpec
   }
   config.cache = ArmCachePolicy(arm, config.cache, options.finished_subagent_priority);
   if (arm.continuum) config.scheduler.program_fcfs = options.continuum_program_fcfs;
+  if (arm.stall_offload) config.stall_offload = options.stall_offload;
   return config;
 }
 
@@ -322,6 +323,15 @@ void Summarize(ArmFleet& arm_fleet, const ArmSpec& arm, const std::vector<Reques
     result.ttl_expired += engine.pin_counters().expired;
     result.ttl_returned += engine.pin_counters().returned;
     result.ttl_unpinned_under_pressure += engine.pin_counters().unpinned_under_pressure;
+    if (const engine::StallOffloadPolicy* stall = engine.engine().stall_offload();
+        stall != nullptr) {
+      const engine::StallOffloadCounters& c = stall->counters();
+      result.stall_offloaded_sessions += c.offloads;
+      result.stall_offloaded_blocks += stats.stall_offloaded_blocks;
+      result.stall_prefetched_blocks += stats.prefetched_blocks;
+      result.stall_returned_offloaded += c.returned_offloaded;
+      result.stall_returned_prefetched += c.returned_prefetched;
+    }
   }
   result.ttl_declined_by_cost = arm_fleet.gateway->pins_declined_by_cost();
   result.sessions_closed = arm_fleet.gateway->engine_session_closes();
@@ -551,6 +561,7 @@ Status ReplayOptions::Validate() const {
     return OutOfRange("fixed_ttl_s", Str(fixed_ttl_s), "(0, 86400]");
   }
   AGENTKV_RETURN_IF_ERROR(continuum.Validate());
+  AGENTKV_RETURN_IF_ERROR(stall_offload.Validate());
   control::AgenticOptions admission = agentic;
   admission.agentic_program_admission = true;
   AGENTKV_RETURN_IF_ERROR(admission.Validate());

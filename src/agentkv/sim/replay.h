@@ -102,6 +102,9 @@ struct ReplayOptions {
   // continuum: order every engine's waiting queue by program (program-level FCFS); false
   // isolates the TTL pins' effect. Default: true.
   bool continuum_program_fcfs = true;
+  // +stall-offload: the pressure threshold, return quantile, least stall and pause prior of
+  // every engine's stall offload (engine::StallOffloadOptions, valid per its Validate).
+  engine::StallOffloadOptions stall_offload;
   // Block ids below this are shared by every conversation (AgentDriverOptions::
   // shared_prefix_ids): the tools+system prompt. Default: 0 (none shared).
   uint64_t shared_prefix_ids = 0;

@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::string_view kValidFeatures =
     "lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, fixed-ttl, "
-    "continuum";
+    "continuum, stall-offload";
 constexpr std::string_view kValidBases =
     "baseline, all, fixed-ttl, continuum, infinite-cache, oracle";
 constexpr std::string_view kOracleAlone =
@@ -23,6 +23,9 @@ constexpr std::string_view kRetiredTtlHelp =
     "\"continuum-ttl\" was renamed: use \"fixed-ttl\" for a fixed TTL pin after every "
     "tool-call turn, or \"continuum\" for Continuum's cost-aware TTL with program-level FCFS";
 constexpr std::string_view kDemotion = "subagent-demotion";
+constexpr std::string_view kStallNeedsHost =
+    "stall-offload moves paused sessions' KV to the host tier, and this arm has none: add "
+    "+host-tier (e.g. \"+stall-offload+host-tier\")";
 constexpr int32_t kMaxPriority = 100;
 
 // agentic-curve's names and their canonical spelling, in its table order.
@@ -65,6 +68,7 @@ Status EnableFeature(std::string_view feature, ArmSpec& arm) {
   if (feature == "host-tier") flag = &arm.host_tier;
   if (feature == "fixed-ttl") flag = &arm.fixed_ttl;
   if (feature == "continuum") flag = &arm.continuum;
+  if (feature == "stall-offload") flag = &arm.stall_offload;
   if (flag == nullptr) return NotFoundError(std::string(feature));
   if (*flag) {
     return InvalidArgumentError("feature \"" + std::string(feature) + "\" named twice");
@@ -115,6 +119,7 @@ StatusOr<ArmSpec> ParseCanonical(std::string_view name) {
   if (arm.fixed_ttl && arm.continuum) {
     return BadArm(name, "fixed-ttl and continuum are exclusive pin policies");
   }
+  if (arm.stall_offload && !arm.host_tier) return BadArm(name, std::string(kStallNeedsHost));
   return arm;
 }
 
@@ -144,6 +149,7 @@ std::string ArmSpec::Description() const {
             : std::string("finished sub-agent demotion"));
   }
   if (host_tier) add("host KV tier");
+  if (stall_offload) add("stall offload of paused sessions to the host tier");
   if (fixed_ttl) add("fixed TTL pin after tool-call turns");
   if (continuum) add("Continuum: cost-aware TTL pins, program-level FCFS");
   if (out.empty()) out = "SGLang default: prefix reuse, LRU, no lifecycle, no admission";
@@ -178,6 +184,9 @@ Status ValidateArms(const std::vector<ArmSpec>& arms) {
     }
     if (arm.fixed_ttl && arm.continuum) {
       return BadArm(arm.name, "fixed-ttl and continuum are exclusive pin policies");
+    }
+    if (arm.stall_offload && !arm.host_tier) {
+      return BadArm(arm.name, std::string(kStallNeedsHost));
     }
     if (arm.oracle) {
       ArmSpec alone;

@@ -7,7 +7,7 @@
 // An arm name is a base arm optionally followed by features, each prefixed with '+':
 //   base    := "baseline" | "all" | "fixed-ttl" | "continuum" | "infinite-cache" | "oracle" | ""
 //   feature := "lifecycle" | "admission" | "subagent-demotion" ["=" P] | "per-conversation"
-//            | "host-tier" | "fixed-ttl" | "continuum"
+//            | "host-tier" | "fixed-ttl" | "continuum" | "stall-offload"
 // so "+lifecycle", "all", "baseline+host-tier", "all+continuum" and
 // "+subagent-demotion=20+lifecycle" are arms. "baseline" is SGLang's default (prefix reuse,
 // LRU, no session lifecycle, no admission); "all" is the four agentkv features lifecycle,
@@ -26,7 +26,10 @@
 // asking for it cannot silently get either. "per-conversation" is per-conversation retention alone
 // (a turn's blocks no one else uses are dropped when its retention record falls out);
 // "subagent-demotion" implies it and demotes finished sub-agents to priority P (an integer in
-// [0, 100]; without "=P", the run's configured priority).
+// [0, 100]; without "=P", the run's configured priority). "stall-offload" moves paused
+// sessions' KV to the host tier under memory pressure and back before their predicted return
+// (Tokencake's stall offload); it needs the host tier and is refused without "+host-tier"
+// rather than implying it, so that an arm's name shows every tier it has.
 //
 // The names `agentkv agentic-curve` has always used are whole-name aliases (the arm keeps the
 // alias as its name; the spec is the canonical spelling's):
@@ -68,6 +71,9 @@ struct ArmSpec {
   bool per_conversation = false;
   // +host-tier: a host (cold) KV tier of --hicache-ratio times the device tier.
   bool host_tier = false;
+  // +stall-offload: paused sessions' KV moves to the host tier under memory pressure and is
+  // prefetched before their predicted return (engine::StallOffloadPolicy). Needs host_tier.
+  bool stall_offload = false;
   // fixed-ttl: a fixed TTL pin after every tool-call turn.
   bool fixed_ttl = false;
   // continuum: Continuum's cost-aware TTL pins and program-level FCFS.
@@ -92,8 +98,8 @@ struct ArmSpec {
 // part, with the valid spellings, e.g. `arm "+lifecycel": unknown feature "lifecycel" (valid:
 // lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, fixed-ttl,
 // continuum)`; also for an empty name, a feature named twice, a demotion priority out of
-// [0, 100], fixed-ttl with continuum, oracle with a feature, and the retired name
-// continuum-ttl.
+// [0, 100], fixed-ttl with continuum, oracle with a feature, stall-offload without host-tier,
+// and the retired name continuum-ttl.
 [[nodiscard]] StatusOr<ArmSpec> ParseArm(std::string_view name);
 
 // Parses every name of a run's arm list, in order: InvalidArgument "arms must not be empty",
@@ -103,8 +109,8 @@ struct ArmSpec {
 
 // Whether `arms` is a run's arm list: InvalidArgument "arms must not be empty", `arm "NAME" is
 // named twice`, "arm name is empty", or `arm "NAME": ...` for a demotion priority without
-// subagent_demotion or out of [0, 100], for fixed_ttl with continuum, or for oracle with any
-// other flag. Every ParseArms
+// subagent_demotion or out of [0, 100], for fixed_ttl with continuum, for stall_offload
+// without host_tier, or for oracle with any other flag. Every ParseArms
 // result passes.
 [[nodiscard]] Status ValidateArms(const std::vector<ArmSpec>& arms);
 

@@ -206,6 +206,14 @@ struct ArmResult {
   // expired or their program returned.
   int64_t ttl_declined_by_cost = 0;
   int64_t ttl_unpinned_under_pressure = 0;
+  // Stall offload (+stall-offload): paused sessions offloaded and the blocks moved to the
+  // host ahead of demand, blocks prefetched back before a predicted return, and returns that
+  // found their KV still offloaded (onboarded by the request) or prefetched. All 0 without it.
+  int64_t stall_offloaded_sessions = 0;
+  int64_t stall_offloaded_blocks = 0;
+  int64_t stall_prefetched_blocks = 0;
+  int64_t stall_returned_offloaded = 0;
+  int64_t stall_returned_prefetched = 0;
 
   // --- Control plane ---
   // The seed's agentic_kv/ series at the end of the arm (name, value), in the coordinator's

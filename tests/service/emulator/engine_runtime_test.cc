@@ -102,6 +102,34 @@ TEST(EngineRuntimeTest, CachedTokensGrowTurnByTurn) {
   }
 }
 
+TEST(EngineRuntimeTest, StallOffloadMovesAPausedSessionToTheHostAndItsNextTurnFindsIt) {
+  EngineRuntimeOptions options = Unpaced(/*max_total_tokens=*/1024);
+  options.engine.kv_pool.hicache_tokens = 4096;
+  options.engine.stall_offload = engine::StallOffloadOptions{};
+  // Any use of the pool is pressure, and a pause with no history is predicted to last a day
+  // (the prior), so a hinted turn's KV goes to the host as soon as it ends.
+  options.engine.stall_offload->pressure_threshold = 0.01;
+  options.engine.stall_offload->pauses.prior_pause = TimeNs::Seconds(86400);
+  auto runtime = EngineRuntime::Start(options).value();
+  GenerateInput first = Input("turn-0", Tokens(1, 200), 8, "session-a");
+  first.next_pause = engine::PauseHint::kHumanTurn;
+  const Outcome out = Generate(*runtime, std::move(first));
+  ASSERT_FALSE(out.result.aborted);
+  const RuntimeSnapshot after_pause = runtime->Snapshot();
+  EXPECT_GT(after_pause.cache.stall_offloaded_blocks, 0);
+  EXPECT_GT(after_pause.cache.host.cached, 0);
+  // The session's next turn finds its prompt on the host and onboards it.
+  std::vector<int64_t> context = Tokens(1, 200);
+  context.insert(context.end(), out.result.output_ids.begin(), out.result.output_ids.end());
+  const Outcome next = Generate(*runtime, Input("turn-1", context, 8, "session-a"));
+  EXPECT_GE(next.result.cached_host_tokens, 192);
+  // Without a hint nothing moves.
+  const Outcome plain = Generate(*runtime, Input("other", Tokens(5000, 200), 8, "session-b"));
+  ASSERT_FALSE(plain.result.aborted);
+  EXPECT_EQ(runtime->Snapshot().cache.stall_offloaded_blocks,
+            after_pause.cache.stall_offloaded_blocks);
+}
+
 TEST(EngineRuntimeTest, NextTurnReusesThePreviousTurnsOutputPages) {
   auto runtime = EngineRuntime::Start(Unpaced()).value();
   // 64 prompt tokens and 40 output tokens: the KV of 64 + 40 - 1 = 103 tokens fills 6 pages,

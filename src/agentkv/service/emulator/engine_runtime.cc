@@ -280,8 +280,11 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
     active.requested_tokens = max_new_tokens;
     active.input = std::move(input);
     active.callbacks = std::move(callbacks);
+    request.next_pause = active.input.next_pause;
+    engine_.NoteSubmitted(request, Now());
     Status submitted = scheduler().Submit(std::move(request));
     if (!submitted.ok()) {
+      engine_.NoteFinished(id, /*completed=*/false, Now());
       // Checked up front; a refusal here is a bug, reported as an abort.
       GenerateResult result;
       result.rid = active.input.rid;
@@ -434,7 +437,12 @@ void EngineRuntime::Run() {
       sync::MutexLock lock(&mu_);
       while (!stopping_ && commands_.empty() &&
              scheduler().num_running() + scheduler().num_waiting() == 0) {
-        wake_.Wait(&mu_);
+        // An idle engine still wakes for a stall offload prefetch that falls due.
+        if (!stall_wake_.has_value()) {
+          wake_.Wait(&mu_);
+        } else if (wake_.WaitWithDeadline(&mu_, *stall_wake_)) {
+          break;
+        }
       }
       commands.swap(commands_);
       stopping = stopping_;
@@ -462,6 +470,8 @@ void EngineRuntime::Run() {
       window_cached +=
           counters_.cached_tokens_device_total + counters_.cached_tokens_host_total - before_cached;
     }
+    // After the step: a request that finished in it may have started a pause.
+    RunStallOffload();
     const Clock::time_point now = Clock::now();
     if (now - window_start >= kRateWindow) {
       counters_.gen_throughput = static_cast<double>(window_tokens) / Seconds(now - window_start);
@@ -473,6 +483,17 @@ void EngineRuntime::Run() {
     }
     PublishAndRunDeferred();
   }
+}
+
+TimeNs EngineRuntime::Now() const {
+  return TimeNs(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - epoch_).count());
+}
+
+void EngineRuntime::RunStallOffload() {
+  const std::optional<TimeNs> wake = engine_.RunStallOffload(Now());
+  stall_wake_.reset();
+  if (wake.has_value()) stall_wake_ = epoch_ + std::chrono::nanoseconds(wake->ns());
 }
 
 void EngineRuntime::PublishAndRunDeferred() {
@@ -553,6 +574,7 @@ void EngineRuntime::Finish(RequestId id, bool aborted, const std::string& messag
   }
   StatusOr<engine::RequestReport> taken = scheduler().TakeReport(id);
   AGENTKV_CHECK(taken.ok()) << taken.status();
+  engine_.NoteFinished(id, !aborted && !taken->aborted && !taken->rejected, Now());
   const engine::RequestReport* report = &*taken;
   const Clock::time_point now = Clock::now();
   GenerateResult result;

@@ -50,6 +50,7 @@
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/engine/engine.h"
 #include "agentkv/engine/engine_config.h"
+#include "agentkv/engine/pause_distribution.h"
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
@@ -84,7 +85,10 @@ struct EngineRuntimeOptions {
   // --page-size (kv_pool.tokens_per_block; range [1, 4096] here), --max-total-tokens
   // (kv_pool.max_total_tokens; 0 derives the pool from the cost model), the host (HiCache) tier
   // in tokens (kv_pool.hicache_tokens; hicache_ratio must stay 0), and the KV cache's policies
-  // (cache.session_close_mode: what /close_session does).
+  // (cache.session_close_mode: what /close_session does), and stall offload
+  // (engine.stall_offload, which needs the host tier: paused sessions' KV goes to host memory
+  // under pressure and comes back before their predicted return, on the wall clock; requests
+  // name their pause with agentkv_next_pause, their program with session_id).
   engine::EngineConfig engine = DefaultEmulatedEngine();
   // SGLang --context-length: the model's context length in tokens; 0 means the KV pool.
   // Default: 0. Range: [0, 2^40].
@@ -127,6 +131,9 @@ struct GenerateInput {
   // The body's agentkv_parent_session: this request's session is a sub-agent of that session.
   // Read only under per_conversation retention and with a session_id (see Submit).
   std::optional<std::string> parent_session;
+  // agentkv_next_pause: the pause the client enters after this request (stall offload, with
+  // engine.stall_offload set and enable_session_radix_cache: the session names the program).
+  engine::PauseHint next_pause = engine::PauseHint::kNone;
 };
 
 // How a request ended.
@@ -274,6 +281,11 @@ class EngineRuntime {
   engine::StepScheduler& scheduler() { return engine_.mutable_scheduler(); }
 
   void Run();
+  // Stall offload (engine.stall_offload): runs the engine's policy now and keeps the time of
+  // its next prefetch in stall_wake_, which bounds the runtime thread's idle wait.
+  void RunStallOffload();
+  // Wall time since the runtime started: the clock stall offload learns pauses on.
+  TimeNs Now() const;
   void StepOnce();
   void Finish(RequestId id, bool aborted, const std::string& message);
   void PublishSnapshot();
@@ -298,6 +310,10 @@ class EngineRuntime {
   LruMap<std::string, Session> sessions_;
   int64_t next_request_ = 0;
   int64_t next_session_ = 1;
+  const std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
+  // The next stall offload prefetch (runtime thread only; the idle wait that reads it runs on
+  // the runtime thread too).
+  std::optional<std::chrono::steady_clock::time_point> stall_wake_;
   RuntimeSnapshot counters_;
   std::vector<std::pair<std::function<void(const GenerateResult&)>, GenerateResult>>
       deferred_finishes_;

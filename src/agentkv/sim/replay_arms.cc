@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::string_view kValidFeatures =
     "lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, fixed-ttl, "
-    "continuum";
+    "continuum, admission-v2";
 constexpr std::string_view kValidBases =
     "baseline, all, fixed-ttl, continuum, infinite-cache, oracle";
 constexpr std::string_view kOracleAlone =
@@ -23,6 +23,8 @@ constexpr std::string_view kRetiredTtlHelp =
     "\"continuum-ttl\" was renamed: use \"fixed-ttl\" for a fixed TTL pin after every "
     "tool-call turn, or \"continuum\" for Continuum's cost-aware TTL with program-level FCFS";
 constexpr std::string_view kDemotion = "subagent-demotion";
+constexpr std::string_view kAdmissionExclusive =
+    "admission and admission-v2 are exclusive admission policies";
 constexpr int32_t kMaxPriority = 100;
 
 // agentic-curve's names and their canonical spelling, in its table order.
@@ -60,6 +62,7 @@ Status EnableFeature(std::string_view feature, ArmSpec& arm) {
   bool* flag = nullptr;
   if (feature == "lifecycle") flag = &arm.session_lifecycle;
   if (feature == "admission") flag = &arm.program_admission;
+  if (feature == "admission-v2") flag = &arm.admission_v2;
   if (feature == kDemotion) flag = &arm.subagent_demotion;
   if (feature == "per-conversation") flag = &arm.per_conversation;
   if (feature == "host-tier") flag = &arm.host_tier;
@@ -115,6 +118,9 @@ StatusOr<ArmSpec> ParseCanonical(std::string_view name) {
   if (arm.fixed_ttl && arm.continuum) {
     return BadArm(name, "fixed-ttl and continuum are exclusive pin policies");
   }
+  if (arm.program_admission && arm.admission_v2) {
+    return BadArm(name, std::string(kAdmissionExclusive));
+  }
   return arm;
 }
 
@@ -137,6 +143,9 @@ std::string ArmSpec::Description() const {
   if (oracle) add("offline-optimal eviction, Belady's MIN (bound at the same capacity)");
   if (session_lifecycle) add("session close on every engine at session end");
   if (program_admission) add("program-aware admission (token ledger, global FIFO)");
+  if (admission_v2) {
+    add("admission v2 (uncached reservations, per-engine budget and waiting, program order)");
+  }
   if (per_conversation) add("per-conversation retention");
   if (subagent_demotion) {
     add(demotion_priority.has_value()
@@ -178,6 +187,9 @@ Status ValidateArms(const std::vector<ArmSpec>& arms) {
     }
     if (arm.fixed_ttl && arm.continuum) {
       return BadArm(arm.name, "fixed-ttl and continuum are exclusive pin policies");
+    }
+    if (arm.program_admission && arm.admission_v2) {
+      return BadArm(arm.name, std::string(kAdmissionExclusive));
     }
     if (arm.oracle) {
       ArmSpec alone;

@@ -7,7 +7,7 @@
 // An arm name is a base arm optionally followed by features, each prefixed with '+':
 //   base    := "baseline" | "all" | "fixed-ttl" | "continuum" | "infinite-cache" | "oracle" | ""
 //   feature := "lifecycle" | "admission" | "subagent-demotion" ["=" P] | "per-conversation"
-//            | "host-tier" | "fixed-ttl" | "continuum"
+//            | "host-tier" | "fixed-ttl" | "continuum" | "admission-v2"
 // so "+lifecycle", "all", "baseline+host-tier", "all+continuum" and
 // "+subagent-demotion=20+lifecycle" are arms. "baseline" is SGLang's default (prefix reuse,
 // LRU, no session lifecycle, no admission); "all" is the four agentkv features lifecycle,
@@ -55,6 +55,10 @@ struct ArmSpec {
   bool session_lifecycle = false;
   // +admission: --agentic-program-admission; the token ledger and the global FIFO.
   bool program_admission = false;
+  // +admission-v2: --agentic-program-admission --agentic-admission-policy v2 (uncached
+  // reservations, per-engine budget and waiting, program-aware order). Exclusive with
+  // +admission.
+  bool admission_v2 = false;
   // +subagent-demotion: per-conversation retention and demotion of finished sub-agents when
   // their parent returns.
   bool subagent_demotion = false;
@@ -90,7 +94,8 @@ struct ArmSpec {
 // part, with the valid spellings, e.g. `arm "+lifecycel": unknown feature "lifecycel" (valid:
 // lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, fixed-ttl,
 // continuum)`; also for an empty name, a feature named twice, a demotion priority out of
-// [0, 100], fixed-ttl with continuum, oracle with a feature, and the retired name
+// [0, 100], fixed-ttl with continuum, admission with admission-v2, oracle with a feature, and
+// the retired name
 // continuum-ttl.
 [[nodiscard]] StatusOr<ArmSpec> ParseArm(std::string_view name);
 

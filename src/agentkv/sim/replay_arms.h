@@ -93,10 +93,9 @@ struct ArmSpec {
 // Parses `name` (grammar and aliases above). InvalidArgument naming the arm and the unknown
 // part, with the valid spellings, e.g. `arm "+lifecycel": unknown feature "lifecycel" (valid:
 // lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, fixed-ttl,
-// continuum)`; also for an empty name, a feature named twice, a demotion priority out of
-// [0, 100], fixed-ttl with continuum, admission with admission-v2, oracle with a feature, and
-// the retired name
-// continuum-ttl.
+// continuum, admission-v2)`; also for an empty name, a feature named twice, a demotion
+// priority out of [0, 100], fixed-ttl with continuum, admission with admission-v2, oracle with
+// a feature, and the retired name continuum-ttl.
 [[nodiscard]] StatusOr<ArmSpec> ParseArm(std::string_view name);
 
 // Parses every name of a run's arm list, in order: InvalidArgument "arms must not be empty",

@@ -587,5 +587,328 @@ TEST(AdmissionCoordinatorPropertyTest, RandomOperationsKeepTheContracts) {
   }
 }
 
+// --- Admission v2 ---
+
+// Two engines, "a" and "b", each of `capacity` tokens; v2 policy.
+class AdmissionV2Test : public ::testing::Test {
+ protected:
+  void Build(int64_t capacity, double headroom = 1.0, double window_s = 5, double max_wait_s = 30) {
+    CoordinatorParams p;
+    p.ledger.headroom = headroom;
+    p.ledger.pressure_threshold = 0.92;
+    p.max_wait = At(max_wait_s);
+    p.policy = AdmissionPolicy::kV2;
+    p.program_window = At(window_s);
+    p.ledger.staleness = At(1e6);  // Polls only where a test says.
+    capacity_ = capacity;
+    coordinator_.emplace(p);
+    Poll(0, 0.1, 0.1);
+  }
+  void Poll(double now, double usage_a, double usage_b) {
+    const std::vector<EngineSnapshot> fleet = {EngineSnapshot{"a", capacity_, usage_a, 0, true},
+                                               EngineSnapshot{"b", capacity_, usage_b, 0, true}};
+    coordinator_->Reconcile(fleet, At(now));
+    Check();
+  }
+  AdmissionDecision Acquire(const std::string& ticket, int64_t tokens, double now,
+                            std::optional<std::string> engine, bool continuing = false,
+                            std::optional<std::string> prefix_key = std::nullopt,
+                            int64_t prefix_tokens = 0) {
+    AcquireRequest request{ticket, tokens, false};
+    request.engine = std::move(engine);
+    request.continuing = continuing;
+    request.prefix_key = std::move(prefix_key);
+    request.prefix_tokens = prefix_tokens;
+    StatusOr<AdmissionDecision> d = coordinator_->Acquire(request, At(now));
+    EXPECT_TRUE(d.ok()) << d.status();
+    Check();
+    return d.ok() ? *d : AdmissionDecision{};
+  }
+  void Check() {
+    const Status s = coordinator_->CheckInvariants();
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  std::vector<std::string> Resolved() {
+    std::vector<std::string> out;
+    for (const AdmissionDecision& d : coordinator_->TakeResolved()) {
+      out.push_back(d.ticket + ":" + std::string(AdmissionActionName(d.action)));
+    }
+    return out;
+  }
+  AdmissionCoordinator& c() { return *coordinator_; }
+
+  int64_t capacity_ = 0;
+  std::optional<AdmissionCoordinator> coordinator_;
+};
+
+TEST_F(AdmissionV2Test, AFullEngineDoesNotDelayRequestsBoundForAnother) {
+  Build(1000);
+  EXPECT_EQ(Acquire("a1", 800, 0, "a").action, AdmissionAction::kAdmit);
+  EXPECT_EQ(Acquire("a2", 400, 0, "a").action, AdmissionAction::kWait);
+  // The seed's strict global FIFO would hold b1 behind a2.
+  EXPECT_EQ(Acquire("b1", 400, 0, "b").action, AdmissionAction::kAdmit);
+  // Pressure on a: a's newcomers wait `pressure_guard`, b's do not.
+  Poll(1, 0.95, 0.5);
+  EXPECT_EQ(Acquire("a3", 1, 1, "a").action, AdmissionAction::kWait);
+  EXPECT_EQ(Acquire("b2", 1, 1, "b").action, AdmissionAction::kAdmit);
+  Poll(1, 0.5, 0.95);
+  const AdmissionDecision b3 = Acquire("b3", 1, 1, "b");
+  EXPECT_EQ(b3.action, AdmissionAction::kWait);
+  EXPECT_EQ(b3.reason, AdmissionReason::kPressureGuard);
+  Poll(1, 0.95, 0.5);
+  EXPECT_EQ(Resolved(), Strings{"b3:admit"});
+  // Within a's queue the order is strict: a2 first once a has room and no pressure.
+  c().Release("1:a1", At(2));
+  EXPECT_EQ(Resolved(), Strings{});  // Still under pressure until the next poll.
+  Poll(3, 0.2, 0.5);
+  EXPECT_EQ(Resolved(), (Strings{"a2:admit", "a3:admit"}));
+  EXPECT_EQ(c().ledger().engine_reserved("a"), 401);
+}
+
+TEST_F(AdmissionV2Test, AContinuingSessionGoesBeforeANewSessionsFirst) {
+  Build(1000);
+  ASSERT_EQ(Acquire("hold", 950, 0, "a").action, AdmissionAction::kAdmit);
+  ASSERT_EQ(Acquire("small", 50, 0, "a").action, AdmissionAction::kAdmit);
+  EXPECT_EQ(Acquire("new", 50, 1, "a").action, AdmissionAction::kWait);
+  EXPECT_EQ(Acquire("cont", 50, 2, "a", /*continuing=*/true).action, AdmissionAction::kWait);
+  // Room for one: the continuing program goes first, the new session waits on.
+  c().Release("1:small", At(3));
+  EXPECT_EQ(Resolved(), Strings{"cont:admit"});
+  EXPECT_EQ(c().waiting(), 1);
+  c().Release("1:hold", At(4));
+  EXPECT_EQ(Resolved(), Strings{"new:admit"});
+}
+
+TEST_F(AdmissionV2Test, AgingBoundsTheProgramOrder) {
+  Build(1000, 1.0, /*window_s=*/5);
+  ASSERT_EQ(Acquire("hold", 950, 0, "a").action, AdmissionAction::kAdmit);
+  ASSERT_EQ(Acquire("small", 50, 0, "a").action, AdmissionAction::kAdmit);
+  EXPECT_EQ(Acquire("new", 50, 0, "a").action, AdmissionAction::kWait);
+  // Arrived more than the window after `new`: it does not overtake it.
+  EXPECT_EQ(Acquire("cont", 50, 6, "a", /*continuing=*/true).action, AdmissionAction::kWait);
+  c().Release("1:small", At(7));
+  EXPECT_EQ(Resolved(), Strings{"new:admit"});
+  c().Release("1:hold", At(8));
+  EXPECT_EQ(Resolved(), Strings{"cont:admit"});
+}
+
+TEST_F(AdmissionV2Test, ANewcomerWaitsBehindAnEarlierWaiterOfItsOwnQueueOnly) {
+  Build(1000);
+  ASSERT_EQ(Acquire("hold", 900, 0, "a").action, AdmissionAction::kAdmit);
+  EXPECT_EQ(Acquire("big", 500, 0, "a").action, AdmissionAction::kWait);
+  // It would fit a, but `big` is ahead of it: no backfill that could starve `big`.
+  EXPECT_EQ(Acquire("tiny", 10, 1, "a").action, AdmissionAction::kWait);
+  // Continuing, within the window: it goes ahead of `big`, and fits.
+  EXPECT_EQ(Acquire("cont", 10, 1, "a", /*continuing=*/true).action, AdmissionAction::kAdmit);
+}
+
+TEST_F(AdmissionV2Test, CapsAtTheCeilingAndRefusesWhatNoEngineCanHoldAtOnce) {
+  Build(1000, /*headroom=*/0.5);
+  // Over a's ceiling (500) but within its KV: capped, never waiting forever.
+  const AdmissionDecision capped = Acquire("capped", 800, 0, "a");
+  EXPECT_EQ(capped.action, AdmissionAction::kAdmit);
+  EXPECT_EQ(capped.reservation_tokens, 500);
+  EXPECT_EQ(c().ledger().engine_reserved("a"), 500);
+  // Over the engine's whole KV: refused at once, naming the limit.
+  const AdmissionDecision refused = Acquire("huge", 1001, 0, "a");
+  EXPECT_EQ(refused.action, AdmissionAction::kRefuse);
+  EXPECT_EQ(refused.reason, AdmissionReason::kOversized);
+  EXPECT_EQ(refused.ceiling, 1000);
+  EXPECT_EQ(refused.reservation_tokens, 1001);
+  // The prefix counts toward the limit; the fleet's limit is its largest engine's.
+  EXPECT_EQ(Acquire("fleet", 600, 0, std::nullopt, false, "p", 401).action,
+            AdmissionAction::kRefuse);
+  EXPECT_EQ(c().waiting(), 0);
+  EXPECT_EQ(c().counters().refused_oversized, 2);
+}
+
+TEST_F(AdmissionV2Test, ASharedPrefixIsReservedOnceAcrossItsGroup) {
+  Build(1000);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(Acquire("s" + std::to_string(i), 100, 0, "a", false, "group", 500).action,
+              AdmissionAction::kAdmit)
+        << i;
+  }
+  EXPECT_EQ(c().ledger().engine_reserved("a"), 900);  // The seed would need 2400.
+  for (int i = 0; i < 4; ++i) c().Release("1:s" + std::to_string(i), At(1));
+  EXPECT_EQ(c().ledger().reserved(), 0);
+  EXPECT_EQ(c().ledger().prefix_entries(), 0);
+}
+
+TEST_F(AdmissionV2Test, ADegradedLedgerBypassesAndShutdownResolvesEveryWaiter) {
+  Build(1000);
+  ASSERT_EQ(Acquire("hold", 1000, 0, "a").action, AdmissionAction::kAdmit);
+  EXPECT_EQ(Acquire("w", 10, 0, "a").action, AdmissionAction::kWait);
+  c().ledger().Invalidate();
+  EXPECT_EQ(Acquire("late", 10, 1, "b").reason, AdmissionReason::kDegraded);
+  c().Shutdown();
+  EXPECT_EQ(Resolved(), Strings{"w:bypass"});
+  EXPECT_EQ(c().waiting(), 0);
+  Check();
+}
+
+// Randomized, model-based: with engine a under permanent pressure and b roomy, every request
+// bound for b is admitted at once whatever waits for a (per-engine independence).
+TEST(AdmissionV2PropertyTest, AFullEngineNeverDelaysAnother) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    Rng rng(seed);
+    CoordinatorParams p;
+    p.policy = AdmissionPolicy::kV2;
+    p.max_wait = At(1e6);
+    AdmissionCoordinator c(p);
+    const std::vector<EngineSnapshot> fleet = {EngineSnapshot{"a", 1000, 0.95, 0, true},
+                                               EngineSnapshot{"b", 1'000'000, 0.1, 0, true}};
+    c.Reconcile(fleet, At(0));
+    int64_t waiting_for_a = 0;
+    for (int i = 0; i < 500; ++i) {
+      const bool to_a = rng.Bernoulli(0.5);
+      AcquireRequest request{"t" + std::to_string(i), rng.Uniform(1, 900), false};
+      request.engine = to_a ? "a" : "b";
+      request.continuing = rng.Bernoulli(0.5);
+      const StatusOr<AdmissionDecision> d = c.Acquire(request, At(0.01 * i));
+      ASSERT_TRUE(d.ok());
+      if (to_a) {
+        ASSERT_EQ(d->action, AdmissionAction::kWait) << "seed " << seed;
+        ++waiting_for_a;
+      } else {
+        ASSERT_EQ(d->action, AdmissionAction::kAdmit) << "seed " << seed << " request " << i;
+        ASSERT_EQ(d->wait, TimeNs());
+      }
+      ASSERT_EQ(c.waiting(), waiting_for_a);
+    }
+    ASSERT_TRUE(c.CheckInvariants().ok());
+  }
+}
+
+// Randomized: acquire (engine a, b or the fleet; new or continuing; with or without a shared
+// prefix) / release / cancel / reconcile / tick. After every step: the invariants hold, an
+// admission never passes a waiter of its own queue that comes before it in program order
+// (so no new session's request is overtaken by a continuing one that arrived more than the
+// window after it), and every waiter is resolved within max_wait (no starvation). At the end,
+// once every lease is returned and the waiters aged out: nothing reserved, no lease, no waiter.
+TEST(AdmissionV2PropertyTest, RandomOperationsConserveAndNeverStarve) {
+  constexpr double kWindow = 3;
+  constexpr double kMaxWait = 10;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Rng rng(seed);
+    CoordinatorParams p;
+    p.policy = AdmissionPolicy::kV2;
+    p.ledger.headroom = 0.9;
+    p.ledger.lease_ttl = At(1e6);
+    p.ledger.staleness = At(1e6);
+    p.max_wait = At(kMaxWait);
+    p.program_window = At(kWindow);
+    AdmissionCoordinator c(p);
+    struct Waiting {
+      std::string queue;
+      double order_at = 0;
+      uint64_t seq = 0;
+      double since = 0;
+    };
+    std::map<std::string, Waiting> waiting;
+    std::map<std::string, std::string> leases;  // ticket -> lease id
+    uint64_t seq = 0;
+    double now = 0;
+    int next = 0;
+    int64_t overtakes_checked = 0;
+    // `admitted` (queue, order key) may not pass any waiter of its queue that comes before it.
+    const auto check_order = [&](const std::string& queue, double order_at, uint64_t key_seq) {
+      for (const auto& [t, w] : waiting) {
+        if (w.queue != queue) continue;
+        ++overtakes_checked;
+        ASSERT_TRUE(w.order_at > order_at || (w.order_at == order_at && w.seq > key_seq))
+            << t << " (" << w.order_at << ", " << w.seq << ") was passed in queue '" << queue
+            << "' by (" << order_at << ", " << key_seq << ") at " << now;
+      }
+    };
+    const auto absorb = [&] {
+      for (const AdmissionDecision& d : c.TakeResolved()) {
+        auto w = waiting.find(d.ticket);
+        ASSERT_NE(w, waiting.end()) << d.ticket;
+        ASSERT_LE(now - w->second.since, kMaxWait + 1.0 + 1e-9) << "starved";
+        const Waiting self = w->second;
+        waiting.erase(w);
+        if (d.action == AdmissionAction::kAdmit) {
+          check_order(self.queue, self.order_at, self.seq);
+          leases[d.ticket] = *d.lease_id;
+        }
+      }
+    };
+    const auto poll = [&] {
+      const std::vector<EngineSnapshot> fleet = {
+          EngineSnapshot{"a", 1000, rng.Bernoulli(0.2) ? 0.95 : 0.5 * rng.UniformDouble(), 0, true},
+          EngineSnapshot{"b", 2000, 0.5 * rng.UniformDouble(), 0, true}};
+      c.Reconcile(fleet, At(now));
+    };
+    poll();
+    for (int op = 0; op < 5000; ++op) {
+      now += 0.25 * static_cast<double>(rng.Uniform(0, 4));
+      const int64_t kind = rng.Uniform(0, 9);
+      if (kind < 4) {
+        const std::string ticket = "r" + std::to_string(next++);
+        AcquireRequest request{ticket, rng.Uniform(1, 400), false};
+        const int64_t where = rng.Uniform(0, 2);
+        if (where < 2) request.engine = where == 0 ? "a" : "b";
+        request.continuing = rng.Bernoulli(0.5);
+        if (rng.Bernoulli(0.3)) {
+          request.prefix_key = "g" + std::to_string(rng.Uniform(0, 3));
+          request.prefix_tokens = rng.Uniform(0, 300);
+        }
+        if (rng.Bernoulli(0.02)) request.reservation_tokens = rng.Uniform(900, 3000);
+        const std::string queue = request.engine.value_or("");
+        const double order_at = request.continuing ? now - kWindow : now;
+        const StatusOr<AdmissionDecision> d = c.Acquire(request, At(now));
+        ASSERT_TRUE(d.ok());
+        absorb();  // Waiters the acquire's drain resolved first (aged ones).
+        if (d->action == AdmissionAction::kAdmit) {
+          check_order(queue, order_at, std::numeric_limits<uint64_t>::max());
+          leases[ticket] = *d->lease_id;
+        } else if (d->action == AdmissionAction::kWait) {
+          waiting[ticket] = Waiting{queue, order_at, seq++, now};
+        } else if (d->action == AdmissionAction::kRefuse) {
+          ASSERT_GT(d->reservation_tokens, *d->ceiling);
+        }
+      } else if (kind < 7 && !leases.empty()) {
+        auto it = leases.begin();
+        std::advance(it, rng.Uniform(0, static_cast<int64_t>(leases.size()) - 1));
+        c.Release(it->second, At(now));
+        leases.erase(it);
+      } else if (kind < 8 && !waiting.empty()) {
+        auto it = waiting.begin();
+        std::advance(it, rng.Uniform(0, static_cast<int64_t>(waiting.size()) - 1));
+        c.Cancel(it->first, At(now));
+      } else if (kind < 9) {
+        poll();
+      } else {
+        c.Tick(At(now));
+      }
+      absorb();
+      ASSERT_EQ(c.waiting(), static_cast<int64_t>(waiting.size())) << "op " << op;
+      ASSERT_TRUE(c.CheckInvariants().ok()) << c.CheckInvariants();
+      // The services drain at least once per poll; here after every step (time advances at
+      // most 1 s a step, hence the bound of max_wait + 1 s).
+      c.Tick(At(now));
+      absorb();
+    }
+    EXPECT_GT(overtakes_checked, 0);
+    for (const auto& [t, lease] : leases) c.Release(lease, At(now));
+    leases.clear();
+    absorb();
+    for (int i = 0; i < static_cast<int>(kMaxWait) + 1; ++i) {
+      now += 1;
+      c.Tick(At(now));
+      absorb();
+    }
+    // Waiters admitted by those releases return their leases in turn.
+    for (const auto& [t, lease] : leases) c.Release(lease, At(now));
+    absorb();
+    EXPECT_EQ(c.waiting(), 0);
+    EXPECT_EQ(c.ledger().reserved(), 0);
+    EXPECT_EQ(c.ledger().lease_count(), 0);
+    EXPECT_EQ(c.ledger().prefix_entries(), 0);
+  }
+}
+
 }  // namespace
 }  // namespace agentkv::control

@@ -235,5 +235,31 @@ TEST(AgenticOptionsTest, InScopeCoversEvalOnlyUnderAll) {
   EXPECT_TRUE(InScope(AdmissionScope::kAll, /*is_train=*/false));
 }
 
+TEST(AgenticOptionsTest, ParsesExactlySeedAndV2AndChecksTheProgramWindow) {
+  EXPECT_EQ(*ParseAdmissionPolicy("seed"), AdmissionPolicy::kSeed);
+  EXPECT_EQ(*ParseAdmissionPolicy("v2"), AdmissionPolicy::kV2);
+  for (const AdmissionPolicy policy : {AdmissionPolicy::kSeed, AdmissionPolicy::kV2}) {
+    EXPECT_EQ(*ParseAdmissionPolicy(AdmissionPolicyName(policy)), policy);
+  }
+  for (const char* bad : {"V2", "seed ", "", "v1", "fifo"}) {
+    const StatusOr<AdmissionPolicy> parsed = ParseAdmissionPolicy(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(
+        parsed.status().message(),
+        "--agentic-admission-policy must be \"seed\" or \"v2\", got \"" + std::string(bad) + "\"");
+  }
+  AgenticOptions o;
+  EXPECT_EQ(o.agentic_admission_policy, AdmissionPolicy::kSeed);
+  EXPECT_EQ(o.program_window(), TimeNs::Seconds(5));
+  o.agentic_program_admission = true;
+  o.agentic_admission_program_window_s = 0;
+  EXPECT_TRUE(o.Validate().ok()) << o.Validate();
+  o.agentic_admission_program_window_s = -1;
+  EXPECT_THAT(o.Validate().message(),
+              HasSubstr("--agentic-admission-program-window-s must be >= 0"));
+  o.agentic_program_admission = false;
+  EXPECT_TRUE(o.Validate().ok());
+}
+
 }  // namespace
 }  // namespace agentkv::control

@@ -236,5 +236,108 @@ TEST(BudgetLedgerTest, EnginesWithUnusableGaugesDoNotCount) {
   EXPECT_TRUE(ledger.IsStale(At(0)));
 }
 
+// Admission v2: budget and pressure are the target engine's; an unknown engine is the fleet's.
+TEST(BudgetLedgerTest, ReserveOnChecksTheTargetEngineOnly) {
+  BudgetLedger ledger(Params(0.5, 0.92, 600, 6));
+  const std::vector<EngineSnapshot> fleet = {Engine("a", 1000, 0.95), Engine("b", 1000, 0.10)};
+  ledger.Reconcile(fleet, At(0));
+  // Engine a is under pressure; b is not, and its ceiling is floor(1000 x 0.5).
+  EXPECT_EQ(ledger.ReserveOn("t1", 10, ReserveTarget{"a"}, At(0)).reason,
+            AdmissionReason::kPressureGuard);
+  const GrantResult b = ledger.ReserveOn("t2", 500, ReserveTarget{"b"}, At(0));
+  EXPECT_TRUE(b.granted);
+  EXPECT_EQ(ledger.engine_reserved("b"), 500);
+  EXPECT_EQ(ledger.ReserveOn("t3", 1, ReserveTarget{"b"}, At(0)).reason,
+            AdmissionReason::kCapacityExhausted);
+  // The fleet (mean usage 0.525) still has 500 tokens of its 1000-token ceiling.
+  EXPECT_TRUE(ledger.ReserveOn("t4", 500, ReserveTarget{}, At(0)).granted);
+  EXPECT_TRUE(ledger.ReserveOn("t5", 0, ReserveTarget{"unknown"}, At(0)).granted);
+  EXPECT_EQ(ledger.ReserveOn("t6", 1, ReserveTarget{}, At(0)).reason,
+            AdmissionReason::kCapacityExhausted);
+  EXPECT_EQ(ledger.reserved(), 1000);
+  ASSERT_TRUE(ledger.CheckInvariants().ok()) << ledger.CheckInvariants();
+  EXPECT_EQ(ledger.LimitsFor(std::string("a"))->ceiling, 500);
+  EXPECT_EQ(ledger.LimitsFor(std::nullopt)->capacity, 1000);
+  ledger.ReleaseTicket("t2");
+  EXPECT_EQ(ledger.engine_reserved("b"), 0);
+  EXPECT_EQ(ledger.reserved(), 500);
+  // A stale ledger refuses every target `degraded`.
+  EXPECT_EQ(ledger.ReserveOn("t7", 1, ReserveTarget{"b"}, At(100)).reason,
+            AdmissionReason::kDegraded);
+  ASSERT_TRUE(ledger.CheckInvariants().ok()) << ledger.CheckInvariants();
+}
+
+// A shared prefix is reserved once per (engine, key) while any lease uses it.
+TEST(BudgetLedgerTest, SharedPrefixIsReservedOnceAndGoesWithItsLastLease) {
+  BudgetLedger ledger(Params(1.0, 0.92, 600, 6));
+  const std::vector<EngineSnapshot> fleet = {Engine("a", 1000, 0.1), Engine("b", 1000, 0.1)};
+  ledger.Reconcile(fleet, At(0));
+  const ReserveTarget group{"a", "group-1", 300};
+  EXPECT_TRUE(ledger.ReserveOn("s1", 100, group, At(0)).granted);
+  EXPECT_TRUE(ledger.ReserveOn("s2", 100, group, At(0)).granted);
+  EXPECT_EQ(ledger.reserved(), 500);  // 300 once, 100 twice.
+  EXPECT_EQ(ledger.prefix_entries(), 1);
+  // On another engine the prefix is another copy.
+  EXPECT_TRUE(ledger.ReserveOn("s3", 100, ReserveTarget{"b", "group-1", 300}, At(0)).granted);
+  EXPECT_EQ(ledger.engine_reserved("b"), 400);
+  // Room counts the prefix only while it does not exist: 500 left on a.
+  EXPECT_TRUE(ledger.ReserveOn("s4", 500, group, At(0)).granted);
+  EXPECT_EQ(ledger.ReserveOn("s5", 1, group, At(0)).reason, AdmissionReason::kCapacityExhausted);
+  ASSERT_TRUE(ledger.CheckInvariants().ok()) << ledger.CheckInvariants();
+  for (const char* t : {"s1", "s2", "s4"}) ledger.ReleaseTicket(t);
+  EXPECT_EQ(ledger.engine_reserved("a"), 0);
+  EXPECT_EQ(ledger.prefix_entries(), 1);  // b's copy.
+  ledger.ReleaseTicket("s3");
+  EXPECT_EQ(ledger.prefix_entries(), 0);
+  EXPECT_EQ(ledger.reserved(), 0);
+  ASSERT_TRUE(ledger.CheckInvariants().ok()) << ledger.CheckInvariants();
+}
+
+// Randomized: seed and v2 leases, prefixes and TTL expiry keep every sum exact, and releasing
+// everything leaves nothing reserved.
+TEST(BudgetLedgerTest, RandomV2OperationsConserveTokens) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    Rng rng(seed);
+    BudgetLedger ledger(Params(0.9, 0.92, 50, 1e6));
+    std::vector<std::string> tickets;
+    for (int step = 0; step < 400; ++step) {
+      const double now = step;
+      const int64_t op = rng.Uniform(0, 9);
+      if (op == 0) {
+        const std::vector<EngineSnapshot> fleet = {
+            Engine("e0", rng.Uniform(100, 2000), rng.UniformDouble()),
+            Engine("e1", rng.Uniform(100, 2000), rng.UniformDouble(), rng.Uniform(0, 3) > 0)};
+        ledger.Reconcile(fleet, At(now));
+      } else if (op <= 5) {
+        const std::string ticket = "t" + std::to_string(step);
+        ReserveTarget target;
+        const int64_t where = rng.Uniform(0, 3);
+        if (where < 3) target.engine = "e" + std::to_string(where);
+        if (rng.Uniform(0, 1) == 1) {
+          target.prefix_key = "p" + std::to_string(rng.Uniform(0, 2));
+          target.prefix_tokens = rng.Uniform(0, 200);
+        }
+        const GrantResult g = rng.Uniform(0, 4) == 0
+                                  ? ledger.Reserve(ticket, rng.Uniform(0, 300), At(now))
+                                  : ledger.ReserveOn(ticket, rng.Uniform(0, 300), target, At(now));
+        if (g.granted) tickets.push_back(ticket);
+      } else if (op <= 8 && !tickets.empty()) {
+        const size_t i =
+            static_cast<size_t>(rng.Uniform(0, static_cast<int64_t>(tickets.size()) - 1));
+        ledger.ReleaseTicket(tickets[i]);
+        tickets.erase(tickets.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ledger.ExpireTtl(At(now));
+      }
+      ASSERT_TRUE(ledger.CheckInvariants().ok())
+          << "seed " << seed << " step " << step << ": " << ledger.CheckInvariants();
+    }
+    for (const std::string& t : tickets) ledger.ReleaseTicket(t);
+    EXPECT_EQ(ledger.reserved(), 0) << "seed " << seed;
+    EXPECT_EQ(ledger.lease_count(), 0) << "seed " << seed;
+    EXPECT_EQ(ledger.prefix_entries(), 0) << "seed " << seed;
+  }
+}
+
 }  // namespace
 }  // namespace agentkv::control

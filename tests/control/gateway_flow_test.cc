@@ -479,5 +479,33 @@ TEST(GatewayFlowModelTest, RandomEventsKeepTheProtocol) {
   }
 }
 
+TEST_F(GatewayFlowTest, HistoryHoldsTheLastDispatchedPromptOfTheIncarnation) {
+  Make();
+  EXPECT_EQ(flow().History("s"), SessionHistory{});
+  StatusOr<std::string> first =
+      flow().BeginAttempt("s", "r1", AttemptSpec{.prompt_tokens = 1000}, now_);
+  ASSERT_TRUE(first.ok());
+  // Begun, not dispatched: the session holds nothing yet.
+  EXPECT_EQ(flow().History("s"), SessionHistory{});
+  Dispatch(*first);
+  EXPECT_EQ(flow().History("s"), (SessionHistory{true, 1000}));
+  Finish(*first);
+  StatusOr<std::string> second =
+      flow().BeginAttempt("s", "r2", AttemptSpec{.prompt_tokens = 1500}, now_);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(flow().History("s"), (SessionHistory{true, 1000}));
+  Dispatch(*second);
+  Finish(*second);
+  EXPECT_EQ(flow().History("s"), (SessionHistory{true, 1500}));
+  // A closed session holds nothing, and its next incarnation starts afresh.
+  Close("s", 1);
+  ASSERT_TRUE(flow().OnCloseOutcome("s", true).ok());
+  EXPECT_EQ(flow().History("s"), SessionHistory{});
+  const std::string again = Begin("s", "r3");
+  EXPECT_EQ(flow().History("s"), SessionHistory{});
+  Dispatch(again);
+  EXPECT_EQ(flow().History("s"), (SessionHistory{true, 0}));
+}
+
 }  // namespace
 }  // namespace agentkv::control

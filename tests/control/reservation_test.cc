@@ -68,5 +68,31 @@ TEST(ReservationTest, SaturatesAtTheTokenBoundForAnyInputs) {
             kMaxTokens);
 }
 
+TEST(ReservationTest, UncachedReservationSkipsTheHeldPromptAndTheSharedPrefix) {
+  const AttemptShape shape{
+      .prefix_tokens = 1000, .pending_tokens = 0, .max_new_tokens = 200, .expected_decode_cap = 50};
+  // A new session without a shared prefix reserves what the seed does.
+  EXPECT_EQ(UncachedReservationTokens(shape, 0, 0), (UncachedReservation{1050, 0}));
+  EXPECT_EQ(UncachedReservationTokens(shape, 0, 0).own_tokens, ReservationTokens(shape));
+  // A continuing session reserves only the tokens its last prompt did not have.
+  EXPECT_EQ(UncachedReservationTokens(shape, 800, 0), (UncachedReservation{250, 0}));
+  // A first request with a shared prefix: its own part, plus the prefix under its key.
+  EXPECT_EQ(UncachedReservationTokens(shape, 0, 600), (UncachedReservation{450, 600}));
+  // A session that holds the prefix already does not reserve it again.
+  EXPECT_EQ(UncachedReservationTokens(shape, 700, 600), (UncachedReservation{350, 0}));
+  // Held and shared are clamped to the prompt; negative values count as 0.
+  EXPECT_EQ(UncachedReservationTokens(shape, 5000, 0), (UncachedReservation{50, 0}));
+  EXPECT_EQ(UncachedReservationTokens(shape, -5, 5000), (UncachedReservation{50, 1000}));
+  // Replayed tokens of earlier attempts are prompt; saturation holds for any input.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const UncachedReservation huge = UncachedReservationTokens({.prefix_tokens = kMax,
+                                                              .pending_tokens = kMax,
+                                                              .max_new_tokens = kMax,
+                                                              .expected_decode_cap = std::nullopt},
+                                                             -1, kMax);
+  EXPECT_LE(huge.own_tokens, kMaxTokens);
+  EXPECT_LE(huge.prefix_tokens, kMaxTokens);
+}
+
 }  // namespace
 }  // namespace agentkv::control

@@ -418,5 +418,34 @@ TEST_F(CoordinatorTest, BadBodiesAre400NamingTheField) {
   EXPECT_EQ(Call(http::verb::post, std::string(kCancelPath), "nope").status, 400);
 }
 
+// Admission v2 over the wire: the coordinator checks the named engine and reserves a shared
+// prefix once across the requests that name it.
+TEST_F(CoordinatorTest, AdmissionV2TakesTheEngineAndTheSharedPrefixFromTheWire) {
+  CoordinatorOptions options = Options();
+  options.agentic.agentic_admission_policy = control::AdmissionPolicy::kV2;
+  StartCoordinator(options);
+  std::vector<std::string> leases;
+  for (const char* ticket : {"g:0", "h:0"}) {
+    control::AcquireRequest acquire{ticket, 400, false};
+    acquire.engine = engines_[0]->base_url();
+    acquire.continuing = true;
+    acquire.prefix_key = "group-1";
+    acquire.prefix_tokens = 1000;
+    const net::ClientResponse r =
+        Call(http::verb::post, std::string(kAcquirePath), SerializeAcquireRequest(acquire));
+    ASSERT_EQ(r.status, 200) << r.body;
+    StatusOr<AdmissionDecision> decision = ParseDecision(r.body);
+    ASSERT_TRUE(decision.ok()) << decision.status();
+    ASSERT_EQ(decision->action, AdmissionAction::kAdmit) << r.body;
+    leases.push_back(*decision->lease_id);
+  }
+  EXPECT_EQ(coordinator_->admission().reserved(), 1000 + 2 * 400);
+  for (const std::string& lease : leases) {
+    EXPECT_EQ(
+        Call(http::verb::post, std::string(kReleasePath), SerializeReleaseRequest(lease)).status,
+        200);
+  }
+}
+
 }  // namespace
 }  // namespace agentkv::service

@@ -230,6 +230,79 @@ TEST(GatewayTest, AdmissionQueuesBeyondTheBudgetAndAdmitsFifoAsLeasesReturn) {
   EXPECT_EQ(series.at("agentic_kv/admission/wait").as_double(), 2.0);
 }
 
+// Admission v2 in front of an unmodified engine: a continuing session reserves only what its
+// last prompt did not hold and goes before a new session's first request; a shared prefix
+// named by the client is reserved once; a request no engine can hold is refused at once.
+TEST(GatewayTest, AdmissionV2ReservesUncachedTokensAndFinishesProgramsFirst) {
+  AdmissionSetup setup(/*max_wait_s=*/30, control::AdmissionPolicy::kV2);
+  ASSERT_NE(setup.gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  std::map<std::string, std::promise<StatusOr<net::ClientResponse>>> answers;
+  auto send = [&](const std::string& rid, const std::string& body, net::HeaderList headers = {}) {
+    headers.emplace_back("Content-Type", "application/json");
+    client.AsyncRequest(
+        http::verb::post, setup.gateway->base_url(), "/generate", std::move(headers), body,
+        [&answers, rid](StatusOr<net::ClientResponse> r) { answers[rid].set_value(std::move(r)); });
+  };
+  auto expect_ok = [&](const std::string& rid) {
+    auto future = answers[rid].get_future();
+    ASSERT_EQ(future.wait_for(10s), std::future_status::ready) << rid;
+    StatusOr<net::ClientResponse> r = future.get();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, 200) << rid << ": " << r->body;
+  };
+  for (const char* rid : {"s1", "s2", "t1", "s3", "p1", "p2"}) answers[rid];
+  // s's first request reserves its whole prompt plus decode.
+  send("s1", AdmissionSetup::SessionBody("s1", "s", 100, 500));
+  ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 1; }));
+  EXPECT_EQ(setup.admission->reserved(), 600);
+  ASSERT_TRUE(setup.engine->Answer("s1:0"));
+  expect_ok("s1");
+  ASSERT_TRUE(WaitFor([&] { return setup.admission->reserved() == 0; }));
+  // Its second reserves the 50 new prompt tokens plus decode.
+  send("s2", AdmissionSetup::SessionBody("s2", "s", 150, 500));
+  ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 1; }));
+  EXPECT_EQ(setup.admission->reserved(), 550);
+  // A new session's first (600) waits; s's next (10 + 500) arrives later and goes first.
+  send("t1", AdmissionSetup::SessionBody("t1", "t", 100, 500));
+  ASSERT_TRUE(WaitFor([&] { return setup.admission->waiting() == 1; }));
+  send("s3", AdmissionSetup::SessionBody("s3", "s", 160, 500));
+  ASSERT_TRUE(WaitFor([&] { return setup.admission->waiting() == 2; }));
+  ASSERT_TRUE(setup.engine->Answer("s2:0"));
+  expect_ok("s2");
+  ASSERT_TRUE(
+      WaitFor([&] { return setup.engine->held() == 1 && setup.admission->waiting() == 1; }));
+  EXPECT_EQ(setup.engine->generates().back().rid, "s3:0");
+  EXPECT_EQ(setup.admission->reserved(), 510);
+  ASSERT_TRUE(setup.engine->Answer("s3:0"));
+  expect_ok("s3");
+  ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 1; }));
+  EXPECT_EQ(setup.engine->generates().back().rid, "t1:0");
+  ASSERT_TRUE(setup.engine->Answer("t1:0"));
+  expect_ok("t1");
+  ASSERT_TRUE(WaitFor([&] { return setup.admission->reserved() == 0; }));
+  // Two new sessions naming one 80-token prefix reserve it once: 80 + 2 x (20 + 100).
+  const net::HeaderList prefix = {{"X-Agentkv-Prefix-Key", "group-1"},
+                                  {"X-Agentkv-Prefix-Tokens", "80"}};
+  send("p1", AdmissionSetup::SessionBody("p1", "p1", 100, 100), prefix);
+  send("p2", AdmissionSetup::SessionBody("p2", "p2", 100, 100), prefix);
+  ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 2; }));
+  EXPECT_EQ(setup.admission->reserved(), 320);
+  ASSERT_TRUE(setup.engine->Answer());
+  ASSERT_TRUE(setup.engine->Answer());
+  expect_ok("p1");
+  expect_ok("p2");
+  // More than the engine's whole KV: refused at once, naming the value and the limit.
+  const net::ClientResponse huge = Post(client, setup.gateway->base_url(), "/generate",
+                                        AdmissionSetup::SessionBody("u1", "u", 900, 200));
+  EXPECT_EQ(huge.status, 400);
+  EXPECT_NE(huge.body.find("1100 tokens"), std::string::npos) << huge.body;
+  EXPECT_NE(huge.body.find("1000 tokens of KV"), std::string::npos) << huge.body;
+  EXPECT_TRUE(WaitFor(
+      [&] { return setup.admission->reserved() == 0 && setup.admission->lease_count() == 0; }));
+  EXPECT_EQ(setup.admission->waiting(), 0);
+}
+
 TEST(GatewayTest, AClientLeavingWhileQueuedCancelsItsWait) {
   AdmissionSetup setup;
   ASSERT_NE(setup.gateway, nullptr);

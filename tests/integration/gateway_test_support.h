@@ -320,10 +320,13 @@ struct AdmissionSetup {
 
   // `max_wait_s`: --agentic-admission-max-wait-s (the seed's default unless a test ages
   // waiters).
+  // `policy`: --agentic-admission-policy.
   explicit AdmissionSetup(
-      double max_wait_s = control::AgenticOptions().agentic_admission_max_wait_s) {
+      double max_wait_s = control::AgenticOptions().agentic_admission_max_wait_s,
+      control::AdmissionPolicy policy = control::AdmissionPolicy::kSeed) {
     control::AgenticOptions agentic;
     agentic.agentic_program_admission = true;
+    agentic.agentic_admission_policy = policy;
     agentic.agentic_admission_headroom = 1.0;
     agentic.agentic_admission_max_wait_s = max_wait_s;
     agentic.poll_interval_s = 0.05;
@@ -347,6 +350,13 @@ struct AdmissionSetup {
   static std::string Body(const std::string& rid) {
     return R"({"input_ids": )" + InputIds(1, 100) +
            R"(, "sampling_params": {"max_new_tokens": 500}, "rid": ")" + rid + "\"}";
+  }
+  // A /generate body of session `session` with `prompt` token ids and `max_new` output tokens.
+  static std::string SessionBody(const std::string& rid, const std::string& session, int64_t prompt,
+                                 int64_t max_new) {
+    return R"({"input_ids": )" + InputIds(1, prompt) +
+           R"(, "sampling_params": {"max_new_tokens": )" + std::to_string(max_new) +
+           R"(}, "rid": ")" + rid + R"(", "session_id": ")" + session + "\"}";
   }
 };
 

@@ -189,6 +189,20 @@ TEST(RouterConsistentHashingTest, StickyPerKeyAndSpreadAcrossEngines) {
   }
 }
 
+TEST(RouterConsistentHashingTest, StickyEngineTellsWhereAKeyWillLandWithoutRouting) {
+  auto router = Make({.policy = RouterPolicy::kConsistentHashing, .num_engines = 4, .seed = 3});
+  for (uint64_t key = 0; key < 200; ++key) {
+    const std::optional<EngineId> sticky = router->StickyEngine(key);
+    ASSERT_TRUE(sticky.has_value());
+    EXPECT_EQ(*sticky, RouteKey(*router, key)) << key;
+  }
+  // Other policies decide from state: nothing to tell in advance.
+  EXPECT_EQ(Make({.policy = RouterPolicy::kRoundRobin, .num_engines = 2})->StickyEngine(1),
+            std::nullopt);
+  EXPECT_EQ(Make({.policy = RouterPolicy::kCacheAware, .num_engines = 2})->StickyEngine(1),
+            std::nullopt);
+}
+
 TEST(RouterConsistentHashingTest, RemovingAnEngineMovesOnlyItsKeys) {
   auto router = Make({.policy = RouterPolicy::kConsistentHashing, .num_engines = 10, .seed = 5});
   const auto before = MapKeys(*router);

@@ -1135,5 +1135,42 @@ TEST(GatewayModelRandomTest, ClosesMidFlightCancelDrainAndConserve) {
   EXPECT_GT(aborts_total, 0) << "some closes should abort running requests";
 }
 
+// --- Admission v2. ---
+
+TEST_F(GatewayModelTest, AdmissionV2ReservesUncachedTokensOnTheSessionsEngine) {
+  GatewayModelOptions options;
+  options.agentic.agentic_program_admission = true;
+  options.agentic.agentic_admission_policy = control::AdmissionPolicy::kV2;
+  Build(options, FleetShape{.engines = 2, .policy = "consistent_hashing"});
+  const control::AdmissionCoordinator& c = *gateway_->coordinator();
+  const EngineId engine = *fleet_->router().StickyEngine(routing::SessionRoutingKey(SessionId(1)));
+  const std::string name = GatewayEngineName(engine);
+  // A new session reserves its whole prompt plus decode, charged to its engine.
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 100)).ok());
+  EXPECT_EQ(c.ledger().engine_reserved(name), 8 * kTokensPerBlock + 100);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(c.ledger().reserved(), 0);
+  // Its next request reserves only what its last prompt did not hold.
+  ASSERT_TRUE(Submit(Request(2, /*session=*/1, 12, 100)).ok());
+  EXPECT_EQ(c.ledger().engine_reserved(name), 4 * kTokensPerBlock + 100);
+  EXPECT_EQ(gateway_->FindRecord(RequestId(2))->engine, engine) << "landed where admission said";
+  // Two new sessions sharing a 4-block prefix reserve it once.
+  GatewayRequest a = Request(3, /*session=*/3, 6, 10, false, 77);
+  GatewayRequest b = Request(4, /*session=*/3 + 2 * 1000, 6, 10, false, 77);
+  a.shared_prefix_blocks = b.shared_prefix_blocks = 4;
+  const bool same_engine =
+      fleet_->router().StickyEngine(a.routing_key) == fleet_->router().StickyEngine(b.routing_key);
+  const int64_t before = c.ledger().reserved();
+  ASSERT_TRUE(Submit(std::move(a)).ok());
+  ASSERT_TRUE(Submit(std::move(b)).ok());
+  EXPECT_EQ(c.ledger().reserved() - before,
+            2 * (2 * kTokensPerBlock + 10) + (same_engine ? 1 : 2) * 4 * kTokensPerBlock);
+  EXPECT_EQ(c.ledger().prefix_entries(), same_engine ? 1 : 2);
+  loop_.RunUntilIdle();
+  EndSessions({1, 3, 2003});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+  EXPECT_EQ(c.ledger().prefix_entries(), 0);
+}
+
 }  // namespace
 }  // namespace agentkv::sim

@@ -160,6 +160,19 @@ TEST(ReplayArmsTest, TheRetiredContinuumTtlNameNamesItsReplacements) {
   }
 }
 
+TEST(ReplayArmsTest, AdmissionV2IsItsOwnFeatureExclusiveWithTheSeedsAdmission) {
+  const ArmSpec v2 = ParseOrDie("+admission-v2");
+  EXPECT_TRUE(v2.admission_v2);
+  EXPECT_FALSE(v2.program_admission);
+  EXPECT_FALSE(v2.IsBaseline());
+  EXPECT_NE(v2.Description().find("admission v2"), std::string::npos);
+  EXPECT_TRUE(ParseOrDie("+admission-v2+host-tier").host_tier);
+  EXPECT_NE(ErrorOf("+admission+admission-v2").find("exclusive"), std::string::npos);
+  ArmSpec both = v2;
+  both.program_admission = true;
+  EXPECT_NE(ValidateArms({both}).message().find("exclusive"), std::string::npos);
+}
+
 TEST(ReplayArmsTest, FixedTtlAndContinuumAreExclusive) {
   EXPECT_NE(ErrorOf("continuum+fixed-ttl").find("exclusive"), std::string::npos);
   EXPECT_NE(ErrorOf("+fixed-ttl+continuum").find("exclusive"), std::string::npos);

@@ -136,7 +136,9 @@ TEST(ReplayGateTest, EveryArmConservesRequestsLeasesAndInvariants) {
   const AgenticWorkload workload = SmallWorkload(3);
   int64_t expected = 0;
   for (const WekaConversation& c : workload.conversations) expected += c.TotalRequests();
-  for (const std::string& name : DefaultArmNames()) {
+  std::vector<std::string> names = DefaultArmNames();
+  names.push_back("+admission-v2");
+  for (const std::string& name : names) {
     SCOPED_TRACE(name);
     StatusOr<ArmRun> run = RunAgenticArm(workload, options, *ParseArm(name));
     // RunAgenticArm returns Internal when a request is lost or completed twice, a lease or a
@@ -159,6 +161,12 @@ TEST(ReplayGateTest, EveryArmConservesRequestsLeasesAndInvariants) {
       EXPECT_EQ(Value(r, "agentic_kv/budget/lease_count"), 0);
       EXPECT_EQ(Value(r, "agentic_kv/admission/waiting"), 0);
       EXPECT_GT(r.admission_wait.max_s, 0);
+    } else if (name == "+admission-v2") {
+      // Conservation: nothing reserved, no lease, no waiter left.
+      EXPECT_GT(Value(r, "agentic_kv/admission/admit"), 0);
+      EXPECT_EQ(Value(r, "agentic_kv/budget/reserved"), 0);
+      EXPECT_EQ(Value(r, "agentic_kv/budget/lease_count"), 0);
+      EXPECT_EQ(Value(r, "agentic_kv/admission/waiting"), 0);
     } else {
       EXPECT_EQ(r.admission_wait.max_s, 0);
     }
@@ -612,7 +620,7 @@ RolloutWorkload SmallRollout() {
 TEST(ReplayTest, ARolloutCompletesWithConservationAndItsMetrics) {
   const RolloutWorkload rollout = SmallRollout();
   ReplayOptions options = SmallFleet();
-  options.arms = Arms({"baseline", "+lifecycle", "+admission"});
+  options.arms = Arms({"baseline", "+lifecycle", "+admission", "+admission-v2"});
   options.shared_prefix_ids = rollout.shared_prefix_ids;
   // RunReplay returns Internal when conservation fails in an arm.
   StatusOr<ReplayResult> result = RunReplay(rollout.workload, "rollout", 1, options);

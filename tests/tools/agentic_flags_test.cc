@@ -100,5 +100,33 @@ TEST(AgenticFlagsTest, AnUnknownScopeNamesTheFlag) {
   EXPECT_THAT(flags.Options().status().message(), HasSubstr("--agentic-admission-scope"));
 }
 
+TEST(AgenticFlagsTest, ThePolicyAndTheProgramWindowAreRead) {
+  CLI::App app;
+  AgenticFlags flags;
+  ASSERT_TRUE(
+      Parse(app, flags, AgenticFlags::Set::kAdmission,
+            {"--agentic-admission-policy", "v2", "--agentic-admission-program-window-s", "2.5"})
+          .ok());
+  const control::AgenticOptions got = flags.Options().value();
+  EXPECT_EQ(got.agentic_admission_policy, control::AdmissionPolicy::kV2);
+  EXPECT_EQ(got.agentic_admission_program_window_s, 2.5);
+  // The replay's budget set has the window (its arms pick the policy), not the policy.
+  CLI::App budget_app;
+  AgenticFlags budget;
+  EXPECT_TRUE(Parse(budget_app, budget, AgenticFlags::Set::kBudget,
+                    {"--agentic-admission-program-window-s", "0"})
+                  .ok());
+  CLI::App no_policy_app;
+  AgenticFlags no_policy;
+  EXPECT_FALSE(Parse(no_policy_app, no_policy, AgenticFlags::Set::kBudget,
+                     {"--agentic-admission-policy", "v2"})
+                   .ok());
+  CLI::App bad_app;
+  AgenticFlags bad;
+  ASSERT_TRUE(
+      Parse(bad_app, bad, AgenticFlags::Set::kAll, {"--agentic-admission-policy", "V2"}).ok());
+  EXPECT_THAT(bad.Options().status().message(), HasSubstr("--agentic-admission-policy"));
+}
+
 }  // namespace
 }  // namespace agentkv::tools

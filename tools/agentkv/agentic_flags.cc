@@ -51,7 +51,15 @@ void AgenticFlags::Add(CLI::App& app, Set set, FlagSource source, const std::str
                            ->type_name("N");
   AddOne(app, control::kMaxWaitFlag, o.agentic_admission_max_wait_s,
          "Longest FIFO wait before the aged bypass, seconds (>= 0)", source, group);
+  AddOne(app, control::kProgramWindowFlag, o.agentic_admission_program_window_s,
+         "Admission v2: a continuing session's request goes before a new session's first unless "
+         "that one has waited this long, seconds (>= 0; 0 = FIFO per engine)",
+         source, group);
   if (set == Set::kBudget) return;
+  AddOne(app, control::kAdmissionPolicyFlag, policy_,
+         "Admission policy: seed (whole-prompt reservations, fleet budget, global FIFO) or v2 "
+         "(uncached reservations, per-engine budget and waiting, program-aware order)",
+         source, group);
   AddOne(app, control::kScopeFlag, scope_,
          "Which requests admission gates: train or all (X-Agentkv-Scope: train|eval)", source,
          group);
@@ -69,6 +77,8 @@ void AgenticFlags::Add(CLI::App& app, Set set, FlagSource source, const std::str
 StatusOr<control::AgenticOptions> AgenticFlags::Options() const {
   control::AgenticOptions options = options_;
   AGENTKV_ASSIGN_OR_RETURN(options.agentic_admission_scope, control::ParseAdmissionScope(scope_));
+  AGENTKV_ASSIGN_OR_RETURN(options.agentic_admission_policy,
+                           control::ParseAdmissionPolicy(policy_));
   if (decode_cap_option_ != nullptr && decode_cap_option_->count() > 0) {
     options.agentic_admission_expected_decode_cap = decode_cap_;
   }

@@ -24,10 +24,12 @@ class AgenticFlags {
  public:
   // Which of the options a command has.
   enum class Set : uint8_t {
-    // The admission budget: headroom, pressure threshold, expected decode cap and max wait.
+    // The admission budget: headroom, pressure threshold, expected decode cap, max wait and
+    // the v2 program-order window.
     // The replay, whose arms switch the features on and which models no polling.
     kBudget,
-    // kBudget, the scope, the lease TTL, the staleness and the poll interval: the coordinator,
+    // kBudget, the admission policy, the scope, the lease TTL, the staleness and the poll interval:
+    // the coordinator,
     // which always admits.
     kAdmission,
     // kAdmission and the two feature switches, --agentic-session-lifecycle and
@@ -44,12 +46,14 @@ class AgenticFlags {
   void Add(CLI::App& app, Set set, FlagSource source, const std::string& group = "");
 
   // The options given on the command line, not yet validated. InvalidArgument naming
-  // --agentic-admission-scope when its value is not "train" or "all". Call after parsing.
+  // --agentic-admission-scope when its value is not "train" or "all", or
+  // --agentic-admission-policy when it is not "seed" or "v2". Call after parsing.
   [[nodiscard]] StatusOr<control::AgenticOptions> Options() const;
 
  private:
   control::AgenticOptions options_;
   std::string scope_ = std::string(control::AdmissionScopeName(control::AdmissionScope::kTrain));
+  std::string policy_ = std::string(control::AdmissionPolicyName(control::AdmissionPolicy::kSeed));
   int64_t decode_cap_ = 0;
   CLI::Option* decode_cap_option_ = nullptr;
 };

@@ -96,6 +96,8 @@ Arms (--arms, comma-separated; default: all eight):
   Features combine: "baseline+host-tier", "+lifecycle+admission", "all+continuum".
   Also +per-conversation (retention alone) and +subagent-demotion=P (priority P); the
   agentic-curve names (lru, per_conversation, demote_p1, ...) are aliases.
+  Also +admission-v2: admission v2 (uncached reservations, per-engine budget and waiting,
+  continuing sessions first; --agentic-admission-program-window-s), instead of +admission.
 
 Output:
   stdout   the arm table, with each arm's change against baseline in parentheses

@@ -1,6 +1,7 @@
 // Invariants: every waiter's ticket is in order_ exactly once among live entries; no ticket
 // both waits and holds a lease; order_ never holds more than waiters_ plus skipped entries,
-// which are dropped as they reach the head.
+// which are dropped as they reach the head. Admission v2: order_ is unused and v2_order_ holds
+// every waiter exactly once, under the key its Waiter records.
 #include "agentkv/control/admission_coordinator.h"
 
 #include <unordered_set>
@@ -30,6 +31,8 @@ CoordinatorParams CoordinatorParamsFrom(const AgenticOptions& options) {
   p.ledger.lease_ttl = options.lease_ttl();
   p.ledger.staleness = options.staleness();
   p.max_wait = options.max_wait();
+  p.policy = options.agentic_admission_policy;
+  p.program_window = options.program_window();
   return p;
 }
 
@@ -84,6 +87,15 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& 
                                 " bytes, got " + std::to_string(ticket.size()));
   }
   AGENTKV_RETURN_IF_ERROR(CheckTokens("reservation_tokens", tokens));
+  AGENTKV_RETURN_IF_ERROR(CheckTokens("prefix_tokens", request.prefix_tokens));
+  for (const auto& [field, value] :
+       {std::pair{"engine", &request.engine}, std::pair{"prefix_key", &request.prefix_key}}) {
+    if (value->has_value() && (value->value().empty() || value->value().size() > kMaxTicketBytes)) {
+      return InvalidArgumentError(std::string(field) + ": expected 1 to " +
+                                  std::to_string(kMaxTicketBytes) + " bytes, got " +
+                                  std::to_string(value->value().size()));
+    }
+  }
   if (auto c = cancelled_.find(ticket); c != cancelled_.end()) {
     cancelled_.erase(c);  // Its entry in cancel_order_ is skipped when pruned.
     return Bypass(ticket, tokens, AdmissionReason::kCancelled, TimeNs());
@@ -104,9 +116,9 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& 
                              std::nullopt};
   }
   if (auto w = waiters_.find(ticket); w != waiters_.end()) {
-    if (w->second.tokens != tokens) {
+    if (w->second.requested != tokens) {
       return InvalidArgumentError("ticket " + ticket + " is waiting with a reservation of " +
-                                  std::to_string(w->second.tokens) + " tokens, retried with " +
+                                  std::to_string(w->second.requested) + " tokens, retried with " +
                                   std::to_string(tokens));
     }
     return AdmissionDecision{AdmissionAction::kWait,
@@ -118,6 +130,7 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& 
                              now - w->second.enqueued_at,
                              std::nullopt};
   }
+  if (v2()) return AcquireV2(request, now);
   if (std::optional<AdmissionDecision> refused = RefuseIfOversized(ticket, tokens, TimeNs(), now)) {
     return *std::move(refused);
   }
@@ -138,7 +151,7 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& 
     refusal = grant.reason;
   }
   const uint64_t seq = next_seq_++;
-  waiters_.emplace(ticket, Waiter{tokens, now, seq});
+  waiters_.emplace(ticket, Waiter{tokens, tokens, now, seq, ReserveTarget{}, now});
   order_.emplace_back(ticket, seq);
   ++counters_.wait;
   Drain(now);
@@ -155,7 +168,150 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& 
                            std::nullopt,           -1,      TimeNs(), std::nullopt};
 }
 
+std::string AdmissionCoordinator::QueueOf(const ReserveTarget& target) const {
+  if (target.engine.has_value() && ledger_.KnowsEngine(*target.engine)) {
+    return "engine:" + *target.engine;
+  }
+  return std::string();
+}
+
+std::optional<AdmissionDecision> AdmissionCoordinator::CapOrRefuseV2(std::string_view ticket,
+                                                                     int64_t& tokens,
+                                                                     ReserveTarget& target,
+                                                                     TimeNs waited) {
+  const std::optional<TargetLimits> limits = ledger_.LimitsFor(target.engine);
+  if (!limits.has_value()) return std::nullopt;
+  const int64_t prefix = target.prefix_key.has_value() ? target.prefix_tokens : 0;
+  const int64_t total = SaturatingAdd(tokens, prefix);
+  if (total > limits->capacity) {
+    // No engine it can land on holds that much KV: it can never run, so it never waits.
+    ++counters_.refused_oversized;
+    return AdmissionDecision{AdmissionAction::kRefuse,
+                             AdmissionReason::kOversized,
+                             std::string(ticket),
+                             total,
+                             std::nullopt,
+                             -1,
+                             waited,
+                             limits->capacity};
+  }
+  if (total > limits->ceiling) {
+    // It fits the engine but not the ceiling: it reserves the whole ceiling (it waits for an
+    // empty budget, never forever), its shared prefix included.
+    tokens = limits->ceiling;
+    target.prefix_key.reset();
+    target.prefix_tokens = 0;
+  }
+  return std::nullopt;
+}
+
+StatusOr<AdmissionDecision> AdmissionCoordinator::AcquireV2(const AcquireRequest& request,
+                                                            TimeNs now) {
+  const std::string& ticket = request.ticket;
+  int64_t tokens = request.reservation_tokens;
+  ReserveTarget target{request.engine, request.prefix_key,
+                       request.prefix_key.has_value() ? request.prefix_tokens : 0};
+  if (ledger_.IsStale(now)) {
+    ++counters_.bypass;
+    ++counters_.bypass_degraded;
+    return Bypass(ticket, tokens, AdmissionReason::kDegraded, TimeNs());
+  }
+  if (std::optional<AdmissionDecision> refused = CapOrRefuseV2(ticket, tokens, target, TimeNs())) {
+    return *std::move(refused);
+  }
+  // The window is at most a year (validated), so the difference cannot overflow.
+  const TimeNs order_at = request.continuing ? now - params_.program_window : now;
+  // A newcomer reserves at once unless a waiter of its own queue comes before it.
+  const std::string queue = QueueOf(target);
+  bool waiter_ahead = false;
+  for (const auto& [at, seq, waiting] : v2_order_) {
+    if (at > order_at) break;  // Its sequence is the newest: equal times come before it.
+    if (QueueOf(waiters_.at(waiting).target) == queue) {
+      waiter_ahead = true;
+      break;
+    }
+  }
+  AdmissionReason refusal = AdmissionReason::kCapacityExhausted;
+  if (!waiter_ahead) {
+    const GrantResult grant = ledger_.ReserveOn(ticket, tokens, target, now);
+    if (grant.granted) {
+      ++counters_.admit;
+      return AdmissionDecision{
+          AdmissionAction::kAdmit, grant.reason,      ticket,   grant.reservation_tokens,
+          grant.lease_id,          grant.owner_epoch, TimeNs(), std::nullopt};
+    }
+    refusal = grant.reason;
+  }
+  const uint64_t seq = next_seq_++;
+  waiters_.emplace(ticket, Waiter{tokens, request.reservation_tokens, now, seq, target, order_at});
+  v2_order_.emplace(order_at, seq, ticket);
+  ++counters_.wait;
+  DrainV2(now);
+  if (!waiters_.contains(ticket)) {  // Resolved by the drain (e.g. aged at max_wait 0).
+    for (auto it = resolved_.begin(); it != resolved_.end(); ++it) {
+      if (it->ticket == ticket) {
+        AdmissionDecision decision = std::move(*it);
+        resolved_.erase(it);
+        return decision;
+      }
+    }
+  }
+  return AdmissionDecision{AdmissionAction::kWait, refusal, ticket,   tokens,
+                           std::nullopt,           -1,      TimeNs(), std::nullopt};
+}
+
+void AdmissionCoordinator::DrainV2(TimeNs now) {
+  // Queues whose first waiter was refused in this pass: nothing behind it in that queue goes
+  // first (no starvation of large requests), while other queues go on.
+  std::set<std::string> blocked;
+  for (auto it = v2_order_.begin(); it != v2_order_.end();) {
+    auto w = waiters_.find(std::get<2>(*it));
+    AGENTKV_CHECK(w != waiters_.end()) << "v2 order names no waiter";
+    const std::string& ticket = w->first;
+    Waiter& waiter = w->second;
+    const TimeNs waited = now - waiter.enqueued_at;
+    std::optional<AdmissionDecision> decision;
+    if (waited >= params_.max_wait) {
+      ++counters_.bypass;
+      ++counters_.bypass_aged;
+      decision = Bypass(ticket, waiter.tokens, AdmissionReason::kAged, waited);
+    } else {
+      const std::string queue = QueueOf(waiter.target);
+      if (blocked.contains(queue)) {
+        ++it;
+        continue;
+      }
+      decision = CapOrRefuseV2(ticket, waiter.tokens, waiter.target, waited);
+      if (!decision.has_value()) {
+        const GrantResult grant = ledger_.ReserveOn(ticket, waiter.tokens, waiter.target, now);
+        if (grant.granted) {
+          ++counters_.wait_granted;
+          counters_.wait_seconds_sum += waited.seconds();
+          decision = AdmissionDecision{
+              AdmissionAction::kAdmit, grant.reason,      ticket, grant.reservation_tokens,
+              grant.lease_id,          grant.owner_epoch, waited, std::nullopt};
+        } else if (grant.reason == AdmissionReason::kDegraded) {
+          ++counters_.bypass;
+          ++counters_.bypass_degraded;
+          decision = Bypass(ticket, waiter.tokens, AdmissionReason::kDegraded, waited);
+        } else {
+          blocked.insert(queue);
+          ++it;
+          continue;
+        }
+      }
+    }
+    Resolve(*std::move(decision));
+    waiters_.erase(w);
+    it = v2_order_.erase(it);
+  }
+}
+
 void AdmissionCoordinator::Drain(TimeNs now) {
+  if (v2()) {
+    DrainV2(now);
+    return;
+  }
   while (!order_.empty()) {
     auto w = waiters_.find(order_.front().first);
     if (w == waiters_.end() || w->second.seq != order_.front().second) {  // Stale entry.
@@ -207,6 +363,7 @@ void AdmissionCoordinator::Cancel(std::string_view ticket, TimeNs now) {
     ++counters_.cancelled;
     Resolve(
         Bypass(ticket, w->second.tokens, AdmissionReason::kCancelled, now - w->second.enqueued_at));
+    v2_order_.erase(V2Key{w->second.order_at, w->second.seq, w->first});
     waiters_.erase(w);  // Its FIFO entry is skipped when it reaches the head.
   } else if (ledger_.LeaseForTicket(ticket) == nullptr) {
     // Not seen yet: remember it, so that the acquire that follows bypasses.
@@ -247,6 +404,13 @@ void AdmissionCoordinator::Shutdown() {
     waiters_.erase(w);
   }
   order_.clear();
+  for (const auto& [at, seq, ticket] : v2_order_) {
+    auto w = waiters_.find(ticket);
+    if (w == waiters_.end()) continue;
+    Resolve(Bypass(ticket, w->second.tokens, AdmissionReason::kDegraded, TimeNs()));
+    waiters_.erase(w);
+  }
+  v2_order_.clear();
   ledger_ = BudgetLedger(params_.ledger);
   cancelled_.clear();
   cancel_order_.clear();
@@ -259,6 +423,24 @@ std::vector<AdmissionDecision> AdmissionCoordinator::TakeResolved() {
 }
 
 Status AdmissionCoordinator::CheckInvariants() const {
+  AGENTKV_RETURN_IF_ERROR(ledger_.CheckInvariants());
+  if (v2()) {
+    if (!order_.empty()) return InternalError("the seed FIFO is used under admission v2");
+    if (v2_order_.size() != waiters_.size()) {
+      return InternalError("v2 order holds " + std::to_string(v2_order_.size()) + " entries for " +
+                           std::to_string(waiters_.size()) + " waiters");
+    }
+    for (const auto& [at, seq, ticket] : v2_order_) {
+      auto w = waiters_.find(ticket);
+      if (w == waiters_.end() || w->second.order_at != at || w->second.seq != seq) {
+        return InternalError("v2 order entry of ticket " + ticket + " is not its waiter's");
+      }
+      if (ledger_.LeaseForTicket(ticket) != nullptr) {
+        return InternalError("ticket " + ticket + " both waits and holds a lease");
+      }
+    }
+    return Status::Ok();
+  }
   std::unordered_set<std::string> seen;
   for (const auto& [ticket, seq] : order_) {
     auto w = waiters_.find(ticket);

@@ -13,6 +13,19 @@
 // drained on every release, cancel, reconcile and tick; a caller whose Acquire returned kWait gets
 // its final decision from TakeResolved() after a later call resolved it. Disabled admission or an
 // out-of-scope request never reaches the coordinator (see AgenticOptions). Time is passed in.
+//
+// With AdmissionPolicy::kV2 (agentkv's admission v2) the decision order is the same, and three
+// things change. (1) Budget and pressure are checked on the request's target engine when the
+// caller knows it (AcquireRequest::engine), on the fleet otherwise (BudgetLedger::ReserveOn),
+// and a named shared prefix is reserved once. (2) Waiting is per target: one queue per engine
+// and one for the fleet; a refused head blocks only its own queue, so one full engine never
+// delays a request bound for another. (3) Within a queue, waiters are ordered by
+// (arrival - program_window for a continuing session's request, arrival for a new session's
+// first, sequence): a continuing program goes first unless the new one has already waited the
+// window (aging: nothing waits behind a request that arrived more than the window after it).
+// A reservation over its target's ceiling is capped to it; one over the target engine's whole
+// KV capacity (for the fleet: its largest engine's) is refused at once, kRefuse `oversized`
+// with that capacity in `ceiling`. The seed policy is unchanged.
 // Thread-compatible (single writer); deterministic.
 #ifndef AGENTKV_CONTROL_ADMISSION_COORDINATOR_H_
 #define AGENTKV_CONTROL_ADMISSION_COORDINATOR_H_
@@ -21,9 +34,11 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -55,6 +70,17 @@ struct AcquireRequest {
   int64_t reservation_tokens = 0;
   // Protected work (e.g. a request aborted too often) always bypasses.
   bool is_protected = false;
+
+  // Admission v2 only (the seed policy ignores them). The engine the request will land on
+  // (an EngineSnapshot::engine_id), when the routing key makes it knowable; unset: the fleet.
+  std::optional<std::string> engine = std::nullopt;
+  // The request continues a session that already sent one (program-aware order).
+  bool continuing = false;
+  // A shared prefix the prompt starts with, named by the caller, reserved once per key while
+  // any lease uses it; `reservation_tokens` then excludes it (control::UncachedReservation).
+  // Key and engine: at most kMaxTicketBytes bytes; prefix_tokens in [0, kMaxTokens].
+  std::optional<std::string> prefix_key = std::nullopt;
+  int64_t prefix_tokens = 0;
 };
 
 struct AdmissionDecision {
@@ -68,7 +94,8 @@ struct AdmissionDecision {
   int64_t owner_epoch = -1;
   // Time spent in the FIFO.
   TimeNs wait;
-  // The admission ceiling that refused it (kRefuse only).
+  // The admission ceiling that refused it (kRefuse only; admission v2: the target engine's
+  // whole KV capacity).
   std::optional<int64_t> ceiling;
 
   friend bool operator==(const AdmissionDecision&, const AdmissionDecision&) = default;
@@ -83,6 +110,10 @@ struct CoordinatorParams {
   TimeNs cancel_tombstone_retention = TimeNs::Seconds(600);
   // At most this many such cancels are remembered (oldest forgotten first). Default: 65536.
   int64_t max_cancel_tombstones = 65536;
+  // agentic_admission_policy. Default: kSeed.
+  AdmissionPolicy policy = AdmissionPolicy::kSeed;
+  // agentic_admission_program_window_s (v2). Default: 5 s. Range: >= 0.
+  TimeNs program_window = TimeNs::Seconds(5);
 };
 
 // The coordinator parameters `options` (validated) call for.
@@ -133,13 +164,30 @@ class AdmissionCoordinator {
 
  private:
   struct Waiter {
+    // The tokens it will reserve (admission v2: capped to its target's ceiling), and those
+    // it asked for (a retry must ask the same).
     int64_t tokens = 0;
+    int64_t requested = 0;
     TimeNs enqueued_at;
     // Position in the FIFO; a FIFO entry whose sequence differs is stale.
     uint64_t seq = 0;
+    // Admission v2: the target, and the waiter's place in v2_order_.
+    ReserveTarget target;
+    TimeNs order_at;
   };
+  // Admission v2's order: (order time, sequence, ticket).
+  using V2Key = std::tuple<TimeNs, uint64_t, std::string>;
 
+  bool v2() const { return params_.policy == AdmissionPolicy::kV2; }
   void Drain(TimeNs now);
+  void DrainV2(TimeNs now);
+  StatusOr<AdmissionDecision> AcquireV2(const AcquireRequest& request, TimeNs now);
+  // v2: caps `tokens` and the prefix to the target's ceiling, or refuses (kRefuse oversized)
+  // when they exceed its whole capacity. nullopt without a usable poll (nothing to check).
+  std::optional<AdmissionDecision> CapOrRefuseV2(std::string_view ticket, int64_t& tokens,
+                                                 ReserveTarget& target, TimeNs waited);
+  // v2: the queue a target waits in ("" = the fleet, else "engine:" + id).
+  std::string QueueOf(const ReserveTarget& target) const;
   AdmissionDecision Bypass(std::string_view ticket, int64_t tokens, AdmissionReason reason,
                            TimeNs waited) const;
   // kRefuse kOversized when the ledger is fresh and `tokens` exceed its whole ceiling.
@@ -153,6 +201,8 @@ class AdmissionCoordinator {
   // The single global FIFO: (ticket, sequence) in arrival order; entries whose waiter is gone
   // (cancelled, or the ticket waits again later) are skipped when they reach the head.
   std::deque<std::pair<std::string, uint64_t>> order_;
+  // Admission v2: every waiter once, in decision order (the queues interleaved).
+  std::set<V2Key> v2_order_;
   uint64_t next_seq_ = 0;
   std::unordered_map<std::string, Waiter> waiters_;
   // Cancels that arrived before their acquire: ticket -> time, plus arrival order for pruning.

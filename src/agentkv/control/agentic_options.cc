@@ -75,6 +75,16 @@ StatusOr<AdmissionScope> ParseAdmissionScope(std::string_view text) {
   return Invalid(kScopeFlag, "be \"train\" or \"all\"", "\"" + std::string(text) + "\"");
 }
 
+std::string_view AdmissionPolicyName(AdmissionPolicy policy) {
+  return policy == AdmissionPolicy::kV2 ? "v2" : "seed";
+}
+
+StatusOr<AdmissionPolicy> ParseAdmissionPolicy(std::string_view text) {
+  if (text == "seed") return AdmissionPolicy::kSeed;
+  if (text == "v2") return AdmissionPolicy::kV2;
+  return Invalid(kAdmissionPolicyFlag, "be \"seed\" or \"v2\"", "\"" + std::string(text) + "\"");
+}
+
 bool InScope(AdmissionScope scope, bool is_train) {
   return scope == AdmissionScope::kAll || is_train;
 }
@@ -91,6 +101,8 @@ Status AgenticOptions::Validate() const {
                    std::to_string(*agentic_admission_expected_decode_cap));
   }
   AGENTKV_RETURN_IF_ERROR(CheckNonNegativeSeconds(kMaxWaitFlag, agentic_admission_max_wait_s));
+  AGENTKV_RETURN_IF_ERROR(
+      CheckNonNegativeSeconds(kProgramWindowFlag, agentic_admission_program_window_s));
   AGENTKV_RETURN_IF_ERROR(CheckPositiveSeconds(kLeaseTtlFlag, lease_ttl_s));
   AGENTKV_RETURN_IF_ERROR(CheckPositiveSeconds(kPollIntervalFlag, poll_interval_s));
   AGENTKV_RETURN_IF_ERROR(CheckPositiveSeconds(kStalenessFlag, staleness_s));
@@ -125,5 +137,8 @@ TimeNs AgenticOptions::max_wait() const { return SaturatingSeconds(agentic_admis
 TimeNs AgenticOptions::lease_ttl() const { return SaturatingSeconds(lease_ttl_s); }
 TimeNs AgenticOptions::staleness() const { return SaturatingSeconds(staleness_s); }
 TimeNs AgenticOptions::poll_interval() const { return SaturatingSeconds(poll_interval_s); }
+TimeNs AgenticOptions::program_window() const {
+  return SaturatingSeconds(agentic_admission_program_window_s);
+}
 
 }  // namespace agentkv::control

@@ -37,6 +37,28 @@ std::string_view AdmissionScopeName(AdmissionScope scope);
 // separate check of `agentic_program_admission`.)
 bool InScope(AdmissionScope scope, bool is_train);
 
+// Which admission policy runs when program-aware admission is on
+// (`--agentic-admission-policy`).
+enum class AdmissionPolicy : uint8_t {
+  // Seed 000's: each attempt reserves its whole prompt plus decode against the fleet ceiling,
+  // the worst engine's usage guards pressure, one strict global FIFO. The default.
+  kSeed,
+  // agentkv's admission v2: a reservation counts the expected uncached tokens (what the session
+  // already holds is not reserved again, a named shared prefix counts once); budget and pressure
+  // are checked on the engine the request lands on when the router makes it knowable (the fleet
+  // otherwise), with one waiting queue per engine; a continuing session's request goes before a
+  // new session's first within the program-order window (the aging bound); a reservation over
+  // the ceiling is capped, one over an engine's whole KV refused at once.
+  kV2,
+};
+
+// "seed" or "v2", the exact flag values.
+std::string_view AdmissionPolicyName(AdmissionPolicy policy);
+
+// Parses the exact, case-sensitive flag values "seed" and "v2"; anything else is
+// InvalidArgument naming `--agentic-admission-policy` and the value.
+[[nodiscard]] StatusOr<AdmissionPolicy> ParseAdmissionPolicy(std::string_view text);
+
 // Flag spellings, used in validation messages and by the command line. The last three are
 // agentkv additions: Relax hard-codes those values as coordinator constants.
 inline constexpr std::string_view kSessionLifecycleFlag = "--agentic-session-lifecycle";
@@ -50,6 +72,9 @@ inline constexpr std::string_view kScopeFlag = "--agentic-admission-scope";
 inline constexpr std::string_view kLeaseTtlFlag = "--agentic-admission-lease-ttl-s";
 inline constexpr std::string_view kStalenessFlag = "--agentic-admission-staleness-s";
 inline constexpr std::string_view kPollIntervalFlag = "--agentic-admission-poll-interval-s";
+// agentkv's admission v2 (AdmissionPolicy::kV2).
+inline constexpr std::string_view kAdmissionPolicyFlag = "--agentic-admission-policy";
+inline constexpr std::string_view kProgramWindowFlag = "--agentic-admission-program-window-s";
 
 struct AgenticOptions {
   // --agentic-session-lifecycle: send `session_id` on generate and, when a session becomes
@@ -83,6 +108,17 @@ struct AgenticOptions {
   // --agentic-admission-scope. Default: kTrain.
   AdmissionScope agentic_admission_scope = AdmissionScope::kTrain;
 
+  // --agentic-admission-policy: seed (seed 000's ledger and global FIFO) or v2 (see
+  // AdmissionPolicy). Default: kSeed.
+  AdmissionPolicy agentic_admission_policy = AdmissionPolicy::kSeed;
+
+  // --agentic-admission-program-window-s (v2 only): a continuing session's request waits as if
+  // it had arrived this much earlier than a new session's first request, so it goes first
+  // unless the new one has already waited this long (the aging bound of program-aware order:
+  // no request waits behind requests that arrived more than this after it). 0 is plain FIFO
+  // within each engine's queue. Default: 5.0. Range: [0, 1 year].
+  double agentic_admission_program_window_s = 5.0;
+
   // Age after which a lease is reclaimed (a dead holder's backstop). Default: 600.0.
   // Range: (0, 1 year].
   double lease_ttl_s = 600.0;
@@ -113,6 +149,7 @@ struct AgenticOptions {
   TimeNs lease_ttl() const;
   TimeNs staleness() const;
   TimeNs poll_interval() const;
+  TimeNs program_window() const;
 };
 
 // The poll-timing rule of the services that scrape the fleet (gateway, coordinator): a poll

@@ -5,6 +5,10 @@
 // fixed decision order (existing lease, stale, pressure, capacity), idempotently per ticket;
 // Release and TTL expiry return the tokens. A ledger without a fresh poll is degraded, and
 // admission then fails open. Every time-dependent call takes `now`: the ledger reads no clock.
+// Admission v2 (ReserveOn) keeps the same leases with two more facts: the engine a lease is
+// charged to, so that budget and pressure are checked per engine (each engine's ceiling is
+// floor(its capacity x headroom)), and a shared-prefix entry, reserved once per (engine, prefix
+// key) while any lease uses it. Seed leases have neither, and Reserve never looks at them.
 // Thread-compatible (the coordinator is its single writer); deterministic.
 #ifndef AGENTKV_CONTROL_BUDGET_LEDGER_H_
 #define AGENTKV_CONTROL_BUDGET_LEDGER_H_
@@ -17,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agentkv/base/status.h"
 #include "agentkv/base/time.h"
 #include "agentkv/control/engine_gauges.h"
 
@@ -48,8 +53,30 @@ struct Lease {
   // The epoch the lease was granted in; leases outlive epoch changes.
   int64_t owner_epoch = 0;
   TimeNs created_at;
+  // Admission v2: the engine the tokens are charged to (unset: the fleet), and the key of the
+  // shared-prefix entry the lease holds a reference on (unset: none).
+  std::optional<std::string> engine = std::nullopt;
+  std::optional<std::string> prefix_entry = std::nullopt;
 
   friend bool operator==(const Lease&, const Lease&) = default;
+};
+
+// Where an admission v2 reservation is checked and charged.
+struct ReserveTarget {
+  // The engine (EngineSnapshot::engine_id) the request will land on; unset, or an engine the
+  // last poll did not report, checks the fleet: its mean usage and its whole ceiling.
+  std::optional<std::string> engine = std::nullopt;
+  // A shared prefix reserved once per (engine, key) while any lease uses it; its tokens are
+  // charged by the first lease that needs it. prefix_tokens in [0, kMaxTokens].
+  std::optional<std::string> prefix_key = std::nullopt;
+  int64_t prefix_tokens = 0;
+};
+
+// The limits an admission v2 reservation is held to: the target engine's ceiling and whole KV
+// capacity, or, for the fleet, those of its largest engine (a request runs on one engine).
+struct TargetLimits {
+  int64_t ceiling = 0;
+  int64_t capacity = 0;
 };
 
 struct GrantResult {
@@ -117,6 +144,30 @@ class BudgetLedger {
   // (kDegraded), pressure (kPressureGuard), capacity (kCapacityExhausted); else a new lease
   // "{epoch}:{ticket}". Precondition: `tokens` in [0, kMaxTokens] (the coordinator checks it).
   GrantResult Reserve(std::string_view ticket, int64_t tokens, TimeNs now);
+  // Admission v2: grants `tokens` to `ticket` against `target`, or refuses, checking in order:
+  // the ticket's existing lease (returned unchanged), a stale ledger (kDegraded), pressure on
+  // the target (the engine's usage, or the fleet's mean usage, at or above the threshold:
+  // kPressureGuard), room on the target (the tokens plus the prefix entry's when it does not
+  // exist yet must fit both the engine's ceiling minus what its leases and entries reserve, and
+  // the fleet's: kCapacityExhausted); else a new lease charged to the engine, holding a
+  // reference on the prefix entry. Precondition: `tokens` and target.prefix_tokens in
+  // [0, kMaxTokens].
+  GrantResult ReserveOn(std::string_view ticket, int64_t tokens, const ReserveTarget& target,
+                        TimeNs now);
+  // The limits of `engine` (nullopt or unknown: the fleet's largest engine); nullopt without a
+  // usable poll.
+  std::optional<TargetLimits> LimitsFor(const std::optional<std::string>& engine) const;
+  // Whether the last poll reported `engine`.
+  bool KnowsEngine(std::string_view engine) const { return engines_.contains(engine); }
+  // Tokens charged to `engine` (its leases and prefix entries).
+  int64_t engine_reserved(std::string_view engine) const;
+  // Shared-prefix entries held, and the tokens they reserve.
+  int64_t prefix_entries() const { return static_cast<int64_t>(prefixes_.size()); }
+  int64_t prefix_reserved() const;
+  // Internal when reserved_ is not the sum of lease and prefix-entry tokens, a per-engine sum
+  // disagrees, or a prefix entry's reference count is not its leases'. For tests.
+  Status CheckInvariants() const;
+
   // Returns a lease's tokens. Idempotent: an unknown id is a no-op.
   void Release(std::string_view lease_id);
   // Releases the ticket's lease, if any.
@@ -151,6 +202,23 @@ class BudgetLedger {
   std::map<std::string, Lease, std::less<>> leases_;                 // lease id -> lease
   std::map<std::string, std::string, std::less<>> lease_by_ticket_;  // ticket -> lease id
   std::vector<std::string> worker_signature_;  // Sorted ids of the last healthy set.
+  // Admission v2. The last poll's usable engines: capacity, ceiling and usage (clamped).
+  struct EngineState {
+    int64_t capacity = 0;
+    int64_t ceiling = 0;
+    double usage = 0;
+  };
+  std::map<std::string, EngineState, std::less<>> engines_;
+  // Tokens charged per engine (leases and prefix entries); entries at 0 are erased.
+  std::map<std::string, int64_t, std::less<>> engine_reserved_;
+  // Shared-prefix entries by "{engine}\n{prefix key}" ("" engine: the fleet).
+  struct PrefixEntry {
+    int64_t tokens = 0;
+    int64_t refs = 0;
+    std::optional<std::string> engine;
+  };
+  std::map<std::string, PrefixEntry, std::less<>> prefixes_;
+  void Charge(const std::optional<std::string>& engine, int64_t tokens);
   std::optional<TimeNs> last_snapshot_at_;
 };
 

@@ -283,6 +283,7 @@ StatusOr<std::string> GatewayFlow<Key>::BeginAttempt(const std::optional<Key>& k
   attempt.session = key;
   attempt.phase = spec.awaits_admission ? AttemptPhase::kAdmitting : AttemptPhase::kReady;
   attempt.streamed = spec.streamed;
+  attempt.prompt_tokens = std::max<int64_t>(0, spec.prompt_tokens);
   if (!key.has_value()) {
     for (int64_t n = 0; n < kMaxAttemptsPerRequestId; ++n) {
       std::string rid = FormatAttemptRid(request_id, n);
@@ -367,6 +368,8 @@ StatusOr<DispatchIdentity<Key>> GatewayFlow<Key>::Dispatch(std::string_view rid)
       << "an attempt of a terminating session is cancelled";
   attempt.in_flight = true;
   ++session.in_flight;
+  ++session.dispatched;
+  session.held_prompt_tokens = attempt.prompt_tokens;
   if (options_.lifecycle) identity.session = *attempt.session;
   return identity;
 }
@@ -429,6 +432,13 @@ std::vector<typename GatewayFlow<Key>::Action> GatewayFlow<Key>::TakeActions() {
   std::vector<Action> actions;
   actions.swap(outbox_);
   return actions;
+}
+
+template <typename Key>
+SessionHistory GatewayFlow<Key>::History(const Key& key) const {
+  auto it = sessions_.find(key);
+  if (it == sessions_.end() || it->second.phase == SessionPhase::kTerminal) return {};
+  return SessionHistory{it->second.dispatched > 0, it->second.held_prompt_tokens};
 }
 
 template <typename Key>

@@ -173,6 +173,20 @@ struct AttemptSpec {
   // Streamed: a client that leaves cuts the stream, which the engine sees and aborts itself;
   // a non-streamed attempt is also aborted on every engine.
   bool streamed = false;
+  // The attempt's prompt tokens (as admission counts them). When it is dispatched, its session
+  // holds that prompt on its engine (SessionHistory::held_prompt_tokens). Range: >= 0.
+  int64_t prompt_tokens = 0;
+};
+
+// What admission v2 knows of a session before its next attempt (GatewayFlow::History).
+struct SessionHistory {
+  // The session sent a request before, in this incarnation: the next one continues a program.
+  bool continuing = false;
+  // The prompt of its last dispatched attempt: what it holds on its engine's radix cache,
+  // unless evicted since (0 for a new session).
+  int64_t held_prompt_tokens = 0;
+
+  friend bool operator==(const SessionHistory&, const SessionHistory&) = default;
 };
 
 template <typename Key>
@@ -247,6 +261,10 @@ class GatewayFlow {
   // The actions emitted since the last call, in emission order; the outbox is then empty.
   [[nodiscard]] std::vector<Action> TakeActions();
 
+  // The session's history for admission v2: what it dispatched before in its current
+  // incarnation; a default SessionHistory for an unknown, ended or new session.
+  SessionHistory History(const Key& session) const;
+
   // Whether `session` is registered (in any phase, ended ones while remembered).
   bool Knows(const Key& session) const { return sessions_.contains(session); }
   // NotFound for an unknown session / rid.
@@ -284,6 +302,7 @@ class GatewayFlow {
     std::optional<std::string> lease;
     // Begin order within the flow.
     uint64_t seq = 0;
+    int64_t prompt_tokens = 0;
   };
   struct Session {
     SessionPhase phase = SessionPhase::kActive;
@@ -308,6 +327,9 @@ class GatewayFlow {
     std::unordered_map<std::string, int64_t> next_attempt;
     // Set while the session is in idle_: active with no live attempt, since this time.
     std::optional<TimeNs> idle_since;
+    // Attempts dispatched in this incarnation, and the last one's prompt (SessionHistory).
+    int64_t dispatched = 0;
+    int64_t held_prompt_tokens = 0;
   };
 
   // Whether an attempt in `session` opens an active session (a new one or a new incarnation).

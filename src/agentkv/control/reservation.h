@@ -33,6 +33,30 @@ struct AttemptShape {
 // The reservation of one backend attempt of `shape`, in [0, kMaxTokens] for any field values.
 int64_t ReservationTokens(const AttemptShape& shape);
 
+// Admission v2 (AdmissionPolicy::kV2) reserves the tokens an attempt is expected to add to its
+// engine's KV, not its whole prompt:
+//   held   = the prompt its session already holds on its engine: the gateway counts the prompt
+//            of the session's last dispatched attempt (what an unmodified SGLang engine keeps in
+//            its radix cache after serving it, unless evicted since);
+//   shared = a named shared prefix the prompt starts with (a GRPO group's prompt, the
+//            tools+system prompt), reserved once per prefix key by the ledger while any lease
+//            uses it;
+//   own    = max(0, prompt - max(held, shared)) + the remaining decode, as ReservationTokens;
+//   prefix = shared when the session does not hold it yet (held < shared), else 0.
+// held and shared are clamped to [0, prompt]. Pure; all values in [0, kMaxTokens].
+struct UncachedReservation {
+  // The attempt's own tokens (AcquireRequest::reservation_tokens).
+  int64_t own_tokens = 0;
+  // The shared prefix's tokens to reserve once under its key (AcquireRequest::prefix_tokens);
+  // 0 when the session already holds the prefix or none is named.
+  int64_t prefix_tokens = 0;
+
+  friend bool operator==(const UncachedReservation&, const UncachedReservation&) = default;
+};
+
+UncachedReservation UncachedReservationTokens(const AttemptShape& shape, int64_t held_tokens,
+                                              int64_t shared_prefix_tokens);
+
 }  // namespace agentkv::control
 
 #endif  // AGENTKV_CONTROL_RESERVATION_H_

@@ -142,6 +142,11 @@ EngineId Router::Route(const RouteRequest& request) {
   return EngineId();
 }
 
+std::optional<EngineId> Router::StickyEngine(uint64_t routing_key) const {
+  if (policy_ != RouterPolicy::kConsistentHashing || engines_.empty()) return std::nullopt;
+  return RouteConsistentHashing(routing_key);
+}
+
 EngineId Router::RouteRoundRobin() {
   const EngineId chosen = engines_[round_robin_next_ % engines_.size()];
   ++round_robin_next_;

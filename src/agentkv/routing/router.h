@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -107,6 +108,11 @@ class Router {
   // Picks the engine for `request` and updates the policy state (round-robin cursor,
   // cache_aware tree). Precondition: at least one engine.
   EngineId Route(const RouteRequest& request);
+
+  // consistent_hashing: the engine `routing_key` lands on (what Route would pick, without
+  // routing anything); nullopt for the other policies, whose choice depends on state. Lets
+  // admission check the engine a request will land on before it is routed.
+  std::optional<EngineId> StickyEngine(uint64_t routing_key) const;
 
   // cache_aware: block keys remembered for `engine`; 0 for other policies.
   int64_t tree_size(EngineId engine) const;

@@ -402,6 +402,12 @@ void AgentDriver::SubmitNext(int32_t index) {
   if (static_cast<size_t>(i) + 1 < agent.pauses.size()) {
     sent.next_pause = agent.pauses[static_cast<size_t>(i) + 1];
   }
+  // The leading blocks hashed in the shared namespace: the prefix sessions share.
+  while (options_.shared_prefix_ids > 0 &&
+         static_cast<size_t>(sent.shared_prefix_blocks) < w.hash_ids.size() &&
+         w.hash_ids[static_cast<size_t>(sent.shared_prefix_blocks)] < options_.shared_prefix_ids) {
+    ++sent.shared_prefix_blocks;
+  }
   if (options_.progress_hook != nullptr) {
     options_.progress_hook->Submitted(agent.workload_index, agent.subagent, i, log.submitted);
   }

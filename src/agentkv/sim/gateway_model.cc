@@ -43,6 +43,10 @@ std::optional<DemotionDelivery> ParseDemotionDelivery(std::string_view name) {
   return std::nullopt;
 }
 
+std::string GatewayEngineName(EngineId engine) {
+  return "engine-" + std::to_string(engine.value());
+}
+
 Status GatewayModelOptions::Validate() const {
   AGENTKV_RETURN_IF_ERROR(agentic.Validate());
   if (!(agentic.poll_interval_s > 0.0)) {
@@ -104,7 +108,8 @@ Status GatewayModel::Submit(GatewayRequest request) {
   AGENTKV_ASSIGN_OR_RETURN(
       std::string rid,
       flow_.BeginAttempt(request.session, std::to_string(id.value()),
-                         control::AttemptSpec{.awaits_admission = coordinator_ != nullptr},
+                         control::AttemptSpec{.awaits_admission = coordinator_ != nullptr,
+                                              .prompt_tokens = request.request.prompt_tokens},
                          loop_->now()));
   // Opening a session at the cap may have ended an idle one.
   PerformActions();
@@ -134,11 +139,16 @@ Status GatewayModel::Submit(GatewayRequest request) {
   }
   control::AcquireRequest acquire;
   acquire.ticket = rid;
-  acquire.reservation_tokens = control::ReservationTokens(control::AttemptShape{
+  const control::AttemptShape shape{
       .prefix_tokens = pending.request.request.prompt_tokens,
       .pending_tokens = 0,
       .max_new_tokens = pending.request.request.max_new_tokens,
-      .expected_decode_cap = options_.agentic.agentic_admission_expected_decode_cap});
+      .expected_decode_cap = options_.agentic.agentic_admission_expected_decode_cap};
+  if (options_.agentic.agentic_admission_policy == control::AdmissionPolicy::kV2) {
+    FillAdmissionV2(pending.request, shape, acquire);
+  } else {
+    acquire.reservation_tokens = control::ReservationTokens(shape);
+  }
   StatusOr<control::AdmissionDecision> decision = coordinator_->Acquire(acquire, loop_->now());
   AGENTKV_CHECK(decision.ok()) << decision.status();
   records_.emplace(id, record);
@@ -163,6 +173,30 @@ Status GatewayModel::Submit(GatewayRequest request) {
     --in_flight_;
   }
   return dispatched;
+}
+
+void GatewayModel::FillAdmissionV2(const GatewayRequest& request,
+                                   const control::AttemptShape& shape,
+                                   control::AcquireRequest& acquire) const {
+  const control::SessionHistory history = flow_.History(request.session);
+  const std::vector<kv::BlockKey>& keys = request.request.prompt_keys;
+  const int64_t shared_blocks =
+      std::clamp<int64_t>(request.shared_prefix_blocks, 0, static_cast<int64_t>(keys.size()));
+  const int64_t shared_tokens = SaturatingMul(
+      shared_blocks, fleet_->engine(EngineId(0)).scheduler().cache().tokens_per_block());
+  const control::UncachedReservation r =
+      control::UncachedReservationTokens(shape, history.held_prompt_tokens, shared_tokens);
+  acquire.reservation_tokens = r.own_tokens;
+  acquire.continuing = history.continuing;
+  if (r.prefix_tokens > 0) {
+    // The chained key of the prefix's last block names the whole prefix.
+    acquire.prefix_key =
+        "blocks:" + std::to_string(keys[static_cast<size_t>(shared_blocks - 1)].value());
+    acquire.prefix_tokens = r.prefix_tokens;
+  }
+  if (const std::optional<EngineId> engine = fleet_->router().StickyEngine(request.routing_key)) {
+    acquire.engine = GatewayEngineName(*engine);
+  }
 }
 
 Status GatewayModel::Dispatch(Pending pending, const control::AdmissionDecision* decision) {
@@ -458,7 +492,7 @@ void GatewayModel::Poll() {
     sample.capacity_tokens += g.max_total_num_tokens;
     sample.waiting_requests += g.num_queue_reqs;
     control::EngineSnapshot snapshot;
-    snapshot.engine_id = "engine-" + std::to_string(e);
+    snapshot.engine_id = GatewayEngineName(EngineId(e));
     snapshot.max_total_num_tokens = g.max_total_num_tokens;
     snapshot.token_usage = g.token_usage;
     snapshot.num_used_tokens = g.num_used_tokens;

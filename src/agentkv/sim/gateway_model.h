@@ -5,16 +5,20 @@
 // the flow registers the session and one backend attempt per request (rid "{request}:0");
 // with program admission the attempt asks the real control::AdmissionCoordinator for a lease
 // (reservation = prompt tokens + max_new_tokens, capped by the expected decode cap) and waits
-// in the global FIFO when refused; once admitted (or bypassed) it is dispatched through the
-// FleetModel's router. The flow returns the lease when the request completes. EndSession()
-// closes the session through the flow: attempts still waiting for admission are cancelled
-// (their tickets cancelled in the coordinator; they complete with a dispatch error),
-// dispatched ones are aborted and waited for, at most `session_drain_timeout`, and then, with
-// the lifecycle on, the close is performed on every engine (generate carries `session_id`, so
-// engines track the session's KV); with it off the session just ends, as with plain SGLang.
-// An abort is posted to every engine (FleetModel::AbortOnEveryEngine): the engine holding the
-// request ends it at its next step boundary, as the engine emulator does, and it completes
-// through the normal path (its engine record marked aborted, with the tokens produced so
+// in the global FIFO when refused; with admission v2 (agentic_admission_policy v2) it reserves
+// the expected uncached tokens (control::UncachedReservationTokens: the prompt of the session's
+// last dispatched attempt is held, the request's shared prefix is reserved once), names the
+// engine the router will pick when the policy makes it knowable (consistent hashing:
+// routing::Router::StickyEngine) and says whether the session continues a program; once admitted
+// (or bypassed) it is dispatched through the FleetModel's router. The flow returns the lease when
+// the request completes. EndSession() closes the session through the flow: attempts still waiting
+// for admission are cancelled (their tickets cancelled in the coordinator; they complete with a
+// dispatch error), dispatched ones are aborted and waited for, at most `session_drain_timeout`, and
+// then, with the lifecycle on, the close is performed on every engine (generate carries
+// `session_id`, so engines track the session's KV); with it off the session just ends, as with
+// plain SGLang. An abort is posted to every engine (FleetModel::AbortOnEveryEngine): the engine
+// holding the request ends it at its next step boundary, as the engine emulator does, and it
+// completes through the normal path (its engine record marked aborted, with the tokens produced so
 // far), which ends the drain; the drain timeout (scheduled on the loop) closes the session
 // first only when it is shorter than the wait for that boundary. The gateway's idle timeout
 // is not applied: simulated agents close every session they use.
@@ -75,6 +79,7 @@
 #include "agentkv/control/admission_coordinator.h"
 #include "agentkv/control/agentic_options.h"
 #include "agentkv/control/gateway_flow.h"
+#include "agentkv/control/reservation.h"
 #include "agentkv/engine/continuum_policy.h"
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/kv_cache_manager.h"
@@ -135,7 +140,14 @@ struct GatewayRequest {
   // it has none). A gateway reads it from the response: the tool called says whether the
   // agent now waits for sub-agents. The continuum arm's pause class.
   PauseType next_pause = PauseType::kNone;
+  // The leading prompt blocks every session of the workload may share (the tools+system
+  // prompt, a GRPO group's task): admission v2 reserves them once, under the chained key of the
+  // last of them, which names the whole prefix. Range: [0, prompt blocks].
+  int64_t shared_prefix_blocks = 0;
 };
+
+// The engine id the gateway's gauge polls and admission v2 name engine `e` by: "engine-{e}".
+std::string GatewayEngineName(EngineId engine);
 
 // What the gateway saw of one request.
 struct GatewayRecord {
@@ -241,6 +253,10 @@ class GatewayModel {
 
   GatewayModel(EventLoop* loop, FleetModel* fleet, const GatewayModelOptions& options);
 
+  // Admission v2: the uncached reservation, shared prefix, target engine and program order of
+  // `request` into `acquire`.
+  void FillAdmissionV2(const GatewayRequest& request, const control::AttemptShape& shape,
+                       control::AcquireRequest& acquire) const;
   // Dispatches an admitted or bypassed attempt to the fleet.
   Status Dispatch(Pending pending, const control::AdmissionDecision* decision);
   // Acts on the final admission decision of an attempt that waited.

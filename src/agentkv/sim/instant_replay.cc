@@ -65,6 +65,7 @@ namespace {
 Status CheckInstantArm(const ArmSpec& arm) {
   const char* fleet_only = nullptr;
   if (arm.program_admission) fleet_only = "admission";
+  if (arm.admission_v2) fleet_only = "admission-v2";
   if (arm.host_tier) fleet_only = "host-tier";
   if (arm.fixed_ttl) fleet_only = "fixed-ttl";
   if (arm.continuum) fleet_only = "continuum";

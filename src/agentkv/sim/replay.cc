@@ -121,7 +121,9 @@ StatusOr<std::unique_ptr<ArmFleet>> BuildArmFleet(const ReplayOptions& options, 
   GatewayModelOptions gateway_options;
   gateway_options.agentic = options.agentic;
   gateway_options.agentic.agentic_session_lifecycle = arm.session_lifecycle;
-  gateway_options.agentic.agentic_program_admission = arm.program_admission;
+  gateway_options.agentic.agentic_program_admission = arm.program_admission || arm.admission_v2;
+  gateway_options.agentic.agentic_admission_policy =
+      arm.admission_v2 ? control::AdmissionPolicy::kV2 : control::AdmissionPolicy::kSeed;
   gateway_options.agentic.agentic_admission_scope = control::AdmissionScope::kAll;
   if (arm.fixed_ttl) gateway_options.fixed_ttl = TimeNs::Seconds(options.fixed_ttl_s);
   if (arm.continuum) gateway_options.continuum = options.continuum;
@@ -336,7 +338,7 @@ void Summarize(ArmFleet& arm_fleet, const ArmSpec& arm, const std::vector<Reques
   result.ttl_declined_by_cost = arm_fleet.gateway->pins_declined_by_cost();
   result.sessions_closed = arm_fleet.gateway->engine_session_closes();
   result.tokens_freed_by_close = arm_fleet.gateway->tokens_freed_by_close();
-  if (arm.session_lifecycle || arm.program_admission) {
+  if (arm.session_lifecycle || arm.program_admission || arm.admission_v2) {
     result.agentic_kv = arm_fleet.gateway->AgenticKvMetrics();
   }
   result.kv_usage = arm_fleet.gateway->kv_usage();

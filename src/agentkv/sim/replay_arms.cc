@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::string_view kValidFeatures =
     "lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, fixed-ttl, "
-    "continuum, stall-offload";
+    "continuum, stall-offload, admission-v2";
 constexpr std::string_view kValidBases =
     "baseline, all, fixed-ttl, continuum, infinite-cache, oracle";
 constexpr std::string_view kOracleAlone =
@@ -26,6 +26,8 @@ constexpr std::string_view kDemotion = "subagent-demotion";
 constexpr std::string_view kStallNeedsHost =
     "stall-offload moves paused sessions' KV to the host tier, and this arm has none: add "
     "+host-tier (e.g. \"+stall-offload+host-tier\")";
+constexpr std::string_view kAdmissionExclusive =
+    "admission and admission-v2 are exclusive admission policies";
 constexpr int32_t kMaxPriority = 100;
 
 // agentic-curve's names and their canonical spelling, in its table order.
@@ -63,6 +65,7 @@ Status EnableFeature(std::string_view feature, ArmSpec& arm) {
   bool* flag = nullptr;
   if (feature == "lifecycle") flag = &arm.session_lifecycle;
   if (feature == "admission") flag = &arm.program_admission;
+  if (feature == "admission-v2") flag = &arm.admission_v2;
   if (feature == kDemotion) flag = &arm.subagent_demotion;
   if (feature == "per-conversation") flag = &arm.per_conversation;
   if (feature == "host-tier") flag = &arm.host_tier;
@@ -120,6 +123,9 @@ StatusOr<ArmSpec> ParseCanonical(std::string_view name) {
     return BadArm(name, "fixed-ttl and continuum are exclusive pin policies");
   }
   if (arm.stall_offload && !arm.host_tier) return BadArm(name, std::string(kStallNeedsHost));
+  if (arm.program_admission && arm.admission_v2) {
+    return BadArm(name, std::string(kAdmissionExclusive));
+  }
   return arm;
 }
 
@@ -142,6 +148,9 @@ std::string ArmSpec::Description() const {
   if (oracle) add("offline-optimal eviction, Belady's MIN (bound at the same capacity)");
   if (session_lifecycle) add("session close on every engine at session end");
   if (program_admission) add("program-aware admission (token ledger, global FIFO)");
+  if (admission_v2) {
+    add("admission v2 (uncached reservations, per-engine budget and waiting, program order)");
+  }
   if (per_conversation) add("per-conversation retention");
   if (subagent_demotion) {
     add(demotion_priority.has_value()
@@ -187,6 +196,9 @@ Status ValidateArms(const std::vector<ArmSpec>& arms) {
     }
     if (arm.stall_offload && !arm.host_tier) {
       return BadArm(arm.name, std::string(kStallNeedsHost));
+    }
+    if (arm.program_admission && arm.admission_v2) {
+      return BadArm(arm.name, std::string(kAdmissionExclusive));
     }
     if (arm.oracle) {
       ArmSpec alone;

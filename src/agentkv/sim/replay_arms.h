@@ -7,7 +7,7 @@
 // An arm name is a base arm optionally followed by features, each prefixed with '+':
 //   base    := "baseline" | "all" | "fixed-ttl" | "continuum" | "infinite-cache" | "oracle" | ""
 //   feature := "lifecycle" | "admission" | "subagent-demotion" ["=" P] | "per-conversation"
-//            | "host-tier" | "fixed-ttl" | "continuum" | "stall-offload"
+//            | "host-tier" | "fixed-ttl" | "continuum" | "stall-offload" | "admission-v2"
 // so "+lifecycle", "all", "baseline+host-tier", "all+continuum" and
 // "+subagent-demotion=20+lifecycle" are arms. "baseline" is SGLang's default (prefix reuse,
 // LRU, no session lifecycle, no admission); "all" is the four agentkv features lifecycle,
@@ -60,6 +60,10 @@ struct ArmSpec {
   bool session_lifecycle = false;
   // +admission: --agentic-program-admission; the token ledger and the global FIFO.
   bool program_admission = false;
+  // +admission-v2: --agentic-program-admission --agentic-admission-policy v2 (uncached
+  // reservations, per-engine budget and waiting, program-aware order). Exclusive with
+  // +admission.
+  bool admission_v2 = false;
   // +subagent-demotion: per-conversation retention and demotion of finished sub-agents when
   // their parent returns.
   bool subagent_demotion = false;
@@ -97,9 +101,9 @@ struct ArmSpec {
 // Parses `name` (grammar and aliases above). InvalidArgument naming the arm and the unknown
 // part, with the valid spellings, e.g. `arm "+lifecycel": unknown feature "lifecycel" (valid:
 // lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, fixed-ttl,
-// continuum)`; also for an empty name, a feature named twice, a demotion priority out of
-// [0, 100], fixed-ttl with continuum, oracle with a feature, stall-offload without host-tier,
-// and the retired name continuum-ttl.
+// continuum, stall-offload, admission-v2)`; also for an empty name, a feature named twice, a
+// demotion priority out of [0, 100], fixed-ttl with continuum, admission with admission-v2,
+// oracle with a feature, stall-offload without host-tier, and the retired name continuum-ttl.
 [[nodiscard]] StatusOr<ArmSpec> ParseArm(std::string_view name);
 
 // Parses every name of a run's arm list, in order: InvalidArgument "arms must not be empty",

@@ -226,5 +226,41 @@ TEST(AdmissionWireTest, StepMetricsRoundTripInOrderAndRefuseNonNumbers) {
               HasSubstr("agentic_kv/budget/degraded"));
 }
 
+TEST(AdmissionWireTest, AdmissionV2FieldsTravelOnlyWhenSetAndRoundTrip) {
+  AcquireRequest request{"r:0", 64, false};
+  request.engine = "http://e1:30000";
+  request.continuing = true;
+  request.prefix_key = "group-7";
+  request.prefix_tokens = 900;
+  const std::string body = SerializeAcquireRequest(request);
+  EXPECT_EQ(body, R"({"ticket":"r:0","reservation_tokens":64,"protected":false,)"
+                  R"("engine":"http://e1:30000","continuing":true,"prefix_key":"group-7",)"
+                  R"("prefix_tokens":900})");
+  StatusOr<AcquireRequest> parsed = ParseAcquireRequest(body);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->engine, request.engine);
+  EXPECT_TRUE(parsed->continuing);
+  EXPECT_EQ(parsed->prefix_key, request.prefix_key);
+  EXPECT_EQ(parsed->prefix_tokens, 900);
+  // A seed body parses to the seed shape.
+  StatusOr<AcquireRequest> seed = ParseAcquireRequest(R"({"ticket":"t","reservation_tokens":1})");
+  ASSERT_TRUE(seed.ok());
+  EXPECT_FALSE(seed->engine.has_value() || seed->prefix_key.has_value() || seed->continuing);
+  EXPECT_EQ(seed->prefix_tokens, 0);
+  // Bad values name the field.
+  EXPECT_THAT(ParseAcquireRequest(R"({"ticket":"t","reservation_tokens":1,"engine":""})")
+                  .status()
+                  .message(),
+              HasSubstr("engine"));
+  EXPECT_THAT(ParseAcquireRequest(R"({"ticket":"t","reservation_tokens":1,"prefix_tokens":-1})")
+                  .status()
+                  .message(),
+              HasSubstr("prefix_tokens"));
+  EXPECT_THAT(ParseAcquireRequest(R"({"ticket":"t","reservation_tokens":1,"continuing":1})")
+                  .status()
+                  .message(),
+              HasSubstr("continuing"));
+}
+
 }  // namespace
 }  // namespace agentkv::service

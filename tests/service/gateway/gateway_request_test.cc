@@ -282,5 +282,34 @@ TEST(HttpStatusTest, OneMappingForEveryGatewayError) {
   EXPECT_EQ(HttpStatusFor(GatewayError::kClientGone), 499);
 }
 
+TEST(SharedPrefixTest, BothHeadersOrNeither) {
+  EXPECT_EQ(*ParseSharedPrefixHeaders("", ""), std::nullopt);
+  const StatusOr<std::optional<SharedPrefix>> both = ParseSharedPrefixHeaders("group-1", "512");
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(**both, (SharedPrefix{"group-1", 512}));
+  EXPECT_THAT(ParseSharedPrefixHeaders("group-1", "").status().message(),
+              HasSubstr("X-Agentkv-Prefix-Tokens: required with X-Agentkv-Prefix-Key"));
+  EXPECT_THAT(ParseSharedPrefixHeaders("", "5").status().message(),
+              HasSubstr("X-Agentkv-Prefix-Key: required"));
+  EXPECT_THAT(ParseSharedPrefixHeaders("a b", "5").status().message(),
+              HasSubstr("X-Agentkv-Prefix-Key"));
+  EXPECT_THAT(ParseSharedPrefixHeaders("g", "-5").status().message(),
+              HasSubstr("X-Agentkv-Prefix-Tokens"));
+  EXPECT_THAT(ParseSharedPrefixHeaders("g", "99999999999999").status().message(),
+              HasSubstr("X-Agentkv-Prefix-Tokens"));
+}
+
+TEST(ReservationTest, UncachedReservationSkipsTheHeldPromptAndTheSharedPrefix) {
+  const ClientRequest ids =
+      Parse(GatewayRoute::kGenerate,
+            R"({"input_ids":[1,2,3,4,5,6,7,8,9,10],"sampling_params":{"max_new_tokens":100}})");
+  EXPECT_EQ(EstimateUncachedReservation(ids, std::nullopt, std::nullopt, 4096, 0, 0),
+            (control::UncachedReservation{110, 0}));
+  EXPECT_EQ(EstimateUncachedReservation(ids, std::nullopt, 20, 4096, 6, 0),
+            (control::UncachedReservation{24, 0}));
+  EXPECT_EQ(EstimateUncachedReservation(ids, std::nullopt, 20, 4096, 0, 8),
+            (control::UncachedReservation{22, 8}));
+}
+
 }  // namespace
 }  // namespace agentkv::service

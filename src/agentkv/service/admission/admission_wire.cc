@@ -82,6 +82,13 @@ std::string SerializeAcquireRequest(const control::AcquireRequest& request) {
   w.BeginObject().Key("ticket").String(request.ticket);
   w.Key("reservation_tokens").Int(request.reservation_tokens);
   w.Key("protected").Bool(request.is_protected);
+  // Admission v2's fields travel only when set, so a seed request's body is unchanged.
+  if (request.engine.has_value()) w.Key("engine").String(*request.engine);
+  if (request.continuing) w.Key("continuing").Bool(true);
+  if (request.prefix_key.has_value()) {
+    w.Key("prefix_key").String(*request.prefix_key);
+    w.Key("prefix_tokens").Int(request.prefix_tokens);
+  }
   w.EndObject();
   return w.Take();
 }
@@ -98,6 +105,17 @@ StatusOr<control::AcquireRequest> ParseAcquireRequest(std::string_view body) {
                                               &request.reservation_tokens));
   AGENTKV_RETURN_IF_ERROR(CheckTokens("reservation_tokens", request.reservation_tokens));
   AGENTKV_RETURN_IF_ERROR(protocol::ReadBool(o, "protected", "protected", &request.is_protected));
+  for (auto [key, out] :
+       {std::pair{"engine", &request.engine}, std::pair{"prefix_key", &request.prefix_key}}) {
+    if (protocol::FindNonNull(o, key) == nullptr) continue;
+    std::string text;
+    AGENTKV_RETURN_IF_ERROR(ReadRequiredString(o, key, "", &text));
+    *out = std::move(text);
+  }
+  AGENTKV_RETURN_IF_ERROR(protocol::ReadBool(o, "continuing", "continuing", &request.continuing));
+  AGENTKV_RETURN_IF_ERROR(
+      protocol::ReadInt64(o, "prefix_tokens", "prefix_tokens", &request.prefix_tokens));
+  AGENTKV_RETURN_IF_ERROR(CheckTokens("prefix_tokens", request.prefix_tokens));
   return request;
 }
 

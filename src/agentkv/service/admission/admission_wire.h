@@ -4,7 +4,12 @@
 // writes requests and parses decisions with the same ones, so both ends agree by construction.
 // The shapes follow Relax's coordinator (seed 000, reference section 4.4) with `ticket` for
 // its `ticket_id` (which parsing also accepts):
-//   POST /admission/acquire  {"ticket": str, "reservation_tokens": int, "protected": bool}
+//   POST /admission/acquire  {"ticket": str, "reservation_tokens": int, "protected": bool
+//                             [, "engine": str, "continuing": bool, "prefix_key": str,
+//                             "prefix_tokens": int]}
+//     The bracketed fields are admission v2's (control::AcquireRequest), optional and sent only
+//     when set: a seed body is unchanged, and a coordinator running the seed policy ignores
+//     them.
 //     -> 200 {"action": "admit"|"bypass"|"refuse", "reason": str, "ticket": str,
 //             "reservation_tokens": int, "lease_id": str|null, "owner_epoch": int,
 //             "wait_s": float[, "ceiling": int]}
@@ -43,8 +48,10 @@ inline constexpr std::string_view kCoordinatorHealthPath = "/health";
 std::string SerializeAcquireRequest(const control::AcquireRequest& request);
 // InvalidArgument naming the field when the body is not a JSON object, `ticket` (or its alias
 // `ticket_id`) is missing, empty, longer than control::kMaxTicketBytes or not a string,
-// `reservation_tokens` is missing or not an integer in [0, kMaxTokens] (base/bounds.h), or
-// `protected` is present and not a bool. Unknown fields are ignored. ResourceExhausted over
+// `reservation_tokens` is missing or not an integer in [0, kMaxTokens] (base/bounds.h),
+// `protected` or `continuing` is present and not a bool, `engine` or `prefix_key` is present
+// and not a string of 1 to kMaxTicketBytes bytes, or `prefix_tokens` is present and not an
+// integer in [0, kMaxTokens]. Unknown fields are ignored. ResourceExhausted over
 // 1 MiB.
 [[nodiscard]] StatusOr<control::AcquireRequest> ParseAcquireRequest(std::string_view body);
 

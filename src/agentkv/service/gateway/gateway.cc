@@ -204,7 +204,10 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   StatusOr<bool> is_train = ParseScopeHeader(header(kScopeHeader));
   StatusOr<std::optional<int64_t>> prompt_tokens =
       ParsePromptTokensHeader(header(kPromptTokensHeader));
-  for (const Status& s : {is_protected.status(), is_train.status(), prompt_tokens.status()}) {
+  StatusOr<std::optional<SharedPrefix>> shared_prefix =
+      ParseSharedPrefixHeaders(header(kPrefixKeyHeader), header(kPrefixTokensHeader));
+  for (const Status& s :
+       {is_protected.status(), is_train.status(), prompt_tokens.status(), shared_prefix.status()}) {
     if (!s.ok()) return refuse(GatewayError::kBadRequest, s.message());
   }
   // What every engine would refuse is refused here, before it reserves or queues anything.
@@ -224,9 +227,16 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   const std::string request_id = client->rid.has_value() ? *client->rid : NewRequestId();
   const bool needs_admission =
       admission_ && control::InScope(options_.agentic.agentic_admission_scope, *is_train);
+  const bool admission_v2 =
+      options_.agentic.agentic_admission_policy == control::AdmissionPolicy::kV2;
+  // Read before the attempt begins: what the session dispatched before this request.
+  const control::SessionHistory history =
+      admission_v2 ? sessions_->History(*session) : control::SessionHistory{};
   StatusOr<std::string> rid = sessions_->BeginAttempt(
       *session, request_id, started,
-      control::AttemptSpec{.awaits_admission = needs_admission, .streamed = client->stream});
+      control::AttemptSpec{.awaits_admission = needs_admission,
+                           .streamed = client->stream,
+                           .prompt_tokens = EstimatePromptTokens(*client, *prompt_tokens)});
   if (!rid.ok() && rid.status().code() == StatusCode::kResourceExhausted) {
     return refuse(GatewayError::kOverloaded, rid.status().message());
   }
@@ -254,9 +264,25 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   });
 
   if (!needs_admission) return Dispatch(ex);
-  const int64_t tokens = EstimateReservationTokens(
-      ex->client, *prompt_tokens, options_.agentic.agentic_admission_expected_decode_cap,
-      options_.default_max_tokens);
+  control::AcquireRequest acquire{TicketFor(ex->rid), 0, *is_protected};
+  if (admission_v2) {
+    // The target engine is left to the fleet: the router (sgl-router) places the request, and
+    // its hash ring is not the gateway's to reproduce.
+    const control::UncachedReservation r = EstimateUncachedReservation(
+        ex->client, *prompt_tokens, options_.agentic.agentic_admission_expected_decode_cap,
+        options_.default_max_tokens, history.held_prompt_tokens,
+        shared_prefix->has_value() ? (*shared_prefix)->tokens : 0);
+    acquire.reservation_tokens = r.own_tokens;
+    acquire.continuing = history.continuing;
+    if (r.prefix_tokens > 0) {
+      acquire.prefix_key = (*shared_prefix)->key;
+      acquire.prefix_tokens = r.prefix_tokens;
+    }
+  } else {
+    acquire.reservation_tokens = EstimateReservationTokens(
+        ex->client, *prompt_tokens, options_.agentic.agentic_admission_expected_decode_cap,
+        options_.default_max_tokens);
+  }
   {
     sync::MutexLock lock(&admission_mu_);
     if (shutting_down_.load()) {
@@ -265,7 +291,6 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
     ++pending_acquires_;
     awaiting_.insert(ex->rid);
   }
-  control::AcquireRequest acquire{TicketFor(ex->rid), tokens, *is_protected};
   backend_->Acquire(std::move(acquire),
                     [self = shared_from_this(), ex](const control::AdmissionDecision& d) {
                       self->OnAdmission(ex, d);
@@ -294,6 +319,14 @@ void Gateway::Core::OnAdmission(const std::shared_ptr<Exchange>& ex,
     case control::AdmissionVerdict::kClientGone:
       return Finish(ex, HttpStatusFor(GatewayError::kClientGone));
     case control::AdmissionVerdict::kRefused:
+      if (options_.agentic.agentic_admission_policy == control::AdmissionPolicy::kV2) {
+        return Fail(ex, GatewayError::kBadRequest,
+                    "the request reserves " + std::to_string(decision.reservation_tokens) +
+                        " tokens (uncached prompt plus max tokens), more than the " +
+                        std::to_string(decision.ceiling.value_or(0)) +
+                        " tokens of KV the largest engine holds; it can never run: send fewer "
+                        "tokens or a lower max_tokens");
+      }
       return Fail(ex, GatewayError::kBadRequest,
                   "the request reserves " + std::to_string(decision.reservation_tokens) +
                       " tokens (prompt plus max tokens), more than the fleet's whole admission "

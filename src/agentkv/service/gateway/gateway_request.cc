@@ -228,6 +228,41 @@ int64_t EstimateReservationTokens(const ClientRequest& request,
   return control::ReservationTokens(shape);
 }
 
+StatusOr<std::optional<SharedPrefix>> ParseSharedPrefixHeaders(std::string_view key_value,
+                                                               std::string_view tokens_value) {
+  if (key_value.empty() && tokens_value.empty()) return std::optional<SharedPrefix>();
+  if (key_value.empty() || tokens_value.empty()) {
+    return InvalidArgumentError(
+        std::string(key_value.empty() ? kPrefixKeyHeader : kPrefixTokensHeader) +
+        ": required with " +
+        std::string(key_value.empty() ? kPrefixTokensHeader : kPrefixKeyHeader));
+  }
+  if (!IsValidSessionId(key_value)) {
+    return InvalidArgumentError(std::string(kPrefixKeyHeader) +
+                                ": expected 1 to 256 printable ASCII bytes without spaces");
+  }
+  int64_t tokens = -1;
+  const auto [end, error] =
+      std::from_chars(tokens_value.data(), tokens_value.data() + tokens_value.size(), tokens);
+  if (error != std::errc() || end != tokens_value.data() + tokens_value.size() || tokens < 0) {
+    return InvalidArgumentError(std::string(kPrefixTokensHeader) +
+                                ": expected a non-negative integer");
+  }
+  AGENTKV_RETURN_IF_ERROR(CheckTokens(kPrefixTokensHeader, tokens));
+  return std::optional<SharedPrefix>(SharedPrefix{std::string(key_value), tokens});
+}
+
+control::UncachedReservation EstimateUncachedReservation(
+    const ClientRequest& request, std::optional<int64_t> header_prompt_tokens,
+    std::optional<int64_t> expected_decode_cap, int64_t default_max_new_tokens,
+    int64_t held_prompt_tokens, int64_t shared_prefix_tokens) {
+  control::AttemptShape shape;
+  shape.prefix_tokens = EstimatePromptTokens(request, header_prompt_tokens);
+  shape.max_new_tokens = request.max_new_tokens.value_or(default_max_new_tokens);
+  shape.expected_decode_cap = expected_decode_cap;
+  return control::UncachedReservationTokens(shape, held_prompt_tokens, shared_prefix_tokens);
+}
+
 std::optional<int64_t> ExactPromptTokens(const ClientRequest& request,
                                          std::optional<int64_t> header_prompt_tokens) {
   if (request.prompt_token_ids.has_value()) return request.prompt_token_ids;

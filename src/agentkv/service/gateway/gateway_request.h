@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "agentkv/base/status.h"
+#include "agentkv/control/reservation.h"
 #include "agentkv/net/http_types.h"
 #include "agentkv/protocol/generate.h"
 
@@ -34,6 +35,11 @@ inline constexpr std::string_view kScopeHeader = "X-Agentkv-Scope";
 // The prompt's token count when the client knows it (text prompts; the gateway has no
 // tokenizer).
 inline constexpr std::string_view kPromptTokensHeader = "X-Prompt-Tokens";
+// Admission v2's shared prefix: a name the client gives the prefix its prompt starts with (a
+// GRPO group's prompt, the tools+system prompt), and that prefix's token count. Requests that
+// name the same key share one reservation of the prefix while any of them is in flight.
+inline constexpr std::string_view kPrefixKeyHeader = "X-Agentkv-Prefix-Key";
+inline constexpr std::string_view kPrefixTokensHeader = "X-Agentkv-Prefix-Tokens";
 // The signed sub-agent parent hint.
 inline constexpr std::string_view kParentSessionHeader = "X-Agentkv-Parent-Session";
 inline constexpr std::string_view kParentSignatureHeader = "X-Agentkv-Parent-Signature";
@@ -111,6 +117,28 @@ int64_t EstimateReservationTokens(const ClientRequest& request,
                                   std::optional<int64_t> header_prompt_tokens,
                                   std::optional<int64_t> expected_decode_cap,
                                   int64_t default_max_new_tokens);
+
+// A shared prefix as the client names it (kPrefixKeyHeader, kPrefixTokensHeader).
+struct SharedPrefix {
+  std::string key;
+  int64_t tokens = 0;
+
+  friend bool operator==(const SharedPrefix&, const SharedPrefix&) = default;
+};
+
+// The two prefix headers: nullopt when both are empty; else the key must be a valid session id
+// (IsValidSessionId) and the tokens a decimal integer in [0, kMaxTokens]. InvalidArgument
+// naming the header when one is given without the other or a value is invalid.
+StatusOr<std::optional<SharedPrefix>> ParseSharedPrefixHeaders(std::string_view key_value,
+                                                               std::string_view tokens_value);
+
+// Admission v2's reservation of one attempt (control::UncachedReservationTokens): the estimated
+// prompt (EstimatePromptTokens) less what the session holds (`held_prompt_tokens`, its last
+// dispatched prompt) or the shared prefix, plus the decode part as EstimateReservationTokens.
+control::UncachedReservation EstimateUncachedReservation(
+    const ClientRequest& request, std::optional<int64_t> header_prompt_tokens,
+    std::optional<int64_t> expected_decode_cap, int64_t default_max_new_tokens,
+    int64_t held_prompt_tokens, int64_t shared_prefix_tokens);
 
 // The prompt's token count when the gateway knows it exactly: its token ids, else the
 // X-Prompt-Tokens value; nullopt for a text prompt without that header (the gateway has no

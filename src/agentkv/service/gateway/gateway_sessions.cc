@@ -39,6 +39,13 @@ SessionManager::SessionManager(SessionManagerOptions options, SessionEffects* ef
   AGENTKV_CHECK(effects_ != nullptr);
 }
 
+control::SessionHistory SessionManager::History(
+    const std::optional<std::string>& session_id) const {
+  if (!session_id.has_value()) return {};
+  sync::MutexLock lock(&mu_);
+  return flow_.History(*session_id);
+}
+
 StatusOr<std::string> SessionManager::BeginAttempt(const std::optional<std::string>& session_id,
                                                    std::string_view request_id, SteadyTime now,
                                                    control::AttemptSpec spec) {

@@ -104,6 +104,10 @@ class SessionManager {
                                                    std::string_view request_id, SteadyTime now,
                                                    control::AttemptSpec spec = {});
 
+  // What the session dispatched before in its current incarnation (admission v2's held prefix
+  // and program order); a default SessionHistory without a session or for an unknown one.
+  [[nodiscard]] control::SessionHistory History(const std::optional<std::string>& session_id) const;
+
   // The admission decision of an attempt begun with awaits_admission arrived: what to do with
   // it (control::GatewayFlow::OnAdmission). The attempt keeps the decision's lease until Finish
   // returns it through SessionEffects::ReturnLease.

@@ -25,6 +25,7 @@ struct Flags {
   bool continuum = false;
   bool infinite_cache = false;
   bool oracle = false;
+  bool admission_v2 = false;
 };
 
 ArmSpec SpecOf(std::string_view name, const Flags& f) {
@@ -38,6 +39,7 @@ ArmSpec SpecOf(std::string_view name, const Flags& f) {
   spec.continuum = f.continuum;
   spec.infinite_cache = f.infinite_cache;
   spec.oracle = f.oracle;
+  spec.admission_v2 = f.admission_v2;
   return spec;
 }
 
@@ -65,9 +67,13 @@ TEST(ReplayArmsTest, DefaultArmsParseToTheirDocumentedFlags) {
       {"baseline", {}},
       {"+lifecycle", {.lifecycle = true}},
       {"+admission", {.admission = true}},
+      {"+admission-v2", {.admission_v2 = true}},
       {"+subagent-demotion", {.demotion = true}},
       {"+host-tier", {.host_tier = true}},
       {"all", {.lifecycle = true, .admission = true, .demotion = true, .host_tier = true}},
+      {"agentkv", {.lifecycle = true, .demotion = true, .admission_v2 = true}},
+      {"agentkv+host-tier",
+       {.lifecycle = true, .demotion = true, .host_tier = true, .admission_v2 = true}},
       {"continuum", {.continuum = true}},
       {"oracle", {.oracle = true}},
       {"infinite-cache", {.infinite_cache = true}},
@@ -82,6 +88,7 @@ TEST(ReplayArmsTest, DefaultArmsParseToTheirDocumentedFlags) {
   EXPECT_EQ(DefaultArmNames(), names) << "the defaults, in the documented order";
   EXPECT_EQ(DefaultArms(), specs) << "the typed defaults are the names parsed";
   EXPECT_EQ(BaselineArm(), ParseOrDie("baseline"));
+  EXPECT_EQ(AgentkvArm(), ParseOrDie("agentkv"));
 }
 
 TEST(ReplayArmsTest, FeaturesCombineOverABase) {

@@ -137,7 +137,7 @@ TEST(ReplayGateTest, EveryArmConservesRequestsLeasesAndInvariants) {
   int64_t expected = 0;
   for (const WekaConversation& c : workload.conversations) expected += c.TotalRequests();
   std::vector<std::string> names = DefaultArmNames();
-  names.push_back("+admission-v2");
+  names.push_back("+stall-offload+host-tier");
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
     StatusOr<ArmRun> run = RunAgenticArm(workload, options, *ParseArm(name));
@@ -161,7 +161,7 @@ TEST(ReplayGateTest, EveryArmConservesRequestsLeasesAndInvariants) {
       EXPECT_EQ(Value(r, "agentic_kv/budget/lease_count"), 0);
       EXPECT_EQ(Value(r, "agentic_kv/admission/waiting"), 0);
       EXPECT_GT(r.admission_wait.max_s, 0);
-    } else if (name == "+admission-v2") {
+    } else if (ParseArm(name)->admission_v2) {
       // Conservation: nothing reserved, no lease, no waiter left.
       EXPECT_GT(Value(r, "agentic_kv/admission/admit"), 0);
       EXPECT_EQ(Value(r, "agentic_kv/budget/reserved"), 0);

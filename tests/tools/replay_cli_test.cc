@@ -192,6 +192,19 @@ TEST_F(ReplayCliTest, SameSeedSameBytesOtherSeedOtherBytes) {
   EXPECT_THAT(seed2, HasSubstr("\"seed\": 2"));
 }
 
+TEST_F(ReplayCliTest, ArmsRunOnSeveralThreadsGiveTheSameBytes) {
+  // Every default arm, one at a time and four at once: the report must not depend on it.
+  const std::string args = std::string(kSmallWorkload) + " --html ''";
+  const RunResult one = Run("replay " + args + " --jobs 1 --json " + Quoted("one.json"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const RunResult four = Run("replay " + args + " --jobs 4 --json " + Quoted("four.json"));
+  ASSERT_EQ(four.exit_code, 0) << four.err;
+  const std::string first = ReadFile(dir_ / "one.json");
+  ASSERT_THAT(first, HasSubstr("\"infinite-cache\""));
+  EXPECT_EQ(first, ReadFile(dir_ / "four.json"));
+  EXPECT_EQ(one.out, four.out);
+}
+
 TEST_F(ReplayCliTest, EmptyReportPathsWriteNoFiles) {
   // Run from an empty working directory, so that a "" taken for the default path would show.
   const std::filesystem::path work = dir_ / "work";

@@ -8,8 +8,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <system_error>
+#include <vector>
 
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/engine/kv_pool.h"
@@ -23,6 +26,7 @@
 #include "agentkv/sim/synthetic_agentic.h"
 #include "agentkv/sim/weka_trace.h"
 #include "tools/agentkv/agentic_flags.h"
+#include "tools/agentkv/arm_threads.h"
 #include "tools/agentkv/cli_support.h"
 #include "tools/agentkv/cost_model_file.h"
 #include "tools/agentkv/progress_line.h"
@@ -358,9 +362,18 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
       ->group(output_group);
   c.add_flag("--quiet", quiet_, "No progress line and no summary lines on stderr")
       ->group(output_group);
+  c.add_option("--jobs", jobs_,
+               "Arms run at once, each on its own thread, in [0, 256]; 0 = one per hardware "
+               "thread. The output does not depend on it")
+      ->type_name("N")
+      ->capture_default_str()
+      ->group(output_group);
 }
 
 int ReplayCommand::Run() const {
+  if (Status s = CheckFlagRange("--jobs", jobs_, 0, kMaxArmJobs); !s.ok()) {
+    return ReportError(kName, s);
+  }
   sim::ReplayOptions options = options_;
   options.session_close_mode = session_close_mode_ == "release"
                                    ? kv::SessionCloseMode::kRelease
@@ -597,14 +610,25 @@ int ReplayCommand::Run() const {
   }
 
   ProgressLine progress_line(ProgressLine::ModeForStderr(!quiet_));
-  const sim::ReplayProgress progress = [&progress_line](size_t arm_index, size_t num_arms,
-                                                        std::string_view arm, double fraction) {
-    progress_line.Update(arm_index, num_arms, arm, fraction);
+  // Arms may run on several threads: the line shows the first arm not yet done.
+  std::mutex progress_mutex;
+  std::vector<double> done(options.arms.size(), 0.0);
+  const sim::ReplayProgress progress = [&](size_t arm_index, size_t num_arms,
+                                           std::string_view /*arm*/, double fraction) {
+    const std::lock_guard<std::mutex> lock(progress_mutex);
+    done[arm_index] = fraction;
+    size_t first = 0;
+    while (first + 1 < num_arms && done[first] >= 1.0) ++first;
+    progress_line.Update(first, num_arms, options.arms[first].name, done[first]);
+  };
+  const size_t jobs = ArmJobs(jobs_, options.arms.size());
+  const sim::ArmTaskRunner runner = [jobs](const std::vector<std::function<void()>>& tasks) {
+    RunOnThreads(tasks, jobs);
   };
   StatusOr<sim::ReplayResult> result =
-      agentic.has_value() ? sim::RunReplay(*agentic, description, seed_, options, progress)
+      agentic.has_value() ? sim::RunReplay(*agentic, description, seed_, options, progress, runner)
                           : sim::RunOpenLoopReplay(open_loop, open_loop_block, description, seed_,
-                                                   options, progress);
+                                                   options, progress, runner);
   progress_line.Clear();
   if (!result.ok()) return ReportError(kName, result.status());
   fmt::print("{}", report::FormatReplayTable(*result));

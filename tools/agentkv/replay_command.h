@@ -79,6 +79,8 @@ class ReplayCommand {
   std::string json_path_ = "agentkv-replay.json";
   std::string html_path_ = "agentkv-replay.html";
   bool quiet_ = false;
+  // --jobs: arms run at once; 0 = one per hardware thread (at most one per arm).
+  int64_t jobs_ = 0;
 };
 
 }  // namespace agentkv::tools

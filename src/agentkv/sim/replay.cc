@@ -495,10 +495,12 @@ ReplaySetup SetupFor(const ReplayOptions& options, int32_t tokens_per_block,
   return setup;
 }
 
-// Runs every arm through `run_arm`, reporting progress, and fills the capacities of `setup`
-// from the first arm without an unbounded cache.
+// Runs every arm through `run_arm` as one task each (`runner`, or in order on this thread),
+// reporting progress, and fills the capacities of `setup` from the first arm without an
+// unbounded cache.
 StatusOr<ReplayResult> RunArms(
     ReplaySetup setup, const ReplayOptions& options, const ReplayProgress& progress,
+    const ArmTaskRunner& runner,
     const std::function<StatusOr<ArmRun>(const ArmSpec&, const std::function<void(double)>&)>&
         run_arm) {
   AGENTKV_RETURN_IF_ERROR(options.Validate());
@@ -509,17 +511,33 @@ StatusOr<ReplayResult> RunArms(
   ReplayResult result;
   result.setup = std::move(setup);
   const size_t num_arms = options.arms.size();
+  // Each task writes its own slot only.
+  std::vector<std::optional<StatusOr<ArmResult>>> runs(num_arms);
+  std::vector<std::function<void()>> tasks;
+  tasks.reserve(num_arms);
+  for (size_t i = 0; i < num_arms; ++i) {
+    tasks.emplace_back([&, i] {
+      const ArmSpec& arm = options.arms[i];
+      std::function<void(double)> arm_progress;
+      if (progress) {
+        arm_progress = [&progress, i, num_arms, &arm](double fraction) {
+          progress(i, num_arms, arm.name, fraction);
+        };
+      }
+      StatusOr<ArmRun> run = run_arm(arm, arm_progress);
+      runs[i] = run.ok() ? StatusOr<ArmResult>(std::move(run->result))
+                         : StatusOr<ArmResult>(run.status());
+    });
+  }
+  if (runner) {
+    runner(tasks);
+  } else {
+    for (const std::function<void()>& task : tasks) task();
+  }
   AGENTKV_ASSIGN_OR_RETURN(
-      result.arms,
-      ForEachArm<ArmResult>(options.arms, [&](size_t i, const ArmSpec& arm) -> StatusOr<ArmResult> {
-        std::function<void(double)> arm_progress;
-        if (progress) {
-          arm_progress = [&progress, i, num_arms, &arm](double fraction) {
-            progress(i, num_arms, arm.name, fraction);
-          };
-        }
-        AGENTKV_ASSIGN_OR_RETURN(ArmRun run, run_arm(arm, arm_progress));
-        return std::move(run.result);
+      result.arms, ForEachArm<ArmResult>(options.arms, [&](size_t i, const ArmSpec&) {
+        AGENTKV_CHECK(runs[i].has_value()) << "the arm runner skipped arm " << i;
+        return *std::move(runs[i]);
       }));
   FillIdealShares(result);
   return result;
@@ -822,12 +840,12 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
 
 StatusOr<ReplayResult> RunReplay(const AgenticWorkload& workload, std::string_view description,
                                  uint64_t seed, const ReplayOptions& options,
-                                 const ReplayProgress& progress) {
+                                 const ReplayProgress& progress, const ArmTaskRunner& runner) {
   if (workload.conversations.empty()) {
     return InvalidArgumentError("the workload has no conversations");
   }
   return RunArms(SetupFor(options, workload.conversations.front().block_size, description, seed),
-                 options, progress,
+                 options, progress, runner,
                  [&](const ArmSpec& arm, const std::function<void(double)>& arm_progress) {
                    return RunAgenticArm(workload, options, arm, arm_progress);
                  });
@@ -836,8 +854,9 @@ StatusOr<ReplayResult> RunReplay(const AgenticWorkload& workload, std::string_vi
 StatusOr<ReplayResult> RunOpenLoopReplay(const std::vector<OpenLoopRequest>& requests,
                                          int32_t tokens_per_block, std::string_view description,
                                          uint64_t seed, const ReplayOptions& options,
-                                         const ReplayProgress& progress) {
-  return RunArms(SetupFor(options, tokens_per_block, description, seed), options, progress,
+                                         const ReplayProgress& progress,
+                                         const ArmTaskRunner& runner) {
+  return RunArms(SetupFor(options, tokens_per_block, description, seed), options, progress, runner,
                  [&](const ArmSpec& arm, const std::function<void(double)>& arm_progress) {
                    return RunOpenLoopArm(requests, tokens_per_block, options, arm, arm_progress);
                  });

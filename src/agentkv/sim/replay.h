@@ -16,8 +16,10 @@
 // shapes (AgenticWorkload, OpenLoopRequest) and the same arm grammar (replay_arms.h), whose
 // cache policy both take from ArmCachePolicy.
 //
-// Deterministic: a pure function of the workload and the options. Single-threaded; progress
-// goes through a callback on the caller's thread.
+// Deterministic: a pure function of the workload and the options. The simulator starts no
+// thread: every arm runs on the thread that runs its task, and progress goes through a callback
+// on that thread. Arms share nothing mutable, so a caller may run them concurrently (an
+// ArmTaskRunner); the result does not depend on how they were run.
 #ifndef AGENTKV_SIM_REPLAY_H_
 #define AGENTKV_SIM_REPLAY_H_
 
@@ -131,6 +133,11 @@ struct ReplayOptions {
 using ReplayProgress =
     std::function<void(size_t arm_index, size_t num_arms, std::string_view arm, double fraction)>;
 
+// Runs independent tasks: each exactly once, in any order, concurrently if it wishes; returns
+// when all have finished. RunReplay hands it one task per arm. Empty = one after the other on
+// the caller's thread.
+using ArmTaskRunner = std::function<void(const std::vector<std::function<void()>>& tasks)>;
+
 // One arm's outcome plus what tests inspect.
 struct ArmRun {
   ArmResult result;
@@ -159,16 +166,21 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
 
 // Runs every arm of options.arms on `workload` and returns the result with its setup
 // (`description` names the workload, `seed` is the seed that produced it) and, once every arm
-// ran, each arm's share of the baseline -> infinite-cache gap (FillIdealShares).
+// ran, each arm's share of the baseline -> infinite-cache gap (FillIdealShares). The arms run
+// through `runner` (ArmTaskRunner); with a concurrent runner `progress` is called from the
+// threads that run them. A failed arm fails the replay with "arm NAME: " and its status (the
+// first failed arm in arm order).
 StatusOr<ReplayResult> RunReplay(const AgenticWorkload& workload, std::string_view description,
                                  uint64_t seed, const ReplayOptions& options,
-                                 const ReplayProgress& progress = {});
+                                 const ReplayProgress& progress = {},
+                                 const ArmTaskRunner& runner = {});
 
 // As RunReplay, for an open-loop trace.
 StatusOr<ReplayResult> RunOpenLoopReplay(const std::vector<OpenLoopRequest>& requests,
                                          int32_t tokens_per_block, std::string_view description,
                                          uint64_t seed, const ReplayOptions& options,
-                                         const ReplayProgress& progress = {});
+                                         const ReplayProgress& progress = {},
+                                         const ArmTaskRunner& runner = {});
 
 }  // namespace agentkv::sim
 

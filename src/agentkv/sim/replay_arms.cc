@@ -13,7 +13,7 @@ constexpr std::string_view kValidFeatures =
     "lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, fixed-ttl, "
     "continuum, stall-offload, admission-v2";
 constexpr std::string_view kValidBases =
-    "baseline, all, fixed-ttl, continuum, infinite-cache, oracle";
+    "baseline, agentkv, all, fixed-ttl, continuum, infinite-cache, oracle";
 constexpr std::string_view kOracleAlone =
     "oracle (offline-optimal eviction) takes no features: it is the bound every eviction "
     "policy is judged against";
@@ -89,6 +89,9 @@ StatusOr<ArmSpec> ParseCanonical(std::string_view name) {
   if (base == kRetiredTtl) return BadArm(name, std::string(kRetiredTtlHelp));
   if (base == "all") {
     arm.session_lifecycle = arm.program_admission = arm.subagent_demotion = arm.host_tier = true;
+  } else if (base == "agentkv") {
+    arm = AgentkvArm();
+    arm.name = std::string(name);
   } else if (base == "fixed-ttl") {
     arm.fixed_ttl = true;
   } else if (base == "continuum") {
@@ -240,10 +243,20 @@ ArmSpec BaselineArm() {
   return arm;
 }
 
+ArmSpec AgentkvArm() {
+  ArmSpec arm;
+  arm.name = "agentkv";
+  arm.session_lifecycle = true;
+  arm.subagent_demotion = true;
+  arm.admission_v2 = true;
+  return arm;
+}
+
 const std::vector<std::string>& DefaultArmNames() {
   static const std::vector<std::string>* const kNames = new std::vector<std::string>{
-      "baseline", "+lifecycle", "+admission", "+subagent-demotion", "+host-tier",
-      "all",      "continuum",  "oracle",     "infinite-cache"};
+      "baseline",           "+lifecycle", "+admission", "+admission-v2",
+      "+subagent-demotion", "+host-tier", "all",        "agentkv",
+      "agentkv+host-tier",  "continuum",  "oracle",     "infinite-cache"};
   return *kNames;
 }
 

@@ -5,12 +5,15 @@
 // (ArmCachePolicy) is shared by both, so an arm means the same cache policy wherever it runs.
 //
 // An arm name is a base arm optionally followed by features, each prefixed with '+':
-//   base    := "baseline" | "all" | "fixed-ttl" | "continuum" | "infinite-cache" | "oracle" | ""
+//   base    := "baseline" | "agentkv" | "all" | "fixed-ttl" | "continuum" | "infinite-cache"
+//            | "oracle" | ""
 //   feature := "lifecycle" | "admission" | "subagent-demotion" ["=" P] | "per-conversation"
 //            | "host-tier" | "fixed-ttl" | "continuum" | "stall-offload" | "admission-v2"
 // so "+lifecycle", "all", "baseline+host-tier", "all+continuum" and
 // "+subagent-demotion=20+lifecycle" are arms. "baseline" is SGLang's default (prefix reuse,
-// LRU, no session lifecycle, no admission); "all" is the four agentkv features lifecycle,
+// LRU, no session lifecycle, no admission); "agentkv" is the recommended policy set without a
+// host tier (AgentkvArm: the features that pay on the replay's workloads, docs/RESULTS.md), and
+// "agentkv+host-tier" the same with it; "all" is the seeds' four agentkv features lifecycle,
 // admission, subagent-demotion and host-tier together; "continuum" is Continuum (arXiv
 // 2511.02230): a cost-aware TTL pin after a tool-call turn learned per pause class
 // (engine::ContinuumPolicy), program-level FCFS in every engine's waiting queue, pins
@@ -140,8 +143,13 @@ StatusOr<std::vector<Result>> ForEachArm(const std::vector<ArmSpec>& arms, RunAr
 // The arm named "baseline": SGLang's default, nothing turned on (ParseArm("baseline")).
 ArmSpec BaselineArm();
 
+// The arm named "agentkv": the recommended policy set without a host tier, lifecycle,
+// subagent-demotion and admission-v2 (ParseArm("agentkv")).
+ArmSpec AgentkvArm();
+
 // The arms `agentkv replay` runs when none are given: baseline, +lifecycle, +admission,
-// +subagent-demotion, +host-tier, all, continuum, oracle, infinite-cache.
+// +admission-v2, +subagent-demotion, +host-tier, all, agentkv, agentkv+host-tier, continuum,
+// oracle, infinite-cache.
 const std::vector<std::string>& DefaultArmNames();
 // DefaultArmNames() parsed.
 const std::vector<ArmSpec>& DefaultArms();

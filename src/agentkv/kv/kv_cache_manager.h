@@ -18,9 +18,12 @@
 #define AGENTKV_KV_KV_CACHE_MANAGER_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "agentkv/base/status.h"
@@ -33,6 +36,7 @@
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
 #include "agentkv/kv/next_use_ranking.h"
+#include "agentkv/kv/pause_gap_estimator.h"
 #include "agentkv/kv/retention.h"
 #include "agentkv/kv/session_table.h"
 #include "agentkv/kv/subagent_demotion.h"
@@ -56,6 +60,16 @@ struct RequestOptions {
   // when `parent_hint_authenticated`; otherwise ignored and counted.
   std::optional<ConversationId> parent_conversation;
   bool parent_hint_authenticated = false;
+  // Gap-aware retention (KvCacheOptions::eviction_order = kGapAware): what the session does
+  // after this request (the response calls a tool, starts sub-agents, ends the turn, or the
+  // session ends), and the tool's name where known (empty otherwise). kUnknown: the request's
+  // blocks rank by plain recency. Ignored under LRU.
+  PauseKind next_pause = PauseKind::kUnknown;
+  std::string next_tool;
+  // When the request reached the engine; the pause before it is measured from its session's
+  // previous finish to this. Unset: the cache clock at AddRequest. Used in the gap-aware
+  // order only.
+  std::optional<TimeNs> arrival;
 };
 
 class KvCacheManager {
@@ -113,7 +127,10 @@ class KvCacheManager {
   // uncommitted blocks. Its session, if still open, references every block it committed
   // (late_session_requests counts one that closed meanwhile); under per_conversation its
   // conversation records the turn, which may release the blocks of a turn that falls out.
-  // NotFound for an unknown request.
+  // In the gap-aware order its blocks count as used at the clock less the gap estimated for
+  // its next_pause (BlockCache::ReleaseRank), or, when its session ended, its own blocks go
+  // first; the pause is remembered for its session (else conversation), whose next
+  // AddRequest measures it. NotFound for an unknown request.
   Status Release(RequestId request);
 
   // Sets the retention priority of the cached block `key` and re-queues it (to the front of
@@ -138,7 +155,10 @@ class KvCacheManager {
   // session references). Idempotent: an unknown or closed id is a no-op returning 0, and is
   // remembered (bounded) so that a late request of it references nothing. Returns the
   // tokens freed.
-  int64_t CloseSession(SessionId session) { return sessions_.Close(session, cache_); }
+  int64_t CloseSession(SessionId session) {
+    pause_owners_.erase(PauseOwner{0, session.value()});
+    return sessions_.Close(session, cache_);
+  }
   bool SessionOpen(SessionId session) const { return sessions_.open(session); }
 
   // Plans a retention change for the committed blocks `conversation` computed itself, from
@@ -166,6 +186,14 @@ class KvCacheManager {
   }
   // Re-reads the ranking of the cached block `key` (BlockCache::RefreshNextUse).
   void RefreshNextUse(BlockKey key) { cache_.RefreshNextUse(key); }
+
+  // Sets the caller's wall clock (BlockCache::AdvanceClock): the finish time of the requests
+  // released after it, and the arrival of those admitted without one, in the gap-aware order.
+  // Never goes back.
+  void AdvanceClock(TimeNs now) { cache_.AdvanceClock(now); }
+  TimeNs clock() const { return cache_.clock(); }
+  // The pause gaps learned so far (gap-aware order; empty under LRU).
+  const PauseGapEstimator& pause_gaps() const { return pause_gaps_; }
 
   // Advances the scheduler step by one and reverts expired retention priorities.
   void Step() { cache_.Step(); }
@@ -204,7 +232,40 @@ class KvCacheManager {
   struct AgenticRequest {
     std::optional<SessionId> session;
     std::optional<ConversationId> conversation;
+    PauseKind next_pause = PauseKind::kUnknown;
+    std::string next_tool;
   };
+  // Whose pauses a request measures: its session, else its conversation (kind 0 / 1, id).
+  using PauseOwner = std::pair<int, int64_t>;
+  // A finished request's pause, until its owner's next request arrives.
+  struct PendingPause {
+    TimeNs finish;
+    PauseKind kind = PauseKind::kUnknown;
+    std::string tool;
+  };
+  // What the gap-aware order keeps about a session (or conversation) between its requests.
+  struct PauseOwnerState {
+    std::optional<PendingPause> pause;
+    // The deepest committed block of each branch its requests left (a request whose chain
+    // extends an earlier tip replaces it), newest last: where RankUnneeded starts when it ends.
+    std::vector<BlockKey> tips;
+  };
+  // Owners tracked at most (owners that never return nor end are not tracked beyond it), and
+  // branch tips kept per owner (the oldest is forgotten first).
+  static constexpr size_t kMaxPauseOwners = size_t{1} << 20;
+  static constexpr size_t kMaxTipsPerOwner = 8;
+
+  bool gap_aware() const { return options().eviction_order == EvictionOrder::kGapAware; }
+  static std::optional<PauseOwner> OwnerOf(const std::optional<SessionId>& session,
+                                           const std::optional<ConversationId>& conversation);
+  // Gap-aware order: measures the pause that ended with a request of `owner` arriving now.
+  void ObservePause(const PauseOwner& owner, TimeNs arrival);
+  // Gap-aware order: the rank of a finished request's blocks (`chain`: its committed blocks),
+  // remembering its pause and branch.
+  ReleaseRank RankRelease(const AgenticRequest& request, const CommittedChain& chain);
+  // Gap-aware order: after the release of a session's last request, the blocks of its earlier
+  // branches that nothing else needs go first too.
+  void EndPauseOwner(const AgenticRequest& request);
 
   KvCacheManager(BlockCache cache, const KvCacheOptions& options);
 
@@ -215,6 +276,10 @@ class KvCacheManager {
   // Running requests that carry a session or a conversation (plain requests pay nothing
   // here); looked up, never iterated where order matters.
   std::unordered_map<RequestId, AgenticRequest> agentic_requests_;
+  // Gap-aware order only: the learned pauses, and the pauses still open, by owner (looked up,
+  // never iterated).
+  PauseGapEstimator pause_gaps_;
+  std::map<PauseOwner, PauseOwnerState> pause_owners_;
 };
 
 }  // namespace agentkv::kv

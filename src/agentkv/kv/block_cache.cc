@@ -396,7 +396,8 @@ KvCacheStats BlockCache::stats() const {
 
 int64_t BlockCache::MetadataBytes() const {
   return static_cast<int64_t>(blocks_.capacity() * sizeof(Block)) + index_.MemoryBytes() +
-         static_cast<int64_t>(sizeof(device_queue_) + sizeof(host_queue_));
+         static_cast<int64_t>(sizeof(device_queue_) + sizeof(host_queue_)) +
+         gap_order_.MemoryBytes();
 }
 
 // ---- Content, by key -------------------------------------------------------------------

@@ -90,6 +90,13 @@ class GapOrderHeap {
   // The bucket `block` was last pushed in. Precondition: queued(block).
   int bucket(int32_t block) const { return bucket_[Index(block)]; }
   int64_t size() const { return live_; }
+  // Bytes allocated for the per-block state and the entries.
+  int64_t MemoryBytes() const {
+    return static_cast<int64_t>(entries_.capacity() * sizeof(Entry) +
+                                stamp_.capacity() * sizeof(uint32_t) + queued_.capacity() +
+                                bucket_.capacity() * sizeof(int) +
+                                last_use_.capacity() * sizeof(int64_t));
+  }
 
  private:
   // Stale entries tolerated beyond twice the live ones before a rebuild.

@@ -526,6 +526,48 @@ TEST(GatewayTest, OnlyACorrectlySignedParentHintIsForwarded) {
   for (const std::string& line : logs.lines) EXPECT_EQ(line.find(good), std::string::npos) << line;
 }
 
+// Gap-aware retention on an unmodified SGLang: the expected pause becomes the request's
+// `priority` (what --radix-eviction-policy priority orders by); a client's own priority wins,
+// requests without a known pause get none, and a bad X-Agentkv-Pause is a 400 that reaches no
+// engine.
+TEST(GatewayTest, TheExpectedPauseIsForwardedAsTheRequestPriority) {
+  FakeEngine engine(/*hold=*/false);
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {engine.base_url()};
+  options.pause_priority = *ParsePausePriorities("tool_call=10,human_turn=0");
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  const std::string body = R"({"rid": "r", "text": "hi"})";
+  ASSERT_EQ(Post(client, gateway->base_url(), "/generate", body, {{"X-Agentkv-Pause", "tool_call"}})
+                .status,
+            200);
+  ASSERT_EQ(
+      Post(client, gateway->base_url(), "/generate", body, {{"X-Agentkv-Pause", "human_turn"}})
+          .status,
+      200);
+  ASSERT_EQ(
+      Post(client, gateway->base_url(), "/generate", body, {{"X-Agentkv-Pause", "subagent_wait"}})
+          .status,
+      200);
+  ASSERT_EQ(
+      Post(client, gateway->base_url(), "/generate",
+           R"({"rid": "r", "text": "hi", "priority": 99})", {{"X-Agentkv-Pause", "tool_call"}})
+          .status,
+      200);
+  EXPECT_EQ(
+      Post(client, gateway->base_url(), "/generate", body, {{"X-Agentkv-Pause", "soon"}}).status,
+      400);
+  // Without a session every attempt of rid "r" is "r:0".
+  const auto generates = engine.generates();
+  ASSERT_EQ(generates.size(), 4u);
+  EXPECT_EQ(generates[0].body, R"({"rid": "r:0", "text": "hi","priority":10})");
+  EXPECT_EQ(generates[1].body, R"({"rid": "r:0", "text": "hi","priority":0})");
+  EXPECT_EQ(generates[2].body, R"({"rid": "r:0", "text": "hi"})");
+  EXPECT_EQ(generates[3].body, R"({"rid": "r:0", "text": "hi", "priority": 99})");
+}
+
 TEST(GatewayTest, AMissingEngineFlagRefusesTheStartOrDisablesTheFeature) {
   EngineEmulatorOptions no_session_cache = EngineOptions();
   no_session_cache.runtime.enable_session_radix_cache = false;

@@ -204,7 +204,9 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   StatusOr<bool> is_train = ParseScopeHeader(header(kScopeHeader));
   StatusOr<std::optional<int64_t>> prompt_tokens =
       ParsePromptTokensHeader(header(kPromptTokensHeader));
-  for (const Status& s : {is_protected.status(), is_train.status(), prompt_tokens.status()}) {
+  StatusOr<RequestPause> pause = ParsePauseHeader(header(kPauseHeader));
+  for (const Status& s :
+       {is_protected.status(), is_train.status(), prompt_tokens.status(), pause.status()}) {
     if (!s.ok()) return refuse(GatewayError::kBadRequest, s.message());
   }
   // What every engine would refuse is refused here, before it reserves or queues anything.
@@ -237,6 +239,7 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   ex->client = *std::move(client);
   ex->session_id = *session;
   if (hint == ParentHintVerdict::kAccepted) ex->parent = std::string(header(kParentSessionHeader));
+  ex->pause = *pause != RequestPause::kUnknown ? *pause : ex->client.pause;
   ex->rid = *std::move(rid);
   ex->started = started;
   ex->request = std::move(request);
@@ -316,6 +319,7 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
   edits.rid = identity->rid;
   if (!ex->client.has_session_params) edits.session_id = identity->session_id;
   edits.parent_session = ex->parent;
+  if (!ex->client.has_priority) edits.priority = options_.pause_priority.For(ex->pause);
   StatusOr<std::string> body = BuildForwardBody(ex->client.body, edits);
   if (!body.ok()) return Fail(ex, GatewayError::kInternal, body.status().message());
   net::HeaderList headers = ForwardHeaders(ex->request, options_.bearer_token);

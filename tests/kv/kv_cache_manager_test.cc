@@ -506,6 +506,33 @@ TEST_F(GapAwareManagerTest, AnEndedSessionsEarlierBranchesGoFirstTooButNotWhatAL
   EXPECT_EQ(cache().stats().device.held, 0);
 }
 
+TEST_F(GapAwareManagerTest, AnUnfinishedReleaseRecordsNoPauseAndEndsNothing) {
+  BuildGapAware(4);
+  const std::vector<BlockKey> a = Keys(Tokens(100, 4));
+  const std::vector<BlockKey> b = Keys(Tokens(200, 4));
+  At(1);
+  RunRequestWith(1, b, 4, Opts().Conversation(2).Pause(PauseKind::kToolCall));
+  // Conversation 1's last request is retracted (or aborted) instead of finishing.
+  At(2);
+  AdmitWith(2, a, Opts().Prompt(4).Conversation(1).Pause(PauseKind::kSessionEnd));
+  Reserve(2, 4);
+  Commit(2, a);
+  ASSERT_TRUE(cache().ReleaseUnfinished(RequestId(2)).ok());
+  CheckInvariants();
+  // Not unneeded: a ranks by its release time (2), after b (1).
+  At(3);
+  EXPECT_THAT(EvictOrder(3, 4), ElementsAre(b[0], a[0]));
+  // Conversation 2's tool pause was recorded once; a retraction of its next request measures it
+  // and records nothing more.
+  At(10);
+  AdmitWith(4, b, Opts().Prompt(4).Conversation(2).Pause(PauseKind::kToolCall));
+  ASSERT_TRUE(cache().ReleaseUnfinished(RequestId(4)).ok());
+  At(20);
+  RunRequestWith(5, b, 4, Opts().Conversation(2).Pause(PauseKind::kToolCall));
+  EXPECT_EQ(cache().pause_gaps().samples(PauseKind::kToolCall), 1);
+  EXPECT_EQ(cache().ReleaseUnfinished(RequestId(99)).code(), StatusCode::kNotFound);
+}
+
 TEST_F(GapAwareManagerTest, WithoutHintsTheGapAwareOrderIsLru) {
   BuildGapAware(3);
   const std::vector<BlockKey> a = Keys(Tokens(100, 4));

@@ -50,11 +50,19 @@ StatusOr<PrefixMatch> KvCacheManager::AddRequest(RequestId request,
   return cache_.AddRequest(request, prompt_keys, options.prompt_tokens, options.retention);
 }
 
-Status KvCacheManager::Release(RequestId request) {
+Status KvCacheManager::Release(RequestId request) { return ReleaseRequest(request, true); }
+
+Status KvCacheManager::ReleaseUnfinished(RequestId request) {
+  return ReleaseRequest(request, false);
+}
+
+Status KvCacheManager::ReleaseRequest(RequestId request, bool finished) {
   auto it = agentic_requests_.empty() ? agentic_requests_.end() : agentic_requests_.find(request);
   if (it == agentic_requests_.end()) return cache_.Release(request);
-  const AgenticRequest agentic = it->second;
+  AgenticRequest agentic = it->second;
   agentic_requests_.erase(it);
+  // A request that did not finish is not followed by its pause: it will run again.
+  if (!finished) agentic.next_pause = PauseKind::kUnknown;
 
   const bool references = agentic.session.has_value() && sessions_.open(*agentic.session);
   const bool records = agentic.conversation.has_value() && records_.enabled();

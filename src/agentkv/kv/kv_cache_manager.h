@@ -132,6 +132,11 @@ class KvCacheManager {
   // first; the pause is remembered for its session (else conversation), whose next
   // AddRequest measures it. NotFound for an unknown request.
   Status Release(RequestId request);
+  // Release for a request that did not finish and will run again or never (a retraction, an
+  // admission undone for lack of room, an abort): the same, except that in the gap-aware order
+  // its next_pause is ignored (its blocks rank by plain recency, no pause is recorded and a
+  // session_end hint ends nothing). NotFound for an unknown request.
+  Status ReleaseUnfinished(RequestId request);
 
   // Sets the retention priority of the cached block `key` and re-queues it (to the front of
   // its new bucket when `evict_first`, else to the back). A duration reverts it to the
@@ -255,6 +260,7 @@ class KvCacheManager {
   static constexpr size_t kMaxPauseOwners = size_t{1} << 20;
   static constexpr size_t kMaxTipsPerOwner = 8;
 
+  Status ReleaseRequest(RequestId request, bool finished);
   bool gap_aware() const { return options().eviction_order == EvictionOrder::kGapAware; }
   static std::optional<PauseOwner> OwnerOf(const std::optional<SessionId>& session,
                                            const std::optional<ConversationId>& conversation);

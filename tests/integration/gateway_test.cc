@@ -568,6 +568,48 @@ TEST(GatewayTest, TheExpectedPauseIsForwardedAsTheRequestPriority) {
   EXPECT_EQ(generates[3].body, R"({"rid": "r:0", "text": "hi", "priority": 99})");
 }
 
+// End to end on an engine that runs SGLang's --radix-eviction-policy priority (the emulator):
+// with the pause priority, the KV of a session in a tool loop outlives that of a session
+// waiting for its user, although it is older; without it, LRU evicts the older one first.
+TEST(GatewayTest, ThePausePriorityKeepsAToolLoopsKvOverAHumanTurnsOnAPriorityEngine) {
+  const auto cached_on_return = [](bool pause_priority) {
+    EngineEmulatorOptions engine_options = EngineOptions();
+    engine_options.runtime.engine.kv_pool.max_total_tokens = 1024;  // 64 pages of 16 tokens
+    Fleet fleet = StartFleet(1, "round_robin", engine_options);
+    LogCapture logs;
+    GatewayOptions options = BaseOptions(logs);
+    options.engine_urls = EngineUrls(fleet);
+    if (pause_priority)
+      options.pause_priority = *ParsePausePriorities("tool_call=60,human_turn=20");
+    auto gateway = StartGateway(options);
+    EXPECT_NE(gateway, nullptr);
+    net::HttpClient client(ClientOptions());
+    const auto generate = [&](int64_t first, int64_t tokens, const std::string& pause) {
+      net::HeaderList headers;
+      if (!pause.empty()) headers.emplace_back("X-Agentkv-Pause", pause);
+      const net::ClientResponse r = Post(client, gateway->base_url(), "/generate",
+                                         R"({"input_ids": )" + InputIds(first, tokens) +
+                                             R"(, "sampling_params": {"max_new_tokens": 8}})",
+                                         headers);
+      EXPECT_EQ(r.status, 200) << r.body;
+      StatusOr<protocol::GenerateResponse> response = protocol::ParseGenerateResponse(r.body);
+      EXPECT_TRUE(response.ok()) << response.status();
+      return response.ok() ? response->meta_info.cached_tokens : -1;
+    };
+    generate(1, 320, "tool_call");        // the older session, in a tool loop
+    generate(100000, 320, "human_turn");  // the newer one, waiting for its user
+    generate(200000, 400, "");            // needs room: some of the two must go
+    return std::pair{generate(1, 320, "tool_call"), generate(100000, 320, "human_turn")};
+  };
+  const auto [tool_lru, human_lru] = cached_on_return(false);
+  const auto [tool_prio, human_prio] = cached_on_return(true);
+  // 19 full pages of the 320-token prompt (the last token is always computed).
+  EXPECT_LT(tool_lru, 304);
+  EXPECT_EQ(tool_prio, 304);
+  EXPECT_LT(human_prio, 304);
+  EXPECT_LE(human_prio, human_lru);
+}
+
 TEST(GatewayTest, AMissingEngineFlagRefusesTheStartOrDisablesTheFeature) {
   EngineEmulatorOptions no_session_cache = EngineOptions();
   no_session_cache.runtime.enable_session_radix_cache = false;

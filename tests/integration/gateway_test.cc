@@ -610,6 +610,45 @@ TEST(GatewayTest, ThePausePriorityKeepsAToolLoopsKvOverAHumanTurnsOnAPriorityEng
   EXPECT_LE(human_prio, human_lru);
 }
 
+// End to end on agentkv's own engines (the emulator with --eviction-order gap_aware): the
+// gateway forwards the expected pause as agentkv_pause, and the blocks of a session that ended
+// go before an older live session's; without the hint the engine evicts by LRU.
+TEST(GatewayTest, TheForwardedPauseDrivesTheEmulatorsGapAwareOrder) {
+  const auto cached_on_return = [](bool forward) {
+    EngineEmulatorOptions engine_options = EngineOptions();
+    engine_options.runtime.engine.kv_pool.max_total_tokens = 1024;  // 64 pages of 16 tokens
+    engine_options.runtime.radix_eviction_policy = RadixEvictionPolicy::kLru;
+    engine_options.runtime.engine.cache.eviction_order = kv::EvictionOrder::kGapAware;
+    Fleet fleet = StartFleet(1, "round_robin", engine_options);
+    LogCapture logs;
+    GatewayOptions options = BaseOptions(logs);
+    options.engine_urls = EngineUrls(fleet);
+    options.forward_pause = forward;
+    auto gateway = StartGateway(options);
+    EXPECT_NE(gateway, nullptr);
+    net::HttpClient client(ClientOptions());
+    const auto generate = [&](int64_t first, int64_t tokens, const std::string& pause) {
+      net::HeaderList headers;
+      if (!pause.empty()) headers.emplace_back("X-Agentkv-Pause", pause);
+      const net::ClientResponse r = Post(client, gateway->base_url(), "/generate",
+                                         R"({"input_ids": )" + InputIds(first, tokens) +
+                                             R"(, "sampling_params": {"max_new_tokens": 8}})",
+                                         headers);
+      EXPECT_EQ(r.status, 200) << r.body;
+      StatusOr<protocol::GenerateResponse> response = protocol::ParseGenerateResponse(r.body);
+      EXPECT_TRUE(response.ok()) << response.status();
+      return response.ok() ? response->meta_info.cached_tokens : -1;
+    };
+    generate(1, 320, "tool_call");         // the older session, in a tool loop
+    generate(100000, 320, "session_end");  // the newer one, which ended
+    generate(200000, 400, "");             // needs room
+    return generate(1, 320, "tool_call");
+  };
+  // 19 full pages of the 320-token prompt (the last token is always computed).
+  EXPECT_LT(cached_on_return(false), 304);
+  EXPECT_EQ(cached_on_return(true), 304);
+}
+
 TEST(GatewayTest, AMissingEngineFlagRefusesTheStartOrDisablesTheFeature) {
   EngineEmulatorOptions no_session_cache = EngineOptions();
   no_session_cache.runtime.enable_session_radix_cache = false;

@@ -45,6 +45,7 @@ struct EngineFlagNames {
   std::string& gpu;
   std::string& radix_eviction_policy;
   std::string& session_close_mode;
+  std::string& eviction_order;
 };
 
 void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, EngineFlagNames names,
@@ -85,6 +86,11 @@ void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, EngineFlag
                  "lru, or priority (the request's priority orders eviction)")
       ->check(CLI::IsMember({"lru", "priority"}))
       ->capture_default_str();
+  app.add_option("--eviction-order", names.eviction_order,
+                 "agentkv's order within a priority: lru (SGLang), or gap_aware (by finish time "
+                 "less the pause the body's agentkv_pause announces, learned online)")
+      ->check(CLI::IsMember({"lru", "gap_aware"}))
+      ->capture_default_str();
   app.add_option("--max-sessions", r.max_sessions,
                  "Session ids remembered; past it the least recently used idle session is closed")
       ->capture_default_str();
@@ -117,7 +123,8 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
                    EngineFlagNames{.model = model_,
                                    .gpu = gpu_,
                                    .radix_eviction_policy = radix_eviction_policy_,
-                                   .session_close_mode = session_close_mode_},
+                                   .session_close_mode = session_close_mode_,
+                                   .eviction_order = eviction_order_},
                    unpaced_, hicache_tokens_);
   }
   for (CLI::App* mode : {router_, fleet_}) {
@@ -178,6 +185,8 @@ StatusOr<service::EngineEmulatorOptions> EmulateCommand::EngineOptions() const {
   config.cache.session_close_mode = session_close_mode_ == "release"
                                         ? kv::SessionCloseMode::kRelease
                                         : kv::SessionCloseMode::kDereference;
+  config.cache.eviction_order =
+      eviction_order_ == "gap_aware" ? kv::EvictionOrder::kGapAware : kv::EvictionOrder::kLru;
   options.runtime.paced = !unpaced_;
   server_.ApplyTo(options.http);
   return options;

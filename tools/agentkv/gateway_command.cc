@@ -98,8 +98,13 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
                "Token required on the session-close and admin endpoints (prefer the environment)");
   AddEnvOption(c, "--agentic-pause-priority", pause_priority_,
                "SGLang request priority per expected pause, e.g. tool_call=10,human_turn=0 "
-               "(KIND: tool_call, subagent_wait, human_turn; P in [0, 1000000]); added to bodies "
+               "(KIND: tool_call, subagent_wait, human_turn, session_end; P in [0, 1000000]); "
+               "added to bodies "
                "that set none. Default: empty (no priority added)");
+  c.add_flag("--agentic-forward-pause", o.forward_pause,
+             "Forward the expected pause as the body member agentkv_pause, for agentkv's engines "
+             "(emulate --eviction-order gap_aware); stock SGLang ignores it. Default: false")
+      ->envname(FlagEnvName("--agentic-forward-pause"));
   AddEnvOption(c, "--parent-hint-key", o.parent_hint_key,
                "HMAC-SHA256 key of signed sub-agent parent hints (prefer the environment)");
   AddEnvOption(c, "--coordinator-url", coordinator_url_,

@@ -169,6 +169,7 @@ StatusOr<GenerateRequest> ParseGenerateRequest(std::string_view body, const Pars
       ReadBool(*object, "return_logprob", "return_logprob", &request.return_logprob));
   AGENTKV_RETURN_IF_ERROR(ReadOptionalInt64(*object, "priority", "priority", &request.priority));
   request.has_parent_session_field = object->contains(kParentSessionField);
+  AGENTKV_RETURN_IF_ERROR(ReadOptionalString(*object, kPauseField, kPauseField, &request.pause));
   request.raw.assign(body.data(), body.size());
   return request;
 }

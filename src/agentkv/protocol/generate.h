@@ -42,6 +42,11 @@ struct SamplingParams {
 // verified signed header; stock SGLang ignores it.
 inline constexpr std::string_view kParentSessionField = "agentkv_parent_session";
 
+// agentkv's gap-aware retention hint as a top-level body member: the pause expected after this
+// request ("tool_call", "subagent_wait", "human_turn" or "session_end"). The gateway sets it
+// with --agentic-forward-pause; agentkv's engines read it, stock SGLang ignores it.
+inline constexpr std::string_view kPauseField = "agentkv_pause";
+
 // One /generate request. Exactly one of `text` / `input_ids` is set.
 struct GenerateRequest {
   std::string raw;  // The body as received, byte for byte.
@@ -56,6 +61,8 @@ struct GenerateRequest {
   bool has_session_params = false;  // The legacy `session_params` object was present.
   // A top-level kParentSessionField member was present (any value, escaped key or not).
   bool has_parent_session_field = false;
+  // The kPauseField member, when it is a string (its value is not checked here).
+  std::optional<std::string> pause;
 };
 
 // Bounds on what ParseGenerateRequest accepts.

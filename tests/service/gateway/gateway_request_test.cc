@@ -265,6 +265,7 @@ TEST(PausePriorityTest, ChatBodiesShowTheirPauseAndTheHeaderNamesOne) {
   EXPECT_EQ(*ParsePauseHeader("tool_call"), RequestPause::kToolCall);
   EXPECT_EQ(*ParsePauseHeader("subagent_wait"), RequestPause::kSubagentWait);
   EXPECT_EQ(*ParsePauseHeader("human_turn"), RequestPause::kHumanTurn);
+  EXPECT_EQ(*ParsePauseHeader("session_end"), RequestPause::kSessionEnd);
   EXPECT_THAT(ParsePauseHeader("later").status().message(), HasSubstr("X-Agentkv-Pause"));
 }
 
@@ -275,6 +276,7 @@ TEST(PausePriorityTest, TheMapParsesEachKindOnceWithinRange) {
   EXPECT_EQ(map->For(RequestPause::kHumanTurn), 0);
   EXPECT_EQ(map->For(RequestPause::kSubagentWait), std::nullopt);
   EXPECT_EQ(map->For(RequestPause::kUnknown), std::nullopt);
+  EXPECT_EQ(ParsePausePriorities("session_end=1")->For(RequestPause::kSessionEnd), 1);
   EXPECT_TRUE(ParsePausePriorities("")->empty());
   for (const char* bad : {"tool_call", "tool_call=", "tool_call=-1", "tool_call=1000001", "tool=1",
                           "tool_call=1,tool_call=2", "tool_call=1,", "human_turn=x"}) {
@@ -288,8 +290,9 @@ TEST(PausePriorityTest, TheForwardedBodyCarriesThePriority) {
   ForwardEdits edits;
   edits.rid = "r:0";
   edits.priority = 10;
+  edits.pause = "tool_call";
   EXPECT_EQ(*BuildForwardBody(R"({"text": "hi"})", edits),
-            R"({"text": "hi","rid":"r:0","priority":10})");
+            R"({"text": "hi","rid":"r:0","priority":10,"agentkv_pause":"tool_call"})");
 }
 
 TEST(SessionClosePathTest, ExtractsAndDecodesTheId) {

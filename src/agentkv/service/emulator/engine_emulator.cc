@@ -253,6 +253,7 @@ void EngineEmulator::HandleGenerate(net::Request request,
   input.max_new_tokens = req->sampling_params.max_new_tokens;
   input.session_id = req->session_id;
   input.priority = req->priority;
+  input.pause = PauseKindOfField(req->pause);
   const int64_t prompt_tokens = static_cast<int64_t>(input.input_ids.size());
 
   GenerateCallbacks callbacks;

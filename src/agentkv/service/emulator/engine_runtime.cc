@@ -158,6 +158,15 @@ StatusOr<std::unique_ptr<EngineRuntime>> EngineRuntime::Start(const EngineRuntim
   return runtime;
 }
 
+kv::PauseKind PauseKindOfField(const std::optional<std::string>& field) {
+  if (!field.has_value()) return kv::PauseKind::kUnknown;
+  for (const kv::PauseKind kind : {kv::PauseKind::kToolCall, kv::PauseKind::kSubagentWait,
+                                   kv::PauseKind::kHumanTurn, kv::PauseKind::kSessionEnd}) {
+    if (*field == kv::PauseKindName(kind)) return kind;
+  }
+  return kv::PauseKind::kUnknown;
+}
+
 EngineRuntime::EngineRuntime(const EngineRuntimeOptions& options, engine::Engine engine,
                              ContextLimits limits)
     : options_(options),
@@ -244,6 +253,9 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
     request.output_keys.assign(keys.begin() + static_cast<std::ptrdiff_t>(prompt_pages),
                                keys.end());
     request.kv_options.prompt_tokens = request.prompt_tokens;
+    request.kv_options.next_pause = input.pause;
+    request.kv_options.arrival =
+        TimeNs(std::chrono::duration_cast<std::chrono::nanoseconds>(arrival - epoch_).count());
     Session* session = nullptr;
     if (options_.enable_session_radix_cache && input.session_id.has_value()) {
       session = &TouchSession(*input.session_id);
@@ -456,6 +468,9 @@ void EngineRuntime::PublishAndRunDeferred() {
 
 void EngineRuntime::StepOnce() {
   const Clock::time_point start = Clock::now();
+  // The requests this step finishes count as finished now in the gap-aware order.
+  scheduler().mutable_cache().AdvanceClock(
+      TimeNs(std::chrono::duration_cast<std::chrono::nanoseconds>(start - epoch_).count()));
   const engine::EngineStep step = engine_.Step();
   const engine::StepResult& result = step.result;
   ++counters_.steps;

@@ -31,6 +31,7 @@
 #ifndef AGENTKV_SERVICE_EMULATOR_ENGINE_RUNTIME_H_
 #define AGENTKV_SERVICE_EMULATOR_ENGINE_RUNTIME_H_
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -51,6 +52,7 @@
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
+#include "agentkv/kv/pause_gap_estimator.h"
 #include "agentkv/service/common/context_limits.h"
 #include "agentkv/service/emulator/lru_map.h"
 #include "agentkv/sync/mutex.h"
@@ -82,7 +84,8 @@ struct EngineRuntimeOptions {
   // --page-size (kv_pool.tokens_per_block; range [1, 4096] here), --max-total-tokens
   // (kv_pool.max_total_tokens; 0 derives the pool from the cost model), the host (HiCache) tier
   // in tokens (kv_pool.hicache_tokens; hicache_ratio must stay 0), and the KV cache's policies
-  // (cache.session_close_mode: what /close_session does).
+  // (cache.session_close_mode: what /close_session does; cache.eviction_order: agentkv's
+  // gap-aware order, fed by the requests' pause hints and the runtime's clock).
   engine::EngineConfig engine = DefaultEmulatedEngine();
   // SGLang --context-length: the model's context length in tokens; 0 means the KV pool.
   // Default: 0. Range: [0, 2^40].
@@ -120,9 +123,15 @@ struct GenerateInput {
   std::optional<std::string> session_id;
   // Request priority (used with radix_eviction_policy "priority").
   std::optional<int64_t> priority;
+  // The pause expected after it (the body's agentkv_pause; used by the gap-aware order).
+  kv::PauseKind pause = kv::PauseKind::kUnknown;
   // extra_key / cache_salt: requests with different namespaces never share KV.
   std::string cache_namespace;
 };
+
+// The hint a body's agentkv_pause names (kv::PauseKindName spellings); kUnknown when absent or
+// unknown.
+kv::PauseKind PauseKindOfField(const std::optional<std::string>& field);
 
 // How a request ended.
 struct GenerateResult {
@@ -267,6 +276,8 @@ class EngineRuntime {
 
   const EngineRuntimeOptions options_;
   const ContextLimits limits_;
+  // The origin of the time the KV cache's gap-aware order is given (arrivals, finishes).
+  const std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
   // Tokens per KV page (the engine's block size).
   const int32_t page_size_;
 

@@ -320,6 +320,9 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
   if (!ex->client.has_session_params) edits.session_id = identity->session_id;
   edits.parent_session = ex->parent;
   if (!ex->client.has_priority) edits.priority = options_.pause_priority.For(ex->pause);
+  if (options_.forward_pause && ex->pause != RequestPause::kUnknown) {
+    edits.pause = std::string(RequestPauseName(ex->pause));
+  }
   StatusOr<std::string> body = BuildForwardBody(ex->client.body, edits);
   if (!body.ok()) return Fail(ex, GatewayError::kInternal, body.status().message());
   net::HeaderList headers = ForwardHeaders(ex->request, options_.bearer_token);

@@ -152,6 +152,10 @@ struct GatewayOptions {
   // priority scheduling on, which also orders the waiting queue by it).
   // Default: empty (no priority added). Range: each P in [0, 1000000].
   PausePriorities pause_priority;
+  // --agentic-forward-pause: forward a request's expected pause (when known) as the body member
+  // `agentkv_pause`, which agentkv's engines (the emulator with --eviction-order gap_aware)
+  // rank its KV by; stock SGLang ignores it. Default: false.
+  bool forward_pause = false;
   // --parent-hint-key: the HMAC-SHA256 key of sub-agent parent hints; without it no hint is
   // honoured. Default: empty.
   std::string parent_hint_key;

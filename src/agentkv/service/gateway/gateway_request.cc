@@ -194,18 +194,21 @@ std::string_view RequestPauseName(RequestPause pause) {
       return "subagent_wait";
     case RequestPause::kHumanTurn:
       return "human_turn";
+    case RequestPause::kSessionEnd:
+      return "session_end";
   }
   return "unknown";
 }
 
 StatusOr<RequestPause> ParsePauseHeader(std::string_view value) {
   if (value.empty()) return RequestPause::kUnknown;
-  for (const RequestPause p :
-       {RequestPause::kToolCall, RequestPause::kSubagentWait, RequestPause::kHumanTurn}) {
+  for (const RequestPause p : {RequestPause::kToolCall, RequestPause::kSubagentWait,
+                               RequestPause::kHumanTurn, RequestPause::kSessionEnd}) {
     if (value == RequestPauseName(p)) return p;
   }
   return InvalidArgumentError(std::string(kPauseHeader) +
-                              ": expected tool_call, subagent_wait or human_turn, got \"" +
+                              ": expected tool_call, subagent_wait, human_turn or session_end, "
+                              "got \"" +
                               std::string(value) + "\"");
 }
 
@@ -217,6 +220,8 @@ std::optional<int32_t> PausePriorities::For(RequestPause pause) const {
       return subagent_wait;
     case RequestPause::kHumanTurn:
       return human_turn;
+    case RequestPause::kSessionEnd:
+      return session_end;
     case RequestPause::kUnknown:
       break;
   }
@@ -229,7 +234,7 @@ StatusOr<PausePriorities> ParsePausePriorities(std::string_view text) {
     return InvalidArgumentError("--agentic-pause-priority: \"" + std::string(part) + "\" " +
                                 std::string(why) +
                                 " (expected KIND=P, KIND one of tool_call, subagent_wait, "
-                                "human_turn, P an integer in [0, 1000000])");
+                                "human_turn, session_end, P an integer in [0, 1000000])");
   };
   if (text.empty()) return out;
   for (bool more = true; more;) {
@@ -251,6 +256,7 @@ StatusOr<PausePriorities> ParsePausePriorities(std::string_view text) {
     if (kind == "tool_call") slot = &out.tool_call;
     if (kind == "subagent_wait") slot = &out.subagent_wait;
     if (kind == "human_turn") slot = &out.human_turn;
+    if (kind == "session_end") slot = &out.session_end;
     if (slot == nullptr) return bad(part, "names an unknown pause");
     if (slot->has_value()) return bad(part, "names its pause twice");
     *slot = p;
@@ -375,6 +381,8 @@ StatusOr<std::string> BuildForwardBody(std::string_view body, const ForwardEdits
   }
   const std::string priority = edits.priority.has_value() ? std::to_string(*edits.priority) : "";
   if (edits.priority.has_value()) fields.push_back({"priority", priority});
+  const std::string pause = edits.pause.has_value() ? JsonString(*edits.pause) : "";
+  if (edits.pause.has_value()) fields.push_back({protocol::kPauseField, pause});
   return protocol::SetTopLevelFields(body, fields);
 }
 

@@ -35,7 +35,8 @@ inline constexpr std::string_view kScopeHeader = "X-Agentkv-Scope";
 // tokenizer).
 inline constexpr std::string_view kPromptTokensHeader = "X-Prompt-Tokens";
 // Gap-aware retention on the served path: the pause the client expects after this request
-// ("tool_call", "subagent_wait", "human_turn"); overrides what the body shows.
+// ("tool_call", "subagent_wait", "human_turn", or "session_end" for a session's last request);
+// overrides what the body shows.
 inline constexpr std::string_view kPauseHeader = "X-Agentkv-Pause";
 // The signed sub-agent parent hint.
 inline constexpr std::string_view kParentSessionHeader = "X-Agentkv-Parent-Session";
@@ -52,13 +53,13 @@ inline constexpr size_t kMaxRidBytes = 512;
 
 // The kind of pause a request is expected to be followed by, as the gateway can tell it (the
 // --agentic-pause-priority map turns it into an SGLang request `priority`).
-enum class RequestPause : uint8_t { kUnknown, kToolCall, kSubagentWait, kHumanTurn };
+enum class RequestPause : uint8_t { kUnknown, kToolCall, kSubagentWait, kHumanTurn, kSessionEnd };
 
-// "unknown", "tool_call", "subagent_wait" or "human_turn".
+// "unknown", "tool_call", "subagent_wait", "human_turn" or "session_end".
 std::string_view RequestPauseName(RequestPause pause);
 
-// X-Agentkv-Pause: kUnknown when empty; "tool_call", "subagent_wait" or "human_turn"; else
-// InvalidArgument naming the header and the value.
+// X-Agentkv-Pause: kUnknown when empty; "tool_call", "subagent_wait", "human_turn" or
+// "session_end"; else InvalidArgument naming the header and the value.
 StatusOr<RequestPause> ParsePauseHeader(std::string_view value);
 
 // --agentic-pause-priority: the SGLang request `priority` per expected pause; unset kinds get
@@ -67,16 +68,19 @@ struct PausePriorities {
   std::optional<int32_t> tool_call;
   std::optional<int32_t> subagent_wait;
   std::optional<int32_t> human_turn;
+  std::optional<int32_t> session_end;
 
   bool empty() const {
-    return !tool_call.has_value() && !subagent_wait.has_value() && !human_turn.has_value();
+    return !tool_call.has_value() && !subagent_wait.has_value() && !human_turn.has_value() &&
+           !session_end.has_value();
   }
   // The priority of `pause` (nullopt for kUnknown or an unset kind).
   std::optional<int32_t> For(RequestPause pause) const;
   friend bool operator==(const PausePriorities&, const PausePriorities&) = default;
 };
 
-// Parses "KIND=P[,KIND=P...]" (KIND: tool_call, subagent_wait, human_turn, each at most once;
+// Parses "KIND=P[,KIND=P...]" (KIND: tool_call, subagent_wait, human_turn, session_end, each at
+// most once;
 // P an integer in [0, 1000000]); "" is the empty map. InvalidArgument naming
 // --agentic-pause-priority and the bad part.
 StatusOr<PausePriorities> ParsePausePriorities(std::string_view text);
@@ -178,10 +182,12 @@ struct ForwardEdits {
   std::optional<std::string> parent_session;
   // SGLang's request `priority`, spliced in when set (gap-aware retention's served part).
   std::optional<int32_t> priority;
+  // protocol::kPauseField (agentkv's engines read it), spliced in when set.
+  std::optional<std::string> pause;
 };
 
-// `body` with top-level `rid`, `session_id` (when set), kParentSessionField (when set) and
-// `priority` (when set)
+// `body` with top-level `rid`, `session_id` (when set), kParentSessionField (when set),
+// `priority` (when set) and protocol::kPauseField (when set)
 // spliced in, in one pass, by protocol::SetTopLevelFields; every other byte is unchanged.
 StatusOr<std::string> BuildForwardBody(std::string_view body, const ForwardEdits& edits);
 

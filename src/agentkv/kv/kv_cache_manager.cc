@@ -61,7 +61,7 @@ Status KvCacheManager::ReleaseRequest(RequestId request, bool finished) {
   if (it == agentic_requests_.end()) return cache_.Release(request);
   AgenticRequest agentic = it->second;
   agentic_requests_.erase(it);
-  // A request that did not finish is not followed by its pause: it will run again.
+  // A request that did not finish (it runs again, or was aborted) is not followed by its pause.
   if (!finished) agentic.next_pause = PauseKind::kUnknown;
 
   const bool references = agentic.session.has_value() && sessions_.open(*agentic.session);

@@ -670,6 +670,134 @@ TEST(GatewayTest, AParentsReturnIsDeliveredToTheEngineHoldingItsSubagent) {
   gateway->Shutdown(2s);
 }
 
+// Gap-aware retention on an unmodified SGLang: the expected pause becomes the request's
+// `priority` (what --radix-eviction-policy priority orders by); a client's own priority wins,
+// requests without a known pause get none, and a bad X-Agentkv-Pause is a 400 that reaches no
+// engine.
+TEST(GatewayTest, TheExpectedPauseIsForwardedAsTheRequestPriority) {
+  FakeEngine engine(/*hold=*/false);
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {engine.base_url()};
+  options.pause_priority = *ParsePausePriorities("tool_call=10,human_turn=0");
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  // A distinct rid per request: a rid still in flight at the gateway gets the next attempt
+  // number.
+  const auto body = [](std::string_view rid) {
+    return R"({"rid": ")" + std::string(rid) + R"(", "text": "hi"})";
+  };
+  ASSERT_EQ(
+      Post(client, gateway->base_url(), "/generate", body("a"), {{"X-Agentkv-Pause", "tool_call"}})
+          .status,
+      200);
+  ASSERT_EQ(
+      Post(client, gateway->base_url(), "/generate", body("b"), {{"X-Agentkv-Pause", "human_turn"}})
+          .status,
+      200);
+  ASSERT_EQ(Post(client, gateway->base_url(), "/generate", body("c"),
+                 {{"X-Agentkv-Pause", "subagent_wait"}})
+                .status,
+            200);
+  ASSERT_EQ(
+      Post(client, gateway->base_url(), "/generate",
+           R"({"rid": "d", "text": "hi", "priority": 99})", {{"X-Agentkv-Pause", "tool_call"}})
+          .status,
+      200);
+  EXPECT_EQ(Post(client, gateway->base_url(), "/generate", body("e"), {{"X-Agentkv-Pause", "soon"}})
+                .status,
+            400);
+  // Without a session an attempt of rid "x" is "x:0".
+  const auto generates = engine.generates();
+  ASSERT_EQ(generates.size(), 4u);
+  EXPECT_EQ(generates[0].body, R"({"rid": "a:0", "text": "hi","priority":10})");
+  EXPECT_EQ(generates[1].body, R"({"rid": "b:0", "text": "hi","priority":0})");
+  EXPECT_EQ(generates[2].body, R"({"rid": "c:0", "text": "hi"})");
+  EXPECT_EQ(generates[3].body, R"({"rid": "d:0", "text": "hi", "priority": 99})");
+}
+
+// End to end on an engine that runs SGLang's --radix-eviction-policy priority (the emulator):
+// with the pause priority, the KV of a session in a tool loop outlives that of a session
+// waiting for its user, although it is older; without it, LRU evicts the older one first.
+TEST(GatewayTest, ThePausePriorityKeepsAToolLoopsKvOverAHumanTurnsOnAPriorityEngine) {
+  const auto cached_on_return = [](bool pause_priority) {
+    EngineEmulatorOptions engine_options = EngineOptions();
+    engine_options.runtime.engine.kv_pool.max_total_tokens = 1024;  // 64 pages of 16 tokens
+    Fleet fleet = StartFleet(1, "round_robin", engine_options);
+    LogCapture logs;
+    GatewayOptions options = BaseOptions(logs);
+    options.engine_urls = EngineUrls(fleet);
+    if (pause_priority)
+      options.pause_priority = *ParsePausePriorities("tool_call=60,human_turn=20");
+    auto gateway = StartGateway(options);
+    EXPECT_NE(gateway, nullptr);
+    net::HttpClient client(ClientOptions());
+    const auto generate = [&](int64_t first, int64_t tokens, const std::string& pause) {
+      net::HeaderList headers;
+      if (!pause.empty()) headers.emplace_back("X-Agentkv-Pause", pause);
+      const net::ClientResponse r = Post(client, gateway->base_url(), "/generate",
+                                         R"({"input_ids": )" + InputIds(first, tokens) +
+                                             R"(, "sampling_params": {"max_new_tokens": 8}})",
+                                         headers);
+      EXPECT_EQ(r.status, 200) << r.body;
+      StatusOr<protocol::GenerateResponse> response = protocol::ParseGenerateResponse(r.body);
+      EXPECT_TRUE(response.ok()) << response.status();
+      return response.ok() ? response->meta_info.cached_tokens : -1;
+    };
+    generate(1, 320, "tool_call");        // the older session, in a tool loop
+    generate(100000, 320, "human_turn");  // the newer one, waiting for its user
+    generate(200000, 400, "");            // needs room: some of the two must go
+    return std::pair{generate(1, 320, "tool_call"), generate(100000, 320, "human_turn")};
+  };
+  const auto [tool_lru, human_lru] = cached_on_return(false);
+  const auto [tool_prio, human_prio] = cached_on_return(true);
+  // 19 full pages of the 320-token prompt (the last token is always computed).
+  EXPECT_LT(tool_lru, 304);
+  EXPECT_EQ(tool_prio, 304);
+  EXPECT_LT(human_prio, 304);
+  EXPECT_LE(human_prio, human_lru);
+}
+
+// End to end on agentkv's own engines (the emulator with --eviction-order gap_aware): the
+// gateway forwards the expected pause as agentkv_pause, and the blocks of a session that ended
+// go before an older live session's; without the hint the engine evicts by LRU.
+TEST(GatewayTest, TheForwardedPauseDrivesTheEmulatorsGapAwareOrder) {
+  const auto cached_on_return = [](bool forward) {
+    EngineEmulatorOptions engine_options = EngineOptions();
+    engine_options.runtime.engine.kv_pool.max_total_tokens = 1024;  // 64 pages of 16 tokens
+    engine_options.runtime.radix_eviction_policy = RadixEvictionPolicy::kLru;
+    engine_options.runtime.engine.cache.eviction_order = kv::EvictionOrder::kGapAware;
+    Fleet fleet = StartFleet(1, "round_robin", engine_options);
+    LogCapture logs;
+    GatewayOptions options = BaseOptions(logs);
+    options.engine_urls = EngineUrls(fleet);
+    options.forward_pause = forward;
+    auto gateway = StartGateway(options);
+    EXPECT_NE(gateway, nullptr);
+    net::HttpClient client(ClientOptions());
+    const auto generate = [&](int64_t first, int64_t tokens, const std::string& pause) {
+      net::HeaderList headers;
+      if (!pause.empty()) headers.emplace_back("X-Agentkv-Pause", pause);
+      const net::ClientResponse r = Post(client, gateway->base_url(), "/generate",
+                                         R"({"input_ids": )" + InputIds(first, tokens) +
+                                             R"(, "sampling_params": {"max_new_tokens": 8}})",
+                                         headers);
+      EXPECT_EQ(r.status, 200) << r.body;
+      StatusOr<protocol::GenerateResponse> response = protocol::ParseGenerateResponse(r.body);
+      EXPECT_TRUE(response.ok()) << response.status();
+      return response.ok() ? response->meta_info.cached_tokens : -1;
+    };
+    generate(1, 320, "tool_call");         // the older session, in a tool loop
+    generate(100000, 320, "session_end");  // the newer one, which ended
+    generate(200000, 400, "");             // needs room
+    return generate(1, 320, "tool_call");
+  };
+  // 19 full pages of the 320-token prompt (the last token is always computed).
+  EXPECT_LT(cached_on_return(false), 304);
+  EXPECT_EQ(cached_on_return(true), 304);
+}
+
 TEST(GatewayTest, AMissingEngineFlagRefusesTheStartOrDisablesTheFeature) {
   EngineEmulatorOptions no_session_cache = EngineOptions();
   no_session_cache.runtime.enable_session_radix_cache = false;

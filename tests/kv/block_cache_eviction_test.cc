@@ -2,15 +2,20 @@
 // fixture, which hands requests without a session or conversation straight to the core:
 // priority-then-LRU victim order, held blocks and refused allocations that change nothing, cascades
 // to dependents on both tiers, the offload threshold that decides offload versus drop, host hits
-// that onboard, and tiers of size zero.
+// that onboard, and tiers of size zero; and the gap-aware order (eviction_order = kGapAware),
+// driven on the core directly with explicit release ranks, including a randomized check
+// against LRU.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <optional>
+#include <random>
+#include <utility>
 #include <vector>
 
 #include "agentkv/kv/kv_cache_manager.h"
+#include "block_cache_harness.h"
 #include "kv_cache_manager_fixture.h"
 
 namespace agentkv::kv {
@@ -463,5 +468,299 @@ TEST_F(KvCacheManagerTest, NoHostBlocksDropsEveryEvictedBlock) {
   EXPECT_EQ(s.host.cached, 0);
   EXPECT_EQ(cache().FindTier(a[0]), std::nullopt);
 }
+
+// ---- Gap-aware order ---------------------------------------------------------------------------
+
+class GapOrderTest : public ::testing::Test {
+ protected:
+  using Harness = testing_internal::BlockCacheHarness;
+  static constexpr int32_t kTpb = Harness::kTokensPerBlock;
+
+  static KvCacheOptions GapOptions(int64_t device_blocks, int64_t host_blocks = 0) {
+    KvCacheOptions o = Harness::Options(device_blocks, host_blocks);
+    o.eviction_order = EvictionOrder::kGapAware;
+    o.event_log_capacity = 1024;
+    return o;
+  }
+  void Build(int64_t device_blocks, int64_t host_blocks = 0) {
+    harness_.emplace(GapOptions(device_blocks, host_blocks));
+  }
+  BlockCache& cache() { return harness_->cache(); }
+  std::vector<BlockKey> Keys(const std::vector<int32_t>& tokens) {
+    return cache().hasher().KeysFromTokens(tokens, kTpb);
+  }
+  // Runs request `id` over `keys` (committing what it missed) and releases it with `rank`.
+  void Run(int64_t id, const std::vector<BlockKey>& keys, const ReleaseRank& rank = {}) {
+    harness_->Start(id, keys);
+    ASSERT_TRUE(cache().Release(RequestId(id), rank).ok());
+    harness_->CheckInvariants();
+  }
+  static ReleaseRank At(double seconds) { return ReleaseRank{TimeNs::Seconds(seconds), false}; }
+  // Allocates `n` blocks one at a time for a new request `id`, then releases it; returns each
+  // allocation's evictions (the key and event of the first block that left the device).
+  std::vector<std::pair<BlockKey, KvEventKind>> Evict(int64_t id, int64_t n) {
+    std::vector<std::pair<BlockKey, KvEventKind>> out;
+    EXPECT_TRUE(cache().AddRequest(RequestId(id), {}).ok());
+    static_cast<void>(cache().TakeEvents());
+    for (int64_t k = 1; k <= n; ++k) {
+      EXPECT_TRUE(cache().Reserve(RequestId(id), k * kTpb).ok());
+      harness_->CheckInvariants();
+      for (const KvEvent& e : cache().TakeEvents()) {
+        if (e.tier != Tier::kDevice) continue;
+        if (e.kind == KvEventKind::kDropped || e.kind == KvEventKind::kOffloaded) {
+          out.emplace_back(e.key, e.kind);
+          break;
+        }
+      }
+    }
+    EXPECT_TRUE(cache().Release(RequestId(id)).ok());
+    harness_->CheckInvariants();
+    return out;
+  }
+  static std::vector<BlockKey> KeysOnly(const std::vector<std::pair<BlockKey, KvEventKind>>& v) {
+    std::vector<BlockKey> keys;
+    for (const auto& [key, kind] : v) keys.push_back(key);
+    return keys;
+  }
+
+  std::optional<Harness> harness_;
+};
+
+TEST_F(GapOrderTest, RanksByEffectiveLastUseWithinAPriorityAndPrioritiesStillDominate) {
+  Build(4);
+  const std::vector<BlockKey> a = Keys(Tokens(100, 4));
+  const std::vector<BlockKey> b = Keys(Tokens(200, 4));
+  const std::vector<BlockKey> c = Keys(Tokens(300, 4));
+  const std::vector<BlockKey> d = Keys(Tokens(400, 4));
+  // Finished in the order a, b, c, d (LRU would evict in that order), each ranked by its finish
+  // less its expected pause: a waits for a human (60 s), b for a tool (1 s), c has no hint, d
+  // waits for a long sub-agent run (200 s).
+  cache().AdvanceClock(TimeNs::Seconds(100));
+  Run(1, a, At(100 - 60));
+  cache().AdvanceClock(TimeNs::Seconds(110));
+  Run(2, b, At(110 - 1));
+  cache().AdvanceClock(TimeNs::Seconds(120));
+  Run(3, c);  // The clock: 120.
+  cache().AdvanceClock(TimeNs::Seconds(130));
+  Run(4, d, At(130 - 200));
+  // Priorities come first: c at 20 leaves first, d at 60 last, whatever their ranks.
+  ASSERT_TRUE(cache().SetPriority(c[0], 20).ok());
+  ASSERT_TRUE(cache().SetPriority(d[0], 60).ok());
+  EXPECT_THAT(KeysOnly(Evict(10, 4)), ElementsAre(c[0], a[0], b[0], d[0]));
+}
+
+TEST_F(GapOrderTest, EqualPrioritiesFollowTheRanksAlone) {
+  Build(3);
+  const std::vector<BlockKey> a = Keys(Tokens(100, 4));
+  const std::vector<BlockKey> b = Keys(Tokens(200, 4));
+  const std::vector<BlockKey> d = Keys(Tokens(400, 4));
+  Run(1, a, At(40));
+  Run(2, b, At(109));
+  Run(3, d, At(-70));
+  EXPECT_THAT(KeysOnly(Evict(10, 3)), ElementsAre(d[0], a[0], b[0]));
+}
+
+TEST_F(GapOrderTest, ABlockSeveralRequestsUseRanksByItsSoonestUser) {
+  Build(4);
+  // r is the root both x and y extend; z stands alone.
+  std::vector<int32_t> rx = Tokens(0, 4);
+  std::vector<int32_t> ry = Tokens(0, 4);
+  for (int32_t t : Tokens(10, 4)) rx.push_back(t);
+  for (int32_t t : Tokens(20, 4)) ry.push_back(t);
+  const std::vector<BlockKey> x = Keys(rx);
+  const std::vector<BlockKey> y = Keys(ry);
+  const std::vector<BlockKey> z = Keys(Tokens(30, 4));
+  ASSERT_EQ(x[0], y[0]);
+  Run(1, y, At(50));  // y's session returns soon,
+  Run(2, z, At(30));
+  Run(3, x, At(10));  // x's much later: r keeps y's rank, 50.
+  // Ranked by x's release alone, r (10) would leave before z and take y with it.
+  EXPECT_THAT(KeysOnly(Evict(10, 4)), ElementsAre(x[1], z[0], y[1], x[0]));
+}
+
+TEST_F(GapOrderTest, AnEndedSessionsOwnBlocksGoFirstAndAreDroppedRatherThanOffloaded) {
+  Build(5, 4);
+  // s is shared: session A continues it with a1 a2, session B with b1.
+  std::vector<int32_t> sa = Tokens(0, 4);
+  std::vector<int32_t> sb = Tokens(0, 4);
+  for (int32_t t : Tokens(10, 8)) sa.push_back(t);
+  for (int32_t t : Tokens(20, 4)) sb.push_back(t);
+  const std::vector<BlockKey> a = Keys(sa);  // s, a1, a2
+  const std::vector<BlockKey> b = Keys(sb);  // s, b1
+  ASSERT_EQ(a[0], b[0]);
+  const std::vector<BlockKey> c = Keys(Tokens(30, 4));
+  Run(1, c, At(0));  // The oldest block of all.
+  Run(2, b, At(100));
+  Run(3, a, ReleaseRank{std::nullopt, /*session_ended=*/true});
+  // a2 and a1 nobody needs any more: first, and not worth a host slot. s still serves B.
+  const std::vector<std::pair<BlockKey, KvEventKind>> evicted = Evict(10, 5);
+  ASSERT_EQ(evicted.size(), 5u);
+  EXPECT_THAT(KeysOnly(evicted), ElementsAre(a[2], a[1], c[0], b[1], b[0]));
+  EXPECT_EQ(evicted[0].second, KvEventKind::kDropped);
+  EXPECT_EQ(evicted[1].second, KvEventKind::kDropped);
+  EXPECT_EQ(evicted[2].second, KvEventKind::kOffloaded);
+}
+
+TEST_F(GapOrderTest, RankUnneededStopsAtAHeldBlockOrALiveBranch) {
+  Build(8);
+  std::vector<int32_t> sa = Tokens(0, 4);
+  std::vector<int32_t> sb = Tokens(0, 4);
+  for (int32_t t : Tokens(10, 4)) sa.push_back(t);
+  for (int32_t t : Tokens(20, 4)) sb.push_back(t);
+  const std::vector<BlockKey> a = Keys(sa);
+  const std::vector<BlockKey> b = Keys(sb);
+  Run(1, a, At(10));
+  Run(2, b, At(20));
+  // Request 3 holds the shared root: the walk from a[1] marks a[1] only.
+  harness_->Start(3, std::vector<BlockKey>{a[0]});
+  cache().RankUnneeded(a[1]);
+  harness_->CheckInvariants();
+  ASSERT_TRUE(cache().Release(RequestId(3), At(5)).ok());
+  // The root's rank stays the latest of its users' (20), after b[1]'s own (pushed earlier).
+  EXPECT_THAT(KeysOnly(Evict(10, 8)), ElementsAre(a[1], b[1], a[0]));
+  // An uncached tip is a no-op.
+  cache().RankUnneeded(a[1]);
+  harness_->CheckInvariants();
+}
+
+TEST_F(GapOrderTest, ANextUseRankingIsRefusedInTheGapAwareOrder) {
+  Build(4);
+  struct Never : NextUseRanking {
+    int64_t NextUse(BlockKey) const override { return kNever; }
+  } never;
+  EXPECT_EQ(cache().SetNextUseRanking(&never).code(), StatusCode::kInvalidArgument);
+}
+
+// Property: with every request ranked at its release time less one common gap, the gap-aware
+// order makes exactly LRU's choices (same matches, same events) under random prefix-sharing
+// traffic with random retention priorities and concurrent requests; and at the end nothing is
+// held and every invariant holds (no block leaked or pinned).
+TEST_F(GapOrderTest, EqualGapsBehaveExactlyLikeLruWithinPriorities) {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937 rng(seed);
+    const int64_t device = 6 + static_cast<int64_t>(rng() % 20);
+    KvCacheOptions lru_options = Harness::Options(device, seed % 2 == 0 ? 8 : 0);
+    lru_options.event_log_capacity = 1 << 12;
+    KvCacheOptions gap_options = lru_options;
+    gap_options.eviction_order = EvictionOrder::kGapAware;
+    Harness lru(lru_options);
+    Harness gap(gap_options);
+    const TimeNs common_gap = TimeNs::Seconds(static_cast<double>(rng() % 100));
+    std::vector<int64_t> running;
+    int64_t clock_s = 0;
+    for (int64_t id = 1; id <= 300; ++id) {
+      clock_s += static_cast<int64_t>(rng() % 3);
+      gap.cache().AdvanceClock(TimeNs::Seconds(static_cast<double>(clock_s)));
+      // A prompt: one of 4 roots, then 0-3 blocks from one of 3 continuations per level.
+      std::vector<int32_t> tokens = Tokens(static_cast<int32_t>(rng() % 4) * 1000, 4);
+      const int extra = static_cast<int>(rng() % 4);
+      for (int level = 1; level <= extra; ++level) {
+        for (int32_t t : Tokens(level * 100 + static_cast<int32_t>(rng() % 3) * 10, 4)) {
+          tokens.push_back(t);
+        }
+      }
+      const std::vector<BlockKey> keys = lru.cache().hasher().KeysFromTokens(tokens, kTpb);
+      if (static_cast<int64_t>(keys.size()) + 3 > device) continue;
+      const int64_t prompt_tokens = static_cast<int64_t>(tokens.size());
+      std::optional<RetentionConfig> retention;
+      if (rng() % 3 == 0) {
+        retention.emplace();
+        retention->token_ranges.push_back(
+            TokenRangeRetention{0, kTpb, static_cast<Priority>(rng() % 3) * 30, std::nullopt});
+      }
+      // Room for the new request: retire running ones, oldest first, until it fits.
+      while (!running.empty() &&
+             (running.size() >= 3 ||
+              lru.cache().stats().device.held + static_cast<int64_t>(keys.size()) > device - 1)) {
+        const int64_t done = running.front();
+        running.erase(running.begin());
+        ASSERT_TRUE(lru.cache().Release(RequestId(done)).ok());
+        ASSERT_TRUE(
+            gap.cache()
+                .Release(RequestId(done), ReleaseRank{gap.cache().clock() - common_gap, false})
+                .ok());
+      }
+      const StatusOr<PrefixMatch> m1 =
+          lru.cache().AddRequest(RequestId(id), keys, prompt_tokens, retention);
+      const StatusOr<PrefixMatch> m2 =
+          gap.cache().AddRequest(RequestId(id), keys, prompt_tokens, retention);
+      ASSERT_TRUE(m1.ok() && m2.ok());
+      ASSERT_EQ(*m1, *m2) << "seed " << seed << " request " << id;
+      ASSERT_TRUE(lru.cache().Reserve(RequestId(id), prompt_tokens).ok());
+      ASSERT_TRUE(gap.cache().Reserve(RequestId(id), prompt_tokens).ok());
+      const std::span<const BlockKey> rest =
+          std::span(keys).subspan(static_cast<size_t>(m1->total_blocks()));
+      ASSERT_EQ(lru.cache().Commit(RequestId(id), rest).ok(),
+                gap.cache().Commit(RequestId(id), rest).ok());
+      running.push_back(id);
+      ASSERT_EQ(lru.cache().TakeEvents(), gap.cache().TakeEvents())
+          << "seed " << seed << " request " << id;
+      lru.CheckInvariants();
+      gap.CheckInvariants();
+    }
+    for (const int64_t done : running) {
+      ASSERT_TRUE(lru.cache().Release(RequestId(done)).ok());
+      ASSERT_TRUE(gap.cache().Release(RequestId(done)).ok());
+    }
+    EXPECT_EQ(lru.cache().stats(), gap.cache().stats()) << "seed " << seed;
+    EXPECT_EQ(gap.cache().stats().device.held, 0);
+    EXPECT_EQ(gap.cache().active_requests(), 0);
+    gap.CheckInvariants();
+  }
+}
+
+// Property: under random traffic where sessions share a system prompt and end, no block of a
+// live session is evicted while a block only an ended session used is still on the device (all
+// of one priority), and nothing is held at the end.
+TEST_F(GapOrderTest, EndedSessionsBlocksLeaveBeforeLiveOnes) {
+  for (uint32_t seed = 1; seed <= 10; ++seed) {
+    std::mt19937 rng(seed);
+    Build(24);
+    constexpr int kSessions = 6;
+    // Session slot k's context: the shared system prompt, then its own turns.
+    std::vector<std::vector<int32_t>> context(kSessions);
+    std::vector<std::vector<BlockKey>> dead_chains;
+    int64_t id = 0;
+    for (int step = 0; step < 300; ++step) {
+      const auto k = static_cast<size_t>(rng() % kSessions);
+      std::vector<int32_t>& ctx = context[k];
+      if (ctx.empty()) ctx = Tokens(0, 4);
+      for (int32_t t : Tokens(1000000 * (step + 1), 4)) ctx.push_back(t);
+      const std::vector<BlockKey> keys = Keys(ctx);
+      const bool ends = rng() % 5 == 0 || keys.size() >= 10;
+      cache().AdvanceClock(TimeNs::Seconds(step));
+      // The blocks only ended sessions used (not the shared prompt), still on the device.
+      std::vector<BlockKey> dead;
+      for (const std::vector<BlockKey>& chain : dead_chains) {
+        for (size_t i = 1; i < chain.size(); ++i) {
+          if (cache().FindTier(chain[i]) == Tier::kDevice) dead.push_back(chain[i]);
+        }
+      }
+      harness_->Start(++id, keys);
+      size_t dead_left = dead.size();
+      for (const KvEvent& e : cache().TakeEvents()) {
+        if (e.kind != KvEventKind::kDropped && e.kind != KvEventKind::kEvicted) continue;
+        if (std::find(dead.begin(), dead.end(), e.key) != dead.end()) {
+          --dead_left;
+        } else {
+          ASSERT_EQ(dead_left, 0u) << "seed " << seed << " step " << step
+                                   << ": a live block left before an ended session's";
+        }
+      }
+      ASSERT_TRUE(cache()
+                      .Release(RequestId(id), ends ? ReleaseRank{std::nullopt, true}
+                                                   : At(static_cast<double>(step)))
+                      .ok());
+      harness_->CheckInvariants();
+      if (ends) {
+        dead_chains.push_back(keys);
+        ctx.clear();
+      }
+    }
+    EXPECT_EQ(cache().stats().device.held, 0);
+    EXPECT_EQ(cache().active_requests(), 0);
+  }
+}
+
 }  // namespace
 }  // namespace agentkv::kv

@@ -102,6 +102,12 @@ class RequestOptionsBuilder {
     options_.retention = std::move(config);
     return *this;
   }
+  // Gap-aware retention: what the session does after this request.
+  RequestOptionsBuilder& Pause(PauseKind kind, std::string tool = {}) {
+    options_.next_pause = kind;
+    options_.next_tool = std::move(tool);
+    return *this;
+  }
   operator RequestOptions() const { return options_; }  // NOLINT: a builder converts implicitly
 
  private:

@@ -24,6 +24,7 @@ using testing_internal::Concat;
 using testing_internal::Ev;
 using testing_internal::From;
 using testing_internal::Matched;
+using testing_internal::Opts;
 using testing_internal::Tokens;
 using testing_internal::WholePrompt;
 
@@ -429,5 +430,124 @@ TEST_F(KvCacheManagerTest, MetadataStaysWithinSixtyFourBytesPerBlock) {
   EXPECT_LE(cache().MetadataBytes(), 64 * 100'000) << cache().MetadataBytes();
   EXPECT_GE(cache().MetadataBytes(), 40 * 100'000) << "the arena alone is 40 bytes per block";
 }
+// ---- Gap-aware retention ------------------------------------------------------------------------
+
+class GapAwareManagerTest : public KvCacheManagerTest {
+ protected:
+  void BuildGapAware(int64_t device_blocks, int64_t host_blocks = 0) {
+    KvCacheOptions o = Options(device_blocks, host_blocks);
+    o.eviction_order = EvictionOrder::kGapAware;
+    Build(o);
+  }
+  void At(double seconds) { cache().AdvanceClock(TimeNs::Seconds(seconds)); }
+  // Allocates `n` blocks one at a time for request `id`; the keys evicted, in order.
+  std::vector<BlockKey> EvictOrder(int64_t id, int64_t n) {
+    Admit(id, {}, 0);
+    Events();
+    for (int64_t k = 1; k <= n; ++k) Reserve(id, k * kTokensPerBlock);
+    std::vector<BlockKey> order = KeysOf(Events(), KvEventKind::kDropped);
+    Finish(id);
+    return order;
+  }
+};
+
+TEST_F(GapAwareManagerTest, LearnsEachPauseKindAndRanksASessionByItsExpectedReturn) {
+  BuildGapAware(4);
+  const std::vector<BlockKey> tool = Keys(Tokens(100, 4));
+  const std::vector<BlockKey> human = Keys(Tokens(200, 4));
+  // Conversation 1 calls a tool after every turn and is back 2 s later; conversation 2 waits
+  // 300 s for its user. Each next request measures the pause its predecessor announced. (No
+  // session ids: an open session's blocks would all sit in the referenced eviction class.)
+  int64_t id = 0;
+  for (int i = 0; i <= 5; ++i) {
+    At(300.0 * i);
+    RunRequestWith(++id, human, 4, Opts().Conversation(2).Pause(PauseKind::kHumanTurn));
+    for (int j = 0; j < 3; ++j) {
+      At(300.0 * i + 2.0 * j);
+      RunRequestWith(++id, tool, 4, Opts().Conversation(1).Pause(PauseKind::kToolCall, "Read"));
+    }
+  }
+  const PauseGapEstimator& gaps = cache().pause_gaps();
+  ASSERT_TRUE(gaps.Estimate(PauseKind::kHumanTurn).has_value());
+  EXPECT_NEAR(gaps.Estimate(PauseKind::kHumanTurn)->seconds(), 300, 30);
+  // Most of conversation 1's pauses are 2 s (those across conversation 2's turns are longer).
+  EXPECT_NEAR(gaps.Estimate(PauseKind::kToolCall, "Read")->seconds(), 2, 0.2);
+
+  // Conversation 1 finishes first, conversation 2 10 s later: LRU would evict conversation
+  // 1's block first, but conversation 2 is expected back much later.
+  At(2000);
+  RunRequestWith(++id, tool, 4, Opts().Conversation(1).Pause(PauseKind::kToolCall, "Read"));
+  At(2010);
+  RunRequestWith(++id, human, 4, Opts().Conversation(2).Pause(PauseKind::kHumanTurn));
+  At(2020);
+  const std::vector<BlockKey> plain = Keys(Tokens(300, 4));
+  RunRequest(++id, plain, 4);
+  EXPECT_THAT(EvictOrder(++id, 4), ElementsAre(human[0], tool[0], plain[0]));
+}
+
+TEST_F(GapAwareManagerTest, AnEndedSessionsEarlierBranchesGoFirstTooButNotWhatALiveSessionUses) {
+  BuildGapAware(5);
+  // Session 1 runs root+a1, then (after a compaction) root+b1, then root+b1+b2 and ends;
+  // session 2 is live on root+c1.
+  const std::vector<BlockKey> a = Keys(Concat(Tokens(0, 4), Tokens(10, 4)));
+  const std::vector<BlockKey> b = Keys(Concat(Tokens(0, 4), Tokens(20, 8)));
+  const std::vector<BlockKey> c = Keys(Concat(Tokens(0, 4), Tokens(30, 4)));
+  At(1);
+  RunRequestWith(1, a, 8, Opts().Session(1).Pause(PauseKind::kToolCall));
+  At(2);
+  RunRequestWith(2, c, 8, Opts().Session(2).Pause(PauseKind::kToolCall));
+  At(3);
+  RunRequestWith(3, std::vector<BlockKey>(b.begin(), b.begin() + 2), 8,
+                 Opts().Session(1).Pause(PauseKind::kToolCall));
+  At(4);
+  RunRequestWith(4, b, 12, Opts().Session(1).Pause(PauseKind::kSessionEnd));
+  // Session 1's blocks (b2, b1, then its earlier branch a1) first; the root serves session 2.
+  EXPECT_THAT(EvictOrder(5, 5), ElementsAre(b[2], b[1], a[1], c[1], c[0]));
+  EXPECT_EQ(cache().stats().device.held, 0);
+}
+
+TEST_F(GapAwareManagerTest, AnUnfinishedReleaseRecordsNoPauseAndEndsNothing) {
+  BuildGapAware(4);
+  const std::vector<BlockKey> a = Keys(Tokens(100, 4));
+  const std::vector<BlockKey> b = Keys(Tokens(200, 4));
+  At(1);
+  RunRequestWith(1, b, 4, Opts().Conversation(2).Pause(PauseKind::kToolCall));
+  // Conversation 1's last request is retracted (or aborted) instead of finishing.
+  At(2);
+  AdmitWith(2, a, Opts().Prompt(4).Conversation(1).Pause(PauseKind::kSessionEnd));
+  Reserve(2, 4);
+  Commit(2, a);
+  ASSERT_TRUE(cache().ReleaseUnfinished(RequestId(2)).ok());
+  CheckInvariants();
+  // Not unneeded: a ranks by its release time (2), after b (1).
+  At(3);
+  EXPECT_THAT(EvictOrder(3, 4), ElementsAre(b[0], a[0]));
+  // Conversation 2's tool pause was recorded once; a retraction of its next request measures it
+  // and records nothing more.
+  At(10);
+  AdmitWith(4, b, Opts().Prompt(4).Conversation(2).Pause(PauseKind::kToolCall));
+  ASSERT_TRUE(cache().ReleaseUnfinished(RequestId(4)).ok());
+  At(20);
+  RunRequestWith(5, b, 4, Opts().Conversation(2).Pause(PauseKind::kToolCall));
+  EXPECT_EQ(cache().pause_gaps().samples(PauseKind::kToolCall), 1);
+  EXPECT_EQ(cache().ReleaseUnfinished(RequestId(99)).code(), StatusCode::kNotFound);
+}
+
+TEST_F(GapAwareManagerTest, WithoutHintsTheGapAwareOrderIsLru) {
+  BuildGapAware(3);
+  const std::vector<BlockKey> a = Keys(Tokens(100, 4));
+  const std::vector<BlockKey> b = Keys(Tokens(200, 4));
+  const std::vector<BlockKey> c = Keys(Tokens(300, 4));
+  At(1);
+  RunRequest(1, a, 4);
+  At(2);
+  RunRequest(2, b, 4);
+  At(3);
+  RunRequest(3, c, 4);
+  At(4);
+  EXPECT_EQ(RunRequest(4, a, 4), Matched(1, 0));  // a is now the most recent
+  EXPECT_THAT(EvictOrder(5, 3), ElementsAre(b[0], c[0], a[0]));
+}
+
 }  // namespace
 }  // namespace agentkv::kv

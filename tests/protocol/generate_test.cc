@@ -118,6 +118,14 @@ TEST(GenerateRequestTest, ReadsTheParentSessionOnlyWhenItIsAString) {
   EXPECT_FALSE(r->parent_session.has_value());
 }
 
+TEST(GenerateRequestTest, ReadsAgentkvsPauseHint) {
+  EXPECT_EQ(MustParse(R"({"text": "x", "agentkv_pause": "tool_call"})").pause, "tool_call");
+  EXPECT_FALSE(MustParse(R"({"text": "x"})").pause.has_value());
+  EXPECT_FALSE(MustParse(R"({"text": "x", "agentkv_pause": null})").pause.has_value());
+  EXPECT_EQ(ParseError(R"({"text": "x", "agentkv_pause": 3})").code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(GenerateRequestTest, RejectsBatches) {
   const Status batch = InvalidArgumentError("batch requests are not supported");
   EXPECT_EQ(ParseError(R"({"text": ["a", "b"]})"), batch);

@@ -171,6 +171,30 @@ TEST(InstantReplayTest, InfiniteCacheHoldsEveryBlock) {
   EXPECT_DOUBLE_EQ(*infinite.uncached_change_vs_baseline_percent, 100.0 * (4.0 - 6.0) / 6.0);
 }
 
+TEST(InstantReplayTest, GapRetentionEvictsAnEndedConversationBeforeAPausedOne) {
+  // B [2] pauses for a tool, A [1] ends, C [3] needs room, B returns for [2].
+  auto hinted = [](std::vector<uint64_t> ids, double t_s, int64_t conversation,
+                   kv::PauseKind next) {
+    InstantRequest r = Request(std::move(ids), TimeNs::Seconds(t_s));
+    r.options.conversation = ConversationId(conversation);
+    r.options.next_pause = next;
+    return r;
+  };
+  const InstantWorkload w = Workload({hinted({2}, 0, 2, kv::PauseKind::kToolCall),
+                                      hinted({1}, 1, 1, kv::PauseKind::kSessionEnd),
+                                      hinted({3}, 2, 3, kv::PauseKind::kSessionEnd),
+                                      hinted({2}, 3, 2, kv::PauseKind::kSessionEnd)});
+  InstantReplayOptions options;
+  options.arms = Arms({"baseline", "+gap-retention"});
+  options.capacity_blocks = 2;
+  StatusOr<InstantReplayResult> r = RunInstantReplay(w, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->points.size(), 2u);
+  EXPECT_EQ(r->points[0].hits, 0);  // LRU evicted B's block, the oldest.
+  EXPECT_EQ(r->points[1].hits, 1);
+  EXPECT_TRUE(r->points[1].spec.gap_retention);
+}
+
 TEST(InstantReplayTest, LifecycleClosesEachSessionAfterItsLastRequest) {
   // Session 1: [1 2] then [1 2 3], which ends it; session 2: [7] (ends it).
   const InstantWorkload w =

@@ -201,6 +201,12 @@ TEST(InstantSourcesTest, MergedTimelineCarriesIdsKeysAndSessionEnds) {
   EXPECT_TRUE(b0.ends_session);
   EXPECT_TRUE(sub.ends_session);
   EXPECT_TRUE(a1.ends_session);
+  // The gap-aware order's hints: a0 is followed by the wait for its sub-agent (completed at
+  // 2 s, before a1 at 5 s); every last request ends its session.
+  EXPECT_EQ(a0.options.next_pause, kv::PauseKind::kSubagentWait);
+  EXPECT_EQ(b0.options.next_pause, kv::PauseKind::kSessionEnd);
+  EXPECT_EQ(sub.options.next_pause, kv::PauseKind::kSessionEnd);
+  EXPECT_EQ(a1.options.next_pause, kv::PauseKind::kSessionEnd);
   ASSERT_TRUE(w->describe);
   EXPECT_EQ(w->describe(2), "a.json sub-agent agent_001 request 0");
   EXPECT_EQ(w->describe(3), "a.json request 1");
@@ -246,6 +252,22 @@ TEST(InstantSourcesTest, MergedTimelineRefusesWhatCannotShareOneCache) {
                                            Conversation("c", {Request(0, {1})}));
   EXPECT_THAT(MergedTimeline(many, std::vector<TimeNs>(many.size())).status().message(),
               HasSubstr("at most 999 conversations"));
+}
+
+TEST(InstantSourcesTest, MergedTimelineHintsToolCallsAndHumanTurnsAsTheDriverClassifiesThem) {
+  WekaRequest tool = Request(0, {1});
+  tool.stop = "tool_use";
+  WekaRequest turn_end = Request(5, {1, 2});
+  turn_end.stop = "end_turn";
+  AgenticWorkload workload;
+  workload.conversations = {Conversation("a.json", {tool, turn_end, Request(60, {1, 2, 3})})};
+  workload.starts = {TimeNs(0)};
+  StatusOr<InstantWorkload> w = MergedTimeline(workload);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(w->requests.size(), 3u);
+  EXPECT_EQ(w->requests[0].options.next_pause, kv::PauseKind::kToolCall);
+  EXPECT_EQ(w->requests[1].options.next_pause, kv::PauseKind::kHumanTurn);
+  EXPECT_EQ(w->requests[2].options.next_pause, kv::PauseKind::kSessionEnd);
 }
 
 }  // namespace

@@ -57,5 +57,13 @@ TEST(PauseTypeTest, NamesAreDistinct) {
   EXPECT_EQ(PauseTypeName(PauseType::kHumanTurn), "human_turn");
 }
 
+TEST(PauseTypeTest, EachPauseMapsToTheCachesHintOfTheSameName) {
+  EXPECT_EQ(PauseKindOf(PauseType::kNone), kv::PauseKind::kUnknown);
+  for (const PauseType p :
+       {PauseType::kToolCall, PauseType::kSubagentWait, PauseType::kHumanTurn}) {
+    EXPECT_EQ(kv::PauseKindName(PauseKindOf(p)), PauseTypeName(p));
+  }
+}
+
 }  // namespace
 }  // namespace agentkv::sim

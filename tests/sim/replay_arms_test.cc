@@ -412,5 +412,24 @@ TEST(ReplayArmsTest, ArmCachePolicySetsOnlyThePolicyFields) {
   }
 }
 
+TEST(ReplayArmsTest, GapRetentionIsAFeatureThatSelectsTheGapAwareOrder) {
+  const ArmSpec alone = ParseOrDie("+gap-retention");
+  EXPECT_TRUE(alone.gap_retention);
+  EXPECT_FALSE(alone.IsBaseline());
+  ArmSpec expected = SpecOf("+gap-retention+host-tier", {.host_tier = true});
+  expected.gap_retention = true;
+  EXPECT_EQ(ParseOrDie("+gap-retention+host-tier"), expected);
+  EXPECT_TRUE(ParseOrDie("all+gap-retention").gap_retention);
+  EXPECT_TRUE(ParseOrDie("continuum+gap-retention").gap_retention);
+  EXPECT_NE(ErrorOf("+gap-retention+gap-retention").find("named twice"), std::string::npos);
+  EXPECT_NE(ErrorOf("oracle+gap-retention"), "");
+  EXPECT_NE(alone.Description().find("gap-aware retention"), std::string::npos);
+  EXPECT_NE(ErrorOf("+gap").find("gap-retention"), std::string::npos);
+  const kv::KvCacheOptions base;
+  EXPECT_EQ(ArmCachePolicy(alone, base, 7).eviction_order, kv::EvictionOrder::kGapAware);
+  EXPECT_EQ(ArmCachePolicy(ParseOrDie("baseline"), base, 7).eviction_order,
+            kv::EvictionOrder::kLru);
+}
+
 }  // namespace
 }  // namespace agentkv::sim

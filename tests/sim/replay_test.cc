@@ -205,6 +205,29 @@ TEST(ReplayTest, StallOffloadWithoutAHostTierIsRefused) {
               testing::HasSubstr("host tier"));
 }
 
+// Gap-aware retention: runs with and without the host tier, conserves everything
+// (RunAgenticArm checks the engines' invariants and that nothing is held or reserved at the
+// end), is byte-identical run to run, and changes the cache's choices.
+TEST(ReplayTest, GapRetentionRunsDeterministicallyAndConserves) {
+  ReplayOptions options = SmallFleet();
+  options.arms = Arms({"baseline", "+gap-retention", "+gap-retention+host-tier"});
+  StatusOr<ReplayResult> first = RunReplay(SmallWorkload(5), "small", 5, options);
+  StatusOr<ReplayResult> second = RunReplay(SmallWorkload(5), "small", 5, options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(report::ReplayResultJson(*first), report::ReplayResultJson(*second));
+  ASSERT_EQ(first->arms.size(), 3u);
+  const ArmResult& baseline = first->arms[0];
+  for (size_t a = 1; a < 3; ++a) {
+    const ArmResult& r = first->arms[a];
+    EXPECT_EQ(r.requests_completed, baseline.requests_completed) << r.arm;
+    EXPECT_EQ(r.uncached_tokens, r.cold_tokens + r.evicted_recompute_tokens) << r.arm;
+    EXPECT_EQ(r.prompt_tokens, r.cached_device_tokens + r.cached_host_tokens + r.uncached_tokens)
+        << r.arm;
+  }
+  EXPECT_NE(first->arms[1].device_evictions, baseline.device_evictions);
+}
+
 TEST(ReplayTest, ArmsChangeWhatTheyClaimTo) {
   StatusOr<ReplayResult> result = RunReplay(SmallWorkload(4), "small", 4, SmallFleet());
   ASSERT_TRUE(result.ok()) << result.status();

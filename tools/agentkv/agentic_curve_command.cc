@@ -62,6 +62,9 @@ infinite-cache or +subagent-demotion=20+lifecycle, and:
                      evict the block whose next use is farthest away (the deeper one on
                      ties). No policy at this capacity computes fewer tokens: the bound
                      every arm is judged against (--arms lru,...,oracle; not a default arm)
+  +gap-retention     gap-aware retention: evict by finish time less the pause each session is
+                     expected to take (learned from the trace's pause kinds as it runs); an
+                     ended session's blocks first (--arms lru,+gap-retention)
 
 Output: two header lines (traces, requests, unique blocks, capacity, timeline), then one row
 per arm:

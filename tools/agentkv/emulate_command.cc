@@ -48,6 +48,7 @@ struct EngineFlagNames {
   std::string& session_close_mode;
   int64_t& finished_subagent_priority;
   double& finished_subagent_min_idle_s;
+  std::string& eviction_order;
 };
 
 void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, EngineFlagNames names,
@@ -103,6 +104,11 @@ void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, EngineFlag
       ->capture_default_str();
   app.add_flag("--finished-subagent-offloadable", e.cache.finished_subagent_offloadable,
                "With a host tier, demoted KV gets max(priority, 30): offloaded, not dropped");
+  app.add_option("--eviction-order", names.eviction_order,
+                 "agentkv's order within a priority: lru (SGLang), or gap_aware (by finish time "
+                 "less the pause the body's agentkv_pause announces, learned online)")
+      ->check(CLI::IsMember({"lru", "gap_aware"}))
+      ->capture_default_str();
   app.add_option("--max-sessions", r.max_sessions,
                  "Session ids remembered; past it the least recently used idle session is closed")
       ->capture_default_str();
@@ -137,7 +143,8 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
                                    .radix_eviction_policy = radix_eviction_policy_,
                                    .session_close_mode = session_close_mode_,
                                    .finished_subagent_priority = finished_subagent_priority_,
-                                   .finished_subagent_min_idle_s = finished_subagent_min_idle_s_},
+                                   .finished_subagent_min_idle_s = finished_subagent_min_idle_s_,
+                                   .eviction_order = eviction_order_},
                    unpaced_, hicache_tokens_);
     mode->add_flag("--stall-offload", stall_offload_,
                    "Move a paused session's KV to the host tier under memory pressure and back "
@@ -228,6 +235,8 @@ StatusOr<service::EngineEmulatorOptions> EmulateCommand::EngineOptions() const {
                                            kv::kMaxFinishedSubagentMinIdleS));
     config.cache.finished_subagent_min_idle_s = finished_subagent_min_idle_s_;
   }
+  config.cache.eviction_order =
+      eviction_order_ == "gap_aware" ? kv::EvictionOrder::kGapAware : kv::EvictionOrder::kLru;
   options.runtime.paced = !unpaced_;
   server_.ApplyTo(options.http);
   return options;

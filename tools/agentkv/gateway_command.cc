@@ -30,6 +30,10 @@ constexpr const char* kFooter = R"(What it does (docs/GATEWAY.md):
   --agentic-program-admission  admits each attempt against the fleet's KV budget (global
       FIFO, token ledger fed by the engines' /metrics); in process, or through
       `agentkv coordinator` with --coordinator-url.
+  --agentic-pause-priority  gives each forwarded request an SGLang `priority` by the pause
+      expected after it (X-Agentkv-Pause, else the last chat message: role "tool" = tool_call,
+      "user" = human_turn), so that --radix-eviction-policy priority keeps a tool loop's KV
+      over a session waiting for its user.
   GET /metrics, GET /agentic_kv[?reset=1], GET /health.
 
 The fleet needs SGLang's --enable-session-radix-cache and --radix-eviction-policy priority
@@ -92,6 +96,15 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
                "refuse (exit) or disable (turn the feature off) when an engine lacks a flag");
   AddEnvOption(c, "--bearer-token", o.bearer_token,
                "Token required on the session-close and admin endpoints (prefer the environment)");
+  AddEnvOption(c, "--agentic-pause-priority", pause_priority_,
+               "SGLang request priority per expected pause, e.g. tool_call=10,human_turn=0 "
+               "(KIND: tool_call, subagent_wait, human_turn, session_end; P in [0, 1000000]); "
+               "added to bodies "
+               "that set none. Default: empty (no priority added)");
+  c.add_flag("--agentic-forward-pause", o.forward_pause,
+             "Forward the expected pause as the body member agentkv_pause, for agentkv's engines "
+             "(emulate --eviction-order gap_aware); stock SGLang ignores it. Default: false")
+      ->envname(FlagEnvName("--agentic-forward-pause"));
   AddEnvOption(c, "--parent-hint-key", o.parent_hint_key,
                "HMAC-SHA256 key of signed sub-agent parent hints (prefer the environment)");
   c.add_flag("--agentic-subagent-demotion", o.agentic_subagent_demotion,
@@ -121,6 +134,10 @@ int GatewayCommand::Run() {
       service::ParsePrerequisitePolicy(prerequisite_policy_);
   if (!policy.ok()) return ReportError(name, policy.status());
   options.prerequisite_policy = *policy;
+  StatusOr<service::PausePriorities> pause_priority =
+      service::ParsePausePriorities(pause_priority_);
+  if (!pause_priority.ok()) return ReportError(name, pause_priority.status());
+  options.pause_priority = *pause_priority;
   StatusOr<service::SglRouterPolicy> router_policy = service::ParseSglRouterPolicy(router_policy_);
   if (!router_policy.ok()) return ReportError(name, router_policy.status());
   options.router_policy = *router_policy;

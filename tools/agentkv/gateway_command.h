@@ -41,6 +41,7 @@ class GatewayCommand {
   AgenticFlags agentic_;
   int64_t context_length_ = 0;
   std::string prerequisite_policy_ = "refuse";
+  std::string pause_priority_;
   std::string router_policy_ = "cache_aware";
   std::string subagent_routing_ = "own";
   std::string coordinator_url_;

@@ -98,7 +98,9 @@ Arms (--arms, comma-separated; default: all eight):
   Also fixed-ttl: pin a session's KV for --fixed-ttl-s after every tool-call turn (the
   former continuum-ttl, a name now refused).
   Features combine: "baseline+host-tier", "+lifecycle+admission", "all+continuum".
-  Also +per-conversation (retention alone) and +subagent-demotion=P (priority P); the
+  Also +per-conversation (retention alone), +subagent-demotion=P (priority P) and
+  +gap-retention (evict within a priority by finish time less the pause each session is
+  expected to take, learned online per pause kind; an ended session's blocks first); the
   agentic-curve names (lru, per_conversation, demote_p1, ...) are aliases.
   Also +admission-v2: admission v2 (uncached reservations, per-engine budget and waiting,
   continuing sessions first; --agentic-admission-program-window-s), instead of +admission.

@@ -184,7 +184,7 @@ void StepScheduler::Preempt(StepResult& result) {
   running_.pop_back();
   Entry& entry = requests_.at(victim);
   // Released without committing what decode computed: SGLang retracts without inserting.
-  AGENTKV_CHECK(cache_.Release(victim).ok());
+  AGENTKV_CHECK(cache_.ReleaseUnfinished(victim).ok());
   // SGLang's retract: the request comes back with prompt + output as its new prompt.
   entry.phase = Phase::kWaiting;
   entry.prefill_target = entry.request.prompt_tokens + entry.report.output_tokens;
@@ -255,7 +255,7 @@ StatusOr<bool> StepScheduler::Abort(RequestId id) {
       // Its computed prefix stays cached, as SGLang's abort finishes through
       // cache_finished_req.
       CommitCoveredBlocks(id, entry);
-      AGENTKV_CHECK(cache_.Release(id).ok());
+      AGENTKV_CHECK(cache_.ReleaseUnfinished(id).ok());
       break;
     }
   }
@@ -328,7 +328,7 @@ bool StepScheduler::AdmitFront(int64_t& budget, bool first_prefill, StepResult& 
   int64_t chunk = std::min(remaining, limit);
   if (options_.chunked_prefill_size > 0 || !first_prefill) chunk = std::min(chunk, budget);
   if (chunk < 1 || !cache_.Reserve(id, cached + chunk).ok()) {
-    AGENTKV_CHECK(cache_.Release(id).ok());
+    AGENTKV_CHECK(cache_.ReleaseUnfinished(id).ok());
     waiting_.push_front(id);
     return false;
   }

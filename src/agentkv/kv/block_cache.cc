@@ -13,6 +13,8 @@
 //  - A request holds a chain: ref_count(parent) >= ref_count(child), hence every descendant of
 //    an unheld block is unheld and cascades never reach a held block.
 //  - With a next-use ranking, the next-use heap queues exactly the device queue's blocks.
+//  - In the gap-aware order, the gap-order heap queues exactly the device queue's blocks, each
+//    in its current queue bucket.
 //  - A committed block is key_referenced exactly when key_refs_ holds its key; key_refs_ holds
 //    only positive counts.
 #include "agentkv/kv/block_cache.h"
@@ -55,6 +57,7 @@ BlockCache::BlockCache(const KvCacheOptions& options)
   for (int64_t i = total - 1; i >= 0; --i) ReturnFreeBlock(static_cast<int32_t>(i));
   counters_.device.capacity = options.device_blocks;
   counters_.host.capacity = options.host_blocks;
+  if (options.eviction_order == EvictionOrder::kGapAware) gap_order_.Reset(blocks_.size());
 }
 
 int64_t BlockCache::BlocksForTokens(int64_t tokens) const {
@@ -239,10 +242,18 @@ StatusOr<CommittedChain> BlockCache::CommittedChainOf(RequestId request) const {
   return chain;
 }
 
-Status BlockCache::Release(RequestId request) {
+Status BlockCache::Release(RequestId request, const ReleaseRank& rank) {
   auto it = requests_.find(request);
   if (it == requests_.end()) return NotFoundError("unknown request " + Str(request.value()));
   internal::RequestState& state = it->second;
+  if (gap_order_.enabled() && !rank.session_ended) {
+    // Set before the holds drop, so that Unhold queues each block with its new rank.
+    const int64_t use = rank.last_use.value_or(clock_).ns();
+    for (int64_t i = 0; i < state.num_committed; ++i) {
+      const int32_t b = state.blocks[static_cast<size_t>(i)];
+      gap_order_.set_last_use(b, std::max(gap_order_.last_use(b), use));
+    }
+  }
   if (state.retention.has_value()) {
     const RetentionConfig& config = *state.retention;
     for (int64_t i = 0; i < state.num_committed; ++i) {
@@ -265,8 +276,47 @@ Status BlockCache::Release(RequestId request) {
       Unhold(b);
     }
   }
+  if (gap_order_.enabled() && rank.session_ended && state.num_committed > 0) {
+    RankUnneededFrom(state.blocks[static_cast<size_t>(state.num_committed - 1)]);
+  }
   requests_.erase(it);
   return Status::Ok();
+}
+
+void BlockCache::RankUnneeded(BlockKey tip) {
+  if (!gap_order_.enabled()) return;
+  const int32_t b = FindBlock(tip);
+  if (b != kNone) RankUnneededFrom(b);
+}
+
+void BlockCache::RankUnneededFrom(int32_t tip) {
+  constexpr int64_t kUnneeded = internal::GapOrderHeap::kUnneeded;
+  int32_t below = kNone;
+  for (int32_t b = tip; b != kNone; b = blocks_[static_cast<size_t>(b)].parent) {
+    const Block& blk = blocks_[static_cast<size_t>(b)];
+    // A running request holds it (and every block above it).
+    if (blk.ref_count > 0) return;
+    // Another path that is still needed extends it. (A held child has held ancestors, so the
+    // walk never reaches the parent of a block being computed.)
+    for (int32_t c = blk.first_child; c != kNone;
+         c = blocks_[static_cast<size_t>(c)].next_sibling) {
+      if (c != below && gap_order_.last_use(c) != kUnneeded) return;
+    }
+    gap_order_.set_last_use(b, kUnneeded);
+    if (blk.state == State::kDevice) {
+      gap_order_.Push(b, blk.queue_bucket());
+    } else {
+      // The host tier orders by recency: first there.
+      host_queue_.Remove(blocks_, b);
+      host_queue_.Push(blocks_, b, /*front=*/true);
+    }
+    below = b;
+  }
+}
+
+void BlockCache::RequeueGapOrder(int32_t b, bool front) {
+  if (front) gap_order_.set_last_use(b, internal::GapOrderHeap::kFirstInBucket);
+  gap_order_.Push(b, blocks_[static_cast<size_t>(b)].queue_bucket());
 }
 
 Status BlockCache::SetPriority(BlockKey key, Priority priority,
@@ -322,6 +372,7 @@ Status BlockCache::Reset() {
   host_queue_.Clear();
   expiry_.Clear();
   if (next_use_ != nullptr) next_use_heap_.Reset(blocks_.size());
+  if (gap_order_.enabled()) gap_order_.Reset(blocks_.size());
   index_.Clear();
   free_head_ = kNone;
   free_count_ = 0;
@@ -345,7 +396,8 @@ KvCacheStats BlockCache::stats() const {
 
 int64_t BlockCache::MetadataBytes() const {
   return static_cast<int64_t>(blocks_.capacity() * sizeof(Block)) + index_.MemoryBytes() +
-         static_cast<int64_t>(sizeof(device_queue_) + sizeof(host_queue_));
+         static_cast<int64_t>(sizeof(device_queue_) + sizeof(host_queue_)) +
+         gap_order_.MemoryBytes();
 }
 
 // ---- Content, by key -------------------------------------------------------------------
@@ -401,6 +453,7 @@ void BlockCache::SetKeyReferenced(int32_t b, bool referenced, bool front) {
   if (queue != nullptr) queue->Remove(blocks_, b);
   blk.key_referenced = referenced;
   if (queue != nullptr) queue->Push(blocks_, b, front);
+  if (queue == &device_queue_ && gap_order_.enabled()) RequeueGapOrder(b, front);
 }
 
 // ---- Stall offload ---------------------------------------------------------------------
@@ -480,6 +533,11 @@ Status BlockCache::SetNextUseRanking(const NextUseRanking* ranking) {
   if (device_used_ > 0 || host_used_ > 0 || !requests_.empty()) {
     return FailedPreconditionError("a next-use ranking is set on an empty cache only");
   }
+  if (gap_order_.enabled() && ranking != nullptr) {
+    return InvalidArgumentError(
+        "a next-use ranking replaces the eviction order; eviction_order is " +
+        std::string(EvictionOrderName(options_.eviction_order)));
+  }
   next_use_ = ranking;
   next_use_heap_.Reset(ranking == nullptr ? 0 : blocks_.size());
   return Status::Ok();
@@ -508,7 +566,9 @@ bool BlockCache::CanFreeDevice(int64_t n) const {
 
 void BlockCache::MakeDeviceRoom(int64_t n) {
   while (options_.device_blocks - device_used_ < n) {
-    const int32_t victim = next_use_ != nullptr ? next_use_heap_.Top() : device_queue_.Peek();
+    const int32_t victim = next_use_ != nullptr   ? next_use_heap_.Top()
+                           : gap_order_.enabled() ? gap_order_.Top()
+                                                  : device_queue_.Peek();
     AGENTKV_CHECK(victim != kNone) << "MakeDeviceRoom without CanFreeDevice";
     EvictFromDevice(victim);
   }
@@ -524,6 +584,7 @@ int32_t BlockCache::TakeFreeBlock() {
   // rather than on every return to the free list.
   blk = Block{};
   blk.priority = static_cast<uint8_t>(options_.default_priority);
+  if (gap_order_.enabled()) gap_order_.ClearLastUse(b);
   return b;
 }
 
@@ -541,7 +602,9 @@ bool BlockCache::Offloadable(const Block& blk) const {
 
 void BlockCache::EvictFromDevice(int32_t victim) {
   const Block& v = blocks_[static_cast<size_t>(victim)];
-  if (!Offloadable(v)) {
+  // Content nobody needs again is not worth a host slot.
+  if (!Offloadable(v) ||
+      (gap_order_.enabled() && gap_order_.last_use(victim) == internal::GapOrderHeap::kUnneeded)) {
     DropSubtree(victim, KvEventKind::kDropped);
     return;
   }
@@ -576,6 +639,7 @@ void BlockCache::MoveToHost(int32_t b, bool eviction) {
   Block& blk = blocks_[static_cast<size_t>(b)];
   AGENTKV_DCHECK(blk.state == State::kDevice && blk.ref_count == 0);
   device_queue_.Remove(blocks_, b);
+  if (gap_order_.enabled()) gap_order_.Remove(b);
   while (host_used_ >= options_.host_blocks) {
     const int32_t victim = host_queue_.Peek();
     AGENTKV_CHECK(victim != kNone);
@@ -649,6 +713,7 @@ void BlockCache::DropBlock(int32_t b, KvEventKind kind, bool eviction) {
   } else {
     device_queue_.Remove(blocks_, b);
     if (next_use_ != nullptr) next_use_heap_.Remove(b);
+    if (gap_order_.enabled()) gap_order_.Remove(b);
     --device_used_;
     --device_cached_;
     if (eviction) ++counters_.device_evictions;
@@ -700,6 +765,7 @@ void BlockCache::Hold(int32_t b) {
   if (blk.ref_count++ == 0) {
     device_queue_.Remove(blocks_, b);
     if (next_use_ != nullptr) next_use_heap_.Remove(b);
+    if (gap_order_.enabled()) gap_order_.Remove(b);
     ++held_blocks_;
   }
 }
@@ -710,6 +776,7 @@ void BlockCache::Unhold(int32_t b) {
   if (--blk.ref_count == 0) {
     --held_blocks_;
     device_queue_.Push(blocks_, b);
+    if (gap_order_.enabled()) gap_order_.Push(b, blk.queue_bucket());
     if (next_use_ != nullptr) {
       next_use_heap_.Push(b, next_use_->NextUse(BlockKey(blk.key)), blk.key);
     }
@@ -737,6 +804,7 @@ void BlockCache::Reprioritize(int32_t b, Priority p, std::optional<agentkv::Step
     blk.expires = false;
   }
   if (queue != nullptr) queue->Push(blocks_, b, front);
+  if (queue == &device_queue_ && gap_order_.enabled()) RequeueGapOrder(b, front);
 }
 
 void BlockCache::Record(KvEventKind kind, const Block& b, Tier tier) {

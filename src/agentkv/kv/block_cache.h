@@ -35,6 +35,14 @@
 // farthest ahead, the deeper one on ties); priorities and eviction classes are then ignored.
 // It is a bound for replays that know their whole request stream, not a serving policy.
 //
+// Gap-aware order (KvCacheOptions::eviction_order = kGapAware). Within an eviction class and a
+// priority, device blocks leave by effective last use instead of recency: Release ranks a
+// request's blocks by the time its caller says they count as last used (ReleaseRank: the finish
+// less the pause its session is expected to take; the cache clock by default), a block several
+// requests use keeps the latest such time (the soonest-needed user wins), and the blocks only
+// an ended session used, or that a closing session dereferences, go first. Classes and
+// priorities keep their precedence; with every rank equal to the release time it is LRU.
+//
 // Thread-compatible: const methods may run concurrently; mutation needs external
 // synchronization. Owns its arena; move-only. Deterministic: equal options and calls give
 // equal results and events.
@@ -57,6 +65,7 @@
 #include "agentkv/kv/internal/block_index.h"
 #include "agentkv/kv/internal/event_log.h"
 #include "agentkv/kv/internal/expiry_queue.h"
+#include "agentkv/kv/internal/gap_order_heap.h"
 #include "agentkv/kv/internal/next_use_heap.h"
 #include "agentkv/kv/internal/priority_lru_queue.h"
 #include "agentkv/kv/kv_cache_options.h"
@@ -83,6 +92,18 @@ struct CommittedChain {
   std::vector<BlockKey> keys;
   // Leading blocks the request found cached at admission (the prefix it reused).
   int64_t reused_blocks = 0;
+};
+
+// How Release ranks a finished request's committed blocks in the gap-aware eviction order
+// (KvCacheOptions::eviction_order = kGapAware); ignored under LRU.
+struct ReleaseRank {
+  // When its blocks count as last used: the finish less the gap expected before the session's
+  // next request (a block keeps the latest time any request gave it). Unset: the cache clock
+  // (AdvanceClock), i.e. plain recency.
+  std::optional<TimeNs> last_use;
+  // The session ended with this request: RankUnneeded from its deepest committed block (the
+  // blocks nothing else needs go first within their priority; the others keep their rank).
+  bool session_ended = false;
 };
 
 class BlockCache {
@@ -143,8 +164,9 @@ class BlockCache {
 
   // Ends `request`: applies its retention config to its committed blocks, drops its holds
   // (deepest block first, so parents stay more recent than children) and frees its
-  // uncommitted blocks. NotFound for an unknown request.
-  Status Release(RequestId request);
+  // uncommitted blocks; in the gap-aware order, ranks its committed blocks by `rank`.
+  // NotFound for an unknown request.
+  Status Release(RequestId request, const ReleaseRank& rank = {});
 
   int64_t active_requests() const { return static_cast<int64_t>(requests_.size()); }
   bool RequestActive(RequestId request) const { return requests_.contains(request); }
@@ -217,6 +239,13 @@ class BlockCache {
   // the blocks moved. Precondition: max_blocks >= 0.
   int64_t PrefetchChain(std::span<const BlockKey> keys, int64_t max_blocks);
 
+  // Gap-aware order (a no-op under LRU): the session that used the cached block `tip` ended.
+  // Walking up from `tip`, each block that no request holds and whose every cached child is
+  // unneeded (or is the block just walked from) becomes unneeded: first in its bucket, until a
+  // later release ranks it again. The first other block ends the walk: it and its ancestors
+  // still serve a live path. An uncached `tip` is a no-op.
+  void RankUnneeded(BlockKey tip);
+
   // ---- Offline-optimal eviction (next_use_ranking.h) -------------------------------------
 
   // Makes device evictions follow `ranking` (nullptr: back to priority and LRU). `ranking` is
@@ -233,6 +262,11 @@ class BlockCache {
   void RefreshNextUse(BlockKey key);
 
   // ---- Time, reset, observability --------------------------------------------------------
+
+  // Sets the caller's wall clock, which a Release without an explicit rank uses in the
+  // gap-aware order. It never goes back: an earlier time is ignored.
+  void AdvanceClock(TimeNs now) { clock_ = std::max(clock_, now); }
+  TimeNs clock() const { return clock_; }
 
   // Advances the scheduler step by one and reverts expired retention priorities.
   void Step();
@@ -317,6 +351,11 @@ class BlockCache {
   internal::PriorityLruQueue<Block>* QueueOf(int32_t b);
   void Reprioritize(int32_t b, Priority p, std::optional<agentkv::Step> duration, bool front);
   void SetKeyReferenced(int32_t b, bool referenced, bool front);
+  // Re-queues the evictable device block `b` in the gap-aware order after its bucket or rank
+  // changed; `front` makes it first in its bucket (nobody needs it again).
+  void RequeueGapOrder(int32_t b, bool front);
+  // RankUnneeded from the cached block `tip`.
+  void RankUnneededFrom(int32_t tip);
 
   void Record(KvEventKind kind, const Block& b, Tier tier);
 
@@ -332,6 +371,10 @@ class BlockCache {
   // Offline-optimal mode: the caller's ranking (not owned) and the device victims by it.
   const NextUseRanking* next_use_ = nullptr;
   internal::NextUseHeap next_use_heap_;
+  // Gap-aware order: the device victims by effective last use (enabled only in that mode), and
+  // the caller's wall clock.
+  internal::GapOrderHeap gap_order_;
+  TimeNs clock_;
   int32_t free_head_ = -1;
   int64_t free_count_ = 0;
   int64_t device_used_ = 0;  // kUncommitted + kDevice

@@ -62,6 +62,20 @@ Status BlockCache::CheckInvariants() const {
       }
     }
   }
+  if (gap_order_.enabled()) {
+    if (gap_order_.size() != device_queue_.size()) {
+      return Broken("the gap-order heap and the device queue hold different counts");
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const auto b = static_cast<int32_t>(i);
+      if ((queued[i] == 1) != gap_order_.queued(b)) {
+        return Broken(Id(i) + " is in only one of the device queue and the gap-order heap");
+      }
+      if (queued[i] == 1 && gap_order_.bucket(b) != blocks_[i].queue_bucket()) {
+        return Broken(Id(i) + " sits in a stale bucket of the gap-order heap");
+      }
+    }
+  }
 
   // References from requests.
   std::vector<int32_t> refs(n, 0);

@@ -18,9 +18,12 @@
 #define AGENTKV_KV_KV_CACHE_MANAGER_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "agentkv/base/status.h"
@@ -33,6 +36,7 @@
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
 #include "agentkv/kv/next_use_ranking.h"
+#include "agentkv/kv/pause_gap_estimator.h"
 #include "agentkv/kv/retention.h"
 #include "agentkv/kv/session_table.h"
 #include "agentkv/kv/subagent_demotion.h"
@@ -56,6 +60,16 @@ struct RequestOptions {
   // when `parent_hint_authenticated`; otherwise ignored and counted.
   std::optional<ConversationId> parent_conversation;
   bool parent_hint_authenticated = false;
+  // Gap-aware retention (KvCacheOptions::eviction_order = kGapAware): what the session does
+  // after this request (the response calls a tool, starts sub-agents, ends the turn, or the
+  // session ends), and the tool's name where known (empty otherwise). kUnknown: the request's
+  // blocks rank by plain recency. Ignored under LRU.
+  PauseKind next_pause = PauseKind::kUnknown;
+  std::string next_tool;
+  // When the request reached the engine; the pause before it is measured from its session's
+  // previous finish to this. Unset: the cache clock at AddRequest. Used in the gap-aware
+  // order only.
+  std::optional<TimeNs> arrival;
 };
 
 class KvCacheManager {
@@ -113,8 +127,16 @@ class KvCacheManager {
   // uncommitted blocks. Its session, if still open, references every block it committed
   // (late_session_requests counts one that closed meanwhile); under per_conversation its
   // conversation records the turn, which may release the blocks of a turn that falls out.
-  // NotFound for an unknown request.
+  // In the gap-aware order its blocks count as used at the clock less the gap estimated for
+  // its next_pause (BlockCache::ReleaseRank), or, when its session ended, its own blocks go
+  // first; the pause is remembered for its session (else conversation), whose next
+  // AddRequest measures it. NotFound for an unknown request.
   Status Release(RequestId request);
+  // Release for a request that did not finish and will run again or never (a retraction, an
+  // admission undone for lack of room, an abort): the same, except that in the gap-aware order
+  // its next_pause is ignored (its blocks rank by plain recency, no pause is recorded and a
+  // session_end hint ends nothing). NotFound for an unknown request.
+  Status ReleaseUnfinished(RequestId request);
 
   // Sets the retention priority of the cached block `key` and re-queues it (to the front of
   // its new bucket when `evict_first`, else to the back). A duration reverts it to the
@@ -138,7 +160,10 @@ class KvCacheManager {
   // session references). Idempotent: an unknown or closed id is a no-op returning 0, and is
   // remembered (bounded) so that a late request of it references nothing. Returns the
   // tokens freed.
-  int64_t CloseSession(SessionId session) { return sessions_.Close(session, cache_); }
+  int64_t CloseSession(SessionId session) {
+    pause_owners_.erase(PauseOwner{0, session.value()});
+    return sessions_.Close(session, cache_);
+  }
   bool SessionOpen(SessionId session) const { return sessions_.open(session); }
 
   // Plans a retention change for the committed blocks `conversation` computed itself, from
@@ -184,15 +209,22 @@ class KvCacheManager {
   // Returns the children demoted by this call (KvCacheStats::demoted_children counts them
   // too).
   int64_t DemoteFinishedSubagents(ConversationId parent) {
-    return subagents_.DeliverParentReturn(parent, cache_.current_step(), clock_, records_, cache_);
+    return subagents_.DeliverParentReturn(parent, cache_.current_step(), clock(), records_, cache_);
   }
 
   // The caller's clock (simulated or wall time), read only by time bounds
   // (finished_subagent_min_idle_s). A caller that sets such a bound calls this before each
   // scheduler step and before DemoteFinishedSubagents; equal calls on every rank keep ranks
-  // identical. Starts at 0. Precondition: `now` is not before the last time set.
+  // identical. Starts at 0. Precondition: `now` is not before the clock (AdvanceClock's
+  // checked form: one clock for both).
   void SetClock(TimeNs now);
-  TimeNs clock() const { return clock_; }
+  // Sets the caller's wall clock (BlockCache::AdvanceClock): the finish time of the requests
+  // released after it, and the arrival of those admitted without one, in the gap-aware order.
+  // Never goes back: an earlier `now` is ignored.
+  void AdvanceClock(TimeNs now) { cache_.AdvanceClock(now); }
+  TimeNs clock() const { return cache_.clock(); }
+  // The pause gaps learned so far (gap-aware order; empty under LRU).
+  const PauseGapEstimator& pause_gaps() const { return pause_gaps_; }
 
   // Advances the scheduler step by one and reverts expired retention priorities.
   void Step() { cache_.Step(); }
@@ -231,7 +263,41 @@ class KvCacheManager {
   struct AgenticRequest {
     std::optional<SessionId> session;
     std::optional<ConversationId> conversation;
+    PauseKind next_pause = PauseKind::kUnknown;
+    std::string next_tool;
   };
+  // Whose pauses a request measures: its session, else its conversation (kind 0 / 1, id).
+  using PauseOwner = std::pair<int, int64_t>;
+  // A finished request's pause, until its owner's next request arrives.
+  struct PendingPause {
+    TimeNs finish;
+    PauseKind kind = PauseKind::kUnknown;
+    std::string tool;
+  };
+  // What the gap-aware order keeps about a session (or conversation) between its requests.
+  struct PauseOwnerState {
+    std::optional<PendingPause> pause;
+    // The deepest committed block of each branch its requests left (a request whose chain
+    // extends an earlier tip replaces it), newest last: where RankUnneeded starts when it ends.
+    std::vector<BlockKey> tips;
+  };
+  // Owners tracked at most (owners that never return nor end are not tracked beyond it), and
+  // branch tips kept per owner (the oldest is forgotten first).
+  static constexpr size_t kMaxPauseOwners = size_t{1} << 20;
+  static constexpr size_t kMaxTipsPerOwner = 8;
+
+  Status ReleaseRequest(RequestId request, bool finished);
+  bool gap_aware() const { return options().eviction_order == EvictionOrder::kGapAware; }
+  static std::optional<PauseOwner> OwnerOf(const std::optional<SessionId>& session,
+                                           const std::optional<ConversationId>& conversation);
+  // Gap-aware order: measures the pause that ended with a request of `owner` arriving now.
+  void ObservePause(const PauseOwner& owner, TimeNs arrival);
+  // Gap-aware order: the rank of a finished request's blocks (`chain`: its committed blocks),
+  // remembering its pause and branch.
+  ReleaseRank RankRelease(const AgenticRequest& request, const CommittedChain& chain);
+  // Gap-aware order: after the release of a session's last request, the blocks of its earlier
+  // branches that nothing else needs go first too.
+  void EndPauseOwner(const AgenticRequest& request);
 
   KvCacheManager(BlockCache cache, const KvCacheOptions& options);
 
@@ -242,8 +308,10 @@ class KvCacheManager {
   // Running requests that carry a session or a conversation (plain requests pay nothing
   // here); looked up, never iterated where order matters.
   std::unordered_map<RequestId, AgenticRequest> agentic_requests_;
-  // SetClock's time.
-  TimeNs clock_;
+  // Gap-aware order only: the learned pauses, and the pauses still open, by owner (looked up,
+  // never iterated).
+  PauseGapEstimator pause_gaps_;
+  std::map<PauseOwner, PauseOwnerState> pause_owners_;
 };
 
 }  // namespace agentkv::kv

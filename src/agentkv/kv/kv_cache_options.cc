@@ -17,6 +17,10 @@ std::string_view SessionCloseModeName(SessionCloseMode mode) {
   return mode == SessionCloseMode::kRelease ? "release" : "dereference";
 }
 
+std::string_view EvictionOrderName(EvictionOrder order) {
+  return order == EvictionOrder::kGapAware ? "gap_aware" : "lru";
+}
+
 std::string_view BlockReusePolicyName(BlockReusePolicy policy) {
   return policy == BlockReusePolicy::kPerConversation ? "per_conversation" : "default";
 }

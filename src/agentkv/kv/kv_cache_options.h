@@ -26,8 +26,21 @@ enum class BlockReusePolicy : uint8_t { kDefault, kPerConversation };
 
 // The largest finished_subagent_min_idle_s accepted (about 11.6 days).
 inline constexpr double kMaxFinishedSubagentMinIdleS = 1e6;
+// How the device tier orders the evictable blocks of one retention priority (priorities, and
+// the eviction classes of block_cache.h, always come first).
+enum class EvictionOrder : uint8_t {
+  // Least recently used first (SGLang, vLLM, TensorRT-LLM).
+  kLru,
+  // Gap-aware retention: by effective last use, a finished request's blocks counting as used
+  // at its finish less the gap its session is expected to pause for (learned online per pause
+  // kind and tool, PauseGapEstimator), so a session waiting for a human ranks as older than one
+  // waiting for a tool; an ended session's own blocks first. Equal expected gaps give LRU.
+  kGapAware,
+};
 
 std::string_view SessionCloseModeName(SessionCloseMode mode);
+// "lru" or "gap_aware".
+std::string_view EvictionOrderName(EvictionOrder order);
 std::string_view BlockReusePolicyName(BlockReusePolicy policy);
 
 struct KvCacheOptions {
@@ -47,6 +60,8 @@ struct KvCacheOptions {
   Priority default_priority = kDefaultPriority;
   // Seed of the block key chain; ranks that must agree use the same seed. Default: 0.
   uint64_t hash_seed = 0;
+  // Order of eviction within a priority (EvictionOrder). Default: kLru.
+  EvictionOrder eviction_order = EvictionOrder::kLru;
   // Capacity of the bounded event log; 0 disables it. Default: 0. Range: [0, 1 << 26].
   int64_t event_log_capacity = 0;
 

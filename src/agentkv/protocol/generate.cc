@@ -176,6 +176,7 @@ StatusOr<GenerateRequest> ParseGenerateRequest(std::string_view body, const Pars
   }
   AGENTKV_RETURN_IF_ERROR(
       ReadOptionalString(*object, kNextPauseField, kNextPauseField, &request.next_pause));
+  AGENTKV_RETURN_IF_ERROR(ReadOptionalString(*object, kPauseField, kPauseField, &request.pause));
   request.raw.assign(body.data(), body.size());
   return request;
 }

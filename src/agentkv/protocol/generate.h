@@ -46,6 +46,10 @@ inline constexpr std::string_view kParentSessionField = "agentkv_parent_session"
 // request ("tool_call", "subagent_wait", "human_turn" or "none"), which agentkv's engines (the
 // emulator's) read for stall offload; stock SGLang ignores it.
 inline constexpr std::string_view kNextPauseField = "agentkv_next_pause";
+// agentkv's gap-aware retention hint as a top-level body member: the pause expected after this
+// request ("tool_call", "subagent_wait", "human_turn" or "session_end"). The gateway sets it
+// with --agentic-forward-pause; agentkv's engines read it, stock SGLang ignores it.
+inline constexpr std::string_view kPauseField = "agentkv_pause";
 
 // One /generate request. Exactly one of `text` / `input_ids` is set.
 struct GenerateRequest {
@@ -66,6 +70,8 @@ struct GenerateRequest {
   std::optional<std::string> parent_session;
   // The top-level kNextPauseField string, unchecked (the engine names the valid values).
   std::optional<std::string> next_pause;
+  // The kPauseField member, when it is a string (its value is not checked here).
+  std::optional<std::string> pause;
 };
 
 // Bounds on what ParseGenerateRequest accepts.

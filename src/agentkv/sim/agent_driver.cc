@@ -374,6 +374,11 @@ void AgentDriver::SubmitNext(int32_t index) {
   request.max_new_tokens = std::max<int64_t>(1, w.output_tokens);
   request.kv_options.prompt_tokens = request.prompt_tokens;
   request.kv_options.conversation = agent.conversation;
+  // What the agent does after this response (its stop reason and tool calls tell the engine as
+  // it generates them): the gap-aware eviction order's hint.
+  request.kv_options.next_pause = static_cast<size_t>(i) + 1 < agent.pauses.size()
+                                      ? PauseKindOf(agent.pauses[static_cast<size_t>(i) + 1])
+                                      : kv::PauseKind::kSessionEnd;
   if (agent.parent.has_value()) {
     request.kv_options.parent_conversation = agent.parent;
     request.kv_options.parent_hint_authenticated = true;

@@ -69,6 +69,8 @@ Status EngineModel::Submit(engine::SchedulerRequest request) {
   }
   std::vector<kv::BlockKey> keys = request.prompt_keys;
   const std::optional<ConversationId> conversation = request.kv_options.conversation;
+  // The gap-aware eviction order measures a session's pause up to this arrival.
+  request.kv_options.arrival = loop_->now();
   // Before the scheduler moves the request; a request it refuses as malformed ends the turn
   // it would have started at once.
   engine_->NoteSubmitted(request, loop_->now());
@@ -307,6 +309,8 @@ void EngineModel::RecordFinished(RequestId id, engine::RequestReport report) {
 
 void EngineModel::StartStep() {
   AGENTKV_CHECK(busy_);
+  // The requests this step finishes (or aborts) count as finished now in the gap-aware order.
+  engine_->mutable_scheduler().mutable_cache().AdvanceClock(loop_->now());
   if (!aborts_.empty()) {
     const std::vector<RequestId> aborted = ApplyAborts();
     // Decide before the callbacks run, as EndStep does: a callback's Submit() sees the engine

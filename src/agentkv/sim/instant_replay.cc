@@ -136,6 +136,8 @@ class PointReplay {
           cache.AdvanceSteps(target_step - cache.current_step().value());
         }
       }
+      // The request runs at its time: its arrival and finish in the gap-aware order.
+      cache.AdvanceClock(r.time);
       const auto n = static_cast<int64_t>(r.keys.size());
       const int64_t c = std::min(n, capacity_);
       const std::span<const kv::BlockKey> keys = std::span(r.keys).first(static_cast<size_t>(c));

@@ -11,6 +11,7 @@
 #include "agentkv/base/check.h"
 #include "agentkv/kv/block_key.h"
 #include "agentkv/sim/output_keys.h"
+#include "agentkv/sim/pause_type.h"
 
 namespace agentkv::sim {
 namespace {
@@ -46,6 +47,23 @@ std::string Describe(const std::vector<WekaConversation>& conversations,
     where += " sub-agent " + c.subagents[static_cast<size_t>(e.subagent)].agent_id;
   }
   return where + " request " + std::to_string(e.request);
+}
+
+// What the agent of `e` does after its request `r` (the gap-aware order's hint), as the agent
+// driver classifies it: the session ends after its last request; a main agent's next request
+// that comes after a waited-for sub-agent completed waits for it; else ClassifyPause.
+kv::PauseKind NextPauseOf(const WekaConversation& conversation, const AgenticScheduleEntry& e,
+                          const WekaRequest& r, const WekaRequest* next) {
+  if (next == nullptr) return kv::PauseKind::kSessionEnd;
+  if (e.subagent < 0) {
+    for (const WekaSubagent& sub : conversation.subagents) {
+      if (sub.status != SubagentStatus::kAsyncLaunched && sub.completion > r.t &&
+          sub.completion <= next->t) {
+        return kv::PauseKind::kSubagentWait;
+      }
+    }
+  }
+  return PauseKindOf(ClassifyPause(r, *next));
 }
 
 // Checks what the timeline needs: the inputs fit the id scheme and one cache.
@@ -165,7 +183,10 @@ StatusOr<InstantWorkload> MergedTimeline(const std::vector<WekaConversation>& co
     request.time = e.time;
     const uint64_t extra_key = static_cast<uint64_t>(e.conversation) + 1;
     request.keys = hasher.KeysFromBlockIds(r.hash_ids, extra_key);
-    if (const WekaRequest* next = NextOf(conversations, e); next != nullptr) {
+    const WekaRequest* next = NextOf(conversations, e);
+    request.options.next_pause =
+        NextPauseOf(conversations[static_cast<size_t>(e.conversation)], e, r, next);
+    if (next != nullptr) {
       request.output_keys = ReusedOutputKeys(
           r, *next, workload.tokens_per_block,
           [&](std::span<const uint64_t> ids) { return hasher.KeysFromBlockIds(ids, extra_key); });

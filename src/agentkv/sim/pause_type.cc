@@ -31,6 +31,20 @@ std::string_view PauseTypeName(PauseType pause) {
   return "none";
 }
 
+kv::PauseKind PauseKindOf(PauseType pause) {
+  switch (pause) {
+    case PauseType::kNone:
+      return kv::PauseKind::kUnknown;
+    case PauseType::kToolCall:
+      return kv::PauseKind::kToolCall;
+    case PauseType::kSubagentWait:
+      return kv::PauseKind::kSubagentWait;
+    case PauseType::kHumanTurn:
+      return kv::PauseKind::kHumanTurn;
+  }
+  return kv::PauseKind::kUnknown;
+}
+
 PauseType ClassifyPause(const WekaRequest& previous, const WekaRequest& next) {
   const bool called_tool = previous.stop == kToolUse || Holds(previous.output_types, kToolUse);
   if (!next.input_types.empty()) {

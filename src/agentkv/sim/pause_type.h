@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "agentkv/engine/pause_distribution.h"
+#include "agentkv/kv/pause_gap_estimator.h"
 #include "agentkv/sim/weka_trace.h"
 
 namespace agentkv::sim {
@@ -28,6 +29,10 @@ enum class PauseType {
 
 // "none", "tool_call", "subagent_wait" or "human_turn".
 std::string_view PauseTypeName(PauseType pause);
+
+// The KV cache's hint for the pause `pause` (kv::PauseKind of the same name; kNone, which
+// follows no request, is kUnknown).
+kv::PauseKind PauseKindOf(PauseType pause);
 
 // The pause between `previous` and `next`, two consecutive requests of one agent, when `next`
 // joins no sub-agent (the driver decides kSubagentWait from its joins). The previous response

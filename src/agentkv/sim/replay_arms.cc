@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::string_view kValidFeatures =
     "lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, fixed-ttl, "
-    "continuum, stall-offload, admission-v2";
+    "continuum, stall-offload, admission-v2, gap-retention";
 constexpr std::string_view kValidBases =
     "baseline, agentkv, all, fixed-ttl, continuum, infinite-cache, oracle";
 constexpr std::string_view kOracleAlone =
@@ -72,6 +72,7 @@ Status EnableFeature(std::string_view feature, ArmSpec& arm) {
   if (feature == "fixed-ttl") flag = &arm.fixed_ttl;
   if (feature == "continuum") flag = &arm.continuum;
   if (feature == "stall-offload") flag = &arm.stall_offload;
+  if (feature == "gap-retention") flag = &arm.gap_retention;
   if (flag == nullptr) return NotFoundError(std::string(feature));
   if (*flag) {
     return InvalidArgumentError("feature \"" + std::string(feature) + "\" named twice");
@@ -164,6 +165,7 @@ std::string ArmSpec::Description() const {
   if (stall_offload) add("stall offload of paused sessions to the host tier");
   if (fixed_ttl) add("fixed TTL pin after tool-call turns");
   if (continuum) add("Continuum: cost-aware TTL pins, program-level FCFS");
+  if (gap_retention) add("gap-aware retention (pause-kind gaps learned online)");
   if (out.empty()) out = "SGLang default: prefix reuse, LRU, no lifecycle, no admission";
   return out;
 }
@@ -289,6 +291,7 @@ kv::KvCacheOptions ArmCachePolicy(const ArmSpec& arm, const kv::KvCacheOptions& 
     options.finished_subagent_priority =
         static_cast<kv::Priority>(arm.demotion_priority.value_or(default_demotion_priority));
   }
+  if (arm.gap_retention) options.eviction_order = kv::EvictionOrder::kGapAware;
   return options;
 }
 

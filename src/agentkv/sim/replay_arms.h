@@ -9,6 +9,7 @@
 //            | "oracle" | ""
 //   feature := "lifecycle" | "admission" | "subagent-demotion" ["=" P] | "per-conversation"
 //            | "host-tier" | "fixed-ttl" | "continuum" | "stall-offload" | "admission-v2"
+//            | "gap-retention"
 // so "+lifecycle", "all", "baseline+host-tier", "all+continuum" and
 // "+subagent-demotion=20+lifecycle" are arms. "baseline" is SGLang's default (prefix reuse,
 // LRU, no session lifecycle, no admission); "agentkv" is the recommended policy set without a
@@ -32,7 +33,10 @@
 // [0, 100]; without "=P", the run's configured priority). "stall-offload" moves paused
 // sessions' KV to the host tier under memory pressure and back before their predicted return
 // (Tokencake's stall offload); it needs the host tier and is refused without "+host-tier"
-// rather than implying it, so that an arm's name shows every tier it has.
+// rather than implying it, so that an arm's name shows every tier it has. "gap-retention" is gap-aware
+// retention (kv::EvictionOrder::kGapAware): within a priority, a finished request's blocks rank
+// by their finish less the pause its session is expected to take (learned online per pause
+// kind from the requests' hints), an ended session's own blocks first.
 //
 // The names `agentkv agentic-curve` has always used are whole-name aliases (the arm keeps the
 // alias as its name; the spec is the canonical spelling's):
@@ -85,6 +89,8 @@ struct ArmSpec {
   bool fixed_ttl = false;
   // continuum: Continuum's cost-aware TTL pins and program-level FCFS.
   bool continuum = false;
+  // +gap-retention: the KV cache's gap-aware eviction order; requests carry their next pause.
+  bool gap_retention = false;
   // infinite-cache: device KV for the whole workload.
   bool infinite_cache = false;
   // oracle: offline-optimal eviction (Belady's MIN) from the workload's known future; exclusive
@@ -163,7 +169,8 @@ const std::vector<ArmSpec>& AgenticCurveArms();
 // The KV cache policy of `arm`: `base` with block_reuse_policy per_conversation for
 // +per-conversation and +subagent-demotion, and finished_subagent_priority =
 // arm.demotion_priority or `default_demotion_priority` for +subagent-demotion. Every other field
-// (sizes, session_close_mode, max_num_turns, the idle bound) is kept.
+// (sizes, session_close_mode, max_num_turns, the idle bound) is kept. +gap-retention sets
+// eviction_order = kGapAware.
 kv::KvCacheOptions ArmCachePolicy(const ArmSpec& arm, const kv::KvCacheOptions& base,
                                   int32_t default_demotion_priority);
 

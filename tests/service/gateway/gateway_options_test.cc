@@ -112,6 +112,10 @@ TEST(GatewayOptionsTest, EachBadFieldIsNamedByItsFlag) {
       std::string::npos);
   EXPECT_NE(ErrorOf([](GatewayOptions& o) { o.bearer_token = "a b"; }).find("--bearer-token"),
             std::string::npos);
+  EXPECT_NE(ErrorOf([](GatewayOptions& o) {
+              o.pause_priority.human_turn = -1;
+            }).find("--agentic-pause-priority"),
+            std::string::npos);
   // The seed's options are validated with their own flag names.
   EXPECT_NE(ErrorOf([](GatewayOptions& o) {
               o.agentic.agentic_program_admission = true;

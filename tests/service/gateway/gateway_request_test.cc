@@ -239,6 +239,62 @@ TEST(ForwardBodyTest, SplicesOnlyTheOwnedMembers) {
   EXPECT_EQ(*BuildForwardBody("{}", rid_only), R"({"rid":"a\"b"})");
 }
 
+TEST(PausePriorityTest, ChatBodiesShowTheirPauseAndTheHeaderNamesOne) {
+  const auto pause = [](const std::string& messages) {
+    return Parse(GatewayRoute::kChatCompletions, R"({"messages": )" + messages + "}").pause;
+  };
+  EXPECT_EQ(pause(R"([{"role": "user", "content": "hi"}])"), RequestPause::kHumanTurn);
+  EXPECT_EQ(pause(R"([{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": []},
+                      {"role": "tool", "tool_call_id": "1", "content": "42"}])"),
+            RequestPause::kToolCall);
+  EXPECT_EQ(pause(R"([{"role": "user", "content": [{"type": "tool_result", "content": "x"}]}])"),
+            RequestPause::kToolCall);
+  EXPECT_EQ(pause(R"([{"role": "user", "content": [{"type": "text", "text": "x"}]}])"),
+            RequestPause::kHumanTurn);
+  EXPECT_EQ(pause(R"([{"role": "system", "content": "s"}])"), RequestPause::kUnknown);
+  EXPECT_EQ(pause("[]"), RequestPause::kUnknown);
+  EXPECT_EQ(pause("[1]"), RequestPause::kUnknown);
+  EXPECT_EQ(Parse(GatewayRoute::kGenerate, R"({"text": "hi"})").pause, RequestPause::kUnknown);
+  // A client priority is kept.
+  EXPECT_TRUE(Parse(GatewayRoute::kGenerate, R"({"text": "hi", "priority": 3})").has_priority);
+  EXPECT_TRUE(
+      Parse(GatewayRoute::kChatCompletions, R"({"messages": [], "priority": 3})").has_priority);
+  EXPECT_FALSE(Parse(GatewayRoute::kChatCompletions, R"({"messages": []})").has_priority);
+
+  EXPECT_EQ(*ParsePauseHeader(""), RequestPause::kUnknown);
+  EXPECT_EQ(*ParsePauseHeader("tool_call"), RequestPause::kToolCall);
+  EXPECT_EQ(*ParsePauseHeader("subagent_wait"), RequestPause::kSubagentWait);
+  EXPECT_EQ(*ParsePauseHeader("human_turn"), RequestPause::kHumanTurn);
+  EXPECT_EQ(*ParsePauseHeader("session_end"), RequestPause::kSessionEnd);
+  EXPECT_THAT(ParsePauseHeader("later").status().message(), HasSubstr("X-Agentkv-Pause"));
+}
+
+TEST(PausePriorityTest, TheMapParsesEachKindOnceWithinRange) {
+  StatusOr<PausePriorities> map = ParsePausePriorities("tool_call=10,human_turn=0");
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_EQ(map->For(RequestPause::kToolCall), 10);
+  EXPECT_EQ(map->For(RequestPause::kHumanTurn), 0);
+  EXPECT_EQ(map->For(RequestPause::kSubagentWait), std::nullopt);
+  EXPECT_EQ(map->For(RequestPause::kUnknown), std::nullopt);
+  EXPECT_EQ(ParsePausePriorities("session_end=1")->For(RequestPause::kSessionEnd), 1);
+  EXPECT_TRUE(ParsePausePriorities("")->empty());
+  for (const char* bad : {"tool_call", "tool_call=", "tool_call=-1", "tool_call=1000001", "tool=1",
+                          "tool_call=1,tool_call=2", "tool_call=1,", "human_turn=x"}) {
+    const Status s = ParsePausePriorities(bad).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("--agentic-pause-priority")) << bad;
+  }
+}
+
+TEST(PausePriorityTest, TheForwardedBodyCarriesThePriority) {
+  ForwardEdits edits;
+  edits.rid = "r:0";
+  edits.priority = 10;
+  edits.pause = "tool_call";
+  EXPECT_EQ(*BuildForwardBody(R"({"text": "hi"})", edits),
+            R"({"text": "hi","rid":"r:0","priority":10,"agentkv_pause":"tool_call"})");
+}
+
 TEST(SessionClosePathTest, ExtractsAndDecodesTheId) {
   EXPECT_EQ(ParseSessionClosePath("/v1/sessions/agent-42/close"), "agent-42");
   EXPECT_EQ(ParseSessionClosePath("/v1/sessions/a%3Ab/close"), "a:b");

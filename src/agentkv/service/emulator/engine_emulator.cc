@@ -267,6 +267,7 @@ void EngineEmulator::HandleGenerate(net::Request request,
     }
     input.next_pause = *hint;
   }
+  input.pause = PauseKindOfField(req->pause);
   const int64_t prompt_tokens = static_cast<int64_t>(input.input_ids.size());
 
   GenerateCallbacks callbacks;

@@ -109,6 +109,10 @@ Status ParseOpenAi(const json::object& body, bool chat, GenerateInput& input, st
   if (const json::value* v = body.if_contains("priority"); v != nullptr && v->is_int64()) {
     input.priority = v->as_int64();
   }
+  if (const json::value* v = body.if_contains(protocol::kPauseField);
+      v != nullptr && v->is_string()) {
+    input.pause = PauseKindOfField(std::string(v->as_string()));
+  }
   if (const json::value* v = body.if_contains("rid"); v != nullptr && v->is_string()) {
     input.rid = std::string(v->as_string());
   }

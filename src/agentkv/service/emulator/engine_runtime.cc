@@ -164,6 +164,15 @@ StatusOr<std::unique_ptr<EngineRuntime>> EngineRuntime::Start(const EngineRuntim
   return runtime;
 }
 
+kv::PauseKind PauseKindOfField(const std::optional<std::string>& field) {
+  if (!field.has_value()) return kv::PauseKind::kUnknown;
+  for (const kv::PauseKind kind : {kv::PauseKind::kToolCall, kv::PauseKind::kSubagentWait,
+                                   kv::PauseKind::kHumanTurn, kv::PauseKind::kSessionEnd}) {
+    if (*field == kv::PauseKindName(kind)) return kind;
+  }
+  return kv::PauseKind::kUnknown;
+}
+
 EngineRuntime::EngineRuntime(const EngineRuntimeOptions& options, engine::Engine engine,
                              ContextLimits limits)
     : options_(options),
@@ -250,6 +259,10 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
     request.output_keys.assign(keys.begin() + static_cast<std::ptrdiff_t>(prompt_pages),
                                keys.end());
     request.kv_options.prompt_tokens = request.prompt_tokens;
+    request.kv_options.next_pause = input.pause;
+    request.kv_options.arrival =
+        TimeNs(std::chrono::duration_cast<std::chrono::nanoseconds>(arrival - epoch_).count());
+    // (Now()'s origin, the cache's clock.)
     Session* session = nullptr;
     if (options_.enable_session_radix_cache && input.session_id.has_value()) {
       session = &TouchSession(*input.session_id);
@@ -395,7 +408,7 @@ int64_t EngineRuntime::DemoteFinishedSubagents(const std::string& parent_session
   int64_t demoted = 0;
   RunOnRuntimeThread([&] {
     kv::KvCacheManager& cache = scheduler().mutable_cache();
-    cache.SetClock(std::max(cache.clock(), EmulatedNow()));
+    cache.AdvanceClock(Now());
     demoted = cache.DemoteFinishedSubagents(ConversationOf(parent_session_id));
   });
   return demoted;
@@ -505,10 +518,9 @@ void EngineRuntime::PublishAndRunDeferred() {
 
 void EngineRuntime::StepOnce() {
   const Clock::time_point start = Clock::now();
-  {
-    kv::KvCacheManager& cache = scheduler().mutable_cache();
-    cache.SetClock(std::max(cache.clock(), EmulatedNow()));
-  }
+  // One clock for the cache (the sub-agent idle bound in seconds, the gap-aware order): Now(),
+  // the wall clock clients pause on; the requests this step finishes count as finished now.
+  scheduler().mutable_cache().AdvanceClock(Now());
   const engine::EngineStep step = engine_.Step();
   const engine::StepResult& result = step.result;
   ++counters_.steps;

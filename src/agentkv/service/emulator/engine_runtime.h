@@ -54,6 +54,7 @@
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
+#include "agentkv/kv/pause_gap_estimator.h"
 #include "agentkv/service/common/context_limits.h"
 #include "agentkv/service/emulator/lru_map.h"
 #include "agentkv/sync/mutex.h"
@@ -85,10 +86,11 @@ struct EngineRuntimeOptions {
   // --page-size (kv_pool.tokens_per_block; range [1, 4096] here), --max-total-tokens
   // (kv_pool.max_total_tokens; 0 derives the pool from the cost model), the host (HiCache) tier
   // in tokens (kv_pool.hicache_tokens; hicache_ratio must stay 0), and the KV cache's policies
-  // (cache.session_close_mode: what /close_session does), and stall offload
-  // (engine.stall_offload, which needs the host tier: paused sessions' KV goes to host memory
-  // under pressure and comes back before their predicted return, on the wall clock; requests
-  // name their pause with agentkv_next_pause, their program with session_id).
+  // (cache.session_close_mode: what /close_session does; cache.eviction_order: agentkv's
+  // gap-aware order, fed by the requests' pause hints and the runtime's clock), and stall
+  // offload (engine.stall_offload, which needs the host tier: paused sessions' KV goes to host
+  // memory under pressure and comes back before their predicted return, on the wall clock;
+  // requests name their pause with agentkv_next_pause, their program with session_id).
   engine::EngineConfig engine = DefaultEmulatedEngine();
   // SGLang --context-length: the model's context length in tokens; 0 means the KV pool.
   // Default: 0. Range: [0, 2^40].
@@ -126,6 +128,8 @@ struct GenerateInput {
   std::optional<std::string> session_id;
   // Request priority (used with radix_eviction_policy "priority").
   std::optional<int64_t> priority;
+  // The pause expected after it (the body's agentkv_pause; used by the gap-aware order).
+  kv::PauseKind pause = kv::PauseKind::kUnknown;
   // extra_key / cache_salt: requests with different namespaces never share KV.
   std::string cache_namespace;
   // The body's agentkv_parent_session: this request's session is a sub-agent of that session.
@@ -135,6 +139,10 @@ struct GenerateInput {
   // engine.stall_offload set and enable_session_radix_cache: the session names the program).
   engine::PauseHint next_pause = engine::PauseHint::kNone;
 };
+
+// The hint a body's agentkv_pause names (kv::PauseKindName spellings); kUnknown when absent or
+// unknown.
+kv::PauseKind PauseKindOfField(const std::optional<std::string>& field);
 
 // How a request ended.
 struct GenerateResult {
@@ -299,6 +307,9 @@ class EngineRuntime {
 
   const EngineRuntimeOptions options_;
   const ContextLimits limits_;
+  // The origin of Now(): the KV cache's clock (arrivals and finishes in the gap-aware order, the
+  // sub-agent idle bound in seconds) and stall offload's times.
+  const std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
   // Tokens per KV page (the engine's block size).
   const int32_t page_size_;
 
@@ -310,7 +321,6 @@ class EngineRuntime {
   LruMap<std::string, Session> sessions_;
   int64_t next_request_ = 0;
   int64_t next_session_ = 1;
-  const std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
   // The next stall offload prefetch (runtime thread only; the idle wait that reads it runs on
   // the runtime thread too).
   std::optional<std::chrono::steady_clock::time_point> stall_wake_;

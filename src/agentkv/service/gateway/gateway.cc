@@ -206,8 +206,9 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
       ParsePromptTokensHeader(header(kPromptTokensHeader));
   StatusOr<std::optional<SharedPrefix>> shared_prefix =
       ParseSharedPrefixHeaders(header(kPrefixKeyHeader), header(kPrefixTokensHeader));
-  for (const Status& s :
-       {is_protected.status(), is_train.status(), prompt_tokens.status(), shared_prefix.status()}) {
+  StatusOr<RequestPause> pause = ParsePauseHeader(header(kPauseHeader));
+  for (const Status& s : {is_protected.status(), is_train.status(), prompt_tokens.status(),
+                          shared_prefix.status(), pause.status()}) {
     if (!s.ok()) return refuse(GatewayError::kBadRequest, s.message());
   }
   // What every engine would refuse is refused here, before it reserves or queues anything.
@@ -250,6 +251,7 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   // The parent's return reaches every engine before its request does (the router may place
   // it anywhere, and its sub-agents were placed by their own sessions).
   if (options_.agentic_subagent_demotion) DeliverParentReturn(ex->session_id, ex->parent);
+  ex->pause = *pause != RequestPause::kUnknown ? *pause : ex->client.pause;
   ex->rid = *std::move(rid);
   ex->started = started;
   ex->request = std::move(request);
@@ -352,6 +354,10 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
   edits.rid = identity->rid;
   if (!ex->client.has_session_params) edits.session_id = identity->session_id;
   edits.parent_session = ex->parent;
+  if (!ex->client.has_priority) edits.priority = options_.pause_priority.For(ex->pause);
+  if (options_.forward_pause && ex->pause != RequestPause::kUnknown) {
+    edits.pause = std::string(RequestPauseName(ex->pause));
+  }
   StatusOr<std::string> body = BuildForwardBody(ex->client.body, edits);
   if (!body.ok()) return Fail(ex, GatewayError::kInternal, body.status().message());
   net::HeaderList headers = ForwardHeaders(ex->request, options_.bearer_token);

@@ -52,7 +52,8 @@ struct Exchange {
   net::Request request;  // Headers and version (the body lives in `client`).
   ClientRequest client;
   std::optional<std::string> session_id;
-  std::optional<std::string> parent;  // A verified parent hint.
+  std::optional<std::string> parent;            // A verified parent hint.
+  RequestPause pause = RequestPause::kUnknown;  // Expected after it (X-Agentkv-Pause or body).
   std::string rid;
   Clock::time_point started;
 

@@ -96,6 +96,13 @@ Status GatewayOptions::Validate() const {
   AGENTKV_RETURN_IF_ERROR(http.Validate());
   AGENTKV_RETURN_IF_ERROR(upstream.Validate());
   AGENTKV_RETURN_IF_ERROR(agentic.Validate());
+  for (const std::optional<int32_t>& p : {pause_priority.tool_call, pause_priority.subagent_wait,
+                                          pause_priority.human_turn, pause_priority.session_end}) {
+    if (p.has_value() && (*p < 0 || *p > 1'000'000)) {
+      return InvalidArgumentError("--agentic-pause-priority values must be in [0, 1000000], got " +
+                                  std::to_string(*p));
+    }
+  }
   if (router_url.empty() == engine_urls.empty()) {
     return InvalidArgumentError(router_url.empty()
                                     ? "one of --router-url and --engine-urls is required"

@@ -21,6 +21,7 @@
 #include "agentkv/net/http_client.h"
 #include "agentkv/net/http_server.h"
 #include "agentkv/service/common/log_sink.h"
+#include "agentkv/service/gateway/gateway_request.h"
 
 namespace agentkv::service {
 
@@ -144,6 +145,17 @@ struct GatewayOptions {
   // require `Authorization: Bearer <token>` (else 401); it is never forwarded upstream.
   // Default: empty (no authentication).
   std::string bearer_token;
+  // --agentic-pause-priority: the SGLang request `priority` each expected pause maps to
+  // (gap-aware retention's served part); spliced into forwarded bodies that set no `priority`.
+  // The pause is the X-Agentkv-Pause header's, else what a chat body's last message shows
+  // (ClientRequest::pause). Takes effect on SGLang with --radix-eviction-policy priority (and
+  // priority scheduling on, which also orders the waiting queue by it).
+  // Default: empty (no priority added). Range: each P in [0, 1000000].
+  PausePriorities pause_priority;
+  // --agentic-forward-pause: forward a request's expected pause (when known) as the body member
+  // `agentkv_pause`, which agentkv's engines (the emulator with --eviction-order gap_aware)
+  // rank its KV by; stock SGLang ignores it. Default: false.
+  bool forward_pause = false;
   // --parent-hint-key: the HMAC-SHA256 key of sub-agent parent hints; without it no hint is
   // honoured. Default: empty.
   std::string parent_hint_key;

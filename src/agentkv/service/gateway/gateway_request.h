@@ -40,6 +40,11 @@ inline constexpr std::string_view kPromptTokensHeader = "X-Prompt-Tokens";
 // name the same key share one reservation of the prefix while any of them is in flight.
 inline constexpr std::string_view kPrefixKeyHeader = "X-Agentkv-Prefix-Key";
 inline constexpr std::string_view kPrefixTokensHeader = "X-Agentkv-Prefix-Tokens";
+
+// Gap-aware retention on the served path: the pause the client expects after this request
+// ("tool_call", "subagent_wait", "human_turn", or "session_end" for a session's last request);
+// overrides what the body shows.
+inline constexpr std::string_view kPauseHeader = "X-Agentkv-Pause";
 // The signed sub-agent parent hint.
 inline constexpr std::string_view kParentSessionHeader = "X-Agentkv-Parent-Session";
 inline constexpr std::string_view kParentSignatureHeader = "X-Agentkv-Parent-Signature";
@@ -52,6 +57,40 @@ using protocol::kParentSessionField;
 inline constexpr size_t kMaxSessionIdBytes = 256;
 // A client `rid`: 1 to 512 bytes.
 inline constexpr size_t kMaxRidBytes = 512;
+
+// The kind of pause a request is expected to be followed by, as the gateway can tell it (the
+// --agentic-pause-priority map turns it into an SGLang request `priority`).
+enum class RequestPause : uint8_t { kUnknown, kToolCall, kSubagentWait, kHumanTurn, kSessionEnd };
+
+// "unknown", "tool_call", "subagent_wait", "human_turn" or "session_end".
+std::string_view RequestPauseName(RequestPause pause);
+
+// X-Agentkv-Pause: kUnknown when empty; "tool_call", "subagent_wait", "human_turn" or
+// "session_end"; else InvalidArgument naming the header and the value.
+StatusOr<RequestPause> ParsePauseHeader(std::string_view value);
+
+// --agentic-pause-priority: the SGLang request `priority` per expected pause; unset kinds get
+// none.
+struct PausePriorities {
+  std::optional<int32_t> tool_call;
+  std::optional<int32_t> subagent_wait;
+  std::optional<int32_t> human_turn;
+  std::optional<int32_t> session_end;
+
+  bool empty() const {
+    return !tool_call.has_value() && !subagent_wait.has_value() && !human_turn.has_value() &&
+           !session_end.has_value();
+  }
+  // The priority of `pause` (nullopt for kUnknown or an unset kind).
+  std::optional<int32_t> For(RequestPause pause) const;
+  friend bool operator==(const PausePriorities&, const PausePriorities&) = default;
+};
+
+// Parses "KIND=P[,KIND=P...]" (KIND: tool_call, subagent_wait, human_turn, session_end, each at
+// most once;
+// P an integer in [0, 1000000]); "" is the empty map. InvalidArgument naming
+// --agentic-pause-priority and the bad part.
+StatusOr<PausePriorities> ParsePausePriorities(std::string_view text);
 
 // What the gateway needs from a client body; the body itself is forwarded byte for byte
 // except for the edits of ForwardEdits.
@@ -75,6 +114,13 @@ struct ClientRequest {
   // sampling_params.max_new_tokens (/generate, SGLang default 128 when absent), or
   // max_completion_tokens / max_tokens (OpenAI routes; absent = nullopt). In [0, kMaxTokens].
   std::optional<int64_t> max_new_tokens;
+  // Chat completions: the pause its `messages` show, read as the pause that will follow it (an
+  // agent in a tool loop keeps calling tools): kToolCall when the last message has role "tool"
+  // (or is a "user" message whose content holds a "tool_result" part), kHumanTurn when it is
+  // any other "user" message; kUnknown otherwise and on the other routes.
+  RequestPause pause = RequestPause::kUnknown;
+  // The body sets a top-level `priority` (the gateway never overrides it).
+  bool has_priority = false;
 };
 
 // Reads `body` for `route`. /generate: protocol::ParseGenerateRequest (its InvalidArgument or
@@ -163,9 +209,14 @@ struct ForwardEdits {
   std::string rid;
   std::optional<std::string> session_id;
   std::optional<std::string> parent_session;
+  // SGLang's request `priority`, spliced in when set (gap-aware retention's served part).
+  std::optional<int32_t> priority;
+  // protocol::kPauseField (agentkv's engines read it), spliced in when set.
+  std::optional<std::string> pause;
 };
 
-// `body` with top-level `rid`, `session_id` (when set) and kParentSessionField (when set)
+// `body` with top-level `rid`, `session_id` (when set), kParentSessionField (when set),
+// `priority` (when set) and protocol::kPauseField (when set)
 // spliced in, in one pass, by protocol::SetTopLevelFields; every other byte is unchanged.
 StatusOr<std::string> BuildForwardBody(std::string_view body, const ForwardEdits& edits);
 

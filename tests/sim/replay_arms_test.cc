@@ -26,6 +26,7 @@ struct Flags {
   bool infinite_cache = false;
   bool oracle = false;
   bool admission_v2 = false;
+  bool gap_retention = false;
 };
 
 ArmSpec SpecOf(std::string_view name, const Flags& f) {
@@ -40,6 +41,7 @@ ArmSpec SpecOf(std::string_view name, const Flags& f) {
   spec.infinite_cache = f.infinite_cache;
   spec.oracle = f.oracle;
   spec.admission_v2 = f.admission_v2;
+  spec.gap_retention = f.gap_retention;
   return spec;
 }
 
@@ -71,9 +73,14 @@ TEST(ReplayArmsTest, DefaultArmsParseToTheirDocumentedFlags) {
       {"+subagent-demotion", {.demotion = true}},
       {"+host-tier", {.host_tier = true}},
       {"all", {.lifecycle = true, .admission = true, .demotion = true, .host_tier = true}},
-      {"agentkv", {.lifecycle = true, .demotion = true, .admission_v2 = true}},
+      {"agentkv",
+       {.lifecycle = true, .demotion = true, .admission_v2 = true, .gap_retention = true}},
       {"agentkv+host-tier",
-       {.lifecycle = true, .demotion = true, .host_tier = true, .admission_v2 = true}},
+       {.lifecycle = true,
+        .demotion = true,
+        .host_tier = true,
+        .admission_v2 = true,
+        .gap_retention = true}},
       {"continuum", {.continuum = true}},
       {"oracle", {.oracle = true}},
       {"infinite-cache", {.infinite_cache = true}},

@@ -251,6 +251,7 @@ ArmSpec AgentkvArm() {
   arm.session_lifecycle = true;
   arm.subagent_demotion = true;
   arm.admission_v2 = true;
+  arm.gap_retention = true;
   return arm;
 }
 

@@ -150,7 +150,7 @@ StatusOr<std::vector<Result>> ForEachArm(const std::vector<ArmSpec>& arms, RunAr
 ArmSpec BaselineArm();
 
 // The arm named "agentkv": the recommended policy set without a host tier, lifecycle,
-// subagent-demotion and admission-v2 (ParseArm("agentkv")).
+// subagent-demotion, admission-v2 and gap-retention (ParseArm("agentkv")).
 ArmSpec AgentkvArm();
 
 // The arms `agentkv replay` runs when none are given: baseline, +lifecycle, +admission,

@@ -27,6 +27,7 @@ struct Flags {
   bool oracle = false;
   bool admission_v2 = false;
   bool gap_retention = false;
+  bool stall_offload = false;
 };
 
 ArmSpec SpecOf(std::string_view name, const Flags& f) {
@@ -42,6 +43,7 @@ ArmSpec SpecOf(std::string_view name, const Flags& f) {
   spec.oracle = f.oracle;
   spec.admission_v2 = f.admission_v2;
   spec.gap_retention = f.gap_retention;
+  spec.stall_offload = f.stall_offload;
   return spec;
 }
 
@@ -71,7 +73,9 @@ TEST(ReplayArmsTest, DefaultArmsParseToTheirDocumentedFlags) {
       {"+admission", {.admission = true}},
       {"+admission-v2", {.admission_v2 = true}},
       {"+subagent-demotion", {.demotion = true}},
+      {"+gap-retention", {.gap_retention = true}},
       {"+host-tier", {.host_tier = true}},
+      {"+stall-offload+host-tier", {.host_tier = true, .stall_offload = true}},
       {"all", {.lifecycle = true, .admission = true, .demotion = true, .host_tier = true}},
       {"agentkv",
        {.lifecycle = true, .demotion = true, .admission_v2 = true, .gap_retention = true}},

@@ -256,10 +256,21 @@ ArmSpec AgentkvArm() {
 }
 
 const std::vector<std::string>& DefaultArmNames() {
-  static const std::vector<std::string>* const kNames = new std::vector<std::string>{
-      "baseline",           "+lifecycle", "+admission", "+admission-v2",
-      "+subagent-demotion", "+host-tier", "all",        "agentkv",
-      "agentkv+host-tier",  "continuum",  "oracle",     "infinite-cache"};
+  static const std::vector<std::string>* const kNames =
+      new std::vector<std::string>{"baseline",
+                                   "+lifecycle",
+                                   "+admission",
+                                   "+admission-v2",
+                                   "+subagent-demotion",
+                                   "+gap-retention",
+                                   "+host-tier",
+                                   "+stall-offload+host-tier",
+                                   "all",
+                                   "agentkv",
+                                   "agentkv+host-tier",
+                                   "continuum",
+                                   "oracle",
+                                   "infinite-cache"};
   return *kNames;
 }
 

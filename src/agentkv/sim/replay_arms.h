@@ -153,9 +153,10 @@ ArmSpec BaselineArm();
 // subagent-demotion, admission-v2 and gap-retention (ParseArm("agentkv")).
 ArmSpec AgentkvArm();
 
-// The arms `agentkv replay` runs when none are given: baseline, +lifecycle, +admission,
-// +admission-v2, +subagent-demotion, +host-tier, all, agentkv, agentkv+host-tier, continuum,
-// oracle, infinite-cache.
+// The arms `agentkv replay` runs when none are given: baseline, every policy on its own
+// (+lifecycle, +admission, +admission-v2, +subagent-demotion, +gap-retention, +host-tier,
+// +stall-offload+host-tier), all, agentkv, agentkv+host-tier, continuum, oracle,
+// infinite-cache.
 const std::vector<std::string>& DefaultArmNames();
 // DefaultArmNames() parsed.
 const std::vector<ArmSpec>& DefaultArms();

@@ -94,8 +94,7 @@ Status KvCacheManager::ReleaseRequest(RequestId request, bool finished) {
 }
 
 void KvCacheManager::SetClock(TimeNs now) {
-  AGENTKV_CHECK(now >= clock()) << "the cache's clock went back from " << clock() << " to "
-                                << now;
+  AGENTKV_CHECK(now >= clock()) << "the cache's clock went back from " << clock() << " to " << now;
   cache_.AdvanceClock(now);
 }
 

@@ -33,10 +33,10 @@
 // [0, 100]; without "=P", the run's configured priority). "stall-offload" moves paused
 // sessions' KV to the host tier under memory pressure and back before their predicted return
 // (Tokencake's stall offload); it needs the host tier and is refused without "+host-tier"
-// rather than implying it, so that an arm's name shows every tier it has. "gap-retention" is gap-aware
-// retention (kv::EvictionOrder::kGapAware): within a priority, a finished request's blocks rank
-// by their finish less the pause its session is expected to take (learned online per pause
-// kind from the requests' hints), an ended session's own blocks first.
+// rather than implying it, so that an arm's name shows every tier it has. "gap-retention" is
+// gap-aware retention (kv::EvictionOrder::kGapAware): within a priority, a finished request's
+// blocks rank by their finish less the pause its session is expected to take (learned online per
+// pause kind from the requests' hints), an ended session's own blocks first.
 //
 // The names `agentkv agentic-curve` has always used are whole-name aliases (the arm keeps the
 // alias as its name; the spec is the canonical spelling's):

@@ -18,6 +18,15 @@ PauseDistribution MustCreate(const PauseDistributionOptions& options = {}) {
   return *std::move(d);
 }
 
+TEST(PauseDistributionTest, TheKvCachesPauseKindMapsOntoTheSameHint) {
+  EXPECT_EQ(PauseHintOf(kv::PauseKind::kToolCall), PauseHint::kToolCall);
+  EXPECT_EQ(PauseHintOf(kv::PauseKind::kSubagentWait), PauseHint::kSubagentWait);
+  EXPECT_EQ(PauseHintOf(kv::PauseKind::kHumanTurn), PauseHint::kHumanTurn);
+  // An ended session does not pause; an unknown pause is no hint.
+  EXPECT_EQ(PauseHintOf(kv::PauseKind::kSessionEnd), PauseHint::kNone);
+  EXPECT_EQ(PauseHintOf(kv::PauseKind::kUnknown), PauseHint::kNone);
+}
+
 TEST(PauseDistributionTest, OptionsValidateNamesTheFieldWithItsOwner) {
   EXPECT_TRUE(PauseDistributionOptions{}.Validate().ok());
   PauseDistributionOptions o;

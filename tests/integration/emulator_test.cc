@@ -245,6 +245,19 @@ TEST(EngineEmulatorTest, RejectsBadRequestsWith400AndAClearMessage) {
       Post(client, engine->base_url(), "/generate", R"({"input_ids": "x"})");
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(bad.body.find("input_ids"), std::string::npos);
+  // agentkv's one pause member: a known pause is served, an unknown one names the valid ones.
+  EXPECT_EQ(Post(client, engine->base_url(), "/generate",
+                 R"({"input_ids": [1, 2, 3], "agentkv_pause": "tool_call"})")
+                .status,
+            200);
+  const net::ClientResponse bad_pause =
+      Post(client, engine->base_url(), "/generate",
+           R"({"input_ids": [1, 2, 3], "agentkv_pause": "soon"})");
+  EXPECT_EQ(bad_pause.status, 400);
+  EXPECT_NE(bad_pause.body.find(R"(agentkv_pause: unknown pause \"soon\" (valid: tool_call, )"
+                                R"(subagent_wait, human_turn, session_end))"),
+            std::string::npos)
+      << bad_pause.body;
   // SGLang's tokenizer-manager messages: an input over the context, then input plus output.
   const net::ClientResponse too_long =
       Post(client, engine->base_url(), "/generate", GenerateBody(InputIds(1, 20000), 4));

@@ -86,15 +86,6 @@ TEST(GenerateRequestTest, NullCountsAsAbsent) {
   EXPECT_FALSE(r.stream);
 }
 
-TEST(GenerateRequestTest, ReadsAgentkvsPauseHintAsAString) {
-  EXPECT_FALSE(MustParse(R"({"text": "x"})").next_pause.has_value());
-  EXPECT_EQ(MustParse(R"({"text": "x", "agentkv_next_pause": "tool_call"})").next_pause,
-            "tool_call");
-  EXPECT_FALSE(MustParse(R"({"text": "x", "agentkv_next_pause": null})").next_pause.has_value());
-  EXPECT_EQ(ParseError(R"({"text": "x", "agentkv_next_pause": 3})").code(),
-            StatusCode::kInvalidArgument);
-}
-
 TEST(GenerateRequestTest, UnknownFieldsAreIgnoredAndKeptInRaw) {
   const std::string body =
       R"({"text": "x", "lora_path": "a", "image_data": [1], "routed_dp_rank": 3,

@@ -150,7 +150,7 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
                    "Move a paused session's KV to the host tier under memory pressure and back "
                    "before its predicted return (needs --hicache-tokens and "
                    "--enable-session-radix-cache; requests name their pause with "
-                   "agentkv_next_pause: tool_call, subagent_wait, human_turn or none); default "
+                   "agentkv_pause: tool_call, subagent_wait, human_turn or session_end); default "
                    "off, with pressure 0.95, quantile 0.25 and a least stall of 2 s");
   }
   for (CLI::App* mode : {router_, fleet_}) {

@@ -51,6 +51,21 @@ StatusOr<PauseHint> ParsePauseHint(std::string_view name) {
                               "\" (valid: none, tool_call, subagent_wait, human_turn)");
 }
 
+PauseHint PauseHintOf(kv::PauseKind kind) {
+  switch (kind) {
+    case kv::PauseKind::kToolCall:
+      return PauseHint::kToolCall;
+    case kv::PauseKind::kSubagentWait:
+      return PauseHint::kSubagentWait;
+    case kv::PauseKind::kHumanTurn:
+      return PauseHint::kHumanTurn;
+    case kv::PauseKind::kUnknown:
+    case kv::PauseKind::kSessionEnd:
+      return PauseHint::kNone;
+  }
+  return PauseHint::kNone;
+}
+
 Status PauseDistributionOptions::Validate(const char* owner) const {
   if (prior_weight < 0 || prior_weight > (int64_t{1} << 20)) {
     return OutOfRange(owner, "prior_weight", std::to_string(prior_weight), "[0, 1 << 20]");

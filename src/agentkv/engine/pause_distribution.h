@@ -23,6 +23,7 @@
 
 #include "agentkv/base/status.h"
 #include "agentkv/base/time.h"
+#include "agentkv/kv/pause_gap_estimator.h"
 
 namespace agentkv::engine {
 
@@ -47,6 +48,10 @@ enum class PauseHint : uint8_t {
 const char* PauseHintName(PauseHint hint);
 // The hint PauseHintName names; InvalidArgument naming `name` and the four valid names.
 StatusOr<PauseHint> ParsePauseHint(std::string_view name);
+// The hint of the KV cache's pause kind (the one pause a request names on the wire,
+// agentkv_pause): the same pause for a tool call, a sub-agent wait and a human turn; kNone for
+// an ended session or an unknown pause.
+PauseHint PauseHintOf(kv::PauseKind kind);
 // Histogram buckets (see the header comment). The finite edges are the candidate TTLs of
 // Continuum and the resolution of every quantile.
 inline constexpr int32_t kPauseBuckets = 15;

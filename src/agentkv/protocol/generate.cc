@@ -174,8 +174,6 @@ StatusOr<GenerateRequest> ParseGenerateRequest(std::string_view body, const Pars
       request.parent_session = std::string(name->data(), name->size());
     }
   }
-  AGENTKV_RETURN_IF_ERROR(
-      ReadOptionalString(*object, kNextPauseField, kNextPauseField, &request.next_pause));
   AGENTKV_RETURN_IF_ERROR(ReadOptionalString(*object, kPauseField, kPauseField, &request.pause));
   request.raw.assign(body.data(), body.size());
   return request;

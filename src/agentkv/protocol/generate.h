@@ -42,13 +42,10 @@ struct SamplingParams {
 // verified signed header; stock SGLang ignores it.
 inline constexpr std::string_view kParentSessionField = "agentkv_parent_session";
 
-// agentkv's pause hint as a top-level body member: the pause the client enters after this
-// request ("tool_call", "subagent_wait", "human_turn" or "none"), which agentkv's engines (the
-// emulator's) read for stall offload; stock SGLang ignores it.
-inline constexpr std::string_view kNextPauseField = "agentkv_next_pause";
-// agentkv's gap-aware retention hint as a top-level body member: the pause expected after this
-// request ("tool_call", "subagent_wait", "human_turn" or "session_end"). The gateway sets it
-// with --agentic-forward-pause; agentkv's engines read it, stock SGLang ignores it.
+// agentkv's pause hint as a top-level body member: the pause expected after this request
+// ("tool_call", "subagent_wait", "human_turn" or "session_end"). The gateway sets it with
+// --agentic-forward-pause; agentkv's engines read it (the gap-aware eviction order and stall
+// offload), stock SGLang ignores it.
 inline constexpr std::string_view kPauseField = "agentkv_pause";
 
 // One /generate request. Exactly one of `text` / `input_ids` is set.
@@ -68,8 +65,6 @@ struct GenerateRequest {
   // Its value when it is a string (an engine that demotes finished sub-agents reads it); any
   // other value is left unread here (the gateway refuses the member in a client's body).
   std::optional<std::string> parent_session;
-  // The top-level kNextPauseField string, unchecked (the engine names the valid values).
-  std::optional<std::string> next_pause;
   // The kPauseField member, when it is a string (its value is not checked here).
   std::optional<std::string> pause;
 };

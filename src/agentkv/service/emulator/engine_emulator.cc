@@ -258,16 +258,14 @@ void EngineEmulator::HandleGenerate(net::Request request,
   input.session_id = req->session_id;
   input.priority = req->priority;
   input.parent_session = req->parent_session;
-  if (req->next_pause.has_value()) {
-    StatusOr<engine::PauseHint> hint = engine::ParsePauseHint(*req->next_pause);
-    if (!hint.ok()) {
-      return ReplyError(request, *writer,
-                        InvalidArgumentError(std::string(protocol::kNextPauseField) + ": " +
-                                             std::string(hint.status().message())));
-    }
-    input.next_pause = *hint;
-  }
   input.pause = PauseKindOfField(req->pause);
+  if (req->pause.has_value() && input.pause == kv::PauseKind::kUnknown) {
+    return ReplyError(request, *writer,
+                      InvalidArgumentError(std::string(protocol::kPauseField) +
+                                           ": unknown pause \"" + *req->pause +
+                                           "\" (valid: tool_call, subagent_wait, human_turn, "
+                                           "session_end)"));
+  }
   const int64_t prompt_tokens = static_cast<int64_t>(input.input_ids.size());
 
   GenerateCallbacks callbacks;

@@ -90,7 +90,7 @@ struct EngineRuntimeOptions {
   // gap-aware order, fed by the requests' pause hints and the runtime's clock), and stall
   // offload (engine.stall_offload, which needs the host tier: paused sessions' KV goes to host
   // memory under pressure and comes back before their predicted return, on the wall clock;
-  // requests name their pause with agentkv_next_pause, their program with session_id).
+  // requests name their pause with agentkv_pause, their program with session_id).
   engine::EngineConfig engine = DefaultEmulatedEngine();
   // SGLang --context-length: the model's context length in tokens; 0 means the KV pool.
   // Default: 0. Range: [0, 2^40].
@@ -128,16 +128,15 @@ struct GenerateInput {
   std::optional<std::string> session_id;
   // Request priority (used with radix_eviction_policy "priority").
   std::optional<int64_t> priority;
-  // The pause expected after it (the body's agentkv_pause; used by the gap-aware order).
+  // The pause expected after it (the body's agentkv_pause): the gap-aware order ranks by it, and
+  // stall offload (engine.stall_offload with enable_session_radix_cache: the session names the
+  // program) moves a paused session's KV by it (engine::PauseHintOf).
   kv::PauseKind pause = kv::PauseKind::kUnknown;
   // extra_key / cache_salt: requests with different namespaces never share KV.
   std::string cache_namespace;
   // The body's agentkv_parent_session: this request's session is a sub-agent of that session.
   // Read only under per_conversation retention and with a session_id (see Submit).
   std::optional<std::string> parent_session;
-  // agentkv_next_pause: the pause the client enters after this request (stall offload, with
-  // engine.stall_offload set and enable_session_radix_cache: the session names the program).
-  engine::PauseHint next_pause = engine::PauseHint::kNone;
 };
 
 // The hint a body's agentkv_pause names (kv::PauseKindName spellings); kUnknown when absent or

@@ -50,6 +50,27 @@ std::vector<std::pair<std::string, double>> AdmissionCoordinator::StepMetrics(
 AdmissionCoordinator::AdmissionCoordinator(const CoordinatorParams& params)
     : params_(params), ledger_(params.ledger) {}
 
+AdmissionDecision AdmissionCoordinator::WaitOrResolved(const std::string& ticket,
+                                                       AdmissionReason refusal, int64_t tokens) {
+  if (!waiters_.contains(ticket)) {  // Resolved by the drain (e.g. aged at max_wait 0).
+    for (auto it = resolved_.begin(); it != resolved_.end(); ++it) {
+      if (it->ticket == ticket) {
+        AdmissionDecision decision = std::move(*it);
+        resolved_.erase(it);
+        return decision;
+      }
+    }
+  }
+  return AdmissionDecision{AdmissionAction::kWait,
+                           refusal,
+                           std::string(ticket),
+                           tokens,
+                           std::nullopt,
+                           -1,
+                           TimeNs(),
+                           std::nullopt};
+}
+
 AdmissionDecision AdmissionCoordinator::Bypass(std::string_view ticket, int64_t tokens,
                                                AdmissionReason reason, TimeNs waited) const {
   return AdmissionDecision{AdmissionAction::kBypass,
@@ -155,17 +176,7 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& 
   order_.emplace_back(ticket, seq);
   ++counters_.wait;
   Drain(now);
-  if (!waiters_.contains(ticket)) {  // Resolved by the drain (e.g. aged at max_wait 0).
-    for (auto it = resolved_.begin(); it != resolved_.end(); ++it) {
-      if (it->ticket == ticket) {
-        AdmissionDecision decision = std::move(*it);
-        resolved_.erase(it);
-        return decision;
-      }
-    }
-  }
-  return AdmissionDecision{AdmissionAction::kWait, refusal, ticket,   tokens,
-                           std::nullopt,           -1,      TimeNs(), std::nullopt};
+  return WaitOrResolved(ticket, refusal, tokens);
 }
 
 std::string AdmissionCoordinator::QueueOf(const ReserveTarget& target) const {
@@ -247,17 +258,7 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::AcquireV2(const AcquireRequest
   v2_order_.emplace(order_at, seq, ticket);
   ++counters_.wait;
   DrainV2(now);
-  if (!waiters_.contains(ticket)) {  // Resolved by the drain (e.g. aged at max_wait 0).
-    for (auto it = resolved_.begin(); it != resolved_.end(); ++it) {
-      if (it->ticket == ticket) {
-        AdmissionDecision decision = std::move(*it);
-        resolved_.erase(it);
-        return decision;
-      }
-    }
-  }
-  return AdmissionDecision{AdmissionAction::kWait, refusal, ticket,   tokens,
-                           std::nullopt,           -1,      TimeNs(), std::nullopt};
+  return WaitOrResolved(ticket, refusal, tokens);
 }
 
 void AdmissionCoordinator::DrainV2(TimeNs now) {

@@ -190,6 +190,10 @@ class AdmissionCoordinator {
   std::string QueueOf(const ReserveTarget& target) const;
   AdmissionDecision Bypass(std::string_view ticket, int64_t tokens, AdmissionReason reason,
                            TimeNs waited) const;
+  // After a new waiter's drain (seed or v2): its decision when the drain resolved it, else kWait
+  // with `refusal` for `tokens`.
+  AdmissionDecision WaitOrResolved(const std::string& ticket, AdmissionReason refusal,
+                                   int64_t tokens);
   // kRefuse kOversized when the ledger is fresh and `tokens` exceed its whole ceiling.
   std::optional<AdmissionDecision> RefuseIfOversized(std::string_view ticket, int64_t tokens,
                                                      TimeNs waited, TimeNs now);

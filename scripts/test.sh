@@ -4,7 +4,7 @@
 # under AddressSanitizer + UndefinedBehaviorSanitizer and runs them, then builds the threaded
 # suites (label `threaded`: sync, net, service, integration, chaos) with Clang under
 # ThreadSanitizer and -Wthread-safety and runs them, then runs each libFuzzer target (protocol
-# parsers, trace readers) for AGENTKV_FUZZ_SECONDS (default 20) under ASan+UBSan, then
+# parsers, trace readers) for AGENTKV_FUZZ_SECONDS (default 10) under ASan+UBSan, then
 # clang-tidy over the pure core and net, and last the clang-format check of every source file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +26,7 @@ ctest --preset tsan -j "$jobs"
 
 # The protocol parsers and trace readers under libFuzzer (Clang, ASan+UBSan), a bounded time
 # each.
-scripts/fuzz.sh "${AGENTKV_FUZZ_SECONDS:-20}"
+scripts/fuzz.sh "${AGENTKV_FUZZ_SECONDS:-10}"
 
 # Static checks: clang-tidy on a bounded set, then formatting of every C++ file.
 scripts/tidy.sh "$jobs"

@@ -18,15 +18,6 @@ PauseDistribution MustCreate(const PauseDistributionOptions& options = {}) {
   return *std::move(d);
 }
 
-TEST(PauseDistributionTest, TheKvCachesPauseKindMapsOntoTheSameHint) {
-  EXPECT_EQ(PauseHintOf(kv::PauseKind::kToolCall), PauseHint::kToolCall);
-  EXPECT_EQ(PauseHintOf(kv::PauseKind::kSubagentWait), PauseHint::kSubagentWait);
-  EXPECT_EQ(PauseHintOf(kv::PauseKind::kHumanTurn), PauseHint::kHumanTurn);
-  // An ended session does not pause; an unknown pause is no hint.
-  EXPECT_EQ(PauseHintOf(kv::PauseKind::kSessionEnd), PauseHint::kNone);
-  EXPECT_EQ(PauseHintOf(kv::PauseKind::kUnknown), PauseHint::kNone);
-}
-
 TEST(PauseDistributionTest, OptionsValidateNamesTheFieldWithItsOwner) {
   EXPECT_TRUE(PauseDistributionOptions{}.Validate().ok());
   PauseDistributionOptions o;
@@ -84,13 +75,6 @@ TEST(PauseDistributionTest, CountsHalveAtTheDecayBound) {
   EXPECT_EQ(d.samples(2), 7);
   d.ObservePause(2, TimeNs::Seconds(1));
   EXPECT_EQ(d.samples(2), 4);
-}
-
-TEST(PauseDistributionTest, HintNamesAreStable) {
-  EXPECT_STREQ(PauseHintName(PauseHint::kNone), "none");
-  EXPECT_STREQ(PauseHintName(PauseHint::kToolCall), "tool_call");
-  EXPECT_STREQ(PauseHintName(PauseHint::kSubagentWait), "subagent_wait");
-  EXPECT_STREQ(PauseHintName(PauseHint::kHumanTurn), "human_turn");
 }
 
 }  // namespace

@@ -125,5 +125,13 @@ TEST(PauseGapEstimatorTest, NamesEveryKind) {
   EXPECT_EQ(PauseKindName(PauseKind::kSessionEnd), "session_end");
 }
 
+TEST(PauseGapEstimatorTest, OnlyToolCallsSubagentWaitsAndHumanTurnsAreReturningPauses) {
+  EXPECT_TRUE(IsReturningPause(PauseKind::kToolCall));
+  EXPECT_TRUE(IsReturningPause(PauseKind::kSubagentWait));
+  EXPECT_TRUE(IsReturningPause(PauseKind::kHumanTurn));
+  EXPECT_FALSE(IsReturningPause(PauseKind::kUnknown));
+  EXPECT_FALSE(IsReturningPause(PauseKind::kSessionEnd));
+}
+
 }  // namespace
 }  // namespace agentkv::kv

@@ -28,44 +28,6 @@ void CheckClass(int32_t pause_class) {
 
 }  // namespace
 
-const char* PauseHintName(PauseHint hint) {
-  switch (hint) {
-    case PauseHint::kNone:
-      return "none";
-    case PauseHint::kToolCall:
-      return "tool_call";
-    case PauseHint::kSubagentWait:
-      return "subagent_wait";
-    case PauseHint::kHumanTurn:
-      return "human_turn";
-  }
-  return "unknown";
-}
-
-StatusOr<PauseHint> ParsePauseHint(std::string_view name) {
-  for (const PauseHint hint :
-       {PauseHint::kNone, PauseHint::kToolCall, PauseHint::kSubagentWait, PauseHint::kHumanTurn}) {
-    if (name == PauseHintName(hint)) return hint;
-  }
-  return InvalidArgumentError("unknown pause \"" + std::string(name) +
-                              "\" (valid: none, tool_call, subagent_wait, human_turn)");
-}
-
-PauseHint PauseHintOf(kv::PauseKind kind) {
-  switch (kind) {
-    case kv::PauseKind::kToolCall:
-      return PauseHint::kToolCall;
-    case kv::PauseKind::kSubagentWait:
-      return PauseHint::kSubagentWait;
-    case kv::PauseKind::kHumanTurn:
-      return PauseHint::kHumanTurn;
-    case kv::PauseKind::kUnknown:
-    case kv::PauseKind::kSessionEnd:
-      return PauseHint::kNone;
-  }
-  return PauseHint::kNone;
-}
-
 Status PauseDistributionOptions::Validate(const char* owner) const {
   if (prior_weight < 0 || prior_weight > (int64_t{1} << 20)) {
     return OutOfRange(owner, "prior_weight", std::to_string(prior_weight), "[0, 1 << 20]");

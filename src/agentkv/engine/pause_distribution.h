@@ -30,28 +30,6 @@ namespace agentkv::engine {
 // Pause classes kept apart: keys in [0, kMaxPauseClasses).
 inline constexpr int32_t kMaxPauseClasses = 8;
 
-// The pause that follows a request, as its client hints it to the engine (an agent framework
-// knows it from the response: a tool call, a Task tool whose result is its sub-agents', or the
-// end of the turn). A hint, never a promise: policies learn how long each kind lasts.
-enum class PauseHint : uint8_t {
-  // No hint, or no pause: the program ends or its next request follows at once.
-  kNone,
-  // The response called a tool; the next request carries its result.
-  kToolCall,
-  // The response launched sub-agents; the next request carries their results.
-  kSubagentWait,
-  // The response ended the turn; a human writes the next request.
-  kHumanTurn,
-};
-
-// "none", "tool_call", "subagent_wait" or "human_turn".
-const char* PauseHintName(PauseHint hint);
-// The hint PauseHintName names; InvalidArgument naming `name` and the four valid names.
-StatusOr<PauseHint> ParsePauseHint(std::string_view name);
-// The hint of the KV cache's pause kind (the one pause a request names on the wire,
-// agentkv_pause): the same pause for a tool call, a sub-agent wait and a human turn; kNone for
-// an ended session or an unknown pause.
-PauseHint PauseHintOf(kv::PauseKind kind);
 // Histogram buckets (see the header comment). The finite edges are the candidate TTLs of
 // Continuum and the resolution of every quantile.
 inline constexpr int32_t kPauseBuckets = 15;

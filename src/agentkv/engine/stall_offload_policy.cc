@@ -26,15 +26,16 @@ TimeNs Unbounded() { return TimeNs(PauseDistribution::BucketEdge(kPauseBuckets -
 
 }  // namespace
 
-std::optional<int32_t> StallPauseClass(PauseHint hint, bool subagent) {
-  switch (hint) {
-    case PauseHint::kNone:
+std::optional<int32_t> StallPauseClass(kv::PauseKind pause, bool subagent) {
+  switch (pause) {
+    case kv::PauseKind::kUnknown:
+    case kv::PauseKind::kSessionEnd:
       return std::nullopt;
-    case PauseHint::kToolCall:
+    case kv::PauseKind::kToolCall:
       return subagent ? kStallSubagentToolCallClass : kStallToolCallClass;
-    case PauseHint::kSubagentWait:
+    case kv::PauseKind::kSubagentWait:
       return kStallSubagentWaitClass;
-    case PauseHint::kHumanTurn:
+    case kv::PauseKind::kHumanTurn:
       return kStallHumanTurnClass;
   }
   return std::nullopt;
@@ -63,7 +64,7 @@ StallOffloadPolicy::StallOffloadPolicy(const StallOffloadOptions& options, Pause
     : options_(options), pauses_(std::move(pauses)) {}
 
 void StallOffloadPolicy::OnSubmit(RequestId request, const kv::RequestOptions& kv_options,
-                                  PauseHint next_pause, std::vector<kv::BlockKey> keys,
+                                  kv::PauseKind next_pause, std::vector<kv::BlockKey> keys,
                                   TimeNs now) {
   // The program is the conversation, else the session (an engine that sees sessions only).
   std::optional<ConversationId> program = kv_options.conversation;

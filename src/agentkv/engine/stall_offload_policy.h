@@ -1,7 +1,8 @@
 // StallOffloadPolicy: stall offload (Tokencake, arXiv 2510.18586) for one engine. When a
 // session enters a long pause (a tool call, a wait for sub-agents, a human's turn: the
-// request's PauseHint) while the engine's KV pool is under pressure, its KV moves to the host
-// tier ahead of demand, and it is loaded back before the session's predicted return.
+// request's agentkv_pause, a kv::PauseKind) while the engine's KV pool is under pressure, its
+// KV moves to the host tier ahead of demand, and it is loaded back before the session's
+// predicted return.
 //
 // Decisions (Plan, const; the engine applies them to its kv::KvCacheManager):
 //  - Pressure: device usage, the blocks held or cached over the device tier (what is not
@@ -54,9 +55,9 @@ inline constexpr int32_t kStallSubagentToolCallClass = 1;
 inline constexpr int32_t kStallSubagentWaitClass = 2;
 inline constexpr int32_t kStallHumanTurnClass = 3;
 
-// The class of the pause `hint` announces for a request of a sub-agent (`subagent`) or not;
-// nullopt for kNone.
-std::optional<int32_t> StallPauseClass(PauseHint hint, bool subagent);
+// The class of the pause `pause` announces for a request of a sub-agent (`subagent`) or not;
+// nullopt for an unknown pause and the end of the session (kv::IsReturningPause).
+std::optional<int32_t> StallPauseClass(kv::PauseKind pause, bool subagent);
 
 struct StallOffloadOptions {
   // Device usage (blocks held or cached over the device tier) above which paused sessions'
@@ -127,7 +128,7 @@ class StallOffloadPolicy {
   // length is learned, and an offloaded chain not yet prefetched is left to the request (it
   // onboards it as any host hit). A request with a program and a pause hint is remembered
   // until it ends.
-  void OnSubmit(RequestId request, const kv::RequestOptions& kv_options, PauseHint next_pause,
+  void OnSubmit(RequestId request, const kv::RequestOptions& kv_options, kv::PauseKind next_pause,
                 std::vector<kv::BlockKey> keys, TimeNs now);
   // `request` ended at `now`. A completed request with a hint starts its conversation's pause;
   // an aborted or refused one (`completed` false: its session is closing) starts none. Unknown

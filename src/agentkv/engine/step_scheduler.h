@@ -78,9 +78,9 @@ struct SchedulerRequest {
   // Session, conversation and retention inputs passed to KvCacheManager::AddRequest.
   kv::RequestOptions kv_options;
   // The client's hint of the pause that follows this request (a tool call, a wait for
-  // sub-agents, a human's turn). The scheduler does not read it; stall offload does
-  // (Engine::NoteSubmitted). Default: kNone.
-  PauseHint next_pause = PauseHint::kNone;
+  // sub-agents, a human's turn, the end of the session: the wire's agentkv_pause). The
+  // scheduler does not read it; stall offload does (Engine::NoteSubmitted). Default: kUnknown.
+  kv::PauseKind next_pause = kv::PauseKind::kUnknown;
 };
 
 // What one request did in one step.

@@ -42,6 +42,13 @@ enum class PauseKind : uint8_t {
 // "unknown", "tool_call", "subagent_wait", "human_turn" or "session_end".
 std::string_view PauseKindName(PauseKind kind);
 
+// True for the pauses a session comes back from (a tool call, a sub-agent wait, a human's
+// turn); false for an unknown pause and for the end of the session.
+constexpr bool IsReturningPause(PauseKind kind) {
+  return kind == PauseKind::kToolCall || kind == PauseKind::kSubagentWait ||
+         kind == PauseKind::kHumanTurn;
+}
+
 class PauseGapEstimator {
  public:
   struct Options {

@@ -223,7 +223,7 @@ Status GatewayModel::Dispatch(Pending pending, const control::AdmissionDecision*
     pin_keys_[id] = PinCandidate{.keys = request.request.prompt_keys, .pause_class = pause_class};
   }
   // The pause that follows, as a client's hint to the engine (its stall offload reads it).
-  request.request.next_pause = EnginePauseHint(request.next_pause);
+  request.request.next_pause = PauseKindOf(request.next_pause);
   StatusOr<EngineId> engine = fleet_->Submit(std::move(request.request), request.routing_key);
   if (!engine.ok()) {
     pin_keys_.erase(id);

@@ -54,18 +54,4 @@ PauseType ClassifyPause(const WekaRequest& previous, const WekaRequest& next) {
   return called_tool ? PauseType::kToolCall : PauseType::kHumanTurn;
 }
 
-engine::PauseHint EnginePauseHint(PauseType pause) {
-  switch (pause) {
-    case PauseType::kNone:
-      return engine::PauseHint::kNone;
-    case PauseType::kToolCall:
-      return engine::PauseHint::kToolCall;
-    case PauseType::kSubagentWait:
-      return engine::PauseHint::kSubagentWait;
-    case PauseType::kHumanTurn:
-      return engine::PauseHint::kHumanTurn;
-  }
-  return engine::PauseHint::kNone;
-}
-
 }  // namespace agentkv::sim

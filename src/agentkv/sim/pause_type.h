@@ -9,7 +9,6 @@
 
 #include <string_view>
 
-#include "agentkv/engine/pause_distribution.h"
 #include "agentkv/kv/pause_gap_estimator.h"
 #include "agentkv/sim/weka_trace.h"
 
@@ -42,10 +41,6 @@ kv::PauseKind PauseKindOf(PauseType pause);
 // user interrupted). Without them: kToolCall when the previous response called a tool, else
 // kHumanTurn.
 PauseType ClassifyPause(const WekaRequest& previous, const WekaRequest& next);
-
-// The hint a client gives the engine of the pause `pause` that follows a request
-// (engine::PauseHint): the same four kinds.
-engine::PauseHint EnginePauseHint(PauseType pause);
 
 }  // namespace agentkv::sim
 

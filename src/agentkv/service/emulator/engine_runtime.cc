@@ -293,7 +293,7 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
     active.requested_tokens = max_new_tokens;
     active.input = std::move(input);
     active.callbacks = std::move(callbacks);
-    request.next_pause = engine::PauseHintOf(active.input.pause);
+    request.next_pause = active.input.pause;
     engine_.NoteSubmitted(request, Now());
     Status submitted = scheduler().Submit(std::move(request));
     if (!submitted.ok()) {

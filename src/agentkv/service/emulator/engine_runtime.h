@@ -130,7 +130,7 @@ struct GenerateInput {
   std::optional<int64_t> priority;
   // The pause expected after it (the body's agentkv_pause): the gap-aware order ranks by it, and
   // stall offload (engine.stall_offload with enable_session_radix_cache: the session names the
-  // program) moves a paused session's KV by it (engine::PauseHintOf).
+  // program) moves a paused session's KV by it (engine::StallPauseClass).
   kv::PauseKind pause = kv::PauseKind::kUnknown;
   // extra_key / cache_salt: requests with different namespaces never share KV.
   std::string cache_namespace;

@@ -77,6 +77,16 @@ TEST(ParseBaseUrlTest, RejectsWhatTheClientCannotUse) {
   }
 }
 
+TEST(ParseBaseUrlTest, AHostAndPortWithoutSchemeIsAnsweredWithWhatToWrite) {
+  for (const char* url : {"127.0.0.1:31000", "localhost:31000"}) {
+    auto endpoint = ParseBaseUrl(url);
+    ASSERT_FALSE(endpoint.ok()) << url;
+    EXPECT_EQ(endpoint.status().message(),
+              std::string("base URL \"") + url +
+                  "\" has no scheme: write it as http://HOST:PORT, e.g. \"http://" + url + "\"");
+  }
+}
+
 TEST(TargetPathTest, DropsTheQuery) {
   EXPECT_EQ(TargetPath("/generate?x=1&y=2").value(), "/generate");
   EXPECT_EQ(TargetPath("/").value(), "/");

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -14,6 +15,7 @@ namespace {
 
 using cli_testing::RunResult;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 class AgentkvCliTest : public cli_testing::CliTest {};
@@ -71,6 +73,49 @@ TEST_F(AgentkvCliTest, ParseErrorsUseTheSameFormat) {
   const RunResult no_command = Run("");
   EXPECT_EQ(no_command.exit_code, 2);
   EXPECT_THAT(no_command.err, StartsWith("agentkv: error: "));
+}
+
+TEST_F(AgentkvCliTest, AMissingOrUnknownCommandIsNamedWithTheValidOnes) {
+  const RunResult none = Run("");
+  EXPECT_EQ(none.err,
+            "agentkv: error: a command is required (commands: cache-curve, agentic-curve, replay, "
+            "cost-model, emulate, coordinator, gateway; see agentkv --help)\n");
+  const RunResult unknown = Run("frobnicate");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_EQ(unknown.err,
+            "agentkv: error: unknown command \"frobnicate\" (commands: cache-curve, "
+            "agentic-curve, replay, cost-model, emulate, coordinator, gateway; see agentkv "
+            "--help)\n");
+  // A nested command names its own path and its own subcommands.
+  const RunResult nested = Run("emulate engin");
+  EXPECT_EQ(nested.exit_code, 2);
+  EXPECT_EQ(nested.err,
+            "agentkv emulate: error: unknown command \"engin\" (commands: engine, router, fleet; "
+            "see agentkv emulate --help)\n");
+  // A flag error inside a nested command is prefixed by the whole path.
+  const RunResult flag = Run("emulate router --policy fastest");
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_THAT(flag.err, StartsWith("agentkv emulate router: error: --policy"));
+}
+
+TEST_F(AgentkvCliTest, VersionPrintsTheBuildsVersion) {
+  const RunResult r = Run("--version");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("agentkv "));
+  // The project version: MAJOR.MINOR.PATCH.
+  const std::string version = r.out.substr(8);
+  EXPECT_EQ(std::count(version.begin(), version.end(), '.'), 2) << r.out;
+  EXPECT_EQ(r.err, "");
+}
+
+// The help of an off-by-default flag names the flag only: no CLI11 "{false}" default value.
+TEST_F(AgentkvCliTest, NegativeFlagsShowNoDefaultValueInHelp) {
+  for (const char* command : {"emulate engine --help", "gateway --help"}) {
+    const RunResult r = Run(command);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, Not(HasSubstr("{false}"))) << command;
+    EXPECT_THAT(r.out, Not(HasSubstr("{true}"))) << command;
+  }
 }
 
 TEST_F(AgentkvCliTest, HelpExplainsTheOutput) {

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli_test_support.h"
 
@@ -84,6 +86,28 @@ TEST_F(ServiceCliTest, EmulatorsRefuseDurationsOutOfRange) {
       Run("emulate router --worker-urls http://127.0.0.1:9 --health-check-interval-secs -1");
   cli_testing::ExpectOneErrorLine(r, "agentkv emulate router: error: ");
   EXPECT_THAT(r.err, HasSubstr("--health-check-interval-secs must be in [0, 86400], got -1"));
+}
+
+// Every engine flag the cost model or the scheduler would refuse is refused by its own name
+// (none of these starts a server: each fails before anything binds).
+TEST_F(ServiceCliTest, EngineEmulatorRefusesEachBadValueByItsFlag) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--tp 3", "--tp must be one of 1, 2, 4, 8, got 3"},
+      {"--tp 0", "--tp must be one of 1, 2, 4, 8, got 0"},
+      {"--model foo", "--model: unknown model preset \"foo\""},
+      {"--gpu a100x", "--gpu: unknown gpu preset \"a100x\""},
+      {"--max-running-requests 0", "--max-running-requests must be in [1, 1048576], got 0"},
+      {"--max-prefill-tokens 0", "--max-prefill-tokens must be in [1, 1073741824], got 0"},
+      {"--chunked-prefill-size -1", "--chunked-prefill-size must be in [0, 1073741824], got -1"},
+      {"--hicache-tokens -1", "--hicache-tokens must be in [0, 1099511627776], got -1"},
+  };
+  for (const auto& [flags, message] : cases) {
+    for (const char* mode : {"engine", "fleet"}) {
+      const RunResult r = Run(std::string("emulate ") + mode + " " + flags);
+      cli_testing::ExpectOneErrorLine(r, std::string("agentkv emulate ") + mode + ": error: ");
+      EXPECT_THAT(r.err, HasSubstr(message)) << mode << " " << flags;
+    }
+  }
 }
 
 TEST_F(ServiceCliTest, GatewayNeedsExactlyOneUpstream) {

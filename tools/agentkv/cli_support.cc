@@ -52,8 +52,31 @@ int ReportError(std::string_view command, const Status& status) {
 }
 
 std::string ParseFailureMessage(const CLI::App* app, const CLI::Error& error) {
-  const std::vector<CLI::App*> parsed = app->get_subcommands();
-  const std::string command = parsed.empty() ? "" : parsed.back()->get_name();
+  // The command path the parse reached ("emulate router"): the deepest selected subcommand.
+  std::string command;
+  const CLI::App* at = app;
+  for (std::vector<CLI::App*> parsed = at->get_subcommands(); !parsed.empty();
+       parsed = at->get_subcommands()) {
+    at = parsed.back();
+    command += (command.empty() ? "" : " ") + at->get_name();
+  }
+  // CLI11 says only "A subcommand is required", also when the word given was a misspelt one:
+  // name what was given and what the valid commands are.
+  if (dynamic_cast<const CLI::RequiredError*>(&error) != nullptr &&
+      std::string_view(error.what()).starts_with("A subcommand is required")) {
+    std::string commands;
+    for (const CLI::App* sub : at->get_subcommands([](const CLI::App*) { return true; })) {
+      commands += (commands.empty() ? "" : ", ") + sub->get_name();
+    }
+    const std::vector<std::string> extra = app->remaining(true);
+    const std::string help = command.empty() ? "agentkv --help" : "agentkv " + command + " --help";
+    if (!extra.empty()) {
+      return ErrorLine(command, fmt::format("unknown command \"{}\" (commands: {}; see {})",
+                                            extra.front(), commands, help));
+    }
+    return ErrorLine(command,
+                     fmt::format("a command is required (commands: {}; see {})", commands, help));
+  }
   return ErrorLine(command, error.what());
 }
 

@@ -71,6 +71,14 @@ requires std::is_arithmetic_v<T>
                                           lower == LowerBound::kClosed ? '[' : '(', lo, hi, value));
 }
 
+// `result`, or its failure with the message led by the flag the value came from:
+// "--model: unknown model preset ...". The code is kept.
+template <typename T>
+StatusOr<T> NameFlag(std::string_view flag, StatusOr<T> result) {
+  if (result.ok()) return result;
+  return Status(result.status().code(), fmt::format("{}: {}", flag, result.status().message()));
+}
+
 // The environment variable a flag can also be given in: "--agentic-admission-headroom" ->
 // "AGENTKV_AGENTIC_ADMISSION_HEADROOM".
 std::string FlagEnvName(std::string_view flag);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <utility>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "tools/agentkv/cli_support.h"
@@ -117,7 +118,8 @@ void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, EngineFlag
       ->capture_default_str();
   app.add_option("--speed", r.speed, "Simulated seconds per wall second")->capture_default_str();
   app.add_flag("--unpaced", unpaced, "Do not wait for the modelled step time (benchmarks)");
-  app.add_flag("!--disable-metrics", o.enable_metrics, "Do not serve /metrics");
+  app.add_flag_callback(
+      "--disable-metrics", [&o] { o.enable_metrics = false; }, "Do not serve /metrics");
   app.add_option("--metrics-tp-ranks", o.metrics_tp_ranks, "Lines per gauge in /metrics; 0 = --tp")
       ->capture_default_str();
   app.add_option("--served-model-name", o.served_model_name,
@@ -203,8 +205,18 @@ std::chrono::milliseconds Millis(double seconds) {
 StatusOr<service::EngineEmulatorOptions> EmulateCommand::EngineOptions() const {
   service::EngineEmulatorOptions options = engine_options_;
   engine::EngineConfig& config = options.runtime.engine;
-  AGENTKV_ASSIGN_OR_RETURN(config.model, engine::ParseModelPreset(model_));
-  AGENTKV_ASSIGN_OR_RETURN(config.gpu, engine::ParseGpuPreset(gpu_));
+  AGENTKV_ASSIGN_OR_RETURN(config.model, NameFlag("--model", engine::ParseModelPreset(model_)));
+  AGENTKV_ASSIGN_OR_RETURN(config.gpu, NameFlag("--gpu", engine::ParseGpuPreset(gpu_)));
+  if (config.tp != 1 && config.tp != 2 && config.tp != 4 && config.tp != 8) {
+    return InvalidArgumentError(fmt::format("--tp must be one of 1, 2, 4, 8, got {}", config.tp));
+  }
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange(
+      "--max-running-requests", config.scheduler.max_running_requests, 1, int64_t{1} << 20));
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--max-prefill-tokens",
+                                         config.scheduler.max_prefill_tokens, 1, int64_t{1} << 30));
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange(
+      "--chunked-prefill-size", config.scheduler.chunked_prefill_size, 0, int64_t{1} << 30));
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--hicache-tokens", hicache_tokens_, 0, kMaxTokens));
   AGENTKV_ASSIGN_OR_RETURN(options.runtime.radix_eviction_policy,
                            service::ParseRadixEvictionPolicy(radix_eviction_policy_));
   config.kv_pool.hicache_tokens = hicache_tokens_;

@@ -90,8 +90,9 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
   AddEnvOption(c, "--upstream-connections", upstream_connections_,
                "Most open connections to each upstream (router or engine); requests beyond "
                "wait in the gateway. Each held request uses two descriptors");
-  c.add_flag("!--no-check-prerequisites", o.check_prerequisites,
-             "Skip the /server_info checks at startup");
+  c.add_flag_callback(
+      "--no-check-prerequisites", [&o] { o.check_prerequisites = false; },
+      "Skip the /server_info checks at startup");
   AddEnvOption(c, "--prerequisite-policy", prerequisite_policy_,
                "refuse (exit) or disable (turn the feature off) when an engine lacks a flag");
   AddEnvOption(c, "--bearer-token", o.bearer_token,

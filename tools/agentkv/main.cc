@@ -28,6 +28,8 @@ constexpr const char* kDescription =
 int Main(int argc, char** argv) {
   CLI::App app(kDescription, "agentkv");
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("agentkv ") + AGENTKV_VERSION,
+                       "Print the version of this build and exit");
   app.failure_message(ParseFailureMessage);
   // Flags may also come from a TOML or INI file: a command's flags go under its section
   // ([replay] sessions = 8). Flags on the command line win. Subcommands fall through to this

@@ -43,10 +43,16 @@ std::string HttpEndpoint::PoolKey() const {
 }
 
 StatusOr<HttpEndpoint> ParseBaseUrl(std::string_view base_url) {
+  // "127.0.0.1:30000" or "localhost:30000" is the usual slip: say what to write instead.
+  if (base_url.find("://") == std::string_view::npos) {
+    return InvalidArgumentError("base URL \"" + std::string(base_url) +
+                                "\" has no scheme: write it as http://HOST:PORT, e.g. \"http://" +
+                                std::string(base_url) + "\"");
+  }
   auto parsed = boost::urls::parse_uri(base_url);
   if (!parsed) {
-    return InvalidArgumentError("base URL \"" + std::string(base_url) +
-                                "\" does not parse: " + parsed.error().message());
+    return InvalidArgumentError("base URL \"" + std::string(base_url) + "\" is not a valid URL (" +
+                                parsed.error().message() + "): write it as http://HOST:PORT");
   }
   const boost::urls::url_view& url = *parsed;
   if (url.scheme_id() != boost::urls::scheme::http) {

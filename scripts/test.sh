@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test: installs what is missing, builds the release configuration (warnings are
 # errors; benchmarks are compiled too) and runs the whole suite, then builds the unit suites
-# under AddressSanitizer + UndefinedBehaviorSanitizer and runs them, then builds the threaded
+# (label `unit`: not the binary's end-to-end `cli` tests) under AddressSanitizer +
+# UndefinedBehaviorSanitizer and runs them, then builds the threaded
 # suites (label `threaded`: sync, net, service, integration, chaos) with Clang under
 # ThreadSanitizer and -Wthread-safety and runs them, then runs each libFuzzer target (protocol
 # parsers, trace readers) for AGENTKV_FUZZ_SECONDS (default 10) under ASan+UBSan, then

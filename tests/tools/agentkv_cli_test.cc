@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli_test_support.h"
 
@@ -76,22 +78,22 @@ TEST_F(AgentkvCliTest, ParseErrorsUseTheSameFormat) {
 }
 
 TEST_F(AgentkvCliTest, AMissingOrUnknownCommandIsNamedWithTheValidOnes) {
-  const RunResult none = Run("");
-  EXPECT_EQ(none.err,
-            "agentkv: error: a command is required (commands: cache-curve, agentic-curve, replay, "
-            "cost-model, emulate, coordinator, gateway; see agentkv --help)\n");
-  const RunResult unknown = Run("frobnicate");
-  EXPECT_EQ(unknown.exit_code, 2);
-  EXPECT_EQ(unknown.err,
-            "agentkv: error: unknown command \"frobnicate\" (commands: cache-curve, "
-            "agentic-curve, replay, cost-model, emulate, coordinator, gateway; see agentkv "
-            "--help)\n");
-  // A nested command names its own path and its own subcommands.
-  const RunResult nested = Run("emulate engin");
-  EXPECT_EQ(nested.exit_code, 2);
-  EXPECT_EQ(nested.err,
-            "agentkv emulate: error: unknown command \"engin\" (commands: engine, router, fleet; "
-            "see agentkv emulate --help)\n");
+  const std::string commands =
+      "(commands: cache-curve, agentic-curve, replay, cost-model, emulate, coordinator, gateway; "
+      "see agentkv --help)\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "agentkv: error: a command is required " + commands},
+      {"frobnicate", "agentkv: error: unknown command \"frobnicate\" " + commands},
+      // A nested command names its own path and its own subcommands.
+      {"emulate engin",
+       "agentkv emulate: error: unknown command \"engin\" (commands: engine, router, fleet; "
+       "see agentkv emulate --help)\n"},
+  };
+  for (const auto& [args, error] : cases) {
+    const RunResult r = Run(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(r.err, error) << args;
+  }
   // A flag error inside a nested command is prefixed by the whole path.
   const RunResult flag = Run("emulate router --policy fastest");
   EXPECT_EQ(flag.exit_code, 2);

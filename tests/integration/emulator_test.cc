@@ -283,6 +283,32 @@ TEST(EngineEmulatorTest, RejectsBadRequestsWith400AndAClearMessage) {
   EXPECT_EQ(v.at("max_req_input_len").to_number<int64_t>(), 16378);
 }
 
+// GET /v1/models (what OpenAI clients, LiteLLM and agent SDKs call first): SGLang's ModelList
+// of one ModelCard for the served model.
+TEST(EngineEmulatorTest, ListsTheServedModelAsSglangDoes) {
+  EngineEmulatorOptions options = EngineOptions();
+  options.served_model_name = "org/served-model";
+  auto engine = StartEngine(options);
+  ASSERT_NE(engine, nullptr);
+  net::HttpClient client;
+  StatusOr<net::ClientResponse> r =
+      client.Request(http::verb::get, engine->base_url(), "/v1/models");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  const json::value v = json::parse(r->body);
+  EXPECT_EQ(v.at("object").as_string(), "list");
+  ASSERT_EQ(v.at("data").as_array().size(), 1U);
+  const json::object& card = v.at("data").as_array()[0].as_object();
+  EXPECT_EQ(card.at("id").as_string(), "org/served-model");
+  EXPECT_EQ(card.at("object").as_string(), "model");
+  EXPECT_EQ(card.at("owned_by").as_string(), "sglang");
+  EXPECT_EQ(card.at("root").as_string(), "org/served-model");
+  EXPECT_TRUE(card.at("parent").is_null());
+  // No --context-length: the KV pool's 16384 tokens, as in the length checks above.
+  EXPECT_EQ(card.at("max_model_len").to_number<int64_t>(), 16384);
+  EXPECT_GT(card.at("created").to_number<int64_t>(), 1'600'000'000);  // Seconds since 1970.
+}
+
 // --- Router ---
 
 struct Fleet {

@@ -112,6 +112,31 @@ TEST(GatewayTest, SessionTurnsCarryTheSessionAndCloseReleasesItsKvOnEveryEngine)
   EXPECT_EQ(Call(client, http::verb::get, fleet.router->base_url(), "/health").status, 200);
 }
 
+// GET /v1/models (OpenAI clients call it first) passes through the gateway and the router to an
+// engine unchanged: SGLang's model list of the served model.
+TEST(GatewayTest, TheModelListPassesThroughFromAnEngine) {
+  EngineEmulatorOptions engine_options = EngineOptions();
+  engine_options.served_model_name = "org/served-model";
+  Fleet fleet = StartFleet(2, "round_robin", engine_options);
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.router_url = fleet.router->base_url();
+  options.router_policy = SglRouterPolicy::kRoundRobin;
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  for (const std::string& base : {fleet.router->base_url(), gateway->base_url()}) {
+    StatusOr<net::ClientResponse> r = client.Request(http::verb::get, base, "/v1/models");
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, 200) << r->body;
+    const boost::json::value v = boost::json::parse(r->body);
+    EXPECT_EQ(v.at("object").as_string(), "list") << base;
+    ASSERT_EQ(v.at("data").as_array().size(), 1U) << base;
+    EXPECT_EQ(v.at("data").as_array()[0].at("id").as_string(), "org/served-model") << base;
+    EXPECT_EQ(v.at("data").as_array()[0].at("owned_by").as_string(), "sglang") << base;
+  }
+}
+
 TEST(GatewayTest, StreamsPassThroughChunkByChunkEndingWithDone) {
   Fleet fleet = StartFleet(2, "round_robin");
   LogCapture logs;

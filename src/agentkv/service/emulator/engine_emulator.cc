@@ -163,6 +163,10 @@ StatusOr<std::unique_ptr<EngineEmulator>> EngineEmulator::Start(
       w->Reply(net::MakeResponse(r, http::status::ok, e->ServerInfoJson()));
     });
   }
+  router.Add(http::verb::get, "/v1/models",
+             [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               w->Reply(net::MakeResponse(r, http::status::ok, e->ModelListJson()));
+             });
   for (const char* path : {"/model_info", "/get_model_info"}) {
     router.Add(http::verb::get, path, [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
       w->Reply(net::MakeResponse(r, http::status::ok, e->ModelInfoJson()));
@@ -518,6 +522,23 @@ std::string EngineEmulator::ServerInfoJson() const {
   info.model_path = options_.served_model_name;
   info.tp_size = options_.runtime.engine.tp;
   return protocol::SerializeServerInfo(info);
+}
+
+std::string EngineEmulator::ModelListJson() const {
+  // SGLang's ModelList of one ModelCard (entrypoints/openai/protocol.py): id and root are the
+  // served model name, max_model_len the context length, created the time of the answer.
+  const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+  boost::json::object card{{"id", options_.served_model_name},
+                           {"object", "model"},
+                           {"created", created},
+                           {"owned_by", "sglang"},
+                           {"root", options_.served_model_name},
+                           {"parent", nullptr},
+                           {"max_model_len", runtime_->limits().context_length()}};
+  return boost::json::serialize(
+      boost::json::object{{"object", "list"}, {"data", boost::json::array{std::move(card)}}});
 }
 
 std::string EngineEmulator::ModelInfoJson() const {

@@ -128,6 +128,8 @@ class EngineEmulator {
   void Record(const net::Request& request);
   std::string ServerInfoJson() const;
   std::string ModelInfoJson() const;
+  // GET /v1/models: the OpenAI model list SGLang serves.
+  std::string ModelListJson() const;
   Faults faults() const;
 
   EngineEmulatorOptions options_;

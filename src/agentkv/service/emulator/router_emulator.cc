@@ -215,12 +215,10 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
               "text/plain"));
         });
   }
-  routes.Add(
-      http::verb::get, "/v1/models", [](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-        w->Reply(
-            net::MakeResponse(q, http::status::ok,
-                              R"({"object":"list","data":[{"id":"default","object":"model"}]})"));
-      });
+  routes.Add(http::verb::get, "/v1/models",
+             [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+               self->HandleModels(std::move(q), std::move(w));
+             });
   routes.Add(http::verb::get, "/agentkv/requests",
              [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
                boost::json::array list;
@@ -440,6 +438,36 @@ void RouterEmulator::HandleForward(net::Request request,
         }
       });
   writer->OnClientGone([handle] { handle->Cancel(); });
+}
+
+void RouterEmulator::HandleModels(net::Request request,
+                                  std::shared_ptr<net::ResponseWriter> writer) {
+  std::optional<std::string> base;
+  {
+    sync::MutexLock lock(&mu_);
+    for (const Worker& w : workers_) {
+      if (w.info.is_healthy) {
+        base = w.base_url;
+        break;
+      }
+    }
+  }
+  if (!base.has_value()) {
+    return writer->Reply(net::MakeResponse(request, http::status::service_unavailable,
+                                           ErrorJson("no healthy worker", 503)));
+  }
+  auto shared_request = std::make_shared<net::Request>(std::move(request));
+  client_->AsyncRequest(http::verb::get, *base, "/v1/models", {}, "",
+                        [writer, shared_request](StatusOr<net::ClientResponse> response) {
+                          if (!response.ok()) {
+                            return writer->Reply(net::MakeResponse(
+                                *shared_request, http::status::bad_gateway,
+                                ErrorJson("upstream: " + response.status().message(), 502)));
+                          }
+                          writer->Reply(net::MakeResponse(
+                              *shared_request, static_cast<http::status>(response->status),
+                              std::move(response->body)));
+                        });
 }
 
 void RouterEmulator::HandleFlush(net::Request request,

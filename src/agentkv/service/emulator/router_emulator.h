@@ -14,7 +14,8 @@
 // Control plane: GET /workers (the older inline or the newer WorkerListResponse shape, per
 // options), POST /workers {"url"}, DELETE /workers/{url}, POST /add_worker?url=,
 // POST /remove_worker?url=, GET /list_workers, GET /get_loads, POST /flush_cache (fan-out, 200
-// or 206), GET /health, /health_generate, /liveness, /readiness, /v1/models. A health checker
+// or 206), GET /health, /health_generate, /liveness, /readiness, /v1/models (the first healthy
+// worker's model list, passed through). A health checker
 // polls each worker's /health every `health_check_interval`; unhealthy workers get no traffic.
 // GET /agentkv/requests lists what the router received ({"path", "routing_key", "worker"}), for
 // tests: the newest `max_received_requests`, with the count of older ones dropped in the
@@ -110,6 +111,8 @@ class RouterEmulator {
   bool RemoveWorker(const std::string& url);
   void HandleForward(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleFlush(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  // GET /v1/models: the first healthy worker's answer, as sgl-router proxies it.
+  void HandleModels(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HealthLoop();
 
   RouterEmulatorOptions options_;

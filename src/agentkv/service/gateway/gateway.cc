@@ -161,6 +161,10 @@ void Gateway::Core::Routes(net::Router& router) {
         w->Reply(net::MakeResponse(q, down ? http::status::service_unavailable : http::status::ok,
                                    down ? R"({"status":"shutting_down"})" : R"({"status":"ok"})"));
       });
+  router.Add(http::verb::get, "/v1/models",
+             [this](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+               HandleModels(std::move(q), std::move(w));
+             });
   // POST /v1/sessions/{id}/close has a variable path segment: the fallback matches it.
   router.SetFallback([this](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
     HandleClose(std::move(q), std::move(w));
@@ -178,6 +182,40 @@ std::string Gateway::Core::TicketFor(std::string_view rid) const {
   ticket.push_back('/');
   ticket.append(rid);
   return ticket;
+}
+
+void Gateway::Core::HandleModels(net::Request request,
+                                 std::shared_ptr<net::ResponseWriter> writer) {
+  if (shutting_down_.load()) {
+    return writer->Reply(
+        JsonError(request, GatewayError::kShuttingDown, "the gateway is shutting down"));
+  }
+  std::string base = options_.router_url;
+  if (base.empty()) {
+    std::optional<std::string> engine = directory_->NextEngine();
+    if (!engine.has_value()) {
+      return writer->Reply(
+          JsonError(request, GatewayError::kUpstreamFailed, "no engine to forward to"));
+    }
+    base = *std::move(engine);
+  }
+  net::HeaderList headers = ForwardHeaders(request, options_.bearer_token);
+  // The answer needs only the request and its writer: nothing of the gateway is captured.
+  auto held = std::make_shared<net::Request>(std::move(request));
+  data_client_->AsyncRequest(
+      http::verb::get, base, "/v1/models", std::move(headers), "",
+      [held, writer](StatusOr<net::ClientResponse> response) {
+        if (!response.ok()) {
+          return writer->Reply(JsonError(*held, ErrorFor(response.status()),
+                                         "upstream: " + response.status().message()));
+        }
+        std::string content_type = "application/json";
+        for (const auto& [name, value] : response->headers) {
+          if (boost::beast::iequals(name, "Content-Type")) content_type = value;
+        }
+        writer->Reply(net::MakeResponse(*held, static_cast<http::status>(response->status),
+                                        std::move(response->body), content_type));
+      });
 }
 
 void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,

@@ -125,6 +125,8 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   void HandleForward(GatewayRoute route, net::Request request,
                      std::shared_ptr<net::ResponseWriter> writer);
   void HandleClose(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  // GET /v1/models, passed through unchanged to the router (or the next engine).
+  void HandleModels(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleMetrics(const net::Request& request, net::ResponseWriter& writer);
   void HandleAgenticKv(const net::Request& request, net::ResponseWriter& writer);
   bool Authorized(const net::Request& request) const;

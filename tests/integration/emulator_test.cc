@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "agentkv/net/http_client.h"
@@ -375,9 +376,71 @@ TEST(EngineEmulatorTest, ServesOpenAiChatAndCompletionsWithCachedTokensInUsage) 
   auto future = done.get_future();
   ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
   EXPECT_TRUE(parser.done());
-  ASSERT_GE(events.size(), 2u);
+  ASSERT_GE(events.size(), 3u);
+  // The first chunk names the role, with empty content, as SGLang and OpenAI do.
+  const json::value opening = json::parse(events.front()).at("choices").as_array()[0];
+  EXPECT_EQ(opening.at("delta").at("role").as_string(), "assistant");
+  EXPECT_EQ(opening.at("delta").at("content").as_string(), "");
+  EXPECT_TRUE(opening.at("finish_reason").is_null());
   EXPECT_EQ(json::parse(events.back()).at("choices").as_array()[0].at("finish_reason").as_string(),
             "length");
+}
+
+// stream_options.include_usage ends a stream with a chunk of empty choices and the usage.
+TEST(EngineEmulatorTest, AStreamWithIncludeUsageEndsWithTheUsageChunk) {
+  auto engine = StartEngine();
+  net::HttpClient client;
+  for (const char* path : {"/v1/chat/completions", "/v1/completions"}) {
+    const std::string body =
+        std::string(path) == "/v1/chat/completions"
+            ? R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, )"
+              R"("stream": true, "stream_options": {"include_usage": true}})"
+            : R"({"prompt": "hi", "max_tokens": 3, "stream": true, )"
+              R"("stream_options": {"include_usage": true}})";
+    const net::ClientResponse r = Post(client, engine->base_url(), path, body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    protocol::SseParser parser;
+    const std::vector<std::string> events = parser.Feed(r.body);
+    EXPECT_TRUE(parser.done()) << path;
+    ASSERT_GE(events.size(), 2u) << path;
+    const json::value last = json::parse(events.back());
+    EXPECT_TRUE(last.at("choices").as_array().empty()) << path;
+    EXPECT_EQ(last.at("usage").at("completion_tokens").to_number<int64_t>(), 3) << path;
+    EXPECT_GT(last.at("usage").at("prompt_tokens").to_number<int64_t>(), 0) << path;
+    // The chunk before it carries the finish reason.
+    EXPECT_EQ(json::parse(events[events.size() - 2])
+                  .at("choices")
+                  .as_array()[0]
+                  .at("finish_reason")
+                  .as_string(),
+              "length")
+        << path;
+  }
+}
+
+// What the emulator cannot serve is a 400 naming the field, never silently dropped.
+TEST(EngineEmulatorTest, SeveralChoicesAndLogprobsAreRefusedNotDropped) {
+  auto engine = StartEngine();
+  net::HttpClient client;
+  const std::string chat = R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, )";
+  const std::string completion = R"({"prompt": "hi", "max_tokens": 2, )";
+  const std::vector<std::tuple<std::string, std::string, std::string>> refused = {
+      {"/v1/chat/completions", chat + R"("n": 2})", "n: only n = 1 is served"},
+      {"/v1/chat/completions", chat + R"("logprobs": true})", "logprobs: not served"},
+      {"/v1/chat/completions", chat + R"("top_logprobs": 2})", "top_logprobs: not served"},
+      {"/v1/completions", completion + R"("n": 3})", "n: only n = 1 is served"},
+      {"/v1/completions", completion + R"("logprobs": 1})", "logprobs: not served"},
+  };
+  for (const auto& [path, body, message] : refused) {
+    const net::ClientResponse r = Post(client, engine->base_url(), path, body);
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_NE(r.body.find(message), std::string::npos) << r.body;
+  }
+  // n = 1 and logprobs false (or null) are what is served.
+  for (const std::string& body : {chat + R"("n": 1, "logprobs": false})",
+                                  chat + R"("logprobs": null, "top_logprobs": null})"}) {
+    EXPECT_EQ(Post(client, engine->base_url(), "/v1/chat/completions", body).status, 200) << body;
+  }
 }
 
 TEST(EngineEmulatorTest, InjectedFaultsAndRecordedControlRequests) {

@@ -7,11 +7,15 @@
 // `max_completion_tokens`, default 128), `stream`, and SGLang's extra fields `rid`,
 // `session_id` and `priority` are honoured. The response is the OpenAI shape with `usage`
 // including `prompt_tokens_details.cached_tokens` (SGLang's --enable-cache-report); streams are
-// `chat.completion.chunk` / `text_completion` events with the new text as the delta, then
-// `data: [DONE]`.
+// `chat.completion.chunk` / `text_completion` events with the new text as the delta (a chat
+// stream opens with a `delta.role: "assistant"` chunk), then, with
+// `stream_options.include_usage`, a chunk with empty `choices` and the `usage`, then
+// `data: [DONE]`. What the emulator cannot serve is refused with a 400 naming the field, never
+// dropped: `n` other than 1 and `logprobs` (it has no model to score tokens with).
 #include <boost/json.hpp>
 #include <chrono>
 
+#include "agentkv/base/status.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/service/emulator/engine_emulator.h"
 
@@ -46,10 +50,37 @@ std::string FinishReasonName(const GenerateResult& result) {
   return result.aborted ? "abort" : "length";
 }
 
-// Reads the request; fills `input` (without rid) and the model name. InvalidArgument naming
-// the field otherwise.
+// Refuses, naming the field, what the emulator does not serve: several choices, and log
+// probabilities (a chat's `logprobs: true` or `top_logprobs`; a completion's `logprobs: k`).
+Status RefuseUnserved(const json::object& body, bool chat) {
+  if (const json::value* n = body.if_contains("n"); n != nullptr && !n->is_null()) {
+    if (!n->is_int64() || n->as_int64() != 1) {
+      return InvalidArgumentError("n: only n = 1 is served (one choice per request), got " +
+                                  json::serialize(*n));
+    }
+  }
+  const json::value* logprobs = body.if_contains("logprobs");
+  const bool wants_logprobs = logprobs != nullptr && !logprobs->is_null() &&
+                              (chat ? !(logprobs->is_bool() && !logprobs->as_bool()) : true);
+  if (wants_logprobs) {
+    return InvalidArgumentError(
+        "logprobs: not served by the emulator (it has no model to score "
+        "tokens with), got " +
+        json::serialize(*logprobs));
+  }
+  if (const json::value* top = body.if_contains("top_logprobs");
+      chat && top != nullptr && !top->is_null()) {
+    return InvalidArgumentError("top_logprobs: not served by the emulator, got " +
+                                json::serialize(*top));
+  }
+  return Status::Ok();
+}
+
+// Reads the request; fills `input` (without rid), the model name, whether to stream and
+// whether a stream ends with a usage chunk. InvalidArgument naming the field otherwise.
 Status ParseOpenAi(const json::object& body, bool chat, GenerateInput& input, std::string& model,
-                   bool& stream) {
+                   bool& stream, bool& include_usage) {
+  AGENTKV_RETURN_IF_ERROR(RefuseUnserved(body, chat));
   if (const json::value* m = body.if_contains("model"); m != nullptr && m->is_string()) {
     model = std::string(m->as_string());
   }
@@ -103,6 +134,11 @@ Status ParseOpenAi(const json::object& body, bool chat, GenerateInput& input, st
   if (const json::value* v = body.if_contains("stream"); v != nullptr && v->is_bool()) {
     stream = v->as_bool();
   }
+  if (const json::value* options = body.if_contains("stream_options");
+      options != nullptr && options->is_object()) {
+    const json::value* usage = options->as_object().if_contains("include_usage");
+    include_usage = usage != nullptr && usage->is_bool() && usage->as_bool();
+  }
   if (const json::value* v = body.if_contains("session_id"); v != nullptr && v->is_string()) {
     input.session_id = std::string(v->as_string());
   }
@@ -134,7 +170,9 @@ void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::Res
   GenerateInput input;
   std::string model = options_.served_model_name;
   bool stream = false;
-  if (Status s = ParseOpenAi(parsed.as_object(), chat, input, model, stream); !s.ok())
+  bool include_usage = false;
+  if (Status s = ParseOpenAi(parsed.as_object(), chat, input, model, stream, include_usage);
+      !s.ok())
     return bad(s);
   if (input.rid.empty()) input.rid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_rid_++);
   const std::string id = input.rid;
@@ -144,24 +182,26 @@ void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::Res
   GenerateCallbacks callbacks;
   if (stream) {
     const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
-    auto chunk = [id, chunk_object, created, model, chat](std::string delta,
-                                                          json::value finish_reason) {
+    auto event = [id, chunk_object, created, model](json::array choices) {
+      return json::object{{"id", id},
+                          {"object", chunk_object},
+                          {"created", created},
+                          {"model", model},
+                          {"choices", std::move(choices)}};
+    };
+    auto chunk = [event, chat](std::string delta, json::value finish_reason) {
       json::object choice{{"index", 0}, {"finish_reason", finish_reason}};
       if (chat) {
         choice["delta"] = json::object{{"content", delta}};
       } else {
         choice["text"] = delta;
       }
-      return protocol::SseEvent(json::serialize(json::object{{"id", id},
-                                                             {"object", chunk_object},
-                                                             {"created", created},
-                                                             {"model", model},
-                                                             {"choices", json::array{choice}}}));
+      return protocol::SseEvent(json::serialize(event(json::array{choice})));
     };
     callbacks.on_tokens = [writer, chunk](std::span<const int64_t> tokens) {
       writer->WriteChunk(chunk(PseudoText(tokens), nullptr));
     };
-    callbacks.on_finish = [writer, chunk](const GenerateResult& result) {
+    callbacks.on_finish = [writer, chunk, event, include_usage](const GenerateResult& result) {
       if (result.abort_status_code != 0) {
         writer->WriteChunk(protocol::SseEvent(
             protocol::ErrorBody(result.abort_message, result.abort_status_code)));
@@ -170,11 +210,23 @@ void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::Res
         return;
       }
       writer->WriteChunk(chunk("", json::value(FinishReasonName(result))));
+      if (include_usage) {
+        json::object last = event(json::array{});
+        last["usage"] = Usage(result);
+        writer->WriteChunk(protocol::SseEvent(json::serialize(last)));
+      }
       writer->WriteChunk(std::string(protocol::kSseDone));
       writer->EndStream();
     };
     writer->StartStream(http::status::ok,
                         {{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}});
+    if (chat) {
+      // As SGLang (and OpenAI): the first chunk names the role, with empty content.
+      json::object first{{"index", 0},
+                         {"delta", json::object{{"role", "assistant"}, {"content", ""}}},
+                         {"finish_reason", nullptr}};
+      writer->WriteChunk(protocol::SseEvent(json::serialize(event(json::array{first}))));
+    }
   } else {
     callbacks.on_finish = [writer, shared_request, id, object, created, model,
                            chat](const GenerateResult& result) {

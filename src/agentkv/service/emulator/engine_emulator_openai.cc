@@ -59,10 +59,11 @@ Status RefuseUnserved(const json::object& body, bool chat) {
                                   json::serialize(*n));
     }
   }
+  // Off: absent, null, or a chat's `false`; a completion's `logprobs: 0` still asks for them.
   const json::value* logprobs = body.if_contains("logprobs");
-  const bool wants_logprobs = logprobs != nullptr && !logprobs->is_null() &&
-                              (chat ? !(logprobs->is_bool() && !logprobs->as_bool()) : true);
-  if (wants_logprobs) {
+  const bool off = logprobs == nullptr || logprobs->is_null() ||
+                   (chat && logprobs->is_bool() && !logprobs->as_bool());
+  if (!off) {
     return InvalidArgumentError(
         "logprobs: not served by the emulator (it has no model to score "
         "tokens with), got " +

@@ -25,12 +25,24 @@ net::Response JsonError(const net::Request& request, GatewayError error, std::st
                            protocol::ErrorBody(message, code));
 }
 
+// An upstream's buffered answer as the gateway's reply to `request`: status, body and
+// Content-Type (JSON when the upstream names none) unchanged.
+net::Response Relay(const net::Request& request, net::ClientResponse response) {
+  std::string content_type = "application/json";
+  for (const auto& [name, value] : response.headers) {
+    if (boost::beast::iequals(name, "Content-Type")) content_type = value;
+  }
+  return net::MakeResponse(request, static_cast<http::status>(response.status),
+                           std::move(response.body), content_type);
+}
+
 }  // namespace gateway_internal
 
 using gateway_internal::Clock;
 using gateway_internal::Exchange;
 using gateway_internal::JsonError;
 using gateway_internal::Quoted;
+using gateway_internal::Relay;
 namespace http = net::http;
 
 // ---- Startup ----
@@ -190,32 +202,28 @@ void Gateway::Core::HandleModels(net::Request request,
     return writer->Reply(
         JsonError(request, GatewayError::kShuttingDown, "the gateway is shutting down"));
   }
-  std::string base = options_.router_url;
-  if (base.empty()) {
-    std::optional<std::string> engine = directory_->NextEngine();
-    if (!engine.has_value()) {
-      return writer->Reply(
-          JsonError(request, GatewayError::kUpstreamFailed, "no engine to forward to"));
-    }
-    base = *std::move(engine);
+  std::optional<std::string> base = UpstreamBase();
+  if (!base.has_value()) {
+    return writer->Reply(
+        JsonError(request, GatewayError::kUpstreamFailed, "no engine to forward to"));
   }
   net::HeaderList headers = ForwardHeaders(request, options_.bearer_token);
   // The answer needs only the request and its writer: nothing of the gateway is captured.
   auto held = std::make_shared<net::Request>(std::move(request));
   data_client_->AsyncRequest(
-      http::verb::get, base, "/v1/models", std::move(headers), "",
+      http::verb::get, *base, "/v1/models", std::move(headers), "",
       [held, writer](StatusOr<net::ClientResponse> response) {
         if (!response.ok()) {
           return writer->Reply(JsonError(*held, ErrorFor(response.status()),
                                          "upstream: " + response.status().message()));
         }
-        std::string content_type = "application/json";
-        for (const auto& [name, value] : response->headers) {
-          if (boost::beast::iequals(name, "Content-Type")) content_type = value;
-        }
-        writer->Reply(net::MakeResponse(*held, static_cast<http::status>(response->status),
-                                        std::move(response->body), content_type));
+        writer->Reply(Relay(*held, *std::move(response)));
       });
+}
+
+std::optional<std::string> Gateway::Core::UpstreamBase() {
+  if (!options_.router_url.empty()) return options_.router_url;
+  return directory_->NextEngine();
 }
 
 void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
@@ -407,13 +415,10 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
               options_.route_subagents_by_parent && ex->parent.has_value() ? *ex->parent
                                                                            : *ex->session_id);
   }
-  std::string base = options_.router_url;
-  if (base.empty()) {
-    std::optional<std::string> engine = directory_->NextEngine();
-    if (!engine.has_value())
-      return Fail(ex, GatewayError::kUpstreamFailed, "no engine to forward to");
-    base = *std::move(engine);
-  }
+  std::optional<std::string> upstream = UpstreamBase();
+  if (!upstream.has_value())
+    return Fail(ex, GatewayError::kUpstreamFailed, "no engine to forward to");
+  const std::string base = *std::move(upstream);
   const std::string path(RoutePath(ex->route));
   std::shared_ptr<net::HttpClient::StreamHandle> handle;
   if (!ex->client.stream) {
@@ -426,16 +431,9 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
             return Fail(ex, ErrorFor(response.status()),
                         "upstream: " + response.status().message());
           }
-          std::string content_type = "application/json";
-          for (const auto& [name, value] : response->headers) {
-            if (boost::beast::iequals(name, "Content-Type")) content_type = value;
-          }
-          if (auto writer = ex->Writer()) {
-            writer->Reply(net::MakeResponse(ex->request,
-                                            static_cast<http::status>(response->status),
-                                            std::move(response->body), content_type));
-          }
-          Finish(ex, response->status);
+          const int status = response->status;
+          if (auto writer = ex->Writer()) writer->Reply(Relay(ex->request, *std::move(response)));
+          Finish(ex, status);
         });
   } else {
     handle = data_client_->AsyncStream(

@@ -125,6 +125,9 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   void HandleForward(GatewayRoute route, net::Request request,
                      std::shared_ptr<net::ResponseWriter> writer);
   void HandleClose(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  // Where a client request goes: the router, or else the next engine of the directory;
+  // nullopt when there is none.
+  std::optional<std::string> UpstreamBase();
   // GET /v1/models, passed through unchanged to the router (or the next engine).
   void HandleModels(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleMetrics(const net::Request& request, net::ResponseWriter& writer);

@@ -83,7 +83,7 @@ TEST(HttpClientTest, HttpErrorStatusIsAResponseNotAnError) {
   auto response = client.Request(http::verb::get, server->base_url(), "/");
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->status, 503);
-  EXPECT_EQ(response->body, R"({"error":"busy"})");
+  EXPECT_EQ(response->body, R"({"error":{"message":"busy","code":503}})");
 }
 
 TEST(HttpClientTest, KeepAliveReusesOneConnectionForSequentialRequests) {

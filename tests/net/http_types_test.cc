@@ -30,16 +30,17 @@ TEST(CheckTimeoutsPositiveTest, NamesTheFirstTimeoutThatIsNotPositive) {
             InvalidArgumentError("Opts.b must be positive, got 0 ms"));
 }
 
-TEST(JsonErrorBodyTest, EscapesTheMessage) {
-  EXPECT_EQ(JsonErrorBody("no route"), R"({"error":"no route"})");
-  EXPECT_EQ(JsonErrorBody("a\"b\\c\nd\x01"), R"({"error":"a\"b\\c\nd\u0001"})");
-}
-
-TEST(MakeErrorResponseTest, IsJson) {
-  Request request{http::verb::get, "/", 11};
-  Response response = MakeErrorResponse(request, http::status::not_found, "gone");
+TEST(MakeErrorResponseTest, AnswersInTheBodyShapeOfTheRequestsFamily) {
+  Request sglang{http::verb::get, "/", 11};
+  Response response = MakeErrorResponse(sglang, http::status::not_found, "gone");
   EXPECT_EQ(response.result(), http::status::not_found);
-  EXPECT_EQ(response.body(), R"({"error":"gone"})");
+  EXPECT_EQ(response[http::field::content_type], "application/json");
+  EXPECT_EQ(response.body(), R"({"error":{"message":"gone","code":404}})");
+
+  Request openai{http::verb::post, "/v1/chat/completions", 11};
+  EXPECT_EQ(MakeErrorResponse(openai, http::status::too_many_requests, "busy").body(),
+            R"({"object":"error","message":"busy","type":"RateLimitError","param":null,)"
+            R"("code":429})");
 }
 
 TEST(ParseBaseUrlTest, ParsesHostPortAndPrefix) {

@@ -59,7 +59,7 @@ TEST_F(RouterTest, UnknownPathIsJson404) {
   Response response = Call(http::verb::get, "/nope?x=1");
   EXPECT_EQ(response.result(), http::status::not_found);
   EXPECT_EQ(response[http::field::content_type], "application/json");
-  EXPECT_EQ(response.body(), R"({"error":"no route for GET /nope"})");
+  EXPECT_EQ(response.body(), R"({"error":{"message":"no route for GET /nope","code":404}})");
 }
 
 TEST_F(RouterTest, WrongMethodIs405WithAllow) {

@@ -125,7 +125,8 @@ TEST(ServerConnectionTest, HeadersOverTheLimitGet431AndClose) {
   bool closed = false;
   const std::string response = client.ReadUntilClose(milliseconds(3'000), &closed);
   EXPECT_THAT(response, StartsWith("HTTP/1.1 431 Request Header Fields Too Large"));
-  EXPECT_THAT(response, HasSubstr(R"({"error":"request headers exceed 1024 bytes"})"));
+  EXPECT_THAT(response,
+              HasSubstr(R"({"error":{"message":"request headers exceed 1024 bytes","code":431}})"));
   EXPECT_TRUE(closed);
   EXPECT_EQ(server->requests_served(), 0);
 }

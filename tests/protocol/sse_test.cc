@@ -86,8 +86,8 @@ TEST(SseTest, NothingIsReturnedAfterDone) {
 
 TEST(SseTest, ErrorEventsPassThrough) {
   SseParser parser;
-  const std::vector<std::string> events =
-      parser.Feed(SseEvent(ErrorBody("maximum context length")) + std::string(kSseDone));
+  const std::vector<std::string> events = parser.Feed(
+      SseEvent(R"({"error":{"message":"maximum context length"}})") + std::string(kSseDone));
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(ParseErrorMessage(events[0]), "maximum context length");
   EXPECT_TRUE(parser.done());

@@ -1,8 +1,9 @@
 #include "agentkv/net/http_types.h"
 
-#include <boost/json.hpp>
 #include <boost/url/parse.hpp>
 #include <boost/url/url_view.hpp>
+
+#include "agentkv/net/error_body.h"
 
 namespace agentkv::net {
 
@@ -14,10 +15,6 @@ Response MakeResponse(const Request& request, http::status status, std::string b
   response.body() = std::move(body);
   response.prepare_payload();
   return response;
-}
-
-std::string JsonErrorBody(std::string_view message) {
-  return boost::json::serialize(boost::json::object{{"error", message}});
 }
 
 Status CheckTimeoutsPositive(std::string_view options,
@@ -33,7 +30,8 @@ Status CheckTimeoutsPositive(std::string_view options,
 }
 
 Response MakeErrorResponse(const Request& request, http::status status, std::string_view message) {
-  return MakeResponse(request, status, JsonErrorBody(message));
+  const std::string_view target(request.target().data(), request.target().size());
+  return MakeResponse(request, status, ErrorBodyFor(target, message, static_cast<int>(status)));
 }
 
 std::string HttpEndpoint::PoolKey() const {

@@ -36,11 +36,8 @@ using HeaderList = std::vector<std::pair<std::string, std::string>>;
 Response MakeResponse(const Request& request, http::status status, std::string body,
                       std::string_view content_type = "application/json");
 
-// The JSON error body every agentkv endpoint uses: {"error":"<message>"}, with `message`
-// escaped as a JSON string.
-std::string JsonErrorBody(std::string_view message);
-
-// MakeResponse(request, status, JsonErrorBody(message)).
+// MakeResponse(request, status, ErrorBodyFor(request.target(), message, status)): the error
+// body of the request's API family (error_body.h).
 Response MakeErrorResponse(const Request& request, http::status status, std::string_view message);
 
 // One timeout field of an options struct, by name, for CheckTimeoutsPositive.

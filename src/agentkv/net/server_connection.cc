@@ -25,6 +25,7 @@
 #include <exception>
 
 #include "agentkv/base/check.h"
+#include "agentkv/net/error_body.h"
 
 namespace agentkv::net::internal {
 namespace {
@@ -47,7 +48,7 @@ constexpr std::chrono::milliseconds kLingerTimeout{1'000};
 Response ErrorResponse(unsigned version, http::status status, std::string_view message) {
   Response response{status, version};
   response.set(http::field::content_type, "application/json");
-  response.body() = JsonErrorBody(message);
+  response.body() = SglangErrorBody(message, static_cast<int>(status));
   response.prepare_payload();
   return response;
 }

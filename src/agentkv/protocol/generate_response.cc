@@ -283,21 +283,6 @@ StatusOr<GenerateResponse> ParseGenerateResponse(std::string_view body) {
   return response;
 }
 
-std::string ErrorBody(std::string_view message) {
-  JsonWriter w;
-  w.BeginObject().Key("error").BeginObject().Key("message").String(message);
-  w.EndObject().EndObject();
-  return w.Take();
-}
-
-std::string ErrorBody(std::string_view message, int status_code) {
-  JsonWriter w;
-  w.BeginObject().Key("error").BeginObject().Key("message").String(message);
-  w.Key("code").Int(status_code);
-  w.EndObject().EndObject();
-  return w.Take();
-}
-
 std::optional<std::string> ParseErrorMessage(std::string_view body) {
   json::monotonic_resource arena;
   StatusOr<json::value> document =

@@ -99,19 +99,9 @@ std::string SerializeGenerateResponse(const GenerateResponse& response);
 // message (see ParseErrorMessage).
 StatusOr<GenerateResponse> ParseGenerateResponse(std::string_view body);
 
-// The body an SGLang engine sends with HTTP 400 for a ValueError (validation, context length,
-// failed /open_session), exactly `{"error":{"message":<message>}}` as its
-// `_create_error_response` writes it.
-std::string ErrorBody(std::string_view message);
-
-// The body agentkv itself sends for an error it originates (the gateway refusing a request):
-// SGLang's shape plus the HTTP status, `{"error":{"message":<message>,"code":<status_code>}}`.
-// Clients that read `error.message` or search the text (Relax's context-overflow check) read
-// both forms alike.
-std::string ErrorBody(std::string_view message, int status_code);
-
-// The message of an error body: `error.message` (SGLang), `error` as a string (router), or a
-// top-level `message` (FastAPI's ErrorResponse). nullopt when `body` is none of these.
+// The message of an error body: `error.message` (SGLang, and an OpenAI stream's error event),
+// `error` as a string (older routers), or a top-level `message` (the OpenAI error object). nullopt
+// when `body` is none of these.
 std::optional<std::string> ParseErrorMessage(std::string_view body);
 
 }  // namespace agentkv::protocol

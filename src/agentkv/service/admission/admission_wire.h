@@ -18,7 +18,8 @@
 //   POST /admission/release  {"lease_id": str} -> 200 {}
 //   POST /admission/cancel   {"ticket": str}   -> 200 {}
 //   GET  /agentic_kv         -> 200 {"agentic_kv/...": number, ...}
-// Errors are `{"error": {"message": ...}}` (protocol::ErrorBody), the message naming the field.
+// Errors are `{"error": {"message": ..., "code": ...}}` (net::SglangErrorBody), the message
+// naming the field.
 // Pure functions over value types; thread-safe.
 #ifndef AGENTKV_SERVICE_ADMISSION_ADMISSION_WIRE_H_
 #define AGENTKV_SERVICE_ADMISSION_ADMISSION_WIRE_H_

@@ -34,8 +34,8 @@ constexpr const char* kEndpointNames[] = {"acquire",    "release", "cancel",
                                           "agentic_kv", "metrics", "health"};
 
 void ReplyStatus(const net::Request& request, net::ResponseWriter& writer, const Status& status) {
-  writer.Reply(net::MakeResponse(request, net::HttpStatusFor(status.code()),
-                                 protocol::ErrorBody(status.message())));
+  writer.Reply(
+      net::MakeErrorResponse(request, net::HttpStatusFor(status.code()), status.message()));
 }
 
 }  // namespace
@@ -156,8 +156,8 @@ bool CoordinatorServer::Authorize(const net::Request& request, net::ResponseWrit
   if (BearerAuthorized(std::string_view(header.data(), header.size()), options_.auth_token)) {
     return true;
   }
-  net::Response response = net::MakeResponse(request, http::status::unauthorized,
-                                             protocol::ErrorBody(kUnauthorizedMessage));
+  net::Response response =
+      net::MakeErrorResponse(request, http::status::unauthorized, kUnauthorizedMessage);
   response.set(http::field::www_authenticate, "Bearer");
   writer.Reply(std::move(response));
   return false;

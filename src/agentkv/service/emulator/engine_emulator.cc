@@ -6,6 +6,7 @@
 
 #include "agentkv/base/bounds.h"
 #include "agentkv/base/hash.h"
+#include "agentkv/net/error_body.h"
 #include "agentkv/net/http_status.h"
 #include "agentkv/net/router.h"
 #include "agentkv/protocol/generate.h"
@@ -32,8 +33,7 @@ http::status StatusFor(const Status& status) {
 
 void ReplyError(const net::Request& request, net::ResponseWriter& writer, const Status& status) {
   const http::status code = StatusFor(status);
-  writer.Reply(net::MakeResponse(request, code,
-                                 protocol::ErrorBody(status.message(), static_cast<int>(code))));
+  writer.Reply(net::MakeErrorResponse(request, code, status.message()));
 }
 
 std::string PseudoText(std::span<const int64_t> tokens) {
@@ -292,9 +292,8 @@ void EngineEmulator::HandleGenerate(net::Request request,
                               const GenerateResult& result) {
       if (result.abort_status_code != 0) {
         // SGLang raises the scheduler's 400 abort as a ValueError: HTTP 400.
-        return writer->Reply(
-            net::MakeResponse(*request, static_cast<http::status>(result.abort_status_code),
-                              protocol::ErrorBody(result.abort_message, result.abort_status_code)));
+        return writer->Reply(net::MakeErrorResponse(
+            *request, static_cast<http::status>(result.abort_status_code), result.abort_message));
       }
       writer->Reply(net::MakeResponse(*request, http::status::ok,
                                       protocol::SerializeGenerateResponse(ResponseFor(
@@ -310,7 +309,7 @@ void EngineEmulator::HandleGenerate(net::Request request,
       // Headers are out: SGLang's stream turns the ValueError into an error event, then
       // [DONE].
       writer->WriteChunk(
-          protocol::SseEvent(protocol::ErrorBody(s.message(), static_cast<int>(StatusFor(s)))));
+          protocol::SseEvent(net::SglangErrorBody(s.message(), static_cast<int>(StatusFor(s)))));
       writer->WriteChunk(std::string(protocol::kSseDone));
       writer->EndStream();
       return;
@@ -359,8 +358,8 @@ void EngineEmulator::HandleCloseSession(net::Request request,
                                         std::shared_ptr<net::ResponseWriter> writer) {
   Record(request);
   if (const int status = faults().close_session_status; status != 0) {
-    return writer->Reply(net::MakeResponse(request, static_cast<http::status>(status),
-                                           protocol::ErrorBody("injected fault", status)));
+    return writer->Reply(
+        net::MakeErrorResponse(request, static_cast<http::status>(status), "injected fault"));
   }
   StatusOr<protocol::CloseSessionRequest> close =
       protocol::ParseCloseSessionRequest(request.body());

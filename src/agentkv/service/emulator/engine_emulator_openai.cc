@@ -16,6 +16,7 @@
 #include <chrono>
 
 #include "agentkv/base/status.h"
+#include "agentkv/net/error_body.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/service/emulator/engine_emulator.h"
 
@@ -163,8 +164,7 @@ void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::Res
   json::error_code error;
   const json::value parsed = json::parse(request.body(), error);
   auto bad = [&](const Status& status) {
-    writer->Reply(net::MakeResponse(request, http::status::bad_request,
-                                    protocol::ErrorBody(status.message(), 400)));
+    writer->Reply(net::MakeErrorResponse(request, http::status::bad_request, status.message()));
   };
   if (error || !parsed.is_object())
     return bad(InvalidArgumentError("the body is not a JSON object"));
@@ -205,7 +205,7 @@ void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::Res
     callbacks.on_finish = [writer, chunk, event, include_usage](const GenerateResult& result) {
       if (result.abort_status_code != 0) {
         writer->WriteChunk(protocol::SseEvent(
-            protocol::ErrorBody(result.abort_message, result.abort_status_code)));
+            net::OpenAiStreamErrorBody(result.abort_message, result.abort_status_code)));
         writer->WriteChunk(std::string(protocol::kSseDone));
         writer->EndStream();
         return;
@@ -232,9 +232,9 @@ void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::Res
     callbacks.on_finish = [writer, shared_request, id, object, created, model,
                            chat](const GenerateResult& result) {
       if (result.abort_status_code != 0) {
-        return writer->Reply(
-            net::MakeResponse(*shared_request, static_cast<http::status>(result.abort_status_code),
-                              protocol::ErrorBody(result.abort_message, result.abort_status_code)));
+        return writer->Reply(net::MakeErrorResponse(
+            *shared_request, static_cast<http::status>(result.abort_status_code),
+            result.abort_message));
       }
       json::object choice{{"index", 0}, {"finish_reason", FinishReasonName(result)}};
       const std::string text = PseudoText(result.output_ids);
@@ -254,7 +254,7 @@ void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::Res
   }
   if (Status s = runtime_->Submit(std::move(input), std::move(callbacks)); !s.ok()) {
     if (stream) {
-      writer->WriteChunk(protocol::SseEvent(protocol::ErrorBody(s.message(), 400)));
+      writer->WriteChunk(protocol::SseEvent(net::OpenAiStreamErrorBody(s.message(), 400)));
       writer->WriteChunk(std::string(protocol::kSseDone));
       writer->EndStream();
       return;

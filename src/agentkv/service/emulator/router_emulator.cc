@@ -8,6 +8,7 @@
 
 #include "agentkv/base/bounds.h"
 #include "agentkv/base/hash.h"
+#include "agentkv/net/error_body.h"
 #include "agentkv/net/router.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/protocol/json_splice.h"
@@ -63,11 +64,6 @@ StatusOr<std::pair<std::string, std::optional<int64_t>>> SplitRank(const std::st
                                 " is out of range [0, " + std::to_string(kMaxCount) + "]");
   }
   return std::pair{base, std::optional<int64_t>(rank)};
-}
-
-std::string ErrorJson(std::string_view message, int code) {
-  return boost::json::serialize(
-      boost::json::object{{"error", boost::json::object{{"message", message}, {"code", code}}}});
 }
 
 }  // namespace
@@ -141,7 +137,7 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
              });
   auto add = [self](net::Request q, std::shared_ptr<net::ResponseWriter> w, std::string url) {
     if (Status s = self->AddWorker(url); !s.ok()) {
-      return w->Reply(net::MakeResponse(q, http::status::bad_request, ErrorJson(s.message(), 400)));
+      return w->Reply(net::MakeErrorResponse(q, http::status::bad_request, s.message()));
     }
     w->Reply(
         net::MakeResponse(q, http::status::ok,
@@ -155,19 +151,18 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
     auto it = target->params().find("url");
     return it == target->params().end() ? "" : std::string((*it).value);
   };
-  routes.Add(
-      http::verb::post, "/workers", [add](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-        boost::system::error_code error;
-        const boost::json::value body = boost::json::parse(q.body(), error);
-        const boost::json::value* url =
-            !error && body.is_object() ? body.as_object().if_contains("url") : nullptr;
-        if (url == nullptr || !url->is_string()) {
-          return w->Reply(
-              net::MakeResponse(q, http::status::bad_request,
-                                ErrorJson("body must be {\"url\": \"http://host:port\"}", 400)));
-        }
-        add(std::move(q), std::move(w), std::string(url->as_string()));
-      });
+  routes.Add(http::verb::post, "/workers",
+             [add](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+               boost::system::error_code error;
+               const boost::json::value body = boost::json::parse(q.body(), error);
+               const boost::json::value* url =
+                   !error && body.is_object() ? body.as_object().if_contains("url") : nullptr;
+               if (url == nullptr || !url->is_string()) {
+                 return w->Reply(net::MakeErrorResponse(
+                     q, http::status::bad_request, "body must be {\"url\": \"http://host:port\"}"));
+               }
+               add(std::move(q), std::move(w), std::string(url->as_string()));
+             });
   routes.Add(http::verb::post, "/add_worker",
              [add, query_url](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
                std::string url = query_url(q);
@@ -180,7 +175,7 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
                w->Reply(net::MakeResponse(
                    q, removed ? http::status::ok : http::status::not_found,
                    removed ? boost::json::serialize(boost::json::object{{"status", "success"}})
-                           : ErrorJson("no worker " + url, 404)));
+                           : net::SglangErrorBody("no worker " + url, 404)));
              });
   routes.Add(
       http::verb::get, "/list_workers",
@@ -246,14 +241,13 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
       const bool removed = self->RemoveWorker(url);
       return w->Reply(net::MakeResponse(
           q, removed ? http::status::ok : http::status::not_found,
-          removed ? R"({"status":"success"})" : ErrorJson("no worker " + url, 404)));
+          removed ? R"({"status":"success"})" : net::SglangErrorBody("no worker " + url, 404)));
     }
     {
       sync::MutexLock lock(&self->mu_);
       self->received_.Append(Received{target, "", ""});
     }
-    w->Reply(
-        net::MakeResponse(q, http::status::not_found, ErrorJson("no route for " + target, 404)));
+    w->Reply(net::MakeErrorResponse(q, http::status::not_found, "no route for " + target));
   });
   AGENTKV_ASSIGN_OR_RETURN(r->server_, net::HttpServer::Start(options.http, routes.AsHandler()));
   if (options.health_check_interval.count() > 0) {
@@ -334,8 +328,8 @@ void RouterEmulator::HandleForward(net::Request request,
     boost::system::error_code error;
     const boost::json::value parsed = boost::json::parse(body, error);
     if (error || !parsed.is_object()) {
-      return writer->Reply(net::MakeResponse(request, http::status::bad_request,
-                                             ErrorJson("the body is not a JSON object", 400)));
+      return writer->Reply(net::MakeErrorResponse(request, http::status::bad_request,
+                                                  "the body is not a JSON object"));
     }
     const boost::json::value* s = parsed.as_object().if_contains("stream");
     stream = s != nullptr && s->is_bool() && s->as_bool();
@@ -350,8 +344,8 @@ void RouterEmulator::HandleForward(net::Request request,
     sync::MutexLock lock(&mu_);
     if (router_->engines().empty()) {
       received_.Append(Received{path, routing_key, ""});
-      return writer->Reply(net::MakeResponse(request, http::status::service_unavailable,
-                                             ErrorJson("no healthy worker", 503)));
+      return writer->Reply(
+          net::MakeErrorResponse(request, http::status::service_unavailable, "no healthy worker"));
     }
     for (const Worker& w : workers_) {
       if (w.info.is_healthy) router_->SetLoad(w.engine, w.info.load);
@@ -395,10 +389,10 @@ void RouterEmulator::HandleForward(net::Request request,
           release();
           if (!response.ok()) {
             const bool timeout = response.status().code() == StatusCode::kDeadlineExceeded;
-            return writer->Reply(net::MakeResponse(
+            return writer->Reply(net::MakeErrorResponse(
                 *shared_request,
                 timeout ? http::status::gateway_timeout : http::status::bad_gateway,
-                ErrorJson("upstream: " + response.status().message(), timeout ? 504 : 502)));
+                "upstream: " + response.status().message()));
           }
           std::string content_type = "application/json";
           for (const auto& [name, value] : response->headers) {
@@ -426,8 +420,8 @@ void RouterEmulator::HandleForward(net::Request request,
       [writer, started, shared_request, release](Status status) {
         release();
         if (!started->load()) {
-          return writer->Reply(net::MakeResponse(*shared_request, http::status::bad_gateway,
-                                                 ErrorJson("upstream: " + status.message(), 502)));
+          return writer->Reply(net::MakeErrorResponse(*shared_request, http::status::bad_gateway,
+                                                      "upstream: " + status.message()));
         }
         // sgl-router forwards the worker's byte stream; a worker stream that fails ends the
         // client's body with an error (hyper aborts it), never with a clean last chunk.
@@ -453,21 +447,21 @@ void RouterEmulator::HandleModels(net::Request request,
     }
   }
   if (!base.has_value()) {
-    return writer->Reply(net::MakeResponse(request, http::status::service_unavailable,
-                                           ErrorJson("no healthy worker", 503)));
+    return writer->Reply(
+        net::MakeErrorResponse(request, http::status::service_unavailable, "no healthy worker"));
   }
   auto shared_request = std::make_shared<net::Request>(std::move(request));
-  client_->AsyncRequest(http::verb::get, *base, "/v1/models", {}, "",
-                        [writer, shared_request](StatusOr<net::ClientResponse> response) {
-                          if (!response.ok()) {
-                            return writer->Reply(net::MakeResponse(
-                                *shared_request, http::status::bad_gateway,
-                                ErrorJson("upstream: " + response.status().message(), 502)));
-                          }
-                          writer->Reply(net::MakeResponse(
-                              *shared_request, static_cast<http::status>(response->status),
-                              std::move(response->body)));
-                        });
+  client_->AsyncRequest(
+      http::verb::get, *base, "/v1/models", {}, "",
+      [writer, shared_request](StatusOr<net::ClientResponse> response) {
+        if (!response.ok()) {
+          return writer->Reply(net::MakeErrorResponse(*shared_request, http::status::bad_gateway,
+                                                      "upstream: " + response.status().message()));
+        }
+        writer->Reply(net::MakeResponse(*shared_request,
+                                        static_cast<http::status>(response->status),
+                                        std::move(response->body)));
+      });
 }
 
 void RouterEmulator::HandleFlush(net::Request request,

@@ -21,8 +21,7 @@ namespace gateway_internal {
 
 net::Response JsonError(const net::Request& request, GatewayError error, std::string_view message) {
   const int code = HttpStatusFor(error);
-  return net::MakeResponse(request, static_cast<http::status>(code),
-                           protocol::ErrorBody(message, code));
+  return net::MakeErrorResponse(request, static_cast<http::status>(code), message);
 }
 
 // An upstream's buffered answer as the gateway's reply to `request`: status, body and

@@ -91,8 +91,8 @@ void Gateway::Core::HandleClose(net::Request request, std::shared_ptr<net::Respo
                                        std::string(request.target())));
   }
   if (request.method() != http::verb::post) {
-    net::Response response = net::MakeResponse(request, http::status::method_not_allowed,
-                                               net::JsonErrorBody("use POST"));
+    net::Response response =
+        net::MakeErrorResponse(request, http::status::method_not_allowed, "use POST");
     response.set(http::field::allow, "POST");
     return writer->Reply(std::move(response));
   }

@@ -1,6 +1,6 @@
 // End-to-end tests of the SGLang engine emulator and the sgl-router emulator on 127.0.0.1:
 // every request goes over HTTP, through net::HttpClient, and is checked against the wire
-// format of ../shared/reference/sglang-protocol.md.
+// format of docs/PROTOCOL.md.
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>

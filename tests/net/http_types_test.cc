@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 namespace agentkv::net {
 namespace {
 
@@ -41,6 +43,28 @@ TEST(MakeErrorResponseTest, AnswersInTheBodyShapeOfTheRequestsFamily) {
   EXPECT_EQ(MakeErrorResponse(openai, http::status::too_many_requests, "busy").body(),
             R"({"object":"error","message":"busy","type":"RateLimitError","param":null,)"
             R"("code":429})");
+}
+
+TEST(CheckJsonContentTypeTest, AcceptsOnlyApplicationJsonAsSglangDoes) {
+  auto with = [](std::optional<std::string> type) {
+    Request request{http::verb::post, "/v1/chat/completions", 11};
+    if (type.has_value()) request.set(http::field::content_type, *type);
+    return CheckJsonContentType(request);
+  };
+  for (const char* ok : {"application/json", "Application/JSON", "application/json; charset=utf-8",
+                         " application/json ;charset=utf-8"}) {
+    EXPECT_TRUE(with(ok).ok()) << ok;
+  }
+  for (const char* bad : {"text/plain", "application/x-www-form-urlencoded", "application/json-seq",
+                          "application/vnd.api+json", ""}) {
+    EXPECT_EQ(with(bad).code(), StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_EQ(with(std::nullopt).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(with("text/plain").message(),
+            "Content-Type: Unsupported Media Type: Only 'application/json' is allowed, got "
+            "\"text/plain\"");
+  // A hostile header is echoed only in part.
+  EXPECT_LT(with(std::string(10'000, 'x')).message().size(), 200u);
 }
 
 TEST(ParseBaseUrlTest, ParsesHostPortAndPrefix) {

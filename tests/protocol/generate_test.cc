@@ -117,6 +117,16 @@ TEST(GenerateRequestTest, ReadsAgentkvsPauseHint) {
             StatusCode::kInvalidArgument);
 }
 
+TEST(GenerateRequestTest, CacheSaltThenExtraKeyNameTheCacheNamespace) {
+  EXPECT_EQ(MustParse(R"({"text": "x"})").cache_namespace, "");
+  EXPECT_EQ(MustParse(R"({"text": "x", "extra_key": "k"})").cache_namespace, "k");
+  EXPECT_EQ(MustParse(R"({"text": "x", "extra_key": "k", "cache_salt": "s"})").cache_namespace,
+            "sk");
+  EXPECT_EQ(MustParse(R"({"text": "x", "cache_salt": null})").cache_namespace, "");
+  EXPECT_EQ(ParseError(R"({"text": "x", "extra_key": ["a"]})").code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(GenerateRequestTest, RejectsBatches) {
   const Status batch = InvalidArgumentError("batch requests are not supported");
   EXPECT_EQ(ParseError(R"({"text": ["a", "b"]})"), batch);

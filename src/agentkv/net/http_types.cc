@@ -1,5 +1,6 @@
 #include "agentkv/net/http_types.h"
 
+#include <boost/beast/core/string.hpp>
 #include <boost/url/parse.hpp>
 #include <boost/url/url_view.hpp>
 
@@ -32,6 +33,21 @@ Status CheckTimeoutsPositive(std::string_view options,
 Response MakeErrorResponse(const Request& request, http::status status, std::string_view message) {
   const std::string_view target(request.target().data(), request.target().size());
   return MakeResponse(request, status, ErrorBodyFor(target, message, static_cast<int>(status)));
+}
+
+Status CheckJsonContentType(const Request& request) {
+  // A hostile header is not echoed whole.
+  constexpr size_t kMaxEchoedBytes = 64;
+  const auto header = request[http::field::content_type];
+  const std::string_view value(header.data(), header.size());
+  std::string_view media = value.substr(0, value.find(';'));
+  while (!media.empty() && (media.back() == ' ' || media.back() == '\t')) media.remove_suffix(1);
+  while (!media.empty() && (media.front() == ' ' || media.front() == '\t')) media.remove_prefix(1);
+  if (boost::beast::iequals(media, "application/json")) return Status::Ok();
+  return InvalidArgumentError(
+      "Content-Type: Unsupported Media Type: Only 'application/json' is allowed, got \"" +
+      std::string(value.substr(0, kMaxEchoedBytes)) +
+      (value.size() > kMaxEchoedBytes ? "...\"" : "\""));
 }
 
 std::string HttpEndpoint::PoolKey() const {

@@ -40,6 +40,13 @@ Response MakeResponse(const Request& request, http::status status, std::string b
 // body of the request's API family (error_body.h).
 Response MakeErrorResponse(const Request& request, http::status status, std::string_view message);
 
+// SGLang's `validate_json_request`, which guards its OpenAI routes and /tokenize: OK when
+// the request's Content-Type media type (before any ';' parameters, case-insensitive) is
+// application/json; else InvalidArgument "Content-Type: Unsupported Media Type: Only
+// 'application/json' is allowed, got \"<value>\"" (an absent header counts as ""; a value
+// over 64 bytes is cut there).
+Status CheckJsonContentType(const Request& request);
+
 // One timeout field of an options struct, by name, for CheckTimeoutsPositive.
 struct NamedTimeout {
   const char* name;

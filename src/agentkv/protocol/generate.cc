@@ -175,6 +175,11 @@ StatusOr<GenerateRequest> ParseGenerateRequest(std::string_view body, const Pars
     }
   }
   AGENTKV_RETURN_IF_ERROR(ReadOptionalString(*object, kPauseField, kPauseField, &request.pause));
+  for (const char* key : {"cache_salt", "extra_key"}) {
+    std::optional<std::string> part;
+    AGENTKV_RETURN_IF_ERROR(ReadOptionalString(*object, key, key, &part));
+    if (part.has_value()) request.cache_namespace += *part;
+  }
   request.raw.assign(body.data(), body.size());
   return request;
 }

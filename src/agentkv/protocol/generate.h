@@ -1,7 +1,7 @@
 // SGLang `POST /generate`: the request the gateway forwards and the emulator serves.
 //
 // ParseGenerateRequest reads the single-request form of SGLang's GenerateReqInput
-// (reference section 2) into typed fields while keeping the body as received in `raw`, which
+// (docs/PROTOCOL.md section 2) into typed fields while keeping the body as received in `raw`, which
 // is what gets forwarded (after SetTopLevelField edits of `rid`/`session_id`, json_splice.h).
 // Unknown fields are ignored by the parser and survive in `raw`. Responses, SSE framing and
 // error bodies live in generate_response.h and sse.h; this header includes them so that one
@@ -67,6 +67,9 @@ struct GenerateRequest {
   std::optional<std::string> parent_session;
   // The kPauseField member, when it is a string (its value is not checked here).
   std::optional<std::string> pause;
+  // SGLang's prefix cache namespace: `cache_salt` then `extra_key`, concatenated (either may
+  // be absent); requests with different namespaces never share KV. Empty: the default one.
+  std::string cache_namespace;
 };
 
 // Bounds on what ParseGenerateRequest accepts.

@@ -1,7 +1,7 @@
 // SGLang /generate responses: the JSON object of a non-streaming reply or of one SSE chunk,
 // and the engine's 400 error body.
 //
-// Shapes follow reference sections 3.1-3.5: `{"text", "output_ids", "meta_info"}` with the
+// Shapes follow docs/PROTOCOL.md sections 3.1-3.5: `{"text", "output_ids", "meta_info"}` with the
 // three `finish_reason` forms. The emulator serializes these; the gateway and tests parse
 // them. Parsing is tolerant: unknown keys are ignored, JSON null counts as absent, and only a
 // known key of the wrong type is an error. Pure functions; value types are
@@ -19,7 +19,7 @@
 
 namespace agentkv::protocol {
 
-// Why a request finished (reference section 3.3). JSON forms:
+// Why a request finished (docs/PROTOCOL.md section 3.3). JSON forms:
 //   {"type":"stop","matched":<token id or string>}
 //   {"type":"length","length":N}
 //   {"type":"abort","message":str,"status_code":int|null,"err_type":str|null}
@@ -64,7 +64,7 @@ struct OutputTokenLogprob {
   friend bool operator==(const OutputTokenLogprob&, const OutputTokenLogprob&) = default;
 };
 
-// The `meta_info` object (reference section 3.2), the keys agentkv reads and writes.
+// The `meta_info` object (docs/PROTOCOL.md section 3.2), the keys agentkv reads and writes.
 struct MetaInfo {
   std::string id;                             // The request's rid.
   std::optional<FinishReason> finish_reason;  // null while streaming.

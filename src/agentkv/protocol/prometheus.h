@@ -1,8 +1,8 @@
 // Prometheus text exposition format 0.0.4: a parser for engines' `/metrics` and a writer for
 // the emulator's.
 //
-// SGLang exports each scheduler gauge once per TP rank with the same value (reference section
-// 11.1), so per-engine gauges aggregate by max over lines, never by sum: MaxByName is that
+// SGLang exports each scheduler gauge once per TP rank with the same value (docs/PROTOCOL.md
+// section 11.1), so per-engine gauges aggregate by max over lines, never by sum: MaxByName is that
 // rule (section 11.4). The parser keeps labels (tp_rank, dp_rank, cache_source, ...) so that
 // callers can make other choices explicitly, e.g. for counters. It never crashes on arbitrary
 // bytes: every failure is a Status naming the 1-based line and what is wrong. Pure

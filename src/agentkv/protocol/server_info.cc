@@ -66,7 +66,7 @@ std::string SerializeServerInfo(const ServerInfo& info) {
   w.Key("max_req_input_len").Int(info.max_req_input_len);
   w.Key("internal_states");
   if (info.internal_states.empty()) {
-    // The list always has one dict per DP rank (reference section 7).
+    // The list always has one dict per DP rank (docs/PROTOCOL.md section 7).
     w.BeginArray();
     for (int64_t rank = 0; rank < std::max<int64_t>(info.dp_size, 1); ++rank) {
       w.BeginObject().Key("dp_rank").Int(rank).EndObject();

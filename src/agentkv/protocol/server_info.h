@@ -1,4 +1,4 @@
-// SGLang `GET /server_info` (alias `/get_server_info`, reference section 7).
+// SGLang `GET /server_info` (alias `/get_server_info`, docs/PROTOCOL.md section 7).
 //
 // The coordinator reads it once per engine at startup to check the flags agentkv relies on
 // and the KV pool size; the engine emulator serves it. The body is every ServerArgs field at

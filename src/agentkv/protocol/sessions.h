@@ -1,5 +1,5 @@
 // SGLang session and abort control messages: `/abort_request`, `/open_session`,
-// `/close_session` (reference sections 4 and 5).
+// `/close_session` (docs/PROTOCOL.md sections 4 and 5).
 //
 // Session lifecycle code fans these bodies out to every engine base URL (the router does not
 // proxy them); the engine emulator parses them. Parsers ignore unknown fields, including the

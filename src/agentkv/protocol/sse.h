@@ -1,4 +1,4 @@
-// Server-Sent Events framing of streamed /generate responses (reference section 3.4).
+// Server-Sent Events framing of streamed /generate responses (docs/PROTOCOL.md section 3.4).
 //
 // SGLang writes each chunk as `data: <json>\n\n` and ends the stream with `data: [DONE]\n\n`.
 // SseEvent/kSseDone produce those bytes; SseParser reassembles events from byte chunks split

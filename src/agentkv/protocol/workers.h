@@ -1,5 +1,5 @@
 // sgl-router discovery and admin messages: `/workers`, `/list_workers`, `/flush_cache`,
-// `/get_loads` (reference section 10), and the engine base URL rule (section 10.5).
+// `/get_loads` (docs/PROTOCOL.md section 10), and the engine base URL rule (section 10.5).
 //
 // The coordinator finds engines with ParseWorkers (falling back to ParseListWorkers) and
 // EngineBaseUrls; the router emulator serves both /workers shapes with SerializeWorkers.
@@ -35,7 +35,7 @@ struct WorkerInfo {
   friend bool operator==(const WorkerInfo&, const WorkerInfo&) = default;
 };
 
-// The two JSON shapes of `GET /workers` (reference section 10.3).
+// The two JSON shapes of `GET /workers` (docs/PROTOCOL.md section 10.3).
 enum class WorkersShape {
   // Older: workers without `id`; stats {prefill_count, decode_count, regular_count}.
   kInline,
@@ -67,7 +67,7 @@ std::vector<std::string> EngineBaseUrls(const std::vector<WorkerInfo>& workers);
 // The same for a /list_workers url list (no health flag): non-empty, stripped, de-duplicated.
 std::vector<std::string> EngineBaseUrls(const std::vector<std::string>& urls);
 
-// The router's `POST /flush_cache` outcome (reference section 10.6).
+// The router's `POST /flush_cache` outcome (docs/PROTOCOL.md section 10.6).
 struct FlushFailure {
   std::string worker;
   std::string error;

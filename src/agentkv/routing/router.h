@@ -1,6 +1,6 @@
 // Router: places each request on one engine of a fleet, as sgl-router does it.
 //
-// Policies (names as sgl-router spells them; ../shared/reference/sglang-protocol.md 10.7):
+// Policies (names as sgl-router spells them; docs/PROTOCOL.md 10.7):
 //  - "round_robin": cycles through the engines in ascending EngineId order.
 //  - "consistent_hashing": sticky on the request's routing key (the session id, as Relax
 //    sends in X-SMG-Routing-Key). A seeded hash ring with `virtual_nodes` points per engine;

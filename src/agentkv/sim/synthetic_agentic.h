@@ -12,10 +12,9 @@
 // [0, shared prefix blocks) are the tools+system prefix, equal in every session).
 //
 // Every distribution and the way its parameters were fitted to the statistics of the WEKA
-// traces (../shared/reference/agentic-workloads.md, sections 2.3 and 3) is documented on the
-// option fields below and in docs/WORKLOADS.md. Generated `t` excludes server time (a
-// closed-loop replay adds its own). Pure functions of their options; thread-safe. Same
-// options (seed included), same output.
+// Claude Code traces is documented on the option fields below and in docs/WORKLOADS.md. Generated
+// `t` excludes server time (a closed-loop replay adds its own). Pure functions of their options;
+// thread-safe. Same options (seed included), same output.
 #ifndef AGENTKV_SIM_SYNTHETIC_AGENTIC_H_
 #define AGENTKV_SIM_SYNTHETIC_AGENTIC_H_
 

@@ -294,6 +294,89 @@ TEST(EngineRuntimeTest, FlushEmptiesTheCacheOnlyWhenIdle) {
   EXPECT_EQ(Generate(*runtime, Input("b", Tokens(1, 64), 2)).result.cached_tokens, 0);
 }
 
+TEST(EngineRuntimeTest, NamespacesKeepEqualPromptsApart) {
+  auto runtime = EngineRuntime::Start(Unpaced()).value();
+  auto with_namespace = [](std::string rid, std::string ns) {
+    GenerateInput input = Input(std::move(rid), Tokens(1, 64), 1);
+    input.cache_namespace = std::move(ns);
+    return input;
+  };
+  Generate(*runtime, with_namespace("a", "tenant-a"));
+  EXPECT_GT(Generate(*runtime, with_namespace("b", "tenant-a")).result.cached_tokens, 0);
+  EXPECT_EQ(Generate(*runtime, with_namespace("c", "tenant-b")).result.cached_tokens, 0);
+  EXPECT_EQ(Generate(*runtime, with_namespace("d", "")).result.cached_tokens, 0);
+}
+
+TEST(EngineRuntimeTest, PausedGenerationTakesNoStepUntilContinued) {
+  auto runtime = EngineRuntime::Start(Unpaced()).value();
+  runtime->PauseGeneration(GenerationPauseMode::kInPlace);
+  std::promise<GenerateResult> done;
+  GenerateCallbacks callbacks;
+  callbacks.on_finish = [&done](const GenerateResult& result) { done.set_value(result); };
+  ASSERT_TRUE(runtime->Submit(Input("held", Tokens(1, 32), 2), std::move(callbacks)).ok());
+  auto future = done.get_future();
+  EXPECT_EQ(future.wait_for(200ms), std::future_status::timeout);
+  EXPECT_EQ(runtime->Snapshot().steps, 0);
+  EXPECT_TRUE(runtime->Snapshot().generation_paused);
+  // Requests are active and generation is paused: the update keeps their KV.
+  StatusOr<bool> kept = runtime->ApplyWeightUpdate(/*abort_all_requests=*/false);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_FALSE(*kept);
+  runtime->ContinueGeneration();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  const GenerateResult result = future.get();
+  EXPECT_FALSE(result.aborted);
+  EXPECT_EQ(result.output_ids.size(), 2u);
+}
+
+TEST(EngineRuntimeTest, PauseWithAbortEndsEveryActiveRequest) {
+  auto runtime = EngineRuntime::Start(Unpaced()).value();
+  runtime->PauseGeneration(GenerationPauseMode::kInPlace);
+  std::promise<GenerateResult> done;
+  GenerateCallbacks callbacks;
+  callbacks.on_finish = [&done](const GenerateResult& result) { done.set_value(result); };
+  ASSERT_TRUE(runtime->Submit(Input("r", Tokens(1, 32), 2), std::move(callbacks)).ok());
+  runtime->PauseGeneration(GenerationPauseMode::kAbort);
+  auto future = done.get_future();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(future.get().aborted);
+  runtime->ContinueGeneration();
+  EXPECT_FALSE(runtime->Snapshot().generation_paused);
+}
+
+TEST(EngineRuntimeTest, ReleasedMemoryDropsTheCacheAndHoldsRequestsUntilResumed) {
+  auto runtime = EngineRuntime::Start(Unpaced()).value();
+  Generate(*runtime, Input("a", Tokens(1, 64), 2));
+  ASSERT_TRUE(runtime->ReleaseMemoryOccupation().ok());
+  EXPECT_TRUE(runtime->ReleaseMemoryOccupation().ok()) << "idempotent";
+  EXPECT_EQ(runtime->Snapshot().gauges.evictable_tokens, 0);
+  std::promise<GenerateResult> done;
+  GenerateCallbacks callbacks;
+  callbacks.on_finish = [&done](const GenerateResult& result) { done.set_value(result); };
+  ASSERT_TRUE(runtime->Submit(Input("b", Tokens(1, 64), 2), std::move(callbacks)).ok());
+  auto future = done.get_future();
+  EXPECT_EQ(future.wait_for(200ms), std::future_status::timeout);
+  runtime->ResumeMemoryOccupation();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(future.get().cached_tokens, 0);
+}
+
+TEST(EngineRuntimeTest, ReleaseAndWeightUpdatesRefuseRunningRequests) {
+  auto runtime = EngineRuntime::Start(Unpaced()).value();
+  Generate(*runtime, Input("a", Tokens(1, 64), 2));
+  runtime->PauseGeneration(GenerationPauseMode::kInPlace);
+  GenerateCallbacks callbacks;
+  callbacks.on_finish = [](const GenerateResult&) {};
+  ASSERT_TRUE(runtime->Submit(Input("b", Tokens(100, 32), 2), std::move(callbacks)).ok());
+  EXPECT_EQ(runtime->ReleaseMemoryOccupation().code(), StatusCode::kFailedPrecondition);
+  runtime->ContinueGeneration();
+  // Unpaused with a request in flight is refused only while it is active; abort_all ends it.
+  StatusOr<bool> update = runtime->ApplyWeightUpdate(/*abort_all_requests=*/true);
+  ASSERT_TRUE(update.ok()) << update.status();
+  EXPECT_TRUE(*update);
+  EXPECT_EQ(Generate(*runtime, Input("c", Tokens(1, 64), 2)).result.cached_tokens, 0);
+}
+
 TEST(EngineRuntimeTest, ShutdownAbortsEveryActiveRequestOnce) {
   EngineRuntimeOptions options = Unpaced(1 << 16);
   options.paced = true;

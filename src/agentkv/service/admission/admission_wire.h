@@ -2,7 +2,7 @@
 //
 // CoordinatorServer parses requests and writes decisions with these functions; RemoteAdmission
 // writes requests and parses decisions with the same ones, so both ends agree by construction.
-// The shapes follow Relax's coordinator (seed 000, reference section 4.4) with `ticket` for
+// The shapes follow Relax's coordinator (the admission protocol of seed 000) with `ticket` for
 // its `ticket_id` (which parsing also accepts):
 //   POST /admission/acquire  {"ticket": str, "reservation_tokens": int, "protected": bool
 //                             [, "engine": str, "continuing": bool, "prefix_key": str,

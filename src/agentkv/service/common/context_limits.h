@@ -1,7 +1,7 @@
 // ContextLimits: SGLang's rules for how long a request may be, in one place, for the engine
 // emulator (EngineRuntime) and its tests.
 //
-// SGLang checks a request twice (../shared/reference/sglang-protocol.md, sections 3.5 and 7):
+// SGLang checks a request twice (docs/PROTOCOL.md, sections 3.5 and 7):
 //   1. tokenizer_manager._validate_one_request, against the model's context length C: an
 //      input of C tokens or more is a ValueError "The input (N tokens) is longer than the
 //      model's context length (C tokens)."; an input plus max_new_tokens of C or more is a

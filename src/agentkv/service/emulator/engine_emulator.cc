@@ -36,12 +36,6 @@ void ReplyError(const net::Request& request, net::ResponseWriter& writer, const 
   writer.Reply(net::MakeErrorResponse(request, code, status.message()));
 }
 
-std::string PseudoText(std::span<const int64_t> tokens) {
-  std::string text;
-  for (int64_t t : tokens) text += " t" + std::to_string(t);
-  return text;
-}
-
 // The finish reason of a request that ended: an abort carries SGLang's status_code and
 // err_type when the engine refused it ("BadRequestError" for 400).
 protocol::FinishReason FinishReasonOf(const GenerateResult& result, int64_t output_tokens) {
@@ -82,6 +76,12 @@ protocol::GenerateResponse ResponseFor(const std::string& rid, const protocol::G
 }
 
 }  // namespace
+
+std::string PseudoText(std::span<const int64_t> tokens) {
+  std::string text;
+  for (int64_t t : tokens) text += " t" + std::to_string(t);
+  return text;
+}
 
 std::vector<int64_t> PseudoTokenize(std::string_view text) {
   std::vector<int64_t> tokens;
@@ -186,6 +186,7 @@ StatusOr<std::unique_ptr<EngineEmulator>> EngineEmulator::Start(
                  e->HandleMetrics(std::move(r), std::move(w));
                });
   }
+  e->AddRlRoutes(router);
   router.Add(http::verb::get, "/agentkv/requests",
              [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
                boost::json::array list;
@@ -263,6 +264,7 @@ void EngineEmulator::HandleGenerate(net::Request request,
   input.priority = req->priority;
   input.parent_session = req->parent_session;
   input.pause = PauseKindOfField(req->pause);
+  input.cache_namespace = req->cache_namespace;
   if (req->pause.has_value() && input.pause == kv::PauseKind::kUnknown) {
     return ReplyError(request, *writer,
                       InvalidArgumentError(std::string(protocol::kPauseField) +
@@ -423,7 +425,8 @@ void EngineEmulator::HandleHealth(net::Request request, std::shared_ptr<net::Res
 
 std::string EngineEmulator::MetricsText() const {
   std::vector<protocol::MetricFamily> families = EngineMetricFamilies(
-      runtime_->Snapshot(), options_.served_model_name, options_.metrics_tp_ranks);
+      runtime_->Snapshot(), options_.served_model_name, options_.metrics_tp_ranks,
+      options_.runtime.engine.kv_pool.tokens_per_block);
   // The HTTP layer's own bounds, next to the runtime's.
   auto counter = [&families](const char* name, const char* help, int64_t value) {
     families.push_back(protocol::MetricFamily{
@@ -506,46 +509,6 @@ void EngineEmulator::HandleFaults(net::Request request,
                                                  {"health_status", f.health_status},
                                                  {"close_session_status", f.close_session_status},
                                                  {"metrics_delay_ms", f.metrics_delay_ms}})));
-}
-
-std::string EngineEmulator::ServerInfoJson() const {
-  protocol::ServerInfo info;
-  info.enable_metrics = options_.enable_metrics;
-  info.enable_session_radix_cache = options_.runtime.enable_session_radix_cache;
-  info.radix_eviction_policy =
-      std::string(RadixEvictionPolicyName(options_.runtime.radix_eviction_policy));
-  info.max_total_num_tokens = runtime_->max_total_num_tokens();
-  info.max_req_input_len = runtime_->limits().max_req_input_len();
-  info.status = "ready";
-  info.version = options_.version;
-  info.model_path = options_.served_model_name;
-  info.tp_size = options_.runtime.engine.tp;
-  return protocol::SerializeServerInfo(info);
-}
-
-std::string EngineEmulator::ModelListJson() const {
-  // SGLang's ModelList of one ModelCard (entrypoints/openai/protocol.py): id and root are the
-  // served model name, max_model_len the context length, created the time of the answer.
-  const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
-  boost::json::object card{{"id", options_.served_model_name},
-                           {"object", "model"},
-                           {"created", created},
-                           {"owned_by", "sglang"},
-                           {"root", options_.served_model_name},
-                           {"parent", nullptr},
-                           {"max_model_len", runtime_->limits().context_length()}};
-  return boost::json::serialize(
-      boost::json::object{{"object", "list"}, {"data", boost::json::array{std::move(card)}}});
-}
-
-std::string EngineEmulator::ModelInfoJson() const {
-  return boost::json::serialize(boost::json::object{{"model_path", options_.served_model_name},
-                                                    {"tokenizer_path", options_.served_model_name},
-                                                    {"is_generation", true},
-                                                    {"preferred_sampling_params", nullptr},
-                                                    {"weight_version", "default"}});
 }
 
 }  // namespace agentkv::service

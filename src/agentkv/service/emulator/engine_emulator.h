@@ -1,6 +1,6 @@
 // EngineEmulator: an SGLang-compatible HTTP engine over EngineRuntime (`agentkv emulate
 // engine`). It speaks the endpoints, JSON shapes, status codes and metric names of
-// ../shared/reference/sglang-protocol.md so that an agent framework, a router or the agentkv
+// docs/PROTOCOL.md so that an agent framework, a router or the agentkv
 // gateway can be tested against it on a machine with no GPU: /generate (streaming or not,
 // rid, session_id, sampling_params.max_new_tokens, priority, return_logprob), the OpenAI
 // routes /v1/chat/completions and /v1/completions, /abort_request,
@@ -40,14 +40,19 @@
 #define AGENTKV_SERVICE_EMULATOR_ENGINE_EMULATOR_H_
 
 #include <atomic>
+#include <boost/json/object.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "agentkv/base/status.h"
 #include "agentkv/net/http_server.h"
+#include "agentkv/net/router.h"
 #include "agentkv/service/emulator/bounded_log.h"
 #include "agentkv/service/emulator/engine_runtime.h"
 #include "agentkv/service/emulator/lru_map.h"
@@ -125,6 +130,39 @@ class EngineEmulator {
                     bool generate);
   void HandleMetrics(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleFaults(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+
+  // The routes RL frameworks call (engine_emulator_rl.cc).
+  struct WeightUpdate {
+    bool flush_cache = true;
+    bool abort_all_requests = false;
+    std::optional<std::string> weight_version;
+    std::string success_message;
+    // Members added to the answer (update_weights_from_disk's num_paused_requests).
+    boost::json::object extra;
+  };
+  static constexpr size_t kMaxWeightUpdateGroups = 64;
+  void AddRlRoutes(net::Router& router);
+  void HandlePauseGeneration(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  void HandleContinueGeneration(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  void HandleReleaseMemoryOccupation(net::Request request,
+                                     std::shared_ptr<net::ResponseWriter> writer);
+  void HandleResumeMemoryOccupation(net::Request request,
+                                    std::shared_ptr<net::ResponseWriter> writer);
+  void HandleUpdateWeightsFromDisk(net::Request request,
+                                   std::shared_ptr<net::ResponseWriter> writer);
+  void HandleUpdateWeightsFromDistributed(net::Request request,
+                                          std::shared_ptr<net::ResponseWriter> writer);
+  void HandleInitWeightsUpdateGroup(net::Request request,
+                                    std::shared_ptr<net::ResponseWriter> writer);
+  void HandleDestroyWeightsUpdateGroup(net::Request request,
+                                       std::shared_ptr<net::ResponseWriter> writer);
+  void HandleUpdateWeightVersion(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  void HandleTokenize(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  void HandleDetokenize(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  // Applies `update` (EngineRuntime::ApplyWeightUpdate) and answers {"success", "message"}.
+  void ApplyWeightUpdate(const net::Request& request, net::ResponseWriter& writer,
+                         const WeightUpdate& update);
+  std::string weight_version() const;
   void Record(const net::Request& request);
   std::string ServerInfoJson() const;
   std::string ModelInfoJson() const;
@@ -144,10 +182,17 @@ class EngineEmulator {
   // Legacy /open_session ids (the value is unused), least recently opened first.
   LruMap<std::string, bool> open_sessions_ AGENTKV_GUARDED_BY(mu_);
   int64_t open_sessions_evicted_ AGENTKV_GUARDED_BY(mu_) = 0;
+  // SGLang's weight_version ("default" until an update names one), and the weights update
+  // groups initialized and not destroyed.
+  std::string weight_version_ AGENTKV_GUARDED_BY(mu_) = "default";
+  std::set<std::string> weight_update_groups_ AGENTKV_GUARDED_BY(mu_);
 };
 
 // One pseudo token per 4 bytes of `text` (the emulator's stand-in for a tokenizer).
 std::vector<int64_t> PseudoTokenize(std::string_view text);
+
+// The text of output tokens: each spelled " t<id>".
+std::string PseudoText(std::span<const int64_t> tokens);
 
 }  // namespace agentkv::service
 

@@ -5,11 +5,12 @@
 // Chat messages are flattened to "role: content\n" lines and pseudo-tokenized like `text`;
 // /v1/completions takes `prompt` as a string or a list of token ids. `max_tokens` (or
 // `max_completion_tokens`, default 128), `stream`, and SGLang's extra fields `rid`,
-// `session_id` and `priority` are honoured. The response is the OpenAI shape with `usage`
-// including `prompt_tokens_details.cached_tokens` (SGLang's --enable-cache-report); streams are
-// `chat.completion.chunk` / `text_completion` events with the new text as the delta (a chat
-// stream opens with a `delta.role: "assistant"` chunk), then, with
-// `stream_options.include_usage`, a chunk with empty `choices` and the `usage`, then
+// `session_id`, `priority`, `cache_salt` and `extra_key` (the prefix cache namespace) are
+// honoured. The body must be sent as application/json (SGLang's validate_json_request). The
+// response is the OpenAI shape with `usage` including `prompt_tokens_details.cached_tokens`
+// (SGLang's --enable-cache-report); streams are `chat.completion.chunk` / `text_completion` events
+// with the new text as the delta (a chat stream opens with a `delta.role: "assistant"` chunk),
+// then, with `stream_options.include_usage`, a chunk with empty `choices` and the `usage`, then
 // `data: [DONE]`. What the emulator cannot serve is refused with a 400 naming the field, never
 // dropped: `n` other than 1 and `logprobs` (it has no model to score tokens with).
 #include <boost/json.hpp>
@@ -25,12 +26,6 @@ namespace {
 
 namespace http = net::http;
 namespace json = boost::json;
-
-std::string PseudoText(std::span<const int64_t> tokens) {
-  std::string text;
-  for (int64_t t : tokens) text += " t" + std::to_string(t);
-  return text;
-}
 
 int64_t NowSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -154,6 +149,14 @@ Status ParseOpenAi(const json::object& body, bool chat, GenerateInput& input, st
   if (const json::value* v = body.if_contains("rid"); v != nullptr && v->is_string()) {
     input.rid = std::string(v->as_string());
   }
+  // SGLang's _compute_extra_key: cache_salt then extra_key, concatenated, name the prefix
+  // cache's namespace; requests in different namespaces never share KV.
+  for (const char* key : {"cache_salt", "extra_key"}) {
+    const json::value* v = body.if_contains(key);
+    if (v == nullptr || v->is_null()) continue;
+    if (!v->is_string()) return InvalidArgumentError(std::string(key) + ": expected a string");
+    input.cache_namespace += std::string(v->as_string());
+  }
   return Status::Ok();
 }
 
@@ -161,11 +164,12 @@ Status ParseOpenAi(const json::object& body, bool chat, GenerateInput& input, st
 
 void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::ResponseWriter> writer,
                                   bool chat) {
-  json::error_code error;
-  const json::value parsed = json::parse(request.body(), error);
   auto bad = [&](const Status& status) {
     writer->Reply(net::MakeErrorResponse(request, http::status::bad_request, status.message()));
   };
+  if (Status s = net::CheckJsonContentType(request); !s.ok()) return bad(s);
+  json::error_code error;
+  const json::value parsed = json::parse(request.body(), error);
   if (error || !parsed.is_object())
     return bad(InvalidArgumentError("the body is not a JSON object"));
   GenerateInput input;

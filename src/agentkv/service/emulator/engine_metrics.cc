@@ -74,7 +74,7 @@ double D(int64_t v) { return static_cast<double>(v); }
 
 std::vector<protocol::MetricFamily> EngineMetricFamilies(const RuntimeSnapshot& s,
                                                          const std::string& model_name,
-                                                         int32_t tp_ranks) {
+                                                         int32_t tp_ranks, int32_t page_size) {
   FamilyBuilder b(model_name, tp_ranks < 1 ? 1 : tp_ranks);
   const engine::SchedulerGauges& g = s.gauges;
   b.Gauge("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV pool.",
@@ -106,7 +106,7 @@ std::vector<protocol::MetricFamily> EngineMetricFamilies(const RuntimeSnapshot& 
   b.Counter("sglang:num_requests_total", "Requests received.", {{{}, D(s.num_requests_total)}});
   b.Counter("sglang:num_aborted_requests_total", "Requests aborted.",
             {{{}, D(s.num_aborted_requests_total)}});
-  b.Counter("sglang:evicted_tokens_total", "KV tokens evicted from the device pool.",
+  b.Counter("sglang:evicted_tokens_total", "The number of tokens evicted from GPU to CPU.",
             {{{}, D(s.evicted_tokens_total)}});
   // agentkv's own bounds (not SGLang series): session ids the emulator remembers, and the
   // idle sessions it closed to stay within --max-sessions.
@@ -114,12 +114,28 @@ std::vector<protocol::MetricFamily> EngineMetricFamilies(const RuntimeSnapshot& 
   b.Counter("agentkv:emulator_sessions_evicted_total",
             "Idle sessions closed because --max-sessions was reached.",
             {{{}, D(s.sessions_evicted_total)}});
-  b.Histogram("sglang:time_to_first_token_seconds", "Time to first token in seconds.",
+  b.Histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
               s.time_to_first_token);
-  b.Histogram("sglang:e2e_request_latency_seconds", "End-to-end request latency in seconds.",
-              s.e2e_request_latency);
-  b.Histogram("sglang:queue_time_seconds", "Time spent in the waiting queue in seconds.",
-              s.queue_time);
+  b.Histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+              s.inter_token_latency);
+  b.Histogram("sglang:e2e_request_latency_seconds",
+              "Histogram of End-to-end request latency in seconds", s.e2e_request_latency);
+  b.Histogram("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", s.queue_time);
+  // The host (HiCache) tier's series, as SGLang exports them only with
+  // --enable-hierarchical-cache.
+  if (s.cache.host.capacity > 0) {
+    b.Gauge("sglang:hicache_host_used_tokens",
+            "Number of tokens currently used in the host KV cache.",
+            D((s.cache.host.capacity - s.cache.host.free) * page_size));
+    b.Gauge("sglang:hicache_host_total_tokens", "Total capacity of the host KV cache in tokens.",
+            D(s.cache.host.capacity * page_size));
+    b.Counter("sglang:load_back_tokens_total", "The number of tokens loaded from CPU to GPU.",
+              {{{}, D(s.load_back_tokens_total)}});
+    b.Histogram("sglang:eviction_duration_seconds",
+                "Time taken to evict memory from GPU to CPU in seconds.", s.eviction_duration);
+    b.Histogram("sglang:load_back_duration_seconds",
+                "Time taken to load memory from CPU to GPU in seconds.", s.load_back_duration);
+  }
   return b.Take();
 }
 

@@ -1,5 +1,5 @@
 // The Prometheus series of an emulated SGLang engine: SGLang's metric names, types and labels
-// (../shared/reference/sglang-protocol.md section 11) computed from an EngineRuntime snapshot.
+// (docs/PROTOCOL.md section 11) computed from an EngineRuntime snapshot.
 //
 // Scheduler gauges are written once per TP rank with identical values, as SGLang's
 // multiprocess "mostrecent" gauges are; counters and histograms only for tp_rank 0. Every
@@ -18,10 +18,12 @@
 
 namespace agentkv::service {
 
-// The families of `snapshot` for a server of `tp_ranks` ranks (>= 1) serving `model_name`.
+// The families of `snapshot` for a server of `tp_ranks` ranks (>= 1) serving `model_name`
+// with KV pages of `page_size` tokens. The host tier's series (hicache_host_*, load_back_*,
+// eviction_duration_seconds) are written only when the snapshot's host tier has capacity.
 std::vector<protocol::MetricFamily> EngineMetricFamilies(const RuntimeSnapshot& snapshot,
                                                          const std::string& model_name,
-                                                         int32_t tp_ranks);
+                                                         int32_t tp_ranks, int32_t page_size);
 
 }  // namespace agentkv::service
 

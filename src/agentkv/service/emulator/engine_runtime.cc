@@ -46,9 +46,28 @@ ConversationId ConversationOf(std::string_view session) {
   return ConversationId(static_cast<int64_t>(Hash64(session, kConversationSeed) >> 1));
 }
 
-std::vector<double> LatencyBuckets() {
-  return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,    2.5, 5,
-          10,    20,   40,    60,   120, 300,  600, 1200, 2400};
+// SGLang's default histogram buckets (metrics/collector.py; --bucket-time-to-first-token,
+// --bucket-inter-token-latency and --bucket-e2e-request-latency override the first three).
+std::vector<double> TimeToFirstTokenBuckets() {
+  return {0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400};
+}
+std::vector<double> InterTokenLatencyBuckets() {
+  return {0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060,
+          0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.0,   2.0,   4.0,   6.0,   8.0};
+}
+std::vector<double> E2eRequestLatencyBuckets() {
+  return {0.1, 0.2, 0.4, 0.6, 0.8, 1,   2,   4,   6,    8,    10,
+          20,  40,  60,  80,  100, 200, 400, 600, 1200, 1800, 2400};
+}
+std::vector<double> QueueTimeBuckets() {
+  return {0.0, 0.1, 0.2, 0.5, 1,    2,    3,    4,    5,    10,   15,   20,
+          30,  40,  50,  60,  70,   80,   90,   100,  200,  300,  400,  500,
+          600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000, 2500, 3000};
+}
+// RadixCacheMetricsCollector's eviction and load-back buckets.
+std::vector<double> KvTransferBuckets() {
+  return {0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009,
+          0.01,  0.02,  0.03,  0.04,  0.05,  0.1,   0.2,   0.5,   1.0};
 }
 
 // Chained block keys of every full page of `tokens` under `namespace_id`.
@@ -76,6 +95,13 @@ int64_t PseudoToken(uint64_t rid_hash, int64_t index) {
 LatencyHistogram::LatencyHistogram(std::vector<double> bounds)
     : upper_bounds(std::move(bounds)), counts(upper_bounds.size() + 1, 0) {}
 
+void LatencyHistogram::ObserveN(double value, int64_t n) {
+  const auto it = std::lower_bound(upper_bounds.begin(), upper_bounds.end(), value);
+  counts[static_cast<size_t>(it - upper_bounds.begin())] += n;
+  sum += value * static_cast<double>(n);
+  count += n;
+}
+
 void LatencyHistogram::Observe(double value) {
   const auto it = std::lower_bound(upper_bounds.begin(), upper_bounds.end(), value);
   ++counts[static_cast<size_t>(it - upper_bounds.begin())];
@@ -91,6 +117,14 @@ StatusOr<RadixEvictionPolicy> ParseRadixEvictionPolicy(std::string_view name) {
   if (name == "lru") return RadixEvictionPolicy::kLru;
   if (name == "priority") return RadixEvictionPolicy::kPriority;
   return InvalidArgumentError("--radix-eviction-policy must be lru or priority, got \"" +
+                              std::string(name) + "\"");
+}
+
+StatusOr<GenerationPauseMode> ParseGenerationPauseMode(std::string_view name) {
+  if (name == "abort") return GenerationPauseMode::kAbort;
+  if (name == "in_place") return GenerationPauseMode::kInPlace;
+  if (name == "retract") return GenerationPauseMode::kRetract;
+  return InvalidArgumentError("mode: expected \"abort\", \"in_place\" or \"retract\", got \"" +
                               std::string(name) + "\"");
 }
 
@@ -143,6 +177,8 @@ struct EngineRuntime::Active {
   Clock::time_point arrival;
   std::optional<Clock::time_point> first_scheduled;
   std::optional<Clock::time_point> first_token;
+  // When the latest output tokens were delivered (inter-token latency).
+  Clock::time_point last_token;
   // The scheduler runs at least one output token; the client may have asked for none.
   int64_t requested_tokens = 0;
   std::vector<int64_t> output_ids;
@@ -182,9 +218,12 @@ EngineRuntime::EngineRuntime(const EngineRuntimeOptions& options, engine::Engine
   counters_.max_total_num_tokens = engine_.max_total_num_tokens();
   counters_.context_length = limits_.context_length();
   counters_.max_req_input_len = limits_.max_req_input_len();
-  counters_.time_to_first_token = LatencyHistogram(LatencyBuckets());
-  counters_.e2e_request_latency = LatencyHistogram(LatencyBuckets());
-  counters_.queue_time = LatencyHistogram(LatencyBuckets());
+  counters_.time_to_first_token = LatencyHistogram(TimeToFirstTokenBuckets());
+  counters_.inter_token_latency = LatencyHistogram(InterTokenLatencyBuckets());
+  counters_.e2e_request_latency = LatencyHistogram(E2eRequestLatencyBuckets());
+  counters_.queue_time = LatencyHistogram(QueueTimeBuckets());
+  counters_.eviction_duration = LatencyHistogram(KvTransferBuckets());
+  counters_.load_back_duration = LatencyHistogram(KvTransferBuckets());
 }
 
 EngineRuntime::~EngineRuntime() { Shutdown(); }
@@ -324,20 +363,73 @@ void EngineRuntime::Abort(const std::string& rid, bool abort_all) {
   sync::MutexLock lock(&mu_);
   if (stopping_) return;
   commands_.push_back(Command{[this, rid, abort_all] {
-    std::vector<RequestId> ids;
-    if (abort_all) {
-      for (const auto& [id, active] : active_) ids.push_back(id);
-      std::sort(ids.begin(), ids.end());
-    } else if (auto it = id_of_rid_.find(rid); it != id_of_rid_.end()) {
-      ids.push_back(it->second);
-    }
-    for (RequestId id : ids) {
-      StatusOr<bool> aborted = scheduler().Abort(id);
-      AGENTKV_CHECK(aborted.ok()) << aborted.status();
-      if (*aborted) Finish(id, /*aborted=*/true, "Abort request " + active_.at(id).input.rid);
-    }
+    if (abort_all) return AbortAllActive();
+    if (auto it = id_of_rid_.find(rid); it != id_of_rid_.end()) AbortActive(it->second);
   }});
   wake_.Signal();
+}
+
+void EngineRuntime::AbortActive(RequestId id) {
+  StatusOr<bool> aborted = scheduler().Abort(id);
+  AGENTKV_CHECK(aborted.ok()) << aborted.status();
+  if (*aborted) Finish(id, /*aborted=*/true, "Abort request " + active_.at(id).input.rid);
+}
+
+void EngineRuntime::AbortAllActive() {
+  std::vector<RequestId> ids;
+  for (const auto& [id, active] : active_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (RequestId id : ids) AbortActive(id);
+}
+
+void EngineRuntime::PauseGeneration(GenerationPauseMode mode) {
+  RunOnRuntimeThread([&] {
+    if (mode == GenerationPauseMode::kAbort) AbortAllActive();
+    generation_paused_ = true;
+  });
+}
+
+void EngineRuntime::ContinueGeneration() {
+  RunOnRuntimeThread([&] { generation_paused_ = false; });
+}
+
+Status EngineRuntime::ReleaseMemoryOccupation() {
+  Status status = Status::Ok();
+  RunOnRuntimeThread([&] {
+    if (memory_released_) return;
+    if (const int64_t active = scheduler().num_running() + scheduler().num_waiting(); active > 0) {
+      status = FailedPreconditionError(
+          "cannot release the KV cache while " + std::to_string(active) +
+          " requests are running or waiting: pause generation (mode abort) first");
+      return;
+    }
+    status = scheduler().mutable_cache().Reset();
+    if (status.ok()) memory_released_ = true;
+  });
+  return status;
+}
+
+void EngineRuntime::ResumeMemoryOccupation() {
+  RunOnRuntimeThread([&] { memory_released_ = false; });
+}
+
+StatusOr<bool> EngineRuntime::ApplyWeightUpdate(bool abort_all_requests) {
+  StatusOr<bool> flushed = false;
+  RunOnRuntimeThread([&] {
+    if (abort_all_requests) AbortAllActive();
+    const int64_t active = scheduler().num_running() + scheduler().num_waiting();
+    if (active == 0) {
+      const Status reset = scheduler().mutable_cache().Reset();
+      flushed = reset.ok() ? StatusOr<bool>(true) : StatusOr<bool>(reset);
+      return;
+    }
+    if (generation_paused_) return;
+    flushed = FailedPreconditionError(
+        std::to_string(active) +
+        " requests are running: pause generation first or set abort_all_requests (SGLang "
+        "waits for them; the emulator does not)");
+  });
+  return flushed;
 }
 
 void EngineRuntime::RunOnRuntimeThread(const std::function<void()>& work) {
@@ -448,8 +540,7 @@ void EngineRuntime::Run() {
     bool stopping = false;
     {
       sync::MutexLock lock(&mu_);
-      while (!stopping_ && commands_.empty() &&
-             scheduler().num_running() + scheduler().num_waiting() == 0) {
+      while (!stopping_ && commands_.empty() && !CanStep()) {
         // An idle engine still wakes for a stall offload prefetch that falls due.
         if (!stall_wake_.has_value()) {
           wake_.Wait(&mu_);
@@ -472,7 +563,7 @@ void EngineRuntime::Run() {
       PublishAndRunDeferred();
       return;
     }
-    if (scheduler().num_running() + scheduler().num_waiting() > 0) {
+    if (CanStep()) {
       const int64_t before_tokens = counters_.generation_tokens_total;
       const int64_t before_prompt = counters_.prompt_tokens_total;
       const int64_t before_cached =
@@ -525,6 +616,17 @@ void EngineRuntime::StepOnce() {
   const engine::StepResult& result = step.result;
   ++counters_.steps;
   counters_.evicted_tokens_total += step.evicted_blocks * page_size_;
+  // The host tier's transfers, priced by the cost model's host link: device -> host evictions
+  // (SGLang's eviction_duration_seconds: "from GPU to CPU") and the step's loads back.
+  if (engine_.config().kv_pool.hicache_tokens > 0 && step.evicted_blocks > 0) {
+    counters_.eviction_duration.Observe(
+        engine_.cost_model().HostTransferTime(step.evicted_blocks * page_size_).seconds());
+  }
+  if (step.shape.host_load_tokens > 0) {
+    counters_.load_back_tokens_total += step.shape.host_load_tokens;
+    counters_.load_back_duration.Observe(
+        engine_.cost_model().HostTransferTime(step.shape.host_load_tokens).seconds());
+  }
   if (options_.paced) {
     const TimeNs modelled = step.computed() ? step.cost : TimeNs::Millis(1);
     const auto wall = std::chrono::nanoseconds(
@@ -554,7 +656,14 @@ void EngineRuntime::StepOnce() {
     if (!active.first_token.has_value()) {
       active.first_token = now;
       counters_.time_to_first_token.Observe(Seconds(now - active.arrival));
+    } else {
+      // As SGLang's tokenizer manager: a chunk of n tokens after the previous one is n
+      // inter-token gaps of (interval / n) each.
+      const int64_t n = produced - delivered;
+      counters_.inter_token_latency.ObserveN(
+          Seconds(now - active.last_token) / static_cast<double>(n), n);
     }
+    active.last_token = now;
     const std::vector<int64_t> tokens = PseudoTokens(active, delivered, produced - delivered);
     active.output_ids.insert(active.output_ids.end(), tokens.begin(), tokens.end());
     counters_.generation_tokens_total += produced - delivered;
@@ -614,8 +723,15 @@ void EngineRuntime::Finish(RequestId id, bool aborted, const std::string& messag
   }
 }
 
+bool EngineRuntime::CanStep() {
+  return !generation_paused_ && !memory_released_ &&
+         scheduler().num_running() + scheduler().num_waiting() > 0;
+}
+
 void EngineRuntime::PublishSnapshot() {
   RuntimeSnapshot snapshot = counters_;
+  snapshot.generation_paused = generation_paused_;
+  snapshot.memory_released = memory_released_;
   snapshot.gauges = scheduler().gauges();
   snapshot.cache = scheduler().cache().stats();
   sync::MutexLock lock(&mu_);

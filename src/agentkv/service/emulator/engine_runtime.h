@@ -69,6 +69,23 @@ enum class RadixEvictionPolicy : uint8_t {
   kPriority,
 };
 
+// SGLang's /pause_generation modes (PauseGenerationReqInput.mode).
+enum class GenerationPauseMode : uint8_t {
+  // Abort and return every request being processed (SGLang's default).
+  kAbort,
+  // Stop the scheduler; requests stay where they are with their KV and continue after
+  // /continue_generation.
+  kInPlace,
+  // SGLang moves running requests back to the waiting queue (their KV may be flushed and is
+  // recomputed). The emulator keeps them in place, as kInPlace: the difference is what a
+  // flush during the pause may drop, and the emulator refuses a flush while any request is
+  // active (see FlushCache).
+  kRetract,
+};
+
+// "abort", "in_place" or "retract" -> the mode; InvalidArgument naming `mode` otherwise.
+[[nodiscard]] StatusOr<GenerationPauseMode> ParseGenerationPauseMode(std::string_view name);
+
 // "lru" or "priority": the flag value and /server_info's radix_eviction_policy.
 std::string_view RadixEvictionPolicyName(RadixEvictionPolicy policy);
 // The policy named `name`; InvalidArgument "--radix-eviction-policy must be lru or priority,
@@ -182,6 +199,8 @@ struct LatencyHistogram {
 
   explicit LatencyHistogram(std::vector<double> bounds);
   void Observe(double value);
+  // `n` observations of `value` at once. Precondition: n >= 0.
+  void ObserveN(double value, int64_t n);
 };
 
 // The engine's state for /metrics and /server_info, refreshed after every step and command.
@@ -199,7 +218,13 @@ struct RuntimeSnapshot {
   int64_t cached_tokens_device_total = 0;
   int64_t cached_tokens_host_total = 0;
   int64_t evicted_tokens_total = 0;
+  // Tokens of KV loaded back from the host tier (SGLang's load_back_tokens_total).
+  int64_t load_back_tokens_total = 0;
   int64_t steps = 0;
+  // /pause_generation is in effect (no step runs), and the KV pool is released
+  // (/release_memory_occupation; no step runs either).
+  bool generation_paused = false;
+  bool memory_released = false;
   // Session ids remembered now, and sessions closed because max_sessions was reached.
   int64_t sessions = 0;
   int64_t sessions_evicted_total = 0;
@@ -208,8 +233,13 @@ struct RuntimeSnapshot {
   // Prefix hit rate of the requests admitted since the previous snapshot interval.
   double cache_hit_rate = 0;
   LatencyHistogram time_to_first_token{{}};
+  LatencyHistogram inter_token_latency{{}};
   LatencyHistogram e2e_request_latency{{}};
   LatencyHistogram queue_time{{}};
+  // Host tier transfers as the cost model prices them (SGLang's RadixCacheMetricsCollector):
+  // device -> host evictions per step, and per step the load of host KV back to the device.
+  LatencyHistogram eviction_duration{{}};
+  LatencyHistogram load_back_duration{{}};
 };
 
 class EngineRuntime {
@@ -255,6 +285,32 @@ class EngineRuntime {
   // returns whether it did. Waits for the runtime thread.
   bool FlushCache();
 
+  // SGLang's /pause_generation: no scheduler step runs until ContinueGeneration; requests
+  // submitted meanwhile queue. kAbort first aborts every active request (each on_finish
+  // reports aborted, "Abort request RID"); the other modes keep them. Idempotent. Waits for the
+  // runtime thread.
+  void PauseGeneration(GenerationPauseMode mode);
+  // Lifts PauseGeneration. Idempotent. Waits for the runtime thread.
+  void ContinueGeneration();
+
+  // SGLang's /release_memory_occupation of the KV cache: empties the prefix cache and takes no
+  // step until ResumeMemoryOccupation (requests submitted meanwhile queue).
+  // FailedPrecondition when a request is running or waiting (release memory after pausing
+  // with kAbort, or when idle, as RL frameworks do). Idempotent. Waits for the runtime thread.
+  [[nodiscard]] Status ReleaseMemoryOccupation();
+  // Gives the KV pool back (empty). Idempotent. Waits for the runtime thread.
+  void ResumeMemoryOccupation();
+
+  // A weight update (/update_weights_from_disk, /update_weights_from_distributed): the
+  // emulator has no weights, so what it does is what new weights do to the cache. With
+  // `abort_all_requests`, aborts every active request first. Then, when no request is active,
+  // empties the prefix cache (KV computed by the old weights is stale) and returns true; when
+  // requests are active but generation is paused, keeps the cache (SGLang's in-place pause
+  // keeps their KV) and returns false. FailedPrecondition when requests are running and
+  // generation is not paused: SGLang would wait for them; the emulator answers at once, so
+  // the caller pauses first or aborts. Waits for the runtime thread.
+  [[nodiscard]] StatusOr<bool> ApplyWeightUpdate(bool abort_all_requests);
+
   RuntimeSnapshot Snapshot() const;
   const EngineRuntimeOptions& options() const { return options_; }
   const engine::CostModel& cost_model() const { return engine_.cost_model(); }
@@ -288,6 +344,12 @@ class EngineRuntime {
   engine::StepScheduler& scheduler() { return engine_.mutable_scheduler(); }
 
   void Run();
+  // Whether the runtime thread takes a step now: a request is running or waiting and neither
+  // PauseGeneration nor ReleaseMemoryOccupation is in effect (runtime thread only).
+  bool CanStep();
+  // Aborts one active request / every active request, in id order (runtime thread only).
+  void AbortActive(RequestId id);
+  void AbortAllActive();
   // Stall offload (engine.stall_offload): runs the engine's policy now and keeps the time of
   // its next prefetch in stall_wake_, which bounds the runtime thread's idle wait.
   void RunStallOffload();
@@ -318,6 +380,9 @@ class EngineRuntime {
   std::unordered_map<RequestId, Active> active_;
   std::unordered_map<std::string, RequestId> id_of_rid_;
   LruMap<std::string, Session> sessions_;
+  // PauseGeneration / ReleaseMemoryOccupation in effect (runtime thread only): no step runs.
+  bool generation_paused_ = false;
+  bool memory_released_ = false;
   int64_t next_request_ = 0;
   int64_t next_session_ = 1;
   // The next stall offload prefetch (runtime thread only; the idle wait that reads it runs on

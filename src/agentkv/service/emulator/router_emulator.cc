@@ -1,6 +1,7 @@
 #include "agentkv/service/emulator/router_emulator.h"
 
 #include <algorithm>
+#include <boost/beast/core/string.hpp>
 #include <boost/json.hpp>
 #include <boost/url.hpp>
 #include <cctype>
@@ -120,6 +121,10 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
   }
   for (const std::string& url : options.worker_urls) AGENTKV_RETURN_IF_ERROR(r->AddWorker(url));
   r->client_ = std::make_unique<net::HttpClient>(options.client);
+  for (const protocol::WorkerInfo& worker : r->workers()) {
+    AGENTKV_ASSIGN_OR_RETURN(auto split, SplitRank(worker.url));
+    r->LearnModelId(worker.url, split.first);
+  }
 
   RouterEmulator* self = r.get();
   net::Router routes;
@@ -138,6 +143,10 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
   auto add = [self](net::Request q, std::shared_ptr<net::ResponseWriter> w, std::string url) {
     if (Status s = self->AddWorker(url); !s.ok()) {
       return w->Reply(net::MakeErrorResponse(q, http::status::bad_request, s.message()));
+    }
+    if (StatusOr<std::pair<std::string, std::optional<int64_t>>> split = SplitRank(url);
+        split.ok()) {
+      self->LearnModelId(url, split->first);
     }
     w->Reply(
         net::MakeResponse(q, http::status::ok,
@@ -210,9 +219,25 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
               "text/plain"));
         });
   }
-  routes.Add(http::verb::get, "/v1/models",
+  // sgl-router's proxy_get_request routes, plus tokenize (agentkv's addition, so that a
+  // gateway in front passes it through): the first healthy worker answers.
+  for (const auto& [verb, path] : {std::pair{http::verb::get, "/v1/models"},
+                                   {http::verb::get, "/get_model_info"},
+                                   {http::verb::get, "/model_info"},
+                                   {http::verb::get, "/get_server_info"},
+                                   {http::verb::get, "/server_info"},
+                                   {http::verb::post, "/tokenize"},
+                                   {http::verb::post, "/detokenize"},
+                                   {http::verb::post, "/v1/tokenize"},
+                                   {http::verb::post, "/v1/detokenize"}}) {
+    routes.Add(verb, path, [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+      self->HandleProxyToFirstWorker(std::move(q), std::move(w));
+    });
+  }
+  routes.Add(http::verb::get, "/metrics",
              [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-               self->HandleModels(std::move(q), std::move(w));
+               w->Reply(net::MakeResponse(q, http::status::ok, self->metrics_.Text(self->workers()),
+                                          "text/plain; version=0.0.4"));
              });
   routes.Add(http::verb::get, "/agentkv/requests",
              [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
@@ -324,10 +349,13 @@ void RouterEmulator::HandleForward(net::Request request,
   std::string body = request.body();
   bool stream = false;
   std::vector<uint64_t> keys;
+  const auto started_at = std::chrono::steady_clock::now();
+  metrics_.CountRequest(path);
   {
     boost::system::error_code error;
     const boost::json::value parsed = boost::json::parse(body, error);
     if (error || !parsed.is_object()) {
+      metrics_.CountError(path, "invalid_request");
       return writer->Reply(net::MakeErrorResponse(request, http::status::bad_request,
                                                   "the body is not a JSON object"));
     }
@@ -344,6 +372,7 @@ void RouterEmulator::HandleForward(net::Request request,
     sync::MutexLock lock(&mu_);
     if (router_->engines().empty()) {
       received_.Append(Received{path, routing_key, ""});
+      metrics_.CountError(path, "no_workers");
       return writer->Reply(
           net::MakeErrorResponse(request, http::status::service_unavailable, "no healthy worker"));
     }
@@ -374,8 +403,13 @@ void RouterEmulator::HandleForward(net::Request request,
       headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
     }
   }
+  metrics_.CountProcessed(chosen.info.url);
   const EngineId engine = chosen.engine;
-  auto release = [this, engine] {
+  // Once per request, when its answer (or its failure) is known.
+  auto release = [this, engine, path, started_at](std::string_view error_type = {}) {
+    if (!error_type.empty()) metrics_.CountError(path, std::string(error_type));
+    metrics_.ObserveDuration(
+        path, std::chrono::duration<double>(std::chrono::steady_clock::now() - started_at).count());
     sync::MutexLock lock(&mu_);
     for (Worker& w : workers_) {
       if (w.engine == engine && w.info.load > 0) --w.info.load;
@@ -386,9 +420,10 @@ void RouterEmulator::HandleForward(net::Request request,
     client_->AsyncRequest(
         http::verb::post, chosen.base_url, path, std::move(headers), std::move(body),
         [writer, shared_request, release](StatusOr<net::ClientResponse> response) {
-          release();
+          const bool timeout =
+              !response.ok() && response.status().code() == StatusCode::kDeadlineExceeded;
+          release(response.ok() ? "" : timeout ? "upstream_timeout" : "upstream_error");
           if (!response.ok()) {
-            const bool timeout = response.status().code() == StatusCode::kDeadlineExceeded;
             return writer->Reply(net::MakeErrorResponse(
                 *shared_request,
                 timeout ? http::status::gateway_timeout : http::status::bad_gateway,
@@ -418,7 +453,9 @@ void RouterEmulator::HandleForward(net::Request request,
       },
       [writer](std::string_view chunk) { writer->WriteChunk(std::string(chunk)); },
       [writer, started, shared_request, release](Status status) {
-        release();
+        release(status.ok()                                      ? ""
+                : status.code() == StatusCode::kDeadlineExceeded ? "upstream_timeout"
+                                                                 : "upstream_error");
         if (!started->load()) {
           return writer->Reply(net::MakeErrorResponse(*shared_request, http::status::bad_gateway,
                                                       "upstream: " + status.message()));
@@ -434,8 +471,8 @@ void RouterEmulator::HandleForward(net::Request request,
   writer->OnClientGone([handle] { handle->Cancel(); });
 }
 
-void RouterEmulator::HandleModels(net::Request request,
-                                  std::shared_ptr<net::ResponseWriter> writer) {
+void RouterEmulator::HandleProxyToFirstWorker(net::Request request,
+                                              std::shared_ptr<net::ResponseWriter> writer) {
   std::optional<std::string> base;
   {
     sync::MutexLock lock(&mu_);
@@ -450,17 +487,31 @@ void RouterEmulator::HandleModels(net::Request request,
     return writer->Reply(
         net::MakeErrorResponse(request, http::status::service_unavailable, "no healthy worker"));
   }
+  std::vector<std::pair<std::string, std::string>> headers;
+  for (const auto& field : request) {
+    if (ForwardedHeader(field.name_string())) {
+      headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    }
+  }
+  const http::verb verb = request.method();
+  const std::string target(request.target());
+  std::string body = std::move(request.body());
+  request.body().clear();
   auto shared_request = std::make_shared<net::Request>(std::move(request));
   client_->AsyncRequest(
-      http::verb::get, *base, "/v1/models", {}, "",
+      verb, *base, target, std::move(headers), std::move(body),
       [writer, shared_request](StatusOr<net::ClientResponse> response) {
         if (!response.ok()) {
           return writer->Reply(net::MakeErrorResponse(*shared_request, http::status::bad_gateway,
                                                       "upstream: " + response.status().message()));
         }
+        std::string content_type = "application/json";
+        for (const auto& [name, value] : response->headers) {
+          if (boost::beast::iequals(name, "Content-Type")) content_type = value;
+        }
         writer->Reply(net::MakeResponse(*shared_request,
                                         static_cast<http::status>(response->status),
-                                        std::move(response->body)));
+                                        std::move(response->body), content_type));
       });
 }
 
@@ -491,17 +542,39 @@ void RouterEmulator::HandleFlush(net::Request request,
                                   boost::json::serialize(body)));
 }
 
+void RouterEmulator::LearnModelId(const std::string& url, const std::string& base_url) {
+  StatusOr<net::ClientResponse> r = client_->Request(http::verb::get, base_url, "/get_model_info");
+  if (!r.ok() || r->status != 200) return;
+  boost::system::error_code error;
+  const boost::json::value info = boost::json::parse(r->body, error);
+  const boost::json::value* path =
+      !error && info.is_object() ? info.as_object().if_contains("model_path") : nullptr;
+  if (path == nullptr || !path->is_string() || path->as_string().empty()) return;
+  sync::MutexLock lock(&mu_);
+  for (Worker& w : workers_) {
+    if (w.info.url == url) w.info.model_id = std::string(path->as_string());
+  }
+}
+
 void RouterEmulator::HealthLoop() {
   while (!stopping_.load()) {
-    std::vector<std::pair<std::string, std::string>> targets;  // (url, base)
+    struct Target {
+      std::string url;
+      std::string base;
+      bool model_known;
+    };
+    std::vector<Target> targets;
     {
       sync::MutexLock lock(&mu_);
-      for (const Worker& w : workers_) targets.emplace_back(w.info.url, w.base_url);
+      for (const Worker& w : workers_) {
+        targets.push_back(Target{w.info.url, w.base_url, w.info.model_id != "unknown"});
+      }
     }
-    for (const auto& [url, base] : targets) {
+    for (const auto& [url, base, model_known] : targets) {
       if (stopping_.load()) return;
       StatusOr<net::ClientResponse> r = client_->Request(http::verb::get, base, "/health");
       const bool healthy = r.ok() && r->status == 200;
+      if (healthy && !model_known) LearnModelId(url, base);
       sync::MutexLock lock(&mu_);
       for (Worker& w : workers_) {
         if (w.info.url != url || w.info.is_healthy == healthy) continue;

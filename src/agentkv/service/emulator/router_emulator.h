@@ -1,5 +1,5 @@
 // RouterEmulator: an sgl-router compatible HTTP router (`agentkv emulate router`) in front of
-// SGLang engines or EngineEmulators, per ../shared/reference/sglang-protocol.md section 10.
+// SGLang engines or EngineEmulators, per docs/PROTOCOL.md section 10.
 //
 // Data plane: POST /generate, /v1/chat/completions and /v1/completions are forwarded to one
 // worker chosen by the policy (routing::Router: round_robin, cache_aware over the prompt's
@@ -43,6 +43,7 @@
 #include "agentkv/protocol/workers.h"
 #include "agentkv/routing/router.h"
 #include "agentkv/service/emulator/bounded_log.h"
+#include "agentkv/service/emulator/router_metrics.h"
 #include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
@@ -111,14 +112,21 @@ class RouterEmulator {
   bool RemoveWorker(const std::string& url);
   void HandleForward(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleFlush(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
-  // GET /v1/models: the first healthy worker's answer, as sgl-router proxies it.
-  void HandleModels(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  // GET /v1/models, /get_model_info, /get_server_info (and their aliases), POST /tokenize and
+  // /detokenize: the request passed to the first healthy worker unchanged (method, target,
+  // body, sgl-router's forwarded headers), its answer relayed, as sgl-router's
+  // proxy_get_request does.
+  void HandleProxyToFirstWorker(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  // Asks the worker at `base_url` for its model (GET /get_model_info's model_path) and records
+  // it as the worker's model_id; a worker that does not answer keeps "unknown".
+  void LearnModelId(const std::string& url, const std::string& base_url);
   void HealthLoop();
 
   RouterEmulatorOptions options_;
   std::unique_ptr<net::HttpClient> client_;
   std::unique_ptr<net::HttpServer> server_;
   std::atomic<bool> stopping_{false};
+  RouterMetrics metrics_;
 
   mutable sync::Mutex mu_;
   sync::CondVar health_wake_;

@@ -44,6 +44,22 @@ using gateway_internal::Quoted;
 using gateway_internal::Relay;
 namespace http = net::http;
 
+namespace {
+
+// The read-only routes the gateway passes through unchanged (HandlePassThrough): what OpenAI
+// clients and SGLang tooling ask before or beside generating. The RL control routes
+// (/pause_generation, /update_weights_*, /release_memory_occupation, ...) are not among them:
+// they act on one engine each, so RL frameworks call every engine directly.
+constexpr std::pair<http::verb, const char*> kPassThroughRoutes[] = {
+    {http::verb::get, "/v1/models"},       {http::verb::get, "/model_info"},
+    {http::verb::get, "/get_model_info"},  {http::verb::get, "/server_info"},
+    {http::verb::get, "/get_server_info"}, {http::verb::post, "/tokenize"},
+    {http::verb::post, "/detokenize"},     {http::verb::post, "/v1/tokenize"},
+    {http::verb::post, "/v1/detokenize"},
+};
+
+}  // namespace
+
 // ---- Startup ----
 
 Status Gateway::Core::Init() {
@@ -172,10 +188,11 @@ void Gateway::Core::Routes(net::Router& router) {
         w->Reply(net::MakeResponse(q, down ? http::status::service_unavailable : http::status::ok,
                                    down ? R"({"status":"shutting_down"})" : R"({"status":"ok"})"));
       });
-  router.Add(http::verb::get, "/v1/models",
-             [this](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-               HandleModels(std::move(q), std::move(w));
-             });
+  for (const auto& [verb, path] : kPassThroughRoutes) {
+    router.Add(verb, path, [this](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+      HandlePassThrough(std::move(q), std::move(w));
+    });
+  }
   // POST /v1/sessions/{id}/close has a variable path segment: the fallback matches it.
   router.SetFallback([this](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
     HandleClose(std::move(q), std::move(w));
@@ -195,8 +212,8 @@ std::string Gateway::Core::TicketFor(std::string_view rid) const {
   return ticket;
 }
 
-void Gateway::Core::HandleModels(net::Request request,
-                                 std::shared_ptr<net::ResponseWriter> writer) {
+void Gateway::Core::HandlePassThrough(net::Request request,
+                                      std::shared_ptr<net::ResponseWriter> writer) {
   if (shutting_down_.load()) {
     return writer->Reply(
         JsonError(request, GatewayError::kShuttingDown, "the gateway is shutting down"));
@@ -207,10 +224,17 @@ void Gateway::Core::HandleModels(net::Request request,
         JsonError(request, GatewayError::kUpstreamFailed, "no engine to forward to"));
   }
   net::HeaderList headers = ForwardHeaders(request, options_.bearer_token);
+  if (const auto type = request[http::field::content_type]; !type.empty()) {
+    SetHeader(headers, "Content-Type", std::string(type));
+  }
+  std::string body = std::move(request.body());
+  request.body().clear();
+  const http::verb verb = request.method();
+  const std::string target(request.target());
   // The answer needs only the request and its writer: nothing of the gateway is captured.
   auto held = std::make_shared<net::Request>(std::move(request));
   data_client_->AsyncRequest(
-      http::verb::get, *base, "/v1/models", std::move(headers), "",
+      verb, *base, target, std::move(headers), std::move(body),
       [held, writer](StatusOr<net::ClientResponse> response) {
         if (!response.ok()) {
           return writer->Reply(JsonError(*held, ErrorFor(response.status()),
@@ -236,6 +260,12 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   };
   if (shutting_down_.load())
     return refuse(GatewayError::kShuttingDown, "the gateway is shutting down");
+  // As SGLang's OpenAI routes: refused before anything is reserved.
+  if (route != GatewayRoute::kGenerate) {
+    if (Status s = net::CheckJsonContentType(request); !s.ok()) {
+      return refuse(ErrorFor(s), s.message());
+    }
+  }
   StatusOr<ClientRequest> client = ParseClientRequest(route, std::move(request.body()));
   if (!client.ok()) return refuse(ErrorFor(client.status()), client.status().message());
   const auto header = [&request](std::string_view name) {

@@ -128,8 +128,10 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   // Where a client request goes: the router, or else the next engine of the directory;
   // nullopt when there is none.
   std::optional<std::string> UpstreamBase();
-  // GET /v1/models, passed through unchanged to the router (or the next engine).
-  void HandleModels(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  // The read-only SGLang and OpenAI routes (kPassThroughRoutes in gateway.cc: /v1/models, model
+  // and server info, tokenize): the request passed through unchanged to the router (or the next
+  // engine), its answer relayed unchanged. No admission: they reserve no KV.
+  void HandlePassThrough(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleMetrics(const net::Request& request, net::ResponseWriter& writer);
   void HandleAgenticKv(const net::Request& request, net::ResponseWriter& writer);
   bool Authorized(const net::Request& request) const;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs exactly the Debian (bookworm) packages agentkv needs to build, test and run.
+# Installs exactly the Debian (bookworm) packages agentkv needs to build, test and run
+# (chromium: the HTML report's layout test renders the page headless).
 # Idempotent: packages already present are left alone, so re-running is cheap and safe.
 # Boost comes from the versioned 1.81 packages; nothing here pulls in Debian's default
 # libboost-dev (1.74), which conflicts with them.
@@ -11,6 +12,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libcli11-dev libfmt-dev libspdlog-dev
   clang libclang-rt-14-dev clang-format clang-tidy
+  chromium
 )
 
 missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs exactly the Debian (bookworm) packages agentkv needs to build, test and run.
 # prometheus and python3 are for the deployment kit's tests (tests/deploy: promtool checks
-# the Prometheus config and alert rules; deploy_check.py checks the rest against the binary).
+# the Prometheus config and alert rules; deploy_check.py checks the rest against the binary);
+# chromium for the HTML report's layout test, which renders the page headless.
 # Idempotent: packages already present are left alone, so re-running is cheap and safe.
 # Boost comes from the versioned 1.81 packages; nothing here pulls in Debian's default
 # libboost-dev (1.74), which conflicts with them.
@@ -13,7 +14,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libcli11-dev libfmt-dev libspdlog-dev
   clang libclang-rt-14-dev clang-format clang-tidy
-  prometheus python3
+  prometheus python3 chromium
 )
 
 missing=()

@@ -1,8 +1,10 @@
 // Tests of the replay report: the terminal table (arm columns, signed deltas against the
 // baseline, 160-column fit, server time and the shares of the ideal), the JSON (parses, arm
 // order, field values, deltas, server time and share keys, determinism) and the HTML
-// (well-formed XML, four SVG charts, escaped arm names, no NaN or infinity even for degenerate
-// input, downsampled series, the new rows). The results are built by hand so every expected delta
+// (well-formed XML, its SVG charts, escaped arm names, compact cells with exact tooltips, no NaN
+// or infinity even for degenerate input, downsampled series, the new rows). The charts' own
+// tests are in internal/replay_charts_test.cc; the page in a browser in
+// replay_report_browser_test.cc. The results are built by hand so every expected delta
 // is known.
 #include "agentkv/report/replay_report.h"
 
@@ -548,12 +550,20 @@ TEST(ReplayResultJsonTest, NonFiniteDoublesBecomeNull) {
 
 // ---- HTML --------------------------------------------------------------------------------------
 
-TEST(ReplayResultHtmlTest, IsWellFormedXmlWithFourCharts) {
+// TTFT and queueing bars, the session-time chart, one KV usage panel per arm, hit ratio and
+// recompute bars.
+size_t ChartsFor(size_t arms) { return 5 + arms; }
+
+TEST(ReplayResultHtmlTest, IsWellFormedXmlWithItsCharts) {
   const std::string html = ReplayResultHtml(FourArms());
   ExpectWellFormedXml(html);
-  EXPECT_EQ(Count(html, "<svg "), 4u);
-  EXPECT_EQ(Count(html, "xmlns=\"http://www.w3.org/2000/svg\""), 4u);
-  EXPECT_EQ(Count(html, "</svg>"), 4u);
+  EXPECT_EQ(Count(html, "<svg "), ChartsFor(4));
+  EXPECT_EQ(Count(html, "xmlns=\"http://www.w3.org/2000/svg\""), ChartsFor(4));
+  EXPECT_EQ(Count(html, "</svg>"), ChartsFor(4));
+  EXPECT_EQ(Count(html, "aria-label=\"KV usage over time: "), 4u);
+  EXPECT_THAT(html, HasSubstr("aria-label=\"TTFT per arm: p50, p95, p99\""));
+  EXPECT_THAT(html, HasSubstr("aria-label=\"Queueing delay per arm: p50, p95, p99\""));
+  EXPECT_THAT(html, HasSubstr("aria-label=\"Session time against the baseline, by quantile\""));
   EXPECT_THAT(html, ::testing::StartsWith("<!DOCTYPE html>"));
   EXPECT_THAT(html, Not(HasSubstr("<script")));
   // Self-contained: nothing is loaded from elsewhere.
@@ -569,18 +579,29 @@ TEST(ReplayResultHtmlTest, EscapesTextFromTheResult) {
   EXPECT_THAT(html, HasSubstr("synthetic &amp; &lt;24 sessions&gt;"));
   EXPECT_THAT(html, HasSubstr("+host-tier"));
   EXPECT_THAT(html, HasSubstr("infinite-cache"));
-  // The delta of the +host-tier arm's hit ratio, coloured as an improvement.
-  EXPECT_THAT(html, HasSubstr("0.5000 <span class=\"good\">(+25.0%)</span>"));
-  EXPECT_THAT(html, HasSubstr("10,000 <span class=\"good\">(-50.0%)</span>"));
+  // The delta of the +host-tier arm's hit ratio under its value, coloured as an improvement;
+  // the exact value and delta in the tooltip where the cell rounds them.
+  EXPECT_THAT(html, HasSubstr("<td title=\"0.5000 (+25.0%)\">0.5000<span class=\"d good\">"
+                              "(+25%)</span></td>"));
+  EXPECT_THAT(html, HasSubstr("<td title=\"10,000 (-50.0%)\">10.0k<span class=\"d good\">"
+                              "(-50%)</span></td>"));
+  // A worse value is coloured as such; an exact cell has no tooltip.
+  EXPECT_THAT(html, HasSubstr("<td title=\"30,000 (+50.0%)\">30.0k<span class=\"d bad\">"
+                              "(+50%)</span></td>"));
+  EXPECT_THAT(html, HasSubstr("<td>5,000<span class=\"d flat\">(=)</span></td>"));
+  // Column headers wrap between the parts of an arm name, and describe the arm on hover.
+  EXPECT_THAT(html, HasSubstr("<th scope=\"col\" title=\"arm +host-tier &amp; co\">+host-<wbr/>"
+                              "tier</th>"));
 }
 
 TEST(ReplayResultHtmlTest, ShowsServerTimeAndTheSharesOfTheIdeal) {
   const std::string html = ReplayResultHtml(FourArms());
-  EXPECT_THAT(html, HasSubstr("<tr><td>server time mean (s)</td><td class=\"num\">10.00</td>"
-                              "<td class=\"num\">9.000 <span class=\"good\">(-10.0%)</span>"));
+  EXPECT_THAT(html, HasSubstr("<tr><th scope=\"row\">server time mean (s)</th><td>10.00</td>"
+                              "<td title=\"9.000 (-10.0%)\">9.000<span class=\"d good\">"
+                              "(-10%)</span></td>"));
   EXPECT_THAT(html, HasSubstr("share of ideal (baseline = 0%, infinite-cache = 100%)</th></tr>"));
-  EXPECT_THAT(html, HasSubstr("<tr><td>server time mean</td><td class=\"num\">0.0%</td>"
-                              "<td class=\"num\">25.0%</td>"));
+  EXPECT_THAT(html, HasSubstr("<tr><th scope=\"row\">server time mean</th><td>0.0%</td>"
+                              "<td>25.0%</td>"));
 }
 
 TEST(ReplayResultHtmlTest, HasNoNonFiniteNumbers) {
@@ -593,7 +614,7 @@ TEST(ReplayResultHtmlTest, DegenerateResultIsStillAValidReport) {
   for (const ReplayResult& result : {Degenerate(), ReplayResult{}}) {
     const std::string html = ReplayResultHtml(result);
     ExpectWellFormedXml(html);
-    EXPECT_EQ(Count(html, "<svg "), 4u);
+    EXPECT_EQ(Count(html, "<svg "), ChartsFor(result.arms.size()));
     EXPECT_THAT(Lower(html), Not(HasSubstr("nan")));
     EXPECT_THAT(Lower(html), Not(HasSubstr("inf")));
   }
@@ -611,7 +632,7 @@ TEST(ReplayResultHtmlTest, DownsamplesLongSeries) {
   const std::string html = ReplayResultHtml(FourArms());
   // 4 arms x 20,000 samples would be megabytes at full resolution.
   EXPECT_LT(html.size(), 200'000u);
-  // Every polyline has at most ~400 points (a point is "x,y", separated by spaces).
+  // Every polyline and polygon has at most ~400 points (a point is "x,y", separated by spaces).
   for (size_t at = html.find("points=\""); at != std::string::npos;
        at = html.find("points=\"", at + 1)) {
     const size_t end = html.find('"', at + 8);
@@ -621,15 +642,17 @@ TEST(ReplayResultHtmlTest, DownsamplesLongSeries) {
 
 TEST(ReplayResultHtmlTest, CutsLongNamesOnCharacterBoundaries) {
   ReplayResult result = FourArms();
+  std::string long_name;
+  for (int i = 0; i < 12; ++i) long_name += "\u00fcber-arm-\u00e4\u00f6\u00fc";
   for (int i = 0; i < 8; ++i) {
-    result.arms.push_back(Arm(
-        "\u00fcber-arm-\u00e4\u00f6\u00fc\u00e4\u00f6\u00fc\u00e4\u00f6\u00fc-" + std::to_string(i),
-        0.2, 0, 1000));
+    result.arms.push_back(Arm(long_name + "-" + std::to_string(i), 0.2, 0, 1000));
   }
   const std::string html = ReplayResultHtml(result);
   ExpectWellFormedXml(html);
   EXPECT_TRUE(IsValidUtf8(html));
-  EXPECT_THAT(html, HasSubstr("~</text>"));  // Some label was cut.
+  EXPECT_THAT(html, HasSubstr("\u2026</text>"));  // Some label was cut.
+  // Names that fit are written in full, in the bar charts too.
+  EXPECT_THAT(html, HasSubstr("text-anchor=\"end\">+host-tier</text>"));
   EXPECT_TRUE(IsValidUtf8(FormatReplayTable(result)));
 }
 

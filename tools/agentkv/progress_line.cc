@@ -33,15 +33,42 @@ ProgressLine::~ProgressLine() { Clear(); }
 void ProgressLine::Update(size_t arm_index, size_t num_arms, std::string_view arm,
                           double fraction) {
   if (mode_ == Mode::kOff) return;
+  if (arms_.size() < num_arms) arms_.resize(num_arms);
+  if (arm_index >= arms_.size()) return;
+  ArmState& state = arms_[arm_index];
+  const bool starts = !state.started;
+  const bool finishes = !state.finished && fraction >= 1.0;
+  state.name = std::string(arm);
+  state.fraction = fraction;
+  state.started = true;
+  state.finished = state.finished || finishes;
   const auto now = clock_();
   if (now - start_ < kQuietStart) return;
+  if (mode_ == Mode::kLines && (starts || finishes)) {
+    // An arm reported only once, at its end, gets its "finished" line.
+    Print(arm_index, finishes ? "finished" : "started", now);
+    return;
+  }
   const auto period = mode_ == Mode::kTerminal ? kTerminalPeriod : kLinePeriod;
   if (shown_ && now - last_ < period) return;
+  size_t shown = arm_index;
+  for (size_t i = 0; i < arms_.size(); ++i) {
+    if (arms_[i].started && !arms_[i].finished) {
+      shown = i;
+      break;
+    }
+  }
+  Print(shown, fmt::format("{:.1f}%", 100.0 * arms_[shown].fraction), now);
+}
+
+void ProgressLine::Print(size_t arm_index, std::string_view status,
+                         std::chrono::steady_clock::time_point now) {
   last_ = now;
   shown_ = true;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const std::string text = fmt::format("agentkv replay: arm {}/{} {:<20} {:5.1f}%  {:.0f} s",
-                                       arm_index + 1, num_arms, arm, 100.0 * fraction, elapsed);
+  const std::string text =
+      fmt::format("agentkv replay: arm {}/{} {:<20} {:>8}  {:.0f} s", arm_index + 1, arms_.size(),
+                  arms_[arm_index].name, status, elapsed);
   if (mode_ == Mode::kTerminal) {
     sink_("\r\033[K" + text);
   } else {

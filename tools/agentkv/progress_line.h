@@ -1,8 +1,10 @@
 // Progress of a long `agentkv replay` on stderr. Silent for the first 2 s of a run (short runs
 // print nothing). Then, on a terminal, one line redrawn in place at most every 200 ms and erased
-// when the run ends; anywhere else (a pipe, a log file, CI), a plain newline-terminated line at
-// most every 5 s, so a user who redirected stderr still sees the run advance. Disabled entirely
-// by --quiet.
+// when the run ends; anywhere else (a pipe, a log file, CI), plain newline-terminated lines
+// without terminal control: one when an arm starts, one when it finishes, and between those at
+// most one every 5 s, so a user who redirected stderr still sees the run advance. Disabled
+// entirely by --quiet. Arms may run concurrently: the progress shown is that of the first arm,
+// in arm order, that has started and not finished.
 //
 // The clock and the sink are parameters so that tests drive time and read what was printed.
 // Not thread-safe (the replay reports progress on its own thread).
@@ -14,6 +16,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace agentkv::tools {
 
@@ -40,7 +43,8 @@ class ProgressLine {
   ProgressLine& operator=(const ProgressLine&) = delete;
   ~ProgressLine();
 
-  // Arm `arm_index` (0-based) of `num_arms`, named `arm`, is `fraction` in [0, 1] done.
+  // Arm `arm_index` (0-based) of `num_arms`, named `arm`, is `fraction` in [0, 1] done: its
+  // first report marks its start, a fraction of 1 its finish (as sim::ReplayProgress reports).
   void Update(size_t arm_index, size_t num_arms, std::string_view arm, double fraction);
 
   // Erases the terminal line, if shown. Plain lines stay.
@@ -53,6 +57,17 @@ class ProgressLine {
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_;
   bool shown_ = false;
+
+  struct ArmState {
+    std::string name;
+    double fraction = 0;
+    bool started = false;
+    bool finished = false;
+  };
+  std::vector<ArmState> arms_;
+
+  // Prints arm `arm_index`'s line with `status` ("started", "finished", "50.0%").
+  void Print(size_t arm_index, std::string_view status, std::chrono::steady_clock::time_point now);
 };
 
 }  // namespace agentkv::tools

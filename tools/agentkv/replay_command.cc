@@ -109,8 +109,8 @@ Output:
   stdout   the arm table, with each arm's change against baseline in parentheses
   --json   the full result (default agentkv-replay.json; "" to skip)
   --html   a self-contained report with SVG charts (default agentkv-replay.html; "" to skip)
-  stderr   progress once the run has taken 2 s: a line redrawn in place on a terminal,
-           a plain line every 5 s otherwise
+  stderr   progress once the run has taken 2 s: a line redrawn in place on a terminal;
+           otherwise plain lines when an arm starts or finishes and at most every 5 s
 
 Config files: --config FILE reads the same flags from a TOML or INI file, under a [replay]
 section, one `flag-name = value` line each (lists as ["a", "b"]), e.g.
@@ -612,16 +612,12 @@ int ReplayCommand::Run() const {
   }
 
   ProgressLine progress_line(ProgressLine::ModeForStderr(!quiet_));
-  // Arms may run on several threads: the line shows the first arm not yet done.
+  // Arms may run on several threads; the line keeps track of which are running.
   std::mutex progress_mutex;
-  std::vector<double> done(options.arms.size(), 0.0);
-  const sim::ReplayProgress progress = [&](size_t arm_index, size_t num_arms,
-                                           std::string_view /*arm*/, double fraction) {
+  const sim::ReplayProgress progress = [&](size_t arm_index, size_t num_arms, std::string_view arm,
+                                           double fraction) {
     const std::lock_guard<std::mutex> lock(progress_mutex);
-    done[arm_index] = fraction;
-    size_t first = 0;
-    while (first + 1 < num_arms && done[first] >= 1.0) ++first;
-    progress_line.Update(first, num_arms, options.arms[first].name, done[first]);
+    progress_line.Update(arm_index, num_arms, arm, fraction);
   };
   const size_t jobs = ArmJobs(jobs_, options.arms.size());
   const sim::ArmTaskRunner runner = [jobs](const std::vector<std::function<void()>>& tasks) {

@@ -97,10 +97,13 @@ std::string FormatReplayTable(const sim::ReplayResult& result);
 std::string ReplayResultJson(const sim::ReplayResult& result);
 
 // A self-contained HTML5 report that is also well-formed XML (no scripts, no external
-// resources): the setup, the arm table with deltas and four inline SVG charts (KV usage over
-// time, session time CDF, token hit ratio bars against the ideal, recompute token bars).
-// Text from the result is escaped; degenerate input (no samples, zero makespan, one arm, all
-// zeros) never puts NaN or infinity into coordinates.
+// resources): the setup; the arm table, compact numbers with the delta under each value and the
+// exact value as a tooltip, laid out to fit a 1280 px screen with the default arms; and inline
+// SVG charts: TTFT and queueing-delay percentiles per arm, session time against the baseline by
+// quantile, KV usage over time as one small panel per arm on shared axes, token hit ratio
+// against the ideal and recomputed tokens (internal/replay_charts.h). Text from the result is
+// escaped; degenerate input (no samples, zero makespan, one arm, all zeros) never puts NaN or
+// infinity into coordinates.
 std::string ReplayResultHtml(const sim::ReplayResult& result);
 
 }  // namespace agentkv::report

@@ -524,6 +524,7 @@ StatusOr<ReplayResult> RunArms(
           progress(i, num_arms, arm.name, fraction);
         };
       }
+      if (arm_progress) arm_progress(0.0);
       StatusOr<ArmRun> run = run_arm(arm, arm_progress);
       runs[i] = run.ok() ? StatusOr<ArmResult>(std::move(run->result))
                          : StatusOr<ArmResult>(run.status());

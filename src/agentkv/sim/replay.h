@@ -129,7 +129,8 @@ struct ReplayOptions {
 };
 
 // Progress of a replay: the arm running (0-based, of num_arms), its name, and the fraction
-// of its requests completed so far, in [0, 1].
+// of its requests completed so far, in [0, 1]. Each arm reports 0 when it starts and 1 when it
+// ends, from the thread that runs it.
 using ReplayProgress =
     std::function<void(size_t arm_index, size_t num_arms, std::string_view arm, double fraction)>;
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks of the deployment kit under deploy/ against the agentkv binary they deploy.
+"""Checks of the deployment kit under deploy/, and of the command lines the docs quote, against
+the agentkv binary they deploy and describe.
 
     deploy_check.py metric-names --agentkv BIN --source-dir DIR [--promtool P] FILE...
         Every metric an `expr` of FILE (a Grafana dashboard .json or a Prometheus rules .yml)
@@ -15,6 +16,27 @@
         choices, by running it with --help appended); a `--config PATH` is replaced by the
         file of that name in DIR, which must pass the same parse (an unknown section or key
         is an error there). Range checks done when a command starts are not run.
+        A Markdown FILE (or a directory, standing for its *.md files, so that a new page is
+        covered without reconfiguring the build) contributes every agentkv command line it
+        quotes: `agentkv ...`, `path/to/agentkv ...` or `docker run ... agentkv:TAG ...`,
+        after any VAR=value assignments,
+          - in ```sh, ```bash (and ```shell, ```zsh) blocks: every line, lines ending in a
+            backslash joined to the next, a leading `$ ` prompt removed;
+          - in ```console blocks: the lines after a `$ ` prompt (the others are output);
+          - in blocks without a language and in inline code spans (`agentkv replay ...`,
+            which may wrap over lines): only a line whose word after the program is a
+            command `agentkv --help` lists, an option or a placeholder, since these hold
+            output (`agentkv replay: error: ...`) and diagrams as often as commands; in such
+            a block an indented line starting with `-` or `[-` continues a synopsis, and in a
+            span a word `a|b` is read as alternatives (`agentkv emulate engine|fleet`), each
+            checked;
+        up to an unquoted `#` comment, a pipe, `&&`, `;`, `&` or a redirection (`>`, `2>`).
+        A synopsis's `[--flag VALUE]` is read as if given. A placeholder is an ALL-CAPS word
+        (FILE, N, PORT; a digit makes it a value, as in H100), or a word with `<...>`, `...`
+        or a shell expansion (`$TOKEN`): a flag whose value is a placeholder has its name
+        checked but its value is left out of the conversion run, and a line whose command
+        is a placeholder (`agentkv <command> --help`) is skipped and counted as such. Each
+        problem names the file and the line of the word at fault.
     deploy_check.py healthcheck --agentkv BIN --script deploy/healthcheck.sh
         The container health check exits 0 against a serving engine, 1 when its /health
         answers 503, and 1 when nothing listens.
@@ -29,6 +51,8 @@ library only.
 """
 
 import argparse
+import bisect
+import functools
 import json
 import os
 import queue
@@ -323,67 +347,399 @@ def systemd_commands(path):
     return commands
 
 
-def help_flags(agentkv, command):
-    result = subprocess.run([agentkv] + command + ["--help"], capture_output=True, text=True,
+@functools.lru_cache(maxsize=None)
+def help_text(agentkv, command):
+    """The --help of `agentkv COMMAND...` (a tuple of words), or None when no such command
+    exists."""
+    result = subprocess.run([agentkv, *command, "--help"], capture_output=True, text=True,
                             timeout=60)
     # An unknown command is an extra argument to its parent, whose help CLI11 then prints.
-    usage = r"^Usage: agentkv {} \[OPTIONS\]".format(re.escape(" ".join(command)))
+    usage = r"^Usage: agentkv{} \[OPTIONS\]".format(
+        "".join(" " + re.escape(word) for word in command))
     if result.returncode != 0 or not re.search(usage, result.stdout, re.MULTILINE):
         return None
-    return set(re.findall(r"^\s+(?:-[a-zA-Z],)?(--[a-z0-9][a-z0-9-]*)", result.stdout,
-                          re.MULTILINE))
+    return result.stdout
 
 
-def check_command(agentkv, config_dir, where, argv):
+def help_flags(agentkv, command):
+    text = help_text(agentkv, tuple(command))
+    if text is None:
+        return None
+    # The option column: two spaces, then the names (`-h,--help`, `--a,--b` for an alias).
+    names = set()
+    for column in re.findall(r"^  ((?:-[a-zA-Z],)?--[a-z0-9][a-z0-9,-]*)", text,
+                             re.MULTILINE):
+        names.update(n for n in column.split(",") if n.startswith("--"))
+    return names
+
+
+def subcommands(agentkv, command=()):
+    """The names the Subcommands: section of `agentkv COMMAND... --help` lists."""
+    text = help_text(agentkv, tuple(command)) or ""
+    section = text.split("\nSubcommands:\n", 1)[1].split("\n\n", 1)[0] if \
+        "\nSubcommands:\n" in text else ""
+    return set(re.findall(r"^  ([a-z][a-z0-9-]*)\s", section, re.MULTILINE))
+
+
+# Top-level options that may stand before a command, or alone: `agentkv --version`.
+GLOBAL_SWITCHES = ("--version", "--help", "-h")
+
+
+def placeholder_names_command(argv):
+    """Whether a placeholder stands where `argv` names its command, as in `agentkv <command>
+    --help`: such a line cannot be checked."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 2 if argv[i] == "--config" else 1
+    while i < len(argv) and not argv[i].startswith("-"):
+        if is_placeholder(argv[i]):
+            return True
+        i += 1
+    return False
+
+
+def check_command(agentkv, config_dir, where, argv, word_wheres=None, placeholders=False):
+    """Problems of one agentkv command line, `argv` without the program. `where` names the
+    line; `word_wheres`, when given, names the line of each word of argv (a command continued
+    over several lines), so that a problem points at its word's own line. With
+    `placeholders` (Markdown), a command word that is a placeholder skips the line, and a
+    flag with a placeholder value has its name checked but its value not converted."""
     problems = []
+    if placeholders and placeholder_names_command(argv):
+        print("{}: agentkv {}: skipped, a placeholder names the command".format(
+            where, " ".join(argv)))
+        return problems
     argv = list(argv)
-    # Global options before the command: only --config FILE.
+    wheres = list(word_wheres) if word_wheres else [where] * len(argv)
+    # Global options before the command: --config FILE, --version, --help.
     prefix = []
     while argv and argv[0].startswith("-"):
         if argv[0] == "--config" and len(argv) > 1:
             local = os.path.join(config_dir, os.path.basename(argv[1]))
             if not os.path.isfile(local):
                 problems.append("{}: --config {}: no {} in {}".format(
-                    where, argv[1], os.path.basename(argv[1]), config_dir))
+                    wheres[0], argv[1], os.path.basename(argv[1]), config_dir))
                 return problems
             prefix += ["--config", local]
-            argv = argv[2:]
+            del argv[:2], wheres[:2]
+        elif argv[0] in GLOBAL_SWITCHES:
+            prefix.append(argv.pop(0))
+            wheres.pop(0)
         else:
-            problems.append("{}: unexpected option before the command: {}".format(where,
+            problems.append("{}: unexpected option before the command: {}".format(wheres[0],
                                                                                   argv[0]))
             return problems
     command = []
     while argv and not argv[0].startswith("-"):
         command.append(argv.pop(0))
-    flags = help_flags(agentkv, command)
-    if not command or flags is None:
+        wheres.pop(0)
+    if not command and not argv and any(s in prefix for s in GLOBAL_SWITCHES):
+        flags = help_flags(agentkv, [])  # `agentkv --version`
+    else:
+        flags = help_flags(agentkv, command) if command else None
+    if flags is None:
         problems.append("{}: no such command: agentkv {}".format(where, " ".join(command)))
         return problems
-    for token in argv:
-        if token.startswith("--"):
-            flag = token.split("=", 1)[0]
-            if flag not in flags:
-                problems.append("{}: agentkv {} has no flag {}".format(where,
-                                                                       " ".join(command),
-                                                                       flag))
-    result = subprocess.run([agentkv] + prefix + command + argv + ["--help"],
+    # One group per flag: the flag and the values that follow it.
+    groups = []
+    for i, token in enumerate(argv):
+        if not groups or (token.startswith("-") and not re.match(r"-[0-9.]", token)):
+            groups.append([i, i + 1])
+        else:
+            groups[-1][1] = i + 1
+    run_argv = []
+    unconverted = 0
+    for start, end in groups:
+        flag, _, inline_value = argv[start].partition("=")
+        values = argv[start + 1:end] + ([inline_value] if inline_value else [])
+        if flag.startswith("--") and flag not in flags:
+            problems.append("{}: agentkv {} has no flag {}".format(wheres[start],
+                                                                   " ".join(command), flag))
+        if placeholders and any(is_placeholder(value) for value in values):
+            unconverted += 1
+            continue
+        run_argv += argv[start:end]
+    result = subprocess.run([agentkv] + prefix + command + run_argv + ["--help"],
                             capture_output=True, text=True, timeout=60)
     if result.returncode != 0:
+        message = result.stderr.strip()
+        # The line of the first flag the message names.
+        named = [start for start, _ in groups
+                 if re.search(re.escape(argv[start].partition("=")[0]) + r"\b", message)]
         problems.append("{}: agentkv {} refuses its flags: {}".format(
-            where, " ".join(command), result.stderr.strip()))
-    print("{}: agentkv {} ({} flags checked)".format(
-        where, " ".join(prefix + command), sum(t.startswith("--") for t in argv)))
+            wheres[named[0]] if named else where, " ".join(command), message))
+    print("{}: agentkv {} ({} flags checked{})".format(
+        where, " ".join(prefix + command), sum(t.startswith("--") for t in argv),
+        ", {} with a placeholder value not converted".format(unconverted) if unconverted
+        else ""))
     return problems
+
+
+# ----- command lines quoted in Markdown -------------------------------------------------
+
+# Fenced blocks whose lines are shell command lines; a fence without a language also counts
+# (see markdown_commands for how its output and diagram lines are told apart).
+SHELL_LANGUAGES = {"sh", "bash", "shell", "zsh"}
+CONSOLE_LANGUAGES = {"console", "shell-session"}
+# `docker run` options that take no value (every other one takes the next word).
+DOCKER_RUN_SWITCHES = {"--rm", "-d", "--detach", "-i", "--interactive", "-t", "--tty", "-it",
+                       "-ti", "--init", "--privileged", "-P", "--publish-all", "--read-only"}
+
+
+def is_placeholder(word):
+    """A word standing for a value the reader supplies: an ALL-CAPS name (FILE, N, PORT,
+    ROUTER_URL; digits make it a value, as in H100), or anything with <...>, an ellipsis or
+    a shell expansion ($VAR, "$(...)")."""
+    return bool(re.fullmatch(r"[A-Z][A-Z_]*", word)) or \
+        any(mark in word for mark in ("<", ">", "...", "\u2026", "$"))
+
+
+def shell_words(text):
+    """(word, offset) of each word of the first command of a shell line, with quotes and
+    backslashes resolved. The command ends at an unquoted `#` that starts a word (a comment),
+    at a control operator (`|`, `||`, `&&`, `;`, `&`) or at a redirection (`<`, `>`, `2>`,
+    `&>`), whichever comes first; `<name>` is a placeholder word, not a redirection."""
+    words = []
+    word, start, i = None, 0, 0
+    while i < len(text):
+        c = text[i]
+        if c.isspace():
+            if word is not None:
+                words.append((word, start))
+                word = None
+            i += 1
+            continue
+        if word is None:
+            if c == "#":
+                break
+            start = i
+        placeholder = re.match(r"<[A-Za-z][\w .:/-]*>", text[i:]) if c == "<" else None
+        if placeholder:
+            word = (word or "") + placeholder.group(0)
+            i += placeholder.end()
+        elif c in "|&;<>":
+            if word is not None and not (c in "<>" and word.isdigit()):
+                words.append((word, start))
+            return words
+        elif c == "'":
+            end = text.find("'", i + 1)
+            end = len(text) if end < 0 else end
+            word = (word or "") + text[i + 1:end]
+            i = end + 1
+        elif c == '"':
+            value, i = "", i + 1
+            while i < len(text) and text[i] != '"':
+                if text[i] == "\\" and i + 1 < len(text) and text[i + 1] in '"\\$`':
+                    i += 1
+                value += text[i]
+                i += 1
+            word = (word or "") + value
+            i += 1
+        elif c == "\\" and i + 1 < len(text):
+            word = (word or "") + text[i + 1]
+            i += 2
+        else:
+            word = (word or "") + c
+            i += 1
+    if word is not None:
+        words.append((word, start))
+    return words
+
+
+def agentkv_argv(words):
+    """The (word, offset) list after the program of an agentkv command line: `agentkv ...`,
+    `path/to/agentkv ...` or `docker run [options] agentkv[:tag] ...`, after any leading
+    VAR=value assignments; None for any other command."""
+    i = 0
+    while i < len(words) and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", words[i][0]):
+        i += 1
+    if i == len(words):
+        return None
+    program = words[i][0]
+    if program == "agentkv" or program.endswith("/agentkv"):
+        return words[i + 1:]
+    if program == "docker" and i + 1 < len(words) and words[i + 1][0] == "run":
+        j = i + 2
+        while j < len(words) and words[j][0].startswith("-"):
+            option = words[j][0]
+            j += 1 if "=" in option or option in DOCKER_RUN_SWITCHES else 2
+        if j < len(words) and re.fullmatch(r"(\S+/)?agentkv(:[\w.-]+)?", words[j][0]):
+            return words[j + 1:]
+    return None
+
+
+class Quote:
+    """One candidate command line of a Markdown file: its text (continuation lines joined,
+    prompt removed) and the file line each character offset of it comes from."""
+
+    def __init__(self, kind, text, offsets, lines):
+        self.kind, self.text = kind, text
+        self._offsets, self._lines = offsets, lines
+
+    def line(self, offset):
+        return self._lines[bisect.bisect_right(self._offsets, offset) - 1]
+
+
+def fenced_quotes(lines):
+    """The candidate command lines of the fenced blocks of `lines` (the file's lines), and
+    the lines with every fenced line blanked (the prose, for inline spans)."""
+    quotes, prose = [], []
+    fence, kind = None, None
+    pending, continued = None, False  # [text, offsets, lines] of the line being joined
+
+    def flush():
+        nonlocal pending
+        if pending is not None:
+            quotes.append(Quote(kind, *pending))
+        pending = None
+
+    for number, line in enumerate(lines, 1):
+        if fence is None:
+            # Any indentation: a fence inside a list item is indented.
+            match = re.match(r"^\s*(`{3,}|~{3,})\s*([^\s`]*)", line)
+            prose.append("" if match else line)
+            if match:
+                fence = match.group(1)
+                language = match.group(2).lower()
+                kind = "bare" if not language else "shell" if language in SHELL_LANGUAGES \
+                    else "console" if language in CONSOLE_LANGUAGES else None
+            continue
+        prose.append("")
+        if re.match(r"^\s*" + re.escape(fence[0]) + "{" + str(len(fence)) + r",}\s*$", line):
+            flush()
+            fence, continued = None, False
+            continue
+        if kind is None:
+            continue
+        body = line
+        prompt = re.match(r"^\s*\$ ", line)
+        if continued:
+            pass
+        elif prompt:
+            flush()
+            body = line[prompt.end():]
+        elif kind == "console":
+            flush()  # output
+            continue
+        elif kind == "bare" and pending is not None and re.match(r"^\s+\[?-", line):
+            pass  # a synopsis wrapped without a backslash: `agentkv x [--a A]\n    [--b B]`
+        else:
+            flush()
+        if pending is None:
+            pending = ["", [], []]
+        elif not continued:
+            pending[0] += " "
+        pending[1].append(len(pending[0]))
+        pending[2].append(number)
+        stripped = body.rstrip()
+        continued = stripped.endswith("\\")
+        pending[0] += stripped[:-1] + " " if continued else stripped
+    flush()
+    return quotes, prose
+
+
+def inline_quotes(prose):
+    """Inline code spans of the prose that may be command lines, one Quote each; a span may
+    wrap over lines but not over a paragraph break. A word `a|b` in a span (`agentkv emulate
+    engine|fleet ...`) is read as alternatives: one Quote per alternative."""
+    text = "\n".join(prose)
+    starts = [0]
+    for line in prose:
+        starts.append(starts[-1] + len(line) + 1)
+    quotes = []
+    for match in re.finditer(r"(?<!`)(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)", text,
+                             re.DOTALL):
+        span = match.group(2).replace("\n", " ")
+        if not re.match(r"\s*(\S*/)?agentkv\s", span):
+            continue
+        base = match.start(2)
+        offsets = [0] + [s - base for s in starts if base < s < match.end(2)]
+        lines = [bisect.bisect_right(starts, base + o) for o in offsets]
+        variants = [span]
+        alternatives = re.search(r"(?<!\S)[\w-]+(?:\|[\w-]+)+(?!\S)", span)
+        if alternatives:
+            variants = [span[:alternatives.start()] + word.ljust(len(alternatives.group(0))) +
+                        span[alternatives.end():]
+                        for word in alternatives.group(0).split("|")]
+        quotes += [Quote("inline", variant, offsets, lines) for variant in variants]
+    return quotes
+
+
+def strip_optional_brackets(argv):
+    """A synopsis's optional groups, `[--flag VALUE]`, read as if given."""
+    words, in_group = [], False
+    for word, offset in argv:
+        if word.startswith("[-"):
+            word, in_group = word[1:], True
+        if in_group and word.endswith("]"):
+            word, in_group = word[:-1], False
+        words.append((word, offset))
+    return words
+
+
+def markdown_commands(agentkv, path):
+    """(where, argv, word_wheres) of every agentkv command line quoted in the Markdown file,
+    as the module's docstring says. In a block without a language and in an inline span the
+    word after the program must be a command `agentkv --help` lists, an option or a
+    placeholder: `agentkv replay: error: ...` (output) and a directory tree's
+    `tools/agentkv   the command line` are not command lines."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    quotes, prose = fenced_quotes(lines)
+    found = []
+    for quote in quotes + inline_quotes(prose):
+        argv = agentkv_argv(shell_words(quote.text))
+        if argv is None:
+            continue
+        if quote.kind in ("bare", "inline"):
+            first = argv[0][0] if argv else ""
+            if not (first.startswith("-") or is_placeholder(first) or
+                    first in subcommands(agentkv)):
+                continue
+        argv = strip_optional_brackets(argv)
+        wheres = ["{}:{}".format(path, quote.line(offset)) for _, offset in argv]
+        found.append(("{}:{}".format(path, quote.line(0)), [word for word, _ in argv],
+                      wheres))
+    found.sort(key=lambda command: int(command[0].rsplit(":", 1)[1]))
+    return found
+
+
+def markdown_files(paths):
+    """The Markdown files of `paths`: a directory stands for its *.md files, so that a new
+    page is checked without reconfiguring the build."""
+    files = []
+    for path in paths:
+        if os.path.isdir(path):
+            files += sorted(os.path.join(path, entry) for entry in os.listdir(path)
+                            if entry.endswith(".md"))
+        else:
+            files.append(path)
+    return files
 
 
 def commands(args):
     problems = []
-    for path in args.files:
+    markdown_lines, skipped = None, 0
+    for path in markdown_files(args.files):
+        if path.endswith(".md"):
+            lines = markdown_commands(args.agentkv, path)
+            markdown_lines = (markdown_lines or 0) + len(lines)
+            for where, argv, wheres in lines:
+                skipped += placeholder_names_command(argv)
+                problems += check_command(args.agentkv, args.config_dir, where, argv, wheres,
+                                          placeholders=True)
+            continue
         lines = systemd_commands(path) if path.endswith(".service") else compose_commands(path)
         if not lines:
             problems.append("{}: no agentkv command found".format(path))
         for where, argv in lines:
             problems += check_command(args.agentkv, args.config_dir, where, argv)
+    if markdown_lines == 0:
+        problems.append("no agentkv command line found in the Markdown files")
+    elif markdown_lines:
+        print("{} agentkv command lines quoted in Markdown, {} checked, {} skipped (a "
+              "placeholder names the command)".format(markdown_lines, markdown_lines - skipped,
+                                                      skipped))
     return problems
 
 

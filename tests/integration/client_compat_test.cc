@@ -414,6 +414,13 @@ TEST_F(RlRoutesTest, WeightUpdatesFlushTheCacheAndSetTheVersion) {
                 .status,
             200);
   CachedTokensOfRepeat();
+  // flush_cache false: the weights change, the cache stays (the caller flushes later).
+  EXPECT_EQ(Call("/update_weights_from_distributed",
+                 R"({"names": ["w"], "dtypes": ["bfloat16"], "shapes": [[4, 4]], )"
+                 R"("flush_cache": false, "abort_all_requests": true})")
+                .status,
+            200);
+  EXPECT_GT(CachedTokensOfRepeat(), 0);
   EXPECT_EQ(Call("/update_weights_from_distributed", distributed).status, 200);
   EXPECT_EQ(CachedTokensOfRepeat(), 0);
   EXPECT_EQ(json::parse(gateway_testing::Call(client_, http::verb::get, base_, "/get_model_info").body)

@@ -242,9 +242,8 @@ void EngineEmulator::HandleResumeMemoryOccupation(net::Request request,
 
 void EngineEmulator::ApplyWeightUpdate(const net::Request& request, net::ResponseWriter& writer,
                                        const WeightUpdate& update) {
-  StatusOr<bool> flushed = update.flush_cache || update.abort_all_requests
-                               ? runtime_->ApplyWeightUpdate(update.abort_all_requests)
-                               : StatusOr<bool>(false);
+  StatusOr<bool> flushed =
+      runtime_->ApplyWeightUpdate(update.abort_all_requests, update.flush_cache);
   if (!flushed.ok()) {
     return ReplySuccess(request, writer, false, flushed.status().message(), update.extra);
   }

@@ -413,10 +413,11 @@ void EngineRuntime::ResumeMemoryOccupation() {
   RunOnRuntimeThread([&] { memory_released_ = false; });
 }
 
-StatusOr<bool> EngineRuntime::ApplyWeightUpdate(bool abort_all_requests) {
+StatusOr<bool> EngineRuntime::ApplyWeightUpdate(bool abort_all_requests, bool flush_cache) {
   StatusOr<bool> flushed = false;
   RunOnRuntimeThread([&] {
     if (abort_all_requests) AbortAllActive();
+    if (!flush_cache) return;
     const int64_t active = scheduler().num_running() + scheduler().num_waiting();
     if (active == 0) {
       const Status reset = scheduler().mutable_cache().Reset();

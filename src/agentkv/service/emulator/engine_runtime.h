@@ -303,13 +303,14 @@ class EngineRuntime {
 
   // A weight update (/update_weights_from_disk, /update_weights_from_distributed): the
   // emulator has no weights, so what it does is what new weights do to the cache. With
-  // `abort_all_requests`, aborts every active request first. Then, when no request is active,
+  // `abort_all_requests`, aborts every active request first. Without `flush_cache`, that is all
+  // (returns false). Otherwise, when no request is active,
   // empties the prefix cache (KV computed by the old weights is stale) and returns true; when
   // requests are active but generation is paused, keeps the cache (SGLang's in-place pause
   // keeps their KV) and returns false. FailedPrecondition when requests are running and
   // generation is not paused: SGLang would wait for them; the emulator answers at once, so
   // the caller pauses first or aborts. Waits for the runtime thread.
-  [[nodiscard]] StatusOr<bool> ApplyWeightUpdate(bool abort_all_requests);
+  [[nodiscard]] StatusOr<bool> ApplyWeightUpdate(bool abort_all_requests, bool flush_cache);
 
   RuntimeSnapshot Snapshot() const;
   const EngineRuntimeOptions& options() const { return options_; }

@@ -12,8 +12,10 @@ packages=(
   cmake ninja-build g++ pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
-  libcli11-dev libfmt-dev libspdlog-dev
+  libcli11-dev libfmt-dev libspdlog-dev libssl-dev
   clang libclang-rt-14-dev clang-format clang-tidy
+  # promtool: the integration tests lint the gateway's and the coordinator's GET /metrics, the
+  # deploy tests the Prometheus config and alert rules.
   prometheus python3 chromium
 )
 

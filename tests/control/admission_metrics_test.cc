@@ -277,6 +277,43 @@ TEST(AdmissionMetricsTest, EveryCombinationFollowsTheDocumentedOrder) {
   }
 }
 
+TEST(AdmissionMetricsTest, CountersAddFieldByField) {
+  // Distinct values per field, so a field added to the wrong one (or left out) shows.
+  AdmissionCounters step;
+  step.admit = 1;
+  step.wait = 2;
+  step.bypass = 3;
+  step.bypass_protected = 4;
+  step.bypass_degraded = 5;
+  step.bypass_aged = 6;
+  step.cancelled = 7;
+  step.refused_oversized = 8;
+  step.wait_granted = 9;
+  step.wait_seconds_sum = 1.5;
+  step.lease_expired = 10;
+  step.session_close = 11;
+  step.session_close_failure = 12;
+  AdmissionCounters total;
+  total += step;
+  EXPECT_EQ(total, step);
+  total += step;
+  AdmissionCounters twice;
+  twice.admit = 2;
+  twice.wait = 4;
+  twice.bypass = 6;
+  twice.bypass_protected = 8;
+  twice.bypass_degraded = 10;
+  twice.bypass_aged = 12;
+  twice.cancelled = 14;
+  twice.refused_oversized = 16;
+  twice.wait_granted = 18;
+  twice.wait_seconds_sum = 3.0;
+  twice.lease_expired = 20;
+  twice.session_close = 22;
+  twice.session_close_failure = 24;
+  EXPECT_EQ(total, twice);
+}
+
 TEST(AdmissionMetricsTest, PrometheusNameReplacesSlashes) {
   EXPECT_EQ(PrometheusName("agentic_kv/admission/admit"), "agentic_kv_admission_admit");
   EXPECT_EQ(PrometheusName("agentic_kv/budget/kv_token_usage_max"),

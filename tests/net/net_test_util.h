@@ -67,6 +67,14 @@ class RawClient {
 
   bool connected() const { return connected_; }
 
+  // The client's own port, as the server sees it; 0 when unknown.
+  uint16_t local_port() const {
+    sockaddr_in address{};
+    socklen_t size = sizeof(address);
+    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &size) != 0) return 0;
+    return ntohs(address.sin_port);
+  }
+
   bool Send(std::string_view data) {
     while (!data.empty()) {
       const ssize_t sent = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);

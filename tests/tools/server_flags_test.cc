@@ -1,5 +1,5 @@
-// Tests of ServerFlags, the one declaration of --host, --port, --threads and
-// --shutdown-grace-s for the commands that serve HTTP.
+// Tests of ServerFlags, the one declaration of --host, --port, --threads, --shutdown-grace-s
+// and --access-log for the commands that serve HTTP.
 #include "tools/agentkv/server_flags.h"
 
 #include <gtest/gtest.h>
@@ -50,6 +50,34 @@ TEST(ServerFlagsTest, ReadsEveryFlagAndLeavesTheOtherOptions) {
   EXPECT_EQ(http.threads, 8);
   EXPECT_EQ(http.backlog, 7);
   EXPECT_EQ(flags.shutdown_grace(), std::chrono::milliseconds(250));
+}
+
+TEST(ServerFlagsTest, AccessLogIsOffByDefaultAndTheFlagSetsTheHook) {
+  ServerFlags off(7000, 5.0);
+  ASSERT_TRUE(Parse(off, {}));
+  net::HttpServerOptions http;
+  off.ApplyTo(http);
+  EXPECT_FALSE(off.access_log());
+  EXPECT_FALSE(static_cast<bool>(http.access_log)) << "off: the server records nothing";
+
+  ServerFlags on(7000, 5.0);
+  ASSERT_TRUE(Parse(on, {"--access-log"}));
+  on.ApplyTo(http);
+  EXPECT_TRUE(on.access_log());
+  EXPECT_TRUE(static_cast<bool>(http.access_log));
+}
+
+TEST(ServerFlagsTest, AccessLogToStderrWritesOneJsonLine) {
+  net::AccessLogEntry entry;
+  entry.method = "GET";
+  entry.target = "/health";
+  entry.status = 200;
+  entry.remote = "127.0.0.1:5";
+  entry.completed = true;
+  ::testing::internal::CaptureStderr();
+  AccessLogToStderr()(entry);
+  const std::string written = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(written, net::AccessLogJson(entry) + "\n");
 }
 
 TEST(ServerFlagsTest, CheckNamesTheFlagAndTheValue) {

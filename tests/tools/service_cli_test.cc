@@ -146,5 +146,17 @@ TEST_F(ServiceCliTest, HelpNamesTheSeedFlags) {
   EXPECT_THAT(Run("gateway --help").out, HasSubstr("--upstream-connections"));
 }
 
+TEST_F(ServiceCliTest, EveryServerCommandOffersTheAccessLog) {
+  for (const char* command : {"gateway --help", "coordinator --help", "emulate engine --help",
+                              "emulate router --help", "emulate fleet --help"}) {
+    const RunResult r = Run(command);
+    EXPECT_EQ(r.exit_code, 0) << command << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr("--access-log")) << command;
+    EXPECT_THAT(r.out, HasSubstr("one JSON line per answered request")) << command;
+  }
+  // Replay serves nothing: no access log.
+  EXPECT_THAT(Run("replay --help").out, ::testing::Not(HasSubstr("--access-log")));
+}
+
 }  // namespace
 }  // namespace agentkv

@@ -1,8 +1,9 @@
 // The flags of every command that serves HTTP (gateway, coordinator and each `emulate` mode):
-// where to listen, with how many I/O threads, and how long shutdown lets answers in flight
-// finish. Declared once, with the same names, help and range checks everywhere; only the
-// defaults differ by command. Owned by its command; not copyable (CLI11 holds pointers into
-// it).
+// where to listen, with how many I/O threads, how long shutdown lets answers in flight finish,
+// and whether each answered request is logged (--access-log: one JSON line per request on
+// stderr, net::AccessLogJson). Declared once, with the same names, help and range checks
+// everywhere; only the defaults differ by command. Owned by its command; not copyable (CLI11
+// holds pointers into it).
 #ifndef AGENTKV_TOOLS_AGENTKV_SERVER_FLAGS_H_
 #define AGENTKV_TOOLS_AGENTKV_SERVER_FLAGS_H_
 
@@ -25,16 +26,19 @@ class ServerFlags {
   ServerFlags(const ServerFlags&) = delete;
   ServerFlags& operator=(const ServerFlags&) = delete;
 
-  // Adds --host, --port, --threads and --shutdown-grace-s to `app`. May be called for several
-  // apps (the `emulate` modes), which then share the values.
+  // Adds --host, --port, --threads, --shutdown-grace-s and --access-log to `app`. May be
+  // called for several apps (the `emulate` modes), which then share the values.
   void Add(CLI::App& app, FlagSource source);
 
   // OK, or InvalidArgument naming the flag and its value: --port in [0, 65535], --threads in
   // [1, 256], --shutdown-grace-s in [0, 3600].
   [[nodiscard]] Status Check() const;
 
-  // Sets the address, port and threads of `http`; call after Check().
+  // Sets the address, port and threads of `http`, and with --access-log its access log hook
+  // (AccessLogToStderr()); call after Check().
   void ApplyTo(net::HttpServerOptions& http) const;
+  // --access-log.
+  bool access_log() const { return access_log_; }
   // --port; call after Check().
   int port() const { return port_; }
   // --shutdown-grace-s as a duration (whole milliseconds); call after Check().
@@ -45,7 +49,12 @@ class ServerFlags {
   int port_;
   int threads_ = 2;
   double shutdown_grace_s_;
+  bool access_log_ = false;
 };
+
+// An access log hook that writes net::AccessLogJson(entry) and a newline to stderr, one whole
+// line at a time from any thread, whatever --log-level says (the flag alone turns it on).
+net::AccessLogHook AccessLogToStderr();
 
 }  // namespace agentkv::tools
 

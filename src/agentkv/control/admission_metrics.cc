@@ -24,6 +24,23 @@ bool IsPrometheusNameChar(char c) {
 
 }  // namespace
 
+AdmissionCounters& AdmissionCounters::operator+=(const AdmissionCounters& other) {
+  admit += other.admit;
+  wait += other.wait;
+  bypass += other.bypass;
+  bypass_protected += other.bypass_protected;
+  bypass_degraded += other.bypass_degraded;
+  bypass_aged += other.bypass_aged;
+  cancelled += other.cancelled;
+  refused_oversized += other.refused_oversized;
+  wait_granted += other.wait_granted;
+  wait_seconds_sum += other.wait_seconds_sum;
+  lease_expired += other.lease_expired;
+  session_close += other.session_close;
+  session_close_failure += other.session_close_failure;
+  return *this;
+}
+
 const std::vector<std::string_view>& AllAgenticKvMetricNames() {
   static const auto* const kNames = new std::vector<std::string_view>{
       kLifecycleEnabledMetric,

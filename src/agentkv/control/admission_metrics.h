@@ -42,6 +42,11 @@ struct AdmissionCounters {
   // Session closes fanned out to the engines, and those that did not succeed everywhere.
   int64_t session_close = 0;
   int64_t session_close_failure = 0;
+
+  // Adds every field of `other`: a step's counts carried into a total since start.
+  AdmissionCounters& operator+=(const AdmissionCounters& other);
+
+  friend bool operator==(const AdmissionCounters&, const AdmissionCounters&) = default;
 };
 
 // The ledger's state at the time of the metrics read (Relax's BudgetState.snapshot()), with

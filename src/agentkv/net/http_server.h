@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "agentkv/base/status.h"
+#include "agentkv/net/access_log.h"
 #include "agentkv/net/response_writer.h"
 #include "agentkv/sync/mutex.h"
 
@@ -66,6 +67,9 @@ struct HttpServerOptions {
   size_t max_stream_buffer_bytes = size_t{8} << 20;
   // listen(2) backlog; the kernel caps it at net.core.somaxconn. Default: 4096. Must be > 0.
   int backlog = 4096;
+  // Receives one AccessLogEntry per answered request (access_log.h). Default: empty, and then
+  // the server neither times nor records requests.
+  AccessLogHook access_log;
 
   // OK, or InvalidArgument naming the first field out of range (including an address that is
   // not a numeric IP address).

@@ -13,6 +13,9 @@
 //    decide whether the answer completed before the connection is closed.
 //  - After Close(): `closed_`, the socket is closed, the core no longer lists the connection,
 //    no operation starts and every writer call is ignored.
+//  - With an access log hook, `access_` is set exactly from the dispatch (or rejection) of a
+//    request until its answer completed or the connection closed, and each request is
+//    reported once; without one, `access_` stays empty and no clock is read.
 #include "agentkv/net/server_connection.h"
 
 #include <algorithm>
@@ -74,7 +77,8 @@ ServerConnection::ServerConnection(std::shared_ptr<ServerCore> core, tcp::socket
       socket_(std::move(socket)),
       read_timer_(strand_),
       write_timer_(strand_),
-      reader_(RequestLimits{core_->options().max_header_bytes, core_->options().max_body_bytes}) {}
+      reader_(RequestLimits{core_->options().max_header_bytes, core_->options().max_body_bytes}),
+      access_log_(static_cast<bool>(core_->options().access_log)) {}
 
 template <typename Work>
 void ServerConnection::PostToStrand(Work&& work) {
@@ -140,6 +144,15 @@ void ServerConnection::PostAbandon(uint64_t request_id, bool mid_stream) {
 
 void ServerConnection::DoStart() {
   if (closed_) return;
+  if (access_log_) {
+    error_code error;
+    const tcp::endpoint remote = socket_.remote_endpoint(error);
+    if (!error) {
+      const std::string address = remote.address().to_string();
+      remote_ = remote.address().is_v6() ? "[" + address + "]" : address;
+      remote_ += ":" + std::to_string(remote.port());
+    }
+  }
   BeginRequest(Deadline::kHeader, core_->options().header_timeout);
   ReadMore();
 }
@@ -147,6 +160,7 @@ void ServerConnection::DoStart() {
 void ServerConnection::BeginRequest(Deadline deadline, std::chrono::milliseconds timeout) {
   phase_ = Phase::kHeader;
   reader_.Begin();
+  if (access_log_) request_start_ = std::chrono::steady_clock::now();
   ArmReadDeadline(deadline, timeout);
 }
 
@@ -243,6 +257,10 @@ void ServerConnection::OnHeaderDone() {
   phase_ = Phase::kBody;
   ArmReadDeadline(Deadline::kBody, core_->options().body_timeout);
   const Request& request = reader_.header();
+  if (access_log_) {
+    header_method_ = std::string(request.method_string());
+    header_target_ = std::string(request.target());
+  }
   if (request.version() >= 11 &&
       boost::beast::iequals(request[http::field::expect], "100-continue")) {
     OutItem item;
@@ -257,6 +275,9 @@ void ServerConnection::Dispatch() {
   rejecting_ = false;
   ++request_id_;
   Request request = reader_.TakeRequest();
+  if (access_log_) {
+    OpenAccessRecord(std::string(request.method_string()), std::string(request.target()));
+  }
   request_keep_alive_ = request.keep_alive();
   request_version_ = request.version();
   request_is_head_ = request.method() == http::verb::head;
@@ -277,6 +298,14 @@ void ServerConnection::Dispatch() {
 }
 
 void ServerConnection::Reject(http::status status, std::string_view message) {
+  if (access_log_) {
+    // The method and target are known only once the header was complete (in kBody); the
+    // reader has already dropped the request, so they come from OnHeaderDone's copy.
+    const bool header_done = phase_ == Phase::kBody;
+    OpenAccessRecord(header_done ? std::move(header_method_) : std::string(),
+                     header_done ? std::move(header_target_) : std::string());
+    access_->status = static_cast<int>(status);
+  }
   CancelReadDeadline();
   phase_ = Phase::kAnswering;
   rejecting_ = true;
@@ -309,6 +338,7 @@ void ServerConnection::DoReply(uint64_t request_id, Response response) {
   response.version(request_version_);
   response.keep_alive(keep_alive);
   const unsigned code = response.result_int();
+  if (access_) access_->status = static_cast<int>(code);
   if (code / 100 == 1 || code == 204 || code == 304) response.body().clear();
   response.prepare_payload();
   if (request_is_head_) response.body().clear();  // Content-Length stays that of the body.
@@ -322,6 +352,10 @@ void ServerConnection::DoReply(uint64_t request_id, Response response) {
 void ServerConnection::DoStartStream(uint64_t request_id, http::status status,
                                      const HeaderList& headers) {
   if (!AnswerOpen(request_id)) return;
+  if (access_) {
+    access_->status = static_cast<int>(status);
+    access_->stream = true;
+  }
   stream_chunked_ = request_version_ >= 11;
   const bool keep_alive = request_keep_alive_ && stream_chunked_ && !draining_;
   stream_close_after_ = !keep_alive;
@@ -415,8 +449,8 @@ void ServerConnection::PumpWrites() {
   if (writing_ || closed_ || out_.empty()) return;
   writing_ = true;
   ArmWriteDeadline();
-  auto on_written = [self = shared_from_this()](const error_code& error, size_t) {
-    self->OnWritten(error);
+  auto on_written = [self = shared_from_this()](const error_code& error, size_t bytes) {
+    self->OnWritten(error, bytes);
   };
   if (out_.front().response) {
     writes_in_flight_ = 1;
@@ -433,10 +467,11 @@ void ServerConnection::PumpWrites() {
   asio::async_write(socket_, write_buffers_, std::move(on_written));
 }
 
-void ServerConnection::OnWritten(const error_code& error) {
+void ServerConnection::OnWritten(const error_code& error, size_t bytes) {
   writing_ = false;
   CancelWriteDeadline();
   if (closed_) return;
+  if (access_) access_->response_bytes += bytes;
   if (error) {
     Close();
     return;
@@ -449,6 +484,7 @@ void ServerConnection::OnWritten(const error_code& error) {
     close_now = close_now || item.close_now;
     if (item.stream_bytes > 0) {
       stream_buffered_bytes_.fetch_sub(item.stream_bytes, std::memory_order_acq_rel);
+      if (access_) access_->stream_bytes += item.stream_bytes;
     }
     completes_answer = completes_answer || item.completes_answer;
     close_after = close_after || item.close_after;
@@ -465,10 +501,12 @@ void ServerConnection::OnWritten(const error_code& error) {
       gone_signal_.reset();
       core_->CountServed();
     }
+    if (completes_answer && access_) ReportAccess(/*completed=*/true);
     Close();
     return;
   }
   if (completes_answer) {
+    if (access_) ReportAccess(/*completed=*/true);
     FinishAnswer(close_after);
     if (closed_) return;
   }
@@ -579,9 +617,43 @@ void ServerConnection::Close() {
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   core_->Unregister(id_);
+  if (access_) ReportAccess(/*completed=*/false);
   if (gone_signal_) {
     auto signal = std::move(gone_signal_);
     signal->Fire();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ServerConnection: access log
+
+void ServerConnection::OpenAccessRecord(std::string method, std::string target) {
+  access_.emplace();
+  access_->method = std::move(method);
+  access_->target = std::move(target);
+  access_->start = request_start_;
+}
+
+void ServerConnection::ReportAccess(bool completed) {
+  AccessRecord record = std::move(*access_);
+  access_.reset();
+  AccessLogEntry entry;
+  entry.method = record.method;
+  entry.target = record.target;
+  entry.status = record.status != 0 ? record.status : 499;
+  entry.response_bytes = record.response_bytes;
+  if (record.stream) entry.stream_bytes = record.stream_bytes;
+  entry.duration_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - record.start)
+          .count();
+  entry.remote = remote_;
+  entry.completed = completed;
+  try {
+    core_->options().access_log(entry);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "agentkv::net: the access log hook threw: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "agentkv::net: the access log hook threw\n");
   }
 }
 

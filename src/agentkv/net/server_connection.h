@@ -32,6 +32,19 @@
 
 namespace agentkv::net::internal {
 
+// The access record of the request a connection is answering, from its dispatch (or
+// rejection) until it is reported. Outside ServerConnection so that std::optional of it is
+// default-constructible inside that class's definition (Clang).
+struct AccessRecord {
+  std::string method;
+  std::string target;
+  int status = 0;  // 0 until an answer begins.
+  bool stream = false;
+  uint64_t response_bytes = 0;
+  uint64_t stream_bytes = 0;
+  std::chrono::steady_clock::time_point start;
+};
+
 // One accepted connection; see the invariants at the top of server_connection.cc.
 class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
  public:
@@ -97,10 +110,15 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
 
   void Enqueue(OutItem item);
   void PumpWrites();
-  void OnWritten(const boost::system::error_code& error);
+  void OnWritten(const boost::system::error_code& error, size_t bytes);
   void FinishAnswer(bool close_after);
   void StartLinger();
   void BeginRequest(Deadline deadline, std::chrono::milliseconds timeout);
+
+  // Access log (only with HttpServerOptions::access_log): opens the record of the request
+  // being answered, and reports it once, when its answer completed or the connection closed.
+  void OpenAccessRecord(std::string method, std::string target);
+  void ReportAccess(bool completed);
 
   void ArmReadDeadline(Deadline kind, std::chrono::milliseconds timeout);
   void CancelReadDeadline();
@@ -150,6 +168,16 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   std::deque<OutItem> out_;
   size_t writes_in_flight_ = 0;  // Items of out_ the pending write covers.
   std::vector<boost::asio::const_buffer> write_buffers_;
+
+  const bool access_log_;  // The server has an access log hook; fixed for the connection.
+  std::string remote_;     // The client's address, read at start when access_log_.
+  std::chrono::steady_clock::time_point request_start_;  // Set by BeginRequest when access_log_.
+  // The method and target of a request whose header is complete, for an access record opened
+  // by a rejection of its body (the reader drops the request when it rejects).
+  std::string header_method_;
+  std::string header_target_;
+  // The record of the request being answered, from OpenAccessRecord to ReportAccess.
+  std::optional<AccessRecord> access_;
 
   // WriteChunk bytes posted and not yet written; any thread.
   std::atomic<size_t> stream_buffered_bytes_{0};

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -248,6 +249,35 @@ TEST_F(LocalAdmissionTest, StepMetricsMergeSessionClosesAndResetPerStep) {
   EXPECT_EQ(Metric(next, control::kWaitingMetric), 1.0) << "a gauge survives the reset";
   admission_->Cancel("b");
   ReleaseTicket("a");
+  EXPECT_EQ(admission_->reserved(), 0);
+}
+
+TEST_F(LocalAdmissionTest, TotalCountersSurviveStepResetsAndAddEveryStep) {
+  Build(100);
+  Acquire("a", 60);
+  Acquire("b", 60);  // Waits.
+  admission_->CountSessionClose(false);
+  (void)admission_->StepMetrics(/*reset_step=*/true);
+  Advance(2.0);
+  ReleaseTicket("a");  // b is granted after 2 s in the FIFO.
+  Acquire("p", 5, /*is_protected=*/true);
+  std::optional<control::AdmissionCounters> total = admission_->TotalCounters();
+  ASSERT_TRUE(total.has_value());
+  EXPECT_EQ(total->admit, 1);
+  EXPECT_EQ(total->wait, 1);
+  EXPECT_EQ(total->bypass, 1);
+  EXPECT_EQ(total->bypass_protected, 1);
+  EXPECT_EQ(total->wait_granted, 1);
+  EXPECT_DOUBLE_EQ(total->wait_seconds_sum, 2.0);
+  EXPECT_EQ(total->session_close, 1);
+  EXPECT_EQ(total->session_close_failure, 1);
+  // A read without reset, and then a reset, change no total.
+  (void)admission_->StepMetrics(/*reset_step=*/false);
+  (void)admission_->StepMetrics(/*reset_step=*/true);
+  EXPECT_EQ(admission_->TotalCounters(), total);
+  EXPECT_EQ(Metric(admission_->StepMetrics(false), control::kAdmitMetric), -1.0)
+      << "the step restarted";
+  ReleaseTicket("b");
   EXPECT_EQ(admission_->reserved(), 0);
 }
 

@@ -1,5 +1,6 @@
 // SHA-256 against FIPS 180-4's examples (and the padding boundaries at 55, 56 and 64 bytes),
-// HMAC-SHA256 against every RFC 4231 test case.
+// HMAC-SHA256 against every RFC 4231 test case and the empty key and message, and the
+// comparison against a difference in each byte.
 #include "agentkv/service/common/hmac_sha256.h"
 
 #include <gtest/gtest.h>
@@ -61,6 +62,31 @@ TEST(HmacSha256Test, MatchesRfc4231TestCases) {
                 "This is a test using a larger than block-size key and a larger than block-size "
                 "data. The key needs to be hashed before being used by the HMAC algorithm.")),
             "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+}
+
+TEST(HmacSha256Test, EmptyKeysAndMessagesAndTheBlockSizeBoundary) {
+  // Reference values from Python's hmac module.
+  EXPECT_EQ(HexDigest(HmacSha256("", "")),
+            "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
+  EXPECT_EQ(HexDigest(HmacSha256("key", "")),
+            "5d5d139563c95b5967b9bd9a8c9b233a9dedb45072794cd232dc1b74832607d0");
+  EXPECT_EQ(HexDigest(HmacSha256("", "The quick brown fox jumps over the lazy dog")),
+            "fb011e6154a19b9a4c767373c305275a5a69e8b68b0b4c9200c383dced19a416");
+  // A 64-byte key is used as it is; a 65-byte one is hashed first.
+  EXPECT_EQ(HexDigest(HmacSha256(std::string(64, 'k'), "msg")),
+            "d62ad25bb128e96ab6ef43464aaf2bb91b5b85f013381e9ba6be747e8d0911b2");
+  EXPECT_EQ(HexDigest(HmacSha256(std::string(65, 'k'), "msg")),
+            "c65585780e821bd312cfaa440c33cb28d6af6b323d4977ae83934834ce589e38");
+}
+
+TEST(DigestsEqualTest, ADifferenceInAnyByteIsUnequal) {
+  const Sha256Digest digest = Sha256("abc");
+  EXPECT_TRUE(DigestsEqual(digest, digest));
+  for (size_t i = 0; i < digest.size(); ++i) {
+    Sha256Digest other = digest;
+    other[i] ^= 0x01;
+    EXPECT_FALSE(DigestsEqual(digest, other)) << "byte " << i;
+  }
 }
 
 TEST(HexDigestTest, ParsesEitherCaseAndRejectsEverythingElse) {

@@ -26,15 +26,6 @@ TEST(MergeAgenticKvSeriesTest, SessionSeriesAreTheGatewaysAndTheRestTheBackends)
             R"({"agentic_kv/session/lifecycle_enabled":1.0,"ag)");
 }
 
-TEST(AgenticKvFamiliesTest, PrometheusNamesAreTheSeedNamesWithUnderscores) {
-  const auto text =
-      protocol::WritePrometheusText(AgenticKvFamilies({{"agentic_kv/admission/admit", 3}}));
-  EXPECT_EQ(text,
-            "# HELP agentic_kv_admission_admit agentic_kv/admission/admit\n"
-            "# TYPE agentic_kv_admission_admit gauge\n"
-            "agentic_kv_admission_admit 3.0\n");
-}
-
 TEST(GatewayMetricsTest, CountsRequestsByRouteAndCodeWithACumulativeHistogram) {
   GatewayMetrics metrics;
   metrics.ObserveRequest("/generate", 200, 0.02);

@@ -17,12 +17,14 @@
 #define AGENTKV_SERVICE_ADMISSION_ADMISSION_BACKEND_H_
 
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "agentkv/control/admission_coordinator.h"
+#include "agentkv/control/admission_metrics.h"
 #include "agentkv/control/engine_gauges.h"
 
 namespace agentkv::service {
@@ -59,6 +61,10 @@ class AdmissionBackend {
   // The seed's agentic_kv/ series now; with `reset_step`, counters restart after reading
   // (per-step drain semantics for trackers).
   virtual std::vector<std::pair<std::string, double>> StepMetrics(bool reset_step) = 0;
+  // The same counts since start, never reset by a step (what /metrics exports as `_total`
+  // counters), or nullopt when the decisions are made elsewhere: a remote coordinator exports
+  // its own, and a client repeating them would count them twice in a fleet-wide sum.
+  virtual std::optional<control::AdmissionCounters> TotalCounters() const { return std::nullopt; }
   // Failed calls to a remote coordinator so far (zeros for an in-process backend).
   virtual AdmissionBackendFailures failures() const { return {}; }
 };

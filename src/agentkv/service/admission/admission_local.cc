@@ -182,17 +182,30 @@ std::vector<std::pair<std::string, double>> LocalAdmission::StepMetrics(bool res
   const control::BudgetView view{
       s.epoch,       s.capacity,      s.reserved_tokens, s.available_tokens,
       s.lease_count, s.kv_usage_mean, s.kv_usage_max,    s.degraded};
-  control::AdmissionCounters counters = coordinator_.counters();
-  counters.session_close += session_close_;
-  counters.session_close_failure += session_close_failure_;
+  const control::AdmissionCounters counters = StepCountersLocked();
   std::vector<std::pair<std::string, double>> metrics =
       control::AgenticKvMetrics(options_, counters, coordinator_.waiting(), view);
   if (reset_step) {
+    earlier_steps_ += counters;
     coordinator_.ResetCounters();
     session_close_ = 0;
     session_close_failure_ = 0;
   }
   return metrics;
+}
+
+std::optional<control::AdmissionCounters> LocalAdmission::TotalCounters() const {
+  sync::MutexLock lock(&mu_);
+  control::AdmissionCounters total = earlier_steps_;
+  total += StepCountersLocked();
+  return total;
+}
+
+control::AdmissionCounters LocalAdmission::StepCountersLocked() const {
+  control::AdmissionCounters counters = coordinator_.counters();
+  counters.session_close += session_close_;
+  counters.session_close_failure += session_close_failure_;
+  return counters;
 }
 
 void LocalAdmission::CollectResolvedLocked() {

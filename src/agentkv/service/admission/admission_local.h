@@ -22,6 +22,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -32,6 +33,7 @@
 #include "agentkv/base/status.h"
 #include "agentkv/base/time.h"
 #include "agentkv/control/admission_coordinator.h"
+#include "agentkv/control/admission_metrics.h"
 #include "agentkv/control/agentic_options.h"
 #include "agentkv/service/admission/admission_backend.h"
 #include "agentkv/sync/mutex.h"
@@ -75,6 +77,9 @@ class LocalAdmission final : public AdmissionBackend {
   // by CountSessionClose merged in (session/close, session/close_failure). With `reset_step`,
   // the counters (both kinds) restart and the ledger's usage window drains.
   std::vector<std::pair<std::string, double>> StepMetrics(bool reset_step) override;
+  // The counters of StepMetrics (CountSessionClose's included) summed over every step since
+  // Create: a reset_step read carries the step's counts into them. Never nullopt.
+  std::optional<control::AdmissionCounters> TotalCounters() const override;
 
   // Acquire with the coordinator's error kept: `done` runs once with the final decision, or
   // with InvalidArgument (and no state change) for a ticket waiting with another reservation.
@@ -115,6 +120,8 @@ class LocalAdmission final : public AdmissionBackend {
   // Moves the coordinator's resolved waiters and their callbacks into deliveries_.
   // Requires mu_.
   void CollectResolvedLocked() AGENTKV_REQUIRES(mu_);
+  // The counters of the current step: the coordinator's and the session closes.
+  control::AdmissionCounters StepCountersLocked() const AGENTKV_REQUIRES(mu_);
   // Runs queued deliveries unless another thread is already doing so. Must not hold mu_.
   void Deliver();
   void TimerLoop(std::chrono::milliseconds interval);
@@ -137,6 +144,8 @@ class LocalAdmission final : public AdmissionBackend {
   bool shut_down_ AGENTKV_GUARDED_BY(mu_) = false;
   int64_t session_close_ AGENTKV_GUARDED_BY(mu_) = 0;
   int64_t session_close_failure_ AGENTKV_GUARDED_BY(mu_) = 0;
+  // The counts of every step already reset (TotalCounters adds the current one).
+  control::AdmissionCounters earlier_steps_ AGENTKV_GUARDED_BY(mu_);
 
   sync::Mutex timer_mu_;
   sync::CondVar timer_wake_;

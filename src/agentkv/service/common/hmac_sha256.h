@@ -1,10 +1,10 @@
 // SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), for the gateway's signed sub-agent parent
-// hints (parent_hint in gateway_request.h).
+// hints (parent_hint in gateway_request.h) and the bearer-token comparison (bearer_token.h).
 //
-// agentkv's dependency set has no crypto library (Boost 1.81 has no HMAC, and libssl is not in
-// the chosen Debian packages), so this is a small, self-contained implementation checked
-// against the FIPS 180-4 examples and the RFC 4231 test vectors. If OpenSSL becomes allowed,
-// `HMAC(EVP_sha256(), ...)` replaces it one for one. Pure functions; thread-safe.
+// Computed by OpenSSL's libcrypto (EVP_Digest, HMAC(EVP_sha256(), ...)), the one crypto
+// library in agentkv's dependency set (Debian libssl-dev); comparisons run in constant time
+// (CRYPTO_memcmp). The tests hold it to the FIPS 180-4 examples and the RFC 4231 vectors. Pure
+// functions; thread-safe (libcrypto's one-shot calls need no initialization since 1.1.0).
 #ifndef AGENTKV_SERVICE_COMMON_HMAC_SHA256_H_
 #define AGENTKV_SERVICE_COMMON_HMAC_SHA256_H_
 

@@ -20,6 +20,7 @@
 #include "agentkv/protocol/prometheus.h"
 #include "agentkv/protocol/workers.h"
 #include "agentkv/service/admission/admission_wire.h"
+#include "agentkv/service/common/agentic_kv_prometheus.h"
 #include "agentkv/service/common/bearer_token.h"
 #include "agentkv/sync/mutex.h"
 
@@ -238,15 +239,17 @@ void CoordinatorServer::HandleAgenticKv(net::Request request,
 }
 
 std::string CoordinatorServer::MetricsText() {
-  std::vector<protocol::MetricFamily> families;
-  for (const auto& [name, value] : admission_->StepMetrics(/*reset_step=*/false)) {
-    families.push_back(protocol::MetricFamily{control::PrometheusName(name),
-                                              name,
-                                              "gauge",
-                                              {protocol::Sample{"", {}, value, std::nullopt}}});
-  }
-  protocol::MetricFamily requests{
-      "agentkv_coordinator_requests_total", "HTTP requests received, by endpoint", "counter", {}};
+  // The coordinator decides admission but fans out no session closes (gateways do).
+  AgenticKvTotals totals;
+  totals.admission = true;
+  totals.counts = admission_->TotalCounters().value_or(control::AdmissionCounters{});
+  std::vector<protocol::MetricFamily> families =
+      AgenticKvFamilies(admission_->StepMetrics(/*reset_step=*/false), totals);
+  protocol::MetricFamily requests{"agentkv_coordinator_requests_total",
+                                  "HTTP requests received since start, by endpoint (answered or "
+                                  "not, authorized or not).",
+                                  "counter",
+                                  {}};
   for (int i = 0; i < kEndpointCount; ++i) {
     requests.samples.push_back(protocol::Sample{"",
                                                 {protocol::Label{"endpoint", kEndpointNames[i]}},

@@ -3,11 +3,14 @@
 // Invariants: gateway_core.h.
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <optional>
+#include <tuple>
 
 #include "agentkv/protocol/endpoints.h"
 #include "agentkv/protocol/json_util.h"
 #include "agentkv/protocol/prometheus.h"
 #include "agentkv/protocol/sessions.h"
+#include "agentkv/service/common/agentic_kv_prometheus.h"
 #include "agentkv/service/common/bearer_token.h"
 #include "agentkv/service/gateway/gateway_core.h"
 #include "agentkv/sync/mutex.h"
@@ -256,7 +259,19 @@ void Gateway::Core::HandleMetrics(const net::Request& request, net::ResponseWrit
   const std::vector<std::pair<std::string, double>> series = MergeAgenticKvSeries(
       lifecycle_, close, close_failure,
       admission_ ? backend_->StepMetrics(false) : std::vector<std::pair<std::string, double>>{});
-  std::vector<protocol::MetricFamily> families = AgenticKvFamilies(series);
+  // Admission totals only when admission is decided in this process (a remote coordinator
+  // exports its own); the session closes are the gateway's, as in MergeAgenticKvSeries.
+  AgenticKvTotals totals;
+  if (admission_) {
+    if (std::optional<control::AdmissionCounters> counts = backend_->TotalCounters()) {
+      totals.admission = true;
+      totals.counts = *counts;
+    }
+  }
+  totals.session = true;
+  std::tie(totals.counts.session_close, totals.counts.session_close_failure) =
+      metrics_.close_totals();
+  std::vector<protocol::MetricFamily> families = AgenticKvFamilies(series, totals);
   GatewayReadings readings;
   readings.in_flight = in_flight_.load();
   readings.active_sessions = sessions_->active_sessions();

@@ -38,20 +38,6 @@ std::vector<std::pair<std::string, double>> MergeAgenticKvSeries(
   return series;
 }
 
-std::vector<protocol::MetricFamily> AgenticKvFamilies(
-    const std::vector<std::pair<std::string, double>>& series) {
-  std::vector<protocol::MetricFamily> families;
-  for (const auto& [name, value] : series) {
-    protocol::MetricFamily family;
-    family.name = control::PrometheusName(name);
-    family.help = name;
-    family.type = "gauge";
-    family.samples.push_back(MakeSample(family.name, {}, value));
-    families.push_back(std::move(family));
-  }
-  return families;
-}
-
 std::string AgenticKvJson(const std::vector<std::pair<std::string, double>>& series) {
   protocol::JsonWriter writer;
   writer.BeginObject();

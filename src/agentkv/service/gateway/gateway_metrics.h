@@ -1,5 +1,6 @@
-// GatewayMetrics: the gateway's own Prometheus series, and the assembly of the seed's
-// `agentic_kv/` series for GET /metrics and GET /agentic_kv.
+// GatewayMetrics: the gateway's own Prometheus series, and the merge of the seed's
+// `agentic_kv/` series for GET /metrics and GET /agentic_kv (their Prometheus form is
+// service/common/agentic_kv_prometheus.h, shared with the coordinator).
 //
 // Own series: agentkv_gateway_requests_total{route,code} (code 499 = the client left first),
 // agentkv_gateway_request_duration_seconds{route} (a histogram over the whole exchange,
@@ -38,10 +39,6 @@ inline constexpr std::array<double, 16> kRequestDurationBuckets = {
 std::vector<std::pair<std::string, double>> MergeAgenticKvSeries(
     bool lifecycle, int64_t step_close, int64_t step_close_failure,
     const std::vector<std::pair<std::string, double>>& backend_series);
-
-// One gauge family per series, named control::PrometheusName(series), HELP the seed name.
-std::vector<protocol::MetricFamily> AgenticKvFamilies(
-    const std::vector<std::pair<std::string, double>>& series);
 
 // {"agentic_kv/...": value, ...} in series order.
 std::string AgenticKvJson(const std::vector<std::pair<std::string, double>>& series);

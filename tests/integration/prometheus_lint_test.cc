@@ -193,6 +193,10 @@ TEST_F(PrometheusLintTest, CoordinatorAndTheGatewayInFrontOfItPass) {
                    AdmissionSetup::Body("remote-" + std::to_string(i)))
                   .status,
               200);
+    // The gateway returns the lease after answering: wait for it, so that the next request is
+    // admitted at once (an admit), not queued behind it (a wait).
+    ASSERT_TRUE(WaitFor(
+        [&] { return Series(coordinator->admission(), "agentic_kv/budget/lease_count") == 0; }));
   }
   // A reservation past the whole ceiling is refused at once (a counter of its own).
   ASSERT_EQ(Post(client, coordinator->base_url(), "/admission/acquire",

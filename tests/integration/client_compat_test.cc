@@ -22,12 +22,9 @@ using namespace gateway_testing;  // NOLINT(google-build-using-namespace): test 
 
 // The headers the OpenAI Python SDK sends with every call.
 net::HeaderList SdkHeaders() {
-  return {{"Content-Type", "application/json"},
-          {"Accept", "application/json"},
-          {"User-Agent", "OpenAI/Python 1.54.0"},
-          {"X-Stainless-Lang", "python"},
-          {"X-Stainless-Retry-Count", "0"},
-          {"Authorization", "Bearer sk-no-key-required"}};
+  return {{"Content-Type", "application/json"},   {"Accept", "application/json"},
+          {"User-Agent", "OpenAI/Python 1.54.0"}, {"X-Stainless-Lang", "python"},
+          {"X-Stainless-Retry-Count", "0"},       {"Authorization", "Bearer sk-no-key-required"}};
 }
 
 net::ClientResponse SdkCall(net::HttpClient& client, http::verb verb, const std::string& base,
@@ -149,9 +146,10 @@ TEST_P(ClientCompatTest, ChatCompletionHasTheOpenAiShapeWithCachedTokens) {
 }
 
 TEST_P(ClientCompatTest, ChatStreamOpensWithTheRoleAndEndsWithUsageThenDone) {
-  const Stream stream = SdkStream(client_, base_, "/v1/chat/completions",
-                                  Chat("stream it", R"(, "stream": true, )"
-                                                    R"("stream_options": {"include_usage": true})"));
+  const Stream stream =
+      SdkStream(client_, base_, "/v1/chat/completions",
+                Chat("stream it", R"(, "stream": true, )"
+                                  R"("stream_options": {"include_usage": true})"));
   EXPECT_EQ(stream.status, 200);
   EXPECT_TRUE(stream.done);
   ASSERT_GE(stream.events.size(), 3u);
@@ -164,7 +162,8 @@ TEST_P(ClientCompatTest, ChatStreamOpensWithTheRoleAndEndsWithUsageThenDone) {
   const json::value& last = stream.events.back();
   EXPECT_TRUE(last.at("choices").as_array().empty());
   EXPECT_EQ(last.at("usage").at("completion_tokens").as_int64(), 4);
-  const json::value& finish = stream.events[stream.events.size() - 2].at("choices").as_array().at(0);
+  const json::value& finish =
+      stream.events[stream.events.size() - 2].at("choices").as_array().at(0);
   EXPECT_EQ(finish.at("finish_reason").as_string(), "length");
 }
 
@@ -199,8 +198,8 @@ TEST_P(ClientCompatTest, OpenAiRoutesAnswerErrorsAsFlatErrorObjects) {
        "BadRequestError", "logprobs"},
       {"/v1/chat/completions", Chat("x"), text_plain, 400, "BadRequestError",
        "Only 'application/json' is allowed"},
-      {"/v1/completions", R"({"prompt": "p", "max_tokens": 1})", text_plain, 400,
-       "BadRequestError", "Unsupported Media Type"},
+      {"/v1/completions", R"({"prompt": "p", "max_tokens": 1})", text_plain, 400, "BadRequestError",
+       "Unsupported Media Type"},
       {"/v1/chat/completions", R"({"messages": 3})", SdkHeaders(), 400, "BadRequestError",
        "messages"},
       {"/v1/no_such_route", "{}", SdkHeaders(), 404, "NotFoundError", "no route"},
@@ -234,12 +233,11 @@ TEST_P(ClientCompatTest, CacheSaltAndExtraKeyKeepPrefixesApart) {
                     Chat(prompt, R"(, "cache_salt": "tenant-a")"))
                 .status,
             200);
-  const net::ClientResponse same = SdkCall(client_, http::verb::post, base_,
-                                           "/v1/chat/completions",
+  const net::ClientResponse same = SdkCall(client_, http::verb::post, base_, "/v1/chat/completions",
                                            Chat(prompt, R"(, "cache_salt": "tenant-a")"));
-  const net::ClientResponse other = SdkCall(client_, http::verb::post, base_,
-                                            "/v1/chat/completions",
-                                            Chat(prompt, R"(, "cache_salt": "tenant-b")"));
+  const net::ClientResponse other =
+      SdkCall(client_, http::verb::post, base_, "/v1/chat/completions",
+              Chat(prompt, R"(, "cache_salt": "tenant-b")"));
   const net::ClientResponse keyed =
       SdkCall(client_, http::verb::post, base_, "/v1/chat/completions",
               Chat(prompt, R"(, "cache_salt": "tenant-a", "extra_key": "lora-1")"));
@@ -267,15 +265,15 @@ TEST_P(ClientCompatTest, CacheSaltAndExtraKeyKeepPrefixesApart) {
 }
 
 TEST_P(ClientCompatTest, TokenizeAndServerInfoAnswerAsSglang) {
-  const net::ClientResponse tokens = SdkCall(client_, http::verb::post, base_, "/tokenize",
-                                             R"({"prompt": "hello world"})");
+  const net::ClientResponse tokens =
+      SdkCall(client_, http::verb::post, base_, "/tokenize", R"({"prompt": "hello world"})");
   ASSERT_EQ(tokens.status, 200) << tokens.body;
   const json::value t = json::parse(tokens.body);
   EXPECT_EQ(t.at("count").as_int64(), 3);
   EXPECT_EQ(t.at("tokens").as_array().size(), 3u);
   EXPECT_GT(t.at("max_model_len").as_int64(), 0);
-  const net::ClientResponse text = SdkCall(client_, http::verb::post, base_, "/v1/detokenize",
-                                           R"({"tokens": [[7, 8], [9]]})");
+  const net::ClientResponse text =
+      SdkCall(client_, http::verb::post, base_, "/v1/detokenize", R"({"tokens": [[7, 8], [9]]})");
   ASSERT_EQ(text.status, 200) << text.body;
   EXPECT_EQ(json::parse(text.body).at("text"), json::parse(R"([" t7 t8", " t9"])"));
 
@@ -315,8 +313,8 @@ class RlRoutesTest : public ::testing::Test {
   }
 
   int64_t CachedTokensOfRepeat() {
-    const std::string body = R"({"input_ids": )" + InputIds(1, 64) +
-                             R"(, "sampling_params": {"max_new_tokens": 1}})";
+    const std::string body =
+        R"({"input_ids": )" + InputIds(1, 64) + R"(, "sampling_params": {"max_new_tokens": 1}})";
     const net::ClientResponse r = Call("/generate", body);
     EXPECT_EQ(r.status, 200) << r.body;
     return json::parse(r.body).at("meta_info").at("cached_tokens").as_int64();
@@ -341,7 +339,8 @@ TEST_F(RlRoutesTest, PauseInPlaceHoldsRequestsUntilContinue) {
   });
   auto future = answer.get_future();
   EXPECT_EQ(future.wait_for(300ms), std::future_status::timeout) << "served while paused";
-  const net::ClientResponse load = gateway_testing::Call(client_, http::verb::get, base_, "/get_load");
+  const net::ClientResponse load =
+      gateway_testing::Call(client_, http::verb::get, base_, "/get_load");
   EXPECT_EQ(json::parse(load.body).as_array().at(0).at("num_reqs").as_int64(), 1) << load.body;
   EXPECT_EQ(Call("/continue_generation").status, 200);
   ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
@@ -376,7 +375,8 @@ TEST_F(RlRoutesTest, PauseWithAbortEndsRunningRequests) {
 TEST_F(RlRoutesTest, ReleaseAndResumeMemoryDropAndRestoreTheKvPool) {
   CachedTokensOfRepeat();
   EXPECT_GT(CachedTokensOfRepeat(), 0);
-  const net::ClientResponse released = Call("/release_memory_occupation", R"({"tags": ["kv_cache"]})");
+  const net::ClientResponse released =
+      Call("/release_memory_occupation", R"({"tags": ["kv_cache"]})");
   ASSERT_EQ(released.status, 200) << released.body;
   EXPECT_EQ(released.body, "null");
   EXPECT_EQ(Call("/resume_memory_occupation").status, 200);
@@ -389,8 +389,8 @@ TEST_F(RlRoutesTest, ReleaseAndResumeMemoryDropAndRestoreTheKvPool) {
 
 TEST_F(RlRoutesTest, WeightUpdatesFlushTheCacheAndSetTheVersion) {
   CachedTokensOfRepeat();
-  const net::ClientResponse disk =
-      Call("/update_weights_from_disk", R"({"model_path": "/ckpt/step-10", "weight_version": "10"})");
+  const net::ClientResponse disk = Call(
+      "/update_weights_from_disk", R"({"model_path": "/ckpt/step-10", "weight_version": "10"})");
   ASSERT_EQ(disk.status, 200) << disk.body;
   const json::value d = json::parse(disk.body);
   EXPECT_TRUE(d.at("success").as_bool());
@@ -423,10 +423,11 @@ TEST_F(RlRoutesTest, WeightUpdatesFlushTheCacheAndSetTheVersion) {
   EXPECT_GT(CachedTokensOfRepeat(), 0);
   EXPECT_EQ(Call("/update_weights_from_distributed", distributed).status, 200);
   EXPECT_EQ(CachedTokensOfRepeat(), 0);
-  EXPECT_EQ(json::parse(gateway_testing::Call(client_, http::verb::get, base_, "/get_model_info").body)
-                .at("weight_version")
-                .as_string(),
-            "12");
+  EXPECT_EQ(
+      json::parse(gateway_testing::Call(client_, http::verb::get, base_, "/get_model_info").body)
+          .at("weight_version")
+          .as_string(),
+      "12");
   EXPECT_EQ(Call("/update_weights_from_distributed",
                  R"({"names": ["w", "v"], "dtypes": ["bfloat16"], "shapes": [[4]]})")
                 .status,

@@ -320,7 +320,7 @@ TEST(EngineRuntimeTest, PausedGenerationTakesNoStepUntilContinued) {
   EXPECT_TRUE(runtime->Snapshot().generation_paused);
   // Requests are active and generation is paused: the update keeps their KV.
   StatusOr<bool> kept = runtime->ApplyWeightUpdate(/*abort_all_requests=*/false,
-                                                /*flush_cache=*/true);
+                                                   /*flush_cache=*/true);
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_FALSE(*kept);
   runtime->ContinueGeneration();
@@ -373,7 +373,7 @@ TEST(EngineRuntimeTest, ReleaseAndWeightUpdatesRefuseRunningRequests) {
   runtime->ContinueGeneration();
   // Unpaused with a request in flight is refused only while it is active; abort_all ends it.
   StatusOr<bool> update = runtime->ApplyWeightUpdate(/*abort_all_requests=*/true,
-                                                  /*flush_cache=*/true);
+                                                     /*flush_cache=*/true);
   ASSERT_TRUE(update.ok()) << update.status();
   EXPECT_TRUE(*update);
   EXPECT_EQ(Generate(*runtime, Input("c", Tokens(1, 64), 2)).result.cached_tokens, 0);

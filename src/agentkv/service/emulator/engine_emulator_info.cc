@@ -23,7 +23,9 @@ std::string EngineEmulator::ServerInfoJson() const {
   const engine::KvPoolOptions& pool = engine.kv_pool;
   const RuntimeSnapshot snapshot = runtime_->Snapshot();
   const bool hicache = pool.hicache_tokens > 0;
-  auto or_null = [](int64_t value) { return value > 0 ? json::value(value) : json::value(nullptr); };
+  auto or_null = [](int64_t value) {
+    return value > 0 ? json::value(value) : json::value(nullptr);
+  };
 
   protocol::ServerInfo info;
   info.extra = json::object{
@@ -100,14 +102,13 @@ std::string EngineEmulator::ServerInfoJson() const {
       {"bucket_e2e_request_latency", nullptr},
       {"enable_trace", false},
       // agentkv's own settings.
-      {"agentkv_emulator",
-       json::object{{"model", engine::PresetName(engine.model)},
-                    {"gpu", engine::PresetName(engine.gpu)},
-                    {"speed", options_.runtime.speed},
-                    {"paced", options_.runtime.paced},
-                    {"hicache_tokens", pool.hicache_tokens},
-                    {"generation_paused", snapshot.generation_paused},
-                    {"memory_released", snapshot.memory_released}}},
+      {"agentkv_emulator", json::object{{"model", engine::PresetName(engine.model)},
+                                        {"gpu", engine::PresetName(engine.gpu)},
+                                        {"speed", options_.runtime.speed},
+                                        {"paced", options_.runtime.paced},
+                                        {"hicache_tokens", pool.hicache_tokens},
+                                        {"generation_paused", snapshot.generation_paused},
+                                        {"memory_released", snapshot.memory_released}}},
   };
   info.enable_metrics = options_.enable_metrics;
   info.enable_session_radix_cache = options_.runtime.enable_session_radix_cache;

@@ -300,12 +300,31 @@ INSTANTIATE_TEST_SUITE_P(EngineAndGateway, ClientCompatTest, ::testing::Bool(),
 
 class RlRoutesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    EngineEmulatorOptions options = EngineOptions();
+  void SetUp() override { Start(EngineOptions()); }
+
+  void Start(const EngineEmulatorOptions& options) {
     StatusOr<std::unique_ptr<EngineEmulator>> engine = EngineEmulator::Start(options);
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = *std::move(engine);
     base_ = engine_->base_url();
+  }
+
+  // A /generate sent from another client; its answer arrives in the future.
+  std::future<net::ClientResponse> GenerateInBackground(int64_t max_new_tokens = 2) {
+    return std::async(std::launch::async, [base = base_, max_new_tokens] {
+      net::HttpClient client(ClientOptions());
+      return gateway_testing::Post(client, base, "/generate",
+                                   R"({"input_ids": )" + InputIds(1, 32) +
+                                       R"(, "sampling_params": {"max_new_tokens": )" +
+                                       std::to_string(max_new_tokens) + "}}");
+    });
+  }
+
+  // /get_load's num_reqs (running plus waiting).
+  int64_t ActiveRequests() {
+    const net::ClientResponse load =
+        gateway_testing::Call(client_, http::verb::get, base_, "/get_load");
+    return json::parse(load.body).as_array().at(0).at("num_reqs").as_int64();
   }
 
   net::ClientResponse Call(const std::string& path, const std::string& body = "") {
@@ -330,45 +349,23 @@ TEST_F(RlRoutesTest, PauseInPlaceHoldsRequestsUntilContinue) {
   ASSERT_EQ(paused.status, 200) << paused.body;
   EXPECT_EQ(json::parse(paused.body),
             json::parse(R"({"message": "Generation paused successfully.", "status": "ok"})"));
-  std::promise<net::ClientResponse> answer;
-  std::thread caller([&] {
-    net::HttpClient client(ClientOptions());
-    answer.set_value(gateway_testing::Post(
-        client, base_, "/generate",
-        R"({"input_ids": )" + InputIds(1, 32) + R"(, "sampling_params": {"max_new_tokens": 2}})"));
-  });
-  auto future = answer.get_future();
-  EXPECT_EQ(future.wait_for(300ms), std::future_status::timeout) << "served while paused";
-  const net::ClientResponse load =
-      gateway_testing::Call(client_, http::verb::get, base_, "/get_load");
-  EXPECT_EQ(json::parse(load.body).as_array().at(0).at("num_reqs").as_int64(), 1) << load.body;
+  std::future<net::ClientResponse> answer = GenerateInBackground();
+  EXPECT_EQ(answer.wait_for(300ms), std::future_status::timeout) << "served while paused";
+  EXPECT_EQ(ActiveRequests(), 1);
   EXPECT_EQ(Call("/continue_generation").status, 200);
-  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
-  EXPECT_EQ(future.get().status, 200);
-  caller.join();
+  ASSERT_EQ(answer.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(answer.get().status, 200);
   EXPECT_EQ(Call("/pause_generation", R"({"mode": "later"})").status, 400);
 }
 
 TEST_F(RlRoutesTest, PauseWithAbortEndsRunningRequests) {
   EXPECT_EQ(Call("/pause_generation", R"({"mode": "in_place"})").status, 200);
-  std::promise<net::ClientResponse> answer;
-  std::thread caller([&] {
-    net::HttpClient client(ClientOptions());
-    answer.set_value(gateway_testing::Post(
-        client, base_, "/generate",
-        R"({"input_ids": )" + InputIds(1, 32) + R"(, "sampling_params": {"max_new_tokens": 2}})"));
-  });
-  ASSERT_TRUE(WaitFor([&] {
-    const net::ClientResponse load =
-        gateway_testing::Call(client_, http::verb::get, base_, "/get_load");
-    return json::parse(load.body).as_array().at(0).at("num_reqs").as_int64() == 1;
-  }));
+  std::future<net::ClientResponse> answer = GenerateInBackground();
+  ASSERT_TRUE(WaitFor([&] { return ActiveRequests() == 1; }));
   EXPECT_EQ(Call("/pause_generation").status, 200);  // mode abort, the default
-  auto future = answer.get_future();
-  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
-  const json::value aborted = json::parse(future.get().body);
+  ASSERT_EQ(answer.wait_for(10s), std::future_status::ready);
+  const json::value aborted = json::parse(answer.get().body);
   EXPECT_EQ(aborted.at("meta_info").at("finish_reason").at("type").as_string(), "abort");
-  caller.join();
   EXPECT_EQ(Call("/continue_generation").status, 200);
 }
 
@@ -440,25 +437,29 @@ TEST_F(RlRoutesTest, WeightUpdatesFlushTheCacheAndSetTheVersion) {
 }
 
 TEST_F(RlRoutesTest, AWeightUpdateWhileRequestsRunIsRefusedUnlessPausedOrAborting) {
-  EXPECT_EQ(Call("/pause_generation", R"({"mode": "in_place"})").status, 200);
-  std::thread caller([&] {
-    net::HttpClient client(ClientOptions());
-    gateway_testing::Post(
-        client, base_, "/generate",
-        R"({"input_ids": )" + InputIds(1, 32) + R"(, "sampling_params": {"max_new_tokens": 2}})");
-  });
-  ASSERT_TRUE(WaitFor([&] {
-    const net::ClientResponse load =
-        gateway_testing::Call(client_, http::verb::get, base_, "/get_load");
-    return json::parse(load.body).as_array().at(0).at("num_reqs").as_int64() == 1;
-  }));
+  // Paced ten times slower than the modelled GPU: a request of 10,000 tokens runs for minutes
+  // (a control call waits for the step under way, a fraction of a second).
+  EngineEmulatorOptions slow = EngineOptions();
+  slow.runtime.paced = true;
+  slow.runtime.speed = 0.1;
+  Start(slow);
+  std::future<net::ClientResponse> running = GenerateInBackground(10'000);
+  ASSERT_TRUE(WaitFor([&] { return ActiveRequests() == 1; }));
+  const net::ClientResponse refused = Call("/update_weights_from_disk", R"({"model_path": "m"})");
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_FALSE(json::parse(refused.body).at("success").as_bool());
   // Paused in place: accepted, and the paused request keeps its KV.
+  EXPECT_EQ(Call("/pause_generation", R"({"mode": "in_place"})").status, 200);
   EXPECT_EQ(Call("/update_weights_from_disk", R"({"model_path": "m"})").status, 200);
+  EXPECT_EQ(ActiveRequests(), 1);
   EXPECT_EQ(Call("/continue_generation").status, 200);
-  caller.join();
-  EXPECT_EQ(Call("/update_weights_from_disk", R"({"model_path": "m", "abort_all_requests": true})")
-                .status,
-            200);
+  // Aborting: accepted, the running request ends as an abort.
+  const net::ClientResponse aborting =
+      Call("/update_weights_from_disk", R"({"model_path": "m", "abort_all_requests": true})");
+  EXPECT_EQ(aborting.status, 200) << aborting.body;
+  ASSERT_EQ(running.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(json::parse(running.get().body).at("meta_info").at("finish_reason").at("type"),
+            "abort");
 }
 
 // ---- Prometheus: the router's sgl_router_* series and the engine's SGLang histograms ----

@@ -401,7 +401,7 @@ void BindResults(py::module_& m) {
       .def_readonly("held", &kv::TierGauges::held, "Blocks requests reference.")
       .def_readonly("evictable", &kv::TierGauges::evictable, "Blocks in the eviction queue.")
       .def_readonly("cached", &kv::TierGauges::cached)
-      .def("to_dict", &GaugesDict)
+      .def("to_dict", &GaugesDict, "The five gauges by name.")
       .def(
           "__eq__",
           [](const kv::TierGauges& a, const py::object& b) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Checks that every C++ file under src tools tests bench fuzz is formatted as .clang-format says
-# (clang-format --dry-run -Werror); lists the files that are not and exits non-zero if any.
+# Checks that every C++ file under src tools tests bench fuzz python is formatted as
+# .clang-format says (clang-format --dry-run -Werror); lists the files that are not and exits
+# non-zero if any.
 # Changes nothing: `clang-format -i FILE` (or `git clang-format` on staged changes) fixes them.
 # Usage: scripts/check-format.sh [clang-format binary]   (default: clang-format)
 set -euo pipefail
@@ -13,7 +14,8 @@ if ! command -v "$clang_format" >/dev/null; then
 fi
 
 mapfile -t files < <(git ls-files -- 'src/*.h' 'src/*.cc' 'tools/*.h' 'tools/*.cc' \
-  'tests/*.h' 'tests/*.cc' 'bench/*.h' 'bench/*.cc' 'fuzz/*.h' 'fuzz/*.cc')
+  'tests/*.h' 'tests/*.cc' 'bench/*.h' 'bench/*.cc' 'fuzz/*.h' 'fuzz/*.cc' 'python/*.h' \
+  'python/*.cc')
 failing=()
 for file in "${files[@]}"; do
   if ! "$clang_format" --dry-run -Werror "$file" >/dev/null 2>&1; then failing+=("$file"); fi

@@ -3,6 +3,9 @@
 # prometheus and python3 are for the deployment kit's tests (tests/deploy: promtool checks
 # the Prometheus config and alert rules; deploy_check.py checks the rest against the binary);
 # chromium for the HTML report's layout test, which renders the page headless.
+# pybind11-dev and python3-dev build the Python package (python/, label `python`), pytest runs
+# its tests; pip, setuptools, wheel and venv are what `pip install --no-build-isolation .`
+# needs offline (README.md).
 # Idempotent: packages already present are left alone, so re-running is cheap and safe.
 # Boost comes from the versioned 1.81 packages; nothing here pulls in Debian's default
 # libboost-dev (1.74), which conflicts with them.
@@ -17,6 +20,9 @@ packages=(
   # promtool: the integration tests lint the gateway's and the coordinator's GET /metrics, the
   # deploy tests the Prometheus config and alert rules.
   prometheus python3 chromium
+  # The Python package: the extension, its tests, and the offline pip install into a venv.
+  pybind11-dev python3-dev python3-pytest python3-pip python3-setuptools python3-wheel
+  python3-venv
 )
 
 missing=()

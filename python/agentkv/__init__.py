@@ -1,0 +1,57 @@
+"""agentkv for Python: the engine-side KV cache of agentkv's C++ core.
+
+``agentkv.KvCache`` is the same ``KvCacheManager`` the ``agentkv`` command line, the simulator
+and the engine emulator run (docs/PYTHON.md, docs/KV_CACHE.md); ``BlockKeyHasher`` computes
+the block keys it is addressed by. Failed calls raise ``agentkv.Error`` subclasses, one per
+status code of the core. ``AdmissionClient`` and ``AsyncAdmissionClient`` talk to an
+``agentkv coordinator`` (agentkv.admission).
+"""
+
+from ._agentkv import (
+    AlreadyExistsError,
+    BlockKeyHasher,
+    CommittedRetentionHandle,
+    DeadlineExceededError,
+    Error,
+    FailedPreconditionError,
+    InternalError,
+    InvalidArgumentError,
+    KvCache,
+    KvCacheOptions,
+    KvCacheStats,
+    KvEvent,
+    NotFoundError,
+    PrefixMatch,
+    ResourceExhaustedError,
+    RetentionConfig,
+    TierGauges,
+    TokenRangeRetention,
+    UnavailableError,
+    __version__,
+)
+from .admission import AdmissionClient, AsyncAdmissionClient
+
+__all__ = [
+    "AdmissionClient",
+    "AlreadyExistsError",
+    "AsyncAdmissionClient",
+    "BlockKeyHasher",
+    "CommittedRetentionHandle",
+    "DeadlineExceededError",
+    "Error",
+    "FailedPreconditionError",
+    "InternalError",
+    "InvalidArgumentError",
+    "KvCache",
+    "KvCacheOptions",
+    "KvCacheStats",
+    "KvEvent",
+    "NotFoundError",
+    "PrefixMatch",
+    "ResourceExhaustedError",
+    "RetentionConfig",
+    "TierGauges",
+    "TokenRangeRetention",
+    "UnavailableError",
+    "__version__",
+]

@@ -1,0 +1,180 @@
+#include "python/src/block_keys.h"
+
+#include <pybind11/stl.h>
+
+#include <bit>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "python/src/errors.h"
+
+namespace agentkv::python {
+namespace py = pybind11;
+namespace {
+
+// The struct-module format of one buffer item without its byte-order prefix, when the prefix
+// means native order and size on this machine ('@', '=', and '<' on a little-endian host).
+std::string_view ItemFormat(const std::string& format) {
+  std::string_view f = format;
+  if (!f.empty() &&
+      (f[0] == '@' || f[0] == '=' || (f[0] == '<' && std::endian::native == std::endian::little))) {
+    f.remove_prefix(1);
+  }
+  return f;
+}
+
+bool IsBuffer(py::handle obj) {
+  return PyObject_CheckBuffer(obj.ptr()) != 0 && !py::isinstance<py::str>(obj);
+}
+
+// A one-dimensional, contiguous view of `obj`'s buffer; TypeError otherwise.
+py::buffer_info Contiguous(py::handle obj, const char* what) {
+  py::buffer_info info = py::reinterpret_borrow<py::buffer>(obj).request();
+  if (info.ndim != 1 || (info.shape[0] > 1 && info.strides[0] != info.itemsize)) {
+    throw py::type_error(std::string(what) + " must be a one-dimensional contiguous buffer");
+  }
+  return info;
+}
+
+}  // namespace
+
+TokenIds::TokenIds(py::handle tokens) {
+  if (IsBuffer(tokens)) {
+    py::buffer_info info = Contiguous(tokens, "tokens");
+    const std::string_view format = ItemFormat(info.format);
+    const size_t count = static_cast<size_t>(info.shape[0]);
+    if (info.itemsize == 4 && format == "i") {
+      span_ = std::span<const int32_t>(static_cast<const int32_t*>(info.ptr), count);
+      buffer_.emplace(std::move(info));
+      return;
+    }
+    if (info.itemsize == 1 && (format == "B" || format == "b" || format == "c")) {
+      // Raw bytes of native int32 values; copied, as a bytes object need not be aligned.
+      if (count % sizeof(int32_t) != 0) {
+        throw StatusError(
+            InvalidArgumentError("a bytes-like tokens buffer must hold whole int32 values, got " +
+                                 std::to_string(count) + " bytes"));
+      }
+      owned_.resize(count / sizeof(int32_t));
+      if (count > 0) std::memcpy(owned_.data(), info.ptr, count);
+      span_ = owned_;
+      return;
+    }
+    throw py::type_error("tokens must be int32: got a buffer of format '" + info.format + "'");
+  }
+  try {
+    owned_ = tokens.cast<std::vector<int32_t>>();
+  } catch (const py::cast_error&) {
+    throw py::type_error(
+        "tokens must be a sequence of int32 token ids, an int32 buffer (array('i')) or "
+        "bytes of native int32 values");
+  }
+  span_ = owned_;
+}
+
+std::vector<uint64_t> ReadUint64s(py::handle values, const char* what) {
+  if (IsBuffer(values)) {
+    const py::buffer_info info = Contiguous(values, what);
+    const std::string_view format = ItemFormat(info.format);
+    if (info.itemsize != 8 || (format != "Q" && format != "L")) {
+      throw py::type_error(std::string(what) + " must be uint64: got a buffer of format '" +
+                           info.format + "'");
+    }
+    const auto* first = static_cast<const uint64_t*>(info.ptr);
+    return std::vector<uint64_t>(first, first + info.shape[0]);
+  }
+  try {
+    return values.cast<std::vector<uint64_t>>();
+  } catch (const py::cast_error&) {
+    throw py::type_error(std::string(what) +
+                         " must be a sequence of ints in [0, 2**64) or a uint64 buffer "
+                         "(array('Q'))");
+  }
+}
+
+std::vector<kv::BlockKey> ReadKeys(py::handle keys) {
+  const std::vector<uint64_t> values = ReadUint64s(keys, "keys");
+  std::vector<kv::BlockKey> out;
+  out.reserve(values.size());
+  for (const uint64_t v : values) out.emplace_back(v);
+  return out;
+}
+
+py::list KeysToList(const std::vector<kv::BlockKey>& keys) {
+  py::list out(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out[i] = py::reinterpret_steal<py::object>(PyLong_FromUnsignedLongLong(keys[i].value()));
+  }
+  return out;
+}
+
+void BindBlockKeys(py::module_& m) {
+  py::class_<kv::BlockKeyHasher>(
+      m, "BlockKeyHasher",
+      "Computes chained block keys: a block's key hashes its parent's key and its content (its "
+      "token ids, or one precomputed block id), so equal keys mean equal prefixes. Chains with "
+      "different extra keys (a LoRA adapter, a cache salt) never share a block. A KvCache "
+      "computes keys with the hasher of its hash_seed (KvCache.hasher). Keys are ints in "
+      "[0, 2**64). Immutable; safe to use from several threads.")
+      .def(py::init<uint64_t>(), py::arg("seed") = 0,
+           "A hasher with `seed` (KvCacheOptions.hash_seed); ranks that must agree use the same "
+           "seed.")
+      .def(
+          "root_key",
+          [](const kv::BlockKeyHasher& h, uint64_t extra_key) {
+            return h.RootKey(extra_key).value();
+          },
+          py::arg("extra_key") = 0,
+          "The key every chain with `extra_key` starts from (the parent of block 0).")
+      .def(
+          "keys_from_tokens",
+          [](const kv::BlockKeyHasher& h, py::handle tokens, int64_t tokens_per_block,
+             uint64_t extra_key) {
+            CheckRange(tokens_per_block, 1, 1 << 20, "tokens_per_block", "[1, 1048576]");
+            const TokenIds ids(tokens);
+            std::vector<kv::BlockKey> keys;
+            if (ids.span().size() >= kReleaseGilTokens) {
+              const py::gil_scoped_release release;
+              keys =
+                  h.KeysFromTokens(ids.span(), static_cast<int32_t>(tokens_per_block), extra_key);
+            } else {
+              keys =
+                  h.KeysFromTokens(ids.span(), static_cast<int32_t>(tokens_per_block), extra_key);
+            }
+            return KeysToList(keys);
+          },
+          py::arg("tokens"), py::arg("tokens_per_block"), py::arg("extra_key") = 0,
+          "The keys of the full blocks of `tokens`, in order (a trailing partial block gets no "
+          "key), as a list of ints. `tokens`: a list of ints, an int32 buffer (array('i'), a "
+          "NumPy int32 array) or bytes of native int32 values, read without a per-token Python "
+          "loop; long inputs are hashed with the GIL released. InvalidArgumentError unless "
+          "1 <= tokens_per_block <= 1048576.")
+      .def(
+          "keys_from_block_ids",
+          [](const kv::BlockKeyHasher& h, py::handle block_ids, uint64_t extra_key) {
+            const std::vector<uint64_t> ids = ReadUint64s(block_ids, "block_ids");
+            return KeysToList(h.KeysFromBlockIds(ids, extra_key));
+          },
+          py::arg("block_ids"), py::arg("extra_key") = 0,
+          "The keys of a chain of precomputed block ids, one id per block (Mooncake or WEKA "
+          "hash_ids), in order. `block_ids`: a sequence of ints or a uint64 buffer "
+          "(array('Q')).")
+      .def_static(
+          "token_block_key",
+          [](uint64_t parent, py::handle tokens) {
+            const TokenIds ids(tokens);
+            return kv::BlockKeyHasher::TokenBlockKey(kv::BlockKey(parent), ids.span()).value();
+          },
+          py::arg("parent"), py::arg("tokens"),
+          "The key of one block of `tokens` whose parent has key `parent`.")
+      .def_static(
+          "id_block_key",
+          [](uint64_t parent, uint64_t block_id) {
+            return kv::BlockKeyHasher::IdBlockKey(kv::BlockKey(parent), block_id).value();
+          },
+          py::arg("parent"), py::arg("block_id"),
+          "The key of one block identified by `block_id` whose parent has key `parent`.");
+}
+
+}  // namespace agentkv::python

@@ -29,12 +29,11 @@ from ._agentkv import (
     UnavailableError,
     __version__,
 )
-from .admission import AdmissionClient, AsyncAdmissionClient
+from . import admission
+from .admission import *  # noqa: F401,F403 (the names are admission.__all__)
 
 __all__ = [
-    "AdmissionClient",
     "AlreadyExistsError",
-    "AsyncAdmissionClient",
     "BlockKeyHasher",
     "CommittedRetentionHandle",
     "DeadlineExceededError",
@@ -54,4 +53,5 @@ __all__ = [
     "TokenRangeRetention",
     "UnavailableError",
     "__version__",
+    *admission.__all__,
 ]

@@ -1,0 +1,562 @@
+"""An SGLang prefix cache backed by agentkv's C++ KvCacheManager.
+
+``AgentKvRadixCache`` has the interface of SGLang's ``BasePrefixCache`` / ``RadixCache``
+(SGLang 0.5.x, ``python/sglang/srt/mem_cache/radix_cache.py`` at commit
+006b0e3d317f1cd4a7300e919a4eaa878b1947e7; docs/PYTHON.md, "SGLang adapter") and is called
+exactly as SGLang's scheduler calls its tree cache: ``match_prefix``, ``insert``,
+``cache_finished_req``, ``cache_unfinished_req``, ``evict``, ``inc_lock_ref``,
+``dec_lock_ref``, the size gauges and ``reset``. What to keep is decided by agentkv's cache
+(priority eviction, sessions, per-conversation retention, finished sub-agent demotion); this
+class keeps, per cached page, the KV slot indices SGLang's allocator gave it, and gives a
+page's slots back through ``token_to_kv_pool_allocator.free`` exactly when the C++ cache
+reports the page gone (a ``dropped`` or ``released`` event).
+
+The module imports nothing from SGLang or torch. Slot indices are read from whatever SGLang
+passes (a torch tensor, a list, any object with ``len``, slicing and ``tolist()`` or
+iteration) and stored as tuples of ints; the indices it returns are built by
+``indices_factory`` (default: an int64 torch tensor on the allocator's device when torch is
+already imported, else a list).
+
+Thread-compatible, like ``KvCache``: SGLang's scheduler calls its tree cache from one thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from ._agentkv import InternalError, KvCache, KvCacheOptions, RetentionConfig, TokenRangeRetention
+
+__all__ = [
+    "AgentKvRadixCache",
+    "InsertResult",
+    "MatchResult",
+    "Node",
+    "namespace_of",
+]
+
+# Ids of the C++ requests the adapter makes; SGLang's request ids (strings) never reach the
+# C++ cache, so one counter serves locks, inserts and evictions.
+_FIRST_REQUEST_ID = 1
+
+
+def _stable_id(value: str) -> int:
+    """A 63-bit id of `value`, equal in every process (TP ranks must agree; hash() does not)."""
+    digest = hashlib.blake2b(value.encode("utf-8"), digest_size=8).digest()
+    return (int.from_bytes(digest, "little") & ((1 << 63) - 1)) or 1
+
+
+def namespace_of(extra_key: Any) -> int:
+    """The block-key namespace of SGLang's ``extra_key`` (None: 0, the shared namespace).
+
+    Equal extra keys give equal namespaces in every process; distinct ones disjoint chains.
+    """
+    if extra_key is None:
+        return 0
+    return _stable_id(f"extra_key:{extra_key}")
+
+
+def _session_of(session_id: Any) -> Optional[int]:
+    if session_id is None:
+        return None
+    return _stable_id(f"session:{session_id}")
+
+
+def _to_ints(indices: Any) -> List[int]:
+    """Slot indices as a list of ints, from a tensor (tolist), an array or a sequence."""
+    tolist = getattr(indices, "tolist", None)
+    if tolist is not None:
+        values = tolist()
+        return [int(v) for v in values]
+    return [int(v) for v in indices]
+
+
+class Node:
+    """What ``match_prefix`` returns as ``last_device_node`` / ``last_host_node``.
+
+    SGLang's radix tree node is replaced by an opaque handle naming a chain of cached pages:
+    the block keys from the root of ``extra_key``'s namespace to the last matched page.
+    ``inc_lock_ref`` / ``dec_lock_ref`` take it as they take a TreeNode. The fields SGLang's
+    scheduler reads from a node are present with their RadixCache meaning where it has one
+    (``lock_ref``, ``evicted``, ``backuped``, ``parent``, ``children``, ``id``, ``key_len``).
+    """
+
+    __slots__ = ("keys", "extra_key", "lock_ref", "_locks", "id", "__weakref__")
+    _next_id = 0
+
+    def __init__(self, keys: Tuple[int, ...], extra_key: Any) -> None:
+        self.keys = keys
+        self.extra_key = extra_key
+        # Locks taken through this handle (inc minus dec); each is one C++ request.
+        self.lock_ref = 0
+        self._locks: List[int] = []
+        self.id = Node._next_id
+        Node._next_id += 1
+
+    @property
+    def evicted(self) -> bool:
+        return False
+
+    @property
+    def backuped(self) -> bool:
+        return False
+
+    @property
+    def parent(self) -> Optional["Node"]:
+        return None
+
+    @property
+    def children(self) -> Dict[Any, "Node"]:
+        return {}
+
+    @property
+    def key_len(self) -> int:
+        """Pages in the chain."""
+        return len(self.keys)
+
+    def __repr__(self) -> str:
+        return f"Node(id={self.id}, pages={len(self.keys)}, lock_ref={self.lock_ref})"
+
+
+class MatchResult(NamedTuple):
+    """SGLang's ``MatchResult`` fields (base_prefix_cache.py); unpacks as a 4-tuple as older
+    0.5.x schedulers do (``prefix_indices, last_node, last_host_node, host_hit_length``)."""
+
+    device_indices: Any
+    last_device_node: Any
+    last_host_node: Any
+    host_hit_length: int = 0
+
+
+@dataclass
+class InsertResult:
+    """SGLang's ``InsertResult``: ``prefix_len`` tokens of the key were cached already."""
+
+    prefix_len: int
+
+
+class AgentKvRadixCache:
+    """SGLang's tree cache over agentkv's ``KvCache``; see the module docstring.
+
+    Args:
+      req_to_token_pool: SGLang's ``ReqToTokenPool`` (``req_to_token[row]`` and ``write``).
+      token_to_kv_pool_allocator: SGLang's allocator; ``free(indices)`` gets back the slots
+        of pages the cache drops and the duplicates SGLang's RadixCache frees.
+      page_size: SGLang's page size; one agentkv block is one page.
+      num_pages: pages in the KV pool (the C++ cache's device_blocks). Default: the
+        allocator's ``size`` (tokens) rounded up to pages.
+      options: ``KvCacheOptions`` for the rest (eviction order, session close mode,
+        retention policy, sub-agent demotion). ``tokens_per_block`` and ``device_blocks``
+        are set from the above; a host tier is refused (SGLang's HiCache is not modelled).
+      priority_map: SGLang's ``req.priority`` to an agentkv priority in [0, 100], or None to
+        leave priorities alone. Default: None for 0 / None, else the cache's
+        default_priority plus the SGLang priority, clamped (higher is kept longer, as in
+        SGLang's priority eviction).
+      request_options: ``req`` to extra ``KvCache.add_request`` keyword arguments for its
+        finished insert (``conversation``, ``parent_conversation``,
+        ``parent_hint_authenticated``, ``next_pause``, ``next_tool``); default none.
+      indices_factory: a list of slot ints to the index object returned and freed.
+      disable: as SGLang's ``--disable-radix-cache``: nothing is cached.
+    """
+
+    def __init__(self, req_to_token_pool: Any, token_to_kv_pool_allocator: Any,
+                 page_size: int = 1, *, num_pages: Optional[int] = None,
+                 options: Optional[KvCacheOptions] = None,
+                 priority_map: Optional[Callable[[Any], Optional[int]]] = None,
+                 request_options: Optional[Callable[[Any], Dict[str, Any]]] = None,
+                 indices_factory: Optional[Callable[[List[int]], Any]] = None,
+                 disable: bool = False) -> None:
+        if page_size < 1:
+            raise ValueError(f"page_size must be >= 1, got {page_size}")
+        self.req_to_token_pool = req_to_token_pool
+        self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
+        self.page_size = page_size
+        self.disable = disable
+        if num_pages is None:
+            size = getattr(token_to_kv_pool_allocator, "size", None)
+            if size is None:
+                raise ValueError("num_pages is required when the allocator has no `size`")
+            num_pages = -(-int(size) // page_size)
+        base = options.to_dict() if options is not None else {}
+        if base.get("host_blocks", 0):
+            raise ValueError("host_blocks must be 0: the adapter has no host tier")
+        base.update(tokens_per_block=page_size, device_blocks=int(num_pages), host_blocks=0)
+        # Every dropped page must come back as an event: room for the whole pool, twice.
+        base["event_log_capacity"] = max(int(base.get("event_log_capacity", 0)),
+                                         min(2 * int(num_pages) + 64, 1 << 26))
+        self._options = KvCacheOptions(**base)
+        self._priority_map = priority_map or self._default_priority_map
+        self._request_options = request_options
+        self._indices_factory = indices_factory or self._default_indices
+        self.device = getattr(token_to_kv_pool_allocator, "device", None)
+        self._next_request = _FIRST_REQUEST_ID
+        self.cache: KvCache
+        self._slots: Dict[int, Tuple[int, ...]] = {}
+        self.reset()
+
+    @classmethod
+    def from_params(cls, params: Any, **kwargs: Any) -> "AgentKvRadixCache":
+        """Builds from SGLang's ``CacheInitParams`` (the argument RadixCache takes).
+
+        EAGLE's bigram keys are refused (``params.is_eagle``): not supported.
+        """
+        if getattr(params, "is_eagle", False):
+            raise ValueError("AgentKvRadixCache does not support EAGLE bigram keys")
+        return cls(params.req_to_token_pool, params.token_to_kv_pool_allocator,
+                   params.page_size, disable=bool(getattr(params, "disable", False)), **kwargs)
+
+    # ----- SGLang's BasePrefixCache interface -----
+
+    def reset(self) -> None:
+        """Empties the cache, as RadixCache.reset: slots are not freed (SGLang's flush_cache
+        clears the allocator itself). Outstanding locks are forgotten."""
+        self.cache = KvCache(self._options)
+        self._slots = {}
+        self.root_node = Node((), None)
+
+    def match_prefix(self, params: Any = None, **kwargs: Any) -> MatchResult:
+        """The longest cached page-aligned prefix of the key, as RadixCache.match_prefix.
+
+        Takes ``MatchPrefixParams`` (``.key``), or ``key=`` a RadixKey (``token_ids``,
+        ``extra_key``) or a plain token list (then ``extra_key=`` may be given). No side
+        effects: recency is refreshed when the match is locked or inserted, not here.
+        """
+        token_ids, extra_key = self._key_of(params, kwargs)
+        aligned = len(token_ids) // self.page_size * self.page_size
+        if self.disable or aligned == 0:
+            return self._empty_match()
+        keys = self.cache.keys_from_tokens(token_ids[:aligned], namespace_of(extra_key))
+        matched = self.cache.match(keys).device_blocks
+        if matched == 0:
+            return self._empty_match()
+        node = Node(tuple(keys[:matched]), extra_key)
+        return MatchResult(self._indices_of(node.keys), node, node, 0)
+
+    def insert(self, params: Any = None, value: Any = None, **kwargs: Any) -> Any:
+        """Enters the key's full pages with their slots ``value``, as RadixCache.insert.
+
+        ``InsertParams`` (``key``, ``value``, ``priority``) returns an ``InsertResult``; the
+        older ``insert(key, value)`` returns the int prefix length. The caller frees the
+        slots of pages that were cached already (the first ``prefix_len`` tokens), as with
+        RadixCache.
+        """
+        as_params = params is not None and hasattr(params, "key") and not hasattr(
+            params, "token_ids")
+        if as_params:
+            key, value, priority = params.key, params.value, getattr(params, "priority", 0)
+        else:
+            key = params if params is not None else kwargs.get("key")
+            priority = kwargs.get("priority", 0)
+        if self.disable:
+            return InsertResult(0) if as_params else 0
+        if value is None:
+            raise ValueError("insert needs the slot indices (value) of the key's tokens")
+        token_ids, extra_key = self._tokens_and_extra_key(key, kwargs.get("extra_key"))
+        slots = _to_ints(value)
+        prefix_len, _ = self._insert(token_ids, slots, extra_key, priority, None, finished=False)
+        return InsertResult(prefix_len) if as_params else prefix_len
+
+    def cache_finished_req(self, req: Any, is_insert: bool = True, **kwargs: Any) -> None:
+        """Caches a finished (or aborted) request's pages and unlocks its prefix, as
+        RadixCache.cache_finished_req: duplicates of cached pages and the unaligned tail are
+        freed; the request's session, priority and request_options go to the C++ request."""
+        committed = self._committed_len(req)
+        row = self._row(req)
+        if self.disable:
+            self._free(row[:committed])
+            return
+        token_ids = list(req.origin_input_ids) + list(req.output_ids)
+        token_ids = token_ids[:committed]
+        aligned = len(token_ids) // self.page_size * self.page_size
+        kv_indices = row[:len(token_ids)]
+        protected = self._protected_len(req)
+        if is_insert:
+            prefix_len, _ = self._insert(token_ids[:aligned], _to_ints(kv_indices[:aligned]),
+                                         getattr(req, "extra_key", None),
+                                         getattr(req, "priority", 0), req, finished=True)
+            self._free(kv_indices[protected:prefix_len])
+        else:
+            self._free(kv_indices[protected:aligned])
+        self._free(kv_indices[aligned:])
+        self.dec_lock_ref(req.last_node)
+
+    def cache_unfinished_req(self, req: Any, chunked: bool = False, **kwargs: Any) -> None:
+        """Caches the pages a running request computed so far (chunked prefill), as
+        RadixCache.cache_unfinished_req: frees its duplicates of cached pages, points its
+        req_to_token row at the cached slots, moves its lock to the longer chain and sets
+        ``prefix_indices``, ``last_node`` and ``cache_protected_len``."""
+        if self.disable:
+            return
+        token_ids = list(req.fill_ids)
+        aligned = len(token_ids) // self.page_size * self.page_size
+        row = self._row(req)
+        kv_indices = row[:len(token_ids)]
+        protected = self._protected_len(req)
+        prefix_len, keys = self._insert(token_ids[:aligned], _to_ints(kv_indices[:aligned]),
+                                        getattr(req, "extra_key", None),
+                                        getattr(req, "priority", 0), req, finished=False)
+        self._free(kv_indices[protected:prefix_len])
+        new_slots = self._slot_list(keys)
+        if len(new_slots) != aligned:
+            raise InternalError(f"cached {len(new_slots)} slots of {aligned} inserted tokens")
+        self.req_to_token_pool.write((req.req_pool_idx, slice(protected, aligned)),
+                                     self._indices_factory(new_slots[protected:]))
+        if hasattr(req, "cache_protected_len"):
+            req.cache_protected_len = aligned
+        new_node = Node(tuple(keys), getattr(req, "extra_key", None)) if keys else self.root_node
+        self.dec_lock_ref(req.last_node)
+        self.inc_lock_ref(new_node)
+        tail = _to_ints(kv_indices[aligned:])
+        req.prefix_indices = self._indices_factory(new_slots + tail)
+        req.last_node = new_node
+
+    def evict(self, params: Any = 0) -> Any:
+        """Frees at least ``num_tokens`` tokens of unlocked cached pages where there are that
+        many, chosen by agentkv's eviction order, and gives their slots to the allocator.
+
+        Takes ``EvictParams`` (``num_tokens``; returns an object with ``num_tokens_evicted``)
+        or an int (returns the int evicted, as older schedulers ignore it).
+        """
+        as_params = hasattr(params, "num_tokens")
+        num_tokens = int(params.num_tokens if as_params else params)
+        evicted = 0 if self.disable or num_tokens <= 0 else self._evict(num_tokens)
+        return _EvictResult(evicted) if as_params else evicted
+
+    def inc_lock_ref(self, node: Any) -> int:
+        """Protects the node's chain from eviction (one C++ request holding it); returns the
+        change of evictable_size(), <= 0, as RadixCache does."""
+        if self.disable or not isinstance(node, Node) or not node.keys:
+            return 0
+        before = self.cache.stats().device.held
+        request = self._new_request()
+        self.cache.add_request(request, list(node.keys))
+        node._locks.append(request)
+        node.lock_ref += 1
+        self._apply_events()
+        return -(self.cache.stats().device.held - before) * self.page_size
+
+    def dec_lock_ref(self, node: Any, *args: Any, **kwargs: Any) -> int:
+        """Undoes one inc_lock_ref on the node; returns the change of evictable_size(), >= 0.
+        Extra arguments (SWA's lock uuid, newer DecLockRefParams) are accepted and unused."""
+        if self.disable or not isinstance(node, Node) or not node.keys:
+            return 0
+        if not node._locks:
+            raise InternalError(f"dec_lock_ref on {node!r} without a lock")
+        before = self.cache.stats().device.held
+        self.cache.release_unfinished(node._locks.pop())
+        node.lock_ref -= 1
+        self._apply_events()
+        return (before - self.cache.stats().device.held) * self.page_size
+
+    def evictable_size(self) -> int:
+        """Tokens of cached pages no lock holds."""
+        return self.cache.stats().device.evictable * self.page_size
+
+    def protected_size(self) -> int:
+        """Tokens of cached pages some lock holds."""
+        return self.cache.stats().device.held * self.page_size
+
+    def full_evictable_size(self) -> int:
+        return self.evictable_size()
+
+    def full_protected_size(self) -> int:
+        return self.protected_size()
+
+    def swa_evictable_size(self) -> int:
+        return 0
+
+    def swa_protected_size(self) -> int:
+        return 0
+
+    def total_size(self) -> int:
+        """Tokens of cached pages."""
+        return len(self._slots) * self.page_size
+
+    def pretty_print(self) -> None:
+        print(f"#tokens: {self.total_size()} {self.cache.stats().device.to_dict()}")
+
+    def take_events(self) -> list:
+        """SGLang's KV events are not produced (agentkv's own are on ``cache``)."""
+        return []
+
+    # ----- agentkv's agentic calls -----
+
+    def close_session(self, session_id: Any) -> int:
+        """Closes SGLang's session ``session_id`` (KvCache.close_session): in the release close
+        mode its unique pages are freed at once and their slots given back. Returns the
+        tokens freed."""
+        session = _session_of(session_id)
+        if session is None or self.disable:
+            return 0
+        freed = self.cache.close_session(session)
+        self._apply_events()
+        return freed
+
+    def demote_finished_subagents(self, parent_conversation: int) -> int:
+        """KvCache.demote_finished_subagents: the parent went on elsewhere."""
+        demoted = self.cache.demote_finished_subagents(parent_conversation)
+        self._apply_events()
+        return demoted
+
+    def step(self) -> None:
+        """One scheduler iteration (retention durations, sub-agent idle bounds)."""
+        self.cache.step()
+        self._apply_events()
+
+    def check_invariants(self) -> None:
+        """The C++ cache's invariants, and that exactly its device blocks have slots."""
+        self.cache.check_invariants()
+        stats = self.cache.stats()
+        if stats.device.cached != len(self._slots):
+            raise InternalError(f"{stats.device.cached} cached blocks but "
+                                f"{len(self._slots)} pages with slots")
+        for key in self._slots:
+            if self.cache.find_tier(key) != "device":
+                raise InternalError(f"page {key:#x} has slots but is not cached")
+
+    def cached_slots(self) -> List[int]:
+        """Every slot the cache owns (for accounting checks)."""
+        return [slot for slots in self._slots.values() for slot in slots]
+
+    # ----- internals -----
+
+    def _default_priority_map(self, priority: Any) -> Optional[int]:
+        if not priority:
+            return None
+        return max(0, min(100, self._options.default_priority + int(priority)))
+
+    def _default_indices(self, slots: List[int]) -> Any:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return slots
+        return torch.tensor(slots, dtype=torch.int64, device=self.device or "cpu")
+
+    def _empty_match(self) -> MatchResult:
+        return MatchResult(self._indices_factory([]), self.root_node, self.root_node, 0)
+
+    def _new_request(self) -> int:
+        request = self._next_request
+        self._next_request += 1
+        return request
+
+    def _key_of(self, params: Any, kwargs: Dict[str, Any]) -> Tuple[List[int], Any]:
+        key = params.key if params is not None and hasattr(params, "key") else params
+        if key is None:
+            key = kwargs.get("key")
+        return self._tokens_and_extra_key(key, kwargs.get("extra_key"))
+
+    @staticmethod
+    def _tokens_and_extra_key(key: Any, extra_key: Any) -> Tuple[List[int], Any]:
+        if hasattr(key, "token_ids"):
+            if getattr(key, "is_bigram", False):
+                raise ValueError("bigram (EAGLE) keys are not supported")
+            return list(key.token_ids), getattr(key, "extra_key", None)
+        return list(key), extra_key
+
+    def _row(self, req: Any) -> Any:
+        return self.req_to_token_pool.req_to_token[req.req_pool_idx]
+
+    @staticmethod
+    def _committed_len(req: Any) -> int:
+        pop = getattr(req, "pop_committed_kv_cache", None)
+        if pop is not None:
+            return int(pop())
+        # Older 0.5.x: every token but the last generated one has KV.
+        return len(req.origin_input_ids) + len(req.output_ids) - 1
+
+    @staticmethod
+    def _protected_len(req: Any) -> int:
+        protected = getattr(req, "cache_protected_len", None)
+        return int(protected) if protected is not None else len(req.prefix_indices)
+
+    def _free(self, indices: Any) -> None:
+        if len(indices):
+            self.token_to_kv_pool_allocator.free(indices)
+
+    def _slot_list(self, keys: Sequence[int]) -> List[int]:
+        return [slot for key in keys for slot in self._slots[key]]
+
+    def _indices_of(self, keys: Sequence[int]) -> Any:
+        return self._indices_factory(self._slot_list(keys))
+
+    def _insert(self, token_ids: List[int], slots: List[int], extra_key: Any, priority: Any,
+                req: Any, finished: bool) -> Tuple[int, List[int]]:
+        """Commits the full pages of `token_ids` (slots: theirs) through one C++ request;
+        returns the tokens that were cached already and the pages' keys."""
+        aligned = len(token_ids) // self.page_size * self.page_size
+        if aligned == 0:
+            return 0, []
+        keys = self.cache.keys_from_tokens(token_ids[:aligned], namespace_of(extra_key))
+        kwargs: Dict[str, Any] = {}
+        mapped = self._priority_map(priority)
+        if mapped is not None:
+            kwargs["retention"] = RetentionConfig(
+                [TokenRangeRetention(0, None, priority=mapped)], decode_priority=mapped)
+        if finished and req is not None:
+            session = _session_of(getattr(req, "session_id", None))
+            if session is not None:
+                kwargs["session"] = session
+            if self._request_options is not None:
+                kwargs.update(self._request_options(req))
+            kwargs["prompt_tokens"] = min(len(req.origin_input_ids), aligned)
+        request = self._new_request()
+        matched = self.cache.add_request(request, keys, **kwargs).device_blocks
+        try:
+            self.cache.reserve(request, aligned)
+            self.cache.commit(request, keys[matched:])
+            for i in range(matched, len(keys)):
+                page = slots[i * self.page_size:(i + 1) * self.page_size]
+                self._slots[keys[i]] = tuple(page)
+        finally:
+            if finished:
+                self.cache.release(request)
+            else:
+                self.cache.release_unfinished(request)
+            self._apply_events()
+        return matched * self.page_size, keys
+
+    def _evict(self, num_tokens: int) -> int:
+        pages = -(-num_tokens // self.page_size)
+        device = self.cache.stats().device
+        pages = min(pages, device.evictable)
+        if pages == 0:
+            return 0
+        # The C++ cache evicts when an allocation needs room: a request that reserves every
+        # free block and `pages` more makes it evict `pages` blocks (or a few more, where a
+        # dropped block's dependents go with it) in its own order, then frees them unused.
+        request = self._new_request()
+        self.cache.add_request(request, [])
+        try:
+            self.cache.reserve(request, (device.free + pages) * self.page_size)
+        finally:
+            self.cache.release_unfinished(request)
+        return self._apply_events()
+
+    def _apply_events(self) -> int:
+        """Frees the slots of every page the C++ cache dropped or released; returns tokens."""
+        freed: List[int] = []
+        for event in self.cache.take_events():
+            if event.kind in ("dropped", "released") and event.tier == "device":
+                slots = self._slots.pop(event.key, None)
+                if slots is None:
+                    raise InternalError(f"the cache dropped page {event.key:#x} it had no "
+                                        "slots for")
+                freed.extend(slots)
+            elif event.kind in ("offloaded", "onboarded"):
+                raise InternalError(f"unexpected {event.kind} event without a host tier")
+        if self.cache.dropped_events:
+            raise InternalError("the event log overflowed: slots can no longer be accounted")
+        if freed:
+            self.token_to_kv_pool_allocator.free(self._indices_factory(freed))
+        return len(freed)
+
+
+@dataclass
+class _EvictResult:
+    """SGLang's ``EvictResult``."""
+
+    num_tokens_evicted: int = 0
+    swa_num_tokens_evicted: int = 0
+    mamba_num_evicted: int = 0

@@ -4,7 +4,8 @@
 and the engine emulator run (docs/PYTHON.md, docs/KV_CACHE.md); ``BlockKeyHasher`` computes
 the block keys it is addressed by. Failed calls raise ``agentkv.Error`` subclasses, one per
 status code of the core. ``AdmissionClient`` and ``AsyncAdmissionClient`` talk to an
-``agentkv coordinator`` (agentkv.admission).
+``agentkv coordinator`` (agentkv.admission). ``agentkv.sglang`` (imported on its own, not by
+this package) is an SGLang prefix cache over ``KvCache``.
 """
 
 from ._agentkv import (

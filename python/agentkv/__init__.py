@@ -4,7 +4,8 @@
 and the engine emulator run (docs/PYTHON.md, docs/KV_CACHE.md); ``BlockKeyHasher`` computes
 the block keys it is addressed by. Failed calls raise ``agentkv.Error`` subclasses, one per
 status code of the core. ``AdmissionClient`` and ``AsyncAdmissionClient`` talk to an
-``agentkv coordinator`` (agentkv.admission).
+``agentkv coordinator`` (agentkv.admission). ``replay`` runs the simulator's replay of
+``agentkv replay`` and returns its JSON report (agentkv.sim).
 """
 
 from ._agentkv import (
@@ -31,6 +32,8 @@ from ._agentkv import (
 )
 from . import admission
 from .admission import *  # noqa: F401,F403 (the names are admission.__all__)
+from . import sim
+from .sim import replay
 
 __all__ = [
     "AlreadyExistsError",
@@ -53,5 +56,6 @@ __all__ = [
     "TokenRangeRetention",
     "UnavailableError",
     "__version__",
+    "replay",
     *admission.__all__,
 ]

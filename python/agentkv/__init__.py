@@ -4,8 +4,9 @@
 and the engine emulator run (docs/PYTHON.md, docs/KV_CACHE.md); ``BlockKeyHasher`` computes
 the block keys it is addressed by. Failed calls raise ``agentkv.Error`` subclasses, one per
 status code of the core. ``AdmissionClient`` and ``AsyncAdmissionClient`` talk to an
-``agentkv coordinator`` (agentkv.admission). ``agentkv.sglang`` (imported on its own, not by
-this package) is an SGLang prefix cache over ``KvCache``.
+``agentkv coordinator`` (agentkv.admission). ``replay`` runs the simulator's replay of
+``agentkv replay`` and returns its JSON report (agentkv.sim). ``agentkv.sglang`` (imported on
+its own, not by this package) is an SGLang prefix cache over ``KvCache``.
 """
 
 from ._agentkv import (
@@ -32,6 +33,8 @@ from ._agentkv import (
 )
 from . import admission
 from .admission import *  # noqa: F401,F403 (the names are admission.__all__)
+from . import sim
+from .sim import replay
 
 __all__ = [
     "AlreadyExistsError",
@@ -54,5 +57,6 @@ __all__ = [
     "TokenRangeRetention",
     "UnavailableError",
     "__version__",
+    "replay",
     *admission.__all__,
 ]

@@ -1,6 +1,6 @@
 # Type stub of the extension module agentkv._agentkv (python/src). Hand-written; the test
 # test_stub_declares_exactly_the_runtime_names keeps its names equal to the module's.
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar, Literal, Optional, Union
 
 from typing_extensions import Buffer
@@ -216,3 +216,8 @@ class KvCache:
     def dropped_events(self) -> int: ...
     def check_invariants(self) -> None: ...
     def metadata_bytes(self) -> int: ...
+
+# The replay of `agentkv replay` with its command-line flags; agentkv.replay (agentkv/sim.py)
+# builds them from keyword arguments and parses the JSON text this returns.
+def _replay(args: Sequence[str],
+            progress: Optional[Callable[[str, float], object]] = None) -> str: ...

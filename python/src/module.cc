@@ -6,15 +6,18 @@
 #include "python/src/errors.h"
 #include "python/src/kv_cache_bindings.h"
 #include "python/src/kv_types.h"
+#include "python/src/replay_bindings.h"
 
 PYBIND11_MODULE(_agentkv, m) {
   m.doc() =
       "agentkv's C++ core for Python: the engine-side KV cache (KvCache), block keys "
-      "(BlockKeyHasher) and the error classes of its status codes. Import the package "
+      "(BlockKeyHasher), the simulator's replay (_replay, behind agentkv.replay) and the error "
+      "classes of its status codes. Import the package "
       "`agentkv`, which re-exports this module.";
   m.attr("__version__") = AGENTKV_VERSION;
   agentkv::python::RegisterErrors(m);
   agentkv::python::BindBlockKeys(m);
   agentkv::python::BindKvTypes(m);
   agentkv::python::BindKvCache(m);
+  agentkv::python::BindReplay(m);
 }

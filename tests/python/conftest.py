@@ -36,11 +36,27 @@ def package_dir():
     return PACKAGE_ROOT / "agentkv"
 
 
+def _cli_binary():
+    explicit = os.environ.get("AGENTKV_BIN")
+    return explicit, pathlib.Path(
+        explicit or REPO / "build" / "release" / "tools" / "agentkv" / "agentkv")
+
+
+@pytest.fixture(scope="session")
+def agentkv_bin():
+    """The `agentkv` binary to compare with; skips where this configuration has none."""
+    explicit, binary = _cli_binary()
+    if not binary.exists():
+        if explicit:
+            pytest.fail(f"AGENTKV_BIN={binary} does not exist")
+        pytest.skip(f"no agentkv binary at {binary} (a configuration without the command line)")
+    return binary
+
+
 @pytest.fixture(scope="session")
 def cli_version():
     """The version `agentkv --version` prints (or AGENTKV_VERSION without a binary)."""
-    explicit = os.environ.get("AGENTKV_BIN")
-    binary = pathlib.Path(explicit or REPO / "build" / "release" / "tools" / "agentkv" / "agentkv")
+    explicit, binary = _cli_binary()
     if explicit or binary.exists():
         if not binary.exists():
             pytest.fail(f"AGENTKV_BIN={binary} does not exist")

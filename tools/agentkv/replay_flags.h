@@ -1,0 +1,122 @@
+// The flags of `agentkv replay` and what they build: the workload, the replay options and the
+// report paths, checked the one way the command line and the Python package (agentkv.replay)
+// both use, so that their defaults and error messages are the same.
+//
+// ReplayFlags registers every flag of the command on a CLI::App; after parsing, Plan() checks
+// the values and builds a ReplayPlan (reading traces and generating the synthetic or rollout
+// workload); RunReplayPlan runs its arms on --jobs threads. Writing the reports and showing
+// progress are the caller's. Owned by its command; not copyable (CLI11 holds pointers into
+// it). Plan() is const and may run on any thread once parsing is done.
+#ifndef AGENTKV_TOOLS_AGENTKV_REPLAY_FLAGS_H_
+#define AGENTKV_TOOLS_AGENTKV_REPLAY_FLAGS_H_
+
+#include <CLI/CLI.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agentkv/base/status.h"
+#include "agentkv/sim/agentic_workload.h"
+#include "agentkv/sim/open_loop_trace.h"
+#include "agentkv/sim/replay.h"
+#include "tools/agentkv/agentic_flags.h"
+
+namespace agentkv::tools {
+
+// A replay ready to run: the workload (agentic or open loop), the options with their arms,
+// and where the reports go.
+struct ReplayPlan {
+  // Names the workload in the report ("synthetic: 48 sessions, context scale 0.5, seed 1").
+  std::string description;
+  uint64_t seed = 1;
+  sim::ReplayOptions options;
+  // The closed-loop workload; unset for an open-loop trace (mooncake).
+  std::optional<sim::AgenticWorkload> agentic;
+  std::vector<sim::OpenLoopRequest> open_loop;
+  int32_t open_loop_block = 512;
+  // Arms run at once (ArmJobs of --jobs and the number of arms), at least 1.
+  size_t jobs = 1;
+  // --json and --html; "" = not written.
+  std::string json_path;
+  std::string html_path;
+  bool quiet = false;
+};
+
+class ReplayFlags {
+ public:
+  ReplayFlags() = default;
+  ReplayFlags(const ReplayFlags&) = delete;
+  ReplayFlags& operator=(const ReplayFlags&) = delete;
+
+  // Adds every flag of `agentkv replay` to `command`, which must outlive this object. Call
+  // once, before parsing.
+  void Add(CLI::App& command);
+
+  // The replay the parsed flags describe. InvalidArgument naming the flag for a bad value or
+  // combination (one `agentkv replay: error:` line on the command line), or the status of an
+  // unreadable or malformed trace or cost-model file. Checks that the report paths can be
+  // written; writes nothing.
+  [[nodiscard]] StatusOr<ReplayPlan> Plan() const;
+
+ private:
+  CLI::Option* max_total_tokens_option_ = nullptr;
+
+  // Workload.
+  std::string workload_ = "synthetic";
+  std::vector<std::string> trace_paths_;
+  uint64_t seed_ = 1;
+  int64_t sessions_ = 0;
+  double context_scale_ = 0;
+  double session_interarrival_s_ = 0;
+  int64_t shared_prefix_blocks_ = -1;
+  std::string subagent_models_ = "share";
+  // The rollout workload (--workload rollout): B, G, steps, mode and staleness.
+  int64_t rollout_prompts_ = 8;
+  int64_t rollout_group_size_ = 8;
+  int64_t rollout_steps_ = 2;
+  std::string rollout_mode_ = "sync";
+  int64_t rollout_staleness_ = 1;
+  int64_t rollout_max_context_tokens_ = 65'536;
+  // The rollout flags, to refuse them with another workload.
+  std::vector<CLI::Option*> rollout_options_;
+  // Fleet and arms.
+  sim::ReplayOptions options_;
+  // Preset names, parsed once by Plan().
+  std::string model_ = "llama-3.1-8b";
+  std::string gpu_ = "h100";
+  std::string session_close_mode_ = "release";
+  double finished_subagent_min_idle_s_ = 0;
+  CLI::Option* finished_subagent_min_idle_s_option_ = nullptr;
+  std::string subagent_demotion_delivery_ = "every-engine";
+  std::string subagent_routing_ = "own";
+  // +stall-offload's least stall, seconds (options_.stall_offload.min_stall once checked).
+  double stall_offload_min_stall_s_ = 2.0;
+  // Measured cost-model constants (cost_model_file.h); "" = the built-in calibrated ones.
+  std::string cost_model_path_;
+  std::vector<std::string> arms_;
+  AgenticFlags agentic_;
+  // Output.
+  std::string json_path_ = "agentkv-replay.json";
+  std::string html_path_ = "agentkv-replay.html";
+  bool quiet_ = false;
+  // --jobs: arms run at once; 0 = one per hardware thread (at most one per arm).
+  int64_t jobs_ = 0;
+};
+
+// Runs every arm of `plan` (sim::RunReplay or sim::RunOpenLoopReplay), plan.jobs at a time
+// (RunOnThreads), reporting through `progress` from the threads that run them. `runner`, when
+// given, replaces RunOnThreads (the Python package wraps each arm's task). The replay's status
+// on failure.
+[[nodiscard]] StatusOr<sim::ReplayResult> RunReplayPlan(const ReplayPlan& plan,
+                                                        const sim::ReplayProgress& progress,
+                                                        const sim::ArmTaskRunner& runner = {});
+
+// Writes `text` to `path` through a temporary file renamed over it, so a failed write never
+// leaves a truncated report. Unavailable naming the file on failure.
+[[nodiscard]] Status WriteFileAtomically(const std::string& path, const std::string& text);
+
+}  // namespace agentkv::tools
+
+#endif  // AGENTKV_TOOLS_AGENTKV_REPLAY_FLAGS_H_

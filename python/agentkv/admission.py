@@ -556,15 +556,10 @@ class _SyncTransport:
             conn.close()
 
 
-class Lease:
-    """The outcome of an acquire, for the duration of one backend attempt.
+class _LeaseState:
+    """What a lease says about itself, shared by :class:`Lease` and :class:`AsyncLease`."""
 
-    Holds the decision; :meth:`release` returns the lease (a no-op for a bypass). Thread-safe.
-    """
-
-    def __init__(self, client: "AdmissionClient", decision: Decision) -> None:
-        self._client = client
-        self._lock = threading.Lock()
+    def __init__(self, decision: Decision) -> None:
         self._released = False
         #: The coordinator's decision.
         self.decision: Decision = decision
@@ -583,6 +578,18 @@ class Lease:
     def released(self) -> bool:
         """True once the lease was returned (always true for a bypass after its release)."""
         return self._released
+
+
+class Lease(_LeaseState):
+    """The outcome of an acquire, for the duration of one backend attempt.
+
+    Holds the decision; :meth:`release` returns the lease (a no-op for a bypass). Thread-safe.
+    """
+
+    def __init__(self, client: "AdmissionClient", decision: Decision) -> None:
+        super().__init__(decision)
+        self._client = client
+        self._lock = threading.Lock()
 
     def release(self) -> None:
         """Returns the lease to the coordinator; idempotent.
@@ -955,29 +962,12 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
         await reader.readexactly(2)
 
 
-class AsyncLease:
+class AsyncLease(_LeaseState):
     """The asyncio counterpart of :class:`Lease`: ``await lease.release()``."""
 
     def __init__(self, client: "AsyncAdmissionClient", decision: Decision) -> None:
+        super().__init__(decision)
         self._client = client
-        self._released = False
-        #: The coordinator's decision.
-        self.decision: Decision = decision
-
-    @property
-    def lease_id(self) -> Optional[str]:
-        """The lease id; ``None`` for a bypass."""
-        return self.decision.lease_id
-
-    @property
-    def admitted(self) -> bool:
-        """True when this lease holds tokens in the coordinator's ledger."""
-        return self.decision.admitted
-
-    @property
-    def released(self) -> bool:
-        """True once the lease was returned."""
-        return self._released
 
     async def release(self) -> None:
         """Returns the lease to the coordinator; idempotent.

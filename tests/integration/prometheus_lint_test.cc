@@ -2,7 +2,7 @@
 // linter (`promtool check metrics`, Debian package `prometheus`) after requests have given
 // every counter and histogram samples, and after a step reset (GET /agentic_kv?reset=1),
 // which the `_total` counters must survive. The engine emulator keeps SGLang's `sglang:`
-// names on purpose and is not linted. Skipped, naming the reason, when promtool is absent.
+// names on purpose and is not linted. Fails, naming the package, when promtool is absent.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -81,8 +81,9 @@ class PrometheusLintTest : public ::testing::Test {
   void SetUp() override {
     promtool_ = FindPromtool();
     if (!promtool_.has_value()) {
-      GTEST_SKIP() << "promtool is not on PATH (Debian package `prometheus`, installed by "
-                      "scripts/install-deps.sh)";
+      // A missing tool is a broken setup, not a reason to pass: the lint is what this checks.
+      FAIL() << "promtool is not on PATH (Debian package `prometheus`, installed by "
+                "scripts/install-deps.sh)";
     }
   }
 

@@ -5,9 +5,10 @@
 // and at 1400 px. A third run takes a screenshot of the first 1280 x 900 px.
 //
 // The test needs the `agentkv` binary (AGENTKV_BINARY) and Chromium (`chromium` on PATH, or
-// AGENTKV_CHROMIUM); without Chromium it is skipped. Chromium runs with a private profile
-// directory, host resolution mapped to nowhere and background networking off, so it opens no
-// connection, and under `timeout`, so a hung browser fails the test instead of hanging the suite.
+// AGENTKV_CHROMIUM); without Chromium it fails, naming the package. Chromium runs with a private
+// profile directory, host resolution mapped to nowhere and background networking off, so it opens
+// no connection, and under `timeout`, so a hung browser fails the test instead of hanging the
+// suite.
 //
 // AGENTKV_UPDATE_SCREENSHOT=1 writes the screenshot of the default replay's page (not the small
 // one) to docs/report-1280.png, the picture in docs/REPLAY.md.
@@ -128,9 +129,11 @@ class ReplayReportBrowserTest : public ::testing::Test {
   void SetUp() override {
     chromium_ = FindChromium();
     if (!chromium_) {
-      GTEST_SKIP() << "chromium not found on PATH (Debian package chromium, installed by "
-                      "scripts/install-deps.sh; or set AGENTKV_CHROMIUM): the report's layout in "
-                      "a browser is not checked";
+      // A missing browser is a broken setup, not a reason to pass: the layout is what this
+      // checks.
+      FAIL() << "chromium not found on PATH (Debian package chromium, installed by "
+                "scripts/install-deps.sh; or set AGENTKV_CHROMIUM): the report's layout in a "
+                "browser cannot be checked";
     }
     const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
     dir_ = fs::path(::testing::TempDir()) / ("agentkv_browser_" + std::string(info->name()));

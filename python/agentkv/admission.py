@@ -556,6 +556,20 @@ class _SyncTransport:
             conn.close()
 
 
+class _ClientSettings:
+    """What the blocking and the asyncio client share: the checked settings and the counts."""
+
+    def __init__(self, url: str, token: Optional[str], timeout: float, max_wait_s: float,
+                 fail_open: bool) -> None:
+        _check_timeouts(timeout, max_wait_s)
+        self._endpoint = _Endpoint.parse(url, token)
+        self._failures = _FailureCounts()
+        self.url: str = url
+        self.timeout: float = timeout
+        self.max_wait_s: float = max_wait_s
+        self.fail_open: bool = fail_open
+
+
 class _LeaseState:
     """What a lease says about itself, shared by :class:`Lease` and :class:`AsyncLease`."""
 
@@ -609,7 +623,7 @@ class Lease(_LeaseState):
                 f"lease_id={self.lease_id!r}, released={self._released})")
 
 
-class AdmissionClient:
+class AdmissionClient(_ClientSettings):
     """A blocking client of one ``agentkv coordinator``.
 
     Thread-safe: any number of threads may call it at once, each call on its own pooled
@@ -633,14 +647,8 @@ class AdmissionClient:
 
     def __init__(self, url: str, token: Optional[str] = None, timeout: float = _DEFAULT_TIMEOUT_S,
                  *, max_wait_s: float = _DEFAULT_MAX_WAIT_S, fail_open: bool = False) -> None:
-        _check_timeouts(timeout, max_wait_s)
-        self._endpoint = _Endpoint.parse(url, token)
+        super().__init__(url, token, timeout, max_wait_s, fail_open)
         self._transport = _SyncTransport(self._endpoint)
-        self._failures = _FailureCounts()
-        self.url: str = url
-        self.timeout: float = timeout
-        self.max_wait_s: float = max_wait_s
-        self.fail_open: bool = fail_open
 
     # Context management of the client itself.
     def __enter__(self) -> "AdmissionClient":
@@ -986,7 +994,7 @@ class AsyncLease(_LeaseState):
                 f"lease_id={self.lease_id!r}, released={self._released})")
 
 
-class AsyncAdmissionClient:
+class AsyncAdmissionClient(_ClientSettings):
     """The asyncio counterpart of :class:`AdmissionClient`, with the same arguments and
     methods as coroutines (``lease`` is an async context manager).
 
@@ -997,14 +1005,8 @@ class AsyncAdmissionClient:
 
     def __init__(self, url: str, token: Optional[str] = None, timeout: float = _DEFAULT_TIMEOUT_S,
                  *, max_wait_s: float = _DEFAULT_MAX_WAIT_S, fail_open: bool = False) -> None:
-        _check_timeouts(timeout, max_wait_s)
-        self._endpoint = _Endpoint.parse(url, token)
+        super().__init__(url, token, timeout, max_wait_s, fail_open)
         self._transport = _AsyncTransport(self._endpoint)
-        self._failures = _FailureCounts()
-        self.url: str = url
-        self.timeout: float = timeout
-        self.max_wait_s: float = max_wait_s
-        self.fail_open: bool = fail_open
 
     async def __aenter__(self) -> "AsyncAdmissionClient":
         return self

@@ -54,9 +54,11 @@
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "agentkv/base/check.h"
+#include "agentkv/base/huge_page_allocator.h"
 #include "agentkv/base/status.h"
 #include "agentkv/base/strong_id.h"
 #include "agentkv/base/time.h"
@@ -315,6 +317,9 @@ class BlockCache {
     return blk;
   }
   int32_t FindChild(int32_t parent, BlockKey key) const;
+  // Called at position `i` of a walk along `keys`: prefetches the index slots of the keys
+  // kPrefetchAhead positions on (at the start, of the first ones too).
+  void PrefetchIndex(std::span<const BlockKey> keys, size_t i) const;
 
   // Device slots.
   bool CanFreeDevice(int64_t n) const;
@@ -363,10 +368,10 @@ class BlockCache {
   BlockKeyHasher hasher_;
   agentkv::Step step_;
 
-  std::vector<Block> blocks_;
+  std::vector<Block, HugePageAllocator<Block>> blocks_;
   internal::BlockIndex index_;
-  internal::PriorityLruQueue<Block> device_queue_;
-  internal::PriorityLruQueue<Block> host_queue_;
+  internal::PriorityLruQueue<Block> device_queue_{static_cast<int>(State::kDevice)};
+  internal::PriorityLruQueue<Block> host_queue_{static_cast<int>(State::kHost)};
   internal::ExpiryQueue expiry_;
   // Offline-optimal mode: the caller's ranking (not owned) and the device victims by it.
   const NextUseRanking* next_use_ = nullptr;
@@ -392,6 +397,10 @@ class BlockCache {
   std::vector<int32_t> cascade_;
   // The chain a stall offload or a prefetch walks.
   std::vector<int32_t> chain_;
+  // While MakeDeviceRoom evicts: the index entries (key, block) of the blocks dropped so far,
+  // erased together when it ends.
+  bool defer_index_erase_ = false;
+  std::vector<std::pair<uint64_t, int32_t>> deferred_erase_;
 
   internal::EventLog events_;
   KvCacheStats counters_;

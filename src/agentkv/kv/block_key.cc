@@ -11,6 +11,20 @@ namespace {
 // Distinct constants keep the three derivations (root, token block, id block) apart.
 constexpr uint64_t kRootDomain = 0x6b76726f6f740001ULL;
 constexpr uint64_t kIdDomain = 0x6b7669640002ULL;
+constexpr uint64_t kTokenDomain = 0x6b76746f6b0003ULL;
+
+// The hash of one block's token ids (their little-endian 4-byte representation), independent
+// of its parent: the blocks of a sequence hash in parallel, and only ChainTokenKey, one
+// multiply, is serial along the chain.
+inline uint64_t TokenContentHash(std::span<const int32_t> tokens) {
+  return Hash64(std::as_bytes(tokens), kTokenDomain);
+}
+
+// Chains a block's content hash to its parent's key. The trailing xor keeps different contents
+// apart even for the one parent value that zeroes the multiply.
+inline BlockKey ChainTokenKey(BlockKey parent, uint64_t content) {
+  return BlockKey(HashCombine(parent.value(), content) ^ content);
+}
 
 }  // namespace
 
@@ -23,9 +37,7 @@ BlockKey BlockKeyHasher::RootKey(uint64_t extra_key) const {
 }
 
 BlockKey BlockKeyHasher::TokenBlockKey(BlockKey parent, std::span<const int32_t> tokens) {
-  // Token ids are hashed as their little-endian 4-byte representation, seeded by the parent
-  // key: one pass over the block's bytes both chains and mixes.
-  return BlockKey(Hash64(std::as_bytes(tokens), parent.value()));
+  return ChainTokenKey(parent, TokenContentHash(tokens));
 }
 
 BlockKey BlockKeyHasher::IdBlockKey(BlockKey parent, uint64_t block_id) {
@@ -48,7 +60,9 @@ void BlockKeyHasher::AppendKeysFromTokens(std::span<const int32_t> tokens, int32
   out.reserve(out.size() + full);
   BlockKey parent = RootKey(extra_key);
   for (size_t i = 0; i < full; ++i) {
-    parent = TokenBlockKey(parent, tokens.subspan(i * block, block));
+    // The content hash of block i + 1 does not wait for key i: out-of-order execution overlaps
+    // consecutive blocks.
+    parent = ChainTokenKey(parent, TokenContentHash(tokens.subspan(i * block, block)));
     out.push_back(parent);
   }
 }

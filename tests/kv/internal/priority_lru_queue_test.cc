@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <optional>
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include "agentkv/base/rng.h"
@@ -14,27 +17,37 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-// The arena node shape the queue links through, as the cache manager's Block has it.
+// The arena node shape the queue needs, as the cache manager's Block has it.
 struct Node {
-  int32_t prev = -1;
-  int32_t next = -1;
+  uint32_t queue_pos = kNotQueued;
   uint8_t priority = kDefaultPriority;
+};
+
+// A node that may be in one of several queues, told apart by tag.
+struct TaggedNode {
+  uint32_t queue_pos = kNotQueued;
+  uint8_t priority = kDefaultPriority;
+  int tag = 0;
+  int queue_tag() const { return tag; }
 };
 
 class PriorityLruQueueTest : public ::testing::Test {
  protected:
-  PriorityLruQueueTest() : nodes_(16) {}
+  PriorityLruQueueTest() : nodes_(kMaxNodes) {}
+
+  static constexpr int32_t kMaxNodes = 4096;
 
   void Push(int32_t id, int priority, bool front = false) {
     nodes_[static_cast<size_t>(id)].priority = static_cast<uint8_t>(priority);
     queue_.Push(nodes_, id, front);
   }
   void Remove(int32_t id) { queue_.Remove(nodes_, id); }
+  int32_t Peek() { return queue_.Peek(nodes_); }
 
   // Pops every node in eviction order.
   std::vector<int32_t> Drain() {
     std::vector<int32_t> order;
-    for (int32_t id = queue_.Peek(); id != PriorityLruQueue<Node>::kNone; id = queue_.Peek()) {
+    for (int32_t id = Peek(); id != PriorityLruQueue<Node>::kNone; id = Peek()) {
       order.push_back(id);
       queue_.Remove(nodes_, id);
     }
@@ -55,7 +68,7 @@ class PriorityLruQueueTest : public ::testing::Test {
 TEST_F(PriorityLruQueueTest, EmptyQueueHasNoVictim) {
   EXPECT_TRUE(queue_.empty());
   EXPECT_EQ(queue_.size(), 0);
-  EXPECT_EQ(queue_.Peek(), PriorityLruQueue<Node>::kNone);
+  EXPECT_EQ(Peek(), PriorityLruQueue<Node>::kNone);
   for (int p = 0; p < kNumPriorities; ++p) EXPECT_FALSE(queue_.BucketBitSet(p)) << p;
 }
 
@@ -104,16 +117,15 @@ TEST_F(PriorityLruQueueTest, RemoveFromMiddleHeadAndTail) {
   EXPECT_THAT(Bucket(40), ElementsAre(0, 1, 3, 4));
   Remove(0);  // head
   EXPECT_THAT(Bucket(40), ElementsAre(1, 3, 4));
-  EXPECT_EQ(queue_.Peek(), 1);
+  EXPECT_EQ(Peek(), 1);
   Remove(4);  // tail
   EXPECT_THAT(Bucket(40), ElementsAre(1, 3));
   EXPECT_EQ(queue_.size(), 2);
   // Pushing after a tail removal appends after the new tail.
   Push(9, 40);
   EXPECT_THAT(Bucket(40), ElementsAre(1, 3, 9));
-  // A removed node's links are cleared, so it can be pushed again anywhere.
-  EXPECT_EQ(nodes_[4].prev, -1);
-  EXPECT_EQ(nodes_[4].next, -1);
+  // A removed node is marked unqueued, so it can be pushed again anywhere.
+  EXPECT_EQ(nodes_[4].queue_pos, kNotQueued);
   Push(4, 40, /*front=*/true);
   EXPECT_THAT(Drain(), ElementsAre(4, 1, 3, 9));
 }
@@ -123,7 +135,7 @@ TEST_F(PriorityLruQueueTest, RemovingTheOnlyNodeClearsItsBucketBit) {
   EXPECT_TRUE(queue_.BucketBitSet(42));
   Remove(1);
   EXPECT_FALSE(queue_.BucketBitSet(42));
-  EXPECT_EQ(queue_.Peek(), PriorityLruQueue<Node>::kNone);
+  EXPECT_EQ(Peek(), PriorityLruQueue<Node>::kNone);
   EXPECT_THAT(Bucket(42), IsEmpty());
 }
 
@@ -135,28 +147,28 @@ TEST_F(PriorityLruQueueTest, BitmapSpansBothWordsAtTheirEdges) {
   Push(3, 0);
   for (int p : {0, 63, 64, 100}) EXPECT_TRUE(queue_.BucketBitSet(p)) << p;
   for (int p : {1, 62, 65, 99}) EXPECT_FALSE(queue_.BucketBitSet(p)) << p;
-  EXPECT_EQ(queue_.Peek(), 3);
+  EXPECT_EQ(Peek(), 3);
   Remove(3);
   EXPECT_FALSE(queue_.BucketBitSet(0));
-  EXPECT_EQ(queue_.Peek(), 2);
+  EXPECT_EQ(Peek(), 2);
   Remove(2);
   EXPECT_FALSE(queue_.BucketBitSet(63));
   // The first word is empty now: the victim comes from the second.
-  EXPECT_EQ(queue_.Peek(), 1);
+  EXPECT_EQ(Peek(), 1);
   Remove(1);
   EXPECT_FALSE(queue_.BucketBitSet(64));
   EXPECT_TRUE(queue_.BucketBitSet(100));
-  EXPECT_EQ(queue_.Peek(), 0);
+  EXPECT_EQ(Peek(), 0);
   Remove(0);
   EXPECT_FALSE(queue_.BucketBitSet(100));
-  EXPECT_EQ(queue_.Peek(), PriorityLruQueue<Node>::kNone);
+  EXPECT_EQ(Peek(), PriorityLruQueue<Node>::kNone);
 }
 
 TEST_F(PriorityLruQueueTest, HighestPriorityAloneIsStillAVictim) {
   Push(8, kMaxPriority);
-  EXPECT_EQ(queue_.Peek(), 8);
+  EXPECT_EQ(Peek(), 8);
   Push(9, 64);
-  EXPECT_EQ(queue_.Peek(), 9);
+  EXPECT_EQ(Peek(), 9);
 }
 
 TEST_F(PriorityLruQueueTest, RequeueAfterPriorityChangeMovesTheBucket) {
@@ -179,51 +191,118 @@ TEST_F(PriorityLruQueueTest, ClearEmptiesEveryBucket) {
   EXPECT_TRUE(queue_.empty());
   EXPECT_FALSE(queue_.BucketBitSet(0));
   EXPECT_FALSE(queue_.BucketBitSet(70));
-  EXPECT_EQ(queue_.Peek(), PriorityLruQueue<Node>::kNone);
-  // Nodes are reusable after Clear (their stale links are overwritten by Push).
+  EXPECT_EQ(Peek(), PriorityLruQueue<Node>::kNone);
+  // Nodes are reusable after Clear once their owner marks them unqueued.
+  for (Node& n : nodes_) n.queue_pos = kNotQueued;
   Push(1, 5);
   EXPECT_THAT(Drain(), ElementsAre(1));
 }
 
-// The queue against a reference: a vector of (priority, sequence) kept sorted on demand.
+// The queue against a reference: a set ordered by (bucket, position), front pushes taking a
+// position below every earlier one. Sizes from a handful of nodes (short rings, mostly stale
+// entries) to thousands (rings that grow and compact many times); a third of the operations
+// evict the victim, as the cache does, the rest push or remove nodes anywhere.
 TEST_F(PriorityLruQueueTest, MatchesAReferenceUnderRandomOperations) {
-  const uint64_t seed = 77;
-  SCOPED_TRACE(testing::Message() << "seed " << seed);
-  Rng rng(seed);
-  constexpr int32_t kNodes = 16;
-  std::vector<bool> queued(kNodes, false);
-  // Reference order key per queued node: (priority, position) with front pushes taking a
-  // position below every earlier one.
-  std::vector<std::pair<int, int64_t>> order(kNodes);
-  int64_t back = 0;
-  int64_t front = 0;
-  for (int op = 0; op < 20000; ++op) {
-    const int32_t id = static_cast<int32_t>(rng.Uniform(0, kNodes - 1));
-    if (!queued[static_cast<size_t>(id)]) {
-      // Few priorities, so buckets hold several nodes; 63/64 straddle the word boundary.
-      const int choices[] = {0, 35, 63, 64, 100};
-      const int p = choices[rng.Uniform(0, 4)];
-      const bool at_front = rng.Bernoulli(0.3);
-      Push(id, p, at_front);
-      queued[static_cast<size_t>(id)] = true;
-      order[static_cast<size_t>(id)] = {p, at_front ? --front : ++back};
-    } else {
-      Remove(id);
-      queued[static_cast<size_t>(id)] = false;
-    }
-    int32_t want = PriorityLruQueue<Node>::kNone;
-    int64_t size = 0;
-    for (int32_t i = 0; i < kNodes; ++i) {
-      if (!queued[static_cast<size_t>(i)]) continue;
-      ++size;
-      if (want == PriorityLruQueue<Node>::kNone ||
-          order[static_cast<size_t>(i)] < order[static_cast<size_t>(want)]) {
-        want = i;
+  for (const auto& [seed, num_nodes, ops] :
+       {std::tuple{77ULL, 16, 20000}, std::tuple{78ULL, 300, 40000},
+        std::tuple{79ULL, kMaxNodes, 60000}}) {
+    SCOPED_TRACE(testing::Message() << "seed " << seed << ", " << num_nodes << " nodes");
+    queue_.Clear();
+    for (Node& n : nodes_) n = Node{};
+    Rng rng(seed);
+    using Key = std::tuple<int, int64_t, int32_t>;  // bucket, position, id
+    std::set<Key> reference;
+    std::vector<std::optional<Key>> key_of(static_cast<size_t>(num_nodes));
+    int64_t back = 0;
+    int64_t front = 0;
+    for (int op = 0; op < ops; ++op) {
+      if (rng.Bernoulli(0.33) && !reference.empty()) {
+        const int32_t victim = Peek();
+        ASSERT_EQ(victim, std::get<2>(*reference.begin())) << "op " << op;
+        Remove(victim);
+        reference.erase(reference.begin());
+        key_of[static_cast<size_t>(victim)].reset();
+        continue;
+      }
+      const int32_t id = static_cast<int32_t>(rng.Uniform(0, num_nodes - 1));
+      std::optional<Key>& key = key_of[static_cast<size_t>(id)];
+      if (!key.has_value()) {
+        // Few priorities, so buckets hold several nodes; 63/64 straddle the word boundary.
+        const int choices[] = {0, 35, 63, 64, 100};
+        const int p = choices[rng.Uniform(0, 4)];
+        const bool at_front = rng.Bernoulli(0.3);
+        Push(id, p, at_front);
+        key = Key{p, at_front ? --front : ++back, id};
+        reference.insert(*key);
+      } else {
+        Remove(id);
+        reference.erase(*key);
+        key.reset();
+      }
+      ASSERT_EQ(queue_.size(), static_cast<int64_t>(reference.size())) << "op " << op;
+      ASSERT_EQ(Peek(),
+                reference.empty() ? PriorityLruQueue<Node>::kNone : std::get<2>(*reference.begin()))
+          << "op " << op;
+      if (op % 997 == 0) {
+        for (const int p : {0, 35, 63, 64, 100}) {
+          std::vector<int32_t> want;
+          for (const Key& k : reference) {
+            if (std::get<0>(k) == p) want.push_back(std::get<2>(k));
+          }
+          ASSERT_EQ(Bucket(p), want) << "bucket " << p << ", op " << op;
+          ASSERT_EQ(queue_.BucketBitSet(p), !want.empty()) << "bucket " << p << ", op " << op;
+        }
       }
     }
-    ASSERT_EQ(queue_.Peek(), want) << "op " << op;
-    ASSERT_EQ(queue_.size(), size) << "op " << op;
   }
+}
+
+// Nodes that move between two queues (a cache's two tiers): an entry left behind in one queue
+// never comes back to life when its node is queued in the other, even at the same bucket and
+// position.
+TEST(PriorityLruQueueTagTest, AnEntryLeftInAnotherQueueStaysStale) {
+  std::vector<TaggedNode> nodes(4);
+  PriorityLruQueue<TaggedNode> device(/*tag=*/0);
+  PriorityLruQueue<TaggedNode> host(/*tag=*/1);
+  for (int32_t id = 0; id < 3; ++id) device.Push(nodes, id);
+  // Node 1 moves to the host queue: same bucket, and its position there may equal the one its
+  // stale device entry has.
+  device.Remove(nodes, 1);
+  nodes[1].tag = 1;
+  host.Push(nodes, 1);
+  nodes[3].tag = 1;
+  host.Push(nodes, 3, /*front=*/true);
+  std::vector<int32_t> in_device;
+  device.ForEachInBucket(nodes, kDefaultPriority, [&](int32_t id) { in_device.push_back(id); });
+  EXPECT_THAT(in_device, ElementsAre(0, 2));
+  EXPECT_EQ(device.size(), 2);
+  EXPECT_EQ(device.Peek(nodes), 0);
+  device.Remove(nodes, 0);
+  EXPECT_EQ(device.Peek(nodes), 2);
+  EXPECT_EQ(host.Peek(nodes), 3);
+  host.Remove(nodes, 3);
+  EXPECT_EQ(host.Peek(nodes), 1);
+}
+
+// A node removed from one bucket and pushed into another is live only in the second, and the
+// rings keep their order through many rounds of growth and compaction.
+TEST_F(PriorityLruQueueTest, ReQueuedNodesAreLiveOnlyWhereTheyWerePushedLast) {
+  for (int round = 0; round < 50; ++round) {
+    for (int32_t id = 0; id < 64; ++id) Push(id, 10);
+    for (int32_t id = 0; id < 64; id += 2) {
+      Remove(id);
+      Push(id, 20);
+    }
+    std::vector<int32_t> odd;
+    std::vector<int32_t> even;
+    for (int32_t id = 1; id < 64; id += 2) odd.push_back(id);
+    for (int32_t id = 0; id < 64; id += 2) even.push_back(id);
+    ASSERT_EQ(Bucket(10), odd) << "round " << round;
+    ASSERT_EQ(Bucket(20), even) << "round " << round;
+    ASSERT_EQ(Drain().size(), 64U);
+  }
+  EXPECT_TRUE(queue_.empty());
+  EXPECT_LT(queue_.MemoryBytes(), 64 * 1024) << "stale entries are dropped, not kept";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "agentkv/kv/internal/priority_lru_queue.h"
 #include "agentkv/kv/retention.h"
 
 namespace agentkv::kv::internal {
@@ -22,8 +23,9 @@ enum class BlockState : uint8_t {
 struct Block {
   uint64_t key = 0;
   int32_t parent = -1;
-  // Eviction-queue or free-list links (a block is in at most one list).
-  int32_t prev = -1;
+  // Its position in the eviction queue of its tier (PriorityLruQueue), kNotQueued if none.
+  uint32_t queue_pos = kNotQueued;
+  // The next block of the free list while free.
   int32_t next = -1;
   // Children in the prefix tree (committed blocks of either tier), newest first.
   int32_t first_child = -1;
@@ -39,6 +41,8 @@ struct Block {
 
   // Eviction class, then priority: unreferenced blocks go before referenced ones.
   int queue_bucket() const { return (key_referenced ? kNumPriorities : 0) + priority; }
+  // Which eviction queue it may be in: its tier's.
+  int queue_tag() const { return static_cast<int>(state); }
 };
 
 static_assert(sizeof(Block) == 40, "keep per-block metadata small: 40 B + 12-24 B of index");

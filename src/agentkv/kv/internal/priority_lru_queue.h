@@ -1,15 +1,29 @@
 // PriorityLruQueue: eviction order "lower class first, then lower priority, least recently
-// used within a priority" in O(1) per operation.
+// used within a priority" in amortized O(1) per operation.
 //
-// 2 x 101 intrusive doubly linked lists (one per eviction class and priority) over nodes that
-// live in the owner's arena, plus a 256-bit non-empty bitmap, so the first non-empty bucket
-// is found with a few count-trailing-zeros. A node has int32 `prev` and `next` fields and a
-// uint8 `priority`; when it also has `int queue_bucket() const` (class * 101 + priority),
-// that is its bucket, which is how the KV cache puts blocks an open session references after
-// all others. A queued node's bucket must not change while it is queued: the owner Removes
-// it, changes its priority or class, and Pushes it again, which is how every change re-queues
-// (never a stale bucket). The owner passes its arena to every call, so the queue holds no
-// pointers and moves freely. Thread-compatible.
+// 2 x 101 buckets (one per eviction class and priority), each a ring of node ids in eviction
+// order, plus a 256-bit bitmap of the buckets that hold a queued node, so the first one is
+// found with a few count-trailing-zeros. A node has a uint32 `queue_pos` field (kNotQueued
+// when it is in no queue: a new node must start so) and a uint8 `priority`; when it also has
+// `int queue_bucket() const` (class * 101 + priority), that is its bucket, which is how the KV
+// cache puts blocks an open session references after all others. A queued node's bucket must
+// not change while it is queued: the owner Removes it, changes its priority or class, and
+// Pushes it again, which is how every change re-queues. Owners whose nodes move between
+// several queues give each queue a tag and their nodes `int queue_tag() const`, the tag of the
+// queue a node may be in (for the KV cache, its tier).
+//
+// Why rings and not linked lists. Victims leave from the head of a bucket one after another;
+// in a linked list each victim's successor is known only once the victim itself is loaded,
+// so evicting from a large arena waits for one cache miss per victim, in series. In a ring the
+// next victims' ids sit side by side, and Peek prefetches the nodes a few places ahead, so
+// the misses overlap. Remove is lazy: it marks the node unqueued (queue_pos = kNotQueued) and
+// leaves its entry in the ring, where it is skipped as stale (an entry is live exactly when
+// its node is queued, in this queue and bucket, at this entry's position). A bucket whose ring
+// fills with stale entries is compacted in place before it grows, so a ring holds at most about
+// twice its live entries (4 bytes each).
+//
+// The owner passes its arena to every call, so the queue holds no pointers and moves freely.
+// Thread-compatible.
 #ifndef AGENTKV_KV_INTERNAL_PRIORITY_LRU_QUEUE_H_
 #define AGENTKV_KV_INTERNAL_PRIORITY_LRU_QUEUE_H_
 
@@ -17,6 +31,7 @@
 #include <bit>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "agentkv/base/check.h"
 #include "agentkv/kv/retention.h"
@@ -26,6 +41,9 @@ namespace agentkv::kv::internal {
 // Eviction classes, evicted in this order.
 inline constexpr int kNumEvictionClasses = 2;
 inline constexpr int kNumQueueBuckets = kNumEvictionClasses * kNumPriorities;
+
+// The `queue_pos` of a node in no queue.
+inline constexpr uint32_t kNotQueued = 0xFFFFFFFFu;
 
 template <typename Node>
 int QueueBucketOf(const Node& n) {
@@ -37,66 +55,89 @@ int QueueBucketOf(const Node& n) {
 }
 
 template <typename Node>
+int QueueTagOf(const Node& n) {
+  if constexpr (requires { n.queue_tag(); }) {
+    return n.queue_tag();
+  } else {
+    return 0;
+  }
+}
+
+template <typename Node>
 class PriorityLruQueue {
  public:
   static constexpr int32_t kNone = -1;
+
+  // A queue for the nodes whose queue_tag() is `tag`.
+  explicit PriorityLruQueue(int tag = 0) : tag_(tag) {}
 
   int64_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
 
   // Appends `id` at the most recently used end of its bucket, or at the least recently used
-  // end (evicted next) when `front`. Precondition: `id` is in no list.
+  // end (evicted next) when `front`. Precondition: `id` is in no queue (queue_pos is
+  // kNotQueued).
   void Push(std::span<Node> nodes, int32_t id, bool front = false) {
     Node& n = nodes[Index(id)];
+    AGENTKV_DCHECK(n.queue_pos == kNotQueued);
     const int p = QueueBucketOf(n);
     AGENTKV_DCHECK(p >= 0 && p < kNumQueueBuckets);
-    Bucket& b = buckets_[static_cast<size_t>(p)];
-    if (b.head == kNone) {
-      n.prev = n.next = kNone;
-      b.head = b.tail = id;
-      SetBit(p);
-    } else if (front) {
-      n.prev = kNone;
-      n.next = b.head;
-      nodes[Index(b.head)].prev = id;
-      b.head = id;
-    } else {
-      n.next = kNone;
-      n.prev = b.tail;
-      nodes[Index(b.tail)].next = id;
-      b.tail = id;
+    AGENTKV_DCHECK(QueueTagOf(n) == tag_);
+    Ring& r = rings_[static_cast<size_t>(p)];
+    // Positions wrap around; the one equal to kNotQueued is never handed out.
+    if (r.count == r.slots.size() || (front ? r.head - 1 : r.head + r.count) == kNotQueued) {
+      MakeRoom(nodes, p);
     }
+    uint32_t pos;
+    if (front) {
+      pos = --r.head;
+    } else {
+      pos = r.head + r.count;
+    }
+    r.slots[pos & r.mask] = id;
+    ++r.count;
+    n.queue_pos = pos;
+    if (r.live++ == 0) SetBit(p);
     ++size_;
   }
 
-  // Unlinks `id` from its bucket. Precondition: `id` is queued here.
+  // Takes `id` out of its bucket. Precondition: `id` is queued here.
   void Remove(std::span<Node> nodes, int32_t id) {
     Node& n = nodes[Index(id)];
+    AGENTKV_DCHECK(n.queue_pos != kNotQueued);
     const int p = QueueBucketOf(n);
-    Bucket& b = buckets_[static_cast<size_t>(p)];
-    if (n.prev == kNone) {
-      AGENTKV_DCHECK(b.head == id);
-      b.head = n.next;
-    } else {
-      nodes[Index(n.prev)].next = n.next;
+    Ring& r = rings_[static_cast<size_t>(p)];
+    AGENTKV_DCHECK(r.slots[n.queue_pos & r.mask] == id);
+    if (n.queue_pos == r.head) {  // The victim, usually: its entry goes at once.
+      ++r.head;
+      --r.count;
     }
-    if (n.next == kNone) {
-      AGENTKV_DCHECK(b.tail == id);
-      b.tail = n.prev;
-    } else {
-      nodes[Index(n.next)].prev = n.prev;
+    n.queue_pos = kNotQueued;
+    if (--r.live == 0) {
+      r.head = kFirstPos;  // Every entry left is stale.
+      r.count = 0;
+      ClearBit(p);
     }
-    n.prev = n.next = kNone;
-    if (b.head == kNone) ClearBit(p);
     --size_;
   }
 
-  // The next victim (first non-empty bucket, its least recently used node), or kNone.
-  int32_t Peek() const {
+  // The next victim (first non-empty bucket, its least recently used node), or kNone. Drops
+  // the stale entries before it, and prefetches the nodes of the entries after it, the
+  // victims that follow.
+  int32_t Peek(std::span<const Node> nodes) {
     for (size_t w = 0; w < bits_.size(); ++w) {
-      if (bits_[w] != 0) {
-        return buckets_[w * 64 + static_cast<size_t>(std::countr_zero(bits_[w]))].head;
+      if (bits_[w] == 0) continue;
+      const int p = static_cast<int>(w * 64 + static_cast<size_t>(std::countr_zero(bits_[w])));
+      Ring& r = rings_[static_cast<size_t>(p)];
+      while (!Live(nodes, r, p, r.head)) {
+        ++r.head;
+        --r.count;
       }
+      const uint32_t ahead = r.count < kPrefetchAhead ? r.count : kPrefetchAhead;
+      for (uint32_t i = 1; i < ahead; ++i) {
+        __builtin_prefetch(&nodes[Index(r.slots[(r.head + i) & r.mask])]);
+      }
+      return r.slots[r.head & r.mask];
     }
     return kNone;
   }
@@ -104,31 +145,80 @@ class PriorityLruQueue {
   // Visits the nodes of bucket `p` from least to most recently used.
   template <typename Fn>
   void ForEachInBucket(std::span<const Node> nodes, int p, Fn&& fn) const {
-    for (int32_t id = buckets_[static_cast<size_t>(p)].head; id != kNone;
-         id = nodes[Index(id)].next) {
-      fn(id);
+    const Ring& r = rings_[static_cast<size_t>(p)];
+    for (uint32_t i = 0; i < r.count; ++i) {
+      if (Live(nodes, r, p, r.head + i)) fn(r.slots[(r.head + i) & r.mask]);
     }
   }
 
   bool BucketBitSet(int p) const { return (bits_[static_cast<size_t>(p / 64)] >> (p % 64)) & 1; }
 
+  // Empties every bucket. The nodes' queue_pos fields are the owner's to reset.
   void Clear() {
-    buckets_.fill(Bucket{});
+    for (Ring& r : rings_) r = Ring{};
     bits_.fill(0);
     size_ = 0;
   }
 
+  // Bytes the rings hold.
+  int64_t MemoryBytes() const {
+    int64_t bytes = 0;
+    for (const Ring& r : rings_)
+      bytes += static_cast<int64_t>(r.slots.capacity() * sizeof(int32_t));
+    return bytes;
+  }
+
  private:
-  struct Bucket {
-    int32_t head = kNone;
-    int32_t tail = kNone;
+  // Positions are uint32 and wrap; a compaction restarts them here, so that front pushes count
+  // down and back pushes count up without ever reaching kNotQueued.
+  static constexpr uint32_t kFirstPos = 0x80000000u;
+  // How many victims ahead Peek prefetches.
+  static constexpr uint32_t kPrefetchAhead = 8;
+
+  struct Ring {
+    std::vector<int32_t> slots;  // A power-of-two size; entry at position q is slots[q & mask].
+    uint32_t mask = 0;
+    uint32_t head = kFirstPos;  // Position of the first entry.
+    uint32_t count = 0;         // Entries, live and stale.
+    uint32_t live = 0;          // Live entries.
   };
 
   static size_t Index(int32_t id) { return static_cast<size_t>(id); }
+
+  // Whether the entry at `pos` of bucket `p`'s ring `r` is live.
+  bool Live(std::span<const Node> nodes, const Ring& r, int p, uint32_t pos) const {
+    const Node& n = nodes[Index(r.slots[pos & r.mask])];
+    return n.queue_pos == pos && QueueBucketOf(n) == p && QueueTagOf(n) == tag_;
+  }
+
+  // Makes room for one more entry in bucket `p`'s ring, and restarts its positions at
+  // kFirstPos: a full ring drops its stale entries when they are at least half, else doubles.
+  void MakeRoom(std::span<Node> nodes, int p) {
+    Ring& r = rings_[static_cast<size_t>(p)];
+    const size_t size = r.slots.empty()                                     ? 16
+                        : r.count < r.slots.size() || r.live * 2 <= r.count ? r.slots.size()
+                                                                            : r.slots.size() * 2;
+    AGENTKV_CHECK(size <= (size_t{1} << 30)) << "eviction queue bucket overflow";
+    std::vector<int32_t> slots(size);
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < r.count; ++i) {
+      const uint32_t pos = r.head + i;
+      if (Live(nodes, r, p, pos)) slots[kept++] = r.slots[pos & r.mask];
+    }
+    AGENTKV_DCHECK(kept == r.live);
+    // Renumbered only after the scan: a new position may equal an old one still to be read.
+    for (uint32_t i = 0; i < kept; ++i) nodes[Index(slots[i])].queue_pos = kFirstPos + i;
+    r.slots = std::move(slots);
+    r.mask = static_cast<uint32_t>(size - 1);
+    r.head = kFirstPos;
+    r.count = kept;
+  }
+
   void SetBit(int p) { bits_[static_cast<size_t>(p / 64)] |= uint64_t{1} << (p % 64); }
   void ClearBit(int p) { bits_[static_cast<size_t>(p / 64)] &= ~(uint64_t{1} << (p % 64)); }
 
-  std::array<Bucket, kNumQueueBuckets> buckets_{};
+  int tag_;
+  std::array<Ring, kNumQueueBuckets> rings_{};
   std::array<uint64_t, (kNumQueueBuckets + 63) / 64> bits_{};
   int64_t size_ = 0;
 };

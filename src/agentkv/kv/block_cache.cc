@@ -82,12 +82,34 @@ void BlockCache::PrefetchIndex(std::span<const BlockKey> keys, size_t i) const {
   if (i + kPrefetchAhead < keys.size()) index_.Prefetch(keys[i + kPrefetchAhead].value());
 }
 
+void BlockCache::PrefetchLookup(std::span<const BlockKey> keys, size_t i) const {
+  // Slots kSlotsAhead keys ahead, blocks kBlocksAhead ahead (their slots were prefetched
+  // kSlotsAhead - kBlocksAhead keys ago). A match does little per block, so it reaches
+  // further ahead than a commit.
+  constexpr size_t kSlotsAhead = 4 * kPrefetchAhead;
+  constexpr size_t kBlocksAhead = 2 * kPrefetchAhead;
+  if (i == 0) {
+    // The head of the chain: its slots all at once, then the blocks they name (these loads
+    // wait for the slots, but together, not one per block).
+    for (size_t j = 0; j < kSlotsAhead && j < keys.size(); ++j) index_.Prefetch(keys[j].value());
+    for (size_t j = 0; j < kBlocksAhead && j < keys.size(); ++j) {
+      const int32_t b = index_.Candidate(keys[j].value());
+      if (b != kNone) __builtin_prefetch(&blocks_[static_cast<size_t>(b)]);
+    }
+  }
+  if (i + kSlotsAhead < keys.size()) index_.Prefetch(keys[i + kSlotsAhead].value());
+  if (i + kBlocksAhead < keys.size()) {
+    const int32_t b = index_.Candidate(keys[i + kBlocksAhead].value());
+    if (b != kNone) __builtin_prefetch(&blocks_[static_cast<size_t>(b)]);
+  }
+}
+
 PrefixMatch BlockCache::Match(std::span<const BlockKey> keys) const {
   PrefixMatch match;
   int32_t parent = kNone;
   size_t i = 0;
   for (; i < keys.size(); ++i) {
-    PrefetchIndex(keys, i);
+    PrefetchLookup(keys, i);
     const int32_t b = FindChild(parent, keys[i]);
     if (b == kNone || blocks_[static_cast<size_t>(b)].state != State::kDevice) break;
     parent = b;
@@ -129,7 +151,7 @@ StatusOr<PrefixMatch> BlockCache::AddRequest(RequestId request,
   int32_t parent = kNone;
   size_t i = 0;
   for (; i < prompt_keys.size(); ++i) {
-    PrefetchIndex(prompt_keys, i);
+    PrefetchLookup(prompt_keys, i);
     const int32_t b = FindChild(parent, prompt_keys[i]);
     if (b == kNone || blocks_[static_cast<size_t>(b)].state != State::kDevice) break;
     Hold(b);

@@ -320,6 +320,9 @@ class BlockCache {
   // Called at position `i` of a walk along `keys`: prefetches the index slots of the keys
   // kPrefetchAhead positions on (at the start, of the first ones too).
   void PrefetchIndex(std::span<const BlockKey> keys, size_t i) const;
+  // The same for a walk that reads the blocks it finds (a match): it also prefetches the block
+  // each key's slot names, once that slot has had time to arrive.
+  void PrefetchLookup(std::span<const BlockKey> keys, size_t i) const;
 
   // Device slots.
   bool CanFreeDevice(int64_t n) const;

@@ -9,9 +9,10 @@
 // blocks for prompt + output - matched (evicting as needed), commit the full blocks of
 // prompt + output, release. Key hashing of every full block is inside the timed region.
 // Counters: ns_per_token (wall-clock time of the replay / prompt+output tokens, the figure to
-// report), cpu_ns_per_token (the thread's CPU time over the same region, beside it),
-// hit_ratio (matched prompt tokens / prompt tokens) and capacity_blocks. The reported time
-// is wall-clock (manual timing of the replay).
+// report), cpu_ns_per_token (the thread's CPU time over the same region, beside it; the kv
+// core starts no threads, so the calling thread's CPU time is all of it), hit_ratio (matched
+// prompt tokens / prompt tokens) and capacity_blocks. The reported time is wall-clock (manual
+// timing of the replay).
 //
 //   build/release/bench/standard_trace_bench --benchmark_repetitions=5
 //       --benchmark_enable_random_interleaving=true

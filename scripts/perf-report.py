@@ -1,0 +1,522 @@
+#!/usr/bin/env python3
+"""Runs the block-cache benchmark programs and regenerates their tables in docs/PERFORMANCE.md.
+
+    scripts/perf-report.py [--build-dir build/release] [--repetitions 5] [--only SECTION]...
+                           [--dry-run] [--json-out FILE] [--from-json FILE]
+
+Each section runs one Google Benchmark program of the release build with
+`--benchmark_format=json --benchmark_repetitions=N --benchmark_enable_random_interleaving=true`
+and keeps every repetition (no aggregates from the library). Every figure is the wall-clock
+median over the repetitions with the min-max beside it; CPU time, where the program measures
+it for the timed region, is a separate, labelled column; a ratio against a baseline is
+computed per repetition pair (repetition i of the arm against repetition i of the baseline,
+both from the same invocation) and reported as the median and min-max of those ratios, never
+as a ratio of medians. Each table is preceded by the machine (CPU model, cores, L3), the
+load average before and after the run, the date, the git commit and the exact command.
+
+The tables replace what lies between `<!-- perf-report:SECTION begin -->` and
+`<!-- perf-report:SECTION end -->` in docs/PERFORMANCE.md; text outside the markers is kept.
+--dry-run prints the Markdown instead. --json-out saves the raw results (every repetition of
+every program, plus the machine and load); --from-json renders such a file again without
+running anything. Needs python3 only (standard library).
+
+Adding a section (a compiled peer, the gateway load test): write a render function that takes
+a SectionRun and returns Markdown, and append a Section to SECTIONS. A program that is not a
+Google Benchmark binary gives the Section a `collect` function that runs it and returns a
+dict shaped like Google Benchmark's JSON output (a "benchmarks" list, one entry per
+repetition with "run_name", "run_type": "iteration" and "repetition_index").
+"""
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+from typing import Callable, Optional
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FORMAT = "agentkv-perf-report/1"
+DEFAULT_DOC = "docs/PERFORMANCE.md"
+
+
+class ReportError(Exception):
+    """A failure with a message for the user (missing binary, missing marker, bad JSON)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics over repetitions.
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread:
+    """Median and range of one figure over the repetitions of a run."""
+    median: float
+    low: float
+    high: float
+    count: int
+
+    @staticmethod
+    def of(values):
+        values = list(values)
+        if not values:
+            raise ReportError("no repetitions to summarise")
+        return Spread(statistics.median(values), min(values), max(values), len(values))
+
+
+def paired_ratios(numerators, denominators):
+    """Ratios of repetition i of `numerators` to repetition i of `denominators`.
+
+    Both are {repetition_index: value}; only indices present in both are paired."""
+    common = sorted(set(numerators) & set(denominators))
+    if not common:
+        raise ReportError("no repetition pairs to compare")
+    return [numerators[i] / denominators[i] for i in common]
+
+
+def number(value):
+    """A figure with three significant digits at most (two decimals below 10)."""
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude < 10:
+        return "%.2f" % value
+    if magnitude < 100:
+        return "%.1f" % value
+    return "{:,.0f}".format(value)
+
+
+def spread_cell(spread, fmt=number, suffix=""):
+    """`median (min-max)`, or just the value when every repetition gave the same."""
+    if spread.low == spread.high:
+        return fmt(spread.median) + suffix
+    return "%s%s (%s-%s)" % (fmt(spread.median), suffix, fmt(spread.low), fmt(spread.high))
+
+
+def ratio_cell(ratios):
+    return spread_cell(Spread.of(ratios), fmt=lambda v: "%.2f" % v, suffix="x")
+
+
+# ---------------------------------------------------------------------------------------------
+# Google Benchmark JSON.
+
+TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+class Runs:
+    """The per-repetition entries of one Google Benchmark JSON output, by run name."""
+
+    def __init__(self, benchmark_json):
+        self.by_name = {}
+        for entry in benchmark_json.get("benchmarks", []):
+            if entry.get("run_type", "iteration") != "iteration":
+                continue  # Aggregates are recomputed here from the repetitions.
+            if entry.get("error_occurred"):
+                raise ReportError("%s failed: %s" % (entry["run_name"],
+                                                     entry.get("error_message", "")))
+            reps = self.by_name.setdefault(entry["run_name"], {})
+            reps[int(entry.get("repetition_index", 0))] = entry
+
+    def get(self, run_name):
+        """{repetition_index: entry} of `run_name`; a missing run is an error naming it."""
+        if run_name not in self.by_name:
+            raise ReportError("no results for %s (have: %s)" %
+                              (run_name, ", ".join(sorted(self.by_name)) or "none"))
+        return self.by_name[run_name]
+
+    def has(self, run_name):
+        return run_name in self.by_name
+
+    def field(self, run_name, key):
+        """{repetition_index: entry[key]}."""
+        return {i: float(e[key]) for i, e in self.get(run_name).items()}
+
+    def ns_per_item(self, run_name):
+        """{repetition_index: wall-clock ns per item}, from items_per_second (which Google
+        Benchmark computes over manual or real time when the benchmark uses it)."""
+        return {i: 1e9 / float(e["items_per_second"]) for i, e in self.get(run_name).items()}
+
+    def cpu_ns_per_item(self, run_name):
+        """{repetition_index: CPU ns per item}: the iteration's CPU time over the items of an
+        iteration. Meaningful only where the whole iteration is the timed region."""
+        out = {}
+        for i, e in self.get(run_name).items():
+            unit = TIME_UNIT_NS[e.get("time_unit", "ns")]
+            items_per_iteration = float(e["items_per_second"]) * float(e["real_time"]) * unit / 1e9
+            out[i] = float(e["cpu_time"]) * unit / items_per_iteration
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections.
+
+
+@dataclasses.dataclass
+class SectionRun:
+    """What one section's program produced, with the conditions it ran under."""
+    name: str
+    command: str
+    date: str
+    load_before: str
+    load_after: str
+    benchmark: dict
+
+
+@dataclasses.dataclass
+class Section:
+    name: str
+    program: str  # Relative to the build directory.
+    target: str  # The CMake target that builds it.
+    render: Callable[[SectionRun], str]
+    extra_args: list = dataclasses.field(default_factory=list)
+    # Runs a program that is not a Google Benchmark binary: (binary, repetitions) -> dict in
+    # Google Benchmark's JSON shape. None: run `program` as a Google Benchmark binary.
+    collect: Optional[Callable[[str, int], dict]] = None
+
+
+STANDARD_TRACE_REFERENCE = {"50": 0.314, "100": 0.933}
+
+
+def render_standard_trace(run):
+    runs = Runs(run.benchmark)
+    rows = [
+        "| arm | capacity | hit ratio (reference) | wall ns/token, median (min-max) "
+        "| CPU ns/token, median (min-max) | speedup vs naive_lru, per repetition pair |",
+        "|---|---|---|---|---|---|",
+    ]
+    for capacity in ("50", "100"):
+        base_name = "StandardTrace/naive_lru/%s/iterations:1/manual_time" % capacity
+        base_wall = runs.field(base_name, "ns_per_token")
+        for arm in ("agentkv", "naive_lru"):
+            name = "StandardTrace/%s/%s/iterations:1/manual_time" % (arm, capacity)
+            wall = runs.field(name, "ns_per_token")
+            cpu = runs.field(name, "cpu_ns_per_token")
+            hit = Spread.of(runs.field(name, "hit_ratio").values())
+            blocks = Spread.of(runs.field(name, "capacity_blocks").values()).median
+            speedup = "1 (baseline)" if arm == "naive_lru" else ratio_cell(
+                paired_ratios(base_wall, wall))
+            rows.append("| %s | %s %% (%s blocks) | %s (%s) | %s | %s | %s |" % (
+                arm, capacity, "{:,.0f}".format(blocks),
+                spread_cell(hit, fmt=lambda v: "%.4f" % v), STANDARD_TRACE_REFERENCE[capacity],
+                spread_cell(Spread.of(wall.values())), spread_cell(Spread.of(cpu.values())),
+                speedup))
+    return "\n".join(rows)
+
+
+KV_CACHE_SIZES = [("10K", "9984"), ("100K", "99968"), ("1M", "1000000")]
+# Operation label, id-keyed benchmark, hashed benchmark (None where the operation takes no
+# keys or exists only with hashing).
+KV_CACHE_ROWS = [
+    ("match (hit, whole chain resident)", "BM_MatchHit", "BM_MatchHitHashed"),
+    ("commit / insert into the index", "BM_CommitInsert", "BM_CommitInsertHashed"),
+    ("allocate with eviction (one LRU eviction per block)", "BM_AllocateWithEviction", None),
+    ("host onboard + device offload (one of each per block)", "BM_OffloadOnboard",
+     "BM_OffloadOnboardHashed"),
+    ("whole missing request: hash, add, allocate with eviction, commit, release", None,
+     "BM_NewRequestHashed"),
+]
+
+
+def kv_cache_name(runs, benchmark, size):
+    """The run name of `benchmark` at `size`, whichever timing suffix it carries."""
+    for suffix in ("/manual_time", "/real_time", ""):
+        name = "%s/%s%s" % (benchmark, size, suffix)
+        if runs.has(name):
+            return name
+    raise ReportError("no results for %s/%s (have: %s)" %
+                      (benchmark, size, ", ".join(sorted(runs.by_name)) or "none"))
+
+
+def render_kv_cache(run):
+    runs = Runs(run.benchmark)
+    rows = [
+        "Wall-clock ns per block, median (min-max) over the repetitions; `1M / 10K` is the "
+        "growth per repetition pair.",
+        "",
+        "| operation | keys | %s | 1M / 10K | lowest on-CPU share |" %
+        " | ".join(label for label, _ in KV_CACHE_SIZES),
+        "|---|---|" + "---|" * len(KV_CACHE_SIZES) + "---|---|",
+    ]
+    for label, id_keyed, hashed in KV_CACHE_ROWS:
+        for keys, benchmark in (("block ids", id_keyed), ("hashed from tokens", hashed)):
+            if benchmark is None:
+                continue
+            names = [kv_cache_name(runs, benchmark, size) for _, size in KV_CACHE_SIZES]
+            walls = [runs.ns_per_item(n) for n in names]
+            share = min(min(runs.field(n, "cpu_share").values()) for n in names)
+            rows.append("| %s | %s | %s | %s | %.2f |" % (
+                label, keys, " | ".join(spread_cell(Spread.of(w.values())) for w in walls),
+                ratio_cell(paired_ratios(walls[-1], walls[0])), share))
+    cpu_match = [runs.cpu_ns_per_item(kv_cache_name(runs, "BM_MatchHit", size))
+                 for _, size in KV_CACHE_SIZES]
+    rows += [
+        "",
+        "CPU ns per block, median (min-max), where the timed region is the whole iteration "
+        "(`BM_MatchHit`, timed automatically): %s. The other operations are timed manually "
+        "around the operation alone, and a thread-CPU clock read costs about as much as the "
+        "operation, so their CPU time is not measured; the on-CPU share (thread CPU time over "
+        "wall time of the whole benchmark loop) shows whether the thread kept its core." %
+        ", ".join("%s %s" % (label, spread_cell(Spread.of(c.values())))
+                  for (label, _), c in zip(KV_CACHE_SIZES, cpu_match)),
+        "",
+        "Hashing's cost, per repetition pair (hashed / block ids, same size):",
+        "",
+        "| operation | %s |" % " | ".join(label for label, _ in KV_CACHE_SIZES),
+        "|---|" + "---|" * len(KV_CACHE_SIZES),
+    ]
+    for label, id_keyed, hashed in KV_CACHE_ROWS:
+        if id_keyed is None or hashed is None:
+            continue
+        cells = []
+        for _, size in KV_CACHE_SIZES:
+            cells.append(ratio_cell(paired_ratios(
+                runs.ns_per_item(kv_cache_name(runs, hashed, size)),
+                runs.ns_per_item(kv_cache_name(runs, id_keyed, size)))))
+        rows.append("| %s | %s |" % (label, " | ".join(cells)))
+    hash_only = runs.ns_per_item("BM_HashBlocks/manual_time")
+    rows += ["", "Hashing alone (`BM_HashBlocks`, 64 blocks of 16 token ids): %s ns per block." %
+             spread_cell(Spread.of(hash_only.values()))]
+    return "\n".join(rows)
+
+
+KV_AGENTIC_ROWS = [
+    ("plan + apply a finished sub-agent's demotion (10K owned blocks)", "BM_DemoteFinishedChild"),
+    ("close a session in release mode (10K unique blocks freed)", "BM_CloseSessionRelease"),
+]
+KV_AGENTIC_SIZES = [("beside 100K blocks", "100000"), ("beside 1M blocks", "1000000")]
+
+
+def render_kv_agentic(run):
+    runs = Runs(run.benchmark)
+    rows = [
+        "Wall-clock ns per block, median (min-max) over the repetitions; `1M / 100K` per "
+        "repetition pair.",
+        "",
+        "| operation | %s | 1M / 100K | lowest on-CPU share |" %
+        " | ".join(label for label, _ in KV_AGENTIC_SIZES),
+        "|---|" + "---|" * len(KV_AGENTIC_SIZES) + "---|---|",
+    ]
+    for label, benchmark in KV_AGENTIC_ROWS:
+        names = ["%s/%s/manual_time" % (benchmark, size) for _, size in KV_AGENTIC_SIZES]
+        walls = [runs.ns_per_item(n) for n in names]
+        share = min(min(runs.field(n, "cpu_share").values()) for n in names)
+        rows.append("| %s | %s | %s | %.2f |" % (
+            label, " | ".join(spread_cell(Spread.of(w.values())) for w in walls),
+            ratio_cell(paired_ratios(walls[-1], walls[0])), share))
+    return "\n".join(rows)
+
+
+SECTIONS = [
+    Section("standard-trace", "bench/standard_trace_bench", "standard_trace_bench",
+            render_standard_trace),
+    Section("kv-cache", "bench/kv_cache_bench", "kv_cache_bench", render_kv_cache),
+    Section("kv-agentic", "bench/kv_agentic_bench", "kv_agentic_bench", render_kv_agentic),
+    # Sections for a compiled peer (bench/peers/) or the gateway load test go here.
+]
+SECTIONS_BY_NAME = {s.name: s for s in SECTIONS}
+
+
+# ---------------------------------------------------------------------------------------------
+# The machine and the run.
+
+
+def read_file(path, default=""):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def machine():
+    cpuinfo = read_file("/proc/cpuinfo")
+    model = re.search(r"^model name\s*:\s*(.*)$", cpuinfo, re.M)
+    l3 = read_file("/sys/devices/system/cpu/cpu0/cache/index3/size").strip()
+    if l3.endswith("K") and l3[:-1].isdigit() and int(l3[:-1]) % 1024 == 0:
+        l3 = "%d MiB" % (int(l3[:-1]) // 1024)
+    return {
+        "cpu_model": model.group(1).strip() if model else "unknown CPU",
+        "cores": os.cpu_count() or 0,
+        "l3": l3 or "unknown",
+    }
+
+
+def loadavg():
+    """The three load averages of /proc/loadavg, e.g. `1.87 1.73 1.77`."""
+    return " ".join(read_file("/proc/loadavg", "unknown").split()[:3])
+
+
+def git_commit():
+    def git(*args):
+        try:
+            return subprocess.run(["git", "-C", REPO] + list(args), capture_output=True,
+                                  text=True, check=False).stdout.strip()
+        except OSError:  # No git: the commit is recorded as unknown.
+            return ""
+    commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    # The report itself edits the doc, so that file does not count as a change to what ran.
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                ":(exclude)" + DEFAULT_DOC)
+    return commit + (" with uncommitted changes" if dirty else "")
+
+
+def now_utc():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def run_section(section, build_dir, repetitions):
+    binary = os.path.join(build_dir, section.program)
+    if not os.path.isfile(binary) or not os.access(binary, os.X_OK):
+        raise ReportError(
+            "%s: %s not found; build it with `cmake --build --preset release --target %s` "
+            "(or pass --build-dir)" % (section.name, binary, section.target))
+    args = [binary, "--benchmark_format=json", "--benchmark_repetitions=%d" % repetitions,
+            "--benchmark_enable_random_interleaving=true"] + section.extra_args
+    command = " ".join(shlex.quote(a) for a in args)
+    print("perf-report: running %s" % command, file=sys.stderr)
+    date = now_utc()
+    load_before = loadavg()
+    if section.collect is not None:
+        benchmark = section.collect(binary, repetitions)
+    else:
+        # stderr (the programs' verification messages) goes straight to the terminal.
+        proc = subprocess.run(args, stdout=subprocess.PIPE, text=True, check=False)
+        if proc.returncode != 0:
+            raise ReportError("%s: `%s` exited with status %d; nothing is reported" %
+                              (section.name, command, proc.returncode))
+        try:
+            benchmark = json.loads(proc.stdout)
+        except json.JSONDecodeError as e:
+            raise ReportError("%s: the program's output is not JSON: %s" % (section.name, e))
+    return SectionRun(section.name, command, date, load_before, loadavg(), benchmark)
+
+
+# ---------------------------------------------------------------------------------------------
+# Markdown and the document.
+
+
+def begin_marker(name):
+    return "<!-- perf-report:%s begin -->" % name
+
+
+def end_marker(name):
+    return "<!-- perf-report:%s end -->" % name
+
+
+def render_section(report, run):
+    m = report["machine"]
+    header = (
+        "Generated by `%s` from the JSON of one invocation of the program below; do not edit "
+        "by hand. Measured %s at commit %s on %s (%d cores, L3 %s); load average (1, 5, 15 "
+        "min) %s before the run and %s after. Command: `%s`." % (
+            report["command"], run.date, report["commit"], m["cpu_model"], m["cores"], m["l3"],
+            run.load_before, run.load_after, run.command))
+    return "%s\n\n%s" % (header, SECTIONS_BY_NAME[run.name].render(run))
+
+
+def replace_between_markers(text, name, body):
+    begin, end = begin_marker(name), end_marker(name)
+    start = text.find(begin)
+    stop = text.find(end)
+    if start < 0 or stop < 0 or stop < start:
+        raise ReportError("the document has no `%s` ... `%s` pair; add both lines where the "
+                          "section's tables belong" % (begin, end))
+    if text.find(begin, start + 1) >= 0:
+        raise ReportError("the document has `%s` twice" % begin)
+    return text[:start] + begin + "\n" + body + "\n" + text[stop:]
+
+
+def render_markdown(report, names):
+    parts = []
+    for name in names:
+        run = SectionRun(name=name, **report["sections"][name])
+        parts.append("%s\n%s\n%s" % (begin_marker(name), render_section(report, run),
+                                     end_marker(name)))
+    return "\n\n".join(parts)
+
+
+def update_document(text, report, names):
+    for name in names:
+        run = SectionRun(name=name, **report["sections"][name])
+        text = replace_between_markers(text, name, render_section(report, run))
+    return text
+
+
+def load_report(path):
+    try:
+        with open(path) as f:
+            report = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ReportError("cannot read %s: %s" % (path, e))
+    if report.get("format") != FORMAT:
+        raise ReportError("%s is not a %s file" % (path, FORMAT))
+    return report
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Runs the block-cache benchmarks and regenerates their tables in "
+        "docs/PERFORMANCE.md (wall-clock median and min-max over repetitions).")
+    parser.add_argument("--build-dir", default="build/release",
+                        help="the release build directory (default: build/release)")
+    parser.add_argument("--repetitions", type=int, default=5,
+                        help="repetitions of every benchmark (default: 5)")
+    parser.add_argument("--only", action="append", choices=sorted(SECTIONS_BY_NAME),
+                        help="run only this section (repeatable)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the Markdown instead of editing the document")
+    parser.add_argument("--json-out", help="save the raw results (every repetition) here")
+    parser.add_argument("--from-json",
+                        help="render a file saved with --json-out instead of running")
+    parser.add_argument("--doc", default=os.path.join(REPO, DEFAULT_DOC),
+                        help="the document to edit (default: docs/PERFORMANCE.md)")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.from_json:
+            report = load_report(args.from_json)
+            names = args.only or [s.name for s in SECTIONS if s.name in report["sections"]]
+            missing = [n for n in names if n not in report["sections"]]
+            if missing:
+                raise ReportError("%s has no section %s" % (args.from_json, ", ".join(missing)))
+        else:
+            if args.repetitions < 1:
+                raise ReportError("--repetitions must be >= 1")
+            names = args.only or [s.name for s in SECTIONS]
+            report = {
+                "format": FORMAT,
+                "command": " ".join(["scripts/perf-report.py"] +
+                                    [shlex.quote(a) for a in (argv or sys.argv[1:])]),
+                "commit": git_commit(),
+                "machine": machine(),
+                "sections": {},
+            }
+            for name in names:
+                run = run_section(SECTIONS_BY_NAME[name], args.build_dir, args.repetitions)
+                report["sections"][name] = {k: v for k, v in dataclasses.asdict(run).items()
+                                            if k != "name"}
+                if args.json_out:  # Saved after each section, so a later failure keeps it.
+                    with open(args.json_out, "w") as f:
+                        json.dump(report, f, indent=1)
+                        f.write("\n")
+        if args.dry_run:
+            print(render_markdown(report, names))
+            return 0
+        with open(args.doc) as f:
+            text = f.read()
+        text = update_document(text, report, names)
+        with open(args.doc, "w") as f:
+            f.write(text)
+        print("perf-report: updated %s (%s)" % (args.doc, ", ".join(names)), file=sys.stderr)
+        return 0
+    except ReportError as e:
+        print("perf-report: %s" % e, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

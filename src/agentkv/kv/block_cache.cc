@@ -33,6 +33,10 @@ constexpr int32_t kNone = -1;
 // blocks of work to cover one memory access (the index outgrows the caches at a few hundred
 // thousand blocks).
 constexpr size_t kPrefetchAhead = 8;
+// Below this many blocks the arena and the index fit in a core's L2 cache, where software
+// prefetches only cost instructions (measured: a 10K-block match is 1.4x slower with them, a
+// 1M-block one 2x faster).
+constexpr size_t kPrefetchMinBlocks = size_t{1} << 16;
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
@@ -76,6 +80,7 @@ int32_t BlockCache::FindChild(int32_t parent, BlockKey key) const {
 }
 
 void BlockCache::PrefetchIndex(std::span<const BlockKey> keys, size_t i) const {
+  if (blocks_.size() < kPrefetchMinBlocks) return;
   if (i == 0) {
     for (size_t j = 0; j < kPrefetchAhead && j < keys.size(); ++j) index_.Prefetch(keys[j].value());
   }
@@ -83,6 +88,7 @@ void BlockCache::PrefetchIndex(std::span<const BlockKey> keys, size_t i) const {
 }
 
 void BlockCache::PrefetchLookup(std::span<const BlockKey> keys, size_t i) const {
+  if (blocks_.size() < kPrefetchMinBlocks) return;
   // Slots kSlotsAhead keys ahead, blocks kBlocksAhead ahead (their slots were prefetched
   // kSlotsAhead - kBlocksAhead keys ago). A match does little per block, so it reaches
   // further ahead than a commit.

@@ -203,6 +203,9 @@ class PriorityLruQueue {
     uint32_t kept = 0;
     for (uint32_t i = 0; i < r.count; ++i) {
       const uint32_t pos = r.head + i;
+      if (i + kPrefetchAhead < r.count) {
+        __builtin_prefetch(&nodes[Index(r.slots[(pos + kPrefetchAhead) & r.mask])]);
+      }
       if (Live(nodes, r, p, pos)) slots[kept++] = r.slots[pos & r.mask];
     }
     AGENTKV_DCHECK(kept == r.live);

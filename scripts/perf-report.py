@@ -310,11 +310,41 @@ def render_kv_agentic(run):
     return "\n".join(rows)
 
 
+MEMORY_FLOOR_SIZES = [("10K", "9984"), ("100K", "99968"), ("1M", "1000000")]
+
+
+def render_memory_floor(run):
+    runs = Runs(run.benchmark)
+    rows = [
+        "Wall-clock ns per block, median (min-max); the cache's table shapes without the cache "
+        "(`bench/memory_floor_bench.cc`).",
+        "",
+        "| access pattern | %s | 1M / 10K |" % " | ".join(l for l, _ in MEMORY_FLOOR_SIZES),
+        "|---|" + "---|" * len(MEMORY_FLOOR_SIZES) + "---|",
+    ]
+    patterns = [
+        ("a match's loads, serial: random index slot, then the block it names",
+         "BM_MatchFloor/blocks:%s/prefetched:0/real_time"),
+        ("the same with the prefetches BlockCache::Match issues",
+         "BM_MatchFloor/blocks:%s/prefetched:1/real_time"),
+        ("a linked list's next victim: one dependent random load",
+         "BM_ChaseFloor/blocks:%s/real_time"),
+    ]
+    for label, pattern in patterns:
+        walls = [runs.ns_per_item(pattern % size) for _, size in MEMORY_FLOOR_SIZES]
+        rows.append("| %s | %s | %s |" % (
+            label, " | ".join(spread_cell(Spread.of(w.values())) for w in walls),
+            ratio_cell(paired_ratios(walls[-1], walls[0]))))
+    return "\n".join(rows)
+
+
 SECTIONS = [
     Section("standard-trace", "bench/standard_trace_bench", "standard_trace_bench",
             render_standard_trace),
     Section("kv-cache", "bench/kv_cache_bench", "kv_cache_bench", render_kv_cache),
     Section("kv-agentic", "bench/kv_agentic_bench", "kv_agentic_bench", render_kv_agentic),
+    Section("memory-floor", "bench/memory_floor_bench", "memory_floor_bench",
+            render_memory_floor),
     # Sections for a compiled peer (bench/peers/) or the gateway load test go here.
 ]
 SECTIONS_BY_NAME = {s.name: s for s in SECTIONS}

@@ -1,17 +1,19 @@
 // HugePageAllocator: a std::allocator for large, long-lived arrays that are read at random
-// (the KV cache's block arena and prefix index). Arrays of 2 MiB or more are aligned to 2 MiB
-// and advised to the kernel as transparent-huge-page candidates (madvise MADV_HUGEPAGE, which
-// Linux honours when transparent huge pages are set to "madvise" or "always"), so that random
-// probes into millions of blocks miss the TLB far less. A placement hint only: contents,
-// results and determinism are the same with or without it, and a kernel that refuses it costs
-// nothing. Smaller arrays use the default allocator. Stateless; thread-safe.
+// (the KV cache's block arena and prefix index). Arrays of 2 MiB or more get a fresh anonymous
+// mapping, 2 MiB-aligned and advised to the kernel as transparent-huge-page candidates (madvise
+// MADV_HUGEPAGE, honoured when transparent huge pages are set to "madvise" or "always"), so
+// that random probes into millions of blocks miss the TLB far less. A fresh mapping, not the
+// malloc heap: memory the heap has already touched keeps its small pages whatever it is
+// advised. A placement hint only: contents, results and determinism are the same with or
+// without it, and a kernel that refuses it costs nothing. Smaller arrays use the default
+// allocator. Stateless; thread-safe.
 #ifndef AGENTKV_BASE_HUGE_PAGE_ALLOCATOR_H_
 #define AGENTKV_BASE_HUGE_PAGE_ALLOCATOR_H_
 
 #include <sys/mman.h>
 
 #include <cstddef>
-#include <cstdlib>
+#include <cstdint>
 #include <memory>
 #include <new>
 
@@ -28,10 +30,23 @@ class HugePageAllocator {
 
   T* allocate(size_t n) {
     if (!Huge(n)) return std::allocator<T>().allocate(n);
-    void* p = std::aligned_alloc(kHugePage, Rounded(n));
-    if (p == nullptr) throw std::bad_alloc();
-    ::madvise(p, Rounded(n), MADV_HUGEPAGE);  // A hint: its result changes nothing.
-    return static_cast<T*>(p);
+    if (n > std::allocator_traits<std::allocator<T>>::max_size(std::allocator<T>())) {
+      throw std::bad_array_new_length();
+    }
+    const size_t bytes = Rounded(n);
+    // One huge page more than needed, so that an aligned run of `bytes` lies inside it; the
+    // unaligned ends are given back at once.
+    void* map = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) throw std::bad_alloc();
+    const uintptr_t start = reinterpret_cast<uintptr_t>(map);
+    const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+    if (aligned > start) ::munmap(map, aligned - start);
+    const uintptr_t end = start + bytes + kHugePage;
+    if (end > aligned + bytes)
+      ::munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
+    ::madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);  // A hint; may be refused.
+    return reinterpret_cast<T*>(aligned);
   }
 
   void deallocate(T* p, size_t n) {
@@ -39,7 +54,7 @@ class HugePageAllocator {
       std::allocator<T>().deallocate(p, n);
       return;
     }
-    std::free(p);
+    ::munmap(p, Rounded(n));
   }
 
   friend bool operator==(const HugePageAllocator&, const HugePageAllocator&) { return true; }

@@ -161,7 +161,10 @@ std::string_view RoutePath(GatewayRoute route) {
 
 StatusOr<ClientRequest> ParseClientRequest(GatewayRoute route, std::string body) {
   if (route != GatewayRoute::kGenerate) return ParseOpenAiRequest(route, std::move(body));
-  AGENTKV_ASSIGN_OR_RETURN(protocol::GenerateRequest parsed, protocol::ParseGenerateRequest(body));
+  // The body is forwarded as it is: the parse only counts input_ids and keeps no copy.
+  AGENTKV_ASSIGN_OR_RETURN(
+      protocol::GenerateRequest parsed,
+      protocol::ParseGenerateRequest(body, {}, protocol::GenerateParseMode::kSummary));
   ClientRequest request;
   request.route = route;
   request.rid = parsed.rid;
@@ -169,8 +172,8 @@ StatusOr<ClientRequest> ParseClientRequest(GatewayRoute route, std::string body)
   if (request.session_id.has_value() && request.session_id->empty()) request.session_id.reset();
   request.stream = parsed.stream;
   request.has_session_params = parsed.has_session_params;
-  if (parsed.input_ids.has_value()) {
-    request.prompt_token_ids = static_cast<int64_t>(parsed.input_ids->size());
+  if (parsed.input_id_count.has_value()) {
+    request.prompt_token_ids = parsed.input_id_count;
   } else {
     request.prompt_text_bytes = static_cast<int64_t>(parsed.text.value_or(std::string()).size());
   }
@@ -418,7 +421,8 @@ StatusOr<std::string> BuildForwardBody(std::string_view body, const ForwardEdits
   if (edits.priority.has_value()) fields.push_back({"priority", priority});
   const std::string pause = edits.pause.has_value() ? JsonString(*edits.pause) : "";
   if (edits.pause.has_value()) fields.push_back({protocol::kPauseField, pause});
-  return protocol::SetTopLevelFields(body, fields);
+  // ParseClientRequest accepted `body` as one JSON object and the values are written above.
+  return protocol::SetTopLevelFieldsOfValidObject(body, fields);
 }
 
 std::optional<std::string> ParseSessionClosePath(std::string_view path) {

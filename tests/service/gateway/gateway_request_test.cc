@@ -243,6 +243,12 @@ TEST(ForwardHeadersTest, KeepsTheRouterAllowlistAndDropsTheGatewayToken) {
             (std::pair<std::string, std::string>{"x-smg-routing-key", "session-1"}));
   EXPECT_FALSE(IsForwardedHeader("content-length"));
   EXPECT_TRUE(IsForwardedHeader("TraceState"));
+  EXPECT_TRUE(IsForwardedHeader("X-Request-Id-Hop"));
+  EXPECT_TRUE(IsForwardedHeader("AUTHORIZATION"));
+  EXPECT_FALSE(IsForwardedHeader("x-request-i"));
+  EXPECT_FALSE(IsForwardedHeader("x-request-idx"));
+  EXPECT_FALSE(IsForwardedHeader("authorizatio\xc5"));
+  EXPECT_FALSE(IsForwardedHeader(""));
 }
 
 TEST(ForwardBodyTest, SplicesOnlyTheOwnedMembers) {

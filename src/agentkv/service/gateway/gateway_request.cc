@@ -37,8 +37,20 @@ std::string Lower(std::string_view text) {
   return out;
 }
 
+char LowerChar(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// ASCII case-insensitive equality, without allocating (it runs for every header of every
+// forwarded request).
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && Lower(a) == Lower(b);
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (LowerChar(a[i]) != LowerChar(b[i])) return false;
+  }
+  return true;
+}
+
+bool StartsWithIgnoreCase(std::string_view text, std::string_view prefix) {
+  return text.size() >= prefix.size() && EqualsIgnoreCase(text.substr(0, prefix.size()), prefix);
 }
 
 Status RefuseBodyParentHint() {
@@ -381,10 +393,11 @@ std::optional<int64_t> ExactPromptTokens(const ClientRequest& request,
 }
 
 bool IsForwardedHeader(std::string_view name) {
-  const std::string lower = Lower(name);
-  return lower == "authorization" || lower == "x-request-id" || lower == "x-correlation-id" ||
-         lower == "traceparent" || lower == "tracestate" || lower == "x-smg-routing-key" ||
-         lower.starts_with("x-request-id-");
+  for (const std::string_view forwarded : {"authorization", "x-request-id", "x-correlation-id",
+                                           "traceparent", "tracestate", "x-smg-routing-key"}) {
+    if (EqualsIgnoreCase(name, forwarded)) return true;
+  }
+  return StartsWithIgnoreCase(name, "x-request-id-");
 }
 
 net::HeaderList ForwardHeaders(const net::Request& request, std::string_view own_bearer_token) {

@@ -52,6 +52,10 @@ void CheckSameExceptRid(const GenerateRequest& a, const GenerateRequest& b) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   const agentkv::StatusOr<GenerateRequest> parsed = ParseGenerateRequest(body);
+  // The gateway's parse (input_ids counted, not kept) accepts and refuses exactly the same.
+  const agentkv::StatusOr<GenerateRequest> summary =
+      ParseGenerateRequest(body, {}, GenerateParseMode::kSummary);
+  FUZZ_CHECK(summary.status() == parsed.status());
   if (!parsed.ok()) {
     FUZZ_CHECK(IsInputError(parsed.status()));
     // The splice functions must cope with anything too.
@@ -63,6 +67,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   FUZZ_CHECK(parsed->raw == body);
   FUZZ_CHECK(parsed->text.has_value() != parsed->input_ids.has_value());
+  FUZZ_CHECK(parsed->input_ids.has_value() == parsed->input_id_count.has_value());
+  FUZZ_CHECK(!parsed->input_ids.has_value() ||
+             static_cast<int64_t>(parsed->input_ids->size()) == *parsed->input_id_count);
+  FUZZ_CHECK(summary->input_id_count == parsed->input_id_count);
+  FUZZ_CHECK(!summary->input_ids.has_value() && summary->raw.empty());
+  FUZZ_CHECK(summary->text == parsed->text && summary->rid == parsed->rid);
 
   const agentkv::StatusOr<std::string> edited =
       SetTopLevelField(body, "rid", "\"x\"", JsonLimitsFor(ParseLimits{}));
@@ -73,6 +83,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(both.ok());
   FUZZ_CHECK(*both ==
              *SetTopLevelField(*edited, "session_id", "\"s\"", JsonLimitsFor(ParseLimits{})));
+  // And without revalidation, as the gateway calls it on a body it parsed.
+  FUZZ_CHECK(*both ==
+             *SetTopLevelFieldsOfValidObject(body, {{"rid", "\"x\""}, {"session_id", "\"s\""}}));
   const agentkv::StatusOr<GenerateRequest> reparsed = ParseGenerateRequest(*edited);
   FUZZ_CHECK(reparsed.ok());
   FUZZ_CHECK(reparsed->rid == "x");

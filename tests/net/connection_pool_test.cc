@@ -197,5 +197,45 @@ TEST_F(ConnectionPoolTest, CloseAllClosesIdleAndDropsWaiters) {
   EXPECT_FALSE(IsOpen(pair.local));
 }
 
+// Every descriptor the pool gives up goes through Options::close_idle exactly once (HttpClient
+// closes its parked socket there), and a leased or reused one never does.
+TEST_F(ConnectionPoolTest, GivesUpIdleDescriptorsThroughTheCloser) {
+  std::vector<int> closed;
+  ConnectionPool::Options options = Options(4, /*max_idle=*/1);
+  options.close_idle = [&closed](int fd) {
+    closed.push_back(fd);
+    ::close(fd);
+  };
+  Pair expired;
+  Pair beyond_cap;
+  Pair peer_closed;
+  Pair kept;
+  {
+    ConnectionPool pool(options);
+    ASSERT_TRUE(Acquire(pool, 1) && Acquire(pool, 2));
+    Release(pool, expired.local, now_);
+    Release(pool, beyond_cap.local, now_);  // Over max_idle: given up at once.
+    EXPECT_EQ(closed, std::vector<int>{beyond_cap.local});
+    EXPECT_EQ(pool.CloseExpired(now_ + milliseconds(1'000)), size_t{1});
+    EXPECT_EQ(closed, (std::vector<int>{beyond_cap.local, expired.local}));
+
+    ASSERT_TRUE(Acquire(pool, 3) && Acquire(pool, 4));
+    Release(pool, peer_closed.local, now_);
+    ::close(peer_closed.peer);
+    peer_closed.peer = -1;
+    EXPECT_FALSE(Acquire(pool, 5)->reused());  // Unhealthy: given up, a connect instead.
+    EXPECT_EQ(closed.back(), peer_closed.local);
+    Discard(pool);
+    Release(pool, kept.local, now_);
+    const std::optional<Lease> reused = Acquire(pool, 6);
+    ASSERT_TRUE(reused.has_value());
+    EXPECT_EQ(reused->fd, kept.local);  // Handed out, not closed.
+    EXPECT_EQ(closed.size(), size_t{3});
+    Release(pool, kept.local, now_);
+  }  // Destruction gives up the last idle one.
+  EXPECT_EQ(closed,
+            (std::vector<int>{beyond_cap.local, expired.local, peer_closed.local, kept.local}));
+}
+
 }  // namespace
 }  // namespace agentkv::net::internal

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/json/parse.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -246,6 +248,199 @@ TEST(GenerateRequestTest, MalformedBodiesNeverCrash) {
       const StatusOr<GenerateRequest> reparsed = ParseGenerateRequest(*edited);
       ASSERT_TRUE(reparsed.ok()) << reparsed.status();
       EXPECT_EQ(reparsed->rid, "x");
+    });
+  }
+}
+
+// ---- input_ids read while parsing (GenerateParseMode::kSummary and kFull alike) ----
+
+StatusOr<GenerateRequest> ParseSummary(std::string_view body, const ParseLimits& limits = {}) {
+  return ParseGenerateRequest(body, limits, GenerateParseMode::kSummary);
+}
+
+// A reference for the prompt, written the obvious way over a Boost.JSON DOM: the count of a
+// top-level `input_ids` list (the member the DOM keeps), or the error its first bad entry gives.
+std::optional<StatusOr<int64_t>> ReferenceIdCount(std::string_view body) {
+  boost::system::error_code ec;
+  const boost::json::value document = boost::json::parse(body, ec);
+  if (ec || !document.is_object()) return std::nullopt;
+  const boost::json::value* ids = document.as_object().if_contains("input_ids");
+  if (ids == nullptr || !ids->is_array()) return std::nullopt;
+  const boost::json::array& list = ids->as_array();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::optional<int64_t> id = AsInt64(list[i]);
+    if (!id.has_value() || *id < 0) {
+      if (i == 0 && list[i].is_array()) return StatusOr<int64_t>(InvalidArgumentError("batch"));
+      return StatusOr<int64_t>(InvalidArgumentError("input_ids[" + std::to_string(i) + "]"));
+    }
+  }
+  return StatusOr<int64_t>(static_cast<int64_t>(list.size()));
+}
+
+// Both modes accept and refuse the same bodies with the same statuses; an accepted id prompt
+// has the same count in both, and kFull keeps the ids.
+void ExpectModesAgree(std::string_view body, const ParseLimits& limits = {}) {
+  const StatusOr<GenerateRequest> full = ParseGenerateRequest(body, limits);
+  const StatusOr<GenerateRequest> summary = ParseSummary(body, limits);
+  ASSERT_EQ(full.status(), summary.status()) << body;
+  if (!full.ok()) return;
+  EXPECT_EQ(full->input_id_count, summary->input_id_count) << body;
+  EXPECT_FALSE(summary->input_ids.has_value()) << body;
+  EXPECT_TRUE(summary->raw.empty()) << body;
+  EXPECT_EQ(full->raw, body);
+  if (full->input_id_count.has_value()) {
+    ASSERT_TRUE(full->input_ids.has_value()) << body;
+    EXPECT_EQ(static_cast<int64_t>(full->input_ids->size()), *full->input_id_count) << body;
+  }
+  EXPECT_EQ(summary->rid, full->rid);
+  EXPECT_EQ(summary->session_id, full->session_id);
+  EXPECT_EQ(summary->text, full->text);
+  EXPECT_EQ(summary->sampling_params, full->sampling_params);
+}
+
+TEST(GenerateInputIdsTest, SummaryCountsWithoutKeepingIdsOrBody) {
+  const StatusOr<GenerateRequest> r =
+      ParseSummary(R"({"rid": "a", "input_ids": [5, 0, 9223372036854775807], "stream": true})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->input_id_count, 3);
+  EXPECT_FALSE(r->input_ids.has_value());
+  EXPECT_TRUE(r->raw.empty());
+  EXPECT_FALSE(r->text.has_value());
+  EXPECT_EQ(r->rid, "a");
+  EXPECT_TRUE(r->stream);
+  const GenerateRequest full = MustParse(R"({"input_ids": [5, 0, 9223372036854775807]})");
+  EXPECT_EQ(full.input_ids, (std::vector<int64_t>{5, 0, 9223372036854775807}));
+  EXPECT_EQ(full.input_id_count, 3);
+  EXPECT_FALSE(MustParse(R"({"text": "a"})").input_id_count.has_value());
+  EXPECT_EQ(ParseSummary(R"({"input_ids": []})")->input_id_count, 0);
+}
+
+TEST(GenerateInputIdsTest, BadEntriesNameTheirIndexInBothModes) {
+  struct Case {
+    std::string_view body;
+    Status status;
+  };
+  const Status batch = InvalidArgumentError("batch requests are not supported");
+  const auto bad = [](int index) {
+    return InvalidArgumentError("input_ids[" + std::to_string(index) +
+                                "]: expected a non-negative integer");
+  };
+  const Case cases[] = {
+      // Numbers past int64, past uint64, negative, floats, exponents.
+      {R"({"input_ids": [1, 9223372036854775808]})", bad(1)},
+      {R"({"input_ids": [18446744073709551615]})", bad(0)},
+      {R"({"input_ids": [1, 2, 184467440737095516150000]})", bad(2)},
+      {R"({"input_ids": [-1]})", bad(0)},
+      {R"({"input_ids": [-9223372036854775808]})", bad(0)},
+      {R"({"input_ids": [1, 1.0]})", bad(1)},
+      {R"({"input_ids": [1e3]})", bad(0)},
+      {R"({"input_ids": [1, 2, 1e400]})", bad(2)},
+      // Other types, the first bad entry named.
+      {R"({"input_ids": [1, "2", null]})", bad(1)},
+      {R"({"input_ids": [true]})", bad(0)},
+      {R"({"input_ids": [0, null]})", bad(1)},
+      // Nesting: a list first is a batch; a list or object later is a bad entry, whatever it holds.
+      {R"({"input_ids": [[1, 2], [3]]})", batch},
+      {R"({"input_ids": [[]]})", batch},
+      {R"({"input_ids": [[1], 2]})", batch},
+      {R"({"input_ids": [1, [2, [3]], 4]})", bad(1)},
+      {R"({"input_ids": [{"input_ids": [1]}, 2]})", bad(0)},
+      {R"({"input_ids": [1, {"a": "x"}, -1]})", bad(1)},
+      // Not a list.
+      {R"({"input_ids": {"0": 1}})", InvalidArgumentError("input_ids: expected a list")},
+      {R"({"input_ids": 7})", InvalidArgumentError("input_ids: expected a list")},
+      {R"({"input_ids": "1 2"})", InvalidArgumentError("input_ids: expected a list")},
+      // A bad entry and a second prompt: the prompt rule comes first, as before.
+      {R"({"text": "a", "input_ids": [-1]})",
+       InvalidArgumentError("only one of text, input_ids or input_embeds may be given")},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ParseError(c.body), c.status) << c.body;
+    EXPECT_EQ(ParseSummary(c.body).status(), c.status) << c.body;
+  }
+}
+
+TEST(GenerateInputIdsTest, OnlyTheTopLevelMemberIsThePrompt) {
+  // An `input_ids` nested anywhere else is an ordinary member, kept in the DOM untouched.
+  const StatusOr<GenerateRequest> nested =
+      ParseSummary(R"({"text": "a", "x": {"input_ids": [[1], -2]}, "y": [{"input_ids": [1]}]})");
+  ASSERT_TRUE(nested.ok()) << nested.status();
+  EXPECT_FALSE(nested->input_id_count.has_value());
+  EXPECT_EQ(nested->text, "a");
+  // An escaped key is the same key.
+  EXPECT_EQ(ParseSummary(R"({"input\u005fids": [1, 2]})")->input_id_count, 2);
+  // A null list is absent.
+  EXPECT_EQ(ParseError(R"({"input_ids": null})"),
+            InvalidArgumentError("one of text, input_ids or input_embeds is required"));
+  // A root that is a list is the batch form, whatever it holds.
+  EXPECT_EQ(ParseSummary(R"([[1, 2]])").status(),
+            InvalidArgumentError("batch requests are not supported"));
+}
+
+TEST(GenerateInputIdsTest, RepeatedMemberCountsTheListTheDomKeeps) {
+  for (const std::string_view body :
+       {R"({"input_ids": [1, 2], "input_ids": [3]})", R"({"input_ids": [1], "input_ids": [2, 3]})",
+        R"({"input_ids": [-1], "input_ids": [2, 3]})", R"({"input_ids": [1], "input_ids": [-3]})",
+        R"({"input_ids": 5, "input_ids": [2, 3]})", R"({"input_ids": [2, 3], "input_ids": 5})"}) {
+    const std::optional<StatusOr<int64_t>> reference = ReferenceIdCount(body);
+    const StatusOr<GenerateRequest> summary = ParseSummary(body);
+    if (reference.has_value() && reference->ok()) {
+      ASSERT_TRUE(summary.ok()) << body << ": " << summary.status();
+      EXPECT_EQ(summary->input_id_count, **reference) << body;
+    } else {
+      EXPECT_FALSE(summary.ok()) << body;
+    }
+    ExpectModesAgree(body);
+  }
+}
+
+TEST(GenerateInputIdsTest, LimitsHoldWithoutStoringTheList) {
+  std::string body = R"({"input_ids": [)";
+  for (int i = 0; i < 100'000; ++i) body += (i > 0 ? ",1" : "1");
+  body += "]}";
+  EXPECT_EQ(ParseSummary(body)->input_id_count, 100'000);
+  EXPECT_EQ(ParseSummary(body, ParseLimits{.max_input_ids = 99'999}).status(),
+            ResourceExhaustedError("input_ids: 100000 entries, over the limit of 99999"));
+  ExpectModesAgree(body, ParseLimits{.max_input_ids = 99'999});
+  // The size check comes before the entries': an oversized list with a bad entry is still
+  // ResourceExhausted.
+  EXPECT_EQ(ParseSummary(R"({"input_ids": [1, -1, 3]})", ParseLimits{.max_input_ids = 2}).status(),
+            ResourceExhaustedError("input_ids: 3 entries, over the limit of 2"));
+  // Nesting inside the list counts against the depth limit.
+  const std::string deep =
+      R"({"input_ids": [1, )" + std::string(70, '[') + std::string(70, ']') + "]}";
+  EXPECT_EQ(ParseSummary(deep).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(ParseSummary(deep, ParseLimits{.max_depth = 80}).status(),
+            InvalidArgumentError("input_ids[1]: expected a non-negative integer"));
+  // Truncated and trailing bytes fail as ParseJson fails.
+  for (const std::string_view bad :
+       {R"({"input_ids": [1, 2)", R"({"input_ids": [1, 2]} x)", R"({"input_ids": [1,, 2]})",
+        R"({"input_ids": [01]})", R"({"input_ids": [1 2]})"}) {
+    EXPECT_EQ(ParseSummary(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+    ExpectModesAgree(bad);
+  }
+}
+
+TEST(GenerateInputIdsTest, MalformedVariantsAgreeAcrossModesAndWithTheReference) {
+  const std::string seeds[] = {
+      ReadTestdata("generate_relax.json"),
+      R"({"input_ids": [1, 22, 333, [4], {"a": [5]}, "6", -7, 8.5], "rid": "r"})",
+      R"({"input_ids": [[1, 2]], "sampling_params": {"stop_token_ids": [1, 2]}})",
+      R"({"rid": "x", "input_ids": [0, 18446744073709551615, 9223372036854775807]})",
+  };
+  uint64_t seed = 1;
+  for (const std::string& text : seeds) {
+    ForEachMalformedVariant(text, seed++, [](const std::string& body) {
+      ExpectModesAgree(body);
+      const StatusOr<GenerateRequest> summary = ParseSummary(body);
+      ExpectInputError(summary.status());
+      const std::optional<StatusOr<int64_t>> reference = ReferenceIdCount(body);
+      if (summary.ok() && summary->input_id_count.has_value()) {
+        ASSERT_TRUE(reference.has_value() && reference->ok()) << body;
+        EXPECT_EQ(*summary->input_id_count, **reference) << body;
+      } else if (reference.has_value() && !reference->ok()) {
+        EXPECT_FALSE(summary.ok()) << body;
+      }
     });
   }
 }

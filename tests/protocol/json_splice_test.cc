@@ -167,6 +167,10 @@ TEST(JsonSpliceTest, SeveralFieldsAtOnceEqualOneEditAfterTheOther) {
         const StatusOr<std::string> at_once = SetTopLevelFields(body, edits);
         ASSERT_TRUE(at_once.ok()) << at_once.status() << " on " << body;
         EXPECT_EQ(*at_once, expected) << "body " << body << " mask " << mask;
+        // The gateway's path for bodies it has parsed: the same bytes without revalidation.
+        const StatusOr<std::string> trusted = SetTopLevelFieldsOfValidObject(body, edits);
+        ASSERT_TRUE(trusted.ok()) << trusted.status() << " on " << body;
+        EXPECT_EQ(*trusted, expected) << "body " << body << " mask " << mask;
       }
     }
   }
@@ -179,6 +183,31 @@ TEST(JsonSpliceTest, SeveralFieldsAtOnceRejectWhatOneAtATimeRejects) {
   EXPECT_EQ(SetTopLevelFields("{}", {{"rid", "1"}, {"rid", "2"}}).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(*SetTopLevelFields(R"({"a":1})", {}), R"({"a":1})");
+}
+
+// Without validation the scan still never reads past the text: a body that breaks the
+// precondition gives InvalidArgument or text, never a crash, and a valid one what the checked
+// function gives.
+TEST(JsonSpliceTest, UncheckedEditsOfMalformedBodiesNeverCrash) {
+  const std::vector<FieldEdit> edits = {{"rid", R"("x")"}, {"session_id", R"("s")"}};
+  for (const std::string_view name : {"generate_relax.json", "server_info.json"}) {
+    ForEachMalformedVariant(ReadTestdata(name), 13, [&edits](const std::string& text) {
+      const StatusOr<std::string> trusted = SetTopLevelFieldsOfValidObject(text, edits);
+      if (!trusted.ok()) {
+        EXPECT_EQ(trusted.status().code(), StatusCode::kInvalidArgument);
+      }
+      const StatusOr<std::string> checked = SetTopLevelFields(text, edits);
+      if (checked.ok()) {
+        ASSERT_TRUE(trusted.ok()) << trusted.status();
+        EXPECT_EQ(*trusted, *checked);
+      }
+    });
+  }
+  for (const std::string_view truncated : {"", "{", R"({"a")", R"({"a":[1,2)", R"({"a":"\)"}) {
+    EXPECT_EQ(SetTopLevelFieldsOfValidObject(truncated, edits).status().code(),
+              StatusCode::kInvalidArgument)
+        << truncated;
+  }
 }
 
 }  // namespace

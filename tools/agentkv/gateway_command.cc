@@ -153,6 +153,9 @@ int GatewayCommand::Run() {
   options.upstream.header_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(upstream_timeout_s_ * 1000.0));
   options.upstream.max_connections_per_host = static_cast<size_t>(upstream_connections_);
+  // Every connection the pool may open may also stay idle (until the idle timeout): a smaller
+  // cap closes connections under load only to open new ones for the next requests.
+  options.upstream.max_idle_per_host = options.upstream.max_connections_per_host;
   options.log = SpdlogSink;
   ApplyLogLevel(log_level_);
   if (s = options.Validate(); !s.ok()) return ReportError(name, s);

@@ -7,6 +7,10 @@
 //    Interrupted() turns it into the call's final status.
 //  - The user's callback for the end (on_response / on_done) runs exactly once, in Finish, and
 //    no callback runs after it.
+//  - The socket is bound to the io_context, every handler of an operation on it to the call's
+//    strand (OnStrand). A reusable connection goes back as a parked socket (ClientCore::Park,
+//    still registered with epoll) before its descriptor goes back to the pool, so that the call
+//    that leases the descriptor next finds it (Unpark).
 #include "agentkv/net/client_call.h"
 
 #include <sys/socket.h>
@@ -61,9 +65,34 @@ ClientCore::ClientCore(const HttpClientOptions& options)
       io_context_(options.threads),
       work_guard_(io_context_.get_executor()),
       pool_(ConnectionPool::Options{options.max_connections_per_host, options.max_idle_per_host,
-                                    options.idle_timeout}),
+                                    options.idle_timeout, [this](int fd) { CloseParked(fd); }}),
       sweep_strand_(asio::make_strand(io_context_)),
       sweep_timer_(sweep_strand_) {}
+
+void ClientCore::Park(int fd, tcp::socket socket) {
+  auto parked = std::make_unique<tcp::socket>(std::move(socket));
+  sync::MutexLock lock(&parked_mu_);
+  parked_[fd] = std::move(parked);
+}
+
+std::unique_ptr<tcp::socket> ClientCore::Unpark(int fd) {
+  sync::MutexLock lock(&parked_mu_);
+  auto it = parked_.find(fd);
+  if (it == parked_.end()) return nullptr;
+  std::unique_ptr<tcp::socket> socket = std::move(it->second);
+  parked_.erase(it);
+  return socket;
+}
+
+void ClientCore::CloseParked(int fd) {
+  std::unique_ptr<tcp::socket> socket = Unpark(fd);
+  if (socket == nullptr) {
+    ::close(fd);
+    return;
+  }
+  error_code ignored;
+  socket->close(ignored);  // Deregisters it and closes `fd`.
+}
 
 bool ClientCore::Register(const std::shared_ptr<ClientCall>& call, uint64_t id) {
   sync::MutexLock lock(&registry_mu_);
@@ -125,7 +154,7 @@ ClientCall::ClientCall(ClientCore& core, Spec spec, bool streaming, Callbacks ca
       callbacks_(std::move(callbacks)),
       initial_(std::move(initial)),
       strand_(asio::make_strand(core.io_context())),
-      socket_(strand_),
+      socket_(core.io_context()),
       timer_(strand_) {
   chunk_body_callback_ = [this](uint64_t, boost::beast::string_view body, error_code& error) {
     return EmitChunk(std::string_view(body.data(), body.size()), error);
@@ -232,9 +261,18 @@ void ClientCall::OnLease(ConnectionPool::Lease lease) {
   }
   leased_ = true;
   if (lease.reused()) {
+    if (std::unique_ptr<tcp::socket> parked = core_.Unpark(lease.fd)) {
+      socket_ = std::move(*parked);
+      family_ = lease.family;
+      reused_ = true;
+      SendRequest();
+      return;
+    }
+    // Not parked by this client (cannot happen): adopt the descriptor as it is.
     error_code error;
     socket_.assign(lease.family == AF_INET6 ? tcp::v6() : tcp::v4(), lease.fd, error);
     if (!error) {
+      family_ = lease.family;
       reused_ = true;
       SendRequest();
       return;
@@ -251,10 +289,11 @@ void ClientCall::Connect() {
   error_code error;
   const auto address = asio::ip::make_address(spec_.endpoint.host, error);
   if (!error) {
+    family_ = address.is_v6() ? AF_INET6 : AF_INET;
     socket_.async_connect(tcp::endpoint(address, spec_.endpoint.port),
-                          [self = shared_from_this()](const error_code& connect_error) {
+                          OnStrand([self = shared_from_this()](const error_code& connect_error) {
                             self->OnConnected(connect_error);
-                          });
+                          }));
     return;
   }
   // A name: the resolver's background thread runs getaddrinfo (numeric hosts never get here).
@@ -272,11 +311,12 @@ void ClientCall::OnResolved(const error_code& error, const tcp::resolver::result
     Finish(UnavailableError("cannot resolve \"" + spec_.endpoint.host + "\": " + error.message()));
     return;
   }
-  asio::async_connect(
-      socket_, results,
-      [self = shared_from_this()](const error_code& connect_error, const tcp::endpoint&) {
-        self->OnConnected(connect_error);
-      });
+  asio::async_connect(socket_, results,
+                      OnStrand([self = shared_from_this()](const error_code& connect_error,
+                                                           const tcp::endpoint& endpoint) {
+                        if (!connect_error) self->family_ = endpoint.protocol().family();
+                        self->OnConnected(connect_error);
+                      }));
 }
 
 void ClientCall::OnConnected(const error_code& error) {
@@ -300,9 +340,10 @@ void ClientCall::SendRequest() {
   buffer_.clear();
   parser_.reset();
   ArmTimer(core_.options().header_timeout);
-  http::async_write(
-      socket_, request_,
-      [self = shared_from_this()](const error_code& error, size_t) { self->OnWritten(error); });
+  http::async_write(socket_, request_,
+                    OnStrand([self = shared_from_this()](const error_code& error, size_t) {
+                      self->OnWritten(error);
+                    }));
 }
 
 void ClientCall::OnWritten(const error_code& error) {
@@ -324,9 +365,10 @@ void ClientCall::ReadHeader() {
     parser_->body_limit(static_cast<uint64_t>(core_.options().max_response_bytes));
   }
   if (spec_.method == http::verb::head) parser_->skip(true);
-  http::async_read_header(
-      socket_, buffer_, *parser_,
-      [self = shared_from_this()](const error_code& error, size_t) { self->OnHeader(error); });
+  http::async_read_header(socket_, buffer_, *parser_,
+                          OnStrand([self = shared_from_this()](const error_code& error, size_t) {
+                            self->OnHeader(error);
+                          }));
 }
 
 void ClientCall::OnHeader(const error_code& error) {
@@ -354,9 +396,10 @@ void ClientCall::ReadBody() {
   }
   phase_ = Phase::kBody;
   ArmTimer(core_.options().body_timeout);
-  http::async_read_some(
-      socket_, buffer_, *parser_,
-      [self = shared_from_this()](const error_code& error, size_t) { self->OnBody(error); });
+  http::async_read_some(socket_, buffer_, *parser_,
+                        OnStrand([self = shared_from_this()](const error_code& error, size_t) {
+                          self->OnBody(error);
+                        }));
 }
 
 void ClientCall::OnBody(const error_code& error) {
@@ -478,16 +521,12 @@ void ClientCall::Finish(Status status) {
 void ClientCall::ReleaseConnection(bool reusable) {
   if (!leased_) return;
   leased_ = false;
-  if (reusable && socket_.is_open()) {
-    error_code error;
-    const int family = socket_.local_endpoint(error).protocol().family();
-    if (!error) {
-      const int fd = socket_.release(error);
-      if (!error) {
-        core_.pool().Release(key_, fd, family, ConnectionPool::Clock::now());
-        return;
-      }
-    }
+  if (reusable && socket_.is_open() && family_ != 0) {
+    // Parked first: the call that leases `fd` next may run as soon as the pool has it.
+    const int fd = socket_.native_handle();
+    core_.Park(fd, std::move(socket_));
+    core_.pool().Release(key_, fd, family_, ConnectionPool::Clock::now());
+    return;
   }
   CloseSocket();
   core_.pool().Discard(key_);

@@ -12,6 +12,7 @@
 #define AGENTKV_NET_CLIENT_CALL_H_
 
 #include <atomic>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -60,12 +61,26 @@ class ClientCore {
   // Lets the I/O threads return once no work is left.
   void ReleaseWorkGuard() { work_guard_.reset(); }
 
+  // A keep-alive connection stays a socket object registered with the event loop while it is
+  // idle in the pool, so that reusing it costs no epoll_ctl (the pool itself deals in
+  // descriptors). Park stores the socket of descriptor `fd` before its slot goes back to the
+  // pool; Unpark hands it to the call that leased `fd` (null if absent); the pool's closer
+  // destroys it (which closes `fd`). Thread-safe.
+  void Park(int fd, boost::asio::ip::tcp::socket socket);
+  std::unique_ptr<boost::asio::ip::tcp::socket> Unpark(int fd);
+
  private:
   void ArmSweep();
+  void CloseParked(int fd);
 
   const HttpClientOptions options_;
   boost::asio::io_context io_context_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_guard_;
+  // Declared before pool_ (whose destructor closes idle connections through CloseParked) and
+  // after io_context_ (the sockets are bound to it).
+  sync::Mutex parked_mu_;
+  std::unordered_map<int, std::unique_ptr<boost::asio::ip::tcp::socket>> parked_
+      AGENTKV_GUARDED_BY(parked_mu_);
   ConnectionPool pool_;
   boost::asio::strand<boost::asio::io_context::executor_type> sweep_strand_;
   boost::asio::steady_timer sweep_timer_;  // On sweep_strand_.
@@ -140,6 +155,12 @@ class ClientCall : public std::enable_shared_from_this<ClientCall> {
   void ReleaseConnection(bool reusable);
   void CloseSocket();
 
+  // `handler` to run on this call's strand, keeping the call alive.
+  template <typename Handler>
+  auto OnStrand(Handler handler) {
+    return boost::asio::bind_executor(strand_, std::move(handler));
+  }
+
   void ArmTimer(std::chrono::milliseconds timeout);
   void CancelTimer();
   void OnTimeout();
@@ -153,8 +174,10 @@ class ClientCall : public std::enable_shared_from_this<ClientCall> {
   Callbacks callbacks_;
   const Status initial_;
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;
-  boost::asio::ip::tcp::socket socket_;  // On strand_.
-  boost::asio::steady_timer timer_;      // On strand_; the current phase's deadline.
+  // Bound to the io_context, not the strand: a pooled socket moves from call to call, so every
+  // operation's handler is bound to this call's strand (OnStrand) instead.
+  boost::asio::ip::tcp::socket socket_;
+  boost::asio::steady_timer timer_;  // On strand_; the current phase's deadline.
   std::optional<boost::asio::ip::tcp::resolver> resolver_;
 
   // Strand-only state below.
@@ -163,6 +186,7 @@ class ClientCall : public std::enable_shared_from_this<ClientCall> {
   bool registered_ = false;
   bool leased_ = false;  // Holds a pool slot (with or without an open socket).
   bool reused_ = false;  // The socket came from the pool.
+  int family_ = 0;       // The open socket's address family (AF_INET or AF_INET6).
   bool timed_out_ = false;
   bool cancelled_ = false;
   bool headers_delivered_ = false;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 #include <vector>
 
 #include "agentkv/base/check.h"
@@ -20,11 +21,19 @@ bool IdleSocketHealthy(int fd) {
   return got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-ConnectionPool::ConnectionPool(Options options) : options_(options) {
+ConnectionPool::ConnectionPool(Options options) : options_(std::move(options)) {
   AGENTKV_CHECK_GE(options_.max_connections_per_host, size_t{1});
 }
 
 ConnectionPool::~ConnectionPool() { CloseAll(); }
+
+void ConnectionPool::CloseIdle(int fd) const {
+  if (options_.close_idle) {
+    options_.close_idle(fd);
+  } else {
+    ::close(fd);
+  }
+}
 
 std::optional<ConnectionPool::Lease> ConnectionPool::Acquire(const std::string& key,
                                                              uint64_t waiter_id, Waiter waiter,
@@ -54,7 +63,7 @@ std::optional<ConnectionPool::Lease> ConnectionPool::Acquire(const std::string& 
       }
     }
   }
-  for (int fd : to_close) ::close(fd);
+  for (int fd : to_close) CloseIdle(fd);
   return lease;
 }
 
@@ -98,7 +107,7 @@ void ConnectionPool::Release(const std::string& key, int fd, int family, Clock::
       }
     }
   }
-  if (to_close >= 0) ::close(to_close);
+  if (to_close >= 0) CloseIdle(to_close);
   if (waiter) waiter(Lease{fd, family});  // The slot passes on, still leased.
 }
 
@@ -126,7 +135,7 @@ size_t ConnectionPool::CloseExpired(Clock::time_point now) {
       });
     }
   }
-  for (int fd : to_close) ::close(fd);
+  for (int fd : to_close) CloseIdle(fd);
   return to_close.size();
 }
 
@@ -142,7 +151,7 @@ void ConnectionPool::CloseAll() {
       host.waiters.clear();
     }
   }
-  for (int fd : to_close) ::close(fd);
+  for (int fd : to_close) CloseIdle(fd);
 }
 
 int64_t ConnectionPool::SumOverHosts(size_t (*count)(const Host& host)) const {

@@ -1,15 +1,16 @@
 // ConnectionPool: HttpClient's per-upstream bookkeeping of keep-alive connections.
 //
-// For each upstream ("host:port") the pool holds idle connections (as raw socket descriptors,
-// so that a connection can move to the strand of whichever request uses it next), counts the
-// connections leased out, and queues requests that wait because max_connections_per_host are
-// open. Acquire hands out the most recently used idle connection that is still healthy (not
-// expired, not closed by the peer), or a permission to connect, or queues the caller. Release
-// and Discard pass a freed connection or slot to the oldest waiter. The pool does no network I/O
+// For each upstream ("host:port") the pool holds idle connections (as socket descriptors; the
+// HttpClient keeps each one's socket object, still registered with its event loop, parked
+// beside it until the next request leases the descriptor), counts the connections leased
+// out, and queues requests that wait because max_connections_per_host are open. Acquire hands
+// out the most recently used idle connection that is still healthy (not expired, not closed by
+// the peer), or a permission to connect, or queues the caller. Release and Discard pass a freed
+// connection or slot to the oldest waiter. The pool does no network I/O
 // except closing descriptors and a non-blocking MSG_PEEK health check; time is passed in.
 //
 // Thread-safe (one mutex, never held while a waiter runs). Owns the idle descriptors and closes
-// them on CloseIdle, CloseAll and destruction.
+// them (through Options::close_idle) on CloseExpired, CloseAll and destruction.
 #ifndef AGENTKV_NET_CONNECTION_POOL_H_
 #define AGENTKV_NET_CONNECTION_POOL_H_
 
@@ -38,6 +39,11 @@ class ConnectionPool {
     size_t max_idle_per_host = 16;
     // An idle connection older than this is closed rather than reused.
     std::chrono::milliseconds idle_timeout{30'000};
+    // Closes an idle descriptor the pool gives up (expired, unhealthy, beyond max_idle_per_host,
+    // CloseAll). Default (empty): ::close. HttpClient passes its own, because it keeps each
+    // pooled descriptor open inside a socket object registered with its event loop. Runs
+    // outside the pool's lock.
+    std::function<void(int fd)> close_idle;
   };
 
   // A slot for one request: an idle connection to reuse (fd >= 0) or permission to open a new
@@ -107,6 +113,8 @@ class ConnectionPool {
   // empty Waiter is returned. Call under mu_.
   Waiter PassOrFreeSlot(Host& host);
 
+  // Closes an idle descriptor given up, through options_.close_idle. Outside mu_.
+  void CloseIdle(int fd) const;
   // The sum of `count(host)` over all upstreams, under mu_.
   int64_t SumOverHosts(size_t (*count)(const Host& host)) const;
 

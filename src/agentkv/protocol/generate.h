@@ -48,13 +48,16 @@ inline constexpr std::string_view kParentSessionField = "agentkv_parent_session"
 // offload), stock SGLang ignores it.
 inline constexpr std::string_view kPauseField = "agentkv_pause";
 
-// One /generate request. Exactly one of `text` / `input_ids` is set.
+// One /generate request. Exactly one of `text` / `input_id_count` is set; `input_ids` is set
+// with `input_id_count` when the parse kept the ids (GenerateParseMode::kFull).
 struct GenerateRequest {
-  std::string raw;  // The body as received, byte for byte.
+  std::string raw;  // The body as received, byte for byte (kFull only).
   std::optional<std::string> rid;
   std::optional<std::string> session_id;  // Top-level session tag (sglang PR #29436).
   std::optional<std::string> text;
   std::optional<std::vector<int64_t>> input_ids;
+  // Entries of `input_ids` (in both modes), when the prompt is token ids.
+  std::optional<int64_t> input_id_count;
   SamplingParams sampling_params;
   bool stream = false;
   bool return_logprob = false;
@@ -83,6 +86,17 @@ struct ParseLimits {
   int max_depth = 64;
 };
 
+// What ParseGenerateRequest keeps of a body it accepts. Both modes accept and refuse exactly the
+// same bodies with the same statuses.
+enum class GenerateParseMode {
+  // Every field, `raw` and the `input_ids` values (the engine emulator).
+  kFull,
+  // For a proxy that forwards the body it holds (the gateway): `raw` stays empty and `input_ids`
+  // is checked and counted as it is parsed, never stored, so that a prompt of 100,000 ids costs
+  // one pass over its bytes and no memory per id (`input_id_count`; `input_ids` stays unset).
+  kSummary,
+};
+
 // The JSON limits ParseGenerateRequest applies; pass them to SetTopLevelField so that a body
 // that parsed can always be edited.
 JsonLimits JsonLimitsFor(const ParseLimits& limits);
@@ -94,9 +108,11 @@ JsonLimits JsonLimitsFor(const ParseLimits& limits);
 //   one of text/input_ids/input_embeds; `input_embeds` (not supported); `session_id` together
 //   with `session_params` (SGLang raises ValueError); a field of the wrong type or out of the
 //   range SGLang accepts, e.g. "sampling_params.max_new_tokens: expected a non-negative
-//   integer". Never crashes on arbitrary bytes.
+//   integer". Never crashes on arbitrary bytes. `input_ids` is read as the JSON is parsed
+//   (no DOM of the list), in O(1) memory in kSummary mode.
 StatusOr<GenerateRequest> ParseGenerateRequest(std::string_view body,
-                                               const ParseLimits& limits = {});
+                                               const ParseLimits& limits = {},
+                                               GenerateParseMode mode = GenerateParseMode::kFull);
 
 }  // namespace agentkv::protocol
 

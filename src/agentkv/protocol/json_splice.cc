@@ -1,6 +1,8 @@
 #include "agentkv/protocol/json_splice.h"
 
+#include <array>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <utility>
 
@@ -12,6 +14,13 @@ namespace agentkv::protocol {
 namespace {
 
 bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// The bytes that open or close a string or a container: all SkipValue looks for inside one.
+constexpr std::array<bool, 256> kStructural = [] {
+  std::array<bool, 256> table{};
+  for (const char c : {'"', '{', '}', '[', ']'}) table[static_cast<unsigned char>(c)] = true;
+  return table;
+}();
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -149,6 +158,28 @@ class TopLevelScanner {
     return false;
   }
 
+  // Moves to the next of the five bytes SkipValue acts on inside a container (or the end).
+  // Most bytes of a large value (the digits, commas and spaces of a token id list) are none of
+  // them: eight bytes at a time are tested at once (SWAR), then the byte that matched is found
+  // one by one. `b | 0x20` maps '[' to '{' and ']' to '}', so three byte compares cover the
+  // five (byte 0x02 maps to '"' too: a false alarm the byte loop resolves).
+  void SkipToStructural() {
+    constexpr uint64_t kOnes = 0x0101010101010101ULL;
+    constexpr uint64_t kHighs = 0x8080808080808080ULL;
+    const auto has_byte = [](uint64_t word, unsigned char c) {
+      const uint64_t x = word ^ (kOnes * c);
+      return ((x - kOnes) & ~x & kHighs) != 0;
+    };
+    while (pos_ + sizeof(uint64_t) <= text_.size()) {
+      uint64_t word;
+      std::memcpy(&word, text_.data() + pos_, sizeof(word));
+      word |= kOnes * 0x20;
+      if (has_byte(word, '"') || has_byte(word, '{') || has_byte(word, '}')) break;
+      pos_ += sizeof(uint64_t);
+    }
+    while (pos_ < text_.size() && !kStructural[static_cast<unsigned char>(text_[pos_])]) ++pos_;
+  }
+
   std::optional<uint32_t> ReadHex4() {
     if (pos_ + 4 > text_.size()) return std::nullopt;
     uint32_t value = 0;
@@ -170,6 +201,8 @@ class TopLevelScanner {
     if (c == '{' || c == '[') {
       size_t depth = 0;
       while (pos_ < text_.size()) {
+        SkipToStructural();
+        if (pos_ >= text_.size()) break;
         const char d = text_[pos_];
         if (d == '"') {
           if (!ScanString(nullptr)) return false;
@@ -227,7 +260,6 @@ StatusOr<ObjectLayout> ScanTopLevelMembers(std::string_view json_object_text,
 StatusOr<std::string> SetTopLevelFields(std::string_view json_object_text,
                                         const std::vector<FieldEdit>& edits,
                                         const JsonLimits& limits) {
-  size_t added_bytes = 0;
   for (size_t i = 0; i < edits.size(); ++i) {
     AGENTKV_RETURN_IF_ERROR(ValidateJson(edits[i].value_json, limits, "value"));
     for (size_t j = 0; j < i; ++j) {
@@ -236,10 +268,16 @@ StatusOr<std::string> SetTopLevelFields(std::string_view json_object_text,
                                     "\" given twice");
       }
     }
-    added_bytes += edits[i].key.size() + edits[i].value_json.size() + 4;
   }
-  AGENTKV_ASSIGN_OR_RETURN(const ObjectLayout layout,
-                           ScanTopLevelMembers(json_object_text, limits));
+  AGENTKV_RETURN_IF_ERROR(ValidateJson(json_object_text, limits, "JSON object"));
+  return SetTopLevelFieldsOfValidObject(json_object_text, edits);
+}
+
+StatusOr<std::string> SetTopLevelFieldsOfValidObject(std::string_view json_object_text,
+                                                     const std::vector<FieldEdit>& edits) {
+  size_t added_bytes = 0;
+  for (const FieldEdit& edit : edits) added_bytes += edit.key.size() + edit.value_json.size() + 4;
+  AGENTKV_ASSIGN_OR_RETURN(const ObjectLayout layout, ScanValidated(json_object_text));
   // Which edit (if any) replaces each member; edits matching no member are appended after the
   // last member, in order, as successive SetTopLevelField calls would.
   std::vector<bool> matched(edits.size(), false);

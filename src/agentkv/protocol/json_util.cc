@@ -47,13 +47,19 @@ struct NullHandler {
   bool on_comment(json::string_view, boost::system::error_code&) { return true; }
 };
 
-json::parse_options OptionsFor(const JsonLimits& limits) {
+Status TypeError(std::string_view path, std::string_view expected) {
+  return InvalidArgumentError(std::string(path) + ": expected " + std::string(expected));
+}
+
+}  // namespace
+
+json::parse_options JsonParseOptionsFor(const JsonLimits& limits) {
   json::parse_options options;
   options.max_depth = static_cast<size_t>(std::clamp(limits.max_depth, 1, kMaxJsonDepth));
   return options;
 }
 
-Status CheckSize(std::string_view text, const JsonLimits& limits, std::string_view what) {
+Status CheckJsonSize(std::string_view text, const JsonLimits& limits, std::string_view what) {
   if (text.size() > limits.max_bytes) {
     return ResourceExhaustedError(std::string(what) + " is " + std::to_string(text.size()) +
                                   " bytes, over the limit of " + std::to_string(limits.max_bytes));
@@ -61,30 +67,24 @@ Status CheckSize(std::string_view text, const JsonLimits& limits, std::string_vi
   return Status::Ok();
 }
 
-Status ErrorAt(const boost::system::error_code& ec, size_t offset, std::string_view what) {
+Status JsonErrorAt(const boost::system::error_code& ec, size_t offset, std::string_view what) {
   std::string message =
       std::string(what) + ": invalid JSON at byte " + std::to_string(offset) + ": " + ec.message();
   if (ec == json::error::too_deep) return ResourceExhaustedError(std::move(message));
   return InvalidArgumentError(std::move(message));
 }
 
-Status TypeError(std::string_view path, std::string_view expected) {
-  return InvalidArgumentError(std::string(path) + ": expected " + std::string(expected));
-}
-
-}  // namespace
-
 StatusOr<json::value> ParseJson(std::string_view text, const JsonLimits& limits,
                                 std::string_view what, json::storage_ptr storage) {
-  AGENTKV_RETURN_IF_ERROR(CheckSize(text, limits, what));
+  AGENTKV_RETURN_IF_ERROR(CheckJsonSize(text, limits, what));
   try {
-    json::stream_parser parser({}, OptionsFor(limits));
+    json::stream_parser parser({}, JsonParseOptionsFor(limits));
     parser.reset(std::move(storage));
     boost::system::error_code ec;
     const size_t consumed = parser.write(text.data(), text.size(), ec);
-    if (ec) return ErrorAt(ec, consumed, what);
+    if (ec) return JsonErrorAt(ec, consumed, what);
     parser.finish(ec);
-    if (ec) return ErrorAt(ec, text.size(), what);
+    if (ec) return JsonErrorAt(ec, text.size(), what);
     return parser.release();
   } catch (const std::bad_alloc&) {
     return ResourceExhaustedError(std::string(what) + ": out of memory while parsing");
@@ -105,14 +105,14 @@ StatusOr<boost::json::value> ParseJsonObject(std::string_view text, const JsonLi
 }
 
 Status ValidateJson(std::string_view text, const JsonLimits& limits, std::string_view what) {
-  AGENTKV_RETURN_IF_ERROR(CheckSize(text, limits, what));
+  AGENTKV_RETURN_IF_ERROR(CheckJsonSize(text, limits, what));
   try {
-    json::basic_parser<NullHandler> parser(OptionsFor(limits));
+    json::basic_parser<NullHandler> parser(JsonParseOptionsFor(limits));
     boost::system::error_code ec;
     const size_t consumed = parser.write_some(false, text.data(), text.size(), ec);
-    if (ec) return ErrorAt(ec, consumed, what);
+    if (ec) return JsonErrorAt(ec, consumed, what);
     if (consumed != text.size()) {
-      return ErrorAt(json::make_error_code(json::error::extra_data), consumed, what);
+      return JsonErrorAt(json::make_error_code(json::error::extra_data), consumed, what);
     }
     return Status::Ok();
   } catch (const std::bad_alloc&) {

@@ -10,6 +10,7 @@
 #define AGENTKV_PROTOCOL_JSON_UTIL_H_
 
 #include <boost/json/object.hpp>
+#include <boost/json/parse_options.hpp>
 #include <boost/json/storage_ptr.hpp>
 #include <boost/json/value.hpp>
 #include <cstddef>
@@ -54,6 +55,16 @@ StatusOr<boost::json::value> ParseJsonObject(std::string_view text, const JsonLi
 // Checks that `text` is exactly one valid JSON document without building it (constant memory
 // apart from the parser's depth stack). Same statuses as ParseJson.
 Status ValidateJson(std::string_view text, const JsonLimits& limits, std::string_view what);
+
+// The pieces ParseJson is made of, for parsers that run boost::json::basic_parser with their
+// own handler (ParseGenerateRequest counts `input_ids` without building them) and must fail
+// exactly as ParseJson does. CheckJsonSize: ResourceExhausted when `text` is over
+// `limits.max_bytes`. JsonParseOptionsFor: the parser options for `limits` (depth clamped to
+// kMaxJsonDepth). JsonErrorAt: the status for parser error `ec` at byte `offset` of `what`
+// (ResourceExhausted for too deep, InvalidArgument otherwise).
+Status CheckJsonSize(std::string_view text, const JsonLimits& limits, std::string_view what);
+boost::json::parse_options JsonParseOptionsFor(const JsonLimits& limits);
+Status JsonErrorAt(const boost::system::error_code& ec, size_t offset, std::string_view what);
 
 // "parent.key", or "key" when `parent` is empty.
 std::string JoinPath(std::string_view parent, std::string_view key);

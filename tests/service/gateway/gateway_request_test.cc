@@ -42,6 +42,28 @@ TEST(ParseClientRequestTest, GenerateReadsIdentityPromptAndDecodeBudget) {
                   .has_session_params);
 }
 
+// The gateway only counts a /generate prompt's ids (protocol::GenerateParseMode::kSummary): a
+// long list is counted exactly, a bad entry is refused naming it, and the body is kept as sent.
+TEST(ParseClientRequestTest, GenerateCountsInputIdsAndKeepsTheBody) {
+  std::string body = R"({"input_ids":[)";
+  for (int i = 0; i < 100'000; ++i) body += (i > 0 ? "," : "") + std::to_string(1000 + i);
+  body += R"(],"sampling_params":{"max_new_tokens":1},"session_id":"s"})";
+  const ClientRequest r = Parse(GatewayRoute::kGenerate, body);
+  EXPECT_EQ(r.prompt_token_ids, 100'000);
+  EXPECT_EQ(r.body, body);
+  EXPECT_EQ(ExactPromptTokens(r, std::nullopt), 100'000);
+  for (const auto& [bad, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"input_ids":[1,2,-3]})", "input_ids[2]: expected a non-negative integer"},
+           {R"({"input_ids":[1,99999999999999999999]})",
+            "input_ids[1]: expected a non-negative integer"},
+           {R"({"input_ids":[1,[2]]})", "input_ids[1]: expected a non-negative integer"},
+           {R"({"input_ids":[[1],[2]]})", "batch requests are not supported"}}) {
+    EXPECT_EQ(ParseClientRequest(GatewayRoute::kGenerate, bad).status(),
+              InvalidArgumentError(message))
+        << bad;
+  }
+}
+
 TEST(ParseClientRequestTest, RejectsInvalidBodiesWithTheirReason) {
   for (const char* body : {"", "not json", "[]", R"({"text":"a","input_ids":[1]})",
                            R"({"input_ids":[[1],[2]]})", R"({"text":"a","rid":7})"}) {
@@ -221,6 +243,12 @@ TEST(ForwardHeadersTest, KeepsTheRouterAllowlistAndDropsTheGatewayToken) {
             (std::pair<std::string, std::string>{"x-smg-routing-key", "session-1"}));
   EXPECT_FALSE(IsForwardedHeader("content-length"));
   EXPECT_TRUE(IsForwardedHeader("TraceState"));
+  EXPECT_TRUE(IsForwardedHeader("X-Request-Id-Hop"));
+  EXPECT_TRUE(IsForwardedHeader("AUTHORIZATION"));
+  EXPECT_FALSE(IsForwardedHeader("x-request-i"));
+  EXPECT_FALSE(IsForwardedHeader("x-request-idx"));
+  EXPECT_FALSE(IsForwardedHeader("authorizatio\xc5"));
+  EXPECT_FALSE(IsForwardedHeader(""));
 }
 
 TEST(ForwardBodyTest, SplicesOnlyTheOwnedMembers) {

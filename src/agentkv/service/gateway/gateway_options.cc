@@ -79,7 +79,10 @@ net::HttpClientOptions GatewayOptions::DefaultUpstreamClientOptions() {
   options.header_timeout = std::chrono::hours(1);
   options.body_timeout = std::chrono::minutes(10);
   options.max_connections_per_host = 4096;
-  options.max_idle_per_host = 256;
+  // As many idle as open: with fewer, a burst above the idle cap closes connections as its
+  // requests finish and the next ones connect again (measured at concurrency 1024 in
+  // docs/PERFORMANCE.md, "Gateway overhead").
+  options.max_idle_per_host = options.max_connections_per_host;
   options.threads = 2;
   return options;
 }

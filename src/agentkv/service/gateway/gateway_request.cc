@@ -37,8 +37,20 @@ std::string Lower(std::string_view text) {
   return out;
 }
 
+char LowerChar(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// ASCII case-insensitive equality, without allocating (it runs for every header of every
+// forwarded request).
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && Lower(a) == Lower(b);
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (LowerChar(a[i]) != LowerChar(b[i])) return false;
+  }
+  return true;
+}
+
+bool StartsWithIgnoreCase(std::string_view text, std::string_view prefix) {
+  return text.size() >= prefix.size() && EqualsIgnoreCase(text.substr(0, prefix.size()), prefix);
 }
 
 Status RefuseBodyParentHint() {
@@ -161,7 +173,10 @@ std::string_view RoutePath(GatewayRoute route) {
 
 StatusOr<ClientRequest> ParseClientRequest(GatewayRoute route, std::string body) {
   if (route != GatewayRoute::kGenerate) return ParseOpenAiRequest(route, std::move(body));
-  AGENTKV_ASSIGN_OR_RETURN(protocol::GenerateRequest parsed, protocol::ParseGenerateRequest(body));
+  // The body is forwarded as it is: the parse only counts input_ids and keeps no copy.
+  AGENTKV_ASSIGN_OR_RETURN(
+      protocol::GenerateRequest parsed,
+      protocol::ParseGenerateRequest(body, {}, protocol::GenerateParseMode::kSummary));
   ClientRequest request;
   request.route = route;
   request.rid = parsed.rid;
@@ -169,8 +184,8 @@ StatusOr<ClientRequest> ParseClientRequest(GatewayRoute route, std::string body)
   if (request.session_id.has_value() && request.session_id->empty()) request.session_id.reset();
   request.stream = parsed.stream;
   request.has_session_params = parsed.has_session_params;
-  if (parsed.input_ids.has_value()) {
-    request.prompt_token_ids = static_cast<int64_t>(parsed.input_ids->size());
+  if (parsed.input_id_count.has_value()) {
+    request.prompt_token_ids = parsed.input_id_count;
   } else {
     request.prompt_text_bytes = static_cast<int64_t>(parsed.text.value_or(std::string()).size());
   }
@@ -378,10 +393,11 @@ std::optional<int64_t> ExactPromptTokens(const ClientRequest& request,
 }
 
 bool IsForwardedHeader(std::string_view name) {
-  const std::string lower = Lower(name);
-  return lower == "authorization" || lower == "x-request-id" || lower == "x-correlation-id" ||
-         lower == "traceparent" || lower == "tracestate" || lower == "x-smg-routing-key" ||
-         lower.starts_with("x-request-id-");
+  for (const std::string_view forwarded : {"authorization", "x-request-id", "x-correlation-id",
+                                           "traceparent", "tracestate", "x-smg-routing-key"}) {
+    if (EqualsIgnoreCase(name, forwarded)) return true;
+  }
+  return StartsWithIgnoreCase(name, "x-request-id-");
 }
 
 net::HeaderList ForwardHeaders(const net::Request& request, std::string_view own_bearer_token) {
@@ -418,7 +434,8 @@ StatusOr<std::string> BuildForwardBody(std::string_view body, const ForwardEdits
   if (edits.priority.has_value()) fields.push_back({"priority", priority});
   const std::string pause = edits.pause.has_value() ? JsonString(*edits.pause) : "";
   if (edits.pause.has_value()) fields.push_back({protocol::kPauseField, pause});
-  return protocol::SetTopLevelFields(body, fields);
+  // ParseClientRequest accepted `body` as one JSON object and the values are written above.
+  return protocol::SetTopLevelFieldsOfValidObject(body, fields);
 }
 
 std::optional<std::string> ParseSessionClosePath(std::string_view path) {

@@ -16,36 +16,17 @@
 #include <vector>
 
 #include "agentkv/kv/kv_cache_manager.h"
+#include "bench/bench_clock.h"
 
 namespace agentkv::kv {
 namespace {
+
+using bench::CpuShare;
 
 constexpr int64_t kOwnedBlocks = 10'000;
 constexpr int32_t kTokensPerBlock = 16;
 
 using Clock = std::chrono::steady_clock;
-
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-// Records the thread's CPU time against the wall time of a whole benchmark loop as the
-// `cpu_share` counter: created just before the loop, Finish() called right after it.
-class CpuShare {
- public:
-  CpuShare() : cpu_start_(ThreadCpuSeconds()), wall_start_(Clock::now()) {}
-  void Finish(benchmark::State& state) const {
-    const double wall = std::chrono::duration<double>(Clock::now() - wall_start_).count();
-    const double cpu = ThreadCpuSeconds() - cpu_start_;
-    state.counters["cpu_share"] = wall > 0 ? cpu / wall : 0.0;
-  }
-
- private:
-  double cpu_start_;
-  Clock::time_point wall_start_;
-};
 
 std::vector<BlockKey> Chain(const KvCacheManager& cache, uint64_t namespace_id, int64_t blocks) {
   std::vector<uint64_t> ids(static_cast<size_t>(blocks));

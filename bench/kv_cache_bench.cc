@@ -31,9 +31,12 @@
 
 #include "agentkv/base/hash.h"
 #include "agentkv/kv/kv_cache_manager.h"
+#include "bench/bench_clock.h"
 
 namespace agentkv::kv {
 namespace {
+
+using bench::CpuShare;
 
 constexpr int64_t kChainBlocks = 64;
 constexpr int32_t kTokensPerBlock = 16;
@@ -101,28 +104,6 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
-
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-// Records the thread's CPU time against the wall time of a whole benchmark loop as the
-// `cpu_share` counter: created just before the loop, Finish() called right after it.
-class CpuShare {
- public:
-  CpuShare() : cpu_start_(ThreadCpuSeconds()), wall_start_(Clock::now()) {}
-  void Finish(benchmark::State& state) const {
-    const double wall = Seconds(wall_start_, Clock::now());
-    const double cpu = ThreadCpuSeconds() - cpu_start_;
-    state.counters["cpu_share"] = wall > 0 ? cpu / wall : 0.0;
-  }
-
- private:
-  double cpu_start_;
-  Clock::time_point wall_start_;
-};
 
 // Match of a fully resident 64-block chain (a hit) keyed by block ids, cycling over every
 // resident chain. Timed automatically (no clock reads inside the loop), on the wall clock.

@@ -30,10 +30,13 @@
 #include <vector>
 
 #include "agentkv/kv/kv_cache_manager.h"
+#include "bench/bench_clock.h"
 #include "bench/standard_trace.h"
 
 namespace agentkv::kv {
 namespace {
+
+using bench::ThreadCpuSeconds;
 
 // The capacities every benchmark runs at and the verification pass checks, in percent of the
 // trace's working set, with the plain-LRU hit ratio the reference publishes for each
@@ -216,12 +219,6 @@ void VerifyArmsAgree(const bench::StandardTrace& trace) {
                  capacity.percent, static_cast<long long>(trace.num_requests()),
                  HitRatio(trace, agentkv), capacity.reference_hit_ratio, kHitRatioTolerance);
   }
-}
-
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 using Clock = std::chrono::steady_clock;

@@ -39,13 +39,12 @@ class HugePageAllocator {
     void* map = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED) throw std::bad_alloc();
-    const uintptr_t start = reinterpret_cast<uintptr_t>(map);
-    const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
-    if (aligned > start) ::munmap(map, aligned - start);
-    const uintptr_t end = start + bytes + kHugePage;
-    if (end > aligned + bytes)
-      ::munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
-    ::madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);  // A hint; may be refused.
+    char* const base = static_cast<char*>(map);
+    const size_t lead = (kHugePage - reinterpret_cast<uintptr_t>(map) % kHugePage) % kHugePage;
+    char* const aligned = base + lead;
+    if (lead > 0) ::munmap(base, lead);
+    ::munmap(aligned + bytes, kHugePage - lead);  // kHugePage - lead > 0: lead < kHugePage.
+    ::madvise(aligned, bytes, MADV_HUGEPAGE);     // A hint; may be refused.
     return reinterpret_cast<T*>(aligned);
   }
 

@@ -100,6 +100,13 @@ void Fill(KvCacheManager& cache, int64_t chains, Keying keying, int64_t& next_re
     RunRequest(cache, RequestId(next_request++), ChainKeys(cache, c, keying));
 }
 
+// A device tier of `resident` blocks filled with its resident / 64 chains (ids 0, 1, ...).
+KvCacheManager FullCache(int64_t resident, Keying keying, int64_t& next_request) {
+  KvCacheManager cache = MakeCache(resident, 0);
+  Fill(cache, resident / kChainBlocks, keying, next_request);
+  return cache;
+}
+
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -109,10 +116,9 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 // resident chain. Timed automatically (no clock reads inside the loop), on the wall clock.
 void BM_MatchHit(benchmark::State& state) {
   const int64_t resident = state.range(0);
-  KvCacheManager cache = MakeCache(resident, 0);
   int64_t next_request = 0;
+  KvCacheManager cache = FullCache(resident, Keying::kBlockIds, next_request);
   const int64_t chains = resident / kChainBlocks;
-  Fill(cache, chains, Keying::kBlockIds, next_request);
   std::vector<std::vector<BlockKey>> keys;
   for (int64_t c = 0; c < chains; ++c) keys.push_back(ChainKeys(cache, c, Keying::kBlockIds));
   size_t c = 0;
@@ -131,10 +137,9 @@ void BM_MatchHit(benchmark::State& state) {
 // The same match, with the chain's keys hashed from its token ids inside the timed region.
 void BM_MatchHitHashed(benchmark::State& state) {
   const int64_t resident = state.range(0);
-  KvCacheManager cache = MakeCache(resident, 0);
   int64_t next_request = 0;
+  KvCacheManager cache = FullCache(resident, Keying::kTokens, next_request);
   const int64_t chains = resident / kChainBlocks;
-  Fill(cache, chains, Keying::kTokens, next_request);
   std::vector<int32_t> tokens;
   std::vector<BlockKey> keys;
   keys.reserve(kChainBlocks);
@@ -162,9 +167,8 @@ enum class Timed { kReserve, kCommit };
 // with Keying::kTokens the hashing of the chain's keys is timed too.
 void NewChains(benchmark::State& state, Timed timed, Keying keying) {
   const int64_t resident = state.range(0);
-  KvCacheManager cache = MakeCache(resident, 0);
   int64_t next_request = 0;
-  Fill(cache, resident / kChainBlocks, keying, next_request);
+  KvCacheManager cache = FullCache(resident, keying, next_request);
   int64_t chain = resident / kChainBlocks;
   std::vector<int32_t> tokens;
   std::vector<BlockKey> keys;
@@ -215,9 +219,8 @@ void BM_AllocateWithEviction(benchmark::State& state) {
 // the request (a miss), allocate 64 blocks (each evicting one), commit them, release.
 void BM_NewRequestHashed(benchmark::State& state) {
   const int64_t resident = state.range(0);
-  KvCacheManager cache = MakeCache(resident, 0);
   int64_t next_request = 0;
-  Fill(cache, resident / kChainBlocks, Keying::kTokens, next_request);
+  KvCacheManager cache = FullCache(resident, Keying::kTokens, next_request);
   int64_t chain = resident / kChainBlocks;
   std::vector<int32_t> tokens;
   std::vector<BlockKey> keys;

@@ -151,6 +151,10 @@ StatusOr<PrefixMatch> BlockCache::AddRequest(RequestId request,
   internal::RequestState& state = it->second;
   state.prompt_tokens = prompt_tokens;
   state.retention = retention;
+  if (!spare_block_lists_.empty()) {
+    state.blocks = std::move(spare_block_lists_.back());
+    spare_block_lists_.pop_back();
+  }
   state.blocks.reserve(prompt_keys.size());
 
   PrefixMatch match;
@@ -322,6 +326,15 @@ Status BlockCache::Release(RequestId request, const ReleaseRank& rank) {
   }
   if (gap_order_.enabled() && rank.session_ended && state.num_committed > 0) {
     RankUnneededFrom(state.blocks[static_cast<size_t>(state.num_committed - 1)]);
+  }
+  // A few spares cover the requests running at once in the common loop; more, or longer
+  // ones, would only hold memory.
+  constexpr size_t kMaxSpareBlockLists = 16;
+  constexpr size_t kMaxSpareBlocks = size_t{1} << 16;
+  if (spare_block_lists_.size() < kMaxSpareBlockLists &&
+      state.blocks.capacity() <= kMaxSpareBlocks) {
+    state.blocks.clear();
+    spare_block_lists_.push_back(std::move(state.blocks));
   }
   requests_.erase(it);
   return Status::Ok();
@@ -864,10 +877,6 @@ void BlockCache::Reprioritize(int32_t b, Priority p, std::optional<agentkv::Step
   }
   if (queue != nullptr) queue->Push(blocks_, b, front);
   if (queue == &device_queue_ && gap_order_.enabled()) RequeueGapOrder(b, front);
-}
-
-void BlockCache::Record(KvEventKind kind, const Block& b, Tier tier) {
-  if (events_.enabled()) events_.Add(KvEvent{kind, BlockKey(b.key), tier, step_});
 }
 
 }  // namespace agentkv::kv

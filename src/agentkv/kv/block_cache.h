@@ -365,7 +365,11 @@ class BlockCache {
   // RankUnneeded from the cached block `tip`.
   void RankUnneededFrom(int32_t tip);
 
-  void Record(KvEventKind kind, const Block& b, Tier tier);
+  // Logs an event when the log is enabled (one inline branch when it is not: eviction calls
+  // this once per block).
+  void Record(KvEventKind kind, const Block& b, Tier tier) {
+    if (events_.enabled()) events_.Add(KvEvent{kind, BlockKey(b.key), tier, step_});
+  }
 
   KvCacheOptions options_;
   BlockKeyHasher hasher_;
@@ -391,6 +395,9 @@ class BlockCache {
   int64_t held_blocks_ = 0;  // device blocks with ref_count > 0
 
   std::unordered_map<RequestId, internal::RequestState> requests_;
+  // Block lists of released requests, emptied, kept for the next requests: admitting one then
+  // costs no allocation once the cache has run a while.
+  std::vector<std::vector<int32_t>> spare_block_lists_;
   // Key -> number of references (ReferenceKey); looked up, never iterated where order matters.
   std::unordered_map<uint64_t, int32_t> key_refs_;
 

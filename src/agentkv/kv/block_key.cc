@@ -26,6 +26,17 @@ inline BlockKey ChainTokenKey(BlockKey parent, uint64_t content) {
   return BlockKey(HashCombine(parent.value(), content) ^ content);
 }
 
+// Appends the keys of `full` blocks of kTokens tokens each. With the block size known at
+// compile time the content hash is fully unrolled: no loop over rounds, no tail branches.
+template <size_t kTokens>
+BlockKey ChainFixedBlocks(const int32_t* tokens, size_t full, BlockKey parent, BlockKey* out) {
+  for (size_t i = 0; i < full; ++i) {
+    parent = ChainTokenKey(parent, TokenContentHash(std::span(tokens + i * kTokens, kTokens)));
+    out[i] = parent;
+  }
+  return parent;
+}
+
 }  // namespace
 
 std::ostream& operator<<(std::ostream& os, BlockKey k) {
@@ -57,13 +68,23 @@ void BlockKeyHasher::AppendKeysFromTokens(std::span<const int32_t> tokens, int32
   AGENTKV_CHECK(tokens_per_block > 0);
   const size_t block = static_cast<size_t>(tokens_per_block);
   const size_t full = tokens.size() / block;
-  out.reserve(out.size() + full);
+  const size_t first = out.size();
+  out.resize(first + full);
+  BlockKey* keys = out.data() + first;
   BlockKey parent = RootKey(extra_key);
+  // The content hash of block i + 1 does not wait for key i: out-of-order execution overlaps
+  // consecutive blocks. 16 tokens is vLLM's default block size, 32 agentkv's.
+  if (block == 16) {
+    ChainFixedBlocks<16>(tokens.data(), full, parent, keys);
+    return;
+  }
+  if (block == 32) {
+    ChainFixedBlocks<32>(tokens.data(), full, parent, keys);
+    return;
+  }
   for (size_t i = 0; i < full; ++i) {
-    // The content hash of block i + 1 does not wait for key i: out-of-order execution overlaps
-    // consecutive blocks.
     parent = ChainTokenKey(parent, TokenContentHash(tokens.subspan(i * block, block)));
-    out.push_back(parent);
+    keys[i] = parent;
   }
 }
 

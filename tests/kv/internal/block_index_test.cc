@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -13,11 +14,12 @@ namespace agentkv::kv::internal {
 namespace {
 
 // A BlockIndex over an arena of full keys, as the cache manager uses it: block `id` has key
-// `keys[id]`.
+// `keys[id]`. The arena has one block more than the index has room for, so that a test can
+// offer a free block to a full index.
 class IndexedArena {
  public:
   explicit IndexedArena(int64_t max_entries)
-      : index_(max_entries), keys_(static_cast<size_t>(max_entries), 0) {}
+      : index_(max_entries), keys_(static_cast<size_t>(max_entries) + 1, 0) {}
 
   void Insert(uint64_t key, int32_t id) {
     keys_[static_cast<size_t>(id)] = key;
@@ -39,11 +41,15 @@ class IndexedArena {
   BlockIndex& index() { return index_; }
   int64_t slot_count() const { return index_.slot_count(); }
 
-  // The low 32 key bits whose home slot is `home` (the inverse of the multiply-shift map).
-  uint32_t LowBitsWithHome(int64_t home) const {
-    const uint64_t n = static_cast<uint64_t>(slot_count());
-    const uint64_t lo = ((static_cast<uint64_t>(home) << 32) + n - 1) / n;
-    return static_cast<uint32_t>(lo);
+  // A key whose home chunk is `home`, with top bits `hi` (which carry the tag) and `n` to tell
+  // keys of one home apart. Home chunks come from the top bits of the low 32: `n` sits below.
+  uint64_t KeyHomedAt(int64_t home, uint32_t hi, uint32_t n = 0) const {
+    const int64_t chunks = index_.chunk_count();
+    const int bits = std::countr_zero(static_cast<uint64_t>(chunks));
+    const uint32_t lo = bits == 0 ? n : (static_cast<uint32_t>(home) << (32 - bits)) | n;
+    const uint64_t key = (uint64_t{hi} << 32) | lo;
+    EXPECT_EQ(index_.HomeChunk(key), home);
+    return key;
   }
 
  private:
@@ -62,14 +68,17 @@ TEST(BlockIndexTest, EmptyIndexFindsNothing) {
   EXPECT_EQ(arena.Find(0xdeadbeef), BlockIndex::kNone);
 }
 
-TEST(BlockIndexTest, SizedAsAPowerOfTwoForLoadFactorAtMostTwoThirds) {
-  for (const int64_t max_entries : {0, 1, 7, 100, 1000, 123457}) {
+TEST(BlockIndexTest, SizedAsAPowerOfTwoOfChunksAtMostHalfFull) {
+  for (const int64_t max_entries : {0, 1, 6, 7, 100, 1000, 123457}) {
     const BlockIndex index(max_entries);
-    EXPECT_GE(index.slot_count(), 8) << max_entries;
-    EXPECT_EQ(index.slot_count() & (index.slot_count() - 1), 0) << max_entries;
-    EXPECT_GE(2 * index.slot_count(), 3 * max_entries) << max_entries;
-    EXPECT_GT(index.slot_count(), max_entries) << "one slot must stay empty";
-    EXPECT_EQ(index.MemoryBytes(), index.slot_count() * 8) << max_entries;
+    EXPECT_GE(index.chunk_count(), 1) << max_entries;
+    EXPECT_EQ(index.chunk_count() & (index.chunk_count() - 1), 0) << max_entries;
+    EXPECT_EQ(index.slot_count(), index.chunk_count() * BlockIndex::kChunkSlots);
+    EXPECT_GE(index.slot_count(), 2 * max_entries) << "at most half the slots hold entries";
+    if (index.chunk_count() > 1) {
+      EXPECT_LT(index.slot_count(), 4 * max_entries) << "the smallest such power of two";
+    }
+    EXPECT_EQ(index.MemoryBytes(), index.chunk_count() * 64) << "one cache line per chunk";
   }
 }
 
@@ -122,57 +131,85 @@ TEST(BlockIndexTest, EqualLowBitsAreToldApartByTheFullKey) {
   EXPECT_EQ(arena.Find(KeyWith(1, lo + 1)), BlockIndex::kNone);
 }
 
-TEST(BlockIndexTest, EraseFromTheHeadMiddleAndTailOfACollisionRun) {
-  const uint32_t lo = 0xabcdef01;
-  for (int erased = 0; erased < 6; ++erased) {
-    SCOPED_TRACE(testing::Message() << "erasing entry " << erased << " of the run");
-    IndexedArena arena(6);
-    for (int32_t id = 0; id < 6; ++id) arena.Insert(KeyWith(static_cast<uint32_t>(id), lo), id);
-    arena.Erase(KeyWith(static_cast<uint32_t>(erased), lo), erased);
-    for (int32_t id = 0; id < 6; ++id) {
-      const int32_t want = id == erased ? BlockIndex::kNone : id;
-      EXPECT_EQ(arena.Find(KeyWith(static_cast<uint32_t>(id), lo)), want) << "id " << id;
+TEST(BlockIndexTest, EraseAnyEntryOfAFullChunkAndItsOverflow) {
+  // 20 entries homed at one chunk: 12 fill it, 8 overflow into the next. Whichever is erased,
+  // the others stay found and the freed slot is reused.
+  for (int erased = 0; erased < 20; ++erased) {
+    SCOPED_TRACE(testing::Message() << "erasing entry " << erased);
+    IndexedArena arena(40);
+    ASSERT_GE(arena.index().chunk_count(), 4);
+    std::vector<uint64_t> keys;
+    for (uint32_t i = 0; i < 20; ++i) keys.push_back(arena.KeyHomedAt(1, i + 1, i));
+    for (size_t i = 0; i < keys.size(); ++i) arena.Insert(keys[i], static_cast<int32_t>(i));
+    arena.Erase(keys[static_cast<size_t>(erased)], erased);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const int32_t want = static_cast<int>(i) == erased ? BlockIndex::kNone : static_cast<int>(i);
+      EXPECT_EQ(arena.Find(keys[i]), want) << "entry " << i;
     }
-    // The hole is reusable and the run stays intact.
-    arena.Insert(KeyWith(99, lo), erased);
-    EXPECT_EQ(arena.Find(KeyWith(99, lo)), erased);
-    EXPECT_EQ(arena.index().size(), 6);
+    const uint64_t again = arena.KeyHomedAt(1, 99, 99);
+    arena.Insert(again, erased);
+    EXPECT_EQ(arena.Find(again), erased);
+    EXPECT_EQ(arena.index().size(), 20);
   }
 }
 
-TEST(BlockIndexTest, BackwardShiftKeepsEntriesWhoseHomeIsPastTheHole) {
-  // Slots h, h+1, h+2 hold X (home h), Y (home h+1) and Z (home h, displaced). Erasing X must
-  // move Z back into slot h but leave Y, whose home is after the hole, where it is.
-  IndexedArena arena(20);
-  const int64_t h = 10;
-  const uint64_t x = KeyWith(1, arena.LowBitsWithHome(h));
-  const uint64_t y = KeyWith(2, arena.LowBitsWithHome(h + 1));
-  const uint64_t z = KeyWith(3, arena.LowBitsWithHome(h));
-  arena.Insert(x, 0);
-  arena.Insert(y, 1);
-  arena.Insert(z, 2);
-  arena.Erase(x, 0);
-  EXPECT_EQ(arena.Find(x), BlockIndex::kNone);
-  EXPECT_EQ(arena.Find(y), 1);
-  EXPECT_EQ(arena.Find(z), 2);
-  arena.Erase(y, 1);
-  EXPECT_EQ(arena.Find(z), 2);
-  arena.Erase(z, 2);
-  EXPECT_EQ(arena.index().size(), 0);
+TEST(BlockIndexTest, AMissStopsAtTheFirstChunkNothingOverflowed) {
+  // Keys homed at chunk 1 overflow into chunk 2; a key homed at chunk 2 that is absent must
+  // still be looked for past chunk 2 only if something overflowed it.
+  IndexedArena arena(60);
+  ASSERT_GE(arena.index().chunk_count(), 8);
+  for (uint32_t i = 0; i < 12; ++i)
+    arena.Insert(arena.KeyHomedAt(1, i, i), static_cast<int32_t>(i));
+  const uint64_t spilled = arena.KeyHomedAt(1, 50, 50);
+  arena.Insert(spilled, 12);  // chunk 1 is full: stored in chunk 2
+  EXPECT_EQ(arena.Find(spilled), 12);
+  // Fill chunk 2 so that its own entries overflow into chunk 3.
+  for (uint32_t i = 0; i < 12; ++i) {
+    arena.Insert(arena.KeyHomedAt(2, 100 + i, i), static_cast<int32_t>(13 + i));
+  }
+  const uint64_t spilled2 = arena.KeyHomedAt(2, 200, 200);
+  arena.Insert(spilled2, 30);
+  EXPECT_EQ(arena.Find(spilled2), 30);
+  EXPECT_EQ(arena.Find(spilled), 12);
+  EXPECT_EQ(arena.Find(arena.KeyHomedAt(1, 77, 77)), BlockIndex::kNone);
+  EXPECT_EQ(arena.Find(arena.KeyHomedAt(2, 77, 77)), BlockIndex::kNone);
+  // Erasing the overflowed entries lowers the counts again: lookups end where they start.
+  arena.Erase(spilled, 12);
+  arena.Erase(spilled2, 30);
+  EXPECT_EQ(arena.Find(spilled), BlockIndex::kNone);
+  EXPECT_EQ(arena.Find(spilled2), BlockIndex::kNone);
+  EXPECT_EQ(arena.index().size(), 24);
 }
 
-TEST(BlockIndexTest, RunsThatWrapPastTheLastSlot) {
-  IndexedArena arena(12);
-  const int64_t last = arena.slot_count() - 1;
-  // Six entries homed at the last slot and two at slot 0: the run wraps to the front.
+TEST(BlockIndexTest, SaturatedOverflowCountsStayCorrect) {
+  // 600 keys homed at one chunk overflow it 588 times: its count saturates at 255 and is
+  // never lowered, which may only lengthen probes, never lose an entry.
+  constexpr int kKeys = 600;
+  IndexedArena arena(2000);
   std::vector<uint64_t> keys;
-  for (uint32_t i = 0; i < 6; ++i) keys.push_back(KeyWith(i, arena.LowBitsWithHome(last)));
-  for (uint32_t i = 0; i < 2; ++i) keys.push_back(KeyWith(100 + i, arena.LowBitsWithHome(0)));
-  for (uint32_t i = 0; i < 2; ++i)
-    keys.push_back(KeyWith(200 + i, arena.LowBitsWithHome(last - 1)));
+  for (uint32_t i = 0; i < kKeys; ++i) keys.push_back(arena.KeyHomedAt(3, i + 1, i));
+  for (int i = 0; i < kKeys; ++i) arena.Insert(keys[static_cast<size_t>(i)], i);
+  for (int i = 0; i < kKeys; i += 2) arena.Erase(keys[static_cast<size_t>(i)], i);
+  for (int i = 0; i < kKeys; ++i) {
+    EXPECT_EQ(arena.Find(keys[static_cast<size_t>(i)]), i % 2 == 0 ? BlockIndex::kNone : i);
+  }
+  for (int i = 1; i < kKeys; i += 2) arena.Erase(keys[static_cast<size_t>(i)], i);
+  EXPECT_EQ(arena.index().size(), 0);
+  const uint64_t fresh = arena.KeyHomedAt(3, 9999, 9999);
+  arena.Insert(fresh, 7);
+  EXPECT_EQ(arena.Find(fresh), 7);
+}
+
+TEST(BlockIndexTest, OverflowWrapsPastTheLastChunk) {
+  IndexedArena arena(48);
+  const int64_t last = arena.index().chunk_count() - 1;
+  ASSERT_GE(last, 3);
+  // 16 entries homed at the last chunk (4 wrap into chunk 0), then 4 homed at chunk 0.
+  std::vector<uint64_t> keys;
+  for (uint32_t i = 0; i < 16; ++i) keys.push_back(arena.KeyHomedAt(last, i, i));
+  for (uint32_t i = 0; i < 4; ++i) keys.push_back(arena.KeyHomedAt(0, 100 + i, i));
   for (size_t i = 0; i < keys.size(); ++i) arena.Insert(keys[i], static_cast<int32_t>(i));
-  // Erase in an order that shifts entries back across the wrap point.
-  for (const size_t victim : {0u, 8u, 6u, 3u, 9u}) {
+  for (const size_t victim : {0u, 15u, 16u, 13u, 19u}) {
     arena.Erase(keys[victim], static_cast<int32_t>(victim));
     keys[victim] = 0;
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -215,30 +252,24 @@ TEST(BlockIndexDeathTest, PreconditionsAbort) {
       {
         IndexedArena arena(1);
         (void)arena.FindOrInsert(1, 0);
-        (void)arena.FindOrInsert(2, 0);
+        (void)arena.FindOrInsert(2, 1);
       },
       "CHECK failed");
 }
 
-// Drives the index and std::unordered_map with the same random operations. Low key bits come
-// from a handful of values (some homed at the last slots, so runs wrap), so almost every
-// operation walks a long collision run and every erase shifts entries back.
-TEST(BlockIndexTest, MatchesUnorderedMapUnderHeavyLowBitCollisions) {
+// Drives the index and std::unordered_map with the same random operations. Most keys are
+// homed at a handful of chunks (two of them the last, so overflow wraps), so chunks fill,
+// entries overflow several chunks deep and every erase has counts to lower; tags repeat too
+// (the top bits take 16 values), so full-key comparison decides most lookups.
+TEST(BlockIndexTest, MatchesUnorderedMapUnderHeavyCollisions) {
   const uint64_t seed = 20240611;
   SCOPED_TRACE(testing::Message() << "seed " << seed);
   Rng rng(seed);
   constexpr int64_t kMaxEntries = 700;
   constexpr int kOps = 200'000;
   IndexedArena arena(kMaxEntries);
-  const int64_t n = arena.slot_count();
-  const std::vector<uint32_t> low_bits = {arena.LowBitsWithHome(0),
-                                          arena.LowBitsWithHome(1),
-                                          arena.LowBitsWithHome(n / 2),
-                                          arena.LowBitsWithHome(n - 3),
-                                          arena.LowBitsWithHome(n - 1),
-                                          arena.LowBitsWithHome(n - 1) + 1,
-                                          0xffffffffu,
-                                          0u};
+  const int64_t n = arena.index().chunk_count();
+  const std::vector<int64_t> homes = {0, 1, n / 2, n - 2, n - 1};
 
   std::unordered_map<uint64_t, int32_t> model;
   std::vector<uint64_t> live_keys;  // for picking a present key
@@ -246,9 +277,11 @@ TEST(BlockIndexTest, MatchesUnorderedMapUnderHeavyLowBitCollisions) {
   for (int32_t id = static_cast<int32_t>(kMaxEntries) - 1; id >= 0; --id) free_ids.push_back(id);
 
   auto random_key = [&] {
-    const uint32_t lo = rng.Bernoulli(0.9) ? low_bits[static_cast<size_t>(rng.Uniform(0, 7))]
-                                           : static_cast<uint32_t>(rng.Next());
-    return KeyWith(static_cast<uint32_t>(rng.Uniform(0, 4000)), lo);
+    const uint32_t hi = static_cast<uint32_t>(rng.Uniform(0, 15)) << 28 |
+                        static_cast<uint32_t>(rng.Uniform(0, 250));
+    if (!rng.Bernoulli(0.9)) return KeyWith(hi, static_cast<uint32_t>(rng.Next()));
+    return arena.KeyHomedAt(homes[static_cast<size_t>(rng.Uniform(0, 4))], hi,
+                            static_cast<uint32_t>(rng.Uniform(0, 3)));
   };
 
   for (int op = 0; op < kOps; ++op) {

@@ -1,5 +1,6 @@
-// Invariant: every entry is reachable from its home slot by probing forward without passing
-// an empty slot (the linear-probing invariant that backward-shift deletion preserves).
+// Invariant: an entry homed at chunk h and stored in chunk s adds one to the overflow count of
+// every chunk from h up to, not including, s (cyclically), unless that count is saturated. So
+// every entry is reachable from its home chunk without passing a chunk whose count is zero.
 #include "agentkv/kv/internal/block_index.h"
 
 #include <algorithm>
@@ -9,54 +10,59 @@ namespace agentkv::kv::internal {
 BlockIndex::BlockIndex(int64_t max_entries) : max_entries_(max_entries) {
   AGENTKV_CHECK_GE(max_entries, 0);
   AGENTKV_CHECK(max_entries < (int64_t{1} << 31));
-  // A load factor of at most 2/3 keeps probe runs short (a miss probes about 5 slots at
-  // worst, within one cache line) and at least one slot empty, so probing terminates. A
-  // power-of-two size makes the home slot a shift and wrap-around a mask.
-  int bits = 3;
-  while ((int64_t{1} << bits) < max_entries + max_entries / 2 + 1) ++bits;
+  // At most kMaxMeanChunkLoad entries per chunk on average (half full) keeps overflow rare and
+  // at least one slot free, so an insert always finds room. A power-of-two count makes the home
+  // chunk a shift and wrap-around a mask.
+  int bits = 0;
+  while ((int64_t{1} << bits) * kMaxMeanChunkLoad < max_entries) ++bits;
   AGENTKV_CHECK(bits <= 32);
-  slots_.assign(size_t{1} << bits, Slot{});
+  chunks_.assign(size_t{1} << bits, Chunk{});
   shift_ = 32 - bits;
-  mask_ = slots_.size() - 1;
+  mask_ = chunks_.size() - 1;
 }
 
 void BlockIndex::Insert(uint64_t key, int32_t id) {
   AGENTKV_CHECK_LT(size_, max_entries_);
   AGENTKV_DCHECK(id >= 0);
-  const uint32_t lo = static_cast<uint32_t>(key);
-  size_t i = Home(lo);
-  while (slots_[i].id_plus_one != 0) i = Next(i);
-  slots_[i] = Slot{static_cast<uint32_t>(id) + 1, lo};
+  size_t c = Home(key);
+  while (chunks_[c].Full()) {
+    if (chunks_[c].overflow != kOverflowSaturated) ++chunks_[c].overflow;
+    c = Next(c);
+  }
+  Chunk& chunk = chunks_[c];
+  const int slot = std::countr_one(chunk.occupied);
+  chunk.tags[slot] = Tag(key);
+  chunk.ids[slot] = static_cast<uint32_t>(id);
+  chunk.occupied = static_cast<uint16_t>(chunk.occupied | (1u << slot));
   ++size_;
 }
 
 void BlockIndex::Erase(uint64_t key, int32_t id) {
-  const uint32_t lo = static_cast<uint32_t>(key);
-  const uint32_t want = static_cast<uint32_t>(id) + 1;
-  size_t hole = Home(lo);
-  while (slots_[hole].id_plus_one != want) {
-    AGENTKV_CHECK(slots_[hole].id_plus_one != 0) << "BlockIndex::Erase of an absent block " << id;
-    hole = Next(hole);
-  }
-  // Backward shift: move later entries of the probe run into the hole when the hole lies
-  // cyclically within [their home, their slot).
-  size_t j = hole;
-  while (true) {
-    j = Next(j);
-    const Slot s = slots_[j];
-    if (s.id_plus_one == 0) break;
-    const size_t home = Home(s.key_lo);
-    if (((hole - home) & mask_) < ((j - home) & mask_)) {
-      slots_[hole] = s;
-      hole = j;
+  const uint8_t tag = Tag(key);
+  const uint32_t want = static_cast<uint32_t>(id);
+  const size_t home = Home(key);
+  size_t c = home;
+  for (size_t probed = 0;; ++probed) {
+    AGENTKV_CHECK(probed < chunks_.size()) << "BlockIndex::Erase of an absent block " << id;
+    Chunk& chunk = chunks_[c];
+    uint32_t m = chunk.Matches(tag);
+    while (m != 0 && chunk.ids[std::countr_zero(m)] != want) m &= m - 1;
+    if (m != 0) {
+      chunk.occupied = static_cast<uint16_t>(chunk.occupied & ~(1u << std::countr_zero(m)));
+      break;
     }
+    AGENTKV_CHECK(chunk.overflow != 0) << "BlockIndex::Erase of an absent block " << id;
+    c = Next(c);
   }
-  slots_[hole] = Slot{};
+  // The entry no longer overflows the chunks it passed.
+  for (size_t p = home; p != c; p = Next(p)) {
+    if (chunks_[p].overflow != kOverflowSaturated) --chunks_[p].overflow;
+  }
   --size_;
 }
 
 void BlockIndex::Clear() {
-  std::fill(slots_.begin(), slots_.end(), Slot{});
+  std::fill(chunks_.begin(), chunks_.end(), Chunk{});
   size_ = 0;
 }
 

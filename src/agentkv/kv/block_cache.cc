@@ -312,6 +312,8 @@ Status BlockCache::Release(RequestId request, const ReleaseRank& rank) {
       }
     }
   }
+  // Deepest first; the blocks that become unheld join the device queue together, in that order.
+  released_.clear();
   for (size_t i = state.blocks.size(); i-- > 0;) {
     const int32_t b = state.blocks[i];
     Block& blk = blocks_[static_cast<size_t>(b)];
@@ -320,10 +322,11 @@ Status BlockCache::Release(RequestId request, const ReleaseRank& rank) {
       --held_blocks_;
       --device_used_;
       ReturnFreeBlock(b);
-    } else {
-      Unhold(b);
+    } else if (DropHold(b)) {
+      released_.push_back(b);
     }
   }
+  device_queue_.PushAll(blocks_, released_);
   if (gap_order_.enabled() && rank.session_ended && state.num_committed > 0) {
     RankUnneededFrom(state.blocks[static_cast<size_t>(state.num_committed - 1)]);
   }
@@ -843,16 +846,19 @@ void BlockCache::Hold(int32_t b) {
 }
 
 void BlockCache::Unhold(int32_t b) {
+  if (DropHold(b)) device_queue_.Push(blocks_, b);
+}
+
+bool BlockCache::DropHold(int32_t b) {
   Block& blk = blocks_[static_cast<size_t>(b)];
   AGENTKV_DCHECK(blk.state == State::kDevice && blk.ref_count > 0);
-  if (--blk.ref_count == 0) {
-    --held_blocks_;
-    device_queue_.Push(blocks_, b);
-    if (gap_order_.enabled()) gap_order_.Push(b, blk.queue_bucket());
-    if (next_use_ != nullptr) {
-      next_use_heap_.Push(b, next_use_->NextUse(BlockKey(blk.key)), blk.key);
-    }
+  if (--blk.ref_count > 0) return false;
+  --held_blocks_;
+  if (gap_order_.enabled()) gap_order_.Push(b, blk.queue_bucket());
+  if (next_use_ != nullptr) {
+    next_use_heap_.Push(b, next_use_->NextUse(BlockKey(blk.key)), blk.key);
   }
+  return true;
 }
 
 internal::PriorityLruQueue<BlockCache::Block>* BlockCache::QueueOf(int32_t b) {

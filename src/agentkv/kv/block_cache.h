@@ -355,6 +355,9 @@ class BlockCache {
   // Holds and queues.
   void Hold(int32_t b);
   void Unhold(int32_t b);
+  // Unhold without the device queue: returns whether `b` became unheld, and then the caller
+  // must push it there (Release pushes a request's blocks together).
+  bool DropHold(int32_t b);
   // The eviction queue `b` is in, or nullptr (held, uncommitted or free).
   internal::PriorityLruQueue<Block>* QueueOf(int32_t b);
   void Reprioritize(int32_t b, Priority p, std::optional<agentkv::Step> duration, bool front);
@@ -407,6 +410,7 @@ class BlockCache {
   std::vector<int32_t> cascade_;
   // The chain a stall offload or a prefetch walks.
   std::vector<int32_t> chain_;
+  std::vector<int32_t> released_;
   // While MakeDeviceRoom evicts: the index entries (key, block) of the blocks dropped so far,
   // erased together when it ends.
   bool defer_index_erase_ = false;

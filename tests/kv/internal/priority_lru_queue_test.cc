@@ -200,8 +200,9 @@ TEST_F(PriorityLruQueueTest, ClearEmptiesEveryBucket) {
 
 // The queue against a reference: a set ordered by (bucket, position), front pushes taking a
 // position below every earlier one. Sizes from a handful of nodes (short rings, mostly stale
-// entries) to thousands (rings that grow and compact many times); a third of the operations
-// evict the victim, as the cache does, the rest push or remove nodes anywhere.
+// entries) to thousands (rings that grow and compact many times, also in the middle of a
+// PushAll); a third of the operations evict the victim, as the cache does, the rest push
+// nodes one by one or in batches, or remove them anywhere.
 TEST_F(PriorityLruQueueTest, MatchesAReferenceUnderRandomOperations) {
   for (const auto& [seed, num_nodes, ops] :
        {std::tuple{77ULL, 16, 20000}, std::tuple{78ULL, 300, 40000},
@@ -222,6 +223,23 @@ TEST_F(PriorityLruQueueTest, MatchesAReferenceUnderRandomOperations) {
         Remove(victim);
         reference.erase(reference.begin());
         key_of[static_cast<size_t>(victim)].reset();
+        continue;
+      }
+      // Nodes a finished request returns, pushed together (runs of one bucket and changes).
+      if (rng.Bernoulli(0.1)) {
+        std::vector<int32_t> batch;
+        const int64_t want = rng.Uniform(1, 40);
+        for (int64_t tries = 0; tries < 3 * want && std::ssize(batch) < want; ++tries) {
+          const int32_t id = static_cast<int32_t>(rng.Uniform(0, num_nodes - 1));
+          if (key_of[static_cast<size_t>(id)].has_value()) continue;
+          const int p = rng.Bernoulli(0.8) ? 35 : 64;
+          nodes_[static_cast<size_t>(id)].priority = static_cast<uint8_t>(p);
+          key_of[static_cast<size_t>(id)] = Key{p, ++back, id};
+          reference.insert(*key_of[static_cast<size_t>(id)]);
+          batch.push_back(id);
+        }
+        queue_.PushAll(nodes_, batch);
+        ASSERT_EQ(queue_.size(), static_cast<int64_t>(reference.size())) << "op " << op;
         continue;
       }
       const int32_t id = static_cast<int32_t>(rng.Uniform(0, num_nodes - 1));

@@ -132,14 +132,15 @@ TEST(BlockIndexTest, EqualLowBitsAreToldApartByTheFullKey) {
 }
 
 TEST(BlockIndexTest, EraseAnyEntryOfAFullChunkAndItsOverflow) {
-  // 20 entries homed at one chunk: 12 fill it, 8 overflow into the next. Whichever is erased,
-  // the others stay found and the freed slot is reused.
-  for (int erased = 0; erased < 20; ++erased) {
+  // Twice a chunk's worth of entries homed at one chunk: half fill it, half overflow into the
+  // next. Whichever is erased, the others stay found and the freed slot is reused.
+  constexpr int kEntries = 2 * BlockIndex::kChunkSlots;
+  for (int erased = 0; erased < kEntries; ++erased) {
     SCOPED_TRACE(testing::Message() << "erasing entry " << erased);
-    IndexedArena arena(40);
+    IndexedArena arena(2 * kEntries);
     ASSERT_GE(arena.index().chunk_count(), 4);
     std::vector<uint64_t> keys;
-    for (uint32_t i = 0; i < 20; ++i) keys.push_back(arena.KeyHomedAt(1, i + 1, i));
+    for (uint32_t i = 0; i < kEntries; ++i) keys.push_back(arena.KeyHomedAt(1, i + 1, i));
     for (size_t i = 0; i < keys.size(); ++i) arena.Insert(keys[i], static_cast<int32_t>(i));
     arena.Erase(keys[static_cast<size_t>(erased)], erased);
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -149,40 +150,48 @@ TEST(BlockIndexTest, EraseAnyEntryOfAFullChunkAndItsOverflow) {
     const uint64_t again = arena.KeyHomedAt(1, 99, 99);
     arena.Insert(again, erased);
     EXPECT_EQ(arena.Find(again), erased);
-    EXPECT_EQ(arena.index().size(), 20);
+    EXPECT_EQ(arena.index().size(), kEntries);
   }
 }
 
-TEST(BlockIndexTest, AMissStopsAtTheFirstChunkNothingOverflowed) {
-  // Keys homed at chunk 1 overflow into chunk 2; a key homed at chunk 2 that is absent must
-  // still be looked for past chunk 2 only if something overflowed it.
-  IndexedArena arena(60);
+TEST(BlockIndexTest, OverflowedEntriesStayFoundAndMissesEndWhereNothingOverflowed) {
+  // A full chunk 1 spills one entry into chunk 2; chunk 2, filled by its own keys too, spills
+  // into chunk 3. Every entry is found, absent keys of either home are not, and once the
+  // spilled entries are erased the counts are back to zero.
+  constexpr int kSlots = BlockIndex::kChunkSlots;
+  IndexedArena arena(6 * kSlots);
   ASSERT_GE(arena.index().chunk_count(), 8);
-  for (uint32_t i = 0; i < 12; ++i)
-    arena.Insert(arena.KeyHomedAt(1, i, i), static_cast<int32_t>(i));
+  for (int i = 0; i < kSlots; ++i) {
+    const uint32_t n = static_cast<uint32_t>(i);
+    arena.Insert(arena.KeyHomedAt(1, n, n), i);
+  }
   const uint64_t spilled = arena.KeyHomedAt(1, 50, 50);
-  arena.Insert(spilled, 12);  // chunk 1 is full: stored in chunk 2
-  EXPECT_EQ(arena.Find(spilled), 12);
-  // Fill chunk 2 so that its own entries overflow into chunk 3.
-  for (uint32_t i = 0; i < 12; ++i) {
-    arena.Insert(arena.KeyHomedAt(2, 100 + i, i), static_cast<int32_t>(13 + i));
+  arena.Insert(spilled, kSlots);  // chunk 1 is full: stored in chunk 2
+  EXPECT_EQ(arena.Find(spilled), kSlots);
+  for (int i = 0; i < kSlots; ++i) {
+    const uint32_t n = static_cast<uint32_t>(i);
+    arena.Insert(arena.KeyHomedAt(2, 100 + n, n), kSlots + 1 + i);
   }
   const uint64_t spilled2 = arena.KeyHomedAt(2, 200, 200);
-  arena.Insert(spilled2, 30);
-  EXPECT_EQ(arena.Find(spilled2), 30);
-  EXPECT_EQ(arena.Find(spilled), 12);
+  arena.Insert(spilled2, 3 * kSlots);
+  EXPECT_EQ(arena.Find(spilled2), 3 * kSlots);
+  EXPECT_EQ(arena.Find(spilled), kSlots);
+  for (int i = 0; i < kSlots; ++i) {
+    const uint32_t n = static_cast<uint32_t>(i);
+    EXPECT_EQ(arena.Find(arena.KeyHomedAt(1, n, n)), i);
+    EXPECT_EQ(arena.Find(arena.KeyHomedAt(2, 100 + n, n)), kSlots + 1 + i);
+  }
   EXPECT_EQ(arena.Find(arena.KeyHomedAt(1, 77, 77)), BlockIndex::kNone);
   EXPECT_EQ(arena.Find(arena.KeyHomedAt(2, 77, 77)), BlockIndex::kNone);
-  // Erasing the overflowed entries lowers the counts again: lookups end where they start.
-  arena.Erase(spilled, 12);
-  arena.Erase(spilled2, 30);
+  arena.Erase(spilled, kSlots);
+  arena.Erase(spilled2, 3 * kSlots);
   EXPECT_EQ(arena.Find(spilled), BlockIndex::kNone);
   EXPECT_EQ(arena.Find(spilled2), BlockIndex::kNone);
-  EXPECT_EQ(arena.index().size(), 24);
+  EXPECT_EQ(arena.index().size(), 2 * kSlots);
 }
 
 TEST(BlockIndexTest, SaturatedOverflowCountsStayCorrect) {
-  // 600 keys homed at one chunk overflow it 588 times: its count saturates at 255 and is
+  // 600 keys homed at one chunk overflow it 590 times: its count saturates at 255 and is
   // never lowered, which may only lengthen probes, never lose an entry.
   constexpr int kKeys = 600;
   IndexedArena arena(2000);
@@ -204,7 +213,7 @@ TEST(BlockIndexTest, OverflowWrapsPastTheLastChunk) {
   IndexedArena arena(48);
   const int64_t last = arena.index().chunk_count() - 1;
   ASSERT_GE(last, 3);
-  // 16 entries homed at the last chunk (4 wrap into chunk 0), then 4 homed at chunk 0.
+  // 16 entries homed at the last chunk (6 wrap into chunk 0), then 4 homed at chunk 0.
   std::vector<uint64_t> keys;
   for (uint32_t i = 0; i < 16; ++i) keys.push_back(arena.KeyHomedAt(last, i, i));
   for (uint32_t i = 0; i < 4; ++i) keys.push_back(arena.KeyHomedAt(0, 100 + i, i));

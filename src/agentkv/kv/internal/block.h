@@ -45,7 +45,7 @@ struct Block {
   int queue_tag() const { return static_cast<int>(state); }
 };
 
-static_assert(sizeof(Block) == 40, "keep per-block metadata small: 40 B + 5.3-10.7 B of index");
+static_assert(sizeof(Block) == 40, "keep per-block metadata small: 40 B + 6.4-12.8 B of index");
 
 // What BlockCache keeps about one running request.
 struct RequestState {

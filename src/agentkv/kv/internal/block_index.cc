@@ -38,7 +38,7 @@ void BlockIndex::Insert(uint64_t key, int32_t id) {
 }
 
 void BlockIndex::Erase(uint64_t key, int32_t id) {
-  const uint8_t tag = Tag(key);
+  const uint16_t tag = Tag(key);
   const uint32_t want = static_cast<uint32_t>(id);
   const size_t home = Home(key);
   size_t c = home;
@@ -46,9 +46,11 @@ void BlockIndex::Erase(uint64_t key, int32_t id) {
     AGENTKV_CHECK(probed < chunks_.size()) << "BlockIndex::Erase of an absent block " << id;
     Chunk& chunk = chunks_[c];
     uint32_t m = chunk.Matches(tag);
-    while (m != 0 && chunk.ids[std::countr_zero(m)] != want) m &= m - 1;
+    while (m != 0 && chunk.ids[Chunk::SlotOf(m)] != want) m &= m - 1;
     if (m != 0) {
-      chunk.occupied = static_cast<uint16_t>(chunk.occupied & ~(1u << std::countr_zero(m)));
+      const int slot = Chunk::SlotOf(m);
+      chunk.tags[slot] = 0;
+      chunk.occupied = static_cast<uint16_t>(chunk.occupied & ~(1u << slot));
       break;
     }
     AGENTKV_CHECK(chunk.overflow != 0) << "BlockIndex::Erase of an absent block " << id;

@@ -42,6 +42,66 @@ TEST_F(BlockKeyTest, OneKeyPerFullBlockInChainOrder) {
   EXPECT_EQ(std::set<BlockKey>(keys.begin(), keys.end()).size(), keys.size());
 }
 
+// Blocks of 16 and 32 tokens are hashed by an unrolled path in batches, other sizes by the
+// general loop; the batch and the one-block derivations must agree for each, and every token
+// of a block must count: a change at any position, or two 8-byte words traded, gives another
+// key.
+TEST_F(BlockKeyTest, EveryBlockSizeChainsTheSameWayAndEveryTokenCounts) {
+  for (const int32_t size : {16, 32, 24, 1}) {
+    SCOPED_TRACE(testing::Message() << size << " tokens per block");
+    const std::vector<int32_t> tokens = Tokens(5000, 3 * size);
+    const std::vector<BlockKey> keys = hasher_.KeysFromTokens(tokens, size);
+    ASSERT_THAT(keys, SizeIs(3));
+    BlockKey parent = hasher_.RootKey();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const std::span<const int32_t> block(tokens.data() + i * static_cast<size_t>(size),
+                                           static_cast<size_t>(size));
+      EXPECT_EQ(keys[i], BlockKeyHasher::TokenBlockKey(parent, block)) << "block " << i;
+      parent = keys[i];
+    }
+    const std::vector<int32_t> base = Tokens(7, size);
+    const BlockKey root = hasher_.RootKey();
+    std::set<BlockKey> seen = {BlockKeyHasher::TokenBlockKey(root, base)};
+    for (int32_t pos = 0; pos < size; ++pos) {
+      for (const int32_t value : {0, 1, 8, 1 << 20, (1 << 30) - 1}) {
+        std::vector<int32_t> changed = base;
+        if (changed[static_cast<size_t>(pos)] == value) continue;
+        changed[static_cast<size_t>(pos)] = value;
+        EXPECT_TRUE(seen.insert(BlockKeyHasher::TokenBlockKey(root, changed)).second)
+            << "position " << pos << " set to " << value;
+      }
+    }
+    // The two 8-byte words of each 16 bytes traded (tokens 4k, 4k+1 with 4k+2, 4k+3).
+    for (int32_t lane = 0; lane + 4 <= size; lane += 4) {
+      std::vector<int32_t> traded = base;
+      std::swap(traded[static_cast<size_t>(lane)], traded[static_cast<size_t>(lane + 2)]);
+      std::swap(traded[static_cast<size_t>(lane + 1)], traded[static_cast<size_t>(lane + 3)]);
+      EXPECT_NE(BlockKeyHasher::TokenBlockKey(root, traded),
+                BlockKeyHasher::TokenBlockKey(root, base))
+          << "lane at token " << lane;
+    }
+  }
+}
+
+TEST_F(BlockKeyTest, ManyRandomBlocksGetDistinctKeys) {
+  // 200,000 blocks of 16 random token ids below a 256K vocabulary, all under one parent.
+  uint64_t state = 12345;
+  auto next = [&state] {
+    state += 0x9E3779B97F4A7C15ULL;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  };
+  std::set<uint64_t> keys;
+  std::vector<int32_t> block(16);
+  for (int i = 0; i < 200'000; ++i) {
+    for (int32_t& t : block) t = static_cast<int32_t>(next() % 262'144);
+    keys.insert(BlockKeyHasher::TokenBlockKey(hasher_.RootKey(), block).value());
+  }
+  EXPECT_EQ(keys.size(), 200'000u);
+}
+
 TEST_F(BlockKeyTest, SamePrefixGivesSameLeadingKeys) {
   std::vector<int32_t> a = Tokens(0, 16);
   std::vector<int32_t> b = a;

@@ -214,7 +214,7 @@ class PriorityLruQueue {
   // down and back pushes count up without ever reaching kNotQueued.
   static constexpr uint32_t kFirstPos = 0x80000000u;
   // How many victims ahead Peek prefetches.
-  static constexpr uint32_t kPrefetchAhead = 8;
+  static constexpr uint32_t kPrefetchAhead = 16;
 
   struct Ring {
     std::vector<int32_t> slots;  // A power-of-two size; entry at position q is slots[q & mask].

@@ -1,13 +1,13 @@
 // The cache-miss floor of the block cache's access pattern on this machine, without the cache:
 // what a match and an eviction cost when nothing but their memory accesses is done.
 //
-// Tables shaped like the cache's at 10K, 100K and 1M resident blocks (an index of 8-byte slots,
-// a power of two of at least 1.5 per block, and an arena of 40-byte blocks, both on huge pages
-// as the cache allocates them):
+// Tables shaped like the cache's at 10K, 100K and 1M resident blocks (an index of 64-byte
+// chunks, a power of two of at least one per 5 blocks, and an arena of 40-byte blocks, both on
+// huge pages as the cache allocates them):
 //  - MatchFloor: 64-element chains (a request's prefix); per element, one load of a random
-//    index slot and one dependent load of the block it names, as a match reads a slot and then
-//    the block to compare its key. `serial` waits for each; `prefetched` prefetches slots 32
-//    ahead and blocks 16 ahead, as BlockCache::Match does.
+//    index chunk and one dependent load of the block it names, as a match reads a chunk and
+//    then the block to compare its key. `serial` waits for each; `prefetched` prefetches chunks
+//    64 ahead and blocks 32 ahead, as BlockCache::Match does.
 //  - ChaseFloor: a walk of a random cyclic permutation of the arena, each step a dependent
 //    load (the next victim of a linked-list LRU), the floor of evicting through a list.
 // items/s counts elements (blocks); wall-clock time.
@@ -33,25 +33,30 @@ struct Block {  // The arena slot's size and alignment, as kv::internal::Block h
 };
 static_assert(sizeof(Block) == 40);
 
+struct alignas(64) Chunk {  // An index chunk's size; only the block id it names is used.
+  uint64_t id = 0;
+};
+static_assert(sizeof(Chunk) == 64);
+
 constexpr int kChain = 64;
 
 struct Tables {
-  std::vector<uint64_t, HugePageAllocator<uint64_t>> slots;
+  std::vector<Chunk, HugePageAllocator<Chunk>> chunks;
   std::vector<Block, HugePageAllocator<Block>> blocks;
-  std::vector<uint32_t> queries;  // Slot indices, kChain per chain.
+  std::vector<uint32_t> queries;  // Chunk indices, kChain per chain.
 };
 
 Tables MakeTables(int64_t blocks, int64_t chains) {
   Tables t;
-  size_t slots = 8;
-  while (static_cast<int64_t>(slots) < blocks + blocks / 2 + 1) slots *= 2;
+  size_t chunks = 1;
+  while (static_cast<int64_t>(chunks) * 5 < blocks) chunks *= 2;
   Rng rng(7);
   t.blocks.resize(static_cast<size_t>(blocks));
   for (size_t i = 0; i < t.blocks.size(); ++i) t.blocks[i].key = i;
-  t.slots.resize(slots);
-  for (uint64_t& s : t.slots) s = static_cast<uint64_t>(rng.Uniform(0, blocks - 1));
+  t.chunks.resize(chunks);
+  for (Chunk& c : t.chunks) c.id = static_cast<uint64_t>(rng.Uniform(0, blocks - 1));
   t.queries.resize(static_cast<size_t>(chains * kChain));
-  for (uint32_t& q : t.queries) q = static_cast<uint32_t>(rng.Uniform(0, int64_t(slots) - 1));
+  for (uint32_t& q : t.queries) q = static_cast<uint32_t>(rng.Uniform(0, int64_t(chunks) - 1));
   return t;
 }
 
@@ -64,15 +69,12 @@ void BM_MatchFloor(benchmark::State& state) {
   for (auto _ : state) {
     const uint32_t* q = &t.queries[static_cast<size_t>(c * kChain)];
     if (prefetched) {
-      for (int j = 0; j < 32; ++j) __builtin_prefetch(&t.slots[q[j]]);
-      for (int j = 0; j < 16; ++j) __builtin_prefetch(&t.blocks[t.slots[q[j]]]);
+      for (int j = 0; j < kChain; ++j) __builtin_prefetch(&t.chunks[q[j]]);
+      for (int j = 0; j < 32; ++j) __builtin_prefetch(&t.blocks[t.chunks[q[j]].id]);
     }
     for (int i = 0; i < kChain; ++i) {
-      if (prefetched) {
-        if (i + 32 < kChain) __builtin_prefetch(&t.slots[q[i + 32]]);
-        if (i + 16 < kChain) __builtin_prefetch(&t.blocks[t.slots[q[i + 16]]]);
-      }
-      sum += t.blocks[t.slots[q[i]]].key;
+      if (prefetched && i + 32 < kChain) __builtin_prefetch(&t.blocks[t.chunks[q[i + 32]].id]);
+      sum += t.blocks[t.chunks[q[i]].id].key;
     }
     if (++c == chains) c = 0;
   }

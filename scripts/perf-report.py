@@ -323,7 +323,7 @@ def render_memory_floor(run):
         "|---|" + "---|" * len(MEMORY_FLOOR_SIZES) + "---|",
     ]
     patterns = [
-        ("a match's loads, serial: random index slot, then the block it names",
+        ("a match's loads, serial: random index chunk, then the block it names",
          "BM_MatchFloor/blocks:%s/prefetched:0/real_time"),
         ("the same with the prefetches BlockCache::Match issues",
          "BM_MatchFloor/blocks:%s/prefetched:1/real_time"),

@@ -29,7 +29,7 @@ namespace {
 
 constexpr int32_t kNone = -1;
 
-// How far ahead of its probe a walk along a chain of keys prefetches index slots: enough
+// How far ahead of its probe a walk along a chain of keys prefetches index chunks: enough
 // blocks of work to cover one memory access (the index outgrows the caches at a few hundred
 // thousand blocks).
 constexpr size_t kPrefetchAhead = 16;
@@ -89,14 +89,14 @@ void BlockCache::PrefetchIndex(std::span<const BlockKey> keys, size_t i) const {
 
 void BlockCache::PrefetchLookup(std::span<const BlockKey> keys, size_t i) const {
   if (blocks_.size() < kPrefetchMinBlocks) return;
-  // Slots kSlotsAhead keys ahead, blocks kBlocksAhead ahead (their slots were prefetched
-  // kSlotsAhead - kBlocksAhead keys ago). A match does little per block, so it reaches
+  // Index chunks kSlotsAhead keys ahead, blocks kBlocksAhead ahead (their chunks were
+  // prefetched kSlotsAhead - kBlocksAhead keys ago). A match does little per block, so it reaches
   // further ahead than a commit.
   constexpr size_t kSlotsAhead = 4 * kPrefetchAhead;
   constexpr size_t kBlocksAhead = 2 * kPrefetchAhead;
   if (i == 0) {
-    // The head of the chain: its slots all at once, then the blocks they name (these loads
-    // wait for the slots, but together, not one per block).
+    // The head of the chain: its chunks all at once, then the blocks they name (these loads
+    // wait for the chunks, but together, not one per block).
     for (size_t j = 0; j < kSlotsAhead && j < keys.size(); ++j) index_.Prefetch(keys[j].value());
     for (size_t j = 0; j < kBlocksAhead && j < keys.size(); ++j) {
       const int32_t b = index_.Candidate(keys[j].value());
@@ -626,7 +626,7 @@ bool BlockCache::CanFreeDevice(int64_t n) const {
 
 void BlockCache::MakeDeviceRoom(int64_t n) {
   if (options_.device_blocks - device_used_ >= n) return;
-  // The victims' index entries are erased after the loop, their slots prefetched as each
+  // The victims' index entries are erased after the loop, their chunks prefetched as each
   // leaves: the misses overlap instead of stalling one eviction each. Nothing between looks a
   // key up, and no freed block is reused before the batch is erased.
   AGENTKV_DCHECK(deferred_erase_.empty());

@@ -18,9 +18,12 @@
 // next victims' ids sit side by side, and Peek prefetches the nodes a few places ahead, so
 // the misses overlap. Remove is lazy: it marks the node unqueued (queue_pos = kNotQueued) and
 // leaves its entry in the ring, where it is skipped as stale (an entry is live exactly when
-// its node is queued, in this queue and bucket, at this entry's position). A bucket whose ring
-// fills with stale entries is compacted in place before it grows, so a ring holds at most about
-// twice its live entries (4 bytes each).
+// its node is queued, in this queue and bucket, at this entry's position). A bit per entry
+// says which are live, so skipping stale entries and compacting read no node: with most
+// blocks matched again and few evicted (a cache near its working set), the ring fills with
+// stale entries and compaction is frequent. A bucket whose ring fills with stale entries is
+// compacted in place before it grows, so a ring holds at most about twice its live entries
+// (4 bytes and a bit each).
 //
 // The owner passes its arena to every call, so the queue holds no pointers and moves freely.
 // Thread-compatible.
@@ -95,6 +98,7 @@ class PriorityLruQueue {
       pos = r.head + r.count;
     }
     r.slots[pos & r.mask] = id;
+    r.MarkLive(pos);
     ++r.count;
     n.queue_pos = pos;
     if (r.live++ == 0) SetBit(p);
@@ -130,6 +134,7 @@ class PriorityLruQueue {
         }
         const uint32_t pos = head + count;
         r.slots[pos & r.mask] = id;
+        r.MarkLive(pos);
         ++count;
         n.queue_pos = pos;
         ++pushed;
@@ -148,6 +153,7 @@ class PriorityLruQueue {
     const int p = QueueBucketOf(n);
     Ring& r = rings_[static_cast<size_t>(p)];
     AGENTKV_DCHECK(r.slots[n.queue_pos & r.mask] == id);
+    r.MarkStale(n.queue_pos);
     if (n.queue_pos == r.head) {  // The victim, usually: its entry goes at once.
       ++r.head;
       --r.count;
@@ -169,7 +175,7 @@ class PriorityLruQueue {
       if (bits_[w] == 0) continue;
       const int p = static_cast<int>(w * 64 + static_cast<size_t>(std::countr_zero(bits_[w])));
       Ring& r = rings_[static_cast<size_t>(p)];
-      while (!Live(nodes, r, p, r.head)) {
+      while (!Live(nodes, r, p, r.head)) {  // No node is read: the bit says.
         ++r.head;
         --r.count;
       }
@@ -204,8 +210,10 @@ class PriorityLruQueue {
   // Bytes the rings hold.
   int64_t MemoryBytes() const {
     int64_t bytes = 0;
-    for (const Ring& r : rings_)
-      bytes += static_cast<int64_t>(r.slots.capacity() * sizeof(int32_t));
+    for (const Ring& r : rings_) {
+      bytes += static_cast<int64_t>(r.slots.capacity() * sizeof(int32_t) +
+                                    r.live_bits.capacity() * sizeof(uint64_t));
+    }
     return bytes;
   }
 
@@ -218,18 +226,39 @@ class PriorityLruQueue {
 
   struct Ring {
     std::vector<int32_t> slots;  // A power-of-two size; entry at position q is slots[q & mask].
+    // Bit (q & mask) set exactly when the entry at position q is live: Push sets it, Remove
+    // clears it, so telling a stale entry needs no read of its node.
+    std::vector<uint64_t> live_bits;
     uint32_t mask = 0;
     uint32_t head = kFirstPos;  // Position of the first entry.
     uint32_t count = 0;         // Entries, live and stale.
     uint32_t live = 0;          // Live entries.
+
+    bool LiveAt(uint32_t pos) const {
+      const uint32_t i = pos & mask;
+      return (live_bits[i / 64] >> (i % 64)) & 1;
+    }
+    void MarkLive(uint32_t pos) {
+      const uint32_t i = pos & mask;
+      live_bits[i / 64] |= uint64_t{1} << (i % 64);
+    }
+    void MarkStale(uint32_t pos) {
+      const uint32_t i = pos & mask;
+      live_bits[i / 64] &= ~(uint64_t{1} << (i % 64));
+    }
   };
 
   static size_t Index(int32_t id) { return static_cast<size_t>(id); }
 
-  // Whether the entry at `pos` of bucket `p`'s ring `r` is live.
-  bool Live(std::span<const Node> nodes, const Ring& r, int p, uint32_t pos) const {
-    const Node& n = nodes[Index(r.slots[pos & r.mask])];
-    return n.queue_pos == pos && QueueBucketOf(n) == p && QueueTagOf(n) == tag_;
+  // Whether the entry at `pos` of bucket `p`'s ring `r` is live: its node is queued in this
+  // queue and bucket at this position (checked in debug builds; the bit alone decides).
+  bool Live([[maybe_unused]] std::span<const Node> nodes, const Ring& r, [[maybe_unused]] int p,
+            uint32_t pos) const {
+    const bool live = r.LiveAt(pos);
+    AGENTKV_DCHECK(live == (nodes[Index(r.slots[pos & r.mask])].queue_pos == pos &&
+                            QueueBucketOf(nodes[Index(r.slots[pos & r.mask])]) == p &&
+                            QueueTagOf(nodes[Index(r.slots[pos & r.mask])]) == tag_));
+    return live;
   }
 
   // Makes room for one more entry in bucket `p`'s ring, and restarts its positions at
@@ -244,15 +273,18 @@ class PriorityLruQueue {
     uint32_t kept = 0;
     for (uint32_t i = 0; i < r.count; ++i) {
       const uint32_t pos = r.head + i;
-      if (i + kPrefetchAhead < r.count) {
-        __builtin_prefetch(&nodes[Index(r.slots[(pos + kPrefetchAhead) & r.mask])]);
-      }
       if (Live(nodes, r, p, pos)) slots[kept++] = r.slots[pos & r.mask];
     }
     AGENTKV_DCHECK(kept == r.live);
     // Renumbered only after the scan: a new position may equal an old one still to be read.
-    for (uint32_t i = 0; i < kept; ++i) nodes[Index(slots[i])].queue_pos = kFirstPos + i;
+    for (uint32_t i = 0; i < kept; ++i) {
+      if (i + kPrefetchAhead < kept) __builtin_prefetch(&nodes[Index(slots[i + kPrefetchAhead])]);
+      nodes[Index(slots[i])].queue_pos = kFirstPos + i;
+    }
     r.slots = std::move(slots);
+    r.live_bits.assign((size + 63) / 64, 0);
+    for (uint32_t i = 0; i < kept / 64; ++i) r.live_bits[i] = ~uint64_t{0};
+    if (kept % 64 != 0) r.live_bits[kept / 64] = (uint64_t{1} << (kept % 64)) - 1;
     r.mask = static_cast<uint32_t>(size - 1);
     r.head = kFirstPos;
     r.count = kept;

@@ -317,11 +317,11 @@ class BlockCache {
     return blk;
   }
   int32_t FindChild(int32_t parent, BlockKey key) const;
-  // Called at position `i` of a walk along `keys`: prefetches the index slots of the keys
+  // Called at position `i` of a walk along `keys`: prefetches the index chunks of the keys
   // kPrefetchAhead positions on (at the start, of the first ones too).
   void PrefetchIndex(std::span<const BlockKey> keys, size_t i) const;
   // The same for a walk that reads the blocks it finds (a match): it also prefetches the block
-  // each key's slot names, once that slot has had time to arrive.
+  // each key's chunk names, once that chunk has had time to arrive.
   void PrefetchLookup(std::span<const BlockKey> keys, size_t i) const;
 
   // Device slots.

@@ -1,5 +1,5 @@
 // BlockCache::CheckInvariants: the invariants listed at the top of block_cache.cc,
-// made executable. O(blocks + index slots); tests call it after every mutation.
+// made executable. O(blocks + index chunks); tests call it after every mutation.
 #include <string>
 
 #include "agentkv/kv/block_cache.h"

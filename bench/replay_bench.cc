@@ -1,7 +1,7 @@
 // End-to-end throughput of `agentkv replay`: the whole simulator (agent driver, gateway with
 // admission and lifecycle, router, step schedulers over the KV cache, cost model, event loop)
 // on two workloads, one arm per run:
-//   - weka: every WEKA Claude Code trace in the shared folder, Poisson starts 60 s apart, two
+//   - weka: the 39 WEKA Claude Code traces bundled in data/weka, Poisson starts 60 s apart, two
 //     8B engines on H100 (the docs/RESULTS.md operating point);
 //   - synthetic: the embedded default of `agentkv replay` (48 sessions, context scale 0.5,
 //     two engines with 262,144 KV tokens each).
@@ -29,7 +29,7 @@ namespace {
 const AgenticWorkload& WekaAll() {
   static const AgenticWorkload* const kWorkload = [] {
     StatusOr<std::vector<WekaConversation>> conversations =
-        ReadWekaTraces({std::string(AGENTKV_SHARED_TRACES) + "/weka"});
+        ReadWekaTraces({std::string(AGENTKV_DATA_DIR) + "/weka"});
     if (!conversations.ok()) {
       std::fprintf(stderr, "%s\n", conversations.status().ToString().c_str());
       std::abort();

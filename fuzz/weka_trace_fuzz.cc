@@ -5,7 +5,8 @@
 // accepted request, of the main agent or a sub-agent, has t and think_time in [0, 365 days],
 // in and out in [0, 2^40] and at most ceil(in / block_size) hash ids; each agent's think times
 // add up to at most 365 days; sub-agent completions, durations and spawns are in [0, 365 days] and
-// block_size in [1, 2^20]. FindJsonPathLine never reads past the text and names a line of it.
+// block_size in [1, 2^20]; the fallbacks counted (fields absent or null) are at most the
+// entries that may lack them. FindJsonPathLine never reads past the text and names a line of it.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -54,6 +55,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(fuzzing::IsTime(s.spawn()) && s.spawn() <= s.completion);
       CheckAgent(s.requests, conversation->block_size);
     }
+    const WekaFallbacks& f = conversation->fallbacks;
+    const int64_t requests = conversation->TotalRequests();
+    const auto subagents = static_cast<int64_t>(conversation->subagents.size());
+    FUZZ_CHECK(f.block_size >= 0 && f.block_size <= 1);
+    FUZZ_CHECK(f.think_time >= 0 && f.think_time <= requests);
+    FUZZ_CHECK(f.api_time >= 0 && f.api_time <= requests);
+    FUZZ_CHECK(f.stop >= 0 && f.stop <= requests);
+    FUZZ_CHECK(f.subagent_duration >= 0 && f.subagent_duration <= subagents);
+    FUZZ_CHECK(f.subagent_status >= 0 && f.subagent_status <= subagents);
+    FUZZ_CHECK(f.none() == f.Describe().empty());
   } else {
     fuzzing::CheckReaderError(conversation.status(), kSource, text);
   }

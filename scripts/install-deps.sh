@@ -14,7 +14,8 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
-  libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
+  # Boost.Iostreams: the trace readers read gzip files (data/ ships its traces compressed).
+  libboost1.81-dev libboost-iostreams1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libcli11-dev libfmt-dev libspdlog-dev libssl-dev
   clang libclang-rt-14-dev clang-format clang-tidy
   # promtool: the integration tests lint the gateway's and the coordinator's GET /metrics, the

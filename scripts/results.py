@@ -3,7 +3,13 @@
 results matrix for seeds 1-5 (and the cost-model sensitivity runs), then prints Markdown.
 
     scripts/results.py [--agentkv build/release/tools/agentkv/agentkv]
-                       [--traces ../shared/traces] [--seeds 5] [--out DIR]
+                       [--weka data/weka] [--seeds 5] [--out DIR]
+
+--weka names the WEKA Claude Code traces of the WEKA workloads: files or directories of them
+(`*.json`, `*.json.gz`), given to `agentkv replay --trace`. The default is the 39 traces bundled
+in data/weka (data/weka/NOTICE.md), the set docs/RESULTS.md reports. The whole public set, about
+740 conversations, is `traces/` of https://github.com/callanjfox/kv-cache-tester (Apache-2.0);
+give its folder to run the tables on it.
 
 Every run is deterministic; the JSON of each run is kept in --out (default: a temporary
 directory) so a table can be checked against the run behind it. Needs python3 only.
@@ -21,8 +27,10 @@ import tempfile
 WEKA_KV = 450_880  # The cost model's device KV per engine for llama-3.1-8b on h100.
 
 
-def workloads(traces):
-    weka = ["--workload", "weka", "--trace", os.path.join(traces, "weka")]
+def workloads(weka_paths):
+    weka = ["--workload", "weka"]
+    for path in weka_paths:
+        weka += ["--trace", path]
     return [
         ("weka", weka),
         ("weka-tight", weka + ["--max-total-tokens", str(WEKA_KV // 2)]),
@@ -231,7 +239,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agentkv", default="build/release/tools/agentkv/agentkv")
-    parser.add_argument("--traces", default="../shared/traces")
+    parser.add_argument("--weka", nargs="+", default=["data/weka"], metavar="PATH",
+                        help="WEKA trace files or directories (default: data/weka)")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
@@ -240,7 +249,7 @@ def main():
     seeds = range(1, args.seeds + 1)
 
     by_workload = []
-    for name, flags in workloads(args.traces):
+    for name, flags in workloads(args.weka):
         results = []
         for seed in seeds:
             print("running %s seed %d" % (name, seed), file=sys.stderr)
@@ -260,7 +269,7 @@ def main():
 
     # Sensitivity of the WEKA results to the cost model: one column per cost model, the main
     # arms' median change against the baseline of the same seed and cost model.
-    name, flags = workloads(args.traces)[0]
+    name, flags = workloads(args.weka)[0]
     main_arms = ["+lifecycle", "+host-tier", "all", "continuum"]
     metrics = [ROWS[0], ROWS[2], ROWS[6]]  # Uncached tokens, server time mean, TTFT p95.
     columns = []

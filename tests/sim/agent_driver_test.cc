@@ -408,9 +408,9 @@ TEST(AgentDriverTest, RejectsMismatchedBlockSizeAndStarts) {
 // before the parent's joined request is submitted, and that request records a sub-agent wait.
 // Read as spawned at the entry's `t` (its completion) and joined by timing, most of them ran
 // after the parent had resumed.
-TEST(AgentDriverSharedTest, SubagentsOfThePublicTracesRunWhileTheParentWaits) {
+TEST(AgentDriverDataTest, SubagentsOfThePublicTracesRunWhileTheParentWaits) {
   StatusOr<std::vector<WekaConversation>> conversations =
-      ReadWekaTraces({(std::filesystem::path(AGENTKV_SHARED_TRACES) / "weka").string()});
+      ReadWekaTraces({(std::filesystem::path(AGENTKV_DATA_DIR) / "weka").string()});
   ASSERT_TRUE(conversations.ok()) << conversations.status();
   AgenticWorkload workload;
   workload.conversations = *std::move(conversations);

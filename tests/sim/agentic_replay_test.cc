@@ -342,11 +342,10 @@ TEST(AgenticReplayTest, TwoRunsAreIdentical) {
 }
 
 TEST(AgenticReplayTest, PublicSubagentTracesReplayDeterministically) {
-  const std::filesystem::path dir = std::filesystem::path(AGENTKV_SHARED_TRACES) / "weka";
-  // The shared folder sits beside every checkout and CI clone; its absence is a broken setup.
-  ASSERT_TRUE(std::filesystem::is_directory(dir)) << "shared traces folder " << dir << " is absent";
-  StatusOr<std::vector<WekaConversation>> conversations =
-      ReadWekaTraces({(dir / "trace_0277.json").string(), (dir / "trace_0291.json").string()});
+  const std::filesystem::path dir = std::filesystem::path(AGENTKV_DATA_DIR) / "weka";
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << "data folder " << dir << " is absent";
+  StatusOr<std::vector<WekaConversation>> conversations = ReadWekaTraces(
+      {(dir / "trace_0277.json.gz").string(), (dir / "trace_0291.json.gz").string()});
   ASSERT_TRUE(conversations.ok()) << conversations.status();
   const AgenticReplayOptions options;
   StatusOr<AgenticReplayResult> a = RunAgenticReplay(*conversations, options);

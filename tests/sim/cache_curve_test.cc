@@ -301,12 +301,12 @@ TEST(CacheCurveTest, RandomTracesMatchTheReference) {
   }
 }
 
-class SharedTraceTest : public ::testing::TestWithParam<const char*> {};
+class BundledTraceTest : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(SharedTraceTest, MatchesTheReferenceAtEveryDefaultFraction) {
-  const std::filesystem::path dir = AGENTKV_SHARED_TRACES;
-  // The shared folder sits beside every checkout and CI clone; its absence is a broken setup.
-  ASSERT_TRUE(std::filesystem::is_directory(dir)) << "shared traces folder " << dir << " is absent";
+// The Mooncake traces bundled in data/mooncake (the synthetic one gzip-compressed).
+TEST_P(BundledTraceTest, MatchesTheReferenceAtEveryDefaultFraction) {
+  const std::filesystem::path dir = AGENTKV_DATA_DIR;
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << "data folder " << dir << " is absent";
   StatusOr<std::vector<MooncakeRequest>> trace =
       ReadMooncakeTrace((dir / "mooncake" / GetParam()).string());
   ASSERT_TRUE(trace.ok()) << trace.status();
@@ -314,8 +314,8 @@ TEST_P(SharedTraceTest, MatchesTheReferenceAtEveryDefaultFraction) {
   ExpectMatchesReference(*trace, CacheCurveOptions().fractions);
 }
 
-INSTANTIATE_TEST_SUITE_P(Mooncake, SharedTraceTest,
-                         ::testing::Values("conversation_trace.jsonl", "synthetic_trace.jsonl"),
+INSTANTIATE_TEST_SUITE_P(Mooncake, BundledTraceTest,
+                         ::testing::Values("conversation_trace.jsonl", "synthetic_trace.jsonl.gz"),
                          [](const ::testing::TestParamInfo<const char*>& param) {
                            std::string name = param.param;
                            return name.substr(0, name.find('_'));

@@ -58,7 +58,7 @@ ReplayOptions SmallFleet() {
 
 TEST(ReplayGateTest, OneEngineBaselineMooncakeEqualsCacheCurve) {
   const std::filesystem::path path =
-      std::filesystem::path(AGENTKV_SHARED_TRACES) / "mooncake" / "conversation_trace.jsonl";
+      std::filesystem::path(AGENTKV_DATA_DIR) / "mooncake" / "conversation_trace.jsonl";
   StatusOr<std::vector<MooncakeRequest>> trace = ReadMooncakeTrace(path.string());
   ASSERT_TRUE(trace.ok()) << trace.status();
   ASSERT_TRUE(std::is_sorted(

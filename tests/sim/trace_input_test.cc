@@ -1,6 +1,7 @@
 // Tests of the trace readers' shared input layer: bounded, streamed JSON lines (checked against
 // a whole-line reference model on random traces), one streamed JSON document, locating a JSON
-// path's line, and the bounded field readers.
+// path's line, the bounded field readers (null optional fields are absent ones), and trace
+// files, plain or gzip (corrupt and truncated gzip named, a file read again from its start).
 #include "agentkv/sim/trace_input.h"
 
 #include <gmock/gmock.h>
@@ -10,18 +11,23 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "agentkv/base/rng.h"
+#include "tests/sim/gzip_for_tests.h"
 
 namespace agentkv::sim {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::StartsWith;
+using testing_support::Gzip;
+using testing_support::WriteBytes;
 
 // What ForEachJsonLine reported: the lines it visited, as (line, compact JSON), and its status.
 struct Walk {
@@ -274,6 +280,165 @@ TEST(TraceInputTest, TraceFieldsDescribeAMissingFieldAsAMistypedOne) {
   EXPECT_EQ(f.OptionalSeconds("think").value(), TimeNs());
   EXPECT_EQ(f.OptionalString("stop").value(), "");
   EXPECT_FALSE(f.OptionalString("s").ok());
+}
+
+TEST(TraceInputTest, NullOptionalFieldsAreAbsentAndNullRequiredOnesMistyped) {
+  const boost::json::object obj =
+      boost::json::parse(R"({"t": null, "ms": null, "s": null, "l": null, "x": 0})").as_object();
+  const TraceFields f = TraceFields::OfRecord(obj);
+  EXPECT_FALSE(f.Has("t"));
+  EXPECT_FALSE(f.Has("absent"));
+  EXPECT_TRUE(f.Has("x"));
+  EXPECT_NE(f.Find("t"), nullptr);  // Present, as null.
+  EXPECT_EQ(f.OptionalSeconds("t").value(), TimeNs());
+  EXPECT_EQ(f.OptionalMillis("ms").value(), TimeNs());
+  EXPECT_EQ(f.OptionalString("s").value(), "");
+  EXPECT_TRUE(f.OptionalStrings("l").value().empty());
+  // A required field that is null is a value of the wrong kind, not a missing one.
+  EXPECT_EQ(f.Seconds("t").status().message(),
+            "field \"t\": expected a number of seconds, got null");
+  EXPECT_EQ(f.String("s").status().message(), "field \"s\": expected a string, got null");
+  EXPECT_EQ(f.Array("l").status().message(), "field \"l\": expected an array, got null");
+}
+
+// ---- Trace files, plain and gzip ---------------------------------------------------------
+
+class TraceFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = std::filesystem::path(::testing::TempDir()) / ("agentkv_trace_file_test_" + test);
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // The lines ForEachJsonLine visits in the file at `path`, or its error.
+  Walk WalkFile(const std::string& path) {
+    Walk walk;
+    StatusOr<TraceFile> file = TraceFile::Open(path);
+    if (!file.ok()) {
+      walk.status = file.status();
+      return walk;
+    }
+    walk.status =
+        ForEachJsonLine(file->stream(), path, [&](const boost::json::value& value, int64_t line) {
+          walk.lines.emplace_back(line, boost::json::serialize(value));
+          return Status::Ok();
+        });
+    return walk;
+  }
+
+  std::filesystem::path dir_;
+};
+
+// Random JSON Lines traces read the same from a plain file, a gzip file under any name, and a
+// file of several gzip members (what `cat a.gz b.gz` makes).
+TEST_F(TraceFileTest, GzipFilesReadAsTheirPlainText) {
+  Rng rng(7);
+  for (int trial = 0; trial < 40; ++trial) {
+    std::string text;
+    const int64_t lines = rng.Uniform(0, 60);
+    for (int64_t i = 0; i < lines; ++i) {
+      text += rng.Bernoulli(0.1) ? std::string("   ")
+                                 : "{\"i\": " + std::to_string(i) + ", \"ids\": [" +
+                                       std::to_string(rng.Uniform(0, 1 << 20)) + "]}";
+      text += "\n";
+    }
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    WriteBytes(dir_ / "plain.jsonl", text);
+    WriteBytes(dir_ / "named.jsonl.gz", Gzip(text));
+    WriteBytes(dir_ / "unnamed.jsonl", Gzip(text));
+    const size_t half = text.size() / 2;
+    WriteBytes(dir_ / "members.gz", Gzip(text.substr(0, half)) + Gzip(text.substr(half)));
+    const Walk plain = WalkFile(Path("plain.jsonl"));
+    ASSERT_TRUE(plain.status.ok()) << plain.status;
+    for (const char* name : {"named.jsonl.gz", "unnamed.jsonl", "members.gz"}) {
+      const Walk gz = WalkFile(Path(name));
+      ASSERT_TRUE(gz.status.ok()) << name << ": " << gz.status;
+      EXPECT_EQ(gz.lines, plain.lines) << name;
+    }
+    StatusOr<TraceFile> file = TraceFile::Open(Path("unnamed.jsonl"));
+    ASSERT_TRUE(file.ok());
+    EXPECT_TRUE(file->compressed());
+    EXPECT_FALSE(TraceFile::Open(Path("plain.jsonl"))->compressed());
+  }
+}
+
+TEST_F(TraceFileTest, CorruptAndTruncatedGzipAreNamedErrors) {
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += "{\"i\": " + std::to_string(i * 7919 % 10007) + "}\n";
+  const std::string gz = Gzip(text);
+  ASSERT_GT(gz.size(), 200u);
+
+  WriteBytes(dir_ / "truncated.gz", gz.substr(0, gz.size() / 2));
+  const Walk truncated = WalkFile(Path("truncated.gz"));
+  EXPECT_EQ(truncated.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(truncated.status.message(), StartsWith(Path("truncated.gz") + ":"));
+  EXPECT_THAT(truncated.status.message(), HasSubstr(": cannot decompress: truncated gzip data"));
+
+  std::string corrupt = gz;
+  for (size_t i = 100; i < 140; ++i) corrupt[i] = static_cast<char>(~corrupt[i]);
+  WriteBytes(dir_ / "corrupt.gz", corrupt);
+  const Walk bad = WalkFile(Path("corrupt.gz"));
+  EXPECT_EQ(bad.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status.message(), HasSubstr(": cannot decompress: "));
+
+  // Only the two magic bytes: a gzip file without a header.
+  WriteBytes(dir_ / "magic.gz", std::string("\x1f\x8b", 2));
+  const Walk magic = WalkFile(Path("magic.gz"));
+  EXPECT_EQ(magic.status.message(), Path("magic.gz") + ":1: cannot decompress: bad gzip header");
+
+  // One byte, and no byte at all, are plain (empty or one-character) files.
+  WriteBytes(dir_ / "one.jsonl", "\x1f");
+  EXPECT_FALSE(TraceFile::Open(Path("one.jsonl"))->compressed());
+  WriteBytes(dir_ / "empty.jsonl", "");
+  const Walk empty = WalkFile(Path("empty.jsonl"));
+  EXPECT_TRUE(empty.status.ok()) << empty.status;
+  EXPECT_TRUE(empty.lines.empty());
+}
+
+TEST_F(TraceFileTest, RewindStartsTheFileOver) {
+  for (const bool compressed : {false, true}) {
+    SCOPED_TRACE(compressed ? "gzip" : "plain");
+    const std::string text = "first line\nsecond line\n";
+    WriteBytes(dir_ / "t", compressed ? Gzip(text) : text);
+    StatusOr<TraceFile> file = TraceFile::Open(Path("t"));
+    ASSERT_TRUE(file.ok()) << file.status();
+    std::string line;
+    for (int round = 0; round < 3; ++round) {
+      std::getline(file->stream(), line);
+      EXPECT_EQ(line, "first line");
+      std::getline(file->stream(), line);
+      EXPECT_EQ(line, "second line");
+      EXPECT_FALSE(std::getline(file->stream(), line));
+      ASSERT_TRUE(file->Rewind().ok());
+    }
+  }
+}
+
+TEST_F(TraceFileTest, MissingFilesAndDirectoriesAreNamed) {
+  EXPECT_EQ(
+      TraceFile::Open(Path("none")).status(),
+      NotFoundError("cannot open trace file \"" + Path("none") + "\": No such file or directory"));
+  EXPECT_EQ(
+      TraceFile::Open(dir_.string()).status(),
+      InvalidArgumentError("cannot read trace file \"" + dir_.string() + "\": Is a directory"));
+}
+
+// A gzip file that inflates far past the line bound is refused at the bound, after reading no
+// more than the bound's worth of it: memory follows the line bound, not the inflated size.
+TEST_F(TraceFileTest, AnInflatingFileStopsAtTheLineBound) {
+  const std::string blanks(size_t{8} << 20, ' ');
+  WriteBytes(dir_ / "bomb.gz", Gzip(blanks));
+  StatusOr<TraceFile> file = TraceFile::Open(Path("bomb.gz"));
+  ASSERT_TRUE(file.ok());
+  const Status s = ForEachJsonLine(
+      file->stream(), "bomb.gz", [](const boost::json::value&, int64_t) { return Status::Ok(); },
+      /*max_line_bytes=*/1 << 20);
+  EXPECT_EQ(s, InvalidArgumentError("bomb.gz:1: line longer than 1048576 bytes"));
 }
 
 }  // namespace

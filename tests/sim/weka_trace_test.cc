@@ -1,6 +1,8 @@
 // Tests of the WEKA trace reader: a conversation with a sub-agent parses into requests and
-// sub-agents in file order, optional fields default, unknown fields are ignored, and each kind
-// of bad input is one InvalidArgument/NotFound naming the file and the JSON path of the field.
+// sub-agents in file order, optional fields default when absent or null and are counted (a
+// model of which fields a random file leaves out checks the counts), unknown fields are
+// ignored, gzip files read as their text, and each kind of bad input is one
+// InvalidArgument/NotFound naming the file and the JSON path of the field.
 #include "agentkv/sim/weka_trace.h"
 
 #include <gmock/gmock.h>
@@ -12,7 +14,9 @@
 #include <vector>
 
 #include "agentkv/base/bounds.h"
+#include "agentkv/base/rng.h"
 #include "agentkv/sim/trace_input.h"
+#include "tests/sim/gzip_for_tests.h"
 
 namespace agentkv::sim {
 namespace {
@@ -212,6 +216,137 @@ TEST(WekaTraceTest, OptionalFieldsDefault) {
   ASSERT_EQ(r->requests.size(), 1u);
   EXPECT_EQ(r->requests[0],
             (WekaRequest{TimeNs::Seconds(3), 64, 1, {7}, "", TimeNs(0), TimeNs(0), "", {}, {}}));
+  EXPECT_EQ(r->fallbacks,
+            (WekaFallbacks{.block_size = 1, .think_time = 1, .api_time = 1, .stop = 1}));
+}
+
+TEST(WekaTraceTest, NullOptionalFieldsGetTheirFallbacksAndAreCounted) {
+  // Every optional field of every level null, as the public trace_0295 has duration_ms.
+  constexpr const char* kNulls = R"({
+    "id": null, "block_size": null, "models": null,
+    "requests": [
+      {"t": 0, "in": 64, "out": 1, "hash_ids": [7], "type": null, "stop": null,
+       "think_time": null, "api_time": null, "model": null, "input_types": null,
+       "output_types": null},
+      {"t": 9, "type": "subagent", "agent_id": "a1", "subagent_type": null, "duration_ms": null,
+       "status": null, "models": null, "total_tokens": null,
+       "requests": [{"t": 0, "in": 1, "out": 1, "hash_ids": [], "stop": null}]}]})";
+  StatusOr<WekaConversation> nulls = Parse(kNulls);
+  ASSERT_TRUE(nulls.ok()) << nulls.status();
+  // The same file without the null fields parses to the same values.
+  StatusOr<WekaConversation> absent = Parse(R"({"requests": [
+      {"t": 0, "in": 64, "out": 1, "hash_ids": [7]},
+      {"t": 9, "type": "subagent", "agent_id": "a1",
+       "requests": [{"t": 0, "in": 1, "out": 1, "hash_ids": []}]}]})");
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  EXPECT_EQ(*nulls, *absent);
+  EXPECT_EQ(nulls->block_size, 64);
+  ASSERT_EQ(nulls->subagents.size(), 1u);
+  // No duration: the sub-agent spawns at its recorded t.
+  EXPECT_EQ(nulls->subagents[0].spawn(), TimeNs::Seconds(9));
+  EXPECT_EQ(nulls->subagents[0].status, SubagentStatus::kUnknown);
+  const WekaFallbacks& f = nulls->fallbacks;
+  EXPECT_EQ(f.block_size, 1);
+  EXPECT_EQ(f.think_time, 2);
+  EXPECT_EQ(f.api_time, 2);
+  EXPECT_EQ(f.stop, 2);
+  EXPECT_EQ(f.subagent_duration, 1);
+  EXPECT_EQ(f.subagent_status, 1);
+  EXPECT_THAT(f.Describe(),
+              ElementsAre("1 file without block_size: 64 tokens per hash id",
+                          "2 requests without think_time: gap taken from t less the previous "
+                          "api_time",
+                          "2 requests without api_time: server time not recorded, taken as 0",
+                          "2 requests without stop: pause classified by content types alone",
+                          "1 sub-agent without duration_ms: spawned at their recorded t",
+                          "1 sub-agent without a known status: joined by the parent as "
+                          "completed"));
+  // Required fields may not be null.
+  EXPECT_EQ(ParseError(WithRequest(R"({"t": 0, "in": null, "out": 0, "hash_ids": []})")).message(),
+            "t.json:1: requests[0].in: expected a non-negative integer, got null");
+  EXPECT_EQ(ParseError(R"({"requests": null})").message(),
+            "t.json:1: requests: expected an array, got null");
+}
+
+// A model of the fallbacks: random files whose optional fields are each present, absent or
+// null; the counts are the number of fields the model left out or set to null, and a file's
+// values do not depend on whether a left-out field was absent or null.
+TEST(WekaTraceTest, FallbackCountsMatchAModelOfTheFile) {
+  Rng rng(28);
+  enum class Form { kPresent, kAbsent, kNull };
+  const auto draw = [&rng] { return static_cast<Form>(rng.Uniform(0, 2)); };
+  // `key: value` as the form says, with a trailing comma; "" when absent.
+  const auto field = [](Form form, const std::string& key, const std::string& value) {
+    if (form == Form::kAbsent) return std::string();
+    return "\"" + key + "\": " + (form == Form::kNull ? std::string("null") : value) + ", ";
+  };
+  for (int trial = 0; trial < 300; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    WekaFallbacks expected;
+    // The same file twice: left-out fields absent in `plain`, null where the draw said so in
+    // `drawn`.
+    std::string drawn = "{";
+    std::string plain = "{";
+    const Form block = draw();
+    drawn += field(block, "block_size", "64");
+    plain += field(block == Form::kPresent ? block : Form::kAbsent, "block_size", "64");
+    expected.block_size += block != Form::kPresent ? 1 : 0;
+    const auto request = [&](double t) {
+      std::string d = "{";
+      std::string p = "{";
+      const std::string base =
+          "\"t\": " + std::to_string(t) + ", \"in\": 64, \"out\": 2, \"hash_ids\": [1]}";
+      for (const auto& [key, value] : {std::pair<std::string, std::string>{"think_time", "0.5"},
+                                       {"api_time", "1.25"},
+                                       {"stop", "\"tool_use\""}}) {
+        const Form form = draw();
+        d += field(form, key, value);
+        p += field(form == Form::kPresent ? form : Form::kAbsent, key, value);
+        if (form == Form::kPresent) continue;
+        if (key == "think_time") ++expected.think_time;
+        if (key == "api_time") ++expected.api_time;
+        if (key == "stop") ++expected.stop;
+      }
+      return std::pair{d + base, p + base};
+    };
+    std::string drawn_requests;
+    std::string plain_requests;
+    const int64_t entries = rng.Uniform(1, 6);
+    for (int64_t i = 0; i < entries; ++i) {
+      const std::string sep = i == 0 ? "" : ", ";
+      if (i > 0 && rng.Bernoulli(0.3)) {
+        const Form duration = draw();
+        const Form status = draw();
+        const auto [inner_drawn, inner_plain] = request(0);
+        const std::string head =
+            "{\"t\": " + std::to_string(10 * i) + ", \"type\": \"subagent\", \"agent_id\": \"a\", ";
+        drawn_requests += sep + head + field(duration, "duration_ms", "2000") +
+                          field(status, "status", "\"completed\"") + "\"requests\": [" +
+                          inner_drawn + "]}";
+        plain_requests +=
+            sep + head +
+            field(duration == Form::kPresent ? duration : Form::kAbsent, "duration_ms", "2000") +
+            field(status == Form::kPresent ? status : Form::kAbsent, "status", "\"completed\"") +
+            "\"requests\": [" + inner_plain + "]}";
+        expected.subagent_duration += duration != Form::kPresent ? 1 : 0;
+        expected.subagent_status += status != Form::kPresent ? 1 : 0;
+      } else {
+        const auto [d, p] = request(10.0 * static_cast<double>(i));
+        drawn_requests += sep + d;
+        plain_requests += sep + p;
+      }
+    }
+    drawn += "\"requests\": [" + drawn_requests + "]}";
+    plain += "\"requests\": [" + plain_requests + "]}";
+    StatusOr<WekaConversation> a = Parse(drawn);
+    StatusOr<WekaConversation> b = Parse(plain);
+    ASSERT_TRUE(a.ok()) << a.status() << "\n" << drawn;
+    ASSERT_TRUE(b.ok()) << b.status() << "\n" << plain;
+    EXPECT_EQ(a->fallbacks, expected) << drawn;
+    EXPECT_EQ(*a, *b);
+    EXPECT_EQ(TotalFallbacks({*a, *b}).think_time, 2 * expected.think_time);
+    EXPECT_EQ(a->fallbacks.none(), expected == WekaFallbacks());
+  }
 }
 
 TEST(WekaTraceTest, TimesRoundToTheNanosecond) {
@@ -269,9 +404,9 @@ TEST(WekaTraceTest, OptionalFieldsOfTheWrongTypeAreErrors) {
                 .message(),
             "t.json:1: requests[0].stop: expected a string, got 3");
   EXPECT_EQ(
-      ParseError(WithRequest(R"({"t": 0, "in": 0, "out": 0, "hash_ids": [], "think_time": null})"))
+      ParseError(WithRequest(R"({"t": 0, "in": 0, "out": 0, "hash_ids": [], "think_time": "1"})"))
           .message(),
-      "t.json:1: requests[0].think_time: expected a number of seconds, got null");
+      "t.json:1: requests[0].think_time: expected a number of seconds, got \"1\"");
   EXPECT_EQ(ParseError(R"({"block_size": 0, "requests": []})").message(),
             "t.json:1: block_size: expected an integer in [1, 2^20], got 0");
   EXPECT_EQ(ParseError(R"({"id": 7, "requests": []})").message(),
@@ -502,12 +637,38 @@ TEST_F(WekaTraceFileTest, DirectoriesExpandToTheirJsonFilesByName) {
   EXPECT_EQ((*read)[2].source, single);
 }
 
+TEST_F(WekaTraceFileTest, GzipFilesReadAsTheirTextAndErrorsNameTheirLine) {
+  const std::string plain = Write("a.json", kTrace);
+  const std::string gz = (dir_ / "b.json.gz").string();
+  testing_support::WriteBytes(gz, testing_support::Gzip(kTrace));
+  StatusOr<std::vector<WekaConversation>> read = ReadWekaTraces({dir_.string()});
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 2u);
+  EXPECT_EQ((*read)[1].source, gz);
+  (*read)[1].source = plain;
+  EXPECT_EQ((*read)[0], (*read)[1]);
+
+  // An error in a gzip file names the line of the value, found by decompressing it again.
+  const std::string bad = (dir_ / "bad.json.gz").string();
+  testing_support::WriteBytes(
+      bad, testing_support::Gzip("{\"requests\": [\n{\"t\": 0, \"in\": 1, \"out\": 1,\n"
+                                 "\"hash_ids\": [1, \"x\"]}]}"));
+  EXPECT_EQ(
+      ReadWekaTrace(bad).status(),
+      InvalidArgumentError(bad + ":3: requests[0].hash_ids: expected an array of non-negative "
+                                 "integers, element 1 is \"x\""));
+  const std::string cut = (dir_ / "cut.json.gz").string();
+  const std::string whole = testing_support::Gzip(kTrace);
+  testing_support::WriteBytes(cut, whole.substr(0, whole.size() - 12));
+  EXPECT_THAT(ReadWekaTrace(cut).status().message(), HasSubstr("cannot decompress: "));
+}
+
 TEST_F(WekaTraceFileTest, EmptyDirectoryAndNoPathsAreErrors) {
   std::filesystem::create_directories(dir_ / "empty");
   StatusOr<std::vector<std::string>> empty = ExpandWekaTracePaths({(dir_ / "empty").string()});
   ASSERT_FALSE(empty.ok());
   EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(empty.status().message(), HasSubstr("holds no *.json files"));
+  EXPECT_THAT(empty.status().message(), HasSubstr("holds no *.json or *.json.gz files"));
   EXPECT_FALSE(ExpandWekaTracePaths({}).ok());
 
   StatusOr<std::vector<WekaConversation>> missing = ReadWekaTraces({(dir_ / "x.json").string()});
@@ -515,11 +676,11 @@ TEST_F(WekaTraceFileTest, EmptyDirectoryAndNoPathsAreErrors) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
 }
 
-TEST(WekaTraceSharedTest, ParsesThePublicSubagentTrace) {
+TEST(WekaTraceDataTest, ParsesThePublicSubagentTrace) {
+  // Bundled gzip-compressed (data/weka/NOTICE.md); the reader decompresses it as it reads.
   const std::filesystem::path path =
-      std::filesystem::path(AGENTKV_SHARED_TRACES) / "weka" / "trace_0277.json";
-  // The shared folder sits beside every checkout and CI clone; its absence is a broken setup.
-  ASSERT_TRUE(std::filesystem::exists(path)) << "shared trace " << path << " is absent";
+      std::filesystem::path(AGENTKV_DATA_DIR) / "weka" / "trace_0277.json.gz";
+  ASSERT_TRUE(std::filesystem::exists(path)) << "bundled trace " << path << " is absent";
   StatusOr<WekaConversation> r = ReadWekaTrace(path.string());
   ASSERT_TRUE(r.ok()) << r.status();
   // Counted with an independent JSON reader (Python's json module).
@@ -542,6 +703,29 @@ TEST(WekaTraceSharedTest, ParsesThePublicSubagentTrace) {
   EXPECT_EQ(r->subagents[0].requests[0].hash_ids.size(), 182u);
   EXPECT_EQ(r->subagents[0].requests[0].hash_ids.front(), 1448u);
   EXPECT_EQ(r->TotalRequests(), 9 + 4 + 12 + 17 + 11);
+  EXPECT_TRUE(r->fallbacks.none());
+}
+
+// The public trace whose background sub-agents record `"duration_ms": null` (data/
+// weka-null-fields/NOTICE.md) is read, each of them spawned at its recorded t.
+TEST(WekaTraceDataTest, ReadsThePublicTraceWithNullDurations) {
+  const std::filesystem::path path =
+      std::filesystem::path(AGENTKV_DATA_DIR) / "weka-null-fields" / "trace_0295.json.gz";
+  StatusOr<WekaConversation> r = ReadWekaTrace(path.string());
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Counted with an independent JSON reader (Python's json module).
+  EXPECT_EQ(r->id, "trace_0295");
+  ASSERT_EQ(r->subagents.size(), 8u);
+  EXPECT_EQ(r->fallbacks, (WekaFallbacks{.subagent_duration = 4}));
+  int async = 0;
+  for (const WekaSubagent& sub : r->subagents) {
+    if (sub.status != SubagentStatus::kAsyncLaunched) continue;
+    ++async;
+    EXPECT_EQ(sub.duration, TimeNs(0)) << sub.agent_id;
+    EXPECT_EQ(sub.spawn(), sub.completion) << sub.agent_id;
+  }
+  EXPECT_EQ(async, 4);
+  EXPECT_EQ(r->subagents[1].completion, TimeNs(8'783'325'000'000));
 }
 
 }  // namespace

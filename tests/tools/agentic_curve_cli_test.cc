@@ -75,7 +75,20 @@ TEST_F(AgenticCurveCliTest, BadFlagsNameTheFlagAndValue) {
 
   const RunResult empty = Run("agentic-curve --traces '" + dir_.string() + "'");
   ExpectOneErrorLine(empty);
-  EXPECT_THAT(empty.err, HasSubstr("holds no *.json files"));
+  EXPECT_THAT(empty.err, HasSubstr("holds no *.json or *.json.gz files"));
+}
+
+// The public trace with "duration_ms": null is replayed and the table says what was filled in.
+TEST_F(AgenticCurveCliTest, TraceWithNullFieldsIsReadAndNoted) {
+  const std::string trace =
+      (std::filesystem::path(AGENTKV_DATA_DIR) / "weka-null-fields" / "trace_0295.json.gz")
+          .string();
+  const RunResult r = Run("agentic-curve --traces '" + trace + "' --arms lru --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("1 conversations, 8 sub-agents, 416 requests"));
+  EXPECT_THAT(
+      r.out,
+      HasSubstr("\n  trace: 4 sub-agents without duration_ms: spawned at their recorded t\n"));
 }
 
 TEST_F(AgenticCurveCliTest, ParseErrorsUseTheSameFormat) {

@@ -21,8 +21,8 @@
 
 #include "cli_test_support.h"
 
-#ifndef AGENTKV_SHARED_TRACES
-#error "AGENTKV_SHARED_TRACES must name the shared traces directory (tests/tools/CMakeLists.txt)"
+#ifndef AGENTKV_DATA_DIR
+#error "AGENTKV_DATA_DIR must name the repository's data directory (tests/tools/CMakeLists.txt)"
 #endif
 
 namespace agentkv {
@@ -41,7 +41,7 @@ using ::testing::StartsWith;
 constexpr const char* kSmallWorkload = "--sessions 4 --context-scale 0.1";
 
 // The smallest WEKA trace of the shared set (6.7 kB, 4 requests).
-constexpr const char* kSmallWekaTrace = "weka/trace_0288.json";
+constexpr const char* kSmallWekaTrace = "weka/trace_0288.json.gz";
 
 // A Mooncake JSONL trace: 512-token blocks, two requests sharing a three-block prefix.
 constexpr const char* kMooncakeTrace =
@@ -338,10 +338,8 @@ TEST_F(ReplayCliTest, JsonPathNamingADirectoryLeavesNoTemporaryFile) {
 }
 
 TEST_F(ReplayCliTest, WekaTraceCompletesEveryRequest) {
-  const std::filesystem::path trace =
-      std::filesystem::path(AGENTKV_SHARED_TRACES) / kSmallWekaTrace;
-  // The shared traces sit beside the repository; without them the setup is broken.
-  ASSERT_TRUE(std::filesystem::exists(trace)) << "no shared trace " << trace;
+  const std::filesystem::path trace = std::filesystem::path(AGENTKV_DATA_DIR) / kSmallWekaTrace;
+  ASSERT_TRUE(std::filesystem::exists(trace)) << "no bundled trace " << trace;
   const RunResult r = Replay("--workload weka --trace '" + trace.string() +
                              "' --arms baseline,+lifecycle --num-engines 1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -356,6 +354,33 @@ TEST_F(ReplayCliTest, WekaTraceCompletesEveryRequest) {
     EXPECT_GT(issued, 0);
     EXPECT_EQ(arm.at("requests_completed").to_number<int64_t>(), issued);
   }
+}
+
+// A public trace whose background sub-agents record "duration_ms": null is replayed, not
+// refused, and the run says what it filled in, in the table and in the JSON.
+TEST_F(ReplayCliTest, WekaTraceWithNullFieldsReplaysAndSaysWhatItFilledIn) {
+  const std::string trace =
+      (std::filesystem::path(AGENTKV_DATA_DIR) / "weka-null-fields" / "trace_0295.json.gz")
+          .string();
+  const RunResult r =
+      Replay("--workload weka --trace '" + trace + "' --arms baseline --num-engines 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  constexpr const char* kNote = "4 sub-agents without duration_ms: spawned at their recorded t";
+  EXPECT_THAT(r.out, HasSubstr(std::string("\n  trace: ") + kNote + "\n"));
+  const boost::json::value report = ReportJson();
+  ASSERT_TRUE(report.is_object());
+  const boost::json::array& notes = report.at("setup").at("workload_notes").as_array();
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].as_string(), kNote);
+  const boost::json::value& arm = report.at("arms").at(0);
+  // 416 requests: main agent and sub-agents, counted with Python's json module.
+  EXPECT_EQ(arm.at("requests_issued").to_number<int64_t>(), 416);
+  EXPECT_EQ(arm.at("requests_completed").to_number<int64_t>(), 416);
+
+  // A trace with every optional field present has no notes.
+  const std::string full = (std::filesystem::path(AGENTKV_DATA_DIR) / kSmallWekaTrace).string();
+  ASSERT_EQ(Replay("--workload weka --trace '" + full + "' --arms baseline").exit_code, 0);
+  EXPECT_TRUE(ReportJson().at("setup").at("workload_notes").as_array().empty());
 }
 
 TEST_F(ReplayCliTest, MooncakeTraceReplaysOpenLoop) {
@@ -384,8 +409,7 @@ TEST_F(ReplayCliTest, BailianTraceGroupsConversationsByParent) {
 TEST_F(ReplayCliTest, TheOracleArmRunsOnEveryWorkload) {
   const std::string mooncake = WriteTrace("mooncake.jsonl", kMooncakeTrace);
   const std::string bailian = WriteTrace("bailian.jsonl", kBailianTrace);
-  const std::string weka =
-      (std::filesystem::path(AGENTKV_SHARED_TRACES) / kSmallWekaTrace).string();
+  const std::string weka = (std::filesystem::path(AGENTKV_DATA_DIR) / kSmallWekaTrace).string();
   for (const std::string& workload :
        {std::string(kSmallWorkload), "--workload mooncake --trace '" + mooncake + "'",
         "--workload bailian --trace '" + bailian + "'", "--workload weka --trace '" + weka + "'",

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "agentkv/sim/agentic_replay.h"
 #include "agentkv/sim/replay_arms.h"
@@ -28,11 +30,11 @@ constexpr const char* kDescription =
     "session release) buy on WEKA Claude Code traces";
 
 constexpr const char* kFooter = R"(What it does:
-  Replays several WEKA conversations (one JSON file each; a directory stands for its *.json
-  files sorted by name) through ONE KV cache, as one engine would serve them. Conversation k
+  Replays several WEKA conversations (one JSON file each, plain or gzip; a directory stands
+  for its *.json and *.json.gz files sorted by name) through ONE KV cache, as one engine would serve them. Conversation k
   (in the order given) starts at k * --stagger-s; its main agent's requests run at start + t,
   a sub-agent's at start + spawn + t (spawn: the entry's t, its completion, minus
-  duration_ms), all merged in time order (ties: conversation, main
+  duration_ms; without duration_ms, the entry's t), all merged in time order (ties: conversation, main
   agent before sub-agents, request). Each request runs instantly: look up its hash_ids
   (64-token blocks, chained keys, namespaced per file), compute and cache what it missed,
   finish. It carries its session and conversation id; a sub-agent's carries its parent's id
@@ -116,7 +118,9 @@ std::string Percent(const std::optional<double>& change) {
   return change.has_value() ? fmt::format("{:+.2f}", *change) : "-";
 }
 
-void PrintTable(const sim::AgenticReplayResult& r, TimeNs stagger, TimeNs step) {
+// `notes`: what the trace reader filled in (WekaFallbacks::Describe), one line each.
+void PrintTable(const sim::AgenticReplayResult& r, const std::vector<std::string>& notes,
+                TimeNs stagger, TimeNs step) {
   const double fraction = r.unique_blocks == 0 ? 0.0
                                                : static_cast<double>(r.device_blocks) /
                                                      static_cast<double>(r.unique_blocks);
@@ -124,6 +128,7 @@ void PrintTable(const sim::AgenticReplayResult& r, TimeNs stagger, TimeNs step) 
       "agentic-curve: {} conversations, {} sub-agents, {} requests; {} unique blocks of "
       "{} tokens\n",
       r.conversations, r.subagents, r.requests, r.unique_blocks, r.tokens_per_block);
+  for (const std::string& note : notes) fmt::print("  trace: {}\n", note);
   fmt::print(
       "device {} blocks ({:.2f}% of unique), host {} blocks; stagger {:g} s, step {:g} "
       "ms: {} steps over {:.1f} s\n",
@@ -152,8 +157,10 @@ AgenticCurveCommand::AgenticCurveCommand(CLI::App& app) {
   command_ = app.add_subcommand(kName, kDescription);
   command_->footer(kFooter);
   command_
-      ->add_option("--traces", trace_paths_,
-                   "WEKA trace files or directories (a directory = its *.json files by name)")
+      ->add_option(
+          "--traces", trace_paths_,
+          "WEKA trace files or directories (a directory = its *.json and *.json.gz files by "
+          "name)")
       ->required()
       ->type_name("PATH");
   CLI::Option* fraction_option =
@@ -238,6 +245,7 @@ int AgenticCurveCommand::Run() const {
   };
   StatusOr<std::vector<sim::WekaConversation>> conversations = sim::ReadWekaTraces(trace_paths_);
   if (!conversations.ok()) return ReportError(kName, conversations.status());
+  const std::vector<std::string> notes = sim::TotalFallbacks(*conversations).Describe();
   *conversations = sim::ApplySubagentModels(*std::move(conversations),
                                             sim::ParseSubagentModels(subagent_models_).value());
   int64_t requests = 0;
@@ -257,7 +265,7 @@ int AgenticCurveCommand::Run() const {
   }
   StatusOr<sim::AgenticReplayResult> result = sim::RunAgenticReplay(*conversations, options);
   if (!result.ok()) return ReportError(kName, result.status());
-  PrintTable(*result, options.stagger, options.step_interval);
+  PrintTable(*result, notes, options.stagger, options.step_interval);
   return kExitOk;
 }
 

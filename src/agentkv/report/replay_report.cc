@@ -511,6 +511,7 @@ std::vector<std::string> HeaderLines(const ReplayResult& result) {
   const ReplaySetup& s = result.setup;
   std::vector<std::string> lines;
   lines.push_back("agentkv replay: " + s.workload);
+  for (const std::string& note : s.workload_notes) lines.push_back("  trace: " + note);
   lines.push_back("  seed " + std::to_string(s.seed) + " | " + std::to_string(s.num_engines) +
                   (s.num_engines == 1 ? " engine" : " engines") + " x " + s.model + " on " + s.gpu +
                   " (TP " + std::to_string(s.tp) + ") | router: " + s.router);

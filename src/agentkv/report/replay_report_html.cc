@@ -88,6 +88,7 @@ std::string SetupList(const ReplayResult& result) {
       {"device KV tokens per engine", std::to_string(s.device_tokens_per_engine)},
       {"host tier tokens per engine", std::to_string(s.host_tokens_per_engine)},
       {"deltas against", baseline ? result.arms[*baseline].arm : std::string("-")}};
+  for (const std::string& note : s.workload_notes) rows.emplace_back("trace", note);
   if (ideal) {
     const ArmResult& arm = result.arms[*ideal];
     rows.emplace_back("ideal token hit ratio",

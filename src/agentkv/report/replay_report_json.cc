@@ -110,6 +110,9 @@ boost::json::value OptionalJson(const std::optional<double>& value) {
 boost::json::object SetupJson(const ReplaySetup& s) {
   boost::json::object o;
   o["workload"] = s.workload;
+  boost::json::array notes;
+  for (const std::string& note : s.workload_notes) notes.emplace_back(note);
+  o["workload_notes"] = std::move(notes);
   o["seed"] = s.seed;
   o["num_engines"] = s.num_engines;
   o["router"] = s.router;

@@ -73,8 +73,8 @@ StatusOr<std::vector<BailianRequest>> ParseBailianTraceText(std::string_view tex
 }
 
 StatusOr<std::vector<BailianRequest>> ReadBailianTrace(const std::string& path) {
-  AGENTKV_ASSIGN_OR_RETURN(std::ifstream in, OpenTraceFile(path));
-  return ParseBailianTrace(in, path);
+  AGENTKV_ASSIGN_OR_RETURN(TraceFile file, TraceFile::Open(path));
+  return ParseBailianTrace(file.stream(), path);
 }
 
 AgenticWorkload GroupBailianConversations(const std::vector<BailianRequest>& requests) {

@@ -52,8 +52,8 @@ StatusOr<std::vector<MooncakeRequest>> ParseMooncakeTraceText(std::string_view t
 }
 
 StatusOr<std::vector<MooncakeRequest>> ReadMooncakeTrace(const std::string& path) {
-  AGENTKV_ASSIGN_OR_RETURN(std::ifstream in, OpenTraceFile(path));
-  return ParseMooncakeTrace(in, path);
+  AGENTKV_ASSIGN_OR_RETURN(TraceFile file, TraceFile::Open(path));
+  return ParseMooncakeTrace(file.stream(), path);
 }
 
 }  // namespace agentkv::sim

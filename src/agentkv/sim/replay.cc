@@ -845,8 +845,10 @@ StatusOr<ReplayResult> RunReplay(const AgenticWorkload& workload, std::string_vi
   if (workload.conversations.empty()) {
     return InvalidArgumentError("the workload has no conversations");
   }
-  return RunArms(SetupFor(options, workload.conversations.front().block_size, description, seed),
-                 options, progress, runner,
+  ReplaySetup setup =
+      SetupFor(options, workload.conversations.front().block_size, description, seed);
+  setup.workload_notes = TotalFallbacks(workload.conversations).Describe();
+  return RunArms(std::move(setup), options, progress, runner,
                  [&](const ArmSpec& arm, const std::function<void(double)>& arm_progress) {
                    return RunAgenticArm(workload, options, arm, arm_progress);
                  });

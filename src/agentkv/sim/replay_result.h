@@ -232,6 +232,10 @@ struct ArmResult {
 struct ReplaySetup {
   // The workload, in words ("synthetic: 24 sessions, seed 1", "weka: 39 files").
   std::string workload;
+  // What the trace reader filled in for fields a trace left out or set to null, one line per
+  // kind (WekaFallbacks::Describe, e.g. "4 sub-agents without duration_ms: spawned at their
+  // recorded t"); empty when nothing was.
+  std::vector<std::string> workload_notes;
   uint64_t seed = 0;
   int32_t num_engines = 1;
   std::string router;

@@ -1,5 +1,5 @@
 // A seeded generator of an RL rollout: the KV-bound agentic workload that Relax-style frameworks
-// run (../shared/seeds, docs/WORKLOADS.md "RL rollout").
+// run (docs/WORKLOADS.md "RL rollout").
 //
 // A rollout step takes `prompts` tasks (B) and samples `group_size` trajectories (G) per task,
 // a GRPO group. Every trajectory is a multi-turn tool-using program: its first prompt is the

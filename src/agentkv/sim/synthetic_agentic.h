@@ -66,7 +66,7 @@ struct SyntheticAgenticOptions {
   // Default: 1178 (the largest WEKA trace). Range [1, 100000].
   int64_t max_turns = 1178;
   // Probability that a turn other than the last stops with end_turn (the last always does).
-  // Default: 0.08, measured on the 39 WEKA traces in ../shared/traces/weka (97 of 1,210 main
+  // Default: 0.08, measured on the 39 WEKA traces in data/weka (97 of 1,210 main
   // requests; the reference gives no share). Range [0, 1].
   double end_turn_probability = 0.08;
   // Gap before the request after a tool_use turn (includes the tool's execution), seconds.
@@ -98,7 +98,7 @@ struct SyntheticAgenticOptions {
   double context_scale = 1.0;
 
   // Probability that a tool_use turn (not the last) spawns sub-agents. Default: 0.02, measured
-  // on ../shared/traces/weka (26 sub-agents over 1,210 main requests; the public set as a
+  // on the 39 traces in data/weka (26 sub-agents over 1,210 main requests; the public set as a
   // whole has 70 over 59,204, 0.0012). Range [0, 1].
   double subagent_spawn_probability = 0.02;
   // Siblings per spawn: 1, plus one more with this probability each time, up to

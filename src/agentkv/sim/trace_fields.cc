@@ -142,6 +142,11 @@ const boost::json::value* TraceFields::Find(std::string_view key) const {
   return object_->if_contains(key);
 }
 
+bool TraceFields::Has(std::string_view key) const {
+  const boost::json::value* value = Find(key);
+  return value != nullptr && !value->is_null();
+}
+
 StatusOr<const boost::json::value*> TraceFields::Required(std::string_view key,
                                                           std::string_view expectation) const {
   const boost::json::value* value = Find(key);
@@ -196,23 +201,23 @@ StatusOr<int64_t> TraceFields::Id(std::string_view key, int64_t min,
 }
 
 StatusOr<TimeNs> TraceFields::OptionalSeconds(std::string_view key) const {
-  if (Find(key) == nullptr) return TimeNs();
+  if (!Has(key)) return TimeNs();
   return Seconds(key);
 }
 
 StatusOr<TimeNs> TraceFields::OptionalMillis(std::string_view key) const {
-  if (Find(key) == nullptr) return TimeNs();
+  if (!Has(key)) return TimeNs();
   return Millis(key);
 }
 
 StatusOr<std::string> TraceFields::OptionalString(std::string_view key) const {
-  if (Find(key) == nullptr) return std::string();
+  if (!Has(key)) return std::string();
   return String(key);
 }
 
 StatusOr<std::vector<std::string>> TraceFields::OptionalStrings(std::string_view key) const {
+  if (!Has(key)) return std::vector<std::string>();
   const boost::json::value* value = Find(key);
-  if (value == nullptr) return std::vector<std::string>();
   const boost::json::array* array = value->if_array();
   if (array == nullptr) return MistypedError(Name(key), kStringArray, *value);
   std::vector<std::string> strings;

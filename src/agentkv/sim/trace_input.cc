@@ -1,13 +1,17 @@
 // Invariants: input is read in chunks of kChunkBytes and handed on in pieces that never hold
 // a newline; no piece of a line is handed on once the line has passed its bound, and nothing
 // of a line is kept except what the JSON parser builds from it. The file system is used only
-// through its error_code overloads and Boost.JSON only through error codes, so no exception
-// escapes (an allocation failure aside).
+// through its error_code overloads and Boost.JSON only through error codes; the one thrower,
+// Boost.Iostreams' gzip decompressor, throws only out of the read in ScanLines, which catches
+// it, so no exception escapes (an allocation failure aside).
 #include "agentkv/sim/trace_input.h"
 
+#include <boost/iostreams/filter/gzip.hpp>
+#include <boost/iostreams/filtering_stream.hpp>
 #include <boost/json/basic_parser_impl.hpp>
 #include <boost/json/stream_parser.hpp>
 #include <cerrno>
+#include <exception>
 #include <filesystem>
 #include <optional>
 #include <system_error>
@@ -28,6 +32,45 @@ Status Located(std::string_view source, int64_t line, const Status& status) {
                 std::string(source) + ":" + std::to_string(line) + ": " + status.message());
 }
 
+// Why the gzip decompressor stopped, in words.
+std::string GzipFailure(const boost::iostreams::gzip_error& error) {
+  namespace gzip = boost::iostreams::gzip;
+  namespace zlib = boost::iostreams::zlib;
+  switch (error.error()) {
+    case gzip::zlib_error: {
+      const int code = error.zlib_error_code();
+      if (code == zlib::data_error) return "corrupt gzip data";
+      if (code == zlib::buf_error) return "truncated gzip data";
+      if (code == zlib::mem_error) return "out of memory";
+      return "zlib error " + std::to_string(code);
+    }
+    case gzip::bad_crc:
+      return "gzip checksum mismatch (corrupt data)";
+    case gzip::bad_length:
+      return "gzip length mismatch (corrupt data)";
+    case gzip::bad_header:
+      return "bad gzip header";
+    case gzip::bad_footer:
+      return "bad gzip footer (truncated data)";
+    default:
+      return "gzip error " + std::to_string(error.error());
+  }
+}
+
+// Reads up to `size` bytes of `in` into `buffer` and returns how many; stops at the end of
+// `in`. A decompressing stream throws when its data is bad: InvalidArgument "cannot
+// decompress: <reason>".
+StatusOr<size_t> ReadChunk(std::istream& in, char* buffer, size_t size) {
+  try {
+    in.read(buffer, static_cast<std::streamsize>(size));
+  } catch (const boost::iostreams::gzip_error& error) {
+    return InvalidArgumentError("cannot decompress: " + GzipFailure(error));
+  } catch (const std::exception& error) {
+    return UnavailableError(std::string("cannot read: ") + error.what());
+  }
+  return static_cast<size_t>(in.gcount());
+}
+
 // Reads `in` to its end in chunks and hands every line to `sink` in pieces:
 // sink.Piece(piece, line, offset) for bytes of line `line` (`offset` is where the piece starts
 // in its line), sink.EndLine(line, length) after each newline, and sink.EndInput(line, length)
@@ -41,8 +84,9 @@ Status ScanLines(std::istream& in, std::string_view source, int64_t max_line_byt
   int64_t line = 1;
   int64_t length = 0;  // Bytes of the current line so far.
   while (true) {
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    const auto got = static_cast<size_t>(in.gcount());
+    StatusOr<size_t> read = ReadChunk(in, chunk.data(), chunk.size());
+    if (!read.ok()) return Located(source, line, read.status());
+    const size_t got = *read;
     if (got == 0) break;
     std::string_view rest(chunk.data(), got);
     while (!rest.empty()) {
@@ -339,20 +383,57 @@ class PathLineSink {
 
 }  // namespace
 
-StatusOr<std::ifstream> OpenTraceFile(const std::string& path) {
+StatusOr<TraceFile> TraceFile::Open(const std::string& path) {
   std::error_code fs_error;
   if (std::filesystem::is_directory(path, fs_error)) {
     return InvalidArgumentError("cannot read trace file \"" + path + "\": Is a directory");
   }
   errno = 0;
-  std::ifstream in(path, std::ios::in | std::ios::binary);
-  if (!in.is_open()) {
+  auto file = std::make_unique<std::ifstream>(path, std::ios::in | std::ios::binary);
+  if (!file->is_open()) {
     const int error = errno;
     // std::generic_category().message is the thread-safe spelling of strerror.
     return NotFoundError("cannot open trace file \"" + path + "\": " +
                          (error != 0 ? std::generic_category().message(error) : "open failed"));
   }
-  return in;
+  // RFC 1952: every gzip member starts with ID1 = 0x1f, ID2 = 0x8b.
+  char magic[2] = {0, 0};
+  file->read(magic, 2);
+  const bool compressed = file->gcount() == 2 && static_cast<unsigned char>(magic[0]) == 0x1f &&
+                          static_cast<unsigned char>(magic[1]) == 0x8b;
+  file->clear();
+  file->seekg(0);
+  if (!*file) return UnavailableError("cannot read trace file \"" + path + "\" from its start");
+  return TraceFile(path, std::move(file), compressed);
+}
+
+TraceFile::TraceFile(std::string path, std::unique_ptr<std::ifstream> file, bool compressed)
+    : path_(std::move(path)), file_(std::move(file)), compressed_(compressed) {
+  if (compressed_) StartDecompressing();
+}
+
+TraceFile::TraceFile(TraceFile&&) noexcept = default;
+TraceFile& TraceFile::operator=(TraceFile&&) noexcept = default;
+TraceFile::~TraceFile() = default;
+
+void TraceFile::StartDecompressing() {
+  auto gunzip = std::make_unique<boost::iostreams::filtering_istream>();
+  gunzip->push(boost::iostreams::gzip_decompressor());
+  gunzip->push(*file_);
+  // Bad data throws out of the read (ReadChunk turns it into a status) instead of only
+  // setting badbit, so that the error can say why.
+  gunzip->exceptions(std::ios::badbit);
+  gunzip_ = std::move(gunzip);
+}
+
+std::istream& TraceFile::stream() { return compressed_ ? *gunzip_ : *file_; }
+
+Status TraceFile::Rewind() {
+  file_->clear();
+  file_->seekg(0);
+  if (!*file_) return UnavailableError("cannot read trace file \"" + path_ + "\" again");
+  if (compressed_) StartDecompressing();
+  return Status::Ok();
 }
 
 Status ForEachJsonLine(

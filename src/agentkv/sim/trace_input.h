@@ -1,16 +1,18 @@
 // Helpers shared by the trace readers (Mooncake, Bailian and WEKA): reading a trace as a
 // stream of bounded lines, parsing it as JSON while it streams, reading bounded numeric fields,
 // reading the named fields of a trace object (one reader for every format), quoting an
-// offending JSON value inside an error message and opening a trace file with the readers'
-// common error statuses. Internal to the sim module; the readers' headers are the
+// offending JSON value inside an error message and opening a trace file, plain or gzip, with
+// the readers' common error statuses. Internal to the sim module; the readers' headers are the
 // public contract.
 //
 // Every trace is hostile input: a line longer than its bound is refused as soon as the bound
 // is passed, without reading the rest of it; JSON is parsed chunk by chunk as it is read, so
 // memory follows the parsed values, never the raw bytes (a gigabyte of blanks costs nothing).
 // Numbers are checked by kind with the rules of agentkv/base/bounds.h. Errors name the source
-// and the 1-based line: "<source>:<line>: <message>". Pure functions over their inputs
-// (OpenTraceFile reads the file system); thread-safe. No exception escapes.
+// and the 1-based line: "<source>:<line>: <message>". A gzip file (RFC 1952, told by its first
+// two bytes whatever its name) is decompressed as it is read, so a small file that inflates to
+// gigabytes costs time, never memory. Pure functions over their inputs (TraceFile reads the
+// file system); thread-safe. No exception escapes.
 #ifndef AGENTKV_SIM_TRACE_INPUT_H_
 #define AGENTKV_SIM_TRACE_INPUT_H_
 
@@ -22,6 +24,7 @@
 #include <functional>
 #include <ios>
 #include <istream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,11 +49,41 @@ inline constexpr int64_t kMaxTraceLineBytes = kMaxInputBytes;
 // longer, so that an error stays one readable line.
 [[nodiscard]] std::string Quote(const boost::json::value& value);
 
-// Opens the trace file at `path` for reading (binary: the readers count bytes). Returns
-// InvalidArgument ("cannot read trace file "<path>": Is a directory") when `path` is a
-// directory, and NotFound ("cannot open trace file "<path>": <reason from errno>") when it
-// cannot be opened.
-[[nodiscard]] StatusOr<std::ifstream> OpenTraceFile(const std::string& path);
+// A trace file opened for reading: its bytes as written, or decompressed when the file is
+// gzip (its first two bytes are 1f 8b; several members are read one after the other). Reading
+// a corrupt or truncated gzip file stops the readers below with InvalidArgument
+// "<source>:<line>: cannot decompress: <reason>". Movable, not copyable; thread-compatible.
+class TraceFile {
+ public:
+  // Opens the file at `path`. InvalidArgument ("cannot read trace file "<path>": Is a
+  // directory") when `path` is a directory, NotFound ("cannot open trace file "<path>":
+  // <reason from errno>") when it cannot be opened.
+  [[nodiscard]] static StatusOr<TraceFile> Open(const std::string& path);
+
+  TraceFile(TraceFile&&) noexcept;
+  TraceFile& operator=(TraceFile&&) noexcept;
+  ~TraceFile();
+
+  // The file's (decompressed) bytes, from where the last read stopped.
+  std::istream& stream();
+  // Whether the file is gzip.
+  bool compressed() const { return compressed_; }
+  // Starts the stream over from the first byte (the WEKA reader reads a file twice to find the
+  // line of an error). Unavailable when the file cannot be read from its start again.
+  [[nodiscard]] Status Rewind();
+
+ private:
+  TraceFile(std::string path, std::unique_ptr<std::ifstream> file, bool compressed);
+  // (Re)builds the decompressing stream over file_ from its current position.
+  void StartDecompressing();
+
+  std::string path_;
+  std::unique_ptr<std::ifstream> file_;
+  bool compressed_ = false;
+  // Over file_ when compressed_ (a boost::iostreams::filtering_istream, kept out of this
+  // header).
+  std::unique_ptr<std::istream> gunzip_;
+};
 
 // Calls `visit(value, line_number)` with the JSON value of every non-blank line of `in` (a
 // JSON Lines trace), in order; line numbers are 1-based and count blank lines too. Errors are
@@ -139,6 +172,9 @@ class TraceFields {
   [[nodiscard]] Status Error(std::string_view key, std::string_view what) const;
   // The value of `key`; nullptr when absent.
   [[nodiscard]] const boost::json::value* Find(std::string_view key) const;
+  // Whether `key` is present with a value other than null. An optional field that is absent
+  // or null gets its documented fallback; a required one that is null is of the wrong kind.
+  [[nodiscard]] bool Has(std::string_view key) const;
 
   // Required fields, each by the free reader of its kind above.
   [[nodiscard]] StatusOr<int64_t> Tokens(std::string_view key) const;
@@ -156,12 +192,13 @@ class TraceFields {
   [[nodiscard]] StatusOr<int64_t> Id(std::string_view key, int64_t min,
                                      std::string_view expectation) const;
 
-  // Optional fields: as above when present; zero or "" when absent.
+  // Optional fields: as above when present; zero or "" when absent or null (JSON null is how
+  // writers say "not recorded").
   [[nodiscard]] StatusOr<TimeNs> OptionalSeconds(std::string_view key) const;
   [[nodiscard]] StatusOr<TimeNs> OptionalMillis(std::string_view key) const;
   [[nodiscard]] StatusOr<std::string> OptionalString(std::string_view key) const;
   // An array of strings ("expected an array of strings, got <quoted>" or "..., element <i> is
-  // <quoted>"), as many as the line bound lets a file hold; empty when absent.
+  // <quoted>"), as many as the line bound lets a file hold; empty when absent or null.
   [[nodiscard]] StatusOr<std::vector<std::string>> OptionalStrings(std::string_view key) const;
 
  private:

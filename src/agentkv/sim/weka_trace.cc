@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <boost/json/value.hpp>
 #include <filesystem>
-#include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <system_error>
@@ -29,6 +29,11 @@ constexpr std::string_view kSubagentType = "subagent";
 constexpr std::string_view kCompleted = "completed";
 constexpr std::string_view kAsyncLaunched = "async_launched";
 
+// A WEKA file in a trace directory: "*.json", or "*.json.gz" compressed.
+bool IsTraceFileName(std::string_view name) {
+  return name.ends_with(".json") || name.ends_with(".json.gz");
+}
+
 std::string Index(std::string_view path, size_t i) {
   return std::string(path) + "[" + std::to_string(i) + "]";
 }
@@ -37,7 +42,8 @@ std::string Index(std::string_view path, size_t i) {
 // prefixes the source and the line it finds for the path); the path is "" for the top level
 // and never holds ": ". TraceFields::AtPath names fields by that path.
 
-StatusOr<WekaRequest> ReadRequest(const TraceFields& fields, int32_t block_size) {
+StatusOr<WekaRequest> ReadRequest(const TraceFields& fields, int32_t block_size,
+                                  WekaFallbacks& fallbacks) {
   WekaRequest request;
   AGENTKV_ASSIGN_OR_RETURN(request.t, fields.Seconds("t"));
   AGENTKV_ASSIGN_OR_RETURN(request.input_tokens, fields.Tokens("in"));
@@ -51,6 +57,9 @@ StatusOr<WekaRequest> ReadRequest(const TraceFields& fields, int32_t block_size)
   AGENTKV_ASSIGN_OR_RETURN(request.model, fields.OptionalString("model"));
   AGENTKV_ASSIGN_OR_RETURN(request.input_types, fields.OptionalStrings("input_types"));
   AGENTKV_ASSIGN_OR_RETURN(request.output_types, fields.OptionalStrings("output_types"));
+  if (!fields.Has("think_time")) ++fallbacks.think_time;
+  if (!fields.Has("api_time")) ++fallbacks.api_time;
+  if (!fields.Has("stop")) ++fallbacks.stop;
   return request;
 }
 
@@ -76,7 +85,8 @@ StatusOr<TraceFields> Entry(const boost::json::array& array, size_t i, std::stri
   return TraceFields::AtPath(*obj, std::move(entry_path));
 }
 
-StatusOr<WekaSubagent> ReadSubagent(const TraceFields& fields, int32_t block_size) {
+StatusOr<WekaSubagent> ReadSubagent(const TraceFields& fields, int32_t block_size,
+                                    WekaFallbacks& fallbacks) {
   WekaSubagent subagent;
   AGENTKV_ASSIGN_OR_RETURN(subagent.agent_id, fields.String("agent_id"));
   AGENTKV_ASSIGN_OR_RETURN(subagent.subagent_type, fields.OptionalString("subagent_type"));
@@ -86,6 +96,8 @@ StatusOr<WekaSubagent> ReadSubagent(const TraceFields& fields, int32_t block_siz
   subagent.status = status == kCompleted       ? SubagentStatus::kCompleted
                     : status == kAsyncLaunched ? SubagentStatus::kAsyncLaunched
                                                : SubagentStatus::kUnknown;
+  if (!fields.Has("duration_ms")) ++fallbacks.subagent_duration;
+  if (subagent.status == SubagentStatus::kUnknown) ++fallbacks.subagent_status;
   AGENTKV_ASSIGN_OR_RETURN(subagent.models, fields.OptionalStrings("models"));
   AGENTKV_ASSIGN_OR_RETURN(const boost::json::array* requests, fields.Array("requests"));
   const std::string requests_path = fields.Name("requests");
@@ -95,7 +107,7 @@ StatusOr<WekaSubagent> ReadSubagent(const TraceFields& fields, int32_t block_siz
     AGENTKV_ASSIGN_OR_RETURN(const TraceFields entry, Entry(*requests, i, requests_path));
     AGENTKV_ASSIGN_OR_RETURN(const std::string type, entry.OptionalString("type"));
     if (type == kSubagentType) return entry.Error("type", "nested sub-agents are not supported");
-    AGENTKV_ASSIGN_OR_RETURN(WekaRequest request, ReadRequest(entry, block_size));
+    AGENTKV_ASSIGN_OR_RETURN(WekaRequest request, ReadRequest(entry, block_size, fallbacks));
     AGENTKV_RETURN_IF_ERROR(AddThinkTime(request, entry, think_times));
     subagent.requests.push_back(std::move(request));
   }
@@ -106,12 +118,15 @@ StatusOr<WekaConversation> ReadConversation(const boost::json::object& obj) {
   const TraceFields fields = TraceFields::AtPath(obj, "");
   WekaConversation conversation;
   AGENTKV_ASSIGN_OR_RETURN(conversation.id, fields.OptionalString("id"));
-  if (const boost::json::value* v = fields.Find("block_size")) {
-    const int64_t* size = v->if_int64();
+  if (fields.Has("block_size")) {
+    const boost::json::value& v = *fields.Find("block_size");
+    const int64_t* size = v.if_int64();
     if (size == nullptr || *size < 1 || *size > kMaxBlockSize) {
-      return MistypedError(fields.Name("block_size"), "expected an integer in [1, 2^20]", *v);
+      return MistypedError(fields.Name("block_size"), "expected an integer in [1, 2^20]", v);
     }
     conversation.block_size = static_cast<int32_t>(*size);
+  } else {
+    ++conversation.fallbacks.block_size;
   }
   AGENTKV_ASSIGN_OR_RETURN(const boost::json::array* requests, fields.Array("requests"));
   conversation.requests.reserve(requests->size());
@@ -120,10 +135,12 @@ StatusOr<WekaConversation> ReadConversation(const boost::json::object& obj) {
     AGENTKV_ASSIGN_OR_RETURN(const TraceFields entry, Entry(*requests, i, "requests"));
     AGENTKV_ASSIGN_OR_RETURN(const std::string type, entry.OptionalString("type"));
     if (type == kSubagentType) {
-      AGENTKV_ASSIGN_OR_RETURN(WekaSubagent subagent, ReadSubagent(entry, conversation.block_size));
+      AGENTKV_ASSIGN_OR_RETURN(WekaSubagent subagent, ReadSubagent(entry, conversation.block_size,
+                                                                   conversation.fallbacks));
       conversation.subagents.push_back(std::move(subagent));
     } else {
-      AGENTKV_ASSIGN_OR_RETURN(WekaRequest request, ReadRequest(entry, conversation.block_size));
+      AGENTKV_ASSIGN_OR_RETURN(WekaRequest request,
+                               ReadRequest(entry, conversation.block_size, conversation.fallbacks));
       AGENTKV_RETURN_IF_ERROR(AddThinkTime(request, entry, think_times));
       conversation.requests.push_back(std::move(request));
     }
@@ -131,20 +148,37 @@ StatusOr<WekaConversation> ReadConversation(const boost::json::object& obj) {
   return conversation;
 }
 
-// `status`, an error about the value at JSON `path`, located in `in`: "<source>:<line>:
-// <message>". The line is found by reading `in` again from `start`; without it (a stream that
-// cannot seek) the error names the source only.
-Status Locate(const Status& status, std::string_view path, std::istream& in, std::streampos start,
-              std::string_view source) {
+// `status`, an error about the value at JSON `path`, located in the file: "<source>:<line>:
+// <message>". The line is found by reading the file again from its start, which `reread`
+// gives (nullptr: the stream cannot be read again, and the error names the source only).
+Status Locate(const Status& status, std::string_view path,
+              const std::function<std::istream*()>& reread, std::string_view source) {
   std::optional<int64_t> line;
-  if (start != std::streampos(-1)) {
-    in.clear();
-    in.seekg(start);
-    if (in) line = FindJsonPathLine(in, path);
-  }
+  if (std::istream* in = reread(); in != nullptr) line = FindJsonPathLine(*in, path);
   const std::string where =
       line.has_value() ? std::string(source) + ":" + std::to_string(*line) : std::string(source);
   return Status(status.code(), where + ": " + status.message());
+}
+
+// ParseWekaTrace over `in`, which `reread` starts over to locate an error.
+StatusOr<WekaConversation> Parse(std::istream& in, std::string_view source,
+                                 const std::function<std::istream*()>& reread) {
+  AGENTKV_ASSIGN_OR_RETURN(const boost::json::value root, ReadJsonDocument(in, source));
+  const boost::json::object* obj = root.if_object();
+  if (obj == nullptr) {
+    return Locate(
+        InvalidArgumentError("expected a JSON object at the top level, got " + Quote(root)), "",
+        reread, source);
+  }
+  StatusOr<WekaConversation> conversation = ReadConversation(*obj);
+  if (!conversation.ok()) {
+    // The walk's errors start with the path of the value at fault.
+    const std::string& message = conversation.status().message();
+    return Locate(conversation.status(), std::string_view(message).substr(0, message.find(": ")),
+                  reread, source);
+  }
+  conversation->source = std::string(source);
+  return conversation;
 }
 
 // Whether `models` (or, when empty, the `model` of `requests`) names a model of `main_models`.
@@ -159,6 +193,44 @@ bool UsesOneOf(const std::vector<std::string>& models, const std::vector<WekaReq
 }
 
 }  // namespace
+
+bool WekaFallbacks::none() const { return *this == WekaFallbacks(); }
+
+WekaFallbacks& WekaFallbacks::operator+=(const WekaFallbacks& other) {
+  block_size += other.block_size;
+  think_time += other.think_time;
+  api_time += other.api_time;
+  stop += other.stop;
+  subagent_duration += other.subagent_duration;
+  subagent_status += other.subagent_status;
+  return *this;
+}
+
+std::vector<std::string> WekaFallbacks::Describe() const {
+  std::vector<std::string> lines;
+  const auto add = [&lines](int64_t count, std::string_view one, std::string_view many,
+                            std::string_view what) {
+    if (count == 0) return;
+    lines.push_back(std::to_string(count) + " " + std::string(count == 1 ? one : many) + " " +
+                    std::string(what));
+  };
+  add(block_size, "file", "files", "without block_size: 64 tokens per hash id");
+  add(think_time, "request", "requests",
+      "without think_time: gap taken from t less the previous api_time");
+  add(api_time, "request", "requests", "without api_time: server time not recorded, taken as 0");
+  add(stop, "request", "requests", "without stop: pause classified by content types alone");
+  add(subagent_duration, "sub-agent", "sub-agents",
+      "without duration_ms: spawned at their recorded t");
+  add(subagent_status, "sub-agent", "sub-agents",
+      "without a known status: joined by the parent as completed");
+  return lines;
+}
+
+WekaFallbacks TotalFallbacks(const std::vector<WekaConversation>& conversations) {
+  WekaFallbacks total;
+  for (const WekaConversation& c : conversations) total += c.fallbacks;
+  return total;
+}
 
 std::string_view SubagentStatusName(SubagentStatus status) {
   switch (status) {
@@ -232,22 +304,12 @@ int64_t WekaConversation::TotalRequests() const {
 
 StatusOr<WekaConversation> ParseWekaTrace(std::istream& in, std::string_view source) {
   const std::streampos start = in.tellg();
-  AGENTKV_ASSIGN_OR_RETURN(const boost::json::value root, ReadJsonDocument(in, source));
-  const boost::json::object* obj = root.if_object();
-  if (obj == nullptr) {
-    return Locate(
-        InvalidArgumentError("expected a JSON object at the top level, got " + Quote(root)), "", in,
-        start, source);
-  }
-  StatusOr<WekaConversation> conversation = ReadConversation(*obj);
-  if (!conversation.ok()) {
-    // The walk's errors start with the path of the value at fault.
-    const std::string& message = conversation.status().message();
-    return Locate(conversation.status(), std::string_view(message).substr(0, message.find(": ")),
-                  in, start, source);
-  }
-  conversation->source = std::string(source);
-  return conversation;
+  return Parse(in, source, [&in, start]() -> std::istream* {
+    if (start == std::streampos(-1)) return nullptr;
+    in.clear();
+    in.seekg(start);
+    return in ? &in : nullptr;
+  });
 }
 
 StatusOr<WekaConversation> ParseWekaTrace(std::string_view text, std::string_view source) {
@@ -256,8 +318,9 @@ StatusOr<WekaConversation> ParseWekaTrace(std::string_view text, std::string_vie
 }
 
 StatusOr<WekaConversation> ReadWekaTrace(const std::string& path) {
-  AGENTKV_ASSIGN_OR_RETURN(std::ifstream in, OpenTraceFile(path));
-  return ParseWekaTrace(in, path);
+  AGENTKV_ASSIGN_OR_RETURN(TraceFile file, TraceFile::Open(path));
+  return Parse(file.stream(), path,
+               [&file]() { return file.Rewind().ok() ? &file.stream() : nullptr; });
 }
 
 StatusOr<std::vector<std::string>> ExpandWekaTracePaths(const std::vector<std::string>& paths) {
@@ -273,7 +336,7 @@ StatusOr<std::vector<std::string>> ExpandWekaTracePaths(const std::vector<std::s
     std::filesystem::directory_iterator it(path, ec);
     for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
       std::error_code type_error;
-      if (it->path().extension() == ".json" && it->is_regular_file(type_error)) {
+      if (IsTraceFileName(it->path().filename().string()) && it->is_regular_file(type_error)) {
         found.push_back(it->path());
       }
     }
@@ -281,7 +344,8 @@ StatusOr<std::vector<std::string>> ExpandWekaTracePaths(const std::vector<std::s
       return UnavailableError("cannot list trace directory \"" + path + "\": " + ec.message());
     }
     if (found.empty()) {
-      return InvalidArgumentError("trace directory \"" + path + "\" holds no *.json files");
+      return InvalidArgumentError("trace directory \"" + path +
+                                  "\" holds no *.json or *.json.gz files");
     }
     std::sort(found.begin(), found.end(),
               [](const std::filesystem::path& a, const std::filesystem::path& b) {

@@ -10,11 +10,16 @@
 // its COMPLETION on the parent's timeline (in the public traces, `t - duration_ms / 1000` is the
 // end of the parent request that launched it, to within a second), `duration_ms` its run time,
 // `status` "completed" (the parent waited for its result) or "async_launched" (it ran in the
-// background). Unknown fields are ignored; anything else that does not fit (a wrong type, a
+// background). Unknown fields are ignored. An optional field that is absent or null (how
+// writers say "not recorded": the public traces have `"duration_ms": null` on sub-agents
+// launched in the background) gets the fallback its field documents below, and the reader
+// counts it per kind (WekaFallbacks), so that a replay can say what it filled in. Anything
+// else that does not fit a field (a wrong type, a
 // number out of the range of its kind in agentkv/base/bounds.h, a line longer than
 // kMaxTraceLineBytes) is an InvalidArgument naming the file, the line and the JSON path of the
 // field, e.g. `trace_0004.json:1: requests[12].hash_ids: expected an array of non-negative
-// integers, element 3 is "x"`. The file is parsed as it is read, so memory follows its values,
+// integers, element 3 is "x"`; a required field that is null is of the wrong type. The file
+// is parsed as it is read (decompressed first when it is gzip), so memory follows its values,
 // not its bytes. The reader is the workload half of the agentic replay (agentic_replay.h): it
 // produces plain values and never touches the cache. No exception escapes. Pure functions over
 // their inputs (the file functions read the file system); thread-safe.
@@ -33,8 +38,8 @@
 
 namespace agentkv::sim {
 
-// One model request, of the main agent or of a sub-agent. The fields after `think_time` are
-// optional in the file and default when absent.
+// One model request, of the main agent or of a sub-agent. The fields after `hash_ids` are
+// optional in the file and default when absent or null.
 struct WekaRequest {
   // `t`: offset from the conversation start (main agent) or from the spawn (sub-agent),
   // rounded to the nanosecond. Required; a number of seconds in [0, 365 days].
@@ -49,7 +54,8 @@ struct WekaRequest {
   // `stop`: "tool_use", "end_turn", or empty. Optional string; default "".
   std::string stop;
   // `think_time`: client delay before this request (after a tool_use turn it includes the
-  // tool's execution). Optional; a number of seconds in [0, 365 days]; default 0. The think
+  // tool's execution). Optional; a number of seconds in [0, 365 days]; default 0, and the
+  // replay then takes the gap from `t` less the previous request's api_time. The think
   // times of one agent (the main agent, or one sub-agent) add up to at most 365 days.
   TimeNs think_time;
   // `api_time`: server time of the request as recorded (first byte sent to last byte
@@ -90,10 +96,11 @@ struct WekaSubagent {
   // the conversation start). Required; seconds in [0, 365 days].
   TimeNs completion;
   // `duration_ms`: how long it ran, spawn to completion. Optional; milliseconds in [0, 365
-  // days]; default 0.
+  // days]; default 0: the sub-agent spawns at its recorded `t` (the public traces record no
+  // duration for sub-agents launched in the background, whose `t` is then their launch).
   TimeNs duration;
   // `status`. Optional string; "completed" and "async_launched" are known, anything else
-  // (or none) is kUnknown.
+  // (or none) is kUnknown, which the replay treats as completed (the parent waits for it).
   SubagentStatus status = SubagentStatus::kUnknown;
   // `models`: the models its requests used. Optional array of strings; default empty.
   std::vector<std::string> models;
@@ -105,6 +112,33 @@ struct WekaSubagent {
   TimeNs spawn() const;
 
   friend bool operator==(const WekaSubagent&, const WekaSubagent&) = default;
+};
+
+// What the reader filled in for optional fields that a file left out or set to null, counted
+// per kind; only the fields whose fallback changes what a replay does are counted.
+struct WekaFallbacks {
+  // Files without `block_size`: 64 tokens per hash id.
+  int64_t block_size = 0;
+  // Requests without `think_time`: the gap before them is `t` less the previous request's `t`
+  // and api_time.
+  int64_t think_time = 0;
+  // Requests without `api_time`: no recorded server time (gaps and the oracle's timing take 0).
+  int64_t api_time = 0;
+  // Requests without `stop`: the pause after them is classified by their content types alone.
+  int64_t stop = 0;
+  // Sub-agents without `duration_ms`: spawned at their recorded `t`.
+  int64_t subagent_duration = 0;
+  // Sub-agents without a known `status`: joined by their parent as completed ones are.
+  int64_t subagent_status = 0;
+
+  // Whether nothing was filled in.
+  bool none() const;
+  WekaFallbacks& operator+=(const WekaFallbacks& other);
+  // One line per kind that occurred, in the order above, e.g. "4 sub-agents without
+  // duration_ms: spawned at their recorded t".
+  std::vector<std::string> Describe() const;
+
+  friend bool operator==(const WekaFallbacks&, const WekaFallbacks&) = default;
 };
 
 // One WEKA file.
@@ -119,6 +153,8 @@ struct WekaConversation {
   // `type`; their relative order is not kept, times carry it).
   std::vector<WekaRequest> requests;
   std::vector<WekaSubagent> subagents;
+  // What the reader filled in for this file (zero for conversations built otherwise).
+  WekaFallbacks fallbacks;
 
   // Requests of the main agent and of every sub-agent.
   int64_t TotalRequests() const;
@@ -129,6 +165,9 @@ struct WekaConversation {
 
   friend bool operator==(const WekaConversation&, const WekaConversation&) = default;
 };
+
+// The fallbacks of every conversation, summed.
+WekaFallbacks TotalFallbacks(const std::vector<WekaConversation>& conversations);
 
 // Parses one WEKA file read from `in`. `source` names it in error messages and is stored in
 // the result. InvalidArgument `<source>:<line>: <json path>: <what>` for a missing, ill-typed
@@ -146,15 +185,16 @@ StatusOr<WekaConversation> ParseWekaTrace(std::istream& in, std::string_view sou
 // ParseWekaTrace over the text `text` (tests, fuzzing).
 StatusOr<WekaConversation> ParseWekaTrace(std::string_view text, std::string_view source);
 
-// Reads and parses the file at `path` (errors name `path` as given). NotFound when it cannot
-// be opened (`cannot open trace file "x": No such file or directory`), InvalidArgument for a
-// directory; the errors of ParseWekaTrace otherwise.
+// Reads and parses the file at `path`, plain or gzip (errors name `path` as given; a gzip file
+// that cannot be decompressed is InvalidArgument `<path>:<line>: cannot decompress: <reason>`).
+// NotFound when it cannot be opened (`cannot open trace file "x": No such file or directory`),
+// InvalidArgument for a directory; the errors of ParseWekaTrace otherwise.
 StatusOr<WekaConversation> ReadWekaTrace(const std::string& path);
 
 // Expands command-line trace paths into files, keeping the order given: a directory becomes
-// its `*.json` regular files sorted by file name; any other path is kept as is (ReadWekaTrace
-// reports it if it is missing). InvalidArgument for an empty `paths` or a directory without
-// `*.json` files; Unavailable when a directory cannot be listed.
+// its `*.json` and `*.json.gz` regular files sorted by file name; any other path is kept as is
+// (ReadWekaTrace reports it if it is missing). InvalidArgument for an empty `paths` or a directory
+// without such files; Unavailable when a directory cannot be listed.
 StatusOr<std::vector<std::string>> ExpandWekaTracePaths(const std::vector<std::string>& paths);
 
 // Reads every file of ExpandWekaTracePaths(paths), in that order: the conversations of one

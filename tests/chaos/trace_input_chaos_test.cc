@@ -166,7 +166,7 @@ TEST_F(TraceInputChaosTest, TokensAtAndPastTheBound) {
     const Bounded b = Replay("mooncake", at, std::string("--arms ") + arms);
     EXPECT_EQ(b.run.exit_code, 0) << b.run.err;
     EXPECT_LT(b.seconds, kMaxSeconds);
-    EXPECT_THAT(b.run.out, testing::MatchesRegex("(.|\n)*requests rejected +1\n(.|\n)*"));
+    EXPECT_THAT(b.run.out, testing::MatchesRegex("(.|\n)*requests refused +1\n(.|\n)*"));
   }
 }
 

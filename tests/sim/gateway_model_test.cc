@@ -529,7 +529,8 @@ TEST_F(GatewayModelTest, ClosingASessionCancelsItsAdmissionWaitAndAbortsItsRunni
 
 // A request whose reservation exceeds the whole ceiling (1638 tokens) is refused at once, as
 // the gateway answers 400: it completes at its arrival as a rejected request that never
-// reached an engine, reserves nothing, and the request behind it is admitted without waiting.
+// reached an engine and computed nothing, reserves nothing, and the request behind it is
+// admitted without waiting.
 TEST_F(GatewayModelTest, AnOversizedRequestIsRefusedAtOnceAndDelaysNobody) {
   Build(TightAdmission(/*max_wait_s=*/30.0), kOneTightEngine);
   ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 2000)).ok());  // 128 + 2000 > 1638.
@@ -543,7 +544,8 @@ TEST_F(GatewayModelTest, AnOversizedRequestIsRefusedAtOnceAndDelaysNobody) {
   EXPECT_FALSE(refused->record.engine.has_value());
   ASSERT_TRUE(refused->engine.has_value());
   EXPECT_TRUE(refused->engine->report.rejected);
-  EXPECT_EQ(refused->engine->cold_tokens, 8 * kTokensPerBlock);
+  EXPECT_EQ(refused->engine->cold_tokens, 0);
+  EXPECT_EQ(refused->engine->report.uncached_tokens, 0);
   EXPECT_EQ(refused->at, TimeNs(0));
   ASSERT_TRUE(Submit(Request(2, /*session=*/2, 8, 100)).ok());
   EXPECT_EQ(gateway_->FindRecord(RequestId(2))->dispatched, TimeNs(0));

@@ -136,6 +136,7 @@ TEST(ReplayGateTest, EveryArmConservesRequestsLeasesAndInvariants) {
   const AgenticWorkload workload = SmallWorkload(3);
   int64_t expected = 0;
   for (const WekaConversation& c : workload.conversations) expected += c.TotalRequests();
+  int64_t total_prompt = -1;
   for (const std::string& name : DefaultArmNames()) {
     SCOPED_TRACE(name);
     StatusOr<ArmRun> run = RunAgenticArm(workload, options, *ParseArm(name));
@@ -143,15 +144,18 @@ TEST(ReplayGateTest, EveryArmConservesRequestsLeasesAndInvariants) {
     // waiter is left, the ledger reserves tokens at the end, or any engine's invariants fail.
     ASSERT_TRUE(run.ok()) << run.status();
     const ArmResult& r = run->result;
+    if (total_prompt < 0) total_prompt = r.prompt_tokens + r.refused_prompt_tokens;
     EXPECT_EQ(r.requests_issued, expected);
     EXPECT_EQ(r.requests_completed, expected);
     EXPECT_EQ(r.uncached_tokens, r.cold_tokens + r.evicted_recompute_tokens);
     EXPECT_EQ(r.prompt_tokens, r.cached_device_tokens + r.cached_host_tokens + r.uncached_tokens);
     // Requests over the tight ceiling are refused at once (never dispatched, counted as
-    // rejected); every other one is dispatched exactly once.
+    // refused); every other one is dispatched exactly once.
     const auto refused = static_cast<int64_t>(Value(r, "agentic_kv/admission/refused_oversized"));
     EXPECT_EQ(r.queueing_delay.count + refused, expected);
-    EXPECT_GE(r.requests_rejected, refused);
+    EXPECT_EQ(r.requests_refused, refused);
+    // Every arm offers the same prompts: served plus refused.
+    EXPECT_EQ(r.prompt_tokens + r.refused_prompt_tokens, total_prompt) << "vs the first arm";
     EXPECT_EQ(r.session_time.count, static_cast<int64_t>(workload.conversations.size()));
     if (name == "+admission" || name == "all") {
       EXPECT_GT(Value(r, "agentic_kv/admission/wait"), 0);
@@ -569,20 +573,37 @@ TEST(ReplayTest, RejectsBadOptionsNamingTheField) {
   EXPECT_TRUE(options.Validate().ok());
 }
 
-// Requests larger than an engine's whole KV pool are refused by the engine and complete at
-// once as rejected: the run still conserves every request and reports how many it refused.
-TEST(ReplayTest, RequestsThatCanNeverFitCompleteAsRejected) {
+// Requests larger than an engine's whole KV pool are refused, by the engine (baseline) or by
+// admission before they reach one (the admission arms), and complete at once: the run still
+// conserves every request, and every arm counts the refused work the same way, in
+// requests_refused and refused_prompt_tokens, never as uncached or cold tokens.
+TEST(ReplayTest, RefusedWorkIsOneMetricWhoeverRefusedIt) {
   const AgenticWorkload workload = SmallWorkload(1);
   ReplayOptions options = SmallFleet();
-  options.arms = Arms({"baseline", "+lifecycle+admission"});
+  // Not infinite-cache: its engines hold more KV, so they refuse fewer requests.
+  options.arms = Arms({"baseline", "+lifecycle+admission", "+admission-v2", "+host-tier"});
   options.engine.kv_pool.max_total_tokens = 1024;  // Smaller than the largest prompt.
   StatusOr<ReplayResult> result = RunReplay(workload, "small", 1, options);
   ASSERT_TRUE(result.ok()) << result.status();
+  const ArmResult& baseline = result->arms[0];
+  EXPECT_GT(baseline.requests_refused, 0);
+  EXPECT_LT(baseline.requests_refused, baseline.requests_issued);
+  EXPECT_GT(baseline.refused_prompt_tokens, 0);
   for (const ArmResult& arm : result->arms) {
-    EXPECT_GT(arm.requests_rejected, 0) << arm.arm;
-    EXPECT_LT(arm.requests_rejected, arm.requests_issued) << arm.arm;
-    EXPECT_EQ(arm.requests_completed, arm.requests_issued) << arm.arm;
+    SCOPED_TRACE(arm.arm);
+    EXPECT_EQ(arm.requests_completed, arm.requests_issued);
+    EXPECT_EQ(arm.prompt_tokens,
+              arm.cached_device_tokens + arm.cached_host_tokens + arm.uncached_tokens);
+    EXPECT_EQ(arm.uncached_tokens, arm.cold_tokens + arm.evicted_recompute_tokens);
+    // The same requests fit no engine in any arm, whoever turns them away.
+    EXPECT_EQ(arm.requests_refused, baseline.requests_refused);
+    EXPECT_EQ(arm.refused_prompt_tokens, baseline.refused_prompt_tokens);
+    EXPECT_EQ(arm.prompt_tokens, baseline.prompt_tokens);
+    // A refused request never waits in an engine's queue and has no first token.
+    EXPECT_EQ(arm.ttft.count + arm.requests_refused, arm.requests_issued);
   }
+  // The admission arm refused some of them itself, before any engine.
+  EXPECT_GT(Value(result->arms[1], "agentic_kv/admission/refused_oversized"), 0);
 }
 
 // A request no engine of the fleet can hold, however absurd (2^40 tokens, int64's limit), is
@@ -598,7 +619,8 @@ TEST(ReplayTest, ARequestNoEngineCanHoldIsRejectedInEveryArmWithoutAllocatingFor
   StatusOr<ReplayResult> r = RunReplay(workload, "small", 1, options);
   ASSERT_TRUE(r.ok()) << r.status();
   for (const ArmResult& arm : r->arms) {
-    EXPECT_EQ(arm.requests_rejected, 1) << arm.arm;
+    EXPECT_EQ(arm.requests_refused, 1) << arm.arm;
+    EXPECT_EQ(arm.refused_prompt_tokens, int64_t{1} << 40) << arm.arm;
     EXPECT_EQ(arm.requests_completed, arm.requests_issued) << arm.arm;
   }
 
@@ -608,7 +630,7 @@ TEST(ReplayTest, ARequestNoEngineCanHoldIsRejectedInEveryArmWithoutAllocatingFor
   StatusOr<ReplayResult> open_loop =
       RunOpenLoopReplay({OpenLoopRequest{}, open}, 512, "open", 1, options);
   ASSERT_TRUE(open_loop.ok()) << open_loop.status();
-  for (const ArmResult& arm : open_loop->arms) EXPECT_EQ(arm.requests_rejected, 1) << arm.arm;
+  for (const ArmResult& arm : open_loop->arms) EXPECT_EQ(arm.requests_refused, 1) << arm.arm;
   // Past the token bound the API refuses the request (its sums could overflow).
   open.prompt_tokens = std::numeric_limits<int64_t>::max();
   StatusOr<ReplayResult> past =

@@ -627,13 +627,18 @@ std::vector<ReplayTableRow> ReplayTableRows(const ReplayResult& result, NumberSt
           style)));
     }
   }
-  // Rejections only happen under some admission setups.
-  const std::vector<double> rejected =
-      values_of([](const ArmResult& arm) { return AsDouble(arm.requests_rejected); });
-  if (AnyNonZero(rejected)) {
+  // Refusals (by admission or by an engine) only happen for requests too large for the fleet.
+  const std::vector<double> refused =
+      values_of([](const ArmResult& arm) { return AsDouble(arm.requests_refused); });
+  if (AnyNonZero(refused)) {
     rows.push_back(MakeRow(
-        "conservation", "requests rejected", "requests_rejected", MetricSense::kLowerIsBetter,
-        rejected, *baseline, [style](double v) { return Count(v, style); }, style));
+        "conservation", "requests refused", "requests_refused", MetricSense::kLowerIsBetter,
+        refused, *baseline, [style](double v) { return Count(v, style); }, style));
+    rows.push_back(MakeRow(
+        "conservation", "refused prompt tokens", "refused_prompt_tokens",
+        MetricSense::kLowerIsBetter,
+        values_of([](const ArmResult& arm) { return AsDouble(arm.refused_prompt_tokens); }),
+        *baseline, [style](double v) { return Count(v, style); }, style));
   }
   return rows;
 }

@@ -148,7 +148,8 @@ boost::json::object ArmJson(const ArmResult& a, boost::json::object delta) {
   o["description"] = a.description;
   o["requests_issued"] = a.requests_issued;
   o["requests_completed"] = a.requests_completed;
-  o["requests_rejected"] = a.requests_rejected;
+  o["requests_refused"] = a.requests_refused;
+  o["refused_prompt_tokens"] = a.refused_prompt_tokens;
   o["sessions"] = a.sessions;
   o["conversations"] = a.conversations;
   o["prompt_tokens"] = a.prompt_tokens;

@@ -357,10 +357,10 @@ void EngineModel::EndStep(const engine::StepResult& result) {
     RecordFinished(id, *std::move(report));
     EngineRequestRecord& record = records_.at(id);
     if (record.report.rejected) {
-      // A rejected request never ran: its whole prompt counts as cold.
+      // A rejected request never ran: it computed nothing (the replay counts it as refused).
       pending_keys_.erase(id);
       EndReturnedPin(id);
-      record.cold_tokens = record.report.uncached_tokens;
+      record.cold_tokens = 0;
     }
   }
   // Decide before the callbacks run: a callback's Submit() sees the engine busy and relies on

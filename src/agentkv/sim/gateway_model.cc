@@ -301,8 +301,6 @@ void GatewayModel::Refuse(const Pending& pending, const control::AdmissionDecisi
   account.arrival = record.received;
   account.finished = loop_->now();
   account.report.rejected = true;
-  account.report.uncached_tokens = pending.request.request.prompt_tokens;
-  account.cold_tokens = pending.request.request.prompt_tokens;
   const EngineRequestRecord& stored = refused_.insert_or_assign(id, account).first->second;
   FinishAttempt(pending.rid);
   --in_flight_;

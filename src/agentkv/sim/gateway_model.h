@@ -167,7 +167,8 @@ struct GatewayRecord {
   Status dispatch_error;
   // Admission refused the request (kRefuse `oversized`: its reservation exceeds the whole
   // admission ceiling). It never reached an engine; RefusedRecord() holds its account, a
-  // rejected request whose whole prompt counts as cold, as the gateway's 400 would leave it.
+  // rejected request that looked nothing up and computed nothing, as the gateway's 400 leaves
+  // it (the replay counts it as refused, as it does a request an engine rejects).
   bool refused = false;
 };
 

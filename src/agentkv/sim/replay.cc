@@ -69,7 +69,7 @@ int64_t InfiniteCapacityBlocks(const std::vector<std::vector<uint64_t>>& namespa
 
 // Whether a request the drivers submit with `prompt_tokens` and `output_tokens` (each at least
 // 1) fits one engine's `device_blocks` at once, as StepScheduler::Submit requires. One that
-// does not is rejected by every engine of the configured fleet (counted in requests_rejected,
+// does not is rejected by every engine of the configured fleet (counted in requests_refused,
 // as SGLang answers it 400), and the infinite-cache arm is sized without it, so that no arm
 // allocates a cache for an absurd request.
 bool FitsOneEngine(int64_t prompt_tokens, int64_t output_tokens, int64_t device_blocks,
@@ -275,7 +275,19 @@ void Summarize(ArmFleet& arm_fleet, const ArmSpec& arm, const std::vector<Reques
     const GatewayRecord& g = *r.gateway;
     const EngineRequestRecord& e = *r.engine;
     const engine::RequestReport& report = e.report;
-    if (report.rejected) ++result.requests_rejected;
+    if (g.refused || report.rejected) {
+      // Refused work is one metric, whoever refused it; it looked nothing up.
+      AGENTKV_CHECK(report.cached_device_tokens == 0 && report.cached_host_tokens == 0 &&
+                    report.uncached_tokens == 0 && e.cold_tokens == 0 &&
+                    e.evicted_recompute_tokens == 0)
+          << "refused request " << g.id << " has prefix cache counts";
+      ++result.requests_refused;
+      result.refused_prompt_tokens += g.prompt_tokens;
+      if (g.dispatched.has_value()) {
+        admission_wait.push_back((*g.dispatched - g.received).seconds());
+      }
+      continue;
+    }
     result.prompt_tokens += g.prompt_tokens;
     result.prompt_blocks += g.prompt_blocks;
     result.cached_device_tokens += report.cached_device_tokens;

@@ -116,13 +116,18 @@ struct ArmResult {
   // --- Conservation ---
   int64_t requests_issued = 0;
   int64_t requests_completed = 0;
-  // Requests the cache refused (counted as completed).
-  int64_t requests_rejected = 0;
+  // Requests that never ran, counted as completed: refused by admission (larger than its whole
+  // ceiling, the gateway's 400) or by an engine (longer than its KV or its context, SGLang's
+  // 400), whichever arm refused them. They are counted here and nowhere else: not in the prefix
+  // cache counts below (prompt, cached, uncached, cold tokens), not in queueing or TTFT.
+  int64_t requests_refused = 0;
+  // Their prompt tokens. prompt_tokens + refused_prompt_tokens is every request's prompt.
+  int64_t refused_prompt_tokens = 0;
   // Main agents (sessions) and all conversations (main agents plus sub-agents).
   int64_t sessions = 0;
   int64_t conversations = 0;
 
-  // --- Prefix cache (over every request's first admission) ---
+  // --- Prefix cache (over every served request's first admission) ---
   int64_t prompt_tokens = 0;
   // Full prompt blocks offered for matching (the block lookups).
   int64_t prompt_blocks = 0;

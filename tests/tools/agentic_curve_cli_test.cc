@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "agentkv/sim/replay_arms.h"
 #include "cli_test_support.h"
 
 namespace agentkv {
@@ -76,6 +77,23 @@ TEST_F(AgenticCurveCliTest, BadFlagsNameTheFlagAndValue) {
   const RunResult empty = Run("agentic-curve --traces '" + dir_.string() + "'");
   ExpectOneErrorLine(empty);
   EXPECT_THAT(empty.err, HasSubstr("holds no *.json or *.json.gz files"));
+}
+
+// --help lists exactly agentic-curve's default arms, in order (the code's own list).
+TEST_F(AgenticCurveCliTest, HelpListsExactlyTheDefaultArms) {
+  const RunResult r = Run("agentic-curve --help");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string>& defaults = sim::AgenticCurveArmNames();
+  const std::string heading = "Arms (each a fresh cache of the same capacity; default: these " +
+                              std::to_string(defaults.size());
+  EXPECT_EQ(cli_testing::HelpArmEntries(r.out, heading, "Run only when named:"), defaults);
+  const std::vector<std::string> others =
+      cli_testing::HelpArmEntries(r.out, "Run only when named:", "");
+  EXPECT_THAT(others, ::testing::Contains("oracle"));
+  for (const std::string& name : others) {
+    EXPECT_EQ(std::count(defaults.begin(), defaults.end(), name), 0) << name;
+    EXPECT_TRUE(sim::ParseArm(name).ok()) << name;
+  }
 }
 
 // The public trace with "duration_ms": null is replayed and the table says what was filled in.

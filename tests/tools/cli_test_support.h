@@ -21,6 +21,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #ifndef AGENTKV_BINARY
 #error "AGENTKV_BINARY must name the agentkv binary (see tests/tools/CMakeLists.txt)"
@@ -88,6 +89,28 @@ class CliTest : public ::testing::Test {
   // The test's private directory; removed with everything in it after the test.
   std::filesystem::path dir_;
 };
+
+// The arm names of an "Arms" section of --help (tools/agentkv/arm_help.h): the entries (lines
+// of two spaces and a name) after the first line starting with `heading`, up to the line
+// `until` or the first empty line. Empty when the heading is absent.
+inline std::vector<std::string> HelpArmEntries(const std::string& help, std::string_view heading,
+                                               std::string_view until) {
+  std::vector<std::string> names;
+  std::istringstream in(help);
+  std::string line;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    if (!inside) {
+      inside = line.rfind(heading, 0) == 0;
+      continue;
+    }
+    if (line == until || line.empty()) break;
+    if (line.size() > 2 && line.rfind("  ", 0) == 0 && line[2] != ' ') {
+      names.push_back(line.substr(2, line.find(' ', 2) - 2));
+    }
+  }
+  return names;
+}
 
 }  // namespace agentkv::cli_testing
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "agentkv/sim/replay_arms.h"
 #include "cli_test_support.h"
 
 #ifndef AGENTKV_DATA_DIR
@@ -433,6 +434,31 @@ TEST_F(ReplayCliTest, TheOracleArmRunsOnEveryWorkload) {
       EXPECT_DOUBLE_EQ(baseline.at("uncached_tokens_oracle_share").as_double(), 0.0);
     }
   }
+}
+
+// --help lists exactly the arms the command runs without --arms, in their order (the code's own
+// list), then arms that run only when named, each of which parses.
+TEST_F(ReplayCliTest, HelpListsExactlyTheDefaultArms) {
+  const RunResult r = Run("replay --help");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string>& defaults = sim::DefaultArmNames();
+  const std::string heading = "Arms (--arms, comma-separated; default: these " +
+                              std::to_string(defaults.size()) + ", run in this order):";
+  EXPECT_THAT(r.out, HasSubstr("\n" + heading + "\n"));
+  EXPECT_EQ(cli_testing::HelpArmEntries(r.out, heading, "Run only when named:"), defaults);
+  const std::vector<std::string> others =
+      cli_testing::HelpArmEntries(r.out, "Run only when named:", "");
+  EXPECT_FALSE(others.empty());
+  for (std::string name : others) {
+    EXPECT_EQ(std::count(defaults.begin(), defaults.end(), name), 0) << name;
+    if (name.ends_with("=P")) name.replace(name.size() - 1, 1, "20");
+    EXPECT_TRUE(sim::ParseArm(name).ok()) << name;
+  }
+  EXPECT_THAT(r.out, HasSubstr("Comma-separated arms (default: the " +
+                               std::to_string(defaults.size()) + " listed below)"));
+  // The synthetic workload's KV default, as the flags apply it.
+  EXPECT_THAT(r.out, HasSubstr("synthetic default: 262144"));
+  EXPECT_THAT(r.out, HasSubstr("gets 262144 tokens of KV"));
 }
 
 TEST_F(ReplayCliTest, HelpNamesEveryArmAndTheConfigFlag) {

@@ -13,6 +13,7 @@
 #include "agentkv/sim/agentic_replay.h"
 #include "agentkv/sim/replay_arms.h"
 #include "agentkv/sim/weka_trace.h"
+#include "tools/agentkv/arm_help.h"
 #include "tools/agentkv/cli_support.h"
 
 namespace agentkv::tools {
@@ -29,7 +30,8 @@ constexpr const char* kDescription =
     "What the agentic KV policies (per-conversation retention, finished-sub-agent demotion, "
     "session release) buy on WEKA Claude Code traces";
 
-constexpr const char* kFooter = R"(What it does:
+// The footer before the arms.
+constexpr const char* kFooterIntro = R"(What it does:
   Replays several WEKA conversations (one JSON file each, plain or gzip; a directory stands
   for its *.json and *.json.gz files sorted by name) through ONE KV cache, as one engine would serve them. Conversation k
   (in the order given) starts at k * --stagger-s; its main agent's requests run at start + t,
@@ -44,29 +46,40 @@ constexpr const char* kFooter = R"(What it does:
   --subagent-models exclude leaves out the sub-agents that run on another model than their
   main agent (default share: every sub-agent is replayed).
 
-Arms (each a fresh cache of the same capacity; --arms picks some, in the order given):
-  lru                block_reuse_policy default, sessions never closed: plain LRU
-  per_conversation   policy per_conversation: when a turn's retention record falls out
-                     (--max-num-turns), its blocks no one else uses are dropped
-  demote_p1          per_conversation + finished_subagent_priority 1: when a main agent
-                     sends a request, its sub-agents idle for the bound get priority 1 on
-                     the blocks they computed themselves (evicted first)
-  demote_p20         the same at priority 20
-  session_release    policy default, session_close_mode release: each main agent's and
-                     sub-agent's session is closed after its last request, freeing the
-                     blocks only it used
-  demote_p1+release  demote_p1 and session_release together
+
+)";
+
+// What each arm does (FormatArmsHelp): the defaults, then arms that run only when named.
+constexpr ArmHelp kArmHelp[] = {
+    {"lru", "block_reuse_policy default, sessions never closed: plain LRU"},
+    {"per_conversation",
+     "policy per_conversation: when a turn's retention record falls out\n"
+     "(--max-num-turns), its blocks no one else uses are dropped"},
+    {"demote_p1",
+     "per_conversation + finished_subagent_priority 1: when a main agent sends a\n"
+     "request, its sub-agents idle for the bound get priority 1 on the blocks they\n"
+     "computed themselves (evicted first)"},
+    {"demote_p20", "the same at priority 20"},
+    {"session_release",
+     "policy default, session_close_mode release: each main agent's and sub-agent's\n"
+     "session is closed after its last request, freeing the blocks only it used"},
+    {"demote_p1+release", "demote_p1 and session_release together"},
+    {"oracle",
+     "offline-optimal eviction (Belady's MIN): knowing every future request, evict\n"
+     "the block whose next use is farthest away (the deeper one on ties). No policy\n"
+     "at this capacity computes fewer tokens: the bound every arm is judged against"},
+    {"+gap-retention",
+     "gap-aware retention: evict by finish time less the pause each session is\n"
+     "expected to take (learned from the trace's pause kinds as it runs); an ended\n"
+     "session's blocks first"},
+};
+
+// The footer after the arms.
+constexpr const char* kFooterTail = R"(
 These names are aliases in the arm grammar of `agentkv replay --arms`: lru is baseline,
 per_conversation is +per-conversation, demote_pN is +subagent-demotion=N, session_release
 is +lifecycle. Any arm of that grammar that needs no fleet runs here too, for example
-infinite-cache or +subagent-demotion=20+lifecycle, and:
-  oracle             offline-optimal eviction (Belady's MIN): knowing every future request,
-                     evict the block whose next use is farthest away (the deeper one on
-                     ties). No policy at this capacity computes fewer tokens: the bound
-                     every arm is judged against (--arms lru,...,oracle; not a default arm)
-  +gap-retention     gap-aware retention: evict by finish time less the pause each session is
-                     expected to take (learned from the trace's pause kinds as it runs); an
-                     ended session's blocks first (--arms lru,+gap-retention)
+infinite-cache or +subagent-demotion=20+lifecycle.
 
 Output: two header lines (traces, requests, unique blocks, capacity, timeline), then one row
 per arm:
@@ -155,7 +168,13 @@ void PrintTable(const sim::AgenticReplayResult& r, const std::vector<std::string
 
 AgenticCurveCommand::AgenticCurveCommand(CLI::App& app) {
   command_ = app.add_subcommand(kName, kDescription);
-  command_->footer(kFooter);
+  command_->footer(std::string(kFooterIntro) +
+                   FormatArmsHelp(fmt::format("Arms (each a fresh cache of the same capacity; "
+                                              "default: these {}; --arms picks any, in the "
+                                              "order given)",
+                                              sim::AgenticCurveArmNames().size()),
+                                  sim::AgenticCurveArmNames(), kArmHelp, "Run only when named") +
+                   kFooterTail);
   command_
       ->add_option(
           "--traces", trace_paths_,

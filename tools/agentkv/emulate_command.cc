@@ -9,6 +9,7 @@
 
 #include "agentkv/base/bounds.h"
 #include "agentkv/engine/cost_model.h"
+#include "agentkv/engine/stall_offload_policy.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "tools/agentkv/cli_support.h"
 
@@ -148,12 +149,15 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
                                    .finished_subagent_min_idle_s = finished_subagent_min_idle_s_,
                                    .eviction_order = eviction_order_},
                    unpaced_, hicache_tokens_);
-    mode->add_flag("--stall-offload", stall_offload_,
-                   "Move a paused session's KV to the host tier under memory pressure and back "
-                   "before its predicted return (needs --hicache-tokens and "
-                   "--enable-session-radix-cache; requests name their pause with "
-                   "agentkv_pause: tool_call, subagent_wait, human_turn or session_end); default "
-                   "off, with pressure 0.95, quantile 0.25 and a least stall of 2 s");
+    const engine::StallOffloadOptions stall;
+    mode->add_flag(
+        "--stall-offload", stall_offload_,
+        fmt::format("Move a paused session's KV to the host tier under memory pressure and back "
+                    "before its predicted return (needs --hicache-tokens and "
+                    "--enable-session-radix-cache; requests name their pause with "
+                    "agentkv_pause: tool_call, subagent_wait, human_turn or session_end); default "
+                    "off, with pressure {:g}, quantile {:g} and a least stall of {:g} s",
+                    stall.pressure_threshold, stall.return_quantile, stall.min_stall.seconds()));
   }
   for (CLI::App* mode : {router_, fleet_}) {
     AddRouterPolicyOption(*mode, "--policy", policy_,

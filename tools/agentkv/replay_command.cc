@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "agentkv/report/replay_report.h"
+#include "agentkv/sim/replay_arms.h"
+#include "tools/agentkv/arm_help.h"
 #include "tools/agentkv/cli_support.h"
 #include "tools/agentkv/progress_line.h"
 
@@ -19,11 +21,12 @@ constexpr const char* kDescription =
     "Replay an agentic workload through a simulated SGLang fleet under several policy arms "
     "and report, side by side, what each agentkv feature buys";
 
-constexpr const char* kFooter = R"(What it does:
+// The footer before the arms; {kv} is the synthetic workload's default KV per engine.
+constexpr const char* kFooterIntro = R"(What it does:
   Builds a simulated fleet (--num-engines engines behind an sgl-router model; each engine is
   agentkv's step scheduler over its KV cache manager, priced by an analytic cost model) with
   the agentkv gateway in front (program-aware admission fed by engine gauges polled every
-  2 s, and the session lifecycle planner), then replays the workload through it once per arm,
+  2 s, and the session lifecycle), then replays the workload through it once per arm,
   in simulated time. Agents are closed loop: a session sends its next request only after its
   previous response plus the recorded tool or human gap; sub-agents spawn and are joined as
   the trace says. Same inputs, same output (the JSON is byte-identical).
@@ -32,12 +35,15 @@ Workloads (--workload):
   synthetic  the embedded default: seeded sessions fitted to the public Claude Code traces
              (--sessions, --context-scale, --session-interarrival-s, --seed); the tools and
              system prompt is shared by every session. Without --max-total-tokens each engine
-             gets 262144 tokens of KV, a KV-constrained point.
+             gets {kv} tokens of KV, a KV-constrained point.
   weka       WEKA Claude Code JSON traces (--trace files or directories); conversations start
              as a Poisson process of mean --session-interarrival-s (default 60) seeded by
-             --seed; --shared-prefix-blocks N shares block ids below N across files. A
-             sub-agent spawns at its entry's t (its completion) minus duration_ms; the
+             --seed; --shared-prefix-blocks N shares block ids below N across files.
+             Files may be gzip (*.json.gz). A sub-agent spawns at its entry's t (its
+             completion) minus duration_ms (at t when duration_ms is absent or null); the
              parent's next request waits for it unless its status is async_launched.
+             Optional fields a file leaves out or sets to null get their documented
+             fallback; the report says how many (one `trace:` line per kind).
              --subagent-models exclude leaves out sub-agents on another model than their
              main agent (e.g. Haiku helpers of an Opus session); default share.
   mooncake   Mooncake JSONL (--trace), open loop by timestamp, 512-token blocks.
@@ -50,33 +56,56 @@ Workloads (--workload):
              The table opens with the rollout group (step makespan, GPU busy fraction,
              KV token usage, queueing).
 
-Arms (--arms, comma-separated; default: all eight):
-  baseline            SGLang default: prefix reuse, LRU, no lifecycle, no admission
-  +lifecycle          close each session on every engine when it ends (--session-close-mode)
-  +admission          program-aware admission: token ledger and global FIFO
-  +subagent-demotion  demote a finished sub-agent's KV when its parent returns, on every
-                      engine (--agentic-subagent-demotion-delivery; parent-engine: only
-                      the engine the parent's request lands on, as the seed)
-  +host-tier          a host KV tier of --hicache-ratio x the device tier
-  all                 the four features above together
-  continuum           Continuum: cost-aware TTL pins after tool-call turns, learned per
-                      pause class (--continuum-memory-price), program-level FCFS
-  +stall-offload      with +host-tier: a paused session's KV moves to the host tier under
-                      memory pressure and is prefetched before its predicted return
-                      (--stall-offload-pressure, -quantile, -min-stall-s); not a default arm
-  infinite-cache      enough device KV for the whole workload (the upper bound)
-  oracle              clairvoyant eviction: evicts the block whose next use (each agent's future
-                      requests in recorded order, timed by the recorded gaps) is farthest away;
-                      no host tier; not a default arm (docs/REPLAY.md, the oracle arm)
-  Also fixed-ttl: pin a session's KV for --fixed-ttl-s after every tool-call turn (the
-  former continuum-ttl, a name now refused).
-  Features combine: "baseline+host-tier", "+lifecycle+admission", "all+continuum".
-  Also +per-conversation (retention alone), +subagent-demotion=P (priority P) and
-  +gap-retention (evict within a priority by finish time less the pause each session is
-  expected to take, learned online per pause kind; an ended session's blocks first); the
-  agentic-curve names (lru, per_conversation, demote_p1, ...) are aliases.
-  Also +admission-v2: admission v2 (uncached reservations, per-engine budget and waiting,
-  continuing sessions first; --agentic-admission-program-window-s), instead of +admission.
+)";
+
+// What each arm of --arms does, for the Arms section of --help (FormatArmsHelp): the default
+// arms, in any order (the section lists them in the order they run), then arms and features
+// that run only when named.
+constexpr ArmHelp kArmHelp[] = {
+    {"baseline", "SGLang default: prefix reuse, LRU, no lifecycle, no admission"},
+    {"+lifecycle", "close each session on every engine when it ends (--session-close-mode)"},
+    {"+admission", "program-aware admission: token ledger and global FIFO"},
+    {"+admission-v2",
+     "admission v2: uncached reservations, per-engine budget and waiting, continuing\n"
+     "sessions first (--agentic-admission-program-window-s); instead of +admission"},
+    {"+subagent-demotion",
+     "demote a finished sub-agent's KV when its parent returns, on every engine\n"
+     "(--agentic-subagent-demotion-delivery; parent-engine: only the engine the\n"
+     "parent's request lands on, as the seed)"},
+    {"+gap-retention",
+     "evict within a priority by finish time less the pause each session is expected\n"
+     "to take, learned online per pause kind; an ended session's blocks first"},
+    {"+host-tier", "a host KV tier of --hicache-ratio x the device tier"},
+    {"+stall-offload+host-tier",
+     "a paused session's KV moves to the host tier under memory pressure and is\n"
+     "prefetched before its predicted return (--stall-offload-pressure, -quantile,\n"
+     "-min-stall-s); +stall-offload needs +host-tier"},
+    {"all", "lifecycle, admission, subagent-demotion and host-tier together"},
+    {"agentkv",
+     "the recommended set without a host tier: lifecycle, subagent-demotion,\n"
+     "admission-v2, gap-retention (docs/RESULTS.md)"},
+    {"agentkv+host-tier", "the recommended set with the host tier"},
+    {"continuum",
+     "Continuum: cost-aware TTL pins after tool-call turns, learned per pause class\n"
+     "(--continuum-memory-price), program-level FCFS (--continuum-program-fcfs)"},
+    {"oracle",
+     "clairvoyant eviction: evicts the block whose next use (each agent's future\n"
+     "requests in recorded order, timed by the recorded gaps) is farthest away; no\n"
+     "host tier, no features (docs/REPLAY.md, the oracle arm)"},
+    {"infinite-cache", "enough device KV for the whole workload (the upper bound)"},
+    {"fixed-ttl",
+     "pin a session's KV for --fixed-ttl-s after every tool-call turn (the former\n"
+     "continuum-ttl, a name now refused)"},
+    {"+per-conversation",
+     "per-conversation retention alone: a turn's blocks no one else uses are dropped\n"
+     "when its retention record falls out"},
+    {"+subagent-demotion=P", "+subagent-demotion to priority P in [0, 100]"},
+};
+
+// The footer after the arms.
+constexpr const char* kFooterTail = R"(
+Features combine: "baseline+host-tier", "+lifecycle+admission", "all+continuum"; the
+agentic-curve names (lru, per_conversation, demote_p1, ...) are aliases.
 
 Output:
   stdout   the arm table, with each arm's change against baseline in parentheses
@@ -89,7 +118,7 @@ Config files: --config FILE reads the same flags from a TOML or INI file, under 
 section, one `flag-name = value` line each (lists as ["a", "b"]), e.g.
   [replay]
   workload = "weka"
-  trace = ["traces/weka"]
+  trace = ["data/weka"]
   arms = ["baseline", "+host-tier", "all"]
   num-engines = 4
 Flags on the command line win over the file. An unknown section or key is an error naming
@@ -102,7 +131,13 @@ Exit codes: 0 success; 2 bad flags or trace (one `agentkv replay: error:` line o
 
 ReplayCommand::ReplayCommand(CLI::App& app) {
   command_ = app.add_subcommand(kName, kDescription);
-  command_->footer(kFooter);
+  command_->footer(
+      fmt::format(fmt::runtime(kFooterIntro), fmt::arg("kv", kDefaultSyntheticMaxTotalTokens)) +
+      FormatArmsHelp(fmt::format("Arms (--arms, comma-separated; default: these {}, run in "
+                                 "this order)",
+                                 sim::DefaultArmNames().size()),
+                     sim::DefaultArmNames(), kArmHelp, "Run only when named") +
+      kFooterTail);
   flags_.Add(*command_);
 }
 

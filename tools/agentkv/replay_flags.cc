@@ -32,7 +32,6 @@ namespace {
 constexpr int64_t kDefaultSessions = 48;
 constexpr double kDefaultContextScale = 0.5;
 constexpr double kDefaultSessionInterarrivalS = 15.0;
-constexpr int64_t kDefaultSyntheticMaxTotalTokens = 262144;
 constexpr double kDefaultWekaInterarrivalS = 60.0;
 
 // Checks before the run that `path` (named by `flag`) can be written: not a directory, and its
@@ -139,9 +138,10 @@ void ReplayFlags::Add(CLI::App& c) {
       ->capture_default_str()
       ->group(fleet_group);
   max_total_tokens_option_ =
-      c.add_option(
-           "--max-total-tokens", options_.engine.kv_pool.max_total_tokens,
-           "Device KV tokens per engine; 0 = from the cost model (synthetic default: 262144)")
+      c.add_option("--max-total-tokens", options_.engine.kv_pool.max_total_tokens,
+                   fmt::format("Device KV tokens per engine; 0 = from the cost model (synthetic "
+                               "default: {})",
+                               kDefaultSyntheticMaxTotalTokens))
           ->type_name("N")
           ->group(fleet_group);
   c.add_option("--hicache-ratio", options_.engine.kv_pool.hicache_ratio,
@@ -167,7 +167,9 @@ void ReplayFlags::Add(CLI::App& c) {
       ->group(fleet_group);
 
   const std::string arms_group = "Arms";
-  c.add_option("--arms", arms_, "Comma-separated arms (default: all eight, see below)")
+  c.add_option("--arms", arms_,
+               fmt::format("Comma-separated arms (default: the {} listed below)",
+                           sim::DefaultArmNames().size()))
       ->delimiter(',')
       ->type_name("LIST")
       ->group(arms_group);

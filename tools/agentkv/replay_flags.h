@@ -25,6 +25,10 @@
 
 namespace agentkv::tools {
 
+// Device KV tokens per engine of the synthetic workload without --max-total-tokens: small
+// enough that KV, not compute, is the constraint, so the arms differ.
+inline constexpr int64_t kDefaultSyntheticMaxTotalTokens = 262144;
+
 // A replay ready to run: the workload (agentic or open loop), the options with their arms,
 // and where the reports go.
 struct ReplayPlan {

@@ -19,6 +19,15 @@
 
 namespace agentkv::protocol {
 
+// The SGLang release agentkv targets, as its /server_info `version` reads: the release seed 000
+// pins, with the session radix cache (--enable-session-radix-cache, which on current builds
+// needs SGLANG_ENABLE_UNIFIED_RADIX_TREE=1) and --radix-eviction-policy priority
+// (docs/GATEWAY.md, "Engine prerequisites").
+inline constexpr std::string_view kSupportedSglangVersion = "0.5.15.post1";
+// The `version` agentkv's engine emulator reports (service/emulator): what it emulates is
+// kSupportedSglangVersion's protocol.
+inline constexpr std::string_view kEmulatorVersion = "agentkv-emulator";
+
 // The fields agentkv checks, plus everything else the engine reported (minus secrets).
 // Absent fields keep the defaults below, which are SGLang's defaults.
 struct ServerInfo {

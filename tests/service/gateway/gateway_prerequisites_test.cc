@@ -14,6 +14,7 @@ protocol::ServerInfo Info(bool session_cache, std::string policy, bool metrics) 
   info.enable_session_radix_cache = session_cache;
   info.radix_eviction_policy = std::move(policy);
   info.enable_metrics = metrics;
+  info.version = std::string(protocol::kSupportedSglangVersion);
   return info;
 }
 
@@ -30,6 +31,32 @@ TEST(CheckPrerequisitesTest, AFleetWithEveryFlagKeepsBothFeatures) {
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_TRUE(outcome->lifecycle);
   EXPECT_TRUE(outcome->admission);
+  EXPECT_TRUE(outcome->warnings.empty());
+}
+
+// An engine of another SGLang release (or one that reports none) is a warning, never a refusal;
+// the supported release and the emulator pass silently.
+TEST(CheckPrerequisitesTest, AnotherSglangVersionWarnsOnly) {
+  protocol::ServerInfo old = Info(true, "priority", true);
+  old.version = "0.5.9";
+  StatusOr<PrerequisiteOutcome> outcome =
+      CheckPrerequisites(Fleet(old), true, true, PrerequisitePolicy::kRefuse);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_TRUE(outcome->lifecycle);
+  EXPECT_TRUE(outcome->admission);
+  ASSERT_EQ(outcome->warnings.size(), 1u);
+  EXPECT_EQ(outcome->warnings[0],
+            "event=engine_version engine=http://b:2 version=\"0.5.9\" "
+            "supported=\"0.5.15.post1\" note=\"agentkv is checked against this SGLang release; "
+            "others differ in what /close_session frees and in their metrics\"");
+  old.version = "";
+  outcome = CheckPrerequisites(Fleet(old), false, true, PrerequisitePolicy::kDisable);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  ASSERT_EQ(outcome->warnings.size(), 1u);
+  EXPECT_NE(outcome->warnings[0].find("version=\"unreported\""), std::string::npos);
+  old.version = std::string(protocol::kEmulatorVersion);
+  outcome = CheckPrerequisites(Fleet(old), true, true, PrerequisitePolicy::kRefuse);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_TRUE(outcome->warnings.empty());
 }
 

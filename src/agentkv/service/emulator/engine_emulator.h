@@ -53,6 +53,7 @@
 #include "agentkv/base/status.h"
 #include "agentkv/net/http_server.h"
 #include "agentkv/net/router.h"
+#include "agentkv/protocol/server_info.h"
 #include "agentkv/service/emulator/bounded_log.h"
 #include "agentkv/service/emulator/engine_runtime.h"
 #include "agentkv/service/emulator/lru_map.h"
@@ -71,7 +72,7 @@ struct EngineEmulatorOptions {
   // The model_name label and /model_info's model_path. Default: the runtime's model preset.
   std::string served_model_name;
   // /server_info's version. Default: "agentkv-emulator".
-  std::string version = "agentkv-emulator";
+  std::string version = std::string(protocol::kEmulatorVersion);
   // Control requests kept for GET /agentkv/requests (the newest ones). Default: 4096.
   // Range: [0, 2^24].
   int64_t max_recorded_requests = 4096;

@@ -45,6 +45,15 @@ StatusOr<PrerequisiteOutcome> CheckPrerequisites(const std::vector<EngineServerI
       continue;
     }
     const protocol::ServerInfo& info = *engine.info;
+    if (info.version != protocol::kSupportedSglangVersion &&
+        info.version != protocol::kEmulatorVersion) {
+      outcome.warnings.push_back(
+          "event=engine_version engine=" + engine.engine + " version=\"" +
+          (info.version.empty() ? std::string("unreported") : info.version) + "\" supported=\"" +
+          std::string(protocol::kSupportedSglangVersion) +
+          "\" note=\"agentkv is checked against this SGLang release; others differ in what "
+          "/close_session frees and in their metrics\"");
+    }
     if (lifecycle) {
       if (!info.enable_session_radix_cache) {
         AGENTKV_RETURN_IF_ERROR(missing(engine.engine, "--enable-session-radix-cache",

@@ -1,9 +1,12 @@
 // The gateway's startup check of the engine flags its features need, from each engine's
-// GET /server_info (sglang-protocol.md section 7):
+// GET /server_info (docs/PROTOCOL.md section 7):
 //   --agentic-session-lifecycle needs enable_session_radix_cache, and the seed pairs it with
 //     radix_eviction_policy "priority" ("lru" only warns: without request priorities SGLang's
 //     priority policy orders exactly like LRU; any other policy is a violation);
-//   --agentic-program-admission needs enable_metrics (the ledger reads /metrics).
+//   --agentic-program-admission needs enable_metrics (the ledger reads /metrics);
+//   an engine whose `version` is not protocol::kSupportedSglangVersion (nor the emulator's)
+//     only warns: agentkv is checked against that release, and others differ in what a close
+//     frees and in their metrics.
 // Under PrerequisitePolicy::kRefuse the first violation fails the start; under kDisable the
 // feature is turned off with a warning. A pure function over what was fetched; thread-safe.
 #ifndef AGENTKV_SERVICE_GATEWAY_GATEWAY_PREREQUISITES_H_

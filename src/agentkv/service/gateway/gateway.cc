@@ -313,7 +313,9 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
       control::AttemptSpec{.awaits_admission = needs_admission,
                            .streamed = client->stream,
                            .prompt_tokens = EstimatePromptTokens(*client, *prompt_tokens)});
-  if (!rid.ok() && rid.status().code() == StatusCode::kResourceExhausted) {
+  // Unavailable: --max-sessions sessions, all busy or retained. Not the upstream's fault.
+  if (!rid.ok() && (rid.status().code() == StatusCode::kUnavailable ||
+                    rid.status().code() == StatusCode::kResourceExhausted)) {
     return refuse(GatewayError::kOverloaded, rid.status().message());
   }
   if (!rid.ok()) return refuse(ErrorFor(rid.status()), rid.status().message());

@@ -129,6 +129,23 @@ TEST(HeaderParsingTest, ProtectedScopeAndPromptTokens) {
   EXPECT_FALSE(ParsePromptTokensHeader("12x").ok());
 }
 
+// X-Agentkv-Session-Retain sets (1, true), clears (0, false) or leaves (absent) the session's
+// retention; anything else is a 400 naming the header and the value.
+TEST(HeaderParsingTest, RetainSetsClearsOrLeavesTheMark) {
+  EXPECT_EQ(*ParseRetainHeader(""), std::nullopt);
+  EXPECT_EQ(*ParseRetainHeader("1"), true);
+  EXPECT_EQ(*ParseRetainHeader("True"), true);
+  EXPECT_EQ(*ParseRetainHeader("0"), false);
+  EXPECT_EQ(*ParseRetainHeader("FALSE"), false);
+  EXPECT_EQ(
+      ParseRetainHeader("yes").status(),
+      InvalidArgumentError("X-Agentkv-Session-Retain: expected 1, true, 0 or false, got \"yes\""));
+  EXPECT_EQ(
+      ParseRetainHeader(std::string(100, 'x')).status().message().size(),
+      std::string("X-Agentkv-Session-Retain: expected 1, true, 0 or false, got \"\"").size() + 64)
+      << "a hostile value is not echoed whole";
+}
+
 // Token counts from a header or a body are range-checked where they enter: the bound itself
 // passes, one past it, int64's limit and beyond are a 400 naming the field and the value.
 TEST(HeaderParsingTest, TokenCountsAreBoundedWhereTheyEnter) {
@@ -363,6 +380,7 @@ TEST(HttpStatusTest, OneMappingForEveryGatewayError) {
   EXPECT_EQ(HttpStatusFor(GatewayError::kUnauthorized), 401);
   EXPECT_EQ(HttpStatusFor(GatewayError::kShuttingDown), 503);
   EXPECT_EQ(HttpStatusFor(GatewayError::kOverloaded), 503);
+  EXPECT_EQ(HttpStatusFor(GatewayError::kTooManyRequests), 429);
   EXPECT_EQ(HttpStatusFor(GatewayError::kClientGone), 499);
 }
 

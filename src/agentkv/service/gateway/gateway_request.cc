@@ -327,6 +327,17 @@ StatusOr<bool> ParseProtectedHeader(std::string_view value) {
   return InvalidArgumentError(std::string(kProtectedHeader) + ": expected 1, true, 0 or false");
 }
 
+StatusOr<std::optional<bool>> ParseRetainHeader(std::string_view value) {
+  const std::string lower = Lower(value);
+  if (lower.empty()) return std::optional<bool>();
+  if (lower == "1" || lower == "true") return std::optional<bool>(true);
+  if (lower == "0" || lower == "false") return std::optional<bool>(false);
+  constexpr size_t kMaxEchoedBytes = 64;
+  return InvalidArgumentError(std::string(kRetainHeader) +
+                              ": expected 1, true, 0 or false, got \"" +
+                              std::string(value.substr(0, kMaxEchoedBytes)) + "\"");
+}
+
 StatusOr<bool> ParseScopeHeader(std::string_view value) {
   if (value.empty() || value == "train") return true;
   if (value == "eval") return false;
@@ -488,6 +499,8 @@ int HttpStatusFor(GatewayError error) {
       return 409;
     case GatewayError::kPayloadTooLarge:
       return 413;
+    case GatewayError::kTooManyRequests:
+      return 429;
     case GatewayError::kClientGone:
       return 499;
     case GatewayError::kInternal:

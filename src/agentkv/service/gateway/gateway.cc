@@ -20,8 +20,7 @@ namespace agentkv::service {
 namespace gateway_internal {
 
 net::Response JsonError(const net::Request& request, GatewayError error, std::string_view message) {
-  const int code = HttpStatusFor(error);
-  return net::MakeErrorResponse(request, static_cast<http::status>(code), message);
+  return ErrorResponse(request, error, message);
 }
 
 // An upstream's buffered answer as the gateway's reply to `request`: status, body and

@@ -6,6 +6,7 @@
 #include <optional>
 #include <tuple>
 
+#include "agentkv/net/error_body.h"
 #include "agentkv/protocol/endpoints.h"
 #include "agentkv/protocol/json_util.h"
 #include "agentkv/protocol/prometheus.h"
@@ -97,6 +98,10 @@ void Gateway::Core::HandleClose(net::Request request, std::shared_ptr<net::Respo
     net::Response response =
         net::MakeErrorResponse(request, http::status::method_not_allowed, "use POST");
     response.set(http::field::allow, "POST");
+    // As every 4xx the gateway answers itself but 429: the same request fails again.
+    response.set(
+        boost::beast::string_view(net::kShouldRetryHeader.data(), net::kShouldRetryHeader.size()),
+        "false");
     return writer->Reply(std::move(response));
   }
   if (!Authorized(request)) {

@@ -8,6 +8,7 @@
 
 #include "agentkv/base/bounds.h"
 #include "agentkv/control/reservation.h"
+#include "agentkv/net/error_body.h"
 #include "agentkv/net/http_status.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/protocol/json_splice.h"
@@ -514,6 +515,38 @@ int HttpStatusFor(GatewayError error) {
       return 504;
   }
   return 500;
+}
+
+std::optional<bool> ShouldRetry(GatewayError error) {
+  switch (error) {
+    case GatewayError::kBadRequest:
+    case GatewayError::kUnauthorized:
+    case GatewayError::kNotFound:
+    case GatewayError::kSessionClosing:
+    case GatewayError::kPayloadTooLarge:
+      return false;
+    case GatewayError::kTooManyRequests:
+    case GatewayError::kClientGone:
+    case GatewayError::kInternal:
+    case GatewayError::kUpstreamFailed:
+    case GatewayError::kShuttingDown:
+    case GatewayError::kOverloaded:
+    case GatewayError::kUpstreamTimeout:
+      break;
+  }
+  return std::nullopt;
+}
+
+net::Response ErrorResponse(const net::Request& request, GatewayError error,
+                            std::string_view message) {
+  net::Response response = net::MakeErrorResponse(
+      request, static_cast<net::http::status>(HttpStatusFor(error)), message);
+  if (const std::optional<bool> retry = ShouldRetry(error)) {
+    response.set(
+        boost::beast::string_view(net::kShouldRetryHeader.data(), net::kShouldRetryHeader.size()),
+        *retry ? "true" : "false");
+  }
+  return response;
 }
 
 GatewayError ErrorFor(const Status& status) {

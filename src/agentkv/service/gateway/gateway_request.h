@@ -267,6 +267,21 @@ enum class GatewayError : uint8_t {
 
 int HttpStatusFor(GatewayError error);
 
+// Whether a client should retry `error`'s answer, which the answer tells the OpenAI SDKs with
+// `x-should-retry` (net::kShouldRetryHeader). false where the same request cannot succeed later
+// (400, 401, 404, 413: nothing about it changes) or where a retry would do harm (409: its session
+// was closed, and a retry would silently open a new incarnation of the session the client just
+// closed). nullopt, no header, where a retry later can succeed, so the SDK's own rule (retry 429
+// and >= 500) is right: 429 (a retained session may be closed meanwhile), 5xx (shutdown, the
+// session cap full of busy sessions, upstream failures and timeouts).
+std::optional<bool> ShouldRetry(GatewayError error);
+
+// The gateway's own error answer to `request`: HttpStatusFor(error), the error body of the
+// request's API family (net::ErrorBodyFor) with `message`, and `x-should-retry` when
+// ShouldRetry(error) has a value. Every error the gateway answers itself is built here.
+net::Response ErrorResponse(const net::Request& request, GatewayError error,
+                            std::string_view message);
+
 // The error for a failed Status, by the shared net::HttpStatusFor: InvalidArgument ->
 // kBadRequest, ResourceExhausted -> kPayloadTooLarge, NotFound -> kNotFound,
 // FailedPrecondition / AlreadyExists -> kSessionClosing (409), DeadlineExceeded ->

@@ -1,7 +1,8 @@
 // Tests of GatewayFlow: attempt rids, admission verdicts and leases, dispatch identity, the
 // close protocol (cancel, abort, drain, close, answer), the drain timeout, client departures,
-// idle sessions and the session cap, both key types, and a randomized model-based run that
-// checks every emitted action against a small reference of what the flow may do.
+// idle sessions and the session cap, retained sessions, both key types, a randomized
+// model-based run that checks every emitted action against a small reference of what the flow
+// may do, and one that compares sessions, retention and the cap with a reference model.
 #include "agentkv/control/gateway_flow.h"
 
 #include <gmock/gmock.h>
@@ -284,8 +285,7 @@ TEST_F(GatewayFlowTest, IdleSessionsEndAndTheCapEvictsTheLongestIdle) {
   EXPECT_THAT(Actions(), ElementsAre("close a"));
   EXPECT_EQ(flow().evicted(), 1);
   const std::string b = Begin("b", "rb");  // "b" is busy now; so is "c": "d" is refused.
-  EXPECT_EQ(flow().BeginAttempt("d", "rd", {}, now_).status().code(),
-            StatusCode::kResourceExhausted);
+  EXPECT_EQ(flow().BeginAttempt("d", "rd", {}, now_).status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(flow().refused(), 1);
   EXPECT_EQ(flow().active_sessions(), 2);
   Finish(b);
@@ -294,6 +294,257 @@ TEST_F(GatewayFlowTest, IdleSessionsEndAndTheCapEvictsTheLongestIdle) {
   EXPECT_EQ(flow().Sweep(now_ + At(60)), 2);
   EXPECT_THAT(Actions(), ElementsAre("close b", "close c"));
   flow().CheckInvariants();
+}
+
+AttemptSpec Retain(std::optional<bool> retain) { return AttemptSpec{.retain = retain}; }
+
+// A retained session (a partial rollout kept across steps) outlives the idle timeout and is
+// never the session the cap ends; a plain one beside it is ended by both.
+TEST_F(GatewayFlowTest, ARetainedSessionOutlivesTheIdleTimeoutAndIsNeverEvicted) {
+  GatewayFlowOptions options;
+  options.lifecycle = true;
+  options.idle_timeout = At(60);
+  options.max_sessions = 3;
+  options.max_retained_sessions = 2;
+  flow_.emplace(options);
+  StatusOr<std::string> kept = flow().BeginAttempt("kept", "r", Retain(true), now_);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_TRUE(flow().retained("kept"));
+  EXPECT_EQ(flow().retained_sessions(), 1);
+  Finish(*kept);
+  Finish(Begin("plain", "r"));
+  EXPECT_EQ(flow().NextIdleDeadline(), now_ + At(60)) << "only the plain session can idle out";
+  EXPECT_EQ(flow().Sweep(now_ + At(600)), 1);
+  EXPECT_THAT(Actions(), ElementsAre("close plain"));
+  ASSERT_TRUE(flow().OnCloseOutcome("plain", true).ok());
+  EXPECT_EQ(*flow().phase("kept"), SessionPhase::kActive);
+  EXPECT_EQ(flow().NextIdleDeadline(), std::nullopt);
+
+  // At the cap the idle plain session makes room, never the retained one, idle for longer.
+  now_ = now_ + At(600);
+  const std::string busy = Begin("busy", "r");
+  now_ = now_ + At(1);
+  Finish(Begin("idle", "r"));
+  now_ = now_ + At(1);
+  const std::string fresh = Begin("fresh", "r");
+  EXPECT_THAT(Actions(), ElementsAre("close idle"));
+  EXPECT_EQ(flow().evicted(), 1);
+  // Now every session is busy or retained: a newcomer is refused (503), retry later.
+  const StatusOr<std::string> refused = flow().BeginAttempt("late", "r", {}, now_);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("1 retained"));
+  EXPECT_EQ(flow().refused(), 1);
+  EXPECT_EQ(*flow().phase("kept"), SessionPhase::kActive);
+  Finish(busy);
+  Finish(fresh);
+  // Only an explicit close ends it, closing it on every engine like any other session.
+  Close("kept", 9);
+  EXPECT_THAT(Actions(), ElementsAre("close kept"));
+  EXPECT_EQ(flow().retained_sessions(), 0);
+  EXPECT_FALSE(flow().retained("kept"));
+  ASSERT_TRUE(flow().OnCloseOutcome("kept", true).ok());
+  EXPECT_THAT(Actions(), ElementsAre("answer 9 kept closed aborted=0"));
+  // The next incarnation starts unretained.
+  Finish(Begin("kept", "again"));
+  EXPECT_FALSE(flow().retained("kept"));
+  flow().CheckInvariants();
+}
+
+// Retention belongs to the incarnation: any later request may set or clear it, a request
+// without the mark leaves it; once cleared, the idle timeout applies again.
+TEST_F(GatewayFlowTest, AnyRequestOfTheSessionSetsOrClearsItsRetention) {
+  Make();
+  StatusOr<std::string> rid = flow().BeginAttempt("s", "a", Retain(true), now_);
+  ASSERT_TRUE(rid.ok());
+  Finish(*rid);
+  Finish(Begin("s", "b"));  // No mark: still retained.
+  EXPECT_TRUE(flow().retained("s"));
+  EXPECT_EQ(flow().Sweep(now_ + At(3600)), 0);
+  rid = flow().BeginAttempt("s", "c", Retain(false), now_);
+  ASSERT_TRUE(rid.ok());
+  EXPECT_FALSE(flow().retained("s"));
+  EXPECT_EQ(flow().retained_sessions(), 0);
+  EXPECT_EQ(flow().Sweep(now_ + At(3600)), 0) << "busy: not idle";
+  Finish(*rid);
+  EXPECT_EQ(flow().NextIdleDeadline(), now_ + At(60));
+  EXPECT_EQ(flow().Sweep(now_ + At(60)), 1);
+  EXPECT_THAT(Actions(), ElementsAre("close s"));
+}
+
+// The bound on retained sessions: a mark past it is refused and changes nothing (the session is
+// not even opened); marks already held, clearing, and unmarked requests always pass.
+TEST_F(GatewayFlowTest, RetentionPastItsBoundIsRefusedAndChangesNothing) {
+  GatewayFlowOptions options;
+  options.max_sessions = 10;
+  options.max_retained_sessions = 1;
+  flow_.emplace(options);
+  ASSERT_TRUE(flow().BeginAttempt("a", "r", Retain(true), now_).ok());
+  const StatusOr<std::string> refused = flow().BeginAttempt("b", "r", Retain(true), now_);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("--max-retained-sessions 1"));
+  EXPECT_FALSE(flow().Knows("b"));
+  EXPECT_EQ(flow().retain_refused(), 1);
+  EXPECT_EQ(flow().live_attempts(), 1);
+  EXPECT_TRUE(flow().BeginAttempt("a", "again", Retain(true), now_).ok()) << "already retained";
+  EXPECT_TRUE(flow().BeginAttempt("b", "r", {}, now_).ok());
+  EXPECT_TRUE(flow().BeginAttempt("a", "clear", Retain(false), now_).ok());
+  EXPECT_TRUE(flow().BeginAttempt("b", "mark", Retain(true), now_).ok());
+  EXPECT_TRUE(flow().retained("b"));
+  EXPECT_EQ(flow().BeginAttempt(std::nullopt, "r", Retain(true), now_).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(flow().BeginAttempt(std::nullopt, "r", Retain(false), now_).ok());
+  flow().CheckInvariants();
+
+  options.max_retained_sessions = 0;
+  flow_.emplace(options);
+  EXPECT_EQ(flow().BeginAttempt("a", "r", Retain(true), now_).status().code(),
+            StatusCode::kResourceExhausted);
+  options.max_retained_sessions = std::nullopt;
+  EXPECT_EQ(options.RetainedSessionBound(), 5);
+  options.max_retained_sessions = 11;
+  EXPECT_EQ(
+      options.Validate(),
+      InvalidArgumentError("max_retained_sessions must be in [0, max_sessions = 10], got 11"));
+  options.max_retained_sessions = -1;
+  EXPECT_EQ(options.Validate().code(), StatusCode::kInvalidArgument);
+}
+
+// Random begins (with and without a retention mark), finishes, closes and sweeps, compared
+// after every event with a small reference model of the sessions: which are active, draining
+// or ended, which are retained, which one the cap evicts (the longest-idle unretained one,
+// ties by key), which newcomers and marks are refused, and when the next idle sweep is due.
+TEST(GatewayFlowRetentionModelTest, SessionsRetentionAndTheCapFollowTheReference) {
+  for (uint32_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    GatewayFlowOptions options;
+    options.lifecycle = false;  // Ended sessions end at once: the reference stays small.
+    options.idle_timeout = At(20);
+    options.drain_timeout = At(1e6);
+    options.max_sessions = 1 + static_cast<int64_t>(seed % 4);
+    options.max_retained_sessions = std::min<int64_t>(seed % 3, options.max_sessions);
+    options.max_closed_sessions = 3;
+    GatewayFlow<std::string> flow(options);
+
+    struct Ref {
+      bool draining = false;
+      bool retained = false;
+      std::set<std::string> live;
+      TimeNs last_activity;
+    };
+    std::map<std::string, Ref> ref;  // Sessions not ended.
+    std::map<std::string, std::string> session_of;
+    int64_t evicted = 0;
+    int64_t refused = 0;
+    int64_t retain_refused = 0;
+    TimeNs now = At(0);
+    const std::vector<std::string> keys = {"s0", "s1", "s2", "s3", "s4", "s5"};
+    const auto active = [&] {
+      return std::count_if(ref.begin(), ref.end(),
+                           [](const auto& e) { return !e.second.draining; });
+    };
+    const auto retained = [&] {
+      return std::count_if(ref.begin(), ref.end(), [](const auto& e) { return e.second.retained; });
+    };
+    // The idle unretained active session with the oldest last activity (ties by key).
+    const auto oldest_idle = [&]() -> std::optional<std::string> {
+      std::optional<std::string> oldest;
+      for (const auto& [key, s] : ref) {
+        if (s.draining || s.retained || !s.live.empty()) continue;
+        if (!oldest.has_value() || s.last_activity < ref.at(*oldest).last_activity) oldest = key;
+      }
+      return oldest;
+    };
+    // Ends a session that is not retained (the caller cleared the mark).
+    const auto terminate = [&](const std::string& key) {
+      Ref& s = ref.at(key);
+      s.retained = false;
+      s.draining = true;
+      if (s.live.empty()) ref.erase(key);
+    };
+
+    for (int step = 0; step < 500; ++step) {
+      now = now + TimeNs::Millis(std::uniform_int_distribution<int>(0, 3000)(rng));
+      const std::string key = keys[rng() % keys.size()];
+      const int op = std::uniform_int_distribution<int>(0, 9)(rng);
+      if (op <= 4) {
+        std::optional<bool> retain;
+        if (const auto r = rng() % 3; r < 2) retain = r == 0;
+        StatusOr<std::string> rid =
+            flow.BeginAttempt(key, "q" + std::to_string(step), Retain(retain), now);
+        const bool opens = !ref.contains(key);
+        if (!opens && ref.at(key).draining) {
+          ASSERT_EQ(rid.status().code(), StatusCode::kFailedPrecondition);
+        } else if (retain.value_or(false) && (opens || !ref.at(key).retained) &&
+                   retained() >= options.RetainedSessionBound()) {
+          ASSERT_EQ(rid.status().code(), StatusCode::kResourceExhausted) << rid.status();
+          ++retain_refused;
+        } else if (opens && active() >= options.max_sessions && !oldest_idle().has_value()) {
+          ASSERT_EQ(rid.status().code(), StatusCode::kUnavailable) << rid.status();
+          ++refused;
+        } else {
+          ASSERT_TRUE(rid.ok()) << rid.status();
+          if (opens && active() >= options.max_sessions) {
+            terminate(*oldest_idle());
+            ++evicted;
+          }
+          Ref& s = ref[key];
+          s.live.insert(*rid);
+          s.last_activity = now;
+          if (retain.has_value()) s.retained = *retain;
+          session_of[*rid] = key;
+          ASSERT_TRUE(flow.Dispatch(*rid).ok());
+        }
+      } else if (op <= 6) {
+        if (session_of.empty()) continue;
+        auto it = session_of.begin();
+        std::advance(it, static_cast<long>(rng() % session_of.size()));
+        const auto [rid, owner] = *it;
+        session_of.erase(it);
+        flow.Finish(rid, now);
+        Ref& s = ref.at(owner);
+        s.live.erase(rid);
+        s.last_activity = now;
+        if (s.draining && s.live.empty()) ref.erase(owner);
+      } else if (op == 7) {
+        flow.Close(key, TerminalReason::kFinished, static_cast<uint64_t>(step) + 1, now);
+        if (ref.contains(key) && !ref.at(key).draining) terminate(key);
+      } else {
+        flow.Sweep(now);
+        std::vector<std::string> idle;
+        for (const auto& [k, s] : ref) {
+          if (!s.draining && !s.retained && s.live.empty() && now - s.last_activity >= At(20)) {
+            idle.push_back(k);
+          }
+        }
+        for (const std::string& k : idle) terminate(k);
+      }
+      (void)flow.TakeActions();
+      flow.CheckInvariants();
+      for (const std::string& k : keys) {
+        SCOPED_TRACE("step " + std::to_string(step) + " session " + k);
+        const StatusOr<SessionPhase> phase = flow.phase(k);
+        if (!ref.contains(k)) {
+          EXPECT_TRUE(!phase.ok() || *phase == SessionPhase::kTerminal);
+        } else {
+          ASSERT_TRUE(phase.ok());
+          EXPECT_EQ(*phase, ref.at(k).draining ? SessionPhase::kDraining : SessionPhase::kActive);
+        }
+        EXPECT_EQ(flow.retained(k), ref.contains(k) && ref.at(k).retained);
+      }
+      ASSERT_EQ(flow.active_sessions(), active());
+      ASSERT_EQ(flow.retained_sessions(), retained());
+      ASSERT_LE(flow.retained_sessions(), options.RetainedSessionBound());
+      ASSERT_EQ(flow.live_attempts(), static_cast<int64_t>(session_of.size()));
+      ASSERT_EQ(flow.evicted(), evicted);
+      ASSERT_EQ(flow.refused(), refused);
+      ASSERT_EQ(flow.retain_refused(), retain_refused);
+      const std::optional<std::string> next = oldest_idle();
+      ASSERT_EQ(flow.NextIdleDeadline(),
+                next.has_value() ? std::optional<TimeNs>(ref.at(*next).last_activity + At(20))
+                                 : std::nullopt);
+    }
+  }
 }
 
 // A session that lives for many requests keeps bounded memory: ended rids beyond the bound are
@@ -405,8 +656,11 @@ TEST(GatewayFlowModelTest, RandomEventsKeepTheProtocol) {
         std::optional<std::string> session;
         if (op != 0) session = sessions[rng() % sessions.size()];
         const bool admission = rng() % 2 == 0;
-        StatusOr<std::string> rid = flow.BeginAttempt(session, "r" + std::to_string(rng() % 5),
-                                                      {admission, rng() % 2 == 0}, now);
+        AttemptSpec spec{.awaits_admission = admission, .streamed = rng() % 2 == 0};
+        // Retained sessions end only by a close: the drain and close rules hold for them too.
+        if (session.has_value() && rng() % 4 == 0) spec.retain = rng() % 2 == 0;
+        StatusOr<std::string> rid =
+            flow.BeginAttempt(session, "r" + std::to_string(rng() % 5), spec, now);
         if (rid.ok()) live[*rid] = RefAttempt{session, false, admission, std::nullopt};
       } else if (op == 3) {
         const std::string rid = pick();

@@ -3,8 +3,8 @@
 // engine directly and against the gateway in front of an emulated router and engine. Each test
 // asserts the shapes such a client reads: OpenAI's model list, completions, streams with a
 // role chunk and a usage chunk, flat error objects on /v1 routes and SGLang's nested ones
-// elsewhere, cache_salt namespaces, tokenize, /server_info, the RL routes, and the router's and
-// engine's Prometheus series.
+// elsewhere, cache_salt namespaces, tokenize, /server_info, the RL routes, the router's and
+// engine's Prometheus series, and the SDK's retry decision on the gateway's error answers.
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
@@ -533,6 +533,114 @@ TEST(PrometheusCompatTest, TheEngineExportsSglangHistogramsAndHostTierSeries) {
   StatusOr<std::unique_ptr<EngineEmulator>> plain = EngineEmulator::Start(EngineOptions());
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ((*plain)->MetricsText().find("hicache"), std::string::npos);
+}
+
+// openai-python's retry decision (`BaseClient._should_retry`; every SDK generated the same way
+// has it): `x-should-retry` first ("true" retries, "false" does not), then 408, 409, 429 and
+// every status >= 500 are retried, nothing else.
+bool SdkShouldRetry(const net::ClientResponse& response) {
+  for (const auto& [name, value] : response.headers) {
+    if (!boost::beast::iequals(name, "x-should-retry")) continue;
+    if (value == "true") return true;
+    if (value == "false") return false;
+  }
+  return response.status == 408 || response.status == 409 || response.status == 429 ||
+         response.status >= 500;
+}
+
+// The answer without its x-should-retry header: what the SDK would do if the gateway said
+// nothing.
+net::ClientResponse WithoutRetryAdvice(net::ClientResponse response) {
+  std::erase_if(response.headers, [](const auto& header) {
+    return boost::beast::iequals(header.first, "x-should-retry");
+  });
+  return response;
+}
+
+// The OpenAI SDKs retry a 409 by default: a request that raced its session's close would be
+// sent again 0.5 s later and silently open a new incarnation of the session the client just
+// closed. The gateway's real answers over loopback, decided by the SDK's own rule: its 409
+// (session closing) and 400s are not retried; its 503 (every session busy) and 429 (retention
+// bound) still are, where waiting can help.
+TEST(SdkRetryTest, ARequestThatRacedItsSessionsCloseIsNotRetriedButOverloadIs) {
+  FakeEngine engine(/*hold=*/true);
+  engine.SetHung(true);  // Aborts leave the held request running: the close keeps draining.
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {engine.base_url()};
+  options.agentic.agentic_session_lifecycle = true;
+  options.max_sessions = 2;
+  options.max_retained_sessions = 0;
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  const std::string base = gateway->base_url();
+  net::HttpClient client(ClientOptions());
+  std::vector<std::promise<StatusOr<net::ClientResponse>>> held(3);
+  const auto hold = [&](size_t i, const std::string& session) {
+    net::HeaderList headers = SdkHeaders();
+    headers.emplace_back("X-Session-Id", session);
+    client.AsyncRequest(http::verb::post, base, "/generate", headers,
+                        R"({"text": "long task", "rid": "held-)" + std::to_string(i) + R"("})",
+                        [&held, i](StatusOr<net::ClientResponse> r) { held[i].set_value(r); });
+  };
+  hold(0, "agent");
+  ASSERT_TRUE(WaitFor([&] { return engine.held() == 1; }));
+  std::promise<StatusOr<net::ClientResponse>> closed;
+  client.AsyncRequest(http::verb::post, base, "/v1/sessions/agent/close", {}, "",
+                      [&closed](StatusOr<net::ClientResponse> r) { closed.set_value(r); });
+  ASSERT_TRUE(WaitFor([&] {
+    const auto control = engine.control();
+    return !control.empty() && control.front().first == "/abort_request";
+  }));
+
+  // The client's next turn raced the close: 409, and the SDK must not send it again.
+  net::HeaderList session_headers = SdkHeaders();
+  session_headers.emplace_back("X-Session-Id", "agent");
+  const net::ClientResponse raced = SdkCall(client, http::verb::post, base, "/v1/chat/completions",
+                                            Chat("next turn"), session_headers);
+  ASSERT_EQ(raced.status, 409) << raced.body;
+  EXPECT_EQ(json::parse(raced.body).at("type").as_string(), "ConflictError");
+  EXPECT_FALSE(SdkShouldRetry(raced));
+  EXPECT_TRUE(SdkShouldRetry(WithoutRetryAdvice(raced))) << "the header is what stops the SDK";
+
+  // A request that can never be served as it is: not retried either.
+  net::HeaderList sessionless_retain = SdkHeaders();
+  sessionless_retain.emplace_back("X-Agentkv-Session-Retain", "1");
+  const net::ClientResponse bad = SdkCall(client, http::verb::post, base, "/v1/chat/completions",
+                                          Chat("hi"), sessionless_retain);
+  ASSERT_EQ(bad.status, 400) << bad.body;
+  EXPECT_FALSE(SdkShouldRetry(bad));
+
+  // Every session busy (--max-sessions 2): 503, which a retry later may pass.
+  hold(1, "a");
+  hold(2, "b");
+  ASSERT_TRUE(WaitFor([&] { return engine.held() == 3; }));
+  net::HeaderList newcomer = SdkHeaders();
+  newcomer.emplace_back("X-Session-Id", "c");
+  const net::ClientResponse busy =
+      SdkCall(client, http::verb::post, base, "/v1/chat/completions", Chat("hi"), newcomer);
+  ASSERT_EQ(busy.status, 503) << busy.body;
+  EXPECT_TRUE(SdkShouldRetry(busy));
+  // A retention past --max-retained-sessions: 429, retried by the SDK's own rule.
+  net::HeaderList retain = SdkHeaders();
+  retain.emplace_back("X-Session-Id", "a");
+  retain.emplace_back("X-Agentkv-Session-Retain", "1");
+  const net::ClientResponse over =
+      SdkCall(client, http::verb::post, base, "/v1/chat/completions", Chat("hi"), retain);
+  ASSERT_EQ(over.status, 429) << over.body;
+  EXPECT_EQ(json::parse(over.body).at("type").as_string(), "RateLimitError");
+  EXPECT_TRUE(SdkShouldRetry(over));
+
+  while (engine.Answer()) {
+  }
+  for (auto& answer : held) {
+    auto future = answer.get_future();
+    ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  }
+  auto close_answer = closed.get_future();
+  ASSERT_EQ(close_answer.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(close_answer.get()->status, 200);
+  gateway->Shutdown(2s);
 }
 
 }  // namespace

@@ -531,6 +531,82 @@ TEST(GatewayTest, IdleSessionsAreClosedByTheTimer) {
   EXPECT_EQ(gateway->stats().sessions_active, 0);
 }
 
+// X-Agentkv-Session-Retain: 1 (a partial rollout kept across steps): the retained session
+// outlives the idle timeout with its KV on its engine, where a plain session beside it is
+// closed and loses its KV; a mark past --max-retained-sessions is a 429, one without a session
+// a 400; the explicit close ends the retained session on every engine.
+TEST(GatewayTest, ARetainedSessionOutlivesTheIdleTimeoutUntilItsClose) {
+  Fleet fleet = StartFleet(2, "consistent_hashing");
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.router_url = fleet.router->base_url();
+  options.router_policy = SglRouterPolicy::kConsistentHashing;
+  options.agentic.agentic_session_lifecycle = true;
+  options.session_idle_timeout_s = 0.2;
+  options.max_retained_sessions = 1;
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  const auto turn = [&](const std::string& session, int64_t first, int64_t n,
+                        const std::string& retain) {
+    net::HeaderList headers = {{"X-Session-Id", session}};
+    if (!retain.empty()) headers.emplace_back("X-Agentkv-Session-Retain", retain);
+    return Post(
+        client, gateway->base_url(), "/generate",
+        R"({"input_ids": )" + InputIds(first, n) + R"(, "sampling_params": {"max_new_tokens": 4}})",
+        headers);
+  };
+  const auto cached = [](const net::ClientResponse& r) {
+    StatusOr<protocol::GenerateResponse> response = protocol::ParseGenerateResponse(r.body);
+    EXPECT_TRUE(response.ok()) << response.status() << " " << r.body;
+    return response.ok() ? response->meta_info.cached_tokens : -1;
+  };
+  ASSERT_EQ(turn("kept", 1, 256, "1").status, 200);
+  ASSERT_EQ(turn("plain", 5000, 256, "").status, 200);
+  EXPECT_EQ(gateway->stats().sessions_retained, 1);
+
+  // Past the bound, and without a session: refused before anything is reserved or sent.
+  const net::ClientResponse over = turn("other", 9000, 64, "1");
+  EXPECT_EQ(over.status, 429) << over.body;
+  EXPECT_NE(over.body.find("--max-retained-sessions 1"), std::string::npos) << over.body;
+  const net::ClientResponse sessionless =
+      Post(client, gateway->base_url(), "/generate", SmallGenerate("n"),
+           {{"X-Agentkv-Session-Retain", "1"}});
+  EXPECT_EQ(sessionless.status, 400) << sessionless.body;
+  EXPECT_EQ(Post(client, gateway->base_url(), "/generate", SmallGenerate("m"),
+                 {{"X-Session-Id", "x"}, {"X-Agentkv-Session-Retain", "yes"}})
+                .status,
+            400);
+
+  // The idle timeout closes the plain session on every engine, never the kept one.
+  ASSERT_TRUE(WaitFor([&] { return gateway->stats().session_close == 1; }));
+  std::this_thread::sleep_for(600ms);  // Three more idle timeouts.
+  EXPECT_EQ(gateway->stats().session_close, 1);
+  for (const auto& engine : fleet.engines) {
+    EXPECT_EQ(CloseCount(client, engine->base_url(), "plain"), 1);
+    EXPECT_EQ(CloseCount(client, engine->base_url(), "kept"), 0);
+  }
+  EXPECT_EQ(gateway->stats().sessions_active, 1);
+  const std::map<std::string, double> gauges = Gauges(client, gateway->base_url());
+  EXPECT_EQ(gauges.at("agentkv_gateway_sessions_retained"), 1.0);
+  EXPECT_EQ(gauges.at("agentkv_gateway_sessions_retain_refused_total"), 1.0);
+
+  // Back from its long pause, the retained session finds its KV; the closed one does not.
+  EXPECT_GE(cached(turn("kept", 1, 320, "")), 256);
+  EXPECT_EQ(cached(turn("plain", 5000, 320, "")), 0);
+
+  const net::ClientResponse closed =
+      Post(client, gateway->base_url(), "/v1/sessions/kept/close", "");
+  ASSERT_EQ(closed.status, 200) << closed.body;
+  EXPECT_EQ(json::parse(closed.body),
+            json::parse(R"({"session_id":"kept","closed":true,"aborted":0})"));
+  for (const auto& engine : fleet.engines) {
+    EXPECT_EQ(CloseCount(client, engine->base_url(), "kept"), 1) << engine->base_url();
+  }
+  EXPECT_EQ(gateway->stats().sessions_retained, 0);
+  gateway->Shutdown(2s);
+}
+
 TEST(GatewayTest, TheBearerTokenGuardsTheCloseEndpointAndIsNeverForwarded) {
   FakeEngine engine(/*hold=*/false);
   LogCapture logs;

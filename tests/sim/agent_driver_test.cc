@@ -100,10 +100,12 @@ struct Sim {
 
 // `num_engines` engines (default two) of `blocks_per_engine` `block`-token blocks behind a
 // round-robin router, behind a gateway whose session lifecycle (close on every engine at the
-// end of a conversation) is on when `lifecycle`.
+// end of a conversation) is on when `lifecycle`, and which ends sessions idle for
+// `idle_timeout` (0: never).
 std::unique_ptr<Sim> MakeSim(kv::SessionCloseMode mode = kv::SessionCloseMode::kDereference,
                              bool lifecycle = false, int32_t block = kBlock,
-                             int64_t blocks_per_engine = 1024, int32_t num_engines = 2) {
+                             int64_t blocks_per_engine = 1024, int32_t num_engines = 2,
+                             TimeNs idle_timeout = TimeNs(0)) {
   auto sim = std::make_unique<Sim>();
   FleetModelOptions options;
   options.num_engines = num_engines;
@@ -117,6 +119,7 @@ std::unique_ptr<Sim> MakeSim(kv::SessionCloseMode mode = kv::SessionCloseMode::k
   sim->fleet = std::move(*fleet);
   GatewayModelOptions gateway_options;
   gateway_options.agentic.agentic_session_lifecycle = lifecycle;
+  gateway_options.session_idle_timeout = idle_timeout;
   StatusOr<std::unique_ptr<GatewayModel>> gateway =
       GatewayModel::Create(&sim->loop, sim->fleet.get(), gateway_options);
   EXPECT_TRUE(gateway.ok()) << gateway.status();
@@ -362,6 +365,49 @@ TEST(AgentDriverTest, CloseSessionsOnEndFreesSessionKv) {
   EXPECT_GT(tokens, 0);
   EXPECT_LT(closed_used, kept_used);
   EXPECT_EQ(closed_used, 0);
+}
+
+// Two agents pause two minutes for a tool while the gateway ends sessions idle for one. The one
+// the workload marks retained (a partial-rollout trajectory) keeps its session: no close until
+// its end, and its return reuses its whole first prompt. The other is closed during the pause
+// (its KV released) and returns to nothing cached. Without the mark both lose their sessions.
+TEST(AgentDriverTest, ARetainedConversationKeepsItsSessionThroughAPauseLongerThanTheIdleTimeout) {
+  WekaConversation c;
+  c.block_size = kBlock;
+  c.requests = {Req(0, 8, 1, 4), Req(130, 12, 1, 4, /*think=*/120)};
+  AgenticWorkload workload;
+  workload.conversations = {c, c};
+  workload.conversations[0].id = "retained";
+  workload.conversations[1].id = "plain";
+  workload.starts = {TimeNs(0), TimeNs(0)};
+  for (const bool marked : {true, false}) {
+    SCOPED_TRACE(marked ? "first conversation retained" : "no retention");
+    workload.retained = marked ? std::vector<bool>{true, false} : std::vector<bool>{};
+    std::unique_ptr<Sim> sim =
+        MakeSim(kv::SessionCloseMode::kRelease, /*lifecycle=*/true, kBlock, 1024,
+                /*num_engines=*/1, /*idle_timeout=*/TimeNs::Seconds(60));
+    const AgentDriverResult r = Drive(*sim, workload, {});
+    ASSERT_EQ(r.requests_completed, 4);
+    EXPECT_GE(Find(r, 1, 1).submitted - *Find(r, 1, 0).completed, TimeNs::Seconds(120));
+    // Each conversation's first request caches nothing: only its return can hit.
+    EXPECT_EQ(Conv(r, 1).cached_tokens, marked ? 8 * kBlock : 0);
+    EXPECT_EQ(Conv(r, 2).cached_tokens, 0);
+    // Closes on the one engine: the plain session's idle close and its end; the retained one's
+    // end only (without the mark, an idle close too).
+    EXPECT_EQ(sim->gateway->engine_session_closes(), marked ? 3 : 4);
+    // Retained, its end releases the KV it kept. (An engine remembers a closed session, so
+    // without the mark the new incarnation's blocks are not that session's: its end frees
+    // none of them.)
+    if (marked) {
+      EXPECT_GT(Conv(r, 1).closed_session_tokens, 0);
+    }
+    EXPECT_TRUE(sim->gateway->CheckDrained().ok()) << sim->gateway->CheckDrained();
+  }
+  workload.retained = {true};
+  std::unique_ptr<Sim> sim = MakeSim();
+  EXPECT_EQ(RunAgentWorkload(&sim->loop, sim->gateway.get(), workload, {}).status().code(),
+            StatusCode::kInvalidArgument)
+      << "one retention mark per conversation";
 }
 
 TEST(AgentDriverTest, TwoRunsAreIdentical) {

@@ -1,7 +1,7 @@
 // Tests of GatewayModel: pass-through with every feature off, the session lifecycle (session
-// attached on generate, closed on every engine), program admission (FIFO, aged bypass, lease
-// return), gauge polls, Continuum TTL pins, Submit errors, and a randomized run checking the
-// gateway's conservation rules.
+// attached on generate, closed on every engine), idle sessions and retained ones, program
+// admission (FIFO, aged bypass, lease return), gauge polls, Continuum TTL pins, Submit errors,
+// and a randomized run checking the gateway's conservation rules.
 #include "agentkv/sim/gateway_model.h"
 
 #include <gtest/gtest.h>
@@ -854,6 +854,54 @@ TEST_F(GatewayModelTest, AnEndedSessionReopensOnItsNextRequest) {
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }
 
+// The gateway's idle timeout on simulated time: a plain session idle past it is closed on every
+// engine (exactly one timeout after its last request completed) and its next request finds no
+// KV; a retained one (a partial rollout kept across steps) keeps its session and its KV however
+// long it pauses, until its end closes it.
+TEST_F(GatewayModelTest, ARetainedSessionOutlivesTheIdleTimeoutAndKeepsItsKv) {
+  GatewayModelOptions options;
+  options.agentic.agentic_session_lifecycle = true;
+  options.session_idle_timeout = TimeNs::Millis(50);
+  Build(options, FleetShape{.policy = "consistent_hashing"});
+  GatewayRequest kept = Request(1, /*session=*/1, 8, 4, false, /*content=*/1000);
+  kept.retain = true;
+  ASSERT_TRUE(Submit(std::move(kept)).ok());
+  ASSERT_TRUE(Submit(Request(2, /*session=*/2, 8, 4, false, /*content=*/2000)).ok());
+  const auto phase = [this](int64_t session) {
+    return gateway_->flow().phase(SessionId(session)).value();
+  };
+  loop_.RunUntil(TimeNs::Millis(10));
+  ASSERT_EQ(completions_.size(), 2u);
+  const TimeNs plain_idle_since = CompletionOf(2)->at;
+  loop_.RunUntil(plain_idle_since + TimeNs::Millis(49));
+  EXPECT_EQ(phase(2), control::SessionPhase::kActive);
+  loop_.RunUntil(plain_idle_since + TimeNs::Millis(50));
+  EXPECT_EQ(phase(2), control::SessionPhase::kTerminal) << "closed one idle timeout later";
+  EXPECT_EQ(gateway_->engine_session_closes(), 2) << "on every engine";
+  loop_.RunUntil(TimeNs::Seconds(10));  // 200 idle timeouts.
+  EXPECT_EQ(phase(1), control::SessionPhase::kActive);
+  EXPECT_TRUE(gateway_->flow().retained(SessionId(1)));
+  EXPECT_TRUE(Cache(CompletionOf(1)->record.engine->value()).SessionOpen(SessionId(1)));
+  EXPECT_EQ(gateway_->engine_session_closes(), 2);
+
+  // Both come back with a longer prompt over the same blocks: only the retained one hits.
+  ASSERT_TRUE(Submit(Request(3, /*session=*/1, 12, 4, false, /*content=*/1000)).ok());
+  ASSERT_TRUE(Submit(Request(4, /*session=*/2, 12, 4, false, /*content=*/2000)).ok());
+  loop_.RunUntilIdle();
+  EXPECT_EQ(CompletionOf(3)->engine->cached_tokens(), 8 * kTokensPerBlock);
+  EXPECT_EQ(CompletionOf(4)->engine->cached_tokens(), 0);
+  EXPECT_EQ(phase(2), control::SessionPhase::kTerminal) << "its new incarnation idled out too";
+  EXPECT_EQ(phase(1), control::SessionPhase::kActive);
+  EXPECT_EQ(gateway_->engine_session_closes(), 4);
+  // Only its end (EndSession, the explicit close) ends the retained session.
+  EXPECT_EQ(gateway_->EndSession(SessionId(1)).size(), 2u);
+  EXPECT_EQ(phase(1), control::SessionPhase::kTerminal);
+  EXPECT_EQ(gateway_->flow().retained_sessions(), 0);
+  EXPECT_TRUE(gateway_->EndSession(SessionId(2)).empty()) << "already ended: no second close";
+  EXPECT_EQ(gateway_->engine_session_closes(), 6);
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
 TEST(GatewayModelOptionsTest, ValidatesPollIntervalAndTtl) {
   GatewayModelOptions options;
   EXPECT_TRUE(options.Validate().ok());
@@ -862,6 +910,9 @@ TEST(GatewayModelOptionsTest, ValidatesPollIntervalAndTtl) {
   EXPECT_NE(options.Validate().message().find("fixed_ttl"), std::string::npos);
   options.fixed_ttl = TimeNs(1);
   EXPECT_TRUE(options.Validate().ok());
+  options.session_idle_timeout = TimeNs(-1);
+  EXPECT_NE(options.Validate().message().find("session_idle_timeout"), std::string::npos);
+  options.session_idle_timeout = TimeNs(0);
   options.continuum = engine::ContinuumPolicyOptions{};
   EXPECT_NE(options.Validate().message().find("exclusive"), std::string::npos);
   options.fixed_ttl.reset();

@@ -536,6 +536,34 @@ TEST(ReplayTest, RejectsABadIdleBoundInSeconds) {
   EXPECT_TRUE(options.Validate().ok()) << options.Validate();
 }
 
+// The gateway's idle timeout in the replay: shorter than the workload's human pauses, it closes
+// sessions mid-conversation (more closes, less KV reused); with every conversation retained the
+// run is exactly the run without a timeout.
+TEST(ReplayTest, AnIdleTimeoutClosesPausedSessionsUnlessTheWorkloadRetainsThem) {
+  AgenticWorkload workload = SmallWorkload(2);
+  ReplayOptions options = SmallFleet();
+  options.arms = Arms({"+lifecycle"});
+  StatusOr<ReplayResult> base = RunReplay(workload, "small", 2, options);
+  ASSERT_TRUE(base.ok()) << base.status();
+  options.session_idle_timeout_s = 5.0;  // The human pauses are about 30 s.
+  StatusOr<ReplayResult> cut = RunReplay(workload, "small", 2, options);
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  EXPECT_GT(cut->arms[0].sessions_closed, base->arms[0].sessions_closed);
+  EXPECT_LT(cut->arms[0].cached_device_tokens, base->arms[0].cached_device_tokens);
+  EXPECT_EQ(cut->arms[0].requests_completed, base->arms[0].requests_completed);
+  workload.retained.assign(workload.conversations.size(), true);
+  StatusOr<ReplayResult> kept = RunReplay(workload, "small", 2, options);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->arms, base->arms);
+
+  for (const double bad : {-1.0, 4e7, std::numeric_limits<double>::quiet_NaN()}) {
+    options.session_idle_timeout_s = bad;
+    const Status s = options.Validate();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("session_idle_timeout_s"), std::string::npos) << s;
+  }
+}
+
 TEST(ReplayTest, RejectsBadOptionsNamingTheField) {
   const AgenticWorkload workload = SmallWorkload(1);
   auto error = [&](ReplayOptions options) {

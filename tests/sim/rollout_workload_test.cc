@@ -310,6 +310,46 @@ TEST(RolloutWorkloadTest, DrivenAsynchronousStepsKeepTheStalenessBound) {
   EXPECT_LT(spans[1].first_submitted, spans[0].last_completed);
 }
 
+// retain_sessions marks every trajectory retained (and draws nothing: the same trajectories);
+// driven through a gateway that ends sessions idle for a second, none of them is closed during
+// its tool calls, where unmarked ones are.
+TEST(RolloutWorkloadTest, RetainedTrajectoriesKeepTheirSessionsThroughLongToolCalls) {
+  RolloutWorkloadOptions o = Driven(RolloutMode::kAsynchronous);
+  o.tool_s = LogNormal{5.0, 0.3};  // Every tool call outlasts the idle timeout below.
+  const RolloutWorkload plain = Generate(o);
+  EXPECT_TRUE(plain.workload.retained.empty());
+  o.retain_sessions = true;
+  const RolloutWorkload retained = Generate(o);
+  EXPECT_EQ(retained.workload.conversations, plain.workload.conversations);
+  EXPECT_EQ(retained.workload.retained,
+            std::vector<bool>(retained.workload.conversations.size(), true));
+  for (const RolloutWorkload* rollout : {&plain, &retained}) {
+    EventLoop loop;
+    FleetModelOptions fleet_options;
+    fleet_options.engine.config.kv_pool.tokens_per_block = 64;
+    fleet_options.engine.config.kv_pool.max_total_tokens = 64 * 4096;
+    StatusOr<std::unique_ptr<FleetModel>> fleet = FleetModel::Create(&loop, fleet_options);
+    ASSERT_TRUE(fleet.ok()) << fleet.status();
+    GatewayModelOptions gateway_options;
+    gateway_options.agentic.agentic_session_lifecycle = true;
+    gateway_options.session_idle_timeout = TimeNs::Seconds(1);
+    StatusOr<std::unique_ptr<GatewayModel>> gateway =
+        GatewayModel::Create(&loop, fleet->get(), gateway_options);
+    ASSERT_TRUE(gateway.ok()) << gateway.status();
+    StatusOr<AgentDriverResult> result =
+        RunAgentWorkload(&loop, gateway->get(), rollout->workload,
+                         AgentDriverOptions{.shared_prefix_ids = rollout->shared_prefix_ids});
+    ASSERT_TRUE(result.ok()) << result.status();
+    const int64_t trajectories = static_cast<int64_t>(rollout->workload.conversations.size());
+    const int64_t tool_calls = result->requests_completed - trajectories;
+    ASSERT_GT(tool_calls, 0);
+    // One close per trajectory at its end, plus one per tool call the idle timeout cut.
+    EXPECT_EQ((*gateway)->flow().counters().close,
+              rollout == &retained ? trajectories : trajectories + tool_calls);
+    EXPECT_TRUE((*gateway)->CheckDrained().ok()) << (*gateway)->CheckDrained();
+  }
+}
+
 TEST(RolloutWorkloadTest, TheInstantReplayRefusesTheGatedSteps) {
   const StatusOr<InstantWorkload> timeline = MergedTimeline(Generate(Small()).workload);
   ASSERT_FALSE(timeline.ok());

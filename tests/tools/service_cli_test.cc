@@ -62,6 +62,8 @@ TEST_F(ServiceCliTest, GatewayRefusesValuesPastTheirBounds) {
   ExpectGatewayError(Run(gateway + " --session-idle-timeout-s 1e12"),
                      "--session-idle-timeout-s must be at most 31536000 (a year), got 1e+12");
   ExpectGatewayError(Run(gateway + " --max-sessions 0"), "--max-sessions must be in [1, ");
+  ExpectGatewayError(Run(gateway + " --max-sessions 10 --max-retained-sessions 11"),
+                     "--max-retained-sessions must be in [0, --max-sessions = 10], got 11");
   ExpectGatewayError(Run(gateway + " --context-length 0"), "--context-length must be in [1, ");
   ExpectGatewayError(Run(gateway + " --default-max-tokens 9223372036854775807"),
                      "--default-max-tokens must be in [0, 1099511627776]");

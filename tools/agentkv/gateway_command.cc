@@ -26,7 +26,8 @@ constexpr const char* kFooter = R"(What it does (docs/GATEWAY.md):
   --agentic-session-lifecycle  sends the session id (body `session_id`, else --session-header)
       as top-level session_id (and X-SMG-Routing-Key with --router-policy consistent_hashing);
       POST /v1/sessions/{id}/close (or --session-idle-timeout-s) aborts the session's requests
-      and posts /close_session to every engine.
+      and posts /close_session to every engine. A request with X-Agentkv-Session-Retain: 1
+      retains its session (partial rollout): only its close ends it (--max-retained-sessions).
   --agentic-program-admission  admits each attempt against the fleet's KV budget (global
       FIFO, token ledger fed by the engines' /metrics); in process, or through
       `agentkv coordinator` with --coordinator-url.
@@ -85,6 +86,11 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
           ->envname(FlagEnvName("--context-length"));
   AddEnvOption(c, "--max-sessions", o.max_sessions,
                "Most sessions accepting requests; more end the longest-idle one, or get 503");
+  max_retained_sessions_option_ =
+      c.add_option("--max-retained-sessions", max_retained_sessions_,
+                   "Most sessions retained at once (X-Agentkv-Session-Retain: 1: never idled out "
+                   "or evicted); a mark past it gets 429 (default: --max-sessions / 2)")
+          ->envname(FlagEnvName("--max-retained-sessions"));
   AddEnvOption(c, "--upstream-timeout-s", upstream_timeout_s_,
                "Longest wait for an upstream's response headers");
   AddEnvOption(c, "--upstream-connections", upstream_connections_,
@@ -131,6 +137,9 @@ int GatewayCommand::Run() {
   options.agentic = *std::move(agentic);
   options.route_subagents_by_parent = subagent_routing_ == "parent";
   if (context_length_option_->count() > 0) options.context_length = context_length_;
+  if (max_retained_sessions_option_->count() > 0) {
+    options.max_retained_sessions = max_retained_sessions_;
+  }
   StatusOr<service::PrerequisitePolicy> policy =
       service::ParsePrerequisitePolicy(prerequisite_policy_);
   if (!policy.ok()) return ReportError(name, policy.status());

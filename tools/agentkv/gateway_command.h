@@ -40,6 +40,7 @@ class GatewayCommand {
   service::GatewayOptions options_;
   AgenticFlags agentic_;
   int64_t context_length_ = 0;
+  int64_t max_retained_sessions_ = 0;
   std::string prerequisite_policy_ = "refuse";
   std::string pause_priority_;
   std::string router_policy_ = "cache_aware";
@@ -50,6 +51,7 @@ class GatewayCommand {
   int64_t upstream_connections_ = 4096;
   std::string log_level_ = "info";
   CLI::Option* context_length_option_ = nullptr;
+  CLI::Option* max_retained_sessions_option_ = nullptr;
 };
 
 }  // namespace agentkv::tools

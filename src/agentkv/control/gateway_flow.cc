@@ -5,8 +5,10 @@
 //     kDispatched. kDraining has in_flight > 0 and a drain deadline; kClosing and kTerminal
 //     have in_flight == 0.
 //  3. kActive: no attempt of it is cancelled, no reason is set; it is in idle_ exactly when it
-//     has no live attempt. active_ counts kActive sessions and is <= max_sessions except for
-//     the instant Close opens an unknown session to end it.
+//     has no live attempt and is not retained. active_ counts kActive sessions and is <=
+//     max_sessions except for the instant Close opens an unknown session to end it.
+//     Only kActive sessions are retained; retained_ counts them and is <=
+//     RetainedSessionBound().
 //  4. A terminating (draining, closing) session has no attempt in kAdmitting or kReady that is
 //     not cancelled. Waiters exist only while a session is draining or closing.
 //  5. kClosing exists only with the lifecycle on. Counters: close <= closes emitted; 0 <=
@@ -40,7 +42,17 @@ Status GatewayFlowOptions::Validate() const {
   if (max_sessions < 1) {
     return InvalidArgumentError("max_sessions must be >= 1, got " + std::to_string(max_sessions));
   }
+  if (max_retained_sessions.has_value() &&
+      (*max_retained_sessions < 0 || *max_retained_sessions > max_sessions)) {
+    return InvalidArgumentError(
+        "max_retained_sessions must be in [0, max_sessions = " + std::to_string(max_sessions) +
+        "], got " + std::to_string(*max_retained_sessions));
+  }
   return Status::Ok();
+}
+
+int64_t GatewayFlowOptions::RetainedSessionBound() const {
+  return max_retained_sessions.value_or(max_sessions / 2);
 }
 
 std::string_view AttemptPhaseName(AttemptPhase phase) {
@@ -104,7 +116,8 @@ typename GatewayFlow<Key>::Session& GatewayFlow<Key>::Open(const Key& key, TimeN
 
 template <typename Key>
 void GatewayFlow<Key>::UpdateIdle(const Key& key, Session& session) {
-  const bool idle = session.phase == SessionPhase::kActive && session.live.empty();
+  const bool idle =
+      session.phase == SessionPhase::kActive && session.live.empty() && !session.retained;
   if (session.idle_since.has_value() && (!idle || *session.idle_since != session.last_activity)) {
     idle_.erase({*session.idle_since, key});
     session.idle_since.reset();
@@ -120,14 +133,25 @@ Status GatewayFlow<Key>::MakeRoom(TimeNs now) {
   if (active_ < options_.max_sessions) return Status::Ok();
   if (idle_.empty()) {
     ++refused_;
-    return ResourceExhaustedError(
-        "the gateway holds its maximum of " + std::to_string(options_.max_sessions) +
-        " active sessions (--max-sessions), each with a request in flight; retry later");
+    return UnavailableError("the gateway holds its maximum of " +
+                            std::to_string(options_.max_sessions) +
+                            " active sessions (--max-sessions), each with a request in flight "
+                            "or retained (" +
+                            std::to_string(retained_) + " retained); retry later");
   }
   const Key victim = idle_.begin()->second;
   Terminate(victim, sessions_.at(victim), TerminalReason::kDropped, now);
   ++evicted_;
   return Status::Ok();
+}
+
+template <typename Key>
+void GatewayFlow<Key>::SetRetained(const Key& key, Session& session, bool retained) {
+  AGENTKV_CHECK(session.phase == SessionPhase::kActive);
+  if (session.retained == retained) return;
+  session.retained = retained;
+  retained_ += retained ? 1 : -1;
+  UpdateIdle(key, session);
 }
 
 template <typename Key>
@@ -137,6 +161,10 @@ void GatewayFlow<Key>::Terminate(const Key& key, Session& session, TerminalReaso
   session.phase = SessionPhase::kDraining;
   session.reason = reason;
   --active_;
+  if (session.retained) {
+    session.retained = false;
+    --retained_;
+  }
   UpdateIdle(key, session);
   // Cancel first, then abort: attempts that never reached an engine must not be dispatched by
   // a re-check racing the aborts.
@@ -243,8 +271,9 @@ int64_t GatewayFlow<Key>::Sweep(TimeNs now) {
   std::vector<Key> idle;
   std::vector<Key> overdue;
   for (const auto& [key, session] : sessions_) {
-    if (session.phase == SessionPhase::kActive && session.live.empty() &&
-        options_.idle_timeout > TimeNs(0) && now - session.last_activity >= options_.idle_timeout) {
+    // idle_since is set exactly for active, unretained sessions with nothing live.
+    if (session.idle_since.has_value() && options_.idle_timeout > TimeNs(0) &&
+        now - session.last_activity >= options_.idle_timeout) {
       idle.push_back(key);
     } else if (session.phase == SessionPhase::kDraining && session.drain_deadline.has_value() &&
                now >= *session.drain_deadline) {
@@ -272,6 +301,12 @@ std::optional<TimeNs> GatewayFlow<Key>::NextDrainDeadline() const {
   return next;
 }
 
+template <typename Key>
+std::optional<TimeNs> GatewayFlow<Key>::NextIdleDeadline() const {
+  if (options_.idle_timeout <= TimeNs(0) || idle_.empty()) return std::nullopt;
+  return SaturatingAdd(idle_.begin()->first, options_.idle_timeout);
+}
+
 // --- Attempts ---
 
 template <typename Key>
@@ -279,6 +314,9 @@ StatusOr<std::string> GatewayFlow<Key>::BeginAttempt(const std::optional<Key>& k
                                                      std::string_view request_id, AttemptSpec spec,
                                                      TimeNs now) {
   if (request_id.empty()) return InvalidArgumentError("empty request id");
+  if (spec.retain.value_or(false) && !key.has_value()) {
+    return InvalidArgumentError("only a request with a session can retain it");
+  }
   Attempt attempt;
   attempt.session = key;
   attempt.phase = spec.awaits_admission ? AttemptPhase::kAdmitting : AttemptPhase::kReady;
@@ -294,11 +332,25 @@ StatusOr<std::string> GatewayFlow<Key>::BeginAttempt(const std::optional<Key>& k
     }
     return ResourceExhaustedError("too many live attempts of request " + std::string(request_id));
   }
-  if (Opens(*key)) AGENTKV_RETURN_IF_ERROR(MakeRoom(now));
-  Session& session = Open(*key, now);
-  if (session.phase != SessionPhase::kActive) {
+  const bool opens = Opens(*key);
+  // Refusals first, in the documented order, so that a refused attempt changes nothing.
+  if (!opens && sessions_.at(*key).phase != SessionPhase::kActive) {
     return FailedPreconditionError("session " + KeyName(*key) + " is closing");
   }
+  const bool retained_now = !opens && sessions_.at(*key).retained;
+  if (spec.retain.value_or(false) && !retained_now &&
+      retained_ >= options_.RetainedSessionBound()) {
+    ++retain_refused_;
+    return ResourceExhaustedError(
+        "session " + KeyName(*key) + " cannot be retained: " + std::to_string(retained_) +
+        " sessions are retained, the most allowed (--max-retained-sessions " +
+        std::to_string(options_.RetainedSessionBound()) +
+        "); close retained sessions that are done (POST /v1/sessions/{id}/close) or send the "
+        "request without retention");
+  }
+  if (opens) AGENTKV_RETURN_IF_ERROR(MakeRoom(now));
+  Session& session = Open(*key, now);
+  AGENTKV_CHECK(session.phase == SessionPhase::kActive);
   if (session.next_attempt.size() > static_cast<size_t>(kMaxEndedAttemptsPerSession)) {
     session.next_attempt.clear();
   }
@@ -312,6 +364,7 @@ StatusOr<std::string> GatewayFlow<Key>::BeginAttempt(const std::optional<Key>& k
     session.used.insert(rid);
     session.last_activity = now;
     live_.emplace(rid, std::move(attempt));
+    if (spec.retain.has_value()) SetRetained(*key, session, *spec.retain);
     UpdateIdle(*key, session);
     return rid;
   }
@@ -463,6 +516,12 @@ std::optional<std::string> GatewayFlow<Key>::lease_of(std::string_view rid) cons
 }
 
 template <typename Key>
+bool GatewayFlow<Key>::retained(const Key& key) const {
+  auto it = sessions_.find(key);
+  return it != sessions_.end() && it->second.retained;
+}
+
+template <typename Key>
 int64_t GatewayFlow<Key>::terminating_sessions() const {
   int64_t terminating = 0;
   for (const auto& [key, session] : sessions_) {
@@ -510,6 +569,7 @@ void GatewayFlow<Key>::CheckInvariants() const {
     }
   }
   int64_t active = 0;
+  int64_t retained = 0;
   size_t idle = 0;
   for (const auto& [key, session] : sessions_) {
     // Captured by name: Clang 14 cannot capture a structured binding (C++20 allows it).
@@ -523,7 +583,11 @@ void GatewayFlow<Key>::CheckInvariants() const {
     AGENTKV_CHECK_LE(static_cast<int64_t>(session.ended.size()), kMaxEndedAttemptsPerSession);
     const bool is_active = session.phase == SessionPhase::kActive;
     if (is_active) ++active;
-    const bool is_idle = is_active && session.live.empty();
+    if (session.retained) {
+      AGENTKV_CHECK(is_active) << "retained session " << KeyName(key) << " is not active";
+      ++retained;
+    }
+    const bool is_idle = is_active && session.live.empty() && !session.retained;
     AGENTKV_CHECK(is_idle == session.idle_since.has_value())
         << "session " << KeyName(key) << " idle index";
     if (is_idle) {
@@ -553,6 +617,8 @@ void GatewayFlow<Key>::CheckInvariants() const {
     }
   }
   AGENTKV_CHECK_EQ(active, active_) << "active session count";
+  AGENTKV_CHECK_EQ(retained, retained_) << "retained session count";
+  AGENTKV_CHECK_LE(retained_, options_.RetainedSessionBound());
   AGENTKV_CHECK_EQ(idle, idle_.size()) << "idle index size";
   AGENTKV_CHECK_GE(counters_.close_failure, 0);
   AGENTKV_CHECK_LE(counters_.close_failure, counters_.close);

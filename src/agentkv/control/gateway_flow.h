@@ -12,6 +12,14 @@
 // request for an ended session starts a new incarnation of it. Sessions idle past
 // idle_timeout end, and at max_sessions the longest-idle one makes room for a new one.
 //
+// Retention (seed 000: "partial rollout and fully async retention keep unfinished sessions
+// alive across steps and therefore do not close their KV"): any attempt may mark its session
+// retained or clear the mark (AttemptSpec::retain); the mark belongs to the incarnation, so a
+// new incarnation starts unretained. A retained session is never ended for idleness nor
+// evicted at max_sessions: only Close ends it. At most max_retained_sessions sessions are
+// retained at once (a mark past the bound is refused, ResourceExhausted), so retained sessions
+// never fill the whole session cap and idle unretained sessions can always make room.
+//
 // The flow does no I/O and reads no clock: every event takes `now` and the decisions come back
 // as values, either as a method's result (an rid, an AdmissionVerdict, the identity of a
 // dispatch) or as FlowActions in the outbox (TakeActions) for the caller to perform: cancel an
@@ -61,9 +69,17 @@ struct GatewayFlowOptions {
   // Ended sessions remembered for idempotent closes (one more while the newest is being ended).
   // Default: 8192. Range: >= 1.
   int64_t max_closed_sessions = 8192;
-  // Active sessions at most; one more ends the longest-idle one first, or is refused when
-  // every active session has a live attempt. Default: 100000. Range: >= 1.
+  // Active sessions at most; one more ends the longest-idle unretained one first, or is
+  // refused when every active session has a live attempt or is retained. Default: 100000.
+  // Range: >= 1.
   int64_t max_sessions = 100'000;
+  // Retained sessions (AttemptSpec::retain) at most; they count in max_sessions too. Default:
+  // unset, meaning max_sessions / 2 (RetainedSessionBound). Range: [0, max_sessions] when set;
+  // 0 refuses every retention.
+  std::optional<int64_t> max_retained_sessions;
+
+  // max_retained_sessions, or max_sessions / 2 when unset.
+  int64_t RetainedSessionBound() const;
 
   // InvalidArgument naming the first bad field.
   Status Validate() const;
@@ -176,6 +192,9 @@ struct AttemptSpec {
   // The attempt's prompt tokens (as admission counts them). When it is dispatched, its session
   // holds that prompt on its engine (SessionHistory::held_prompt_tokens). Range: >= 0.
   int64_t prompt_tokens = 0;
+  // Marks its session retained (true) or clears the mark (false) once the attempt is begun;
+  // unset leaves the session as it is (a new incarnation: unretained). Only with a session.
+  std::optional<bool> retain = std::nullopt;
 };
 
 // What admission v2 knows of a session before its next attempt (GatewayFlow::History).
@@ -206,10 +225,14 @@ class GatewayFlow {
   // Registers a new attempt of `request_id` (in `session` when set; a session is opened on its
   // first attempt, an ended one is opened again as a new incarnation) and returns its rid:
   // FormatAttemptRid(request_id, n) with the lowest n used neither by a live attempt nor by
-  // the session's remembered ones (its last kMaxEndedAttemptsPerSession ended attempts).
-  // InvalidArgument for an empty request id; FailedPrecondition while the session is
-  // terminating; ResourceExhausted (counted in refused()) when opening a session at
-  // max_sessions finds no idle one to end (an idle one is ended, counted in evicted()).
+  // the session's remembered ones (its last kMaxEndedAttemptsPerSession ended attempts), and
+  // applies spec.retain to the session. Checked in this order, each refusal changing nothing:
+  // InvalidArgument for an empty request id or spec.retain set without a session;
+  // FailedPrecondition while the session is terminating; ResourceExhausted (counted in
+  // retain_refused()) when spec.retain would mark a session retained past
+  // RetainedSessionBound(); Unavailable (counted in refused()) when opening a session at
+  // max_sessions finds no idle unretained one to end (an idle one is ended, counted in
+  // evicted()); ResourceExhausted for a request id with 2^20 live attempts.
   [[nodiscard]] StatusOr<std::string> BeginAttempt(const std::optional<Key>& session,
                                                    std::string_view request_id, AttemptSpec spec,
                                                    TimeNs now);
@@ -248,13 +271,16 @@ class GatewayFlow {
   // outstanding for `session`.
   [[nodiscard]] Status OnCloseOutcome(const Key& session, bool succeeded);
 
-  // Ends active sessions idle past idle_timeout (kDropped) and closes draining sessions whose
-  // drain deadline passed (their aborted attempts are no longer waited for; their late
-  // Finish is still accepted). Returns how many sessions it acted on.
+  // Ends active unretained sessions idle past idle_timeout (kDropped) and closes draining
+  // sessions whose drain deadline passed (their aborted attempts are no longer waited for;
+  // their late Finish is still accepted). Returns how many sessions it acted on.
   int64_t Sweep(TimeNs now);
 
   // The earliest time Sweep would act on a draining session; nullopt when none drains.
   std::optional<TimeNs> NextDrainDeadline() const;
+  // The earliest time Sweep would end an idle session; nullopt with idle_timeout 0 or when no
+  // unretained session is idle.
+  std::optional<TimeNs> NextIdleDeadline() const;
 
   // --- Outbox and queries ---
 
@@ -276,6 +302,10 @@ class GatewayFlow {
   const SessionLifecycleCounters& counters() const { return counters_; }
   // Sessions accepting attempts.
   int64_t active_sessions() const { return active_; }
+  // Active sessions marked retained (at most RetainedSessionBound()).
+  int64_t retained_sessions() const { return retained_; }
+  // Whether `session` is active and retained.
+  bool retained(const Key& session) const;
   // Sessions draining or closing.
   int64_t terminating_sessions() const;
   // Attempts begun and not finished, with or without a session.
@@ -285,6 +315,8 @@ class GatewayFlow {
   // Sessions ended to make room under max_sessions, and new sessions refused, since start.
   int64_t evicted() const { return evicted_; }
   int64_t refused() const { return refused_; }
+  // Retention marks refused at RetainedSessionBound(), since start.
+  int64_t retain_refused() const { return retain_refused_; }
 
   // Aborts with a message if an invariant of the .cc does not hold. For tests.
   void CheckInvariants() const;
@@ -325,8 +357,11 @@ class GatewayFlow {
     // Per request id, the next attempt number to try (a hint, cleared when it grows past
     // kMaxEndedAttemptsPerSession entries; probing from 0 finds the same rids).
     std::unordered_map<std::string, int64_t> next_attempt;
-    // Set while the session is in idle_: active with no live attempt, since this time.
+    // Set while the session is in idle_: active, unretained, with no live attempt, since this
+    // time.
     std::optional<TimeNs> idle_since;
+    // Marked retained (only while active): never idled out nor evicted.
+    bool retained = false;
     // Attempts dispatched in this incarnation, and the last one's prompt (SessionHistory).
     int64_t dispatched = 0;
     int64_t held_prompt_tokens = 0;
@@ -337,6 +372,8 @@ class GatewayFlow {
   Session& Open(const Key& session, TimeNs now);
   void UpdateIdle(const Key& key, Session& session);
   Status MakeRoom(TimeNs now);
+  // Applies a retention mark to an active session (the bound was checked).
+  void SetRetained(const Key& key, Session& session, bool retained);
   void Terminate(const Key& key, Session& session, TerminalReason reason, TimeNs now);
   // Once nothing is in flight: emits the close (lifecycle on) or ends the session (off).
   void FinishDraining(const Key& key, Session& session);
@@ -352,9 +389,12 @@ class GatewayFlow {
   // Ended sessions in the order they ended: (key, tombstone); stale entries are skipped.
   std::deque<std::pair<Key, uint64_t>> closed_;
   uint64_t next_tombstone_ = 1;
-  // Active sessions with no live attempt, by when they became idle (oldest first).
+  // Active unretained sessions with no live attempt, by when they became idle (oldest first):
+  // the sessions the idle timeout and the session cap may end.
   std::set<std::pair<TimeNs, Key>> idle_;
   int64_t active_ = 0;
+  int64_t retained_ = 0;
+  int64_t retain_refused_ = 0;
   int64_t evicted_ = 0;
   int64_t refused_ = 0;
   std::vector<Action> outbox_;

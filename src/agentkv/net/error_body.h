@@ -9,7 +9,8 @@
 //
 // `type` is the name the OpenAI SDKs give the status's exception class (BadRequestError for
 // 400, NotFoundError for 404, RateLimitError for 429, InternalServerError for 5xx, ...), which is
-// also what SGLang puts there. Pure functions: thread-safe.
+// also what SGLang puts there. Whether such a client retries an error is its own rule unless
+// the answer carries kShouldRetryHeader. Pure functions: thread-safe.
 #ifndef AGENTKV_NET_ERROR_BODY_H_
 #define AGENTKV_NET_ERROR_BODY_H_
 
@@ -25,6 +26,12 @@ enum class ApiFamily {
 };
 
 ApiFamily ApiFamilyOf(std::string_view target);
+
+// The response header the OpenAI SDKs (openai-python's `_should_retry`, and every SDK generated
+// the same way) read before their own retry rule: "true" forces a retry, "false" forbids it;
+// without it they retry 408, 409, 429 and every status >= 500 (twice by default, after about
+// 0.5 s and 1 s).
+inline constexpr std::string_view kShouldRetryHeader = "x-should-retry";
 
 // The OpenAI error type for an HTTP status: "BadRequestError" (400 and any other 4xx without
 // its own name), "AuthenticationError" (401), "PermissionDeniedError" (403), "NotFoundError"

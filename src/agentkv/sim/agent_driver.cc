@@ -141,6 +141,11 @@ StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, Gate
                                 std::to_string(workload->start_after_group.size()) + " gates for " +
                                 std::to_string(workload->conversations.size()) + " conversations");
   }
+  if (!workload->retained.empty() && workload->retained.size() != workload->conversations.size()) {
+    return InvalidArgumentError("workload has " + std::to_string(workload->retained.size()) +
+                                " retention marks for " +
+                                std::to_string(workload->conversations.size()) + " conversations");
+  }
   for (size_t k = 0; gated && k < workload->conversations.size(); ++k) {
     const int32_t group = workload->groups[k];
     const int32_t gate = workload->start_after_group[k];
@@ -406,6 +411,11 @@ void AgentDriver::SubmitNext(int32_t index) {
                       w.stop == "tool_use"};
   if (static_cast<size_t>(i) + 1 < agent.pauses.size()) {
     sent.next_pause = agent.pauses[static_cast<size_t>(i) + 1];
+  }
+  // Sent with every request, as a client should (a restarted gateway forgets the mark).
+  if (!workload_->retained.empty() &&
+      workload_->retained[static_cast<size_t>(agent.workload_index)]) {
+    sent.retain = true;
   }
   // The leading blocks hashed in the shared namespace: the prefix sessions share.
   while (options_.shared_prefix_ids > 0 &&

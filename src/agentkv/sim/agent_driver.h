@@ -53,6 +53,9 @@
 //   (at its start when it has none); the driver then calls GatewayModel::EndSession(its
 //   session), inside the completion callback, and the gateway closes it on every engine when
 //   its lifecycle is on.
+// - Retention: every request of a conversation the workload marks retained
+//   (AgenticWorkload::retained) carries GatewayRequest::retain = true, so the gateway's idle
+//   timeout never ends its sessions between requests.
 // A rejected request (its report says rejected) counts as completed and the agent goes on.
 // A Submit() error, or a dispatch error reported after an admission wait, ends that agent at
 // once and is reported by status().
@@ -214,7 +217,8 @@ class AgentDriver {
   // Validates the options and the workload (starts.size() == conversations.size(), at most 1000
   // conversations and 999 sub-agents per conversation so ids stay distinct, one block_size
   // that matches engine 0's tokens_per_block, gates as AgenticWorkload documents them: groups
-  // and start_after_group both empty or both sized, groups in [0, 2^20), -1 <= gate < group).
+  // and start_after_group both empty or both sized, groups in [0, 2^20), -1 <= gate < group;
+  // retained empty or sized).
   // `loop`,
   // `gateway` and `workload` must outlive the driver.
   static StatusOr<std::unique_ptr<AgentDriver>> Create(EventLoop* loop, GatewayModel* gateway,

@@ -36,6 +36,14 @@ struct AgenticWorkload {
   // Whether some conversation has a gate (start_after_group[i] >= 0).
   bool gated() const;
 
+  // --- Session retention (optional; empty, or the size of `conversations`) ---
+  // retained[i]: every request of conversations[i] (its main agent and its sub-agents) marks
+  // its session retained, as a client sends X-Agentkv-Session-Retain: 1 for a partial-rollout
+  // trajectory kept alive across steps: the gateway never ends it for idleness
+  // (GatewayModelOptions::session_idle_timeout), only the agent's end closes it. Honoured by
+  // the closed-loop agent driver (agent_driver.h).
+  std::vector<bool> retained;
+
   friend bool operator==(const AgenticWorkload&, const AgenticWorkload&) = default;
 };
 

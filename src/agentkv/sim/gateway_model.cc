@@ -24,9 +24,9 @@ namespace {
 control::GatewayFlowOptions FlowOptionsFrom(const GatewayModelOptions& options) {
   control::GatewayFlowOptions flow;
   flow.lifecycle = options.agentic.agentic_session_lifecycle;
-  // Simulated agents close every session they use; the idle timeout is the served gateway's
-  // net for clients that never close.
-  flow.idle_timeout = TimeNs(0);
+  // Off by default: simulated agents close every session they use, and the idle timeout is the
+  // served gateway's net for clients that never close.
+  flow.idle_timeout = options.session_idle_timeout;
   flow.drain_timeout = options.session_drain_timeout;
   return flow;
 }
@@ -56,6 +56,10 @@ Status GatewayModelOptions::Validate() const {
   if (session_drain_timeout < TimeNs(0)) {
     return InvalidArgumentError("session_drain_timeout must be >= 0 s, got " +
                                 std::to_string(session_drain_timeout.seconds()) + " s");
+  }
+  if (session_idle_timeout < TimeNs(0)) {
+    return InvalidArgumentError("session_idle_timeout must be >= 0 s, got " +
+                                std::to_string(session_idle_timeout.seconds()) + " s");
   }
   if (fixed_ttl.has_value() && *fixed_ttl <= TimeNs(0)) {
     return InvalidArgumentError("fixed_ttl must be > 0 s, got " +
@@ -109,7 +113,8 @@ Status GatewayModel::Submit(GatewayRequest request) {
       std::string rid,
       flow_.BeginAttempt(request.session, std::to_string(id.value()),
                          control::AttemptSpec{.awaits_admission = coordinator_ != nullptr,
-                                              .prompt_tokens = request.request.prompt_tokens},
+                                              .prompt_tokens = request.request.prompt_tokens,
+                                              .retain = request.retain},
                          loop_->now()));
   // Opening a session at the cap may have ended an idle one.
   PerformActions();
@@ -396,13 +401,15 @@ std::vector<int64_t> GatewayModel::EndSession(SessionId session) {
   freed_now_ = nullptr;
   // Cancelled admission waits resolve in the coordinator; their requests complete now.
   DispatchResolved();
-  EnsureDrainSweep();
+  EnsureSweep();
   return freed;
 }
 
 void GatewayModel::FinishAttempt(const std::string& rid) {
   flow_.Finish(rid, loop_->now());
   PerformActions();
+  // The session may have become idle: its idle deadline may be the next one.
+  EnsureSweep();
 }
 
 void GatewayModel::PerformActions() {
@@ -441,19 +448,22 @@ void GatewayModel::PerformActions() {
   }
 }
 
-void GatewayModel::EnsureDrainSweep() {
-  const std::optional<TimeNs> deadline = flow_.NextDrainDeadline();
-  if (!deadline.has_value() || (drain_sweep_at_.has_value() && *drain_sweep_at_ <= *deadline)) {
-    return;
+void GatewayModel::EnsureSweep() {
+  std::optional<TimeNs> deadline = flow_.NextDrainDeadline();
+  if (const std::optional<TimeNs> idle = flow_.NextIdleDeadline()) {
+    if (!deadline.has_value() || *idle < *deadline) deadline = idle;
   }
-  drain_sweep_at_ = *deadline;
+  if (!deadline.has_value() || (sweep_at_.has_value() && *sweep_at_ <= *deadline)) return;
+  sweep_at_ = *deadline;
   loop_->Schedule(std::max(*deadline, loop_->now()), [this, at = *deadline] {
-    if (drain_sweep_at_ != at) return;  // Superseded by an earlier sweep.
-    drain_sweep_at_.reset();
+    if (sweep_at_ != at) return;  // Superseded by an earlier sweep.
+    sweep_at_.reset();
+    // A session that was busy again since its deadline was taken is not ended: the flow checks
+    // idleness at the sweep's time.
     flow_.Sweep(loop_->now());
     PerformActions();
     DispatchResolved();
-    EnsureDrainSweep();
+    EnsureSweep();
   });
 }
 

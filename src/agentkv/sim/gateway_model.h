@@ -20,8 +20,16 @@
 // holding the request ends it at its next step boundary, as the engine emulator does, and it
 // completes through the normal path (its engine record marked aborted, with the tokens produced so
 // far), which ends the drain; the drain timeout (scheduled on the loop) closes the session
-// first only when it is shorter than the wait for that boundary. The gateway's idle timeout
-// is not applied: simulated agents close every session they use.
+// first only when it is shorter than the wait for that boundary.
+//
+// Idle sessions and retention. With `session_idle_timeout` set (the gateway's
+// --session-idle-timeout-s; off by default, as simulated agents close every session they use),
+// a session with nothing in flight for that long is ended and, with the lifecycle on, closed on
+// every engine, exactly as the served gateway's sweeper does (a sweep is scheduled on the loop
+// at the flow's next idle deadline); the agent's next request opens a new incarnation, which
+// finds its KV released. A request with `retain` set marks its session retained (or clears the
+// mark), as X-Agentkv-Session-Retain does: a retained session (a partial rollout kept across
+// steps) is never idled out, only EndSession ends it.
 //
 // Gauge polls. Every `poll_interval_s` of simulated time while the fleet has work (requests
 // waiting or in flight) the gateway reads every engine's gauges: the snapshots reconcile the
@@ -122,6 +130,10 @@ struct GatewayModelOptions {
   TimeNs session_drain_timeout = TimeNs::Seconds(30);
   // Deliver a parent's return to every engine (header comment). Default: false.
   bool deliver_subagent_demotion = false;
+  // End sessions with nothing in flight for this long, unless retained (the gateway's
+  // --session-idle-timeout-s; header comment). Default: 0 (never: simulated agents close every
+  // session they use). Range: >= 0.
+  TimeNs session_idle_timeout = TimeNs(0);
 
   // InvalidArgument naming the first bad field.
   Status Validate() const;
@@ -144,6 +156,9 @@ struct GatewayRequest {
   // prompt, a GRPO group's task): admission v2 reserves them once, under the chained key of the
   // last of them, which names the whole prefix. Range: [0, prompt blocks].
   int64_t shared_prefix_blocks = 0;
+  // Marks the session retained (true) or clears the mark (false), as the served gateway's
+  // X-Agentkv-Session-Retain header does; unset leaves it (control::AttemptSpec::retain).
+  std::optional<bool> retain = std::nullopt;
 };
 
 // The engine id the gateway's gauge polls and admission v2 name engine `e` by: "engine-{e}".
@@ -191,10 +206,11 @@ class GatewayModel {
   void set_completion_callback(CompletionCallback callback) { on_complete_ = std::move(callback); }
 
   // Receives `request` at loop->now(): registers its session on first use (a session ended
-  // before opens again), asks admission, and dispatches it now or when the FIFO resolves it.
-  // Errors (nothing recorded): AlreadyExists for a reused request id and, for a request
-  // dispatched at once, the engine's Submit error. A request that waited and then fails to
-  // dispatch reports through the completion callback instead.
+  // before opens again), applies its retention mark, asks admission, and dispatches it now or
+  // when the FIFO resolves it. Errors (nothing recorded): AlreadyExists for a reused request id,
+  // the flow's refusals (control::GatewayFlow::BeginAttempt: a retention mark past the bound is
+  // ResourceExhausted) and, for a request dispatched at once, the engine's Submit error. A request
+  // that waited and then fails to dispatch reports through the completion callback instead.
   Status Submit(GatewayRequest request);
 
   // The session ended (its agent finished): closes it through the gateway flow. Attempts of
@@ -275,8 +291,8 @@ class GatewayModel {
   void FinishAttempt(const std::string& rid);
   // Performs the flow's actions on the simulated fleet until its outbox is empty.
   void PerformActions();
-  // Keeps a sweep scheduled at the flow's next drain deadline, while a session drains.
-  void EnsureDrainSweep();
+  // Keeps a sweep scheduled at the flow's next drain or idle deadline, while there is one.
+  void EnsureSweep();
   // Ends a request admission refused: records its account and completes it at once.
   void Refuse(const Pending& pending, const control::AdmissionDecision& decision);
   // Ends a request whose admission wait a session close cancelled: it never ran.
@@ -292,7 +308,7 @@ class GatewayModel {
   TimeNs origin_;
   std::optional<TimeNs> last_poll_;
   bool poll_scheduled_ = false;
-  std::optional<TimeNs> drain_sweep_at_;
+  std::optional<TimeNs> sweep_at_;
   int64_t in_flight_ = 0;
   // Attempts waiting for a FIFO decision, by rid. Looked up only.
   std::unordered_map<std::string, Pending> waiting_;

@@ -129,6 +129,7 @@ StatusOr<std::unique_ptr<ArmFleet>> BuildArmFleet(const ReplayOptions& options, 
   if (arm.continuum) gateway_options.continuum = options.continuum;
   gateway_options.deliver_subagent_demotion =
       arm.subagent_demotion && options.subagent_demotion_delivery == DemotionDelivery::kEveryEngine;
+  gateway_options.session_idle_timeout = TimeNs::Seconds(options.session_idle_timeout_s);
   AGENTKV_ASSIGN_OR_RETURN(
       arm_fleet->gateway,
       GatewayModel::Create(&arm_fleet->loop, arm_fleet->fleet.get(), gateway_options));
@@ -592,6 +593,9 @@ Status ReplayOptions::Validate() const {
   }
   if (!(fixed_ttl_s > 0.0 && fixed_ttl_s <= 86400.0)) {
     return OutOfRange("fixed_ttl_s", Str(fixed_ttl_s), "(0, 86400]");
+  }
+  if (!(session_idle_timeout_s >= 0.0 && session_idle_timeout_s <= 31'536'000.0)) {
+    return OutOfRange("session_idle_timeout_s", Str(session_idle_timeout_s), "[0, 31536000]");
   }
   AGENTKV_RETURN_IF_ERROR(continuum.Validate());
   AGENTKV_RETURN_IF_ERROR(stall_offload.Validate());

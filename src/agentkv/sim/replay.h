@@ -116,6 +116,11 @@ struct ReplayOptions {
   // +admission parameters (headroom, pressure threshold, max wait, decode cap, poll interval);
   // the two feature booleans are set per arm and ignored here. Every request is in scope.
   control::AgenticOptions agentic;
+  // The gateway's --session-idle-timeout-s in every arm (GatewayModelOptions::
+  // session_idle_timeout): a session idle this long is ended (and, with +lifecycle, closed on
+  // every engine) unless the workload marks it retained (AgenticWorkload::retained). Default: 0
+  // (never: the replayed agents close every session at their end). Range: [0, 31536000].
+  double session_idle_timeout_s = 0.0;
 
   // --- Test and calibration hooks ---
   // Every engine step takes exactly this long instead of the cost model's estimate ("no

@@ -170,6 +170,7 @@ StatusOr<RolloutWorkload> GenerateRolloutWorkload(const RolloutWorkloadOptions& 
       }
     }
   }
+  if (options.retain_sessions) workload.retained.assign(workload.conversations.size(), true);
   return rollout;
 }
 

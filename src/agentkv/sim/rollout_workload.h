@@ -100,6 +100,11 @@ struct RolloutWorkloadOptions {
   // The context window: a trajectory ends (its turn stops with end_turn) when its next prompt
   // plus that turn's output would exceed it. Default: 65,536. Range [1, 10^7].
   int64_t max_context_tokens = 65'536;
+  // Mark every trajectory's session retained (AgenticWorkload::retained), as a framework with
+  // partial rollout or fully async retention does for trajectories it keeps alive across steps:
+  // the gateway then never ends one for idleness during a long tool call, only its end closes
+  // it. Default: false.
+  bool retain_sessions = false;
 
   friend bool operator==(const RolloutWorkloadOptions&, const RolloutWorkloadOptions&) = default;
 };
@@ -115,7 +120,8 @@ inline constexpr int64_t kMaxRolloutTrajectories = 1000;
 struct RolloutWorkload {
   // Conversation index = (step * prompts + prompt) * group_size + sample. Conversation ids
   // "rollout-s<step>-p<prompt>-g<sample>", source "rollout", block size 64; starts all 0;
-  // groups[i] = step; start_after_group[i] = the gating step, -1 for none.
+  // groups[i] = step; start_after_group[i] = the gating step, -1 for none; retained[i] =
+  // retain_sessions for every i (empty when false).
   AgenticWorkload workload;
   // Ids below this are prompt blocks (system+tools and every task statement); the replay
   // passes it as ReplayOptions::shared_prefix_ids. Ids at or above it are per trajectory.

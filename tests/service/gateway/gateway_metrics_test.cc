@@ -46,6 +46,8 @@ TEST(GatewayMetricsTest, CountsRequestsByRouteAndCodeWithACumulativeHistogram) {
   readings.active_sessions = 2;
   readings.sessions_evicted = 5;
   readings.sessions_refused = 6;
+  readings.retained_sessions = 3;
+  readings.retain_refused = 11;
   readings.coordinator_failures = {.acquire = 7, .release = 8, .cancel = 9, .metrics = 10};
   const std::string text = protocol::WritePrometheusText(metrics.Families(readings));
   for (const char* line :
@@ -61,9 +63,14 @@ TEST(GatewayMetricsTest, CountsRequestsByRouteAndCodeWithACumulativeHistogram) {
         "agentkv_gateway_request_duration_seconds_count{route=\"/generate\"} 3.0\n",
         "agentkv_gateway_parent_hint_rejected_total 1.0\n",
         "agentkv_gateway_session_close_failure_total 1.0\n",
-        "agentkv_gateway_in_flight_requests 4.0\n", "agentkv_gateway_sessions_active 2.0\n",
+        "agentkv_gateway_in_flight_requests 4.0\n",
+        "agentkv_gateway_sessions_active 2.0\n",
         "agentkv_gateway_sessions_evicted_total 5.0\n",
         "agentkv_gateway_sessions_refused_total 6.0\n",
+        "agentkv_gateway_sessions_retained 3.0\n",
+        "agentkv_gateway_sessions_retain_refused_total 11.0\n",
+        "# TYPE agentkv_gateway_sessions_retained gauge\n",
+        "# TYPE agentkv_gateway_sessions_retain_refused_total counter\n",
         "agentkv_gateway_coordinator_failures_total{op=\"acquire\"} 7.0\n",
         "agentkv_gateway_coordinator_failures_total{op=\"release\"} 8.0\n",
         "agentkv_gateway_coordinator_failures_total{op=\"cancel\"} 9.0\n",

@@ -107,6 +107,19 @@ TEST(GatewayOptionsTest, EachBadFieldIsNamedByItsFlag) {
   EXPECT_NE(
       ErrorOf([](GatewayOptions& o) { o.max_closed_sessions = 0; }).find("--max-closed-sessions"),
       std::string::npos);
+  EXPECT_EQ(ErrorOf([](GatewayOptions& o) {
+              o.max_sessions = 10;
+              o.max_retained_sessions = 11;
+            }),
+            "--max-retained-sessions must be in [0, --max-sessions = 10], got 11");
+  EXPECT_NE(ErrorOf([](GatewayOptions& o) {
+              o.max_retained_sessions = -1;
+            }).find("--max-retained-sessions"),
+            std::string::npos);
+  GatewayOptions all_retained = Valid();
+  all_retained.max_sessions = 10;
+  all_retained.max_retained_sessions = 10;
+  EXPECT_TRUE(all_retained.Validate().ok()) << "as many retained as --max-sessions is allowed";
   EXPECT_NE(
       ErrorOf([](GatewayOptions& o) { o.default_max_tokens = -1; }).find("--default-max-tokens"),
       std::string::npos);

@@ -1,6 +1,6 @@
 // The gateway's per-request rules, without a socket: body reading, session identity, the
 // reservation estimate, the forwarded headers and body edits, the bearer token, the close path,
-// the signed parent hint and the error-to-status mapping.
+// the signed parent hint, the error-to-status mapping and the retry advice of error answers.
 #include "agentkv/service/gateway/gateway_request.h"
 
 #include <gmock/gmock.h>
@@ -127,6 +127,23 @@ TEST(HeaderParsingTest, ProtectedScopeAndPromptTokens) {
   EXPECT_FALSE(ParsePromptTokensHeader("")->has_value());
   EXPECT_FALSE(ParsePromptTokensHeader("-1").ok());
   EXPECT_FALSE(ParsePromptTokensHeader("12x").ok());
+}
+
+// X-Agentkv-Session-Retain sets (1, true), clears (0, false) or leaves (absent) the session's
+// retention; anything else is a 400 naming the header and the value.
+TEST(HeaderParsingTest, RetainSetsClearsOrLeavesTheMark) {
+  EXPECT_EQ(*ParseRetainHeader(""), std::nullopt);
+  EXPECT_EQ(*ParseRetainHeader("1"), true);
+  EXPECT_EQ(*ParseRetainHeader("True"), true);
+  EXPECT_EQ(*ParseRetainHeader("0"), false);
+  EXPECT_EQ(*ParseRetainHeader("FALSE"), false);
+  EXPECT_EQ(
+      ParseRetainHeader("yes").status(),
+      InvalidArgumentError("X-Agentkv-Session-Retain: expected 1, true, 0 or false, got \"yes\""));
+  EXPECT_EQ(
+      ParseRetainHeader(std::string(100, 'x')).status().message().size(),
+      std::string("X-Agentkv-Session-Retain: expected 1, true, 0 or false, got \"\"").size() + 64)
+      << "a hostile value is not echoed whole";
 }
 
 // Token counts from a header or a body are range-checked where they enter: the bound itself
@@ -363,7 +380,52 @@ TEST(HttpStatusTest, OneMappingForEveryGatewayError) {
   EXPECT_EQ(HttpStatusFor(GatewayError::kUnauthorized), 401);
   EXPECT_EQ(HttpStatusFor(GatewayError::kShuttingDown), 503);
   EXPECT_EQ(HttpStatusFor(GatewayError::kOverloaded), 503);
+  EXPECT_EQ(HttpStatusFor(GatewayError::kTooManyRequests), 429);
   EXPECT_EQ(HttpStatusFor(GatewayError::kClientGone), 499);
+}
+
+// The retry advice of every error the gateway answers itself: never retry what fails again
+// or what a retry would make worse (the 409 of a session being closed would open a new
+// incarnation of it), and leave the SDK's own rule (retry 429 and 5xx) where waiting helps.
+TEST(ShouldRetryTest, ForbidsRetriesThatCannotHelpOrWouldReopenAClosedSession) {
+  for (GatewayError error :
+       {GatewayError::kBadRequest, GatewayError::kUnauthorized, GatewayError::kNotFound,
+        GatewayError::kSessionClosing, GatewayError::kPayloadTooLarge}) {
+    EXPECT_EQ(ShouldRetry(error), false) << HttpStatusFor(error);
+  }
+  for (GatewayError error :
+       {GatewayError::kTooManyRequests, GatewayError::kInternal, GatewayError::kUpstreamFailed,
+        GatewayError::kShuttingDown, GatewayError::kOverloaded, GatewayError::kUpstreamTimeout}) {
+    EXPECT_EQ(ShouldRetry(error), std::nullopt) << HttpStatusFor(error);
+  }
+}
+
+net::Request RequestTo(std::string target) {
+  net::Request request(http::verb::post, target, 11);
+  request.keep_alive(true);
+  return request;
+}
+
+// The answer itself: status, the family's body and the header the OpenAI SDKs read first.
+TEST(ShouldRetryTest, TheErrorAnswerCarriesTheAdviceInXShouldRetry) {
+  const net::Response closing = ErrorResponse(
+      RequestTo("/v1/chat/completions"), GatewayError::kSessionClosing, "session s is closing");
+  EXPECT_EQ(closing.result_int(), 409);
+  EXPECT_EQ(closing["x-should-retry"], "false");
+  EXPECT_EQ(closing.body(),
+            R"({"object":"error","message":"session s is closing","type":"ConflictError",)"
+            R"("param":null,"code":409})");
+  const net::Response refused =
+      ErrorResponse(RequestTo("/generate"), GatewayError::kBadRequest, "can never be admitted");
+  EXPECT_EQ(refused.result_int(), 400);
+  EXPECT_EQ(refused["x-should-retry"], "false");
+  EXPECT_EQ(refused.body(), R"({"error":{"message":"can never be admitted","code":400}})");
+  for (GatewayError error :
+       {GatewayError::kTooManyRequests, GatewayError::kOverloaded, GatewayError::kShuttingDown}) {
+    const net::Response retried = ErrorResponse(RequestTo("/v1/completions"), error, "later");
+    EXPECT_EQ(retried.result_int(), HttpStatusFor(error));
+    EXPECT_EQ(retried.find("x-should-retry"), retried.end()) << HttpStatusFor(error);
+  }
 }
 
 TEST(SharedPrefixTest, BothHeadersOrNeither) {

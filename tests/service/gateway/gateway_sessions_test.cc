@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -282,7 +283,7 @@ TEST_F(SessionManagerTest, AtTheSessionCapTheLongestIdleSessionMakesRoom) {
   EXPECT_THAT(effects.closes, ElementsAre("old", "recent"));
   // Everyone busy now: refused, and nothing is closed.
   StatusOr<std::string> refused = manager->BeginAttempt("newest", "r", now);
-  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
   EXPECT_THAT(refused.status().message(), testing::HasSubstr("--max-sessions"));
   EXPECT_EQ(manager->refused(), 1);
   EXPECT_EQ(effects.closes.size(), 2u);
@@ -292,9 +293,43 @@ TEST_F(SessionManagerTest, AtTheSessionCapTheLongestIdleSessionMakesRoom) {
   manager->CheckInvariants();
 }
 
-// Random begins, finishes, closes and sweeps under a small cap, against a model of which
-// sessions are active and idle: the cap always holds, the evicted session is always the
-// longest-idle one, and a refusal happens exactly when no session is idle.
+// A session a request marked retained survives any idle time and is never the one the cap
+// ends; a later request clears the mark, and a close ends it on every engine like any other.
+TEST_F(SessionManagerTest, ARetainedSessionEndsOnlyWhenClosed) {
+  Make(/*lifecycle=*/true, /*max_closed=*/8192, /*max_sessions=*/2);
+  const control::AttemptSpec retain{.retain = true};
+  StatusOr<std::string> kept = manager->BeginAttempt("kept", "r", now, retain);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  manager->Finish(*kept, now);
+  EXPECT_EQ(manager->retained_sessions(), 1);
+  manager->Finish(Begin("plain", "r"), now + Seconds(1));
+  EXPECT_EQ(manager->Sweep(now + Seconds(3600)), 1);
+  EXPECT_THAT(effects.closes, ElementsAre("plain"));
+  // At the cap (2), "kept" is idle longer than "other" but only "other" can make room.
+  manager->Finish(Begin("other", "r"), now + Seconds(3600));
+  Begin("new", "r");
+  EXPECT_THAT(effects.closes, ElementsAre("plain", "other"));
+  // The bound on retained sessions (max_sessions / 2 = 1): a second mark is refused.
+  StatusOr<std::string> refused =
+      manager->BeginAttempt("new", "second", now + Seconds(3600), retain);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(manager->retain_refused(), 1);
+  // "new" busy, "kept" retained: a newcomer cannot get in.
+  EXPECT_EQ(manager->BeginAttempt("late", "r", now + Seconds(3600)).status().code(),
+            StatusCode::kUnavailable);
+  auto* result = Close("kept");
+  ASSERT_TRUE(result->has_value());
+  EXPECT_EQ(**result, (SessionCloseResult{"kept", true, 0}));
+  EXPECT_THAT(effects.closes, ElementsAre("plain", "other", "kept"));
+  EXPECT_EQ(manager->retained_sessions(), 0);
+  manager->CheckInvariants();
+}
+
+// Random begins (some marking their session retained or clearing the mark), finishes and
+// closes under a small cap, against a model of which sessions are active, idle and retained:
+// the cap always holds, the evicted session is always the longest-idle unretained one, a
+// refusal happens exactly when no session is idle and unretained, and a mark past the bound
+// (max_sessions / 2) is refused.
 TEST_F(SessionManagerTest, RandomTrafficNeverExceedsTheCapAndEvictsTheLongestIdle) {
   for (uint64_t seed = 1; seed <= 5; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
@@ -303,6 +338,7 @@ TEST_F(SessionManagerTest, RandomTrafficNeverExceedsTheCapAndEvictsTheLongestIdl
     std::mt19937_64 rng(seed);
     std::map<std::string, std::vector<std::string>> live;  // session -> live rids
     std::map<std::string, SteadyTime> idle_since;          // the model's idle sessions
+    std::set<std::string> retained;                        // the model's retained sessions
     int request = 0;
     for (int op = 0; op < 3000; ++op) {
       now += std::chrono::milliseconds(rng() % 50 + 1);
@@ -311,25 +347,34 @@ TEST_F(SessionManagerTest, RandomTrafficNeverExceedsTheCapAndEvictsTheLongestIdl
       if (kind < 2) {
         const bool known = live.contains(session) || idle_since.contains(session);
         const size_t closes_before = effects.closes.size();
+        control::AttemptSpec spec;
+        if (rng() % 3 == 0) spec.retain = rng() % 2 == 0;
         std::optional<std::string> victim;
-        if (!known && live.size() + idle_since.size() >= 4 && !idle_since.empty()) {
-          victim =
-              std::min_element(idle_since.begin(), idle_since.end(),
-                               [](const auto& a, const auto& b) { return a.second < b.second; })
-                  ->first;
+        for (const auto& [id, since] : idle_since) {
+          if (retained.contains(id)) continue;
+          if (!victim.has_value() || since < idle_since.at(*victim)) victim = id;
         }
+        const bool full = !known && live.size() + idle_since.size() >= 4;
         StatusOr<std::string> rid =
-            manager->BeginAttempt(session, "q" + std::to_string(request++), now);
-        if (!known && live.size() + idle_since.size() >= 4 && idle_since.empty()) {
-          ASSERT_EQ(rid.status().code(), StatusCode::kResourceExhausted);
+            manager->BeginAttempt(session, "q" + std::to_string(request++), now, spec);
+        if (spec.retain == true && !retained.contains(session) && retained.size() >= 2) {
+          ASSERT_EQ(rid.status().code(), StatusCode::kResourceExhausted) << rid.status();
+          continue;
+        }
+        if (full && !victim.has_value()) {
+          ASSERT_EQ(rid.status().code(), StatusCode::kUnavailable) << rid.status();
           continue;
         }
         ASSERT_TRUE(rid.ok()) << rid.status();
-        if (victim.has_value()) {
+        if (full) {
           ASSERT_EQ(effects.closes.size(), closes_before + 1);
           ASSERT_EQ(effects.closes.back(), *victim);
           idle_since.erase(*victim);
+        } else {
+          ASSERT_EQ(effects.closes.size(), closes_before);
         }
+        if (spec.retain == true) retained.insert(session);
+        if (spec.retain == false) retained.erase(session);
         idle_since.erase(session);
         live[session].push_back(*rid);
       } else if (kind == 2 && !live.empty()) {
@@ -344,9 +389,11 @@ TEST_F(SessionManagerTest, RandomTrafficNeverExceedsTheCapAndEvictsTheLongestIdl
       } else if (kind == 3 && idle_since.contains(session)) {
         ASSERT_TRUE(Close(session)->has_value());
         idle_since.erase(session);
+        retained.erase(session);
       }
       manager->CheckInvariants();
       ASSERT_EQ(manager->active_sessions(), static_cast<int64_t>(live.size() + idle_since.size()));
+      ASSERT_EQ(manager->retained_sessions(), static_cast<int64_t>(retained.size()));
     }
   }
 }

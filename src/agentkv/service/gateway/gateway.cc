@@ -20,8 +20,7 @@ namespace agentkv::service {
 namespace gateway_internal {
 
 net::Response JsonError(const net::Request& request, GatewayError error, std::string_view message) {
-  const int code = HttpStatusFor(error);
-  return net::MakeErrorResponse(request, static_cast<http::status>(code), message);
+  return ErrorResponse(request, error, message);
 }
 
 // An upstream's buffered answer as the gateway's reply to `request`: status, body and
@@ -102,6 +101,7 @@ Status Gateway::Core::Init() {
       std::chrono::duration<double>(options_.session_drain_timeout_s));
   session_options.max_closed_sessions = options_.max_closed_sessions;
   session_options.max_sessions = options_.max_sessions;
+  session_options.max_retained_sessions = options_.max_retained_sessions;
   session_options.on_close_outcome = [this](const std::string& session_id, bool ok) {
     metrics_.CountSessionClose(ok);
     if (options_.on_session_close) options_.on_session_close(ok);
@@ -282,9 +282,15 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   StatusOr<std::optional<SharedPrefix>> shared_prefix =
       ParseSharedPrefixHeaders(header(kPrefixKeyHeader), header(kPrefixTokensHeader));
   StatusOr<RequestPause> pause = ParsePauseHeader(header(kPauseHeader));
+  StatusOr<std::optional<bool>> retain = ParseRetainHeader(header(kRetainHeader));
   for (const Status& s : {is_protected.status(), is_train.status(), prompt_tokens.status(),
-                          shared_prefix.status(), pause.status()}) {
+                          shared_prefix.status(), pause.status(), retain.status()}) {
     if (!s.ok()) return refuse(GatewayError::kBadRequest, s.message());
+  }
+  if (retain->value_or(false) && !session->has_value()) {
+    return refuse(GatewayError::kBadRequest, std::string(kRetainHeader) +
+                                                 ": 1 needs a session (the body's session_id or " +
+                                                 options_.session_header + ")");
   }
   // What every engine would refuse is refused here, before it reserves or queues anything.
   if (const std::optional<int64_t> prompt = ExactPromptTokens(*client, *prompt_tokens);
@@ -312,9 +318,16 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
       *session, request_id, started,
       control::AttemptSpec{.awaits_admission = needs_admission,
                            .streamed = client->stream,
-                           .prompt_tokens = EstimatePromptTokens(*client, *prompt_tokens)});
-  if (!rid.ok() && rid.status().code() == StatusCode::kResourceExhausted) {
+                           .prompt_tokens = EstimatePromptTokens(*client, *prompt_tokens),
+                           .retain = *retain});
+  // Unavailable: --max-sessions sessions, all busy or retained (not the upstream's fault);
+  // ResourceExhausted: a retention mark past --max-retained-sessions (or, never in practice, 2^20
+  // live attempts of one request id).
+  if (!rid.ok() && rid.status().code() == StatusCode::kUnavailable) {
     return refuse(GatewayError::kOverloaded, rid.status().message());
+  }
+  if (!rid.ok() && rid.status().code() == StatusCode::kResourceExhausted) {
+    return refuse(GatewayError::kTooManyRequests, rid.status().message());
   }
   if (!rid.ok()) return refuse(ErrorFor(rid.status()), rid.status().message());
 

@@ -9,7 +9,8 @@
 // forwarding, an in-scope request takes an admission lease from the AdmissionBackend (or waits
 // in its global FIFO) and returns it when the attempt ends, however it ends.
 // Control plane: POST /v1/sessions/{id}/close ends a session (abort its in-flight attempts on
-// every engine, wait for them, close it on every engine), as does the idle timeout; a
+// every engine, wait for them, close it on every engine), as does the idle timeout unless a
+// request marked the session retained (X-Agentkv-Session-Retain); a
 // FleetPoller feeds the backend engine snapshots from /metrics.
 // Observability: GET /metrics (Prometheus), GET /agentic_kv (the seed's series as JSON),
 // GET /health. docs/GATEWAY.md is the operator's guide.
@@ -39,6 +40,8 @@ struct GatewayStats {
   // Requests waiting for an admission decision.
   int64_t awaiting_admission = 0;
   int64_t sessions_active = 0;
+  // Active sessions marked retained (X-Agentkv-Session-Retain: 1).
+  int64_t sessions_retained = 0;
   // Close fan-outs since start, and those that failed on some engine.
   int64_t session_close = 0;
   int64_t session_close_failure = 0;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <tuple>
 
+#include "agentkv/net/error_body.h"
 #include "agentkv/protocol/endpoints.h"
 #include "agentkv/protocol/json_util.h"
 #include "agentkv/protocol/prometheus.h"
@@ -97,6 +98,10 @@ void Gateway::Core::HandleClose(net::Request request, std::shared_ptr<net::Respo
     net::Response response =
         net::MakeErrorResponse(request, http::status::method_not_allowed, "use POST");
     response.set(http::field::allow, "POST");
+    // As every 4xx the gateway answers itself but 429: the same request fails again.
+    response.set(
+        boost::beast::string_view(net::kShouldRetryHeader.data(), net::kShouldRetryHeader.size()),
+        "false");
     return writer->Reply(std::move(response));
   }
   if (!Authorized(request)) {
@@ -275,8 +280,10 @@ void Gateway::Core::HandleMetrics(const net::Request& request, net::ResponseWrit
   GatewayReadings readings;
   readings.in_flight = in_flight_.load();
   readings.active_sessions = sessions_->active_sessions();
+  readings.retained_sessions = sessions_->retained_sessions();
   readings.sessions_evicted = sessions_->evicted();
   readings.sessions_refused = sessions_->refused();
+  readings.retain_refused = sessions_->retain_refused();
   if (backend_ != nullptr) readings.coordinator_failures = backend_->failures();
   for (protocol::MetricFamily& family : metrics_.Families(readings)) {
     families.push_back(std::move(family));
@@ -306,6 +313,7 @@ GatewayStats Gateway::Core::Stats() const {
     stats.awaiting_admission = static_cast<int64_t>(awaiting_.size());
   }
   stats.sessions_active = sessions_ != nullptr ? sessions_->active_sessions() : 0;
+  stats.sessions_retained = sessions_ != nullptr ? sessions_->retained_sessions() : 0;
   std::tie(stats.session_close, stats.session_close_failure) = metrics_.close_totals();
   stats.parent_hint_rejected = metrics_.parent_hint_rejected();
   stats.subagent_demotion_deliveries = demotion_deliveries_.load();

@@ -75,7 +75,8 @@ struct Exchange {
 // "text" in double quotes, for log values that may hold spaces.
 inline std::string Quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
-// The gateway's own error answer: SGLang's error shape with the status of `error`.
+// The gateway's own error answer (ErrorResponse): the body shape of the request's API family,
+// the status of `error` and its x-should-retry advice.
 net::Response JsonError(const net::Request& request, GatewayError error, std::string_view message);
 
 }  // namespace gateway_internal

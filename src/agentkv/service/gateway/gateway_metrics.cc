@@ -163,8 +163,12 @@ std::vector<protocol::MetricFamily> GatewayMetrics::Families(
           "Idle sessions ended early (and closed) to stay within --max-sessions.",
           static_cast<double>(readings.sessions_evicted));
   counter("agentkv_gateway_sessions_refused_total",
-          "Requests refused with 503 because --max-sessions sessions were all busy.",
+          "Requests refused with 503 because --max-sessions sessions were all busy or retained.",
           static_cast<double>(readings.sessions_refused));
+  counter("agentkv_gateway_sessions_retain_refused_total",
+          "Requests refused with 429 because their X-Agentkv-Session-Retain: 1 would retain "
+          "more than --max-retained-sessions sessions.",
+          static_cast<double>(readings.retain_refused));
   protocol::MetricFamily coordinator{
       "agentkv_gateway_coordinator_failures_total",
       "Calls to the remote coordinator that failed (admission then fails open), by operation.",
@@ -183,6 +187,10 @@ std::vector<protocol::MetricFamily> GatewayMetrics::Families(
         static_cast<double>(readings.in_flight));
   gauge("agentkv_gateway_sessions_active", "Sessions accepting requests.",
         static_cast<double>(readings.active_sessions));
+  gauge("agentkv_gateway_sessions_retained",
+        "Sessions marked retained (X-Agentkv-Session-Retain): never idled out nor evicted, "
+        "ended only by a close; counted in agentkv_gateway_sessions_active too.",
+        static_cast<double>(readings.retained_sessions));
   return families;
 }
 

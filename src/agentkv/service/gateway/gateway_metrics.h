@@ -7,8 +7,10 @@
 // admission wait included), agentkv_gateway_parent_hint_rejected_total,
 // agentkv_gateway_session_close_total / _close_failure_total (cumulative),
 // agentkv_gateway_sessions_evicted_total / _sessions_refused_total (the --max-sessions bound),
+// agentkv_gateway_sessions_retain_refused_total (the --max-retained-sessions bound),
 // agentkv_gateway_coordinator_failures_total{op} (a remote coordinator's failed calls), and
-// the gauges agentkv_gateway_in_flight_requests and agentkv_gateway_sessions_active. The
+// the gauges agentkv_gateway_in_flight_requests, agentkv_gateway_sessions_active and
+// agentkv_gateway_sessions_retained. The
 // agentic_kv/ session series are the gateway's (it runs the lifecycle); the admission/ and budget/
 // series come from the AdmissionBackend. Thread-safe.
 #ifndef AGENTKV_SERVICE_GATEWAY_GATEWAY_METRICS_H_
@@ -47,9 +49,13 @@ std::string AgenticKvJson(const std::vector<std::pair<std::string, double>>& ser
 struct GatewayReadings {
   int64_t in_flight = 0;
   int64_t active_sessions = 0;
-  // Since start: sessions ended early under --max-sessions, new sessions refused there.
+  // Active sessions marked retained.
+  int64_t retained_sessions = 0;
+  // Since start: sessions ended early under --max-sessions, new sessions refused there, and
+  // retention marks refused under --max-retained-sessions.
   int64_t sessions_evicted = 0;
   int64_t sessions_refused = 0;
+  int64_t retain_refused = 0;
   AdmissionBackendFailures coordinator_failures;
 };
 

@@ -147,6 +147,12 @@ Status GatewayOptions::Validate() const {
     return InvalidArgumentError("--max-sessions must be in [1, " + std::to_string(kMaxCount) +
                                 "], got " + std::to_string(max_sessions));
   }
+  if (max_retained_sessions.has_value() &&
+      (*max_retained_sessions < 0 || *max_retained_sessions > max_sessions)) {
+    return InvalidArgumentError(
+        "--max-retained-sessions must be in [0, --max-sessions = " + std::to_string(max_sessions) +
+        "], got " + std::to_string(*max_retained_sessions));
+  }
   if (max_closed_sessions < 1 || max_closed_sessions > kMaxCount) {
     return InvalidArgumentError("--max-closed-sessions must be in [1, " +
                                 std::to_string(kMaxCount) + "], got " +

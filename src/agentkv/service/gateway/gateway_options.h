@@ -130,6 +130,11 @@ struct GatewayOptions {
   // every session has a request in flight, it is refused with 503. Default: 100000 (about
   // 80 MB). Range: [1, 2^32].
   int64_t max_sessions = 100'000;
+  // --max-retained-sessions: sessions retained at once (X-Agentkv-Session-Retain: 1); they
+  // count in --max-sessions, are never idled out nor evicted, and a mark past this bound is
+  // refused with 429, so that retained sessions never fill the session cap. Default: unset,
+  // max_sessions / 2. Range: [0, max_sessions] when set (0: retention refused).
+  std::optional<int64_t> max_retained_sessions;
 
   // Scrape every engine's /metrics each poll interval and pass the snapshots to
   // AdmissionBackend::Reconcile (admission on). Set false with a remote backend: the

@@ -8,6 +8,7 @@
 
 #include "agentkv/base/bounds.h"
 #include "agentkv/control/reservation.h"
+#include "agentkv/net/error_body.h"
 #include "agentkv/net/http_status.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/protocol/json_splice.h"
@@ -327,6 +328,17 @@ StatusOr<bool> ParseProtectedHeader(std::string_view value) {
   return InvalidArgumentError(std::string(kProtectedHeader) + ": expected 1, true, 0 or false");
 }
 
+StatusOr<std::optional<bool>> ParseRetainHeader(std::string_view value) {
+  const std::string lower = Lower(value);
+  if (lower.empty()) return std::optional<bool>();
+  if (lower == "1" || lower == "true") return std::optional<bool>(true);
+  if (lower == "0" || lower == "false") return std::optional<bool>(false);
+  constexpr size_t kMaxEchoedBytes = 64;
+  return InvalidArgumentError(std::string(kRetainHeader) +
+                              ": expected 1, true, 0 or false, got \"" +
+                              std::string(value.substr(0, kMaxEchoedBytes)) + "\"");
+}
+
 StatusOr<bool> ParseScopeHeader(std::string_view value) {
   if (value.empty() || value == "train") return true;
   if (value == "eval") return false;
@@ -488,6 +500,8 @@ int HttpStatusFor(GatewayError error) {
       return 409;
     case GatewayError::kPayloadTooLarge:
       return 413;
+    case GatewayError::kTooManyRequests:
+      return 429;
     case GatewayError::kClientGone:
       return 499;
     case GatewayError::kInternal:
@@ -501,6 +515,38 @@ int HttpStatusFor(GatewayError error) {
       return 504;
   }
   return 500;
+}
+
+std::optional<bool> ShouldRetry(GatewayError error) {
+  switch (error) {
+    case GatewayError::kBadRequest:
+    case GatewayError::kUnauthorized:
+    case GatewayError::kNotFound:
+    case GatewayError::kSessionClosing:
+    case GatewayError::kPayloadTooLarge:
+      return false;
+    case GatewayError::kTooManyRequests:
+    case GatewayError::kClientGone:
+    case GatewayError::kInternal:
+    case GatewayError::kUpstreamFailed:
+    case GatewayError::kShuttingDown:
+    case GatewayError::kOverloaded:
+    case GatewayError::kUpstreamTimeout:
+      break;
+  }
+  return std::nullopt;
+}
+
+net::Response ErrorResponse(const net::Request& request, GatewayError error,
+                            std::string_view message) {
+  net::Response response = net::MakeErrorResponse(
+      request, static_cast<net::http::status>(HttpStatusFor(error)), message);
+  if (const std::optional<bool> retry = ShouldRetry(error)) {
+    response.set(
+        boost::beast::string_view(net::kShouldRetryHeader.data(), net::kShouldRetryHeader.size()),
+        *retry ? "true" : "false");
+  }
+  return response;
 }
 
 GatewayError ErrorFor(const Status& status) {

@@ -45,6 +45,11 @@ inline constexpr std::string_view kPrefixTokensHeader = "X-Agentkv-Prefix-Tokens
 // ("tool_call", "subagent_wait", "human_turn", or "session_end" for a session's last request);
 // overrides what the body shows.
 inline constexpr std::string_view kPauseHeader = "X-Agentkv-Pause";
+// Session retention (partial rollout, fully async retention): "1" or "true" marks the request's
+// session retained, "0" or "false" clears the mark; absent leaves it. A retained session is
+// never idled out (--session-idle-timeout-s) nor evicted at --max-sessions; only its close ends
+// it. The mark belongs to the session's incarnation.
+inline constexpr std::string_view kRetainHeader = "X-Agentkv-Session-Retain";
 // The signed sub-agent parent hint.
 inline constexpr std::string_view kParentSessionHeader = "X-Agentkv-Parent-Session";
 inline constexpr std::string_view kParentSignatureHeader = "X-Agentkv-Parent-Signature";
@@ -150,6 +155,9 @@ StatusOr<bool> ParseProtectedHeader(std::string_view value);
 // X-Agentkv-Scope: whether the request is a training rollout: true for "" or "train", false
 // for "eval"; else InvalidArgument.
 StatusOr<bool> ParseScopeHeader(std::string_view value);
+// X-Agentkv-Session-Retain: nullopt when empty; true for "1" or "true", false for "0" or
+// "false" (any case); else InvalidArgument naming the header and the value.
+StatusOr<std::optional<bool>> ParseRetainHeader(std::string_view value);
 
 // The prompt tokens admission counts: the token ids when the body has them, else the
 // X-Prompt-Tokens value when given, else ceil(text bytes / 4), the documented estimate.
@@ -247,6 +255,8 @@ enum class GatewayError : uint8_t {
   kNotFound,         // 404.
   kSessionClosing,   // 409: the session is closing or its attempt was cancelled by a close.
   kPayloadTooLarge,  // 413.
+  kTooManyRequests,  // 429: a retention mark past --max-retained-sessions (or 2^20 live
+                     // attempts of one request id).
   kClientGone,       // 499 (recorded only; nobody reads the answer).
   kInternal,         // 500.
   kUpstreamFailed,   // 502: the router or engine could not be reached or broke the answer.
@@ -256,6 +266,21 @@ enum class GatewayError : uint8_t {
 };
 
 int HttpStatusFor(GatewayError error);
+
+// Whether a client should retry `error`'s answer, which the answer tells the OpenAI SDKs with
+// `x-should-retry` (net::kShouldRetryHeader). false where the same request cannot succeed later
+// (400, 401, 404, 413: nothing about it changes) or where a retry would do harm (409: its session
+// was closed, and a retry would silently open a new incarnation of the session the client just
+// closed). nullopt, no header, where a retry later can succeed, so the SDK's own rule (retry 429
+// and >= 500) is right: 429 (a retained session may be closed meanwhile), 5xx (shutdown, the
+// session cap full of busy sessions, upstream failures and timeouts).
+std::optional<bool> ShouldRetry(GatewayError error);
+
+// The gateway's own error answer to `request`: HttpStatusFor(error), the error body of the
+// request's API family (net::ErrorBodyFor) with `message`, and `x-should-retry` when
+// ShouldRetry(error) has a value. Every error the gateway answers itself is built here.
+net::Response ErrorResponse(const net::Request& request, GatewayError error,
+                            std::string_view message);
 
 // The error for a failed Status, by the shared net::HttpStatusFor: InvalidArgument ->
 // kBadRequest, ResourceExhausted -> kPayloadTooLarge, NotFound -> kNotFound,

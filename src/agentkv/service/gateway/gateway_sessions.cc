@@ -29,6 +29,7 @@ control::GatewayFlowOptions FlowOptions(const SessionManagerOptions& options) {
   flow.drain_timeout = ToTimeNs(options.drain_timeout);
   flow.max_closed_sessions = options.max_closed_sessions;
   flow.max_sessions = options.max_sessions;
+  flow.max_retained_sessions = options.max_retained_sessions;
   return flow;
 }
 
@@ -168,6 +169,16 @@ control::SessionLifecycleCounters SessionManager::counters() const {
 int64_t SessionManager::active_sessions() const {
   sync::MutexLock lock(&mu_);
   return flow_.active_sessions();
+}
+
+int64_t SessionManager::retained_sessions() const {
+  sync::MutexLock lock(&mu_);
+  return flow_.retained_sessions();
+}
+
+int64_t SessionManager::retain_refused() const {
+  sync::MutexLock lock(&mu_);
+  return flow_.retain_refused();
 }
 
 int64_t SessionManager::evicted() const {

@@ -5,7 +5,8 @@
 //
 // Every request the gateway forwards is one backend attempt with a unique rid
 // "{request_id}:{n}". When a session ends (the client's POST /v1/sessions/{id}/close, the idle
-// timeout, or eviction at --max-sessions), the flow cancels attempts still waiting for
+// timeout, or eviction at --max-sessions; a session a request marked retained only by the
+// close), the flow cancels attempts still waiting for
 // admission, aborts dispatched ones on every engine, waits until their upstream responses end
 // (bounded by the drain timeout), then closes the session on every engine once. This class
 // holds the flow under one mutex, turns steady-clock times into TimeNs, keeps the callbacks
@@ -79,9 +80,12 @@ struct SessionManagerOptions {
   // Ended sessions remembered for idempotent closes. Range: >= 1.
   int64_t max_closed_sessions = 8192;
   // Active sessions (accepting attempts), at most. Opening one more first ends the session
-  // idle the longest (no attempt in flight), as the idle timeout would; when none is idle the
-  // new session is refused. Range: >= 1.
+  // idle the longest (no attempt in flight, not retained), as the idle timeout would; when none
+  // is idle the new session is refused. Range: >= 1.
   int64_t max_sessions = 100'000;
+  // Retained sessions at most (control::GatewayFlowOptions::max_retained_sessions). Default:
+  // unset, max_sessions / 2. Range: [0, max_sessions] when set.
+  std::optional<int64_t> max_retained_sessions;
   // Called once per close fan-out outcome (any thread, no lock held).
   std::function<void(const std::string& session_id, bool ok)> on_close_outcome;
 };
@@ -96,10 +100,13 @@ class SessionManager {
   // Registers a new attempt of `request_id` (in `session_id` when set; a session is opened on
   // its first attempt, and an ended one is opened again as a new incarnation) and returns its
   // rid: FormatAttemptRid(request_id, n) with the lowest n not used by a live attempt or by
-  // the session's remembered attempts. `spec` says whether it waits for admission first and
-  // whether it streams. FailedPrecondition while the session is closing. Opening a session at
-  // max_sessions ends the longest-idle one (counted in evicted()); ResourceExhausted, counted
-  // in refused(), when every active session has work in flight.
+  // the session's remembered attempts. `spec` says whether it waits for admission first,
+  // whether it streams and whether it sets or clears its session's retention.
+  // FailedPrecondition while the session is closing; ResourceExhausted, counted in
+  // retain_refused(), when spec.retain would retain more than max_retained_sessions sessions.
+  // Opening a session at max_sessions ends the longest-idle unretained one (counted in
+  // evicted()); Unavailable, counted in refused(), when every active session has work in flight
+  // or is retained. InvalidArgument for spec.retain = true without a session.
   [[nodiscard]] StatusOr<std::string> BeginAttempt(const std::optional<std::string>& session_id,
                                                    std::string_view request_id, SteadyTime now,
                                                    control::AttemptSpec spec = {});
@@ -140,12 +147,16 @@ class SessionManager {
   control::SessionLifecycleCounters counters() const;
   // Sessions accepting attempts.
   int64_t active_sessions() const;
+  // Active sessions marked retained.
+  int64_t retained_sessions() const;
   // Attempts begun and not finished, with or without a session.
   int64_t live_attempts() const;
   // Sessions ended early to make room under max_sessions, and new sessions refused because
   // none could be, since start.
   int64_t evicted() const;
   int64_t refused() const;
+  // Retention marks refused at max_retained_sessions, since start.
+  int64_t retain_refused() const;
   // The rids of live attempts, sorted (for shutdown and tests).
   std::vector<std::string> live_rids() const;
 

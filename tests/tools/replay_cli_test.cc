@@ -384,6 +384,31 @@ TEST_F(ReplayCliTest, WekaTraceWithNullFieldsReplaysAndSaysWhatItFilledIn) {
   EXPECT_TRUE(ReportJson().at("setup").at("workload_notes").as_array().empty());
 }
 
+// The gateway's idle timeout ends a rollout trajectory's session during each long tool call
+// (with +lifecycle, a close on every engine) unless the trajectories are retained, as partial
+// rollout keeps them: then only a trajectory's end closes its session.
+TEST_F(ReplayCliTest, RetainedRolloutSessionsOutliveTheIdleTimeout) {
+  const std::string rollout =
+      "--workload rollout --rollout-prompts 2 --rollout-group-size 2 --arms +lifecycle "
+      "--session-idle-timeout-s 2";
+  ASSERT_EQ(Replay(rollout).exit_code, 0);
+  const int64_t plain = ReportJson().at("arms").at(0).at("sessions_closed").to_number<int64_t>();
+  ASSERT_EQ(Replay(rollout + " --rollout-retain-sessions").exit_code, 0);
+  const boost::json::value report = ReportJson();
+  const boost::json::value& retained = report.at("arms").at(0);
+  // 2 steps x 2 prompts x 2 samples, each closed once, at its end, on each of the 2 engines.
+  EXPECT_EQ(retained.at("sessions_closed").to_number<int64_t>(), 16);
+  EXPECT_GT(plain, 16);
+
+  const RunResult bad = Replay(std::string(kSmallWorkload) + " --session-idle-timeout-s -1");
+  ExpectOneErrorLine(bad);
+  EXPECT_THAT(bad.err, HasSubstr("--session-idle-timeout-s must be in [0, 31536000], got -1"));
+  const RunResult not_rollout = Replay(std::string(kSmallWorkload) + " --rollout-retain-sessions");
+  ExpectOneErrorLine(not_rollout);
+  EXPECT_THAT(not_rollout.err,
+              HasSubstr("--rollout-retain-sessions applies to --workload rollout only"));
+}
+
 TEST_F(ReplayCliTest, MooncakeTraceReplaysOpenLoop) {
   const std::string trace = WriteTrace("mooncake.jsonl", kMooncakeTrace);
   const RunResult r = Replay("--workload mooncake --trace '" + trace + "' --arms baseline");

@@ -121,6 +121,11 @@ void ReplayFlags::Add(CLI::App& c) {
                    "Context window: a trajectory ends before its prompt outgrows it")
           ->capture_default_str()
           ->group(rollout_group),
+      c.add_flag("--rollout-retain-sessions", rollout_retain_sessions_,
+                 "Mark every trajectory's session retained (partial rollout, fully async "
+                 "retention): the gateway never ends one for idleness "
+                 "(--session-idle-timeout-s), only its end closes it")
+          ->group(rollout_group),
   };
 
   const std::string fleet_group = "Fleet";
@@ -208,6 +213,14 @@ void ReplayFlags::Add(CLI::App& c) {
                "Routing key of sub-agents' requests, every arm: own (their own session) or "
                "parent (their parent's session: same engine under consistent_hashing)")
       ->check(CLI::IsMember({"own", "parent"}))
+      ->capture_default_str()
+      ->group(fleet_group);
+  c.add_option("--session-idle-timeout-s", options_.session_idle_timeout_s,
+               "The gateway's idle timeout in every arm: a session with nothing in flight this "
+               "long is ended (closed on every engine with +lifecycle) unless retained; 0 = "
+               "never (the replayed agents close their sessions at their end; the served "
+               "gateway's default is 900)")
+      ->type_name("S")
       ->capture_default_str()
       ->group(fleet_group);
   c.add_option("--fixed-ttl-s,--continuum-ttl-s", options_.fixed_ttl_s,
@@ -368,6 +381,10 @@ StatusOr<ReplayPlan> ReplayFlags::Plan() const {
       s = CheckFlagRange("--fixed-ttl-s", options.fixed_ttl_s, 0.0, 86400.0, LowerBound::kOpen);
     }
     if (s.ok()) {
+      s = CheckFlagRange("--session-idle-timeout-s", options.session_idle_timeout_s, 0.0,
+                         31'536'000.0);
+    }
+    if (s.ok()) {
       s = CheckFlagRange("--continuum-memory-price", options.continuum.memory_price, 0.0, 1.0);
     }
     if (s.ok()) {
@@ -425,6 +442,7 @@ StatusOr<ReplayPlan> ReplayFlags::Plan() const {
         rollout_mode_ == "async" ? sim::RolloutMode::kAsynchronous : sim::RolloutMode::kSynchronous;
     generator.staleness = rollout_staleness_;
     generator.max_context_tokens = rollout_max_context_tokens_;
+    generator.retain_sessions = rollout_retain_sessions_;
     StatusOr<sim::RolloutWorkload> generated = sim::GenerateRolloutWorkload(generator);
     if (!generated.ok()) return generated.status();
     options.shared_prefix_ids = generated->shared_prefix_ids;

@@ -83,6 +83,7 @@ class ReplayFlags {
   std::string rollout_mode_ = "sync";
   int64_t rollout_staleness_ = 1;
   int64_t rollout_max_context_tokens_ = 65'536;
+  bool rollout_retain_sessions_ = false;
   // The rollout flags, to refuse them with another workload.
   std::vector<CLI::Option*> rollout_options_;
   // Fleet and arms.

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "agentkv/base/rng.h"
-#include "tests/sim/gzip_for_tests.h"
+#include "tests/sim/trace_files_for_tests.h"
 
 namespace agentkv::sim {
 namespace {
@@ -303,16 +303,8 @@ TEST(TraceInputTest, NullOptionalFieldsAreAbsentAndNullRequiredOnesMistyped) {
 
 // ---- Trace files, plain and gzip ---------------------------------------------------------
 
-class TraceFileTest : public ::testing::Test {
+class TraceFileTest : public testing_support::ScratchDirTest {
  protected:
-  void SetUp() override {
-    const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    dir_ = std::filesystem::path(::testing::TempDir()) / ("agentkv_trace_file_test_" + test);
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
   // The lines ForEachJsonLine visits in the file at `path`, or its error.
@@ -330,8 +322,6 @@ class TraceFileTest : public ::testing::Test {
         });
     return walk;
   }
-
-  std::filesystem::path dir_;
 };
 
 // Random JSON Lines traces read the same from a plain file, a gzip file under any name, and a

@@ -16,7 +16,7 @@
 #include "agentkv/base/bounds.h"
 #include "agentkv/base/rng.h"
 #include "agentkv/sim/trace_input.h"
-#include "tests/sim/gzip_for_tests.h"
+#include "tests/sim/trace_files_for_tests.h"
 
 namespace agentkv::sim {
 namespace {
@@ -574,23 +574,13 @@ TEST(WekaTraceTest, ValuesSpanningReadChunksParse) {
 
 // ---- Files ------------------------------------------------------------------------------
 
-class WekaTraceFileTest : public ::testing::Test {
+class WekaTraceFileTest : public testing_support::ScratchDirTest {
  protected:
-  void SetUp() override {
-    const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    dir_ = std::filesystem::path(::testing::TempDir()) / ("agentkv_weka_trace_test_" + test);
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::string Write(const std::string& name, const std::string& text) {
     const std::filesystem::path path = dir_ / name;
     std::ofstream(path) << text;
     return path.string();
   }
-
-  std::filesystem::path dir_;
 };
 
 TEST_F(WekaTraceFileTest, ReadsAFileAndNamesItInErrors) {

@@ -1,2 +1,0 @@
-// A violation for the standalone check's own test.
-const char* kTraces = "../shared/traces/weka";

@@ -35,7 +35,10 @@ struct CloseFanOut {
   size_t remaining AGENTKV_GUARDED_BY(mu) = 0;
   bool finished AGENTKV_GUARDED_BY(mu) = false;
   std::function<void(bool ok)> done;
+  // On the server's executor; null when the server was stopping (no timeout then: the
+  // engines' answers, or the control client's Unavailable at teardown, complete the fan-out).
   std::unique_ptr<boost::asio::steady_timer> timer;
+  std::shared_ptr<gateway_internal::ServerGate> server_gate;
   LogSink log;
 };
 
@@ -53,11 +56,15 @@ void CompleteClose(const std::shared_ptr<CloseFanOut>& fan, int64_t index, Statu
     }
     if (index >= 0 && fan->remaining > 0) return;
     fan->finished = true;
-    if (index >= 0) {
+    if (index >= 0 && fan->timer != nullptr) {
       // Every engine answered: stop the close timer now, so that the fan-out is freed at once
       // rather than held until --close-timeout-s (at thousands of closes a second, that
-      // delay alone would hold thousands of them).
-      boost::asio::post(fan->timer->get_executor(), [fan] { fan->timer->cancel(); });
+      // delay alone would hold thousands of them). Not while the server stops: its shutdown
+      // destroys the timer's wait instead.
+      sync::MutexLock gate(&fan->server_gate->mu);
+      if (fan->server_gate->open) {
+        boost::asio::post(fan->timer->get_executor(), [fan] { fan->timer->cancel(); });
+      }
     }
     for (std::optional<Status>& result : fan->results) {
       statuses.push_back(result.has_value()
@@ -214,11 +221,17 @@ void Gateway::Core::CloseOnEveryEngine(const std::string& session_id,
   }
   fan->done = std::move(done);
   fan->log = options_.log;
-  fan->timer =
-      std::make_unique<boost::asio::steady_timer>(server_->executor(), options_.close_timeout());
-  fan->timer->async_wait([fan](const boost::system::error_code& error) {
-    if (!error) CompleteClose(fan, -1, Status::Ok());
-  });
+  fan->server_gate = server_gate_;
+  {
+    sync::MutexLock gate(&server_gate_->mu);
+    if (server_gate_->open) {
+      fan->timer = std::make_unique<boost::asio::steady_timer>(server_->executor(),
+                                                               options_.close_timeout());
+      fan->timer->async_wait([fan](const boost::system::error_code& error) {
+        if (!error) CompleteClose(fan, -1, Status::Ok());
+      });
+    }
+  }
   const std::string body =
       protocol::SerializeCloseSessionRequest(protocol::CloseSessionRequest{session_id});
   for (size_t i = 0; i < engines.size(); ++i) {
@@ -342,6 +355,10 @@ void Gateway::Core::Shutdown(std::chrono::milliseconds deadline) {
       }
       acquires_resolved = pending_acquires_ == 0;
     }
+    {
+      sync::MutexLock gate(&server_gate_->mu);
+      server_gate_->open = false;
+    }
     if (server_ != nullptr) {
       server_->Shutdown(
           std::max(std::chrono::milliseconds(0),
@@ -366,8 +383,11 @@ void Gateway::Core::Teardown() {
   sweep_cv_.SignalAll();
   if (sweeper_.joinable()) sweeper_.join();
   if (poller_ != nullptr) poller_->Stop();
-  // The server object stays (its executor may still be asked for a close timer, which then
-  // never fires); only its threads stop.
+  // The server object stays; only its threads stop. Its executor takes no more work (the gate).
+  {
+    sync::MutexLock gate(&server_gate_->mu);
+    server_gate_->open = false;
+  }
   if (server_ != nullptr) server_->Shutdown(std::chrono::milliseconds(0));
   // Client callbacks still in flight run now (Unavailable) and finish their exchanges; the
   // close effects they trigger answer at once.

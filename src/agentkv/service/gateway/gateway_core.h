@@ -72,6 +72,15 @@ struct Exchange {
   }
 };
 
+// Whether work may still be handed to the HTTP server's executor (a close fan-out's timer, its
+// cancel). Asio's io_context may not take work while it shuts down, and close fan-outs
+// complete on the control client's threads, so the gateway closes this gate before it stops
+// the server.
+struct ServerGate {
+  sync::Mutex mu;
+  bool open AGENTKV_GUARDED_BY(mu) = true;
+};
+
 // "text" in double quotes, for log values that may hold spaces.
 inline std::string Quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
@@ -161,6 +170,10 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> effects_enabled_{true};
   std::atomic<int64_t> in_flight_{0};
+  // Whether server_'s executor still takes work; shared with the close fan-outs, which may
+  // outlive the core.
+  const std::shared_ptr<gateway_internal::ServerGate> server_gate_ =
+      std::make_shared<gateway_internal::ServerGate>();
 
   mutable sync::Mutex admission_mu_;
   sync::CondVar admission_cv_;

@@ -3,6 +3,7 @@
 // to hold requests or read exactly what an engine received.
 #include "agentkv/service/gateway/gateway.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -627,7 +628,14 @@ TEST(GatewayTest, TheBearerTokenGuardsTheCloseEndpointAndIsNeverForwarded) {
   EXPECT_EQ(
       Post(client, gateway->base_url(), close, "", {{"Authorization", "Bearer t0k3n"}}).status,
       200);
-  EXPECT_EQ(Call(client, http::verb::get, gateway->base_url(), "/v1/sessions/s/close").status, 405);
+  const net::ClientResponse wrong_method =
+      Call(client, http::verb::get, gateway->base_url(), "/v1/sessions/s/close");
+  EXPECT_EQ(wrong_method.status, 405);
+  // Built like every error the gateway answers itself: the method to use, and no retry.
+  EXPECT_THAT(wrong_method.headers,
+              ::testing::Contains(std::pair<std::string, std::string>("Allow", "POST")));
+  EXPECT_THAT(wrong_method.headers,
+              ::testing::Contains(std::pair<std::string, std::string>("x-should-retry", "false")));
   EXPECT_EQ(Call(client, http::verb::get, gateway->base_url(), "/agentic_kv?reset=1", "",
                  {{"Authorization", "Bearer t0k3n"}})
                 .status,

@@ -388,9 +388,9 @@ TEST(HttpStatusTest, OneMappingForEveryGatewayError) {
 // or what a retry would make worse (the 409 of a session being closed would open a new
 // incarnation of it), and leave the SDK's own rule (retry 429 and 5xx) where waiting helps.
 TEST(ShouldRetryTest, ForbidsRetriesThatCannotHelpOrWouldReopenAClosedSession) {
-  for (GatewayError error :
-       {GatewayError::kBadRequest, GatewayError::kUnauthorized, GatewayError::kNotFound,
-        GatewayError::kSessionClosing, GatewayError::kPayloadTooLarge}) {
+  for (GatewayError error : {GatewayError::kBadRequest, GatewayError::kUnauthorized,
+                             GatewayError::kNotFound, GatewayError::kMethodNotAllowed,
+                             GatewayError::kSessionClosing, GatewayError::kPayloadTooLarge}) {
     EXPECT_EQ(ShouldRetry(error), false) << HttpStatusFor(error);
   }
   for (GatewayError error :

@@ -6,7 +6,6 @@
 #include <optional>
 #include <tuple>
 
-#include "agentkv/net/error_body.h"
 #include "agentkv/protocol/endpoints.h"
 #include "agentkv/protocol/json_util.h"
 #include "agentkv/protocol/prometheus.h"
@@ -102,13 +101,8 @@ void Gateway::Core::HandleClose(net::Request request, std::shared_ptr<net::Respo
                                        std::string(request.target())));
   }
   if (request.method() != http::verb::post) {
-    net::Response response =
-        net::MakeErrorResponse(request, http::status::method_not_allowed, "use POST");
+    net::Response response = JsonError(request, GatewayError::kMethodNotAllowed, "use POST");
     response.set(http::field::allow, "POST");
-    // As every 4xx the gateway answers itself but 429: the same request fails again.
-    response.set(
-        boost::beast::string_view(net::kShouldRetryHeader.data(), net::kShouldRetryHeader.size()),
-        "false");
     return writer->Reply(std::move(response));
   }
   if (!Authorized(request)) {

@@ -496,6 +496,8 @@ int HttpStatusFor(GatewayError error) {
       return 401;
     case GatewayError::kNotFound:
       return 404;
+    case GatewayError::kMethodNotAllowed:
+      return 405;
     case GatewayError::kSessionClosing:
       return 409;
     case GatewayError::kPayloadTooLarge:
@@ -522,6 +524,7 @@ std::optional<bool> ShouldRetry(GatewayError error) {
     case GatewayError::kBadRequest:
     case GatewayError::kUnauthorized:
     case GatewayError::kNotFound:
+    case GatewayError::kMethodNotAllowed:
     case GatewayError::kSessionClosing:
     case GatewayError::kPayloadTooLarge:
       return false;

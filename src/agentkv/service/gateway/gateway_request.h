@@ -250,19 +250,20 @@ ParentHintVerdict VerifyParentHint(std::string_view key,
 // Every error the gateway answers itself. HttpStatusFor is the one place that maps them to
 // HTTP status codes (docs/GATEWAY.md has the table).
 enum class GatewayError : uint8_t {
-  kBadRequest,       // 400: invalid body or header, or a request that can never fit.
-  kUnauthorized,     // 401: control endpoint without the bearer token.
-  kNotFound,         // 404.
-  kSessionClosing,   // 409: the session is closing or its attempt was cancelled by a close.
-  kPayloadTooLarge,  // 413.
-  kTooManyRequests,  // 429: a retention mark past --max-retained-sessions (or 2^20 live
-                     // attempts of one request id).
-  kClientGone,       // 499 (recorded only; nobody reads the answer).
-  kInternal,         // 500.
-  kUpstreamFailed,   // 502: the router or engine could not be reached or broke the answer.
-  kShuttingDown,     // 503.
-  kOverloaded,       // 503: a bounded table (sessions) is full of active entries.
-  kUpstreamTimeout,  // 504.
+  kBadRequest,        // 400: invalid body or header, or a request that can never fit.
+  kUnauthorized,      // 401: control endpoint without the bearer token.
+  kNotFound,          // 404.
+  kMethodNotAllowed,  // 405: a control route asked with the wrong method.
+  kSessionClosing,    // 409: the session is closing or its attempt was cancelled by a close.
+  kPayloadTooLarge,   // 413.
+  kTooManyRequests,   // 429: a retention mark past --max-retained-sessions (or 2^20 live
+                      // attempts of one request id).
+  kClientGone,        // 499 (recorded only; nobody reads the answer).
+  kInternal,          // 500.
+  kUpstreamFailed,    // 502: the router or engine could not be reached or broke the answer.
+  kShuttingDown,      // 503.
+  kOverloaded,        // 503: a bounded table (sessions) is full of active entries.
+  kUpstreamTimeout,   // 504.
 };
 
 int HttpStatusFor(GatewayError error);

@@ -74,6 +74,17 @@ std::unique_ptr<Gateway> StartRemoteGateway(const std::string& coordinator_url,
   return StartGateway(options, std::shared_ptr<AdmissionBackend>(*std::move(backend)));
 }
 
+// Answers every held request, and those admitted as they return their leases, for up to 5 s.
+void AnswerEverything(AdmissionSetup& setup) {
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        while (setup.engine->Answer()) {
+        }
+        return setup.admission->waiting() == 0 && setup.engine->held() == 0;
+      },
+      5000ms));
+}
+
 std::string ChatBody(const std::string& rid, int64_t max_tokens) {
   return R"({"rid": ")" + rid + R"(", "messages": [{"role": "user", "content": "hi"}], )" +
          R"("max_tokens": )" + std::to_string(max_tokens) + "}";
@@ -136,8 +147,8 @@ TEST(GatewayChaosTest, OverflowingTokenCountsAre400AndReserveNothing) {
   ExpectLedgerAtRest(*setup.admission);
 }
 
-// Item 2: a request whose reservation exceeds the whole admission ceiling is refused at once
-// (it could never be admitted), and the small request behind it does not wait.
+// Item 2: a request whose reservation exceeds the largest engine's whole KV is refused at once
+// (it could never run), and the small request behind it does not wait.
 TEST(GatewayChaosTest, ARequestThatCanNeverFitIsRefusedAtOnceAndDelaysNobody) {
   AdmissionSetup setup;  // Ceiling 1000 tokens, max wait 30 s.
   net::HttpClient client(ClientOptions());
@@ -145,7 +156,7 @@ TEST(GatewayChaosTest, ARequestThatCanNeverFitIsRefusedAtOnceAndDelaysNobody) {
   const net::ClientResponse huge =
       Post(client, setup.gateway->base_url(), "/v1/chat/completions", ChatBody("huge", 10'000'000));
   EXPECT_EQ(huge.status, 400) << huge.body;
-  EXPECT_THAT(ErrorMessage(huge), HasSubstr("admission ceiling of 1000 tokens"));
+  EXPECT_THAT(ErrorMessage(huge), HasSubstr("1000 tokens of KV the fleet's largest engine holds"));
   EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
   auto small = std::async(std::launch::async, [&] {
     net::HttpClient own(ClientOptions());
@@ -159,6 +170,135 @@ TEST(GatewayChaosTest, ARequestThatCanNeverFitIsRefusedAtOnceAndDelaysNobody) {
   EXPECT_EQ(Series(*setup.admission, control::kRefusedOversizedMetric), 1.0);
   setup.engine->Answer();
   EXPECT_EQ(small.get(), 200);
+  ExpectLedgerAtRest(*setup.admission);
+}
+
+// Issue 29, item 1: three valid requests asking for max_tokens 179990 each used to reserve the
+// whole 540,000-token ceiling and stall every other client for the maximum wait. A reservation
+// counts at most the expected decode (SGLang's clip, 4096 tokens) unless the operator sets
+// --agentic-admission-expected-decode-cap: the three hold little and the next client's request
+// reaches the engine at once.
+TEST(GatewayChaosTest, HugeMaxTokensReserveTheExpectedDecodeNotTheCeiling) {
+  AdmissionSetup setup(/*max_wait_s=*/30.0, control::AdmissionPolicy::kSeed,
+                       /*capacity=*/540'000);
+  std::vector<std::future<int>> hogs;
+  for (int i = 0; i < 3; ++i) {
+    hogs.push_back(std::async(std::launch::async, [&setup, i] {
+      net::HttpClient own(ClientOptions());
+      return Post(own, setup.gateway->base_url(), "/generate",
+                  AdmissionSetup::SessionBody("hog-" + std::to_string(i),
+                                              "hog-" + std::to_string(i), 2, 179'990))
+          .status;
+    }));
+  }
+  ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 3; }, 3000ms));
+  EXPECT_EQ(setup.admission->reserved(), 3 * (2 + kGatewayExpectedDecodeCap));
+  const auto started = std::chrono::steady_clock::now();
+  auto next = std::async(std::launch::async, [&] {
+    net::HttpClient own(ClientOptions());
+    return Post(own, setup.gateway->base_url(), "/generate",
+                AdmissionSetup::SessionBody("next", "next", 100, 500))
+        .status;
+  });
+  ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 4; }, 2000ms))
+      << "a fourth client waited behind three max_tokens reservations";
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
+  EXPECT_EQ(setup.admission->waiting(), 0);
+  while (setup.engine->Answer()) {
+  }
+  for (auto& hog : hogs) EXPECT_EQ(hog.get(), 200);
+  EXPECT_EQ(next.get(), 200);
+  ExpectLedgerAtRest(*setup.admission);
+}
+
+// Issue 29, item 1: X-Prompt-Tokens: 179000 on a two-byte prompt is not believed (a prompt
+// cannot hold more tokens than its body has bytes, plus a template's), and neither
+// X-Agentkv-Protected nor X-Agentkv-Scope: eval skips admission without the bearer token.
+TEST(GatewayChaosTest, AdmissionHeadersAreBoundedAndBypassNeedsTheToken) {
+  AdmissionSetup setup(/*max_wait_s=*/30.0, control::AdmissionPolicy::kSeed, /*capacity=*/8000,
+                       [](GatewayOptions& o) { o.bearer_token = "admin-secret"; });
+  net::HttpClient client(ClientOptions());
+  const std::string tiny = R"({"text": "hi", "sampling_params": {"max_new_tokens": 10}})";
+  auto claimed = std::async(std::launch::async, [&] {
+    net::HttpClient own(ClientOptions());
+    return Post(own, setup.gateway->base_url(), "/generate", tiny, {{"X-Prompt-Tokens", "179000"}})
+        .status;
+  });
+  ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 1; }, 2000ms));
+  EXPECT_EQ(setup.admission->reserved(), MaxPromptTokensOfBody(tiny.size()) + 10);
+  setup.engine->Answer();
+  EXPECT_EQ(claimed.get(), 200);
+  ExpectLedgerAtRest(*setup.admission);
+
+  // Fill the ledger (7000 + 500 of 8000), then ask to skip admission without the token: the
+  // headers are ignored and counted, and the request waits like any other.
+  auto filler = std::async(std::launch::async, [&] {
+    net::HttpClient own(ClientOptions());
+    return Post(own, setup.gateway->base_url(), "/generate",
+                AdmissionSetup::SessionBody("fill", "fill", 7000, 500))
+        .status;
+  });
+  ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 1; }, 2000ms));
+  const std::string body = AdmissionSetup::SessionBody("trusted", "trusted", 100, 500);
+  const std::vector<net::HeaderList> untrusted = {
+      {{"X-Agentkv-Protected", "1"}},
+      {{"X-Agentkv-Scope", "eval"}},
+      {{"X-Agentkv-Protected", "1"}, {"Authorization", "Bearer wrong"}}};
+  std::vector<std::future<int>> sneaks;
+  for (size_t i = 0; i < untrusted.size(); ++i) {
+    sneaks.push_back(std::async(std::launch::async, [&setup, &untrusted, i] {
+      net::HttpClient own(ClientOptions());
+      const std::string id = "sneak-" + std::to_string(i);
+      return Post(own, setup.gateway->base_url(), "/generate",
+                  AdmissionSetup::SessionBody(id, id, 100, 500), untrusted[i])
+          .status;
+    }));
+  }
+  ASSERT_TRUE(WaitFor([&] { return setup.admission->waiting() == 3; }, 2000ms));
+  EXPECT_EQ(setup.engine->held(), 1u);
+  EXPECT_EQ(Gauges(client, setup.gateway->base_url())["agentkv_gateway_untrusted_bypass_total"],
+            3.0);
+  // With the token, protected work bypasses at once.
+  auto trusted = std::async(std::launch::async, [&] {
+    net::HttpClient own(ClientOptions());
+    return Post(own, setup.gateway->base_url(), "/generate", body,
+                {{"X-Agentkv-Protected", "1"}, {"Authorization", "Bearer admin-secret"}})
+        .status;
+  });
+  ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 2; }, 2000ms));
+  EXPECT_EQ(Series(*setup.admission, control::kBypassProtectedMetric), 1.0);
+  // The gateway's token never travels upstream.
+  for (const FakeEngine::Received& r : setup.engine->generates()) {
+    for (const auto& [name, value] : r.headers) EXPECT_NE(value, "Bearer admin-secret");
+  }
+  AnswerEverything(setup);
+  EXPECT_EQ(filler.get(), 200);
+  EXPECT_EQ(trusted.get(), 200);
+  for (auto& sneak : sneaks) EXPECT_EQ(sneak.get(), 200);
+  ExpectLedgerAtRest(*setup.admission);
+}
+
+// Issue 29, item 1: a session over its share of the ceiling (--agentic-admission-session-share,
+// 0.5) waits without blocking another session's request, which used to queue behind it.
+TEST(GatewayChaosTest, ASessionOverItsShareDoesNotBlockOtherSessions) {
+  AdmissionSetup setup;  // Ceiling 1000: one session may hold 500 once it holds a lease.
+  std::vector<std::future<int>> calls;
+  const auto post = [&setup](std::string body) {
+    return std::async(std::launch::async, [&setup, body] {
+      net::HttpClient own(ClientOptions());
+      return Post(own, setup.gateway->base_url(), "/generate", body).status;
+    });
+  };
+  calls.push_back(post(AdmissionSetup::SessionBody("g1", "greedy", 100, 300)));
+  ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 1; }, 2000ms));
+  calls.push_back(post(AdmissionSetup::SessionBody("g2", "greedy", 100, 300)));  // 800 > 500
+  ASSERT_TRUE(WaitFor([&] { return setup.admission->waiting() == 1; }, 2000ms));
+  calls.push_back(post(AdmissionSetup::SessionBody("p1", "polite", 100, 300)));
+  ASSERT_TRUE(WaitFor([&] { return setup.engine->held() == 2; }, 2000ms))
+      << "another session's request waited behind an over-share one";
+  EXPECT_EQ(setup.admission->waiting(), 1);
+  AnswerEverything(setup);
+  for (auto& call : calls) EXPECT_EQ(call.get(), 200);
   ExpectLedgerAtRest(*setup.admission);
 }
 

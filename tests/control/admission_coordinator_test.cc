@@ -516,15 +516,18 @@ TEST(AdmissionCoordinatorPropertyTest, RandomOperationsKeepTheContracts) {
         ASSERT_TRUE(d.ok());
         if (d->action == AdmissionAction::kRefuse) {
           ASSERT_FALSE(c.ledger().IsStale(At(now)));
-          ASSERT_GT(tokens, c.ledger().ceiling());
+          ASSERT_GT(tokens, c.ledger().LargestKnownCapacity(At(now)));
           ++refused;
         } else if (d->action != AdmissionAction::kBypass ||
                    d->reason != AdmissionReason::kDegraded) {
-          ASSERT_LE(tokens, c.ledger().ceiling()) << "an oversized request was not refused";
+          ASSERT_LE(tokens, c.ledger().LargestKnownCapacity(At(now)))
+              << "a request no engine holds was not refused";
+          // One over the ceiling but within an engine reserves the ceiling, never more.
+          ASSERT_LE(d->reservation_tokens, c.ledger().ceiling());
         }
         if (d->action == AdmissionAction::kAdmit) {
           leases[ticket] = *d->lease_id;
-          lease_tokens[ticket] = tokens;
+          lease_tokens[ticket] = d->reservation_tokens;
           lease_since[ticket] = now;
         } else if (d->action == AdmissionAction::kWait) {
           waiting[ticket] = {arrival++, now};
@@ -907,6 +910,234 @@ TEST(AdmissionV2PropertyTest, RandomOperationsConserveAndNeverStarve) {
     EXPECT_EQ(c.ledger().reserved(), 0);
     EXPECT_EQ(c.ledger().lease_count(), 0);
     EXPECT_EQ(c.ledger().prefix_entries(), 0);
+  }
+}
+
+// Issue 29, item 4: with one engine the ceiling is its headroom share, and while engines stop
+// reporting it shrinks; a request that the fleet's largest engine holds is capped to the ceiling
+// and runs once the budget is empty, never refused as if it could never run. Only what exceeds
+// the largest engine seen within the lease TTL is refused.
+TEST(AdmissionOversizedTest, AShrunkCeilingCapsAndWaitsOnlyTheLargestEngineRefuses) {
+  CoordinatorParams p;
+  p.ledger.headroom = 0.9;
+  p.ledger.lease_ttl = At(600);
+  AdmissionCoordinator c(p);
+  const std::vector<EngineSnapshot> fleet = {EngineSnapshot{"a", 200'000, 0.1, 0, true},
+                                             EngineSnapshot{"b", 200'000, 0.1, 0, true},
+                                             EngineSnapshot{"c", 200'000, 0.1, 0, true}};
+  c.Reconcile(fleet, At(0));
+  // Two engines stop reporting: the ceiling is 180,000.
+  c.Reconcile(std::span(fleet).first(1), At(1));
+  ASSERT_EQ(c.ledger().ceiling(), 180'000);
+  StatusOr<AdmissionDecision> small = c.Acquire(AcquireRequest{"small", 1000, false}, At(1));
+  ASSERT_EQ(small->action, AdmissionAction::kAdmit);
+  StatusOr<AdmissionDecision> big = c.Acquire(AcquireRequest{"big", 185'000, false}, At(1));
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->action, AdmissionAction::kWait);
+  c.Release(*small->lease_id, At(2));
+  const std::vector<AdmissionDecision> resolved = c.TakeResolved();
+  ASSERT_EQ(resolved.size(), 1u);
+  EXPECT_EQ(resolved[0].action, AdmissionAction::kAdmit);
+  EXPECT_EQ(resolved[0].reservation_tokens, 180'000);  // Capped to the ceiling.
+  c.Release(*resolved[0].lease_id, At(3));
+  // Larger than any engine: refused at once, naming the largest engine's capacity.
+  StatusOr<AdmissionDecision> never = c.Acquire(AcquireRequest{"never", 200'001, false}, At(3));
+  EXPECT_EQ(never->action, AdmissionAction::kRefuse);
+  EXPECT_EQ(never->reason, AdmissionReason::kOversized);
+  EXPECT_EQ(never->ceiling, 200'000);
+  // A retry under the same ticket is refused the same way, and so is v2's fleet target.
+  EXPECT_EQ(c.counters().refused_oversized, 1);
+  EXPECT_TRUE(c.CheckInvariants().ok());
+
+  // One engine alone: its 185,000-token request runs (capped to 180,000), never a 400.
+  AdmissionCoordinator one(p);
+  one.Reconcile(std::span(fleet).first(1), At(0));
+  StatusOr<AdmissionDecision> alone = one.Acquire(AcquireRequest{"alone", 185'000, false}, At(0));
+  EXPECT_EQ(alone->action, AdmissionAction::kAdmit);
+  EXPECT_EQ(alone->reservation_tokens, 180'000);
+  // Engines not seen for the lease TTL are forgotten: the fleet is what reports.
+  AdmissionCoordinator shrunk(p);
+  shrunk.Reconcile(fleet, At(0));
+  shrunk.Reconcile(std::vector<EngineSnapshot>{EngineSnapshot{"small", 1000, 0.1, 0, true}},
+                   At(601));
+  EXPECT_EQ(shrunk.ledger().LargestKnownCapacity(At(601)), 1000);
+}
+
+// Admission v2: the fleet target's capacity is the largest engine seen within the TTL.
+TEST(AdmissionOversizedTest, V2JudgesTheFleetTargetByTheLargestKnownEngine) {
+  CoordinatorParams p;
+  p.ledger.headroom = 0.9;
+  p.policy = AdmissionPolicy::kV2;
+  AdmissionCoordinator c(p);
+  c.Reconcile(std::vector<EngineSnapshot>{EngineSnapshot{"a", 100'000, 0.1, 0, true},
+                                          EngineSnapshot{"b", 200'000, 0.1, 0, true}},
+              At(0));
+  c.Reconcile(std::vector<EngineSnapshot>{EngineSnapshot{"a", 100'000, 0.1, 0, true}}, At(1));
+  StatusOr<AdmissionDecision> d = c.Acquire(AcquireRequest{"t", 150'000, false}, At(1));
+  ASSERT_TRUE(d.ok());
+  EXPECT_NE(d->action, AdmissionAction::kRefuse);
+  EXPECT_EQ(d->reservation_tokens, 90'000);  // Capped to the shrunk ceiling.
+}
+
+class AdmissionShareTest : public ::testing::TestWithParam<AdmissionPolicy> {
+ protected:
+  // One engine of 1000 tokens (headroom 1), session and client shares of one half.
+  AdmissionShareTest() {
+    CoordinatorParams p;
+    p.ledger.headroom = 1.0;
+    p.ledger.staleness = At(1e6);
+    p.max_wait = At(30);
+    p.policy = GetParam();
+    p.shares = ShareLimits{.session_share = 0.5, .client_share = 0.5};
+    coordinator_.emplace(p);
+    coordinator_->Reconcile(std::vector<EngineSnapshot>{EngineSnapshot{"e", 1000, 0.1, 0, true}},
+                            At(0));
+  }
+  AdmissionDecision Acquire(const std::string& ticket, int64_t tokens, double now,
+                            std::optional<std::string> session,
+                            std::optional<std::string> client = std::nullopt) {
+    AcquireRequest request{ticket, tokens, false};
+    request.holder = ShareHolder{std::move(client), std::move(session)};
+    StatusOr<AdmissionDecision> d = coordinator_->Acquire(request, At(now));
+    EXPECT_TRUE(d.ok()) << d.status();
+    Check();
+    return d.ok() ? *d : AdmissionDecision{};
+  }
+  void Check() {
+    const Status s = coordinator_->CheckInvariants();
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  std::vector<std::string> Resolved() {
+    std::vector<std::string> out;
+    for (const AdmissionDecision& d : coordinator_->TakeResolved()) {
+      out.push_back(d.ticket + ":" + std::string(AdmissionActionName(d.action)) + ":" +
+                    std::string(AdmissionReasonName(d.reason)));
+    }
+    return out;
+  }
+  AdmissionCoordinator& c() { return *coordinator_; }
+  std::optional<AdmissionCoordinator> coordinator_;
+};
+
+// Issue 29, item 1: a session past its share waits without blocking anyone: another session's
+// request behind it is admitted at once; the over-share one goes when its own lease returns.
+TEST_P(AdmissionShareTest, ASessionOverItsShareWaitsWithoutBlockingOthers) {
+  // A session's first lease is never held back, whatever its size.
+  const AdmissionDecision first = Acquire("s1", 400, 0, "greedy");
+  ASSERT_EQ(first.action, AdmissionAction::kAdmit);
+  EXPECT_EQ(c().shares().session_held("greedy"), 400);
+  EXPECT_EQ(Acquire("s2", 400, 0, "greedy").action, AdmissionAction::kWait);
+  // Room for 600 remains; another session's request goes past the over-share waiter.
+  const AdmissionDecision other = Acquire("o1", 300, 1, "polite");
+  EXPECT_EQ(other.action, AdmissionAction::kAdmit);
+  EXPECT_EQ(c().waiting(), 1);
+  c().Release(*first.lease_id, At(2));
+  EXPECT_EQ(Resolved(), (Strings{"s2:admit:capacity_available"}));
+  EXPECT_EQ(c().shares().session_held("greedy"), 400);
+  Check();
+}
+
+// Still over at the maximum wait: refused (the gateway's 429), never the aged bypass, which
+// would let it run without any lease.
+TEST_P(AdmissionShareTest, OverShareAtTheMaximumWaitIsRefusedNotBypassed) {
+  ASSERT_EQ(Acquire("s1", 300, 0, "greedy").action, AdmissionAction::kAdmit);
+  ASSERT_EQ(Acquire("s2", 300, 0, "greedy").action, AdmissionAction::kWait);
+  c().Tick(At(30));
+  const std::vector<AdmissionDecision> resolved = c().TakeResolved();
+  ASSERT_EQ(resolved.size(), 1u);
+  EXPECT_EQ(resolved[0].action, AdmissionAction::kRefuse);
+  EXPECT_EQ(resolved[0].reason, AdmissionReason::kOverShare);
+  EXPECT_EQ(resolved[0].ceiling, 500);  // The share's bound.
+  EXPECT_EQ(c().counters().refused_over_share, 1);
+  EXPECT_EQ(c().ledger().reserved(), 300);
+  const std::vector<std::pair<std::string, double>> metrics =
+      c().StepMetrics(AdmissionOptions(), At(30), false);
+  EXPECT_THAT(metrics, testing::Contains(std::pair<std::string, double>(
+                           std::string(kRefusedOverShareMetric), 1.0)));
+}
+
+// The client share bounds every session of one client together; requests that name no holder
+// are bounded only by the ledger.
+TEST_P(AdmissionShareTest, TheClientShareBoundsAllItsSessionsTogether) {
+  ASSERT_EQ(Acquire("a", 300, 0, "s-a", "tenant").action, AdmissionAction::kAdmit);
+  ASSERT_EQ(Acquire("b", 150, 0, "s-b", "tenant").action, AdmissionAction::kAdmit);
+  EXPECT_EQ(Acquire("c", 100, 0, "s-c", "tenant").action, AdmissionAction::kWait);  // 550 > 500
+  EXPECT_EQ(Acquire("anon", 500, 0, std::nullopt).action, AdmissionAction::kAdmit);
+  EXPECT_EQ(c().shares().client_held("tenant"), 450);
+  c().Cancel("c", At(1));
+  EXPECT_EQ(Resolved(), (Strings{"c:bypass:cancelled"}));
+  Check();
+}
+
+// Cancel, TTL expiry and shutdown return the shares with the leases.
+TEST_P(AdmissionShareTest, EveryWayALeaseEndsReturnsItsShare) {
+  const AdmissionDecision a = Acquire("a", 100, 0, "s", "t");
+  ASSERT_EQ(a.action, AdmissionAction::kAdmit);
+  c().Cancel("a", At(1));  // A lease granted concurrently with its cancel.
+  EXPECT_EQ(c().shares().session_held("s"), 0);
+  ASSERT_EQ(Acquire("b", 100, 1, "s", "t").action, AdmissionAction::kAdmit);
+  c().Reconcile(std::vector<EngineSnapshot>{EngineSnapshot{"e", 1000, 0.1, 0, true}}, At(700));
+  EXPECT_EQ(c().ledger().lease_count(), 0);
+  EXPECT_EQ(c().shares().leases(), 0);
+  EXPECT_EQ(c().shares().client_held("t"), 0);
+  ASSERT_EQ(Acquire("c", 100, 700, "s", "t").action, AdmissionAction::kAdmit);
+  c().Shutdown();
+  EXPECT_EQ(c().shares().leases(), 0);
+  Check();
+}
+
+INSTANTIATE_TEST_SUITE_P(BothPolicies, AdmissionShareTest,
+                         ::testing::Values(AdmissionPolicy::kSeed, AdmissionPolicy::kV2),
+                         [](const auto& param_info) {
+                           return std::string(AdmissionPolicyName(param_info.param));
+                         });
+
+// Randomized: with shares on, the share book always equals the leases' holders (the invariant
+// check), no holder goes over its share except by its first lease, and a request of a holder
+// within its share is never kept waiting by an over-share one.
+TEST(AdmissionSharePropertyTest, RandomOperationsKeepSharesExact) {
+  for (const AdmissionPolicy policy : {AdmissionPolicy::kSeed, AdmissionPolicy::kV2}) {
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      Rng rng(seed);
+      CoordinatorParams p;
+      p.ledger.headroom = 1.0;
+      p.ledger.staleness = At(1e6);
+      p.policy = policy;
+      p.shares = ShareLimits{.session_share = 0.3, .client_share = 0.6};
+      AdmissionCoordinator c(p);
+      const std::vector<EngineSnapshot> fleet = {EngineSnapshot{"e", 1000, 0.1, 0, true}};
+      c.Reconcile(fleet, At(0));
+      std::vector<std::string> leases;
+      double now = 0;
+      for (int op = 0; op < 300; ++op) {
+        now += 0.25;
+        const int64_t kind = rng.Uniform(0, 9);
+        if (kind < 6) {
+          AcquireRequest r{"t" + std::to_string(op), rng.Uniform(1, 400), false};
+          r.holder.session = "s" + std::to_string(rng.Uniform(0, 4));
+          if (rng.Bernoulli(0.5)) r.holder.client = "c" + std::to_string(rng.Uniform(0, 1));
+          StatusOr<AdmissionDecision> d = c.Acquire(r, At(now));
+          ASSERT_TRUE(d.ok()) << d.status();
+          if (d->lease_id.has_value()) leases.push_back(*d->lease_id);
+        } else if (kind < 9 && !leases.empty()) {
+          const int64_t i = rng.Uniform(0, static_cast<int64_t>(leases.size()) - 1);
+          c.Release(leases[static_cast<size_t>(i)], At(now));
+          leases.erase(leases.begin() + i);
+        } else {
+          c.Reconcile(fleet, At(now));
+        }
+        for (const AdmissionDecision& d : c.TakeResolved()) {
+          if (d.lease_id.has_value()) leases.push_back(*d.lease_id);
+        }
+        ASSERT_TRUE(c.CheckInvariants().ok()) << c.CheckInvariants();
+        for (int s = 0; s < 5; ++s) {
+          const int64_t held = c.shares().session_held("s" + std::to_string(s));
+          // Over 300 only with a single lease, which is at most 400.
+          ASSERT_LE(held, 400 + 300) << "seed " << seed << " op " << op;
+        }
+        ASSERT_EQ(c.shares().leases(), c.ledger().lease_count());
+      }
+    }
   }
 }
 

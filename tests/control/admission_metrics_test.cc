@@ -101,7 +101,8 @@ TEST(AdmissionMetricsTest, BusyStepReportsEverySeriesWithItsValue) {
   c.bypass_protected = 1;
   c.bypass_aged = 1;
   c.cancelled = 2;
-  c.refused_oversized = 1;  // Not a decision of the seed's denominator.
+  c.refused_oversized = 1;   // Not a decision of the seed's denominator.
+  c.refused_over_share = 2;  // Nor this.
   const Series series = AgenticKvMetrics(Options(true, true), c, 7, HealthyBudget());
   // Decisions: 6 + 3 + 4 = 13.
   EXPECT_THAT(
@@ -115,6 +116,7 @@ TEST(AdmissionMetricsTest, BusyStepReportsEverySeriesWithItsValue) {
           Pair("agentic_kv/admission/bypass_degraded", 1.0),
           Pair("agentic_kv/admission/bypass_aged", 1.0),
           Pair("agentic_kv/admission/refused_oversized", 1.0),
+          Pair("agentic_kv/admission/refused_over_share", 2.0),
           Pair("agentic_kv/admission/defer_rate", 3.0 / 13.0),
           Pair("agentic_kv/admission/degraded_rate", 1.0 / 13.0),
           Pair("agentic_kv/admission/wait_seconds_mean", 2.5),
@@ -340,7 +342,7 @@ TEST(AdmissionMetricsTest, EveryMetricHasAValidUniquePrometheusName) {
     return true;
   };
   std::set<std::string> seen;
-  ASSERT_EQ(AllAgenticKvMetricNames().size(), 25u);
+  ASSERT_EQ(AllAgenticKvMetricNames().size(), 26u);
   for (std::string_view name : AllAgenticKvMetricNames()) {
     SCOPED_TRACE(name);
     EXPECT_TRUE(name.starts_with("agentic_kv/"));

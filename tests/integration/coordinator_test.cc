@@ -180,9 +180,14 @@ TEST_F(CoordinatorTest, PollingDiscoversEnginesThroughTheRouterAndFillsTheLedger
 TEST_F(CoordinatorTest, RequestsBeyondTheBudgetWaitAndAreAdmittedInFifoOrder) {
   StartCoordinator(Options());
   auto remote = Remote();
-  const int64_t big = capacity_ * 7 / 10;
-  const int64_t small = capacity_ / 5;
-  const AdmissionDecision a = Get(AcquireAsync(*remote, "a:0", capacity_));
+  // One engine's KV is the most one request can reserve: `hold` takes one engine's worth, `a`
+  // the other's, and the fleet is full.
+  const int64_t unit = capacity_ / 2;
+  const AdmissionDecision hold = Get(AcquireAsync(*remote, "hold:0", unit));
+  ASSERT_EQ(hold.action, AdmissionAction::kAdmit);
+  const int64_t big = unit * 7 / 10;
+  const int64_t small = unit / 5;
+  const AdmissionDecision a = Get(AcquireAsync(*remote, "a:0", unit));
   ASSERT_EQ(a.action, AdmissionAction::kAdmit);
   EXPECT_EQ(a.lease_id, "1:a:0");
   const Pending b = AcquireAsync(*remote, "b:0", big);
@@ -207,13 +212,14 @@ TEST_F(CoordinatorTest, RequestsBeyondTheBudgetWaitAndAreAdmittedInFifoOrder) {
   const AdmissionDecision granted_d = Get(d);
   EXPECT_EQ(granted_c.action, AdmissionAction::kAdmit);
   EXPECT_EQ(granted_d.action, AdmissionAction::kAdmit);
-  EXPECT_EQ(coordinator_->admission().reserved(), big + small);
+  EXPECT_EQ(coordinator_->admission().reserved(), unit + big + small);
   remote->Release(*granted_c.lease_id);
   remote->Release(*granted_d.lease_id);
+  remote->Release(*hold.lease_id);
   ASSERT_TRUE(WaitUntil([this] { return coordinator_->admission().reserved() == 0; }));
   EXPECT_EQ(remote->failures().total(), 0);
   const std::map<std::string, double> kv = AgenticKv("?reset=1");
-  EXPECT_EQ(kv.at(std::string(control::kAdmitMetric)), 1.0);
+  EXPECT_EQ(kv.at(std::string(control::kAdmitMetric)), 2.0);
   EXPECT_EQ(kv.at(std::string(control::kWaitMetric)), 3.0);
   EXPECT_EQ(AgenticKv().count(std::string(control::kAdmitMetric)), 0u) << "drained by reset=1";
 }
@@ -221,7 +227,10 @@ TEST_F(CoordinatorTest, RequestsBeyondTheBudgetWaitAndAreAdmittedInFifoOrder) {
 TEST_F(CoordinatorTest, AWaiterBypassesAgedAtMaxWait) {
   StartCoordinator(Options(/*max_wait_s=*/0.5));
   auto remote = Remote("", 0.5);
-  const AdmissionDecision a = Get(AcquireAsync(*remote, "a:0", capacity_));
+  // Each fills one engine (no request may reserve more than one engine's KV).
+  const AdmissionDecision hold = Get(AcquireAsync(*remote, "hold:0", capacity_ / 2));
+  ASSERT_EQ(hold.action, AdmissionAction::kAdmit);
+  const AdmissionDecision a = Get(AcquireAsync(*remote, "a:0", capacity_ - capacity_ / 2));
   ASSERT_EQ(a.action, AdmissionAction::kAdmit);
   const auto start = std::chrono::steady_clock::now();
   const AdmissionDecision b = Get(AcquireAsync(*remote, "b:0", 10));
@@ -232,12 +241,16 @@ TEST_F(CoordinatorTest, AWaiterBypassesAgedAtMaxWait) {
   EXPECT_GE(b.wait, TimeNs::Millis(500));
   EXPECT_EQ(coordinator_->admission().reserved(), capacity_);
   remote->Release(*a.lease_id);
+  remote->Release(*hold.lease_id);
 }
 
 TEST_F(CoordinatorTest, AClientThatDisconnectsWhileWaitingLeavesNoWaiterAndNoLease) {
   StartCoordinator(Options());
   auto remote = Remote();
-  const AdmissionDecision a = Get(AcquireAsync(*remote, "a:0", capacity_));
+  // Each fills one engine (no request may reserve more than one engine's KV).
+  const AdmissionDecision hold = Get(AcquireAsync(*remote, "hold:0", capacity_ / 2));
+  ASSERT_EQ(hold.action, AdmissionAction::kAdmit);
+  const AdmissionDecision a = Get(AcquireAsync(*remote, "a:0", capacity_ - capacity_ / 2));
   ASSERT_EQ(a.action, AdmissionAction::kAdmit);
   auto raw = std::make_unique<net::HttpClient>();
   std::promise<Status> finished;
@@ -251,6 +264,7 @@ TEST_F(CoordinatorTest, AClientThatDisconnectsWhileWaitingLeavesNoWaiterAndNoLea
   ASSERT_TRUE(WaitUntil([this] { return Waiting() == 0; })) << "the waiter was not cancelled";
   EXPECT_EQ(AgenticKv().at(std::string(control::kCancelledMetric)), 1.0);
   remote->Release(*a.lease_id);
+  remote->Release(*hold.lease_id);
   ASSERT_TRUE(WaitUntil([this] { return coordinator_->admission().reserved() == 0; }));
   EXPECT_EQ(coordinator_->admission().lease_count(), 0) << "the cancelled ticket got no lease";
 }
@@ -392,7 +406,10 @@ TEST_F(CoordinatorTest, DiscoveryFallsBackToListWorkers) {
 TEST_F(CoordinatorTest, ShutdownAnswersWaitersBypassDegraded) {
   StartCoordinator(Options());
   auto remote = Remote();
-  const AdmissionDecision a = Get(AcquireAsync(*remote, "a:0", capacity_));
+  // Each fills one engine (no request may reserve more than one engine's KV).
+  const AdmissionDecision hold = Get(AcquireAsync(*remote, "hold:0", capacity_ / 2));
+  ASSERT_EQ(hold.action, AdmissionAction::kAdmit);
+  const AdmissionDecision a = Get(AcquireAsync(*remote, "a:0", capacity_ - capacity_ / 2));
   ASSERT_EQ(a.action, AdmissionAction::kAdmit);
   const Pending b = AcquireAsync(*remote, "b:0", 10);
   ASSERT_TRUE(WaitUntil([this] { return Waiting() == 1; }));

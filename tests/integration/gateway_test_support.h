@@ -313,7 +313,7 @@ inline std::unique_ptr<Gateway> StartGateway(GatewayOptions options,
 // Admission through a LocalAdmission whose ledger fits one 600-token request of a 1000-token
 // engine at a time.
 struct AdmissionSetup {
-  std::unique_ptr<FakeEngine> engine = std::make_unique<FakeEngine>(/*hold=*/true);
+  std::unique_ptr<FakeEngine> engine;
   std::shared_ptr<LocalAdmission> admission;
   std::unique_ptr<Gateway> gateway;
   LogCapture logs;
@@ -321,9 +321,13 @@ struct AdmissionSetup {
   // `max_wait_s`: --agentic-admission-max-wait-s (the seed's default unless a test ages
   // waiters).
   // `policy`: --agentic-admission-policy.
+  // `capacity`: the engine's KV tokens (the ceiling: headroom 1). `tweak`: changes to the
+  // gateway's options before it starts.
   explicit AdmissionSetup(
       double max_wait_s = control::AgenticOptions().agentic_admission_max_wait_s,
-      control::AdmissionPolicy policy = control::AdmissionPolicy::kSeed) {
+      control::AdmissionPolicy policy = control::AdmissionPolicy::kSeed, int64_t capacity = 1000,
+      const std::function<void(GatewayOptions&)>& tweak = {}) {
+    engine = std::make_unique<FakeEngine>(/*hold=*/true, capacity);
     control::AgenticOptions agentic;
     agentic.agentic_program_admission = true;
     agentic.agentic_admission_policy = policy;
@@ -339,6 +343,7 @@ struct AdmissionSetup {
     GatewayOptions options = BaseOptions(logs);
     options.engine_urls = {engine->base_url()};
     options.agentic = agentic;
+    if (tweak) tweak(options);
     gateway = StartGateway(options, admission);
     EXPECT_TRUE(WaitFor([this] { return !admission->degraded(); }));
   }

@@ -527,13 +527,14 @@ TEST_F(GatewayModelTest, ClosingASessionCancelsItsAdmissionWaitAndAbortsItsRunni
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
 }
 
-// A request whose reservation exceeds the whole ceiling (1638 tokens) is refused at once, as
-// the gateway answers 400: it completes at its arrival as a rejected request that never
+// A request whose reservation exceeds the engine's whole KV (16384 tokens) is refused at once,
+// as the gateway answers 400: it completes at its arrival as a rejected request that never
 // reached an engine and computed nothing, reserves nothing, and the request behind it is
-// admitted without waiting.
+// admitted without waiting. (One over the ceiling, 1638 tokens, but within the engine is capped
+// and runs: AdmissionOversizedTest.)
 TEST_F(GatewayModelTest, AnOversizedRequestIsRefusedAtOnceAndDelaysNobody) {
   Build(TightAdmission(/*max_wait_s=*/30.0), kOneTightEngine);
-  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 2000)).ok());  // 128 + 2000 > 1638.
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 20'000)).ok());  // 128 + 20000 > 16384.
   EXPECT_EQ(gateway_->coordinator()->ledger().reserved(), 0);
   EXPECT_EQ(gateway_->in_flight(), 0);
   const Completion* refused = CompletionOf(1);

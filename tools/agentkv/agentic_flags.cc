@@ -45,7 +45,7 @@ void AgenticFlags::Add(CLI::App& app, Set set, FlagSource source, const std::str
   // No default shown: unset means each request's own maximum output.
   decode_cap_option_ = AddOne(app, control::kExpectedDecodeCapFlag, decode_cap_,
                               "Most decode tokens one reservation counts, in [1, 2^40] (default: "
-                              "the request's maximum output)",
+                              "the request's maximum output; the gateway: 4096, SGLang's clip)",
                               source, group)
                            ->default_str("")
                            ->type_name("N");
@@ -62,6 +62,13 @@ void AgenticFlags::Add(CLI::App& app, Set set, FlagSource source, const std::str
          source, group);
   AddOne(app, control::kScopeFlag, scope_,
          "Which requests admission gates: train or all (X-Agentkv-Scope: train|eval)", source,
+         group);
+  AddOne(app, control::kSessionShareFlag, o.agentic_admission_session_share,
+         "Share of the admission ceiling one session's leases may hold, in (0, 1]; a request "
+         "past it waits without blocking others (429 after the maximum wait)",
+         source, group);
+  AddOne(app, control::kClientShareFlag, o.agentic_admission_client_share,
+         "The same for all the leases of one client (an authenticated tenant), in (0, 1]", source,
          group);
   AddOne(app, control::kLeaseTtlFlag, o.lease_ttl_s,
          "Age after which a lease is reclaimed, seconds (> 0)", source, group);

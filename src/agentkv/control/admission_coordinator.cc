@@ -33,6 +33,8 @@ CoordinatorParams CoordinatorParamsFrom(const AgenticOptions& options) {
   p.max_wait = options.max_wait();
   p.policy = options.agentic_admission_policy;
   p.program_window = options.program_window();
+  p.shares.session_share = options.agentic_admission_session_share;
+  p.shares.client_share = options.agentic_admission_client_share;
   return p;
 }
 
@@ -48,7 +50,7 @@ std::vector<std::pair<std::string, double>> AdmissionCoordinator::StepMetrics(
 }
 
 AdmissionCoordinator::AdmissionCoordinator(const CoordinatorParams& params)
-    : params_(params), ledger_(params.ledger) {}
+    : params_(params), ledger_(params.ledger), shares_(params.shares) {}
 
 AdmissionDecision AdmissionCoordinator::WaitOrResolved(const std::string& ticket,
                                                        AdmissionReason refusal, int64_t tokens) {
@@ -83,20 +85,60 @@ AdmissionDecision AdmissionCoordinator::Bypass(std::string_view ticket, int64_t 
                            std::nullopt};
 }
 
-std::optional<AdmissionDecision> AdmissionCoordinator::RefuseIfOversized(std::string_view ticket,
-                                                                         int64_t tokens,
-                                                                         TimeNs waited,
-                                                                         TimeNs now) {
-  if (ledger_.IsStale(now) || tokens <= ledger_.ceiling()) return std::nullopt;
-  ++counters_.refused_oversized;
+std::optional<AdmissionDecision> AdmissionCoordinator::CapOrRefuseSeed(std::string_view ticket,
+                                                                       int64_t& tokens,
+                                                                       TimeNs waited, TimeNs now) {
+  if (ledger_.IsStale(now)) return std::nullopt;
+  if (const int64_t largest = ledger_.LargestKnownCapacity(now); tokens > largest) {
+    // No engine of the fleet holds that much KV, even with every engine healthy: it can never
+    // run, so it never waits.
+    ++counters_.refused_oversized;
+    return AdmissionDecision{AdmissionAction::kRefuse,
+                             AdmissionReason::kOversized,
+                             std::string(ticket),
+                             tokens,
+                             std::nullopt,
+                             -1,
+                             waited,
+                             largest};
+  }
+  // It fits an engine but not the ceiling (one engine's headroom, or engines that stopped
+  // reporting): it reserves the whole ceiling, so it runs once the budget is empty.
+  tokens = std::min(tokens, ledger_.ceiling());
+  return std::nullopt;
+}
+
+ShareExcess AdmissionCoordinator::OverShare(const ShareHolder& holder, int64_t tokens,
+                                            TimeNs now) const {
+  if (ledger_.IsStale(now)) return ShareExcess::kNone;
+  return shares_.Check(holder, tokens, ledger_.ceiling());
+}
+
+AdmissionDecision AdmissionCoordinator::RefuseOverShare(std::string_view ticket, int64_t tokens,
+                                                        ShareExcess excess, TimeNs waited) {
+  ++counters_.refused_over_share;
   return AdmissionDecision{AdmissionAction::kRefuse,
-                           AdmissionReason::kOversized,
+                           AdmissionReason::kOverShare,
                            std::string(ticket),
                            tokens,
                            std::nullopt,
                            -1,
                            waited,
-                           ledger_.ceiling()};
+                           shares_.Bound(excess, ledger_.ceiling())};
+}
+
+AdmissionDecision AdmissionCoordinator::Granted(std::string_view ticket, const GrantResult& grant,
+                                                const ShareHolder& holder, TimeNs waited) {
+  AGENTKV_CHECK(grant.granted && grant.lease_id.has_value()) << "not a grant";
+  shares_.Charge(*grant.lease_id, holder, grant.reservation_tokens);
+  return AdmissionDecision{AdmissionAction::kAdmit,
+                           grant.reason,
+                           std::string(ticket),
+                           grant.reservation_tokens,
+                           grant.lease_id,
+                           grant.owner_epoch,
+                           waited,
+                           std::nullopt};
 }
 
 StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& request,
@@ -110,7 +152,9 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& 
   AGENTKV_RETURN_IF_ERROR(CheckTokens("reservation_tokens", tokens));
   AGENTKV_RETURN_IF_ERROR(CheckTokens("prefix_tokens", request.prefix_tokens));
   for (const auto& [field, value] :
-       {std::pair{"engine", &request.engine}, std::pair{"prefix_key", &request.prefix_key}}) {
+       {std::pair{"engine", &request.engine}, std::pair{"prefix_key", &request.prefix_key},
+        std::pair{"client", &request.holder.client},
+        std::pair{"session", &request.holder.session}}) {
     if (value->has_value() && (value->value().empty() || value->value().size() > kMaxTicketBytes)) {
       return InvalidArgumentError(std::string(field) + ": expected 1 to " +
                                   std::to_string(kMaxTicketBytes) + " bytes, got " +
@@ -152,17 +196,17 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& 
                              std::nullopt};
   }
   if (v2()) return AcquireV2(request, now);
-  if (std::optional<AdmissionDecision> refused = RefuseIfOversized(ticket, tokens, TimeNs(), now)) {
+  int64_t capped = tokens;
+  if (std::optional<AdmissionDecision> refused = CapOrRefuseSeed(ticket, capped, TimeNs(), now)) {
     return *std::move(refused);
   }
   AdmissionReason refusal = AdmissionReason::kCapacityExhausted;
-  if (waiters_.empty()) {  // Only an empty FIFO lets a newcomer reserve at once.
-    const GrantResult grant = ledger_.Reserve(ticket, tokens, now);
+  // Only an empty FIFO lets a newcomer reserve at once, and only within its shares.
+  if (waiters_.empty() && OverShare(request.holder, capped, now) == ShareExcess::kNone) {
+    const GrantResult grant = ledger_.Reserve(ticket, capped, now);
     if (grant.granted) {
       ++counters_.admit;
-      return AdmissionDecision{
-          AdmissionAction::kAdmit, grant.reason,      ticket,   grant.reservation_tokens,
-          grant.lease_id,          grant.owner_epoch, TimeNs(), std::nullopt};
+      return Granted(ticket, grant, request.holder, TimeNs());
     }
     if (grant.reason == AdmissionReason::kDegraded) {
       ++counters_.bypass;
@@ -172,11 +216,11 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& 
     refusal = grant.reason;
   }
   const uint64_t seq = next_seq_++;
-  waiters_.emplace(ticket, Waiter{tokens, tokens, now, seq, ReserveTarget{}, now});
+  waiters_.emplace(ticket, Waiter{capped, tokens, now, seq, ReserveTarget{}, now, request.holder});
   order_.emplace_back(ticket, seq);
   ++counters_.wait;
   Drain(now);
-  return WaitOrResolved(ticket, refusal, tokens);
+  return WaitOrResolved(ticket, refusal, capped);
 }
 
 std::string AdmissionCoordinator::QueueOf(const ReserveTarget& target) const {
@@ -189,9 +233,13 @@ std::string AdmissionCoordinator::QueueOf(const ReserveTarget& target) const {
 std::optional<AdmissionDecision> AdmissionCoordinator::CapOrRefuseV2(std::string_view ticket,
                                                                      int64_t& tokens,
                                                                      ReserveTarget& target,
-                                                                     TimeNs waited) {
-  const std::optional<TargetLimits> limits = ledger_.LimitsFor(target.engine);
+                                                                     TimeNs waited, TimeNs now) {
+  std::optional<TargetLimits> limits = ledger_.LimitsFor(target.engine);
   if (!limits.has_value()) return std::nullopt;
+  if (!target.engine.has_value() || !ledger_.KnowsEngine(*target.engine)) {
+    // The fleet: its largest engine within the lease TTL, whether or not it reports now.
+    limits->capacity = std::max(limits->capacity, ledger_.LargestKnownCapacity(now));
+  }
   const int64_t prefix = target.prefix_key.has_value() ? target.prefix_tokens : 0;
   const int64_t total = SaturatingAdd(tokens, prefix);
   if (total > limits->capacity) {
@@ -227,7 +275,8 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::AcquireV2(const AcquireRequest
     ++counters_.bypass_degraded;
     return Bypass(ticket, tokens, AdmissionReason::kDegraded, TimeNs());
   }
-  if (std::optional<AdmissionDecision> refused = CapOrRefuseV2(ticket, tokens, target, TimeNs())) {
+  if (std::optional<AdmissionDecision> refused =
+          CapOrRefuseV2(ticket, tokens, target, TimeNs(), now)) {
     return *std::move(refused);
   }
   // The window is at most a year (validated), so the difference cannot overflow.
@@ -243,18 +292,17 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::AcquireV2(const AcquireRequest
     }
   }
   AdmissionReason refusal = AdmissionReason::kCapacityExhausted;
-  if (!waiter_ahead) {
+  if (!waiter_ahead && OverShare(request.holder, tokens, now) == ShareExcess::kNone) {
     const GrantResult grant = ledger_.ReserveOn(ticket, tokens, target, now);
     if (grant.granted) {
       ++counters_.admit;
-      return AdmissionDecision{
-          AdmissionAction::kAdmit, grant.reason,      ticket,   grant.reservation_tokens,
-          grant.lease_id,          grant.owner_epoch, TimeNs(), std::nullopt};
+      return Granted(ticket, grant, request.holder, TimeNs());
     }
     refusal = grant.reason;
   }
   const uint64_t seq = next_seq_++;
-  waiters_.emplace(ticket, Waiter{tokens, request.reservation_tokens, now, seq, target, order_at});
+  waiters_.emplace(ticket, Waiter{tokens, request.reservation_tokens, now, seq, target, order_at,
+                                  request.holder});
   v2_order_.emplace(order_at, seq, ticket);
   ++counters_.wait;
   DrainV2(now);
@@ -272,25 +320,28 @@ void AdmissionCoordinator::DrainV2(TimeNs now) {
     Waiter& waiter = w->second;
     const TimeNs waited = now - waiter.enqueued_at;
     std::optional<AdmissionDecision> decision;
+    const ShareExcess excess = OverShare(waiter.holder, waiter.tokens, now);
     if (waited >= params_.max_wait) {
-      ++counters_.bypass;
-      ++counters_.bypass_aged;
-      decision = Bypass(ticket, waiter.tokens, AdmissionReason::kAged, waited);
+      if (excess != ShareExcess::kNone) {
+        decision = RefuseOverShare(ticket, waiter.tokens, excess, waited);
+      } else {
+        ++counters_.bypass;
+        ++counters_.bypass_aged;
+        decision = Bypass(ticket, waiter.tokens, AdmissionReason::kAged, waited);
+      }
     } else {
       const std::string queue = QueueOf(waiter.target);
-      if (blocked.contains(queue)) {
-        ++it;
+      if (blocked.contains(queue) || excess != ShareExcess::kNone) {
+        ++it;  // An over-share waiter waits without blocking its queue.
         continue;
       }
-      decision = CapOrRefuseV2(ticket, waiter.tokens, waiter.target, waited);
+      decision = CapOrRefuseV2(ticket, waiter.tokens, waiter.target, waited, now);
       if (!decision.has_value()) {
         const GrantResult grant = ledger_.ReserveOn(ticket, waiter.tokens, waiter.target, now);
         if (grant.granted) {
           ++counters_.wait_granted;
           counters_.wait_seconds_sum += waited.seconds();
-          decision = AdmissionDecision{
-              AdmissionAction::kAdmit, grant.reason,      ticket, grant.reservation_tokens,
-              grant.lease_id,          grant.owner_epoch, waited, std::nullopt};
+          decision = Granted(ticket, grant, waiter.holder, waited);
         } else if (grant.reason == AdmissionReason::kDegraded) {
           ++counters_.bypass;
           ++counters_.bypass_degraded;
@@ -313,40 +364,51 @@ void AdmissionCoordinator::Drain(TimeNs now) {
     DrainV2(now);
     return;
   }
-  while (!order_.empty()) {
-    auto w = waiters_.find(order_.front().first);
-    if (w == waiters_.end() || w->second.seq != order_.front().second) {  // Stale entry.
-      order_.pop_front();
+  // Strict head-of-line among the waiters within their shares: an over-share waiter is passed
+  // over (it stays in place), the first one the ledger refuses stops the pass.
+  size_t i = 0;
+  while (i < order_.size()) {
+    auto w = waiters_.find(order_[i].first);
+    if (w == waiters_.end() || w->second.seq != order_[i].second) {  // Stale entry.
+      order_.erase(order_.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
     const std::string& ticket = w->first;
-    const Waiter waiter = w->second;
+    Waiter& waiter = w->second;
     const TimeNs waited = now - waiter.enqueued_at;
+    const ShareExcess excess = OverShare(waiter.holder, waiter.tokens, now);
+    std::optional<AdmissionDecision> decision;
     if (waited >= params_.max_wait) {
-      ++counters_.bypass;
-      ++counters_.bypass_aged;
-      Resolve(Bypass(ticket, waiter.tokens, AdmissionReason::kAged, waited));
+      if (excess != ShareExcess::kNone) {
+        decision = RefuseOverShare(ticket, waiter.tokens, excess, waited);
+      } else {
+        ++counters_.bypass;
+        ++counters_.bypass_aged;
+        decision = Bypass(ticket, waiter.tokens, AdmissionReason::kAged, waited);
+      }
     } else if (std::optional<AdmissionDecision> refused =
-                   RefuseIfOversized(ticket, waiter.tokens, waited, now)) {
-      Resolve(*std::move(refused));
+                   CapOrRefuseSeed(ticket, waiter.tokens, waited, now)) {
+      decision = *std::move(refused);
+    } else if (excess != ShareExcess::kNone) {
+      ++i;
+      continue;
     } else {
       const GrantResult grant = ledger_.Reserve(ticket, waiter.tokens, now);
       if (grant.granted) {
         ++counters_.wait_granted;
         counters_.wait_seconds_sum += waited.seconds();
-        Resolve(AdmissionDecision{AdmissionAction::kAdmit, grant.reason, ticket,
-                                  grant.reservation_tokens, grant.lease_id, grant.owner_epoch,
-                                  waited, std::nullopt});
+        decision = Granted(ticket, grant, waiter.holder, waited);
       } else if (grant.reason == AdmissionReason::kDegraded) {
         ++counters_.bypass;
         ++counters_.bypass_degraded;
-        Resolve(Bypass(ticket, waiter.tokens, AdmissionReason::kDegraded, waited));
+        decision = Bypass(ticket, waiter.tokens, AdmissionReason::kDegraded, waited);
       } else {
-        return;  // Strict head-of-line: nothing behind the head goes first.
+        return;  // Strict head-of-line: nothing behind it goes first.
       }
     }
+    Resolve(*std::move(decision));
     waiters_.erase(w);
-    order_.pop_front();
+    order_.erase(order_.begin() + static_cast<std::ptrdiff_t>(i));
   }
 }
 
@@ -356,6 +418,7 @@ void AdmissionCoordinator::Resolve(AdmissionDecision decision) {
 
 void AdmissionCoordinator::Release(std::string_view lease_id, TimeNs now) {
   ledger_.Release(lease_id);
+  shares_.Release(lease_id);
   Drain(now);
 }
 
@@ -372,7 +435,9 @@ void AdmissionCoordinator::Cancel(std::string_view ticket, TimeNs now) {
     cancel_order_.emplace_back(std::string(ticket), now);
     PruneCancels(now);
   }
-  ledger_.ReleaseTicket(ticket);  // A lease granted concurrently with the cancel.
+  // A lease granted concurrently with the cancel.
+  if (const Lease* lease = ledger_.LeaseForTicket(ticket)) shares_.Release(lease->lease_id);
+  ledger_.ReleaseTicket(ticket);
   Drain(now);
 }
 
@@ -390,7 +455,9 @@ void AdmissionCoordinator::PruneCancels(TimeNs now) {
 
 void AdmissionCoordinator::Reconcile(std::span<const EngineSnapshot> snapshots, TimeNs now) {
   ledger_.Reconcile(snapshots, now);
-  counters_.lease_expired += static_cast<int64_t>(ledger_.ExpireTtl(now).size());
+  const std::vector<std::string> expired = ledger_.ExpireTtl(now);
+  for (const std::string& lease_id : expired) shares_.Release(lease_id);
+  counters_.lease_expired += static_cast<int64_t>(expired.size());
   PruneCancels(now);
   Drain(now);
 }
@@ -413,6 +480,7 @@ void AdmissionCoordinator::Shutdown() {
   }
   v2_order_.clear();
   ledger_ = BudgetLedger(params_.ledger);
+  shares_ = AdmissionShares(params_.shares);
   cancelled_.clear();
   cancel_order_.clear();
 }
@@ -425,6 +493,14 @@ std::vector<AdmissionDecision> AdmissionCoordinator::TakeResolved() {
 
 Status AdmissionCoordinator::CheckInvariants() const {
   AGENTKV_RETURN_IF_ERROR(ledger_.CheckInvariants());
+  AGENTKV_RETURN_IF_ERROR(shares_.CheckInvariants());
+  Status shares_held = Status::Ok();
+  shares_.ForEachLease([&](const std::string& lease_id) {
+    if (shares_held.ok() && !ledger_.HoldsLease(lease_id)) {
+      shares_held = InternalError("lease " + lease_id + " is charged to a share but not held");
+    }
+  });
+  AGENTKV_RETURN_IF_ERROR(shares_held);
   if (v2()) {
     if (!order_.empty()) return InternalError("the seed FIFO is used under admission v2");
     if (v2_order_.size() != waiters_.size()) {

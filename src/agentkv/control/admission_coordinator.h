@@ -6,10 +6,14 @@
 // ledger bypasses (`degraded`); an older waiter, or a capacity or pressure refusal, waits in
 // the one global FIFO; a waiter that reached the maximum wait bypasses (`aged`); otherwise the
 // attempt is admitted with a lease it holds until the attempt ends. The FIFO is strict
-// head-of-line: nothing is admitted ahead of an older waiter. agentkv adds one rule the seed
-// lacks: with a fresh ledger, a reservation larger than the whole ceiling is refused at once
-// (`oversized`), and a waiter that the ceiling shrank below is refused when it reaches the
-// head, so that no request that can never be admitted holds the FIFO until max-wait. Waiters are
+// head-of-line: nothing is admitted ahead of an older waiter. agentkv adds two rules the seed
+// lacks. (1) With a fresh ledger, a reservation larger than the largest engine the fleet had
+// within the lease TTL (BudgetLedger::LargestKnownCapacity) is refused at once (`oversized`):
+// it can never run. One that fits an engine but not the ceiling (shrunk by engines that stopped
+// reporting, or one engine's headroom) is capped to the ceiling and waits for the budget to
+// empty. (2) Fair shares (AdmissionShares): a waiter whose session or client would go over its
+// share of the ceiling waits without blocking the FIFO (it is passed over, not head-of-line),
+// and is refused (`over_share`) if it is still over at the maximum wait. Waiters are
 // drained on every release, cancel, reconcile and tick; a caller whose Acquire returned kWait gets
 // its final decision from TakeResolved() after a later call resolved it. Disabled admission or an
 // out-of-scope request never reaches the coordinator (see AgenticOptions). Time is passed in.
@@ -24,8 +28,9 @@
 // first, sequence): a continuing program goes first unless the new one has already waited the
 // window (aging: nothing waits behind a request that arrived more than the window after it).
 // A reservation over its target's ceiling is capped to it; one over the target engine's whole
-// KV capacity (for the fleet: its largest engine's) is refused at once, kRefuse `oversized`
-// with that capacity in `ceiling`. The seed policy is unchanged.
+// KV capacity (for the fleet: its largest known engine's) is refused at once, kRefuse
+// `oversized` with that capacity in `ceiling`. Fair shares apply as in the seed policy, and an
+// over-share waiter never blocks its queue.
 // Thread-compatible (single writer); deterministic.
 #ifndef AGENTKV_CONTROL_ADMISSION_COORDINATOR_H_
 #define AGENTKV_CONTROL_ADMISSION_COORDINATOR_H_
@@ -46,13 +51,15 @@
 #include "agentkv/base/status.h"
 #include "agentkv/base/time.h"
 #include "agentkv/control/admission_metrics.h"
+#include "agentkv/control/admission_shares.h"
 #include "agentkv/control/agentic_options.h"
 #include "agentkv/control/budget_ledger.h"
 
 namespace agentkv::control {
 
 // kRefuse (agentkv's addition): the attempt must not run; the caller answers its client with
-// an error (the gateway: HTTP 400). Only reason kOversized refuses.
+// an error. Reason kOversized (it can never run; the gateway: HTTP 400) or kOverShare (its
+// session or client held too much for the whole maximum wait; the gateway: HTTP 429).
 enum class AdmissionAction : uint8_t { kAdmit, kBypass, kWait, kRefuse };
 
 // "admit", "bypass", "wait", "refuse".
@@ -81,6 +88,10 @@ struct AcquireRequest {
   // Key and engine: at most kMaxTicketBytes bytes; prefix_tokens in [0, kMaxTokens].
   std::optional<std::string> prefix_key = std::nullopt;
   int64_t prefix_tokens = 0;
+
+  // Fair shares (both policies): the session and the client the lease is charged to; unset:
+  // not bounded by that share. Each at most kMaxTicketBytes bytes, not empty.
+  ShareHolder holder = {};
 };
 
 struct AdmissionDecision {
@@ -94,8 +105,8 @@ struct AdmissionDecision {
   int64_t owner_epoch = -1;
   // Time spent in the FIFO.
   TimeNs wait;
-  // The admission ceiling that refused it (kRefuse only; admission v2: the target engine's
-  // whole KV capacity).
+  // What refused it (kRefuse only): for kOversized the largest engine's whole KV capacity (v2:
+  // the target's), for kOverShare the share's bound in tokens.
   std::optional<int64_t> ceiling;
 
   friend bool operator==(const AdmissionDecision&, const AdmissionDecision&) = default;
@@ -114,6 +125,9 @@ struct CoordinatorParams {
   AdmissionPolicy policy = AdmissionPolicy::kSeed;
   // agentic_admission_program_window_s (v2). Default: 5 s. Range: >= 0.
   TimeNs program_window = TimeNs::Seconds(5);
+  // agentic_admission_session_share and agentic_admission_client_share. Default: 1.0 each
+  // (CoordinatorParamsFrom copies the options' 0.5).
+  ShareLimits shares;
 };
 
 // The coordinator parameters `options` (validated) call for.
@@ -152,6 +166,7 @@ class AdmissionCoordinator {
   void ResetCounters() { counters_ = AdmissionCounters{}; }
   BudgetLedger& ledger() { return ledger_; }
   const BudgetLedger& ledger() const { return ledger_; }
+  const AdmissionShares& shares() const { return shares_; }
 
   // The seed's `agentic_kv/` series at `now` (AgenticKvMetrics over this coordinator's
   // counters, waiters and ledger). With `reset_step`, as once per rollout step, the counters
@@ -174,6 +189,7 @@ class AdmissionCoordinator {
     // Admission v2: the target, and the waiter's place in v2_order_.
     ReserveTarget target;
     TimeNs order_at;
+    ShareHolder holder;
   };
   // Admission v2's order: (order time, sequence, ticket).
   using V2Key = std::tuple<TimeNs, uint64_t, std::string>;
@@ -185,7 +201,7 @@ class AdmissionCoordinator {
   // v2: caps `tokens` and the prefix to the target's ceiling, or refuses (kRefuse oversized)
   // when they exceed its whole capacity. nullopt without a usable poll (nothing to check).
   std::optional<AdmissionDecision> CapOrRefuseV2(std::string_view ticket, int64_t& tokens,
-                                                 ReserveTarget& target, TimeNs waited);
+                                                 ReserveTarget& target, TimeNs waited, TimeNs now);
   // v2: the queue a target waits in ("" = the fleet, else "engine:" + id).
   std::string QueueOf(const ReserveTarget& target) const;
   AdmissionDecision Bypass(std::string_view ticket, int64_t tokens, AdmissionReason reason,
@@ -194,14 +210,25 @@ class AdmissionCoordinator {
   // with `refusal` for `tokens`.
   AdmissionDecision WaitOrResolved(const std::string& ticket, AdmissionReason refusal,
                                    int64_t tokens);
-  // kRefuse kOversized when the ledger is fresh and `tokens` exceed its whole ceiling.
-  std::optional<AdmissionDecision> RefuseIfOversized(std::string_view ticket, int64_t tokens,
-                                                     TimeNs waited, TimeNs now);
+  // Seed policy, with a fresh ledger: kRefuse kOversized when `tokens` exceed the largest known
+  // engine's capacity; else `tokens` capped to the ceiling. nullopt when not refused.
+  std::optional<AdmissionDecision> CapOrRefuseSeed(std::string_view ticket, int64_t& tokens,
+                                                   TimeNs waited, TimeNs now);
+  // The share `holder` would go over with `tokens` more (kNone with a stale ledger).
+  ShareExcess OverShare(const ShareHolder& holder, int64_t tokens, TimeNs now) const;
+  // kRefuse kOverShare for a waiter still over its share at the maximum wait.
+  AdmissionDecision RefuseOverShare(std::string_view ticket, int64_t tokens, ShareExcess excess,
+                                    TimeNs waited);
+  // The decision for a granted reservation, its lease charged to `holder`'s shares.
+  AdmissionDecision Granted(std::string_view ticket, const GrantResult& grant,
+                            const ShareHolder& holder, TimeNs waited);
   void Resolve(AdmissionDecision decision);
   void PruneCancels(TimeNs now);
 
   CoordinatorParams params_;
   BudgetLedger ledger_;
+  // Every lease the ledger holds that names a session or client, charged to them.
+  AdmissionShares shares_;
   // The single global FIFO: (ticket, sequence) in arrival order; entries whose waiter is gone
   // (cancelled, or the ticket waits again later) are skipped when they reach the head.
   std::deque<std::pair<std::string, uint64_t>> order_;

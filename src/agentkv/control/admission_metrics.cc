@@ -33,6 +33,7 @@ AdmissionCounters& AdmissionCounters::operator+=(const AdmissionCounters& other)
   bypass_aged += other.bypass_aged;
   cancelled += other.cancelled;
   refused_oversized += other.refused_oversized;
+  refused_over_share += other.refused_over_share;
   wait_granted += other.wait_granted;
   wait_seconds_sum += other.wait_seconds_sum;
   lease_expired += other.lease_expired;
@@ -55,6 +56,7 @@ const std::vector<std::string_view>& AllAgenticKvMetricNames() {
       kBypassDegradedMetric,
       kBypassAgedMetric,
       kRefusedOversizedMetric,
+      kRefusedOverShareMetric,
       kDeferRateMetric,
       kDegradedRateMetric,
       kWaitSecondsMeanMetric,
@@ -90,6 +92,7 @@ std::vector<std::pair<std::string, double>> AgenticKvMetrics(
   out.AddIfNonZero(kBypassDegradedMetric, counters.bypass_degraded);
   out.AddIfNonZero(kBypassAgedMetric, counters.bypass_aged);
   out.AddIfNonZero(kRefusedOversizedMetric, counters.refused_oversized);
+  out.AddIfNonZero(kRefusedOverShareMetric, counters.refused_over_share);
   const int64_t decisions = counters.admit + counters.wait + counters.bypass;
   if (decisions != 0) {
     const double denominator = static_cast<double>(decisions);

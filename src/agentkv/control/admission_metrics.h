@@ -34,6 +34,9 @@ struct AdmissionCounters {
   // Refused because the reservation exceeds the whole ceiling (agentkv's addition; not part
   // of the seed's admit + wait + bypass denominator).
   int64_t refused_oversized = 0;
+  // Refused because the request's session or client stayed over its share of the ceiling for
+  // the whole maximum wait (agentkv's addition, outside the same denominator).
+  int64_t refused_over_share = 0;
   // Waiters that later got a lease, and the sum of their queue times in seconds.
   int64_t wait_granted = 0;
   double wait_seconds_sum = 0.0;
@@ -77,6 +80,8 @@ inline constexpr std::string_view kBypassDegradedMetric = "agentic_kv/admission/
 inline constexpr std::string_view kBypassAgedMetric = "agentic_kv/admission/bypass_aged";
 inline constexpr std::string_view kRefusedOversizedMetric =
     "agentic_kv/admission/refused_oversized";
+inline constexpr std::string_view kRefusedOverShareMetric =
+    "agentic_kv/admission/refused_over_share";
 inline constexpr std::string_view kDeferRateMetric = "agentic_kv/admission/defer_rate";
 inline constexpr std::string_view kDegradedRateMetric = "agentic_kv/admission/degraded_rate";
 inline constexpr std::string_view kWaitSecondsMeanMetric = "agentic_kv/admission/wait_seconds_mean";
@@ -92,7 +97,7 @@ inline constexpr std::string_view kKvTokenUsageMaxMetric = "agentic_kv/budget/kv
 inline constexpr std::string_view kEpochMetric = "agentic_kv/budget/epoch";
 inline constexpr std::string_view kDegradedMetric = "agentic_kv/budget/degraded";
 
-// All 24 names above, in emission order.
+// All 25 names above, in emission order.
 const std::vector<std::string_view>& AllAgenticKvMetricNames();
 
 // The series of one step, in the order of AllAgenticKvMetricNames(), each present only when

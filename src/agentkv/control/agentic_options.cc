@@ -94,6 +94,8 @@ Status AgenticOptions::Validate() const {
   AGENTKV_RETURN_IF_ERROR(CheckUnitFraction(kHeadroomFlag, agentic_admission_headroom));
   AGENTKV_RETURN_IF_ERROR(
       CheckUnitFraction(kPressureThresholdFlag, agentic_admission_pressure_threshold));
+  AGENTKV_RETURN_IF_ERROR(CheckUnitFraction(kSessionShareFlag, agentic_admission_session_share));
+  AGENTKV_RETURN_IF_ERROR(CheckUnitFraction(kClientShareFlag, agentic_admission_client_share));
   if (agentic_admission_expected_decode_cap.has_value() &&
       (*agentic_admission_expected_decode_cap <= 0 ||
        *agentic_admission_expected_decode_cap > kMaxTokens)) {

@@ -75,6 +75,9 @@ inline constexpr std::string_view kPollIntervalFlag = "--agentic-admission-poll-
 // agentkv's admission v2 (AdmissionPolicy::kV2).
 inline constexpr std::string_view kAdmissionPolicyFlag = "--agentic-admission-policy";
 inline constexpr std::string_view kProgramWindowFlag = "--agentic-admission-program-window-s";
+// agentkv's fair shares (both policies).
+inline constexpr std::string_view kSessionShareFlag = "--agentic-admission-session-share";
+inline constexpr std::string_view kClientShareFlag = "--agentic-admission-client-share";
 
 struct AgenticOptions {
   // --agentic-session-lifecycle: send `session_id` on generate and, when a session becomes
@@ -118,6 +121,18 @@ struct AgenticOptions {
   // no request waits behind requests that arrived more than this after it). 0 is plain FIFO
   // within each engine's queue. Default: 5.0. Range: [0, 1 year].
   double agentic_admission_program_window_s = 5.0;
+
+  // --agentic-admission-session-share: the share of the admission ceiling one session's leases
+  // may hold at once. A request of a session that already holds a lease and would exceed it
+  // waits without blocking anyone else's request, and is refused (`over_share`) if it is still
+  // over at the maximum wait. A session's first lease is never held back by it. Applies to
+  // requests that name their session (AcquireRequest::session). Default: 0.5. Range: (0, 1].
+  double agentic_admission_session_share = 0.5;
+
+  // --agentic-admission-client-share: the same bound for all the leases of one client
+  // (AcquireRequest::client: the gateway names an authenticated tenant, never a bare address,
+  // which proxies share and attackers change). Default: 0.5. Range: (0, 1].
+  double agentic_admission_client_share = 0.5;
 
   // Age after which a lease is reclaimed (a dead holder's backstop). Default: 600.0.
   // Range: (0, 1 year].

@@ -33,6 +33,8 @@ std::string_view AdmissionReasonName(AdmissionReason reason) {
       return "cancelled";
     case AdmissionReason::kOversized:
       return "oversized";
+    case AdmissionReason::kOverShare:
+      return "over_share";
   }
   return "unknown";
 }
@@ -77,7 +79,10 @@ void BudgetLedger::Reconcile(std::span<const EngineSnapshot> snapshots, TimeNs n
     sum += usage;
     worst = std::max(worst, usage);
     capacity = SaturatingAdd(capacity, s->max_total_num_tokens);
+    known_engines_[s->engine_id] = KnownEngine{s->max_total_num_tokens, now};
   }
+  std::erase_if(known_engines_,
+                [&](const auto& entry) { return now - entry.second.seen_at > params_.lease_ttl; });
   avg_usage_ = sum / static_cast<double>(healthy.size());
   max_usage_ = worst;
   peak_usage_ = std::max(peak_usage_, max_usage_);
@@ -136,6 +141,14 @@ void BudgetLedger::Charge(const std::optional<std::string>& engine, int64_t toke
   auto [it, inserted] = engine_reserved_.try_emplace(*engine, 0);
   it->second += tokens;
   if (it->second == 0) engine_reserved_.erase(it);
+}
+
+int64_t BudgetLedger::LargestKnownCapacity(TimeNs now) const {
+  int64_t largest = 0;
+  for (const auto& [id, known] : known_engines_) {
+    if (now - known.seen_at <= params_.lease_ttl) largest = std::max(largest, known.capacity);
+  }
+  return largest;
 }
 
 std::optional<TargetLimits> BudgetLedger::LimitsFor(

@@ -39,10 +39,13 @@ enum class AdmissionReason : uint8_t {
   // agentkv's addition: the reservation exceeds the whole admission ceiling, so no release
   // can ever make room for it (kRefuse).
   kOversized,
+  // agentkv's addition: the request's session or client held more than its share of the ceiling
+  // for the whole maximum wait (kRefuse).
+  kOverShare,
 };
 
 // "capacity_available", "capacity_exhausted", "pressure_guard", "protected", "aged",
-// "degraded", "cancelled", "oversized".
+// "degraded", "cancelled", "oversized", "over_share".
 std::string_view AdmissionReasonName(AdmissionReason reason);
 
 struct Lease {
@@ -159,6 +162,14 @@ class BudgetLedger {
   std::optional<TargetLimits> LimitsFor(const std::optional<std::string>& engine) const;
   // Whether the last poll reported `engine`.
   bool KnowsEngine(std::string_view engine) const { return engines_.contains(engine); }
+  // The largest KV capacity (max_total_num_tokens) of any engine a poll reported usable within
+  // the lease TTL before `now`, whether or not the last poll did: what the fleet can hold when
+  // its engines are healthy. An engine that stops reporting (or a degraded poll) shrinks the
+  // ceiling but not this, so a request that only the missing engine could hold waits instead of
+  // being refused as if it could never run. 0 when no engine was ever reported.
+  int64_t LargestKnownCapacity(TimeNs now) const;
+  // Whether a lease with this id is held.
+  bool HoldsLease(std::string_view lease_id) const { return leases_.contains(lease_id); }
   // Tokens charged to `engine` (its leases and prefix entries).
   int64_t engine_reserved(std::string_view engine) const;
   // Shared-prefix entries held, and the tokens they reserve.
@@ -220,6 +231,14 @@ class BudgetLedger {
   std::map<std::string, PrefixEntry, std::less<>> prefixes_;
   void Charge(const std::optional<std::string>& engine, int64_t tokens);
   std::optional<TimeNs> last_snapshot_at_;
+  // Every engine a poll reported usable: its last capacity and when (LargestKnownCapacity).
+  // Entries older than the lease TTL are forgotten at the next Reconcile, so the map holds only
+  // the engines of the last TTL's polls.
+  struct KnownEngine {
+    int64_t capacity = 0;
+    TimeNs seen_at;
+  };
+  std::map<std::string, KnownEngine, std::less<>> known_engines_;
 };
 
 }  // namespace agentkv::control

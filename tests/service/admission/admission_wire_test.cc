@@ -41,6 +41,25 @@ TEST(AdmissionWireTest, AcquireRequestHasTheDocumentedShapeAndRoundTrips) {
   EXPECT_TRUE(parsed->is_protected);
 }
 
+// The fair-share holder travels when named, and only then (a seed body is unchanged).
+TEST(AdmissionWireTest, AcquireRequestCarriesTheShareHolder) {
+  AcquireRequest request{"t:0", 10, false};
+  request.holder = control::ShareHolder{"tenant-a", "session-1"};
+  EXPECT_EQ(SerializeAcquireRequest(request),
+            R"({"ticket":"t:0","reservation_tokens":10,"protected":false,)"
+            R"("session":"session-1","client":"tenant-a"})");
+  StatusOr<AcquireRequest> parsed = ParseAcquireRequest(SerializeAcquireRequest(request));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->holder, request.holder);
+  EXPECT_THAT(ParseAcquireRequest(R"({"ticket":"t","reservation_tokens":1,"session":""})")
+                  .status()
+                  .message(),
+              HasSubstr("session"));
+  EXPECT_THAT(
+      ParseAcquireRequest(R"({"ticket":"t","reservation_tokens":1,"client":7})").status().message(),
+      HasSubstr("client"));
+}
+
 TEST(AdmissionWireTest, AcquireRequestAcceptsRelaxTicketIdAndDefaultsProtectedToFalse) {
   StatusOr<AcquireRequest> parsed =
       ParseAcquireRequest(R"({"ticket_id": "r:0", "reservation_tokens": 7, "extra": [1]})");
@@ -104,6 +123,17 @@ TEST(AdmissionWireTest, RefusalHasTheDocumentedShapeAndRoundTrips) {
   StatusOr<AdmissionDecision> parsed = ParseDecision(SerializeDecision(refuse));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed, refuse);
+  const AdmissionDecision over{AdmissionAction::kRefuse,
+                               AdmissionReason::kOverShare,
+                               "t",
+                               10,
+                               std::nullopt,
+                               -1,
+                               TimeNs::Seconds(30),
+                               500};
+  StatusOr<AdmissionDecision> parsed_over = ParseDecision(SerializeDecision(over));
+  ASSERT_TRUE(parsed_over.ok()) << parsed_over.status();
+  EXPECT_EQ(*parsed_over, over);
   EXPECT_THAT(ParseDecision(R"({"action":"refuse","reason":"aged","ticket":"t",)"
                             R"("reservation_tokens":1,"owner_epoch":-1,"wait_s":0})")
                   .status()

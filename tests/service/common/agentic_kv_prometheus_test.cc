@@ -41,6 +41,7 @@ AgenticKvTotals AllTotals() {
   c.bypass_degraded = 108;
   c.bypass_aged = 109;
   c.refused_oversized = 110;
+  c.refused_over_share = 113;
   c.lease_expired = 111;
   c.wait_granted = 112;
   c.wait_seconds_sum = 12.5;
@@ -89,8 +90,8 @@ TEST(AgenticKvPrometheusTest, GaugesKeepThePresentAndDropThePerStepCounts) {
     ASSERT_EQ(families[i].samples.size(), 1u);
     EXPECT_EQ(families[i].samples[0].name, gauges[i]);
   }
-  // lease_count is series 20 of the seed's table: value 20.
-  EXPECT_EQ(ByName(families).at("agentic_kv_budget_leases").samples[0].value, 20.0);
+  // lease_count is series 21 of the table (refused_over_share came before it): value 21.
+  EXPECT_EQ(ByName(families).at("agentic_kv_budget_leases").samples[0].value, 21.0);
 }
 
 TEST(AgenticKvPrometheusTest, EveryPerStepCountIsACounterSinceStart) {
@@ -107,6 +108,7 @@ TEST(AgenticKvPrometheusTest, EveryPerStepCountIsACounterSinceStart) {
       {"agentic_kv_admission_bypass_degraded_total", 108},
       {"agentic_kv_admission_bypass_aged_total", 109},
       {"agentic_kv_admission_refused_oversized_total", 110},
+      {"agentic_kv_admission_refused_over_share_total", 113},
       {"agentic_kv_budget_lease_expired_total", 111}};
   for (const auto& [name, value] : expected) {
     SCOPED_TRACE(name);
@@ -122,7 +124,8 @@ TEST(AgenticKvPrometheusTest, EveryPerStepCountIsACounterSinceStart) {
        {control::kSessionCloseMetric, control::kSessionCloseFailureMetric, control::kAdmitMetric,
         control::kBypassMetric, control::kWaitMetric, control::kCancelledMetric,
         control::kBypassProtectedMetric, control::kBypassDegradedMetric, control::kBypassAgedMetric,
-        control::kRefusedOversizedMetric, control::kLeaseExpiredMetric}) {
+        control::kRefusedOversizedMetric, control::kRefusedOverShareMetric,
+        control::kLeaseExpiredMetric}) {
     EXPECT_EQ(expected.count(control::PrometheusName(seed) + "_total"), 1u) << seed;
   }
   const protocol::MetricFamily& wait = families.at("agentic_kv_admission_wait_seconds");
@@ -149,7 +152,7 @@ TEST(AgenticKvPrometheusTest, EachPartOfTheTotalsIsExportedOnlyByItsOwner) {
   EXPECT_EQ(names.count("agentic_kv_session_close_total"), 0u);
   EXPECT_EQ(names.count("agentic_kv_admission_admit_total"), 1u);
   EXPECT_EQ(names.count("agentic_kv_admission_wait_seconds"), 1u);
-  EXPECT_EQ(names.size(), 10u);
+  EXPECT_EQ(names.size(), 11u);
 
   // Counters are there from start, at zero.
   AgenticKvTotals zero;

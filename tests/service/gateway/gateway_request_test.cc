@@ -129,6 +129,21 @@ TEST(HeaderParsingTest, ProtectedScopeAndPromptTokens) {
   EXPECT_FALSE(ParsePromptTokensHeader("12x").ok());
 }
 
+// A client's prompt-token claim is bounded by what its body can hold, and only the gateway's
+// bearer token may skip admission.
+TEST(HeaderParsingTest, PromptClaimsAreBoundedAndBypassNeedsTheToken) {
+  EXPECT_EQ(MaxPromptTokensOfBody(2), 2 + kPromptTemplateTokens);
+  EXPECT_EQ(BoundPromptTokens(179'000, 2), 2 + kPromptTemplateTokens);
+  EXPECT_EQ(BoundPromptTokens(100, 2), 100);
+  EXPECT_EQ(BoundPromptTokens(std::nullopt, 2), std::nullopt);
+  EXPECT_EQ(MaxPromptTokensOfBody(size_t{1} << 50), kMaxTokens);
+  EXPECT_TRUE(TrustOf("Bearer s3cret", "s3cret").honour_bypass_headers);
+  EXPECT_FALSE(TrustOf("Bearer wrong", "s3cret").honour_bypass_headers);
+  EXPECT_FALSE(TrustOf("", "s3cret").honour_bypass_headers);
+  EXPECT_FALSE(TrustOf("", "").honour_bypass_headers);  // No token: nobody may.
+  EXPECT_FALSE(TrustOf("Bearer ", "").honour_bypass_headers);
+}
+
 // X-Agentkv-Session-Retain sets (1, true), clears (0, false) or leaves (absent) the session's
 // retention; anything else is a 400 naming the header and the value.
 TEST(HeaderParsingTest, RetainSetsClearsOrLeavesTheMark) {

@@ -29,6 +29,7 @@ constexpr AdmissionReason kAllReasons[] = {
     AdmissionReason::kDegraded,
     AdmissionReason::kCancelled,
     AdmissionReason::kOversized,
+    AdmissionReason::kOverShare,
 };
 
 // Parses `body` as a JSON object into `arena`-backed storage.
@@ -89,6 +90,9 @@ std::string SerializeAcquireRequest(const control::AcquireRequest& request) {
     w.Key("prefix_key").String(*request.prefix_key);
     w.Key("prefix_tokens").Int(request.prefix_tokens);
   }
+  // The fair-share holder, when named.
+  if (request.holder.session.has_value()) w.Key("session").String(*request.holder.session);
+  if (request.holder.client.has_value()) w.Key("client").String(*request.holder.client);
   w.EndObject();
   return w.Take();
 }
@@ -106,7 +110,9 @@ StatusOr<control::AcquireRequest> ParseAcquireRequest(std::string_view body) {
   AGENTKV_RETURN_IF_ERROR(CheckTokens("reservation_tokens", request.reservation_tokens));
   AGENTKV_RETURN_IF_ERROR(protocol::ReadBool(o, "protected", "protected", &request.is_protected));
   for (auto [key, out] :
-       {std::pair{"engine", &request.engine}, std::pair{"prefix_key", &request.prefix_key}}) {
+       {std::pair{"engine", &request.engine}, std::pair{"prefix_key", &request.prefix_key},
+        std::pair{"session", &request.holder.session},
+        std::pair{"client", &request.holder.client}}) {
     if (protocol::FindNonNull(o, key) == nullptr) continue;
     std::string text;
     AGENTKV_RETURN_IF_ERROR(ReadRequiredString(o, key, "", &text));
@@ -172,8 +178,10 @@ StatusOr<control::AdmissionDecision> ParseDecision(std::string_view body) {
   if (d.ceiling.has_value() && *d.ceiling < 0) {
     return InvalidArgumentError("ceiling: expected a non-negative integer");
   }
-  if (d.action == AdmissionAction::kRefuse && d.reason != AdmissionReason::kOversized) {
-    return InvalidArgumentError("reason: \"refuse\" comes only with \"oversized\"");
+  if (d.action == AdmissionAction::kRefuse && d.reason != AdmissionReason::kOversized &&
+      d.reason != AdmissionReason::kOverShare) {
+    return InvalidArgumentError(
+        "reason: \"refuse\" comes only with \"oversized\" or \"over_share\"");
   }
   return d;
 }

@@ -6,15 +6,16 @@
 // its `ticket_id` (which parsing also accepts):
 //   POST /admission/acquire  {"ticket": str, "reservation_tokens": int, "protected": bool
 //                             [, "engine": str, "continuing": bool, "prefix_key": str,
-//                             "prefix_tokens": int]}
-//     The bracketed fields are admission v2's (control::AcquireRequest), optional and sent only
-//     when set: a seed body is unchanged, and a coordinator running the seed policy ignores
-//     them.
+//                             "prefix_tokens": int][, "session": str, "client": str]}
+//     The first bracketed fields are admission v2's (control::AcquireRequest), optional and
+//     sent only when set: a seed body is unchanged, and a coordinator running the seed policy
+//     ignores them. `session` and `client` name the fair-share holder (both policies).
 //     -> 200 {"action": "admit"|"bypass"|"refuse", "reason": str, "ticket": str,
 //             "reservation_tokens": int, "lease_id": str|null, "owner_epoch": int,
 //             "wait_s": float[, "ceiling": int]}
-//     "refuse" (reason "oversized", with the "ceiling" that refused it) is agentkv's addition:
-//     the reservation exceeds the whole admission ceiling; the caller must not send the request.
+//     "refuse" is agentkv's addition, with the "ceiling" that refused it: reason "oversized"
+//     (the reservation exceeds the largest engine's KV) or "over_share" (its session or client
+//     held more than its share for the whole maximum wait); the caller must not send it.
 //   POST /admission/release  {"lease_id": str} -> 200 {}
 //   POST /admission/cancel   {"ticket": str}   -> 200 {}
 //   GET  /agentic_kv         -> 200 {"agentic_kv/...": number, ...}
@@ -50,10 +51,9 @@ std::string SerializeAcquireRequest(const control::AcquireRequest& request);
 // InvalidArgument naming the field when the body is not a JSON object, `ticket` (or its alias
 // `ticket_id`) is missing, empty, longer than control::kMaxTicketBytes or not a string,
 // `reservation_tokens` is missing or not an integer in [0, kMaxTokens] (base/bounds.h),
-// `protected` or `continuing` is present and not a bool, `engine` or `prefix_key` is present
-// and not a string of 1 to kMaxTicketBytes bytes, or `prefix_tokens` is present and not an
-// integer in [0, kMaxTokens]. Unknown fields are ignored. ResourceExhausted over
-// 1 MiB.
+// `protected` or `continuing` is present and not a bool, `engine`, `prefix_key`, `session` or
+// `client` is present and not a string of 1 to kMaxTicketBytes bytes, or `prefix_tokens` is present
+// and not an integer in [0, kMaxTokens]. Unknown fields are ignored. ResourceExhausted over 1 MiB.
 [[nodiscard]] StatusOr<control::AcquireRequest> ParseAcquireRequest(std::string_view body);
 
 // The final decision as the acquire endpoint answers it; `wait` in seconds as `wait_s`.

@@ -29,7 +29,7 @@ struct ExportRow {
 };
 
 // The HELP texts say what each series measures and its unit; the docs tables repeat them.
-constexpr std::array<ExportRow, 25> kExports = {{
+constexpr std::array<ExportRow, 26> kExports = {{
     {control::kLifecycleEnabledMetric, Export::kGauge, "agentic_kv_session_lifecycle_enabled",
      "1 when the gateway runs the session KV lifecycle (closes fanned out to every engine); "
      "absent when it is off.",
@@ -70,9 +70,14 @@ constexpr std::array<ExportRow, 25> kExports = {{
      Part::kAdmission, &AdmissionCounters::bypass_aged},
     {control::kRefusedOversizedMetric, Export::kCounter,
      "agentic_kv_admission_refused_oversized_total",
-     "Requests refused since start because their reservation exceeds the whole admission "
-     "ceiling.",
+     "Requests refused since start because their reservation exceeds the KV capacity of the "
+     "fleet's largest engine.",
      Part::kAdmission, &AdmissionCounters::refused_oversized},
+    {control::kRefusedOverShareMetric, Export::kCounter,
+     "agentic_kv_admission_refused_over_share_total",
+     "Requests refused since start because their session or client held more than its share "
+     "of the admission ceiling for the whole maximum wait.",
+     Part::kAdmission, &AdmissionCounters::refused_over_share},
     {control::kDeferRateMetric, Export::kNone, "", ""},
     {control::kDegradedRateMetric, Export::kNone, "", ""},
     {control::kWaitSecondsMeanMetric, Export::kSummary, "agentic_kv_admission_wait_seconds",

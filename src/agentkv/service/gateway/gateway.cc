@@ -292,6 +292,15 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
                                                  ": 1 needs a session (the body's session_id or " +
                                                  options_.session_header + ")");
   }
+  // A client may skip admission only with the gateway's token, and may not claim a prompt its
+  // body cannot hold.
+  const AdmissionTrust trust = TrustOf(header("Authorization"), options_.bearer_token);
+  if (!trust.honour_bypass_headers && (*is_protected || !*is_train)) {
+    metrics_.CountUntrustedBypass();
+    *is_protected = false;
+    *is_train = true;
+  }
+  *prompt_tokens = BoundPromptTokens(*prompt_tokens, client->body.size());
   // What every engine would refuse is refused here, before it reserves or queues anything.
   if (const std::optional<int64_t> prompt = ExactPromptTokens(*client, *prompt_tokens);
       context_length_.has_value() && prompt.has_value()) {
@@ -355,13 +364,16 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
 
   if (!needs_admission) return Dispatch(ex);
   control::AcquireRequest acquire{TicketFor(ex->rid), 0, *is_protected};
+  acquire.holder.session = ex->session_id;
+  // Unset: SGLang's own clip of max_new_tokens in its admission estimate.
+  const int64_t decode_cap =
+      options_.agentic.agentic_admission_expected_decode_cap.value_or(kGatewayExpectedDecodeCap);
   if (admission_v2) {
     // The target engine is left to the fleet: the router (sgl-router) places the request, and
     // its hash ring is not the gateway's to reproduce.
     const control::UncachedReservation r = EstimateUncachedReservation(
-        ex->client, *prompt_tokens, options_.agentic.agentic_admission_expected_decode_cap,
-        options_.default_max_tokens, history.held_prompt_tokens,
-        shared_prefix->has_value() ? (*shared_prefix)->tokens : 0);
+        ex->client, *prompt_tokens, decode_cap, options_.default_max_tokens,
+        history.held_prompt_tokens, shared_prefix->has_value() ? (*shared_prefix)->tokens : 0);
     acquire.reservation_tokens = r.own_tokens;
     acquire.continuing = history.continuing;
     if (r.prefix_tokens > 0) {
@@ -369,9 +381,8 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
       acquire.prefix_tokens = r.prefix_tokens;
     }
   } else {
-    acquire.reservation_tokens = EstimateReservationTokens(
-        ex->client, *prompt_tokens, options_.agentic.agentic_admission_expected_decode_cap,
-        options_.default_max_tokens);
+    acquire.reservation_tokens = EstimateReservationTokens(ex->client, *prompt_tokens, decode_cap,
+                                                           options_.default_max_tokens);
   }
   {
     sync::MutexLock lock(&admission_mu_);
@@ -409,6 +420,13 @@ void Gateway::Core::OnAdmission(const std::shared_ptr<Exchange>& ex,
     case control::AdmissionVerdict::kClientGone:
       return Finish(ex, HttpStatusFor(GatewayError::kClientGone));
     case control::AdmissionVerdict::kRefused:
+      if (decision.reason == control::AdmissionReason::kOverShare) {
+        return Fail(ex, GatewayError::kTooManyRequests,
+                    "the request's session holds more than its share (" +
+                        std::to_string(decision.ceiling.value_or(0)) +
+                        " tokens, --agentic-admission-session-share) of the admission ceiling, "
+                        "and did for the whole maximum wait: let its requests in flight finish");
+      }
       if (options_.agentic.agentic_admission_policy == control::AdmissionPolicy::kV2) {
         return Fail(ex, GatewayError::kBadRequest,
                     "the request reserves " + std::to_string(decision.reservation_tokens) +
@@ -419,11 +437,10 @@ void Gateway::Core::OnAdmission(const std::shared_ptr<Exchange>& ex,
       }
       return Fail(ex, GatewayError::kBadRequest,
                   "the request reserves " + std::to_string(decision.reservation_tokens) +
-                      " tokens (prompt plus max tokens), more than the fleet's whole admission "
-                      "ceiling of " +
+                      " tokens (prompt plus max tokens), more than the " +
                       std::to_string(decision.ceiling.value_or(0)) +
-                      " tokens; it can never be admitted: send fewer tokens or a lower "
-                      "max_tokens");
+                      " tokens of KV the fleet's largest engine holds; it can never run: send "
+                      "fewer tokens or a lower max_tokens");
     case control::AdmissionVerdict::kCancelled:
       if (shutting_down_.load())
         return Fail(ex, GatewayError::kShuttingDown, "the gateway is shutting down");

@@ -63,6 +63,11 @@ void GatewayMetrics::CountParentHintRejected() {
   ++parent_hint_rejected_;
 }
 
+void GatewayMetrics::CountUntrustedBypass() {
+  sync::MutexLock lock(&mu_);
+  ++untrusted_bypass_;
+}
+
 void GatewayMetrics::CountSessionClose(bool ok) {
   sync::MutexLock lock(&mu_);
   ++close_total_;
@@ -91,6 +96,11 @@ std::pair<int64_t, int64_t> GatewayMetrics::close_totals() const {
 int64_t GatewayMetrics::parent_hint_rejected() const {
   sync::MutexLock lock(&mu_);
   return parent_hint_rejected_;
+}
+
+int64_t GatewayMetrics::untrusted_bypass() const {
+  sync::MutexLock lock(&mu_);
+  return untrusted_bypass_;
 }
 
 int64_t GatewayMetrics::requests(std::string_view route, int code) const {
@@ -154,6 +164,11 @@ std::vector<protocol::MetricFamily> GatewayMetrics::Families(
           "Sub-agent parent hints not forwarded: no key configured, no session, or a bad "
           "signature.",
           static_cast<double>(parent_hint_rejected_));
+  counter("agentkv_gateway_untrusted_bypass_total",
+          "Requests whose X-Agentkv-Protected or X-Agentkv-Scope asked to skip admission without "
+          "the gateway's bearer token; the headers were ignored and the request was admitted as "
+          "any other.",
+          static_cast<double>(untrusted_bypass_));
   counter("agentkv_gateway_session_close_total", "Session close fan-outs to every engine.",
           static_cast<double>(close_total_));
   counter("agentkv_gateway_session_close_failure_total",

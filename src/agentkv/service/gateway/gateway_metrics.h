@@ -5,6 +5,7 @@
 // Own series: agentkv_gateway_requests_total{route,code} (code 499 = the client left first),
 // agentkv_gateway_request_duration_seconds{route} (a histogram over the whole exchange,
 // admission wait included), agentkv_gateway_parent_hint_rejected_total,
+// agentkv_gateway_untrusted_bypass_total,
 // agentkv_gateway_session_close_total / _close_failure_total (cumulative),
 // agentkv_gateway_sessions_evicted_total / _sessions_refused_total (the --max-sessions bound),
 // agentkv_gateway_sessions_retain_refused_total (the --max-retained-sessions bound),
@@ -65,6 +66,9 @@ class GatewayMetrics {
   // `seconds`.
   void ObserveRequest(std::string_view route, int code, double seconds);
   void CountParentHintRejected();
+  // A request whose X-Agentkv-Protected or X-Agentkv-Scope asked to skip admission without the
+  // gateway's bearer token (ignored).
+  void CountUntrustedBypass();
   // One close fan-out outcome.
   void CountSessionClose(bool ok);
 
@@ -75,6 +79,7 @@ class GatewayMetrics {
   std::pair<int64_t, int64_t> close_totals() const;
 
   int64_t parent_hint_rejected() const;
+  int64_t untrusted_bypass() const;
   // Requests answered with `code` on `route` so far.
   int64_t requests(std::string_view route, int code) const;
 
@@ -92,6 +97,7 @@ class GatewayMetrics {
   std::map<std::pair<std::string, int>, int64_t> requests_ AGENTKV_GUARDED_BY(mu_);
   std::map<std::string, Histogram> durations_ AGENTKV_GUARDED_BY(mu_);
   int64_t parent_hint_rejected_ AGENTKV_GUARDED_BY(mu_) = 0;
+  int64_t untrusted_bypass_ AGENTKV_GUARDED_BY(mu_) = 0;
   int64_t close_total_ AGENTKV_GUARDED_BY(mu_) = 0;
   int64_t close_failure_total_ AGENTKV_GUARDED_BY(mu_) = 0;
   int64_t step_close_ AGENTKV_GUARDED_BY(mu_) = 0;

@@ -321,6 +321,22 @@ StatusOr<std::optional<int64_t>> ParsePromptTokensHeader(std::string_view value)
   return std::optional<int64_t>(tokens);
 }
 
+int64_t MaxPromptTokensOfBody(size_t body_bytes) {
+  return std::min(kMaxTokens,
+                  SaturatingAdd(static_cast<int64_t>(std::min<size_t>(body_bytes, kMaxTokens)),
+                                kPromptTemplateTokens));
+}
+
+std::optional<int64_t> BoundPromptTokens(std::optional<int64_t> header_prompt_tokens,
+                                         size_t body_bytes) {
+  if (!header_prompt_tokens.has_value()) return std::nullopt;
+  return std::min(*header_prompt_tokens, MaxPromptTokensOfBody(body_bytes));
+}
+
+AdmissionTrust TrustOf(std::string_view authorization, std::string_view bearer_token) {
+  return AdmissionTrust{.honour_bypass_headers = BearerMatches(authorization, bearer_token)};
+}
+
 StatusOr<bool> ParseProtectedHeader(std::string_view value) {
   const std::string lower = Lower(value);
   if (lower == "1" || lower == "true") return true;
@@ -548,6 +564,10 @@ net::Response ErrorResponse(const net::Request& request, GatewayError error,
     response.set(
         boost::beast::string_view(net::kShouldRetryHeader.data(), net::kShouldRetryHeader.size()),
         *retry ? "true" : "false");
+  }
+  // A bounded table or share that frees as requests finish: worth a retry in a second.
+  if (error == GatewayError::kTooManyRequests || error == GatewayError::kOverloaded) {
+    response.set(boost::beast::http::field::retry_after, "1");
   }
   return response;
 }

@@ -28,9 +28,11 @@ std::string_view RoutePath(GatewayRoute route);
 
 // Request headers the gateway reads (docs/GATEWAY.md lists them for clients).
 inline constexpr std::string_view kDefaultSessionHeader = "X-Session-Id";
-// "1" or "true": protected work, which always bypasses admission.
+// "1" or "true": protected work, which always bypasses admission. Honoured only from a caller
+// that presents the gateway's --bearer-token (AdmissionTrust); anyone else's is ignored.
 inline constexpr std::string_view kProtectedHeader = "X-Agentkv-Protected";
 // "train" (default) or "eval": with --agentic-admission-scope train, eval skips admission.
+// Honoured only from an authenticated caller, as kProtectedHeader.
 inline constexpr std::string_view kScopeHeader = "X-Agentkv-Scope";
 // The prompt's token count when the client knows it (text prompts; the gateway has no
 // tokenizer).
@@ -149,6 +151,31 @@ StatusOr<std::optional<std::string>> ResolveSessionId(const std::optional<std::s
 // X-Prompt-Tokens: nullopt when empty; a decimal integer in [0, kMaxTokens]; else
 // InvalidArgument naming the header and the value.
 StatusOr<std::optional<int64_t>> ParsePromptTokensHeader(std::string_view value);
+
+// The most prompt tokens a body of `body_bytes` can hold, which bounds what X-Prompt-Tokens may
+// claim: every token of text is at least one byte, and a chat template adds at most
+// kPromptTemplateTokens of its own (role markers, a default system prompt).
+inline constexpr int64_t kPromptTemplateTokens = 4096;
+int64_t MaxPromptTokensOfBody(size_t body_bytes);
+// `header_prompt_tokens` bounded by MaxPromptTokensOfBody: a client cannot reserve (or be
+// refused for) a prompt its body cannot hold. nullopt stays nullopt.
+std::optional<int64_t> BoundPromptTokens(std::optional<int64_t> header_prompt_tokens,
+                                         size_t body_bytes);
+
+// The decode tokens one reservation counts at most when --agentic-admission-expected-decode-cap
+// is not given: SGLang's own clip of max_new_tokens in its scheduler's estimate
+// (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION, 4096), so that a request asking for a huge max_tokens
+// does not reserve KV it will most likely never use.
+inline constexpr int64_t kGatewayExpectedDecodeCap = 4096;
+
+// What the admission headers of one request may do.
+struct AdmissionTrust {
+  // X-Agentkv-Protected and X-Agentkv-Scope are honoured (the caller is authenticated).
+  bool honour_bypass_headers = false;
+};
+// Only a caller that presents the gateway's bearer token may mark its work protected or out of
+// scope: with no token configured nobody can. `authorization` is the request's header value.
+AdmissionTrust TrustOf(std::string_view authorization, std::string_view bearer_token);
 // X-Agentkv-Protected: true for "1" or "true" (any case); false when empty, "0" or "false";
 // else InvalidArgument.
 StatusOr<bool> ParseProtectedHeader(std::string_view value);
@@ -256,8 +283,9 @@ enum class GatewayError : uint8_t {
   kMethodNotAllowed,  // 405: a control route asked with the wrong method.
   kSessionClosing,    // 409: the session is closing or its attempt was cancelled by a close.
   kPayloadTooLarge,   // 413.
-  kTooManyRequests,   // 429: a retention mark past --max-retained-sessions (or 2^20 live
-                      // attempts of one request id).
+  kTooManyRequests,   // 429: a retention mark past --max-retained-sessions, a session over
+                      // its admission share for the whole wait (or 2^20 live attempts of
+                      // one request id).
   kClientGone,        // 499 (recorded only; nobody reads the answer).
   kInternal,          // 500.
   kUpstreamFailed,    // 502: the router or engine could not be reached or broke the answer.
@@ -278,8 +306,10 @@ int HttpStatusFor(GatewayError error);
 std::optional<bool> ShouldRetry(GatewayError error);
 
 // The gateway's own error answer to `request`: HttpStatusFor(error), the error body of the
-// request's API family (net::ErrorBodyFor) with `message`, and `x-should-retry` when
-// ShouldRetry(error) has a value. Every error the gateway answers itself is built here.
+// request's API family (net::ErrorBodyFor) with `message`, `x-should-retry` when
+// ShouldRetry(error) has a value, and `Retry-After: 1` for kTooManyRequests and kOverloaded
+// (a share or a table that frees as requests finish). Every error the gateway answers itself is
+// built here.
 net::Response ErrorResponse(const net::Request& request, GatewayError error,
                             std::string_view message);
 

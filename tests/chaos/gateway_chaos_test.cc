@@ -598,18 +598,21 @@ TEST(GatewayChaosTest, ADeadGatewaysLeasesAreReleasedAfterTheInstanceTimeout) {
   }
   EXPECT_EQ(coordinator.admission().reserved(), 900);
   ASSERT_TRUE(WaitFor([&] { return coordinator.admission().instances() == 1; }));
-  dead->reset();  // Killed: it never releases, and its heartbeats stop.
 
   LogCapture logs;
   auto gateway = StartRemoteGateway(coordinator.base_url(), engine, logs);
   ASSERT_NE(gateway, nullptr);
-  const auto sent = std::chrono::steady_clock::now();
   auto large = std::async(std::launch::async, [&] {
     net::HttpClient own(ClientOptions());
     return Post(own, gateway->base_url(), "/generate", AdmissionSetup::Body("large")).status;
   });
-  // 600 tokens do not fit beside the dead gateway's 900: the request waits for them.
-  ASSERT_TRUE(WaitFor([&] { return coordinator.admission().waiting() == 1; }, 2000ms));
+  // 600 tokens do not fit beside the other gateway's 900: the request waits for them.
+  ASSERT_TRUE(WaitFor([&] { return coordinator.admission().waiting() == 1; }, 5000ms));
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(engine.held(), 0u);
+
+  const auto sent = std::chrono::steady_clock::now();
+  dead->reset();  // Killed: it never releases, and its heartbeats stop.
   ASSERT_TRUE(WaitFor([&] { return engine.held() == 1; }, 5000ms))
       << "the dead gateway's leases still block the fleet";
   const auto waited = std::chrono::steady_clock::now() - sent;

@@ -27,7 +27,8 @@ bool IsInputError(const agentkv::Status& status) {
 }
 
 void FuzzAcquire(std::string_view body) {
-  const agentkv::StatusOr<control::AcquireRequest> request = ParseAcquireRequest(body);
+  std::string instance;
+  const agentkv::StatusOr<control::AcquireRequest> request = ParseAcquireRequest(body, &instance);
   if (!request.ok()) {
     FUZZ_CHECK(IsInputError(request.status()));
     return;
@@ -35,9 +36,12 @@ void FuzzAcquire(std::string_view body) {
   FUZZ_CHECK(!request->ticket.empty() && request->ticket.size() <= control::kMaxTicketBytes);
   FUZZ_CHECK(request->reservation_tokens >= 0 &&
              request->reservation_tokens <= agentkv::kMaxTokens);
+  FUZZ_CHECK(instance.size() <= control::kMaxTicketBytes);
+  std::string instance_again;
   const agentkv::StatusOr<control::AcquireRequest> again =
-      ParseAcquireRequest(SerializeAcquireRequest(*request));
+      ParseAcquireRequest(SerializeAcquireRequest(*request, instance), &instance_again);
   FUZZ_CHECK(again.ok());
+  FUZZ_CHECK(instance_again == instance);
   FUZZ_CHECK(again->ticket == request->ticket);
   FUZZ_CHECK(again->reservation_tokens == request->reservation_tokens);
   FUZZ_CHECK(again->is_protected == request->is_protected);
@@ -86,6 +90,14 @@ void FuzzSmallBodies(std::string_view body) {
     FUZZ_CHECK(again.ok() && *again == *ticket);
   } else {
     FUZZ_CHECK(IsInputError(ticket.status()));
+  }
+  if (agentkv::StatusOr<std::string> instance = ParseHeartbeatRequest(body); instance.ok()) {
+    FUZZ_CHECK(!instance->empty() && instance->size() <= control::kMaxTicketBytes);
+    const agentkv::StatusOr<std::string> again =
+        ParseHeartbeatRequest(SerializeHeartbeatRequest(*instance));
+    FUZZ_CHECK(again.ok() && *again == *instance);
+  } else {
+    FUZZ_CHECK(IsInputError(instance.status()));
   }
   if (auto metrics = ParseStepMetrics(body); metrics.ok()) {
     FUZZ_CHECK(ParseStepMetrics(SerializeStepMetrics(*metrics)).ok());

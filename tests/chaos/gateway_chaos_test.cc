@@ -5,8 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,9 +42,10 @@ std::string ErrorMessage(const net::ClientResponse& r) {
 }
 
 // A coordinator whose ceiling is `engine`'s whole capacity, once it has a fresh snapshot.
-std::unique_ptr<CoordinatorServer> StartCoordinatorOver(const FakeEngine& engine,
-                                                        LogCapture& logs) {
+std::unique_ptr<CoordinatorServer> StartCoordinatorOver(const FakeEngine& engine, LogCapture& logs,
+                                                        double instance_timeout_s = 10.0) {
   CoordinatorOptions options;
+  options.instance_timeout_s = instance_timeout_s;
   options.engine_urls = {engine.base_url()};
   options.agentic.agentic_admission_headroom = 1.0;
   options.agentic.poll_interval_s = 0.1;
@@ -60,8 +63,8 @@ std::unique_ptr<CoordinatorServer> StartCoordinatorOver(const FakeEngine& engine
 // A gateway in front of `engine` that asks the coordinator at `coordinator_url` for admission,
 // logging (its own lines and its backend's) into `logs`.
 std::unique_ptr<Gateway> StartRemoteGateway(const std::string& coordinator_url,
-                                            const FakeEngine& engine, LogCapture& logs) {
-  RemoteAdmissionOptions remote;
+                                            const FakeEngine& engine, LogCapture& logs,
+                                            RemoteAdmissionOptions remote = {}) {
   remote.coordinator_url = coordinator_url;
   remote.log = logs.Sink();
   StatusOr<std::unique_ptr<RemoteAdmission>> backend = RemoteAdmission::Create(remote);
@@ -83,6 +86,68 @@ void AnswerEverything(AdmissionSetup& setup) {
         return setup.admission->waiting() == 0 && setup.engine->held() == 0;
       },
       5000ms));
+}
+
+// A coordinator that accepts connections and reads requests but, while hung, answers nothing
+// (as one stopped with SIGSTOP, or wedged); once released it answers heartbeats, admits every
+// acquire and acknowledges releases and cancels.
+class HangingCoordinator {
+ public:
+  HangingCoordinator() {
+    net::Router router;
+    for (const std::string_view path : {kAcquirePath, kReleasePath, kCancelPath, kHeartbeatPath}) {
+      router.Add(http::verb::post, std::string(path),
+                 [this, path](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+                   Handle(path, std::move(q), std::move(w));
+                 });
+    }
+    StatusOr<std::unique_ptr<net::HttpServer>> server =
+        net::HttpServer::Start({}, router.AsHandler());
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (server.ok()) server_ = *std::move(server);
+  }
+  ~HangingCoordinator() { server_->Shutdown(0ms); }
+
+  std::string base_url() const { return server_->base_url(); }
+  void SetHung(bool hung) { hung_.store(hung); }
+  int64_t acquires() const { return acquires_.load(); }
+  int64_t heartbeats() const { return heartbeats_.load(); }
+
+ private:
+  void Handle(std::string_view path, net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+    if (path == kAcquirePath) ++acquires_;
+    if (path == kHeartbeatPath) ++heartbeats_;
+    if (hung_.load()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      unanswered_.push_back(std::move(w));
+      return;
+    }
+    std::string body = "{}";
+    if (path == kAcquirePath) {
+      StatusOr<control::AcquireRequest> request = ParseAcquireRequest(q.body());
+      if (!request.ok()) return w->Reply(net::MakeResponse(q, http::status::bad_request, "{}"));
+      body = SerializeDecision(control::AdmissionDecision{
+          control::AdmissionAction::kAdmit, control::AdmissionReason::kCapacityAvailable,
+          request->ticket, request->reservation_tokens, "1:" + request->ticket, 1, TimeNs(),
+          std::nullopt});
+    }
+    w->Reply(net::MakeResponse(q, http::status::ok, body));
+  }
+
+  std::atomic<bool> hung_{false};
+  std::atomic<int64_t> acquires_{0};
+  std::atomic<int64_t> heartbeats_{0};
+  std::mutex mu_;
+  std::vector<std::shared_ptr<net::ResponseWriter>> unanswered_;
+  std::unique_ptr<net::HttpServer> server_;
+};
+
+// The value of an unlabelled series in a Prometheus text, or -1.
+double MetricValue(const std::string& text, const std::string& name) {
+  const std::string prefix = "\n" + name + " ";
+  const size_t at = text.find(prefix);
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + prefix.size()));
 }
 
 std::string ChatBody(const std::string& rid, int64_t max_tokens) {
@@ -639,6 +704,138 @@ TEST(GatewayChaosTest, CoordinatorOutagesAreLoggedOnceAndCounted) {
   }
   EXPECT_EQ(failure_lines, 1) << "one line per outage, not one per request";
   EXPECT_TRUE(Logged(logs, "coordinator=" + coordinator_url));
+  gateway->Shutdown(1s);
+}
+
+// Issue 29, item 2: a gateway holding leases dies without releasing them (SIGKILL: no release,
+// no more heartbeats). The coordinator gives its instance up after --instance-timeout-s, so the
+// other gateway's large request is admitted within seconds, not after the 30 s maximum wait (or
+// the 600 s lease TTL).
+TEST(GatewayChaosTest, ADeadGatewaysLeasesAreReleasedAfterTheInstanceTimeout) {
+  FakeEngine engine(/*hold=*/true, /*capacity=*/1000);
+  LogCapture coordinator_logs;
+  std::unique_ptr<CoordinatorServer> started =
+      StartCoordinatorOver(engine, coordinator_logs, /*instance_timeout_s=*/1.0);
+  ASSERT_NE(started, nullptr);
+  CoordinatorServer& coordinator = *started;
+
+  // The gateway about to die: its admission client takes three leases, 900 of 1000 tokens.
+  LogCapture dead_logs;
+  RemoteAdmissionOptions dead_options;
+  dead_options.coordinator_url = coordinator.base_url();
+  dead_options.heartbeat_interval = 200ms;
+  dead_options.log = dead_logs.Sink();
+  StatusOr<std::unique_ptr<RemoteAdmission>> dead = RemoteAdmission::Create(dead_options);
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  const std::string dead_instance = (*dead)->instance_id();
+  for (int i = 0; i < 3; ++i) {
+    std::promise<control::AdmissionDecision> decided;
+    (*dead)->Acquire(control::AcquireRequest{dead_instance + "/r" + std::to_string(i), 300},
+                     [&decided](const control::AdmissionDecision& d) { decided.set_value(d); });
+    auto future = decided.get_future();
+    ASSERT_EQ(future.wait_for(5s), std::future_status::ready);
+    ASSERT_EQ(future.get().action, control::AdmissionAction::kAdmit);
+  }
+  EXPECT_EQ(coordinator.admission().reserved(), 900);
+  ASSERT_TRUE(WaitFor([&] { return coordinator.admission().instances() == 1; }));
+
+  LogCapture logs;
+  auto gateway = StartRemoteGateway(coordinator.base_url(), engine, logs);
+  ASSERT_NE(gateway, nullptr);
+  auto large = std::async(std::launch::async, [&] {
+    net::HttpClient own(ClientOptions());
+    return Post(own, gateway->base_url(), "/generate", AdmissionSetup::Body("large")).status;
+  });
+  // 600 tokens do not fit beside the other gateway's 900: the request waits for them.
+  ASSERT_TRUE(WaitFor([&] { return coordinator.admission().waiting() == 1; }, 5000ms));
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(engine.held(), 0u);
+
+  const auto sent = std::chrono::steady_clock::now();
+  dead->reset();  // Killed: it never releases, and its heartbeats stop.
+  ASSERT_TRUE(WaitFor([&] { return engine.held() == 1; }, 5000ms))
+      << "the dead gateway's leases still block the fleet";
+  const auto waited = std::chrono::steady_clock::now() - sent;
+  EXPECT_LT(waited, 5s);
+  EXPECT_EQ(coordinator.admission().reserved(), 600) << "only the live gateway's lease";
+  EXPECT_TRUE(Logged(coordinator_logs, "event=instance_expired instance=" + dead_instance));
+  EXPECT_TRUE(Logged(coordinator_logs, "leases=3 tokens=900 waiters=0"));
+  const std::string metrics = coordinator.MetricsText();
+  EXPECT_EQ(MetricValue(metrics, "agentkv_coordinator_instance_expired_total"), 1.0);
+  EXPECT_EQ(MetricValue(metrics, "agentkv_coordinator_instance_leases_released_total"), 3.0);
+  EXPECT_EQ(MetricValue(metrics, "agentkv_coordinator_instance_tokens_released_total"), 900.0);
+  EXPECT_EQ(MetricValue(metrics, "agentkv_coordinator_instances"), 1.0) << "the live gateway";
+  ASSERT_TRUE(engine.Answer());
+  EXPECT_EQ(large.get(), 200);
+  ExpectLedgerAtRest(coordinator.admission());
+  gateway->Shutdown(1s);
+}
+
+// Issue 29, item 3: a coordinator that accepts connections but answers nothing (stopped with
+// SIGSTOP). Its heartbeats fail, the breaker opens within about a second and cuts the acquire
+// already waiting, so that request goes on (bypass `degraded`) at once instead of after the
+// acquire's 40 s timeout; while it is open, requests do not ask at all. When the coordinator
+// answers again, the first heartbeat after the cool-down closes the breaker and requests are
+// admitted through it again.
+TEST(GatewayChaosTest, AHungCoordinatorOpensTheBreakerAndAddsAlmostNothing) {
+  HangingCoordinator coordinator;
+  FakeEngine engine(/*hold=*/false);
+  LogCapture logs;
+  RemoteAdmissionOptions remote;
+  remote.heartbeat_interval = 100ms;
+  remote.heartbeat_timeout = 200ms;
+  remote.breaker_failures = 2;
+  remote.breaker_cooldown = 1000ms;
+  remote.control_timeout = 1000ms;
+  auto gateway = StartRemoteGateway(coordinator.base_url(), engine, logs, remote);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClientOptions bounded = ClientOptions();
+  bounded.header_timeout = 5s;
+  net::HttpClient client(bounded);
+  auto timed_post = [&](const std::string& rid) {
+    const auto started = std::chrono::steady_clock::now();
+    StatusOr<net::ClientResponse> r =
+        client.Request(http::verb::post, gateway->base_url(), "/generate",
+                       {{"Content-Type", "application/json"}}, SmallGenerate(rid));
+    EXPECT_TRUE(r.ok() && r->status == 200)
+        << rid << ": " << (r.ok() ? r->body : "") << " " << r.status();
+    return std::chrono::steady_clock::now() - started;
+  };
+  auto metrics = [&] {
+    return Call(client, http::verb::get, gateway->base_url(), "/metrics").body;
+  };
+
+  // Answering: admitted through the coordinator.
+  ASSERT_TRUE(WaitFor([&] { return coordinator.heartbeats() >= 1; }));
+  EXPECT_LT(timed_post("up"), 1s);
+  EXPECT_EQ(coordinator.acquires(), 1);
+
+  // Hung: the first request waits only until the breaker opens.
+  coordinator.SetHung(true);
+  const auto first = timed_post("hung-1");
+  EXPECT_LT(first, 2s) << "the acquire waited on a hung coordinator";
+  EXPECT_EQ(coordinator.acquires(), 2);
+  EXPECT_TRUE(
+      Logged(logs, "event=coordinator_breaker_opened coordinator=" + coordinator.base_url()));
+  EXPECT_EQ(MetricValue(metrics(), "agentkv_gateway_coordinator_breaker_open"), 1.0);
+  // Open: nothing is asked, nothing waits.
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_LT(timed_post("open-" + std::to_string(i)), 300ms);
+  }
+  EXPECT_EQ(coordinator.acquires(), 2) << "an open breaker asks the coordinator nothing";
+  const std::string open = metrics();
+  EXPECT_EQ(MetricValue(open, "agentkv_gateway_coordinator_breaker_opens_total"), 1.0);
+  EXPECT_EQ(MetricValue(open, "agentkv_gateway_coordinator_breaker_bypass_total"), 5.0);
+
+  // Back: the breaker closes after its cool-down and requests are admitted again.
+  coordinator.SetHung(false);
+  ASSERT_TRUE(WaitFor(
+      [&] { return MetricValue(metrics(), "agentkv_gateway_coordinator_breaker_open") == 0.0; },
+      3000ms));
+  EXPECT_TRUE(Logged(logs, "event=coordinator_breaker_closed coordinator="));
+  EXPECT_LT(timed_post("back"), 1s);
+  EXPECT_EQ(coordinator.acquires(), 3);
+  EXPECT_EQ(engine.generates().size(), 8u) << "every request reached the engine";
   gateway->Shutdown(1s);
 }
 

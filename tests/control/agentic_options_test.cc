@@ -65,6 +65,15 @@ std::vector<BadOption> OutOfRangeOptions() {
        [](AgenticOptions& o) { o.lease_ttl_s = 0.0; }},
       {"--agentic-admission-lease-ttl-s must be finite, got inf",
        [](AgenticOptions& o) { o.lease_ttl_s = kInf; }},
+      {"--agentic-admission-lease-ttl-s must be >= 1 (a shorter lease is reclaimed while its "
+       "attempt runs, which turns admission off), got 1e-09",
+       [](AgenticOptions& o) { o.lease_ttl_s = 1e-9; }},
+      {"--agentic-admission-lease-ttl-s must be >= --agentic-admission-poll-interval-s (5), got 3",
+       [](AgenticOptions& o) {
+         o.poll_interval_s = 5.0;
+         o.staleness_s = 10.0;
+         o.lease_ttl_s = 3.0;
+       }},
       {"--agentic-admission-poll-interval-s must be > 0, got -2",
        [](AgenticOptions& o) { o.poll_interval_s = -2.0; }},
       {"--agentic-admission-staleness-s must be > 0, got 0",
@@ -146,7 +155,7 @@ TEST(AgenticOptionsTest, AcceptsTheInclusiveBounds) {
   o.agentic_admission_max_wait_s = 0.0;
   o.poll_interval_s = 0.5;
   o.staleness_s = 0.5;  // Equal to the poll interval is allowed.
-  o.lease_ttl_s = 1e-3;
+  o.lease_ttl_s = 1.0;  // kMinLeaseTtlSeconds.
   EXPECT_TRUE(o.Validate().ok()) << o.Validate();
 
   o.agentic_admission_headroom = 1e-9;

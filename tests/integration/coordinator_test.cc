@@ -357,7 +357,7 @@ TEST_F(CoordinatorTest, TheBearerTokenGuardsTheAdmissionApiButNotHealthOrMetrics
 
   auto wrong = Remote("wrong");
   EXPECT_EQ(Get(AcquireAsync(*wrong, "w:0", 10)).reason, AdmissionReason::kDegraded);
-  EXPECT_EQ(wrong->failures().total(), 1);
+  EXPECT_EQ(wrong->failures().acquire, 1);
   auto right = Remote("s3cret");
   right->Release(*decision->lease_id);
   ASSERT_TRUE(WaitUntil([this] { return coordinator_->admission().reserved() == 0; }));
@@ -417,7 +417,7 @@ TEST_F(CoordinatorTest, ShutdownAnswersWaitersBypassDegraded) {
   const AdmissionDecision answered = Get(b);
   EXPECT_EQ(answered.action, AdmissionAction::kBypass);
   EXPECT_EQ(answered.reason, AdmissionReason::kDegraded);
-  EXPECT_EQ(remote->failures().total(), 0) << "an answer, not a transport error";
+  EXPECT_EQ(remote->failures().acquire, 0) << "an answer, not a transport error";
   EXPECT_EQ(coordinator_->admission().reserved(), 0) << "shutdown forgets every lease";
 }
 

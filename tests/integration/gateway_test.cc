@@ -1229,9 +1229,11 @@ TEST(GatewayTest, ACoordinatorRestartMakesTheGatewayFailOpenAndThenAdmitAgain) {
   }
   EXPECT_GE(backend->failures().total(), 2);
 
-  // Back on the same address: admitted again.
+  // Back on the same address: admitted again, once the breaker (if the failed heartbeats
+  // opened it) closed on the first answered heartbeat after its cool-down.
   coordinator = start_coordinator();
   ASSERT_NE(coordinator, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return !backend->breaker().open; }, 10s));
   EXPECT_EQ(Post(client, gateway->base_url(), "/generate", SmallGenerate("after")).status, 200);
   ASSERT_TRUE(WaitFor([&] { return gateway->stats().in_flight == 0; }));
   EXPECT_EQ(Series(coordinator->admission(), control::kAdmitMetric), 1.0);

@@ -37,6 +37,14 @@ void ExpectCoordinatorError(const RunResult& r, const std::string& needle) {
 TEST_F(ServiceCliTest, GatewayRefusesEachOutOfRangeValueNamingFlagRangeAndValue) {
   const std::string gateway = kGateway;
   ExpectGatewayError(Run(gateway + " --port 70000"), "--port must be in [0, 65535], got 70000");
+  ExpectGatewayError(Run(gateway + " --coordinator-heartbeat-interval-s -1"),
+                     "--coordinator-heartbeat-interval-s must be in [0, 3600], got -1");
+  ExpectGatewayError(Run(gateway + " --coordinator-heartbeat-timeout-s 0"),
+                     "--coordinator-heartbeat-timeout-s must be in (0, 3600], got 0");
+  ExpectGatewayError(Run(gateway + " --coordinator-breaker-failures 0"),
+                     "--coordinator-breaker-failures must be in [1, 1000], got 0");
+  ExpectGatewayError(Run(gateway + " --coordinator-breaker-cooldown-s 1e9"),
+                     "--coordinator-breaker-cooldown-s must be in (0, 3600], got 1000000000");
   // The seed's admission options are checked when admission is on (a disabled feature never
   // blocks a start, as in Relax).
   ExpectGatewayError(Run(gateway + " --agentic-program-admission --agentic-admission-headroom 1.5"),
@@ -135,6 +143,11 @@ TEST_F(ServiceCliTest, CoordinatorRefusesEachOutOfRangeValueNamingFlagRangeAndVa
                          "--agentic-admission-max-wait-s");
   ExpectCoordinatorError(Run("coordinator --threads 0"), "--threads must be in [1, 256], got 0");
   ExpectCoordinatorError(Run("coordinator --log-level loud"), "--log-level");
+  ExpectCoordinatorError(Run("coordinator --agentic-admission-lease-ttl-s 1e-9"),
+                         "--agentic-admission-lease-ttl-s must be >= 1 (a shorter lease is "
+                         "reclaimed while its attempt runs, which turns admission off), got 1e-09");
+  ExpectCoordinatorError(Run("coordinator --instance-timeout-s 0"),
+                         "--instance-timeout-s must be in (0, 86400], got 0");
 }
 
 TEST_F(ServiceCliTest, HelpNamesTheSeedFlags) {

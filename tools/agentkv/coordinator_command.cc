@@ -24,6 +24,8 @@ constexpr const char* kFooter = R"(API (docs/COORDINATOR.md):
        (admit with a lease, or bypass: protected, degraded, aged, cancelled); waits in the FIFO
        up to --agentic-admission-max-wait-s
   POST /admission/release {"lease_id"}      POST /admission/cancel {"ticket"}
+  POST /admission/heartbeat {"instance"}    (an instance silent for --instance-timeout-s
+       loses its leases and waiters; acquires may name theirs as "instance")
   GET  /agentic_kv[?reset=1]  GET /metrics  GET /health
 With --auth-token, /admission/* and /agentic_kv need `Authorization: Bearer <token>`.
 
@@ -58,6 +60,9 @@ CoordinatorCommand::CoordinatorCommand(CLI::App& app) {
   AddEnvOption(c, "--metrics-timeout-s", metrics_timeout_s_,
                "How long a poll waits for discovery, then for the engines' /metrics; poll "
                "interval + 2 x this must be below the staleness");
+  AddEnvOption(c, "--instance-timeout-s", instance_timeout_s_,
+               "A caller instance (gateway) silent this long (no heartbeat, no acquire) has its "
+               "leases released and its waiters cancelled; in (0, 86400]");
   AddLogLevelOption(c, log_level_);
 }
 
@@ -76,6 +81,7 @@ int CoordinatorCommand::Run() {
   options.engine_urls = engine_urls_;
   options.auth_token = auth_token_;
   options.metrics_timeout_s = metrics_timeout_s_;
+  options.instance_timeout_s = instance_timeout_s_;
   options.log = SpdlogSink;
   ApplyLogLevel(log_level_);
 

@@ -39,6 +39,7 @@ class CoordinatorCommand {
 
   ServerFlags server_{/*port=*/7000, /*shutdown_grace_s=*/5.0};
   double metrics_timeout_s_ = 1.5;
+  double instance_timeout_s_ = 10.0;
   std::string router_url_;
   std::vector<std::string> engine_urls_;
   std::string auth_token_;

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 
@@ -125,6 +126,17 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
   AddEnvOption(c, "--coordinator-url", coordinator_url_,
                "Use `agentkv coordinator` at this URL instead of in-process admission");
   AddEnvOption(c, "--coordinator-token", coordinator_token_, "Bearer token of the coordinator");
+  AddEnvOption(c, "--coordinator-heartbeat-interval-s", heartbeat_interval_s_,
+               "Between two heartbeats to the coordinator, which releases a silent gateway's "
+               "leases after its --instance-timeout-s; 0 sends none. In [0, 3600]. Default: 1");
+  AddEnvOption(c, "--coordinator-heartbeat-timeout-s", heartbeat_timeout_s_,
+               "A heartbeat not answered within this counts as failed. In (0, 3600]. Default: 1");
+  AddEnvOption(c, "--coordinator-breaker-failures", breaker_failures_,
+               "Failed heartbeats in a row that open the circuit breaker: admission then bypasses "
+               "(degraded) at once, waiting acquires included. In [1, 1000]. Default: 2");
+  AddEnvOption(c, "--coordinator-breaker-cooldown-s", breaker_cooldown_s_,
+               "The breaker stays open at least this long; then the first answered heartbeat "
+               "closes it. In (0, 3600]. Default: 5");
   AddLogLevelOption(c, log_level_);
   agentic_.Add(c, AgenticFlags::Set::kAll, FlagSource::kCommandLineAndEnvironment);
 }
@@ -157,6 +169,18 @@ int GatewayCommand::Run() {
                        LowerBound::kOpen);
   }
   if (s.ok()) s = CheckFlagRange("--upstream-connections", upstream_connections_, 1, 1'000'000);
+  if (s.ok()) {
+    s = CheckFlagRange("--coordinator-heartbeat-interval-s", heartbeat_interval_s_, 0.0, 3600.0);
+  }
+  if (s.ok()) {
+    s = CheckFlagRange("--coordinator-heartbeat-timeout-s", heartbeat_timeout_s_, 0.0, 3600.0,
+                       LowerBound::kOpen);
+  }
+  if (s.ok()) s = CheckFlagRange("--coordinator-breaker-failures", breaker_failures_, 1, 1000);
+  if (s.ok()) {
+    s = CheckFlagRange("--coordinator-breaker-cooldown-s", breaker_cooldown_s_, 0.0, 3600.0,
+                       LowerBound::kOpen);
+  }
   if (!s.ok()) return ReportError(name, s);
   server_.ApplyTo(options.http);
   options.upstream.header_timeout =
@@ -178,6 +202,14 @@ int GatewayCommand::Run() {
       remote.coordinator_url = coordinator_url_;
       remote.auth_token = coordinator_token_;
       remote.max_wait_s = options.agentic.agentic_admission_max_wait_s;
+      // Whole milliseconds, rounded up so that a positive duration never becomes 0.
+      auto millis = [](double seconds) {
+        return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
+      };
+      remote.heartbeat_interval = millis(heartbeat_interval_s_);
+      remote.heartbeat_timeout = millis(heartbeat_timeout_s_);
+      remote.breaker_failures = static_cast<int>(breaker_failures_);
+      remote.breaker_cooldown = millis(breaker_cooldown_s_);
       remote.log = SpdlogSink;
       StatusOr<std::unique_ptr<service::RemoteAdmission>> created =
           service::RemoteAdmission::Create(remote);

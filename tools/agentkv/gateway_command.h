@@ -47,6 +47,10 @@ class GatewayCommand {
   std::string subagent_routing_ = "own";
   std::string coordinator_url_;
   std::string coordinator_token_;
+  double heartbeat_interval_s_ = 1.0;
+  double heartbeat_timeout_s_ = 1.0;
+  int64_t breaker_failures_ = 2;
+  double breaker_cooldown_s_ = 5.0;
   double upstream_timeout_s_ = 3600.0;
   int64_t upstream_connections_ = 4096;
   std::string log_level_ = "info";

@@ -485,6 +485,32 @@ void AdmissionCoordinator::Shutdown() {
   cancel_order_.clear();
 }
 
+TicketsReleased AdmissionCoordinator::ReleaseTickets(std::span<const std::string> tickets,
+                                                     TimeNs now) {
+  TicketsReleased released;
+  for (const std::string& ticket : tickets) {
+    if (auto w = waiters_.find(ticket); w != waiters_.end()) {
+      ++counters_.cancelled;
+      ++released.waiters;
+      Resolve(Bypass(ticket, w->second.tokens, AdmissionReason::kCancelled,
+                     now - w->second.enqueued_at));
+      v2_order_.erase(V2Key{w->second.order_at, w->second.seq, w->first});
+      waiters_.erase(w);  // Its FIFO entry is skipped when it reaches the head.
+    } else if (const Lease* lease = ledger_.LeaseForTicket(ticket)) {
+      ++released.leases;
+      released.tokens += lease->tokens;
+      shares_.Release(lease->lease_id);
+      ledger_.ReleaseTicket(ticket);
+    }
+  }
+  Drain(now);
+  return released;
+}
+
+bool AdmissionCoordinator::Holds(std::string_view ticket) const {
+  return waiters_.contains(std::string(ticket)) || ledger_.LeaseForTicket(ticket) != nullptr;
+}
+
 std::vector<AdmissionDecision> AdmissionCoordinator::TakeResolved() {
   std::vector<AdmissionDecision> out;
   out.swap(resolved_);

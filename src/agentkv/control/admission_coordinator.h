@@ -112,6 +112,15 @@ struct AdmissionDecision {
   friend bool operator==(const AdmissionDecision&, const AdmissionDecision&) = default;
 };
 
+// What ReleaseTickets ended.
+struct TicketsReleased {
+  int64_t leases = 0;
+  int64_t tokens = 0;
+  int64_t waiters = 0;
+
+  friend bool operator==(const TicketsReleased&, const TicketsReleased&) = default;
+};
+
 struct CoordinatorParams {
   LedgerParams ledger;
   // agentic_admission_max_wait_s: FIFO wait after which a waiter bypasses `aged`.
@@ -157,6 +166,14 @@ class AdmissionCoordinator {
   // Resolves every waiter kBypass `degraded` and forgets every lease: no waiter is left
   // hanging when the service stops.
   void Shutdown();
+
+  // Ends every ticket of `tickets` whose holder is known to be gone (a gateway instance that
+  // stopped heartbeating, control::InstanceRegistry): its lease is returned, or its waiter is
+  // resolved kBypass `cancelled` (counted as cancelled). Unlike Cancel, a ticket that neither
+  // waits nor holds a lease is ignored, not remembered. Drains the FIFO once, at the end.
+  TicketsReleased ReleaseTickets(std::span<const std::string> tickets, TimeNs now);
+  // Whether `ticket` waits in the FIFO or holds a lease.
+  bool Holds(std::string_view ticket) const;
 
   // Decisions of waiters resolved since the last call, in the order they were resolved.
   std::vector<AdmissionDecision> TakeResolved();

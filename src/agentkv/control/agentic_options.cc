@@ -114,6 +114,21 @@ Status AgenticOptions::Validate() const {
         "be >= " + std::string(kPollIntervalFlag) + " (" + FormatDouble(poll_interval_s) + ")",
         FormatDouble(staleness_s));
   }
+  // A lease reclaimed while its attempt still runs frees its tokens for others: a TTL that
+  // short would turn admission off without a word.
+  if (lease_ttl_s < kMinLeaseTtlSeconds) {
+    return Invalid(kLeaseTtlFlag,
+                   "be >= " + FormatDouble(kMinLeaseTtlSeconds) +
+                       " (a shorter lease is reclaimed while its attempt runs, which turns "
+                       "admission off)",
+                   FormatDouble(lease_ttl_s));
+  }
+  if (lease_ttl_s < poll_interval_s) {
+    return Invalid(
+        kLeaseTtlFlag,
+        "be >= " + std::string(kPollIntervalFlag) + " (" + FormatDouble(poll_interval_s) + ")",
+        FormatDouble(lease_ttl_s));
+  }
   return Status::Ok();
 }
 

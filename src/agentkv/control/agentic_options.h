@@ -79,6 +79,9 @@ inline constexpr std::string_view kProgramWindowFlag = "--agentic-admission-prog
 inline constexpr std::string_view kSessionShareFlag = "--agentic-admission-session-share";
 inline constexpr std::string_view kClientShareFlag = "--agentic-admission-client-share";
 
+// The shortest --agentic-admission-lease-ttl-s accepted, in seconds.
+inline constexpr double kMinLeaseTtlSeconds = 1.0;
+
 struct AgenticOptions {
   // --agentic-session-lifecycle: send `session_id` on generate and, when a session becomes
   // terminal or is dropped, abort and join its attempts and close it on every engine.
@@ -135,7 +138,8 @@ struct AgenticOptions {
   double agentic_admission_client_share = 0.5;
 
   // Age after which a lease is reclaimed (a dead holder's backstop). Default: 600.0.
-  // Range: (0, 1 year].
+  // Range: [max(kMinLeaseTtlSeconds, poll_interval_s), 1 year]: a lease reclaimed while its
+  // attempt still runs would silently turn admission off.
   double lease_ttl_s = 600.0;
 
   // Maximum age of the last successful capacity snapshot before the ledger is degraded and

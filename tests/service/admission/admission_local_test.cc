@@ -44,6 +44,10 @@ class LocalAdmissionTest : public ::testing::Test {
     options.agentic.agentic_admission_max_wait_s = max_wait_s;
     options.tick_interval = 0ms;
     options.clock = [this] { return TimeNs(now_ns_.load()); };
+    options.on_instance_expired = [this](const InstanceExpiry& expiry) {
+      std::lock_guard<std::mutex> lock(mu_);
+      expired_.push_back(expiry);
+    };
     StatusOr<std::unique_ptr<LocalAdmission>> admission = LocalAdmission::Create(options);
     ASSERT_TRUE(admission.ok()) << admission.status();
     admission_ = *std::move(admission);
@@ -61,13 +65,25 @@ class LocalAdmissionTest : public ::testing::Test {
   // Acquires `ticket`; its decision lands in outcomes_ (and answered_ records the order).
   void Acquire(const std::string& ticket, int64_t tokens, bool is_protected = false) {
     admission_->Acquire(control::AcquireRequest{ticket, tokens, is_protected},
-                        [this, ticket](const AdmissionDecision& d) {
-                          std::lock_guard<std::mutex> lock(mu_);
-                          ++calls_[ticket];
-                          outcomes_[ticket] = d;
-                          answered_.push_back(ticket);
-                        });
+                        [this, ticket](const AdmissionDecision& d) { Record(ticket, d); });
     Check();
+  }
+  // Acquire on behalf of a remote caller `instance`.
+  void AcquireAs(const std::string& instance, const std::string& ticket, int64_t tokens) {
+    admission_->AcquireWithStatus(
+        control::AcquireRequest{ticket, tokens},
+        [this, ticket](StatusOr<AdmissionDecision> d) {
+          ASSERT_TRUE(d.ok()) << d.status();
+          Record(ticket, *d);
+        },
+        instance);
+    Check();
+  }
+  void Record(const std::string& ticket, const AdmissionDecision& d) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++calls_[ticket];
+    outcomes_[ticket] = d;
+    answered_.push_back(ticket);
   }
   int Calls(const std::string& ticket) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -91,6 +107,7 @@ class LocalAdmissionTest : public ::testing::Test {
   std::map<std::string, int> calls_;
   std::map<std::string, AdmissionDecision> outcomes_;
   std::vector<std::string> answered_;
+  std::vector<InstanceExpiry> expired_;
 };
 
 TEST_F(LocalAdmissionTest, WaitersAreAdmittedInFifoOrderAsLeasesAreReleased) {
@@ -281,12 +298,55 @@ TEST_F(LocalAdmissionTest, TotalCountersSurviveStepResetsAndAddEveryStep) {
   EXPECT_EQ(admission_->reserved(), 0);
 }
 
+// A remote caller that stops giving signs of life (killed) has its leases released and its
+// waiters cancelled one instance timeout (10 s) after its last one; the other caller's waiter
+// is admitted then, and its heartbeats keep its own leases.
+TEST_F(LocalAdmissionTest, ASilentInstanceLosesItsLeasesAfterTheInstanceTimeout) {
+  Build(1000);
+  AcquireAs("dead", "dead/1", 300);
+  AcquireAs("dead", "dead/2", 300);
+  AcquireAs("live", "live/1", 300);
+  AcquireAs("live", "live/2", 500);
+  AcquireAs("dead", "dead/3", 50);
+  EXPECT_EQ(admission_->waiting(), 2);
+  EXPECT_EQ(admission_->instances(), 2);
+  for (int second = 1; second <= 10; ++second) {
+    Advance(1.0);
+    Poll(1000);
+    admission_->Heartbeat("live");
+    admission_->Tick();
+    Check();
+  }
+  EXPECT_EQ(Calls("live/2"), 0) << "exactly the timeout is not yet silent";
+  EXPECT_EQ(admission_->reserved(), 900);
+  Advance(0.5);
+  admission_->Tick();
+  Check();
+  EXPECT_EQ(Outcome("dead/3").reason, AdmissionReason::kCancelled);
+  EXPECT_EQ(Outcome("live/2").action, AdmissionAction::kAdmit);
+  EXPECT_EQ(admission_->reserved(), 800);
+  EXPECT_EQ(admission_->instances(), 1);
+  EXPECT_EQ(admission_->instance_expiry_totals(), (InstanceExpiryTotals{1, 2, 600, 1}));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSERT_EQ(expired_.size(), 1u);
+  EXPECT_EQ(expired_[0].instance, "dead");
+  EXPECT_EQ(expired_[0].silent_for, TimeNs::Seconds(10.5));
+  EXPECT_EQ(expired_[0].released, (control::TicketsReleased{2, 600, 1}));
+}
+
 TEST(LocalAdmissionOptionsTest, CreateRejectsOutOfRangeOptionsNamingTheFlag) {
   LocalAdmissionOptions options;
   options.agentic.agentic_admission_headroom = 1.5;
   StatusOr<std::unique_ptr<LocalAdmission>> admission = LocalAdmission::Create(options);
   ASSERT_FALSE(admission.ok());
   EXPECT_NE(admission.status().message().find("--agentic-admission-headroom"), std::string::npos)
+      << admission.status();
+  options.agentic.agentic_admission_headroom = 0.9;
+  options.instance_timeout_s = 0.0;
+  admission = LocalAdmission::Create(options);
+  ASSERT_FALSE(admission.ok());
+  EXPECT_NE(admission.status().message().find("--instance-timeout-s must be in (0, 86400]"),
+            std::string::npos)
       << admission.status();
 }
 

@@ -240,6 +240,40 @@ TEST(AdmissionWireTest, ReleaseAndCancelRoundTripAndRefuseMissingFields) {
   EXPECT_EQ(ParseCancelRequest("").status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(AdmissionWireTest, TheInstanceTravelsOnAcquireAndHeartbeat) {
+  const AcquireRequest request{"gw/r:0", 5};
+  EXPECT_EQ(SerializeAcquireRequest(request, "adm-1"),
+            R"({"ticket":"gw/r:0","reservation_tokens":5,"protected":false,"instance":"adm-1"})");
+  std::string instance = "stale";
+  StatusOr<AcquireRequest> parsed =
+      ParseAcquireRequest(SerializeAcquireRequest(request, "adm-1"), &instance);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(instance, "adm-1");
+  ASSERT_TRUE(ParseAcquireRequest(SerializeAcquireRequest(request), &instance).ok());
+  EXPECT_EQ(instance, "") << "an older client names no instance";
+  EXPECT_THAT(ParseAcquireRequest(R"({"ticket":"t","reservation_tokens":1,"instance":""})")
+                  .status()
+                  .message(),
+              HasSubstr("instance"));
+  EXPECT_THAT(ParseAcquireRequest(R"({"ticket":"t","reservation_tokens":1,"instance":7})")
+                  .status()
+                  .message(),
+              HasSubstr("instance"));
+
+  EXPECT_EQ(SerializeHeartbeatRequest("adm-1"), R"({"instance":"adm-1"})");
+  StatusOr<std::string> heartbeat = ParseHeartbeatRequest(SerializeHeartbeatRequest("adm-1"));
+  ASSERT_TRUE(heartbeat.ok()) << heartbeat.status();
+  EXPECT_EQ(*heartbeat, "adm-1");
+  EXPECT_THAT(ParseHeartbeatRequest("{}").status().message(), HasSubstr("instance"));
+  EXPECT_THAT(ParseHeartbeatRequest(R"({"instance":""})").status().message(),
+              HasSubstr("instance"));
+  EXPECT_THAT(ParseHeartbeatRequest(R"({"instance":")" +
+                                    std::string(control::kMaxTicketBytes + 1, 'x') + R"("})")
+                  .status()
+                  .message(),
+              HasSubstr("instance: longer than"));
+}
+
 TEST(AdmissionWireTest, StepMetricsRoundTripInOrderAndRefuseNonNumbers) {
   const std::vector<std::pair<std::string, double>> metrics = {
       {"agentic_kv/admission/waiting", 0.0},

@@ -48,7 +48,9 @@ TEST(GatewayMetricsTest, CountsRequestsByRouteAndCodeWithACumulativeHistogram) {
   readings.sessions_refused = 6;
   readings.retained_sessions = 3;
   readings.retain_refused = 11;
-  readings.coordinator_failures = {.acquire = 7, .release = 8, .cancel = 9, .metrics = 10};
+  readings.coordinator_failures = {
+      .acquire = 7, .release = 8, .cancel = 9, .metrics = 10, .heartbeat = 12};
+  readings.coordinator_breaker = {.open = true, .opens = 13, .bypassed = 14};
   const std::string text = protocol::WritePrometheusText(metrics.Families(readings));
   for (const char* line :
        {"agentkv_gateway_requests_total{route=\"/generate\",code=\"200\"} 2.0\n",
@@ -74,7 +76,12 @@ TEST(GatewayMetricsTest, CountsRequestsByRouteAndCodeWithACumulativeHistogram) {
         "agentkv_gateway_coordinator_failures_total{op=\"acquire\"} 7.0\n",
         "agentkv_gateway_coordinator_failures_total{op=\"release\"} 8.0\n",
         "agentkv_gateway_coordinator_failures_total{op=\"cancel\"} 9.0\n",
-        "agentkv_gateway_coordinator_failures_total{op=\"metrics\"} 10.0\n"}) {
+        "agentkv_gateway_coordinator_failures_total{op=\"metrics\"} 10.0\n",
+        "agentkv_gateway_coordinator_failures_total{op=\"heartbeat\"} 12.0\n",
+        "# TYPE agentkv_gateway_coordinator_breaker_open gauge\n",
+        "agentkv_gateway_coordinator_breaker_open 1.0\n",
+        "agentkv_gateway_coordinator_breaker_opens_total 13.0\n",
+        "agentkv_gateway_coordinator_breaker_bypass_total 14.0\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   }
   // The text parses back.

@@ -36,11 +36,23 @@ struct AdmissionBackendFailures {
   int64_t release = 0;
   int64_t cancel = 0;
   int64_t metrics = 0;
+  int64_t heartbeat = 0;
 
-  int64_t total() const { return acquire + release + cancel + metrics; }
+  int64_t total() const { return acquire + release + cancel + metrics + heartbeat; }
 
   friend bool operator==(const AdmissionBackendFailures&,
                          const AdmissionBackendFailures&) = default;
+};
+
+// The circuit breaker in front of a remote coordinator (RemoteAdmission): whether it is open
+// now, how often it opened, and the acquires it answered `degraded` without asking. All zero
+// for an in-process backend.
+struct CoordinatorBreakerState {
+  bool open = false;
+  int64_t opens = 0;
+  int64_t bypassed = 0;
+
+  friend bool operator==(const CoordinatorBreakerState&, const CoordinatorBreakerState&) = default;
 };
 
 class AdmissionBackend {
@@ -67,6 +79,8 @@ class AdmissionBackend {
   virtual std::optional<control::AdmissionCounters> TotalCounters() const { return std::nullopt; }
   // Failed calls to a remote coordinator so far (zeros for an in-process backend).
   virtual AdmissionBackendFailures failures() const { return {}; }
+  // The remote coordinator's circuit breaker (all zero for an in-process backend).
+  virtual CoordinatorBreakerState breaker() const { return {}; }
 };
 
 }  // namespace agentkv::service

@@ -6,6 +6,8 @@
 //   deliveries_, then the delivering thread's stack), and deliveries_ is drained by one thread
 //   at a time (delivering_), front to back, so waiters are answered in resolution order.
 // - No callback runs while mu_ is held.
+// - instances_ names, for each tracked instance, a superset of the tickets it holds in the
+//   coordinator (ended ones are forgotten on the spot or by the next prune).
 #include "agentkv/service/admission/admission_local.h"
 
 #include <utility>
@@ -42,6 +44,10 @@ AdmissionDecision DegradedBypass(const control::AcquireRequest& request) {
 StatusOr<std::unique_ptr<LocalAdmission>> LocalAdmission::Create(LocalAdmissionOptions options) {
   options.agentic.agentic_program_admission = true;
   AGENTKV_RETURN_IF_ERROR(options.agentic.Validate());
+  if (!(options.instance_timeout_s > 0.0 && options.instance_timeout_s <= 86400.0)) {
+    return InvalidArgumentError("--instance-timeout-s must be in (0, 86400], got " +
+                                std::to_string(options.instance_timeout_s));
+  }
   if (options.tick_interval.count() < 0) {
     return InvalidArgumentError("tick_interval must be >= 0 ms, got " +
                                 std::to_string(options.tick_interval.count()));
@@ -58,7 +64,9 @@ StatusOr<std::unique_ptr<LocalAdmission>> LocalAdmission::Create(LocalAdmissionO
 LocalAdmission::LocalAdmission(const LocalAdmissionOptions& options)
     : options_(options.agentic),
       clock_(options.clock),
-      coordinator_(control::CoordinatorParamsFrom(options.agentic)) {}
+      coordinator_(control::CoordinatorParamsFrom(options.agentic)),
+      instances_(TimeNs::Seconds(options.instance_timeout_s)),
+      on_instance_expired_(options.on_instance_expired) {}
 
 LocalAdmission::~LocalAdmission() {
   {
@@ -110,17 +118,22 @@ void LocalAdmission::Acquire(control::AcquireRequest request, AcquireCallback do
   });
 }
 
-void LocalAdmission::AcquireWithStatus(control::AcquireRequest request, ResultCallback done) {
+void LocalAdmission::AcquireWithStatus(control::AcquireRequest request, ResultCallback done,
+                                       const std::string& instance) {
   std::optional<StatusOr<AdmissionDecision>> immediate;
   {
     sync::MutexLock lock(&mu_);
     if (shut_down_) {
       immediate.emplace(DegradedBypass(request));
     } else {
-      StatusOr<AdmissionDecision> result = coordinator_.Acquire(request, clock_());
+      const TimeNs now = clock_();
+      if (!instance.empty()) instances_.Own(instance, request.ticket, now);
+      StatusOr<AdmissionDecision> result = coordinator_.Acquire(request, now);
       if (result.ok() && result->action == AdmissionAction::kWait) {
         waiting_callbacks_[request.ticket].push_back(std::move(done));
       } else {
+        // Answered without a lease: nothing of it is left to end.
+        if (!result.ok() || !result->lease_id.has_value()) instances_.Forget(request.ticket);
         immediate.emplace(std::move(result));
       }
       CollectResolvedLocked();
@@ -128,6 +141,12 @@ void LocalAdmission::AcquireWithStatus(control::AcquireRequest request, ResultCa
   }
   if (immediate.has_value()) done(*std::move(immediate));
   Deliver();
+}
+
+void LocalAdmission::Heartbeat(const std::string& instance) {
+  sync::MutexLock lock(&mu_);
+  if (shut_down_ || instance.empty()) return;
+  instances_.Touch(instance, clock_());
 }
 
 void LocalAdmission::Release(const std::string& lease_id) {
@@ -145,6 +164,7 @@ void LocalAdmission::Cancel(const std::string& ticket) {
     sync::MutexLock lock(&mu_);
     if (shut_down_) return;
     coordinator_.Cancel(ticket, clock_());
+    instances_.Forget(ticket);
     CollectResolvedLocked();
   }
   Deliver();
@@ -161,13 +181,35 @@ void LocalAdmission::Reconcile(std::span<const control::EngineSnapshot> snapshot
 }
 
 void LocalAdmission::Tick() {
+  std::vector<InstanceExpiry> expired;
   {
     sync::MutexLock lock(&mu_);
     if (shut_down_) return;
-    coordinator_.Tick(clock_());
+    const TimeNs now = clock_();
+    coordinator_.Tick(now);
+    for (control::SilentInstance& silent : instances_.TakeSilent(now)) {
+      InstanceExpiry expiry{std::move(silent.instance), now - silent.last_seen,
+                            coordinator_.ReleaseTickets(silent.tickets, now)};
+      ++expiry_totals_.instances;
+      expiry_totals_.leases += expiry.released.leases;
+      expiry_totals_.tokens += expiry.released.tokens;
+      expiry_totals_.waiters += expiry.released.waiters;
+      expired.push_back(std::move(expiry));
+    }
+    // Tickets released or reclaimed without the registry hearing of it are dropped once per
+    // timeout, which bounds the registry by the tickets of about one timeout.
+    if (!last_prune_.has_value() || now - *last_prune_ >= instances_.timeout()) {
+      const control::AdmissionCoordinator& coordinator = coordinator_;  // mu_ is held.
+      instances_.PruneTickets(
+          [&coordinator](const std::string& ticket) { return coordinator.Holds(ticket); });
+      last_prune_ = now;
+    }
     CollectResolvedLocked();
   }
   Deliver();
+  if (on_instance_expired_) {
+    for (const InstanceExpiry& expiry : expired) on_instance_expired_(expiry);
+  }
 }
 
 void LocalAdmission::CountSessionClose(bool ok) {
@@ -210,6 +252,7 @@ control::AdmissionCounters LocalAdmission::StepCountersLocked() const {
 
 void LocalAdmission::CollectResolvedLocked() {
   for (AdmissionDecision& decision : coordinator_.TakeResolved()) {
+    if (!decision.lease_id.has_value()) instances_.Forget(decision.ticket);
     auto it = waiting_callbacks_.find(decision.ticket);
     if (it == waiting_callbacks_.end()) continue;  // Answered at once by its own Acquire.
     Delivery delivery{std::move(decision), std::move(it->second)};
@@ -252,9 +295,20 @@ bool LocalAdmission::degraded() const {
   return coordinator_.ledger().IsStale(clock_());
 }
 
+int64_t LocalAdmission::instances() const {
+  sync::MutexLock lock(&mu_);
+  return instances_.instances();
+}
+
+InstanceExpiryTotals LocalAdmission::instance_expiry_totals() const {
+  sync::MutexLock lock(&mu_);
+  return expiry_totals_;
+}
+
 Status LocalAdmission::CheckInvariants() const {
   sync::MutexLock lock(&mu_);
   AGENTKV_RETURN_IF_ERROR(coordinator_.CheckInvariants());
+  AGENTKV_RETURN_IF_ERROR(instances_.CheckInvariants());
   if (static_cast<int64_t>(waiting_callbacks_.size()) != coordinator_.waiting()) {
     return InternalError(std::to_string(waiting_callbacks_.size()) +
                          " tickets hold callbacks but the coordinator has " +

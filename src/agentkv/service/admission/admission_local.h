@@ -9,6 +9,11 @@
 // fed by whoever polls the fleet (CoordinatorServer, or the gateway when it runs admission in
 // process); TTL reclaim of leases happens there.
 //
+// Callers that name an instance (the coordinator's remote gateways: an acquire's `instance`,
+// and Heartbeat) are tracked by a control::InstanceRegistry: each Tick ends the leases and
+// waiters of every instance silent for longer than instance_timeout_s
+// (AdmissionCoordinator::ReleaseTickets) and reports it to on_instance_expired.
+//
 // Callbacks never run under the mutex. Resolved waiters are delivered by one thread at a time
 // from one queue, so their `done` callbacks run in the order the coordinator resolved them,
 // even across threads; a callback may call back into LocalAdmission (e.g. Release) and must
@@ -35,10 +40,29 @@
 #include "agentkv/control/admission_coordinator.h"
 #include "agentkv/control/admission_metrics.h"
 #include "agentkv/control/agentic_options.h"
+#include "agentkv/control/instance_registry.h"
 #include "agentkv/service/admission/admission_backend.h"
 #include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
+
+// One instance that went silent, and what ending its tickets released.
+struct InstanceExpiry {
+  std::string instance;
+  // Since its last sign of life.
+  TimeNs silent_for;
+  control::TicketsReleased released;
+};
+
+// Instances given up on since start, and what that released.
+struct InstanceExpiryTotals {
+  int64_t instances = 0;
+  int64_t leases = 0;
+  int64_t tokens = 0;
+  int64_t waiters = 0;
+
+  friend bool operator==(const InstanceExpiryTotals&, const InstanceExpiryTotals&) = default;
+};
 
 struct LocalAdmissionOptions {
   // The seed's options. agentic_program_admission is treated as set (an admission backend
@@ -50,6 +74,12 @@ struct LocalAdmissionOptions {
   std::chrono::milliseconds tick_interval{100};
   // The time source. Default (empty): std::chrono::steady_clock.
   std::function<TimeNs()> clock;
+  // --instance-timeout-s: an instance silent (no heartbeat, no acquire) for longer than this
+  // has its leases released and its waiters cancelled. Default: 10. Range: (0, 86400].
+  double instance_timeout_s = 10.0;
+  // Called, outside every lock and on the ticking thread, for each instance given up on.
+  // Default: empty.
+  std::function<void(const InstanceExpiry& expiry)> on_instance_expired;
 };
 
 class LocalAdmission final : public AdmissionBackend {
@@ -83,10 +113,16 @@ class LocalAdmission final : public AdmissionBackend {
 
   // Acquire with the coordinator's error kept: `done` runs once with the final decision, or
   // with InvalidArgument (and no state change) for a ticket waiting with another reservation.
-  // The server answers that 400.
-  void AcquireWithStatus(control::AcquireRequest request, ResultCallback done);
+  // The server answers that 400. A non-empty `instance` names the caller: the ticket is its
+  // own (ended if it goes silent), and the call is a sign of life.
+  void AcquireWithStatus(control::AcquireRequest request, ResultCallback done,
+                         const std::string& instance = std::string());
 
-  // Ages waiters at the clock's now (the timer calls this every tick_interval).
+  // A sign of life of `instance` (not empty): an unknown one becomes known.
+  void Heartbeat(const std::string& instance);
+
+  // Ages waiters and ends the tickets of silent instances at the clock's now (the timer calls
+  // this every tick_interval).
   void Tick();
 
   // Reports one session close fanned out by the gateway (seed 000 section 7): `ok` false when
@@ -105,6 +141,9 @@ class LocalAdmission final : public AdmissionBackend {
   int64_t lease_count() const;
   // Whether the ledger is degraded at the clock's now (no fresh capacity snapshot).
   bool degraded() const;
+  // Instances heard from within the instance timeout, and those given up on since start.
+  int64_t instances() const;
+  InstanceExpiryTotals instance_expiry_totals() const;
   // The validated options (agentic_program_admission set).
   const control::AgenticOptions& options() const { return options_; }
   // The clock's now.
@@ -136,6 +175,11 @@ class LocalAdmission final : public AdmissionBackend {
 
   mutable sync::Mutex mu_;
   control::AdmissionCoordinator coordinator_ AGENTKV_GUARDED_BY(mu_);
+  control::InstanceRegistry instances_ AGENTKV_GUARDED_BY(mu_);
+  std::function<void(const InstanceExpiry&)> on_instance_expired_;
+  InstanceExpiryTotals expiry_totals_ AGENTKV_GUARDED_BY(mu_);
+  // When the registry last dropped the tickets that ended without its hearing (e.g. released).
+  std::optional<TimeNs> last_prune_ AGENTKV_GUARDED_BY(mu_);
   // Callbacks of waiting tickets (a retried waiting ticket adds one). Guarded by mu_.
   std::unordered_map<std::string, std::vector<ResultCallback>> waiting_callbacks_
       AGENTKV_GUARDED_BY(mu_);

@@ -1,9 +1,12 @@
 // Invariants: every Acquire's `done` runs exactly once (HttpClient runs each request's callback
-// once, also when destroyed); no request is started once closing_ is set; in_flight_ counts
-// the control posts whose callback has not run yet.
+// once, also when destroyed, and an acquire the open breaker answers sends nothing); no request
+// is started once closing_ is set; in_flight_ counts the control posts whose callback has not
+// run yet; pending_ holds exactly the acquires sent whose callback has not run yet.
 #include "agentkv/service/admission/admission_remote.h"
 
 #include <cmath>
+#include <cstdio>
+#include <random>
 #include <utility>
 
 #include "agentkv/control/admission_metrics.h"
@@ -24,6 +27,34 @@ constexpr std::chrono::seconds kFailureLogInterval{10};
 std::string Describe(const StatusOr<net::ClientResponse>& response) {
   if (!response.ok()) return response.status().message();
   return "HTTP " + std::to_string(response->status);
+}
+
+TimeNs SteadyNow() {
+  return TimeNs(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now().time_since_epoch())
+                    .count());
+}
+
+TimeNs ToTimeNs(std::chrono::milliseconds d) { return TimeNs::Millis(d.count()); }
+
+std::string RandomInstanceId() {
+  std::random_device entropy;
+  char id[48];
+  std::snprintf(id, sizeof(id), "adm-%08x%08x%08x%08x", static_cast<unsigned>(entropy()),
+                static_cast<unsigned>(entropy()), static_cast<unsigned>(entropy()),
+                static_cast<unsigned>(entropy()));
+  return id;
+}
+
+// Durations of the heartbeat and breaker options: within (0, 1 h] (0 allowed when `zero_ok`).
+Status CheckDuration(std::string_view flag, std::chrono::milliseconds value, bool zero_ok) {
+  constexpr std::chrono::milliseconds kHour{3'600'000};
+  if ((value.count() > 0 || (zero_ok && value.count() == 0)) && value <= kHour) {
+    return Status::Ok();
+  }
+  return InvalidArgumentError(std::string(flag) + " must be in " + (zero_ok ? "[0" : "(0") +
+                              ", 3600] s, got " +
+                              std::to_string(static_cast<double>(value.count()) / 1000.0));
 }
 
 AdmissionDecision DegradedBypass(const std::string& ticket, int64_t tokens) {
@@ -56,16 +87,36 @@ Status RemoteAdmissionOptions::Validate() const {
   if (max_concurrent_acquires == 0) {
     return InvalidArgumentError("max_concurrent_acquires must be > 0");
   }
+  if (instance_id.size() > control::kMaxTicketBytes) {
+    return InvalidArgumentError("instance_id: at most " + std::to_string(control::kMaxTicketBytes) +
+                                " bytes, got " + std::to_string(instance_id.size()));
+  }
+  AGENTKV_RETURN_IF_ERROR(
+      CheckDuration("--coordinator-heartbeat-interval-s", heartbeat_interval, true));
+  AGENTKV_RETURN_IF_ERROR(
+      CheckDuration("--coordinator-heartbeat-timeout-s", heartbeat_timeout, false));
+  AGENTKV_RETURN_IF_ERROR(
+      CheckDuration("--coordinator-breaker-cooldown-s", breaker_cooldown, false));
+  if (breaker_failures < 1 || breaker_failures > 1000) {
+    return InvalidArgumentError("--coordinator-breaker-failures must be in [1, 1000], got " +
+                                std::to_string(breaker_failures));
+  }
   return Status::Ok();
 }
 
 StatusOr<std::unique_ptr<RemoteAdmission>> RemoteAdmission::Create(
     const RemoteAdmissionOptions& options) {
   AGENTKV_RETURN_IF_ERROR(options.Validate());
-  return std::unique_ptr<RemoteAdmission>(new RemoteAdmission(options));
+  std::unique_ptr<RemoteAdmission> admission(new RemoteAdmission(options));
+  if (options.heartbeat_interval.count() > 0) {
+    admission->heartbeat_ = std::thread([a = admission.get()] { a->HeartbeatLoop(); });
+  }
+  return admission;
 }
 
-RemoteAdmission::RemoteAdmission(const RemoteAdmissionOptions& options) : options_(options) {
+RemoteAdmission::RemoteAdmission(const RemoteAdmissionOptions& options)
+    : options_(options), breaker_(options.breaker_failures, ToTimeNs(options.breaker_cooldown)) {
+  if (options_.instance_id.empty()) options_.instance_id = RandomInstanceId();
   net::HttpClientOptions acquire;
   acquire.connect_timeout = options.connect_timeout;
   acquire.header_timeout = std::chrono::milliseconds(
@@ -79,9 +130,23 @@ RemoteAdmission::RemoteAdmission(const RemoteAdmissionOptions& options) : option
   control.body_timeout = options.control_timeout;
   control.queue_timeout = options.control_timeout;
   control_client_ = std::make_unique<net::HttpClient>(control);
+  net::HttpClientOptions heartbeat;
+  heartbeat.connect_timeout = options.heartbeat_timeout;
+  heartbeat.header_timeout = options.heartbeat_timeout;
+  heartbeat.body_timeout = options.heartbeat_timeout;
+  heartbeat.queue_timeout = options.heartbeat_timeout;
+  heartbeat.max_connections_per_host = 1;
+  heartbeat.max_idle_per_host = 1;
+  heartbeat_client_ = std::make_unique<net::HttpClient>(heartbeat);
 }
 
 RemoteAdmission::~RemoteAdmission() {
+  {
+    sync::MutexLock lock(&heartbeat_mu_);
+    heartbeat_stop_ = true;
+  }
+  heartbeat_wake_.SignalAll();
+  if (heartbeat_.joinable()) heartbeat_.join();
   {
     sync::MutexLock lock(&in_flight_mu_);
     const auto deadline = std::chrono::steady_clock::now() + options_.control_timeout;
@@ -93,6 +158,80 @@ RemoteAdmission::~RemoteAdmission() {
   // Acquire callbacks that run now answer `degraded` and start no cancel (closing_).
   acquire_client_.reset();
   control_client_.reset();
+  heartbeat_client_.reset();
+}
+
+void RemoteAdmission::HeartbeatLoop() {
+  sync::ReleasableMutexLock lock(&heartbeat_mu_);
+  while (!heartbeat_stop_) {
+    const auto started = std::chrono::steady_clock::now();
+    lock.Unlock();
+    OnProbe(SendHeartbeat());
+    lock.Lock();
+    const auto next = started + options_.heartbeat_interval;
+    while (!heartbeat_stop_) {
+      if (heartbeat_wake_.WaitWithDeadline(&heartbeat_mu_, next)) break;
+    }
+  }
+}
+
+bool RemoteAdmission::SendHeartbeat() {
+  StatusOr<net::ClientResponse> response = heartbeat_client_->Request(
+      http::verb::post, options_.coordinator_url, std::string(kHeartbeatPath), Headers(),
+      SerializeHeartbeatRequest(options_.instance_id));
+  if (response.ok() && response->status == 200) {
+    OnSuccess();
+    return true;
+  }
+  OnFailure(Op::kHeartbeat, Describe(response));
+  return false;
+}
+
+void RemoteAdmission::OnProbe(bool answered) {
+  const TimeNs now = SteadyNow();
+  CoordinatorBreaker::Change change;
+  int failures = 0;
+  TimeNs opened_at;
+  {
+    sync::MutexLock lock(&breaker_mu_);
+    change = breaker_.OnProbe(answered, now);
+    failures = breaker_.consecutive_failures();
+    opened_at = breaker_.opened_at();
+  }
+  if (change == CoordinatorBreaker::Change::kClosed) {
+    options_.log(LogLevel::kInfo,
+                 "event=coordinator_breaker_closed coordinator=" + options_.coordinator_url +
+                     " open_s=" + std::to_string((now - opened_at).seconds()) +
+                     " bypassed=" + std::to_string(breaker_bypassed_.load()));
+    return;
+  }
+  if (change != CoordinatorBreaker::Change::kOpened) return;
+  // Every acquire in flight waits on a coordinator that stopped answering: cut them now (each
+  // then answers `degraded` and cancels its ticket) rather than at their header timeout.
+  std::vector<std::shared_ptr<net::HttpClient::StreamHandle>> cut;
+  {
+    sync::MutexLock lock(&pending_mu_);
+    for (auto& [id, pending] : pending_) {
+      pending.cut = true;
+      if (pending.handle != nullptr) cut.push_back(pending.handle);
+    }
+  }
+  options_.log(LogLevel::kWarn,
+               "event=coordinator_breaker_opened coordinator=" + options_.coordinator_url +
+                   " failures=" + std::to_string(failures) + " cooldown_s=" +
+                   std::to_string(static_cast<double>(options_.breaker_cooldown.count()) / 1000.0) +
+                   " cut_acquires=" + std::to_string(cut.size()));
+  for (const auto& handle : cut) handle->Cancel();
+}
+
+bool RemoteAdmission::BreakerOpen() const {
+  sync::MutexLock lock(&breaker_mu_);
+  return breaker_.open();
+}
+
+CoordinatorBreakerState RemoteAdmission::breaker() const {
+  sync::MutexLock lock(&breaker_mu_);
+  return CoordinatorBreakerState{breaker_.open(), breaker_.opens(), breaker_bypassed_.load()};
 }
 
 net::HeaderList RemoteAdmission::Headers() const {
@@ -104,12 +243,30 @@ net::HeaderList RemoteAdmission::Headers() const {
 }
 
 void RemoteAdmission::Acquire(control::AcquireRequest request, AcquireCallback done) {
-  std::string body = SerializeAcquireRequest(request);
-  acquire_client_->AsyncRequest(
+  uint64_t id = 0;
+  {
+    // Checked under pending_mu_, so that an acquire either bypasses here or is in pending_
+    // before an opening breaker cuts what is there.
+    sync::MutexLock lock(&pending_mu_);
+    if (!BreakerOpen()) {
+      id = ++next_pending_;
+      pending_.emplace(id, PendingAcquire{});
+    }
+  }
+  if (id == 0) {
+    ++breaker_bypassed_;
+    return done(DegradedBypass(request.ticket, request.reservation_tokens));
+  }
+  std::string body = SerializeAcquireRequest(request, options_.instance_id);
+  std::shared_ptr<net::HttpClient::StreamHandle> handle = acquire_client_->AsyncRequest(
       http::verb::post, options_.coordinator_url, std::string(kAcquirePath), Headers(),
       std::move(body),
-      [this, ticket = std::move(request.ticket), tokens = request.reservation_tokens,
+      [this, id, ticket = std::move(request.ticket), tokens = request.reservation_tokens,
        done = std::move(done)](StatusOr<net::ClientResponse> response) {
+        {
+          sync::MutexLock lock(&pending_mu_);
+          pending_.erase(id);
+        }
         bool answered_error = false;
         std::string error = Describe(response);
         if (response.ok() && response->status == 200) {
@@ -128,6 +285,15 @@ void RemoteAdmission::Acquire(control::AcquireRequest request, AcquireCallback d
           PostAndForget(Op::kCancel, kCancelPath, SerializeCancelRequest(ticket));
         done(DegradedBypass(ticket, tokens));
       });
+  bool cut = false;
+  {
+    sync::MutexLock lock(&pending_mu_);
+    if (auto it = pending_.find(id); it != pending_.end()) {
+      it->second.handle = handle;
+      cut = it->second.cut;
+    }
+  }
+  if (cut) handle->Cancel();  // The breaker opened while it was being sent.
 }
 
 void RemoteAdmission::Release(const std::string& lease_id) {
@@ -202,6 +368,10 @@ void RemoteAdmission::OnFailure(Op op, std::string_view error) {
       case Op::kMetrics:
         ++failures_.metrics;
         name = "metrics";
+        break;
+      case Op::kHeartbeat:
+        ++failures_.heartbeat;
+        name = "heartbeat";
         break;
     }
     ++unlogged_failures_;

@@ -78,7 +78,8 @@ StatusOr<AdmissionReason> ParseAdmissionReason(std::string_view text) {
   return InvalidArgumentError("reason: unknown admission reason \"" + std::string(text) + "\"");
 }
 
-std::string SerializeAcquireRequest(const control::AcquireRequest& request) {
+std::string SerializeAcquireRequest(const control::AcquireRequest& request,
+                                    std::string_view instance) {
   protocol::JsonWriter w;
   w.BeginObject().Key("ticket").String(request.ticket);
   w.Key("reservation_tokens").Int(request.reservation_tokens);
@@ -93,11 +94,13 @@ std::string SerializeAcquireRequest(const control::AcquireRequest& request) {
   // The fair-share holder, when named.
   if (request.holder.session.has_value()) w.Key("session").String(*request.holder.session);
   if (request.holder.client.has_value()) w.Key("client").String(*request.holder.client);
+  if (!instance.empty()) w.Key("instance").String(instance);
   w.EndObject();
   return w.Take();
 }
 
-StatusOr<control::AcquireRequest> ParseAcquireRequest(std::string_view body) {
+StatusOr<control::AcquireRequest> ParseAcquireRequest(std::string_view body,
+                                                      std::string* instance) {
   json::monotonic_resource arena;
   AGENTKV_ASSIGN_OR_RETURN(json::value value,
                            ParseObject(body, "acquire request", json::storage_ptr(&arena)));
@@ -122,6 +125,11 @@ StatusOr<control::AcquireRequest> ParseAcquireRequest(std::string_view body) {
   AGENTKV_RETURN_IF_ERROR(
       protocol::ReadInt64(o, "prefix_tokens", "prefix_tokens", &request.prefix_tokens));
   AGENTKV_RETURN_IF_ERROR(CheckTokens("prefix_tokens", request.prefix_tokens));
+  std::string named;
+  if (protocol::FindNonNull(o, "instance") != nullptr) {
+    AGENTKV_RETURN_IF_ERROR(ReadRequiredString(o, "instance", "", &named));
+  }
+  if (instance != nullptr) *instance = std::move(named);
   return request;
 }
 
@@ -215,6 +223,21 @@ StatusOr<std::string> ParseCancelRequest(std::string_view body) {
   std::string ticket;
   AGENTKV_RETURN_IF_ERROR(ReadRequiredString(value.as_object(), "ticket", "ticket_id", &ticket));
   return ticket;
+}
+
+std::string SerializeHeartbeatRequest(std::string_view instance) {
+  protocol::JsonWriter w;
+  w.BeginObject().Key("instance").String(instance).EndObject();
+  return w.Take();
+}
+
+StatusOr<std::string> ParseHeartbeatRequest(std::string_view body) {
+  json::monotonic_resource arena;
+  AGENTKV_ASSIGN_OR_RETURN(json::value value,
+                           ParseObject(body, "heartbeat request", json::storage_ptr(&arena)));
+  std::string instance;
+  AGENTKV_RETURN_IF_ERROR(ReadRequiredString(value.as_object(), "instance", "", &instance));
+  return instance;
 }
 
 std::string SerializeStepMetrics(const std::vector<std::pair<std::string, double>>& metrics) {

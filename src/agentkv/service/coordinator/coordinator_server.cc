@@ -31,8 +31,8 @@ namespace http = net::http;
 using control::AdmissionDecision;
 
 constexpr std::string_view kUnauthorizedMessage = "missing or invalid bearer token";
-constexpr const char* kEndpointNames[] = {"acquire",    "release", "cancel",
-                                          "agentic_kv", "metrics", "health"};
+constexpr const char* kEndpointNames[] = {"acquire", "release", "cancel",   "agentic_kv",
+                                          "metrics", "health",  "heartbeat"};
 
 void ReplyStatus(const net::Request& request, net::ResponseWriter& writer, const Status& status) {
   writer.Reply(
@@ -59,6 +59,10 @@ Status CoordinatorOptions::Validate() const {
   }
   AGENTKV_RETURN_IF_ERROR(
       control::CheckPollTiming(enabled, "--metrics-timeout-s", metrics_timeout_s));
+  if (!(instance_timeout_s > 0.0 && instance_timeout_s <= 86400.0)) {
+    return InvalidArgumentError("--instance-timeout-s must be in (0, 86400], got " +
+                                std::to_string(instance_timeout_s));
+  }
   if (tick_interval.count() <= 0) return InvalidArgumentError("tick_interval must be > 0");
   return Status::Ok();
 }
@@ -71,8 +75,18 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const CoordinatorOptions& options) {
   AGENTKV_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(options));
-  AGENTKV_ASSIGN_OR_RETURN(s->admission_, LocalAdmission::Create(LocalAdmissionOptions{
-                                              s->options_.agentic, options.tick_interval, {}}));
+  LocalAdmissionOptions local;
+  local.agentic = s->options_.agentic;
+  local.tick_interval = options.tick_interval;
+  local.instance_timeout_s = options.instance_timeout_s;
+  local.on_instance_expired = [log = options.log](const InstanceExpiry& expiry) {
+    log(LogLevel::kWarn, "event=instance_expired instance=" + expiry.instance +
+                             " silent_s=" + std::to_string(expiry.silent_for.seconds()) +
+                             " leases=" + std::to_string(expiry.released.leases) +
+                             " tokens=" + std::to_string(expiry.released.tokens) +
+                             " waiters=" + std::to_string(expiry.released.waiters));
+  };
+  AGENTKV_ASSIGN_OR_RETURN(s->admission_, LocalAdmission::Create(std::move(local)));
   const auto timeout = std::chrono::milliseconds(
       static_cast<int64_t>(std::ceil(options.metrics_timeout_s * 1000.0)));
   net::HttpClientOptions client;
@@ -110,6 +124,10 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   router.Add(http::verb::post, std::string(kCancelPath),
              [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
                c->HandleCancel(std::move(r), std::move(w));
+             });
+  router.Add(http::verb::post, std::string(kHeartbeatPath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               c->HandleHeartbeat(std::move(r), std::move(w));
              });
   router.Add(http::verb::get, std::string(kAgenticKvPath),
              [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
@@ -168,7 +186,8 @@ void CoordinatorServer::HandleAcquire(net::Request request,
                                       std::shared_ptr<net::ResponseWriter> writer) {
   ++requests_[kAcquire];
   if (!Authorize(request, *writer)) return;
-  StatusOr<control::AcquireRequest> parsed = ParseAcquireRequest(request.body());
+  std::string instance;
+  StatusOr<control::AcquireRequest> parsed = ParseAcquireRequest(request.body(), &instance);
   if (!parsed.ok()) return ReplyStatus(request, *writer, parsed.status());
   if (writer->client_gone()) return;
 
@@ -197,16 +216,29 @@ void CoordinatorServer::HandleAcquire(net::Request request,
     }
   });
   auto shared_request = std::make_shared<net::Request>(std::move(request));
-  admission->AcquireWithStatus(*std::move(parsed), [answer, writer, shared_request](
-                                                       StatusOr<AdmissionDecision> result) {
-    {
-      sync::MutexLock lock(&answer->mu);
-      answer->answered = true;
-      if (result.ok()) answer->lease_id = result->lease_id;
-    }
-    if (!result.ok()) return ReplyStatus(*shared_request, *writer, result.status());
-    writer->Reply(net::MakeResponse(*shared_request, http::status::ok, SerializeDecision(*result)));
-  });
+  admission->AcquireWithStatus(
+      *std::move(parsed),
+      [answer, writer, shared_request](StatusOr<AdmissionDecision> result) {
+        {
+          sync::MutexLock lock(&answer->mu);
+          answer->answered = true;
+          if (result.ok()) answer->lease_id = result->lease_id;
+        }
+        if (!result.ok()) return ReplyStatus(*shared_request, *writer, result.status());
+        writer->Reply(
+            net::MakeResponse(*shared_request, http::status::ok, SerializeDecision(*result)));
+      },
+      instance);
+}
+
+void CoordinatorServer::HandleHeartbeat(net::Request request,
+                                        std::shared_ptr<net::ResponseWriter> writer) {
+  ++requests_[kHeartbeat];
+  if (!Authorize(request, *writer)) return;
+  StatusOr<std::string> instance = ParseHeartbeatRequest(request.body());
+  if (!instance.ok()) return ReplyStatus(request, *writer, instance.status());
+  admission_->Heartbeat(*instance);
+  writer->Reply(net::MakeResponse(request, http::status::ok, "{}"));
 }
 
 void CoordinatorServer::HandleRelease(net::Request request,
@@ -257,6 +289,28 @@ std::string CoordinatorServer::MetricsText() {
                                                 std::nullopt});
   }
   families.push_back(std::move(requests));
+  const InstanceExpiryTotals expired = admission_->instance_expiry_totals();
+  auto one = [&families](std::string name, std::string help, std::string type, double value) {
+    families.push_back(protocol::MetricFamily{std::move(name),
+                                              std::move(help),
+                                              std::move(type),
+                                              {protocol::Sample{"", {}, value, std::nullopt}}});
+  };
+  one("agentkv_coordinator_instances",
+      "Caller instances (gateways) heard from within --instance-timeout-s.", "gauge",
+      static_cast<double>(admission_->instances()));
+  one("agentkv_coordinator_instance_expired_total",
+      "Caller instances given up on after --instance-timeout-s of silence since start.", "counter",
+      static_cast<double>(expired.instances));
+  one("agentkv_coordinator_instance_leases_released_total",
+      "Leases released because their instance went silent.", "counter",
+      static_cast<double>(expired.leases));
+  one("agentkv_coordinator_instance_tokens_released_total",
+      "Tokens of the leases released because their instance went silent.", "counter",
+      static_cast<double>(expired.tokens));
+  one("agentkv_coordinator_instance_waiters_cancelled_total",
+      "Waiting acquires cancelled because their instance went silent.", "counter",
+      static_cast<double>(expired.waiters));
   return protocol::WritePrometheusText(families);
 }
 

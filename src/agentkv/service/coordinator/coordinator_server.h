@@ -11,10 +11,16 @@
 //
 // Endpoints: POST /admission/acquire (answers when the decision is final: at once, when a
 // release admits it, or at max_wait as `aged`; a client that disconnects while waiting has
-// its ticket cancelled), POST /admission/release, POST /admission/cancel, GET /agentic_kv
-// (`?reset=1` drains the step), GET /metrics (Prometheus), GET /health. With an auth token,
-// /admission/* and /agentic_kv require `Authorization: Bearer <token>`; /health and /metrics
-// stay open.
+// its ticket cancelled), POST /admission/release, POST /admission/cancel, POST
+// /admission/heartbeat, GET /agentic_kv (`?reset=1` drains the step), GET /metrics
+// (Prometheus), GET /health. With an auth token, /admission/* and /agentic_kv require
+// `Authorization: Bearer <token>`; /health and /metrics stay open.
+//
+// Instance liveness: a caller that names its instance (an acquire's `instance`, or a
+// heartbeat; RemoteAdmission does both) has every lease and waiter of that instance ended once
+// it stays silent for instance_timeout_s, logged as `event=instance_expired` and counted in
+// agentkv_coordinator_instance_expired_total (docs/COORDINATOR.md). Callers that never name one
+// keep the lease TTL as their only backstop.
 //
 // Thread-safe. Owns its server, admission, client and poller thread; not copyable. Shutdown
 // (also run by the destructor) stops the poller, answers every waiter kBypass `degraded` and
@@ -59,7 +65,10 @@ struct CoordinatorOptions {
   // (a hard deadline whatever a peer does). poll interval + 2 x this must stay below the
   // staleness (control::CheckPollTiming). Default: 1.5. Range: (0, 1 year].
   double metrics_timeout_s = 1.5;
-  // LocalAdmission's aging tick. Default: 100 ms. Must be > 0.
+  // --instance-timeout-s: how long an instance may stay silent (no heartbeat, no acquire)
+  // before its leases are released and its waiters cancelled. Default: 10. Range: (0, 86400].
+  double instance_timeout_s = 10.0;
+  // LocalAdmission's aging tick (and instance expiry). Default: 100 ms. Must be > 0.
   std::chrono::milliseconds tick_interval{100};
   // Where log lines go (failed discovery, failed scrapes). Default: StderrLogSink.
   LogSink log = StderrLogSink;
@@ -91,7 +100,8 @@ class CoordinatorServer {
   int64_t polls() const;
 
   // GET /metrics's body: every agentic_kv series now (gauges named by
-  // control::PrometheusName) and agentkv_coordinator_requests_total{endpoint}.
+  // control::PrometheusName), agentkv_coordinator_requests_total{endpoint}, the live
+  // instances and what instance expiry released.
   std::string MetricsText();
 
   // Stops the poller, resolves every waiter kBypass `degraded` (their clients get that
@@ -101,13 +111,23 @@ class CoordinatorServer {
 
  private:
   // The endpoints counted in agentkv_coordinator_requests_total, in output order.
-  enum Endpoint { kAcquire, kRelease, kCancel, kAgenticKv, kMetrics, kHealth, kEndpointCount };
+  enum Endpoint {
+    kAcquire,
+    kRelease,
+    kCancel,
+    kAgenticKv,
+    kMetrics,
+    kHealth,
+    kHeartbeat,
+    kEndpointCount
+  };
 
   explicit CoordinatorServer(const CoordinatorOptions& options);
 
   void HandleAcquire(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleRelease(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleCancel(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  void HandleHeartbeat(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleAgenticKv(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   // True when the request may proceed; otherwise it was answered 401.
   bool Authorize(const net::Request& request, net::ResponseWriter& writer) const;

@@ -291,7 +291,10 @@ void Gateway::Core::HandleMetrics(const net::Request& request, net::ResponseWrit
   readings.sessions_evicted = sessions_->evicted();
   readings.sessions_refused = sessions_->refused();
   readings.retain_refused = sessions_->retain_refused();
-  if (backend_ != nullptr) readings.coordinator_failures = backend_->failures();
+  if (backend_ != nullptr) {
+    readings.coordinator_failures = backend_->failures();
+    readings.coordinator_breaker = backend_->breaker();
+  }
   for (protocol::MetricFamily& family : metrics_.Families(readings)) {
     families.push_back(std::move(family));
   }

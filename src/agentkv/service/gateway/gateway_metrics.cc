@@ -193,11 +193,23 @@ std::vector<protocol::MetricFamily> GatewayMetrics::Families(
   for (const auto& [op, count] : {std::pair<const char*, int64_t>{"acquire", f.acquire},
                                   {"release", f.release},
                                   {"cancel", f.cancel},
-                                  {"metrics", f.metrics}}) {
+                                  {"metrics", f.metrics},
+                                  {"heartbeat", f.heartbeat}}) {
     coordinator.samples.push_back(
         MakeSample(coordinator.name, {{"op", op}}, static_cast<double>(count)));
   }
   families.push_back(std::move(coordinator));
+  const CoordinatorBreakerState& breaker = readings.coordinator_breaker;
+  gauge("agentkv_gateway_coordinator_breaker_open",
+        "1 while the circuit breaker in front of the remote coordinator is open (its heartbeats "
+        "failed; admission bypasses `degraded` without asking), else 0.",
+        breaker.open ? 1.0 : 0.0);
+  counter("agentkv_gateway_coordinator_breaker_opens_total",
+          "Times the remote coordinator's circuit breaker opened.",
+          static_cast<double>(breaker.opens));
+  counter("agentkv_gateway_coordinator_breaker_bypass_total",
+          "Acquires answered bypass `degraded` without asking, because the breaker was open.",
+          static_cast<double>(breaker.bypassed));
   gauge("agentkv_gateway_in_flight_requests", "Data-path requests being served now.",
         static_cast<double>(readings.in_flight));
   gauge("agentkv_gateway_sessions_active", "Sessions accepting requests.",

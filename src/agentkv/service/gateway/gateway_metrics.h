@@ -9,7 +9,9 @@
 // agentkv_gateway_session_close_total / _close_failure_total (cumulative),
 // agentkv_gateway_sessions_evicted_total / _sessions_refused_total (the --max-sessions bound),
 // agentkv_gateway_sessions_retain_refused_total (the --max-retained-sessions bound),
-// agentkv_gateway_coordinator_failures_total{op} (a remote coordinator's failed calls), and
+// agentkv_gateway_coordinator_failures_total{op} (a remote coordinator's failed calls),
+// agentkv_gateway_coordinator_breaker_open / _breaker_opens_total / _breaker_bypass_total (the
+// circuit breaker in front of a remote coordinator), and
 // the gauges agentkv_gateway_in_flight_requests, agentkv_gateway_sessions_active and
 // agentkv_gateway_sessions_retained. The
 // agentic_kv/ session series are the gateway's (it runs the lifecycle); the admission/ and budget/
@@ -58,6 +60,7 @@ struct GatewayReadings {
   int64_t sessions_refused = 0;
   int64_t retain_refused = 0;
   AdmissionBackendFailures coordinator_failures;
+  CoordinatorBreakerState coordinator_breaker;
 };
 
 class GatewayMetrics {

@@ -91,6 +91,13 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
                    "Most sessions retained at once (X-Agentkv-Session-Retain: 1: never idled out "
                    "or evicted); a mark past it gets 429 (default: --max-sessions / 2)")
           ->envname(FlagEnvName("--max-retained-sessions"));
+  AddEnvOption(c, "--max-body-bytes", o.http.max_body_bytes,
+               "Largest request body; a larger one gets 413 as soon as its Content-Length (or "
+               "its chunks) show it, before more is read");
+  AddEnvOption(c, "--max-inflight-bytes", o.http.max_inflight_bytes,
+               "Bound on the bytes all requests hold together (bodies being read or served, "
+               "answers queued for slow clients); a request with a body past it gets 503 with "
+               "Retry-After, requests under way continue (0 = no bound)");
   AddEnvOption(c, "--upstream-timeout-s", upstream_timeout_s_,
                "Longest wait for an upstream's response headers");
   AddEnvOption(c, "--upstream-connections", upstream_connections_,
@@ -157,6 +164,13 @@ int GatewayCommand::Run() {
                        LowerBound::kOpen);
   }
   if (s.ok()) s = CheckFlagRange("--upstream-connections", upstream_connections_, 1, 1'000'000);
+  if (s.ok()) {
+    s = CheckFlagRange("--max-body-bytes", options.http.max_body_bytes, size_t{0}, size_t{1} << 62);
+  }
+  if (s.ok()) {
+    s = CheckFlagRange("--max-inflight-bytes", options.http.max_inflight_bytes, size_t{0},
+                       size_t{1} << 62);
+  }
   if (!s.ok()) return ReportError(name, s);
   server_.ApplyTo(options.http);
   options.upstream.header_timeout =

@@ -324,6 +324,105 @@ TEST(ClientCallTest, CancelClosesTheStreamAndTheServerSeesTheClientGo) {
   handle->Cancel();  // Idempotent after the end.
 }
 
+// Streams `total` bytes in 64 KiB chunks as fast as the server takes them, then ends.
+Handler BulkStream(size_t total) {
+  return [total](Request, std::shared_ptr<ResponseWriter> writer) {
+    writer->StartStream(http::status::ok, {});
+    const std::string piece(64 * 1024, 'b');
+    for (size_t sent = 0; sent < total; sent += piece.size()) writer->WriteChunk(piece);
+    writer->EndStream();
+  };
+}
+
+TEST(ClientCallTest, AReadGateThatSaysWaitStopsTheReadsUntilResumed) {
+  constexpr size_t kTotal = 32u << 20;
+  HttpServerOptions server_options;
+  server_options.max_stream_buffer_bytes = 64u << 20;
+  auto server = StartServer(server_options, BulkStream(kTotal));
+  HttpClientOptions options;
+  options.body_timeout = milliseconds(100);  // Shorter than the pause: it must not run.
+  HttpClient client(options);
+  std::atomic<size_t> received{0};
+  std::mutex mu;
+  std::function<void()> resume;
+  std::promise<Status> done;
+  client.AsyncStream(
+      http::verb::get, server->base_url(), "/", {}, "", [](int, const HeaderList&) {},
+      [&](std::string_view chunk) { received.fetch_add(chunk.size()); },
+      [&](Status status) { done.set_value(status); },
+      [&](std::function<void()> r) {
+        std::lock_guard lock(mu);
+        if (received.load() == 0 || resume) return true;
+        resume = std::move(r);
+        return false;
+      });
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard lock(mu);
+    return resume != nullptr;
+  }));
+  std::this_thread::sleep_for(milliseconds(100));
+  const size_t paused_at = received.load();
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_EQ(received.load(), paused_at) << "the call read while paused";
+  EXPECT_LT(paused_at, kTotal);
+  std::function<void()> go;
+  {
+    std::lock_guard lock(mu);
+    go = resume;
+  }
+  go();
+  const Status status = done.get_future().get();
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(received.load(), kTotal);
+}
+
+TEST(ClientCallTest, APausedStreamEndsOnCancelAndResumesWhenItsResumeIsDropped) {
+  auto server = StartServer({}, BulkStream(4u << 20));
+  HttpClient client;
+  {
+    // Paused for good (the resume is kept): a cancellation still ends the call at once.
+    std::mutex mu;
+    std::function<void()> kept;
+    std::promise<Status> done;
+    std::shared_ptr<HttpClient::StreamHandle> handle = client.AsyncStream(
+        http::verb::get, server->base_url(), "/", {}, "", [](int, const HeaderList&) {},
+        [](std::string_view) {}, [&](Status status) { done.set_value(status); },
+        [&](std::function<void()> r) {
+          std::lock_guard lock(mu);
+          kept = std::move(r);
+          return false;
+        });
+    ASSERT_TRUE(WaitFor([&] {
+      std::lock_guard lock(mu);
+      return kept != nullptr;
+    }));
+    handle->Cancel();
+    const Status status = done.get_future().get();
+    EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+    std::function<void()> late;
+    {
+      std::lock_guard lock(mu);
+      late = std::move(kept);
+    }
+    late();  // After the end: a no-op.
+  }
+  {
+    // A gate that says wait but drops the resume must not stall the call.
+    std::atomic<int> pauses{0};
+    std::atomic<size_t> received{0};
+    std::promise<Status> done;
+    client.AsyncStream(
+        http::verb::get, server->base_url(), "/", {}, "", [](int, const HeaderList&) {},
+        [&](std::string_view chunk) { received.fetch_add(chunk.size()); },
+        [&](Status status) { done.set_value(status); },
+        [&](std::function<void()>) { return pauses.fetch_add(1) % 2 == 1; });
+    const Status status = done.get_future().get();
+    EXPECT_TRUE(status.ok()) << status;
+    EXPECT_EQ(received.load(), 4u << 20);
+    EXPECT_GT(pauses.load(), 1);
+  }
+}
+
 TEST(ClientCallTest, RetriesOnceWhenAReusedConnectionWasClosedUnderIt) {
   RawListener listener(/*backlog=*/16);
   std::thread upstream([&] {

@@ -428,6 +428,64 @@ TEST(ServerConnectionTest, StreamBufferOverflowClosesTheConnection) {
   EXPECT_TRUE(writer->client_gone());
 }
 
+TEST(ServerConnectionTest, OnStreamDrainedWaitsUntilTheClientReadsTheQueue) {
+  HttpServerOptions options = SmallOptions();
+  options.max_stream_buffer_bytes = 64 << 20;
+  HeldWriters held;
+  auto server = StartServer(options, held.handler());
+  RawClient client(server->port());
+  ASSERT_TRUE(client.Send("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto writer = held.Wait();
+  ASSERT_NE(writer, nullptr);
+  writer->StartStream(http::status::ok, {});
+  // Far more than the socket buffers hold, so that most of it stays queued.
+  const std::string piece(64 * 1024, 'x');
+  for (int i = 0; i < 256; ++i) writer->WriteChunk(piece);
+  std::atomic<int> drained{0};
+  writer->OnStreamDrained(0, [&] { drained.fetch_add(1); });
+  std::this_thread::sleep_for(milliseconds(200));
+  EXPECT_EQ(drained.load(), 0);
+  EXPECT_GT(writer->stream_buffered_bytes(), size_t{1} << 20);
+  EXPECT_GT(server->inflight_bytes(), int64_t{1} << 20);
+  // The client reads everything: the waiter runs once, and the queue is empty.
+  size_t read = 0;
+  while (read < 16u << 20 && drained.load() == 0) {
+    read += client.ReadUntil("never", milliseconds(20)).size();
+  }
+  EXPECT_TRUE(WaitFor([&] { return drained.load() == 1; }));
+  EXPECT_EQ(writer->stream_buffered_bytes(), 0u);
+  // The queue already drained: a new waiter runs at once, on this thread.
+  writer->OnStreamDrained(0, [&] { drained.fetch_add(1); });
+  EXPECT_EQ(drained.load(), 2);
+  writer->EndStream();
+}
+
+TEST(ServerConnectionTest, ABodyPastMaxInflightBytesGets503BeforeItIsRead) {
+  HttpServerOptions options;
+  options.max_inflight_bytes = 1 << 20;
+  auto server = StartServer(options, Echo());
+  // Holds 800 KiB of the budget: its body is announced and never finished.
+  RawClient holder(server->port());
+  ASSERT_TRUE(holder.Send("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 819200\r\n\r\nabc"));
+  ASSERT_TRUE(WaitFor([&] { return server->inflight_bytes() >= 819200; }));
+  RawClient refused(server->port());
+  ASSERT_TRUE(refused.Send("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 409600\r\n\r\n"));
+  const std::string answer = refused.ReadUntilClose(milliseconds(3'000));
+  EXPECT_THAT(answer, StartsWith("HTTP/1.1 503"));
+  EXPECT_THAT(answer, HasSubstr("Retry-After: 1"));
+  EXPECT_THAT(answer, HasSubstr("max_inflight_bytes"));
+  EXPECT_EQ(server->inflight_refused(), 1);
+  // A small body still fits, and a request without one is always read.
+  RawClient small(server->port());
+  ASSERT_TRUE(small.Send("POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"));
+  EXPECT_THAT(small.ReadResponse(milliseconds(3'000)), EndsWith("echo:/a:hi"));
+  // The holder leaves: its bytes go back.
+  holder.Close();
+  EXPECT_TRUE(WaitFor([&] { return server->inflight_bytes() == 0; }));
+  EXPECT_GE(server->TakeInflightPeak(), 819200);
+  EXPECT_EQ(server->TakeInflightPeak(), 0);
+}
+
 TEST(ServerConnectionTest, AnswerFromAnotherThreadLater) {
   HeldWriters held;
   auto server = StartServer(SmallOptions(), held.handler());

@@ -52,6 +52,9 @@ TEST_F(ServiceCliTest, GatewayRefusesEachOutOfRangeValueNamingFlagRangeAndValue)
   ExpectGatewayError(Run(gateway + " --close-timeout-s 0"),
                      "--close-timeout-s must be finite and > 0, got 0");
   ExpectGatewayError(Run(gateway + " --upstream-connections 0"), "--upstream-connections");
+  ExpectGatewayError(Run(gateway + " --max-inflight-bytes -1"),
+                     "--max-inflight-bytes must be in [0, 4611686018427387904], got -1");
+  ExpectGatewayError(Run(gateway + " --max-body-bytes -1"), "--max-body-bytes must be in [0, ");
   ExpectGatewayError(Run(gateway + " --router-policy fastest"), "--router-policy");
   ExpectGatewayError(Run(gateway + " --session-header 'X Session'"), "--session-header");
   ExpectGatewayError(Run(gateway + " --agentic-admission-scope everything"),
@@ -159,6 +162,7 @@ TEST_F(ServiceCliTest, HelpNamesTheSeedFlags) {
   }
   EXPECT_THAT(Run("gateway --help").out, HasSubstr("--agentic-session-lifecycle"));
   EXPECT_THAT(Run("gateway --help").out, HasSubstr("--upstream-connections"));
+  EXPECT_THAT(Run("gateway --help").out, HasSubstr("--max-inflight-bytes INT=268435456"));
 }
 
 TEST_F(ServiceCliTest, EveryServerCommandOffersTheAccessLog) {

@@ -92,6 +92,13 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
                    "Most sessions retained at once (X-Agentkv-Session-Retain: 1: never idled out "
                    "or evicted); a mark past it gets 429 (default: --max-sessions / 2)")
           ->envname(FlagEnvName("--max-retained-sessions"));
+  AddEnvOption(c, "--max-body-bytes", max_body_bytes_,
+               "Largest request body; a larger one gets 413 as soon as its Content-Length (or "
+               "its chunks) show it, before more is read");
+  AddEnvOption(c, "--max-inflight-bytes", max_inflight_bytes_,
+               "Bound on the bytes all requests hold together (bodies being read or served, "
+               "answers queued for slow clients); a request with a body past it gets 503 with "
+               "Retry-After, requests under way continue (0 = no bound)");
   AddEnvOption(c, "--upstream-timeout-s", upstream_timeout_s_,
                "Longest wait for an upstream's response headers");
   AddEnvOption(c, "--upstream-connections", upstream_connections_,
@@ -181,8 +188,14 @@ int GatewayCommand::Run() {
     s = CheckFlagRange("--coordinator-breaker-cooldown-s", breaker_cooldown_s_, 0.0, 3600.0,
                        LowerBound::kOpen);
   }
+  if (s.ok()) s = CheckFlagRange("--max-body-bytes", max_body_bytes_, int64_t{0}, int64_t{1} << 62);
+  if (s.ok()) {
+    s = CheckFlagRange("--max-inflight-bytes", max_inflight_bytes_, int64_t{0}, int64_t{1} << 62);
+  }
   if (!s.ok()) return ReportError(name, s);
   server_.ApplyTo(options.http);
+  options.http.max_body_bytes = static_cast<size_t>(max_body_bytes_);
+  options.http.max_inflight_bytes = static_cast<size_t>(max_inflight_bytes_);
   options.upstream.header_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(upstream_timeout_s_ * 1000.0));
   options.upstream.max_connections_per_host = static_cast<size_t>(upstream_connections_);

@@ -53,6 +53,11 @@ class GatewayCommand {
   double breaker_cooldown_s_ = 5.0;
   double upstream_timeout_s_ = 3600.0;
   int64_t upstream_connections_ = 4096;
+  // --max-body-bytes and --max-inflight-bytes, signed so that a negative value is named as out
+  // of range rather than wrapped.
+  int64_t max_body_bytes_ = static_cast<int64_t>(net::HttpServerOptions{}.max_body_bytes);
+  int64_t max_inflight_bytes_ =
+      static_cast<int64_t>(service::GatewayOptions::kDefaultMaxInflightBytes);
   std::string log_level_ = "info";
   CLI::Option* context_length_option_ = nullptr;
   CLI::Option* max_retained_sessions_option_ = nullptr;

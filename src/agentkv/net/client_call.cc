@@ -11,6 +11,9 @@
 //    strand (OnStrand). A reusable connection goes back as a parked socket (ClientCore::Park,
 //    still registered with epoll) before its descriptor goes back to the pool, so that the call
 //    that leases the descriptor next finds it (Unpark).
+//  - `paused_` (the read gate closed) only in kBody, with no operation pending, no timer armed
+//    and `paused_self_` owning the call; a resume of the current pause generation, a
+//    cancellation or the client's destruction ends the pause.
 #include "agentkv/net/client_call.h"
 
 #include <sys/socket.h>
@@ -54,6 +57,29 @@ bool IsConnectionLoss(const error_code& error) {
          error == asio::error::connection_reset || error == asio::error::broken_pipe ||
          error == asio::error::connection_aborted;
 }
+
+// The `resume` a read gate is handed: resumes the pause it was made for once, when called or
+// when its last copy is dropped uncalled (a gate that loses it must not stall the call).
+class ResumeOnce {
+ public:
+  ResumeOnce(std::weak_ptr<ClientCall> call, uint64_t generation)
+      : call_(std::move(call)), generation_(generation) {}
+  ResumeOnce(const ResumeOnce&) = delete;
+  ResumeOnce& operator=(const ResumeOnce&) = delete;
+  ~ResumeOnce() { Fire(); }
+
+  void Fire() {
+    if (fired_.exchange(true)) return;
+    if (std::shared_ptr<ClientCall> call = call_.lock()) call->Resume(generation_);
+  }
+  // The gate let the read start: nothing to resume.
+  void Disarm() { fired_.store(true); }
+
+ private:
+  const std::weak_ptr<ClientCall> call_;
+  const uint64_t generation_;
+  std::atomic<bool> fired_{false};
+};
 
 }  // namespace
 
@@ -171,6 +197,18 @@ void ClientCall::Cancel(Status reason) {
   });
 }
 
+void ClientCall::Resume(uint64_t generation) {
+  asio::post(strand_, [self = shared_from_this(), generation] { self->DoResume(generation); });
+}
+
+void ClientCall::DoResume(uint64_t generation) {
+  if (!paused_ || finished_ || generation != pause_generation_) return;
+  paused_ = false;
+  const std::shared_ptr<ClientCall> keep = std::move(paused_self_);
+  if (Interrupted()) return;
+  ReadBody();
+}
+
 void ClientCall::DoStart() {
   if (!initial_.ok()) {
     Finish(initial_);
@@ -203,6 +241,10 @@ void ClientCall::DoCancel(Status reason) {
     case Phase::kConnecting:
     case Phase::kHeader:
     case Phase::kBody:
+      if (paused_) {
+        Finish(cancel_status_);  // No operation is pending to report it.
+        return;
+      }
       if (resolver_) resolver_->cancel();
       CloseSocket();  // The pending operation completes; Interrupted() finishes the call.
       return;
@@ -395,6 +437,7 @@ void ClientCall::ReadBody() {
     return;
   }
   phase_ = Phase::kBody;
+  if (!GateOpen()) return;
   ArmTimer(core_.options().body_timeout);
   http::async_read_some(socket_, buffer_, *parser_,
                         OnStrand([self = shared_from_this()](const error_code& error, size_t) {
@@ -410,6 +453,21 @@ void ClientCall::OnBody(const error_code& error) {
     return;
   }
   ReadBody();
+}
+
+bool ClientCall::GateOpen() {
+  if (!streaming_ || !callbacks_.read_gate) return true;
+  const uint64_t generation = ++pause_generation_;
+  auto resume = std::make_shared<ResumeOnce>(weak_from_this(), generation);
+  if (callbacks_.read_gate([resume] { resume->Fire(); })) {
+    resume->Disarm();
+    return true;
+  }
+  // The body timeout measures the upstream's silence; while paused, the silence is ours.
+  CancelTimer();
+  paused_ = true;
+  paused_self_ = shared_from_this();
+  return false;
 }
 
 void ClientCall::FlushStreamBody() {
@@ -499,6 +557,9 @@ bool ClientCall::Interrupted() {
 void ClientCall::Finish(Status status) {
   if (finished_) return;
   finished_ = true;
+  paused_ = false;
+  // Released when Finish returns (the caller's handler, if any, still holds the call).
+  const std::shared_ptr<ClientCall> keep = std::move(paused_self_);
   phase_ = Phase::kDone;
   CancelTimer();
   if (resolver_) resolver_->cancel();

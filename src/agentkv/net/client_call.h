@@ -111,6 +111,8 @@ class ClientCall : public std::enable_shared_from_this<ClientCall> {
     std::function<void(int, const HeaderList&)> on_headers;
     std::function<void(std::string_view)> on_chunk;
     std::function<void(Status)> on_done;
+    // Asked before each body read of a stream (HttpClient::ReadGate).
+    std::function<bool(std::function<void()>)> read_gate;
   };
 
   // `initial` non-OK makes the call fail with it at Start (e.g. a bad URL), asynchronously like
@@ -124,6 +126,9 @@ class ClientCall : public std::enable_shared_from_this<ClientCall> {
   // Ends the call with `reason` (its callback runs once with it) unless it already ended.
   // Thread-safe, idempotent.
   void Cancel(Status reason);
+  // Continues reading a body paused by the read gate at pause `generation`. Thread-safe; a
+  // no-op unless that pause is still the current one.
+  void Resume(uint64_t generation);
 
  private:
   enum class Phase { kNew, kWaiting, kConnecting, kHeader, kBody, kDone };
@@ -143,6 +148,9 @@ class ClientCall : public std::enable_shared_from_this<ClientCall> {
   void OnHeader(const boost::system::error_code& error);
   void ReadBody();
   void OnBody(const boost::system::error_code& error);
+  // Whether the read gate lets the next body read start; false pauses the call.
+  bool GateOpen();
+  void DoResume(uint64_t generation);
   void FlushStreamBody();
   size_t EmitChunk(std::string_view piece, boost::system::error_code& error);
   void FailRead(const boost::system::error_code& error, std::string_view what);
@@ -190,6 +198,11 @@ class ClientCall : public std::enable_shared_from_this<ClientCall> {
   bool timed_out_ = false;
   bool cancelled_ = false;
   bool headers_delivered_ = false;
+  bool paused_ = false;  // The read gate closed; no operation is pending on the socket.
+  uint64_t pause_generation_ = 0;
+  // Keeps the call alive while paused (no pending operation owns it then); reset on resume
+  // and by Finish.
+  std::shared_ptr<ClientCall> paused_self_;
   bool finished_ = false;
   Status cancel_status_;
   int attempts_ = 0;

@@ -97,6 +97,19 @@ void ConnectionResponseWriter::AbortStream() {
   connection_->PostAbandon(request_id_, /*mid_stream=*/true);
 }
 
+size_t ConnectionResponseWriter::stream_buffered_bytes() const {
+  return connection_->stream_buffered_bytes();
+}
+
+void ConnectionResponseWriter::OnStreamDrained(size_t low_water, std::function<void()> callback) {
+  if (!callback) return;
+  if (signal_->fired() || connection_->stream_buffered_bytes() <= low_water) {
+    callback();
+    return;
+  }
+  connection_->PostWhenDrained(request_id_, low_water, std::move(callback));
+}
+
 bool ConnectionResponseWriter::client_gone() const { return signal_->fired(); }
 
 void ConnectionResponseWriter::OnClientGone(std::function<void()> callback) {

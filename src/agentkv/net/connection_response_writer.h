@@ -54,6 +54,8 @@ class ConnectionResponseWriter final : public ResponseWriter {
   void WriteChunk(std::string data) override;
   void EndStream() override;
   void AbortStream() override;
+  size_t stream_buffered_bytes() const override;
+  void OnStreamDrained(size_t low_water, std::function<void()> callback) override;
   bool client_gone() const override;
   void OnClientGone(std::function<void()> callback) override;
 

@@ -135,11 +135,13 @@ StatusOr<ClientResponse> HttpClient::Request(http::verb method, const std::strin
 std::shared_ptr<HttpClient::StreamHandle> HttpClient::AsyncStream(
     http::verb method, const std::string& base_url, std::string target, HeaderList headers,
     std::string body, std::function<void(int status, const HeaderList& headers)> on_headers,
-    std::function<void(std::string_view chunk)> on_chunk, std::function<void(Status)> done) {
+    std::function<void(std::string_view chunk)> on_chunk, std::function<void(Status)> done,
+    ReadGate read_gate) {
   internal::ClientCall::Callbacks callbacks;
   callbacks.on_headers = std::move(on_headers);
   callbacks.on_chunk = std::move(on_chunk);
   callbacks.on_done = std::move(done);
+  callbacks.read_gate = std::move(read_gate);
   auto call = Launch(*core_, method, base_url, std::move(target), std::move(headers),
                      std::move(body), /*streaming=*/true, std::move(callbacks));
   return std::shared_ptr<StreamHandle>(new StreamHandle(call));

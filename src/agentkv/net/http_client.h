@@ -123,10 +123,19 @@ class HttpClient {
   // buffered), then `done(status)` once: OK when the body ended, or the error (`on_headers`
   // may not have run). All on client I/O threads, in that order. Callbacks must not block;
   // `on_chunk`'s view is valid only during the call.
+  //
+  // Flow control: with a `read_gate`, the client asks it before each read of the body. When it
+  // returns false the call stops reading from the upstream socket (so the upstream's TCP window
+  // closes and its sender waits) until the `resume` it was handed is called, from any thread,
+  // once; dropping `resume` uncalled resumes too. While paused the body timeout does not run
+  // (the silence is the caller's, not the upstream's); a cancellation still ends the call at
+  // once. Without a gate the body is read as fast as it arrives.
+  using ReadGate = std::function<bool(std::function<void()> resume)>;
   std::shared_ptr<StreamHandle> AsyncStream(
       http::verb method, const std::string& base_url, std::string target, HeaderList headers,
       std::string body, std::function<void(int status, const HeaderList& headers)> on_headers,
-      std::function<void(std::string_view chunk)> on_chunk, std::function<void(Status)> done);
+      std::function<void(std::string_view chunk)> on_chunk, std::function<void(Status)> done,
+      ReadGate read_gate = nullptr);
 
   // Idle keep-alive connections in the pools, over all upstreams.
   int64_t pooled_connections() const;

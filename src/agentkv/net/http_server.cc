@@ -57,6 +57,10 @@ Status HttpServerOptions::Validate() const {
                                                   {"body_timeout", body_timeout},
                                                   {"idle_timeout", idle_timeout},
                                                   {"write_timeout", write_timeout}}));
+  if (max_inflight_bytes > (size_t{1} << 62)) {
+    return InvalidArgumentError("HttpServerOptions.max_inflight_bytes must be at most 2^62, got " +
+                                std::to_string(max_inflight_bytes));
+  }
   if (max_stream_buffer_bytes == 0) {
     return InvalidArgumentError("HttpServerOptions.max_stream_buffer_bytes must be positive");
   }
@@ -136,6 +140,12 @@ void HttpServer::Shutdown(std::chrono::milliseconds deadline) {
 int64_t HttpServer::open_connections() const { return core_->open_connections(); }
 
 int64_t HttpServer::requests_served() const { return core_->requests_served(); }
+
+int64_t HttpServer::inflight_bytes() const { return core_->inflight_bytes(); }
+
+int64_t HttpServer::TakeInflightPeak() { return core_->TakeInflightPeak(); }
+
+int64_t HttpServer::inflight_refused() const { return core_->inflight_refused(); }
 
 boost::asio::any_io_executor HttpServer::executor() { return core_->io_context().get_executor(); }
 

@@ -65,6 +65,14 @@ struct HttpServerOptions {
   // (a client that does not read cannot make the server buffer without bound).
   // Default: 8 MiB. Must be > 0.
   size_t max_stream_buffer_bytes = size_t{8} << 20;
+  // Bound on the bytes all connections hold together: request bodies being read or served
+  // (counted from the header for a Content-Length body, as it arrives for a chunked one, until
+  // the answer is written) plus answer bytes queued and not yet written. A request with a body
+  // that would take the total past it is refused at its header, before its body is read, with
+  // 503 Service Unavailable, `Retry-After: 1` and close; requests already accepted continue,
+  // and requests without a body (GET /metrics, /health) are always read. 0: no bound.
+  // Default: 0. Range: [0, 2^62].
+  size_t max_inflight_bytes = 0;
   // listen(2) backlog; the kernel caps it at net.core.somaxconn. Default: 4096. Must be > 0.
   int backlog = 4096;
   // Receives one AccessLogEntry per answered request (access_log.h). Default: empty, and then
@@ -106,6 +114,13 @@ class HttpServer {
   int64_t open_connections() const;
   // Requests whose answer (a response or a whole stream) was completely written.
   int64_t requests_served() const;
+  // The bytes counted against max_inflight_bytes now (counted whether or not it is set).
+  int64_t inflight_bytes() const;
+  // The largest inflight_bytes() since the previous call (or since start), then restarts the
+  // watch at the current value: lets a caller see a peak that came and went between two reads.
+  int64_t TakeInflightPeak();
+  // Requests refused with 503 because of max_inflight_bytes, since start.
+  int64_t inflight_refused() const;
 
   // The executor of the I/O threads, for handlers' timers and posted work. Work still pending
   // when Shutdown finishes is destroyed without running.

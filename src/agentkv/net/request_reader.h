@@ -68,6 +68,8 @@ class RequestReader {
   bool got_some() const { return parser_.has_value() && parser_->got_some(); }
   // The body bytes still expected by Content-Length, when the headers gave one.
   std::optional<uint64_t> content_length_remaining() const;
+  // Body bytes of the request under way parsed so far.
+  size_t body_bytes() const { return parser_.has_value() ? parser_->get().body().size() : 0; }
   // The request under way, headers complete. Precondition: Parse returned kHeaderDone.
   const Request& header() const { return parser_->get(); }
 

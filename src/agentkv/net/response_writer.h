@@ -18,6 +18,7 @@
 #ifndef AGENTKV_NET_RESPONSE_WRITER_H_
 #define AGENTKV_NET_RESPONSE_WRITER_H_
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -60,6 +61,21 @@ class ResponseWriter : public std::enable_shared_from_this<ResponseWriter> {
   // than a complete one (what a proxy does when its upstream fails mid-stream). Ignored
   // unless a stream is under way.
   virtual void AbortStream() = 0;
+
+  // Stream bytes given to WriteChunk and not yet written to the socket: what this answer holds
+  // in memory because the client reads slower than the stream is produced. 0 outside a stream.
+  virtual size_t stream_buffered_bytes() const { return 0; }
+
+  // Flow control for a producer that can wait (a proxy reading an upstream): registers
+  // `callback` to run once, when stream_buffered_bytes() has fallen to `low_water` or below,
+  // or the answer ended or the client went away (so that a waiting producer wakes and sees
+  // it). Runs on a server I/O thread, or at once on the calling thread when the condition
+  // already holds. Callbacks must not block. The default (a writer without a queue) runs it
+  // at once.
+  virtual void OnStreamDrained(size_t low_water, std::function<void()> callback) {
+    (void)low_water;
+    if (callback) callback();
+  }
 
   // Whether the client went away before the answer completed: the connection closed or reset,
   // a write failed or timed out, the stream buffer overflowed, or the server force-closed the

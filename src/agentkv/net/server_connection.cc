@@ -16,6 +16,11 @@
 //  - With an access log hook, `access_` is set exactly from the dispatch (or rejection) of a
 //    request until its answer completed or the connection closed, and each request is
 //    reported once; without one, `access_` stays empty and no clock is read.
+//  - In-flight budget: the core counts exactly `body_held_` plus `out_held_` (the sum of the
+//    queued items' `held`) for this connection; both return to 0 when the connection closes,
+//    and `body_held_` also when its answer completes or its request is rejected.
+//  - `drain_waiters_` is empty whenever no dispatched answer is open: a waiter runs once, when
+//    the stream queue drains to its low water, the answer completes, or the connection closes.
 #include "agentkv/net/server_connection.h"
 
 #include <algorithm>
@@ -139,6 +144,14 @@ void ServerConnection::PostAbandon(uint64_t request_id, bool mid_stream) {
   });
 }
 
+void ServerConnection::PostWhenDrained(uint64_t request_id, size_t low_water,
+                                       std::function<void()> callback) {
+  PostToStrand([request_id, low_water,
+                callback = std::move(callback)](ServerConnection& connection) mutable {
+    connection.DoWhenDrained(request_id, low_water, std::move(callback));
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 // ServerConnection: reading requests
 
@@ -239,6 +252,7 @@ void ServerConnection::ParseBuffered() {
     RequestReader::Event event = reader_.Parse(buffer_);
     switch (event.kind) {
       case RequestReader::Event::Kind::kNeedMore:
+        if (phase_ == Phase::kBody) HoldBody(reader_.body_bytes());  // A chunked body grows.
         return;
       case RequestReader::Event::Kind::kHeaderDone:
         OnHeaderDone();
@@ -261,6 +275,10 @@ void ServerConnection::OnHeaderDone() {
     header_method_ = std::string(request.method_string());
     header_target_ = std::string(request.target());
   }
+  // A Content-Length body is counted whole before it is read; a chunked one as it arrives.
+  const size_t announced = reader_.content_length_remaining().value_or(0);
+  if (RefusedForBudget(announced)) return;
+  HoldBody(announced);
   if (request.version() >= 11 &&
       boost::beast::iequals(request[http::field::expect], "100-continue")) {
     OutItem item;
@@ -270,6 +288,10 @@ void ServerConnection::OnHeaderDone() {
 }
 
 void ServerConnection::Dispatch() {
+  // A body that arrived with its header (no kHeaderDone) is checked against the budget here.
+  const size_t body = reader_.body_bytes();
+  if (body_held_ == 0 && body > 0 && RefusedForBudget(body)) return;
+  HoldBody(body);
   CancelReadDeadline();
   phase_ = Phase::kAnswering;
   rejecting_ = false;
@@ -311,12 +333,14 @@ void ServerConnection::Reject(http::status status, std::string_view message) {
   rejecting_ = true;
   ++request_id_;
   reader_.Reset();
+  ReleaseBody();
   request_keep_alive_ = false;
   request_version_ = 11;
   request_is_head_ = false;
   if (!BufferBusy()) buffer_.consume(buffer_.size());
   Response response = ErrorResponse(11, status, message);
   response.keep_alive(false);
+  if (status == http::status::service_unavailable) response.set(http::field::retry_after, "1");
   OutItem item;
   item.response = std::make_unique<Response>(std::move(response));
   item.completes_answer = true;
@@ -439,8 +463,56 @@ void ServerConnection::DoDrain() {
   // Otherwise the request under way is answered with "Connection: close".
 }
 
+bool ServerConnection::RefusedForBudget(size_t body_bytes) {
+  if (!core_->RefuseInflight(body_bytes)) return false;
+  Reject(http::status::service_unavailable,
+         "the server holds its max_inflight_bytes (" +
+             std::to_string(core_->options().max_inflight_bytes) +
+             " bytes) of requests and answers in flight; retry later");
+  return true;
+}
+
+void ServerConnection::HoldBody(size_t bytes) {
+  if (closed_ || bytes <= body_held_) return;
+  core_->HoldInflight(bytes - body_held_);
+  body_held_ = bytes;
+}
+
+void ServerConnection::ReleaseBody() {
+  core_->ReleaseInflight(body_held_);
+  body_held_ = 0;
+}
+
+void ServerConnection::DoWhenDrained(uint64_t request_id, size_t low_water,
+                                     std::function<void()> callback) {
+  if (!AnswerOpen(request_id) || stream_buffered_bytes() <= low_water) {
+    callback();
+    return;
+  }
+  drain_waiters_.push_back(DrainWaiter{low_water, std::move(callback)});
+}
+
+void ServerConnection::RunDrainWaiters(bool all) {
+  if (drain_waiters_.empty()) return;
+  const size_t queued = stream_buffered_bytes();
+  std::vector<std::function<void()>> ready;
+  auto kept = drain_waiters_.begin();
+  for (DrainWaiter& waiter : drain_waiters_) {
+    if (all || queued <= waiter.low_water) {
+      ready.push_back(std::move(waiter.callback));
+    } else {
+      *kept++ = std::move(waiter);
+    }
+  }
+  drain_waiters_.erase(kept, drain_waiters_.end());
+  for (auto& callback : ready) callback();
+}
+
 void ServerConnection::Enqueue(OutItem item) {
   if (closed_) return;
+  item.held = item.response ? item.response->body().size() : item.bytes.size();
+  out_held_ += item.held;
+  core_->HoldInflight(item.held);
   out_.push_back(std::move(item));
   PumpWrites();
 }
@@ -488,9 +560,12 @@ void ServerConnection::OnWritten(const error_code& error, size_t bytes) {
     }
     completes_answer = completes_answer || item.completes_answer;
     close_after = close_after || item.close_after;
+    out_held_ -= item.held;
+    core_->ReleaseInflight(item.held);
     out_.pop_front();
   }
   writes_in_flight_ = 0;
+  RunDrainWaiters(/*all=*/false);
   if (close_now) {
     Close();
     return;
@@ -514,6 +589,8 @@ void ServerConnection::OnWritten(const error_code& error, size_t bytes) {
 }
 
 void ServerConnection::FinishAnswer(bool close_after) {
+  ReleaseBody();
+  RunDrainWaiters(/*all=*/true);
   if (gone_signal_) {
     gone_signal_->Disarm();
     gone_signal_.reset();
@@ -617,6 +694,10 @@ void ServerConnection::Close() {
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   core_->Unregister(id_);
+  ReleaseBody();
+  core_->ReleaseInflight(out_held_);
+  out_held_ = 0;
+  RunDrainWaiters(/*all=*/true);
   if (access_) ReportAccess(/*completed=*/false);
   if (gone_signal_) {
     auto signal = std::move(gone_signal_);

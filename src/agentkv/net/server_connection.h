@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,6 +71,13 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   // The writer was destroyed without answering (`mid_stream` false: answer 500) or in the
   // middle of a stream (`mid_stream` true: close).
   void PostAbandon(uint64_t request_id, bool mid_stream);
+  // Runs `callback` once the stream bytes queued fall to `low_water` or below, or the answer
+  // of `request_id` ended, or the connection closed (ResponseWriter::OnStreamDrained).
+  void PostWhenDrained(uint64_t request_id, size_t low_water, std::function<void()> callback);
+  // WriteChunk bytes posted and not yet written. Any thread.
+  size_t stream_buffered_bytes() const {
+    return stream_buffered_bytes_.load(std::memory_order_acquire);
+  }
 
  private:
   enum class Phase {
@@ -90,6 +98,12 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
     bool completes_answer = false;  // Once written, the answer is complete.
     bool close_after = false;       // Close (lingering) once written.
     bool close_now = false;         // Abort once written (an abandoned stream).
+    size_t held = 0;                // Bytes counted against the in-flight budget.
+  };
+  // A producer waiting for the stream queue to drain (PostWhenDrained).
+  struct DrainWaiter {
+    size_t low_water = 0;
+    std::function<void()> callback;
   };
 
   void DoStart();
@@ -107,6 +121,15 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   void DoEndStream(uint64_t request_id);
   void DoAbandon(uint64_t request_id, bool mid_stream);
   void DoDrain();
+  void DoWhenDrained(uint64_t request_id, size_t low_water, std::function<void()> callback);
+  // Runs the drain waiters whose low water the queue reached (all of them with `all`).
+  void RunDrainWaiters(bool all);
+  // The in-flight budget: the request body this connection holds grows to `bytes` (it never
+  // shrinks until ReleaseBody), released when its answer completes or the connection closes.
+  void HoldBody(size_t bytes);
+  void ReleaseBody();
+  // The request has a body the in-flight budget cannot take: answers 503 (and closes).
+  bool RefusedForBudget(size_t body_bytes);
 
   void Enqueue(OutItem item);
   void PumpWrites();
@@ -178,6 +201,12 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   std::string header_target_;
   // The record of the request being answered, from OpenAccessRecord to ReportAccess.
   std::optional<AccessRecord> access_;
+
+  // Counted against the in-flight budget: the current request's body, and the queued items'
+  // `held` bytes (out_held_ is their sum). Both go back to 0 when the connection closes.
+  size_t body_held_ = 0;
+  size_t out_held_ = 0;
+  std::vector<DrainWaiter> drain_waiters_;
 
   // WriteChunk bytes posted and not yet written; any thread.
   std::atomic<size_t> stream_buffered_bytes_{0};

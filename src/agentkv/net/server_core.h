@@ -92,6 +92,38 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   int64_t requests_served() const { return requests_served_.load(std::memory_order_relaxed); }
   void CountServed() { requests_served_.fetch_add(1, std::memory_order_relaxed); }
 
+  // The in-flight byte budget (HttpServerOptions::max_inflight_bytes), shared by every
+  // connection: each adds what it starts holding and releases exactly that much again.
+  void HoldInflight(size_t bytes) {
+    const int64_t now =
+        inflight_bytes_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_acq_rel) +
+        static_cast<int64_t>(bytes);
+    int64_t peak = inflight_peak_.load(std::memory_order_relaxed);
+    while (now > peak && !inflight_peak_.compare_exchange_weak(peak, now)) {
+    }
+  }
+  void ReleaseInflight(size_t bytes) {
+    inflight_bytes_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_acq_rel);
+  }
+  // Whether holding `more` bytes would take the total past max_inflight_bytes (never when it is
+  // 0); counts the refusal when it would.
+  bool RefuseInflight(size_t more) {
+    const size_t bound = options_.max_inflight_bytes;
+    if (bound == 0) return false;
+    const int64_t held = inflight_bytes_.load(std::memory_order_acquire);
+    if (held >= 0 && static_cast<size_t>(held) <= bound &&
+        more <= bound - static_cast<size_t>(held)) {
+      return false;
+    }
+    inflight_refused_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  int64_t inflight_bytes() const { return inflight_bytes_.load(std::memory_order_acquire); }
+  int64_t TakeInflightPeak() {
+    return inflight_peak_.exchange(inflight_bytes_.load(std::memory_order_acquire));
+  }
+  int64_t inflight_refused() const { return inflight_refused_.load(std::memory_order_relaxed); }
+
  private:
   void AcceptNext();
   void OnAccept(const boost::system::error_code& error, boost::asio::ip::tcp::socket socket);
@@ -108,6 +140,9 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> open_connections_{0};
   std::atomic<int64_t> requests_served_{0};
+  std::atomic<int64_t> inflight_bytes_{0};
+  std::atomic<int64_t> inflight_peak_{0};
+  std::atomic<int64_t> inflight_refused_{0};
 
   sync::Mutex registry_mu_;
   sync::CondVar registry_cv_;

@@ -57,6 +57,11 @@ constexpr std::pair<http::verb, const char*> kPassThroughRoutes[] = {
     {http::verb::post, "/v1/detokenize"},
 };
 
+// A stream's bytes queued for a slow client above which the gateway stops reading its upstream,
+// and the level the queue must drain to before reading resumes.
+constexpr size_t kStreamHighWaterBytes = size_t{1} << 20;
+constexpr size_t kStreamLowWaterBytes = size_t{256} << 10;
+
 }  // namespace
 
 // ---- Startup ----
@@ -541,6 +546,17 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
           }
           writer.reset();
           Finish(ex, HttpStatusFor(GatewayError::kUpstreamFailed));
+        },
+        // Backpressure: a client that reads slower than the engine streams slows its own
+        // upstream read (the engine's socket fills and it waits), so the gateway holds at most
+        // about kStreamHighWaterBytes per stream instead of buffering the difference.
+        [ex](std::function<void()> resume) {
+          std::shared_ptr<net::ResponseWriter> writer = ex->Writer();
+          if (writer == nullptr || writer->stream_buffered_bytes() <= kStreamHighWaterBytes) {
+            return true;
+          }
+          writer->OnStreamDrained(kStreamLowWaterBytes, std::move(resume));
+          return false;
         });
   }
   bool gone = false;

@@ -50,6 +50,12 @@ struct GatewayStats {
   int64_t subagent_demotion_deliveries = 0;
   // Fleet polls completed.
   int64_t polls = 0;
+  // Bytes of request bodies and queued answers held now (--max-inflight-bytes counts them),
+  // requests refused with 503 for that bound since start, and the times freed memory was
+  // returned to the system (malloc_trim after a peak).
+  int64_t inflight_bytes = 0;
+  int64_t inflight_refused = 0;
+  int64_t memory_trims = 0;
 };
 
 class Gateway {

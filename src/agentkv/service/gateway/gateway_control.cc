@@ -1,10 +1,16 @@
 // The gateway's control plane (session close, the SessionEffects fan-outs, the idle sweeper),
 // its observability endpoints, and shutdown; startup and the data path are in gateway.cc.
 // Invariants: gateway_core.h.
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cstdlib>
 #include <optional>
 #include <tuple>
+#include <utility>
+#if defined(__GLIBC__)
+#include <malloc.h>  // malloc_trim
+#endif
 
 #include "agentkv/protocol/endpoints.h"
 #include "agentkv/protocol/json_util.h"
@@ -260,8 +266,31 @@ void Gateway::Core::SweepLoop() {
     if (sweep_stop_) break;
     lock.Unlock();
     sessions_->Sweep(Clock::now());
+    ReturnFreedMemory(Clock::now());
     lock.Lock();
   }
+}
+
+void Gateway::Core::ReturnFreedMemory(Clock::time_point now) {
+  // glibc keeps what its per-thread arenas freed, so after a burst of large bodies or stream
+  // queues the resident set would stay at the burst's peak. Once the bytes held are back near
+  // zero after a peak worth returning, malloc_trim gives the free pages back to the kernel;
+  // at most once per kMinTrimInterval (it walks every arena).
+  constexpr int64_t kTrimAfterPeakBytes = int64_t{16} << 20;
+  constexpr int64_t kTrimLowWaterBytes = int64_t{1} << 20;
+  constexpr auto kMinTrimInterval = std::chrono::seconds(1);
+  trim_peak_bytes_ = std::max(trim_peak_bytes_, server_->TakeInflightPeak());
+  if (trim_peak_bytes_ < kTrimAfterPeakBytes || server_->inflight_bytes() > kTrimLowWaterBytes ||
+      now - last_trim_ < kMinTrimInterval) {
+    return;
+  }
+  last_trim_ = now;
+  const int64_t peak = std::exchange(trim_peak_bytes_, 0);
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+  trims_.fetch_add(1);
+  Log(LogLevel::kDebug, "event=memory_trimmed inflight_peak_bytes=" + std::to_string(peak));
 }
 
 // ---- Observability ----
@@ -295,6 +324,8 @@ void Gateway::Core::HandleMetrics(const net::Request& request, net::ResponseWrit
     readings.coordinator_failures = backend_->failures();
     readings.coordinator_breaker = backend_->breaker();
   }
+  readings.inflight_bytes = server_->inflight_bytes();
+  readings.inflight_refused = server_->inflight_refused();
   for (protocol::MetricFamily& family : metrics_.Families(readings)) {
     families.push_back(std::move(family));
   }
@@ -328,6 +359,9 @@ GatewayStats Gateway::Core::Stats() const {
   stats.parent_hint_rejected = metrics_.parent_hint_rejected();
   stats.subagent_demotion_deliveries = demotion_deliveries_.load();
   stats.polls = poller_ != nullptr ? poller_->polls() : 0;
+  stats.inflight_bytes = server_ != nullptr ? server_->inflight_bytes() : 0;
+  stats.inflight_refused = server_ != nullptr ? server_->inflight_refused() : 0;
+  stats.memory_trims = trims_.load();
   return stats;
 }
 

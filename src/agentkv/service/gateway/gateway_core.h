@@ -157,6 +157,8 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   // gateways sharing a coordinator never share a lease, whatever rids their clients choose.
   std::string TicketFor(std::string_view rid) const;
   void SweepLoop();
+  // On the sweeper: malloc_trim once the in-flight bytes fell back after a peak (rate-limited).
+  void ReturnFreedMemory(gateway_internal::Clock::time_point now);
   void Teardown();
 
   // "gw-" and 32 random hex digits, drawn at startup.
@@ -191,6 +193,10 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   sync::CondVar sweep_cv_;
   bool sweep_stop_ AGENTKV_GUARDED_BY(sweep_mu_) = false;
   std::thread sweeper_;
+  // ReturnFreedMemory's state, on the sweeper thread only (trims_ is read by Stats).
+  int64_t trim_peak_bytes_ = 0;
+  gateway_internal::Clock::time_point last_trim_{};
+  std::atomic<int64_t> trims_{0};
   std::once_flag shutdown_once_;
 };
 

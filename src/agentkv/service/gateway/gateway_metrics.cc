@@ -210,8 +210,16 @@ std::vector<protocol::MetricFamily> GatewayMetrics::Families(
   counter("agentkv_gateway_coordinator_breaker_bypass_total",
           "Acquires answered bypass `degraded` without asking, because the breaker was open.",
           static_cast<double>(breaker.bypassed));
+  counter("agentkv_gateway_inflight_refused_total",
+          "Requests refused with 503 because their body would take the bytes held past "
+          "--max-inflight-bytes.",
+          static_cast<double>(readings.inflight_refused));
   gauge("agentkv_gateway_in_flight_requests", "Data-path requests being served now.",
         static_cast<double>(readings.in_flight));
+  gauge("agentkv_gateway_inflight_bytes",
+        "Bytes the gateway holds now for requests in flight: request bodies being read or "
+        "served, and answer bytes queued for clients (bounded by --max-inflight-bytes).",
+        static_cast<double>(readings.inflight_bytes));
   gauge("agentkv_gateway_sessions_active", "Sessions accepting requests.",
         static_cast<double>(readings.active_sessions));
   gauge("agentkv_gateway_sessions_retained",

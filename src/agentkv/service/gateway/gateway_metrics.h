@@ -11,8 +11,9 @@
 // agentkv_gateway_sessions_retain_refused_total (the --max-retained-sessions bound),
 // agentkv_gateway_coordinator_failures_total{op} (a remote coordinator's failed calls),
 // agentkv_gateway_coordinator_breaker_open / _breaker_opens_total / _breaker_bypass_total (the
-// circuit breaker in front of a remote coordinator), and
-// the gauges agentkv_gateway_in_flight_requests, agentkv_gateway_sessions_active and
+// circuit breaker in front of a remote coordinator), agentkv_gateway_inflight_refused_total (the
+// --max-inflight-bytes bound), and the gauges agentkv_gateway_in_flight_requests,
+// agentkv_gateway_inflight_bytes, agentkv_gateway_sessions_active and
 // agentkv_gateway_sessions_retained. The
 // agentic_kv/ session series are the gateway's (it runs the lifecycle); the admission/ and budget/
 // series come from the AdmissionBackend. Thread-safe.
@@ -61,6 +62,9 @@ struct GatewayReadings {
   int64_t retain_refused = 0;
   AdmissionBackendFailures coordinator_failures;
   CoordinatorBreakerState coordinator_breaker;
+  // Bytes held against --max-inflight-bytes now, and requests refused (503) for it since start.
+  int64_t inflight_bytes = 0;
+  int64_t inflight_refused = 0;
 };
 
 class GatewayMetrics {

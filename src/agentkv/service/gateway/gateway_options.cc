@@ -74,6 +74,12 @@ StatusOr<SglRouterPolicy> ParseSglRouterPolicy(std::string_view text) {
                               std::string(text) + "\"");
 }
 
+net::HttpServerOptions GatewayOptions::DefaultServerOptions() {
+  net::HttpServerOptions options;
+  options.max_inflight_bytes = kDefaultMaxInflightBytes;
+  return options;
+}
+
 net::HttpClientOptions GatewayOptions::DefaultUpstreamClientOptions() {
   net::HttpClientOptions options;
   options.header_timeout = std::chrono::hours(1);

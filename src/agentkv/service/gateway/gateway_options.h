@@ -66,8 +66,9 @@ std::string_view SglRouterPolicyName(SglRouterPolicy policy);
 StatusOr<SglRouterPolicy> ParseSglRouterPolicy(std::string_view text);
 
 struct GatewayOptions {
-  // --host / --port and the server limits. Default: 127.0.0.1, an ephemeral port, 2 threads.
-  net::HttpServerOptions http;
+  // --host / --port and the server limits. Default: 127.0.0.1, an ephemeral port, 2 threads,
+  // and (see DefaultServerOptions) --max-body-bytes 64 MiB, --max-inflight-bytes 256 MiB.
+  net::HttpServerOptions http = DefaultServerOptions();
 
   // The client towards the router or engines on the data path. Defaults (see
   // DefaultUpstreamClientOptions): response headers may take up to 1 h (a non-streamed
@@ -189,6 +190,12 @@ struct GatewayOptions {
   Status Validate() const;
 
   static net::HttpClientOptions DefaultUpstreamClientOptions();
+  // The server defaults, with the gateway's in-flight byte budget (--max-inflight-bytes,
+  // kDefaultMaxInflightBytes) in force.
+  static net::HttpServerOptions DefaultServerOptions();
+  // 256 MiB: four of the largest bodies (--max-body-bytes, 64 MiB) at once, or a thousand
+  // 256 KiB prompts.
+  static constexpr size_t kDefaultMaxInflightBytes = size_t{256} << 20;
 
   std::chrono::milliseconds close_timeout() const;
   std::chrono::milliseconds control_timeout() const;

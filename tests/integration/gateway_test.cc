@@ -776,6 +776,28 @@ TEST(GatewayTest, AParentsReturnIsDeliveredToTheEngineHoldingItsSubagent) {
                 .status,
             200);
   EXPECT_EQ(gateway->stats().subagent_demotion_deliveries, 1);
+  // Issue 29: once per return. More turns of the parent with no sub-agent activity between
+  // them post nothing more (they used to post to every engine on every request).
+  for (int turn = 3; turn <= 5; ++turn) {
+    ASSERT_EQ(Post(client, gateway->base_url(), "/generate", body("p" + std::to_string(turn), 1),
+                   {{"X-Session-Id", "parent-0"}})
+                  .status,
+              200);
+  }
+  EXPECT_EQ(gateway->stats().subagent_demotion_deliveries, 1);
+  // A sub-agent ran again (a hinted request): the parent's next turn is a return again.
+  ASSERT_EQ(
+      Post(client, gateway->base_url(), "/generate", body("c3", 1000),
+           {{"X-Session-Id", "child-1"},
+            {"X-Agentkv-Parent-Session", "parent-0"},
+            {"X-Agentkv-Parent-Signature", SignParentHint("hint-key", "child-1", "parent-0")}})
+          .status,
+      200);
+  ASSERT_EQ(
+      Post(client, gateway->base_url(), "/generate", body("p6", 1), {{"X-Session-Id", "parent-0"}})
+          .status,
+      200);
+  EXPECT_EQ(gateway->stats().subagent_demotion_deliveries, 2);
   gateway->Shutdown(2s);
 }
 

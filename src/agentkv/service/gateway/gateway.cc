@@ -613,6 +613,10 @@ void Gateway::Core::Finish(const std::shared_ptr<Exchange>& ex, int code) {
   const Clock::time_point now = Clock::now();
   // Returns the attempt's lease (ReturnLease) and moves a draining session on.
   sessions_->Finish(ex->rid, now);
+  // A sub-agent that ran after its parent's last return may have finished since.
+  if (options_.agentic_subagent_demotion && ex->parent.has_value()) {
+    NoteSubagentActivity(*ex->parent);
+  }
   metrics_.ObserveRequest(RoutePath(ex->route),
                           gone ? HttpStatusFor(GatewayError::kClientGone) : code,
                           std::chrono::duration<double>(now - ex->started).count());

@@ -176,14 +176,23 @@ void Gateway::Core::DeliverParentReturn(const std::optional<std::string>& sessio
   bool deliver = false;
   {
     sync::MutexLock lock(&parents_mu_);
-    if (parent.has_value() && parents_.insert(*parent).second) {
-      parents_order_.push_back(*parent);
-      while (static_cast<int64_t>(parents_order_.size()) > options_.max_sessions) {
-        parents_.erase(parents_order_.front());
-        parents_order_.pop_front();
+    if (parent.has_value()) {
+      auto [it, inserted] = parents_.try_emplace(*parent, true);
+      it->second = true;
+      if (inserted) {
+        parents_order_.push_back(*parent);
+        while (static_cast<int64_t>(parents_order_.size()) > options_.max_sessions) {
+          parents_.erase(parents_order_.front());
+          parents_order_.pop_front();
+        }
       }
     }
-    deliver = session.has_value() && parents_.contains(*session);
+    if (session.has_value()) {
+      if (auto it = parents_.find(*session); it != parents_.end() && it->second) {
+        deliver = true;
+        it->second = false;
+      }
+    }
   }
   if (!deliver || !effects_enabled_.load()) return;
   demotion_deliveries_.fetch_add(1);
@@ -201,6 +210,11 @@ void Gateway::Core::DeliverParentReturn(const std::optional<std::string>& sessio
                   Quoted(r.ok() ? "HTTP " + std::to_string(r->status) : r.status().message()));
         });
   }
+}
+
+void Gateway::Core::NoteSubagentActivity(const std::string& parent) {
+  sync::MutexLock lock(&parents_mu_);
+  if (auto it = parents_.find(parent); it != parents_.end()) it->second = true;
 }
 
 void Gateway::Core::CloseOnEveryEngine(const std::string& session_id,

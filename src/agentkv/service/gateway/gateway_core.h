@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -107,10 +108,13 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   // SessionEffects.
   void CancelQueuedAttempt(const std::string& rid) override;
   void AbortOnEveryEngine(const std::string& rid) override;
-  // --agentic-subagent-demotion: remembers `parent` (a verified hint's parent session) and,
-  // when `session` is a remembered parent, delivers its return to every engine.
+  // --agentic-subagent-demotion: remembers `parent` (a verified hint's parent session) and
+  // that a sub-agent of it is active; when `session` is a remembered parent with sub-agent
+  // activity since its last delivery, delivers its return to every engine, once.
   void DeliverParentReturn(const std::optional<std::string>& session,
                            const std::optional<std::string>& parent);
+  // A hinted sub-agent request of `parent` ended: the parent's next request is a return.
+  void NoteSubagentActivity(const std::string& parent);
   void CloseOnEveryEngine(const std::string& session_id,
                           std::function<void(bool ok)> done) override;
   void ReturnLease(const std::string& lease_id) override;
@@ -183,9 +187,11 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   std::set<std::string> awaiting_ AGENTKV_GUARDED_BY(admission_mu_);
 
   // Parent sessions verified hints named (--agentic-subagent-demotion), oldest first, bounded
-  // by max_sessions.
+  // by max_sessions, each with whether a sub-agent of it was active (a hinted request arrived
+  // or ended) since its return was last delivered: a parent's return is delivered once, not
+  // on every request of the parent.
   sync::Mutex parents_mu_;
-  std::set<std::string> parents_ AGENTKV_GUARDED_BY(parents_mu_);
+  std::map<std::string, bool> parents_ AGENTKV_GUARDED_BY(parents_mu_);
   std::deque<std::string> parents_order_ AGENTKV_GUARDED_BY(parents_mu_);
   std::atomic<int64_t> demotion_deliveries_{0};
 

@@ -169,6 +169,12 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
     mode->add_option("--health-check-interval-secs", health_check_interval_s_,
                      "Seconds between worker health checks; 0 = none")
         ->capture_default_str();
+    mode->add_option("--request-timeout-secs", request_timeout_secs_,
+                     "Seconds a forwarded request may wait for its worker (its response, a free "
+                     "connection, the next piece of a stream) before a 504, in [1, 31536000]; "
+                     "sgl-router's flag and default")
+        ->type_name("S")
+        ->capture_default_str();
     mode->add_option("--max-tree-size", max_tree_size_,
                      "cache_aware: prefix keys remembered per worker (LRU)")
         ->capture_default_str();
@@ -191,6 +197,9 @@ int EmulateCommand::Run() {
   Status s = server_.Check();
   if (s.ok()) {
     s = CheckFlagRange("--health-check-interval-secs", health_check_interval_s_, 0.0, 86400.0);
+  }
+  if (s.ok() && !engine_->parsed()) {
+    s = CheckFlagRange("--request-timeout-secs", request_timeout_secs_, 1, 31'536'000);
   }
   if (!s.ok()) return ReportError(name, s);
   if (engine_->parsed()) return RunEngine();
@@ -285,6 +294,7 @@ service::RouterEmulatorOptions EmulateCommand::RouterOptions(
                                                    : protocol::WorkersShape::kInline;
   options.health_check_interval = Millis(health_check_interval_s_);
   options.max_tree_size = max_tree_size_;
+  options.request_timeout = std::chrono::seconds(request_timeout_secs_);
   options.max_received_requests = max_received_requests_;
   return options;
 }

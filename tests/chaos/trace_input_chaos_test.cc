@@ -236,6 +236,35 @@ TEST_F(TraceInputChaosTest, AHundredMegabytesWithoutANewlineAreRefusedQuickly) {
                 digits + ":1: line longer than 67108864 bytes");
 }
 
+// A trace without a request is refused in every format and by every command that reads it,
+// naming the file (an empty Mooncake trace used to replay to a table of zeros, exit 0).
+TEST_F(TraceInputChaosTest, ATraceWithoutRequestsIsRefusedInEveryFormat) {
+  const std::string empty = WriteTrace("empty.jsonl", "");
+  const std::string blank = WriteTrace("blank.jsonl", "\n  \n\t\n");
+  const std::string gzip = WriteTrace("empty.jsonl.gz", std::string("\x1f\x8b\x08\0\0\0\0\0\0\x03"
+                                                                    "\x03\0\0\0\0\0\0\0\0\0",
+                                                                    20));
+  for (const std::string& trace : {empty, blank, gzip}) {
+    const std::string message = trace + ": no requests (an empty trace)";
+    ExpectRefused(Replay("mooncake", trace), kReplayError, message);
+    ExpectRefused(Replay("bailian", trace), kReplayError, message);
+    ExpectRefused(RunBounded("cache-curve --trace '" + trace + "'"),
+                  "agentkv cache-curve: error: ", message);
+  }
+  const std::filesystem::path dir = dir_ / "traces" / "weka";
+  std::filesystem::create_directories(dir);
+  const std::string weka = (dir / "trace_0001.json").string();
+  std::ofstream(weka) << R"({"id": "x", "block_size": 64, "requests": []})"
+                      << "\n";
+  const std::string message = weka + ": no requests (an empty trace)";
+  ExpectRefused(Replay("weka", weka), kReplayError, message);
+  ExpectRefused(Replay("weka", dir.string()), kReplayError, message);
+  ExpectRefused(RunBounded("agentic-curve --traces '" + dir.string() + "'"),
+                "agentkv agentic-curve: error: ", message);
+  // An empty WEKA file is not JSON at all, and says so naming the file.
+  ExpectRefused(Replay("weka", empty), kReplayError, empty + ":1: malformed JSON");
+}
+
 TEST_F(TraceInputChaosTest, UnknownConfigKeyIsRefusedWithItsLine) {
   const std::string config =
       WriteTrace("run.toml", "# chaos\n[replay]\nsessions = 4\nsessionz = 8\n");

@@ -265,6 +265,33 @@ TEST_F(TraceInputChaosTest, ATraceWithoutRequestsIsRefusedInEveryFormat) {
   ExpectRefused(Replay("weka", empty), kReplayError, empty + ":1: malformed JSON");
 }
 
+// Flags that scale what a command builds are refused before it builds anything, naming the
+// flag, the value, the bound and the memory it would take: `replay --sessions 100000` used to
+// build 23.7 GB of sessions before the driver refused them (here, under the memory cap, it
+// would fail to allocate: exit code 1).
+TEST_F(TraceInputChaosTest, FlagsThatScaleWhatIsBuiltAreRefusedBeforeAnythingIsBuilt) {
+  ExpectRefused(RunBounded("replay --sessions 100000 --json '' --html ''"), kReplayError,
+                "--sessions must be in [1, 1000], got 100000: a replay drives at most 1000 "
+                "conversations, and 100000 sessions would take about ");
+  ExpectRefused(RunBounded("replay --sessions 0"), kReplayError,
+                "--sessions must be in [1, 1000], got 0");
+  ExpectRefused(RunBounded("replay --num-engines 1024 --max-total-tokens 1099511627776"),
+                kReplayError, "more than 268435456: about ");
+  ExpectRefused(RunBounded("replay --sessions 4 --tp 0"), kReplayError,
+                "--tp must be in [1, 8], got 0");
+  const std::string weka = WriteTrace("w.json", WekaFile("1", "10", "1"));
+  ExpectRefused(RunBounded("agentic-curve --traces '" + weka +
+                           "' --capacity-blocks 1073741824 --host-blocks 1073741824"),
+                "agentkv agentic-curve: error: ",
+                "--capacity-blocks 1073741824 + --host-blocks 1073741824 = 2147483648 KV blocks, "
+                "more than 268435456: about 137.4 GB of memory");
+  ExpectRefused(RunBounded("emulate engine --port 0 --max-total-tokens 1099511627776"),
+                "agentkv emulate engine: error: ", "KV blocks, more than 268435456");
+  ExpectRefused(RunBounded("emulate fleet --port 0 --engines 256 --max-total-tokens 20000000"),
+                "agentkv emulate fleet: error: ",
+                "--engines 256 x 1250000 blocks per engine = 320000000 KV blocks");
+}
+
 TEST_F(TraceInputChaosTest, UnknownConfigKeyIsRefusedWithItsLine) {
   const std::string config =
       WriteTrace("run.toml", "# chaos\n[replay]\nsessions = 4\nsessionz = 8\n");

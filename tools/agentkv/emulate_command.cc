@@ -9,6 +9,7 @@
 
 #include "agentkv/base/bounds.h"
 #include "agentkv/engine/cost_model.h"
+#include "agentkv/engine/engine_config.h"
 #include "agentkv/engine/stall_offload_policy.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "tools/agentkv/cli_support.h"
@@ -264,6 +265,12 @@ StatusOr<service::EngineEmulatorOptions> EmulateCommand::EngineOptions() const {
       eviction_order_ == "gap_aware" ? kv::EvictionOrder::kGapAware : kv::EvictionOrder::kLru;
   options.runtime.paced = !unpaced_;
   server_.ApplyTo(options.http);
+  // An engine allocates its device and host blocks when it starts.
+  AGENTKV_ASSIGN_OR_RETURN(const engine::KvPool pool, engine::SizeKvPool(config));
+  AGENTKV_RETURN_IF_ERROR(CheckKvBlocks(
+      fmt::format("{} device + {} host blocks of {} tokens (--max-total-tokens, --hicache-tokens)",
+                  pool.device_blocks, pool.host_blocks, pool.tokens_per_block),
+      pool.device_blocks + pool.host_blocks));
   return options;
 }
 
@@ -328,6 +335,16 @@ int EmulateCommand::RunFleet() {
   }
   StatusOr<service::EngineEmulatorOptions> parsed = EngineOptions();
   if (!parsed.ok()) return ReportError(name, parsed.status());
+  {
+    StatusOr<engine::KvPool> pool = engine::SizeKvPool(parsed->runtime.engine);
+    Status s = pool.status();
+    if (s.ok()) {
+      const int64_t per_engine = pool->device_blocks + pool->host_blocks;
+      s = CheckKvBlocks(fmt::format("--engines {} x {} blocks per engine", engines_, per_engine),
+                        per_engine * engines_);
+    }
+    if (!s.ok()) return ReportError(name, s);
+  }
   BlockTerminationSignals();
   std::vector<std::unique_ptr<service::EngineEmulator>> engines;
   std::vector<std::string> urls;

@@ -285,6 +285,18 @@ TEST_F(TraceInputChaosTest, FlagsThatScaleWhatIsBuiltAreRefusedBeforeAnythingIsB
                 "agentkv agentic-curve: error: ",
                 "--capacity-blocks 1073741824 + --host-blocks 1073741824 = 2147483648 KV blocks, "
                 "more than 268435456: about 137.4 GB of memory");
+  // One conversation per WEKA file: too many files are refused before any is read (these are
+  // empty, which reading would refuse too).
+  const std::filesystem::path many = dir_ / "traces" / "many";
+  std::filesystem::create_directories(many);
+  for (int i = 0; i < 1001; ++i) {
+    std::ofstream(many / ("trace_" + std::to_string(10000 + i) + ".json"));
+  }
+  ExpectRefused(Replay("weka", many.string()), kReplayError,
+                "--trace names 1001 WEKA files, more than the 1000 conversations a replay drives");
+  ExpectRefused(RunBounded("agentic-curve --traces '" + many.string() + "'"),
+                "agentkv agentic-curve: error: ",
+                "--traces names 1001 WEKA files, more than the 999 conversations");
   ExpectRefused(RunBounded("emulate engine --port 0 --max-total-tokens 1099511627776"),
                 "agentkv emulate engine: error: ", "KV blocks, more than 268435456");
   ExpectRefused(RunBounded("emulate fleet --port 0 --engines 256 --max-total-tokens 20000000"),

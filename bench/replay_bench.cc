@@ -9,6 +9,11 @@
 // second of wall time) and requests_per_s, over real (wall) time. Target: >= 1,000,000 block
 // lookups/s.
 //
+// BM_ReplayBurst replays an open-loop burst: N requests arriving at the same instant, each its
+// own session (1,024-token prompts of 512-token blocks, 16 output tokens), one arm, so that a
+// step whose cost grows with the requests waiting or the sessions known shows as a per-request
+// time (ns_per_request) that grows with N; linear work keeps it flat (docs/PERFORMANCE.md).
+//
 //   build/release/bench/replay_bench --benchmark_repetitions=5
 //       --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -19,6 +24,7 @@
 #include <vector>
 
 #include "agentkv/sim/agentic_workload.h"
+#include "agentkv/sim/open_loop_trace.h"
 #include "agentkv/sim/replay.h"
 #include "agentkv/sim/synthetic_agentic.h"
 #include "agentkv/sim/weka_trace.h"
@@ -82,6 +88,45 @@ void BM_ReplaySynthetic(benchmark::State& state, const char* arm) {
   options.shared_prefix_ids = 15000 / 2 / 64;
   RunArmBench(state, SyntheticDefault(), options, arm);
 }
+
+std::vector<OpenLoopRequest> Burst(int64_t n) {
+  std::vector<OpenLoopRequest> requests;
+  requests.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t id = static_cast<uint64_t>(i) * 2;
+    requests.push_back(OpenLoopRequest{TimeNs(), {id, id + 1}, 1024, 16});
+  }
+  return requests;
+}
+
+void BM_ReplayBurst(benchmark::State& state, const char* arm) {
+  const std::vector<OpenLoopRequest> requests = Burst(state.range(0));
+  const ArmSpec spec = ParseArm(arm).value();
+  const ReplayOptions options;
+  for (auto _ : state) {
+    StatusOr<ArmRun> run = RunOpenLoopArm(requests, 512, options, spec);
+    if (!run.ok()) {
+      state.SkipWithError(run.status().ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(run->result.requests_completed);
+  }
+  state.counters["ns_per_request"] = benchmark::Counter(
+      static_cast<double>(requests.size()),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+BENCHMARK_CAPTURE(BM_ReplayBurst, baseline, "baseline")
+    ->Arg(5000)
+    ->Arg(10000)
+    ->Arg(20000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_ReplayBurst, all, "all")
+    ->Arg(5000)
+    ->Arg(20000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 BENCHMARK_CAPTURE(BM_ReplayWeka, baseline, "baseline")
     ->Unit(benchmark::kMillisecond)

@@ -236,6 +236,74 @@ TEST_F(TraceInputChaosTest, AHundredMegabytesWithoutANewlineAreRefusedQuickly) {
                 digits + ":1: line longer than 67108864 bytes");
 }
 
+// A trace without a request is refused in every format and by every command that reads it,
+// naming the file (an empty Mooncake trace used to replay to a table of zeros, exit 0).
+TEST_F(TraceInputChaosTest, ATraceWithoutRequestsIsRefusedInEveryFormat) {
+  const std::string empty = WriteTrace("empty.jsonl", "");
+  const std::string blank = WriteTrace("blank.jsonl", "\n  \n\t\n");
+  const std::string gzip = WriteTrace("empty.jsonl.gz", std::string("\x1f\x8b\x08\0\0\0\0\0\0\x03"
+                                                                    "\x03\0\0\0\0\0\0\0\0\0",
+                                                                    20));
+  for (const std::string& trace : {empty, blank, gzip}) {
+    const std::string message = trace + ": no requests (an empty trace)";
+    ExpectRefused(Replay("mooncake", trace), kReplayError, message);
+    ExpectRefused(Replay("bailian", trace), kReplayError, message);
+    ExpectRefused(RunBounded("cache-curve --trace '" + trace + "'"),
+                  "agentkv cache-curve: error: ", message);
+  }
+  const std::filesystem::path dir = dir_ / "traces" / "weka";
+  std::filesystem::create_directories(dir);
+  const std::string weka = (dir / "trace_0001.json").string();
+  std::ofstream(weka) << R"({"id": "x", "block_size": 64, "requests": []})"
+                      << "\n";
+  const std::string message = weka + ": no requests (an empty trace)";
+  ExpectRefused(Replay("weka", weka), kReplayError, message);
+  ExpectRefused(Replay("weka", dir.string()), kReplayError, message);
+  ExpectRefused(RunBounded("agentic-curve --traces '" + dir.string() + "'"),
+                "agentkv agentic-curve: error: ", message);
+  // An empty WEKA file is not JSON at all, and says so naming the file.
+  ExpectRefused(Replay("weka", empty), kReplayError, empty + ":1: malformed JSON");
+}
+
+// Flags that scale what a command builds are refused before it builds anything, naming the
+// flag, the value, the bound and the memory it would take: `replay --sessions 100000` used to
+// build 23.7 GB of sessions before the driver refused them (here, under the memory cap, it
+// would fail to allocate: exit code 1).
+TEST_F(TraceInputChaosTest, FlagsThatScaleWhatIsBuiltAreRefusedBeforeAnythingIsBuilt) {
+  ExpectRefused(RunBounded("replay --sessions 100000 --json '' --html ''"), kReplayError,
+                "--sessions must be in [1, 1000], got 100000: a replay drives at most 1000 "
+                "conversations, and 100000 sessions would take about ");
+  ExpectRefused(RunBounded("replay --sessions 0"), kReplayError,
+                "--sessions must be in [1, 1000], got 0");
+  ExpectRefused(RunBounded("replay --num-engines 1024 --max-total-tokens 1099511627776"),
+                kReplayError, "more than 268435456: about ");
+  ExpectRefused(RunBounded("replay --sessions 4 --tp 0"), kReplayError,
+                "--tp must be in [1, 8], got 0");
+  const std::string weka = WriteTrace("w.json", WekaFile("1", "10", "1"));
+  ExpectRefused(RunBounded("agentic-curve --traces '" + weka +
+                           "' --capacity-blocks 1073741824 --host-blocks 1073741824"),
+                "agentkv agentic-curve: error: ",
+                "--capacity-blocks 1073741824 + --host-blocks 1073741824 = 2147483648 KV blocks, "
+                "more than 268435456: about 137.4 GB of memory");
+  // One conversation per WEKA file: too many files are refused before any is read (these are
+  // empty, which reading would refuse too).
+  const std::filesystem::path many = dir_ / "traces" / "many";
+  std::filesystem::create_directories(many);
+  for (int i = 0; i < 1001; ++i) {
+    std::ofstream(many / ("trace_" + std::to_string(10000 + i) + ".json"));
+  }
+  ExpectRefused(Replay("weka", many.string()), kReplayError,
+                "--trace names 1001 WEKA files, more than the 1000 conversations a replay drives");
+  ExpectRefused(RunBounded("agentic-curve --traces '" + many.string() + "'"),
+                "agentkv agentic-curve: error: ",
+                "--traces names 1001 WEKA files, more than the 999 conversations");
+  ExpectRefused(RunBounded("emulate engine --port 0 --max-total-tokens 1099511627776"),
+                "agentkv emulate engine: error: ", "KV blocks, more than 268435456");
+  ExpectRefused(RunBounded("emulate fleet --port 0 --engines 256 --max-total-tokens 20000000"),
+                "agentkv emulate fleet: error: ",
+                "--engines 256 x 1250000 blocks per engine = 320000000 KV blocks");
+}
+
 TEST_F(TraceInputChaosTest, UnknownConfigKeyIsRefusedWithItsLine) {
   const std::string config =
       WriteTrace("run.toml", "# chaos\n[replay]\nsessions = 4\nsessionz = 8\n");

@@ -239,6 +239,29 @@ TEST_F(GatewayFlowTest, ADrainPastItsTimeoutClosesAnywayAndLateFinishesAreHarmle
   EXPECT_EQ(*flow().phase("s"), SessionPhase::kTerminal);
 }
 
+// Drains are indexed by deadline: the next deadline is the earliest one, a sweep closes every
+// overdue drain and no other, in session order, whatever order the drains began in.
+TEST_F(GatewayFlowTest, OverdueDrainsCloseInSessionOrderAndTheNextDeadlineIsTheEarliest) {
+  Make();
+  const TimeNs start = now_;
+  for (const char* session : {"c", "a", "d", "b"}) {
+    Dispatch(Begin(session, "r"));
+    Close(session, 1);
+    now_ += At(1);
+  }
+  Actions();
+  EXPECT_EQ(flow().NextDrainDeadline(), start + At(5));  // c's.
+  // At start + 7 the drains of c (5), a (6) and d (7) are overdue, b's (8) is not.
+  EXPECT_EQ(flow().Sweep(start + At(7)), 3);
+  flow().CheckInvariants();
+  EXPECT_THAT(Actions(), ElementsAre("close a", "close c", "close d"));
+  EXPECT_EQ(flow().NextDrainDeadline(), start + At(8));
+  EXPECT_EQ(flow().Sweep(start + At(8)), 1);
+  EXPECT_THAT(Actions(), ElementsAre("close b"));
+  EXPECT_EQ(flow().NextDrainDeadline(), std::nullopt);
+  flow().CheckInvariants();
+}
+
 TEST_F(GatewayFlowTest, AClientThatLeavesCancelsItsWaitOrCutsItsUpstream) {
   Make();
   const std::string waiting = Begin("s", "w", /*admission=*/true);

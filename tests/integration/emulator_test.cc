@@ -7,6 +7,7 @@
 #include <chrono>
 #include <future>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <set>
 #include <string>
@@ -603,6 +604,72 @@ TEST(RouterEmulatorTest, HealthChecksTakeADeadEngineOutOfRotation) {
         200);
   }
   EXPECT_EQ(a->runtime().Snapshot().num_requests_total, 4);
+}
+
+// A worker that answers POST /generate `delay` after it arrives (from a thread of its own, so
+// its server stays responsive), and 404 to everything else.
+class SlowWorker {
+ public:
+  explicit SlowWorker(std::chrono::milliseconds delay) {
+    server_ = net::HttpServer::Start({}, [this, delay](net::Request request,
+                                                       std::shared_ptr<net::ResponseWriter> w) {
+                if (request.target() != "/generate") {
+                  return w->Reply(net::MakeErrorResponse(request, http::status::not_found, "no"));
+                }
+                auto shared = std::make_shared<net::Request>(std::move(request));
+                std::lock_guard<std::mutex> lock(mu_);
+                answers_.emplace_back([shared, w, delay] {
+                  std::this_thread::sleep_for(delay);
+                  w->Reply(net::MakeResponse(*shared, http::status::ok, R"({"text": "late"})"));
+                });
+              }).value();
+  }
+  ~SlowWorker() {
+    std::vector<std::thread> answers;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      answers.swap(answers_);
+    }
+    for (std::thread& t : answers) t.join();
+    server_->Shutdown(0ms);
+  }
+  std::string base_url() const { return server_->base_url(); }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::thread> answers_;
+  std::unique_ptr<net::HttpServer> server_;
+};
+
+TEST(RouterEmulatorTest, ANonStreamedRequestWaitsForItsWorkerUpToTheRequestTimeout) {
+  // sgl-router's --request-timeout-secs default.
+  EXPECT_EQ(RouterEmulatorOptions{}.request_timeout, std::chrono::seconds(1800));
+  SlowWorker worker(700ms);
+  RouterEmulatorOptions options;
+  options.policy = routing::RouterPolicy::kRoundRobin;
+  options.health_check_interval = 0ms;
+  options.worker_urls = {worker.base_url()};
+  // The client's answer timeout (30 s by default) scaled down: a forwarded request outlives it.
+  options.client.header_timeout = 200ms;
+  options.request_timeout = 5s;
+  net::HttpClient client;
+  {
+    auto router = RouterEmulator::Start(options).value();
+    const net::ClientResponse slow =
+        Post(client, router->base_url(), "/generate", GenerateBody(InputIds(1, 4), 1));
+    EXPECT_EQ(slow.status, 200) << slow.body;
+    EXPECT_EQ(slow.body, R"({"text": "late"})");
+  }
+  // Past the request timeout the router answers 504 without waiting for the worker.
+  options.request_timeout = 250ms;
+  auto router = RouterEmulator::Start(options).value();
+  const auto start = std::chrono::steady_clock::now();
+  const net::ClientResponse cut =
+      Post(client, router->base_url(), "/generate", GenerateBody(InputIds(1, 4), 1));
+  EXPECT_EQ(cut.status, 504) << cut.body;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 650ms);
+  options.request_timeout = 0ms;
+  EXPECT_EQ(RouterEmulator::Start(options).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -67,6 +67,12 @@ TEST(BailianTraceTest, ParsesValidLinesInFileOrder) {
   EXPECT_EQ((*r)[1].type, "search");
 }
 
+TEST(BailianTraceTest, ATraceWithoutRequestsIsRefusedNamingIt) {
+  for (const char* text : {"", "\n \n"}) {
+    EXPECT_EQ(ParseError(text), InvalidArgumentError("t.jsonl: no requests (an empty trace)"));
+  }
+}
+
 TEST(BailianTraceTest, GroupsConversationsByParentLinks) {
   const std::string text = std::string(kRoot) + "\n" + kOther + "\n" + kChild + "\n";
   StatusOr<std::vector<BailianRequest>> r = ParseBailianTraceText(text, "t.jsonl");

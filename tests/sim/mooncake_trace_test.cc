@@ -60,10 +60,13 @@ TEST(MooncakeTraceTest, AcceptsHashIdsAboveInt64) {
   EXPECT_EQ((*r)[0].hash_ids, (std::vector<uint64_t>{18446744073709551615ULL}));
 }
 
-TEST(MooncakeTraceTest, EmptyInputIsAnEmptyTrace) {
-  StatusOr<std::vector<MooncakeRequest>> r = ParseMooncakeTraceText("", "t.jsonl");
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_TRUE(r->empty());
+TEST(MooncakeTraceTest, ATraceWithoutRequestsIsRefusedNamingIt) {
+  for (const char* text : {"", "\n  \n\t\n"}) {
+    StatusOr<std::vector<MooncakeRequest>> r = ParseMooncakeTraceText(text, "t.jsonl");
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message(), "t.jsonl: no requests (an empty trace)");
+  }
 }
 
 TEST(MooncakeTraceTest, MalformedJsonNamesFileAndLine) {

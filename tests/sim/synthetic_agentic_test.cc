@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <set>
 #include <vector>
 
@@ -208,6 +210,28 @@ TEST(SyntheticAgenticTest, FoldedStartsShiftMainTimesAndSpawns) {
   }
 }
 
+// The builder refuses more sessions than a replay drives before generating any (100,000 used
+// to be accepted: 23.7 GB built, then refused by the driver), and the estimate it offers for
+// the refusal scales the first sessions' bytes.
+TEST(SyntheticAgenticTest, MoreSessionsThanAReplayDrivesAreRefusedBeforeAnyIsBuilt) {
+  SyntheticAgenticOptions o;
+  o.sessions = kMaxReplayConversations;
+  EXPECT_TRUE(ValidateSyntheticAgenticOptions(o).ok());
+  o.sessions = 100'000;
+  const Status s = GenerateSyntheticAgentic(o).status();
+  EXPECT_EQ(s, InvalidArgumentError(
+                   "SyntheticAgenticOptions.sessions: must be in [1, 1000], got 100000"));
+  o.sessions = 8;
+  const int64_t eight = ApproximateBytes(GenerateSyntheticAgentic(o).value());
+  EXPECT_EQ(EstimateSyntheticAgenticBytes(o), eight);
+  EXPECT_GT(eight, 8 * 1000);
+  o.sessions = 100'000;
+  EXPECT_EQ(EstimateSyntheticAgenticBytes(o),
+            static_cast<int64_t>(static_cast<double>(eight) / 8 * 100'000));
+  o.sessions = int64_t{1} << 62;
+  EXPECT_EQ(EstimateSyntheticAgenticBytes(o), std::numeric_limits<int64_t>::max());
+}
+
 TEST(SyntheticAgenticTest, ValidationNamesFieldAndValue) {
   struct Case {
     void (*mutate)(SyntheticAgenticOptions&);
@@ -215,7 +239,7 @@ TEST(SyntheticAgenticTest, ValidationNamesFieldAndValue) {
   };
   const std::vector<Case> cases = {
       {[](SyntheticAgenticOptions& o) { o.sessions = 0; },
-       "SyntheticAgenticOptions.sessions: must be in [1, 100000], got 0"},
+       "SyntheticAgenticOptions.sessions: must be in [1, 1000], got 0"},
       {[](SyntheticAgenticOptions& o) { o.tool_gap_s.sigma = -1; },
        "SyntheticAgenticOptions.tool_gap_s.sigma: must be in [0, 10], got -1"},
       {[](SyntheticAgenticOptions& o) { o.human_gap_s.median = 0; },

@@ -113,6 +113,20 @@ TEST(WekaTraceTest, ParsesMainAgentAndSubagentInFileOrder) {
   EXPECT_EQ(r->TotalRequests(), 4);
 }
 
+TEST(WekaTraceTest, AFileWithoutRequestsIsRefusedNamingIt) {
+  const Status empty = InvalidArgumentError("t.json: no requests (an empty trace)");
+  EXPECT_EQ(ParseError(R"({"id": "x", "block_size": 64, "requests": []})"), empty);
+  // Sub-agent entries without requests of their own do not make a conversation.
+  EXPECT_EQ(ParseError(R"({"requests": [{"t": 1, "type": "subagent", "agent_id": "a",)"
+                       R"( "duration_ms": 5, "requests": []}]})"),
+            empty);
+  // One request, a sub-agent's, is a conversation.
+  EXPECT_TRUE(Parse(R"({"requests": [{"t": 1, "type": "subagent", "agent_id": "a",)"
+                    R"( "duration_ms": 5, "requests": [{"t": 0, "in": 1, "out": 1,)"
+                    R"( "hash_ids": [1]}]}]})")
+                  .ok());
+}
+
 TEST(WekaTraceTest, SubagentSpawnIsCompletionMinusDuration) {
   StatusOr<WekaConversation> r = Parse(
       R"({"requests": [{"t": 0, "in": 0, "out": 0, "hash_ids": [], "api_time": 8.81},)"

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "agentkv/sim/agentic_replay.h"
+#include "agentkv/sim/instant_sources.h"
 #include "agentkv/sim/replay_arms.h"
 #include "agentkv/sim/weka_trace.h"
 #include "tools/agentkv/arm_help.h"
@@ -238,6 +239,13 @@ int AgenticCurveCommand::Run() const {
     if (s.ok()) s = CheckFlagRange("--step-ms", step_ms_, kMinStepMs, kMaxStepMs);
     if (s.ok()) s = CheckFlagRange("--max-num-turns", max_num_turns_, 1, kMaxNumTurns);
     if (s.ok()) s = CheckFlagRange("--min-idle-steps", min_idle_steps_, 0, kMaxMinIdleSteps);
+    if (s.ok()) {
+      // Each arm's cache allocates its device and host blocks up front.
+      s = CheckKvBlocks(has_capacity ? fmt::format("--capacity-blocks {} + --host-blocks {}",
+                                                   capacity_blocks_, host_blocks_)
+                                     : fmt::format("--host-blocks {}", host_blocks_),
+                        (has_capacity ? capacity_blocks_ : 0) + host_blocks_);
+    }
     if (!s.ok()) return ReportError(kName, s);
   }
   StatusOr<std::vector<sim::ArmSpec>> arms = ParseArms(arms_);
@@ -262,7 +270,16 @@ int AgenticCurveCommand::Run() const {
     start = now;
     return seconds;
   };
-  StatusOr<std::vector<sim::WekaConversation>> conversations = sim::ReadWekaTraces(trace_paths_);
+  // One conversation per file: more files than the replay takes are refused before any is read.
+  StatusOr<std::vector<std::string>> paths = sim::ExpandWekaTracePaths(trace_paths_);
+  if (!paths.ok()) return ReportError(kName, paths.status());
+  if (static_cast<int64_t>(paths->size()) > sim::kMaxAgenticConversations) {
+    return ReportError(kName, InvalidArgumentError(fmt::format(
+                                  "--traces names {} WEKA files, more than the {} conversations "
+                                  "the replay takes (one per file)",
+                                  paths->size(), sim::kMaxAgenticConversations)));
+  }
+  StatusOr<std::vector<sim::WekaConversation>> conversations = sim::ReadWekaTraces(*paths);
   if (!conversations.ok()) return ReportError(kName, conversations.status());
   const std::vector<std::string> notes = sim::TotalFallbacks(*conversations).Describe();
   *conversations = sim::ApplySubagentModels(*std::move(conversations),

@@ -45,7 +45,9 @@ Status CheckFlags(int64_t block_tokens, const std::vector<double>& fractions, bo
                   int64_t capacity_blocks) {
   AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--block-tokens", block_tokens, 1, kMaxBlockTokens));
   if (has_capacity) {
-    return CheckFlagRange("--capacity-blocks", capacity_blocks, 1, kMaxCapacityBlocks);
+    AGENTKV_RETURN_IF_ERROR(
+        CheckFlagRange("--capacity-blocks", capacity_blocks, 1, kMaxCapacityBlocks));
+    return CheckKvBlocks(fmt::format("--capacity-blocks {}", capacity_blocks), capacity_blocks);
   }
   for (const double f : fractions) {
     AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--fractions", f, 0.0, 1.0, LowerBound::kOpen));

@@ -33,6 +33,13 @@ std::string ErrorLine(std::string_view command, std::string_view message) {
 
 }  // namespace
 
+Status CheckKvBlocks(std::string_view what, int64_t blocks) {
+  if (blocks >= 0 && blocks <= kMaxKvBlocks) return Status::Ok();
+  return InvalidArgumentError(
+      fmt::format("{} = {} KV blocks, more than {}: about {:.1f} GB of memory", what, blocks,
+                  kMaxKvBlocks, static_cast<double>(blocks) * kKvBlockBytes / 1e9));
+}
+
 int ExitCodeFor(const Status& status) {
   if (status.ok()) return kExitOk;
   return status.code() == StatusCode::kInternal ? kExitInternal : kExitBadInput;

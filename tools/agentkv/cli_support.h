@@ -71,6 +71,18 @@ requires std::is_arithmetic_v<T>
                                           lower == LowerBound::kClosed ? '[' : '(', lo, hi, value));
 }
 
+// The most KV blocks a command allocates at once (one replay arm's simulated fleet, one
+// agentic-curve or cache-curve cache, an emulated engine or fleet): a cache allocates its block
+// arrays up front, about kKvBlockBytes a block, so the bound is about 17 GB. Flags whose
+// product passes it are refused before anything is built.
+inline constexpr int64_t kMaxKvBlocks = int64_t{1} << 28;
+inline constexpr int64_t kKvBlockBytes = 64;
+
+// OK when 0 <= `blocks` <= kMaxKvBlocks, else InvalidArgument "<what> = <blocks> KV blocks,
+// more than <kMaxKvBlocks>: about <n> GB of memory", where `what` names the flags and values
+// that make up `blocks`, e.g. "--capacity-blocks 1073741824 + --host-blocks 0".
+[[nodiscard]] Status CheckKvBlocks(std::string_view what, int64_t blocks);
+
 // `result`, or its failure with the message led by the flag the value came from:
 // "--model: unknown model preset ...". The code is kept.
 template <typename T>

@@ -9,6 +9,7 @@
 
 #include "agentkv/base/bounds.h"
 #include "agentkv/engine/cost_model.h"
+#include "agentkv/engine/engine_config.h"
 #include "agentkv/engine/stall_offload_policy.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "tools/agentkv/cli_support.h"
@@ -169,6 +170,12 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
     mode->add_option("--health-check-interval-secs", health_check_interval_s_,
                      "Seconds between worker health checks; 0 = none")
         ->capture_default_str();
+    mode->add_option("--request-timeout-secs", request_timeout_secs_,
+                     "Seconds a forwarded request may wait for its worker (its response, a free "
+                     "connection, the next piece of a stream) before a 504, in [1, 31536000]; "
+                     "sgl-router's flag and default")
+        ->type_name("S")
+        ->capture_default_str();
     mode->add_option("--max-tree-size", max_tree_size_,
                      "cache_aware: prefix keys remembered per worker (LRU)")
         ->capture_default_str();
@@ -191,6 +198,9 @@ int EmulateCommand::Run() {
   Status s = server_.Check();
   if (s.ok()) {
     s = CheckFlagRange("--health-check-interval-secs", health_check_interval_s_, 0.0, 86400.0);
+  }
+  if (s.ok() && !engine_->parsed()) {
+    s = CheckFlagRange("--request-timeout-secs", request_timeout_secs_, 1, 31'536'000);
   }
   if (!s.ok()) return ReportError(name, s);
   if (engine_->parsed()) return RunEngine();
@@ -255,6 +265,12 @@ StatusOr<service::EngineEmulatorOptions> EmulateCommand::EngineOptions() const {
       eviction_order_ == "gap_aware" ? kv::EvictionOrder::kGapAware : kv::EvictionOrder::kLru;
   options.runtime.paced = !unpaced_;
   server_.ApplyTo(options.http);
+  // An engine allocates its device and host blocks when it starts.
+  AGENTKV_ASSIGN_OR_RETURN(const engine::KvPool pool, engine::SizeKvPool(config));
+  AGENTKV_RETURN_IF_ERROR(CheckKvBlocks(
+      fmt::format("{} device + {} host blocks of {} tokens (--max-total-tokens, --hicache-tokens)",
+                  pool.device_blocks, pool.host_blocks, pool.tokens_per_block),
+      pool.device_blocks + pool.host_blocks));
   return options;
 }
 
@@ -285,6 +301,7 @@ service::RouterEmulatorOptions EmulateCommand::RouterOptions(
                                                    : protocol::WorkersShape::kInline;
   options.health_check_interval = Millis(health_check_interval_s_);
   options.max_tree_size = max_tree_size_;
+  options.request_timeout = std::chrono::seconds(request_timeout_secs_);
   options.max_received_requests = max_received_requests_;
   return options;
 }
@@ -318,6 +335,16 @@ int EmulateCommand::RunFleet() {
   }
   StatusOr<service::EngineEmulatorOptions> parsed = EngineOptions();
   if (!parsed.ok()) return ReportError(name, parsed.status());
+  {
+    StatusOr<engine::KvPool> pool = engine::SizeKvPool(parsed->runtime.engine);
+    Status s = pool.status();
+    if (s.ok()) {
+      const int64_t per_engine = pool->device_blocks + pool->host_blocks;
+      s = CheckKvBlocks(fmt::format("--engines {} x {} blocks per engine", engines_, per_engine),
+                        per_engine * engines_);
+    }
+    if (!s.ok()) return ReportError(name, s);
+  }
   BlockTerminationSignals();
   std::vector<std::unique_ptr<service::EngineEmulator>> engines;
   std::vector<std::string> urls;

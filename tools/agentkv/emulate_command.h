@@ -72,6 +72,8 @@ class EmulateCommand {
   std::string workers_shape_ = "list";
   double health_check_interval_s_ = 1.0;
   int64_t max_tree_size_ = int64_t{1} << 20;
+  // sgl-router --request-timeout-secs (RouterEmulatorOptions::request_timeout).
+  int64_t request_timeout_secs_ = 1800;
   int64_t max_received_requests_ = 4096;
   // Fleet.
   int engines_ = 2;

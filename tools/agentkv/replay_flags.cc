@@ -52,6 +52,27 @@ Status CheckOutputPath(const char* flag, const std::string& path) {
   return Status::Ok();
 }
 
+std::string Gigabytes(int64_t bytes) {
+  return fmt::format("{:.1f} GB", static_cast<double>(bytes) / 1e9);
+}
+
+// OK, or InvalidArgument naming the flags when one arm's fleet (every engine's device blocks,
+// and host blocks with a host-tier arm) on blocks of `tokens_per_block` tokens would pass
+// kMaxKvBlocks.
+Status CheckFleetSize(const sim::ReplayOptions& options, int32_t tokens_per_block) {
+  StatusOr<engine::KvPool> pool = sim::KvPoolPerEngine(options, tokens_per_block);
+  if (!pool.ok()) return pool.status();
+  const bool host = std::any_of(options.arms.begin(), options.arms.end(),
+                                [](const sim::ArmSpec& arm) { return arm.host_tier; });
+  const int64_t per_engine = pool->device_blocks + (host ? pool->host_blocks : 0);
+  // per_engine <= 2^40 x 101 and num_engines <= 1024: the product fits.
+  return CheckKvBlocks(
+      fmt::format("--num-engines {} x {} blocks of {} tokens per engine (--max-total-tokens{})",
+                  options.num_engines, per_engine, tokens_per_block,
+                  host ? ", --hicache-ratio for the host-tier arms" : ""),
+      per_engine * options.num_engines);
+}
+
 }  // namespace
 
 void ReplayFlags::Add(CLI::App& c) {
@@ -67,15 +88,17 @@ void ReplayFlags::Add(CLI::App& c) {
                "Seed of the synthetic and rollout generators and of WEKA start times")
       ->capture_default_str()
       ->group(workload_group);
-  c.add_option("--sessions", sessions_,
-               fmt::format("Synthetic sessions (default {})", kDefaultSessions))
-      ->type_name("N")
-      ->group(workload_group);
-  c.add_option(
-       "--context-scale", context_scale_,
-       fmt::format("Synthetic token counts scale, in (0, 1] (default {})", kDefaultContextScale))
-      ->type_name("F")
-      ->group(workload_group);
+  sessions_option_ = c.add_option("--sessions", sessions_,
+                                  fmt::format("Synthetic sessions, in [1, {}] (default {})",
+                                              sim::kMaxReplayConversations, kDefaultSessions))
+                         ->type_name("N")
+                         ->group(workload_group);
+  context_scale_option_ =
+      c.add_option("--context-scale", context_scale_,
+                   fmt::format("Synthetic token counts scale, in (0, 1] (default {})",
+                               kDefaultContextScale))
+          ->type_name("F")
+          ->group(workload_group);
   c.add_option("--session-interarrival-s", session_interarrival_s_,
                fmt::format("Mean seconds between session starts (default {} synthetic, {} weka)",
                            kDefaultSessionInterarrivalS, kDefaultWekaInterarrivalS))
@@ -270,6 +293,26 @@ void ReplayFlags::Add(CLI::App& c) {
       ->group(output_group);
 }
 
+Status ReplayFlags::CheckSessions(double interarrival_s) const {
+  if (sessions_ >= 1 && sessions_ <= sim::kMaxReplayConversations) return Status::Ok();
+  std::string why;
+  if (sessions_ > sim::kMaxReplayConversations) {
+    sim::SyntheticAgenticOptions generator;
+    generator.seed = seed_;
+    generator.sessions = sessions_;
+    generator.context_scale =
+        context_scale_option_->count() > 0 ? context_scale_ : kDefaultContextScale;
+    generator.mean_session_interarrival = TimeNs::Seconds(interarrival_s);
+    why = fmt::format(
+        ": a replay drives at most {} conversations, and {} sessions would take about {} of "
+        "memory to build",
+        sim::kMaxReplayConversations, sessions_,
+        Gigabytes(sim::EstimateSyntheticAgenticBytes(generator)));
+  }
+  return InvalidArgumentError(fmt::format("--sessions must be in [1, {}], got {}{}",
+                                          sim::kMaxReplayConversations, sessions_, why));
+}
+
 StatusOr<ReplayPlan> ReplayFlags::Plan() const {
   if (Status s = CheckFlagRange("--jobs", jobs_, 0, kMaxArmJobs); !s.ok()) {
     return s;
@@ -351,8 +394,26 @@ StatusOr<ReplayPlan> ReplayFlags::Plan() const {
           ? session_interarrival_s_
           : (synthetic ? kDefaultSessionInterarrivalS : kDefaultWekaInterarrivalS);
   {
-    // The flags ReplayOptions::Validate would otherwise report by their field names.
+    // Every numeric flag, before anything is read or built: the flags ReplayOptions::Validate
+    // and the workload builders would otherwise report by their field names, after the work.
     Status s = CheckFlagRange("--session-interarrival-s", interarrival_s, 0.0, 1e6);
+    if (s.ok() && context_scale_option_->count() > 0) {
+      s = CheckFlagRange("--context-scale", context_scale_, 0.0, 1.0, LowerBound::kOpen);
+    }
+    if (s.ok() && sessions_option_->count() > 0) s = CheckSessions(interarrival_s);
+    if (s.ok()) s = CheckFlagRange("--tp", int64_t{options.engine.tp}, 1, 8);
+    if (s.ok()) {
+      s = CheckFlagRange("--max-running-requests", options.engine.scheduler.max_running_requests, 1,
+                         int64_t{1} << 20);
+    }
+    if (s.ok()) {
+      s = CheckFlagRange("--max-prefill-tokens", options.engine.scheduler.max_prefill_tokens, 1,
+                         int64_t{1} << 30);
+    }
+    if (s.ok()) {
+      s = CheckFlagRange("--chunked-prefill-size", options.engine.scheduler.chunked_prefill_size, 0,
+                         int64_t{1} << 30);
+    }
     if (s.ok() && shared_prefix_blocks_ != -1) {
       s = CheckFlagRange("--shared-prefix-blocks", shared_prefix_blocks_, 0, int64_t{1} << 40);
     }
@@ -483,7 +544,16 @@ StatusOr<ReplayPlan> ReplayFlags::Plan() const {
     description = fmt::format("synthetic: {} sessions, context scale {:g}, seed {}",
                               generator.sessions, generator.context_scale, seed_);
   } else if (workload_ == "weka") {
-    StatusOr<std::vector<sim::WekaConversation>> conversations = sim::ReadWekaTraces(trace_paths_);
+    // One conversation per file: more files than a replay drives are refused before any is read.
+    StatusOr<std::vector<std::string>> paths = sim::ExpandWekaTracePaths(trace_paths_);
+    if (!paths.ok()) return paths.status();
+    if (static_cast<int64_t>(paths->size()) > sim::kMaxReplayConversations) {
+      return InvalidArgumentError(
+          fmt::format("--trace names {} WEKA files, more than the {} conversations a replay "
+                      "drives (one per file)",
+                      paths->size(), sim::kMaxReplayConversations));
+    }
+    StatusOr<std::vector<sim::WekaConversation>> conversations = sim::ReadWekaTraces(*paths);
     if (!conversations.ok()) return conversations.status();
     const size_t files = conversations->size();
     agentic = sim::WekaWorkload(*std::move(conversations), TimeNs::Seconds(interarrival_s), seed_);
@@ -510,6 +580,16 @@ StatusOr<ReplayPlan> ReplayFlags::Plan() const {
     }
     open_loop = sim::OpenLoopFromMooncake(all);
     description = fmt::format("mooncake: {} requests, open loop", all.size());
+  }
+
+  // The fleet each arm builds, before any arm runs.
+  {
+    int32_t block = open_loop_block;
+    if (agentic.has_value()) {
+      block = agentic->conversations.empty() ? sim::kSyntheticBlockSize
+                                             : agentic->conversations.front().block_size;
+    }
+    if (Status s = CheckFleetSize(options, block); !s.ok()) return s;
   }
 
   ReplayPlan plan;

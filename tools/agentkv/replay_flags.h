@@ -65,7 +65,13 @@ class ReplayFlags {
   [[nodiscard]] StatusOr<ReplayPlan> Plan() const;
 
  private:
+  // OK for --sessions in [1, kMaxReplayConversations]; else InvalidArgument naming the bound
+  // and, past it, the memory the sessions would take (sampled, never built).
+  [[nodiscard]] Status CheckSessions(double interarrival_s) const;
+
   CLI::Option* max_total_tokens_option_ = nullptr;
+  CLI::Option* sessions_option_ = nullptr;
+  CLI::Option* context_scale_option_ = nullptr;
 
   // Workload.
   std::string workload_ = "synthetic";

@@ -2,12 +2,12 @@
 //  1. live_ holds every attempt begun and not finished; each attempt naming a session is in
 //     that session's `live` under its seq, and in its `used` set.
 //  2. A session's in_flight counts its live attempts with in_flight set, which are all
-//     kDispatched. kDraining has in_flight > 0 and a drain deadline; kClosing and kTerminal
-//     have in_flight == 0.
+//     kDispatched. kDraining has in_flight > 0 and a drain deadline, and is in draining_ under
+//     it exactly while draining; kClosing and kTerminal have in_flight == 0.
 //  3. kActive: no attempt of it is cancelled, no reason is set; it is in idle_ exactly when it
-//     has no live attempt and is not retained. active_ counts kActive sessions and is <=
-//     max_sessions except for the instant Close opens an unknown session to end it.
-//     Only kActive sessions are retained; retained_ counts them and is <=
+//     has no live attempt and is not retained, under its last_activity. active_ counts kActive
+//     sessions and is <= max_sessions except for the instant Close opens an unknown session to end
+//     it. Only kActive sessions are retained; retained_ counts them and is <=
 //     RetainedSessionBound().
 //  4. A terminating (draining, closing) session has no attempt in kAdmitting or kReady that is
 //     not cancelled. Waiters exist only while a session is draining or closing.
@@ -184,6 +184,7 @@ void GatewayFlow<Key>::Terminate(const Key& key, Session& session, TerminalReaso
   session.aborted = aborted;
   if (session.in_flight > 0) {
     session.drain_deadline = SaturatingAdd(now, options_.drain_timeout);
+    draining_.emplace(*session.drain_deadline, key);
   } else {
     FinishDraining(key, session);
   }
@@ -193,6 +194,7 @@ template <typename Key>
 void GatewayFlow<Key>::FinishDraining(const Key& key, Session& session) {
   AGENTKV_CHECK(session.phase == SessionPhase::kDraining);
   AGENTKV_CHECK_EQ(session.in_flight, 0);
+  if (session.drain_deadline.has_value()) draining_.erase({*session.drain_deadline, key});
   session.drain_deadline.reset();
   if (options_.lifecycle) {
     session.phase = SessionPhase::kClosing;
@@ -268,18 +270,22 @@ Status GatewayFlow<Key>::OnCloseOutcome(const Key& key, bool succeeded) {
 
 template <typename Key>
 int64_t GatewayFlow<Key>::Sweep(TimeNs now) {
+  // The due sessions are prefixes of the two time-ordered indexes (idle_since is
+  // last_activity for every session in idle_); they are acted on in key order, idle ones
+  // first, the order a walk over sessions_ gives.
   std::vector<Key> idle;
   std::vector<Key> overdue;
-  for (const auto& [key, session] : sessions_) {
-    // idle_since is set exactly for active, unretained sessions with nothing live.
-    if (session.idle_since.has_value() && options_.idle_timeout > TimeNs(0) &&
-        now - session.last_activity >= options_.idle_timeout) {
-      idle.push_back(key);
-    } else if (session.phase == SessionPhase::kDraining && session.drain_deadline.has_value() &&
-               now >= *session.drain_deadline) {
-      overdue.push_back(key);
+  if (options_.idle_timeout > TimeNs(0)) {
+    for (auto it = idle_.begin(); it != idle_.end() && now - it->first >= options_.idle_timeout;
+         ++it) {
+      idle.push_back(it->second);
     }
   }
+  for (auto it = draining_.begin(); it != draining_.end() && now >= it->first; ++it) {
+    overdue.push_back(it->second);
+  }
+  std::sort(idle.begin(), idle.end());
+  std::sort(overdue.begin(), overdue.end());
   for (const Key& key : idle) Terminate(key, sessions_.at(key), TerminalReason::kDropped, now);
   for (const Key& key : overdue) {
     // The aborted attempts did not end in time: close anyway (their late Finish is accepted).
@@ -293,12 +299,8 @@ int64_t GatewayFlow<Key>::Sweep(TimeNs now) {
 
 template <typename Key>
 std::optional<TimeNs> GatewayFlow<Key>::NextDrainDeadline() const {
-  std::optional<TimeNs> next;
-  for (const auto& [key, session] : sessions_) {
-    if (session.phase != SessionPhase::kDraining || !session.drain_deadline.has_value()) continue;
-    if (!next.has_value() || *session.drain_deadline < *next) next = session.drain_deadline;
-  }
-  return next;
+  if (draining_.empty()) return std::nullopt;
+  return draining_.begin()->first;
 }
 
 template <typename Key>
@@ -571,6 +573,7 @@ void GatewayFlow<Key>::CheckInvariants() const {
   int64_t active = 0;
   int64_t retained = 0;
   size_t idle = 0;
+  size_t draining = 0;
   for (const auto& [key, session] : sessions_) {
     // Captured by name: Clang 14 cannot capture a structured binding (C++20 allows it).
     const auto count = [&session_key = key](const std::map<Key, int64_t>& of) {
@@ -593,6 +596,13 @@ void GatewayFlow<Key>::CheckInvariants() const {
     if (is_idle) {
       ++idle;
       AGENTKV_CHECK(idle_.contains({*session.idle_since, key})) << "session " << KeyName(key);
+      AGENTKV_CHECK(*session.idle_since == session.last_activity) << "session " << KeyName(key);
+    }
+    if (session.phase == SessionPhase::kDraining) {
+      ++draining;
+      AGENTKV_CHECK(session.drain_deadline.has_value() &&
+                    draining_.contains({*session.drain_deadline, key}))
+          << "session " << KeyName(key) << " drain index";
     }
     switch (session.phase) {
       case SessionPhase::kActive:
@@ -620,6 +630,7 @@ void GatewayFlow<Key>::CheckInvariants() const {
   AGENTKV_CHECK_EQ(retained, retained_) << "retained session count";
   AGENTKV_CHECK_LE(retained_, options_.RetainedSessionBound());
   AGENTKV_CHECK_EQ(idle, idle_.size()) << "idle index size";
+  AGENTKV_CHECK_EQ(draining, draining_.size()) << "drain index size";
   AGENTKV_CHECK_GE(counters_.close_failure, 0);
   AGENTKV_CHECK_LE(counters_.close_failure, counters_.close);
 }

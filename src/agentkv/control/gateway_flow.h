@@ -392,6 +392,9 @@ class GatewayFlow {
   // Active unretained sessions with no live attempt, by when they became idle (oldest first):
   // the sessions the idle timeout and the session cap may end.
   std::set<std::pair<TimeNs, Key>> idle_;
+  // Draining sessions by drain deadline (earliest first): NextDrainDeadline and Sweep read
+  // them without walking every session, so that a burst of n sessions costs n log n.
+  std::set<std::pair<TimeNs, Key>> draining_;
   int64_t active_ = 0;
   int64_t retained_ = 0;
   int64_t retain_refused_ = 0;

@@ -15,7 +15,7 @@
 namespace agentkv::sim {
 namespace {
 
-constexpr int64_t kMaxConversations = 1000;
+constexpr int64_t kMaxConversations = kMaxReplayConversations;
 constexpr int64_t kMaxSubagents = 999;
 // Groups are counted in a vector indexed by group.
 constexpr int32_t kMaxGroups = 1 << 20;

@@ -63,6 +63,24 @@ std::vector<TimeNs> PoissonStarts(int64_t n, TimeNs mean_interarrival, uint64_t 
   return starts;
 }
 
+int64_t ApproximateBytes(const AgenticWorkload& workload) {
+  const auto requests_bytes = [](const std::vector<WekaRequest>& requests) {
+    int64_t bytes = 0;
+    for (const WekaRequest& r : requests) {
+      bytes += static_cast<int64_t>(sizeof(WekaRequest) + r.hash_ids.size() * sizeof(uint64_t));
+    }
+    return bytes;
+  };
+  int64_t bytes = 0;
+  for (const WekaConversation& c : workload.conversations) {
+    bytes += static_cast<int64_t>(sizeof(WekaConversation)) + requests_bytes(c.requests);
+    for (const WekaSubagent& s : c.subagents) {
+      bytes += static_cast<int64_t>(sizeof(WekaSubagent)) + requests_bytes(s.requests);
+    }
+  }
+  return bytes;
+}
+
 AgenticWorkload WekaWorkload(std::vector<WekaConversation> conversations, TimeNs mean_interarrival,
                              uint64_t seed) {
   AgenticWorkload workload;

@@ -8,12 +8,18 @@
 #ifndef AGENTKV_SIM_AGENTIC_WORKLOAD_H_
 #define AGENTKV_SIM_AGENTIC_WORKLOAD_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "agentkv/base/time.h"
 #include "agentkv/sim/weka_trace.h"
 
 namespace agentkv::sim {
+
+// The most conversations an agentic replay drives (AgentDriver): conversation k's sub-agent j
+// is ConversationId((k + 1) * 1000 + j + 1), so more would make ids collide. Workload builders
+// refuse more before building them.
+inline constexpr int64_t kMaxReplayConversations = 1000;
 
 struct AgenticWorkload {
   // The conversations; request times are relative to each conversation's own start.
@@ -60,6 +66,10 @@ std::vector<WekaConversation> FoldConversationStarts(const AgenticWorkload& work
 // give equal starts; a mean of 0 starts everything at 0; starts past int64 nanoseconds
 // saturate (they never decrease). Preconditions: n >= 0, mean_interarrival >= 0.
 std::vector<TimeNs> PoissonStarts(int64_t n, TimeNs mean_interarrival, uint64_t seed);
+
+// Approximate bytes `workload` holds: its requests and their hash ids (the bulk of it: each
+// request of a conversation carries its whole prompt's ids).
+int64_t ApproximateBytes(const AgenticWorkload& workload);
 
 // The workload of WEKA conversations (one file each) started by PoissonStarts(seed).
 AgenticWorkload WekaWorkload(std::vector<WekaConversation> conversations, TimeNs mean_interarrival,

@@ -63,6 +63,7 @@ StatusOr<std::vector<BailianRequest>> ParseBailianTrace(std::istream& in, std::s
         requests.push_back(std::move(request).value());
         return Status::Ok();
       }));
+  if (requests.empty()) return EmptyTraceError(source);
   return requests;
 }
 

@@ -59,8 +59,8 @@ struct BailianRequest {
 // (`field "chat_id": duplicate id 7, first on line 2`) or a parent_chat_id that names no
 // earlier line (`field "parent_chat_id": no earlier request has chat_id 55`);
 // `<source>:<line>: malformed JSON: <reason>` for a line that is not JSON,
-// `<source>:<line>: line longer than <n> bytes`. Unavailable when reading `in` fails before
-// its end.
+// `<source>:<line>: line longer than <n> bytes`, `<source>: no requests (an empty trace)` when
+// no line holds a request. Unavailable when reading `in` fails before its end.
 StatusOr<std::vector<BailianRequest>> ParseBailianTrace(std::istream& in, std::string_view source);
 
 // ParseBailianTrace over the text `text` (convenient for tests).

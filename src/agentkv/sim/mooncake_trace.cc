@@ -42,6 +42,7 @@ StatusOr<std::vector<MooncakeRequest>> ParseMooncakeTrace(std::istream& in,
         requests.push_back(std::move(request).value());
         return Status::Ok();
       }));
+  if (requests.empty()) return EmptyTraceError(source);
   return requests;
 }
 

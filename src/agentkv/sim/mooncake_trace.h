@@ -50,7 +50,8 @@ struct MooncakeRequest {
 //       [0, 1099511627776] tokens
 //   trace.jsonl:3: malformed JSON: <reason>
 //   trace.jsonl:1: line longer than 67108864 bytes
-// Unavailable when reading `in` fails before its end.
+// and `<source>: no requests (an empty trace)` when no line holds a request. Unavailable when
+// reading `in` fails before its end.
 StatusOr<std::vector<MooncakeRequest>> ParseMooncakeTrace(std::istream& in,
                                                           std::string_view source);
 

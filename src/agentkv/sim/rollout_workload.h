@@ -110,7 +110,7 @@ struct RolloutWorkloadOptions {
 };
 
 // prompts * group_size * steps may not exceed this (AgentDriver's conversation limit).
-inline constexpr int64_t kMaxRolloutTrajectories = 1000;
+inline constexpr int64_t kMaxRolloutTrajectories = kMaxReplayConversations;
 
 // OK, or InvalidArgument naming the first field out of range and its value, e.g.
 // `RolloutWorkloadOptions.group_size: must be in [1, 1000], got 0` or

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numbers>
 #include <string>
 #include <utility>
@@ -168,7 +169,7 @@ double LogNormal::Sample(Rng& rng) const {
 
 Status ValidateSyntheticAgenticOptions(const SyntheticAgenticOptions& o) {
   const OptionChecks check("SyntheticAgenticOptions");
-  AGENTKV_RETURN_IF_ERROR(check.Int("sessions", o.sessions, 1, 100'000));
+  AGENTKV_RETURN_IF_ERROR(check.Int("sessions", o.sessions, 1, kMaxReplayConversations));
   if (!(o.mean_session_interarrival >= TimeNs() &&
         o.mean_session_interarrival <= TimeNs::Seconds(1e6))) {
     return check.OutOfRange("mean_session_interarrival", "[0, 1e6 s]",
@@ -199,6 +200,18 @@ Status ValidateSyntheticAgenticOptions(const SyntheticAgenticOptions& o) {
   AGENTKV_RETURN_IF_ERROR(
       check.Distribution("subagent_new_input_tokens", o.subagent_new_input_tokens));
   return Status();
+}
+
+int64_t EstimateSyntheticAgenticBytes(const SyntheticAgenticOptions& options) {
+  constexpr int64_t kSampleSessions = 8;
+  AGENTKV_CHECK_GE(options.sessions, 1);
+  SyntheticAgenticOptions sample = options;
+  sample.sessions = std::min(options.sessions, kSampleSessions);
+  const int64_t bytes = ApproximateBytes(GenerateSyntheticAgentic(sample).value());
+  // In double: the product may pass int64 for a hostile session count.
+  const double scaled = static_cast<double>(bytes) / static_cast<double>(sample.sessions) *
+                        static_cast<double>(options.sessions);
+  return scaled >= 9e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(scaled);
 }
 
 StatusOr<AgenticWorkload> GenerateSyntheticAgentic(const SyntheticAgenticOptions& options) {

@@ -52,7 +52,8 @@ struct LogNormal {
 struct SyntheticAgenticOptions {
   // Seed of the one Rng every draw comes from. Default: 1. Any value.
   uint64_t seed = 1;
-  // Sessions (conversations) to generate. Default: 16. Range [1, 100000].
+  // Sessions (conversations) to generate. Default: 16. Range [1, kMaxReplayConversations]: the
+  // replay drives no more, so more are refused before any is generated.
   int64_t sessions = 16;
   // Mean time between consecutive session starts; starts are a Poisson process beginning at 0
   // (exponential inter-arrivals). Default: 60 s (the agentic replay's default stagger).
@@ -130,6 +131,12 @@ struct SyntheticAgenticOptions {
 // `SyntheticAgenticOptions.sessions: must be in [1, 100000], got 0` or
 // `SyntheticAgenticOptions.tool_gap_s.sigma: must be in [0, 10], got -1`.
 [[nodiscard]] Status ValidateSyntheticAgenticOptions(const SyntheticAgenticOptions& options);
+
+// Bytes (ApproximateBytes) the workload of `options` would take, whatever options.sessions is
+// (even past its range): the bytes of its first min(sessions, 8) sessions, which it generates,
+// scaled to options.sessions (the sessions are drawn from one distribution). What a refusal of
+// too many sessions reports. Precondition: `options` is valid but for `sessions` >= 1.
+int64_t EstimateSyntheticAgenticBytes(const SyntheticAgenticOptions& options);
 
 // Generates options.sessions sessions. Session i has id "synthetic-<i>", source "synthetic",
 // block_size 64; starts are non-decreasing from 0. Requests: `t` of the first is 0, each later

@@ -436,6 +436,10 @@ Status TraceFile::Rewind() {
   return Status::Ok();
 }
 
+Status EmptyTraceError(std::string_view source) {
+  return InvalidArgumentError(std::string(source) + ": no requests (an empty trace)");
+}
+
 Status ForEachJsonLine(
     std::istream& in, std::string_view source,
     const std::function<Status(const boost::json::value& value, int64_t line_number)>& visit,

@@ -146,6 +146,11 @@ class TraceFile {
                                       std::string_view input_field, int64_t input_tokens,
                                       int64_t block_size);
 
+// InvalidArgument "<source>: no requests (an empty trace)": every reader refuses a trace that
+// holds no request (an empty file, blank lines only, a WEKA file whose requests[] are empty),
+// since a replay of it would report zeros as if they were measured.
+[[nodiscard]] Status EmptyTraceError(std::string_view source);
+
 // "<name>: <expectation>, got <quoted value>", the message of a value of the wrong kind.
 [[nodiscard]] Status MistypedError(std::string_view name, std::string_view expectation,
                                    const boost::json::value& got);

@@ -177,6 +177,7 @@ StatusOr<WekaConversation> Parse(std::istream& in, std::string_view source,
     return Locate(conversation.status(), std::string_view(message).substr(0, message.find(": ")),
                   reread, source);
   }
+  if (conversation->TotalRequests() == 0) return EmptyTraceError(source);
   conversation->source = std::string(source);
   return conversation;
 }

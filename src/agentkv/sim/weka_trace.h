@@ -177,7 +177,8 @@ WekaFallbacks TotalFallbacks(const std::vector<WekaConversation>& conversations)
 // `t.json:1: requests[2].requests[0].hash_ids: missing (expected an array of non-negative
 // integers)`; `<source>:<line>: malformed JSON at column <c>: <reason>` for text that is not
 // JSON; `<source>:<line>: line longer than <n> bytes`; `<source>:1: expected a JSON object at
-// the top level, got ...` otherwise. The line of a field error is found by reading `in` again
+// the top level, got ...` otherwise; `<source>: no requests (an empty trace)` for a file with
+// no request, its own or a sub-agent's. The line of a field error is found by reading `in` again
 // from where the parse began; a stream that cannot seek gives `<source>: <json path>: ...`.
 // Unavailable when reading fails.
 StatusOr<WekaConversation> ParseWekaTrace(std::istream& in, std::string_view source);

@@ -83,6 +83,11 @@ Status RouterEmulatorOptions::Validate() const {
   if (health_check_interval.count() < 0) {
     return InvalidArgumentError("--health-check-interval-secs must be >= 0");
   }
+  if (request_timeout < std::chrono::milliseconds(1) ||
+      request_timeout > std::chrono::hours(24 * 365)) {
+    return InvalidArgumentError("--request-timeout-secs must be in [0.001, 31536000] s, got " +
+                                std::to_string(request_timeout.count()) + " ms");
+  }
   if (max_received_requests < 0 || max_received_requests > (int64_t{1} << 24)) {
     return InvalidArgumentError("--max-received-requests must be in [0, 2^24], got " +
                                 std::to_string(max_received_requests));
@@ -121,6 +126,11 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
   }
   for (const std::string& url : options.worker_urls) AGENTKV_RETURN_IF_ERROR(r->AddWorker(url));
   r->client_ = std::make_unique<net::HttpClient>(options.client);
+  net::HttpClientOptions forward = options.client;
+  forward.header_timeout = options.request_timeout;
+  forward.body_timeout = options.request_timeout;
+  forward.queue_timeout = options.request_timeout;
+  r->forward_client_ = std::make_unique<net::HttpClient>(forward);
   for (const protocol::WorkerInfo& worker : r->workers()) {
     AGENTKV_ASSIGN_OR_RETURN(auto split, SplitRank(worker.url));
     r->LearnModelId(worker.url, split.first);
@@ -308,6 +318,7 @@ void RouterEmulator::Shutdown(std::chrono::milliseconds deadline) {
   health_wake_.SignalAll();
   if (health_thread_.joinable()) health_thread_.join();
   if (server_ != nullptr) server_->Shutdown(deadline);
+  forward_client_.reset();
   client_.reset();
 }
 
@@ -417,7 +428,7 @@ void RouterEmulator::HandleForward(net::Request request,
   };
   auto shared_request = std::make_shared<net::Request>(std::move(request));
   if (!stream) {
-    client_->AsyncRequest(
+    forward_client_->AsyncRequest(
         http::verb::post, chosen.base_url, path, std::move(headers), std::move(body),
         [writer, shared_request, release](StatusOr<net::ClientResponse> response) {
           const bool timeout =
@@ -440,7 +451,7 @@ void RouterEmulator::HandleForward(net::Request request,
     return;
   }
   auto started = std::make_shared<std::atomic<bool>>(false);
-  std::shared_ptr<net::HttpClient::StreamHandle> handle = client_->AsyncStream(
+  std::shared_ptr<net::HttpClient::StreamHandle> handle = forward_client_->AsyncStream(
       http::verb::post, chosen.base_url, path, std::move(headers), std::move(body),
       [writer, started](int status, const std::vector<std::pair<std::string, std::string>>& h) {
         std::vector<std::pair<std::string, std::string>> out;
@@ -498,7 +509,7 @@ void RouterEmulator::HandleProxyToFirstWorker(net::Request request,
   std::string body = std::move(request.body());
   request.body().clear();
   auto shared_request = std::make_shared<net::Request>(std::move(request));
-  client_->AsyncRequest(
+  forward_client_->AsyncRequest(
       verb, *base, target, std::move(headers), std::move(body),
       [writer, shared_request](StatusOr<net::ClientResponse> response) {
         if (!response.ok()) {

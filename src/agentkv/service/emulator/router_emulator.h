@@ -50,7 +50,14 @@ namespace agentkv::service {
 
 struct RouterEmulatorOptions {
   net::HttpServerOptions http;
+  // The client of the control calls (health checks, /get_model_info, /flush_cache fan-out).
+  // Forwarded requests use a copy whose waits are request_timeout.
   net::HttpClientOptions client;
+  // sgl-router --request-timeout-secs: how long a forwarded request (/generate, the OpenAI
+  // routes, the proxied GETs) may wait for the worker before the router answers 504: for its
+  // response (a non-streamed request) or its first byte, for a free connection, and between
+  // two pieces of a stream's body. Default: 1800 s (sgl-router's). Range: [1 ms, 1 year].
+  std::chrono::milliseconds request_timeout{std::chrono::seconds(1800)};
   // sgl-router --policy. Default: cache_aware.
   routing::RouterPolicy policy = routing::RouterPolicy::kCacheAware;
   // Worker URLs ("http://host:port", or "http://host:port@rank" for dp-aware entries).
@@ -124,6 +131,9 @@ class RouterEmulator {
 
   RouterEmulatorOptions options_;
   std::unique_ptr<net::HttpClient> client_;
+  // Forwards the data plane with options_.request_timeout (client_ keeps the short control
+  // timeouts, so a hung worker fails its health check in seconds, not in half an hour).
+  std::unique_ptr<net::HttpClient> forward_client_;
   std::unique_ptr<net::HttpServer> server_;
   std::atomic<bool> stopping_{false};
   RouterMetrics metrics_;

@@ -301,19 +301,41 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::AcquireV2(const AcquireRequest
     refusal = grant.reason;
   }
   const uint64_t seq = next_seq_++;
-  waiters_.emplace(ticket, Waiter{tokens, request.reservation_tokens, now, seq, target, order_at,
-                                  request.holder});
-  v2_order_.emplace(order_at, seq, ticket);
+  auto [w, inserted] = waiters_.emplace(ticket, Waiter{tokens, request.reservation_tokens, now, seq,
+                                                       target, order_at, request.holder});
+  AGENTKV_CHECK(inserted) << "ticket waits twice: " << ticket;
+  AddV2Waiter(ticket, w->second);
   ++counters_.wait;
   DrainV2(now);
   return WaitOrResolved(ticket, refusal, tokens);
+}
+
+void AdmissionCoordinator::AddV2Waiter(const std::string& ticket, const Waiter& waiter) {
+  v2_order_.emplace(waiter.order_at, waiter.seq, ticket);
+  ++v2_targets_[waiter.target.engine];
+}
+
+std::set<AdmissionCoordinator::V2Key>::iterator AdmissionCoordinator::EraseV2Waiter(
+    std::unordered_map<std::string, Waiter>::iterator w) {
+  auto target = v2_targets_.find(w->second.target.engine);
+  AGENTKV_CHECK(target != v2_targets_.end() && target->second > 0) << "v2 target count";
+  if (--target->second == 0) v2_targets_.erase(target);
+  auto next = v2_order_.erase(v2_order_.find(V2Key{w->second.order_at, w->second.seq, w->first}));
+  waiters_.erase(w);
+  return next;
 }
 
 void AdmissionCoordinator::DrainV2(TimeNs now) {
   // Queues whose first waiter was refused in this pass: nothing behind it in that queue goes
   // first (no starvation of large requests), while other queues go on.
   std::set<std::string> blocked;
+  // The queues there are (an engine the last poll did not report waits in the fleet's queue).
+  std::set<std::string> queues;
+  for (const auto& [engine, count] : v2_targets_) queues.insert(QueueOf(ReserveTarget{engine}));
   for (auto it = v2_order_.begin(); it != v2_order_.end();) {
+    // Once every queue is blocked, only an aged waiter could still be resolved, and none is
+    // left: a later entry's enqueue time is at least its order time, which only grows.
+    if (blocked.size() == queues.size() && std::get<0>(*it) > now - params_.max_wait) break;
     auto w = waiters_.find(std::get<2>(*it));
     AGENTKV_CHECK(w != waiters_.end()) << "v2 order names no waiter";
     const std::string& ticket = w->first;
@@ -354,8 +376,7 @@ void AdmissionCoordinator::DrainV2(TimeNs now) {
       }
     }
     Resolve(*std::move(decision));
-    waiters_.erase(w);
-    it = v2_order_.erase(it);
+    it = EraseV2Waiter(w);
   }
 }
 
@@ -427,8 +448,11 @@ void AdmissionCoordinator::Cancel(std::string_view ticket, TimeNs now) {
     ++counters_.cancelled;
     Resolve(
         Bypass(ticket, w->second.tokens, AdmissionReason::kCancelled, now - w->second.enqueued_at));
-    v2_order_.erase(V2Key{w->second.order_at, w->second.seq, w->first});
-    waiters_.erase(w);  // Its FIFO entry is skipped when it reaches the head.
+    if (v2()) {
+      EraseV2Waiter(w);
+    } else {
+      waiters_.erase(w);  // Its FIFO entry is skipped when it reaches the head.
+    }
   } else if (ledger_.LeaseForTicket(ticket) == nullptr) {
     // Not seen yet: remember it, so that the acquire that follows bypasses.
     cancelled_.insert_or_assign(std::string(ticket), now);
@@ -479,6 +503,7 @@ void AdmissionCoordinator::Shutdown() {
     waiters_.erase(w);
   }
   v2_order_.clear();
+  v2_targets_.clear();
   ledger_ = BudgetLedger(params_.ledger);
   shares_ = AdmissionShares(params_.shares);
   cancelled_.clear();
@@ -494,8 +519,11 @@ TicketsReleased AdmissionCoordinator::ReleaseTickets(std::span<const std::string
       ++released.waiters;
       Resolve(Bypass(ticket, w->second.tokens, AdmissionReason::kCancelled,
                      now - w->second.enqueued_at));
-      v2_order_.erase(V2Key{w->second.order_at, w->second.seq, w->first});
-      waiters_.erase(w);  // Its FIFO entry is skipped when it reaches the head.
+      if (v2()) {
+        EraseV2Waiter(w);
+      } else {
+        waiters_.erase(w);  // Its FIFO entry is skipped when it reaches the head.
+      }
     } else if (const Lease* lease = ledger_.LeaseForTicket(ticket)) {
       ++released.leases;
       released.tokens += lease->tokens;
@@ -529,6 +557,9 @@ Status AdmissionCoordinator::CheckInvariants() const {
   AGENTKV_RETURN_IF_ERROR(shares_held);
   if (v2()) {
     if (!order_.empty()) return InternalError("the seed FIFO is used under admission v2");
+    std::map<std::optional<std::string>, int64_t> targets;
+    for (const auto& [ticket, waiter] : waiters_) ++targets[waiter.target.engine];
+    if (targets != v2_targets_) return InternalError("v2 waiter counts per target disagree");
     if (v2_order_.size() != waiters_.size()) {
       return InternalError("v2 order holds " + std::to_string(v2_order_.size()) + " entries for " +
                            std::to_string(waiters_.size()) + " waiters");

@@ -251,6 +251,12 @@ class AdmissionCoordinator {
   std::deque<std::pair<std::string, uint64_t>> order_;
   // Admission v2: every waiter once, in decision order (the queues interleaved).
   std::set<V2Key> v2_order_;
+  // Admission v2: waiters per target engine (nullopt: the fleet), so that a drain knows how
+  // many queues there are without walking every waiter, and stops once each is blocked.
+  std::map<std::optional<std::string>, int64_t> v2_targets_;
+  void AddV2Waiter(const std::string& ticket, const Waiter& waiter);
+  // Erases `w` from v2_order_, the target counts and waiters_; returns the next order entry.
+  std::set<V2Key>::iterator EraseV2Waiter(std::unordered_map<std::string, Waiter>::iterator w);
   uint64_t next_seq_ = 0;
   std::unordered_map<std::string, Waiter> waiters_;
   // Cancels that arrived before their acquire: ticket -> time, plus arrival order for pruning.

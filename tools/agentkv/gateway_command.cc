@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "agentkv/net/http_types.h"
 #include "agentkv/service/admission/admission_local.h"
 #include "agentkv/service/admission/admission_remote.h"
 #include "agentkv/service/gateway/gateway.h"
@@ -157,6 +158,13 @@ int GatewayCommand::Run() {
                        LowerBound::kOpen);
   }
   if (s.ok()) s = CheckFlagRange("--upstream-connections", upstream_connections_, 1, 1'000'000);
+  if (s.ok() && !coordinator_url_.empty()) {
+    // Checked even when admission is off: a URL that names no reachable port is a mistake
+    // whatever else is set.
+    if (StatusOr<net::HttpEndpoint> e = net::ParseBaseUrl(coordinator_url_); !e.ok()) {
+      s = InvalidArgumentError("--coordinator-url: " + e.status().message());
+    }
+  }
   if (!s.ok()) return ReportError(name, s);
   server_.ApplyTo(options.http);
   options.upstream.header_timeout =

@@ -42,7 +42,7 @@ AdmissionDecision DegradedBypass(const std::string& ticket, int64_t tokens) {
 Status RemoteAdmissionOptions::Validate() const {
   if (coordinator_url.empty()) return InvalidArgumentError("coordinator_url is required");
   if (StatusOr<net::HttpEndpoint> e = net::ParseBaseUrl(coordinator_url); !e.ok()) {
-    return InvalidArgumentError("coordinator_url: " + e.status().message());
+    return InvalidArgumentError("--coordinator-url: " + e.status().message());
   }
   // A day is far beyond any sensible wait and keeps the millisecond conversion in range.
   if (!std::isfinite(max_wait_s) || max_wait_s < 0 || max_wait_s > 86400.0) {

@@ -1068,6 +1068,38 @@ TEST(GatewayTest, ADeadRouterWithLocalAdmissionAnswers502AtOnceAndReservesNothin
   gateway->Shutdown(2s);
 }
 
+// Log injection: a client's rid holding a newline, a forged "event=", a quote and a backslash
+// stays on its own log line, escaped (log_sink.h), and forges no line or field.
+TEST(GatewayTest, AClientRidWithANewlineStaysOnItsLogLineEscaped) {
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {"http://127.0.0.1:1"};  // Refused: the request fails upstream.
+  options.check_prerequisites = false;
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  const net::ClientResponse r =
+      Post(client, gateway->base_url(), "/generate",
+           R"({"rid": "r1\nevent=forged level=error \"x\\", "text": "hi"})");
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_TRUE(WaitFor([&] { return Logged(logs, "event=upstream_failed"); }));
+  std::lock_guard<std::mutex> lock(logs.mu);
+  int upstream_failed = 0;
+  for (const std::string& line : logs.lines) {
+    EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+    EXPECT_EQ(line.rfind("event=forged", 0), std::string::npos) << line;
+    if (line.rfind("event=upstream_failed ", 0) != 0) continue;
+    ++upstream_failed;
+    // The attempt's rid is the client's (with a suffix when it is reused), one quoted value.
+    EXPECT_EQ(
+        line.rfind("event=upstream_failed rid=\"r1\\x0Aevent=forged level=error \\x22x\\x5C", 0),
+        0u)
+        << line;
+    EXPECT_NE(line.find("\" error=\""), std::string::npos) << line;
+  }
+  EXPECT_EQ(upstream_failed, 1);
+}
+
 // Engines whose /metrics stalls past the control timeout make every scrape fail, so the
 // ledger goes degraded and requests bypass admission (and still complete). When the scrapes
 // answer again, the ledger recovers and requests are admitted with a lease again.

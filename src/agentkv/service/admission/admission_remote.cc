@@ -4,6 +4,7 @@
 #include "agentkv/service/admission/admission_remote.h"
 
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "agentkv/control/admission_metrics.h"
@@ -182,7 +183,7 @@ AdmissionBackendFailures RemoteAdmission::failures() const {
 }
 
 void RemoteAdmission::OnFailure(Op op, std::string_view error) {
-  std::string line;
+  std::optional<LogLine> line;
   {
     sync::MutexLock lock(&health_mu_);
     std::string_view name;
@@ -207,14 +208,16 @@ void RemoteAdmission::OnFailure(Op op, std::string_view error) {
     ++unlogged_failures_;
     const auto now = std::chrono::steady_clock::now();
     if (failing_ && last_log_.has_value() && now - *last_log_ < kFailureLogInterval) return;
-    line = "event=coordinator_failed coordinator=" + options_.coordinator_url +
-           " op=" + std::string(name) + " failures=" + std::to_string(unlogged_failures_) +
-           " error=\"" + std::string(error) + "\"";
+    line.emplace("coordinator_failed");
+    line->Add("coordinator", options_.coordinator_url)
+        .Add("op", name)
+        .Add("failures", unlogged_failures_)
+        .Quoted("error", error);
     failing_ = true;
     unlogged_failures_ = 0;
     last_log_ = now;
   }
-  options_.log(LogLevel::kWarn, line);
+  options_.log(LogLevel::kWarn, *line);
 }
 
 void RemoteAdmission::OnSuccess() {
@@ -227,9 +230,9 @@ void RemoteAdmission::OnSuccess() {
     unlogged_failures_ = 0;
     last_log_.reset();
   }
-  options_.log(LogLevel::kInfo,
-               "event=coordinator_recovered coordinator=" + options_.coordinator_url +
-                   " unlogged_failures=" + std::to_string(unlogged));
+  options_.log(LogLevel::kInfo, LogLine("coordinator_recovered")
+                                    .Add("coordinator", options_.coordinator_url)
+                                    .Add("unlogged_failures", unlogged));
 }
 
 }  // namespace agentkv::service

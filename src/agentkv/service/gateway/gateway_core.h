@@ -81,9 +81,6 @@ struct ServerGate {
   bool open AGENTKV_GUARDED_BY(mu) = true;
 };
 
-// "text" in double quotes, for log values that may hold spaces.
-inline std::string Quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
-
 // The gateway's own error answer (ErrorResponse): the body shape of the request's API family,
 // the status of `error` and its x-should-retry advice.
 net::Response JsonError(const net::Request& request, GatewayError error, std::string_view message);
@@ -129,7 +126,7 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   std::unique_ptr<net::HttpServer> server_;
 
  private:
-  void Log(LogLevel level, const std::string& line) const { options_.log(level, line); }
+  void Log(LogLevel level, const LogLine& line) const { options_.log(level, line); }
   Status CheckEnginePrerequisites();
   void Routes(net::Router& router);
   void HandleForward(GatewayRoute route, net::Request request,

@@ -410,10 +410,21 @@ TEST(GatewayTest, ShutdownCancelsQueuedRequestsAndLetsInFlightOnesFinish) {
     }
   }
   ASSERT_TRUE(WaitFor([&] { return setup.admission->waiting() == 1; }));
+  const std::string base = setup.gateway->base_url();
   std::thread stopper([&] { setup.gateway->Shutdown(10s); });
   auto queued = answers[1].get_future();
   ASSERT_EQ(queued.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(queued.get()->status, 503);
+  // The in-flight request holds the HTTP server's drain open; meanwhile its listener still
+  // answers /health 503 (it used to refuse connections once the drain began).
+  net::HttpClient probe(ClientOptions());
+  for (const auto until = std::chrono::steady_clock::now() + 500ms;
+       std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(20ms)) {
+    const StatusOr<net::ClientResponse> health = probe.Request(http::verb::get, base, "/health");
+    ASSERT_TRUE(health.ok()) << health.status();
+    EXPECT_EQ(health->status, 503);
+    EXPECT_EQ(health->body, R"({"status":"shutting_down"})");
+  }
   ASSERT_TRUE(setup.engine->Answer());
   auto running = answers[0].get_future();
   ASSERT_EQ(running.wait_for(10s), std::future_status::ready);

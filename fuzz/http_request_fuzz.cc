@@ -11,7 +11,10 @@
 //    the connection makes progress (a bounded number of calls per byte).
 //  - A request's headers (start line included) fit max_header_bytes; its body fits
 //    max_body_bytes, and equals Content-Length when one was given (and not chunked).
-//  - A rejection is 400, 413 or 431.
+//  - A rejection is 400, 413, 431 or 501 (a transfer coding other than chunked).
+//  - Every request read has unambiguous framing (request_reader.h): a Transfer-Encoding only
+//    on HTTP/1.1, exactly "chunked" and never with Content-Length; one Host, present on
+//    HTTP/1.1 (a trailer adding fields is refused).
 //  - The same requests are read whether the bytes arrive at once or in pieces, and the end
 //    (nothing pending, a request pending, a refusal) is the same but for Beast's differences
 //    in how it refuses a request under way (see Equivalent).
@@ -91,6 +94,12 @@ std::string Describe(const agentkv::net::Request& request) {
 
 void CheckRequest(const agentkv::net::Request& request, const RequestLimits& limits) {
   FUZZ_CHECK(request.body().size() <= limits.max_body_bytes);
+  FUZZ_CHECK(request.count(http::field::host) == 1 ||
+             (request.version() < 11 && request.count(http::field::host) == 0));
+  if (request.count(http::field::transfer_encoding) > 0) {
+    FUZZ_CHECK(request.version() >= 11 && request.chunked());
+    FUZZ_CHECK(request.count(http::field::content_length) == 0);
+  }
   if (!request.chunked() && request.has_content_length()) {
     // Beast accepted the value; leading zeros are allowed, so compare numbers.
     const std::string_view value = request[http::field::content_length];
@@ -143,7 +152,8 @@ Outcome Run(std::string_view stream, const RequestLimits& limits, uint8_t pieces
       if (event.kind == Kind::kReject) {
         FUZZ_CHECK(event.status == http::status::bad_request ||
                    event.status == http::status::payload_too_large ||
-                   event.status == http::status::request_header_fields_too_large);
+                   event.status == http::status::request_header_fields_too_large ||
+                   event.status == http::status::not_implemented);
         FUZZ_CHECK(!reader.active());
         // The connection answers and closes, discarding whatever else arrives: what was
         // buffered at this point depends on how the bytes arrived, so it is not compared.

@@ -410,10 +410,21 @@ TEST(GatewayTest, ShutdownCancelsQueuedRequestsAndLetsInFlightOnesFinish) {
     }
   }
   ASSERT_TRUE(WaitFor([&] { return setup.admission->waiting() == 1; }));
+  const std::string base = setup.gateway->base_url();
   std::thread stopper([&] { setup.gateway->Shutdown(10s); });
   auto queued = answers[1].get_future();
   ASSERT_EQ(queued.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(queued.get()->status, 503);
+  // The in-flight request holds the HTTP server's drain open; meanwhile its listener still
+  // answers /health 503 (it used to refuse connections once the drain began).
+  net::HttpClient probe(ClientOptions());
+  for (const auto until = std::chrono::steady_clock::now() + 500ms;
+       std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(20ms)) {
+    const StatusOr<net::ClientResponse> health = probe.Request(http::verb::get, base, "/health");
+    ASSERT_TRUE(health.ok()) << health.status();
+    EXPECT_EQ(health->status, 503);
+    EXPECT_EQ(health->body, R"({"status":"shutting_down"})");
+  }
   ASSERT_TRUE(setup.engine->Answer());
   auto running = answers[0].get_future();
   ASSERT_EQ(running.wait_for(10s), std::future_status::ready);
@@ -1088,6 +1099,38 @@ TEST(GatewayTest, ADeadRouterWithLocalAdmissionAnswers502AtOnceAndReservesNothin
       << metrics;
   ExpectLedgerAtRest(*admission);
   gateway->Shutdown(2s);
+}
+
+// Log injection: a client's rid holding a newline, a forged "event=", a quote and a backslash
+// stays on its own log line, escaped (log_sink.h), and forges no line or field.
+TEST(GatewayTest, AClientRidWithANewlineStaysOnItsLogLineEscaped) {
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {"http://127.0.0.1:1"};  // Refused: the request fails upstream.
+  options.check_prerequisites = false;
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  const net::ClientResponse r =
+      Post(client, gateway->base_url(), "/generate",
+           R"({"rid": "r1\nevent=forged level=error \"x\\", "text": "hi"})");
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_TRUE(WaitFor([&] { return Logged(logs, "event=upstream_failed"); }));
+  std::lock_guard<std::mutex> lock(logs.mu);
+  int upstream_failed = 0;
+  for (const std::string& line : logs.lines) {
+    EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+    EXPECT_EQ(line.rfind("event=forged", 0), std::string::npos) << line;
+    if (line.rfind("event=upstream_failed ", 0) != 0) continue;
+    ++upstream_failed;
+    // The attempt's rid is the client's (with a suffix when it is reused), one quoted value.
+    EXPECT_EQ(
+        line.rfind("event=upstream_failed rid=\"r1\\x0Aevent=forged level=error \\x22x\\x5C", 0),
+        0u)
+        << line;
+    EXPECT_NE(line.find("\" error=\""), std::string::npos) << line;
+  }
+  EXPECT_EQ(upstream_failed, 1);
 }
 
 // Engines whose /metrics stalls past the control timeout make every scrape fail, so the

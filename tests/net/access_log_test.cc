@@ -181,7 +181,8 @@ TEST_F(AccessLogServerTest, RejectionsByTheServerAreReportedToo) {
   {
     RawClient client(server_->port());
     ASSERT_TRUE(
-        client.Send("POST /upload HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n9\r\n123456789"));
+        client.Send("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n9\r\n"
+                    "123456789"));
     ASSERT_THAT(client.ReadUntilClose(milliseconds(5000)), StartsWith("HTTP/1.1 413"));
   }
   const Recorded too_large_body = Entry(2);

@@ -165,6 +165,71 @@ TEST(HttpServerTest, GracefulShutdownLetsAnInFlightRequestFinish) {
   EXPECT_EQ(after.status().code(), StatusCode::kUnavailable);
 }
 
+// While Shutdown waits for an in-flight request, the listener stays open: a new connection is
+// answered by the server itself, 503 with Connection: close (GET /health with the services'
+// {"status":"shutting_down"}), and never reaches the handler; once the drain ends, connects
+// are refused.
+TEST(HttpServerTest, DuringTheDrainNewRequestsAre503AndHealthSaysShuttingDown) {
+  std::atomic<int> handled{0};
+  std::mutex mu;
+  std::shared_ptr<ResponseWriter> held;
+  auto server = StartServer({}, [&](Request request, std::shared_ptr<ResponseWriter> writer) {
+    ++handled;
+    if (request.target() == "/hold") {
+      std::lock_guard lock(mu);
+      held = std::move(writer);
+      return;
+    }
+    writer->Reply(MakeResponse(request, http::status::ok, R"({"status":"ok"})"));
+  });
+  HttpClient client;
+  std::promise<StatusOr<ClientResponse>> in_flight;
+  client.AsyncRequest(
+      http::verb::get, server->base_url(), "/hold", {}, "",
+      [&](StatusOr<ClientResponse> response) { in_flight.set_value(std::move(response)); });
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard lock(mu);
+    return held != nullptr;
+  }));
+  HttpClient probe;
+  ASSERT_EQ(probe.Request(http::verb::get, server->base_url(), "/health")->status, 200);
+  std::thread shutdown([&] { server->Shutdown(milliseconds(10'000)); });
+  StatusOr<ClientResponse> health = UnavailableError("not asked yet");
+  EXPECT_TRUE(WaitFor([&] {  // Until the drain began.
+    health = probe.Request(http::verb::get, server->base_url(), "/health?deep=1");
+    return health.ok() && health->status == 503;
+  }));
+  ASSERT_TRUE(health.ok()) << health.status();
+  const int handled_before_drain = handled.load();
+  EXPECT_EQ(health->status, 503);
+  EXPECT_EQ(health->body, R"({"status":"shutting_down"})");
+  bool saw_close = false;
+  for (const auto& [name, value] : health->headers) {
+    if (name == "Connection" && value == "close") saw_close = true;
+  }
+  EXPECT_TRUE(saw_close);
+  auto other = probe.Request(http::verb::post, server->base_url(), "/v1/completions", {}, "{}");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->status, 503);
+  EXPECT_NE(other->body.find("shutting down"), std::string::npos) << other->body;
+  auto again = probe.Request(http::verb::head, server->base_url(), "/health");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->status, 503);
+  EXPECT_EQ(handled.load(), handled_before_drain);  // None reached the handler in the drain.
+
+  {
+    std::lock_guard lock(mu);
+    held->Reply(Response{http::status::ok, 11});
+  }
+  shutdown.join();
+  auto response = in_flight.get_future().get();
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 200);
+  EXPECT_EQ(server->open_connections(), 0);
+  auto after = probe.Request(http::verb::get, server->base_url(), "/health");
+  EXPECT_EQ(after.status().code(), StatusCode::kUnavailable);
+}
+
 TEST(HttpServerTest, ShutdownDeadlineCutsASlowRequest) {
   std::mutex mu;
   std::vector<std::shared_ptr<ResponseWriter>> writers;

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace agentkv::net {
 namespace {
@@ -99,6 +102,35 @@ TEST(ParseBaseUrlTest, RejectsWhatTheClientCannotUse) {
     if (!endpoint.ok()) {
       EXPECT_EQ(endpoint.status().code(), StatusCode::kInvalidArgument) << url;
     }
+  }
+}
+
+// Boost.URL 1.81's port_number() keeps the low 16 bits: 89536 would be port 24000 and 65536
+// port 0. Every URL flag goes through ParseBaseUrl, so this is where a port is checked.
+TEST(ParseBaseUrlTest, RefusesPortsOutsideOneTo65535NamingTheValue) {
+  for (const auto& [url, port] : std::vector<std::pair<std::string, std::string>>{
+           {"http://127.0.0.1:89536", "89536"},
+           {"http://127.0.0.1:65536", "65536"},
+           {"http://127.0.0.1:0", "0"},
+           {"http://127.0.0.1:00000", "00000"},
+           {"http://127.0.0.1:", ""},
+           {"http://h:99999999999999999999999/v1", "99999999999999999999999"},
+           {"http://[::1]:70000", "70000"},
+           {"http://127.0.0.1:3000x", "3000x"}}) {
+    auto endpoint = ParseBaseUrl(url);
+    ASSERT_FALSE(endpoint.ok()) << url;
+    EXPECT_EQ(endpoint.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(endpoint.status().message(), "base URL \"" + url + "\" has an invalid port \"" +
+                                               port + "\": a port is in [1, 65535]");
+  }
+  for (const auto& [url, port] :
+       std::vector<std::pair<std::string, uint16_t>>{{"http://127.0.0.1:1", 1},
+                                                     {"http://127.0.0.1:65535", 65535},
+                                                     {"http://127.0.0.1:08080", 8080},
+                                                     {"http://h", 80}}) {
+    auto endpoint = ParseBaseUrl(url);
+    ASSERT_TRUE(endpoint.ok()) << url << ": " << endpoint.status();
+    EXPECT_EQ(endpoint->port, port) << url;
   }
 }
 

@@ -174,6 +174,85 @@ TEST(ServerConnectionTest, MalformedRequestGets400) {
   EXPECT_TRUE(closed);
 }
 
+// Request smuggling (RFC 9112 sections 3.2, 6.1, 6.3, 7.1.2): a refused request is followed by the
+// request a proxy in front would not see ("GET /agentic_kv?reset=1", hidden in the first
+// one's body). Each case is answered at once with its status and "Connection: close", the
+// connection closes, and no request at all reaches the handler.
+TEST(ServerConnectionTest, AmbiguousFramingIsRefusedAndClosesBeforeAnyHandler) {
+  struct Case {
+    std::string name;
+    std::string head;  // Request line and fields, without the blank line.
+    std::string body;  // Sent right after the head.
+    std::string status_line;
+  };
+  const std::string hidden = "GET /agentic_kv?reset=1 HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string post = "POST /close HTTP/1.1\r\nHost: x\r\n";
+  const std::string te = "Transfer-Encoding: ";
+  const std::string not_implemented = "HTTP/1.1 501 Not Implemented";
+  const std::string bad = "HTTP/1.1 400 Bad Request";
+  const std::vector<Case> cases = {
+      {"gzip", post + te + "gzip\r\n", hidden, not_implemented},
+      {"xchunked", post + te + "xchunked\r\n", hidden, not_implemented},
+      {"gzip with 100-continue", post + te + "gzip\r\nExpect: 100-continue\r\n", hidden,
+       not_implemented},
+      {"gzip, chunked", post + te + "gzip, chunked\r\n", "0\r\n\r\n" + hidden, not_implemented},
+      {"chunked, chunked", post + te + "chunked, chunked\r\n", hidden, bad},
+      {"chunked in two fields", post + te + "chunked\r\n" + te + "chunked\r\n",
+       "0\r\n\r\n" + hidden, bad},
+      {"chunked, gzip", post + te + "chunked, gzip\r\n", hidden, bad},
+      {"unknown coding and Content-Length",
+       post + te + "gzip\r\nContent-Length: " + std::to_string(hidden.size()) + "\r\n", hidden,
+       bad},
+      {"Content-Length and chunked", post + "Content-Length: 5\r\n" + te + "chunked\r\n",
+       "0\r\n\r\n" + hidden, bad},
+      {"chunked on HTTP/1.0", "POST /close HTTP/1.0\r\n" + te + "chunked\r\n", "0\r\n\r\n" + hidden,
+       bad},
+      {"no Host", "GET /a HTTP/1.1\r\n", hidden, bad},
+      {"two Hosts", "GET /a HTTP/1.1\r\nHost: x\r\nHost: y\r\n", hidden, bad},
+      {"chunk line ended by a bare LF", post + te + "chunked\r\n", "5\n", bad},
+      {"chunk data followed by a bare LF", post + te + "chunked\r\n", "3\r\nabc\n", bad},
+      {"a second Host in the trailer", post + te + "chunked\r\n",
+       "3\r\nabc\r\n0\r\nHost: y\r\n\r\n" + hidden, bad},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    HttpServerOptions options = SmallOptions();
+    options.body_timeout = milliseconds(30'000);  // A stall would show as a missing answer.
+    std::atomic<int> handled{0};
+    auto server =
+        StartServer(options, [&](Request request, std::shared_ptr<ResponseWriter> writer) {
+          ++handled;
+          writer->Reply(MakeResponse(request, http::status::ok, "handled", "text/plain"));
+        });
+    RawClient client(server->port());
+    ASSERT_TRUE(client.Send(c.head + "\r\n" + c.body));
+    const std::string response = client.ReadResponse(milliseconds(3'000));
+    EXPECT_THAT(response, StartsWith(c.status_line));
+    EXPECT_THAT(response, HasSubstr("Connection: close"));
+    bool closed = false;
+    EXPECT_EQ(client.ReadUntilClose(milliseconds(3'000), &closed), "");  // No second answer.
+    EXPECT_TRUE(closed);
+    client.Close();  // Ends the server's lingering read at once.
+    EXPECT_TRUE(WaitFor([&] { return server->open_connections() == 0; }));
+    EXPECT_EQ(handled.load(), 0);
+    EXPECT_EQ(server->requests_served(), 0);
+  }
+}
+
+// A request that follows these rules still works on the same connection, pipelined.
+TEST(ServerConnectionTest, ChunkedAmongEmptyListElementsAndHttp10WithoutHostAreServed) {
+  auto server = StartServer(SmallOptions(), Echo());
+  RawClient client(server->port());
+  ASSERT_TRUE(
+      client.Send("POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: , chunked\r\n\r\n"
+                  "3\r\nabc\r\n0\r\n\r\nGET /old HTTP/1.0\r\n\r\n"));
+  bool closed = false;
+  const std::string all = client.ReadUntilClose(milliseconds(3'000), &closed);
+  EXPECT_THAT(all, HasSubstr("echo:/c:abc"));
+  EXPECT_THAT(all, EndsWith("echo:/old:"));
+  EXPECT_TRUE(closed);
+}
+
 TEST(ServerConnectionTest, PartialHeadersTimeOutWith408AndClose) {
   HttpServerOptions options = SmallOptions();
   options.header_timeout = milliseconds(300);

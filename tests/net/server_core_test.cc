@@ -32,7 +32,7 @@ TEST(ServerCoreTest, PostIfRunningPostsUntilStopped) {
   EXPECT_EQ(ran, 1);
 }
 
-TEST(ServerCoreTest, RegistryCountsConnectionsAndRefusesThemOnceDraining) {
+TEST(ServerCoreTest, RegistryCountsConnectionsLateOnesWhileDrainingAndRefusesThemOnceClosed) {
   auto core = MakeCore();
   EXPECT_TRUE(core->WaitForConnections(std::chrono::steady_clock::now()));
   ASSERT_TRUE(core->Register(nullptr, 1));
@@ -42,12 +42,22 @@ TEST(ServerCoreTest, RegistryCountsConnectionsAndRefusesThemOnceDraining) {
 
   core->BeginDrain();
   EXPECT_TRUE(core->draining());
-  EXPECT_FALSE(core->Register(nullptr, 3));
-  EXPECT_EQ(core->open_connections(), 2);
-  EXPECT_FALSE(core->WaitForConnections(std::chrono::steady_clock::now() + milliseconds(10)));
+  // The listener stays open while draining: a connection accepted now is registered (late).
+  ASSERT_TRUE(core->Register(nullptr, 3));
+  EXPECT_EQ(core->open_connections(), 3);
+  EXPECT_FALSE(core->WaitForConnections(std::chrono::steady_clock::now() + milliseconds(10),
+                                        /*include_late=*/false));
 
   core->Unregister(1);
   core->Unregister(2);
+  EXPECT_EQ(core->open_connections(), 1);
+  // The in-flight connections are gone; the late one is not waited for, unless asked.
+  EXPECT_TRUE(core->WaitForConnections(std::chrono::steady_clock::now(), /*include_late=*/false));
+  EXPECT_FALSE(core->WaitForConnections(std::chrono::steady_clock::now()));
+
+  core->StopAccepting();
+  EXPECT_FALSE(core->Register(nullptr, 4));
+  core->Unregister(3);
   EXPECT_EQ(core->open_connections(), 0);
   EXPECT_TRUE(core->WaitForConnections(std::chrono::steady_clock::now()));
   core->io_context().poll();  // Runs the posted acceptor close, which holds the core.

@@ -131,6 +131,29 @@ TEST_F(ServiceCliTest, GatewayNeedsExactlyOneUpstream) {
   ExpectGatewayError(Run("gateway --router-url https://127.0.0.1:9"), "https");
 }
 
+// A port past 65535 once wrapped (89536 went to port 24000): every URL flag of every command
+// refuses a port outside [1, 65535], naming the flag and the value, before anything binds.
+TEST_F(ServiceCliTest, EveryUrlFlagRefusesAPortOutsideOneTo65535) {
+  const std::string bad = "http://127.0.0.1:89536";
+  const std::string message =
+      "base URL \"" + bad + "\" has an invalid port \"89536\": a port is in [1, 65535]";
+  ExpectGatewayError(Run("gateway --no-check-prerequisites --router-url " + bad),
+                     "--router-url: " + message);
+  ExpectGatewayError(
+      Run("gateway --no-check-prerequisites --engine-urls http://127.0.0.1:9 " + bad + "@1"),
+      "--engine-urls: " + message);
+  ExpectGatewayError(Run(std::string(kGateway) + " --coordinator-url " + bad),
+                     "--coordinator-url: " + message);
+  ExpectGatewayError(
+      Run(std::string(kGateway) + " --coordinator-url http://127.0.0.1:0"),
+      "--coordinator-url: base URL \"http://127.0.0.1:0\" has an invalid port \"0\"");
+  ExpectCoordinatorError(Run("coordinator --router-url " + bad), "--router-url: " + message);
+  ExpectCoordinatorError(Run("coordinator --engine-urls " + bad), "--engine-urls: " + message);
+  const RunResult router = Run("emulate router --worker-urls " + bad + "@0");
+  cli_testing::ExpectOneErrorLine(router, "agentkv emulate router: error: ");
+  EXPECT_THAT(router.err, HasSubstr("--worker-urls: " + message));
+}
+
 TEST_F(ServiceCliTest, GatewayReadsFlagsFromTheEnvironmentAndChecksThemTheSame) {
   ASSERT_EQ(setenv("AGENTKV_AGENTIC_ADMISSION_HEADROOM", "2", 1), 0);
   const RunResult r = Run(std::string(kGateway) + " --agentic-program-admission");

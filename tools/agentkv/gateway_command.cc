@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "agentkv/net/http_types.h"
 #include "agentkv/service/admission/admission_local.h"
 #include "agentkv/service/admission/admission_remote.h"
 #include "agentkv/service/gateway/gateway.h"
@@ -191,6 +192,13 @@ int GatewayCommand::Run() {
   if (s.ok()) s = CheckFlagRange("--max-body-bytes", max_body_bytes_, int64_t{0}, int64_t{1} << 62);
   if (s.ok()) {
     s = CheckFlagRange("--max-inflight-bytes", max_inflight_bytes_, int64_t{0}, int64_t{1} << 62);
+  }
+  if (s.ok() && !coordinator_url_.empty()) {
+    // Checked even when admission is off: a URL that names no reachable port is a mistake
+    // whatever else is set.
+    if (StatusOr<net::HttpEndpoint> e = net::ParseBaseUrl(coordinator_url_); !e.ok()) {
+      s = InvalidArgumentError("--coordinator-url: " + e.status().message());
+    }
   }
   if (!s.ok()) return ReportError(name, s);
   server_.ApplyTo(options.http);

@@ -124,8 +124,13 @@ void HttpServer::Shutdown(std::chrono::milliseconds deadline) {
   const auto until =
       std::chrono::steady_clock::now() + std::max(deadline, std::chrono::milliseconds(0));
   for (const auto& connection : core_->BeginDrain()) connection->BeginDrain();
-  if (!core_->WaitForConnections(until)) {
-    for (const auto& connection : core_->OpenConnections()) connection->ForceClose();
+  // Meanwhile the listener stays open: a connection accepted now is answered 503 by the server
+  // (a load balancer's /health reads "shutting down" instead of a refused connect).
+  core_->WaitForConnections(until, /*include_late=*/false);
+  core_->StopAccepting();
+  const auto rest = core_->OpenConnections();
+  if (!rest.empty()) {
+    for (const auto& connection : rest) connection->ForceClose();
     core_->WaitForConnections(std::chrono::steady_clock::now() + kForceCloseGrace);
   }
   // Handlers' own timers on executor() may still be pending: stop rather than wait for them.

@@ -84,14 +84,29 @@ StatusOr<HttpEndpoint> ParseBaseUrl(std::string_view base_url) {
   HttpEndpoint endpoint;
   endpoint.host = url.host_address();
   if (url.has_port()) {
-    if (url.port().empty() || url.port_number() == 0) {
-      return InvalidArgumentError("base URL \"" + std::string(base_url) +
-                                  "\" has an invalid port \"" + std::string(url.port()) + "\"");
+    // Boost.URL 1.81's port_number() keeps the low 16 bits of a larger number (89536 reads as
+    // 24000), so the digits are read here, and only 1-65535 is a port.
+    const std::string_view digits = url.port();
+    uint32_t port = 0;
+    for (const char digit : digits) {
+      port = port * 10 + static_cast<uint32_t>(digit - '0');
+      if (port > 65535) break;
     }
-    endpoint.port = url.port_number();
+    if (digits.empty() || port == 0 || port > 65535) {
+      return InvalidArgumentError("base URL \"" + std::string(base_url) +
+                                  "\" has an invalid port \"" + std::string(digits) +
+                                  "\": a port is in [1, 65535]");
+    }
+    endpoint.port = static_cast<uint16_t>(port);
   }
   endpoint.host_header = std::string(url.encoded_host_and_port());
   endpoint.path_prefix = std::string(url.encoded_path());
+  if (!endpoint.path_prefix.empty() && endpoint.path_prefix.front() != '/') {
+    // What Boost.URL 1.81 leaves of "http://h:80x": port 80, path "x".
+    return InvalidArgumentError("base URL \"" + std::string(base_url) +
+                                "\" has an invalid port \"" + std::string(url.port()) +
+                                endpoint.path_prefix + "\": a port is in [1, 65535]");
+  }
   while (!endpoint.path_prefix.empty() && endpoint.path_prefix.back() == '/') {
     endpoint.path_prefix.pop_back();
   }

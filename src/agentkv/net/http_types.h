@@ -76,8 +76,10 @@ struct HttpEndpoint {
 };
 
 // Parses an absolute "http://host[:port][/prefix]" URL with Boost.URL. InvalidArgument when the
-// URL does not parse, has no host, carries a query, fragment or user info, or its scheme is not
-// "http" (https is not supported).
+// URL does not parse, has no host, carries a query, fragment or user info, its port is not in
+// [1, 65535] (an empty port, 0, or a number that would wrap, e.g. 89536), or its scheme is not
+// "http" (https is not supported). The one parser of every URL flag (--router-url,
+// --engine-urls, --coordinator-url, --worker-urls) and of every client request.
 StatusOr<HttpEndpoint> ParseBaseUrl(std::string_view base_url);
 
 // The path of a request target without its query ("/generate" for "/generate?x=1"), still

@@ -309,7 +309,7 @@ void ServerConnection::Dispatch() {
       std::make_shared<ConnectionResponseWriter>(shared_from_this(), request_id_, gone_signal_);
   ReadMore();  // Notices a client that goes away while the handler works.
   try {
-    core_->Handle(std::move(request), writer);
+    core_->Handle(id_, std::move(request), writer);
   } catch (const std::exception& e) {
     writer->Reply(ErrorResponse(request_version_, http::status::internal_server_error,
                                 std::string("handler failed: ") + e.what()));

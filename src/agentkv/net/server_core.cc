@@ -1,11 +1,15 @@
 // Invariants: a connection is in `registry_` from Register until its Close() unregisters it
-// (or FinishStop clears the registry); Register fails once `draining_` is set, so a drain
-// snapshot plus later registrations never miss a connection; `open_connections_` mirrors the
+// (or FinishStop clears the registry); a connection registered once `draining_` is set is late
+// (never in a drain snapshot, and never handed to the handler), and Register fails once
+// `accepting_` is false, so StopAccepting plus OpenConnections never misses a connection;
+// `in_flight_` counts the entries that are not late; `open_connections_` mirrors the
 // registry's size; after MarkStopped no work is posted through PostIfRunning.
 #include "agentkv/net/server_core.h"
 
 #include <cerrno>
+#include <string>
 
+#include "agentkv/net/http_types.h"
 #include "agentkv/net/server_connection.h"
 #include "agentkv/sync/mutex.h"
 
@@ -15,6 +19,23 @@ namespace {
 namespace asio = boost::asio;
 using boost::system::error_code;
 using tcp = asio::ip::tcp;
+
+// The server's own answer to a request on a connection accepted while it drains: 503 and
+// Connection: close; GET or HEAD /health gets the body the services' /health answers while they
+// shut down.
+Response DrainAnswer(const Request& request) {
+  constexpr std::string_view kHealthPath = "/health";
+  const std::string_view target(request.target().data(), request.target().size());
+  const bool health =
+      (request.method() == http::verb::get || request.method() == http::verb::head) &&
+      target.substr(0, target.find('?')) == kHealthPath;
+  Response response = health ? MakeResponse(request, http::status::service_unavailable,
+                                            R"({"status":"shutting_down"})")
+                             : MakeErrorResponse(request, http::status::service_unavailable,
+                                                 "the server is shutting down");
+  response.keep_alive(false);
+  return response;
+}
 
 }  // namespace
 
@@ -27,7 +48,17 @@ ServerCore::ServerCore(const HttpServerOptions& options, Handler handler)
       acceptor_(accept_strand_),
       accept_retry_timer_(accept_strand_) {}
 
-void ServerCore::Handle(Request request, std::shared_ptr<ResponseWriter> writer) {
+void ServerCore::Handle(uint64_t connection_id, Request request,
+                        std::shared_ptr<ResponseWriter> writer) {
+  if (draining()) {
+    bool late = false;
+    {
+      sync::MutexLock lock(&registry_mu_);
+      const auto it = registry_.find(connection_id);
+      late = it != registry_.end() && it->second.late;
+    }
+    if (late) return writer->Reply(DrainAnswer(request));
+  }
   if (handler_) handler_(std::move(request), std::move(writer));
 }
 
@@ -41,7 +72,7 @@ void ServerCore::AcceptNext() {
 }
 
 void ServerCore::OnAccept(const error_code& error, tcp::socket socket) {
-  if (!acceptor_.is_open() || draining()) return;
+  if (!acceptor_.is_open()) return;
   if (error) {
     if (error == asio::error::operation_aborted) return;
     const int code = error.value();
@@ -66,17 +97,22 @@ void ServerCore::OnAccept(const error_code& error, tcp::socket socket) {
 
 bool ServerCore::Register(const std::shared_ptr<ServerConnection>& connection, uint64_t id) {
   sync::MutexLock lock(&registry_mu_);
-  if (draining_.load(std::memory_order_acquire)) return false;
-  registry_.emplace(id, connection);
+  if (!accepting_) return false;
+  const bool late = draining_.load(std::memory_order_acquire);
+  registry_.emplace(id, Registered{connection, late});
+  if (!late) ++in_flight_;
   open_connections_.store(static_cast<int64_t>(registry_.size()), std::memory_order_relaxed);
   return true;
 }
 
 void ServerCore::Unregister(uint64_t id) {
   sync::MutexLock lock(&registry_mu_);
-  registry_.erase(id);
+  const auto it = registry_.find(id);
+  if (it == registry_.end()) return;
+  if (!it->second.late) --in_flight_;
+  registry_.erase(it);
   open_connections_.store(static_cast<int64_t>(registry_.size()), std::memory_order_relaxed);
-  if (registry_.empty()) registry_cv_.SignalAll();
+  if (in_flight_ == 0) registry_cv_.SignalAll();
 }
 
 std::vector<std::shared_ptr<ServerConnection>> ServerCore::BeginDrain() {
@@ -84,30 +120,38 @@ std::vector<std::shared_ptr<ServerConnection>> ServerCore::BeginDrain() {
     sync::MutexLock lock(&registry_mu_);
     draining_.store(true, std::memory_order_release);
   }
+  return OpenConnections();
+}
+
+void ServerCore::StopAccepting() {
+  {
+    sync::MutexLock lock(&registry_mu_);
+    accepting_ = false;
+  }
   asio::post(accept_strand_, [self = shared_from_this()] {
     error_code ignored;
     self->acceptor_.close(ignored);
     self->accept_retry_timer_.cancel();
   });
-  return OpenConnections();
 }
 
 std::vector<std::shared_ptr<ServerConnection>> ServerCore::OpenConnections() {
   std::vector<std::shared_ptr<ServerConnection>> open;
   sync::MutexLock lock(&registry_mu_);
   open.reserve(registry_.size());
-  for (const auto& [id, weak] : registry_) {
-    if (auto connection = weak.lock()) open.push_back(std::move(connection));
+  for (const auto& [id, entry] : registry_) {
+    if (auto connection = entry.connection.lock()) open.push_back(std::move(connection));
   }
   return open;
 }
 
-bool ServerCore::WaitForConnections(std::chrono::steady_clock::time_point deadline) {
+bool ServerCore::WaitForConnections(std::chrono::steady_clock::time_point deadline,
+                                    bool include_late) {
   sync::MutexLock lock(&registry_mu_);
-  while (!registry_.empty()) {
+  while ((include_late ? registry_.size() : in_flight_) != 0) {
     if (registry_cv_.WaitWithDeadline(&registry_mu_, deadline)) break;
   }
-  return registry_.empty();
+  return (include_late ? registry_.size() : in_flight_) == 0;
 }
 
 void ServerCore::MarkStopped() {
@@ -123,6 +167,7 @@ void ServerCore::FinishStop() {
   {
     sync::MutexLock lock(&registry_mu_);
     registry_.clear();
+    in_flight_ = 0;
     open_connections_.store(0, std::memory_order_relaxed);
   }
   io_context_.DestroyPendingWork();

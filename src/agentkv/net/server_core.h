@@ -51,8 +51,10 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   boost::asio::ip::tcp::acceptor& acceptor() { return acceptor_; }
   const HttpServerOptions& options() const { return options_; }
 
-  // Runs the handler; only called on I/O threads while the server runs.
-  void Handle(Request request, std::shared_ptr<ResponseWriter> writer);
+  // Runs the handler for a request of connection `connection_id`; only called on I/O threads
+  // while the server runs. A connection accepted while the server drains never reaches the
+  // handler: the server answers 503 itself (DrainAnswer).
+  void Handle(uint64_t connection_id, Request request, std::shared_ptr<ResponseWriter> writer);
 
   // Starts the accept loop. Call once, before the I/O threads start.
   void StartAccepting();
@@ -70,17 +72,24 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
     return true;
   }
 
-  // Adds an accepted connection; false (and the caller closes it) once draining started.
+  // Adds an accepted connection; one accepted while draining is registered as late (the server
+  // answers its requests with 503); false (and the caller closes it) once accepting stopped.
   bool Register(const std::shared_ptr<ServerConnection>& connection, uint64_t id);
   // Removes a closed connection and wakes a waiting Shutdown.
   void Unregister(uint64_t id);
 
-  // Shutdown steps, in order: BeginDrain (stop accepting; returns the open connections),
-  // WaitForConnections (and ForceClose on the rest), stop and join the I/O threads,
-  // MarkStopped (writers stop posting), FinishStop.
+  // Shutdown steps, in order: BeginDrain (returns the open connections; the listener stays
+  // open and answers every new request 503, so /health reads "shutting down" rather than
+  // refusing connections), WaitForConnections (the in-flight ones), StopAccepting (the
+  // listener closes), ForceClose on the rest and WaitForConnections(late too), stop and join
+  // the I/O threads, MarkStopped (writers stop posting), FinishStop.
   std::vector<std::shared_ptr<ServerConnection>> BeginDrain();
-  // Waits until every connection closed or `deadline` passed; true when none is left.
-  bool WaitForConnections(std::chrono::steady_clock::time_point deadline);
+  // Waits until every connection closed or `deadline` passed; true when none is left. Unless
+  // `include_late`, connections accepted while draining are not waited for.
+  bool WaitForConnections(std::chrono::steady_clock::time_point deadline, bool include_late = true);
+  // Closes the listener: later connects are refused, and a connection accepted meanwhile is
+  // closed unregistered.
+  void StopAccepting();
   std::vector<std::shared_ptr<ServerConnection>> OpenConnections();
   void MarkStopped();
   // Precondition: the I/O threads are joined and MarkStopped() ran. Closes the acceptor and
@@ -138,6 +147,7 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   uint64_t next_connection_id_ = 0;               // On accept_strand_.
 
   std::atomic<bool> draining_{false};
+  bool accepting_ AGENTKV_GUARDED_BY(registry_mu_) = true;
   std::atomic<int64_t> open_connections_{0};
   std::atomic<int64_t> requests_served_{0};
   std::atomic<int64_t> inflight_bytes_{0};
@@ -146,8 +156,13 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
 
   sync::Mutex registry_mu_;
   sync::CondVar registry_cv_;
-  std::unordered_map<uint64_t, std::weak_ptr<ServerConnection>> registry_
-      AGENTKV_GUARDED_BY(registry_mu_);
+  struct Registered {
+    std::weak_ptr<ServerConnection> connection;
+    bool late = false;  // Accepted while draining.
+  };
+  std::unordered_map<uint64_t, Registered> registry_ AGENTKV_GUARDED_BY(registry_mu_);
+  // Entries of registry_ that are not late.
+  size_t in_flight_ AGENTKV_GUARDED_BY(registry_mu_) = 0;
 
   sync::SharedMutex stop_mu_;
   bool stopped_ AGENTKV_GUARDED_BY(stop_mu_) = false;

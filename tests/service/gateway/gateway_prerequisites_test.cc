@@ -45,7 +45,7 @@ TEST(CheckPrerequisitesTest, AnotherSglangVersionWarnsOnly) {
   EXPECT_TRUE(outcome->lifecycle);
   EXPECT_TRUE(outcome->admission);
   ASSERT_EQ(outcome->warnings.size(), 1u);
-  EXPECT_EQ(outcome->warnings[0],
+  EXPECT_EQ(outcome->warnings[0].text(),
             "event=engine_version engine=http://b:2 version=\"0.5.9\" "
             "supported=\"0.5.15.post1\" note=\"agentkv is checked against this SGLang release; "
             "others differ in what /close_session frees and in their metrics\"");
@@ -53,7 +53,7 @@ TEST(CheckPrerequisitesTest, AnotherSglangVersionWarnsOnly) {
   outcome = CheckPrerequisites(Fleet(old), false, true, PrerequisitePolicy::kDisable);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   ASSERT_EQ(outcome->warnings.size(), 1u);
-  EXPECT_NE(outcome->warnings[0].find("version=\"unreported\""), std::string::npos);
+  EXPECT_NE(outcome->warnings[0].text().find("version=\"unreported\""), std::string::npos);
   old.version = std::string(protocol::kEmulatorVersion);
   outcome = CheckPrerequisites(Fleet(old), true, true, PrerequisitePolicy::kRefuse);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
@@ -90,8 +90,9 @@ TEST(CheckPrerequisitesTest, DisableTurnsOnlyTheAffectedFeatureOff) {
   EXPECT_FALSE(outcome->lifecycle);
   EXPECT_TRUE(outcome->admission);
   ASSERT_EQ(outcome->warnings.size(), 1u);
-  EXPECT_NE(outcome->warnings[0].find("feature=--agentic-session-lifecycle engine=http://b:2"),
-            std::string::npos);
+  EXPECT_NE(
+      outcome->warnings[0].text().find("feature=--agentic-session-lifecycle engine=http://b:2"),
+      std::string::npos);
   // An unreadable engine or an empty fleet keeps the features (fail-open at run time).
   std::vector<EngineServerInfo> unreachable;
   unreachable.push_back(EngineServerInfo{"http://c:3", UnavailableError("refused")});
@@ -105,7 +106,7 @@ TEST(CheckPrerequisitesTest, LruOnlyWarnsAndDisabledFeaturesCheckNothing) {
   ASSERT_TRUE(lru.ok());
   EXPECT_TRUE(lru->lifecycle);
   ASSERT_EQ(lru->warnings.size(), 1u);
-  EXPECT_NE(lru->warnings[0].find("found=lru"), std::string::npos);
+  EXPECT_NE(lru->warnings[0].text().find("found=lru"), std::string::npos);
   EXPECT_TRUE(CheckPrerequisites({}, false, false, PrerequisitePolicy::kRefuse).ok());
 }
 

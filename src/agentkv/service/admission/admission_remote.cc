@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -73,7 +74,7 @@ AdmissionDecision DegradedBypass(const std::string& ticket, int64_t tokens) {
 Status RemoteAdmissionOptions::Validate() const {
   if (coordinator_url.empty()) return InvalidArgumentError("coordinator_url is required");
   if (StatusOr<net::HttpEndpoint> e = net::ParseBaseUrl(coordinator_url); !e.ok()) {
-    return InvalidArgumentError("coordinator_url: " + e.status().message());
+    return InvalidArgumentError("--coordinator-url: " + e.status().message());
   }
   // A day is far beyond any sensible wait and keeps the millisecond conversion in range.
   if (!std::isfinite(max_wait_s) || max_wait_s < 0 || max_wait_s > 86400.0) {
@@ -199,10 +200,10 @@ void RemoteAdmission::OnProbe(bool answered) {
     opened_at = breaker_.opened_at();
   }
   if (change == CoordinatorBreaker::Change::kClosed) {
-    options_.log(LogLevel::kInfo,
-                 "event=coordinator_breaker_closed coordinator=" + options_.coordinator_url +
-                     " open_s=" + std::to_string((now - opened_at).seconds()) +
-                     " bypassed=" + std::to_string(breaker_bypassed_.load()));
+    options_.log(LogLevel::kInfo, LogLine("coordinator_breaker_closed")
+                                      .Add("coordinator", options_.coordinator_url)
+                                      .Add("open_s", (now - opened_at).seconds())
+                                      .Add("bypassed", breaker_bypassed_.load()));
     return;
   }
   if (change != CoordinatorBreaker::Change::kOpened) return;
@@ -216,11 +217,13 @@ void RemoteAdmission::OnProbe(bool answered) {
       if (pending.handle != nullptr) cut.push_back(pending.handle);
     }
   }
-  options_.log(LogLevel::kWarn,
-               "event=coordinator_breaker_opened coordinator=" + options_.coordinator_url +
-                   " failures=" + std::to_string(failures) + " cooldown_s=" +
-                   std::to_string(static_cast<double>(options_.breaker_cooldown.count()) / 1000.0) +
-                   " cut_acquires=" + std::to_string(cut.size()));
+  options_.log(
+      LogLevel::kWarn,
+      LogLine("coordinator_breaker_opened")
+          .Add("coordinator", options_.coordinator_url)
+          .Add("failures", failures)
+          .Add("cooldown_s", static_cast<double>(options_.breaker_cooldown.count()) / 1000.0)
+          .Add("cut_acquires", cut.size()));
   for (const auto& handle : cut) handle->Cancel();
 }
 
@@ -348,7 +351,7 @@ AdmissionBackendFailures RemoteAdmission::failures() const {
 }
 
 void RemoteAdmission::OnFailure(Op op, std::string_view error) {
-  std::string line;
+  std::optional<LogLine> line;
   {
     sync::MutexLock lock(&health_mu_);
     std::string_view name;
@@ -377,14 +380,16 @@ void RemoteAdmission::OnFailure(Op op, std::string_view error) {
     ++unlogged_failures_;
     const auto now = std::chrono::steady_clock::now();
     if (failing_ && last_log_.has_value() && now - *last_log_ < kFailureLogInterval) return;
-    line = "event=coordinator_failed coordinator=" + options_.coordinator_url +
-           " op=" + std::string(name) + " failures=" + std::to_string(unlogged_failures_) +
-           " error=\"" + std::string(error) + "\"";
+    line.emplace("coordinator_failed");
+    line->Add("coordinator", options_.coordinator_url)
+        .Add("op", name)
+        .Add("failures", unlogged_failures_)
+        .Quoted("error", error);
     failing_ = true;
     unlogged_failures_ = 0;
     last_log_ = now;
   }
-  options_.log(LogLevel::kWarn, line);
+  options_.log(LogLevel::kWarn, *line);
 }
 
 void RemoteAdmission::OnSuccess() {
@@ -397,9 +402,9 @@ void RemoteAdmission::OnSuccess() {
     unlogged_failures_ = 0;
     last_log_.reset();
   }
-  options_.log(LogLevel::kInfo,
-               "event=coordinator_recovered coordinator=" + options_.coordinator_url +
-                   " unlogged_failures=" + std::to_string(unlogged));
+  options_.log(LogLevel::kInfo, LogLine("coordinator_recovered")
+                                    .Add("coordinator", options_.coordinator_url)
+                                    .Add("unlogged_failures", unlogged));
 }
 
 }  // namespace agentkv::service

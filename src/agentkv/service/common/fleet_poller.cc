@@ -84,8 +84,9 @@ std::vector<control::EngineSnapshot> FleetPoller::PollOnce() {
   StatusOr<std::vector<std::string>> urls =
       directory_->Refresh(std::chrono::steady_clock::now() + options_.timeout);
   if (!urls.ok()) {
-    log_(LogLevel::kWarn, "event=engine_discovery_failed router=" + directory_->router_url() +
-                              " error=\"" + urls.status().message() + "\"");
+    log_(LogLevel::kWarn, LogLine("engine_discovery_failed")
+                              .Add("router", directory_->router_url())
+                              .Quoted("error", urls.status().message()));
   } else if (options_.scrape_metrics) {
     // Scrape every engine concurrently and wait for the answers until the deadline; an engine
     // that has not answered by then is cancelled and counts as failed.
@@ -132,11 +133,12 @@ std::vector<control::EngineSnapshot> FleetPoller::PollOnce() {
       control::EngineSnapshot snapshot = SnapshotFromScrape((*urls)[i], *results[i]);
       if (!snapshot.healthy) {
         const StatusOr<net::ClientResponse>& r = *results[i];
-        log_(LogLevel::kWarn, "event=metrics_scrape_failed engine=" + (*urls)[i] + " error=\"" +
-                                  (r.ok() ? "HTTP " + std::to_string(r->status) +
-                                                (r->status == 200 ? " unparsable" : "")
-                                          : r.status().message()) +
-                                  "\"");
+        log_(LogLevel::kWarn,
+             LogLine("metrics_scrape_failed")
+                 .Add("engine", (*urls)[i])
+                 .Quoted("error", r.ok() ? "HTTP " + std::to_string(r->status) +
+                                               (r->status == 200 ? " unparsable" : "")
+                                         : r.status().message()));
       }
       snapshots.push_back(std::move(snapshot));
     }

@@ -80,11 +80,12 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   local.tick_interval = options.tick_interval;
   local.instance_timeout_s = options.instance_timeout_s;
   local.on_instance_expired = [log = options.log](const InstanceExpiry& expiry) {
-    log(LogLevel::kWarn, "event=instance_expired instance=" + expiry.instance +
-                             " silent_s=" + std::to_string(expiry.silent_for.seconds()) +
-                             " leases=" + std::to_string(expiry.released.leases) +
-                             " tokens=" + std::to_string(expiry.released.tokens) +
-                             " waiters=" + std::to_string(expiry.released.waiters));
+    log(LogLevel::kWarn, LogLine("instance_expired")
+                             .Add("instance", expiry.instance)
+                             .Add("silent_s", expiry.silent_for.seconds())
+                             .Add("leases", expiry.released.leases)
+                             .Add("tokens", expiry.released.tokens)
+                             .Add("waiters", expiry.released.waiters));
   };
   AGENTKV_ASSIGN_OR_RETURN(s->admission_, LocalAdmission::Create(std::move(local)));
   const auto timeout = std::chrono::milliseconds(

@@ -10,6 +10,7 @@
 #include "agentkv/base/bounds.h"
 #include "agentkv/base/hash.h"
 #include "agentkv/net/error_body.h"
+#include "agentkv/net/http_types.h"
 #include "agentkv/net/router.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/protocol/json_splice.h"
@@ -93,11 +94,11 @@ Status RouterEmulatorOptions::Validate() const {
                                 std::to_string(max_received_requests));
   }
   for (const std::string& url : worker_urls) {
-    const std::string base = protocol::StripRankSuffix(url);
-    boost::system::result<boost::urls::url_view> parsed = boost::urls::parse_absolute_uri(base);
-    if (!parsed || parsed->scheme() != "http" || parsed->host().empty()) {
-      return InvalidArgumentError("--worker-urls: \"" + url +
-                                  "\" is not an http://host:port URL (with an optional @rank)");
+    // The client's own parser (net::ParseBaseUrl), so a URL accepted here is one it can use.
+    if (StatusOr<net::HttpEndpoint> parsed = net::ParseBaseUrl(protocol::StripRankSuffix(url));
+        !parsed.ok()) {
+      return InvalidArgumentError("--worker-urls: " + parsed.status().message() +
+                                  " (http://host:port with an optional @rank)");
     }
     AGENTKV_RETURN_IF_ERROR(SplitRank(url).status());
   }

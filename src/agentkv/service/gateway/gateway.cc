@@ -39,7 +39,6 @@ net::Response Relay(const net::Request& request, net::ClientResponse response) {
 using gateway_internal::Clock;
 using gateway_internal::Exchange;
 using gateway_internal::JsonError;
-using gateway_internal::Quoted;
 using gateway_internal::Relay;
 namespace http = net::http;
 
@@ -93,8 +92,9 @@ Status Gateway::Core::Init() {
   directory_ = std::make_unique<EngineDirectory>(options_.router_url, options_.engine_urls,
                                                  control_client_.get());
   if (StatusOr<std::vector<std::string>> urls = directory_->Refresh(); !urls.ok()) {
-    Log(LogLevel::kWarn, "event=engine_discovery_failed router=" + options_.router_url +
-                             " error=" + Quoted(urls.status().message()));
+    Log(LogLevel::kWarn, LogLine("engine_discovery_failed")
+                             .Add("router", options_.router_url)
+                             .Quoted("error", urls.status().message()));
   }
   if (options_.check_prerequisites) AGENTKV_RETURN_IF_ERROR(CheckEnginePrerequisites());
 
@@ -111,7 +111,7 @@ Status Gateway::Core::Init() {
     metrics_.CountSessionClose(ok);
     if (options_.on_session_close) options_.on_session_close(ok);
     Log(ok ? LogLevel::kInfo : LogLevel::kWarn,
-        "event=session_closed session=" + session_id + " ok=" + (ok ? "true" : "false"));
+        LogLine("session_closed").Add("session", session_id).Add("ok", ok));
   };
   sessions_ = std::make_unique<SessionManager>(std::move(session_options), this);
   data_client_ = std::make_unique<net::HttpClient>(options_.upstream);
@@ -135,11 +135,12 @@ Status Gateway::Core::Init() {
   if (poller_options.scrape_metrics || directory_->uses_router()) poller_->Start();
   sweeper_ = std::thread([this] { SweepLoop(); });
   Log(LogLevel::kInfo,
-      "event=gateway_started url=" + server_->base_url() +
-          " upstream=" + (options_.router_url.empty() ? "engines" : options_.router_url) +
-          " lifecycle=" + (lifecycle_ ? "on" : "off") +
-          " admission=" + (admission_ ? "on" : "off") +
-          " router_policy=" + std::string(SglRouterPolicyName(options_.router_policy)));
+      LogLine("gateway_started")
+          .Add("url", server_->base_url())
+          .Add("upstream", options_.router_url.empty() ? "engines" : options_.router_url)
+          .Add("lifecycle", lifecycle_ ? "on" : "off")
+          .Add("admission", admission_ ? "on" : "off")
+          .Add("router_policy", SglRouterPolicyName(options_.router_policy)));
   return Status::Ok();
 }
 
@@ -155,11 +156,12 @@ Status Gateway::Core::CheckEnginePrerequisites() {
             ? StatusOr<protocol::ServerInfo>(UnavailableError("HTTP " + std::to_string(r->status)))
             : protocol::ParseServerInfo(r->body);
     if (info.ok()) {
-      Log(LogLevel::kInfo, "event=engine_checked engine=" + url + " version=" +
-                               Quoted(info->version) + " enable_session_radix_cache=" +
-                               (info->enable_session_radix_cache ? "true" : "false") +
-                               " radix_eviction_policy=" + info->radix_eviction_policy +
-                               " enable_metrics=" + (info->enable_metrics ? "true" : "false"));
+      Log(LogLevel::kInfo, LogLine("engine_checked")
+                               .Add("engine", url)
+                               .Quoted("version", info->version)
+                               .Add("enable_session_radix_cache", info->enable_session_radix_cache)
+                               .Add("radix_eviction_policy", info->radix_eviction_policy)
+                               .Add("enable_metrics", info->enable_metrics));
     }
     infos.push_back(EngineServerInfo{url, std::move(info)});
   }
@@ -167,7 +169,7 @@ Status Gateway::Core::CheckEnginePrerequisites() {
   AGENTKV_ASSIGN_OR_RETURN(
       PrerequisiteOutcome outcome,
       CheckPrerequisites(infos, lifecycle_, admission_, options_.prerequisite_policy));
-  for (const std::string& warning : outcome.warnings) Log(LogLevel::kWarn, warning);
+  for (const LogLine& warning : outcome.warnings) Log(LogLevel::kWarn, warning);
   lifecycle_ = outcome.lifecycle;
   admission_ = outcome.admission;
   return Status::Ok();
@@ -318,7 +320,7 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
                        header(kParentSignatureHeader));
   if (hint == ParentHintVerdict::kRejected) {
     metrics_.CountParentHintRejected();
-    Log(LogLevel::kInfo, "event=parent_hint_rejected session=" + session->value_or("-"));
+    Log(LogLevel::kInfo, LogLine("parent_hint_rejected").Add("session", session->value_or("-")));
   }
   const std::string request_id = client->rid.has_value() ? *client->rid : NewRequestId();
   const bool needs_admission =
@@ -412,12 +414,12 @@ void Gateway::Core::OnAdmission(const std::shared_ptr<Exchange>& ex,
     sync::MutexLock lock(&admission_mu_);
     awaiting_.erase(ex->rid);
   }
-  Log(LogLevel::kDebug,
-      "event=admission rid=" + ex->rid +
-          " action=" + std::string(control::AdmissionActionName(decision.action)) +
-          " reason=" + std::string(control::AdmissionReasonName(decision.reason)) +
-          " tokens=" + std::to_string(decision.reservation_tokens) +
-          " wait_s=" + std::to_string(decision.wait.seconds()));
+  Log(LogLevel::kDebug, LogLine("admission")
+                            .Add("rid", ex->rid)
+                            .Add("action", control::AdmissionActionName(decision.action))
+                            .Add("reason", control::AdmissionReasonName(decision.reason))
+                            .Add("tokens", decision.reservation_tokens)
+                            .Add("wait_s", decision.wait.seconds()));
   // The flow keeps the decision's lease until Finish returns it.
   StatusOr<control::AdmissionVerdict> verdict = sessions_->OnAdmission(ex->rid, decision);
   if (!verdict.ok()) return Fail(ex, GatewayError::kInternal, verdict.status().message());
@@ -490,8 +492,9 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
         http::verb::post, base, path, std::move(headers), *std::move(body),
         [this, ex](StatusOr<net::ClientResponse> response) {
           if (!response.ok()) {
-            Log(LogLevel::kWarn, "event=upstream_failed rid=" + ex->rid +
-                                     " error=" + Quoted(response.status().message()));
+            Log(LogLevel::kWarn, LogLine("upstream_failed")
+                                     .Add("rid", ex->rid)
+                                     .Quoted("error", response.status().message()));
             return Fail(ex, ErrorFor(response.status()),
                         "upstream: " + response.status().message());
           }
@@ -537,8 +540,9 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
           }
           // Broken mid-stream: drop the writer without the terminating chunk, so the client
           // sees a truncated stream rather than a complete one.
-          Log(LogLevel::kWarn,
-              "event=upstream_stream_broken rid=" + ex->rid + " error=" + Quoted(status.message()));
+          Log(LogLevel::kWarn, LogLine("upstream_stream_broken")
+                                   .Add("rid", ex->rid)
+                                   .Quoted("error", status.message()));
           std::shared_ptr<net::ResponseWriter> writer;
           {
             sync::MutexLock lock(&ex->mu);
@@ -613,10 +617,6 @@ void Gateway::Core::Finish(const std::shared_ptr<Exchange>& ex, int code) {
   const Clock::time_point now = Clock::now();
   // Returns the attempt's lease (ReturnLease) and moves a draining session on.
   sessions_->Finish(ex->rid, now);
-  // A sub-agent that ran after its parent's last return may have finished since.
-  if (options_.agentic_subagent_demotion && ex->parent.has_value()) {
-    NoteSubagentActivity(*ex->parent);
-  }
   metrics_.ObserveRequest(RoutePath(ex->route),
                           gone ? HttpStatusFor(GatewayError::kClientGone) : code,
                           std::chrono::duration<double>(now - ex->started).count());

@@ -25,7 +25,6 @@ namespace agentkv::service {
 
 using gateway_internal::Clock;
 using gateway_internal::JsonError;
-using gateway_internal::Quoted;
 namespace http = net::http;
 
 namespace {
@@ -80,9 +79,10 @@ void CompleteClose(const std::shared_ptr<CloseFanOut>& fan, int64_t index, Statu
   }
   for (size_t i = 0; i < statuses.size(); ++i) {
     if (!statuses[i].ok()) {
-      fan->log(LogLevel::kWarn, "event=close_session_failed session=" + fan->session_id +
-                                    " engine=" + fan->engines[i] +
-                                    " error=" + Quoted(statuses[i].message()));
+      fan->log(LogLevel::kWarn, LogLine("close_session_failed")
+                                    .Add("session", fan->session_id)
+                                    .Add("engine", fan->engines[i])
+                                    .Quoted("error", statuses[i].message()));
     }
   }
   done(control::CloseSucceededOnEveryEngine(statuses));
@@ -130,10 +130,10 @@ void Gateway::Core::HandleClose(net::Request request, std::shared_ptr<net::Respo
                          .Key("aborted")
                          .Int(result.aborted)
                          .EndObject();
-                     Log(LogLevel::kInfo,
-                         "event=session_close_request session=" + result.session_id +
-                             " closed=" + (result.closed ? "true" : "false") +
-                             " aborted=" + std::to_string(result.aborted));
+                     Log(LogLevel::kInfo, LogLine("session_close_request")
+                                              .Add("session", result.session_id)
+                                              .Add("closed", result.closed)
+                                              .Add("aborted", result.aborted));
                      writer->Reply(net::MakeResponse(*header, http::status::ok, json.Take()));
                    });
 }
@@ -164,9 +164,11 @@ void Gateway::Core::AbortOnEveryEngine(const std::string& rid) {
         {{"Content-Type", "application/json"}}, body,
         [this, engine, rid](StatusOr<net::ClientResponse> r) {
           if (r.ok() && r->status / 100 == 2) return;
-          Log(LogLevel::kWarn,
-              "event=abort_failed engine=" + engine + " rid=" + rid + " error=" +
-                  Quoted(r.ok() ? "HTTP " + std::to_string(r->status) : r.status().message()));
+          Log(LogLevel::kWarn, LogLine("abort_failed")
+                                   .Add("engine", engine)
+                                   .Add("rid", rid)
+                                   .Quoted("error", r.ok() ? "HTTP " + std::to_string(r->status)
+                                                           : r.status().message()));
         });
   }
 }
@@ -204,25 +206,23 @@ void Gateway::Core::DeliverParentReturn(const std::optional<std::string>& sessio
         {{"Content-Type", "application/json"}}, body,
         [this, engine, parent = *session](StatusOr<net::ClientResponse> r) {
           if (r.ok() && r->status / 100 == 2) return;
-          Log(LogLevel::kWarn,
-              "event=demote_finished_subagents_failed engine=" + engine + " parent=" + parent +
-                  " error=" +
-                  Quoted(r.ok() ? "HTTP " + std::to_string(r->status) : r.status().message()));
+          Log(LogLevel::kWarn, LogLine("demote_finished_subagents_failed")
+                                   .Add("engine", engine)
+                                   .Add("parent", parent)
+                                   .Quoted("error", r.ok() ? "HTTP " + std::to_string(r->status)
+                                                           : r.status().message()));
         });
   }
-}
-
-void Gateway::Core::NoteSubagentActivity(const std::string& parent) {
-  sync::MutexLock lock(&parents_mu_);
-  if (auto it = parents_.find(parent); it != parents_.end()) it->second = true;
 }
 
 void Gateway::Core::CloseOnEveryEngine(const std::string& session_id,
                                        std::function<void(bool ok)> done) {
   const std::vector<std::string> engines = directory_->urls();
   if (!effects_enabled_.load() || engines.empty()) {
-    Log(LogLevel::kWarn, "event=close_session_failed session=" + session_id + " error=" +
-                             Quoted(engines.empty() ? "no engine known" : "shutting down"));
+    Log(LogLevel::kWarn,
+        LogLine("close_session_failed")
+            .Add("session", session_id)
+            .Quoted("error", engines.empty() ? "no engine known" : "shutting down"));
     return done(false);
   }
   auto fan = std::make_shared<CloseFanOut>();
@@ -304,7 +304,7 @@ void Gateway::Core::ReturnFreedMemory(Clock::time_point now) {
   malloc_trim(0);
 #endif
   trims_.fetch_add(1);
-  Log(LogLevel::kDebug, "event=memory_trimmed inflight_peak_bytes=" + std::to_string(peak));
+  Log(LogLevel::kDebug, LogLine("memory_trimmed").Add("inflight_peak_bytes", peak));
 }
 
 // ---- Observability ----
@@ -385,7 +385,7 @@ void Gateway::Core::Shutdown(std::chrono::milliseconds deadline) {
   std::call_once(shutdown_once_, [this, deadline] {
     const Clock::time_point until = Clock::now() + deadline;
     shutting_down_.store(true);
-    Log(LogLevel::kInfo, "event=gateway_shutting_down");
+    Log(LogLevel::kInfo, LogLine("gateway_shutting_down"));
     std::vector<std::string> waiting;
     {
       sync::MutexLock lock(&admission_mu_);
@@ -412,11 +412,11 @@ void Gateway::Core::Shutdown(std::chrono::milliseconds deadline) {
     if (!acquires_resolved) {
       // A backend that never answered a cancel: keep the clients for its late callbacks (the
       // destructor closes them).
-      Log(LogLevel::kError, "event=shutdown_acquires_unresolved");
+      Log(LogLevel::kError, LogLine("shutdown_acquires_unresolved"));
       return;
     }
     Teardown();
-    Log(LogLevel::kInfo, "event=gateway_stopped");
+    Log(LogLevel::kInfo, LogLine("gateway_stopped"));
   });
 }
 

@@ -82,9 +82,6 @@ struct ServerGate {
   bool open AGENTKV_GUARDED_BY(mu) = true;
 };
 
-// "text" in double quotes, for log values that may hold spaces.
-inline std::string Quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
-
 // The gateway's own error answer (ErrorResponse): the body shape of the request's API family,
 // the status of `error` and its x-should-retry advice.
 net::Response JsonError(const net::Request& request, GatewayError error, std::string_view message);
@@ -109,12 +106,13 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   void CancelQueuedAttempt(const std::string& rid) override;
   void AbortOnEveryEngine(const std::string& rid) override;
   // --agentic-subagent-demotion: remembers `parent` (a verified hint's parent session) and
-  // that a sub-agent of it is active; when `session` is a remembered parent with sub-agent
-  // activity since its last delivery, delivers its return to every engine, once.
+  // that a sub-agent of it sent a request; when `session` is a remembered parent with such a
+  // request since its last delivery, delivers its return to every engine, once. (A sub-agent
+  // whose last request was still running at that delivery is demoted at the parent's next
+  // return after another hinted request: marking its end instead would race with the client,
+  // which may send the parent's turn before the gateway books the sub-agent's reply.)
   void DeliverParentReturn(const std::optional<std::string>& session,
                            const std::optional<std::string>& parent);
-  // A hinted sub-agent request of `parent` ended: the parent's next request is a return.
-  void NoteSubagentActivity(const std::string& parent);
   void CloseOnEveryEngine(const std::string& session_id,
                           std::function<void(bool ok)> done) override;
   void ReturnLease(const std::string& lease_id) override;
@@ -133,7 +131,7 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   std::unique_ptr<net::HttpServer> server_;
 
  private:
-  void Log(LogLevel level, const std::string& line) const { options_.log(level, line); }
+  void Log(LogLevel level, const LogLine& line) const { options_.log(level, line); }
   Status CheckEnginePrerequisites();
   void Routes(net::Router& router);
   void HandleForward(GatewayRoute route, net::Request request,
@@ -187,9 +185,9 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   std::set<std::string> awaiting_ AGENTKV_GUARDED_BY(admission_mu_);
 
   // Parent sessions verified hints named (--agentic-subagent-demotion), oldest first, bounded
-  // by max_sessions, each with whether a sub-agent of it was active (a hinted request arrived
-  // or ended) since its return was last delivered: a parent's return is delivered once, not
-  // on every request of the parent.
+  // by max_sessions, each with whether a hinted request of a sub-agent of it arrived since its
+  // return was last delivered: a parent's return is delivered once, not on every request of
+  // the parent.
   sync::Mutex parents_mu_;
   std::map<std::string, bool> parents_ AGENTKV_GUARDED_BY(parents_mu_);
   std::deque<std::string> parents_order_ AGENTKV_GUARDED_BY(parents_mu_);

@@ -16,7 +16,8 @@ StatusOr<PrerequisiteOutcome> CheckPrerequisites(const std::vector<EngineServerI
   const bool refuse = policy == PrerequisitePolicy::kRefuse;
   if (engines.empty()) {
     if (refuse) return UnavailableError("no engine to check prerequisites on");
-    outcome.warnings.push_back("event=prerequisites_unchecked reason=\"no engine found\"");
+    outcome.warnings.push_back(
+        LogLine("prerequisites_unchecked").Quoted("reason", "no engine found"));
     return outcome;
   }
   // A missing flag: refuse, or turn the feature off.
@@ -27,9 +28,11 @@ StatusOr<PrerequisiteOutcome> CheckPrerequisites(const std::vector<EngineServerI
                                      std::string(found) + "), needed by " + std::string(feature));
     }
     if (enabled) {
-      outcome.warnings.push_back("event=feature_disabled feature=" + std::string(feature) +
-                                 " engine=" + engine + " flag=" + std::string(flag) + " found=\"" +
-                                 std::string(found) + "\"");
+      outcome.warnings.push_back(LogLine("feature_disabled")
+                                     .Add("feature", feature)
+                                     .Add("engine", engine)
+                                     .Add("flag", flag)
+                                     .Quoted("found", found));
     }
     enabled = false;
     return Status::Ok();
@@ -40,19 +43,22 @@ StatusOr<PrerequisiteOutcome> CheckPrerequisites(const std::vector<EngineServerI
         return UnavailableError("engine " + engine.engine +
                                 ": GET /server_info failed: " + engine.info.status().message());
       }
-      outcome.warnings.push_back("event=prerequisites_unchecked engine=" + engine.engine +
-                                 " error=\"" + engine.info.status().message() + "\"");
+      outcome.warnings.push_back(LogLine("prerequisites_unchecked")
+                                     .Add("engine", engine.engine)
+                                     .Quoted("error", engine.info.status().message()));
       continue;
     }
     const protocol::ServerInfo& info = *engine.info;
     if (info.version != protocol::kSupportedSglangVersion &&
         info.version != protocol::kEmulatorVersion) {
       outcome.warnings.push_back(
-          "event=engine_version engine=" + engine.engine + " version=\"" +
-          (info.version.empty() ? std::string("unreported") : info.version) + "\" supported=\"" +
-          std::string(protocol::kSupportedSglangVersion) +
-          "\" note=\"agentkv is checked against this SGLang release; others differ in what "
-          "/close_session frees and in their metrics\"");
+          LogLine("engine_version")
+              .Add("engine", engine.engine)
+              .Quoted("version", info.version.empty() ? std::string("unreported") : info.version)
+              .Quoted("supported", protocol::kSupportedSglangVersion)
+              .Quoted("note",
+                      "agentkv is checked against this SGLang release; others differ in what "
+                      "/close_session frees and in their metrics"));
     }
     if (lifecycle) {
       if (!info.enable_session_radix_cache) {
@@ -62,9 +68,13 @@ StatusOr<PrerequisiteOutcome> CheckPrerequisites(const std::vector<EngineServerI
       }
       if (info.radix_eviction_policy == "lru") {
         outcome.warnings.push_back(
-            "event=prerequisite_warning engine=" + engine.engine +
-            " flag=--radix-eviction-policy found=lru expected=priority note=\"the seed runs "
-            "priority; without request priorities it evicts like lru\"");
+            LogLine("prerequisite_warning")
+                .Add("engine", engine.engine)
+                .Add("flag", "--radix-eviction-policy")
+                .Add("found", "lru")
+                .Add("expected", "priority")
+                .Quoted("note",
+                        "the seed runs priority; without request priorities it evicts like lru"));
       } else if (info.radix_eviction_policy != "priority") {
         AGENTKV_RETURN_IF_ERROR(missing(engine.engine, "--radix-eviction-policy priority",
                                         "radix_eviction_policy=" + info.radix_eviction_policy,

@@ -18,6 +18,7 @@
 
 #include "agentkv/base/status.h"
 #include "agentkv/protocol/server_info.h"
+#include "agentkv/service/common/log_sink.h"
 #include "agentkv/service/gateway/gateway_options.h"
 
 namespace agentkv::service {
@@ -33,7 +34,7 @@ struct PrerequisiteOutcome {
   bool lifecycle = false;
   bool admission = false;
   // Structured log lines (`event=... engine=... flag=...`) to emit as warnings.
-  std::vector<std::string> warnings;
+  std::vector<LogLine> warnings;
 };
 
 // Checks `engines` for the requested features. kRefuse: FailedPrecondition naming the engine

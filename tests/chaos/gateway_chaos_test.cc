@@ -899,8 +899,8 @@ TEST(GatewayChaosTest, ATenantCannotCloseAnotherTenantsSession) {
   }
 
   // Tenant B closes its own "s1": A's request is neither aborted nor answered.
-  const net::ClientResponse b_close = Post(client, base, "/v1/sessions/s1/close", "",
-                                           {{"Authorization", "Bearer " + key_b}});
+  const net::ClientResponse b_close =
+      Post(client, base, "/v1/sessions/s1/close", "", {{"Authorization", "Bearer " + key_b}});
   EXPECT_EQ(b_close.status, 200);
   EXPECT_EQ(json::parse(b_close.body).at("session_id").as_string(), "s1");
   EXPECT_EQ(json::parse(b_close.body).at("aborted").as_int64(), 0);
@@ -913,15 +913,15 @@ TEST(GatewayChaosTest, ATenantCannotCloseAnotherTenantsSession) {
     }
   }
   // B cannot name A's session by its full id either: that is B's "acme.s1".
-  const net::ClientResponse b_spoof = Post(client, base, "/v1/sessions/acme.s1/close", "",
-                                           {{"Authorization", "Bearer " + key_b}});
+  const net::ClientResponse b_spoof =
+      Post(client, base, "/v1/sessions/acme.s1/close", "", {{"Authorization", "Bearer " + key_b}});
   EXPECT_EQ(b_spoof.status, 200);
   EXPECT_EQ(json::parse(b_spoof.body).at("aborted").as_int64(), 0);
   EXPECT_EQ(engine.held(), 1u);
 
   // The admin closes A's session by its full id: the held request is aborted.
-  const net::ClientResponse admin_close = Post(client, base, "/v1/sessions/acme.s1/close", "",
-                                               {{"Authorization", "Bearer " + admin}});
+  const net::ClientResponse admin_close =
+      Post(client, base, "/v1/sessions/acme.s1/close", "", {{"Authorization", "Bearer " + admin}});
   EXPECT_EQ(admin_close.status, 200);
   EXPECT_EQ(json::parse(admin_close.body).at("aborted").as_int64(), 1);
   ASSERT_EQ(held.wait_for(5s), std::future_status::ready);

@@ -842,6 +842,140 @@ TEST(GatewayChaosTest, AHungCoordinatorOpensTheBreakerAndAddsAlmostNothing) {
   gateway->Shutdown(1s);
 }
 
+// The value of header `name` in `r` ("" when absent).
+std::string HeaderOf(const net::ClientResponse& r, std::string_view name) {
+  for (const auto& [key, value] : r.headers) {
+    if (boost::beast::iequals(key, name)) return value;
+  }
+  return "";
+}
+
+// Issue 29, item 6: sessions are owned. With tenant keys, tenant B closing "s1" never touches
+// tenant A's "s1" (ids are namespaced per tenant), a request without a key is 401, a tenant's
+// key never reaches the engine, and the admin token closes any session by its full id.
+TEST(GatewayChaosTest, ATenantCannotCloseAnotherTenantsSession) {
+  FakeEngine engine(/*hold=*/true);
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {engine.base_url()};
+  options.agentic.agentic_session_lifecycle = true;
+  const std::string key_a = "acme-key-0123456789";
+  const std::string key_b = "beta-key-0123456789";
+  const std::string admin = "admin-token-0123456789";
+  options.tenant_keys = {{"acme", key_a}, {"beta", key_b}};
+  options.bearer_token = admin;
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  const std::string base = gateway->base_url();
+
+  // No key, or an unknown one: 401 on the data path and on the close route.
+  for (const net::HeaderList& headers :
+       {net::HeaderList{{"X-Session-Id", "s1"}},
+        net::HeaderList{{"X-Session-Id", "s1"}, {"Authorization", "Bearer not-a-key-0123456"}}}) {
+    const net::ClientResponse r = Post(client, base, "/generate", R"({"text": "hi"})", headers);
+    EXPECT_EQ(r.status, 401);
+    EXPECT_EQ(HeaderOf(r, "WWW-Authenticate"), "Bearer");
+  }
+  EXPECT_EQ(Post(client, base, "/v1/chat/completions",
+                 R"({"messages": [{"role": "user", "content": "hi"}]})")
+                .status,
+            401);
+  EXPECT_EQ(Post(client, base, "/v1/sessions/s1/close", "").status, 401);
+  EXPECT_EQ(engine.generates().size(), 0u) << "nothing unauthenticated reaches the engine";
+
+  // Tenant A's request in its session s1, held by the engine.
+  std::future<int> held = std::async(std::launch::async, [&] {
+    net::HttpClient own(ClientOptions());
+    return Post(own, base, "/generate", R"({"text": "hi"})",
+                {{"X-Session-Id", "s1"}, {"Authorization", "Bearer " + key_a}})
+        .status;
+  });
+  ASSERT_TRUE(WaitFor([&] { return engine.held() == 1; }));
+  const FakeEngine::Received received = engine.generates().at(0);
+  EXPECT_EQ(json::parse(received.body).at("session_id").as_string(), "acme.s1");
+  for (const auto& [name, value] : received.headers) {
+    EXPECT_FALSE(boost::beast::iequals(name, "Authorization")) << "a tenant key went upstream";
+  }
+
+  // Tenant B closes its own "s1": A's request is neither aborted nor answered.
+  const net::ClientResponse b_close =
+      Post(client, base, "/v1/sessions/s1/close", "", {{"Authorization", "Bearer " + key_b}});
+  EXPECT_EQ(b_close.status, 200);
+  EXPECT_EQ(json::parse(b_close.body).at("session_id").as_string(), "s1");
+  EXPECT_EQ(json::parse(b_close.body).at("aborted").as_int64(), 0);
+  EXPECT_EQ(engine.held(), 1u);
+  EXPECT_EQ(held.wait_for(200ms), std::future_status::timeout);
+  for (const auto& [path, body] : engine.control()) {
+    EXPECT_NE(path, "/abort_request") << body;
+    if (path == "/close_session") {
+      EXPECT_EQ(json::parse(body).at("session_id").as_string(), "beta.s1");
+    }
+  }
+  // B cannot name A's session by its full id either: that is B's "acme.s1".
+  const net::ClientResponse b_spoof =
+      Post(client, base, "/v1/sessions/acme.s1/close", "", {{"Authorization", "Bearer " + key_b}});
+  EXPECT_EQ(b_spoof.status, 200);
+  EXPECT_EQ(json::parse(b_spoof.body).at("aborted").as_int64(), 0);
+  EXPECT_EQ(engine.held(), 1u);
+
+  // The admin closes A's session by its full id: the held request is aborted.
+  const net::ClientResponse admin_close =
+      Post(client, base, "/v1/sessions/acme.s1/close", "", {{"Authorization", "Bearer " + admin}});
+  EXPECT_EQ(admin_close.status, 200);
+  EXPECT_EQ(json::parse(admin_close.body).at("aborted").as_int64(), 1);
+  ASSERT_EQ(held.wait_for(5s), std::future_status::ready);
+  held.get();
+  EXPECT_EQ(engine.held(), 0u);
+  gateway->Shutdown(1s);
+}
+
+// Issue 29, item 6: a client opening sessions in a tight loop gets 429 (with Retry-After) past
+// its burst, so it can no longer push every other session out at --max-sessions.
+TEST(GatewayChaosTest, OpeningSessionsInATightLoopIsRateLimited) {
+  FakeEngine engine(/*hold=*/false);
+  LogCapture logs;
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = {engine.base_url()};
+  options.agentic.agentic_session_lifecycle = true;
+  options.max_sessions = 12;
+  options.new_sessions_burst = 10;
+  options.max_new_sessions_per_s = 0.01;  // No refill within the test.
+  auto gateway = StartGateway(options);
+  ASSERT_NE(gateway, nullptr);
+  net::HttpClient client(ClientOptions());
+  const std::string base = gateway->base_url();
+  ASSERT_EQ(Post(client, base, "/generate", R"({"text": "hi"})", {{"X-Session-Id", "old"}}).status,
+            200);
+  int ok = 0;
+  int limited = 0;
+  for (int i = 0; i < 100; ++i) {
+    const net::ClientResponse r = Post(client, base, "/generate", R"({"text": "hi"})",
+                                       {{"X-Session-Id", "loop-" + std::to_string(i)}});
+    if (r.status == 200) {
+      ++ok;
+    } else {
+      ASSERT_EQ(r.status, 429) << r.body;
+      EXPECT_EQ(HeaderOf(r, "Retry-After"), "1");
+      EXPECT_THAT(ErrorMessage(r), HasSubstr("--max-new-sessions-per-s"));
+      ++limited;
+    }
+  }
+  EXPECT_EQ(ok, 9) << "the burst of 10, less the session opened first";
+  EXPECT_EQ(limited, 91);
+  // The session that existed before was not evicted, and continues without a new token.
+  EXPECT_EQ(Post(client, base, "/generate", R"({"text": "hi"})", {{"X-Session-Id", "old"}}).status,
+            200);
+  const std::string metrics = Call(client, http::verb::get, base, "/metrics").body;
+  EXPECT_THAT(metrics, HasSubstr("agentkv_gateway_sessions_rate_limited_total 91.0"));
+  EXPECT_THAT(metrics, HasSubstr("agentkv_gateway_sessions_evicted_total 0.0"));
+  for (const auto& [path, body] : engine.control()) {
+    EXPECT_NE(path, "/close_session") << "no session was ended: " << body;
+  }
+  EXPECT_EQ(gateway->stats().sessions_active, 10);
+  gateway->Shutdown(1s);
+}
+
 // Item 8, soak: 12,000 requests, each opening a session that is never closed and carrying a
 // new rid. After the tables fill (sessions to --max-sessions, ended ones to
 // --max-closed-sessions), the gateway's memory stays flat: without the bounds it grows by
@@ -856,6 +990,7 @@ TEST(GatewayChaosTest, MemoryStaysFlatUnderEndlessNewSessions) {
   options.agentic.agentic_session_lifecycle = true;
   options.max_sessions = 500;
   options.max_closed_sessions = 500;
+  options.max_new_sessions_per_s = 0;  // It opens 12,000 sessions on purpose.
   auto gateway = StartGateway(options);
   ASSERT_NE(gateway, nullptr);
   net::HttpClient client(ClientOptions());

@@ -17,6 +17,7 @@ namespace {
 
 using cli_testing::RunResult;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class ServiceCliTest : public cli_testing::CliTest {};
 
@@ -32,6 +33,28 @@ void ExpectGatewayError(const RunResult& r, const std::string& needle) {
 void ExpectCoordinatorError(const RunResult& r, const std::string& needle) {
   cli_testing::ExpectOneErrorLine(r, "agentkv coordinator: error: ");
   EXPECT_THAT(r.err, HasSubstr(needle));
+}
+
+// An open door: the session lifecycle on a non-loopback address with no credential would let
+// anyone who reaches the port close anyone's session, so the gateway refuses to start.
+TEST_F(ServiceCliTest, GatewayRefusesAnOpenDoorNamingTheWaysOut) {
+  const std::string gateway = kGateway;
+  const RunResult r = Run(gateway + " --host 0.0.0.0 --agentic-session-lifecycle");
+  ExpectGatewayError(r, "--agentic-session-lifecycle on --host 0.0.0.0 (not loopback)");
+  for (const char* way : {"--tenant-keys-file", "--bearer-token", "--allow-unauthenticated"}) {
+    EXPECT_THAT(r.err, HasSubstr(way));
+  }
+  // A bad tenant keys file stops it too, naming the file and the line but never a key.
+  const std::string keys =
+      WriteTrace("tenants.txt", "# tenants\nacme 0123456789abcdef-secret\nbeta short-secret\n");
+  const RunResult bad = Run(gateway +
+                            " --host 0.0.0.0 --agentic-session-lifecycle "
+                            "--tenant-keys-file '" +
+                            keys + "'");
+  ExpectGatewayError(bad, keys + ":3: the key of tenant beta is shorter than 16 bytes");
+  EXPECT_THAT(bad.err, Not(HasSubstr("secret")));
+  ExpectGatewayError(Run(gateway + " --max-new-sessions-per-s -1"), "--max-new-sessions-per-s");
+  ExpectGatewayError(Run(gateway + " --new-sessions-burst 0"), "--new-sessions-burst");
 }
 
 TEST_F(ServiceCliTest, GatewayRefusesEachOutOfRangeValueNamingFlagRangeAndValue) {

@@ -11,6 +11,7 @@
 #include "agentkv/service/admission/admission_local.h"
 #include "agentkv/service/admission/admission_remote.h"
 #include "agentkv/service/gateway/gateway.h"
+#include "agentkv/service/gateway/tenant_keys.h"
 #include "tools/agentkv/agentic_flags.h"
 #include "tools/agentkv/cli_support.h"
 #include "tools/agentkv/server_flags.h"
@@ -42,7 +43,7 @@ constexpr const char* kFooter = R"(What it does (docs/GATEWAY.md):
 The fleet needs SGLang's --enable-session-radix-cache and --radix-eviction-policy priority
 (lifecycle) and --enable-metrics (admission); checked at startup (--prerequisite-policy).
 Every flag can also come from the environment as AGENTKV_<FLAG> (e.g. AGENTKV_BEARER_TOKEN,
-AGENTKV_PARENT_HINT_KEY) or from `agentkv --config FILE gateway` ([gateway] section).
+AGENTKV_TENANT_KEYS_FILE, AGENTKV_PARENT_HINT_KEY) or from `agentkv --config FILE gateway` ([gateway] section).
 
 Example:
   agentkv gateway --port 8080 --router-url http://127.0.0.1:30000 \
@@ -111,7 +112,21 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
   AddEnvOption(c, "--prerequisite-policy", prerequisite_policy_,
                "refuse (exit) or disable (turn the feature off) when an engine lacks a flag");
   AddEnvOption(c, "--bearer-token", o.bearer_token,
-               "Token required on the session-close and admin endpoints (prefer the environment)");
+               "Admin token: required on the session-close and admin endpoints, acts on every "
+               "session (prefer the environment)");
+  AddEnvOption(c, "--tenant-keys-file", tenant_keys_file_,
+               "File of `TENANT KEY` lines: every request and close then needs a tenant's key "
+               "(or the admin token), and each tenant's sessions are its own");
+  c.add_flag("--allow-unauthenticated", o.allow_unauthenticated,
+             "Start with the session lifecycle on a non-loopback --host without --bearer-token "
+             "or --tenant-keys-file (anyone who reaches the port can close any session)")
+      ->envname(FlagEnvName("--allow-unauthenticated"));
+  AddEnvOption(c, "--max-new-sessions-per-s", o.max_new_sessions_per_s,
+               "New sessions each client (tenant, admin, or all unauthenticated callers) may "
+               "open a second; past it 429 (0 = no limit). In [0, 1000000]. Default: 100");
+  AddEnvOption(c, "--new-sessions-burst", o.new_sessions_burst,
+               "New sessions a client may open at once before --max-new-sessions-per-s "
+               "applies. Default: 1000");
   AddEnvOption(c, "--agentic-pause-priority", pause_priority_,
                "SGLang request priority per expected pause, e.g. tool_call=10,human_turn=0 "
                "(KIND: tool_call, subagent_wait, human_turn, session_end; P in [0, 1000000]); "
@@ -212,6 +227,11 @@ int GatewayCommand::Run() {
   options.upstream.max_idle_per_host = options.upstream.max_connections_per_host;
   options.log = SpdlogSink;
   ApplyLogLevel(log_level_);
+  if (!tenant_keys_file_.empty()) {
+    StatusOr<std::vector<service::TenantKey>> keys = service::ReadTenantKeysFile(tenant_keys_file_);
+    if (!keys.ok()) return ReportError(name, keys.status());
+    options.tenant_keys = *std::move(keys);
+  }
   if (s = options.Validate(); !s.ok()) return ReportError(name, s);
   WarnIfDescriptorsShort(upstream_connections_);
 

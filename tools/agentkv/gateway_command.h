@@ -47,6 +47,8 @@ class GatewayCommand {
   std::string subagent_routing_ = "own";
   std::string coordinator_url_;
   std::string coordinator_token_;
+  // --tenant-keys-file: read in Run into GatewayOptions::tenant_keys.
+  std::string tenant_keys_file_;
   double heartbeat_interval_s_ = 1.0;
   double heartbeat_timeout_s_ = 1.0;
   int64_t breaker_failures_ = 2;

@@ -291,6 +291,9 @@ class GatewayFlow {
   // incarnation; a default SessionHistory for an unknown, ended or new session.
   SessionHistory History(const Key& session) const;
 
+  // Whether an attempt in `session` would open an active session (a new one or a new
+  // incarnation of an ended one).
+  bool Opens(const Key& session) const;
   // Whether `session` is registered (in any phase, ended ones while remembered).
   bool Knows(const Key& session) const { return sessions_.contains(session); }
   // NotFound for an unknown session / rid.
@@ -367,8 +370,6 @@ class GatewayFlow {
     int64_t held_prompt_tokens = 0;
   };
 
-  // Whether an attempt in `session` opens an active session (a new one or a new incarnation).
-  bool Opens(const Key& session) const;
   Session& Open(const Key& session, TimeNs now);
   void UpdateIdle(const Key& key, Session& session);
   Status MakeRoom(TimeNs now);

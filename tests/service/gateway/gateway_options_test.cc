@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <initializer_list>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -135,6 +137,75 @@ TEST(GatewayOptionsTest, EachBadFieldIsNamedByItsFlag) {
               o.agentic.agentic_admission_headroom = 1.5;
             }).find("--agentic-admission-headroom"),
             std::string::npos);
+}
+
+TEST(GatewayOptionsTest, LoopbackHostsAreRecognisedByAddress) {
+  for (std::string_view host :
+       {"127.0.0.1", "127.8.9.10", "::1", "localhost", "::ffff:127.0.0.1"}) {
+    EXPECT_TRUE(IsLoopbackHost(host)) << host;
+  }
+  for (std::string_view host : {"0.0.0.0", "::", "10.0.0.1", "128.0.0.1", "192.168.1.1",
+                                "::ffff:10.0.0.1", "fe80::1", "example.com", "", "127.0.0.1 "}) {
+    EXPECT_FALSE(IsLoopbackHost(host)) << host;
+  }
+}
+
+// An open door: with the session lifecycle on, no token and no tenant keys, anyone who can
+// reach a non-loopback port could close (and abort) anyone's session.
+TEST(GatewayOptionsTest, AnOpenDoorIsRefusedUnlessExplicitlyAllowed) {
+  GatewayOptions open = Valid();
+  open.agentic.agentic_session_lifecycle = true;
+  open.http.address = "0.0.0.0";
+  EXPECT_TRUE(open.OpenDoor());
+  const Status refused = open.Validate();
+  ASSERT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  for (std::string_view part : {"--agentic-session-lifecycle", "--host 0.0.0.0", "--bearer-token",
+                                "--tenant-keys-file", "--allow-unauthenticated"}) {
+    EXPECT_NE(refused.message().find(part), std::string::npos) << part << ": " << refused;
+  }
+  for (const std::function<void(GatewayOptions&)>& way_out :
+       std::initializer_list<std::function<void(GatewayOptions&)>>{
+           [](GatewayOptions& o) { o.allow_unauthenticated = true; },
+           [](GatewayOptions& o) { o.bearer_token = "admin-token"; },
+           [](GatewayOptions& o) {
+             o.tenant_keys = {{"acme", "0123456789abcdef"}};
+           },
+           [](GatewayOptions& o) { o.http.address = "127.0.0.1"; },
+           [](GatewayOptions& o) { o.http.address = "::1"; },
+           [](GatewayOptions& o) { o.agentic.agentic_session_lifecycle = false; }}) {
+    GatewayOptions options = open;
+    way_out(options);
+    EXPECT_TRUE(options.Validate().ok()) << options.Validate();
+  }
+  GatewayOptions allowed = open;
+  allowed.allow_unauthenticated = true;
+  EXPECT_TRUE(allowed.OpenDoor()) << "allowed, still open (the gateway logs a warning)";
+}
+
+TEST(GatewayOptionsTest, TenantKeysAndTheNewSessionRateAreChecked) {
+  EXPECT_EQ(Valid().max_new_sessions_per_s, 100.0);
+  EXPECT_EQ(Valid().new_sessions_burst, 1000);
+  EXPECT_EQ(ErrorOf([](GatewayOptions& o) {
+              o.tenant_keys = {{"acme", "short"}};
+            }),
+            "--tenant-keys-file: the key of tenant acme is shorter than 16 bytes");
+  EXPECT_EQ(ErrorOf([](GatewayOptions& o) {
+              o.bearer_token = "0123456789abcdef";
+              o.tenant_keys = {{"acme", "0123456789abcdef"}};
+            }),
+            "--tenant-keys-file: the key of tenant acme is the --bearer-token (the admin's): give "
+            "it its own key");
+  EXPECT_EQ(ErrorOf([](GatewayOptions& o) { o.max_new_sessions_per_s = -1; }),
+            "--max-new-sessions-per-s must be finite and in [0, 1000000], got -1");
+  EXPECT_NE(ErrorOf([](GatewayOptions& o) {
+              o.max_new_sessions_per_s = std::numeric_limits<double>::infinity();
+            }).find("--max-new-sessions-per-s"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf([](GatewayOptions& o) { o.new_sessions_burst = 0; }),
+            "--new-sessions-burst must be in [1, 4294967296], got 0");
+  GatewayOptions off = Valid();
+  off.max_new_sessions_per_s = 0;
+  EXPECT_TRUE(off.Validate().ok());
 }
 
 TEST(GatewayOptionsTest, PrerequisitePolicyParsesExactly) {

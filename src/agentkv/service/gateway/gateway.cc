@@ -61,6 +61,13 @@ constexpr std::pair<http::verb, const char*> kPassThroughRoutes[] = {
 constexpr size_t kStreamHighWaterBytes = size_t{1} << 20;
 constexpr size_t kStreamLowWaterBytes = size_t{256} << 10;
 
+// A rate as a person writes it: "100", "0.5".
+std::string FormatRate(double per_s) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", per_s);
+  return text;
+}
+
 }  // namespace
 
 // ---- Startup ----
@@ -114,6 +121,19 @@ Status Gateway::Core::Init() {
         LogLine("session_closed").Add("session", session_id).Add("ok", ok));
   };
   sessions_ = std::make_unique<SessionManager>(std::move(session_options), this);
+  {
+    sync::MutexLock lock(&new_sessions_mu_);
+    new_sessions_ = std::make_unique<NewSessionLimiter>(options_.max_new_sessions_per_s,
+                                                        options_.new_sessions_burst);
+  }
+  if (options_.OpenDoor()) {
+    Log(LogLevel::kWarn,
+        LogLine("unauthenticated_sessions")
+            .Add("host", options_.http.address)
+            .Quoted("detail",
+                    "--allow-unauthenticated: anyone who reaches this port can close or abort any "
+                    "session; set --tenant-keys-file or --bearer-token"));
+  }
   data_client_ = std::make_unique<net::HttpClient>(options_.upstream);
 
   FleetPollerOptions poller_options;
@@ -230,7 +250,7 @@ void Gateway::Core::HandlePassThrough(net::Request request,
     return writer->Reply(
         JsonError(request, GatewayError::kUpstreamFailed, "no engine to forward to"));
   }
-  net::HeaderList headers = ForwardHeaders(request, options_.bearer_token);
+  net::HeaderList headers = UpstreamHeaders(request);
   if (const auto type = request[http::field::content_type]; !type.empty()) {
     SetHeader(headers, "Content-Type", std::string(type));
   }
@@ -267,6 +287,19 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   };
   if (shutting_down_.load())
     return refuse(GatewayError::kShuttingDown, "the gateway is shutting down");
+  // With tenant keys, every data-path request names its tenant (or is the admin's).
+  const Caller caller = CallerOf(request);
+  if (!options_.tenant_keys.empty() && caller.kind == Caller::Kind::kAnonymous) {
+    net::Response response =
+        JsonError(request, GatewayError::kUnauthorized,
+                  "missing or unknown key: send Authorization: Bearer <key> of a tenant "
+                  "(--tenant-keys-file) or the --bearer-token");
+    response.set(http::field::www_authenticate, "Bearer");
+    writer->Reply(std::move(response));
+    metrics_.ObserveRequest(path, HttpStatusFor(GatewayError::kUnauthorized),
+                            std::chrono::duration<double>(Clock::now() - started).count());
+    return;
+  }
   // As SGLang's OpenAI routes: refused before anything is reserved.
   if (route != GatewayRoute::kGenerate) {
     if (Status s = net::CheckJsonContentType(request); !s.ok()) {
@@ -282,6 +315,14 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   StatusOr<std::optional<std::string>> session = ResolveSessionId(
       client->session_id, header(options_.session_header), options_.session_header);
   if (!session.ok()) return refuse(GatewayError::kBadRequest, session.status().message());
+  // The session as the client named it; a tenant's is namespaced by its name from here on, in
+  // the gateway and towards the engines, so that no other tenant can name it.
+  const std::optional<std::string> named_session = *session;
+  if (caller.kind == Caller::Kind::kTenant && session->has_value()) {
+    StatusOr<std::string> scoped = TenantSessionId(caller.tenant, **session, kMaxSessionIdBytes);
+    if (!scoped.ok()) return refuse(GatewayError::kBadRequest, scoped.status().message());
+    *session = *std::move(scoped);
+  }
   StatusOr<bool> is_protected = ParseProtectedHeader(header(kProtectedHeader));
   StatusOr<bool> is_train = ParseScopeHeader(header(kScopeHeader));
   StatusOr<std::optional<int64_t>> prompt_tokens =
@@ -316,8 +357,21 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
     }
   }
   const ParentHintVerdict hint =
-      VerifyParentHint(options_.parent_hint_key, *session, header(kParentSessionHeader),
+      VerifyParentHint(options_.parent_hint_key, named_session, header(kParentSessionHeader),
                        header(kParentSignatureHeader));
+  // A tenant's parent is one of its own sessions.
+  std::optional<std::string> parent;
+  if (hint == ParentHintVerdict::kAccepted) {
+    parent = std::string(header(kParentSessionHeader));
+    if (caller.kind == Caller::Kind::kTenant) {
+      StatusOr<std::string> scoped = TenantSessionId(caller.tenant, *parent, kMaxSessionIdBytes);
+      if (!scoped.ok()) {
+        return refuse(GatewayError::kBadRequest,
+                      std::string(kParentSessionHeader) + ": " + scoped.status().message());
+      }
+      parent = *std::move(scoped);
+    }
+  }
   if (hint == ParentHintVerdict::kRejected) {
     metrics_.CountParentHintRejected();
     Log(LogLevel::kInfo, LogLine("parent_hint_rejected").Add("session", session->value_or("-")));
@@ -330,6 +384,15 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   // Read before the attempt begins: what the session dispatched before this request.
   const control::SessionHistory history =
       admission_v2 ? sessions_->History(*session) : control::SessionHistory{};
+  // Opening sessions in a loop would end every other client's idle session at --max-sessions.
+  if (sessions_->WouldOpen(*session) && !AllowNewSession(caller, started)) {
+    return refuse(GatewayError::kTooManyRequests,
+                  "too many new sessions from this client: at most " +
+                      std::to_string(options_.new_sessions_burst) + " at once and " +
+                      FormatRate(options_.max_new_sessions_per_s) +
+                      " a second (--new-sessions-burst, --max-new-sessions-per-s); retry later "
+                      "or continue an existing session");
+  }
   StatusOr<std::string> rid = sessions_->BeginAttempt(
       *session, request_id, started,
       control::AttemptSpec{.awaits_admission = needs_admission,
@@ -351,7 +414,7 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   ex->route = route;
   ex->client = *std::move(client);
   ex->session_id = *session;
-  if (hint == ParentHintVerdict::kAccepted) ex->parent = std::string(header(kParentSessionHeader));
+  ex->parent = std::move(parent);
   // The parent's return reaches every engine before its request does (the router may place
   // it anywhere, and its sub-agents were placed by their own sessions).
   if (options_.agentic_subagent_demotion) DeliverParentReturn(ex->session_id, ex->parent);
@@ -372,6 +435,8 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   if (!needs_admission) return Dispatch(ex);
   control::AcquireRequest acquire{TicketFor(ex->rid), 0, *is_protected};
   acquire.holder.session = ex->session_id;
+  // --agentic-admission-client-share bounds each tenant.
+  if (caller.kind == Caller::Kind::kTenant) acquire.holder.client = caller.tenant;
   // Unset: SGLang's own clip of max_new_tokens in its admission estimate.
   const int64_t decode_cap =
       options_.agentic.agentic_admission_expected_decode_cap.value_or(kGatewayExpectedDecodeCap);
@@ -472,7 +537,7 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
   }
   StatusOr<std::string> body = BuildForwardBody(ex->client.body, edits);
   if (!body.ok()) return Fail(ex, GatewayError::kInternal, body.status().message());
-  net::HeaderList headers = ForwardHeaders(ex->request, options_.bearer_token);
+  net::HeaderList headers = UpstreamHeaders(ex->request);
   SetHeader(headers, "Content-Type", "application/json");
   if (lifecycle_ && ex->session_id.has_value() &&
       options_.router_policy == SglRouterPolicy::kConsistentHashing) {

@@ -93,9 +93,53 @@ void CompleteClose(const std::shared_ptr<CloseFanOut>& fan, int64_t index, Statu
 // ---- Control plane ----
 
 bool Gateway::Core::Authorized(const net::Request& request) const {
+  // With tenant keys and no admin token, nobody is the admin.
+  if (options_.bearer_token.empty()) return options_.tenant_keys.empty();
   const auto value = request[http::field::authorization];
-  return BearerAuthorized(std::string_view(value.data(), value.size()), options_.bearer_token);
+  return BearerMatches(std::string_view(value.data(), value.size()), options_.bearer_token);
 }
+
+Caller Gateway::Core::CallerOf(const net::Request& request) const {
+  const auto value = request[http::field::authorization];
+  return IdentifyCaller(std::string_view(value.data(), value.size()), options_.bearer_token,
+                        options_.tenant_keys);
+}
+
+net::HeaderList Gateway::Core::UpstreamHeaders(const net::Request& request) const {
+  net::HeaderList headers = ForwardHeaders(request, options_.bearer_token);
+  if (!options_.tenant_keys.empty() && CallerOf(request).kind == Caller::Kind::kTenant) {
+    std::erase_if(headers, [](const auto& entry) {
+      return boost::beast::iequals(entry.first, "Authorization");
+    });
+  }
+  return headers;
+}
+
+bool Gateway::Core::AllowNewSession(const Caller& caller, Clock::time_point now) {
+  const std::string_view client = caller.kind == Caller::Kind::kTenant  ? caller.tenant
+                                  : caller.kind == Caller::Kind::kAdmin ? "(admin)"
+                                                                        : "(anonymous)";
+  bool allowed = false;
+  {
+    sync::MutexLock lock(&new_sessions_mu_);
+    allowed = new_sessions_->Allow(
+        client,
+        TimeNs(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()));
+  }
+  if (!allowed) metrics_.CountSessionRateLimited();
+  return allowed;
+}
+
+namespace {
+
+net::Response Unauthorized(const net::Request& request, std::string_view message) {
+  net::Response response = JsonError(request, GatewayError::kUnauthorized, message);
+  response.set(http::field::www_authenticate, "Bearer");
+  return response;
+}
+
+}  // namespace
 
 void Gateway::Core::HandleClose(net::Request request, std::shared_ptr<net::ResponseWriter> writer) {
   const StatusOr<std::string> path = net::TargetPath(request.target());
@@ -111,20 +155,37 @@ void Gateway::Core::HandleClose(net::Request request, std::shared_ptr<net::Respo
     response.set(http::field::allow, "POST");
     return writer->Reply(std::move(response));
   }
-  if (!Authorized(request)) {
-    net::Response response =
-        JsonError(request, GatewayError::kUnauthorized, "missing or wrong bearer token");
-    response.set(http::field::www_authenticate, "Bearer");
-    return writer->Reply(std::move(response));
+  // The session as the gateway knows it: a tenant's ids are namespaced by its name (the
+  // admin's are raw), so that a tenant can close only its own sessions.
+  std::string target = *session_id;
+  if (!options_.tenant_keys.empty()) {
+    const Caller caller = CallerOf(request);
+    if (caller.kind == Caller::Kind::kAnonymous) {
+      return writer->Reply(
+          Unauthorized(request,
+                       "missing or unknown key: send Authorization: Bearer <key> of a "
+                       "tenant (--tenant-keys-file) or the --bearer-token"));
+    }
+    if (caller.kind == Caller::Kind::kTenant) {
+      StatusOr<std::string> scoped =
+          TenantSessionId(caller.tenant, *session_id, kMaxSessionIdBytes);
+      if (!scoped.ok()) {
+        return writer->Reply(
+            JsonError(request, GatewayError::kBadRequest, scoped.status().message()));
+      }
+      target = *std::move(scoped);
+    }
+  } else if (!Authorized(request)) {
+    return writer->Reply(Unauthorized(request, "missing or wrong bearer token"));
   }
   auto header = std::make_shared<net::Request>(std::move(request));
   header->body().clear();
-  sessions_->Close(*session_id, control::TerminalReason::kFinished, Clock::now(),
-                   [this, writer, header](const SessionCloseResult& result) {
+  sessions_->Close(target, control::TerminalReason::kFinished, Clock::now(),
+                   [this, writer, header, named = *session_id](const SessionCloseResult& result) {
                      protocol::JsonWriter json;
                      json.BeginObject()
                          .Key("session_id")
-                         .String(result.session_id)
+                         .String(named)
                          .Key("closed")
                          .Bool(result.closed)
                          .Key("aborted")
@@ -350,8 +411,7 @@ void Gateway::Core::HandleMetrics(const net::Request& request, net::ResponseWrit
 void Gateway::Core::HandleAgenticKv(const net::Request& request, net::ResponseWriter& writer) {
   const bool reset = net::QueryFlag(request.target(), "reset");
   if (reset && !Authorized(request)) {
-    return writer.Reply(
-        JsonError(request, GatewayError::kUnauthorized, "missing or wrong bearer token"));
+    return writer.Reply(Unauthorized(request, "missing or wrong bearer token"));
   }
   const auto [close, close_failure] = metrics_.StepCloses(reset);
   const std::vector<std::pair<std::string, double>> series = MergeAgenticKvSeries(

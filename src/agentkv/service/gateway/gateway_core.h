@@ -39,6 +39,8 @@
 #include "agentkv/service/gateway/gateway_metrics.h"
 #include "agentkv/service/gateway/gateway_request.h"
 #include "agentkv/service/gateway/gateway_sessions.h"
+#include "agentkv/service/gateway/session_rate_limit.h"
+#include "agentkv/service/gateway/tenant_keys.h"
 #include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
@@ -146,7 +148,17 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   void HandlePassThrough(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleMetrics(const net::Request& request, net::ResponseWriter& writer);
   void HandleAgenticKv(const net::Request& request, net::ResponseWriter& writer);
+  // The admin check (GET /agentic_kv?reset=1, and the close route without tenant keys): the
+  // bearer token when one is set; with none, open unless tenant keys are configured.
   bool Authorized(const net::Request& request) const;
+  // Who sent `request` (its Authorization header; tenant_keys.h).
+  Caller CallerOf(const net::Request& request) const;
+  // The headers forwarded upstream for `request`: ForwardHeaders, less an Authorization that
+  // carries a tenant's key (never forwarded, as the bearer token).
+  net::HeaderList UpstreamHeaders(const net::Request& request) const;
+  // Whether `caller` may open one more session now (--max-new-sessions-per-s); counts a
+  // refusal.
+  bool AllowNewSession(const Caller& caller, gateway_internal::Clock::time_point now);
   void OnAdmission(const std::shared_ptr<gateway_internal::Exchange>& ex,
                    const control::AdmissionDecision& decision);
   void Dispatch(const std::shared_ptr<gateway_internal::Exchange>& ex);
@@ -178,6 +190,11 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   // outlive the core.
   const std::shared_ptr<gateway_internal::ServerGate> server_gate_ =
       std::make_shared<gateway_internal::ServerGate>();
+
+  // New sessions per client (--max-new-sessions-per-s): a tenant, "(admin)" or
+  // "(anonymous)" (tenant names cannot hold parentheses).
+  sync::Mutex new_sessions_mu_;
+  std::unique_ptr<NewSessionLimiter> new_sessions_ AGENTKV_GUARDED_BY(new_sessions_mu_);
 
   mutable sync::Mutex admission_mu_;
   sync::CondVar admission_cv_;

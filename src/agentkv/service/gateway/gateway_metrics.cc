@@ -68,6 +68,11 @@ void GatewayMetrics::CountUntrustedBypass() {
   ++untrusted_bypass_;
 }
 
+void GatewayMetrics::CountSessionRateLimited() {
+  sync::MutexLock lock(&mu_);
+  ++sessions_rate_limited_;
+}
+
 void GatewayMetrics::CountSessionClose(bool ok) {
   sync::MutexLock lock(&mu_);
   ++close_total_;
@@ -101,6 +106,11 @@ int64_t GatewayMetrics::parent_hint_rejected() const {
 int64_t GatewayMetrics::untrusted_bypass() const {
   sync::MutexLock lock(&mu_);
   return untrusted_bypass_;
+}
+
+int64_t GatewayMetrics::sessions_rate_limited() const {
+  sync::MutexLock lock(&mu_);
+  return sessions_rate_limited_;
 }
 
 int64_t GatewayMetrics::requests(std::string_view route, int code) const {
@@ -184,6 +194,10 @@ std::vector<protocol::MetricFamily> GatewayMetrics::Families(
           "Requests refused with 429 because their X-Agentkv-Session-Retain: 1 would retain "
           "more than --max-retained-sessions sessions.",
           static_cast<double>(readings.retain_refused));
+  counter("agentkv_gateway_sessions_rate_limited_total",
+          "Requests refused with 429 because they would have opened a session past their "
+          "client's --max-new-sessions-per-s (burst --new-sessions-burst).",
+          static_cast<double>(sessions_rate_limited_));
   protocol::MetricFamily coordinator{
       "agentkv_gateway_coordinator_failures_total",
       "Calls to the remote coordinator that failed (admission then fails open), by operation.",

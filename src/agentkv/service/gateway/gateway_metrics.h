@@ -9,6 +9,7 @@
 // agentkv_gateway_session_close_total / _close_failure_total (cumulative),
 // agentkv_gateway_sessions_evicted_total / _sessions_refused_total (the --max-sessions bound),
 // agentkv_gateway_sessions_retain_refused_total (the --max-retained-sessions bound),
+// agentkv_gateway_sessions_rate_limited_total (--max-new-sessions-per-s),
 // agentkv_gateway_coordinator_failures_total{op} (a remote coordinator's failed calls),
 // agentkv_gateway_coordinator_breaker_open / _breaker_opens_total / _breaker_bypass_total (the
 // circuit breaker in front of a remote coordinator), agentkv_gateway_inflight_refused_total (the
@@ -76,6 +77,9 @@ class GatewayMetrics {
   // A request whose X-Agentkv-Protected or X-Agentkv-Scope asked to skip admission without the
   // gateway's bearer token (ignored).
   void CountUntrustedBypass();
+  // A request refused with 429 because it would have opened a session past its client's
+  // --max-new-sessions-per-s bucket.
+  void CountSessionRateLimited();
   // One close fan-out outcome.
   void CountSessionClose(bool ok);
 
@@ -87,6 +91,7 @@ class GatewayMetrics {
 
   int64_t parent_hint_rejected() const;
   int64_t untrusted_bypass() const;
+  int64_t sessions_rate_limited() const;
   // Requests answered with `code` on `route` so far.
   int64_t requests(std::string_view route, int code) const;
 
@@ -105,6 +110,7 @@ class GatewayMetrics {
   std::map<std::string, Histogram> durations_ AGENTKV_GUARDED_BY(mu_);
   int64_t parent_hint_rejected_ AGENTKV_GUARDED_BY(mu_) = 0;
   int64_t untrusted_bypass_ AGENTKV_GUARDED_BY(mu_) = 0;
+  int64_t sessions_rate_limited_ AGENTKV_GUARDED_BY(mu_) = 0;
   int64_t close_total_ AGENTKV_GUARDED_BY(mu_) = 0;
   int64_t close_failure_total_ AGENTKV_GUARDED_BY(mu_) = 0;
   int64_t step_close_ AGENTKV_GUARDED_BY(mu_) = 0;

@@ -1,6 +1,7 @@
 #include "agentkv/service/gateway/gateway_options.h"
 
 #include <algorithm>
+#include <boost/asio/ip/address.hpp>
 #include <cmath>
 #include <iterator>
 #include <sstream>
@@ -72,6 +73,23 @@ StatusOr<SglRouterPolicy> ParseSglRouterPolicy(std::string_view text) {
   }
   return InvalidArgumentError("--router-policy must be one of " + valid + ", got \"" +
                               std::string(text) + "\"");
+}
+
+bool IsLoopbackHost(std::string_view host) {
+  if (host == "localhost") return true;
+  boost::system::error_code error;
+  const boost::asio::ip::address address = boost::asio::ip::make_address(host, error);
+  if (error) return false;
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    return boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, address.to_v6())
+        .is_loopback();
+  }
+  return address.is_loopback();
+}
+
+bool GatewayOptions::OpenDoor() const {
+  return agentic.agentic_session_lifecycle && bearer_token.empty() && tenant_keys.empty() &&
+         !IsLoopbackHost(http.address);
 }
 
 net::HttpServerOptions GatewayOptions::DefaultServerOptions() {
@@ -171,6 +189,30 @@ Status GatewayOptions::Validate() const {
   }
   if (bearer_token.find_first_of(" \t\r\n") != std::string::npos) {
     return InvalidArgumentError("--bearer-token must not contain whitespace");
+  }
+  AGENTKV_RETURN_IF_ERROR(CheckTenantKeys(tenant_keys));
+  for (const TenantKey& entry : tenant_keys) {
+    if (!bearer_token.empty() && entry.key == bearer_token) {
+      return InvalidArgumentError("--tenant-keys-file: the key of tenant " + entry.tenant +
+                                  " is the --bearer-token (the admin's): give it its own key");
+    }
+  }
+  if (!std::isfinite(max_new_sessions_per_s) || max_new_sessions_per_s < 0 ||
+      max_new_sessions_per_s > 1e6) {
+    return InvalidArgumentError(
+        "--max-new-sessions-per-s must be finite and in [0, 1000000], got " +
+        Number(max_new_sessions_per_s));
+  }
+  if (new_sessions_burst < 1 || new_sessions_burst > kMaxCount) {
+    return InvalidArgumentError("--new-sessions-burst must be in [1, " + std::to_string(kMaxCount) +
+                                "], got " + std::to_string(new_sessions_burst));
+  }
+  if (OpenDoor() && !allow_unauthenticated) {
+    return InvalidArgumentError(
+        "--agentic-session-lifecycle on --host " + http.address +
+        " (not loopback) without --bearer-token or --tenant-keys-file would let anyone who "
+        "reaches the port close anyone's session: set --tenant-keys-file (per-tenant keys), "
+        "--bearer-token (one admin token), or --allow-unauthenticated (accept the risk)");
   }
   if (!log) return InvalidArgumentError("log sink must be set");
   return Status::Ok();

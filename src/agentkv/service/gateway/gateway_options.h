@@ -22,6 +22,7 @@
 #include "agentkv/net/http_server.h"
 #include "agentkv/service/common/log_sink.h"
 #include "agentkv/service/gateway/gateway_request.h"
+#include "agentkv/service/gateway/tenant_keys.h"
 
 namespace agentkv::service {
 
@@ -64,6 +65,11 @@ std::string_view SglRouterPolicyName(SglRouterPolicy policy);
 // Parses exactly one of kSglRouterPolicyNames; else InvalidArgument naming --router-policy
 // and listing the valid names.
 StatusOr<SglRouterPolicy> ParseSglRouterPolicy(std::string_view text);
+
+// Whether `host` (a listen address) is reachable only from this machine: "localhost", an IPv4
+// address in 127.0.0.0/8, ::1, or an IPv4-mapped 127.0.0.0/8 address (Boost.Asio's parsing).
+// False for anything else, names and unparsable text included.
+bool IsLoopbackHost(std::string_view host);
 
 struct GatewayOptions {
   // --host / --port and the server limits. Default: 127.0.0.1, an ephemeral port, 2 threads,
@@ -148,10 +154,31 @@ struct GatewayOptions {
   // --prerequisite-policy. Default: kRefuse.
   PrerequisitePolicy prerequisite_policy = PrerequisitePolicy::kRefuse;
 
-  // --bearer-token: when set, POST /v1/sessions/{id}/close and GET /agentic_kv?reset=1
-  // require `Authorization: Bearer <token>` (else 401); it is never forwarded upstream.
-  // Default: empty (no authentication).
+  // --bearer-token: the admin token. When set, POST /v1/sessions/{id}/close and
+  // GET /agentic_kv?reset=1 require `Authorization: Bearer <token>` (else 401), or a tenant's
+  // key for its own sessions' close; it is never forwarded upstream. Default: empty (no
+  // authentication, unless tenant keys are set; then the admin routes are closed to all).
   std::string bearer_token;
+  // --tenant-keys-file, read by the command line: the tenants and their keys (tenant_keys.h).
+  // When non-empty, every data-path request and every session close must carry a tenant's key
+  // or the bearer token (else 401); a tenant's session ids are namespaced by its name
+  // ("<tenant>.<id>") and its key is never forwarded upstream. Default: empty. Range: as
+  // CheckTenantKeys, and no key equal to bearer_token.
+  std::vector<TenantKey> tenant_keys;
+  // --allow-unauthenticated: start even with the session lifecycle on, no bearer token, no
+  // tenant keys and a listen address that is not loopback (anyone who reaches the port could
+  // then close anyone's session); a warning is logged. Without it, Validate refuses that.
+  // Default: false.
+  bool allow_unauthenticated = false;
+  // --max-new-sessions-per-s: new sessions each client may open a second, refilling a bucket
+  // of --new-sessions-burst (session_rate_limit.h); a request that would open one past it gets
+  // 429 with Retry-After. A client is a tenant with tenant keys, else the admin (bearer token)
+  // or, together, every unauthenticated caller. 0 disables. Default: 100. Range: finite,
+  // [0, 1000000].
+  double max_new_sessions_per_s = 100.0;
+  // --new-sessions-burst: new sessions a client may open at once before the rate applies.
+  // Default: 1000. Range: [1, 2^32].
+  int64_t new_sessions_burst = 1000;
   // --agentic-pause-priority: the SGLang request `priority` each expected pause maps to
   // (gap-aware retention's served part); spliced into forwarded bodies that set no `priority`.
   // The pause is the X-Agentkv-Pause header's, else what a chat body's last message shows
@@ -186,8 +213,13 @@ struct GatewayOptions {
   std::function<void(bool ok)> on_session_close;
 
   // OK, or InvalidArgument naming the first bad option by its flag, e.g.
-  // "--close-timeout-s must be finite and > 0, got 0".
+  // "--close-timeout-s must be finite and > 0, got 0"; also when OpenDoor() holds without
+  // allow_unauthenticated (the message names the flags and the ways out).
   Status Validate() const;
+  // Whether anyone who can reach the listen address could close anyone's session: the session
+  // lifecycle on, no bearer token, no tenant keys, and an address that is not loopback
+  // (IsLoopbackHost).
+  bool OpenDoor() const;
 
   static net::HttpClientOptions DefaultUpstreamClientOptions();
   // The server defaults, with the gateway's in-flight byte budget (--max-inflight-bytes,

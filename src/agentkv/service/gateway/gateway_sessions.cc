@@ -61,6 +61,12 @@ StatusOr<std::string> SessionManager::BeginAttempt(const std::optional<std::stri
   return rid;
 }
 
+bool SessionManager::WouldOpen(const std::optional<std::string>& session_id) const {
+  if (!session_id.has_value()) return false;
+  sync::MutexLock lock(&mu_);
+  return flow_.Opens(*session_id);
+}
+
 StatusOr<control::AdmissionVerdict> SessionManager::OnAdmission(
     std::string_view rid, const control::AdmissionDecision& decision) {
   sync::MutexLock lock(&mu_);

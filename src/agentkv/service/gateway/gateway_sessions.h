@@ -111,6 +111,10 @@ class SessionManager {
                                                    std::string_view request_id, SteadyTime now,
                                                    control::AttemptSpec spec = {});
 
+  // Whether an attempt in `session_id` would open a session (a new one, or a new incarnation
+  // of an ended one); false without a session. A concurrent BeginAttempt may open it first.
+  [[nodiscard]] bool WouldOpen(const std::optional<std::string>& session_id) const;
+
   // What the session dispatched before in its current incarnation (admission v2's held prefix
   // and program order); a default SessionHistory without a session or for an unknown one.
   [[nodiscard]] control::SessionHistory History(const std::optional<std::string>& session_id) const;

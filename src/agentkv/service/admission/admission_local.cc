@@ -199,9 +199,11 @@ void LocalAdmission::Tick() {
     // Tickets released or reclaimed without the registry hearing of it are dropped once per
     // timeout, which bounds the registry by the tickets of about one timeout.
     if (!last_prune_.has_value() || now - *last_prune_ >= instances_.timeout()) {
-      const control::AdmissionCoordinator& coordinator = coordinator_;  // mu_ is held.
+      // The predicate runs here, under mu_; a pointer, because the analysis cannot see into
+      // the lambda that a held lock covers it.
+      const control::AdmissionCoordinator* coordinator = &coordinator_;
       instances_.PruneTickets(
-          [&coordinator](const std::string& ticket) { return coordinator.Holds(ticket); });
+          [coordinator](const std::string& ticket) { return coordinator->Holds(ticket); });
       last_prune_ = now;
     }
     CollectResolvedLocked();

@@ -116,9 +116,11 @@ net::HeaderList Gateway::Core::UpstreamHeaders(const net::Request& request) cons
 }
 
 bool Gateway::Core::AllowNewSession(const Caller& caller, Clock::time_point now) {
-  const std::string_view client = caller.kind == Caller::Kind::kTenant  ? caller.tenant
-                                  : caller.kind == Caller::Kind::kAdmin ? "(admin)"
-                                                                        : "(anonymous)";
+  // Every branch a view: a std::string branch would make the whole expression a temporary.
+  const std::string_view client =
+      caller.kind == Caller::Kind::kTenant  ? std::string_view(caller.tenant)
+      : caller.kind == Caller::Kind::kAdmin ? std::string_view("(admin)")
+                                            : std::string_view("(anonymous)");
   bool allowed = false;
   {
     sync::MutexLock lock(&new_sessions_mu_);

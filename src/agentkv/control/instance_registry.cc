@@ -96,8 +96,12 @@ Status InstanceRegistry::CheckInvariants() const {
     for (const std::string& ticket : instance.tickets) {
       auto owner = owner_.find(ticket);
       if (owner == owner_.end() || owner->second != id) {
-        return InternalError("ticket " + ticket + " of instance " + id +
-                             " is not recorded as owned by it");
+        std::string message = "ticket ";
+        message += ticket;
+        message += " of instance ";
+        message += id;
+        message += " is not recorded as owned by it";
+        return InternalError(std::move(message));
       }
     }
   }

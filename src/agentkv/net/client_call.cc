@@ -66,7 +66,14 @@ class ResumeOnce {
       : call_(std::move(call)), generation_(generation) {}
   ResumeOnce(const ResumeOnce&) = delete;
   ResumeOnce& operator=(const ResumeOnce&) = delete;
-  ~ResumeOnce() { Fire(); }
+  ~ResumeOnce() {
+    // A destructor must not throw. Resuming only posts to the call's executor; should even that
+    // fail (allocation), the call stays paused until its cancel or its body timeout ends it.
+    try {
+      Fire();
+    } catch (...) {
+    }
+  }
 
   void Fire() {
     if (fired_.exchange(true)) return;

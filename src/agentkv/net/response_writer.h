@@ -74,7 +74,9 @@ class ResponseWriter : public std::enable_shared_from_this<ResponseWriter> {
   // at once.
   virtual void OnStreamDrained(size_t low_water, std::function<void()> callback) {
     (void)low_water;
-    if (callback) callback();
+    // Taken by value because writers with a queue keep it; this one runs it now.
+    const std::function<void()> run = std::move(callback);
+    if (run) run();
   }
 
   // Whether the client went away before the answer completed: the connection closed or reset,

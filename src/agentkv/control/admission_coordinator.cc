@@ -24,6 +24,23 @@ std::string_view AdmissionActionName(AdmissionAction action) {
   return "unknown";
 }
 
+namespace {
+
+// kRefuse for `reason` (kOversized or kOverShare), with the limit that refused it.
+AdmissionDecision Refusal(std::string_view ticket, int64_t tokens, AdmissionReason reason,
+                          TimeNs waited, int64_t limit) {
+  return AdmissionDecision{AdmissionAction::kRefuse,
+                           reason,
+                           std::string(ticket),
+                           tokens,
+                           std::nullopt,
+                           -1,
+                           waited,
+                           limit};
+}
+
+}  // namespace
+
 CoordinatorParams CoordinatorParamsFrom(const AgenticOptions& options) {
   CoordinatorParams p;
   p.ledger.headroom = options.agentic_admission_headroom;
@@ -93,14 +110,7 @@ std::optional<AdmissionDecision> AdmissionCoordinator::CapOrRefuseSeed(std::stri
     // No engine of the fleet holds that much KV, even with every engine healthy: it can never
     // run, so it never waits.
     ++counters_.refused_oversized;
-    return AdmissionDecision{AdmissionAction::kRefuse,
-                             AdmissionReason::kOversized,
-                             std::string(ticket),
-                             tokens,
-                             std::nullopt,
-                             -1,
-                             waited,
-                             largest};
+    return Refusal(ticket, tokens, AdmissionReason::kOversized, waited, largest);
   }
   // It fits an engine but not the ceiling (one engine's headroom, or engines that stopped
   // reporting): it reserves the whole ceiling, so it runs once the budget is empty.
@@ -117,14 +127,8 @@ ShareExcess AdmissionCoordinator::OverShare(const ShareHolder& holder, int64_t t
 AdmissionDecision AdmissionCoordinator::RefuseOverShare(std::string_view ticket, int64_t tokens,
                                                         ShareExcess excess, TimeNs waited) {
   ++counters_.refused_over_share;
-  return AdmissionDecision{AdmissionAction::kRefuse,
-                           AdmissionReason::kOverShare,
-                           std::string(ticket),
-                           tokens,
-                           std::nullopt,
-                           -1,
-                           waited,
-                           shares_.Bound(excess, ledger_.ceiling())};
+  return Refusal(ticket, tokens, AdmissionReason::kOverShare, waited,
+                 shares_.Bound(excess, ledger_.ceiling()));
 }
 
 AdmissionDecision AdmissionCoordinator::Granted(std::string_view ticket, const GrantResult& grant,
@@ -245,14 +249,7 @@ std::optional<AdmissionDecision> AdmissionCoordinator::CapOrRefuseV2(std::string
   if (total > limits->capacity) {
     // No engine it can land on holds that much KV: it can never run, so it never waits.
     ++counters_.refused_oversized;
-    return AdmissionDecision{AdmissionAction::kRefuse,
-                             AdmissionReason::kOversized,
-                             std::string(ticket),
-                             total,
-                             std::nullopt,
-                             -1,
-                             waited,
-                             limits->capacity};
+    return Refusal(ticket, total, AdmissionReason::kOversized, waited, limits->capacity);
   }
   if (total > limits->ceiling) {
     // It fits the engine but not the ceiling: it reserves the whole ceiling (it waits for an

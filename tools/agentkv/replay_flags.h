@@ -104,6 +104,10 @@ class ReplayFlags {
   std::string subagent_routing_ = "own";
   // +stall-offload's least stall, seconds (options_.stall_offload.min_stall once checked).
   double stall_offload_min_stall_s_ = 2.0;
+  // +working-set's durations, seconds (options_.working_set once checked).
+  double working_set_default_hold_s_ = 30.0;
+  double working_set_max_hold_s_ = 300.0;
+  double working_set_max_wait_s_ = 120.0;
   // Measured cost-model constants (cost_model_file.h); "" = the built-in calibrated ones.
   std::string cost_model_path_;
   std::vector<std::string> arms_;

@@ -65,6 +65,7 @@ Status GatewayModelOptions::Validate() const {
     return InvalidArgumentError("fixed_ttl must be > 0 s, got " +
                                 std::to_string(fixed_ttl->seconds()) + " s");
   }
+  if (working_set.has_value()) AGENTKV_RETURN_IF_ERROR(working_set->Validate());
   if (continuum.has_value()) {
     if (fixed_ttl.has_value()) {
       return InvalidArgumentError("continuum and fixed_ttl are exclusive pin policies");
@@ -97,6 +98,7 @@ GatewayModel::GatewayModel(EventLoop* loop, FleetModel* fleet, const GatewayMode
     coordinator_ = std::make_unique<control::AdmissionCoordinator>(
         control::CoordinatorParamsFrom(options.agentic));
   }
+  if (options.working_set.has_value()) working_set_.emplace(*options.working_set);
   if (options.continuum.has_value()) {
     StatusOr<engine::ContinuumPolicy> policy = engine::ContinuumPolicy::Create(*options.continuum);
     AGENTKV_CHECK(policy.ok()) << policy.status();  // Validate() checked the options.
@@ -111,11 +113,13 @@ Status GatewayModel::Submit(GatewayRequest request) {
   }
   AGENTKV_ASSIGN_OR_RETURN(
       std::string rid,
-      flow_.BeginAttempt(request.session, std::to_string(id.value()),
-                         control::AttemptSpec{.awaits_admission = coordinator_ != nullptr,
-                                              .prompt_tokens = request.request.prompt_tokens,
-                                              .retain = request.retain},
-                         loop_->now()));
+      flow_.BeginAttempt(
+          request.session, std::to_string(id.value()),
+          control::AttemptSpec{.awaits_admission =
+                                   coordinator_ != nullptr || working_set_.has_value(),
+                               .prompt_tokens = request.request.prompt_tokens,
+                               .retain = request.retain},
+          loop_->now()));
   // Opening a session at the cap may have ended an idle one.
   PerformActions();
   PollIfStale();
@@ -131,16 +135,48 @@ Status GatewayModel::Submit(GatewayRequest request) {
   record.prompt_tokens = request.request.prompt_tokens;
   record.prompt_blocks = static_cast<int64_t>(request.request.prompt_keys.size());
   Pending pending{std::move(request), rid};
-  if (coordinator_ == nullptr) {
-    records_.emplace(id, record);
-    ++in_flight_;
-    EnsurePolling();
-    Status dispatched = Dispatch(std::move(pending), nullptr);
-    if (!dispatched.ok()) {
-      records_.erase(id);
-      --in_flight_;
+  records_.emplace(id, record);
+  ++in_flight_;
+  EnsurePolling();
+  if (working_set_.has_value()) {
+    StatusOr<control::WorkingSetDecision> decision =
+        working_set_->Acquire(ProgramRequestOf(pending), loop_->now());
+    AGENTKV_CHECK(decision.ok()) << decision.status();
+    ws_next_pause_[rid] = pending.request.next_pause;
+    AdmitResolvedPrograms();  // The Acquire may have resolved older waiters.
+    if (!decision->admitted) {
+      ws_waiting_.emplace(rid, std::move(pending));
+      EnsureWorkingSetTick();
+      return Status::Ok();
     }
-    return dispatched;
+  }
+  Status admitted = AdmitRequest(std::move(pending));
+  if (!admitted.ok()) {
+    records_.erase(id);
+    --in_flight_;
+  }
+  EnsureWorkingSetTick();
+  return admitted;
+}
+
+Status GatewayModel::AdmitRequest(Pending pending) {
+  const std::string rid = pending.rid;
+  if (coordinator_ == nullptr) {
+    if (!working_set_.has_value()) return Dispatch(std::move(pending), nullptr);
+    // Admitted by the working set alone: no lease.
+    control::AdmissionDecision admitted;
+    admitted.action = control::AdmissionAction::kAdmit;
+    admitted.reason = control::AdmissionReason::kCapacityAvailable;
+    admitted.ticket = rid;
+    StatusOr<control::AdmissionVerdict> verdict = flow_.OnAdmission(rid, admitted);
+    AGENTKV_CHECK(verdict.ok()) << verdict.status();
+    if (*verdict == control::AdmissionVerdict::kCancelled) {
+      CompleteCancelled(pending, admitted);
+      return Status::Ok();
+    }
+    AGENTKV_CHECK(*verdict == control::AdmissionVerdict::kDispatch)
+        << "a working-set admission's verdict was " << control::AdmissionVerdictName(*verdict);
+    return Dispatch(std::move(pending), &admitted);
   }
   control::AcquireRequest acquire;
   acquire.ticket = rid;
@@ -156,9 +192,6 @@ Status GatewayModel::Submit(GatewayRequest request) {
   }
   StatusOr<control::AdmissionDecision> decision = coordinator_->Acquire(acquire, loop_->now());
   AGENTKV_CHECK(decision.ok()) << decision.status();
-  records_.emplace(id, record);
-  ++in_flight_;
-  EnsurePolling();
   DispatchResolved();  // The Acquire's drain may have resolved older waiters (e.g. aged ones).
   if (decision->action == control::AdmissionAction::kWait) {
     waiting_.emplace(rid, std::move(pending));
@@ -172,12 +205,80 @@ Status GatewayModel::Submit(GatewayRequest request) {
   }
   AGENTKV_CHECK(*verdict == control::AdmissionVerdict::kDispatch)
       << "a new attempt's decision was " << control::AdmissionVerdictName(*verdict);
-  Status dispatched = Dispatch(std::move(pending), &*decision);
-  if (!dispatched.ok()) {
-    records_.erase(id);
-    --in_flight_;
+  return Dispatch(std::move(pending), &*decision);
+}
+
+std::string GatewayModel::ProgramOf(const kv::RequestOptions& kv_options, SessionId session) {
+  const ConversationId own = kv_options.conversation.value_or(ConversationId(session.value()));
+  ConversationId root = own;
+  if (kv_options.parent_conversation.has_value()) {
+    auto parent = program_of_.find(*kv_options.parent_conversation);
+    root = parent != program_of_.end() ? parent->second : *kv_options.parent_conversation;
   }
-  return dispatched;
+  program_of_.insert_or_assign(own, root);
+  return "program-" + std::to_string(root.value());
+}
+
+control::ProgramRequest GatewayModel::ProgramRequestOf(const Pending& pending) {
+  const GatewayRequest& request = pending.request;
+  control::ProgramRequest program;
+  program.ticket = pending.rid;
+  program.program = ProgramOf(request.request.kv_options, request.session);
+  program.agent = "session-" + std::to_string(request.session.value());
+  program.reservation_tokens = control::ReservationTokens(control::AttemptShape{
+      .prefix_tokens = request.request.prompt_tokens,
+      .pending_tokens = 0,
+      .max_new_tokens = request.request.max_new_tokens,
+      .expected_decode_cap = options_.agentic.agentic_admission_expected_decode_cap});
+  if (const std::optional<EngineId> engine = fleet_->router().StickyEngine(request.routing_key)) {
+    program.engine = GatewayEngineName(*engine);
+  }
+  return program;
+}
+
+void GatewayModel::AdmitResolvedPrograms() {
+  if (!working_set_.has_value()) return;
+  // An admission may dispatch and fail, finishing its attempt, which may resolve more.
+  for (std::vector<control::WorkingSetDecision> resolved = working_set_->TakeResolved();
+       !resolved.empty(); resolved = working_set_->TakeResolved()) {
+    for (const control::WorkingSetDecision& decision : resolved) {
+      auto it = ws_waiting_.find(decision.ticket);
+      AGENTKV_CHECK(it != ws_waiting_.end())
+          << "working set resolved ticket " << decision.ticket << " not waiting";
+      Pending pending = std::move(it->second);
+      ws_waiting_.erase(it);
+      if (!decision.admitted) {
+        control::AdmissionDecision cancelled;
+        cancelled.action = control::AdmissionAction::kBypass;
+        cancelled.reason = control::AdmissionReason::kCancelled;
+        cancelled.ticket = decision.ticket;
+        CompleteCancelled(pending, cancelled);
+        continue;
+      }
+      const RequestId id = pending.request.request.id;
+      Status admitted = AdmitRequest(std::move(pending));
+      if (!admitted.ok()) {
+        GatewayRecord& record = records_.at(id);
+        record.dispatch_error = admitted;
+        --in_flight_;
+        if (on_complete_) on_complete_(record, nullptr);
+      }
+    }
+  }
+}
+
+void GatewayModel::EnsureWorkingSetTick() {
+  if (!working_set_.has_value()) return;
+  const std::optional<TimeNs> deadline = working_set_->NextDeadline();
+  if (!deadline.has_value() || (ws_tick_at_.has_value() && *ws_tick_at_ <= *deadline)) return;
+  ws_tick_at_ = *deadline;
+  loop_->Schedule(std::max(*deadline, loop_->now()), [this, at = *deadline] {
+    if (ws_tick_at_ != at) return;  // Superseded by an earlier tick.
+    ws_tick_at_.reset();
+    working_set_->Tick(loop_->now());
+    AdmitResolvedPrograms();
+    EnsureWorkingSetTick();
+  });
 }
 
 void GatewayModel::FillAdmissionV2(const GatewayRequest& request,
@@ -372,12 +473,26 @@ void GatewayModel::OnEngineComplete(EngineId engine, const EngineRequestRecord& 
     pin_keys_.erase(pin);
   }
   if (auto rid = rid_of_.find(record.id); rid != rid_of_.end()) {
+    if (working_set_.has_value()) {
+      // The agent now holds its context through the pause that follows (none after its last).
+      auto next = ws_next_pause_.find(rid->second);
+      const PauseType pause = next == ws_next_pause_.end() ? PauseType::kNone : next->second;
+      working_set_->Finish(
+          rid->second,
+          control::RequestEnd{
+              .context_tokens = SaturatingAdd(it->second.prompt_tokens, record.report.output_tokens),
+              .next_pause = pause == PauseType::kNone ? kv::PauseKind::kSessionEnd
+                                                      : PauseKindOf(pause)},
+          loop_->now());
+    }
     FinishAttempt(rid->second);  // Returns the lease; may end a draining session.
     id_of_rid_.erase(rid->second);
     rid_of_.erase(rid);
   }
   if (on_complete_) on_complete_(it->second, &record);
   DispatchResolved();
+  AdmitResolvedPrograms();
+  EnsureWorkingSetTick();
 }
 
 std::vector<int64_t> GatewayModel::EndSession(SessionId session) {
@@ -387,7 +502,7 @@ std::vector<int64_t> GatewayModel::EndSession(SessionId session) {
     continuum_->ObserveNoReturn(pause->second.pause_class);
     pauses_.erase(pause);
   }
-  if (continuum_.has_value()) {
+  if (options_.program_fcfs) {
     // Program-level FCFS: the session's program (its conversation) has ended.
     for (size_t e = 0; e < static_cast<size_t>(fleet_->num_engines()); ++e) {
       fleet_->mutable_engine(EngineId(static_cast<int32_t>(e)))
@@ -399,13 +514,25 @@ std::vector<int64_t> GatewayModel::EndSession(SessionId session) {
   freed_now_ = &freed;
   PerformActions();
   freed_now_ = nullptr;
+  if (working_set_.has_value()) {
+    working_set_->EndAgent("session-" + std::to_string(session.value()), loop_->now());
+    program_of_.erase(ConversationId(session.value()));
+  }
   // Cancelled admission waits resolve in the coordinator; their requests complete now.
   DispatchResolved();
+  AdmitResolvedPrograms();
+  EnsureWorkingSetTick();
   EnsureSweep();
   return freed;
 }
 
 void GatewayModel::FinishAttempt(const std::string& rid) {
+  if (working_set_.has_value()) {
+    // An attempt that ended without completing on an engine (refused, cancelled, failed to
+    // dispatch) leaves no context to hold; a completed one was finished already (a no-op).
+    working_set_->Finish(rid, control::RequestEnd{}, loop_->now());
+    ws_next_pause_.erase(rid);
+  }
   flow_.Finish(rid, loop_->now());
   PerformActions();
   // The session may have become idle: its idle deadline may be the next one.
@@ -419,9 +546,14 @@ void GatewayModel::PerformActions() {
       if (const auto* cancel = std::get_if<control::CancelAttempt>(&action)) {
         // A ready attempt is dispatched in the same event that readied it, so only an
         // admission wait can be cancelled; its decision arrives through DispatchResolved.
-        AGENTKV_CHECK(cancel->awaiting_admission && coordinator_ != nullptr)
+        AGENTKV_CHECK(cancel->awaiting_admission &&
+                      (coordinator_ != nullptr || working_set_.has_value()))
             << "cancel of attempt " << cancel->rid << " outside an admission wait";
-        coordinator_->Cancel(cancel->rid, loop_->now());
+        if (ws_waiting_.contains(cancel->rid)) {
+          working_set_->Cancel(cancel->rid, loop_->now());
+        } else {
+          coordinator_->Cancel(cancel->rid, loop_->now());
+        }
       } else if (const auto* abort = std::get_if<control::AbortOnEveryEngine>(&action)) {
         // The flow aborts only dispatched attempts that have not finished. The engine ends the
         // request at its next step boundary and its completion finishes the attempt; a request
@@ -463,6 +595,7 @@ void GatewayModel::EnsureSweep() {
     flow_.Sweep(loop_->now());
     PerformActions();
     DispatchResolved();
+    AdmitResolvedPrograms();
     EnsureSweep();
   });
 }
@@ -511,6 +644,11 @@ void GatewayModel::Poll() {
   if (coordinator_ != nullptr) {
     coordinator_->Reconcile(snapshots, now);
     DispatchResolved();
+  }
+  if (working_set_.has_value()) {
+    working_set_->Reconcile(snapshots, now);
+    AdmitResolvedPrograms();
+    EnsureWorkingSetTick();
   }
   EnsurePolling();
 }
@@ -561,6 +699,17 @@ Status GatewayModel::CheckDrained() const {
     }
     if (coordinator_->waiting() != 0) {
       return InternalError(std::to_string(coordinator_->waiting()) + " admission waiters left");
+    }
+  }
+  if (working_set_.has_value()) {
+    AGENTKV_RETURN_IF_ERROR(working_set_->CheckInvariants());
+    const control::WorkingSetGauges g = working_set_->Gauges();
+    if (!ws_waiting_.empty() || !ws_next_pause_.empty() || g.active_tokens != 0 ||
+        g.held_tokens != 0 || g.waiting_programs != 0 || working_set_->agents() != 0) {
+      return InternalError("the working set still holds " + std::to_string(g.held_tokens) +
+                           " tokens, reserves " + std::to_string(g.active_tokens) + " for " +
+                           std::to_string(working_set_->agents()) + " agents, and has " +
+                           std::to_string(ws_waiting_.size()) + " waiters");
     }
   }
   flow_.CheckInvariants();

@@ -62,6 +62,18 @@
 // of that parent it holds, wherever the router placed them (sub-agents are routed by their own
 // session, so in a fleet most are not on their parent's engine).
 //
+// Working set. With `working_set` set (+working-set), every request first passes the real
+// control::WorkingSetAdmission, before request-level admission when that is on too: its
+// program is the root of its conversation's parent chain (a sub-agent joins its parent's
+// program), its agent is its session, its reservation the seed's (prompt + expected decode),
+// its target the engine the router will pick when consistent hashing makes it knowable. A new
+// program that does not fit waits at the gateway (an admission wait, in its server time and
+// TTFT); a request's completion hands its context (prompt + output) and the pause that follows
+// (its next_pause; kNone, the agent's last request, ends the hold at once) to the working set,
+// which holds it for the predicted pause; a session's end ends its agent. Capacities come from
+// the gauge polls; a tick is scheduled at the working set's next deadline (a hold's end, a
+// waiter's aging).
+//
 // Deterministic: a pure function of the options, the fleet and the call sequence with times.
 // Single-threaded; not copyable or movable (scheduled events point at it). Owns the fleet's
 // completion callback from Create() on; must outlive every run of the loop while requests
@@ -88,6 +100,7 @@
 #include "agentkv/control/agentic_options.h"
 #include "agentkv/control/gateway_flow.h"
 #include "agentkv/control/reservation.h"
+#include "agentkv/control/working_set.h"
 #include "agentkv/engine/continuum_policy.h"
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/kv_cache_manager.h"
@@ -134,6 +147,12 @@ struct GatewayModelOptions {
   // --session-idle-timeout-s; header comment). Default: 0 (never: simulated agents close every
   // session they use). Range: >= 0.
   TimeNs session_idle_timeout = TimeNs(0);
+  // The engines order their queues by program (program_fcfs): a session's end makes every
+  // engine forget its program. Default: false.
+  bool program_fcfs = false;
+  // Program-level working-set admission (+working-set; header comment): unset, off.
+  // Valid per WorkingSetOptions::Validate.
+  std::optional<control::WorkingSetOptions> working_set;
 
   // InvalidArgument naming the first bad field.
   Status Validate() const;
@@ -226,8 +245,14 @@ class GatewayModel {
   const FleetModel& fleet() const { return *fleet_; }
   // Requests received and not completed (waiting in the FIFO or on engines).
   int64_t in_flight() const { return in_flight_; }
-  // Requests waiting in the admission FIFO.
-  int64_t admission_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  // Requests waiting for admission (the working set's or the coordinator's).
+  int64_t admission_waiting() const {
+    return static_cast<int64_t>(waiting_.size() + ws_waiting_.size());
+  }
+  // The working set (null without +working-set).
+  const control::WorkingSetAdmission* working_set() const {
+    return working_set_.has_value() ? &*working_set_ : nullptr;
+  }
   const std::vector<KvUsageSample>& kv_usage() const { return kv_usage_; }
   // The coordinator (null without admission) and the gateway flow.
   const control::AdmissionCoordinator* coordinator() const { return coordinator_.get(); }
@@ -274,6 +299,19 @@ class GatewayModel {
   // `request` into `acquire`.
   void FillAdmissionV2(const GatewayRequest& request, const control::AttemptShape& shape,
                        control::AcquireRequest& acquire) const;
+  // Request-level admission of an attempt the working set admitted (or of every attempt
+  // without it): asks the coordinator when there is one, else dispatches at once. An error is
+  // the dispatch's (the attempt has been finished).
+  Status AdmitRequest(Pending pending);
+  // Working set: the program of a request (its conversation's root, remembered until its
+  // session ends), and the acquire of an attempt.
+  std::string ProgramOf(const kv::RequestOptions& kv_options, SessionId session);
+  control::ProgramRequest ProgramRequestOf(const Pending& pending);
+  // Hands every working-set decision resolved since the last call on (request admission, or
+  // a cancelled completion), until none is left.
+  void AdmitResolvedPrograms();
+  // Keeps a working-set tick scheduled at its next deadline, while there is one.
+  void EnsureWorkingSetTick();
   // Dispatches an admitted or bypassed attempt to the fleet.
   Status Dispatch(Pending pending, const control::AdmissionDecision* decision);
   // Acts on the final admission decision of an attempt that waited.
@@ -331,6 +369,14 @@ class GatewayModel {
   void DeliverParentReturn(const kv::RequestOptions& kv_options);
   // Decides and takes the pin of `candidate`, which completed on `engine` (continuum).
   void DecideContinuumPin(EngineId engine, SessionId session, const PinCandidate& candidate);
+
+  // Working set (+working-set): attempts waiting for it by rid, the pause after each admitted
+  // attempt by rid, each live conversation's program, and the scheduled tick. Looked up only.
+  std::optional<control::WorkingSetAdmission> working_set_;
+  std::unordered_map<std::string, Pending> ws_waiting_;
+  std::unordered_map<std::string, PauseType> ws_next_pause_;
+  std::unordered_map<ConversationId, ConversationId> program_of_;
+  std::optional<TimeNs> ws_tick_at_;
 
   std::unordered_map<RequestId, PinCandidate> pin_keys_;
   std::optional<engine::ContinuumPolicy> continuum_;

@@ -101,6 +101,7 @@ engine::EngineConfig ArmEngineConfig(const ReplayOptions& options, const ArmSpec
   }
   config.cache = ArmCachePolicy(arm, config.cache, options.finished_subagent_priority);
   if (arm.continuum) config.scheduler.program_fcfs = options.continuum_program_fcfs;
+  if (arm.program_fcfs) config.scheduler.program_fcfs = true;
   if (arm.stall_offload) config.stall_offload = options.stall_offload;
   return config;
 }
@@ -127,6 +128,13 @@ StatusOr<std::unique_ptr<ArmFleet>> BuildArmFleet(const ReplayOptions& options, 
   gateway_options.agentic.agentic_admission_scope = control::AdmissionScope::kAll;
   if (arm.fixed_ttl) gateway_options.fixed_ttl = TimeNs::Seconds(options.fixed_ttl_s);
   if (arm.continuum) gateway_options.continuum = options.continuum;
+  gateway_options.program_fcfs =
+      arm.program_fcfs || (arm.continuum && options.continuum_program_fcfs);
+  if (arm.working_set) {
+    control::WorkingSetOptions working_set = options.working_set;
+    working_set.host_tier_ratio = arm.host_tier ? options.engine.kv_pool.hicache_ratio : 0.0;
+    gateway_options.working_set = working_set;
+  }
   gateway_options.deliver_subagent_demotion =
       arm.subagent_demotion && options.subagent_demotion_delivery == DemotionDelivery::kEveryEngine;
   gateway_options.session_idle_timeout = TimeNs::Seconds(options.session_idle_timeout_s);
@@ -599,6 +607,7 @@ Status ReplayOptions::Validate() const {
   }
   AGENTKV_RETURN_IF_ERROR(continuum.Validate());
   AGENTKV_RETURN_IF_ERROR(stall_offload.Validate());
+  AGENTKV_RETURN_IF_ERROR(working_set.Validate());
   control::AgenticOptions admission = agentic;
   admission.agentic_program_admission = true;
   AGENTKV_RETURN_IF_ERROR(admission.Validate());

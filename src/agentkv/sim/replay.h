@@ -104,6 +104,10 @@ struct ReplayOptions {
   // continuum: order every engine's waiting queue by program (program-level FCFS); false
   // isolates the TTL pins' effect. Default: true.
   bool continuum_program_fcfs = true;
+  // +working-set: the working set's headroom, holds and aging (control::WorkingSetOptions,
+  // valid per its Validate); host_tier_ratio is set per arm (the hicache ratio with
+  // +host-tier, else 0) and must stay 0 here.
+  control::WorkingSetOptions working_set;
   // +stall-offload: the pressure threshold, return quantile, least stall and pause prior of
   // every engine's stall offload (engine::StallOffloadOptions, valid per its Validate).
   engine::StallOffloadOptions stall_offload;

@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::string_view kValidFeatures =
     "lifecycle, admission, subagent-demotion[=P], per-conversation, host-tier, fixed-ttl, "
-    "continuum, stall-offload, admission-v2, gap-retention";
+    "continuum, stall-offload, admission-v2, gap-retention, working-set, program-fcfs";
 constexpr std::string_view kValidBases =
     "baseline, agentkv, all, fixed-ttl, continuum, infinite-cache, oracle";
 constexpr std::string_view kOracleAlone =
@@ -73,6 +73,8 @@ Status EnableFeature(std::string_view feature, ArmSpec& arm) {
   if (feature == "continuum") flag = &arm.continuum;
   if (feature == "stall-offload") flag = &arm.stall_offload;
   if (feature == "gap-retention") flag = &arm.gap_retention;
+  if (feature == "working-set") flag = &arm.working_set;
+  if (feature == "program-fcfs") flag = &arm.program_fcfs;
   if (flag == nullptr) return NotFoundError(std::string(feature));
   if (*flag) {
     return InvalidArgumentError("feature \"" + std::string(feature) + "\" named twice");
@@ -166,6 +168,8 @@ std::string ArmSpec::Description() const {
   if (fixed_ttl) add("fixed TTL pin after tool-call turns");
   if (continuum) add("Continuum: cost-aware TTL pins, program-level FCFS");
   if (gap_retention) add("gap-aware retention (pause-kind gaps learned online)");
+  if (working_set) add("working-set admission (paused programs hold their context)");
+  if (program_fcfs) add("program-level FCFS in every engine's queue");
   if (out.empty()) out = "SGLang default: prefix reuse, LRU, no lifecycle, no admission";
   return out;
 }

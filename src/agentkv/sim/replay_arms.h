@@ -9,7 +9,7 @@
 //            | "oracle" | ""
 //   feature := "lifecycle" | "admission" | "subagent-demotion" ["=" P] | "per-conversation"
 //            | "host-tier" | "fixed-ttl" | "continuum" | "stall-offload" | "admission-v2"
-//            | "gap-retention"
+//            | "gap-retention" | "working-set" | "program-fcfs"
 // so "+lifecycle", "all", "baseline+host-tier", "all+continuum" and
 // "+subagent-demotion=20+lifecycle" are arms. "baseline" is SGLang's default (prefix reuse,
 // LRU, no session lifecycle, no admission); "agentkv" is the recommended policy set without a
@@ -36,7 +36,13 @@
 // rather than implying it, so that an arm's name shows every tier it has. "gap-retention" is
 // gap-aware retention (kv::EvictionOrder::kGapAware): within a priority, a finished request's
 // blocks rank by their finish less the pause its session is expected to take (learned online per
-// pause kind from the requests' hints), an ended session's own blocks first.
+// pause kind from the requests' hints), an ended session's own blocks first. "working-set" is
+// program-level working-set admission at the gateway (control::WorkingSetAdmission): each live
+// program's footprint (its agents' running reservations and the contexts they hold through
+// their predicted pauses) counts against its engine's KV (plus the host tier with
+// "+host-tier"); a new program waits, first come first served with an aging bound, until it
+// fits; a continuing one never waits. "program-fcfs" is Continuum's program-level FCFS on its
+// own: every engine's waiting queue ordered by the arrival of each request's program.
 //
 // The names `agentkv agentic-curve` has always used are whole-name aliases (the arm keeps the
 // alias as its name; the spec is the canonical spelling's):
@@ -91,6 +97,13 @@ struct ArmSpec {
   bool continuum = false;
   // +gap-retention: the KV cache's gap-aware eviction order; requests carry their next pause.
   bool gap_retention = false;
+  // +working-set: program-level working-set admission at the gateway
+  // (control::WorkingSetAdmission): a paused program holds its context for its predicted
+  // pause, and a new program waits until it fits beside the live ones.
+  bool working_set = false;
+  // +program-fcfs: every engine orders its waiting queue by program (Continuum's program-level
+  // FCFS, without its pins).
+  bool program_fcfs = false;
   // infinite-cache: device KV for the whole workload.
   bool infinite_cache = false;
   // oracle: offline-optimal eviction (Belady's MIN) from the workload's known future; exclusive

@@ -497,8 +497,8 @@ StatusOr<ReplayPlan> ReplayFlags::Plan() const {
       s = CheckFlagRange("--working-set-headroom", options.working_set.headroom, 0.0, 1.0,
                          LowerBound::kOpen);
     }
-    if (s.ok() && !(options.working_set.hold_quantile > 0.0 &&
-                    options.working_set.hold_quantile < 1.0)) {
+    if (s.ok() &&
+        !(options.working_set.hold_quantile > 0.0 && options.working_set.hold_quantile < 1.0)) {
       s = InvalidArgumentError(fmt::format("--working-set-hold-quantile must be in (0, 1), got {}",
                                            options.working_set.hold_quantile));
     }

@@ -113,13 +113,12 @@ Status GatewayModel::Submit(GatewayRequest request) {
   }
   AGENTKV_ASSIGN_OR_RETURN(
       std::string rid,
-      flow_.BeginAttempt(
-          request.session, std::to_string(id.value()),
-          control::AttemptSpec{.awaits_admission =
-                                   coordinator_ != nullptr || working_set_.has_value(),
-                               .prompt_tokens = request.request.prompt_tokens,
-                               .retain = request.retain},
-          loop_->now()));
+      flow_.BeginAttempt(request.session, std::to_string(id.value()),
+                         control::AttemptSpec{.awaits_admission = coordinator_ != nullptr ||
+                                                                  working_set_.has_value(),
+                                              .prompt_tokens = request.request.prompt_tokens,
+                                              .retain = request.retain},
+                         loop_->now()));
   // Opening a session at the cap may have ended an idle one.
   PerformActions();
   PollIfStale();
@@ -479,10 +478,10 @@ void GatewayModel::OnEngineComplete(EngineId engine, const EngineRequestRecord& 
       const PauseType pause = next == ws_next_pause_.end() ? PauseType::kNone : next->second;
       working_set_->Finish(
           rid->second,
-          control::RequestEnd{
-              .context_tokens = SaturatingAdd(it->second.prompt_tokens, record.report.output_tokens),
-              .next_pause = pause == PauseType::kNone ? kv::PauseKind::kSessionEnd
-                                                      : PauseKindOf(pause)},
+          control::RequestEnd{.context_tokens = SaturatingAdd(it->second.prompt_tokens,
+                                                              record.report.output_tokens),
+                              .next_pause = pause == PauseType::kNone ? kv::PauseKind::kSessionEnd
+                                                                      : PauseKindOf(pause)},
           loop_->now());
     }
     FinishAttempt(rid->second);  // Returns the lease; may end a draining session.

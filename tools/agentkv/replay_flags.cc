@@ -494,7 +494,7 @@ StatusOr<ReplayPlan> ReplayFlags::Plan() const {
           TimeNs(static_cast<int64_t>(stall_offload_min_stall_s_ * 1e9));
     }
     if (s.ok()) {
-      s = CheckFlagRange("--working-set-headroom", options.working_set.headroom, 0.0, 1.0,
+      s = CheckFlagRange("--working-set-headroom", options.working_set.headroom, 0.0, 8.0,
                          LowerBound::kOpen);
     }
     if (s.ok() &&

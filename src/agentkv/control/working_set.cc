@@ -66,8 +66,8 @@ std::string_view WorkingSetReasonName(WorkingSetReason reason) {
 }
 
 Status WorkingSetOptions::Validate() const {
-  if (!(headroom > 0.0 && headroom <= 1.0)) {
-    return InvalidArgumentError("working-set headroom must be in (0, 1], got " +
+  if (!(headroom > 0.0 && headroom <= 8.0)) {
+    return InvalidArgumentError("working-set headroom must be in (0, 8], got " +
                                 std::to_string(headroom));
   }
   if (!(host_tier_ratio >= 0.0 && host_tier_ratio <= 100.0)) {
@@ -117,6 +117,12 @@ bool WorkingSetAdmission::Fits(std::string_view target, int64_t tokens) const {
   const int64_t used = engine ? FootprintOn(target) : total_footprint_;
   // Alone on its target a program runs whatever its size: no release can make more room.
   return used == 0 || SaturatingAdd(used, tokens) <= CapacityOf(target);
+}
+
+std::optional<TimeNs> WorkingSetAdmission::HoldUntil(std::string_view agent) const {
+  auto it = agents_.find(agent);
+  if (it == agents_.end() || it->second.held_tokens == 0) return std::nullopt;
+  return it->second.hold_until;
 }
 
 int64_t WorkingSetAdmission::FootprintOn(std::string_view target) const {

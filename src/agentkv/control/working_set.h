@@ -219,6 +219,8 @@ class WorkingSetAdmission {
   const WorkingSetCounters& counters() const { return counters_; }
   // The footprint on `target` ("" = agents whose placement was unknowable).
   int64_t FootprintOn(std::string_view target) const;
+  // Until when `agent` holds its context; nullopt when it holds none (or is unknown).
+  std::optional<TimeNs> HoldUntil(std::string_view agent) const;
   // Agents known (running, held, released but not ended).
   int64_t agents() const { return static_cast<int64_t>(agents_.size()); }
   // The hold the next pause of `kind` (and `tool`) would get now.

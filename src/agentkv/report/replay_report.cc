@@ -211,6 +211,16 @@ const Metric kMetrics[] = {
     {"lifecycle", "ttl unpinned (pressure)", "ttl_unpinned_under_pressure", Kind::kCount, kFlat,
      Show::kWhenNonZero,
      [](const ArmResult& a) { return AsDouble(a.ttl_unpinned_under_pressure); }},
+    // The working set's counters (the +working-set arms).
+    {"lifecycle", "working-set waits", "working_set_waited", Kind::kCount, kFlat,
+     Show::kWhenNonZero, [](const ArmResult& a) { return AsDouble(a.working_set_waited); }},
+    {"lifecycle", "working-set aged", "working_set_aged", Kind::kCount, kFlat, Show::kWhenNonZero,
+     [](const ArmResult& a) { return AsDouble(a.working_set_aged); }},
+    {"lifecycle", "holds returned", "working_set_holds_returned", Kind::kCount, kUp,
+     Show::kWhenNonZero,
+     [](const ArmResult& a) { return AsDouble(a.working_set_holds_returned); }},
+    {"lifecycle", "holds expired", "working_set_holds_expired", Kind::kCount, kDown,
+     Show::kWhenNonZero, [](const ArmResult& a) { return AsDouble(a.working_set_holds_expired); }},
     // Stall offload's counters (the +stall-offload arms).
     {"engines", "stall offloaded blocks", "stall_offloaded_blocks", Kind::kCount, kFlat,
      Show::kWhenNonZero, [](const ArmResult& a) { return AsDouble(a.stall_offloaded_blocks); }},

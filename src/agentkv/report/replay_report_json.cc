@@ -201,6 +201,14 @@ boost::json::object ArmJson(const ArmResult& a, boost::json::object delta) {
   // Continuum's counters (the continuum arm).
   o["ttl_declined_by_cost"] = a.ttl_declined_by_cost;
   o["ttl_unpinned_under_pressure"] = a.ttl_unpinned_under_pressure;
+  // The working set's counters, only for an arm that waited or held (the other arms' reports
+  // keep their keys).
+  if (a.working_set_waited + a.working_set_holds_returned + a.working_set_holds_expired > 0) {
+    o["working_set_waited"] = a.working_set_waited;
+    o["working_set_aged"] = a.working_set_aged;
+    o["working_set_holds_returned"] = a.working_set_holds_returned;
+    o["working_set_holds_expired"] = a.working_set_holds_expired;
+  }
   // Stall offload's counters, only for an arm that ran it (the other arms' reports keep their
   // keys).
   if (a.stall_offloaded_sessions + a.stall_prefetched_blocks + a.stall_returned_offloaded > 0) {

@@ -326,6 +326,10 @@ Status GatewayModel::Dispatch(Pending pending, const control::AdmissionDecision*
                               : kMainAgentPause;
     if (request.next_pause == PauseType::kSubagentWait) pause_class = kSubagentWaitPause;
     pin_keys_[id] = PinCandidate{.keys = request.request.prompt_keys, .pause_class = pause_class};
+  } else if (working_set_.has_value() && options_.working_set_pins &&
+             request.next_pause != PauseType::kNone) {
+    // The context the working set will hold through the pause that follows.
+    pin_keys_[id] = PinCandidate{.keys = request.request.prompt_keys};
   }
   // The pause that follows, as a client's hint to the engine (its stall offload reads it).
   request.request.next_pause = PauseKindOf(request.next_pause);
@@ -459,31 +463,39 @@ void GatewayModel::OnEngineComplete(EngineId engine, const EngineRequestRecord& 
   auto it = records_.find(record.id);
   AGENTKV_CHECK(it != records_.end()) << "engine completed unknown request " << record.id;
   --in_flight_;
+  auto rid = rid_of_.find(record.id);
+  if (working_set_.has_value() && rid != rid_of_.end()) {
+    // The agent now holds its context through the pause that follows (none after its last).
+    auto next = ws_next_pause_.find(rid->second);
+    const PauseType pause = next == ws_next_pause_.end() ? PauseType::kNone : next->second;
+    working_set_->Finish(
+        rid->second,
+        control::RequestEnd{.context_tokens = SaturatingAdd(it->second.prompt_tokens,
+                                                            record.report.output_tokens),
+                            .next_pause = pause == PauseType::kNone ? kv::PauseKind::kSessionEnd
+                                                                    : PauseKindOf(pause)},
+        loop_->now());
+  }
   if (auto pin = pin_keys_.find(record.id); pin != pin_keys_.end()) {
     // An aborted request's session is closing: its prompt is not worth keeping.
+    const ConversationId conversation(it->second.session.value());
     if (!record.report.rejected && !record.report.aborted) {
       if (continuum_.has_value()) {
         DecideContinuumPin(engine, it->second.session, pin->second);
-      } else {
-        fleet_->mutable_engine(engine).PinPrefix(ConversationId(it->second.session.value()),
-                                                 pin->second.keys, *options_.fixed_ttl);
+      } else if (options_.fixed_ttl.has_value()) {
+        fleet_->mutable_engine(engine).PinPrefix(conversation, pin->second.keys,
+                                                 *options_.fixed_ttl);
+      } else if (const std::optional<TimeNs> until = working_set_->HoldUntil(
+                     "session-" + std::to_string(it->second.session.value()));
+                 until.has_value() && *until > loop_->now()) {
+        // The working set holds the context: the engine keeps it as long.
+        fleet_->mutable_engine(engine).PinPrefix(conversation, pin->second.keys,
+                                                 *until - loop_->now());
       }
     }
     pin_keys_.erase(pin);
   }
-  if (auto rid = rid_of_.find(record.id); rid != rid_of_.end()) {
-    if (working_set_.has_value()) {
-      // The agent now holds its context through the pause that follows (none after its last).
-      auto next = ws_next_pause_.find(rid->second);
-      const PauseType pause = next == ws_next_pause_.end() ? PauseType::kNone : next->second;
-      working_set_->Finish(
-          rid->second,
-          control::RequestEnd{.context_tokens = SaturatingAdd(it->second.prompt_tokens,
-                                                              record.report.output_tokens),
-                              .next_pause = pause == PauseType::kNone ? kv::PauseKind::kSessionEnd
-                                                                      : PauseKindOf(pause)},
-          loop_->now());
-    }
+  if (rid != rid_of_.end()) {
     FinishAttempt(rid->second);  // Returns the lease; may end a draining session.
     id_of_rid_.erase(rid->second);
     rid_of_.erase(rid);
@@ -645,6 +657,7 @@ void GatewayModel::Poll() {
     DispatchResolved();
   }
   if (working_set_.has_value()) {
+    }
     working_set_->Reconcile(snapshots, now);
     AdmitResolvedPrograms();
     EnsureWorkingSetTick();

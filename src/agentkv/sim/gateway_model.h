@@ -153,6 +153,10 @@ struct GatewayModelOptions {
   // Program-level working-set admission (+working-set; header comment): unset, off.
   // Valid per WorkingSetOptions::Validate.
   std::optional<control::WorkingSetOptions> working_set;
+  // With working_set: a held context is also pinned on the engine that served it for as long
+  // as the working set holds it (EngineModel::PinPrefix), so that the engine's eviction takes
+  // unheld blocks first. Default: true.
+  bool working_set_pins = true;
 
   // InvalidArgument naming the first bad field.
   Status Validate() const;

@@ -116,7 +116,9 @@ StatusOr<std::unique_ptr<ArmFleet>> BuildArmFleet(const ReplayOptions& options, 
   engine_options.config = ArmEngineConfig(options, arm, tokens_per_block, infinite_blocks);
   engine_options.fixed_step_time = options.fixed_step_time;
   engine_options.keep_events = options.keep_events;
-  engine_options.continuum_pins = arm.continuum;
+  // The working set's pins follow Continuum's lifecycle: released when their program returns,
+  // and under memory pressure.
+  engine_options.continuum_pins = arm.continuum || arm.working_set;
   auto arm_fleet = std::make_unique<ArmFleet>();
   AGENTKV_ASSIGN_OR_RETURN(arm_fleet->fleet, FleetModel::Create(&arm_fleet->loop, fleet_options));
   GatewayModelOptions gateway_options;
@@ -357,6 +359,12 @@ void Summarize(ArmFleet& arm_fleet, const ArmSpec& arm, const std::vector<Reques
     }
   }
   result.ttl_declined_by_cost = arm_fleet.gateway->pins_declined_by_cost();
+  if (const control::WorkingSetAdmission* ws = arm_fleet.gateway->working_set(); ws != nullptr) {
+    result.working_set_waited = ws->counters().waited;
+    result.working_set_aged = ws->counters().aged;
+    result.working_set_holds_returned = ws->counters().holds_returned;
+    result.working_set_holds_expired = ws->counters().holds_expired;
+  }
   result.sessions_closed = arm_fleet.gateway->engine_session_closes();
   result.tokens_freed_by_close = arm_fleet.gateway->tokens_freed_by_close();
   if (arm.session_lifecycle || arm.program_admission || arm.admission_v2) {

@@ -211,6 +211,13 @@ struct ArmResult {
   // expired or their program returned.
   int64_t ttl_declined_by_cost = 0;
   int64_t ttl_unpinned_under_pressure = 0;
+  // Working set (+working-set): requests that waited for it and those admitted after the
+  // aging bound; holds that ended by the agent's return in time and by the pause outliving its
+  // prediction. All 0 without it.
+  int64_t working_set_waited = 0;
+  int64_t working_set_aged = 0;
+  int64_t working_set_holds_returned = 0;
+  int64_t working_set_holds_expired = 0;
   // Stall offload (+stall-offload): paused sessions offloaded and the blocks moved to the
   // host ahead of demand, blocks prefetched back before a predicted return, and returns that
   // found their KV still offloaded (onboarded by the request) or prefetched. All 0 without it.

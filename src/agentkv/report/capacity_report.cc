@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -127,7 +128,12 @@ std::vector<ArmRow> ArmRows(const CapacityResult& r) {
     row.arm = r.arms[a];
     row.capacity = SpreadText(r.Capacity(a), &Rate, single, ">= ", r.options.max_rate);
     const std::optional<SeedSpread> vs = r.VsBaseline(a);
-    row.vs_baseline = vs ? SpreadText(*vs, &Ratio, single) : "-";
+    // A ratio built from a capacity at max_rate is a lower bound too.
+    const bool bounded =
+        std::any_of(r.searches[a].begin(), r.searches[a].end(), [](const CapacitySearchResult& s) {
+          return s.outcome == sim::CapacityOutcome::kAtLeastMax;
+        });
+    row.vs_baseline = vs ? (bounded ? ">= " : "") + SpreadText(*vs, &Ratio, single) : "-";
     const std::optional<double> metric = MetricAtCapacity(r.searches[a]);
     row.metric = metric ? Seconds(*metric) : "-";
     row.probes = std::to_string(ProbeCount(r.searches[a]));
@@ -381,7 +387,8 @@ std::string CapacityResultHtml(const CapacityResult& r) {
        {std::string("arm"), std::string("capacity (sessions/h/engine)"), std::string("vs baseline"),
         std::string(sim::SloMetricName(r.options.metric)) + " at capacity (s)",
         std::string("probes")}) {
-    html += "<th scope=\"col\">" + Escape(header) + "</th>";
+    html += std::string(header == "arm" ? "<th class=\"metric\"" : "<th") + " scope=\"col\">" +
+            Escape(header) + "</th>";
   }
   html += "</tr></thead>\n<tbody>\n";
   const std::vector<ArmRow> rows = ArmRows(r);
@@ -408,7 +415,8 @@ std::string CapacityResultHtml(const CapacityResult& r) {
   html += "<div class=\"table-box\">\n<table class=\"arms\">\n<thead><tr>";
   for (const char* header : {"arm", "seed", "sessions/h/engine", "interarrival (s)", "TTFT p50 (s)",
                              "TTFT p95 (s)", "TTFT p99 (s)", "server time mean (s)", "SLO"}) {
-    html += "<th scope=\"col\">" + std::string(header) + "</th>";
+    html += std::string(header == std::string_view("arm") ? "<th class=\"metric\"" : "<th") +
+            " scope=\"col\">" + header + "</th>";
   }
   html += "</tr></thead>\n<tbody>\n";
   for (size_t a = 0; a < r.arms.size(); ++a) {

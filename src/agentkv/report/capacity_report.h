@@ -5,9 +5,9 @@
 // Every arm's capacity is the median over seeds with [min, max]; "vs baseline" is the ratio of
 // an arm's capacity to the baseline arm's (the first arm named "baseline") of the same seed,
 // median [min, max] over the seeds where the baseline's is above 0. A capacity at max_rate is
-// written ">= max" (a lower bound, as is the ratio of an arm with one: ">= 12.00x"); one of 0 means the SLO was
-// missed even at min_rate. All functions are pure (no I/O, no clocks): equal results render to
-// byte-identical strings. Thread-safe.
+// written ">= max" (a lower bound, as is the ratio of an arm with one: ">= 12.00x"); one of 0 means
+// the SLO was missed even at min_rate. All functions are pure (no I/O, no clocks): equal results
+// render to byte-identical strings. Thread-safe.
 #ifndef AGENTKV_REPORT_CAPACITY_REPORT_H_
 #define AGENTKV_REPORT_CAPACITY_REPORT_H_
 

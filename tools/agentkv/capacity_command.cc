@@ -158,8 +158,8 @@ Status CapacityCommand::CheckSearchFlags() const {
   Status s = CheckFlagRange("--slo-s", slo_s_, 0.0, 1e6, LowerBound::kOpen);
   if (s.ok()) s = CheckFlagRange("--min-rate", min_rate_, 0.0, 1e9, LowerBound::kOpen);
   if (s.ok() && !(max_rate_ >= min_rate_ && max_rate_ <= 1e9)) {
-    s = InvalidArgumentError(
-        fmt::format("--max-rate must be in [--min-rate {}, 1e9], got {}", min_rate_, max_rate_));
+    s = InvalidArgumentError(fmt::format("--max-rate must be in [--min-rate {}, {}], got {}",
+                                         min_rate_, 1e9, max_rate_));
   }
   if (s.ok() && start_rate_ != 0) {
     s = CheckFlagRange("--start-rate", start_rate_, 0.0, 1e9, LowerBound::kOpen);

@@ -26,6 +26,18 @@ struct Harness {
   }
 };
 
+TEST(ProgressLineTest, NamesTheCommandAndItsUnitOfWork) {
+  Harness h;
+  ProgressLine line(
+      Mode::kLines, [&h] { return h.now; },
+      [&h](std::string_view text) { h.printed.emplace_back(text); }, "capacity", "search");
+  h.now += 3s;
+  line.Update(1, 4, "agentkv seed 2 probe 3 at 120/h", 0.5);
+  ASSERT_EQ(h.printed.size(), 1U);
+  EXPECT_EQ(h.printed[0],
+            "agentkv capacity: search 2/4 agentkv seed 2 probe 3 at 120/h  started  3 s\n");
+}
+
 TEST(ProgressLineTest, ARunShorterThanTwoSecondsPrintsNothing) {
   Harness h;
   {

@@ -10,6 +10,7 @@
 
 #include "tools/agentkv/agentic_curve_command.h"
 #include "tools/agentkv/cache_curve_command.h"
+#include "tools/agentkv/capacity_command.h"
 #include "tools/agentkv/cli_support.h"
 #include "tools/agentkv/config_file.h"
 #include "tools/agentkv/coordinator_command.h"
@@ -43,6 +44,7 @@ int Main(int argc, char** argv) {
   CacheCurveCommand cache_curve(app);
   AgenticCurveCommand agentic_curve(app);
   ReplayCommand replay(app);
+  CapacityCommand capacity(app);
   CostModelCommand cost_model(app);
   EmulateCommand emulate(app);
   CoordinatorCommand coordinator(app);
@@ -56,6 +58,7 @@ int Main(int argc, char** argv) {
   if (cache_curve.selected()) return cache_curve.Run();
   if (agentic_curve.selected()) return agentic_curve.Run();
   if (replay.selected()) return replay.Run();
+  if (capacity.selected()) return capacity.Run();
   if (cost_model.selected()) return cost_model.Run();
   if (emulate.selected()) return emulate.Run();
   if (coordinator.selected()) return coordinator.Run();

@@ -13,16 +13,19 @@ ProgressLine::Mode ProgressLine::ModeForStderr(bool enabled) {
   return isatty(STDERR_FILENO) == 1 ? Mode::kTerminal : Mode::kLines;
 }
 
-ProgressLine::ProgressLine(Mode mode)
+ProgressLine::ProgressLine(Mode mode, std::string command, std::string unit)
     : ProgressLine(
           mode, [] { return std::chrono::steady_clock::now(); },
           [](std::string_view text) {
             std::fwrite(text.data(), 1, text.size(), stderr);
             std::fflush(stderr);
-          }) {}
+          },
+          std::move(command), std::move(unit)) {}
 
-ProgressLine::ProgressLine(Mode mode, Clock clock, Sink sink)
+ProgressLine::ProgressLine(Mode mode, Clock clock, Sink sink, std::string command, std::string unit)
     : mode_(mode),
+      command_(std::move(command)),
+      unit_(std::move(unit)),
       clock_(std::move(clock)),
       sink_(std::move(sink)),
       start_(clock_()),
@@ -67,8 +70,8 @@ void ProgressLine::Print(size_t arm_index, std::string_view status,
   shown_ = true;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const std::string text =
-      fmt::format("agentkv replay: arm {}/{} {:<20} {:>8}  {:.0f} s", arm_index + 1, arms_.size(),
-                  arms_[arm_index].name, status, elapsed);
+      fmt::format("agentkv {}: {} {}/{} {:<20} {:>8}  {:.0f} s", command_, unit_, arm_index + 1,
+                  arms_.size(), arms_[arm_index].name, status, elapsed);
   if (mode_ == Mode::kTerminal) {
     sink_("\r\033[K" + text);
   } else {

@@ -1,10 +1,10 @@
-// Progress of a long `agentkv replay` on stderr. Silent for the first 2 s of a run (short runs
-// print nothing). Then, on a terminal, one line redrawn in place at most every 200 ms and erased
-// when the run ends; anywhere else (a pipe, a log file, CI), plain newline-terminated lines
-// without terminal control: one when an arm starts, one when it finishes, and between those at
-// most one every 5 s, so a user who redirected stderr still sees the run advance. Disabled
-// entirely by --quiet. Arms may run concurrently: the progress shown is that of the first arm,
-// in arm order, that has started and not finished.
+// Progress of a long `agentkv replay` (or `agentkv capacity`) on stderr. Silent for the first 2 s
+// of a run (short runs print nothing). Then, on a terminal, one line redrawn in place at most every
+// 200 ms and erased when the run ends; anywhere else (a pipe, a log file, CI), plain
+// newline-terminated lines without terminal control: one when an arm starts, one when it finishes,
+// and between those at most one every 5 s, so a user who redirected stderr still sees the run
+// advance. Disabled entirely by --quiet. Arms may run concurrently: the progress shown is that of
+// the first arm, in arm order, that has started and not finished.
 //
 // The clock and the sink are parameters so that tests drive time and read what was printed.
 // Not thread-safe (the replay reports progress on its own thread).
@@ -37,8 +37,11 @@ class ProgressLine {
   // otherwise; printing to stderr with the steady clock.
   static Mode ModeForStderr(bool enabled);
 
-  explicit ProgressLine(Mode mode);
-  ProgressLine(Mode mode, Clock clock, Sink sink);
+  // Lines read "agentkv <command>: <unit> i/n <name> <status> <elapsed>" (`agentkv capacity`
+  // shows its searches as units).
+  explicit ProgressLine(Mode mode, std::string command = "replay", std::string unit = "arm");
+  ProgressLine(Mode mode, Clock clock, Sink sink, std::string command = "replay",
+               std::string unit = "arm");
   ProgressLine(const ProgressLine&) = delete;
   ProgressLine& operator=(const ProgressLine&) = delete;
   ~ProgressLine();
@@ -52,6 +55,8 @@ class ProgressLine {
 
  private:
   Mode mode_;
+  std::string command_;
+  std::string unit_;
   Clock clock_;
   Sink sink_;
   std::chrono::steady_clock::time_point start_;

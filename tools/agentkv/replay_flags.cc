@@ -544,6 +544,9 @@ StatusOr<ReplayPlan> ReplayFlags::Plan() const {
 
   std::string description;
   std::optional<sim::AgenticWorkload> agentic;
+  double session_interarrival_s = 0;
+  std::function<StatusOr<sim::AgenticWorkload>(const sim::AgenticWorkload&, double, uint64_t)>
+      workload_at_interarrival;
   std::vector<sim::OpenLoopRequest> open_loop;
   int32_t open_loop_block = 512;
   if (rollout) {
@@ -588,6 +591,14 @@ StatusOr<ReplayPlan> ReplayFlags::Plan() const {
     StatusOr<sim::AgenticWorkload> generated = sim::GenerateSyntheticAgentic(generator);
     if (!generated.ok()) return generated.status();
     agentic = *std::move(generated);
+    session_interarrival_s = interarrival_s;
+    workload_at_interarrival = [generator](const sim::AgenticWorkload& /*base*/,
+                                           double interarrival, uint64_t seed) {
+      sim::SyntheticAgenticOptions at = generator;
+      at.seed = seed;
+      at.mean_session_interarrival = TimeNs::Seconds(interarrival);
+      return sim::GenerateSyntheticAgentic(at);
+    };
     const int64_t prefix_blocks =
         static_cast<int64_t>(std::floor(static_cast<double>(generator.shared_prefix_tokens) *
                                         generator.context_scale)) /
@@ -610,6 +621,15 @@ StatusOr<ReplayPlan> ReplayFlags::Plan() const {
     if (!conversations.ok()) return conversations.status();
     const size_t files = conversations->size();
     agentic = sim::WekaWorkload(*std::move(conversations), TimeNs::Seconds(interarrival_s), seed_);
+    session_interarrival_s = interarrival_s;
+    // WekaWorkload's starts (PoissonStarts) on a copy of the conversations already read.
+    workload_at_interarrival = [](const sim::AgenticWorkload& base, double interarrival,
+                                  uint64_t seed) -> StatusOr<sim::AgenticWorkload> {
+      sim::AgenticWorkload at = base;
+      at.starts = sim::PoissonStarts(static_cast<int64_t>(at.conversations.size()),
+                                     TimeNs::Seconds(interarrival), seed);
+      return at;
+    };
     options.shared_prefix_ids =
         static_cast<uint64_t>(shared_prefix_blocks_ == -1 ? 0 : shared_prefix_blocks_);
     description = fmt::format("weka: {} files, mean session interarrival {:g} s, seed {}", files,
@@ -648,7 +668,10 @@ StatusOr<ReplayPlan> ReplayFlags::Plan() const {
   ReplayPlan plan;
   plan.description = std::move(description);
   plan.seed = seed_;
+  plan.workload = workload_;
   plan.agentic = std::move(agentic);
+  plan.session_interarrival_s = session_interarrival_s;
+  plan.workload_at_interarrival = std::move(workload_at_interarrival);
   plan.open_loop = std::move(open_loop);
   plan.open_loop_block = open_loop_block;
   plan.jobs = ArmJobs(jobs_, options.arms.size());

@@ -13,8 +13,10 @@
 #include <CLI/CLI.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agentkv/base/status.h"
@@ -36,8 +38,22 @@ struct ReplayPlan {
   std::string description;
   uint64_t seed = 1;
   sim::ReplayOptions options;
+  // The --workload value ("synthetic", "weka", "mooncake", "bailian", "rollout").
+  std::string workload;
   // The closed-loop workload; unset for an open-loop trace (mooncake).
   std::optional<sim::AgenticWorkload> agentic;
+  // The mean seconds between session starts `agentic` was built with (--session-interarrival-s
+  // or its default) for the workloads whose session starts follow it (synthetic, weka); 0 for
+  // the others (rollout: its steps start trajectories; bailian: the recorded times; mooncake:
+  // open loop).
+  double session_interarrival_s = 0;
+  // Where session_interarrival_s is set: `base` (this plan's `agentic`) with sessions starting
+  // `interarrival_s` apart on average, generated from `seed`: the workload Plan() builds with
+  // --session-interarrival-s interarrival_s --seed seed (the other flags as given). The status
+  // of the generator on failure. Empty where session_interarrival_s is 0. Thread-safe.
+  std::function<StatusOr<sim::AgenticWorkload>(const sim::AgenticWorkload& base,
+                                               double interarrival_s, uint64_t seed)>
+      workload_at_interarrival;
   std::vector<sim::OpenLoopRequest> open_loop;
   int32_t open_loop_block = 512;
   // Arms run at once (ArmJobs of --jobs and the number of arms), at least 1.
@@ -50,7 +66,10 @@ struct ReplayPlan {
 
 class ReplayFlags {
  public:
-  ReplayFlags() = default;
+  // `json_path` and `html_path` are the defaults of --json and --html.
+  explicit ReplayFlags(std::string json_path = "agentkv-replay.json",
+                       std::string html_path = "agentkv-replay.html")
+      : json_path_(std::move(json_path)), html_path_(std::move(html_path)) {}
   ReplayFlags(const ReplayFlags&) = delete;
   ReplayFlags& operator=(const ReplayFlags&) = delete;
 
@@ -63,6 +82,10 @@ class ReplayFlags {
   // unreadable or malformed trace or cost-model file. Checks that the report paths can be
   // written; writes nothing.
   [[nodiscard]] StatusOr<ReplayPlan> Plan() const;
+
+  // --jobs as given (0 = one per hardware thread), for a command that runs other tasks than
+  // arms on the threads (ArmJobs).
+  int64_t jobs() const { return jobs_; }
 
  private:
   // OK for --sessions in [1, kMaxReplayConversations]; else InvalidArgument naming the bound
@@ -113,8 +136,8 @@ class ReplayFlags {
   std::vector<std::string> arms_;
   AgenticFlags agentic_;
   // Output.
-  std::string json_path_ = "agentkv-replay.json";
-  std::string html_path_ = "agentkv-replay.html";
+  std::string json_path_;
+  std::string html_path_;
   bool quiet_ = false;
   // --jobs: arms run at once; 0 = one per hardware thread (at most one per arm).
   int64_t jobs_ = 0;

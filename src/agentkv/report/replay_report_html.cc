@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "agentkv/report/internal/html_page.h"
 #include "agentkv/report/internal/replay_charts.h"
 #include "agentkv/report/internal/svg_chart.h"
 #include "agentkv/report/replay_report.h"
@@ -28,6 +29,7 @@ namespace agentkv::report {
 
 using internal::ArmColor;
 using internal::Escape;
+using internal::Figure;
 using internal::TickLabel;
 using sim::ArmResult;
 using sim::ReplayResult;
@@ -35,38 +37,6 @@ using sim::ReplaySetup;
 namespace {
 
 // ---- Page ----------------------------------------------------------------------------------
-
-constexpr const char* kStyle = R"(
-body { font-family: system-ui, sans-serif; font-size: 14px; margin: 1.2em auto; padding: 0 16px;
-  max-width: 1560px; color: #222; }
-h1 { font-size: 1.45em; margin: 0 0 0.4em; }
-h2 { font-size: 1.15em; margin: 1.5em 0 0.5em; border-bottom: 1px solid #ddd; }
-dl.setup { display: flex; flex-wrap: wrap; gap: 2px 28px; margin: 0; }
-dl.setup div { display: flex; gap: 0.5em; } dl.setup dt { color: #666; } dl.setup dd { margin: 0; }
-.table-box { overflow-x: auto; max-width: 100%; }
-table.arms { border-collapse: separate; border-spacing: 0; font-size: 12px; line-height: 1.25; }
-table.arms th, table.arms td { padding: 2px 6px; }
-table.arms thead th { vertical-align: bottom; text-align: right; font-weight: normal;
-  border-bottom: 2px solid #999; }
-table.arms thead th.metric { text-align: left; }
-table.arms th[scope=row] { text-align: left; font-weight: normal; min-width: 10em;
-  vertical-align: top; }
-table.arms td { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap;
-  vertical-align: top; }
-table.arms td .d { display: block; font-size: 10.5px; }
-table.arms tbody tr:nth-child(even) td, table.arms tbody tr:nth-child(even) th { background: #f8f8f8; }
-table.arms tr.section th { text-align: left; font-weight: bold; background: #eceff3; }
-table.arms tr > :first-child { position: sticky; left: 0; background: #fff; }
-.good { color: #1b7f3b; } .bad { color: #b3261e; } .flat { color: #777; }
-.swatch { display: inline-block; width: 0.9em; height: 0.9em; margin-right: 0.4em; }
-figure { margin: 1em 0 1.6em; } figcaption { font-weight: bold; margin-bottom: 0.4em; }
-figcaption span { font-weight: normal; color: #555; }
-.pair { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 560px), 1fr));
-  gap: 0 28px; }
-.multiples { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 290px), 1fr));
-  gap: 8px 14px; }
-svg { display: block; max-width: 100%; height: auto; }
-)";
 
 std::string DeltaClass(MetricSense sense, double change) {
   if (std::fabs(change) < 5e-4 || sense == MetricSense::kNeutral) return "flat";
@@ -167,12 +137,6 @@ std::string ArmTable(const ReplayResult& result) {
   return html + "</tbody>\n</table>\n</div>\n";
 }
 
-std::string Figure(const std::string& caption, const std::string& note, const std::string& body) {
-  std::string html = "<figure>\n<figcaption>" + Escape(caption);
-  if (!note.empty()) html += " <span>" + note + "</span>";
-  return html + "</figcaption>\n" + body + "</figure>\n";
-}
-
 // An inline swatch for a caption (HTML, not escaped again).
 std::string CaptionSwatch(const std::string& style) {
   return "<span class=\"swatch\" style=\"" + style + "\"></span>";
@@ -182,11 +146,7 @@ std::string CaptionSwatch(const std::string& style) {
 
 std::string ReplayResultHtml(const ReplayResult& result) {
   const std::string title = "agentkv replay: " + result.setup.workload;
-  std::string html = "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n";
-  html += "<head>\n<meta charset=\"utf-8\"/>\n";
-  html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n";
-  html += "<title>" + Escape(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
-  html += "<h1>" + Escape(title) + "</h1>\n";
+  std::string html = internal::PageStart(title);
   html += SetupList(result);
   html += "<h2 id=\"results\">Results</h2>\n";
   html += result.arms.empty() ? std::string("<p>No arms.</p>\n") : ArmTable(result);
@@ -216,8 +176,7 @@ std::string ReplayResultHtml(const ReplayResult& result) {
                  internal::RecomputeChart(result));
   html += "</div>\n";
   html += "<h2 id=\"arms\">Arms</h2>\n" + ArmList(result);
-  html += "</body>\n</html>\n";
-  return html;
+  return html + internal::PageEnd();
 }
 
 }  // namespace agentkv::report

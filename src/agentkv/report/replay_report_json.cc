@@ -1,21 +1,17 @@
 // The JSON of a ReplayResult, for diffing runs and for plotting elsewhere.
 //
 // The document is built as boost::json objects, whose members keep insertion order, and written
-// by a small pretty printer (Boost 1.81's serializer is compact only). Integers are written
-// exactly, doubles as their shortest round-trip decimal (std::to_chars), non-finite doubles as
-// null, so equal results give byte-identical text. The deltas come from the same table rows as
+// by internal::JsonText (exact integers, shortest round-trip doubles, null for non-finite ones),
+// so equal results give byte-identical text. The deltas come from the same table rows as
 // the terminal and HTML tables. Boost.JSON throws only on allocation failure here.
-#include <algorithm>
-#include <array>
 #include <boost/json.hpp>
-#include <charconv>
 #include <cmath>
 #include <optional>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
+#include "agentkv/report/internal/json_text.h"
 #include "agentkv/report/replay_report.h"
 
 namespace agentkv::report {
@@ -26,75 +22,6 @@ using sim::KvUsageSample;
 using sim::ReplayResult;
 using sim::ReplaySetup;
 namespace {
-
-bool IsScalar(const boost::json::value& v) { return !v.is_object() && !v.is_array(); }
-
-std::string JsonDouble(double value) {
-  if (!std::isfinite(value)) return "null";
-  std::array<char, 64> buffer{};
-  const std::to_chars_result r = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
-  std::string text(buffer.data(), r.ptr);
-  // Keep doubles recognisable as doubles to a reader that distinguishes integers ("1" -> "1.0").
-  if (text.find_first_of(".e") == std::string::npos) text += ".0";
-  return text;
-}
-
-void WriteJson(const boost::json::value& v, size_t indent, std::string& out) {
-  switch (v.kind()) {
-    case boost::json::kind::null:
-      out += "null";
-      return;
-    case boost::json::kind::bool_:
-      out += v.get_bool() ? "true" : "false";
-      return;
-    case boost::json::kind::int64:
-      out += std::to_string(v.get_int64());
-      return;
-    case boost::json::kind::uint64:
-      out += std::to_string(v.get_uint64());
-      return;
-    case boost::json::kind::double_:
-      out += JsonDouble(v.get_double());
-      return;
-    case boost::json::kind::string:
-      out += boost::json::serialize(v.get_string());
-      return;
-    case boost::json::kind::array: {
-      const boost::json::array& array = v.get_array();
-      if (array.empty()) {
-        out += "[]";
-        return;
-      }
-      const bool inline_array = std::all_of(array.begin(), array.end(), IsScalar);
-      out += "[";
-      for (size_t i = 0; i < array.size(); ++i) {
-        if (i > 0) out += inline_array ? ", " : ",";
-        if (!inline_array) out += "\n" + std::string(indent + 2, ' ');
-        WriteJson(array[i], indent + 2, out);
-      }
-      if (!inline_array) out += "\n" + std::string(indent, ' ');
-      out += "]";
-      return;
-    }
-    case boost::json::kind::object: {
-      const boost::json::object& object = v.get_object();
-      if (object.empty()) {
-        out += "{}";
-        return;
-      }
-      out += "{";
-      bool first = true;
-      for (const boost::json::key_value_pair& member : object) {
-        out += first ? "\n" : ",\n";
-        first = false;
-        out += std::string(indent + 2, ' ') + boost::json::serialize(member.key()) + ": ";
-        WriteJson(member.value(), indent + 2, out);
-      }
-      out += "\n" + std::string(indent, ' ') + "}";
-      return;
-    }
-  }
-}
 
 boost::json::object SummaryJson(const DurationSummary& s) {
   return {{"count", s.count}, {"mean_s", s.mean_s}, {"p50_s", s.p50_s}, {"p90_s", s.p90_s},
@@ -273,10 +200,7 @@ std::string ReplayResultJson(const ReplayResult& result) {
     arms.push_back(ArmJson(result.arms[i], DeltaJson(rows, i, *baseline)));
   }
   root["arms"] = std::move(arms);
-  std::string out;
-  WriteJson(root, 0, out);
-  out += "\n";
-  return out;
+  return internal::JsonText(root);
 }
 
 }  // namespace agentkv::report

@@ -657,7 +657,6 @@ void GatewayModel::Poll() {
     DispatchResolved();
   }
   if (working_set_.has_value()) {
-    }
     working_set_->Reconcile(snapshots, now);
     AdmitResolvedPrograms();
     EnsureWorkingSetTick();

@@ -274,35 +274,7 @@ void ReplayFlags::Add(CLI::App& c) {
                "[0, 86400]")
       ->capture_default_str()
       ->group(arms_group);
-  c.add_option("--working-set-headroom", options_.working_set.headroom,
-               "+working-set: share of each engine's device KV the live programs' footprints "
-               "may fill (plus the host tier with +host-tier), in (0, 1]")
-      ->capture_default_str()
-      ->group(arms_group);
-  c.add_option("--working-set-hold-quantile", options_.working_set.hold_quantile,
-               "+working-set: a paused program holds its context until this quantile of its "
-               "pause kind's learned pauses, in (0, 1)")
-      ->capture_default_str()
-      ->group(arms_group);
-  c.add_option("--working-set-returning-waits", options_.working_set.returning_waits,
-               "+working-set: a started program whose hold expired waits like a new one on its "
-               "return (true), or goes at once (false)")
-      ->capture_default_str()
-      ->group(arms_group);
-  c.add_option("--working-set-default-hold-s", working_set_default_hold_s_,
-               "+working-set: the hold after a pause kind with too few samples to learn from, "
-               "seconds, in [0, --working-set-max-hold-s]")
-      ->capture_default_str()
-      ->group(arms_group);
-  c.add_option("--working-set-max-hold-s", working_set_max_hold_s_,
-               "+working-set: the longest hold, seconds, in [0, 86400]")
-      ->capture_default_str()
-      ->group(arms_group);
-  c.add_option("--working-set-max-wait-s", working_set_max_wait_s_,
-               "+working-set: the longest a new program waits before it is admitted anyway "
-               "(the aging bound), seconds, in [0, 86400]")
-      ->capture_default_str()
-      ->group(arms_group);
+  working_set_flags_.Add(c, arms_group);
   agentic_.Add(c, AgenticFlags::Set::kBudget, FlagSource::kCommandLine, arms_group);
 
   const std::string output_group = "Output";
@@ -494,28 +466,12 @@ StatusOr<ReplayPlan> ReplayFlags::Plan() const {
           TimeNs(static_cast<int64_t>(stall_offload_min_stall_s_ * 1e9));
     }
     if (s.ok()) {
-      s = CheckFlagRange("--working-set-headroom", options.working_set.headroom, 0.0, 8.0,
-                         LowerBound::kOpen);
-    }
-    if (s.ok() &&
-        !(options.working_set.hold_quantile > 0.0 && options.working_set.hold_quantile < 1.0)) {
-      s = InvalidArgumentError(fmt::format("--working-set-hold-quantile must be in (0, 1), got {}",
-                                           options.working_set.hold_quantile));
-    }
-    if (s.ok()) {
-      s = CheckFlagRange("--working-set-max-hold-s", working_set_max_hold_s_, 0.0, 86400.0);
-    }
-    if (s.ok()) {
-      s = CheckFlagRange("--working-set-default-hold-s", working_set_default_hold_s_, 0.0,
-                         working_set_max_hold_s_);
-    }
-    if (s.ok()) {
-      s = CheckFlagRange("--working-set-max-wait-s", working_set_max_wait_s_, 0.0, 86400.0);
-    }
-    if (s.ok()) {
-      options.working_set.default_hold = TimeNs::Seconds(working_set_default_hold_s_);
-      options.working_set.max_hold = TimeNs::Seconds(working_set_max_hold_s_);
-      options.working_set.max_wait = TimeNs::Seconds(working_set_max_wait_s_);
+      StatusOr<control::WorkingSetOptions> working_set = working_set_flags_.Options();
+      if (working_set.ok()) {
+        options.working_set = *working_set;
+      } else {
+        s = working_set.status();
+      }
     }
     if (s.ok()) s = CheckOutputPath("--json", json_path_);
     if (s.ok()) s = CheckOutputPath("--html", html_path_);

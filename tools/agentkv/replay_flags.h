@@ -24,6 +24,7 @@
 #include "agentkv/sim/open_loop_trace.h"
 #include "agentkv/sim/replay.h"
 #include "tools/agentkv/agentic_flags.h"
+#include "tools/agentkv/working_set_flags.h"
 
 namespace agentkv::tools {
 
@@ -127,14 +128,12 @@ class ReplayFlags {
   std::string subagent_routing_ = "own";
   // +stall-offload's least stall, seconds (options_.stall_offload.min_stall once checked).
   double stall_offload_min_stall_s_ = 2.0;
-  // +working-set's durations, seconds (options_.working_set once checked).
-  double working_set_default_hold_s_ = 30.0;
-  double working_set_max_hold_s_ = 300.0;
-  double working_set_max_wait_s_ = 120.0;
   // Measured cost-model constants (cost_model_file.h); "" = the built-in calibrated ones.
   std::string cost_model_path_;
   std::vector<std::string> arms_;
   AgenticFlags agentic_;
+  // +working-set's options (--agentic-working-set-*).
+  WorkingSetFlags working_set_flags_;
   // Output.
   std::string json_path_;
   std::string html_path_;

@@ -1,0 +1,42 @@
+// The working set's options (control::WorkingSetOptions) on the command line, declared in one
+// place for every command that runs it (replay's +working-set arms, the gateway, the
+// coordinator): the same names, defaults, help text and checks everywhere.
+//
+// A command adds them to its CLI::App and, after parsing, reads them back with Options(),
+// checked flag by flag (each error names its flag and value). Owned by its command; not
+// copyable (CLI11 holds pointers into it).
+#ifndef AGENTKV_TOOLS_AGENTKV_WORKING_SET_FLAGS_H_
+#define AGENTKV_TOOLS_AGENTKV_WORKING_SET_FLAGS_H_
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "agentkv/base/status.h"
+#include "agentkv/control/working_set.h"
+
+namespace agentkv::tools {
+
+class WorkingSetFlags {
+ public:
+  WorkingSetFlags() = default;
+  WorkingSetFlags(const WorkingSetFlags&) = delete;
+  WorkingSetFlags& operator=(const WorkingSetFlags&) = delete;
+
+  // Adds --agentic-working-set-{headroom, hold-quantile, default-hold-s, max-hold-s,
+  // max-wait-s, returning-waits} to `app`, in option group `group`. Call once, before parsing.
+  void Add(CLI::App& app, const std::string& group);
+
+  // The options given, checked: InvalidArgument naming the first flag out of range and its
+  // value. host_tier_ratio is left 0 (the caller knows its host tier). Call after parsing.
+  [[nodiscard]] StatusOr<control::WorkingSetOptions> Options() const;
+
+ private:
+  control::WorkingSetOptions options_;
+  double default_hold_s_ = options_.default_hold.seconds();
+  double max_hold_s_ = options_.max_hold.seconds();
+  double max_wait_s_ = options_.max_wait.seconds();
+};
+
+}  // namespace agentkv::tools
+
+#endif  // AGENTKV_TOOLS_AGENTKV_WORKING_SET_FLAGS_H_

@@ -23,8 +23,8 @@ TimeNs At(double seconds) { return TimeNs::Seconds(seconds); }
 std::vector<EngineSnapshot> Fleet(int engines, int64_t tokens) {
   std::vector<EngineSnapshot> out;
   for (int e = 0; e < engines; ++e) {
-    out.push_back(EngineSnapshot{.engine_id = "e" + std::to_string(e),
-                                 .max_total_num_tokens = tokens});
+    out.push_back(
+        EngineSnapshot{.engine_id = "e" + std::to_string(e), .max_total_num_tokens = tokens});
   }
   return out;
 }
@@ -45,13 +45,12 @@ class WorkingSetTest : public ::testing::Test {
   WorkingSetDecision Acquire(const std::string& ticket, const std::string& program,
                              const std::string& agent, int64_t tokens, TimeNs now,
                              std::optional<std::string> engine = std::nullopt) {
-    StatusOr<WorkingSetDecision> d = ws_.Acquire(
-        ProgramRequest{.ticket = ticket,
-                       .program = program,
-                       .agent = agent,
-                       .reservation_tokens = tokens,
-                       .engine = std::move(engine)},
-        now);
+    StatusOr<WorkingSetDecision> d = ws_.Acquire(ProgramRequest{.ticket = ticket,
+                                                                .program = program,
+                                                                .agent = agent,
+                                                                .reservation_tokens = tokens,
+                                                                .engine = std::move(engine)},
+                                                 now);
     EXPECT_TRUE(d.ok()) << d.status();
     EXPECT_TRUE(ws_.CheckInvariants().ok()) << ws_.CheckInvariants();
     return d.ok() ? *d : WorkingSetDecision{};
@@ -332,8 +331,9 @@ TEST(WorkingSetRandomizedTest, ConservesFootprintsAndNeverStarvesAProgram) {
         const PauseKind pause =
             action == 8 ? PauseKind::kSessionEnd
                         : (action % 2 == 0 ? PauseKind::kToolCall : PauseKind::kHumanTurn);
-        ws.Finish(*a.ticket, RequestEnd{.context_tokens = 100 + static_cast<int64_t>(rng() % 600),
-                                        .next_pause = pause},
+        ws.Finish(*a.ticket,
+                  RequestEnd{.context_tokens = 100 + static_cast<int64_t>(rng() % 600),
+                             .next_pause = pause},
                   now);
         a.ticket.reset();
         take();

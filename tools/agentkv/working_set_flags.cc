@@ -49,8 +49,8 @@ StatusOr<control::WorkingSetOptions> WorkingSetFlags::Options() const {
   }
   AGENTKV_RETURN_IF_ERROR(
       CheckFlagRange("--agentic-working-set-max-hold-s", max_hold_s_, 0.0, 86400.0));
-  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--agentic-working-set-default-hold-s", default_hold_s_,
-                                         0.0, max_hold_s_));
+  AGENTKV_RETURN_IF_ERROR(
+      CheckFlagRange("--agentic-working-set-default-hold-s", default_hold_s_, 0.0, max_hold_s_));
   AGENTKV_RETURN_IF_ERROR(
       CheckFlagRange("--agentic-working-set-max-wait-s", max_wait_s_, 0.0, 86400.0));
   options.default_hold = TimeNs::Seconds(default_hold_s_);

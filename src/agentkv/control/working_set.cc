@@ -157,7 +157,7 @@ void WorkingSetAdmission::ReleaseHold(const std::string& name, Agent& agent) {
 }
 
 StatusOr<WorkingSetDecision> WorkingSetAdmission::Acquire(const ProgramRequest& request,
-                                                         TimeNs now) {
+                                                          TimeNs now) {
   AGENTKV_RETURN_IF_ERROR(CheckName("ticket", request.ticket));
   AGENTKV_RETURN_IF_ERROR(CheckName("program", request.program));
   AGENTKV_RETURN_IF_ERROR(CheckName("agent", request.agent));

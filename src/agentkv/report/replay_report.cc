@@ -217,8 +217,7 @@ const Metric kMetrics[] = {
     {"lifecycle", "working-set aged", "working_set_aged", Kind::kCount, kFlat, Show::kWhenNonZero,
      [](const ArmResult& a) { return AsDouble(a.working_set_aged); }},
     {"lifecycle", "holds returned", "working_set_holds_returned", Kind::kCount, kUp,
-     Show::kWhenNonZero,
-     [](const ArmResult& a) { return AsDouble(a.working_set_holds_returned); }},
+     Show::kWhenNonZero, [](const ArmResult& a) { return AsDouble(a.working_set_holds_returned); }},
     {"lifecycle", "holds expired", "working_set_holds_expired", Kind::kCount, kDown,
      Show::kWhenNonZero, [](const ArmResult& a) { return AsDouble(a.working_set_holds_expired); }},
     // Stall offload's counters (the +stall-offload arms).

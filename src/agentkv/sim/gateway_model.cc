@@ -470,10 +470,10 @@ void GatewayModel::OnEngineComplete(EngineId engine, const EngineRequestRecord& 
     const PauseType pause = next == ws_next_pause_.end() ? PauseType::kNone : next->second;
     working_set_->Finish(
         rid->second,
-        control::RequestEnd{.context_tokens = SaturatingAdd(it->second.prompt_tokens,
-                                                            record.report.output_tokens),
-                            .next_pause = pause == PauseType::kNone ? kv::PauseKind::kSessionEnd
-                                                                    : PauseKindOf(pause)},
+        control::RequestEnd{
+            .context_tokens = SaturatingAdd(it->second.prompt_tokens, record.report.output_tokens),
+            .next_pause =
+                pause == PauseType::kNone ? kv::PauseKind::kSessionEnd : PauseKindOf(pause)},
         loop_->now());
   }
   if (auto pin = pin_keys_.find(record.id); pin != pin_keys_.end()) {

@@ -110,6 +110,58 @@ TEST_F(WorkingSetTest, AHoldOutlivingItsPredictionIsReleasedAndTheProgramIsNewOn
   EXPECT_EQ(late.reason, WorkingSetReason::kFull);
 }
 
+TEST_F(WorkingSetTest, AReturningProgramGoesBeforeProgramsThatNeverStarted) {
+  ws_.Reconcile(Fleet(1, 1000), At(0));
+  Acquire("a1", "A", "A", 500, At(0));
+  Finish("a1", 600, PauseKind::kToolCall, At(1));  // A holds 600 until 31.
+  EXPECT_EQ(ws_.HoldUntil("A"), At(31));
+  Acquire("x1", "X", "X", 900, At(2));  // Started at once? No: 600 + 900 > 1000, X waits.
+  ws_.Tick(At(31));                     // A's hold expires: X fits and runs.
+  ASSERT_EQ(ws_.TakeResolved().size(), 1u);
+  EXPECT_FALSE(ws_.HoldUntil("A").has_value());
+  EXPECT_FALSE(Acquire("b1", "B", "B", 200, At(40)).admitted);  // A new program waits first.
+  EXPECT_FALSE(Acquire("a2", "A", "A", 700, At(41)).admitted);  // A returns late: waits too.
+  Finish("x1", 0, PauseKind::kSessionEnd, At(42));              // Room for A or B, not both.
+  const std::vector<WorkingSetDecision> resolved = ws_.TakeResolved();
+  ASSERT_GE(resolved.size(), 1u);
+  // A arrived as a program before B did: it goes first although it asked later.
+  EXPECT_EQ(resolved[0].ticket, "a2");
+  EXPECT_EQ(resolved[0].reason, WorkingSetReason::kFits);
+}
+
+TEST(WorkingSetPeakTest, ANewProgramMustFitTheFootprintEndedProgramsReached) {
+  WorkingSetOptions options;
+  options.headroom = 1.0;
+  options.reserve_expected_peak = true;
+  WorkingSetAdmission ws(options);
+  ws.Reconcile(Fleet(1, 1000), TimeNs(0));
+  // Four programs each grow to a peak of 700 tokens, then end.
+  for (int i = 0; i < 4; ++i) {
+    const std::string p = "p" + std::to_string(i);
+    ASSERT_TRUE(ws.Acquire({.ticket = p + "a", .program = p, .agent = p, .reservation_tokens = 100},
+                           At(i))
+                    .value()
+                    .admitted);
+    ws.Finish(p + "a", RequestEnd{.context_tokens = 10}, At(i));
+    ASSERT_TRUE(ws.Acquire({.ticket = p + "b", .program = p, .agent = p, .reservation_tokens = 700},
+                           At(i))
+                    .value()
+                    .admitted);
+    ws.Finish(p + "b", RequestEnd{.next_pause = PauseKind::kSessionEnd}, At(i));
+    ws.EndAgent(p, At(i));
+  }
+  // A running program of 400: a newcomer asking 100 would fit, but programs grow to 700.
+  ASSERT_TRUE(
+      ws.Acquire({.ticket = "r", .program = "R", .agent = "R", .reservation_tokens = 400}, At(10))
+          .value()
+          .admitted);
+  EXPECT_FALSE(
+      ws.Acquire({.ticket = "n", .program = "N", .agent = "N", .reservation_tokens = 100}, At(11))
+          .value()
+          .admitted);
+  EXPECT_TRUE(ws.CheckInvariants().ok());
+}
+
 TEST_F(WorkingSetTest, SubagentsJoinTheirProgramAndAreNeverBlocked) {
   ws_.Reconcile(Fleet(1, 1000), At(0));
   Acquire("m1", "M", "M", 900, At(0));

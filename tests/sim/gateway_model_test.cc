@@ -706,6 +706,61 @@ TEST_F(GatewayModelTest, SampleCountsWaitersAndUsedTokens) {
 
 // --- TTL pins: fixed-ttl, then continuum. ---
 
+// --- Working set: a paused program keeps its context; a new one waits for room. ---
+
+TEST_F(GatewayModelTest, APausedProgramsHeldContextKeepsANewProgramWaitingUntilItsLastTurn) {
+  GatewayModelOptions options;
+  control::WorkingSetOptions working_set;
+  working_set.headroom = 1.0;  // 16,384 tokens on the one engine.
+  working_set.default_hold = TimeNs::Seconds(10);
+  working_set.max_hold = TimeNs::Seconds(10);
+  working_set.max_wait = TimeNs::Seconds(100);
+  options.working_set = working_set;
+  Build(options, kOneTightEngine);
+  // Program 1's first turn ends in a tool call: it holds its 9,600 + 4 tokens for 10 s, and
+  // the engine keeps them pinned as long.
+  GatewayRequest first = Request(1, /*session=*/1, 600, 4, /*tool_call=*/true);
+  first.next_pause = PauseType::kToolCall;
+  ASSERT_TRUE(Submit(std::move(first)).ok());
+  // Program 2 needs 8,004 tokens: with program 1's context held it does not fit, and waits.
+  SubmitAt(TimeNs::Millis(100), Request(2, /*session=*/2, 500, 4));
+  // Program 1 is back from its tool and goes at once; this is its last turn.
+  SubmitAt(TimeNs::Millis(200), Request(3, /*session=*/1, 610, 4));
+  loop_.RunUntil(TimeNs::Millis(150));
+  ASSERT_NE(CompletionOf(1), nullptr);
+  EXPECT_EQ(CompletionOf(1)->first_block_priority, kv::kMaxPriority) << "held context pinned";
+  EXPECT_EQ(gateway_->admission_waiting(), 1);
+  EXPECT_EQ(gateway_->working_set()->Gauges().held_tokens, 600 * kTokensPerBlock + 4);
+  loop_.RunUntilIdle();
+  const Completion* c2 = CompletionOf(2);
+  const Completion* c3 = CompletionOf(3);
+  ASSERT_TRUE(c2 != nullptr && c3 != nullptr);
+  EXPECT_EQ(c3->record.dispatched, TimeNs::Millis(200)) << "a continuing program never waits";
+  EXPECT_EQ(c2->record.dispatched, c3->at) << "the new program runs once program 1 is done";
+  EXPECT_EQ(gateway_->working_set()->counters().waited, 1);
+  EXPECT_EQ(gateway_->working_set()->counters().holds_returned, 1);
+  EndSessions({1, 2});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
+TEST_F(GatewayModelTest, ClosingASessionCancelsItsWorkingSetWait) {
+  GatewayModelOptions options;
+  control::WorkingSetOptions working_set;
+  working_set.headroom = 1.0;
+  options.working_set = working_set;
+  Build(options, kOneTightEngine);
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 900, 4)).ok());
+  ASSERT_TRUE(Submit(Request(2, /*session=*/2, 500, 4)).ok());
+  EXPECT_EQ(gateway_->admission_waiting(), 1);
+  EndSessions({2});
+  EXPECT_EQ(gateway_->admission_waiting(), 0);
+  ASSERT_NE(CompletionOf(2), nullptr);
+  EXPECT_FALSE(CompletionOf(2)->record.dispatch_error.ok()) << "cancelled, never dispatched";
+  loop_.RunUntilIdle();
+  EndSessions({1});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
 TEST_F(GatewayModelTest, ToolCallTurnPinsItsPromptUntilTheTtlExpires) {
   GatewayModelOptions options;
   options.fixed_ttl = TimeNs::Seconds(10);

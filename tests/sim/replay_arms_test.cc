@@ -423,6 +423,24 @@ TEST(ReplayArmsTest, ArmCachePolicySetsOnlyThePolicyFields) {
   }
 }
 
+TEST(ReplayArmsTest, WorkingSetAndProgramFcfsAreFeaturesOfTheirOwn) {
+  const ArmSpec working_set = ParseOrDie("+working-set");
+  EXPECT_TRUE(working_set.working_set);
+  EXPECT_FALSE(working_set.program_fcfs);
+  EXPECT_FALSE(working_set.IsBaseline());
+  EXPECT_NE(working_set.Description().find("working-set admission"), std::string::npos);
+  const ArmSpec fcfs = ParseOrDie("+program-fcfs");
+  EXPECT_TRUE(fcfs.program_fcfs);
+  EXPECT_FALSE(fcfs.continuum) << "program FCFS without Continuum's pins";
+  EXPECT_NE(fcfs.Description().find("program-level FCFS"), std::string::npos);
+  const ArmSpec both = ParseOrDie("+working-set+program-fcfs+host-tier");
+  EXPECT_TRUE(both.working_set && both.program_fcfs && both.host_tier);
+  EXPECT_NE(ErrorOf("+working-set+working-set").find("named twice"), std::string::npos);
+  EXPECT_NE(ErrorOf("oracle+program-fcfs"), "");
+  EXPECT_NE(ErrorOf("+working").find("working-set"), std::string::npos);
+  EXPECT_NE(ErrorOf("+working").find("program-fcfs"), std::string::npos);
+}
+
 TEST(ReplayArmsTest, GapRetentionIsAFeatureThatSelectsTheGapAwareOrder) {
   const ArmSpec alone = ParseOrDie("+gap-retention");
   EXPECT_TRUE(alone.gap_retention);

@@ -32,6 +32,11 @@ void WorkingSetFlags::Add(CLI::App& app, const std::string& group) {
                  "(the aging bound), seconds, in [0, 86400]")
       ->capture_default_str()
       ->group(group);
+  app.add_option("--agentic-working-set-reserve-expected-peak", options_.reserve_expected_peak,
+                 "Working set: a new program is admitted only when the footprint programs reach "
+                 "(the median peak of recently ended ones) fits, not just its first request")
+      ->capture_default_str()
+      ->group(group);
   app.add_option("--agentic-working-set-returning-waits", options_.returning_waits,
                  "Working set: a started program whose holds expired waits like a new one on "
                  "its return (true), or goes at once (false)")

@@ -31,10 +31,14 @@ class WorkingSetFlags {
   [[nodiscard]] StatusOr<control::WorkingSetOptions> Options() const;
 
  private:
+  // Whole seconds: a default read back through TimeNs::seconds() may exceed its bound by an
+  // ulp (30 s -> 30.000000000000004) and fail its own range check.
+  static double Seconds(TimeNs t) { return static_cast<double>(t.ns()) / 1e9; }
+
   control::WorkingSetOptions options_;
-  double default_hold_s_ = options_.default_hold.seconds();
-  double max_hold_s_ = options_.max_hold.seconds();
-  double max_wait_s_ = options_.max_wait.seconds();
+  double default_hold_s_ = Seconds(options_.default_hold);
+  double max_hold_s_ = Seconds(options_.max_hold);
+  double max_wait_s_ = Seconds(options_.max_wait);
 };
 
 }  // namespace agentkv::tools

@@ -112,6 +112,15 @@ int64_t WorkingSetAdmission::CapacityOf(std::string_view target) const {
   return fleet_capacity_;
 }
 
+int64_t WorkingSetAdmission::NewProgramTokens(int64_t tokens) const {
+  if (!options_.reserve_expected_peak || static_cast<int64_t>(peaks_.size()) < kMinPauseSamples) {
+    return tokens;
+  }
+  std::vector<int64_t> peaks(peaks_.begin(), peaks_.end());
+  std::nth_element(peaks.begin(), peaks.begin() + static_cast<long>(peaks.size() / 2), peaks.end());
+  return std::max(tokens, peaks[peaks.size() / 2]);
+}
+
 bool WorkingSetAdmission::Fits(std::string_view target, int64_t tokens) const {
   const bool engine = !target.empty() && capacity_.contains(target);
   const int64_t used = engine ? FootprintOn(target) : total_footprint_;
@@ -144,7 +153,10 @@ void WorkingSetAdmission::Refresh(Agent& agent, int64_t before) {
   AddFootprint(agent.target, after - before);
   const bool was_live = before > 0;
   const bool is_live = after > 0;
-  if (was_live != is_live) programs_.at(agent.program).live_agents += is_live ? 1 : -1;
+  Program& program = programs_.at(agent.program);
+  if (was_live != is_live) program.live_agents += is_live ? 1 : -1;
+  program.footprint += after - before;
+  program.peak = std::max(program.peak, program.footprint);
 }
 
 void WorkingSetAdmission::ReleaseHold(const std::string& name, Agent& agent) {
@@ -202,7 +214,7 @@ StatusOr<WorkingSetDecision> WorkingSetAdmission::Acquire(const ProgramRequest& 
     decision.reason = WorkingSetReason::kContinuing;
   } else if (fleet_capacity_ == 0) {
     decision.reason = WorkingSetReason::kNoCapacity;
-  } else if (queue_empty && Fits(target, request.reservation_tokens)) {
+  } else if (queue_empty && Fits(target, NewProgramTokens(request.reservation_tokens))) {
     decision.reason = WorkingSetReason::kFits;
   } else {
     // A new program behind an older one, or into a full target: wait first come, first served.
@@ -360,6 +372,8 @@ void WorkingSetAdmission::ForgetIfDone(const std::string& name) {
   p.agents.erase(name);
   if (p.agents.empty()) {
     AGENTKV_CHECK(p.live_agents == 0);
+    peaks_.push_back(p.peak);
+    if (peaks_.size() > kPeakHistory) peaks_.pop_front();
     programs_.erase(program);
   }
 }
@@ -403,7 +417,7 @@ void WorkingSetAdmission::Drain(TimeNs now) {
       Ticket& t = tickets_.at(name);
       if (programs_.at(agents_.at(t.agent).program).live_agents > 0) {
         Resolve(name, t, WorkingSetReason::kContinuing, now);
-      } else if (Fits(target, t.tokens)) {
+      } else if (Fits(target, NewProgramTokens(t.tokens))) {
         Resolve(name, t, WorkingSetReason::kFits, now);
       } else {
         break;

@@ -33,6 +33,7 @@
 #define AGENTKV_CONTROL_WORKING_SET_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -51,9 +52,11 @@
 namespace agentkv::control {
 
 struct WorkingSetOptions {
-  // Fraction of each engine's device KV (max_total_num_tokens) the working set may fill.
-  // Default: 0.9. Range: (0, 1].
-  double headroom = 0.9;
+  // Multiple of each engine's device KV (max_total_num_tokens) the working set may fill;
+  // above 1 it overcommits (a held context that does not fit is recomputed when its program
+  // returns: cheaper, on the replayed traces, than making new programs wait for room).
+  // Default: 2.0 (chosen on the first half of the WEKA traces, docs/RESULTS.md). Range: (0, 8].
+  double headroom = 2.0;
   // The host (cold) KV tier per engine as a multiple of its device KV (SGLang --hicache-ratio);
   // it counts in full toward the capacity, as paused contexts wait there. Default: 0 (none).
   // Range: [0, 100].
@@ -64,15 +67,20 @@ struct WorkingSetOptions {
   // The hold after a pause whose kind has fewer than kMinPauseSamples observations.
   // Default: 30 s. Range: [0, max_hold].
   TimeNs default_hold = TimeNs::Seconds(30);
-  // The longest hold, whatever the prediction (a human's turn can last days). Default: 300 s.
+  // The longest hold, whatever the prediction (a human's turn can last days). Default: 30 s
+  // (chosen on the first half of the WEKA traces: longer holds keep new programs waiting
+  // for contexts that mostly do not come back in time). Range: [0, 1 day].
+  TimeNs max_hold = TimeNs::Seconds(30);
+  // The longest a new program waits before it is admitted anyway (`aged`). Default: 300 s.
   // Range: [0, 1 day].
-  TimeNs max_hold = TimeNs::Seconds(300);
-  // The longest a new program waits before it is admitted anyway (`aged`). Default: 120 s.
-  // Range: [0, 1 day].
-  TimeNs max_wait = TimeNs::Seconds(120);
+  TimeNs max_wait = TimeNs::Seconds(300);
   // A started program whose holds all expired waits like a new one on its return (true), or
   // goes at once, as continuing (false). Default: true.
   bool returning_waits = true;
+  // A new program is admitted only when the footprint it is expected to reach fits: the
+  // median peak footprint of the last kPeakHistory programs that ended (once kMinPauseSamples
+  // have), or its first reservation when larger. false: its first reservation. Default: false.
+  bool reserve_expected_peak = false;
 
   // InvalidArgument naming the first field out of range and its value.
   Status Validate() const;
@@ -80,6 +88,8 @@ struct WorkingSetOptions {
 
 // Observations of a pause kind (or tool) before its learned hold replaces default_hold.
 inline constexpr int64_t kMinPauseSamples = 4;
+// Ended programs whose peak footprints the expected peak is taken over.
+inline constexpr size_t kPeakHistory = 64;
 
 // Why a program's request was admitted, or why it waits.
 enum class WorkingSetReason : uint8_t {
@@ -265,9 +275,14 @@ class WorkingSetAdmission {
     std::set<std::string, std::less<>> agents;
     // Agents with a footprint (running or held): the program is live while > 0.
     int64_t live_agents = 0;
+    // The program's footprint now, and the largest it has had.
+    int64_t footprint = 0;
+    int64_t peak = 0;
   };
 
   int64_t CapacityOf(std::string_view target) const;
+  // What a new program with a first reservation of `tokens` needs to fit.
+  int64_t NewProgramTokens(int64_t tokens) const;
   bool Fits(std::string_view target, int64_t tokens) const;
   void AddFootprint(const std::string& target, int64_t tokens);
   // Sets the agent's footprint from its running tickets and hold, keeping the program's live
@@ -301,6 +316,8 @@ class WorkingSetAdmission {
   // Holds by end time: (hold_until, agent).
   std::set<std::pair<TimeNs, std::string>> holds_;
   std::vector<WorkingSetDecision> resolved_;
+  // Peak footprints of the last kPeakHistory programs that ended, oldest first.
+  std::deque<int64_t> peaks_;
   WorkingSetCounters counters_;
 };
 

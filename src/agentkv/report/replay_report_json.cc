@@ -92,6 +92,10 @@ boost::json::object ArmJson(const ArmResult& a, boost::json::object delta) {
   o["uncached_tokens"] = a.uncached_tokens;
   o["cold_tokens"] = a.cold_tokens;
   o["evicted_recompute_tokens"] = a.evicted_recompute_tokens;
+  o["evicted_recompute_by_pause"] = {{"none", a.evicted_recompute_first},
+                                     {"tool_call", a.evicted_recompute_after_tool_call},
+                                     {"subagent_wait", a.evicted_recompute_after_subagent_wait},
+                                     {"human_turn", a.evicted_recompute_after_human_turn}};
   o["preempted_recompute_tokens"] = a.preempted_recompute_tokens;
   o["makespan_s"] = a.makespan_s;
   o["output_tokens"] = a.output_tokens;

@@ -270,6 +270,8 @@ Status CheckArmEnd(const ArmFleet& arm_fleet, int64_t issued, int64_t completed)
 struct RequestView {
   const GatewayRecord* gateway = nullptr;
   const EngineRequestRecord* engine = nullptr;
+  // The pause before the request (closed-loop agentic workloads; unset for open-loop traces).
+  std::optional<PauseType> pause;
 };
 
 // Fills `result` from the run. `requests` in submission order; `session_times` of the main
@@ -306,6 +308,22 @@ void Summarize(ArmFleet& arm_fleet, const ArmSpec& arm, const std::vector<Reques
     result.uncached_tokens += report.uncached_tokens;
     result.cold_tokens += e.cold_tokens;
     result.evicted_recompute_tokens += e.evicted_recompute_tokens;
+    if (r.pause.has_value()) {
+      switch (*r.pause) {
+        case PauseType::kNone:
+          result.evicted_recompute_first += e.evicted_recompute_tokens;
+          break;
+        case PauseType::kToolCall:
+          result.evicted_recompute_after_tool_call += e.evicted_recompute_tokens;
+          break;
+        case PauseType::kSubagentWait:
+          result.evicted_recompute_after_subagent_wait += e.evicted_recompute_tokens;
+          break;
+        case PauseType::kHumanTurn:
+          result.evicted_recompute_after_human_turn += e.evicted_recompute_tokens;
+          break;
+      }
+    }
     result.preempted_recompute_tokens += report.recomputed_tokens;
     result.output_tokens += report.output_tokens;
     result.preemptions += report.preemptions;
@@ -733,7 +751,10 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
   run.result.requests_completed = driven.requests_completed;
   std::vector<RequestView> views;
   views.reserve(driven.requests.size());
-  for (const DriverRequest& r : driven.requests) views.push_back(ViewOf(*arm_fleet, r.id));
+  for (const DriverRequest& r : driven.requests) {
+    views.push_back(ViewOf(*arm_fleet, r.id));
+    views.back().pause = r.pause;
+  }
   std::vector<double> session_times;
   TimeNs first_start = driven.makespan_end;
   for (const DriverConversationResult& c : driven.conversations) {

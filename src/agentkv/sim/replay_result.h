@@ -148,6 +148,13 @@ struct ArmResult {
   int64_t uncached_tokens = 0;
   int64_t cold_tokens = 0;
   int64_t evicted_recompute_tokens = 0;
+  // evicted_recompute_tokens by the pause before the request (closed-loop agentic workloads;
+  // 0 for open-loop traces): its first request (none), after a tool call, after waiting for
+  // sub-agents, after a human's turn. Their sum is evicted_recompute_tokens there.
+  int64_t evicted_recompute_first = 0;
+  int64_t evicted_recompute_after_tool_call = 0;
+  int64_t evicted_recompute_after_subagent_wait = 0;
+  int64_t evicted_recompute_after_human_turn = 0;
   // Tokens computed again after preemptions (not part of uncached_tokens).
   int64_t preempted_recompute_tokens = 0;
 

@@ -138,15 +138,15 @@ TEST(WorkingSetPeakTest, ANewProgramMustFitTheFootprintEndedProgramsReached) {
   // Four programs each grow to a peak of 700 tokens, then end.
   for (int i = 0; i < 4; ++i) {
     const std::string p = "p" + std::to_string(i);
-    ASSERT_TRUE(ws.Acquire({.ticket = p + "a", .program = p, .agent = p, .reservation_tokens = 100},
-                           At(i))
-                    .value()
-                    .admitted);
+    ASSERT_TRUE(
+        ws.Acquire({.ticket = p + "a", .program = p, .agent = p, .reservation_tokens = 100}, At(i))
+            .value()
+            .admitted);
     ws.Finish(p + "a", RequestEnd{.context_tokens = 10}, At(i));
-    ASSERT_TRUE(ws.Acquire({.ticket = p + "b", .program = p, .agent = p, .reservation_tokens = 700},
-                           At(i))
-                    .value()
-                    .admitted);
+    ASSERT_TRUE(
+        ws.Acquire({.ticket = p + "b", .program = p, .agent = p, .reservation_tokens = 700}, At(i))
+            .value()
+            .admitted);
     ws.Finish(p + "b", RequestEnd{.next_pause = PauseKind::kSessionEnd}, At(i));
     ws.EndAgent(p, At(i));
   }

@@ -42,8 +42,8 @@ TEST(WorkingSetFlagsTest, DefaultsAreWorkingSetOptionsDefaultsAndPassTheirOwnChe
 TEST(WorkingSetFlagsTest, ValuesAreReadAndBadOnesNameTheirFlag) {
   StatusOr<control::WorkingSetOptions> got =
       Parse({"--agentic-working-set-headroom", "1.5", "--agentic-working-set-max-hold-s", "60",
-             "--agentic-working-set-default-hold-s", "60", "--agentic-working-set-max-wait-s",
-             "10", "--agentic-working-set-returning-waits", "false"});
+             "--agentic-working-set-default-hold-s", "60", "--agentic-working-set-max-wait-s", "10",
+             "--agentic-working-set-returning-waits", "false"});
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->headroom, 1.5);
   EXPECT_EQ(got->max_hold, TimeNs::Seconds(60));

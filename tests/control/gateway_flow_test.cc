@@ -127,6 +127,35 @@ TEST_F(GatewayFlowTest, RidsAreUniquePerLiveAttemptAndNeverReusedWithinASession)
   EXPECT_EQ(flow().Dispatch("nope").status().code(), StatusCode::kNotFound);
 }
 
+// Program-level FCFS on the served path: a session's incarnation is one program, numbered
+// when it opens; a sessionless attempt is a program of its own; a closed session's next
+// request is a new program.
+TEST_F(GatewayFlowTest, ProgramsAreNumberedInTheOrderTheyArrive) {
+  Make();
+  const std::string a1 = Begin("a", "r1");
+  const std::string b1 = Begin("b", "r2");
+  const std::string solo = Begin(std::nullopt, "r3");
+  const std::string a2 = Begin("a", "r4");
+  EXPECT_EQ(flow().ProgramArrival("a"), 0u);
+  EXPECT_EQ(flow().ProgramArrival("b"), 1u);
+  EXPECT_EQ(flow().ProgramArrival("nope"), std::nullopt);
+  EXPECT_EQ(flow().AttemptProgramArrival(a1), 0u);
+  EXPECT_EQ(flow().AttemptProgramArrival(b1), 1u);
+  EXPECT_EQ(flow().AttemptProgramArrival(solo), 2u);
+  EXPECT_EQ(flow().AttemptProgramArrival(a2), 0u);  // a continues: its program's arrival.
+  EXPECT_EQ(flow().AttemptProgramArrival("nope"), std::nullopt);
+  for (const std::string& rid : {a1, a2}) {
+    Dispatch(rid);
+    Finish(rid);
+  }
+  Close("a", 1);
+  ASSERT_TRUE(flow().OnCloseOutcome("a", true).ok());
+  EXPECT_EQ(flow().ProgramArrival("a"), std::nullopt);  // Ended: forgotten.
+  const std::string a3 = Begin("a", "r5");
+  EXPECT_EQ(flow().AttemptProgramArrival(a3), 3u);  // A new program, after b's.
+  EXPECT_EQ(flow().ProgramArrival("a"), 3u);
+}
+
 TEST_F(GatewayFlowTest, DispatchCarriesTheSessionOnlyWithTheLifecycle) {
   for (bool lifecycle : {true, false}) {
     Make(lifecycle);

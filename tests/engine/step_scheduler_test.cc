@@ -618,5 +618,34 @@ TEST_F(StepSchedulerTest, ProgramFcfsPutsAContinuingProgramBeforeANewOne) {
   }
 }
 
+// A caller may name the program apart from the cache's conversations (the engine emulator
+// does): SchedulerRequest::program wins over kv_options.
+TEST_F(StepSchedulerTest, ProgramFcfsOrdersByTheNamedProgram) {
+  StepSchedulerOptions options;
+  options.max_running_requests = 1;
+  options.program_fcfs = true;
+  Build(/*device_blocks=*/16, options);
+  const auto submit = [this](int64_t id, int64_t program) {
+    SchedulerRequest request;
+    request.id = RequestId(id);
+    request.prompt_tokens = 4;
+    request.max_new_tokens = 2;
+    request.program = ConversationId(program);
+    ASSERT_TRUE(sched().Submit(std::move(request)).ok());
+  };
+  submit(1, /*program=*/7);  // Program 7 arrives first.
+  Drain();
+  submit(10, /*program=*/8);  // Occupies the batch.
+  RunStep();
+  submit(2, /*program=*/9);  // A new program.
+  submit(3, /*program=*/7);  // Program 7 continues: it goes first.
+  std::vector<int64_t> admitted;
+  while (sched().num_running() + sched().num_waiting() > 0) {
+    for (RequestId id : RunStep().admitted) admitted.push_back(id.value());
+  }
+  EXPECT_THAT(admitted, ElementsAre(3, 2));
+  EXPECT_EQ(sched().num_programs(), 3);
+}
+
 }  // namespace
 }  // namespace agentkv::engine

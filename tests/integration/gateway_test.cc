@@ -859,6 +859,76 @@ TEST(GatewayTest, TheExpectedPauseIsForwardedAsTheRequestPriority) {
   EXPECT_EQ(generates[3].body, R"({"rid": "d:0", "text": "hi", "priority": 99})");
 }
 
+// Program-level FCFS on an unmodified SGLang (--agentic-program-fcfs): each forwarded body gets
+// the `priority` of its program's arrival, older programs higher (a continuing session keeps
+// its program's value, a sub-agent takes its parent's, a closed session's next request is a
+// new program); an untrusted caller's own priority is replaced, a trusted caller's kept. Off,
+// the body is forwarded as before.
+TEST(GatewayTest, ProgramFcfsStampsOlderProgramsWithHigherPriorities) {
+  for (const bool program_fcfs : {false, true}) {
+    SCOPED_TRACE(program_fcfs ? "program_fcfs" : "off");
+    FakeEngine engine(/*hold=*/false);
+    LogCapture logs;
+    GatewayOptions options = BaseOptions(logs);
+    options.engine_urls = {engine.base_url()};
+    options.bearer_token = "t0k3n";
+    options.parent_hint_key = "hint-key";
+    options.program_fcfs = program_fcfs;
+    auto gateway = StartGateway(options);
+    ASSERT_NE(gateway, nullptr);
+    net::HttpClient client(ClientOptions());
+    const auto post = [&](std::string body, net::HeaderList headers) {
+      ASSERT_EQ(Post(client, gateway->base_url(), "/generate", std::move(body), headers).status,
+                200);
+    };
+    const auto text = [](std::string_view rid) {
+      return R"({"rid": ")" + std::string(rid) + R"(", "text": "hi"})";
+    };
+    post(text("a"), {{"X-Session-Id", "old"}});  // Program 0.
+    post(text("b"), {{"X-Session-Id", "new"}});  // Program 1.
+    post(text("c"), {{"X-Session-Id", "old"}});  // Program 0 continues.
+    post(text("d"), {});                         // Program 2: no session.
+    post(text("e"), {{"X-Session-Id", "child"},  // Program 3's session, parent "old".
+                     {"X-Agentkv-Parent-Session", "old"},
+                     {"X-Agentkv-Parent-Signature", SignParentHint("hint-key", "child", "old")}});
+    post(R"({"rid": "f", "text": "hi", "priority": 2000000000})", {{"X-Session-Id", "new"}});
+    post(R"({"rid": "g", "text": "hi", "priority": 5})",
+         {{"X-Session-Id", "new"}, {"Authorization", "Bearer t0k3n"}});
+    ASSERT_EQ(Post(client, gateway->base_url(), "/v1/sessions/old/close", "",
+                   {{"Authorization", "Bearer t0k3n"}})
+                  .status,
+              200);
+    post(text("h"), {{"X-Session-Id", "old"}});  // Program 4: a new incarnation.
+    const auto generates = engine.generates();
+    ASSERT_EQ(generates.size(), 8u);
+    if (!program_fcfs) {
+      EXPECT_EQ(generates[0].body, R"({"rid": "a:0", "text": "hi"})");
+      EXPECT_EQ(generates[5].body, R"({"rid": "f:0", "text": "hi", "priority": 2000000000})");
+      for (const auto& generate : generates) {
+        if (generate.body.find("\"rid\": \"f") == std::string::npos &&
+            generate.body.find("\"rid\": \"g") == std::string::npos) {
+          EXPECT_EQ(generate.body.find("priority"), std::string::npos) << generate.body;
+        }
+      }
+      continue;
+    }
+    constexpr int64_t kTop = int64_t{1} << 30;
+    const auto priority = [&](size_t i) {
+      return json::parse(generates[i].body).at("priority").as_int64();
+    };
+    EXPECT_EQ(generates[0].body, R"({"rid": "a:0", "text": "hi","priority":1073741824})");
+    EXPECT_EQ(priority(0), kTop);      // a: the oldest program.
+    EXPECT_EQ(priority(1), kTop - 1);  // b.
+    EXPECT_EQ(priority(2), kTop);      // c: old's program still.
+    EXPECT_EQ(priority(3), kTop - 2);  // d.
+    EXPECT_EQ(priority(4), kTop);      // e: its parent's program.
+    EXPECT_EQ(priority(5), kTop - 1);  // f: an untrusted priority replaced.
+    EXPECT_EQ(generates[6].body, R"({"rid": "g:0", "text": "hi", "priority": 5})");
+    EXPECT_EQ(priority(7), kTop - 4);  // h: old ended; a new program.
+    gateway->Shutdown(2s);
+  }
+}
+
 // End to end on an engine that runs SGLang's --radix-eviction-policy priority (the emulator):
 // with the pause priority, the KV of a session in a tool loop outlives that of a session
 // waiting for its user, although it is older; without it, LRU evicts the older one first.

@@ -48,6 +48,7 @@ struct EngineFlagNames {
   std::string& model;
   std::string& gpu;
   std::string& radix_eviction_policy;
+  std::string& schedule_policy;
   std::string& session_close_mode;
   int64_t& finished_subagent_priority;
   double& finished_subagent_min_idle_s;
@@ -87,6 +88,11 @@ void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, EngineFlag
                  "What /close_session does: release (free the session's unique KV at once, "
                  "SGLang PR #27058) or dereference (return it to LRU order, PR #29173)")
       ->check(CLI::IsMember({"release", "dereference"}))
+      ->capture_default_str();
+  app.add_option("--schedule-policy", names.schedule_policy,
+                 "fcfs (SGLang's default), or program-fcfs: program-level FCFS, the waiting "
+                 "queue ordered by when each request's program (its agentkv_parent_session, "
+                 "else its session_id) first arrived; SGLang's other policies are not modelled")
       ->capture_default_str();
   app.add_option("--radix-eviction-policy", names.radix_eviction_policy,
                  "lru, or priority (the request's priority orders eviction)")
@@ -145,6 +151,7 @@ EmulateCommand::EmulateCommand(CLI::App& app) {
                    EngineFlagNames{.model = model_,
                                    .gpu = gpu_,
                                    .radix_eviction_policy = radix_eviction_policy_,
+                                   .schedule_policy = schedule_policy_,
                                    .session_close_mode = session_close_mode_,
                                    .finished_subagent_priority = finished_subagent_priority_,
                                    .finished_subagent_min_idle_s = finished_subagent_min_idle_s_,
@@ -233,6 +240,8 @@ StatusOr<service::EngineEmulatorOptions> EmulateCommand::EngineOptions() const {
   AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--hicache-tokens", hicache_tokens_, 0, kMaxTokens));
   AGENTKV_ASSIGN_OR_RETURN(options.runtime.radix_eviction_policy,
                            service::ParseRadixEvictionPolicy(radix_eviction_policy_));
+  AGENTKV_ASSIGN_OR_RETURN(config.scheduler.program_fcfs,
+                           service::ParseSchedulePolicy(schedule_policy_));
   config.kv_pool.hicache_tokens = hicache_tokens_;
   if (stall_offload_) {
     if (hicache_tokens_ <= 0) {

@@ -57,6 +57,7 @@ class EmulateCommand {
   std::string model_ = "llama-3.1-8b";
   std::string gpu_ = "h100";
   std::string radix_eviction_policy_ = "lru";
+  std::string schedule_policy_ = "fcfs";
   std::string eviction_order_ = "lru";
   std::string session_close_mode_ = "release";
   bool unpaced_ = false;

@@ -38,6 +38,9 @@ constexpr const char* kFooter = R"(What it does (docs/GATEWAY.md):
       expected after it (X-Agentkv-Pause, else the last chat message: role "tool" = tool_call,
       "user" = human_turn), so that --radix-eviction-policy priority keeps a tool loop's KV
       over a session waiting for its user.
+  --agentic-program-fcfs  stamps each forwarded request's `priority` by its program's arrival
+      (older programs higher), so that SGLang's --enable-priority-scheduling serves a
+      continuing agent's next turn before newer programs' requests.
   GET /metrics, GET /agentic_kv[?reset=1], GET /health.
 
 The fleet needs SGLang's --enable-session-radix-cache and --radix-eviction-policy priority
@@ -132,6 +135,13 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
                "(KIND: tool_call, subagent_wait, human_turn, session_end; P in [0, 1000000]); "
                "added to bodies "
                "that set none. Default: empty (no priority added)");
+  c.add_flag("--agentic-program-fcfs", o.program_fcfs,
+             "Program-level FCFS on SGLang's priority scheduling: stamp each forwarded body's "
+             "priority so that older programs (a sub-agent counts as its parent's) are served "
+             "first; engines need --enable-priority-scheduling (docs/GATEWAY.md). An untrusted "
+             "caller's priority is replaced. Exclusive with --agentic-pause-priority. "
+             "Default: false")
+      ->envname(FlagEnvName("--agentic-program-fcfs"));
   c.add_flag("--agentic-forward-pause", o.forward_pause,
              "Forward the expected pause as the body member agentkv_pause, for agentkv's engines "
              "(emulate --eviction-order gap_aware); stock SGLang ignores it. Default: false")

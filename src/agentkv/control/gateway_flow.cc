@@ -109,6 +109,7 @@ typename GatewayFlow<Key>::Session& GatewayFlow<Key>::Open(const Key& key, TimeN
   }
   Session& session = sessions_[key];
   session.last_activity = now;
+  session.program_arrival = next_program_++;
   ++active_;
   UpdateIdle(key, session);
   return session;
@@ -329,6 +330,7 @@ StatusOr<std::string> GatewayFlow<Key>::BeginAttempt(const std::optional<Key>& k
       std::string rid = FormatAttemptRid(request_id, n);
       if (live_.contains(rid)) continue;
       attempt.seq = next_seq_++;
+      attempt.program_arrival = next_program_++;
       live_.emplace(rid, std::move(attempt));
       return rid;
     }
@@ -362,6 +364,7 @@ StatusOr<std::string> GatewayFlow<Key>::BeginAttempt(const std::optional<Key>& k
     if (live_.contains(rid) || session.used.contains(rid)) continue;
     ++next;
     attempt.seq = next_seq_++;
+    attempt.program_arrival = session.program_arrival;
     session.live.emplace(attempt.seq, rid);
     session.used.insert(rid);
     session.last_activity = now;
@@ -494,6 +497,20 @@ SessionHistory GatewayFlow<Key>::History(const Key& key) const {
   auto it = sessions_.find(key);
   if (it == sessions_.end() || it->second.phase == SessionPhase::kTerminal) return {};
   return SessionHistory{it->second.dispatched > 0, it->second.held_prompt_tokens};
+}
+
+template <typename Key>
+std::optional<uint64_t> GatewayFlow<Key>::ProgramArrival(const Key& key) const {
+  auto it = sessions_.find(key);
+  if (it == sessions_.end() || it->second.phase != SessionPhase::kActive) return std::nullopt;
+  return it->second.program_arrival;
+}
+
+template <typename Key>
+std::optional<uint64_t> GatewayFlow<Key>::AttemptProgramArrival(std::string_view rid) const {
+  auto it = live_.find(rid);
+  if (it == live_.end()) return std::nullopt;
+  return it->second.program_arrival;
 }
 
 template <typename Key>

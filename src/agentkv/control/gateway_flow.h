@@ -294,6 +294,15 @@ class GatewayFlow {
   // Whether an attempt in `session` would open an active session (a new one or a new
   // incarnation of an ended one).
   bool Opens(const Key& session) const;
+  // Program-level FCFS on the served path: the order in which programs arrived. Each session
+  // incarnation is a program numbered when it opens; an attempt without a session is a program
+  // of its own, numbered when it begins (0, 1, 2, ... over the flow's life). The arrival of the
+  // active incarnation of `session`; nullopt for an unknown, terminating or ended session. The
+  // numbers live in the session and attempt records, so they are bounded as those are.
+  std::optional<uint64_t> ProgramArrival(const Key& session) const;
+  // The arrival of live attempt `rid`'s program (its session's incarnation, else its own);
+  // nullopt for an unknown rid.
+  std::optional<uint64_t> AttemptProgramArrival(std::string_view rid) const;
   // Whether `session` is registered (in any phase, ended ones while remembered).
   bool Knows(const Key& session) const { return sessions_.contains(session); }
   // NotFound for an unknown session / rid.
@@ -337,6 +346,8 @@ class GatewayFlow {
     std::optional<std::string> lease;
     // Begin order within the flow.
     uint64_t seq = 0;
+    // Its program's arrival (ProgramArrival).
+    uint64_t program_arrival = 0;
     int64_t prompt_tokens = 0;
   };
   struct Session {
@@ -365,6 +376,8 @@ class GatewayFlow {
     std::optional<TimeNs> idle_since;
     // Marked retained (only while active): never idled out nor evicted.
     bool retained = false;
+    // This incarnation's program arrival (ProgramArrival).
+    uint64_t program_arrival = 0;
     // Attempts dispatched in this incarnation, and the last one's prompt (SessionHistory).
     int64_t dispatched = 0;
     int64_t held_prompt_tokens = 0;
@@ -387,6 +400,8 @@ class GatewayFlow {
   // Live attempts by rid.
   std::map<std::string, Attempt, std::less<>> live_;
   uint64_t next_seq_ = 0;
+  // The next program arrival number.
+  uint64_t next_program_ = 0;
   // Ended sessions in the order they ended: (key, tombstone); stale entries are skipped.
   std::deque<std::pair<Key, uint64_t>> closed_;
   uint64_t next_tombstone_ = 1;

@@ -67,7 +67,8 @@ StepScheduler::StepScheduler(const StepSchedulerOptions& options, kv::KvCacheMan
 uint64_t StepScheduler::ProgramArrival(const SchedulerRequest& request) {
   const uint64_t arrival = next_arrival_++;
   if (!options_.program_fcfs) return arrival;
-  const std::optional<ConversationId> program = request.kv_options.parent_conversation.has_value()
+  const std::optional<ConversationId> program = request.program.has_value() ? request.program
+                                                : request.kv_options.parent_conversation.has_value()
                                                     ? request.kv_options.parent_conversation
                                                     : request.kv_options.conversation;
   if (!program.has_value()) return arrival;

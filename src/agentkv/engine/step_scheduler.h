@@ -77,6 +77,10 @@ struct SchedulerRequest {
   int64_t max_new_tokens = 1;
   // Session, conversation and retention inputs passed to KvCacheManager::AddRequest.
   kv::RequestOptions kv_options;
+  // The request's program for program_fcfs, when the caller names it apart from the cache's
+  // conversations (the engine emulator does, from the wire's session ids); nullopt: the
+  // parent conversation, else the conversation of kv_options. Default: nullopt.
+  std::optional<ConversationId> program;
   // The client's hint of the pause that follows this request (a tool call, a wait for
   // sub-agents, a human's turn, the end of the session: the wire's agentkv_pause). The
   // scheduler does not read it; stall offload does (Engine::NoteSubmitted). Default: kUnknown.

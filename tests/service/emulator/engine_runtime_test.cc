@@ -307,6 +307,66 @@ TEST(EngineRuntimeTest, NamespacesKeepEqualPromptsApart) {
   EXPECT_EQ(Generate(*runtime, with_namespace("d", "")).result.cached_tokens, 0);
 }
 
+// Submits `inputs` while generation is paused, then continues it and returns the rids in the
+// order they finished (one request runs at a time, so the order they were admitted in).
+std::vector<std::string> FinishOrder(EngineRuntime& runtime, std::vector<GenerateInput> inputs) {
+  runtime.PauseGeneration(GenerationPauseMode::kInPlace);
+  auto order = std::make_shared<std::vector<std::string>>();
+  std::vector<std::future<void>> done;
+  for (GenerateInput& input : inputs) {
+    auto promise = std::make_shared<std::promise<void>>();
+    done.push_back(promise->get_future());
+    GenerateCallbacks callbacks;
+    // on_finish runs on the runtime thread, one request at a time.
+    callbacks.on_finish = [order, promise](const GenerateResult& result) {
+      order->push_back(result.rid);
+      promise->set_value();
+    };
+    EXPECT_TRUE(runtime.Submit(std::move(input), std::move(callbacks)).ok());
+  }
+  runtime.ContinueGeneration();
+  for (std::future<void>& f : done) EXPECT_EQ(f.wait_for(10s), std::future_status::ready);
+  return *order;
+}
+
+// --schedule-policy program-fcfs: a continuing program's next turn (and its sub-agent's) is
+// served before a newer program's request that arrived first; a closed session's next request
+// is a new program. With fcfs the queue is FIFO.
+TEST(EngineRuntimeTest, ProgramFcfsServesAContinuingProgramBeforeANewerOne) {
+  for (const bool program_fcfs : {false, true}) {
+    SCOPED_TRACE(SchedulePolicyName(program_fcfs));
+    EngineRuntimeOptions options = Unpaced(1 << 16);
+    options.engine.scheduler.max_running_requests = 1;
+    options.engine.scheduler.program_fcfs = program_fcfs;
+    auto runtime = EngineRuntime::Start(options).value();
+    Generate(*runtime, Input("a1", Tokens(1, 32), 2, "a"));  // Program a arrives first.
+    GenerateInput sub = Input("c1", Tokens(300, 32), 2, "c");
+    sub.parent_session = "a";  // a's sub-agent: program a.
+    const std::vector<std::string> order = FinishOrder(
+        *runtime,
+        {Input("b1", Tokens(100, 32), 2, "b"), Input("a2", Tokens(1, 48), 2, "a"), std::move(sub)});
+    if (program_fcfs) {
+      EXPECT_EQ(order, (std::vector<std::string>{"a2", "c1", "b1"}));
+    } else {
+      EXPECT_EQ(order, (std::vector<std::string>{"b1", "a2", "c1"}));
+    }
+    // Closing a ends its program: its next request is newer than b's program.
+    runtime->CloseSession("a");
+    EXPECT_EQ(FinishOrder(*runtime, {Input("a3", Tokens(1, 64), 2, "a"),
+                                     Input("b2", Tokens(100, 48), 2, "b")}),
+              (std::vector<std::string>{program_fcfs ? "b2" : "a3", program_fcfs ? "a3" : "b2"}));
+  }
+}
+
+TEST(EngineRuntimeTest, SchedulePolicyNamesFcfsAndProgramFcfsOnly) {
+  EXPECT_EQ(ParseSchedulePolicy("fcfs").value(), false);
+  EXPECT_EQ(ParseSchedulePolicy("program-fcfs").value(), true);
+  const Status lpm = ParseSchedulePolicy("lpm").status();
+  EXPECT_EQ(lpm.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(lpm.message().find("--schedule-policy"), std::string::npos);
+  EXPECT_NE(lpm.message().find("not modelled"), std::string::npos);
+}
+
 TEST(EngineRuntimeTest, PausedGenerationTakesNoStepUntilContinued) {
   auto runtime = EngineRuntime::Start(Unpaced()).value();
   runtime->PauseGeneration(GenerationPauseMode::kInPlace);

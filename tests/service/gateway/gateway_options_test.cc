@@ -131,6 +131,12 @@ TEST(GatewayOptionsTest, EachBadFieldIsNamedByItsFlag) {
               o.pause_priority.human_turn = -1;
             }).find("--agentic-pause-priority"),
             std::string::npos);
+  // Both would set the request's one `priority`.
+  EXPECT_NE(ErrorOf([](GatewayOptions& o) {
+              o.program_fcfs = true;
+              o.pause_priority.tool_call = 10;
+            }).find("--agentic-program-fcfs and --agentic-pause-priority are exclusive"),
+            std::string::npos);
   // The seed's options are validated with their own flag names.
   EXPECT_NE(ErrorOf([](GatewayOptions& o) {
               o.agentic.agentic_program_admission = true;

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -327,6 +328,16 @@ TEST(PausePriorityTest, ChatBodiesShowTheirPauseAndTheHeaderNamesOne) {
   EXPECT_EQ(*ParsePauseHeader("human_turn"), RequestPause::kHumanTurn);
   EXPECT_EQ(*ParsePauseHeader("session_end"), RequestPause::kSessionEnd);
   EXPECT_THAT(ParsePauseHeader("later").status().message(), HasSubstr("X-Agentkv-Pause"));
+}
+
+// --agentic-program-fcfs: older programs get higher values, within [0, 2^30] (sgl-router reads
+// a 32-bit priority), saturating at 0.
+TEST(ProgramFcfsPriorityTest, OlderProgramsGetHigherValuesWithinTheRouterRange) {
+  EXPECT_EQ(ProgramFcfsPriority(0), int32_t{1} << 30);
+  EXPECT_EQ(ProgramFcfsPriority(1), (int32_t{1} << 30) - 1);
+  EXPECT_GT(ProgramFcfsPriority(41), ProgramFcfsPriority(42));
+  EXPECT_EQ(ProgramFcfsPriority(uint64_t{1} << 30), 0);
+  EXPECT_EQ(ProgramFcfsPriority(std::numeric_limits<uint64_t>::max()), 0);
 }
 
 TEST(PausePriorityTest, TheMapParsesEachKindOnceWithinRange) {

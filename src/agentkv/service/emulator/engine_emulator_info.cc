@@ -58,7 +58,7 @@ std::string EngineEmulator::ServerInfoJson() const {
       {"max_total_tokens", or_null(pool.max_total_tokens)},
       {"chunked_prefill_size", engine.scheduler.chunked_prefill_size},
       {"max_prefill_tokens", engine.scheduler.max_prefill_tokens},
-      {"schedule_policy", "fcfs"},
+      {"schedule_policy", SchedulePolicyName(engine.scheduler.program_fcfs)},
       {"enable_priority_scheduling", false},
       {"schedule_conservativeness", 1.0},
       {"page_size", static_cast<int64_t>(pool.tokens_per_block)},

@@ -120,6 +120,19 @@ StatusOr<RadixEvictionPolicy> ParseRadixEvictionPolicy(std::string_view name) {
                               std::string(name) + "\"");
 }
 
+StatusOr<bool> ParseSchedulePolicy(std::string_view name) {
+  if (name == "fcfs") return false;
+  if (name == "program-fcfs") return true;
+  return InvalidArgumentError(
+      "--schedule-policy must be fcfs or program-fcfs, got \"" + std::string(name) +
+      "\": SGLang's other policies (lpm, dfs-weight, lof, random, routing-key, ...) are not "
+      "modelled by the engine emulator");
+}
+
+std::string_view SchedulePolicyName(bool program_fcfs) {
+  return program_fcfs ? "program-fcfs" : "fcfs";
+}
+
 StatusOr<GenerationPauseMode> ParseGenerationPauseMode(std::string_view name) {
   if (name == "abort") return GenerationPauseMode::kAbort;
   if (name == "in_place") return GenerationPauseMode::kInPlace;
@@ -315,6 +328,8 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
         request.kv_options.parent_hint_authenticated = true;
       }
     }
+    const std::optional<std::string> program = ProgramOf(input);
+    if (program.has_value()) request.program = ConversationOf(*program);
     if (options_.radix_eviction_policy == RadixEvictionPolicy::kPriority &&
         input.priority.has_value()) {
       kv::RetentionConfig retention;
@@ -352,6 +367,7 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
       return;
     }
     if (session != nullptr) ++session->active;
+    if (program.has_value()) ++TouchProgram(*program).active;
     id_of_rid_.emplace(active.input.rid, id);
     active_.emplace(id, std::move(active));
   }});
@@ -489,8 +505,35 @@ int64_t EngineRuntime::CloseSession(const std::string& session_id) {
     Session& session = TouchSession(session_id);
     session.closed = true;
     freed = scheduler().mutable_cache().CloseSession(session.id);
+    // The program ended: its next request, if any, is a new program. Its requests still
+    // waiting keep their place (each holds its program's arrival).
+    scheduler().ForgetProgram(ConversationOf(session_id));
+    if (const Program* program = programs_.Find(session_id);
+        program != nullptr && program->active == 0) {
+      programs_.Erase(session_id);
+    }
   });
   return freed;
+}
+
+std::optional<std::string> EngineRuntime::ProgramOf(const GenerateInput& input) const {
+  if (!options_.engine.scheduler.program_fcfs) return std::nullopt;
+  if (input.parent_session.has_value()) return input.parent_session;
+  return input.session_id;
+}
+
+EngineRuntime::Program& EngineRuntime::TouchProgram(const std::string& name) {
+  bool inserted = false;
+  Program* program = &programs_.Touch(
+      name, [] { return Program{}; }, &inserted);
+  if (!inserted) return *program;
+  while (static_cast<int64_t>(programs_.size()) > options_.max_sessions) {
+    std::optional<std::pair<std::string, Program>> forgotten = programs_.EvictOldest(
+        [&name](const std::string& key, const Program& p) { return p.active == 0 && key != name; });
+    if (!forgotten.has_value()) break;  // Every other program runs a request: wait for them.
+    scheduler().ForgetProgram(ConversationOf(forgotten->first));
+  }
+  return *programs_.Find(name);
 }
 
 TimeNs EngineRuntime::EmulatedNow() const {
@@ -693,6 +736,12 @@ void EngineRuntime::Finish(RequestId id, bool aborted, const std::string& messag
     Session* session = sessions_.Find(*active.input.session_id);
     AGENTKV_CHECK(session != nullptr && session->active > 0);
     --session->active;
+  }
+  if (const std::optional<std::string> program = ProgramOf(active.input); program.has_value()) {
+    // A program with an active request is never forgotten.
+    Program* entry = programs_.Find(*program);
+    AGENTKV_CHECK(entry != nullptr && entry->active > 0);
+    --entry->active;
   }
   StatusOr<engine::RequestReport> taken = scheduler().TakeReport(id);
   AGENTKV_CHECK(taken.ok()) << taken.status();

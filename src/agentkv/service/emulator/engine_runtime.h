@@ -92,6 +92,16 @@ std::string_view RadixEvictionPolicyName(RadixEvictionPolicy policy);
 // got \"NAME\"" otherwise.
 [[nodiscard]] StatusOr<RadixEvictionPolicy> ParseRadixEvictionPolicy(std::string_view name);
 
+// SGLang --schedule-policy as the emulator models it: "fcfs" (SGLang's default: the waiting
+// queue in arrival order) or agentkv's "program-fcfs" (program-level FCFS, Continuum: ordered
+// by the arrival of each request's program; engine::StepSchedulerOptions::program_fcfs).
+// Returns whether program-level FCFS is on. InvalidArgument naming --schedule-policy and the
+// value for anything else: SGLang's other policies (lpm, dfs-weight, lof, random, routing-key,
+// ...) are not modelled.
+[[nodiscard]] StatusOr<bool> ParseSchedulePolicy(std::string_view name);
+// "program-fcfs" when `program_fcfs`, else "fcfs".
+std::string_view SchedulePolicyName(bool program_fcfs);
+
 // The engine config EngineRuntimeOptions starts from: EngineConfig's defaults (llama-3.1-8b on
 // h100, tp 1, 16-token pages, the KV pool from the cost model, no host tier) with /close_session
 // releasing a session's KV at once (kv::SessionCloseMode::kRelease).
@@ -117,6 +127,12 @@ struct EngineRuntimeOptions {
   // request is closed (as /close_session would) and forgotten. Each costs a few hundred bytes
   // plus the keys of the blocks it referenced. Default: 16384. Range: [1, 2^24].
   int64_t max_sessions = 16384;
+  // Program-level FCFS (engine.scheduler.program_fcfs, `--schedule-policy program-fcfs`): a
+  // request's program is its agentkv_parent_session when set, else its session_id (none: a
+  // program of its own); the waiting queue is ordered by when each program first arrived.
+  // /close_session forgets the session's program, and past max_sessions programs the least
+  // recently used one without an active request is forgotten, so the scheduler's memory of
+  // programs stays bounded however many sessions a long run sees.
   // SGLang --enable-session-radix-cache: a request's `session_id` tags its KV; /close_session
   // releases or dereferences it (engine.cache.session_close_mode). Without it session ids are
   // ignored.
@@ -271,7 +287,9 @@ class EngineRuntime {
   void Abort(const std::string& rid, bool abort_all = false);
 
   // Closes `session_id` on the KV cache (release or dereference per the options; idempotent,
-  // unknown ids are a no-op). Returns the tokens freed. Waits for the runtime thread.
+  // unknown ids are a no-op) and, with program-level FCFS, forgets when its program arrived (a
+  // later request of it is a new program). Returns the tokens freed. Waits for the runtime
+  // thread.
   int64_t CloseSession(const std::string& session_id);
 
   // The parent session `parent_session_id` sent its next request (the gateway's
@@ -334,7 +352,20 @@ class EngineRuntime {
     bool closed = false;
   };
 
+  // A program the scheduler remembers the arrival of (program-level FCFS).
+  struct Program {
+    // Requests of the program submitted to the scheduler and not finished.
+    int64_t active = 0;
+  };
+
   EngineRuntime(const EngineRuntimeOptions& options, engine::Engine engine, ContextLimits limits);
+
+  // The program of `input` under program-level FCFS: its parent session, else its session;
+  // nullopt without program-level FCFS or a session.
+  std::optional<std::string> ProgramOf(const GenerateInput& input) const;
+  // Marks program `name` the most recently used (remembered when new). Past max_sessions,
+  // the scheduler forgets the least recently used program without an active request.
+  Program& TouchProgram(const std::string& name);
 
   // The session named `name`, made the most recently used (opened when new). Past
   // max_sessions, forgets the least recently used closed session, else closes and forgets the
@@ -381,6 +412,8 @@ class EngineRuntime {
   std::unordered_map<RequestId, Active> active_;
   std::unordered_map<std::string, RequestId> id_of_rid_;
   LruMap<std::string, Session> sessions_;
+  // Program-level FCFS: the programs whose arrival the scheduler remembers (runtime thread).
+  LruMap<std::string, Program> programs_;
   // PauseGeneration / ReleaseMemoryOccupation in effect (runtime thread only): no step runs.
   bool generation_paused_ = false;
   bool memory_released_ = false;

@@ -420,6 +420,14 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   if (options_.agentic_subagent_demotion) DeliverParentReturn(ex->session_id, ex->parent);
   ex->pause = *pause != RequestPause::kUnknown ? *pause : ex->client.pause;
   ex->rid = *std::move(rid);
+  if (options_.program_fcfs) {
+    // The program's place is fixed when the attempt begins (a parent that ends later does not
+    // move it); a trusted caller's own priority stands.
+    const std::optional<uint64_t> arrival = sessions_->ProgramArrival(ex->rid, ex->parent);
+    if (arrival.has_value() && !(ex->client.has_priority && trust.honour_bypass_headers)) {
+      ex->program_priority = ProgramFcfsPriority(*arrival);
+    }
+  }
   ex->started = started;
   ex->request = std::move(request);
   {
@@ -532,6 +540,7 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
   if (!ex->client.has_session_params) edits.session_id = identity->session_id;
   edits.parent_session = ex->parent;
   if (!ex->client.has_priority) edits.priority = options_.pause_priority.For(ex->pause);
+  if (ex->program_priority.has_value()) edits.priority = ex->program_priority;
   if (options_.forward_pause && ex->pause != RequestPause::kUnknown) {
     edits.pause = std::string(RequestPauseName(ex->pause));
   }

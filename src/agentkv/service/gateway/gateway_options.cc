@@ -130,6 +130,11 @@ Status GatewayOptions::Validate() const {
                                   std::to_string(*p));
     }
   }
+  if (program_fcfs && !pause_priority.empty()) {
+    return InvalidArgumentError(
+        "--agentic-program-fcfs and --agentic-pause-priority are exclusive: both set the "
+        "request's one SGLang `priority` (queue order and eviction order alike)");
+  }
   if (router_url.empty() == engine_urls.empty()) {
     return InvalidArgumentError(router_url.empty()
                                     ? "one of --router-url and --engine-urls is required"

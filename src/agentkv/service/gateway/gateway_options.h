@@ -186,6 +186,15 @@ struct GatewayOptions {
   // priority scheduling on, which also orders the waiting queue by it).
   // Default: empty (no priority added). Range: each P in [0, 1000000].
   PausePriorities pause_priority;
+  // --agentic-program-fcfs: program-level FCFS on unmodified SGLang (Continuum). Every
+  // forwarded request's body gets `priority` = ProgramFcfsPriority of its program's arrival
+  // (its verified parent session's for a sub-agent whose parent is active here, else its own
+  // session's incarnation; a request without a session is a program of its own), so that
+  // SGLang's priority scheduling (--enable-priority-scheduling, higher values first) serves
+  // older programs first. A `priority` in the body is kept only from a trusted caller (the
+  // --bearer-token, TrustOf); anyone else's is replaced, so it cannot jump the queue.
+  // Exclusive with --agentic-pause-priority (both set the one `priority`). Default: false.
+  bool program_fcfs = false;
   // --agentic-forward-pause: forward a request's expected pause (when known) as the body member
   // `agentkv_pause`, which agentkv's engines (the emulator with --eviction-order gap_aware)
   // rank its KV by; stock SGLang ignores it. Default: false.

@@ -228,6 +228,11 @@ StatusOr<RequestPause> ParsePauseHeader(std::string_view value) {
                               std::string(value) + "\"");
 }
 
+int32_t ProgramFcfsPriority(uint64_t program_arrival) {
+  const auto top = static_cast<uint64_t>(kProgramFcfsTopPriority);
+  return program_arrival >= top ? 0 : static_cast<int32_t>(top - program_arrival);
+}
+
 std::optional<int32_t> PausePriorities::For(RequestPause pause) const {
   switch (pause) {
     case RequestPause::kToolCall:

@@ -99,6 +99,17 @@ struct PausePriorities {
 // --agentic-pause-priority and the bad part.
 StatusOr<PausePriorities> ParsePausePriorities(std::string_view text);
 
+// --agentic-program-fcfs: the SGLang request `priority` of a program that arrived
+// `program_arrival`-th (control::GatewayFlow::ProgramArrival): kProgramFcfsTopPriority less
+// the arrival, never below 0. Older programs get higher values, which SGLang's priority
+// scheduling serves first in its default direction (without
+// --schedule-low-priority-values-first) and which its --radix-eviction-policy priority evicts
+// last. Values stay in [0, 2^30]: sgl-router reads `priority` as a 32-bit integer, and a
+// trusted caller's own priority above 2^30 still outranks every stamped one. After 2^30
+// programs in one gateway's life the values saturate at 0 (those programs are served FIFO).
+inline constexpr int32_t kProgramFcfsTopPriority = int32_t{1} << 30;
+int32_t ProgramFcfsPriority(uint64_t program_arrival);
+
 // What the gateway needs from a client body; the body itself is forwarded byte for byte
 // except for the edits of ForwardEdits.
 struct ClientRequest {
@@ -126,7 +137,8 @@ struct ClientRequest {
   // (or is a "user" message whose content holds a "tool_result" part), kHumanTurn when it is
   // any other "user" message; kUnknown otherwise and on the other routes.
   RequestPause pause = RequestPause::kUnknown;
-  // The body sets a top-level `priority` (the gateway never overrides it).
+  // The body sets a top-level `priority` (kept, except that --agentic-program-fcfs replaces
+  // an untrusted caller's).
   bool has_priority = false;
 };
 

@@ -47,6 +47,17 @@ control::SessionHistory SessionManager::History(
   return flow_.History(*session_id);
 }
 
+std::optional<uint64_t> SessionManager::ProgramArrival(
+    std::string_view rid, const std::optional<std::string>& parent) const {
+  sync::MutexLock lock(&mu_);
+  if (parent.has_value()) {
+    if (std::optional<uint64_t> arrival = flow_.ProgramArrival(*parent); arrival.has_value()) {
+      return arrival;
+    }
+  }
+  return flow_.AttemptProgramArrival(rid);
+}
+
 StatusOr<std::string> SessionManager::BeginAttempt(const std::optional<std::string>& session_id,
                                                    std::string_view request_id, SteadyTime now,
                                                    control::AttemptSpec spec) {

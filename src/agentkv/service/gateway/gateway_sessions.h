@@ -119,6 +119,12 @@ class SessionManager {
   // and program order); a default SessionHistory without a session or for an unknown one.
   [[nodiscard]] control::SessionHistory History(const std::optional<std::string>& session_id) const;
 
+  // Program-level FCFS: the arrival of live attempt `rid`'s program
+  // (control::GatewayFlow::ProgramArrival): its `parent` session's incarnation when the parent
+  // is active, else the attempt's own program. nullopt for an unknown rid.
+  [[nodiscard]] std::optional<uint64_t> ProgramArrival(
+      std::string_view rid, const std::optional<std::string>& parent) const;
+
   // The admission decision of an attempt begun with awaits_admission arrived: what to do with
   // it (control::GatewayFlow::OnAdmission). The attempt keeps the decision's lease until Finish
   // returns it through SessionEffects::ReturnLease.

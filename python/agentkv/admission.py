@@ -89,6 +89,8 @@ __all__ = [
     "ProtocolError",
     "RefusedError",
     "MAX_TOKENS",
+    "PAUSE_KINDS",
+    "ProgramDecision",
 ]
 
 _log = logging.getLogger("agentkv.admission")
@@ -102,6 +104,13 @@ CANCEL_PATH = "/admission/cancel"
 AGENTIC_KV_PATH = "/agentic_kv"
 METRICS_PATH = "/metrics"
 HEALTH_PATH = "/health"
+PROGRAM_ACQUIRE_PATH = "/admission/program/acquire"
+PROGRAM_FINISH_PATH = "/admission/program/finish"
+PROGRAM_CANCEL_PATH = "/admission/program/cancel"
+PROGRAM_END_AGENT_PATH = "/admission/program/end_agent"
+
+#: The pauses a finished request may be followed by (working-set admission's ``next_pause``).
+PAUSE_KINDS = ("unknown", "tool_call", "subagent_wait", "human_turn", "session_end")
 
 _DEFAULT_TIMEOUT_S = 10.0
 # The coordinator's --agentic-admission-max-wait-s default: it answers every acquire by then.
@@ -281,6 +290,40 @@ class Decision:
                    reservation_tokens=_int_field(obj, "reservation_tokens"), lease_id=lease_id,
                    owner_epoch=_int_field(obj, "owner_epoch", minimum=-1),
                    wait_s=float(wait_s), ceiling=ceiling)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramDecision:
+    """A final answer of ``POST /admission/program/acquire`` (working-set admission).
+
+    Attributes:
+        ticket: The ticket the decision is for.
+        admitted: True: send the request (then call ``program_finish``). False: it was
+            cancelled; do not send it.
+        reason: ``"continuing"`` (its program is live), ``"fits"``, ``"aged"`` (after the
+            maximum wait), ``"no_capacity"`` (no engine reported yet) or ``"cancelled"``.
+        wait_s: Seconds the ticket waited.
+    """
+
+    ticket: str
+    admitted: bool
+    reason: str
+    wait_s: float
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "ProgramDecision":
+        """Reads a program decision as the coordinator writes it.
+
+        Raises:
+            ProtocolError: naming the field that is missing or of the wrong type.
+        """
+        if not isinstance(obj, dict):
+            raise ProtocolError("program decision: not a JSON object")
+        wait_s = obj.get("wait_s")
+        if isinstance(wait_s, bool) or not isinstance(wait_s, (int, float)) or wait_s < 0:
+            raise ProtocolError("wait_s: not a non-negative number")
+        return cls(ticket=_field(obj, "ticket", str), admitted=_field(obj, "admitted", bool),
+                   reason=_field(obj, "reason", str), wait_s=float(wait_s))
 
 
 def _field(obj: Mapping[str, Any], name: str, kind: type) -> Any:
@@ -801,6 +844,68 @@ class AdmissionClient(_ClientSettings):
                 held.release()
             except AdmissionError as e:
                 self._failures.add("release", e)
+
+    # Program-level (working-set) admission: docs/COORDINATOR.md, "Working-set admission".
+
+    def program_acquire(self, ticket: str, program: str, agent: str, reservation_tokens: int,
+                        *, engine: Optional[str] = None,
+                        timeout: Optional[float] = None) -> ProgramDecision:
+        """Asks to run one request of ``agent`` in ``program`` and blocks until the decision.
+
+        A request of a live program (an agent of it running or holding its context) goes at
+        once; a new program's first request waits until it fits beside the live programs (or
+        ages). Call :meth:`program_finish` when an admitted request ends, and :meth:`end_agent`
+        when an agent's session ends.
+
+        Args:
+            ticket: Unique among live tickets (1-1024 bytes).
+            program: The main agent's session (1-1024 bytes).
+            agent: The session sending the request: the program's for the main agent, a
+                sub-agent's otherwise (1-1024 bytes).
+            reservation_tokens: Prompt plus expected decode, in [0, 2^40].
+            engine: The engine the request will land on, when known.
+            timeout: Seconds to wait; default ``max_wait_s + timeout`` (pass more when the
+                coordinator's ``--agentic-working-set-max-wait-s`` is longer).
+
+        Raises:
+            AcquireTimeoutError: no decision within ``timeout``; the ticket was cancelled.
+            InvalidRequestError: a field is malformed, or the agent belongs to another program.
+            AuthenticationError, CoordinatorConnectionError, CoordinatorHTTPError, ProtocolError.
+        """
+        body: Dict[str, Any] = {"ticket": ticket, "program": program, "agent": agent,
+                                "reservation_tokens": reservation_tokens}
+        if engine is not None:
+            body["engine"] = engine
+        wait = self.max_wait_s + self.timeout if timeout is None else timeout
+        try:
+            data = self._post(PROGRAM_ACQUIRE_PATH, body, wait)
+        except CoordinatorTimeoutError:
+            self.program_cancel(ticket)
+            raise AcquireTimeoutError(ticket, wait) from None
+        return ProgramDecision.from_json(_json_body(data, "program decision"))
+
+    def program_finish(self, ticket: str, context_tokens: int, next_pause: str = "unknown",
+                       tool: Optional[str] = None) -> None:
+        """An admitted request ended: its agent holds ``context_tokens`` (prompt plus output)
+        for the predicted length of ``next_pause`` (one of :data:`PAUSE_KINDS`;
+        ``"session_end"`` holds nothing). An unknown ticket is a no-op.
+
+        Raises:
+            InvalidRequestError: a field is malformed (e.g. an unknown pause).
+        """
+        body: Dict[str, Any] = {"ticket": ticket, "context_tokens": context_tokens,
+                                "next_pause": next_pause}
+        if tool is not None:
+            body["tool"] = tool
+        self._post(PROGRAM_FINISH_PATH, body, self.timeout)
+
+    def program_cancel(self, ticket: str) -> None:
+        """Withdraws a waiting ticket (its acquire answers ``cancelled``)."""
+        self._post(PROGRAM_CANCEL_PATH, {"ticket": ticket}, self.timeout)
+
+    def end_agent(self, agent: str) -> None:
+        """The agent's session ended: its held context is released, its waits cancelled."""
+        self._post(PROGRAM_END_AGENT_PATH, {"agent": agent}, self.timeout)
 
     def _post(self, path: str, body: Mapping[str, Any], timeout: float) -> bytes:
         status, data = self._transport.request("POST", path, _encode(body), timeout)

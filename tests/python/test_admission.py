@@ -464,3 +464,23 @@ def test_async_client_reuses_one_keep_alive_connection(
         assert opened == 1
 
     run(scenario())
+
+
+@needs_binary
+def test_program_admission_waits_for_a_held_context_until_its_agent_ends(
+        client: "adm.AdmissionClient", executor: concurrent.futures.ThreadPoolExecutor) -> None:
+    a, b = ticket("prog-a"), ticket("prog-b")
+    first = client.program_acquire(a, "pA-" + a, "agent-" + a, 6000)
+    assert (first.admitted, first.reason) == (True, "fits")
+    client.program_finish(a, 6000, "tool_call", tool="search")
+    waiting = executor.submit(client.program_acquire, b, "pB-" + b, "agent-" + b, 6000)
+    time.sleep(0.3)
+    assert not waiting.done(), "a new program fits beside a held context"
+    client.end_agent("agent-" + a)
+    decision = waiting.result(timeout=5)
+    assert decision.admitted and decision.reason == "fits" and decision.wait_s > 0
+    client.program_finish(b, 6000, "session_end")
+    client.end_agent("agent-" + b)
+    assert "agentic_kv_working_set_waits_total" in client.metrics()
+    with pytest.raises(adm.InvalidRequestError, match="next_pause"):
+        client.program_finish(b, 1, "lunch")

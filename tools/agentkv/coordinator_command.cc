@@ -63,6 +63,7 @@ CoordinatorCommand::CoordinatorCommand(CLI::App& app) {
   AddEnvOption(c, "--instance-timeout-s", instance_timeout_s_,
                "A caller instance (gateway) silent this long (no heartbeat, no acquire) has its "
                "leases released and its waiters cancelled; in (0, 86400]");
+  working_set_.Add(c, "Working set (/admission/program/*)");
   AddLogLevelOption(c, log_level_);
 }
 
@@ -73,6 +74,9 @@ int CoordinatorCommand::Run() {
   if (!agentic.ok()) return ReportError(name, agentic.status());
   options.agentic = *std::move(agentic);
   options.agentic.agentic_program_admission = true;
+  StatusOr<control::WorkingSetOptions> working_set = working_set_.Options();
+  if (!working_set.ok()) return ReportError(name, working_set.status());
+  options.working_set = *std::move(working_set);
   Status s = options.agentic.Validate();
   if (s.ok()) s = server_.Check();
   if (!s.ok()) return ReportError(name, s);

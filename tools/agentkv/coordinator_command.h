@@ -18,6 +18,7 @@
 
 #include "tools/agentkv/agentic_flags.h"
 #include "tools/agentkv/server_flags.h"
+#include "tools/agentkv/working_set_flags.h"
 
 namespace agentkv::tools {
 
@@ -44,6 +45,8 @@ class CoordinatorCommand {
   std::vector<std::string> engine_urls_;
   std::string auth_token_;
   AgenticFlags agentic_;
+  // The working set behind /admission/program/* (--agentic-working-set-*).
+  WorkingSetFlags working_set_;
   std::string log_level_ = "info";
 };
 

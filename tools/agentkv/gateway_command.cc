@@ -34,6 +34,9 @@ constexpr const char* kFooter = R"(What it does (docs/GATEWAY.md):
   --agentic-program-admission  admits each attempt against the fleet's KV budget (global
       FIFO, token ledger fed by the engines' /metrics); in process, or through
       `agentkv coordinator` with --coordinator-url.
+  --agentic-working-set  admits programs (a main agent and its sub-agents) by the fleet's
+      working set: a paused program's context stays counted for its predicted pause, and a
+      new program waits until its first request fits (--agentic-working-set-*).
   --agentic-pause-priority  gives each forwarded request an SGLang `priority` by the pause
       expected after it (X-Agentkv-Pause, else the last chat message: role "tool" = tool_call,
       "user" = human_turn), so that --radix-eviction-policy priority keeps a tool loop's KV
@@ -172,6 +175,12 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
                "closes it. In (0, 3600]. Default: 5");
   AddLogLevelOption(c, log_level_);
   agentic_.Add(c, AgenticFlags::Set::kAll, FlagSource::kCommandLineAndEnvironment);
+  c.add_flag("--agentic-working-set", working_set_,
+             "Program-level working-set admission: a paused program's context stays counted for "
+             "its predicted pause, and a new program waits until its first request fits beside "
+             "the live ones (before --agentic-program-admission when both are on). Default: off")
+      ->envname(FlagEnvName("--agentic-working-set"));
+  working_set_flags_.Add(c, "Working set");
 }
 
 int GatewayCommand::Run() {
@@ -180,6 +189,11 @@ int GatewayCommand::Run() {
   StatusOr<control::AgenticOptions> agentic = agentic_.Options();
   if (!agentic.ok()) return ReportError(name, agentic.status());
   options.agentic = *std::move(agentic);
+  if (working_set_) {
+    StatusOr<control::WorkingSetOptions> working_set = working_set_flags_.Options();
+    if (!working_set.ok()) return ReportError(name, working_set.status());
+    options.working_set = *std::move(working_set);
+  }
   options.route_subagents_by_parent = subagent_routing_ == "parent";
   if (context_length_option_->count() > 0) options.context_length = context_length_;
   if (max_retained_sessions_option_->count() > 0) {
@@ -266,7 +280,8 @@ int GatewayCommand::Run() {
           service::RemoteAdmission::Create(remote);
       if (!created.ok()) return ReportError(name, created.status());
       backend = std::shared_ptr<service::AdmissionBackend>(std::move(*created));
-      options.poll_fleet_metrics = false;
+      // The coordinator polls the fleet for admission; the working set needs its own poll.
+      options.poll_fleet_metrics = options.working_set.has_value();
     } else {
       service::LocalAdmissionOptions local;
       local.agentic = options.agentic;

@@ -17,6 +17,7 @@
 #include "agentkv/service/gateway/gateway_options.h"
 #include "tools/agentkv/agentic_flags.h"
 #include "tools/agentkv/server_flags.h"
+#include "tools/agentkv/working_set_flags.h"
 
 namespace agentkv::tools {
 
@@ -39,6 +40,9 @@ class GatewayCommand {
   ServerFlags server_{/*port=*/8080, /*shutdown_grace_s=*/30.0};
   service::GatewayOptions options_;
   AgenticFlags agentic_;
+  // --agentic-working-set and its --agentic-working-set-* options.
+  bool working_set_ = false;
+  WorkingSetFlags working_set_flags_;
   int64_t context_length_ = 0;
   int64_t max_retained_sessions_ = 0;
   std::string prerequisite_policy_ = "refuse";

@@ -7,6 +7,7 @@
 // - Every failed Status is answered through net::HttpStatusFor, the one Status-to-HTTP map.
 #include "agentkv/service/coordinator/coordinator_server.h"
 
+#include <atomic>
 #include <cmath>
 #include <optional>
 #include <utility>
@@ -20,6 +21,7 @@
 #include "agentkv/protocol/prometheus.h"
 #include "agentkv/protocol/workers.h"
 #include "agentkv/service/admission/admission_wire.h"
+#include "agentkv/service/admission/working_set_wire.h"
 #include "agentkv/service/common/agentic_kv_prometheus.h"
 #include "agentkv/service/common/bearer_token.h"
 #include "agentkv/sync/mutex.h"
@@ -31,8 +33,10 @@ namespace http = net::http;
 using control::AdmissionDecision;
 
 constexpr std::string_view kUnauthorizedMessage = "missing or invalid bearer token";
-constexpr const char* kEndpointNames[] = {"acquire", "release", "cancel",   "agentic_kv",
-                                          "metrics", "health",  "heartbeat"};
+constexpr const char* kEndpointNames[] = {"acquire",        "release",          "cancel",
+                                          "agentic_kv",     "metrics",          "health",
+                                          "heartbeat",      "program_acquire",  "program_finish",
+                                          "program_cancel", "program_end_agent"};
 
 void ReplyStatus(const net::Request& request, net::ResponseWriter& writer, const Status& status) {
   writer.Reply(
@@ -46,6 +50,7 @@ Status CoordinatorOptions::Validate() const {
   enabled.agentic_program_admission = true;
   AGENTKV_RETURN_IF_ERROR(enabled.Validate());
   AGENTKV_RETURN_IF_ERROR(http.Validate());
+  AGENTKV_RETURN_IF_ERROR(working_set.Validate());
   if (!router_url.empty()) {
     if (StatusOr<net::HttpEndpoint> e = net::ParseBaseUrl(router_url); !e.ok()) {
       return InvalidArgumentError("--router-url: " + e.status().message());
@@ -88,6 +93,9 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
                              .Add("waiters", expiry.released.waiters));
   };
   AGENTKV_ASSIGN_OR_RETURN(s->admission_, LocalAdmission::Create(std::move(local)));
+  LocalWorkingSetOptions working_set;
+  working_set.working_set = options.working_set;
+  AGENTKV_ASSIGN_OR_RETURN(s->working_set_, LocalWorkingSet::Create(std::move(working_set)));
   const auto timeout = std::chrono::milliseconds(
       static_cast<int64_t>(std::ceil(options.metrics_timeout_s * 1000.0)));
   net::HttpClientOptions client;
@@ -105,10 +113,12 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   poller.interval = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::nanoseconds(s->options_.agentic.poll_interval().ns()));
   LocalAdmission* admission = s->admission_.get();
+  LocalWorkingSet* ws = s->working_set_.get();
   s->poller_ = std::make_unique<FleetPoller>(
       poller, s->directory_.get(), s->client_.get(),
-      [admission](std::vector<control::EngineSnapshot> snapshots) {
+      [admission, ws](std::vector<control::EngineSnapshot> snapshots) {
         admission->Reconcile(snapshots);
+        ws->Reconcile(snapshots);
       },
       options.log);
 
@@ -129,6 +139,22 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   router.Add(http::verb::post, std::string(kHeartbeatPath),
              [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
                c->HandleHeartbeat(std::move(r), std::move(w));
+             });
+  router.Add(http::verb::post, std::string(kProgramAcquirePath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               c->HandleProgramAcquire(std::move(r), std::move(w));
+             });
+  router.Add(http::verb::post, std::string(kProgramFinishPath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               c->HandleProgramFinish(std::move(r), std::move(w));
+             });
+  router.Add(http::verb::post, std::string(kProgramCancelPath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               c->HandleProgramCancel(std::move(r), std::move(w));
+             });
+  router.Add(http::verb::post, std::string(kProgramEndAgentPath),
+             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               c->HandleProgramEndAgent(std::move(r), std::move(w));
              });
   router.Add(http::verb::get, std::string(kAgenticKvPath),
              [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
@@ -168,6 +194,7 @@ void CoordinatorServer::Shutdown(std::chrono::milliseconds deadline) {
   // Waiters are answered (bypass `degraded`) before the server stops, so that their clients
   // read an answer instead of a closed connection.
   if (admission_ != nullptr) admission_->Shutdown();
+  if (working_set_ != nullptr) working_set_->Shutdown();
   if (server_ != nullptr) server_->Shutdown(deadline);
 }
 
@@ -232,6 +259,69 @@ void CoordinatorServer::HandleAcquire(net::Request request,
       instance);
 }
 
+void CoordinatorServer::HandleProgramAcquire(net::Request request,
+                                             std::shared_ptr<net::ResponseWriter> writer) {
+  ++requests_[kProgramAcquire];
+  if (!Authorize(request, *writer)) return;
+  StatusOr<control::ProgramRequest> parsed = ParseProgramAcquire(request.body());
+  if (!parsed.ok()) return ReplyStatus(request, *writer, parsed.status());
+  if (writer->client_gone()) return;
+  // What the client-gone callback must undo: an unanswered wait is cancelled; an admission
+  // the client never read is finished with nothing held (as an unread lease is released).
+  enum Answer : int { kUnanswered, kAdmitted, kOther };
+  auto answer = std::make_shared<std::atomic<int>>(kUnanswered);
+  LocalWorkingSet* ws = working_set_.get();
+  writer->OnClientGone([answer, ws, ticket = parsed->ticket] {
+    const int state = answer->load();
+    if (state == kUnanswered) {
+      ws->Cancel(ticket);
+    } else if (state == kAdmitted) {
+      ws->Finish(ticket, control::RequestEnd{.next_pause = kv::PauseKind::kSessionEnd});
+    }
+  });
+  auto shared_request = std::make_shared<net::Request>(std::move(request));
+  const Status asked = ws->Acquire(
+      *parsed, [answer, writer, shared_request](const control::WorkingSetDecision& decision) {
+        answer->store(decision.admitted ? kAdmitted : kOther);
+        writer->Reply(net::MakeResponse(*shared_request, http::status::ok,
+                                        SerializeProgramDecision(decision)));
+      });
+  if (!asked.ok()) {
+    answer->store(kOther);
+    ReplyStatus(*shared_request, *writer, asked);
+  }
+}
+
+void CoordinatorServer::HandleProgramFinish(net::Request request,
+                                            std::shared_ptr<net::ResponseWriter> writer) {
+  ++requests_[kProgramFinish];
+  if (!Authorize(request, *writer)) return;
+  StatusOr<ProgramFinish> finish = ParseProgramFinish(request.body());
+  if (!finish.ok()) return ReplyStatus(request, *writer, finish.status());
+  working_set_->Finish(finish->ticket, finish->end);
+  writer->Reply(net::MakeResponse(request, http::status::ok, "{}"));
+}
+
+void CoordinatorServer::HandleProgramCancel(net::Request request,
+                                            std::shared_ptr<net::ResponseWriter> writer) {
+  ++requests_[kProgramCancel];
+  if (!Authorize(request, *writer)) return;
+  StatusOr<std::string> ticket = ParseProgramCancel(request.body());
+  if (!ticket.ok()) return ReplyStatus(request, *writer, ticket.status());
+  working_set_->Cancel(*ticket);
+  writer->Reply(net::MakeResponse(request, http::status::ok, "{}"));
+}
+
+void CoordinatorServer::HandleProgramEndAgent(net::Request request,
+                                              std::shared_ptr<net::ResponseWriter> writer) {
+  ++requests_[kProgramEndAgent];
+  if (!Authorize(request, *writer)) return;
+  StatusOr<std::string> agent = ParseProgramEndAgent(request.body());
+  if (!agent.ok()) return ReplyStatus(request, *writer, agent.status());
+  working_set_->EndAgent(*agent);
+  writer->Reply(net::MakeResponse(request, http::status::ok, "{}"));
+}
+
 void CoordinatorServer::HandleHeartbeat(net::Request request,
                                         std::shared_ptr<net::ResponseWriter> writer) {
   ++requests_[kHeartbeat];
@@ -290,6 +380,10 @@ std::string CoordinatorServer::MetricsText() {
                                                 std::nullopt});
   }
   families.push_back(std::move(requests));
+  for (protocol::MetricFamily& family :
+       WorkingSetFamilies(working_set_->Gauges(), working_set_->Counters())) {
+    families.push_back(std::move(family));
+  }
   const InstanceExpiryTotals expired = admission_->instance_expiry_totals();
   auto one = [&families](std::string name, std::string help, std::string type, double value) {
     families.push_back(protocol::MetricFamily{std::move(name),

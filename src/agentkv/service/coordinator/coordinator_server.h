@@ -13,8 +13,11 @@
 // release admits it, or at max_wait as `aged`; a client that disconnects while waiting has
 // its ticket cancelled), POST /admission/release, POST /admission/cancel, POST
 // /admission/heartbeat, GET /agentic_kv (`?reset=1` drains the step), GET /metrics
-// (Prometheus), GET /health. With an auth token, /admission/* and /agentic_kv require
-// `Authorization: Bearer <token>`; /health and /metrics stay open.
+// (Prometheus), GET /health. Program-level (working-set) admission for frameworks that call
+// engines themselves: POST /admission/program/{acquire, finish, cancel, end_agent}
+// (working_set_wire.h; acquire answers when its decision is final, like /admission/acquire). With
+// an auth token, /admission/* and /agentic_kv require `Authorization: Bearer <token>`; /health and
+// /metrics stay open.
 //
 // Instance liveness: a caller that names its instance (an acquire's `instance`, or a
 // heartbeat; RemoteAdmission does both) has every lease and waiter of that instance ended once
@@ -41,6 +44,7 @@
 #include "agentkv/net/http_client.h"
 #include "agentkv/net/http_server.h"
 #include "agentkv/service/admission/admission_local.h"
+#include "agentkv/service/admission/working_set_local.h"
 #include "agentkv/service/common/engine_directory.h"
 #include "agentkv/service/common/fleet_poller.h"
 #include "agentkv/service/common/log_sink.h"
@@ -70,6 +74,9 @@ struct CoordinatorOptions {
   double instance_timeout_s = 10.0;
   // LocalAdmission's aging tick (and instance expiry). Default: 100 ms. Must be > 0.
   std::chrono::milliseconds tick_interval{100};
+  // The working set behind /admission/program/* (--agentic-working-set-*), fed by the same
+  // polls. Default: control::WorkingSetOptions's defaults.
+  control::WorkingSetOptions working_set;
   // Where log lines go (failed discovery, failed scrapes). Default: StderrLogSink.
   LogSink log = StderrLogSink;
 
@@ -91,6 +98,7 @@ class CoordinatorServer {
   // "http://ADDRESS:PORT".
   std::string base_url() const;
   LocalAdmission& admission() { return *admission_; }
+  LocalWorkingSet& working_set() { return *working_set_; }
 
   // One poll now, on the calling thread (blocking up to twice metrics_timeout_s):
   // discovery, concurrent scrapes, Reconcile. Returns the snapshots reconciled (empty when
@@ -119,6 +127,10 @@ class CoordinatorServer {
     kMetrics,
     kHealth,
     kHeartbeat,
+    kProgramAcquire,
+    kProgramFinish,
+    kProgramCancel,
+    kProgramEndAgent,
     kEndpointCount
   };
 
@@ -129,10 +141,15 @@ class CoordinatorServer {
   void HandleCancel(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleHeartbeat(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleAgenticKv(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  void HandleProgramAcquire(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  void HandleProgramFinish(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  void HandleProgramCancel(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  void HandleProgramEndAgent(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   // True when the request may proceed; otherwise it was answered 401.
   bool Authorize(const net::Request& request, net::ResponseWriter& writer) const;
   CoordinatorOptions options_;
   std::unique_ptr<LocalAdmission> admission_;
+  std::unique_ptr<LocalWorkingSet> working_set_;
   std::unique_ptr<net::HttpClient> client_;
   std::unique_ptr<EngineDirectory> directory_;
   std::unique_ptr<FleetPoller> poller_;

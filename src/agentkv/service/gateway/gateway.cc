@@ -140,10 +140,19 @@ Status Gateway::Core::Init() {
   poller_options.interval = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(options_.agentic.poll_interval_s));
   poller_options.timeout = options_.metrics_timeout();
-  poller_options.scrape_metrics = admission_ && options_.poll_fleet_metrics;
+  if (options_.working_set.has_value()) {
+    LocalWorkingSetOptions ws;
+    ws.working_set = *options_.working_set;
+    AGENTKV_ASSIGN_OR_RETURN(working_set_, GatewayWorkingSet::Create(std::move(ws)));
+  }
+  poller_options.scrape_metrics =
+      (admission_ || working_set_ != nullptr) && options_.poll_fleet_metrics;
   poller_ = std::make_unique<FleetPoller>(
       poller_options, directory_.get(), control_client_.get(),
-      [this](std::vector<control::EngineSnapshot> snapshots) { backend_->Reconcile(snapshots); },
+      [this](std::vector<control::EngineSnapshot> snapshots) {
+        if (backend_ != nullptr) backend_->Reconcile(snapshots);
+        if (working_set_ != nullptr) working_set_->Reconcile(snapshots);
+      },
       options_.log);
 
   net::Router router;
@@ -160,6 +169,7 @@ Status Gateway::Core::Init() {
           .Add("upstream", options_.router_url.empty() ? "engines" : options_.router_url)
           .Add("lifecycle", lifecycle_ ? "on" : "off")
           .Add("admission", admission_ ? "on" : "off")
+          .Add("working_set", working_set_ != nullptr ? "on" : "off")
           .Add("router_policy", SglRouterPolicyName(options_.router_policy)));
   return Status::Ok();
 }
@@ -379,6 +389,9 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   const std::string request_id = client->rid.has_value() ? *client->rid : NewRequestId();
   const bool needs_admission =
       admission_ && control::InScope(options_.agentic.agentic_admission_scope, *is_train);
+  const bool needs_working_set =
+      working_set_ != nullptr &&
+      control::InScope(options_.agentic.agentic_admission_scope, *is_train);
   const bool admission_v2 =
       options_.agentic.agentic_admission_policy == control::AdmissionPolicy::kV2;
   // Read before the attempt begins: what the session dispatched before this request.
@@ -395,7 +408,7 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   }
   StatusOr<std::string> rid = sessions_->BeginAttempt(
       *session, request_id, started,
-      control::AttemptSpec{.awaits_admission = needs_admission,
+      control::AttemptSpec{.awaits_admission = needs_admission || needs_working_set,
                            .streamed = client->stream,
                            .prompt_tokens = EstimatePromptTokens(*client, *prompt_tokens),
                            .retain = *retain});
@@ -440,7 +453,7 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
     if (std::shared_ptr<Exchange> locked = weak.lock()) OnClientGone(locked);
   });
 
-  if (!needs_admission) return Dispatch(ex);
+  if (!needs_admission && !needs_working_set) return Dispatch(ex);
   control::AcquireRequest acquire{TicketFor(ex->rid), 0, *is_protected};
   acquire.holder.session = ex->session_id;
   // --agentic-admission-client-share bounds each tenant.
@@ -464,9 +477,47 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
     acquire.reservation_tokens = EstimateReservationTokens(ex->client, *prompt_tokens, decode_cap,
                                                            options_.default_max_tokens);
   }
+  if (!needs_working_set) return StartAcquire(ex, std::move(acquire));
+  // The working set first (program level), then the backend (request level), as simulated.
+  ex->working_set = working_set_->Describe(
+      TicketFor(ex->rid), ex->session_id, ex->parent, ex->pause, trust.honour_bypass_headers,
+      EstimateReservationTokens(ex->client, *prompt_tokens, decode_cap,
+                                options_.default_max_tokens));
   {
     sync::MutexLock lock(&admission_mu_);
     if (shutting_down_.load()) {
+      return Fail(ex, GatewayError::kShuttingDown, "the gateway is shutting down");
+    }
+    ++pending_acquires_;
+    awaiting_.insert(ex->rid);
+  }
+  std::optional<control::AcquireRequest> next;
+  if (needs_admission) next = std::move(acquire);
+  const Status asked = working_set_->Acquire(
+      *ex->working_set,
+      [self = shared_from_this(), ex, next](const control::WorkingSetDecision& d) {
+        self->OnWorkingSet(ex, d, next);
+        sync::MutexLock lock(&self->admission_mu_);
+        --self->pending_acquires_;
+        self->admission_cv_.SignalAll();
+      });
+  if (!asked.ok()) {
+    {
+      sync::MutexLock lock(&admission_mu_);
+      awaiting_.erase(ex->rid);
+      --pending_acquires_;
+      admission_cv_.SignalAll();
+    }
+    return Fail(ex, ErrorFor(asked), "working set: " + asked.message());
+  }
+}
+
+void Gateway::Core::StartAcquire(const std::shared_ptr<Exchange>& ex,
+                                 control::AcquireRequest acquire) {
+  {
+    sync::MutexLock lock(&admission_mu_);
+    if (shutting_down_.load()) {
+      awaiting_.erase(ex->rid);
       return Fail(ex, GatewayError::kShuttingDown, "the gateway is shutting down");
     }
     ++pending_acquires_;
@@ -479,6 +530,33 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
                       --self->pending_acquires_;
                       self->admission_cv_.SignalAll();
                     });
+}
+
+void Gateway::Core::OnWorkingSet(const std::shared_ptr<Exchange>& ex,
+                                 const control::WorkingSetDecision& decision,
+                                 std::optional<control::AcquireRequest> acquire) {
+  Log(LogLevel::kDebug, LogLine("working_set")
+                            .Add("rid", ex->rid)
+                            .Add("admitted", decision.admitted)
+                            .Add("reason", control::WorkingSetReasonName(decision.reason))
+                            .Add("wait_s", decision.wait.seconds()));
+  if (decision.admitted && acquire.has_value()) return StartAcquire(ex, *std::move(acquire));
+  // Admitted by the working set alone (no lease), or cancelled: the flow's final decision.
+  control::AdmissionDecision settled;
+  settled.action =
+      decision.admitted ? control::AdmissionAction::kAdmit : control::AdmissionAction::kBypass;
+  settled.reason = decision.admitted ? control::AdmissionReason::kCapacityAvailable
+                                     : control::AdmissionReason::kCancelled;
+  settled.ticket = decision.ticket;
+  settled.reservation_tokens = ex->working_set->request.reservation_tokens;
+  settled.wait = decision.wait;
+  OnAdmission(ex, settled);
+}
+
+void Gateway::Core::CancelAdmissionWait(const std::string& rid) {
+  const std::string ticket = TicketFor(rid);
+  if (working_set_ != nullptr && working_set_->Cancel(ticket)) return;
+  if (admission_ && backend_ != nullptr) backend_->Cancel(ticket);
 }
 
 void Gateway::Core::OnAdmission(const std::shared_ptr<Exchange>& ex,
@@ -573,6 +651,11 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
                         "upstream: " + response.status().message());
           }
           const int status = response->status;
+          if (ex->working_set.has_value()) {
+            const std::optional<int64_t> context = ContextTokensOfAnswer(response->body);
+            sync::MutexLock lock(&ex->mu);
+            ex->answer_context_tokens = context;
+          }
           if (auto writer = ex->Writer()) writer->Reply(Relay(ex->request, *std::move(response)));
           Finish(ex, status);
         });
@@ -663,7 +746,7 @@ void Gateway::Core::OnClientGone(const std::shared_ptr<Exchange>& ex) {
   for (const control::FlowAction<std::string>& action : actions) {
     if (std::holds_alternative<control::CancelAttempt>(action)) {
       // Waiting for admission: the decision (kBypass `cancelled`) finishes the exchange.
-      backend_->Cancel(TicketFor(ex->rid));
+      CancelAdmissionWait(ex->rid);
     } else if (std::holds_alternative<control::AbortOnEveryEngine>(action)) {
       AbortOnEveryEngine(ex->rid);
     } else if (std::holds_alternative<control::CutUpstream>(action)) {
@@ -689,6 +772,18 @@ void Gateway::Core::Finish(const std::shared_ptr<Exchange>& ex, int code) {
     gone = ex->client_gone;
   }
   const Clock::time_point now = Clock::now();
+  if (ex->working_set.has_value()) {
+    // A served answer's context is held for the pause that follows it; a stream's usage is not
+    // read, so its reservation (prompt + expected decode) stands for it.
+    std::optional<int64_t> context;
+    {
+      sync::MutexLock lock(&ex->mu);
+      context = ex->answer_context_tokens;
+    }
+    working_set_->Finish(*ex->working_set,
+                         context.value_or(ex->working_set->request.reservation_tokens),
+                         !gone && code / 100 == 2);
+  }
   // Returns the attempt's lease (ReturnLease) and moves a draining session on.
   sessions_->Finish(ex->rid, now);
   metrics_.ObserveRequest(RoutePath(ex->route),

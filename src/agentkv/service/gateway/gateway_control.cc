@@ -182,6 +182,8 @@ void Gateway::Core::HandleClose(net::Request request, std::shared_ptr<net::Respo
   }
   auto header = std::make_shared<net::Request>(std::move(request));
   header->body().clear();
+  // The session's agent ends now: its held context is released and its waiters cancelled.
+  if (working_set_ != nullptr) working_set_->EndSession(target);
   sessions_->Close(target, control::TerminalReason::kFinished, Clock::now(),
                    [this, writer, header, named = *session_id](const SessionCloseResult& result) {
                      protocol::JsonWriter json;
@@ -209,7 +211,7 @@ void Gateway::Core::CancelQueuedAttempt(const std::string& rid) {
     sync::MutexLock lock(&admission_mu_);
     if (!awaiting_.contains(rid)) return;
   }
-  backend_->Cancel(TicketFor(rid));
+  CancelAdmissionWait(rid);
 }
 
 void Gateway::Core::ReturnLease(const std::string& lease_id) {
@@ -343,6 +345,11 @@ void Gateway::Core::SweepLoop() {
     if (sweep_stop_) break;
     lock.Unlock();
     sessions_->Sweep(Clock::now());
+    if (working_set_ != nullptr) {
+      // Sessions ended by the idle timeout or eviction end their agents too.
+      working_set_->EndInactive(
+          [this](const std::string& session) { return !sessions_->WouldOpen(session); });
+    }
     ReturnFreedMemory(Clock::now());
     lock.Lock();
   }
@@ -406,6 +413,11 @@ void Gateway::Core::HandleMetrics(const net::Request& request, net::ResponseWrit
   for (protocol::MetricFamily& family : metrics_.Families(readings)) {
     families.push_back(std::move(family));
   }
+  if (working_set_ != nullptr) {
+    for (protocol::MetricFamily& family : working_set_->Families()) {
+      families.push_back(std::move(family));
+    }
+  }
   writer.Reply(net::MakeResponse(request, http::status::ok, protocol::WritePrometheusText(families),
                                  protocol::kPrometheusContentType));
 }
@@ -448,12 +460,16 @@ void Gateway::Core::Shutdown(std::chrono::milliseconds deadline) {
     const Clock::time_point until = Clock::now() + deadline;
     shutting_down_.store(true);
     Log(LogLevel::kInfo, LogLine("gateway_shutting_down"));
+    // The working set's waiters first, so that none moves on to the backend after its sweep.
+    if (working_set_ != nullptr) working_set_->Shutdown();
     std::vector<std::string> waiting;
     {
       sync::MutexLock lock(&admission_mu_);
       waiting.assign(awaiting_.begin(), awaiting_.end());
     }
-    for (const std::string& rid : waiting) backend_->Cancel(TicketFor(rid));
+    for (const std::string& rid : waiting) {
+      if (admission_ && backend_ != nullptr) backend_->Cancel(TicketFor(rid));
+    }
     bool acquires_resolved = false;
     {
       sync::MutexLock lock(&admission_mu_);

@@ -39,6 +39,7 @@
 #include "agentkv/service/gateway/gateway_metrics.h"
 #include "agentkv/service/gateway/gateway_request.h"
 #include "agentkv/service/gateway/gateway_sessions.h"
+#include "agentkv/service/gateway/gateway_working_set.h"
 #include "agentkv/service/gateway/session_rate_limit.h"
 #include "agentkv/service/gateway/tenant_keys.h"
 #include "agentkv/sync/mutex.h"
@@ -62,6 +63,8 @@ struct Exchange {
   std::optional<int32_t> program_priority;
   std::string rid;
   Clock::time_point started;
+  // Its place in the working set (--agentic-working-set), set before it waits there.
+  std::optional<WorkingSetTicket> working_set;
 
   sync::Mutex mu;  // Guards the fields below; taken before the SessionManager's, never after.
   // Finish ran (the attempt is no longer this exchange's: a sessionless rid may be reused).
@@ -71,6 +74,8 @@ struct Exchange {
       AGENTKV_GUARDED_BY(mu);  // Reset to cut a broken stream.
   std::shared_ptr<net::HttpClient::StreamHandle> stream AGENTKV_GUARDED_BY(mu);
   int upstream_status AGENTKV_GUARDED_BY(mu) = 0;
+  // The context its answer leaves (prompt + output), when the answer said (working set).
+  std::optional<int64_t> answer_context_tokens AGENTKV_GUARDED_BY(mu);
 
   std::shared_ptr<net::ResponseWriter> Writer() {
     sync::MutexLock lock(&mu);
@@ -134,6 +139,8 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   std::unique_ptr<net::HttpClient> data_client_;
   std::unique_ptr<FleetPoller> poller_;
   std::unique_ptr<net::HttpServer> server_;
+  // --agentic-working-set; null when off.
+  std::unique_ptr<GatewayWorkingSet> working_set_;
 
  private:
   void Log(LogLevel level, const LogLine& line) const { options_.log(level, line); }
@@ -164,6 +171,16 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   bool AllowNewSession(const Caller& caller, gateway_internal::Clock::time_point now);
   void OnAdmission(const std::shared_ptr<gateway_internal::Exchange>& ex,
                    const control::AdmissionDecision& decision);
+  // Asks the admission backend for `acquire` (the request-level step).
+  void StartAcquire(const std::shared_ptr<gateway_internal::Exchange>& ex,
+                    control::AcquireRequest acquire);
+  // The working set decided (gateway_working_set.h): on to the backend when `acquire` is set,
+  // else to the flow as the final decision.
+  void OnWorkingSet(const std::shared_ptr<gateway_internal::Exchange>& ex,
+                    const control::WorkingSetDecision& decision,
+                    std::optional<control::AcquireRequest> acquire);
+  // Cancels the admission wait of attempt `rid`, in the working set or at the backend.
+  void CancelAdmissionWait(const std::string& rid);
   void Dispatch(const std::shared_ptr<gateway_internal::Exchange>& ex);
   void OnClientGone(const std::shared_ptr<gateway_internal::Exchange>& ex);
   void Fail(const std::shared_ptr<gateway_internal::Exchange>& ex, GatewayError error,

@@ -123,6 +123,7 @@ Status GatewayOptions::Validate() const {
   AGENTKV_RETURN_IF_ERROR(http.Validate());
   AGENTKV_RETURN_IF_ERROR(upstream.Validate());
   AGENTKV_RETURN_IF_ERROR(agentic.Validate());
+  if (working_set.has_value()) AGENTKV_RETURN_IF_ERROR(working_set->Validate());
   for (const std::optional<int32_t>& p : {pause_priority.tool_call, pause_priority.subagent_wait,
                                           pause_priority.human_turn, pause_priority.session_end}) {
     if (p.has_value() && (*p < 0 || *p > 1'000'000)) {

@@ -18,6 +18,7 @@
 
 #include "agentkv/base/status.h"
 #include "agentkv/control/agentic_options.h"
+#include "agentkv/control/working_set.h"
 #include "agentkv/net/http_client.h"
 #include "agentkv/net/http_server.h"
 #include "agentkv/service/common/log_sink.h"
@@ -214,6 +215,9 @@ struct GatewayOptions {
   // with a verified parent hint carries X-SMG-Routing-Key: <parent session> instead of its own
   // session, so a sub-agent lands on its parent's engine. Default: false ("own").
   bool route_subagents_by_parent = false;
+  // --agentic-working-set: program-level working-set admission (GatewayWorkingSet) before
+  // request-level admission, with the --agentic-working-set-* options. Default: unset (off).
+  std::optional<control::WorkingSetOptions> working_set;
 
   // Where log lines go. Default: StderrLogSink.
   LogSink log = StderrLogSink;

@@ -56,6 +56,7 @@ class CoordinatorWorkingSetTest : public ::testing::Test {
     options.auth_token = token;
     options.working_set.headroom = 1.0;
     options.working_set.default_hold = TimeNs::Seconds(60);
+    options.working_set.max_hold = TimeNs::Seconds(60);
     options.working_set.max_wait = TimeNs::Seconds(60);
     StatusOr<std::unique_ptr<CoordinatorServer>> started = CoordinatorServer::Start(options);
     ASSERT_TRUE(started.ok()) << started.status();

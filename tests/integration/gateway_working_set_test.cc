@@ -54,6 +54,7 @@ struct WorkingSetSetup {
       control::WorkingSetOptions ws;
       ws.headroom = 1.0;
       ws.default_hold = TimeNs::Seconds(60);
+      ws.max_hold = TimeNs::Seconds(60);
       ws.max_wait = TimeNs::Seconds(60);
       options.working_set = ws;
     }
@@ -95,7 +96,10 @@ TEST(GatewayWorkingSetTest, PausedProgramHoldsItsContextSoANewProgramWaitsUntilI
   const net::ClientResponse a1 = s.Generate("A", "a1");
   ASSERT_EQ(a1.status, 200) << a1.body;
   const int64_t a_context = ContextOf(a1);
-  EXPECT_EQ(s.Gauge("agentic_kv_working_set_held_tokens"), a_context);
+  // The gateway finishes the attempt just after it answers: wait (bounded) for the hold.
+  ASSERT_TRUE(WaitFor([&] {
+    return s.Gauge("agentic_kv_working_set_held_tokens") == static_cast<double>(a_context);
+  }));
   EXPECT_EQ(s.Gauge("agentic_kv_working_set_live_programs"), 1);
 
   // Program B's first request does not fit beside A's held context: it waits.
@@ -114,7 +118,10 @@ TEST(GatewayWorkingSetTest, PausedProgramHoldsItsContextSoANewProgramWaitsUntilI
   ASSERT_EQ(a2.status, 200) << a2.body;
   EXPECT_EQ(b.wait_for(0ms), std::future_status::timeout);
   EXPECT_EQ(s.Gauge("agentic_kv_working_set_waiting_programs"), 1);
-  EXPECT_EQ(s.Gauge("agentic_kv_working_set_held_tokens"), ContextOf(a2));
+  const int64_t a2_context = ContextOf(a2);
+  EXPECT_TRUE(WaitFor([&] {
+    return s.Gauge("agentic_kv_working_set_held_tokens") == static_cast<double>(a2_context);
+  }));
 
   // A's session closes: its hold ends and B is admitted.
   const net::ClientResponse closed = Post(s.client, s.base(), "/v1/sessions/A/close", "{}");

@@ -119,6 +119,7 @@ def coordinator_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         coordinator = Server(
             ["coordinator", "--port", "0", "--engine-urls", engine.url, "--auth-token", TOKEN,
              "--agentic-admission-headroom", "1", "--agentic-admission-max-wait-s", "20",
+             "--agentic-working-set-headroom", "1",
              "--agentic-admission-poll-interval-s", "0.2", "--metrics-timeout-s", "0.2",
              "--agentic-admission-staleness-s", "5", "--shutdown-grace-s", "0.5",
              "--log-level", "warn"], log_dir, "coordinator")

@@ -194,8 +194,8 @@ class ReplayReportBrowserTest : public ::testing::Test {
   mutable int runs_ = 0;
 };
 
-// The default replay's page: 14 arm columns (and the metric column), 5 charts and 14 KV panels.
-constexpr const char* kFullPage = "columns 15 charts 19 problems 0\n";
+// The default replay's page: 16 arm columns (and the metric column), 5 charts and 16 KV panels.
+constexpr const char* kFullPage = "columns 17 charts 21 problems 0\n";
 
 TEST_F(ReplayReportBrowserTest, NothingOverflowsAt1280Px) {
   const std::string layout = LayoutAt(small_report_, 1280);
@@ -208,10 +208,10 @@ TEST_F(ReplayReportBrowserTest, NothingOverflowsAt1400Px) {
 }
 
 TEST_F(ReplayReportBrowserTest, ChecksWouldSeeATableTooWideForTheWindow) {
-  // At 1000 px the fourteen columns do not fit: the table scrolls in its box (the page itself
+  // At 1000 px the sixteen columns do not fit: the table scrolls in its box (the page itself
   // does not), and the check says so. Guards the check itself against passing vacuously.
   const std::string layout = LayoutAt(small_report_, 1000);
-  EXPECT_THAT(layout, HasSubstr("viewport 1000 columns 15 charts 19 problems "));
+  EXPECT_THAT(layout, HasSubstr("viewport 1000 columns 17 charts 21 problems "));
   EXPECT_THAT(layout, Not(HasSubstr("problems 0\n")));
   EXPECT_THAT(layout, HasSubstr("\ntable is "));
   EXPECT_THAT(layout, Not(HasSubstr("page is")));

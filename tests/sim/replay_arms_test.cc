@@ -28,6 +28,8 @@ struct Flags {
   bool admission_v2 = false;
   bool gap_retention = false;
   bool stall_offload = false;
+  bool working_set = false;
+  bool program_fcfs = false;
 };
 
 ArmSpec SpecOf(std::string_view name, const Flags& f) {
@@ -44,6 +46,8 @@ ArmSpec SpecOf(std::string_view name, const Flags& f) {
   spec.admission_v2 = f.admission_v2;
   spec.gap_retention = f.gap_retention;
   spec.stall_offload = f.stall_offload;
+  spec.working_set = f.working_set;
+  spec.program_fcfs = f.program_fcfs;
   return spec;
 }
 
@@ -74,17 +78,14 @@ TEST(ReplayArmsTest, DefaultArmsParseToTheirDocumentedFlags) {
       {"+admission-v2", {.admission_v2 = true}},
       {"+subagent-demotion", {.demotion = true}},
       {"+gap-retention", {.gap_retention = true}},
+      {"+working-set", {.working_set = true}},
+      {"+program-fcfs", {.program_fcfs = true}},
       {"+host-tier", {.host_tier = true}},
       {"+stall-offload+host-tier", {.host_tier = true, .stall_offload = true}},
       {"all", {.lifecycle = true, .admission = true, .demotion = true, .host_tier = true}},
-      {"agentkv",
-       {.lifecycle = true, .demotion = true, .admission_v2 = true, .gap_retention = true}},
-      {"agentkv+host-tier",
-       {.lifecycle = true,
-        .demotion = true,
-        .host_tier = true,
-        .admission_v2 = true,
-        .gap_retention = true}},
+      // The recommended sets (scripts/choose_arms.py): the host tier's set has no working set.
+      {"agentkv", {.lifecycle = true, .admission_v2 = true, .working_set = true}},
+      {"agentkv+host-tier", {.lifecycle = true, .host_tier = true, .admission_v2 = true}},
       {"continuum", {.continuum = true}},
       {"oracle", {.oracle = true}},
       {"infinite-cache", {.infinite_cache = true}},
@@ -421,6 +422,20 @@ TEST(ReplayArmsTest, ArmCachePolicySetsOnlyThePolicyFields) {
     EXPECT_EQ(options.max_num_turns, 3) << name;
     EXPECT_EQ(options.session_close_mode, kv::SessionCloseMode::kRelease) << name;
   }
+}
+
+TEST(ReplayArmsTest, AgentkvWithAHostTierIsItsOwnRecommendedSetPlusWhatIsNamed) {
+  EXPECT_EQ(ParseOrDie("agentkv+host-tier"),
+            SpecOf("agentkv+host-tier",
+                   {.lifecycle = true, .host_tier = true, .admission_v2 = true}));
+  // A feature named after it is added, the working set included.
+  EXPECT_EQ(ParseOrDie("agentkv+host-tier+working-set"),
+            SpecOf("agentkv+host-tier+working-set", {.lifecycle = true,
+                                                      .host_tier = true,
+                                                      .admission_v2 = true,
+                                                      .working_set = true}));
+  EXPECT_TRUE(ParseOrDie("agentkv+gap-retention").working_set);
+  EXPECT_NE(ErrorOf("agentkv+lifecycle").find("named twice"), std::string::npos);
 }
 
 TEST(ReplayArmsTest, WorkingSetAndProgramFcfsAreFeaturesOfTheirOwn) {

@@ -75,6 +75,13 @@ constexpr ArmHelp kArmHelp[] = {
     {"+gap-retention",
      "evict within a priority by finish time less the pause each session is expected\n"
      "to take, learned online per pause kind; an ended session's blocks first"},
+    {"+working-set",
+     "program-level working-set admission at the gateway: a paused program holds its\n"
+     "context (pinned on its engine) for its predicted pause; a new program waits, in\n"
+     "program arrival order with an aging bound, until it fits (--agentic-working-set-*)"},
+    {"+program-fcfs",
+     "every engine orders its waiting queue by the arrival of each request's program\n"
+     "(Continuum's program-level FCFS without its pins)"},
     {"+host-tier", "a host KV tier of --hicache-ratio x the device tier"},
     {"+stall-offload+host-tier",
      "a paused session's KV moves to the host tier under memory pressure and is\n"
@@ -82,9 +89,11 @@ constexpr ArmHelp kArmHelp[] = {
      "-min-stall-s); +stall-offload needs +host-tier"},
     {"all", "lifecycle, admission, subagent-demotion and host-tier together"},
     {"agentkv",
-     "the recommended set without a host tier: lifecycle, subagent-demotion,\n"
-     "admission-v2, gap-retention (docs/RESULTS.md)"},
-    {"agentkv+host-tier", "the recommended set with the host tier"},
+     "the recommended set without a host tier: lifecycle, admission-v2, working-set\n"
+     "(chosen by scripts/choose_arms.py on half of the WEKA traces, docs/RESULTS.md)"},
+    {"agentkv+host-tier",
+     "the recommended set with a host tier, chosen by the same rule: host-tier,\n"
+     "lifecycle, admission-v2"},
     {"continuum",
      "Continuum: cost-aware TTL pins after tool-call turns, learned per pause class\n"
      "(--continuum-memory-price), program-level FCFS (--continuum-program-fcfs)"},

@@ -84,6 +84,19 @@ Status EnableFeature(std::string_view feature, ArmSpec& arm) {
   return Status::Ok();
 }
 
+// Whether the '+'-separated features of `name` (after its base) include `feature`.
+bool NamesFeature(std::string_view name, std::string_view feature) {
+  for (size_t plus = name.find('+'); plus != std::string_view::npos;) {
+    const size_t next = name.find('+', plus + 1);
+    if (name.substr(plus + 1, next == std::string_view::npos ? next : next - plus - 1) ==
+        feature) {
+      return true;
+    }
+    plus = next;
+  }
+  return false;
+}
+
 StatusOr<ArmSpec> ParseCanonical(std::string_view name) {
   ArmSpec arm;
   arm.name = std::string(name);
@@ -93,7 +106,10 @@ StatusOr<ArmSpec> ParseCanonical(std::string_view name) {
   if (base == "all") {
     arm.session_lifecycle = arm.program_admission = arm.subagent_demotion = arm.host_tier = true;
   } else if (base == "agentkv") {
-    arm = AgentkvArm();
+    // With +host-tier among its features, "agentkv" is the set recommended for a fleet with a
+    // host tier (the feature itself then turns the tier on).
+    arm = NamesFeature(name, "host-tier") ? AgentkvHostTierArm() : AgentkvArm();
+    arm.host_tier = false;
     arm.name = std::string(name);
   } else if (base == "fixed-ttl") {
     arm.fixed_ttl = true;
@@ -250,12 +266,22 @@ ArmSpec BaselineArm() {
 }
 
 ArmSpec AgentkvArm() {
+  // Chosen by scripts/choose_arms.py on the first half of the WEKA traces (docs/RESULTS.md).
   ArmSpec arm;
   arm.name = "agentkv";
   arm.session_lifecycle = true;
-  arm.subagent_demotion = true;
   arm.admission_v2 = true;
-  arm.gap_retention = true;
+  arm.working_set = true;
+  return arm;
+}
+
+ArmSpec AgentkvHostTierArm() {
+  // Chosen by the same rule, against +host-tier.
+  ArmSpec arm;
+  arm.name = "agentkv+host-tier";
+  arm.session_lifecycle = true;
+  arm.admission_v2 = true;
+  arm.host_tier = true;
   return arm;
 }
 
@@ -267,6 +293,8 @@ const std::vector<std::string>& DefaultArmNames() {
                                    "+admission-v2",
                                    "+subagent-demotion",
                                    "+gap-retention",
+                                   "+working-set",
+                                   "+program-fcfs",
                                    "+host-tier",
                                    "+stall-offload+host-tier",
                                    "all",

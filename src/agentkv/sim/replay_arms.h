@@ -13,8 +13,9 @@
 // so "+lifecycle", "all", "baseline+host-tier", "all+continuum" and
 // "+subagent-demotion=20+lifecycle" are arms. "baseline" is SGLang's default (prefix reuse,
 // LRU, no session lifecycle, no admission); "agentkv" is the recommended policy set without a
-// host tier (AgentkvArm: the features that pay on the replay's workloads, docs/RESULTS.md), and
-// "agentkv+host-tier" the same with it; "all" is the seeds' four agentkv features lifecycle,
+// host tier (AgentkvArm: the features chosen by a stated rule on half of the WEKA traces,
+// docs/RESULTS.md), and "agentkv+host-tier" the set the same rule chose for a fleet with a host
+// tier (AgentkvHostTierArm; it differs: the host tier makes the working set's holds pointless); "all" is the seeds' four agentkv features lifecycle,
 // admission, subagent-demotion and host-tier together; "continuum" is Continuum (arXiv
 // 2511.02230): a cost-aware TTL pin after a tool-call turn learned per pause class
 // (engine::ContinuumPolicy), program-level FCFS in every engine's waiting queue, pins
@@ -163,13 +164,18 @@ StatusOr<std::vector<Result>> ForEachArm(const std::vector<ArmSpec>& arms, RunAr
 ArmSpec BaselineArm();
 
 // The arm named "agentkv": the recommended policy set without a host tier, lifecycle,
-// subagent-demotion, admission-v2 and gap-retention (ParseArm("agentkv")).
+// admission-v2 and working-set (ParseArm("agentkv")), chosen by scripts/choose_arms.py on the
+// first half of the WEKA traces.
 ArmSpec AgentkvArm();
+// The arm named "agentkv+host-tier": the recommended set with a host tier, chosen by the same
+// rule against +host-tier: host-tier, lifecycle and admission-v2 (ParseArm("agentkv+host-tier")).
+// "agentkv+host-tier+F" adds feature F to it.
+ArmSpec AgentkvHostTierArm();
 
 // The arms `agentkv replay` runs when none are given: baseline, every policy on its own
-// (+lifecycle, +admission, +admission-v2, +subagent-demotion, +gap-retention, +host-tier,
-// +stall-offload+host-tier), all, agentkv, agentkv+host-tier, continuum, oracle,
-// infinite-cache.
+// (+lifecycle, +admission, +admission-v2, +subagent-demotion, +gap-retention, +working-set,
+// +program-fcfs, +host-tier, +stall-offload+host-tier), all, agentkv, agentkv+host-tier,
+// continuum, oracle, infinite-cache.
 const std::vector<std::string>& DefaultArmNames();
 // DefaultArmNames() parsed.
 const std::vector<ArmSpec>& DefaultArms();

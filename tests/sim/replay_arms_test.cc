@@ -425,15 +425,14 @@ TEST(ReplayArmsTest, ArmCachePolicySetsOnlyThePolicyFields) {
 }
 
 TEST(ReplayArmsTest, AgentkvWithAHostTierIsItsOwnRecommendedSetPlusWhatIsNamed) {
-  EXPECT_EQ(ParseOrDie("agentkv+host-tier"),
-            SpecOf("agentkv+host-tier",
-                   {.lifecycle = true, .host_tier = true, .admission_v2 = true}));
+  EXPECT_EQ(
+      ParseOrDie("agentkv+host-tier"),
+      SpecOf("agentkv+host-tier", {.lifecycle = true, .host_tier = true, .admission_v2 = true}));
   // A feature named after it is added, the working set included.
-  EXPECT_EQ(ParseOrDie("agentkv+host-tier+working-set"),
-            SpecOf("agentkv+host-tier+working-set", {.lifecycle = true,
-                                                      .host_tier = true,
-                                                      .admission_v2 = true,
-                                                      .working_set = true}));
+  EXPECT_EQ(
+      ParseOrDie("agentkv+host-tier+working-set"),
+      SpecOf("agentkv+host-tier+working-set",
+             {.lifecycle = true, .host_tier = true, .admission_v2 = true, .working_set = true}));
   EXPECT_TRUE(ParseOrDie("agentkv+gap-retention").working_set);
   EXPECT_NE(ErrorOf("agentkv+lifecycle").find("named twice"), std::string::npos);
 }

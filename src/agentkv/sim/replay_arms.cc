@@ -88,8 +88,7 @@ Status EnableFeature(std::string_view feature, ArmSpec& arm) {
 bool NamesFeature(std::string_view name, std::string_view feature) {
   for (size_t plus = name.find('+'); plus != std::string_view::npos;) {
     const size_t next = name.find('+', plus + 1);
-    if (name.substr(plus + 1, next == std::string_view::npos ? next : next - plus - 1) ==
-        feature) {
+    if (name.substr(plus + 1, next == std::string_view::npos ? next : next - plus - 1) == feature) {
       return true;
     }
     plus = next;

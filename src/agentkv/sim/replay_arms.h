@@ -15,13 +15,13 @@
 // LRU, no session lifecycle, no admission); "agentkv" is the recommended policy set without a
 // host tier (AgentkvArm: the features chosen by a stated rule on half of the WEKA traces,
 // docs/RESULTS.md), and "agentkv+host-tier" the set the same rule chose for a fleet with a host
-// tier (AgentkvHostTierArm; it differs: the host tier makes the working set's holds pointless); "all" is the seeds' four agentkv features lifecycle,
-// admission, subagent-demotion and host-tier together; "continuum" is Continuum (arXiv
-// 2511.02230): a cost-aware TTL pin after a tool-call turn learned per pause class
-// (engine::ContinuumPolicy), program-level FCFS in every engine's waiting queue, pins
-// released when their program is admitted again or under memory pressure; "fixed-ttl" pins a
-// session's KV for a fixed time-to-live after every tool-call turn (the simple anchor;
-// exclusive with continuum); "infinite-cache" gives every engine enough KV for the whole
+// tier (AgentkvHostTierArm; it differs: the host tier makes the working set's holds pointless);
+// "all" is the seeds' four agentkv features lifecycle, admission, subagent-demotion and host-tier
+// together; "continuum" is Continuum (arXiv 2511.02230): a cost-aware TTL pin after a tool-call
+// turn learned per pause class (engine::ContinuumPolicy), program-level FCFS in every engine's
+// waiting queue, pins released when their program is admitted again or under memory pressure;
+// "fixed-ttl" pins a session's KV for a fixed time-to-live after every tool-call turn (the simple
+// anchor; exclusive with continuum); "infinite-cache" gives every engine enough KV for the whole
 // workload (the hit-ratio upper bound); "oracle" evicts with knowledge of the future requests and
 // takes no features: in the instant single cache offline-optimally (Belady's MIN: the bound of
 // what any eviction policy can reach at the same capacity), in the simulated fleet by each

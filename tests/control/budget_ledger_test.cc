@@ -25,6 +25,25 @@ LedgerParams Params(double headroom, double threshold, double ttl_s, double stal
 }
 
 // test_budget_state_reserve_release_and_exhaust.
+TEST(BudgetLedgerTest, LargestKnownCapacityIsTheLargestEngineSeenWithinTheLeaseTtl) {
+  BudgetLedger ledger(Params(0.9, 0.92, /*ttl_s=*/100, /*staleness_s=*/1000));
+  EXPECT_EQ(ledger.LargestKnownCapacity(At(0)), 0);
+  ledger.Reconcile(std::vector<EngineSnapshot>{Engine("big", 3000, 0.1), Engine("mid", 2000, 0.1),
+                                               Engine("small", 1000, 0.1)},
+                   At(0));
+  EXPECT_EQ(ledger.LargestKnownCapacity(At(10)), 3000);
+  // The big engine stops reporting; the others go on. Within the TTL it still counts.
+  ledger.Reconcile(
+      std::vector<EngineSnapshot>{Engine("mid", 2000, 0.1), Engine("small", 1000, 0.1)}, At(50));
+  EXPECT_EQ(ledger.LargestKnownCapacity(At(100)), 3000);
+  EXPECT_EQ(ledger.LargestKnownCapacity(At(101)), 2000) << "past its TTL, the next largest";
+  // An engine that shrinks is known by its new capacity only.
+  ledger.Reconcile(std::vector<EngineSnapshot>{Engine("mid", 500, 0.1), Engine("small", 1000, 0.1)},
+                   At(120));
+  EXPECT_EQ(ledger.LargestKnownCapacity(At(121)), 1000);
+  EXPECT_EQ(ledger.LargestKnownCapacity(At(500)), 0);
+}
+
 TEST(BudgetLedgerTest, ReserveReleaseAndExhaust) {
   BudgetLedger ledger(Params(1.0, 0.92, 600, 6));
   const std::vector<EngineSnapshot> fleet = {Engine("engine-0", 1000, 0.1)};

@@ -79,10 +79,17 @@ void BudgetLedger::Reconcile(std::span<const EngineSnapshot> snapshots, TimeNs n
     sum += usage;
     worst = std::max(worst, usage);
     capacity = SaturatingAdd(capacity, s->max_total_num_tokens);
+    if (auto known = known_engines_.find(s->engine_id); known != known_engines_.end()) {
+      known_by_capacity_.erase({known->second.capacity, s->engine_id});
+    }
     known_engines_[s->engine_id] = KnownEngine{s->max_total_num_tokens, now};
+    known_by_capacity_.emplace(s->max_total_num_tokens, s->engine_id);
   }
-  std::erase_if(known_engines_,
-                [&](const auto& entry) { return now - entry.second.seen_at > params_.lease_ttl; });
+  std::erase_if(known_engines_, [&](const auto& entry) {
+    if (now - entry.second.seen_at <= params_.lease_ttl) return false;
+    known_by_capacity_.erase({entry.second.capacity, entry.first});
+    return true;
+  });
   avg_usage_ = sum / static_cast<double>(healthy.size());
   max_usage_ = worst;
   peak_usage_ = std::max(peak_usage_, max_usage_);
@@ -144,11 +151,12 @@ void BudgetLedger::Charge(const std::optional<std::string>& engine, int64_t toke
 }
 
 int64_t BudgetLedger::LargestKnownCapacity(TimeNs now) const {
-  int64_t largest = 0;
-  for (const auto& [id, known] : known_engines_) {
-    if (now - known.seen_at <= params_.lease_ttl) largest = std::max(largest, known.capacity);
+  // Largest first: the first engine still within the TTL is the answer (on every acquire; it
+  // is almost always the first one looked at).
+  for (const auto& [capacity, id] : known_by_capacity_) {
+    if (now - known_engines_.find(id)->second.seen_at <= params_.lease_ttl) return capacity;
   }
-  return largest;
+  return 0;
 }
 
 std::optional<TargetLimits> BudgetLedger::LimitsFor(

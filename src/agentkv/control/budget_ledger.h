@@ -15,9 +15,11 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -239,6 +241,8 @@ class BudgetLedger {
     TimeNs seen_at;
   };
   std::map<std::string, KnownEngine, std::less<>> known_engines_;
+  // The same engines by capacity, largest first: (capacity, engine id).
+  std::set<std::pair<int64_t, std::string>, std::greater<>> known_by_capacity_;
 };
 
 }  // namespace agentkv::control

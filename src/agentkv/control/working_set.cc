@@ -224,6 +224,7 @@ StatusOr<WorkingSetDecision> WorkingSetAdmission::Acquire(const ProgramRequest& 
     ticket.program_seq = programs_.at(agent.program).seq;
     queues_[target].emplace(ticket.program_seq, ticket.seq, request.ticket);
     by_wait_.emplace(now, request.ticket);
+    agent.waiting.insert(request.ticket);
     tickets_.emplace(request.ticket, std::move(ticket));
     ++counters_.waited;
     decision.reason = WorkingSetReason::kFull;
@@ -296,6 +297,7 @@ void WorkingSetAdmission::Resolve(const std::string& ticket, Ticket& t, WorkingS
       .ticket = ticket, .admitted = admitted, .reason = reason, .wait = now - t.enqueued_at});
   queues_.at(t.target).erase({t.program_seq, t.seq, ticket});
   by_wait_.erase({t.enqueued_at, ticket});
+  agents_.at(t.agent).waiting.erase(ticket);
   if (queues_.at(t.target).empty()) queues_.erase(t.target);
   if (!admitted) {
     ++counters_.cancelled;
@@ -346,10 +348,7 @@ void WorkingSetAdmission::EndAgent(std::string_view agent_name, TimeNs now) {
   agent.paused_since.reset();
   if (agent.held_tokens > 0) ++counters_.holds_ended;
   ReleaseHold(name, agent);
-  std::vector<std::string> waiting;
-  for (const auto& [ticket, t] : tickets_) {
-    if (t.waiting && t.agent == name) waiting.push_back(ticket);
-  }
+  const std::vector<std::string> waiting(agent.waiting.begin(), agent.waiting.end());
   for (const std::string& ticket : waiting) {
     Resolve(ticket, tickets_.at(ticket), WorkingSetReason::kCancelled, now);
   }
@@ -361,10 +360,7 @@ void WorkingSetAdmission::ForgetIfDone(const std::string& name) {
   auto it = agents_.find(name);
   if (it == agents_.end()) return;
   const Agent& agent = it->second;
-  if (!agent.ended || !agent.running.empty()) return;
-  for (const auto& [ticket, t] : tickets_) {
-    if (t.agent == name) return;  // Still waiting (resolved before it is forgotten).
-  }
+  if (!agent.ended || !agent.running.empty() || !agent.waiting.empty()) return;
   AGENTKV_CHECK(agent.held_tokens == 0);
   const std::string program = agent.program;
   agents_.erase(it);
@@ -472,6 +468,12 @@ Status WorkingSetAdmission::CheckInvariants() const {
     if (running != agent.running_tokens) {
       return InternalError("agent " + name + " running tokens disagree with its tickets");
     }
+    for (const std::string& ticket : agent.waiting) {
+      auto t = tickets_.find(ticket);
+      if (t == tickets_.end() || !t->second.waiting || t->second.agent != name) {
+        return InternalError("agent " + name + " waits on ticket " + ticket + " it does not");
+      }
+    }
     if ((agent.held_tokens > 0) != holds_.contains({agent.hold_until, name})) {
       return InternalError("agent " + name + " hold disagrees with the hold index");
     }
@@ -517,7 +519,12 @@ Status WorkingSetAdmission::CheckInvariants() const {
     }
   }
   int64_t waiting = 0;
+  int64_t waiting_by_agent = 0;
   for (const auto& [ticket, t] : tickets_) waiting += t.waiting;
+  for (const auto& [name, agent] : agents_) {
+    waiting_by_agent += static_cast<int64_t>(agent.waiting.size());
+  }
+  if (waiting_by_agent != waiting) return InternalError("waiting tickets outside their agents");
   if (waiting != queued || queued != static_cast<int64_t>(by_wait_.size())) {
     return InternalError("waiting tickets outside the queues");
   }

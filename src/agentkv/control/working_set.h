@@ -244,9 +244,10 @@ class WorkingSetAdmission {
     std::string program;
     // Where its footprint counts ("" = unknown placement: the fleet).
     std::string target = {};
-    // Admitted tickets running, and their summed reservation.
+    // Admitted tickets running, and their summed reservation; tickets waiting.
     std::set<std::string, std::less<>> running = {};
     int64_t running_tokens = 0;
+    std::set<std::string, std::less<>> waiting = {};
     // Held context and until when (held_tokens > 0 only while held).
     int64_t held_tokens = 0;
     TimeNs hold_until = {};

@@ -262,6 +262,12 @@ Status CheckArmEnd(const ArmFleet& arm_fleet, int64_t issued, int64_t completed)
     if (engine.in_flight() != 0 || engine.scheduler().cache().active_requests() != 0) {
       return InternalError("engine " + Str(e) + " still runs requests at the end");
     }
+    // Every pin (fixed-ttl, continuum, the working set's holds) ended: expired, returned or
+    // released under pressure.
+    if (engine.pinned_tokens() != 0) {
+      return InternalError("engine " + Str(e) + " still pins " + Str(engine.pinned_tokens()) +
+                           " tokens at the end");
+    }
   }
   return Status::Ok();
 }

@@ -70,6 +70,8 @@ struct CapacitySearchOptions {
   Status Validate() const;
   // The most probes a search with these options makes (bracketing both ways plus bisection).
   int64_t MaxProbes() const;
+
+  friend bool operator==(const CapacitySearchOptions&, const CapacitySearchOptions&) = default;
 };
 
 // One probe: the rate, what it measured, the metric's value and whether it met the SLO.

@@ -461,7 +461,10 @@ Status WorkingSetAdmission::CheckInvariants() const {
     for (const std::string& ticket : agent.running) {
       auto t = tickets_.find(ticket);
       if (t == tickets_.end() || t->second.waiting || t->second.agent != name) {
-        return InternalError("agent " + name + " runs ticket " + ticket + " it does not hold");
+        std::string message = "agent " + name;
+        message += " runs ticket " + ticket;
+        message += " it does not hold";
+        return InternalError(message);
       }
       running += t->second.tokens;
     }
@@ -471,7 +474,10 @@ Status WorkingSetAdmission::CheckInvariants() const {
     for (const std::string& ticket : agent.waiting) {
       auto t = tickets_.find(ticket);
       if (t == tickets_.end() || !t->second.waiting || t->second.agent != name) {
-        return InternalError("agent " + name + " waits on ticket " + ticket + " it does not");
+        std::string message = "agent " + name;
+        message += " waits on ticket " + ticket;
+        message += " it does not hold";
+        return InternalError(message);
       }
     }
     if ((agent.held_tokens > 0) != holds_.contains({agent.hold_until, name})) {

@@ -61,7 +61,9 @@ void FuzzDecision(std::string_view body) {
     FUZZ_CHECK(decision->lease_id.has_value() && !decision->lease_id->empty());
   }
   if (decision->action == control::AdmissionAction::kRefuse) {
-    FUZZ_CHECK(decision->reason == control::AdmissionReason::kOversized);
+    // The two refusals: a reservation no engine can hold, and a share held too long.
+    FUZZ_CHECK(decision->reason == control::AdmissionReason::kOversized ||
+               decision->reason == control::AdmissionReason::kOverShare);
   }
   const agentkv::StatusOr<control::AdmissionDecision> again =
       ParseDecision(SerializeDecision(*decision));

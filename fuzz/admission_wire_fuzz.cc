@@ -1,5 +1,6 @@
-// Fuzzes the coordinator's wire format (service/admission_wire.h), the bodies any client of
-// `agentkv coordinator` can send and any coordinator can answer.
+// Fuzzes the coordinator's wire format (service/admission_wire.h, and the program-level
+// bodies of service/working_set_wire.h), the bodies any client of `agentkv coordinator` can
+// send and any coordinator can answer.
 //
 // Invariants: every parser is total (a Status, never a crash or an exception); failures are
 // InvalidArgument or ResourceExhausted; what parses is in range (tickets 1 to kMaxTicketBytes
@@ -13,6 +14,7 @@
 
 #include "agentkv/base/bounds.h"
 #include "agentkv/service/admission/admission_wire.h"
+#include "agentkv/service/admission/working_set_wire.h"
 #include "fuzz_check.h"
 
 namespace {
@@ -108,6 +110,51 @@ void FuzzSmallBodies(std::string_view body) {
   }
 }
 
+bool IsName(std::string_view name) { return !name.empty() && name.size() <= kMaxProgramFieldBytes; }
+
+// The working set's bodies: in range when they parse, and the same after a round trip.
+void FuzzProgram(std::string_view body) {
+  if (auto acquire = ParseProgramAcquire(body); acquire.ok()) {
+    FUZZ_CHECK(IsName(acquire->ticket) && IsName(acquire->program) && IsName(acquire->agent));
+    FUZZ_CHECK(!acquire->engine.has_value() || IsName(*acquire->engine));
+    FUZZ_CHECK(acquire->reservation_tokens >= 0 &&
+               acquire->reservation_tokens <= agentkv::kMaxTokens);
+    const auto again = ParseProgramAcquire(SerializeProgramAcquire(*acquire));
+    FUZZ_CHECK(again.ok() && again->ticket == acquire->ticket &&
+               again->program == acquire->program && again->agent == acquire->agent &&
+               again->engine == acquire->engine &&
+               again->reservation_tokens == acquire->reservation_tokens);
+  } else {
+    FUZZ_CHECK(IsInputError(acquire.status()));
+  }
+  if (auto finish = ParseProgramFinish(body); finish.ok()) {
+    FUZZ_CHECK(IsName(finish->ticket));
+    FUZZ_CHECK(finish->end.context_tokens >= 0 &&
+               finish->end.context_tokens <= agentkv::kMaxTokens);
+    FUZZ_CHECK(finish->end.tool.size() <= kMaxProgramFieldBytes);
+    const auto again = ParseProgramFinish(SerializeProgramFinish(*finish));
+    FUZZ_CHECK(again.ok() && again->ticket == finish->ticket &&
+               again->end.context_tokens == finish->end.context_tokens &&
+               again->end.next_pause == finish->end.next_pause &&
+               again->end.tool == finish->end.tool);
+  } else {
+    FUZZ_CHECK(IsInputError(finish.status()));
+  }
+  if (auto decision = ParseProgramDecision(body); decision.ok()) {
+    FUZZ_CHECK(IsName(decision->ticket));
+    FUZZ_CHECK(ParseProgramDecision(SerializeProgramDecision(*decision)).ok());
+  } else {
+    FUZZ_CHECK(IsInputError(decision.status()));
+  }
+  for (auto parse : {ParseProgramCancel, ParseProgramEndAgent}) {
+    if (auto name = parse(body); name.ok()) {
+      FUZZ_CHECK(IsName(*name));
+    } else {
+      FUZZ_CHECK(IsInputError(name.status()));
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -115,5 +162,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzAcquire(body);
   FuzzDecision(body);
   FuzzSmallBodies(body);
+  FuzzProgram(body);
   return 0;
 }

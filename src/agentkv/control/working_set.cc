@@ -231,16 +231,29 @@ StatusOr<WorkingSetDecision> WorkingSetAdmission::Acquire(const ProgramRequest& 
     return decision;
   }
   decision.admitted = true;
-  switch (decision.reason) {
+  Start(agent, request.ticket, request.reservation_tokens, target, decision.reason);
+  tickets_.emplace(request.ticket, std::move(ticket));
+  return decision;
+}
+
+void WorkingSetAdmission::Start(Agent& agent, const std::string& ticket, int64_t tokens,
+                                const std::string& target, WorkingSetReason reason) {
+  switch (reason) {
     case WorkingSetReason::kContinuing:
       ++counters_.continuing;
       break;
     case WorkingSetReason::kNoCapacity:
       ++counters_.no_capacity;
       break;
-    default:
+    case WorkingSetReason::kAged:
+      ++counters_.aged;
+      break;
+    case WorkingSetReason::kFits:
       ++counters_.fits;
       break;
+    case WorkingSetReason::kFull:
+    case WorkingSetReason::kCancelled:
+      AGENTKV_CHECK(false) << "a ticket starts admitted, not " << WorkingSetReasonName(reason);
   }
   const int64_t before = FootprintOf(agent);
   // An agent moves with its latest request (a router may place it elsewhere after a release).
@@ -250,11 +263,9 @@ StatusOr<WorkingSetDecision> WorkingSetAdmission::Acquire(const ProgramRequest& 
     AddFootprint(agent.target, before);
   }
   programs_.at(agent.program).started = true;
-  agent.running.insert(request.ticket);
-  agent.running_tokens += request.reservation_tokens;
+  agent.running.insert(ticket);
+  agent.running_tokens += tokens;
   Refresh(agent, before);
-  tickets_.emplace(request.ticket, std::move(ticket));
-  return decision;
 }
 
 void WorkingSetAdmission::Finish(std::string_view ticket, const RequestEnd& end, TimeNs now) {
@@ -306,29 +317,8 @@ void WorkingSetAdmission::Resolve(const std::string& ticket, Ticket& t, WorkingS
     ForgetIfDone(name);
     return;
   }
-  switch (reason) {
-    case WorkingSetReason::kContinuing:
-      ++counters_.continuing;
-      break;
-    case WorkingSetReason::kAged:
-      ++counters_.aged;
-      break;
-    default:
-      ++counters_.fits;
-      break;
-  }
   t.waiting = false;
-  Agent& agent = agents_.at(t.agent);
-  const int64_t before = FootprintOf(agent);
-  if (agent.target != t.target) {
-    AddFootprint(agent.target, -before);
-    agent.target = t.target;
-    AddFootprint(agent.target, before);
-  }
-  programs_.at(agent.program).started = true;
-  agent.running.insert(ticket);
-  agent.running_tokens += t.tokens;
-  Refresh(agent, before);
+  Start(agents_.at(t.agent), ticket, t.tokens, t.target, reason);
 }
 
 void WorkingSetAdmission::Cancel(std::string_view ticket, TimeNs now) {

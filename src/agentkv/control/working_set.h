@@ -290,6 +290,10 @@ class WorkingSetAdmission {
   // count and the targets' sums.
   void Refresh(Agent& agent, int64_t before);
   int64_t FootprintOf(const Agent& agent) const { return agent.running_tokens + agent.held_tokens; }
+  // Admits `ticket` of `agent` (counted by `reason`): its reservation counts on `target`,
+  // where the agent's footprint moves, and its program has started.
+  void Start(Agent& agent, const std::string& ticket, int64_t tokens, const std::string& target,
+             WorkingSetReason reason);
   void ReleaseHold(const std::string& name, Agent& agent);
   void ForgetIfDone(const std::string& name);
   void Drain(TimeNs now);

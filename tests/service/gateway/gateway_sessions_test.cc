@@ -178,8 +178,8 @@ TEST_F(SessionManagerTest, QueuedAttemptsAreCancelledAndMayNotDispatch) {
 
 TEST_F(SessionManagerTest, TheLeaseOfAnAdmittedAttemptIsReturnedWhenItFinishes) {
   Make();
-  StatusOr<std::string> rid =
-      manager->BeginAttempt(std::string("s"), "r", now, control::AttemptSpec{true, false});
+  StatusOr<std::string> rid = manager->BeginAttempt(std::string("s"), "r", now,
+                                                    control::AttemptSpec<std::string>{true, false});
   ASSERT_TRUE(rid.ok());
   EXPECT_EQ(manager->Dispatch(*rid).status().code(), StatusCode::kFailedPrecondition)
       << "not before its admission decision";
@@ -197,8 +197,8 @@ TEST_F(SessionManagerTest, TheLeaseOfAnAdmittedAttemptIsReturnedWhenItFinishes) 
 
 TEST_F(SessionManagerTest, AClientThatLeavesGetsItsWaitCancelledOrItsCallCut) {
   Make();
-  const std::string waiting =
-      *manager->BeginAttempt(std::string("s"), "w", now, control::AttemptSpec{true, false});
+  const std::string waiting = *manager->BeginAttempt(
+      std::string("s"), "w", now, control::AttemptSpec<std::string>{true, false});
   std::vector<control::FlowAction<std::string>> actions = manager->ClientGone(waiting);
   ASSERT_EQ(actions.size(), 1u);
   EXPECT_EQ(std::get<control::CancelAttempt>(actions[0]).rid, waiting);
@@ -297,7 +297,7 @@ TEST_F(SessionManagerTest, AtTheSessionCapTheLongestIdleSessionMakesRoom) {
 // ends; a later request clears the mark, and a close ends it on every engine like any other.
 TEST_F(SessionManagerTest, ARetainedSessionEndsOnlyWhenClosed) {
   Make(/*lifecycle=*/true, /*max_closed=*/8192, /*max_sessions=*/2);
-  const control::AttemptSpec retain{.retain = true};
+  const control::AttemptSpec<std::string> retain{.retain = true};
   StatusOr<std::string> kept = manager->BeginAttempt("kept", "r", now, retain);
   ASSERT_TRUE(kept.ok()) << kept.status();
   manager->Finish(*kept, now);
@@ -347,7 +347,7 @@ TEST_F(SessionManagerTest, RandomTrafficNeverExceedsTheCapAndEvictsTheLongestIdl
       if (kind < 2) {
         const bool known = live.contains(session) || idle_since.contains(session);
         const size_t closes_before = effects.closes.size();
-        control::AttemptSpec spec;
+        control::AttemptSpec<std::string> spec;
         if (rng() % 3 == 0) spec.retain = rng() % 2 == 0;
         std::optional<std::string> victim;
         for (const auto& [id, since] : idle_since) {

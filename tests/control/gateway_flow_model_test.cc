@@ -36,7 +36,8 @@ class RetentionReference {
   explicit RetentionReference(const GatewayFlowOptions& options) : options_(options) {}
 
   int64_t Active() const {
-    return std::count_if(ref_.begin(), ref_.end(), [](const auto& e) { return !e.second.draining; });
+    return std::count_if(ref_.begin(), ref_.end(),
+                         [](const auto& e) { return !e.second.draining; });
   }
   int64_t Retained() const {
     return std::count_if(ref_.begin(), ref_.end(), [](const auto& e) { return e.second.retained; });

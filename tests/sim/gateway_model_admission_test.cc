@@ -1,7 +1,5 @@
 // Tests of GatewayModel's admission: program admission (FIFO, aged bypass, lease return,
 // refusals), gauge polls, the working set and admission v2.
-#include "agentkv/sim/gateway_model.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +22,7 @@
 #include "agentkv/routing/routing_key.h"
 #include "agentkv/sim/event_loop.h"
 #include "agentkv/sim/fleet_model.h"
+#include "agentkv/sim/gateway_model.h"
 #include "gateway_model_test_support.h"
 #include "sim_test_support.h"
 
@@ -403,7 +402,6 @@ TEST_F(GatewayModelTest, AdmissionV2ReservesUncachedTokensOnTheSessionsEngine) {
   EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
   EXPECT_EQ(c.ledger().prefix_entries(), 0);
 }
-
 
 }  // namespace
 }  // namespace agentkv::sim

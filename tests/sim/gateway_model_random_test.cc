@@ -1,7 +1,5 @@
 // Randomized runs of GatewayModel: conservation, FIFO order and the ledger bound over a random
 // workload, and sessions closed mid-flight (cancel, abort, drain) on simulated time.
-#include "agentkv/sim/gateway_model.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +22,7 @@
 #include "agentkv/routing/routing_key.h"
 #include "agentkv/sim/event_loop.h"
 #include "agentkv/sim/fleet_model.h"
+#include "agentkv/sim/gateway_model.h"
 #include "gateway_model_test_support.h"
 #include "sim_test_support.h"
 
@@ -307,8 +306,9 @@ TEST(GatewayModelRandomTest, ClosesMidFlightCancelDrainAndConserve) {
       }
       const int64_t n = static_cast<int64_t>(rng() % 30) + 1;
       const int64_t max_new = static_cast<int64_t>(rng() % 300) + 1;
-      ScheduleRequest(loop, gateway, observer, at,
-                      RandomRequest(id, session, n, max_new, static_cast<uint64_t>(id) * 1'000'000));
+      ScheduleRequest(
+          loop, gateway, observer, at,
+          RandomRequest(id, session, n, max_new, static_cast<uint64_t>(id) * 1'000'000));
     }
     loop.RunUntilIdle();
     for (int64_t s = 1; s <= 6; ++s) (void)gateway.EndSession(SessionId(s));
@@ -320,7 +320,8 @@ TEST(GatewayModelRandomTest, ClosesMidFlightCancelDrainAndConserve) {
     for (int32_t e = 0; e < 2; ++e) {
       EXPECT_TRUE(gateway.fleet().engine(EngineId(e)).scheduler().CheckInvariants().ok());
     }
-    EXPECT_EQ(observer.aborted, gateway.aborts_performed()) << "every abort an engine took ended one";
+    EXPECT_EQ(observer.aborted, gateway.aborts_performed())
+        << "every abort an engine took ended one";
     EXPECT_LE(gateway.aborts_performed(), gateway.aborts_requested());
     cancelled_total += observer.cancelled;
     aborts_total += observer.aborted;

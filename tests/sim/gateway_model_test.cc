@@ -155,6 +155,25 @@ TEST_F(GatewayModelTest, ADeliveredParentReturnDemotesAChildOnAnotherEngine) {
   }
 }
 
+// The replay's rule (control::ParentReturnDelivery::kEveryAttempt): every request of a named
+// parent delivers its return, not only the first after a sub-agent's.
+TEST_F(GatewayModelTest, EveryRequestOfANamedParentIsDelivered) {
+  GatewayModelOptions options;
+  options.deliver_subagent_demotion = true;
+  demote_ = kv::Priority{1};
+  Build(options);
+  GatewayRequest child = Request(1, /*session=*/2, 4, 2);
+  child.request.kv_options.parent_conversation = ConversationId(1);
+  child.request.kv_options.parent_hint_authenticated = true;
+  ASSERT_TRUE(Submit(std::move(child)).ok());
+  ASSERT_TRUE(Submit(Request(2, /*session=*/1, 4, 2)).ok());
+  ASSERT_TRUE(Submit(Request(3, /*session=*/1, 4, 2)).ok());
+  loop_.RunUntilIdle();
+  EXPECT_EQ(gateway_->demotion_deliveries(), 2);
+  EndSessions({1, 2});
+  EXPECT_TRUE(gateway_->CheckDrained().ok()) << gateway_->CheckDrained();
+}
+
 // Only a conversation some request named as its parent is delivered, and an unauthenticated
 // hint names none.
 TEST_F(GatewayModelTest, OnlyAParentsRequestIsDelivered) {

@@ -26,11 +26,9 @@
 
 namespace agentkv::sim::testing_support {
 
-
 inline constexpr int32_t kTokensPerBlock = 16;
 // Every engine step lasts exactly this long, so request times are step counts.
 inline constexpr TimeNs kStep = TimeNs::Millis(1);
-
 
 struct FleetShape {
   int32_t engines = 2;
@@ -49,7 +47,7 @@ struct Completion {
 };
 
 inline std::optional<double> Metric(const std::vector<std::pair<std::string, double>>& metrics,
-                             std::string_view name) {
+                                    std::string_view name) {
   for (const auto& [key, value] : metrics) {
     if (key == name) return value;
   }

@@ -25,6 +25,7 @@ class FakeEffects : public SessionEffects {
   void CancelQueuedAttempt(const std::string& rid) override { cancelled.push_back(rid); }
   void AbortOnEveryEngine(const std::string& rid) override { aborted.push_back(rid); }
   void ReturnLease(const std::string& lease_id) override { returned.push_back(lease_id); }
+  void DeliverParentReturn(const std::string& parent) override { delivered.push_back(parent); }
   void CloseOnEveryEngine(const std::string& session_id, std::function<void(bool)> done) override {
     closes.push_back(session_id);
     if (answer_at_once.has_value()) return done(*answer_at_once);
@@ -42,6 +43,7 @@ class FakeEffects : public SessionEffects {
   std::vector<std::string> aborted;
   std::vector<std::string> returned;
   std::vector<std::string> closes;
+  std::vector<std::string> delivered;
   std::vector<std::function<void(bool)>> pending;
   std::optional<bool> answer_at_once = true;
 };
@@ -100,6 +102,36 @@ TEST_F(SessionManagerTest, AttemptRidsAreUniquePerLiveAttemptAndCarryTheSession)
   EXPECT_EQ(manager->live_attempts(), 3);
   EXPECT_EQ(manager->Dispatch("nope").status().code(), StatusCode::kNotFound);
   manager->CheckInvariants();
+}
+
+// --agentic-subagent-demotion: the flow's DeliverParentReturn reaches the effects before
+// BeginAttempt returns, once per return of the parent.
+TEST(SessionManagerParentReturnTest, AParentsReturnIsDeliveredOncePerReturn) {
+  for (const bool demotion : {false, true}) {
+    SCOPED_TRACE(demotion ? "demotion on" : "demotion off");
+    FakeEffects effects;
+    SessionManagerOptions options;
+    options.subagent_demotion = demotion;
+    SessionManager manager(options, &effects);
+    const SteadyTime now = SteadyTime() + Seconds(1);
+    const auto begin = [&](const std::string& session, std::optional<std::string> parent) {
+      ASSERT_TRUE(manager
+                      .BeginAttempt(session, "r", now,
+                                    control::AttemptSpec<std::string>{.parent = std::move(parent)})
+                      .ok());
+    };
+    begin("parent", std::nullopt);
+    begin("child", "parent");
+    EXPECT_THAT(effects.delivered, IsEmpty());
+    begin("parent", std::nullopt);
+    begin("parent", std::nullopt);
+    if (demotion) {
+      EXPECT_THAT(effects.delivered, ElementsAre("parent"));
+    } else {
+      EXPECT_THAT(effects.delivered, IsEmpty());
+    }
+    manager.CheckInvariants();
+  }
 }
 
 TEST_F(SessionManagerTest, LifecycleOffSendsNoSessionIdAndClosesNothing) {

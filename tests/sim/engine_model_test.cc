@@ -83,7 +83,7 @@ class EngineModelTest : public ::testing::Test {
 
 TEST_F(EngineModelTest, SizesTheDeviceTierFromTheCostModel) {
   Build();
-  EXPECT_EQ(engine_->scheduler().cache().options().device_blocks,
+  EXPECT_EQ(engine_->engine().cache().options().device_blocks,
             cost_.kv_capacity_tokens() / kTokensPerBlock);
   EXPECT_EQ(engine_->gauges().max_total_num_tokens,
             cost_.kv_capacity_tokens() / kTokensPerBlock * kTokensPerBlock);
@@ -212,8 +212,8 @@ TEST_F(EngineModelTest, RefusesWhatCanNeverFitAsACompletedRejection) {
   EXPECT_EQ(engine_->completion_order().size(), 4u);
   EXPECT_EQ(engine_->in_flight(), 0);
   // The scheduler retired every finished request; the engine's records are the history.
-  EXPECT_EQ(engine_->scheduler().num_held(), 0);
-  EXPECT_TRUE(engine_->scheduler().CheckInvariants().ok());
+  EXPECT_EQ(engine_->engine().num_held(), 0);
+  EXPECT_TRUE(engine_->engine().CheckInvariants().ok());
 }
 
 TEST(EngineModelOptionsTest, ValidatesEmptyStepTime) {
@@ -258,7 +258,7 @@ std::map<int64_t, TimeNs> RunWorkload(int64_t num_requests, std::map<int64_t, in
   loop.RunUntilIdle();
   EXPECT_FALSE(engine.busy());
   EXPECT_EQ(loop.pending(), 0);
-  EXPECT_TRUE(engine.scheduler().CheckInvariants().ok());
+  EXPECT_TRUE(engine.engine().CheckInvariants().ok());
   EXPECT_EQ(engine.gauges().num_finished_reqs, num_requests);
   EXPECT_EQ(static_cast<int64_t>(engine.completion_order().size()), num_requests);
   for (int64_t id = 0; id < num_requests; ++id) {
@@ -304,7 +304,7 @@ std::vector<kv::BlockKey> ContentKeys(uint64_t content, int64_t blocks) {
 
 // The device-resident leading blocks of `keys`.
 int64_t DeviceBlocks(const EngineModel& engine, const std::vector<kv::BlockKey>& keys) {
-  return engine.scheduler().cache().Match(keys).device_blocks;
+  return engine.engine().cache().Match(keys).device_blocks;
 }
 
 void ExpectSplitAddsUp(const EngineRequestRecord& record) {
@@ -398,7 +398,7 @@ TEST_F(EngineModelTest, BlocksReleasedBySessionCloseCountAsEvictedRecompute) {
   first.kv_options.session = SessionId(7);
   ASSERT_TRUE(engine_->Submit(std::move(first)).ok());
   loop_.RunUntilIdle();
-  ASSERT_GT(engine_->mutable_scheduler().mutable_cache().CloseSession(SessionId(7)), 0);
+  ASSERT_GT(engine_->CloseSession(SessionId(7)), 0);
   ASSERT_EQ(DeviceBlocks(*engine_, ContentKeys(1000, 8)), 0);
   // The close happened between steps: the next admission must still see its releases.
   ASSERT_TRUE(engine_->Submit(MakeRequest(2, 8 * kTokensPerBlock, 1, /*content=*/1000)).ok());
@@ -511,8 +511,8 @@ TEST_F(EngineAbortTest, ARunningRequestEndsAtTheBoundaryWithItsTokensAndKeepsIts
   EXPECT_FALSE(engine_->busy());
   EXPECT_EQ(engine_->num_steps(), 3);
   EXPECT_EQ(engine_->in_flight(), 0);
-  EXPECT_EQ(engine_->scheduler().num_held(), 0);
-  EXPECT_TRUE(engine_->scheduler().CheckInvariants().ok());
+  EXPECT_EQ(engine_->engine().num_held(), 0);
+  EXPECT_TRUE(engine_->engine().CheckInvariants().ok());
   loop_.RunUntilIdle();
   EXPECT_EQ(loop_.now(), TimeNs::Millis(3));
 
@@ -549,7 +549,7 @@ TEST_F(EngineAbortTest, AWaitingRequestLeavesTheQueueHavingComputedNothing) {
   EXPECT_EQ(Record(1).report.output_tokens, 10);
   EXPECT_EQ(Record(1).finished, TimeNs::Millis(10));
   EXPECT_EQ(engine_->completion_order(), (std::vector<RequestId>{RequestId(2), RequestId(1)}));
-  EXPECT_TRUE(engine_->scheduler().CheckInvariants().ok());
+  EXPECT_TRUE(engine_->engine().CheckInvariants().ok());
 }
 
 TEST_F(EngineAbortTest, ARequestFinishingInTheStepInFlightFinishesNormally) {
@@ -624,7 +624,7 @@ TEST_F(EngineAbortTest, ACallbackOfAnAbortedRequestMaySubmit) {
   EXPECT_EQ(Record(3).arrival, TimeNs::Millis(2));
   EXPECT_EQ(Record(3).first_scheduled, TimeNs::Millis(2));
   EXPECT_EQ(Record(3).finished, TimeNs::Millis(4));
-  EXPECT_TRUE(engine_->scheduler().CheckInvariants().ok());
+  EXPECT_TRUE(engine_->engine().CheckInvariants().ok());
 }
 
 TEST(EngineModelOptionsTest, ValidatesFixedStepTime) {
@@ -690,7 +690,7 @@ class EnginePinTest : public EngineModelTest {
     loop_.RunUntilIdle();
   }
   kv::Priority PriorityOf(kv::BlockKey key) const {
-    StatusOr<kv::Priority> priority = engine_->scheduler().cache().GetPriority(key);
+    StatusOr<kv::Priority> priority = engine_->engine().cache().GetPriority(key);
     EXPECT_TRUE(priority.ok()) << priority.status();
     return priority.ok() ? *priority : -1;
   }
@@ -825,7 +825,7 @@ TEST_F(EnginePinTest, ExpiryReturnsTheChainToTheMostRecentlyUsedEnd) {
   for (const bool continuum : {false, true}) {
     SCOPED_TRACE(continuum ? "continuum" : "fixed");
     EngineModelOptions options = DefaultOptions(/*device_blocks=*/16);
-    options.continuum_pins = continuum;
+    options.config.continuum_pins = continuum;
     Build(options);
     Warm(1, 1000);
     ASSERT_TRUE(engine_->Submit(MakeRequest(2, 4 * kTokensPerBlock, 1, /*content=*/2000)).ok());
@@ -845,7 +845,7 @@ TEST_F(EnginePinTest, ExpiryReturnsTheChainToTheMostRecentlyUsedEnd) {
 // continuum_pins: a returning request ends its conversation's pin when it is admitted.
 TEST_F(EnginePinTest, ContinuumPinEndsWhenItsConversationIsAdmittedAgain) {
   EngineModelOptions options = DefaultOptions(/*device_blocks=*/64);
-  options.continuum_pins = true;
+  options.config.continuum_pins = true;
   Build(options);
   Warm(1, 1000, ConversationId(5));
   const std::vector<kv::BlockKey> keys = ContentKeys(1000, 8);
@@ -866,7 +866,7 @@ TEST_F(EnginePinTest, ContinuumPinEndsWhenItsConversationIsAdmittedAgain) {
 // the first victim (from its leaf), before older unpinned blocks.
 TEST_F(EnginePinTest, ContinuumReleasesTheOldestPinUnderPressure) {
   EngineModelOptions options = DefaultOptions(/*device_blocks=*/16);
-  options.continuum_pins = true;
+  options.config.continuum_pins = true;
   options.config.scheduler.chunked_prefill_size = 8 * kTokensPerBlock;
   Build(options);
   ASSERT_TRUE(engine_->Submit(MakeRequest(4, 2 * kTokensPerBlock, 1, /*content=*/4000)).ok());
@@ -966,7 +966,7 @@ TEST(EngineModelMissSplitTest, MatchesAReferenceOverTheKeptEventLog) {
     }
     EXPECT_GT(total_evicted, 0) << "the workload should make the engine recompute lost blocks";
     EXPECT_GT(total_cold, 0);
-    EXPECT_TRUE(engine.scheduler().CheckInvariants().ok());
+    EXPECT_TRUE(engine.engine().CheckInvariants().ok());
   }
 }
 

@@ -98,7 +98,7 @@ class GatewayModelTest : public ::testing::Test {
             auto keys = keys_.find(record.id.value());
             if (keys != keys_.end() && !keys->second.empty()) {
               StatusOr<kv::Priority> p =
-                  fleet_->engine(*record.engine).scheduler().cache().GetPriority(keys->second[0]);
+                  fleet_->engine(*record.engine).engine().cache().GetPriority(keys->second[0]);
               if (p.ok()) c.first_block_priority = *p;
             }
           }
@@ -149,7 +149,7 @@ class GatewayModelTest : public ::testing::Test {
   }
 
   const kv::KvCacheManager& Cache(int32_t engine) const {
-    return fleet_->engine(EngineId(engine)).scheduler().cache();
+    return fleet_->engine(EngineId(engine)).engine().cache();
   }
 
   void EndSessions(std::initializer_list<int64_t> sessions) {
@@ -1123,9 +1123,9 @@ TEST(GatewayModelRandomTest, ConservesRequestsLeasesAndFifoOrder) {
               static_cast<double>(sessions.size()));
     for (int32_t e = 0; e < 3; ++e) {
       for (int64_t s : sessions) {
-        EXPECT_FALSE(fleet.engine(EngineId(e)).scheduler().cache().SessionOpen(SessionId(s)));
+        EXPECT_FALSE(fleet.engine(EngineId(e)).engine().cache().SessionOpen(SessionId(s)));
       }
-      EXPECT_TRUE(fleet.engine(EngineId(e)).scheduler().CheckInvariants().ok());
+      EXPECT_TRUE(fleet.engine(EngineId(e)).engine().CheckInvariants().ok());
     }
     EXPECT_EQ(gateway.coordinator()->ledger().reserved(), 0);
     EXPECT_TRUE(gateway.CheckDrained().ok()) << gateway.CheckDrained();
@@ -1233,7 +1233,7 @@ TEST(GatewayModelRandomTest, ClosesMidFlightCancelDrainAndConserve) {
     EXPECT_EQ(gateway.coordinator()->ledger().reserved(), 0);
     EXPECT_TRUE(gateway.CheckDrained().ok()) << gateway.CheckDrained();
     for (int32_t e = 0; e < 2; ++e) {
-      EXPECT_TRUE(gateway.fleet().engine(EngineId(e)).scheduler().CheckInvariants().ok());
+      EXPECT_TRUE(gateway.fleet().engine(EngineId(e)).engine().CheckInvariants().ok());
     }
     EXPECT_EQ(aborted, gateway.aborts_performed()) << "every abort an engine took ended one";
     EXPECT_LE(gateway.aborts_performed(), gateway.aborts_requested());

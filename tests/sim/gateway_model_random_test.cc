@@ -125,9 +125,9 @@ void ExpectEverySessionClosesOnEveryEngineOnce(GatewayModel& gateway, const Flee
             static_cast<double>(sessions.size()));
   for (int32_t e = 0; e < engines; ++e) {
     for (int64_t s : sessions) {
-      EXPECT_FALSE(fleet.engine(EngineId(e)).scheduler().cache().SessionOpen(SessionId(s)));
+      EXPECT_FALSE(fleet.engine(EngineId(e)).engine().cache().SessionOpen(SessionId(s)));
     }
-    EXPECT_TRUE(fleet.engine(EngineId(e)).scheduler().CheckInvariants().ok());
+    EXPECT_TRUE(fleet.engine(EngineId(e)).engine().CheckInvariants().ok());
   }
 }
 
@@ -318,7 +318,7 @@ TEST(GatewayModelRandomTest, ClosesMidFlightCancelDrainAndConserve) {
     EXPECT_EQ(gateway.coordinator()->ledger().reserved(), 0);
     EXPECT_TRUE(gateway.CheckDrained().ok()) << gateway.CheckDrained();
     for (int32_t e = 0; e < 2; ++e) {
-      EXPECT_TRUE(gateway.fleet().engine(EngineId(e)).scheduler().CheckInvariants().ok());
+      EXPECT_TRUE(gateway.fleet().engine(EngineId(e)).engine().CheckInvariants().ok());
     }
     EXPECT_EQ(observer.aborted, gateway.aborts_performed())
         << "every abort an engine took ended one";

@@ -89,7 +89,7 @@ class GatewayModelTest : public ::testing::Test {
             auto keys = keys_.find(record.id.value());
             if (keys != keys_.end() && !keys->second.empty()) {
               StatusOr<kv::Priority> p =
-                  fleet_->engine(*record.engine).scheduler().cache().GetPriority(keys->second[0]);
+                  fleet_->engine(*record.engine).engine().cache().GetPriority(keys->second[0]);
               if (p.ok()) c.first_block_priority = *p;
             }
           }
@@ -140,7 +140,7 @@ class GatewayModelTest : public ::testing::Test {
   }
 
   const kv::KvCacheManager& Cache(int32_t engine) const {
-    return fleet_->engine(EngineId(engine)).scheduler().cache();
+    return fleet_->engine(EngineId(engine)).engine().cache();
   }
 
   void EndSessions(std::initializer_list<int64_t> sessions) {

@@ -302,8 +302,8 @@ void GatewayModel::FillAdmissionV2(const GatewayRequest& request,
   const std::vector<kv::BlockKey>& keys = request.request.prompt_keys;
   const int64_t shared_blocks =
       std::clamp<int64_t>(request.shared_prefix_blocks, 0, static_cast<int64_t>(keys.size()));
-  const int64_t shared_tokens = SaturatingMul(
-      shared_blocks, fleet_->engine(EngineId(0)).scheduler().cache().tokens_per_block());
+  const int64_t shared_tokens =
+      SaturatingMul(shared_blocks, fleet_->engine(EngineId(0)).engine().tokens_per_block());
   const control::UncachedReservation r =
       control::UncachedReservationTokens(shape, history.held_prompt_tokens, shared_tokens);
   acquire.reservation_tokens = r.own_tokens;
@@ -443,10 +443,9 @@ void GatewayModel::DecideContinuumPin(EngineId engine, SessionId session,
   EngineModel& model = fleet_->mutable_engine(engine);
   engine::PinRequest request;
   request.pause_class = candidate.pause_class;
-  request.tokens =
-      static_cast<int64_t>(candidate.keys.size()) * model.scheduler().cache().tokens_per_block();
+  request.tokens = static_cast<int64_t>(candidate.keys.size()) * model.engine().tokens_per_block();
   request.kv_pressure = model.kv_pressure();
-  if (request.tokens > 0 && model.scheduler().num_waiting() > 0) {
+  if (request.tokens > 0 && model.engine().num_waiting() > 0) {
     engine::StepShape shape;
     shape.prefill_tokens = request.tokens;
     shape.num_requests = 1;
@@ -518,7 +517,6 @@ std::vector<int64_t> GatewayModel::EndSession(SessionId session) {
     // Program-level FCFS: the session's program (its conversation) has ended.
     for (size_t e = 0; e < static_cast<size_t>(fleet_->num_engines()); ++e) {
       fleet_->mutable_engine(EngineId(static_cast<int32_t>(e)))
-          .mutable_scheduler()
           .ForgetProgram(ConversationId(session.value()));
     }
   }

@@ -1,7 +1,7 @@
 // The processes of the gateway hold bench (gateway_hold.cc): the state its children share with
 // it, the figures it reads from /proc, the descriptor limit it raises, the children it
-// re-executes (a slow engine stub, the gateway) and a child's main loop. Linux only; not thread-safe (the client's main thread
-// starts and stops the children).
+// re-executes (a slow engine stub, the gateway) and a child's main loop. Linux only; not
+// thread-safe (the client's main thread starts and stops the children).
 #ifndef AGENTKV_BENCH_GATEWAY_HOLD_PROCESS_H_
 #define AGENTKV_BENCH_GATEWAY_HOLD_PROCESS_H_
 

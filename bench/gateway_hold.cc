@@ -74,6 +74,7 @@
 #include "agentkv/service/admission/admission_local.h"
 #include "agentkv/service/gateway/gateway.h"
 #include "agentkv/service/gateway/gateway_options.h"
+#include "bench/gateway_hold_process.h"
 
 namespace agentkv::service {
 namespace {
@@ -81,6 +82,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 namespace http = net::http;
+using bench::ChildProcess;
+using bench::MiB;
+using bench::ProcStatus;
+using bench::RaiseFileLimit;
+using bench::ReadProcStatus;
+using bench::SharedMapping;
+using bench::SharedState;
 
 struct Flags {
   int connections = 10'000;
@@ -103,214 +111,8 @@ struct Flags {
   std::string stub_url;
 };
 
-// Written by the children, read by the client: one shared mapping of a memfd the children
-// inherit (see SharedMapping). Lock-free atomics only.
-struct SharedState {
-  std::atomic<int64_t> stub_received{0};
-  std::atomic<int64_t> stub_held{0};
-  std::atomic<int64_t> stub_answered{0};
-  std::atomic<uint64_t> stub_nofile{0};
-  std::atomic<uint64_t> gateway_nofile{0};
-  std::atomic<int64_t> gateway_warnings{0};
-  // The gateway's upstream max_connections_per_host and queue_timeout in force.
-  std::atomic<int64_t> upstream_connections{0};
-  std::atomic<int64_t> upstream_queue_timeout_ms{0};
-};
-
-// ---------------------------------------------------------------------------------------------
-// Process figures
-
-struct ProcStatus {
-  int threads = -1;
-  int64_t rss_kb = -1;
-  int64_t hwm_kb = -1;
-  int fds = -1;  // Entries of /proc/<pid>/fd.
-};
-
-ProcStatus ReadProcStatus(pid_t pid) {
-  ProcStatus status;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("Threads:", 0) == 0) status.threads = std::stoi(line.substr(8));
-    if (line.rfind("VmRSS:", 0) == 0) status.rss_kb = std::stoll(line.substr(6));
-    if (line.rfind("VmHWM:", 0) == 0) status.hwm_kb = std::stoll(line.substr(6));
-  }
-  if (DIR* dir = ::opendir(("/proc/" + std::to_string(pid) + "/fd").c_str())) {
-    status.fds = 0;
-    while (dirent* entry = ::readdir(dir)) {
-      if (entry->d_name[0] != '.') ++status.fds;
-    }
-    ::closedir(dir);
-  }
-  return status;
-}
-
-double MiB(int64_t kb) { return static_cast<double>(kb) / 1024.0; }
-
-// Raises RLIMIT_NOFILE to at least `wanted` (the hard limit too, which needs
-// CAP_SYS_RESOURCE); returns the soft limit in force afterwards.
-rlim_t RaiseFileLimit(rlim_t wanted) {
-  rlimit limit{};
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  if (limit.rlim_cur < wanted) {
-    if (limit.rlim_max < wanted) {
-      rlimit both{wanted, wanted};
-      if (::setrlimit(RLIMIT_NOFILE, &both) != 0) {
-        rlimit raised{limit.rlim_max, limit.rlim_max};
-        ::setrlimit(RLIMIT_NOFILE, &raised);
-      }
-    } else {
-      rlimit raised{wanted, limit.rlim_max};
-      ::setrlimit(RLIMIT_NOFILE, &raised);
-    }
-  }
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  return limit.rlim_cur;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Child processes
-
-// The shared state in a memfd, so that the re-executed children can map it too.
-class SharedMapping {
- public:
-  // Creates and maps a fresh SharedState; null on failure.
-  static std::unique_ptr<SharedMapping> Create() {
-    const int fd = ::memfd_create("gateway_hold", 0);  // Inherited across exec on purpose.
-    if (fd < 0) return nullptr;
-    std::unique_ptr<SharedMapping> mapping;
-    if (::ftruncate(fd, sizeof(SharedState)) == 0) mapping = Map(fd, /*construct=*/true);
-    if (!mapping) ::close(fd);
-    return mapping;
-  }
-  // Maps the state created by the client (a child's side).
-  static std::unique_ptr<SharedMapping> Map(int fd, bool construct = false) {
-    void* mapping = ::mmap(nullptr, sizeof(SharedState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (mapping == MAP_FAILED) return nullptr;
-    auto* state = static_cast<SharedState*>(mapping);
-    if (construct) new (state) SharedState();
-    return std::unique_ptr<SharedMapping>(new SharedMapping(fd, state));
-  }
-  SharedMapping(const SharedMapping&) = delete;
-  SharedMapping& operator=(const SharedMapping&) = delete;
-  ~SharedMapping() {
-    ::munmap(state_, sizeof(SharedState));
-    ::close(fd_);
-  }
-  // Zeroes every counter (between runs, with no child alive).
-  void Reset() { new (state_) SharedState(); }
-  int fd() const { return fd_; }
-  SharedState* state() const { return state_; }
-
- private:
-  SharedMapping(int fd, SharedState* state) : fd_(fd), state_(state) {}
-  int fd_;
-  SharedState* state_;
-};
-
-// A child running this program with `args` (a --role and its flags), serving until SIGTERM.
-// The destructor stops it: SIGTERM, up to 10 s for it to exit, then SIGKILL; always reaped.
-class ChildProcess {
- public:
-  // Forks and re-executes /proc/self/exe with `args` plus --port-fd; the child asks for
-  // SIGTERM when this process dies (PR_SET_PDEATHSIG survives exec), starts its server and
-  // writes its port (0 on failure) to the pipe. Returns null when the fork or exec fails or
-  // the child reports no port (that child is stopped and reaped).
-  static std::unique_ptr<ChildProcess> Start(const char* name, std::vector<std::string> args) {
-    int port_pipe[2];
-    if (::pipe2(port_pipe, O_CLOEXEC) != 0) return nullptr;
-    args.insert(args.begin(), std::string("gateway_hold-") + name);  // argv[0], for ps.
-    args.push_back("--port-fd=" + std::to_string(port_pipe[1]));
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::fflush(stdout);
-    std::fflush(stderr);
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      ::close(port_pipe[0]);
-      ::close(port_pipe[1]);
-      return nullptr;
-    }
-    if (pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (::getppid() != parent) _exit(1);  // The client died before prctl.
-      ::fcntl(port_pipe[1], F_SETFD, 0);    // This end survives exec.
-      ::execv("/proc/self/exe", argv.data());
-      _exit(127);
-    }
-    ::close(port_pipe[1]);
-    auto child = std::unique_ptr<ChildProcess>(new ChildProcess(name, pid));
-    uint16_t port = 0;
-    const bool read_ok = ::read(port_pipe[0], &port, sizeof(port)) == sizeof(port);
-    ::close(port_pipe[0]);
-    if (!read_ok || port == 0) {
-      std::fprintf(stderr, "%s failed to start\n", name);
-      return nullptr;  // The destructor stops and reaps it.
-    }
-    child->port_ = port;
-    return child;
-  }
-
-  ChildProcess(const ChildProcess&) = delete;
-  ChildProcess& operator=(const ChildProcess&) = delete;
-  ~ChildProcess() { Stop(); }
-
-  // SIGTERM, wait up to 10 s, then SIGKILL; reaps. Idempotent.
-  void Stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    bool reaped = false;
-    for (int i = 0; i < 200 && !reaped; ++i) {
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        reaped = true;
-      } else {
-        std::this_thread::sleep_for(milliseconds(50));
-      }
-    }
-    if (!reaped) {
-      std::fprintf(stderr, "%s did not stop within 10 s; SIGKILL\n", name_);
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, &status, 0);
-    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      std::fprintf(stderr, "%s ended with status 0x%x\n", name_, static_cast<unsigned>(status));
-    }
-    pid_ = -1;
-  }
-
-  pid_t pid() const { return pid_; }
-  std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-
- private:
-  ChildProcess(const char* name, pid_t pid) : name_(name), pid_(pid) {}
-  const char* name_;
-  pid_t pid_;
-  uint16_t port_ = 0;
-};
-
-// A child's main: blocks SIGTERM and SIGINT before any thread starts (threads inherit the
-// mask), runs `serve` (starts the servers, returns the port or 0), writes the port to
-// --port-fd, waits for SIGTERM or SIGINT, runs `stop`.
-int ServeUntilSignalled(const Flags& flags, const std::function<uint16_t()>& serve,
-                        const std::function<void()>& stop) {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  ::pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  const uint16_t port = serve();
-  const bool reported = ::write(flags.port_fd, &port, sizeof(port)) == sizeof(port);
-  ::close(flags.port_fd);
-  if (port != 0 && reported) {
-    int signal = 0;
-    ::sigwait(&signals, &signal);
-  }
-  stop();
-  return port != 0 ? 0 : 1;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The slow engine stub
@@ -514,6 +316,173 @@ struct RunFigures {
   bool passed() const { return all_held_s >= 0 && ok > 0 && errors.empty(); }
 };
 
+// The answers of one run's requests, written by the client's callbacks.
+struct Outcomes {
+  std::atomic<int> ok{0};
+  std::atomic<int> done{0};
+  std::mutex error_mu;
+  std::map<std::string, int> errors;  // Guarded by error_mu.
+};
+
+// The descriptor limits and the gateway's upstream pool in force (the first run's header).
+void PrintLimits(const Flags& flags, const SharedState& shared) {
+  const int64_t upstream = shared.upstream_connections.load();
+  std::printf("  RLIMIT_NOFILE soft limits: client %llu, gateway %llu, stub %llu\n",
+              static_cast<unsigned long long>(RaiseFileLimit(0)),
+              static_cast<unsigned long long>(shared.gateway_nofile.load()),
+              static_cast<unsigned long long>(shared.stub_nofile.load()));
+  std::printf(
+      "  gateway upstream client: max_connections_per_host %lld (asked %zu%s), queue_timeout "
+      "%.0f s\n",
+      static_cast<long long>(upstream), UpstreamConnections(flags),
+      static_cast<size_t>(upstream) < UpstreamConnections(flags)
+          ? "; capped so that downstream + upstream connections fit the gateway's "
+            "RLIMIT_NOFILE: the rest wait in its connection queue"
+          : "",
+      static_cast<double>(shared.upstream_queue_timeout_ms.load()) / 1000.0);
+}
+
+// Sends --connections concurrent /generate of one session each through the gateway at `url`.
+void SendRequests(const Flags& flags, int run, const std::string& url, net::HttpClient& client,
+                  Outcomes& outcomes) {
+  std::string ids;
+  for (int i = 0; i < flags.input_tokens; ++i) {
+    if (i > 0) ids += ',';
+    ids += std::to_string(1000 + i);
+  }
+  const std::string prefix =
+      R"({"input_ids": [)" + ids +
+      R"(], "sampling_params": {"max_new_tokens": 1}, "session_id": "hold-)" + std::to_string(run) +
+      "-";
+  for (int i = 0; i < flags.connections; ++i) {
+    client.AsyncRequest(http::verb::post, url, "/generate", {{"Content-Type", "application/json"}},
+                        prefix + std::to_string(i) + "\"}", [&](StatusOr<net::ClientResponse> r) {
+                          if (r.ok() && r->status == 200) {
+                            outcomes.ok.fetch_add(1);
+                          } else {
+                            std::string error = r.ok() ? "status " + std::to_string(r->status) +
+                                                             ": " + r->body.substr(0, 160)
+                                                       : r.status().ToString().substr(0, 200);
+                            std::lock_guard lock(outcomes.error_mu);
+                            ++outcomes.errors[error];
+                          }
+                          outcomes.done.fetch_add(1);
+                        });
+  }
+}
+
+// What the gateway, the stub and the client hold while every request is held.
+void PrintHolding(const Flags& flags, const RunFigures& figures, net::HttpClient& stats_client,
+                  const std::string& url, const ChildProcess& stub, const SharedState& shared) {
+  const int connections = flags.connections;
+  const auto kv = [](const std::map<std::string, double>& m, const std::string& key) {
+    const auto it = m.find("agentic_kv/" + key);
+    return it == m.end() ? 0.0 : it->second;  // Counters are left out while zero.
+  };
+  const std::map<std::string, double> hold_kv = FetchAgenticKv(stats_client, url);
+  const ProcStatus stub_status = ReadProcStatus(stub.pid());
+  const ProcStatus client_status = ReadProcStatus(::getpid());
+  std::printf(
+      "  all %d held after %.2f s (%lld at the stub); gateway: %d threads, %d fds, RSS %.1f MiB "
+      "(%+.1f KiB per held request), in flight %.0f, sessions active %.0f\n",
+      connections, figures.all_held_s, static_cast<long long>(shared.stub_held.load()),
+      figures.holding.threads, figures.holding.fds, MiB(figures.holding.rss_kb),
+      static_cast<double>(figures.holding.rss_kb - figures.idle.rss_kb) / connections,
+      FetchGatewayGauge(stats_client, url, "agentkv_gateway_in_flight_requests"),
+      FetchGatewayGauge(stats_client, url, "agentkv_gateway_sessions_active"));
+  std::printf(
+      "  admission while holding: admit %.0f, wait %.0f, waiting %.0f, bypass %.0f (degraded "
+      "%.0f), leases %.0f, reserved %.0f of %.0f tokens\n",
+      kv(hold_kv, "admission/admit"), kv(hold_kv, "admission/wait"),
+      kv(hold_kv, "admission/waiting"), kv(hold_kv, "admission/bypass"),
+      kv(hold_kv, "admission/bypass_degraded"), kv(hold_kv, "budget/lease_count"),
+      kv(hold_kv, "budget/reserved"), kv(hold_kv, "budget/ceiling"));
+  std::printf("  meanwhile: stub %d threads, RSS %.1f MiB; client %d threads, RSS %.1f MiB\n",
+              stub_status.threads, MiB(stub_status.rss_kb), client_status.threads,
+              MiB(client_status.rss_kb));
+}
+
+// Starts the slow stub, then the gateway in front of it; either is null when it failed.
+std::pair<std::unique_ptr<ChildProcess>, std::unique_ptr<ChildProcess>> StartChildren(
+    const Flags& flags, const SharedMapping& mapping) {
+  const int connections = flags.connections;
+  const std::string shared_fd = "--shared-fd=" + std::to_string(mapping.fd());
+  const std::string connections_flag = "--connections=" + std::to_string(connections);
+  char hold_flag[64];
+  std::snprintf(hold_flag, sizeof(hold_flag), "--hold-seconds=%.17g", flags.hold_seconds);
+  std::unique_ptr<ChildProcess> stub =
+      ChildProcess::Start("stub", {"--role=stub", shared_fd, connections_flag, hold_flag,
+                                   "--engine-tokens=" + std::to_string(flags.engine_tokens)});
+  if (!stub) return {nullptr, nullptr};
+  std::unique_ptr<ChildProcess> gateway = ChildProcess::Start(
+      "gateway", {"--role=gateway", shared_fd, connections_flag, "--stub-url=" + stub->base_url(),
+                  "--gateway-threads=" + std::to_string(flags.gateway_threads),
+                  "--upstream-connections=" + std::to_string(flags.upstream_connections),
+                  flags.lifecycle ? "--lifecycle=true" : "--lifecycle=false",
+                  flags.admission ? "--admission=true" : "--admission=false", hold_flag});
+  return {std::move(stub), std::move(gateway)};
+}
+
+// The client: one connection per request, timeouts past the hold.
+net::HttpClientOptions ClientOptions(const Flags& flags, milliseconds hold) {
+  const int connections = flags.connections;
+  net::HttpClientOptions options;
+  options.threads = flags.client_threads;
+  options.max_connections_per_host = static_cast<size_t>(connections);
+  options.max_idle_per_host = static_cast<size_t>(connections);
+  options.connect_timeout = milliseconds(60'000);
+  options.queue_timeout = milliseconds(60'000);
+  options.header_timeout = hold + milliseconds(120'000);
+  return options;
+}
+
+// Takes `s` into the run's maxima.
+void Sample(RunFigures& figures, const ProcStatus& s) {
+  figures.max_threads = std::max(figures.max_threads, s.threads);
+  figures.max_rss_kb = std::max(figures.max_rss_kb, s.rss_kb);
+}
+
+// Samples the gateway every 50 ms until all `expect_held` requests are held (then records the
+// figures holding), the first answer arrives, or the deadline passes.
+void WaitUntilAllHeld(const Flags& flags, const Outcomes& outcomes, Clock::time_point start,
+                      int64_t expect_held, const SharedState& shared, net::HttpClient& stats_client,
+                      const std::string& url, pid_t gateway, RunFigures& figures) {
+  // Until the stub holds one request per upstream connection and the gateway has every one
+  // in flight (or the first answer arrives: the hold is over), every 50 ms.
+  while (outcomes.ok.load() == 0 && outcomes.done.load() < flags.connections &&
+         Clock::now() - start <
+             milliseconds(static_cast<int64_t>(flags.hold_seconds * 1000)) + milliseconds(60'000)) {
+    const int64_t held = shared.stub_held.load();
+    figures.peak_held = std::max(figures.peak_held, held);
+    if (held == expect_held &&
+        (expect_held == flags.connections ||
+         FetchGatewayGauge(stats_client, url, "agentkv_gateway_in_flight_requests") ==
+             flags.connections)) {
+      figures.all_held_s = std::chrono::duration<double>(Clock::now() - start).count();
+      figures.holding = ReadProcStatus(gateway);
+      Sample(figures, figures.holding);
+      break;
+    }
+    Sample(figures, ReadProcStatus(gateway));
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+}
+
+// The run's outcome: the answers, the gateway's maxima and its warnings, and each error.
+void PrintCompletion(const Flags& flags, const RunFigures& figures, const SharedState& shared) {
+  const int connections = flags.connections;
+  std::printf(
+      "  completed %d/%d with status 200 in %.2f s; gateway threads max %d, RSS max %.1f MiB, "
+      "VmHWM %.1f MiB, RSS after %.1f MiB; gateway warnings %lld\n",
+      figures.ok, connections, figures.total_s, figures.max_threads, MiB(figures.max_rss_kb),
+      MiB(figures.hwm_kb), MiB(figures.after_rss_kb),
+      static_cast<long long>(shared.gateway_warnings.load()));
+  for (const auto& [error, count] : figures.errors) {
+    std::printf("  error x%d: %s\n", count, error.c_str());
+  }
+  std::fflush(stdout);
+}
+
 RunFigures RunOnce(const Flags& flags, int run, SharedMapping& mapping) {
   RunFigures figures;
   const int connections = flags.connections;
@@ -522,40 +491,13 @@ RunFigures RunOnce(const Flags& flags, int run, SharedMapping& mapping) {
   SharedState* shared = mapping.state();
 
   // Both children start while this process has only its main thread.
-  const std::string shared_fd = "--shared-fd=" + std::to_string(mapping.fd());
-  const std::string connections_flag = "--connections=" + std::to_string(connections);
-  char hold_flag[64];
-  std::snprintf(hold_flag, sizeof(hold_flag), "--hold-seconds=%.17g", flags.hold_seconds);
-  std::unique_ptr<ChildProcess> stub =
-      ChildProcess::Start("stub", {"--role=stub", shared_fd, connections_flag, hold_flag,
-                                   "--engine-tokens=" + std::to_string(flags.engine_tokens)});
-  if (!stub) return figures;
-  std::unique_ptr<ChildProcess> gateway = ChildProcess::Start(
-      "gateway", {"--role=gateway", shared_fd, connections_flag, "--stub-url=" + stub->base_url(),
-                  "--gateway-threads=" + std::to_string(flags.gateway_threads),
-                  "--upstream-connections=" + std::to_string(flags.upstream_connections),
-                  flags.lifecycle ? "--lifecycle=true" : "--lifecycle=false",
-                  flags.admission ? "--admission=true" : "--admission=false", hold_flag});
-  if (!gateway) return figures;
+  auto [stub, gateway] = StartChildren(flags, mapping);
+  if (!stub || !gateway) return figures;
   const std::string url = gateway->base_url();
   // The requests the stub can hold at once: one per upstream connection.
   const int64_t upstream = shared->upstream_connections.load();
   const int64_t expect_held = std::min<int64_t>(connections, upstream);
-  if (run == 0) {
-    std::printf("  RLIMIT_NOFILE soft limits: client %llu, gateway %llu, stub %llu\n",
-                static_cast<unsigned long long>(RaiseFileLimit(0)),
-                static_cast<unsigned long long>(shared->gateway_nofile.load()),
-                static_cast<unsigned long long>(shared->stub_nofile.load()));
-    std::printf(
-        "  gateway upstream client: max_connections_per_host %lld (asked %zu%s), queue_timeout "
-        "%.0f s\n",
-        static_cast<long long>(upstream), UpstreamConnections(flags),
-        static_cast<size_t>(upstream) < UpstreamConnections(flags)
-            ? "; capped so that downstream + upstream connections fit the gateway's "
-              "RLIMIT_NOFILE: the rest wait in its connection queue"
-            : "",
-        static_cast<double>(shared->upstream_queue_timeout_ms.load()) / 1000.0);
-  }
+  if (run == 0) PrintLimits(flags, *shared);
 
   net::HttpClientOptions stats_options;
   stats_options.header_timeout = milliseconds(10'000);
@@ -573,93 +515,21 @@ RunFigures RunOnce(const Flags& flags, int run, SharedMapping& mapping) {
       run + 1, static_cast<int>(gateway->pid()), figures.idle.threads, figures.idle.fds,
       MiB(figures.idle.rss_kb), kv(idle_kv, "budget/ceiling"), kv(idle_kv, "budget/degraded"));
 
-  net::HttpClientOptions options;
-  options.threads = flags.client_threads;
-  options.max_connections_per_host = static_cast<size_t>(connections);
-  options.max_idle_per_host = static_cast<size_t>(connections);
-  options.connect_timeout = milliseconds(60'000);
-  options.queue_timeout = milliseconds(60'000);
-  options.header_timeout = hold + milliseconds(120'000);
-  net::HttpClient client(options);
+  net::HttpClient client(ClientOptions(flags, hold));
 
-  std::string ids;
-  for (int i = 0; i < flags.input_tokens; ++i) {
-    if (i > 0) ids += ',';
-    ids += std::to_string(1000 + i);
-  }
-  const std::string prefix =
-      R"({"input_ids": [)" + ids +
-      R"(], "sampling_params": {"max_new_tokens": 1}, "session_id": "hold-)" + std::to_string(run) +
-      "-";
-  std::atomic<int> ok{0};
-  std::atomic<int> done{0};
-  std::mutex error_mu;
-  std::map<std::string, int> errors;  // Guarded by error_mu.
+  Outcomes outcomes;
   const Clock::time_point start = Clock::now();
-  for (int i = 0; i < connections; ++i) {
-    client.AsyncRequest(http::verb::post, url, "/generate", {{"Content-Type", "application/json"}},
-                        prefix + std::to_string(i) + "\"}", [&](StatusOr<net::ClientResponse> r) {
-                          if (r.ok() && r->status == 200) {
-                            ok.fetch_add(1);
-                          } else {
-                            std::string error = r.ok() ? "status " + std::to_string(r->status) +
-                                                             ": " + r->body.substr(0, 160)
-                                                       : r.status().ToString().substr(0, 200);
-                            std::lock_guard lock(error_mu);
-                            ++errors[error];
-                          }
-                          done.fetch_add(1);
-                        });
-  }
+  SendRequests(flags, run, url, client, outcomes);
+  std::atomic<int>& ok = outcomes.ok;
+  std::atomic<int>& done = outcomes.done;
 
-  // Until the stub holds every request (or the first one completes), every 50 ms.
   const auto elapsed = [&start] {
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
-  const auto sample = [&](const ProcStatus& s) {
-    figures.max_threads = std::max(figures.max_threads, s.threads);
-    figures.max_rss_kb = std::max(figures.max_rss_kb, s.rss_kb);
-  };
-  // Until the stub holds one request per upstream connection and the gateway has every one
-  // in flight (or the first answer arrives: the hold is over), every 50 ms.
-  while (ok.load() == 0 && done.load() < connections &&
-         Clock::now() - start < hold + milliseconds(60'000)) {
-    const int64_t held = shared->stub_held.load();
-    figures.peak_held = std::max(figures.peak_held, held);
-    if (held == expect_held &&
-        (expect_held == connections ||
-         FetchGatewayGauge(stats_client, url, "agentkv_gateway_in_flight_requests") ==
-             connections)) {
-      figures.all_held_s = elapsed();
-      figures.holding = ReadProcStatus(gateway->pid());
-      sample(figures.holding);
-      break;
-    }
-    sample(ReadProcStatus(gateway->pid()));
-    std::this_thread::sleep_for(milliseconds(50));
-  }
+  WaitUntilAllHeld(flags, outcomes, start, expect_held, *shared, stats_client, url, gateway->pid(),
+                   figures);
   if (figures.all_held_s >= 0) {
-    const std::map<std::string, double> hold_kv = FetchAgenticKv(stats_client, url);
-    const ProcStatus stub_status = ReadProcStatus(stub->pid());
-    const ProcStatus client_status = ReadProcStatus(::getpid());
-    std::printf(
-        "  all %d held after %.2f s (%lld at the stub); gateway: %d threads, %d fds, RSS %.1f MiB "
-        "(%+.1f KiB per held request), in flight %.0f, sessions active %.0f\n",
-        connections, figures.all_held_s, static_cast<long long>(shared->stub_held.load()),
-        figures.holding.threads, figures.holding.fds, MiB(figures.holding.rss_kb),
-        static_cast<double>(figures.holding.rss_kb - figures.idle.rss_kb) / connections,
-        FetchGatewayGauge(stats_client, url, "agentkv_gateway_in_flight_requests"),
-        FetchGatewayGauge(stats_client, url, "agentkv_gateway_sessions_active"));
-    std::printf(
-        "  admission while holding: admit %.0f, wait %.0f, waiting %.0f, bypass %.0f (degraded "
-        "%.0f), leases %.0f, reserved %.0f of %.0f tokens\n",
-        kv(hold_kv, "admission/admit"), kv(hold_kv, "admission/wait"),
-        kv(hold_kv, "admission/waiting"), kv(hold_kv, "admission/bypass"),
-        kv(hold_kv, "admission/bypass_degraded"), kv(hold_kv, "budget/lease_count"),
-        kv(hold_kv, "budget/reserved"), kv(hold_kv, "budget/ceiling"));
-    std::printf("  meanwhile: stub %d threads, RSS %.1f MiB; client %d threads, RSS %.1f MiB\n",
-                stub_status.threads, MiB(stub_status.rss_kb), client_status.threads,
-                MiB(client_status.rss_kb));
+    PrintHolding(flags, figures, stats_client, url, *stub, *shared);
   } else {
     std::printf("  NOT all held at once: peak %lld held at the stub (received %lld)\n",
                 static_cast<long long>(figures.peak_held),
@@ -669,7 +539,7 @@ RunFigures RunOnce(const Flags& flags, int run, SharedMapping& mapping) {
 
   // Sample every 100 ms until every request completed.
   while (done.load() < connections && Clock::now() - start < hold + milliseconds(180'000)) {
-    sample(ReadProcStatus(gateway->pid()));
+    Sample(figures, ReadProcStatus(gateway->pid()));
     std::this_thread::sleep_for(milliseconds(100));
   }
   figures.total_s = elapsed();
@@ -678,22 +548,13 @@ RunFigures RunOnce(const Flags& flags, int run, SharedMapping& mapping) {
   figures.after_rss_kb = after.rss_kb;
   figures.hwm_kb = after.hwm_kb;
   {
-    std::lock_guard lock(error_mu);
-    figures.errors = errors;
+    std::lock_guard lock(outcomes.error_mu);
+    figures.errors = outcomes.errors;
     if (done.load() < connections) {
       figures.errors["unfinished after the deadline"] = connections - done.load();
     }
   }
-  std::printf(
-      "  completed %d/%d with status 200 in %.2f s; gateway threads max %d, RSS max %.1f MiB, "
-      "VmHWM %.1f MiB, RSS after %.1f MiB; gateway warnings %lld\n",
-      figures.ok, connections, figures.total_s, figures.max_threads, MiB(figures.max_rss_kb),
-      MiB(figures.hwm_kb), MiB(figures.after_rss_kb),
-      static_cast<long long>(shared->gateway_warnings.load()));
-  for (const auto& [error, count] : figures.errors) {
-    std::printf("  error x%d: %s\n", count, error.c_str());
-  }
-  std::fflush(stdout);
+  PrintCompletion(flags, figures, *shared);
   // The clients (and their threads) go before the children stop and before the next fork.
   return figures;
 }
@@ -718,8 +579,8 @@ int RunStub(const Flags& flags) {
   std::unique_ptr<SharedMapping> mapping = SharedMapping::Map(flags.shared_fd);
   if (!mapping) return 1;
   std::unique_ptr<net::HttpServer> server;
-  return ServeUntilSignalled(
-      flags,
+  return bench::ServeUntilSignalled(
+      flags.port_fd,
       [&] {
         mapping->state()->stub_nofile =
             RaiseFileLimit(static_cast<rlim_t>(flags.connections) + 1024);
@@ -736,8 +597,9 @@ int RunGateway(const Flags& flags) {
   std::unique_ptr<SharedMapping> mapping = SharedMapping::Map(flags.shared_fd);
   if (!mapping) return 1;
   GatewayProcess process;
-  return ServeUntilSignalled(
-      flags, [&] { return StartGatewayProcess(flags, flags.stub_url, mapping->state(), &process); },
+  return bench::ServeUntilSignalled(
+      flags.port_fd,
+      [&] { return StartGatewayProcess(flags, flags.stub_url, mapping->state(), &process); },
       [&] {
         if (process.gateway) process.gateway->Shutdown(milliseconds(2'000));
         process.gateway.reset();
@@ -745,11 +607,8 @@ int RunGateway(const Flags& flags) {
       });
 }
 
-int Main(int argc, char** argv) {
-  Flags flags;
-  CLI::App app(
-      "Gateway threads and memory while holding many concurrent slow requests: a slow engine "
-      "stub and the gateway (lifecycle + admission) in their own processes, the client here");
+// The bench's flags, the children's internal ones hidden.
+void AddFlags(CLI::App& app, Flags& flags) {
   app.add_option("--connections", flags.connections,
                  "concurrent /generate requests, each on its own connection")
       ->check(CLI::Range(1, 60'000))
@@ -790,35 +649,10 @@ int Main(int argc, char** argv) {
   app.add_option("--shared-fd", flags.shared_fd)->group("");
   app.add_option("--port-fd", flags.port_fd)->group("");
   app.add_option("--stub-url", flags.stub_url)->group("");
-  CLI11_PARSE(app, argc, argv);
-  if (flags.role == "stub") return RunStub(flags);
-  if (flags.role == "gateway") return RunGateway(flags);
+}
 
-  const rlim_t wanted = static_cast<rlim_t>(flags.connections) + 1024;
-  const rlim_t got = RaiseFileLimit(wanted);
-  std::printf(
-      "gateway_hold: %d concurrent /generate (%d input_ids, max_new_tokens 1, one session "
-      "each), held %.1f s by the stub; gateway: lifecycle %s, admission %s (LocalAdmission), "
-      "%d server threads; client %d threads; %d runs; hardware threads %u\n",
-      flags.connections, flags.input_tokens, flags.hold_seconds, flags.lifecycle ? "on" : "off",
-      flags.admission ? "on" : "off", flags.gateway_threads, flags.client_threads, flags.runs,
-      std::thread::hardware_concurrency());
-  if (got < wanted) {
-    std::fprintf(stderr, "cannot raise RLIMIT_NOFILE to %llu (soft limit %llu)\n",
-                 static_cast<unsigned long long>(wanted), static_cast<unsigned long long>(got));
-    return 1;
-  }
-  std::unique_ptr<SharedMapping> mapping = SharedMapping::Create();
-  if (!mapping) return 1;
-
-  std::vector<RunFigures> runs;
-  bool passed = true;
-  for (int run = 0; run < flags.runs; ++run) {
-    RunFigures figures = RunOnce(flags, run, *mapping);
-    passed = passed && figures.passed() && figures.ok == flags.connections;
-    runs.push_back(std::move(figures));
-  }
-
+// The range of each figure over the runs, as a table.
+void PrintSummary(const Flags& flags, const std::vector<RunFigures>& runs) {
   const double c = flags.connections;
   std::printf("\nover %d runs (ranges)\n| figure | value |\n|---|---|\n", flags.runs);
   std::printf("| gateway threads idle -> holding %d (max while holding) | %s -> %s (%s) |\n",
@@ -875,6 +709,44 @@ int Main(int argc, char** argv) {
               Range<double>(
                   runs, [](auto& r) { return r.total_s; }, "%.2f")
                   .c_str());
+}
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  CLI::App app(
+      "Gateway threads and memory while holding many concurrent slow requests: a slow engine "
+      "stub and the gateway (lifecycle + admission) in their own processes, the client here");
+  AddFlags(app, flags);
+  CLI11_PARSE(app, argc, argv);
+  if (flags.role == "stub") return RunStub(flags);
+  if (flags.role == "gateway") return RunGateway(flags);
+
+  const rlim_t wanted = static_cast<rlim_t>(flags.connections) + 1024;
+  const rlim_t got = RaiseFileLimit(wanted);
+  std::printf(
+      "gateway_hold: %d concurrent /generate (%d input_ids, max_new_tokens 1, one session "
+      "each), held %.1f s by the stub; gateway: lifecycle %s, admission %s (LocalAdmission), "
+      "%d server threads; client %d threads; %d runs; hardware threads %u\n",
+      flags.connections, flags.input_tokens, flags.hold_seconds, flags.lifecycle ? "on" : "off",
+      flags.admission ? "on" : "off", flags.gateway_threads, flags.client_threads, flags.runs,
+      std::thread::hardware_concurrency());
+  if (got < wanted) {
+    std::fprintf(stderr, "cannot raise RLIMIT_NOFILE to %llu (soft limit %llu)\n",
+                 static_cast<unsigned long long>(wanted), static_cast<unsigned long long>(got));
+    return 1;
+  }
+  std::unique_ptr<SharedMapping> mapping = SharedMapping::Create();
+  if (!mapping) return 1;
+
+  std::vector<RunFigures> runs;
+  bool passed = true;
+  for (int run = 0; run < flags.runs; ++run) {
+    RunFigures figures = RunOnce(flags, run, *mapping);
+    passed = passed && figures.passed() && figures.ok == flags.connections;
+    runs.push_back(std::move(figures));
+  }
+
+  PrintSummary(flags, runs);
   return passed ? 0 : 2;
 }
 

@@ -369,9 +369,8 @@ class NginxProcess {
 
 // ---------------------------------------------------------------------------------------------
 
-int Main(int argc, char** argv) {
-  Flags flags;
-  CLI::App app("Gateway overhead over a direct connection to an unpaced emulated engine");
+// The bench's flags.
+void AddFlags(CLI::App& app, Flags& flags) {
   app.add_option("--concurrency", flags.concurrency, "requests in flight (list)")
       ->delimiter(',')
       ->capture_default_str();
@@ -404,6 +403,94 @@ int Main(int argc, char** argv) {
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--nginx-concurrency", flags.nginx_concurrency)->capture_default_str();
+}
+
+// Direct against through the gateway, for each body size and concurrency: the medians as a
+// table.
+void MeasureOverhead(const Flags& flags, const std::vector<Target>& targets, const BodyMaker& small,
+                     std::atomic<int64_t>& next_session) {
+  struct Row {
+    std::string size;
+    int concurrency;
+    Summary direct;
+    Summary gateway;
+  };
+  std::vector<Row> rows;
+  const BodyMaker large(std::max(flags.large_tokens, 1), flags.sessions);
+  for (const auto& [name, bodies, tokens] :
+       {std::tuple<const char*, const BodyMaker*, int>{"small", &small, flags.small_tokens},
+        std::tuple<const char*, const BodyMaker*, int>{"large", &large, flags.large_tokens}}) {
+    if (tokens <= 0) continue;
+    std::printf("%s bodies: %d input_ids, %zu bytes\n", name, tokens, bodies->bytes());
+    for (int c : flags.concurrency) {
+      if (bodies == &large && c > flags.large_max_concurrency) {
+        std::printf("  large C=%d skipped (--large-max-concurrency %d)\n", c,
+                    flags.large_max_concurrency);
+        continue;
+      }
+      const std::vector<Summary> s = Measure(flags, targets, c, *bodies, name, next_session);
+      rows.push_back({name, c, s[0], s[1]});
+    }
+  }
+
+  std::printf("\nmedians of %d runs (ms; req/s)\n", flags.runs);
+  std::printf(
+      "| body | C | direct p50 | direct p99 | gateway p50 | gateway p99 | added p50 | "
+      "added p99 | direct req/s | gateway req/s | errors |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const Row& r : rows) {
+    std::printf("| %s | %d | %.3f | %.3f | %.3f | %.3f | %+.3f | %+.3f | %.0f | %.0f | %lld |\n",
+                r.size.c_str(), r.concurrency, r.direct.p50_ms, r.direct.p99_ms, r.gateway.p50_ms,
+                r.gateway.p99_ms, r.gateway.p50_ms - r.direct.p50_ms,
+                r.gateway.p99_ms - r.direct.p99_ms, r.direct.requests_per_s,
+                r.gateway.requests_per_s,
+                static_cast<long long>(r.direct.errors + r.gateway.errors));
+  }
+}
+
+// The gateway against nginx proxies (one per --nginx-workers) in front of the same engine.
+void CompareWithNginx(const Flags& flags, const std::vector<Target>& targets, uint16_t engine_port,
+                      const BodyMaker& small, std::atomic<int64_t>& next_session) {
+  const std::string path = flags.nginx == "auto" ? "/usr/sbin/nginx" : flags.nginx;
+  if (::access(path.c_str(), X_OK) != 0) {
+    std::printf("\nnginx: %s not found; comparison skipped\n", path.c_str());
+  } else {
+    std::printf("\nnginx comparison: %s, small bodies, C=%d\n", NginxVersion(path).c_str(),
+                flags.nginx_concurrency);
+    // Every nginx configuration runs at once (idle ones cost nothing) so that direct, the
+    // gateway and each nginx alternate within every run: the ratios compare like with like.
+    std::vector<std::unique_ptr<NginxProcess>> running;
+    std::vector<Target> compared = targets;
+    for (int workers : flags.nginx_workers) {
+      auto nginx = NginxProcess::Start(path, workers, engine_port);
+      if (!nginx) {
+        std::printf("  nginx with %d workers failed to start\n", workers);
+        continue;
+      }
+      compared.push_back({"nginx-" + std::to_string(workers) + "w", nginx->base_url()});
+      running.push_back(std::move(nginx));
+    }
+    const std::vector<Summary> s =
+        Measure(flags, compared, flags.nginx_concurrency, small, "small", next_session);
+    std::printf(
+        "| path | req/s | share of direct | p50 ms | p99 ms | errors |\n"
+        "|---|---:|---:|---:|---:|---:|\n");
+    for (size_t i = 0; i < compared.size(); ++i) {
+      std::printf("| %s | %.0f | %.0f%% | %.3f | %.3f | %lld |\n", compared[i].name.c_str(),
+                  s[i].requests_per_s, 100.0 * s[i].requests_per_s / s[0].requests_per_s,
+                  s[i].p50_ms, s[i].p99_ms, static_cast<long long>(s[i].errors));
+    }
+    for (size_t i = 2; i < compared.size(); ++i) {
+      std::printf("gateway / %s: %.2f x the requests/s\n", compared[i].name.c_str(),
+                  s[1].requests_per_s / s[i].requests_per_s);
+    }
+  }
+}
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  CLI::App app("Gateway overhead over a direct connection to an unpaced emulated engine");
+  AddFlags(app, flags);
   CLI11_PARSE(app, argc, argv);
 
   EngineEmulatorOptions engine_options;
@@ -456,81 +543,10 @@ int Main(int argc, char** argv) {
   const std::vector<Target> targets = {{"direct", (*engine)->base_url()},
                                        {"gateway", (*gateway)->base_url()}};
   std::atomic<int64_t> next_session{0};
-  struct Row {
-    std::string size;
-    int concurrency;
-    Summary direct;
-    Summary gateway;
-  };
-  std::vector<Row> rows;
   const BodyMaker small(flags.small_tokens, flags.sessions);
-  const BodyMaker large(std::max(flags.large_tokens, 1), flags.sessions);
-  for (const auto& [name, bodies, tokens] :
-       {std::tuple<const char*, const BodyMaker*, int>{"small", &small, flags.small_tokens},
-        std::tuple<const char*, const BodyMaker*, int>{"large", &large, flags.large_tokens}}) {
-    if (tokens <= 0) continue;
-    std::printf("%s bodies: %d input_ids, %zu bytes\n", name, tokens, bodies->bytes());
-    for (int c : flags.concurrency) {
-      if (bodies == &large && c > flags.large_max_concurrency) {
-        std::printf("  large C=%d skipped (--large-max-concurrency %d)\n", c,
-                    flags.large_max_concurrency);
-        continue;
-      }
-      const std::vector<Summary> s = Measure(flags, targets, c, *bodies, name, next_session);
-      rows.push_back({name, c, s[0], s[1]});
-    }
-  }
-
-  std::printf("\nmedians of %d runs (ms; req/s)\n", flags.runs);
-  std::printf(
-      "| body | C | direct p50 | direct p99 | gateway p50 | gateway p99 | added p50 | "
-      "added p99 | direct req/s | gateway req/s | errors |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const Row& r : rows) {
-    std::printf("| %s | %d | %.3f | %.3f | %.3f | %.3f | %+.3f | %+.3f | %.0f | %.0f | %lld |\n",
-                r.size.c_str(), r.concurrency, r.direct.p50_ms, r.direct.p99_ms, r.gateway.p50_ms,
-                r.gateway.p99_ms, r.gateway.p50_ms - r.direct.p50_ms,
-                r.gateway.p99_ms - r.direct.p99_ms, r.direct.requests_per_s,
-                r.gateway.requests_per_s,
-                static_cast<long long>(r.direct.errors + r.gateway.errors));
-  }
-
-  if (flags.nginx != "off") {
-    const std::string path = flags.nginx == "auto" ? "/usr/sbin/nginx" : flags.nginx;
-    if (::access(path.c_str(), X_OK) != 0) {
-      std::printf("\nnginx: %s not found; comparison skipped\n", path.c_str());
-    } else {
-      std::printf("\nnginx comparison: %s, small bodies, C=%d\n", NginxVersion(path).c_str(),
-                  flags.nginx_concurrency);
-      // Every nginx configuration runs at once (idle ones cost nothing) so that direct, the
-      // gateway and each nginx alternate within every run: the ratios compare like with like.
-      std::vector<std::unique_ptr<NginxProcess>> running;
-      std::vector<Target> compared = targets;
-      for (int workers : flags.nginx_workers) {
-        auto nginx = NginxProcess::Start(path, workers, (*engine)->port());
-        if (!nginx) {
-          std::printf("  nginx with %d workers failed to start\n", workers);
-          continue;
-        }
-        compared.push_back({"nginx-" + std::to_string(workers) + "w", nginx->base_url()});
-        running.push_back(std::move(nginx));
-      }
-      const std::vector<Summary> s =
-          Measure(flags, compared, flags.nginx_concurrency, small, "small", next_session);
-      std::printf(
-          "| path | req/s | share of direct | p50 ms | p99 ms | errors |\n"
-          "|---|---:|---:|---:|---:|---:|\n");
-      for (size_t i = 0; i < compared.size(); ++i) {
-        std::printf("| %s | %.0f | %.0f%% | %.3f | %.3f | %lld |\n", compared[i].name.c_str(),
-                    s[i].requests_per_s, 100.0 * s[i].requests_per_s / s[0].requests_per_s,
-                    s[i].p50_ms, s[i].p99_ms, static_cast<long long>(s[i].errors));
-      }
-      for (size_t i = 2; i < compared.size(); ++i) {
-        std::printf("gateway / %s: %.2f x the requests/s\n", compared[i].name.c_str(),
-                    s[1].requests_per_s / s[i].requests_per_s);
-      }
-    }
-  }
+  MeasureOverhead(flags, targets, small, next_session);
+  if (flags.nginx != "off")
+    CompareWithNginx(flags, targets, (*engine)->port(), small, next_session);
 
   const GatewayStats stats = (*gateway)->stats();
   std::printf("\ngateway: %lld sessions active at the end, %lld polls\n",

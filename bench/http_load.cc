@@ -233,7 +233,9 @@ ServerStats FetchStats(HttpClient& client, const std::string& base_url) {
   return stats;
 }
 
-int RunHold(const Flags& flags) {
+// Raises RLIMIT_NOFILE for the hold (2 * C + 100, or C + 100 per process with a forked server)
+// and reports it; false when the limit stays too low.
+bool RaiseHoldFileLimit(const Flags& flags) {
   const int connections = flags.connections;
   const bool fork_server = flags.server_process == "fork";
   const rlim_t wanted =
@@ -253,41 +255,98 @@ int RunHold(const Flags& flags) {
   if (got < wanted) {
     std::fprintf(stderr, "cannot raise RLIMIT_NOFILE to %llu\n",
                  static_cast<unsigned long long>(wanted));
-    return 1;
+    return false;
   }
-  const milliseconds hold(static_cast<int64_t>(flags.hold_seconds * 1000));
+  return true;
+}
 
-  // The server: in a child forked before any thread exists, or here.
+// The hold server: in a child forked before any thread exists (`child` > 0; it stops when
+// `stop_fd` closes), or in this process (`local`).
+struct HoldServer {
   pid_t child = -1;
-  int stop_pipe[2] = {-1, -1};
-  std::atomic<int64_t> held{0};
-  std::unique_ptr<HttpServer> local_server;
+  int stop_fd = -1;
+  std::unique_ptr<HttpServer> local;
   uint16_t port = 0;
-  if (fork_server) {
+};
+
+// Starts the hold server as --server-process says; false when it fails.
+bool StartHoldServerProcess(const Flags& flags, milliseconds hold, std::atomic<int64_t>* held,
+                            HoldServer& server) {
+  int stop_pipe[2] = {-1, -1};
+  if (flags.server_process == "fork") {
     int port_pipe[2];
-    if (::pipe(port_pipe) != 0 || ::pipe(stop_pipe) != 0) return 1;
-    child = ::fork();
-    if (child == 0) {
+    if (::pipe(port_pipe) != 0 || ::pipe(stop_pipe) != 0) return false;
+    server.child = ::fork();
+    if (server.child == 0) {
       ::close(port_pipe[0]);
       ::close(stop_pipe[1]);
-      auto server = StartHoldServer(flags.server_threads, hold, &held);
-      const uint16_t child_port = server ? server->port() : 0;
+      auto child_server = StartHoldServer(flags.server_threads, hold, held);
+      const uint16_t child_port = child_server ? child_server->port() : 0;
       if (::write(port_pipe[1], &child_port, sizeof(child_port)) != sizeof(child_port)) _exit(1);
       char byte;
       while (::read(stop_pipe[0], &byte, 1) > 0) {
       }
-      if (server) server->Shutdown(milliseconds(1'000));
+      if (child_server) child_server->Shutdown(milliseconds(1'000));
       _exit(0);
     }
     ::close(port_pipe[1]);
     ::close(stop_pipe[0]);
-    if (::read(port_pipe[0], &port, sizeof(port)) != sizeof(port) || port == 0) return 1;
+    server.stop_fd = stop_pipe[1];
+    if (::read(port_pipe[0], &server.port, sizeof(server.port)) != sizeof(server.port) ||
+        server.port == 0)
+      return false;
     ::close(port_pipe[0]);
   } else {
-    local_server = StartHoldServer(flags.server_threads, hold, &held);
-    if (!local_server) return 1;
-    port = local_server->port();
+    server.local = StartHoldServer(flags.server_threads, hold, held);
+    if (!server.local) return false;
+    server.port = server.local->port();
   }
+  return true;
+}
+
+// Stops the hold server: closes the child's stop pipe and reaps it, or shuts the local one down.
+void StopHoldServer(HoldServer& server) {
+  if (server.child > 0) {
+    ::close(server.stop_fd);
+    int status = 0;
+    ::waitpid(server.child, &status, 0);
+  } else {
+    server.local->Shutdown(milliseconds(1'000));
+  }
+}
+
+// The server and the client while the requests are held.
+void PrintHolding(int connections, bool fork_server, const ServerStats& idle,
+                  const ServerStats& peak, double all_held_after, int client_threads_now,
+                  int64_t client_rss_kb) {
+  if (all_held_after >= 0) {
+    std::printf("  all %d requests held after %.2f s\n", connections, all_held_after);
+  } else {
+    std::printf("  NOT all requests held at once: peak %lld\n", static_cast<long long>(peak.held));
+  }
+  std::printf(
+      "  server while holding %lld requests on %lld open connections: %d threads, RSS %.1f MiB "
+      "(%.1f KiB per held request over the idle server)\n",
+      static_cast<long long>(peak.held), static_cast<long long>(peak.open), peak.threads,
+      static_cast<double>(peak.rss_kb) / 1024.0,
+      static_cast<double>(peak.rss_kb - idle.rss_kb) /
+          static_cast<double>(std::max<int64_t>(peak.held, 1)));
+  std::printf("  client process meanwhile: %d threads, RSS %.1f MiB%s\n", client_threads_now,
+              static_cast<double>(client_rss_kb) / 1024.0,
+              fork_server ? "" : " (same process as the server)");
+}
+
+int RunHold(const Flags& flags) {
+  const int connections = flags.connections;
+  const bool fork_server = flags.server_process == "fork";
+  if (!RaiseHoldFileLimit(flags)) return 1;
+  const milliseconds hold(static_cast<int64_t>(flags.hold_seconds * 1000));
+
+  // The server: in a child forked before any thread exists, or here.
+  std::atomic<int64_t> held{0};
+  HoldServer server;
+  if (!StartHoldServerProcess(flags, hold, &held, server)) return 1;
+  const uint16_t port = server.port;
   const std::string base_url = "http://127.0.0.1:" + std::to_string(port);
 
   HttpClientOptions stats_options;
@@ -339,21 +398,8 @@ int RunHold(const Flags& flags) {
   }
   const int client_threads_now = CountThreads("/proc/self");
   const int64_t client_rss_kb = RssKb("/proc/self");
-  if (all_held_after >= 0) {
-    std::printf("  all %d requests held after %.2f s\n", connections, all_held_after);
-  } else {
-    std::printf("  NOT all requests held at once: peak %lld\n", static_cast<long long>(peak.held));
-  }
-  std::printf(
-      "  server while holding %lld requests on %lld open connections: %d threads, RSS %.1f MiB "
-      "(%.1f KiB per held request over the idle server)\n",
-      static_cast<long long>(peak.held), static_cast<long long>(peak.open), peak.threads,
-      static_cast<double>(peak.rss_kb) / 1024.0,
-      static_cast<double>(peak.rss_kb - idle.rss_kb) /
-          static_cast<double>(std::max<int64_t>(peak.held, 1)));
-  std::printf("  client process meanwhile: %d threads, RSS %.1f MiB%s\n", client_threads_now,
-              static_cast<double>(client_rss_kb) / 1024.0,
-              fork_server ? "" : " (same process as the server)");
+  PrintHolding(connections, fork_server, idle, peak, all_held_after, client_threads_now,
+               client_rss_kb);
 
   while (done.load() < connections && Clock::now() - start < hold + milliseconds(180'000)) {
     std::this_thread::sleep_for(milliseconds(50));
@@ -363,13 +409,7 @@ int RunHold(const Flags& flags) {
               connections, total, static_cast<long long>(client.connections_opened()));
   for (const auto& error : errors) std::printf("  error: %s\n", error.c_str());
 
-  if (fork_server) {
-    ::close(stop_pipe[1]);
-    int status = 0;
-    ::waitpid(child, &status, 0);
-  } else {
-    local_server->Shutdown(milliseconds(1'000));
-  }
+  StopHoldServer(server);
   return ok.load() == connections && all_held_after >= 0 ? 0 : 2;
 }
 

@@ -37,6 +37,47 @@ double ReadDouble(const uint8_t* bytes) {
   return value;
 }
 
+// ticket -> (lease, tokens): the leases the fuzzer's model tracks.
+using Leases = std::map<std::string, std::pair<std::string, int64_t>>;
+
+// Checks decision `d` and books its lease.
+void Absorb(const AdmissionDecision& d, Leases& leases) {
+  if (d.action == AdmissionAction::kAdmit) {
+    FUZZ_CHECK(d.lease_id.has_value());
+    FUZZ_CHECK(d.reservation_tokens >= 0 && d.reservation_tokens <= agentkv::kMaxTokens);
+    leases[d.ticket] = {*d.lease_id, d.reservation_tokens};
+  }
+  if (d.action == AdmissionAction::kRefuse) {
+    FUZZ_CHECK(d.reason == AdmissionReason::kOversized);
+    FUZZ_CHECK(d.ceiling.has_value() && d.reservation_tokens > *d.ceiling);
+  }
+}
+
+// A poll whose gauges are anything an engine could send (`bytes`: the operation's value).
+void Poll(AdmissionCoordinator& coordinator, const uint8_t* bytes, uint8_t shift, TimeNs now,
+          Leases& leases) {
+  const int64_t value = ReadInt64(bytes);
+  std::vector<EngineSnapshot> fleet;
+  fleet.push_back(EngineSnapshot{"e0", value, ReadDouble(bytes), 0, true});
+  fleet.push_back(EngineSnapshot{"e1", value >> (shift % 64), 0.1, value, true});
+  coordinator.Reconcile(fleet, now);
+  // The TTL may have reclaimed leases: drop those the ledger no longer holds.
+  for (auto it = leases.begin(); it != leases.end();) {
+    it = coordinator.ledger().LeaseForTicket(it->first) == nullptr ? leases.erase(it)
+                                                                   : std::next(it);
+  }
+}
+
+// The ledger holds exactly the model's leases, and never a negative count.
+void CheckLedger(const AdmissionCoordinator& coordinator, const Leases& leases) {
+  FUZZ_CHECK(coordinator.CheckInvariants().ok());
+  int64_t sum = 0;
+  for (const auto& [t, lease] : leases) sum += lease.second;
+  FUZZ_CHECK(coordinator.ledger().reserved() == sum);
+  FUZZ_CHECK(coordinator.ledger().reserved() >= 0);
+  FUZZ_CHECK(coordinator.ledger().ceiling() >= 0);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -44,19 +85,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   params.ledger.headroom = 0.9;
   params.max_wait = TimeNs::Seconds(30);
   AdmissionCoordinator coordinator(params);
-  std::map<std::string, std::pair<std::string, int64_t>> leases;  // ticket -> (lease, tokens)
+  Leases leases;
   int64_t now_ns = 0;
-  auto absorb = [&](const AdmissionDecision& d) {
-    if (d.action == AdmissionAction::kAdmit) {
-      FUZZ_CHECK(d.lease_id.has_value());
-      FUZZ_CHECK(d.reservation_tokens >= 0 && d.reservation_tokens <= agentkv::kMaxTokens);
-      leases[d.ticket] = {*d.lease_id, d.reservation_tokens};
-    }
-    if (d.action == AdmissionAction::kRefuse) {
-      FUZZ_CHECK(d.reason == AdmissionReason::kOversized);
-      FUZZ_CHECK(d.ceiling.has_value() && d.reservation_tokens > *d.ceiling);
-    }
-  };
   for (size_t at = 0; at + 10 <= size; at += 10) {
     const uint8_t kind = data[at] % 6;
     const std::string ticket = "t" + std::to_string(data[at + 1] % 16);
@@ -74,7 +104,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (tokens < 0 || tokens > agentkv::kMaxTokens) {
           FUZZ_CHECK(!d.ok() && d.status().code() == agentkv::StatusCode::kInvalidArgument);
         } else if (d.ok()) {
-          absorb(*d);
+          Absorb(*d, leases);
         }
         break;
       }
@@ -94,18 +124,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         leases.erase(ticket);
         break;
       }
-      case 3: {  // A poll whose gauges are anything an engine could send.
-        std::vector<EngineSnapshot> fleet;
-        fleet.push_back(EngineSnapshot{"e0", value, ReadDouble(data + at + 2), 0, true});
-        fleet.push_back(EngineSnapshot{"e1", value >> (data[at + 1] % 64), 0.1, value, true});
-        coordinator.Reconcile(fleet, now);
-        // The TTL may have reclaimed leases: drop those the ledger no longer holds.
-        for (auto it = leases.begin(); it != leases.end();) {
-          it = coordinator.ledger().LeaseForTicket(it->first) == nullptr ? leases.erase(it)
-                                                                         : std::next(it);
-        }
+      case 3:
+        Poll(coordinator, data + at + 2, data[at + 1], now, leases);
         break;
-      }
       case 4:
         coordinator.Tick(now);
         break;
@@ -114,13 +135,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         coordinator.Tick(TimeNs(now_ns));
         break;
     }
-    for (const AdmissionDecision& d : coordinator.TakeResolved()) absorb(d);
-    FUZZ_CHECK(coordinator.CheckInvariants().ok());
-    int64_t sum = 0;
-    for (const auto& [t, lease] : leases) sum += lease.second;
-    FUZZ_CHECK(coordinator.ledger().reserved() == sum);
-    FUZZ_CHECK(coordinator.ledger().reserved() >= 0);
-    FUZZ_CHECK(coordinator.ledger().ceiling() >= 0);
+    for (const AdmissionDecision& d : coordinator.TakeResolved()) Absorb(d, leases);
+    CheckLedger(coordinator, leases);
   }
   coordinator.Shutdown();
   (void)coordinator.TakeResolved();

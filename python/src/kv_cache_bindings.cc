@@ -80,22 +80,8 @@ void BindHandle(py::module_& m) {
       });
 }
 
-}  // namespace
-
-void BindKvCache(py::module_& m) {
-  BindHandle(m);
-  py::class_<KvCacheManager> cls(m, "KvCache", kKvCacheDoc);
-  cls.def(py::init([](const py::object& options, const py::kwargs& fields) {
-            return std::make_unique<KvCacheManager>(
-                ValueOrThrow(KvCacheManager::Create(OptionsFromPython(options, fields))));
-          }),
-          py::arg("options") = py::none(),
-          "An empty cache with `options` (a KvCacheOptions; None: the defaults), each keyword "
-          "argument overriding the option of that name, e.g. KvCache(device_blocks=1024, "
-          "tokens_per_block=16). InvalidArgumentError naming the first field out of range; "
-          "TypeError for a name that is no option.");
-
-  // ---- Options and keys ----
+// KvCache's options and keys.
+void DefOptionsAndKeys(py::class_<KvCacheManager>& cls) {
   cls.def_property_readonly(
          "options", [](const KvCacheManager& c) { return c.options(); },
          "A copy of the options the cache was built with.")
@@ -130,8 +116,10 @@ void BindKvCache(py::module_& m) {
           },
           py::arg("block_ids"), py::arg("extra_key") = 0,
           "The keys of a chain of precomputed block ids (BlockKeyHasher.keys_from_block_ids).");
+}
 
-  // ---- Requests ----
+// KvCache's requests.
+void DefRequests(py::class_<KvCacheManager>& cls) {
   cls.def(
          "match", [](const KvCacheManager& c, py::handle keys) { return c.Match(ReadKeys(keys)); },
          py::arg("keys"),
@@ -168,23 +156,27 @@ void BindKvCache(py::module_& m) {
           "and next_tool feed the gap_aware order; arrival_ns: when the request arrived "
           "(default: the cache clock). AlreadyExistsError if `request` is active; "
           "InvalidArgumentError for a negative prompt_tokens, a bad retention config or "
-          "next_pause. On failure nothing changes.")
-      .def(
-          "reserve",
-          [](KvCacheManager& c, int64_t request, int64_t total_tokens) {
-            if (total_tokens > kMaxReserveTokens) {
-              throw StatusError(InvalidArgumentError("total_tokens must be at most " +
-                                                     std::to_string(kMaxReserveTokens) + ", got " +
-                                                     std::to_string(total_tokens)));
-            }
-            ThrowIfError(c.Reserve(RequestId(request), total_tokens));
-          },
-          py::arg("request"), py::arg("total_tokens"),
-          "Makes `request` hold enough blocks for `total_tokens` tokens, allocating the missing "
-          "ones and evicting (lowest priority first, least recently used within a priority) "
-          "when the device is full. Holding more already is a no-op. ResourceExhaustedError, "
-          "with nothing changed, when the device cannot free enough blocks; NotFoundError for "
-          "an unknown request.")
+          "next_pause. On failure nothing changes.");
+}
+
+// KvCache's requests' blocks: growing, finishing and dropping a request's hold.
+void DefRequestBlocks(py::class_<KvCacheManager>& cls) {
+  cls.def(
+         "reserve",
+         [](KvCacheManager& c, int64_t request, int64_t total_tokens) {
+           if (total_tokens > kMaxReserveTokens) {
+             throw StatusError(InvalidArgumentError("total_tokens must be at most " +
+                                                    std::to_string(kMaxReserveTokens) + ", got " +
+                                                    std::to_string(total_tokens)));
+           }
+           ThrowIfError(c.Reserve(RequestId(request), total_tokens));
+         },
+         py::arg("request"), py::arg("total_tokens"),
+         "Makes `request` hold enough blocks for `total_tokens` tokens, allocating the missing "
+         "ones and evicting (lowest priority first, least recently used within a priority) "
+         "when the device is full. Holding more already is a no-op. ResourceExhaustedError, "
+         "with nothing changed, when the device cannot free enough blocks; NotFoundError for "
+         "an unknown request.")
       .def(
           "commit",
           [](KvCacheManager& c, int64_t request, py::handle keys) {
@@ -215,8 +207,10 @@ void BindKvCache(py::module_& m) {
           "ignored. NotFoundError for an unknown request.")
       .def_property_readonly("active_requests", &KvCacheManager::active_requests,
                              "Requests added and not released.");
+}
 
-  // ---- Priorities and tiers ----
+// KvCache's priorities and tiers.
+void DefPrioritiesAndTiers(py::class_<KvCacheManager>& cls) {
   cls.def(
          "set_priority",
          [](KvCacheManager& c, uint64_t key, int64_t priority, std::optional<int64_t> duration,
@@ -263,8 +257,10 @@ void BindKvCache(py::module_& m) {
           "Loads up to `max_blocks` host blocks of the chain `keys` back to the device ahead of "
           "its next request. Returns the blocks moved (stats: prefetched_blocks). "
           "InvalidArgumentError for a negative max_blocks.");
+}
 
-  // ---- Sessions, conversations, sub-agents ----
+// KvCache's sessions, conversations, sub-agents.
+void DefSessions(py::class_<KvCacheManager>& cls) {
   cls.def(
          "close_session",
          [](KvCacheManager& c, int64_t session) { return c.CloseSession(SessionId(session)); },
@@ -311,8 +307,10 @@ void BindKvCache(py::module_& m) {
           "finished, idle children registered here for it, as a request of `parent` admitted "
           "here would, and admits nothing. Returns the children demoted; 0 when demotion is "
           "off (finished_subagent_priority None) or `parent` has no child here.");
+}
 
-  // ---- Time ----
+// KvCache's time.
+void DefTime(py::class_<KvCacheManager>& cls) {
   cls.def(
          "step", [](KvCacheManager& c) { c.Step(); },
          "Advances the scheduler step by one and reverts expired retention priorities.")
@@ -350,8 +348,10 @@ void BindKvCache(py::module_& m) {
       .def_property_readonly(
           "clock_ns", [](const KvCacheManager& c) { return c.clock().ns(); },
           "The caller's clock in nanoseconds (starts at 0).");
+}
 
-  // ---- State ----
+// KvCache's state.
+void DefState(py::class_<KvCacheManager>& cls) {
   cls.def(
          "reset", [](KvCacheManager& c) { ThrowIfError(c.Reset()); },
          "Removes every cached block from both tiers (counters are kept). "
@@ -377,6 +377,29 @@ void BindKvCache(py::module_& m) {
                ", tokens_per_block=" + std::to_string(o.tokens_per_block) +
                ", active_requests=" + std::to_string(c.active_requests()) + ")";
       });
+}
+
+}  // namespace
+
+void BindKvCache(py::module_& m) {
+  BindHandle(m);
+  py::class_<KvCacheManager> cls(m, "KvCache", kKvCacheDoc);
+  cls.def(py::init([](const py::object& options, const py::kwargs& fields) {
+            return std::make_unique<KvCacheManager>(
+                ValueOrThrow(KvCacheManager::Create(OptionsFromPython(options, fields))));
+          }),
+          py::arg("options") = py::none(),
+          "An empty cache with `options` (a KvCacheOptions; None: the defaults), each keyword "
+          "argument overriding the option of that name, e.g. KvCache(device_blocks=1024, "
+          "tokens_per_block=16). InvalidArgumentError naming the first field out of range; "
+          "TypeError for a name that is no option.");
+  DefOptionsAndKeys(cls);
+  DefRequests(cls);
+  DefRequestBlocks(cls);
+  DefPrioritiesAndTiers(cls);
+  DefSessions(cls);
+  DefTime(cls);
+  DefState(cls);
 }
 
 }  // namespace agentkv::python

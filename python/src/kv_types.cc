@@ -191,18 +191,8 @@ void DefInt32Option(py::class_<KvCacheOptions>& cls, const char* name, const cha
       doc);
 }
 
-void BindOptions(py::module_& m) {
-  py::class_<KvCacheOptions> cls(
-      m, "KvCacheOptions",
-      "Options of a KvCache, with the names, defaults and ranges of the C++ "
-      "agentkv::kv::KvCacheOptions (docs/KV_CACHE.md). KvCacheOptions(**fields) sets any of "
-      "them by keyword; a value beyond a field's C++ type raises InvalidArgumentError at once, "
-      "every other range is checked by validate() and by KvCache(), which raise "
-      "InvalidArgumentError naming the field. Enumerations are strings. A plain value: "
-      "KvCache copies it.");
-  cls.def(py::init([](const py::kwargs& fields) { return OptionsFromPython(py::none(), fields); }),
-          "The defaults, with each keyword argument set as the option of that name "
-          "(TypeError for a name that is no option).");
+// KvCacheOptions' tiers, priorities, eviction, events and sessions.
+void DefCacheOptions(py::class_<KvCacheOptions>& cls) {
   DefInt32Option<&KvCacheOptions::tokens_per_block>(cls, "tokens_per_block", "tokens_per_block",
                                                     "[1, 1048576]",
                                                     "Tokens per KV block (page). Default 32.");
@@ -245,6 +235,10 @@ void BindOptions(py::module_& m) {
   cls.def_readwrite("closed_session_tombstones", &KvCacheOptions::closed_session_tombstones,
                     "Closed session ids remembered so that a late request of one references "
                     "nothing. Default 8192; [1, 2**24].");
+}
+
+// KvCacheOptions' block_reuse_config: per-conversation records and sub-agent demotion.
+void DefBlockReuseOptions(py::class_<KvCacheOptions>& cls) {
   cls.def_property(
       "block_reuse_policy",
       [](const KvCacheOptions& o) {
@@ -286,6 +280,22 @@ void BindOptions(py::module_& m) {
                     "With a host tier, demoted blocks get max(finished_subagent_priority, "
                     "offload_threshold), so they are offloaded rather than dropped. Default "
                     "False.");
+}
+
+void BindOptions(py::module_& m) {
+  py::class_<KvCacheOptions> cls(
+      m, "KvCacheOptions",
+      "Options of a KvCache, with the names, defaults and ranges of the C++ "
+      "agentkv::kv::KvCacheOptions (docs/KV_CACHE.md). KvCacheOptions(**fields) sets any of "
+      "them by keyword; a value beyond a field's C++ type raises InvalidArgumentError at once, "
+      "every other range is checked by validate() and by KvCache(), which raise "
+      "InvalidArgumentError naming the field. Enumerations are strings. A plain value: "
+      "KvCache copies it.");
+  cls.def(py::init([](const py::kwargs& fields) { return OptionsFromPython(py::none(), fields); }),
+          "The defaults, with each keyword argument set as the option of that name "
+          "(TypeError for a name that is no option).");
+  DefCacheOptions(cls);
+  DefBlockReuseOptions(cls);
   cls.def(
       "validate", [](const KvCacheOptions& o) { ThrowIfError(o.Validate()); },
       "Raises InvalidArgumentError naming the first field out of range; None when valid.");
@@ -366,7 +376,8 @@ void BindRetention(py::module_& m) {
           "Steps after which decode blocks revert to the default priority; None: forever.");
 }
 
-void BindResults(py::module_& m) {
+// PrefixMatch: what a request holds of its prompt.
+void BindPrefixMatch(py::module_& m) {
   py::class_<kv::PrefixMatch>(
       m, "PrefixMatch",
       "How many leading blocks of a key chain are on the device (device_blocks), and how many "
@@ -392,7 +403,10 @@ void BindResults(py::module_& m) {
                     ", host_blocks=" + std::to_string(p.host_blocks) + ")";
            })
       .attr("__hash__") = py::none();
+}
 
+// TierGauges: one tier's blocks.
+void BindTierGauges(py::module_& m) {
   py::class_<kv::TierGauges>(m, "TierGauges",
                              "Block counts of one tier now: free + held + evictable == capacity; "
                              "cached counts the committed blocks resident in the tier.")
@@ -410,7 +424,10 @@ void BindResults(py::module_& m) {
           py::is_operator())
       .def("__repr__", [](const kv::TierGauges& g) { return ReprOf("TierGauges", GaugesDict(g)); })
       .attr("__hash__") = py::none();
+}
 
+// KvCacheStats: the counters and gauges.
+void BindKvCacheStats(py::module_& m) {
   py::class_<kv::KvCacheStats> stats(
       m, "KvCacheStats",
       "A snapshot of a KvCache's cumulative counters (since creation; reset keeps them) and its "
@@ -433,7 +450,10 @@ void BindResults(py::module_& m) {
       .def("__repr__",
            [](const kv::KvCacheStats& s) { return ReprOf("KvCacheStats", StatsDict(s)); })
       .attr("__hash__") = py::none();
+}
 
+// KvEvent: one entry of the event log.
+void BindKvEvent(py::module_& m) {
   py::class_<kv::KvEvent>(
       m, "KvEvent",
       "One entry of the event log (KvCache.take_events): kind ('stored', 'offloaded', "
@@ -464,6 +484,13 @@ void BindResults(py::module_& m) {
                     "', step=" + std::to_string(e.step.value()) + ")";
            })
       .attr("__hash__") = py::none();
+}
+
+void BindResults(py::module_& m) {
+  BindPrefixMatch(m);
+  BindTierGauges(m);
+  BindKvCacheStats(m);
+  BindKvEvent(m);
 }
 
 }  // namespace

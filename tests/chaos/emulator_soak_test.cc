@@ -100,6 +100,29 @@ std::string Body(int i) {
          (i % 10 == 0 ? R"(, "stream": true)" : "") + "}";
 }
 
+// Batch `batch` of the soak: its generate requests through the router, and the control
+// requests a client fans out to every engine.
+void PostBatch(Pump& pump, const std::string& router_url, const std::string& engine_url,
+               int batch) {
+  for (int i = batch * (kRequests / kBatches); i < (batch + 1) * (kRequests / kBatches); ++i) {
+    pump.Post(router_url, "/generate", Body(i));
+    // The control requests a client fans out to every engine: closes, aborts of rids that
+    // already finished, and legacy sessions that are opened and never closed.
+    if (i % 4 == 0) {
+      pump.Post(engine_url, "/close_session",
+                R"({"session_id": "session-)" + std::to_string(i) + "\"}");
+    }
+    if (i % 8 == 0) {
+      pump.Post(engine_url, "/abort_request", R"({"rid": "soak-)" + std::to_string(i) + "\"}");
+    }
+    if (i % 8 == 4) {
+      pump.Post(
+          engine_url, "/open_session",
+          R"({"capacity_of_str_len": 1000, "session_id": "legacy-)" + std::to_string(i) + "\"}");
+    }
+  }
+}
+
 TEST(EmulatorSoakTest, ResidentSetStaysFlatOverFortyThousandRequests) {
   EngineEmulatorOptions engine_options;
   engine_options.runtime.paced = false;
@@ -131,23 +154,7 @@ TEST(EmulatorSoakTest, ResidentSetStaysFlatOverFortyThousandRequests) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int64_t> rss;  // After each batch, in KiB.
   for (int batch = 0; batch < kBatches; ++batch) {
-    for (int i = batch * (kRequests / kBatches); i < (batch + 1) * (kRequests / kBatches); ++i) {
-      pump.Post(router_url, "/generate", Body(i));
-      // The control requests a client fans out to every engine: closes, aborts of rids that
-      // already finished, and legacy sessions that are opened and never closed.
-      if (i % 4 == 0) {
-        pump.Post(engine_url, "/close_session",
-                  R"({"session_id": "session-)" + std::to_string(i) + "\"}");
-      }
-      if (i % 8 == 0) {
-        pump.Post(engine_url, "/abort_request", R"({"rid": "soak-)" + std::to_string(i) + "\"}");
-      }
-      if (i % 8 == 4) {
-        pump.Post(
-            engine_url, "/open_session",
-            R"({"capacity_of_str_len": 1000, "session_id": "legacy-)" + std::to_string(i) + "\"}");
-      }
-    }
+    PostBatch(pump, router_url, engine_url, batch);
     pump.Wait();
     rss.push_back(chaos::ResidentKiB());
   }

@@ -299,6 +299,8 @@ TEST(WorkingSetOptionsTest, ValidateNamesTheFieldAndValue) {
 // small fleet. After every step the invariants hold; every waiter is resolved within max_wait
 // of its arrival (plus the tick granularity); no continuing request ever waits; at the end
 // nothing is held, reserved or waiting.
+// Long: one randomized model test: the operations, the model and the checks after each step
+// read best as one loop.
 TEST(WorkingSetRandomizedTest, ConservesFootprintsAndNeverStarvesAProgram) {
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     std::mt19937 rng(seed);

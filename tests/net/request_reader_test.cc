@@ -120,6 +120,8 @@ TEST(RequestReaderTest, ReadsAndRefusesAlikeAtOnceAndInPieces) {
 // request), the Host rules, lines ended by a bare LF (on which Beast waits for a CRLF) and
 // trailer fields (which Beast merges into the header): each is refused once its header, line
 // or trailer is there, and no request is read.
+// Long: one flat table of framing cases, one row each; split, rows that differ by one byte
+// would sit apart.
 TEST(RequestReaderTest, RefusesAmbiguousFramingAndBadHosts) {
   // A second request hidden in the body; a refusal never reads it.
   const std::string hidden = "GET /agentic_kv?reset=1 HTTP/1.1\r\nHost: a\r\n\r\n";

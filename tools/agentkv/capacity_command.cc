@@ -93,6 +93,48 @@ sim::CapacityMetrics MetricsOf(const sim::ArmResult& arm) {
                               .server_time_mean_s = arm.server_time.mean_s};
 }
 
+// Searches every (arm, seed) of `result` on `jobs` threads, with a progress line: each
+// search's outcome, arm-major.
+std::vector<std::optional<StatusOr<sim::CapacitySearchResult>>> RunSearches(
+    const ReplayPlan& plan, const sim::CapacityResult& result, int64_t jobs) {
+  // One task per (arm, seed), in arm-major order; each writes only its own slot.
+  const size_t num_seeds = result.seeds.size();
+  const size_t num_tasks = result.arms.size() * num_seeds;
+  std::vector<std::optional<StatusOr<sim::CapacitySearchResult>>> searches(num_tasks);
+  ProgressLine progress_line(ProgressLine::ModeForStderr(!plan.quiet), CapacityCommand::kName,
+                             "search");
+  std::mutex progress_mutex;
+  std::vector<std::function<void()>> tasks;
+  for (size_t task = 0; task < num_tasks; ++task) {
+    tasks.emplace_back([&, task] {
+      const sim::ArmSpec& arm = plan.options.arms[task / num_seeds];
+      const uint64_t seed = result.seeds[task % num_seeds];
+      int64_t probe_number = 0;
+      const sim::CapacityProbeFn probe = [&](double rate) -> StatusOr<sim::CapacityMetrics> {
+        ++probe_number;
+        const std::string name =
+            fmt::format("{} seed {} probe {} at {:.3g}/h", arm.name, seed, probe_number, rate);
+        StatusOr<sim::AgenticWorkload> workload = plan.workload_at_interarrival(
+            *plan.agentic, report::SessionInterarrivalS(rate, plan.options.num_engines), seed);
+        if (!workload.ok()) return workload.status();
+        StatusOr<sim::ArmRun> run =
+            sim::RunAgenticArm(*workload, plan.options, arm, [&](double fraction) {
+              const std::lock_guard<std::mutex> lock(progress_mutex);
+              progress_line.Update(task, num_tasks, name, std::min(fraction, 0.999));
+            });
+        if (!run.ok()) return run.status();
+        return MetricsOf(run->result);
+      };
+      searches[task] = sim::SearchCapacity(result.options, probe);
+      const std::lock_guard<std::mutex> lock(progress_mutex);
+      progress_line.Update(task, num_tasks, fmt::format("{} seed {}", arm.name, seed), 1.0);
+    });
+  }
+  RunOnThreads(tasks, ArmJobs(jobs, num_tasks));
+  progress_line.Clear();
+  return searches;
+}
+
 }  // namespace
 
 CapacityCommand::CapacityCommand(CLI::App& app) {
@@ -169,6 +211,26 @@ Status CapacityCommand::CheckSearchFlags() const {
   return s;
 }
 
+StatusOr<sim::CapacityResult> CapacityCommand::PlanSearch(const ReplayPlan& plan) const {
+  sim::CapacityResult result;
+  result.num_engines = plan.options.num_engines;
+  result.sessions = static_cast<int64_t>(plan.agentic->conversations.size());
+  result.workload = fmt::format("{}: {} sessions", plan.workload, result.sessions);
+  result.options.metric = sim::ParseSloMetric(slo_metric_).value();
+  result.options.slo_s = slo_s_;
+  result.options.start_rate =
+      start_rate_ != 0
+          ? start_rate_
+          : 3600.0 / (plan.session_interarrival_s * static_cast<double>(plan.options.num_engines));
+  result.options.min_rate = min_rate_;
+  result.options.max_rate = max_rate_;
+  result.options.tolerance = tolerance_;
+  AGENTKV_RETURN_IF_ERROR(result.options.Validate());
+  result.seeds = seeds_.empty() ? std::vector<uint64_t>{plan.seed} : seeds_;
+  for (const sim::ArmSpec& arm : plan.options.arms) result.arms.push_back(arm.name);
+  return result;
+}
+
 int CapacityCommand::Run() const {
   const auto start = std::chrono::steady_clock::now();
   if (Status s = CheckSearchFlags(); !s.ok()) return ReportError(kName, s);
@@ -193,57 +255,14 @@ int CapacityCommand::Run() const {
   }
   if (Status s = plan->options.Validate(); !s.ok()) return ReportError(kName, s);
 
-  sim::CapacityResult result;
-  result.num_engines = engines;
-  result.sessions = static_cast<int64_t>(plan->agentic->conversations.size());
-  result.workload = fmt::format("{}: {} sessions", plan->workload, result.sessions);
-  result.options.metric = sim::ParseSloMetric(slo_metric_).value();
-  result.options.slo_s = slo_s_;
-  result.options.start_rate =
-      start_rate_ != 0 ? start_rate_
-                       : 3600.0 / (plan->session_interarrival_s * static_cast<double>(engines));
-  result.options.min_rate = min_rate_;
-  result.options.max_rate = max_rate_;
-  result.options.tolerance = tolerance_;
-  if (Status s = result.options.Validate(); !s.ok()) return ReportError(kName, s);
-  result.seeds = seeds_.empty() ? std::vector<uint64_t>{plan->seed} : seeds_;
-  for (const sim::ArmSpec& arm : plan->options.arms) result.arms.push_back(arm.name);
+  StatusOr<sim::CapacityResult> planned = PlanSearch(*plan);
+  if (!planned.ok()) return ReportError(kName, planned.status());
+  sim::CapacityResult result = *std::move(planned);
 
-  // One task per (arm, seed), in arm-major order; each writes only its own slot.
   const size_t num_seeds = result.seeds.size();
   const size_t num_tasks = result.arms.size() * num_seeds;
-  std::vector<std::optional<StatusOr<sim::CapacitySearchResult>>> searches(num_tasks);
-  ProgressLine progress_line(ProgressLine::ModeForStderr(!plan->quiet), kName, "search");
-  std::mutex progress_mutex;
-  std::vector<std::function<void()>> tasks;
-  for (size_t task = 0; task < num_tasks; ++task) {
-    tasks.emplace_back([&, task] {
-      const sim::ArmSpec& arm = plan->options.arms[task / num_seeds];
-      const uint64_t seed = result.seeds[task % num_seeds];
-      int64_t probe_number = 0;
-      const sim::CapacityProbeFn probe = [&](double rate) -> StatusOr<sim::CapacityMetrics> {
-        ++probe_number;
-        const std::string name =
-            fmt::format("{} seed {} probe {} at {:.3g}/h", arm.name, seed, probe_number, rate);
-        StatusOr<sim::AgenticWorkload> workload = plan->workload_at_interarrival(
-            *plan->agentic, report::SessionInterarrivalS(rate, engines), seed);
-        if (!workload.ok()) return workload.status();
-        StatusOr<sim::ArmRun> run =
-            sim::RunAgenticArm(*workload, plan->options, arm, [&](double fraction) {
-              const std::lock_guard<std::mutex> lock(progress_mutex);
-              progress_line.Update(task, num_tasks, name, std::min(fraction, 0.999));
-            });
-        if (!run.ok()) return run.status();
-        return MetricsOf(run->result);
-      };
-      searches[task] = sim::SearchCapacity(result.options, probe);
-      const std::lock_guard<std::mutex> lock(progress_mutex);
-      progress_line.Update(task, num_tasks, fmt::format("{} seed {}", arm.name, seed), 1.0);
-    });
-  }
-  RunOnThreads(tasks, ArmJobs(flags_.jobs(), num_tasks));
-  progress_line.Clear();
-
+  std::vector<std::optional<StatusOr<sim::CapacitySearchResult>>> searches =
+      RunSearches(*plan, result, flags_.jobs());
   int64_t probes = 0;
   result.searches.assign(result.arms.size(), {});
   for (size_t task = 0; task < num_tasks; ++task) {

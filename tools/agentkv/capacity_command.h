@@ -45,6 +45,9 @@ class CapacityCommand {
   // The search's own flags checked, before the workload is read or built: InvalidArgument
   // naming the flag and its value.
   [[nodiscard]] Status CheckSearchFlags() const;
+  // The search of `plan` before it runs: the workload, the search options from the flags, the
+  // arms and the seeds. InvalidArgument when the options are out of range.
+  [[nodiscard]] StatusOr<sim::CapacityResult> PlanSearch(const ReplayPlan& plan) const;
 
   CLI::App* command_ = nullptr;
   // Every flag of `agentkv replay`, with this command's report paths.

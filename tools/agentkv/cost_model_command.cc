@@ -48,6 +48,63 @@ std::string Footer() {
 
 double Ms(TimeNs t) { return t.seconds() * 1e3; }
 
+// TTFT by prompt length, prefill throughput and decode ITL by batch and context.
+std::string LatencyTables(const engine::CostModel& cost, int64_t chunk) {
+  std::string out;
+  out += fmt::format("Time to first token, one request alone, chunks of {}:\n",
+                     chunk == 0 ? std::string("the whole prompt") : std::to_string(chunk));
+  out += fmt::format("  {:>13}  {:>10}  {:>16}\n", "prompt tokens", "TTFT ms", "prefill tok/s");
+  for (const int64_t prompt : kPromptTokens) {
+    const TimeNs ttft = engine::TimeToFirstToken(cost, prompt, chunk);
+    out += fmt::format("  {:>13}  {:>10.1f}  {:>16.0f}\n", prompt, Ms(ttft),
+                       static_cast<double>(prompt) / ttft.seconds());
+  }
+  out += fmt::format("\nPrefill throughput, one step of 128 x 128-token prompts: {:.0f} tok/s\n\n",
+                     engine::PrefillTokensPerSecond(cost, 128, 128));
+
+  out += "Decode ITL ms (one step), by batch size and cached context per request:\n";
+  out += fmt::format("  {:>7}", "batch");
+  for (const int64_t context : kDecodeContexts) out += fmt::format("  {:>9}", context);
+  out += "\n";
+  for (const int64_t batch : kDecodeBatches) {
+    out += fmt::format("  {:>7}", batch);
+    for (const int64_t context : kDecodeContexts) {
+      out += fmt::format("  {:>9.2f}", Ms(engine::DecodeStepTime(cost, batch, context)));
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+// A prefix's host-tier reload against its recompute.
+std::string ReloadTable(const engine::CostModel& cost, int64_t chunk) {
+  std::string out;
+  out += "\nHost-tier reload against recompute of a prefix (one request, nothing overlapped):\n";
+  out += fmt::format("  {:>13}  {:>12}  {:>10}  {:>17}\n", "prefix tokens", "recompute ms",
+                     "reload ms", "recompute/reload");
+  for (const int64_t prefix : kReloadPrefixes) {
+    out += fmt::format("  {:>13}  {:>12.1f}  {:>10.1f}  {:>17.1f}\n", prefix,
+                       Ms(engine::TimeToFirstToken(cost, prefix, chunk)),
+                       Ms(engine::HostReloadTime(cost, prefix)),
+                       engine::RecomputeOverReload(cost, prefix, chunk));
+  }
+  return out;
+}
+
+// The model against the published measurements it was calibrated on.
+std::string ValidationTable(const engine::CostModel& cost) {
+  std::string out;
+  out += "\nValidation against published measurements (llama-3.1-8b, one h100):\n";
+  out +=
+      fmt::format("  {:<66}  {:>12}  {:>12}  {:>6}\n", "quantity", "model", "published", "ratio");
+  for (const engine::CalibrationPoint& point : engine::CalibrationPoints()) {
+    const double value = engine::ModelValue(cost, point);
+    out += fmt::format("  {:<66}  {:>12.6g}  {:>12.6g}  {:>6.2f}  {}\n", point.quantity, value,
+                       point.published, value / point.published, point.unit);
+  }
+  return out;
+}
+
 }  // namespace
 
 CostModelCommand::CostModelCommand(CLI::App& app) {
@@ -102,49 +159,12 @@ int CostModelCommand::Run() const {
   out += fmt::format("  KV capacity {} tokens (memory_fraction {:g}), {} B per token\n\n",
                      cost.kv_capacity_tokens(), options.memory_fraction, cost.kv_bytes_per_token());
 
-  out += fmt::format("Time to first token, one request alone, chunks of {}:\n",
-                     chunk == 0 ? std::string("the whole prompt") : std::to_string(chunk));
-  out += fmt::format("  {:>13}  {:>10}  {:>16}\n", "prompt tokens", "TTFT ms", "prefill tok/s");
-  for (const int64_t prompt : kPromptTokens) {
-    const TimeNs ttft = engine::TimeToFirstToken(cost, prompt, chunk);
-    out += fmt::format("  {:>13}  {:>10.1f}  {:>16.0f}\n", prompt, Ms(ttft),
-                       static_cast<double>(prompt) / ttft.seconds());
-  }
-  out += fmt::format("\nPrefill throughput, one step of 128 x 128-token prompts: {:.0f} tok/s\n\n",
-                     engine::PrefillTokensPerSecond(cost, 128, 128));
-
-  out += "Decode ITL ms (one step), by batch size and cached context per request:\n";
-  out += fmt::format("  {:>7}", "batch");
-  for (const int64_t context : kDecodeContexts) out += fmt::format("  {:>9}", context);
-  out += "\n";
-  for (const int64_t batch : kDecodeBatches) {
-    out += fmt::format("  {:>7}", batch);
-    for (const int64_t context : kDecodeContexts) {
-      out += fmt::format("  {:>9.2f}", Ms(engine::DecodeStepTime(cost, batch, context)));
-    }
-    out += "\n";
-  }
-
-  out += "\nHost-tier reload against recompute of a prefix (one request, nothing overlapped):\n";
-  out += fmt::format("  {:>13}  {:>12}  {:>10}  {:>17}\n", "prefix tokens", "recompute ms",
-                     "reload ms", "recompute/reload");
-  for (const int64_t prefix : kReloadPrefixes) {
-    out += fmt::format("  {:>13}  {:>12.1f}  {:>10.1f}  {:>17.1f}\n", prefix,
-                       Ms(engine::TimeToFirstToken(cost, prefix, chunk)),
-                       Ms(engine::HostReloadTime(cost, prefix)),
-                       engine::RecomputeOverReload(cost, prefix, chunk));
-  }
+  out += LatencyTables(cost, chunk);
+  out += ReloadTable(cost, chunk);
 
   if (*model == engine::ModelPresetId::kLlama31_8b && *gpu == engine::GpuPresetId::kH100 &&
       tp_ == 1) {
-    out += "\nValidation against published measurements (llama-3.1-8b, one h100):\n";
-    out +=
-        fmt::format("  {:<66}  {:>12}  {:>12}  {:>6}\n", "quantity", "model", "published", "ratio");
-    for (const engine::CalibrationPoint& point : engine::CalibrationPoints()) {
-      const double value = engine::ModelValue(cost, point);
-      out += fmt::format("  {:<66}  {:>12.6g}  {:>12.6g}  {:>6.2f}  {}\n", point.quantity, value,
-                         point.published, value / point.published, point.unit);
-    }
+    out += ValidationTable(cost);
   }
   std::fputs(out.c_str(), stdout);
   return kExitOk;

@@ -57,6 +57,8 @@ Example:
 
 }  // namespace
 
+// Long: one flat list of the gateway's flag registrations, in the order --help shows them;
+// split, the list would be scattered over functions that each register an arbitrary part.
 GatewayCommand::GatewayCommand(CLI::App& app) {
   command_ = app.add_subcommand(kName, kDescription);
   command_->footer(kFooter);
@@ -185,13 +187,38 @@ GatewayCommand::GatewayCommand(CLI::App& app) {
 
 int GatewayCommand::Run() {
   const std::string name = kName;
+  StatusOr<service::GatewayOptions> built = Options();
+  if (!built.ok()) return ReportError(name, built.status());
+  service::GatewayOptions options = *std::move(built);
+  WarnIfDescriptorsShort(upstream_connections_);
+
+  BlockTerminationSignals();
+  StatusOr<std::shared_ptr<service::AdmissionBackend>> backend = Backend(options);
+  if (!backend.ok()) return ReportError(name, backend.status());
+  StatusOr<std::unique_ptr<service::Gateway>> gateway = service::Gateway::Start(options, *backend);
+  if (!gateway.ok()) return ReportError(name, gateway.status());
+  fmt::print("agentkv gateway: serving {} -> {} (lifecycle {}, admission {})\n",
+             (*gateway)->base_url(),
+             options.router_url.empty() ? fmt::format("{} engines", options.engine_urls.size())
+                                        : options.router_url,
+             (*gateway)->lifecycle_enabled() ? "on" : "off",
+             (*gateway)->admission_enabled()
+                 ? (coordinator_url_.empty() ? "in process" : "via " + coordinator_url_)
+                 : "off");
+  std::fflush(stdout);
+  WaitForTerminationSignal();
+  (*gateway)->Shutdown(server_.shutdown_grace());
+  return kExitOk;
+}
+
+StatusOr<service::GatewayOptions> GatewayCommand::Options() {
   service::GatewayOptions options = options_;
   StatusOr<control::AgenticOptions> agentic = agentic_.Options();
-  if (!agentic.ok()) return ReportError(name, agentic.status());
+  if (!agentic.ok()) return agentic.status();
   options.agentic = *std::move(agentic);
   if (working_set_) {
     StatusOr<control::WorkingSetOptions> working_set = working_set_flags_.Options();
-    if (!working_set.ok()) return ReportError(name, working_set.status());
+    if (!working_set.ok()) return working_set.status();
     options.working_set = *std::move(working_set);
   }
   options.route_subagents_by_parent = subagent_routing_ == "parent";
@@ -201,15 +228,37 @@ int GatewayCommand::Run() {
   }
   StatusOr<service::PrerequisitePolicy> policy =
       service::ParsePrerequisitePolicy(prerequisite_policy_);
-  if (!policy.ok()) return ReportError(name, policy.status());
+  if (!policy.ok()) return policy.status();
   options.prerequisite_policy = *policy;
   StatusOr<service::PausePriorities> pause_priority =
       service::ParsePausePriorities(pause_priority_);
-  if (!pause_priority.ok()) return ReportError(name, pause_priority.status());
+  if (!pause_priority.ok()) return pause_priority.status();
   options.pause_priority = *pause_priority;
   StatusOr<service::SglRouterPolicy> router_policy = service::ParseSglRouterPolicy(router_policy_);
-  if (!router_policy.ok()) return ReportError(name, router_policy.status());
+  if (!router_policy.ok()) return router_policy.status();
   options.router_policy = *router_policy;
+  AGENTKV_RETURN_IF_ERROR(CheckRanges());
+  server_.ApplyTo(options.http);
+  options.http.max_body_bytes = static_cast<size_t>(max_body_bytes_);
+  options.http.max_inflight_bytes = static_cast<size_t>(max_inflight_bytes_);
+  options.upstream.header_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(upstream_timeout_s_ * 1000.0));
+  options.upstream.max_connections_per_host = static_cast<size_t>(upstream_connections_);
+  // Every connection the pool may open may also stay idle (until the idle timeout): a smaller
+  // cap closes connections under load only to open new ones for the next requests.
+  options.upstream.max_idle_per_host = options.upstream.max_connections_per_host;
+  options.log = SpdlogSink;
+  ApplyLogLevel(log_level_);
+  if (!tenant_keys_file_.empty()) {
+    StatusOr<std::vector<service::TenantKey>> keys = service::ReadTenantKeysFile(tenant_keys_file_);
+    if (!keys.ok()) return keys.status();
+    options.tenant_keys = *std::move(keys);
+  }
+  AGENTKV_RETURN_IF_ERROR(options.Validate());
+  return options;
+}
+
+Status GatewayCommand::CheckRanges() const {
   Status s = server_.Check();
   if (s.ok()) {
     s = CheckFlagRange("--upstream-timeout-s", upstream_timeout_s_, 0.0, 86400.0,
@@ -239,27 +288,11 @@ int GatewayCommand::Run() {
       s = InvalidArgumentError("--coordinator-url: " + e.status().message());
     }
   }
-  if (!s.ok()) return ReportError(name, s);
-  server_.ApplyTo(options.http);
-  options.http.max_body_bytes = static_cast<size_t>(max_body_bytes_);
-  options.http.max_inflight_bytes = static_cast<size_t>(max_inflight_bytes_);
-  options.upstream.header_timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(upstream_timeout_s_ * 1000.0));
-  options.upstream.max_connections_per_host = static_cast<size_t>(upstream_connections_);
-  // Every connection the pool may open may also stay idle (until the idle timeout): a smaller
-  // cap closes connections under load only to open new ones for the next requests.
-  options.upstream.max_idle_per_host = options.upstream.max_connections_per_host;
-  options.log = SpdlogSink;
-  ApplyLogLevel(log_level_);
-  if (!tenant_keys_file_.empty()) {
-    StatusOr<std::vector<service::TenantKey>> keys = service::ReadTenantKeysFile(tenant_keys_file_);
-    if (!keys.ok()) return ReportError(name, keys.status());
-    options.tenant_keys = *std::move(keys);
-  }
-  if (s = options.Validate(); !s.ok()) return ReportError(name, s);
-  WarnIfDescriptorsShort(upstream_connections_);
+  return s;
+}
 
-  BlockTerminationSignals();
+StatusOr<std::shared_ptr<service::AdmissionBackend>> GatewayCommand::Backend(
+    service::GatewayOptions& options) const {
   std::shared_ptr<service::AdmissionBackend> backend;
   if (options.agentic.agentic_program_admission) {
     if (!coordinator_url_.empty()) {
@@ -278,7 +311,7 @@ int GatewayCommand::Run() {
       remote.log = SpdlogSink;
       StatusOr<std::unique_ptr<service::RemoteAdmission>> created =
           service::RemoteAdmission::Create(remote);
-      if (!created.ok()) return ReportError(name, created.status());
+      if (!created.ok()) return created.status();
       backend = std::shared_ptr<service::AdmissionBackend>(std::move(*created));
       // The coordinator polls the fleet for admission; the working set needs its own poll.
       options.poll_fleet_metrics = options.working_set.has_value();
@@ -287,26 +320,13 @@ int GatewayCommand::Run() {
       local.agentic = options.agentic;
       StatusOr<std::unique_ptr<service::LocalAdmission>> created =
           service::LocalAdmission::Create(local);
-      if (!created.ok()) return ReportError(name, created.status());
+      if (!created.ok()) return created.status();
       std::shared_ptr<service::LocalAdmission> shared(std::move(*created));
       options.on_session_close = [shared](bool ok) { shared->CountSessionClose(ok); };
       backend = shared;
     }
   }
-  StatusOr<std::unique_ptr<service::Gateway>> gateway = service::Gateway::Start(options, backend);
-  if (!gateway.ok()) return ReportError(name, gateway.status());
-  fmt::print("agentkv gateway: serving {} -> {} (lifecycle {}, admission {})\n",
-             (*gateway)->base_url(),
-             options.router_url.empty() ? fmt::format("{} engines", options.engine_urls.size())
-                                        : options.router_url,
-             (*gateway)->lifecycle_enabled() ? "on" : "off",
-             (*gateway)->admission_enabled()
-                 ? (coordinator_url_.empty() ? "in process" : "via " + coordinator_url_)
-                 : "off");
-  std::fflush(stdout);
-  WaitForTerminationSignal();
-  (*gateway)->Shutdown(server_.shutdown_grace());
-  return kExitOk;
+  return backend;
 }
 
 }  // namespace agentkv::tools

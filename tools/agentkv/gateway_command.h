@@ -11,9 +11,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "agentkv/base/status.h"
+#include "agentkv/service/admission/admission_backend.h"
 #include "agentkv/service/gateway/gateway_options.h"
 #include "tools/agentkv/agentic_flags.h"
 #include "tools/agentkv/server_flags.h"
@@ -35,6 +38,15 @@ class GatewayCommand {
   int Run();
 
  private:
+  // Run's steps: the gateway's options from the flags (InvalidArgument naming a bad flag; sets
+  // the log level); the flags' ranges; the admission backend the options ask for (null when
+  // admission is off; in-process, or the remote coordinator's client, which leaves the
+  // fleet's poll to the coordinator unless the working set needs it).
+  StatusOr<service::GatewayOptions> Options();
+  Status CheckRanges() const;
+  StatusOr<std::shared_ptr<service::AdmissionBackend>> Backend(
+      service::GatewayOptions& options) const;
+
   CLI::App* command_ = nullptr;
 
   ServerFlags server_{/*port=*/8080, /*shutdown_grace_s=*/30.0};

@@ -145,15 +145,16 @@ AdmissionDecision AdmissionCoordinator::Granted(std::string_view ticket, const G
                            std::nullopt};
 }
 
-StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& request,
-                                                          TimeNs now) {
-  const std::string& ticket = request.ticket;
-  const int64_t tokens = request.reservation_tokens;
-  if (ticket.empty() || ticket.size() > kMaxTicketBytes) {
+namespace {
+
+// InvalidArgument naming the first field of `request` out of range: the ticket and the
+// optional names (1 to kMaxTicketBytes bytes), the token counts.
+Status CheckAcquireRequest(const AcquireRequest& request) {
+  if (request.ticket.empty() || request.ticket.size() > kMaxTicketBytes) {
     return InvalidArgumentError("ticket: expected 1 to " + std::to_string(kMaxTicketBytes) +
-                                " bytes, got " + std::to_string(ticket.size()));
+                                " bytes, got " + std::to_string(request.ticket.size()));
   }
-  AGENTKV_RETURN_IF_ERROR(CheckTokens("reservation_tokens", tokens));
+  AGENTKV_RETURN_IF_ERROR(CheckTokens("reservation_tokens", request.reservation_tokens));
   AGENTKV_RETURN_IF_ERROR(CheckTokens("prefix_tokens", request.prefix_tokens));
   for (const auto& [field, value] :
        {std::pair{"engine", &request.engine}, std::pair{"prefix_key", &request.prefix_key},
@@ -165,6 +166,16 @@ StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& 
                                   std::to_string(value->value().size()));
     }
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<AdmissionDecision> AdmissionCoordinator::Acquire(const AcquireRequest& request,
+                                                          TimeNs now) {
+  AGENTKV_RETURN_IF_ERROR(CheckAcquireRequest(request));
+  const std::string& ticket = request.ticket;
+  const int64_t tokens = request.reservation_tokens;
   if (auto c = cancelled_.find(ticket); c != cancelled_.end()) {
     cancelled_.erase(c);  // Its entry in cancel_order_ is skipped when pruned.
     return Bypass(ticket, tokens, AdmissionReason::kCancelled, TimeNs());

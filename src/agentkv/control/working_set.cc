@@ -447,29 +447,7 @@ Status WorkingSetAdmission::CheckInvariants() const {
   int64_t held = 0;
   int64_t holds = 0;
   for (const auto& [name, agent] : agents_) {
-    int64_t running = 0;
-    for (const std::string& ticket : agent.running) {
-      auto t = tickets_.find(ticket);
-      if (t == tickets_.end() || t->second.waiting || t->second.agent != name) {
-        std::string message = "agent " + name;
-        message += " runs ticket " + ticket;
-        message += " it does not hold";
-        return InternalError(message);
-      }
-      running += t->second.tokens;
-    }
-    if (running != agent.running_tokens) {
-      return InternalError("agent " + name + " running tokens disagree with its tickets");
-    }
-    for (const std::string& ticket : agent.waiting) {
-      auto t = tickets_.find(ticket);
-      if (t == tickets_.end() || !t->second.waiting || t->second.agent != name) {
-        std::string message = "agent " + name;
-        message += " waits on ticket " + ticket;
-        message += " it does not hold";
-        return InternalError(message);
-      }
-    }
+    AGENTKV_RETURN_IF_ERROR(CheckAgentTickets(name, agent));
     if ((agent.held_tokens > 0) != holds_.contains({agent.hold_until, name})) {
       return InternalError("agent " + name + " hold disagrees with the hold index");
     }
@@ -501,6 +479,37 @@ Status WorkingSetAdmission::CheckInvariants() const {
       return InternalError("program " + name + " live agents disagree");
     }
   }
+  return CheckQueues();
+}
+
+Status WorkingSetAdmission::CheckAgentTickets(const std::string& name, const Agent& agent) const {
+  int64_t running = 0;
+  for (const std::string& ticket : agent.running) {
+    auto t = tickets_.find(ticket);
+    if (t == tickets_.end() || t->second.waiting || t->second.agent != name) {
+      std::string message = "agent " + name;
+      message += " runs ticket " + ticket;
+      message += " it does not hold";
+      return InternalError(message);
+    }
+    running += t->second.tokens;
+  }
+  if (running != agent.running_tokens) {
+    return InternalError("agent " + name + " running tokens disagree with its tickets");
+  }
+  for (const std::string& ticket : agent.waiting) {
+    auto t = tickets_.find(ticket);
+    if (t == tickets_.end() || !t->second.waiting || t->second.agent != name) {
+      std::string message = "agent " + name;
+      message += " waits on ticket " + ticket;
+      message += " it does not hold";
+      return InternalError(message);
+    }
+  }
+  return Status::Ok();
+}
+
+Status WorkingSetAdmission::CheckQueues() const {
   int64_t queued = 0;
   for (const auto& [target, queue] : queues_) {
     if (queue.empty()) return InternalError("empty queue for target " + target);

@@ -280,6 +280,11 @@ class WorkingSetAdmission {
     int64_t footprint = 0;
     int64_t peak = 0;
   };
+  // CheckInvariants' parts: `agent`'s running and waiting tickets are its own, and its running
+  // tokens their sum; every queue entry is a waiting ticket, and every waiting ticket is queued
+  // once and listed by its agent.
+  Status CheckAgentTickets(const std::string& name, const Agent& agent) const;
+  Status CheckQueues() const;
 
   int64_t CapacityOf(std::string_view target) const;
   // What a new program with a first reservation of `tokens` needs to fit.

@@ -80,11 +80,21 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const CoordinatorOptions& options) {
   AGENTKV_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(options));
+  AGENTKV_RETURN_IF_ERROR(s->CreateAdmission());
+  s->CreatePoller();
+  net::Router router;
+  s->AddRoutes(router);
+  AGENTKV_ASSIGN_OR_RETURN(s->server_, net::HttpServer::Start(options.http, router.AsHandler()));
+  s->poller_->Start();
+  return s;
+}
+
+Status CoordinatorServer::CreateAdmission() {
   LocalAdmissionOptions local;
-  local.agentic = s->options_.agentic;
-  local.tick_interval = options.tick_interval;
-  local.instance_timeout_s = options.instance_timeout_s;
-  local.on_instance_expired = [log = options.log](const InstanceExpiry& expiry) {
+  local.agentic = options_.agentic;
+  local.tick_interval = options_.tick_interval;
+  local.instance_timeout_s = options_.instance_timeout_s;
+  local.on_instance_expired = [log = options_.log](const InstanceExpiry& expiry) {
     log(LogLevel::kWarn, LogLine("instance_expired")
                              .Add("instance", expiry.instance)
                              .Add("silent_s", expiry.silent_for.seconds())
@@ -92,91 +102,92 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
                              .Add("tokens", expiry.released.tokens)
                              .Add("waiters", expiry.released.waiters));
   };
-  AGENTKV_ASSIGN_OR_RETURN(s->admission_, LocalAdmission::Create(std::move(local)));
+  AGENTKV_ASSIGN_OR_RETURN(admission_, LocalAdmission::Create(std::move(local)));
   LocalWorkingSetOptions working_set;
-  working_set.working_set = options.working_set;
-  AGENTKV_ASSIGN_OR_RETURN(s->working_set_, LocalWorkingSet::Create(std::move(working_set)));
+  working_set.working_set = options_.working_set;
+  AGENTKV_ASSIGN_OR_RETURN(working_set_, LocalWorkingSet::Create(std::move(working_set)));
+  return Status::Ok();
+}
+
+void CoordinatorServer::CreatePoller() {
   const auto timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(std::ceil(options.metrics_timeout_s * 1000.0)));
+      static_cast<int64_t>(std::ceil(options_.metrics_timeout_s * 1000.0)));
   net::HttpClientOptions client;
   client.connect_timeout = timeout;
   client.header_timeout = timeout;
   client.body_timeout = timeout;
   client.queue_timeout = timeout;
-  s->client_ = std::make_unique<net::HttpClient>(client);
+  client_ = std::make_unique<net::HttpClient>(client);
   // A fixed engine list takes precedence over router discovery.
-  s->directory_ = std::make_unique<EngineDirectory>(
-      options.engine_urls.empty() ? options.router_url : std::string(), options.engine_urls,
-      s->client_.get());
+  directory_ = std::make_unique<EngineDirectory>(
+      options_.engine_urls.empty() ? options_.router_url : std::string(), options_.engine_urls,
+      client_.get());
   FleetPollerOptions poller;
   poller.timeout = timeout;
   poller.interval = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::nanoseconds(s->options_.agentic.poll_interval().ns()));
-  LocalAdmission* admission = s->admission_.get();
-  LocalWorkingSet* ws = s->working_set_.get();
-  s->poller_ = std::make_unique<FleetPoller>(
-      poller, s->directory_.get(), s->client_.get(),
+      std::chrono::nanoseconds(options_.agentic.poll_interval().ns()));
+  LocalAdmission* admission = admission_.get();
+  LocalWorkingSet* ws = working_set_.get();
+  poller_ = std::make_unique<FleetPoller>(
+      poller, directory_.get(), client_.get(),
       [admission, ws](std::vector<control::EngineSnapshot> snapshots) {
         admission->Reconcile(snapshots);
         ws->Reconcile(snapshots);
       },
-      options.log);
+      options_.log);
+}
 
-  CoordinatorServer* c = s.get();
-  net::Router router;
+void CoordinatorServer::AddRoutes(net::Router& router) {
   router.Add(http::verb::post, std::string(kAcquirePath),
-             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
-               c->HandleAcquire(std::move(r), std::move(w));
+             [this](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               HandleAcquire(std::move(r), std::move(w));
              });
   router.Add(http::verb::post, std::string(kReleasePath),
-             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
-               c->HandleRelease(std::move(r), std::move(w));
+             [this](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               HandleRelease(std::move(r), std::move(w));
              });
   router.Add(http::verb::post, std::string(kCancelPath),
-             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
-               c->HandleCancel(std::move(r), std::move(w));
+             [this](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               HandleCancel(std::move(r), std::move(w));
              });
   router.Add(http::verb::post, std::string(kHeartbeatPath),
-             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
-               c->HandleHeartbeat(std::move(r), std::move(w));
+             [this](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               HandleHeartbeat(std::move(r), std::move(w));
              });
   router.Add(http::verb::post, std::string(kProgramAcquirePath),
-             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
-               c->HandleProgramAcquire(std::move(r), std::move(w));
+             [this](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               HandleProgramAcquire(std::move(r), std::move(w));
              });
   router.Add(http::verb::post, std::string(kProgramFinishPath),
-             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
-               c->HandleProgramFinish(std::move(r), std::move(w));
+             [this](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               HandleProgramFinish(std::move(r), std::move(w));
              });
   router.Add(http::verb::post, std::string(kProgramCancelPath),
-             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
-               c->HandleProgramCancel(std::move(r), std::move(w));
+             [this](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               HandleProgramCancel(std::move(r), std::move(w));
              });
   router.Add(http::verb::post, std::string(kProgramEndAgentPath),
-             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
-               c->HandleProgramEndAgent(std::move(r), std::move(w));
+             [this](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               HandleProgramEndAgent(std::move(r), std::move(w));
              });
   router.Add(http::verb::get, std::string(kAgenticKvPath),
-             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
-               c->HandleAgenticKv(std::move(r), std::move(w));
+             [this](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               HandleAgenticKv(std::move(r), std::move(w));
              });
   router.Add(http::verb::get, std::string(kCoordinatorMetricsPath),
-             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
-               ++c->requests_[kMetrics];
-               w->Reply(net::MakeResponse(r, http::status::ok, c->MetricsText(),
+             [this](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               ++requests_[kMetrics];
+               w->Reply(net::MakeResponse(r, http::status::ok, MetricsText(),
                                           protocol::kPrometheusContentType));
              });
   router.Add(http::verb::get, std::string(kCoordinatorHealthPath),
-             [c](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
-               ++c->requests_[kHealth];
+             [this](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               ++requests_[kHealth];
                protocol::JsonWriter body;
                body.BeginObject().Key("status").String("ok");
-               body.Key("degraded").Bool(c->admission_->degraded()).EndObject();
+               body.Key("degraded").Bool(admission_->degraded()).EndObject();
                w->Reply(net::MakeResponse(r, http::status::ok, body.Take()));
              });
-  AGENTKV_ASSIGN_OR_RETURN(s->server_, net::HttpServer::Start(options.http, router.AsHandler()));
-  s->poller_->Start();
-  return s;
 }
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(std::chrono::milliseconds(0)); }

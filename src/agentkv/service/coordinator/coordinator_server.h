@@ -43,6 +43,7 @@
 #include "agentkv/control/engine_gauges.h"
 #include "agentkv/net/http_client.h"
 #include "agentkv/net/http_server.h"
+#include "agentkv/net/router.h"
 #include "agentkv/service/admission/admission_local.h"
 #include "agentkv/service/admission/working_set_local.h"
 #include "agentkv/service/common/engine_directory.h"
@@ -136,6 +137,11 @@ class CoordinatorServer {
 
   explicit CoordinatorServer(const CoordinatorOptions& options);
 
+  // Start's steps: the admission and working-set cores; the client, the engines' directory and
+  // the fleet poller (not started); the routes.
+  Status CreateAdmission();
+  void CreatePoller();
+  void AddRoutes(net::Router& router);
   void HandleAcquire(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleRelease(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleCancel(net::Request request, std::shared_ptr<net::ResponseWriter> writer);

@@ -122,6 +122,20 @@ StatusOr<std::unique_ptr<EngineEmulator>> EngineEmulator::Start(
   AGENTKV_ASSIGN_OR_RETURN(emulator->runtime_, EngineRuntime::Start(options.runtime));
   EngineEmulator* e = emulator.get();
   net::Router router;
+  e->AddServingRoutes(router);
+  e->AddInfoRoutes(router);
+  e->AddRlRoutes(router);
+  router.Add(http::verb::get, "/agentkv/requests",
+             [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+               e->HandleRecordedRequests(std::move(r), std::move(w));
+             });
+  AGENTKV_ASSIGN_OR_RETURN(emulator->server_,
+                           net::HttpServer::Start(options.http, router.AsHandler()));
+  return emulator;
+}
+
+void EngineEmulator::AddServingRoutes(net::Router& router) {
+  EngineEmulator* e = this;
   for (http::verb verb : {http::verb::post, http::verb::put}) {
     router.Add(verb, "/generate", [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
       e->HandleGenerate(std::move(r), std::move(w));
@@ -158,6 +172,10 @@ StatusOr<std::unique_ptr<EngineEmulator>> EngineEmulator::Start(
                  e->HandleFaults(std::move(r), std::move(w));
                });
   }
+}
+
+void EngineEmulator::AddInfoRoutes(net::Router& router) {
+  EngineEmulator* e = this;
   for (const char* path : {"/server_info", "/get_server_info"}) {
     router.Add(http::verb::get, path, [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
       w->Reply(net::MakeResponse(r, http::status::ok, e->ServerInfoJson()));
@@ -180,32 +198,29 @@ StatusOr<std::unique_ptr<EngineEmulator>> EngineEmulator::Start(
              [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
                e->HandleHealth(std::move(r), std::move(w), /*generate=*/true);
              });
-  if (options.enable_metrics) {
+  if (options_.enable_metrics) {
     router.Add(http::verb::get, "/metrics",
                [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
                  e->HandleMetrics(std::move(r), std::move(w));
                });
   }
-  e->AddRlRoutes(router);
-  router.Add(http::verb::get, "/agentkv/requests",
-             [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
-               boost::json::array list;
-               int64_t dropped = 0;
-               {
-                 sync::MutexLock lock(&e->mu_);
-                 for (const auto& [path, body] : e->recorded_.entries()) {
-                   list.push_back(boost::json::object{{"path", path}, {"body", body}});
-                 }
-                 dropped = e->recorded_.dropped();
-               }
-               net::Response response =
-                   net::MakeResponse(r, http::status::ok, boost::json::serialize(list));
-               response.set("X-Agentkv-Requests-Dropped", std::to_string(dropped));
-               w->Reply(std::move(response));
-             });
-  AGENTKV_ASSIGN_OR_RETURN(emulator->server_,
-                           net::HttpServer::Start(options.http, router.AsHandler()));
-  return emulator;
+}
+
+void EngineEmulator::HandleRecordedRequests(net::Request request,
+                                            std::shared_ptr<net::ResponseWriter> writer) {
+  boost::json::array list;
+  int64_t dropped = 0;
+  {
+    sync::MutexLock lock(&mu_);
+    for (const auto& [path, body] : recorded_.entries()) {
+      list.push_back(boost::json::object{{"path", path}, {"body", body}});
+    }
+    dropped = recorded_.dropped();
+  }
+  net::Response response =
+      net::MakeResponse(request, http::status::ok, boost::json::serialize(list));
+  response.set("X-Agentkv-Requests-Dropped", std::to_string(dropped));
+  writer->Reply(std::move(response));
 }
 
 EngineEmulator::~EngineEmulator() { Shutdown(std::chrono::milliseconds(0)); }

@@ -118,6 +118,13 @@ class EngineEmulator {
 
   explicit EngineEmulator(const EngineEmulatorOptions& options);
 
+  // Start's routes: generation, aborts, sessions, cache and fault injection; the server, model
+  // and health information and the metrics.
+  void AddServingRoutes(net::Router& router);
+  void AddInfoRoutes(net::Router& router);
+  // GET /agentkv/requests: the recorded request bodies (X-Agentkv-Requests-Dropped: how many
+  // the bound dropped).
+  void HandleRecordedRequests(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleGenerate(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   // /v1/chat/completions (chat) and /v1/completions, in engine_emulator_openai.cc.
   void HandleOpenAi(net::Request request, std::shared_ptr<net::ResponseWriter> writer, bool chat);

@@ -18,39 +18,45 @@ namespace agentkv::service {
 
 namespace json = boost::json;
 
-std::string EngineEmulator::ServerInfoJson() const {
-  const engine::EngineConfig& engine = options_.runtime.engine;
-  const engine::KvPoolOptions& pool = engine.kv_pool;
-  const RuntimeSnapshot snapshot = runtime_->Snapshot();
-  const bool hicache = pool.hicache_tokens > 0;
-  auto or_null = [](int64_t value) {
-    return value > 0 ? json::value(value) : json::value(nullptr);
-  };
+namespace {
 
-  protocol::ServerInfo info;
-  info.extra = json::object{
+// SGLang's ServerArgs as the emulator fills them, in SGLang's order, in parts: the model,
+// tokenizer and server; memory, scheduling and parallelism; the hierarchical cache, metrics and
+// logging, then the emulator's own settings.
+json::object ModelArgs(const EngineEmulatorOptions& o, int64_t context_length,
+                       std::string weight_version, int64_t port) {
+  return json::object{
       // Model and tokenizer.
-      {"tokenizer_path", options_.served_model_name},
+      {"tokenizer_path", o.served_model_name},
       {"tokenizer_mode", "auto"},
       {"skip_tokenizer_init", false},
       {"load_format", "auto"},
       {"trust_remote_code", false},
-      {"context_length", runtime_->limits().context_length()},
+      {"context_length", context_length},
       {"is_embedding", false},
       {"revision", nullptr},
       {"dtype", "auto"},
       {"kv_cache_dtype", "auto"},
       {"quantization", nullptr},
-      {"served_model_name", options_.served_model_name},
-      {"weight_version", weight_version()},
+      {"served_model_name", o.served_model_name},
+      {"weight_version", std::move(weight_version)},
       {"chat_template", nullptr},
       {"completion_template", nullptr},
       // Server.
-      {"host", options_.http.address},
-      {"port", static_cast<int64_t>(port())},
+      {"host", o.http.address},
+      {"port", port},
       {"fastapi_root_path", ""},
       {"skip_server_warmup", false},
       {"warmups", nullptr},
+  };
+}
+
+json::object SchedulingArgs(const engine::EngineConfig& engine) {
+  const engine::KvPoolOptions& pool = engine.kv_pool;
+  auto or_null = [](int64_t value) {
+    return value > 0 ? json::value(value) : json::value(nullptr);
+  };
+  return json::object{
       // Memory and scheduling.
       {"mem_fraction_static", engine.cost.memory_fraction},
       {"max_running_requests", engine.scheduler.max_running_requests},
@@ -84,6 +90,14 @@ std::string EngineEmulator::ServerInfoJson() const {
       {"enable_lora", nullptr},
       {"max_loras_per_batch", 8},
       {"disaggregation_mode", "null"},
+  };
+}
+
+json::object CacheAndLoggingArgs(const EngineEmulatorOptions& o, const RuntimeSnapshot& snapshot) {
+  const engine::EngineConfig& engine = o.runtime.engine;
+  const engine::KvPoolOptions& pool = engine.kv_pool;
+  const bool hicache = pool.hicache_tokens > 0;
+  return json::object{
       // Hierarchical cache: the emulator's host tier is sized in tokens.
       {"enable_hierarchical_cache", hicache},
       {"hicache_ratio", hicache ? 0.0 : 2.0},
@@ -104,12 +118,29 @@ std::string EngineEmulator::ServerInfoJson() const {
       // agentkv's own settings.
       {"agentkv_emulator", json::object{{"model", engine::PresetName(engine.model)},
                                         {"gpu", engine::PresetName(engine.gpu)},
-                                        {"speed", options_.runtime.speed},
-                                        {"paced", options_.runtime.paced},
+                                        {"speed", o.runtime.speed},
+                                        {"paced", o.runtime.paced},
                                         {"hicache_tokens", pool.hicache_tokens},
                                         {"generation_paused", snapshot.generation_paused},
                                         {"memory_released", snapshot.memory_released}}},
   };
+}
+
+// Appends `from`'s members to `to`, in order.
+void Append(json::object& to, const json::object& from) {
+  for (const auto& member : from) to.emplace(member.key(), member.value());
+}
+
+}  // namespace
+
+std::string EngineEmulator::ServerInfoJson() const {
+  const engine::EngineConfig& engine = options_.runtime.engine;
+  const RuntimeSnapshot snapshot = runtime_->Snapshot();
+  protocol::ServerInfo info;
+  info.extra = ModelArgs(options_, runtime_->limits().context_length(), weight_version(),
+                         static_cast<int64_t>(port()));
+  Append(info.extra, SchedulingArgs(engine));
+  Append(info.extra, CacheAndLoggingArgs(options_, snapshot));
   info.enable_metrics = options_.enable_metrics;
   info.enable_session_radix_cache = options_.runtime.enable_session_radix_cache;
   info.radix_eviction_policy =

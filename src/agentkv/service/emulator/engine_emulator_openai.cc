@@ -73,69 +73,54 @@ Status RefuseUnserved(const json::object& body, bool chat) {
   return Status::Ok();
 }
 
-// Reads the request; fills `input` (without rid), the model name, whether to stream and
-// whether a stream ends with a usage chunk. InvalidArgument naming the field otherwise.
-Status ParseOpenAi(const json::object& body, bool chat, GenerateInput& input, std::string& model,
-                   bool& stream, bool& include_usage) {
-  AGENTKV_RETURN_IF_ERROR(RefuseUnserved(body, chat));
-  if (const json::value* m = body.if_contains("model"); m != nullptr && m->is_string()) {
-    model = std::string(m->as_string());
+// A chat's messages as the prompt: "role: content\n" lines (a content list's text parts
+// joined), pseudo-tokenized.
+Status ParseChatMessages(const json::object& body, GenerateInput& input) {
+  const json::value* messages = body.if_contains("messages");
+  if (messages == nullptr || !messages->is_array() || messages->as_array().empty()) {
+    return InvalidArgumentError("messages: expected a non-empty array of messages");
   }
-  if (chat) {
-    const json::value* messages = body.if_contains("messages");
-    if (messages == nullptr || !messages->is_array() || messages->as_array().empty()) {
-      return InvalidArgumentError("messages: expected a non-empty array of messages");
+  std::string text;
+  for (const json::value& message : messages->as_array()) {
+    const json::object* m = message.if_object();
+    const json::value* role = m != nullptr ? m->if_contains("role") : nullptr;
+    const json::value* content = m != nullptr ? m->if_contains("content") : nullptr;
+    if (role == nullptr || !role->is_string()) {
+      return InvalidArgumentError("messages[].role: expected a string");
     }
-    std::string text;
-    for (const json::value& message : messages->as_array()) {
-      const json::object* m = message.if_object();
-      const json::value* role = m != nullptr ? m->if_contains("role") : nullptr;
-      const json::value* content = m != nullptr ? m->if_contains("content") : nullptr;
-      if (role == nullptr || !role->is_string()) {
-        return InvalidArgumentError("messages[].role: expected a string");
+    text += std::string(role->as_string()) + ": ";
+    if (content != nullptr && content->is_string()) {
+      text += std::string(content->as_string());
+    } else if (content != nullptr && content->is_array()) {
+      for (const json::value& part : content->as_array()) {
+        const json::value* t = part.is_object() ? part.as_object().if_contains("text") : nullptr;
+        if (t != nullptr && t->is_string()) text += std::string(t->as_string());
       }
-      text += std::string(role->as_string()) + ": ";
-      if (content != nullptr && content->is_string()) {
-        text += std::string(content->as_string());
-      } else if (content != nullptr && content->is_array()) {
-        for (const json::value& part : content->as_array()) {
-          const json::value* t = part.is_object() ? part.as_object().if_contains("text") : nullptr;
-          if (t != nullptr && t->is_string()) text += std::string(t->as_string());
-        }
-      }
-      text += "\n";
     }
-    input.input_ids = PseudoTokenize(text);
+    text += "\n";
+  }
+  input.input_ids = PseudoTokenize(text);
+  return Status::Ok();
+}
+
+// A completion's prompt: a string (pseudo-tokenized) or a list of token ids.
+Status ParseCompletionPrompt(const json::object& body, GenerateInput& input) {
+  const json::value* prompt = body.if_contains("prompt");
+  if (prompt != nullptr && prompt->is_string()) {
+    input.input_ids = PseudoTokenize(prompt->as_string());
+  } else if (prompt != nullptr && prompt->is_array()) {
+    for (const json::value& t : prompt->as_array()) {
+      if (!t.is_int64()) return InvalidArgumentError("prompt: expected a string or token ids");
+      input.input_ids.push_back(t.as_int64());
+    }
   } else {
-    const json::value* prompt = body.if_contains("prompt");
-    if (prompt != nullptr && prompt->is_string()) {
-      input.input_ids = PseudoTokenize(prompt->as_string());
-    } else if (prompt != nullptr && prompt->is_array()) {
-      for (const json::value& t : prompt->as_array()) {
-        if (!t.is_int64()) return InvalidArgumentError("prompt: expected a string or token ids");
-        input.input_ids.push_back(t.as_int64());
-      }
-    } else {
-      return InvalidArgumentError("prompt: expected a string or a list of token ids");
-    }
+    return InvalidArgumentError("prompt: expected a string or a list of token ids");
   }
-  input.max_new_tokens = 128;
-  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    if (const json::value* v = body.if_contains(key); v != nullptr && !v->is_null()) {
-      if (!v->is_int64() || v->as_int64() < 0) {
-        return InvalidArgumentError(std::string(key) + ": expected a non-negative integer");
-      }
-      input.max_new_tokens = v->as_int64();
-    }
-  }
-  if (const json::value* v = body.if_contains("stream"); v != nullptr && v->is_bool()) {
-    stream = v->as_bool();
-  }
-  if (const json::value* options = body.if_contains("stream_options");
-      options != nullptr && options->is_object()) {
-    const json::value* usage = options->as_object().if_contains("include_usage");
-    include_usage = usage != nullptr && usage->is_bool() && usage->as_bool();
-  }
+  return Status::Ok();
+}
+
+// SGLang's extra fields: session_id, priority, the pause, rid and the prefix cache's namespace.
+Status ParseSglangFields(const json::object& body, GenerateInput& input) {
   if (const json::value* v = body.if_contains("session_id"); v != nullptr && v->is_string()) {
     input.session_id = std::string(v->as_string());
   }
@@ -160,6 +145,132 @@ Status ParseOpenAi(const json::object& body, bool chat, GenerateInput& input, st
   return Status::Ok();
 }
 
+// Reads the request; fills `input` (without rid), the model name, whether to stream and
+// whether a stream ends with a usage chunk. InvalidArgument naming the field otherwise.
+Status ParseOpenAi(const json::object& body, bool chat, GenerateInput& input, std::string& model,
+                   bool& stream, bool& include_usage) {
+  AGENTKV_RETURN_IF_ERROR(RefuseUnserved(body, chat));
+  if (const json::value* m = body.if_contains("model"); m != nullptr && m->is_string()) {
+    model = std::string(m->as_string());
+  }
+  AGENTKV_RETURN_IF_ERROR(chat ? ParseChatMessages(body, input)
+                               : ParseCompletionPrompt(body, input));
+  input.max_new_tokens = 128;
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (const json::value* v = body.if_contains(key); v != nullptr && !v->is_null()) {
+      if (!v->is_int64() || v->as_int64() < 0) {
+        return InvalidArgumentError(std::string(key) + ": expected a non-negative integer");
+      }
+      input.max_new_tokens = v->as_int64();
+    }
+  }
+  if (const json::value* v = body.if_contains("stream"); v != nullptr && v->is_bool()) {
+    stream = v->as_bool();
+  }
+  if (const json::value* options = body.if_contains("stream_options");
+      options != nullptr && options->is_object()) {
+    const json::value* usage = options->as_object().if_contains("include_usage");
+    include_usage = usage != nullptr && usage->is_bool() && usage->as_bool();
+  }
+  return ParseSglangFields(body, input);
+}
+
+// What every event or answer of one request repeats.
+struct AnswerHead {
+  std::string id;
+  std::string object;  // "chat.completion(.chunk)" or "text_completion".
+  int64_t created = 0;
+  std::string model;
+  bool chat = false;
+};
+
+// One stream event of `head` with `choices`.
+json::object StreamEvent(const AnswerHead& head, json::array choices) {
+  return json::object{{"id", head.id},
+                      {"object", head.object},
+                      {"created", head.created},
+                      {"model", head.model},
+                      {"choices", std::move(choices)}};
+}
+
+// Starts the event stream; a chat's first chunk names the role, with empty content (as SGLang
+// and OpenAI).
+void OpenStream(net::ResponseWriter& writer, const AnswerHead& head) {
+  writer.StartStream(http::status::ok,
+                     {{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}});
+  if (head.chat) {
+    json::object first{{"index", 0},
+                       {"delta", json::object{{"role", "assistant"}, {"content", ""}}},
+                       {"finish_reason", nullptr}};
+    writer.WriteChunk(protocol::SseEvent(json::serialize(StreamEvent(head, json::array{first}))));
+  }
+}
+
+// A stream's callbacks: each token batch as a delta chunk; at the end the finish chunk (or the
+// abort's error event), the usage chunk when asked, and [DONE].
+GenerateCallbacks StreamCallbacks(std::shared_ptr<net::ResponseWriter> writer, AnswerHead head,
+                                  bool include_usage) {
+  auto event = [head](json::array choices) { return StreamEvent(head, std::move(choices)); };
+  auto chunk = [event, chat = head.chat](std::string delta, json::value finish_reason) {
+    json::object choice{{"index", 0}, {"finish_reason", finish_reason}};
+    if (chat) {
+      choice["delta"] = json::object{{"content", delta}};
+    } else {
+      choice["text"] = delta;
+    }
+    return protocol::SseEvent(json::serialize(event(json::array{choice})));
+  };
+  GenerateCallbacks callbacks;
+  callbacks.on_tokens = [writer, chunk](std::span<const int64_t> tokens) {
+    writer->WriteChunk(chunk(PseudoText(tokens), nullptr));
+  };
+  callbacks.on_finish = [writer, chunk, event, include_usage](const GenerateResult& result) {
+    if (result.abort_status_code != 0) {
+      writer->WriteChunk(protocol::SseEvent(
+          net::OpenAiStreamErrorBody(result.abort_message, result.abort_status_code)));
+      writer->WriteChunk(std::string(protocol::kSseDone));
+      writer->EndStream();
+      return;
+    }
+    writer->WriteChunk(chunk("", json::value(FinishReasonName(result))));
+    if (include_usage) {
+      json::object last = event(json::array{});
+      last["usage"] = Usage(result);
+      writer->WriteChunk(protocol::SseEvent(json::serialize(last)));
+    }
+    writer->WriteChunk(std::string(protocol::kSseDone));
+    writer->EndStream();
+  };
+  return callbacks;
+}
+
+// A whole answer's callback: the completion with its usage, or the abort's error.
+GenerateCallbacks ReplyCallbacks(std::shared_ptr<net::ResponseWriter> writer,
+                                 std::shared_ptr<net::Request> request, AnswerHead head) {
+  GenerateCallbacks callbacks;
+  callbacks.on_finish = [writer, request, head](const GenerateResult& result) {
+    if (result.abort_status_code != 0) {
+      return writer->Reply(net::MakeErrorResponse(
+          *request, static_cast<http::status>(result.abort_status_code), result.abort_message));
+    }
+    json::object choice{{"index", 0}, {"finish_reason", FinishReasonName(result)}};
+    const std::string text = PseudoText(result.output_ids);
+    if (head.chat) {
+      choice["message"] = json::object{{"role", "assistant"}, {"content", text}};
+    } else {
+      choice["text"] = text;
+    }
+    writer->Reply(net::MakeResponse(*request, http::status::ok,
+                                    json::serialize(json::object{{"id", head.id},
+                                                                 {"object", head.object},
+                                                                 {"created", head.created},
+                                                                 {"model", head.model},
+                                                                 {"choices", json::array{choice}},
+                                                                 {"usage", Usage(result)}})));
+  };
+  return callbacks;
+}
+
 }  // namespace
 
 void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::ResponseWriter> writer,
@@ -181,80 +292,19 @@ void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::Res
     return bad(s);
   if (input.rid.empty()) input.rid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_rid_++);
   const std::string id = input.rid;
-  const std::string object = chat ? "chat.completion" : "text_completion";
-  const int64_t created = NowSeconds();
-  auto shared_request = std::make_shared<net::Request>(request);
+  AnswerHead head{.id = id,
+                  .object = !chat    ? "text_completion"
+                            : stream ? "chat.completion.chunk"
+                                     : "chat.completion",
+                  .created = NowSeconds(),
+                  .model = model,
+                  .chat = chat};
   GenerateCallbacks callbacks;
   if (stream) {
-    const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
-    auto event = [id, chunk_object, created, model](json::array choices) {
-      return json::object{{"id", id},
-                          {"object", chunk_object},
-                          {"created", created},
-                          {"model", model},
-                          {"choices", std::move(choices)}};
-    };
-    auto chunk = [event, chat](std::string delta, json::value finish_reason) {
-      json::object choice{{"index", 0}, {"finish_reason", finish_reason}};
-      if (chat) {
-        choice["delta"] = json::object{{"content", delta}};
-      } else {
-        choice["text"] = delta;
-      }
-      return protocol::SseEvent(json::serialize(event(json::array{choice})));
-    };
-    callbacks.on_tokens = [writer, chunk](std::span<const int64_t> tokens) {
-      writer->WriteChunk(chunk(PseudoText(tokens), nullptr));
-    };
-    callbacks.on_finish = [writer, chunk, event, include_usage](const GenerateResult& result) {
-      if (result.abort_status_code != 0) {
-        writer->WriteChunk(protocol::SseEvent(
-            net::OpenAiStreamErrorBody(result.abort_message, result.abort_status_code)));
-        writer->WriteChunk(std::string(protocol::kSseDone));
-        writer->EndStream();
-        return;
-      }
-      writer->WriteChunk(chunk("", json::value(FinishReasonName(result))));
-      if (include_usage) {
-        json::object last = event(json::array{});
-        last["usage"] = Usage(result);
-        writer->WriteChunk(protocol::SseEvent(json::serialize(last)));
-      }
-      writer->WriteChunk(std::string(protocol::kSseDone));
-      writer->EndStream();
-    };
-    writer->StartStream(http::status::ok,
-                        {{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}});
-    if (chat) {
-      // As SGLang (and OpenAI): the first chunk names the role, with empty content.
-      json::object first{{"index", 0},
-                         {"delta", json::object{{"role", "assistant"}, {"content", ""}}},
-                         {"finish_reason", nullptr}};
-      writer->WriteChunk(protocol::SseEvent(json::serialize(event(json::array{first}))));
-    }
+    callbacks = StreamCallbacks(writer, head, include_usage);
+    OpenStream(*writer, head);
   } else {
-    callbacks.on_finish = [writer, shared_request, id, object, created, model,
-                           chat](const GenerateResult& result) {
-      if (result.abort_status_code != 0) {
-        return writer->Reply(net::MakeErrorResponse(
-            *shared_request, static_cast<http::status>(result.abort_status_code),
-            result.abort_message));
-      }
-      json::object choice{{"index", 0}, {"finish_reason", FinishReasonName(result)}};
-      const std::string text = PseudoText(result.output_ids);
-      if (chat) {
-        choice["message"] = json::object{{"role", "assistant"}, {"content", text}};
-      } else {
-        choice["text"] = text;
-      }
-      writer->Reply(net::MakeResponse(*shared_request, http::status::ok,
-                                      json::serialize(json::object{{"id", id},
-                                                                   {"object", object},
-                                                                   {"created", created},
-                                                                   {"model", model},
-                                                                   {"choices", json::array{choice}},
-                                                                   {"usage", Usage(result)}})));
-    };
+    callbacks = ReplyCallbacks(writer, std::make_shared<net::Request>(request), head);
   }
   if (Status s = runtime_->Submit(std::move(input), std::move(callbacks)); !s.ok()) {
     if (stream) {

@@ -68,6 +68,14 @@ StatusOr<std::pair<std::string, std::optional<int64_t>>> SplitRank(const std::st
   return std::pair{base, std::optional<int64_t>(rank)};
 }
 
+// The `url` query parameter of `q`'s target; empty when absent.
+std::string QueryUrl(const net::Request& q) {
+  boost::system::result<boost::urls::url_view> target = boost::urls::parse_origin_form(q.target());
+  if (!target) return "";
+  auto it = target->params().find("url");
+  return it == target->params().end() ? "" : std::string((*it).value);
+}
+
 }  // namespace
 
 Status RouterEmulatorOptions::Validate() const {
@@ -139,40 +147,45 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
 
   RouterEmulator* self = r.get();
   net::Router routes;
+  self->AddForwardRoutes(routes);
+  self->AddWorkerRoutes(routes);
+  self->AddInfoRoutes(routes);
+  routes.Add(http::verb::get, "/agentkv/requests",
+             [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+               self->HandleRecordedRequests(std::move(q), std::move(w));
+             });
+  // DELETE /workers/{url} and everything the router has no route for (including
+  // /abort_request, /open_session, /close_session) land in the fallback.
+  routes.SetFallback([self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+    self->HandleUnrouted(std::move(q), std::move(w));
+  });
+  AGENTKV_ASSIGN_OR_RETURN(r->server_, net::HttpServer::Start(options.http, routes.AsHandler()));
+  if (options.health_check_interval.count() > 0) {
+    r->health_thread_ = std::thread([self] { self->HealthLoop(); });
+  }
+  return r;
+}
+
+void RouterEmulator::AddForwardRoutes(net::Router& routes) {
+  RouterEmulator* self = this;
   for (const char* path : {"/generate", "/v1/chat/completions", "/v1/completions"}) {
     routes.Add(http::verb::post, path,
                [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
                  self->HandleForward(std::move(q), std::move(w));
                });
   }
+}
+
+void RouterEmulator::AddWorkerRoutes(net::Router& routes) {
+  RouterEmulator* self = this;
   routes.Add(http::verb::get, "/workers",
              [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
                w->Reply(net::MakeResponse(
                    q, http::status::ok,
                    protocol::SerializeWorkers(self->workers(), self->options_.workers_shape)));
              });
-  auto add = [self](net::Request q, std::shared_ptr<net::ResponseWriter> w, std::string url) {
-    if (Status s = self->AddWorker(url); !s.ok()) {
-      return w->Reply(net::MakeErrorResponse(q, http::status::bad_request, s.message()));
-    }
-    if (StatusOr<std::pair<std::string, std::optional<int64_t>>> split = SplitRank(url);
-        split.ok()) {
-      self->LearnModelId(url, split->first);
-    }
-    w->Reply(
-        net::MakeResponse(q, http::status::ok,
-                          boost::json::serialize(boost::json::object{
-                              {"status", "success"}, {"message", "Worker " + url + " added"}})));
-  };
-  auto query_url = [](const net::Request& q) -> std::string {
-    boost::system::result<boost::urls::url_view> target =
-        boost::urls::parse_origin_form(q.target());
-    if (!target) return "";
-    auto it = target->params().find("url");
-    return it == target->params().end() ? "" : std::string((*it).value);
-  };
   routes.Add(http::verb::post, "/workers",
-             [add](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+             [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
                boost::system::error_code error;
                const boost::json::value body = boost::json::parse(q.body(), error);
                const boost::json::value* url =
@@ -181,16 +194,16 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
                  return w->Reply(net::MakeErrorResponse(
                      q, http::status::bad_request, "body must be {\"url\": \"http://host:port\"}"));
                }
-               add(std::move(q), std::move(w), std::string(url->as_string()));
+               self->AddWorkerAndReply(std::move(q), std::move(w), std::string(url->as_string()));
              });
   routes.Add(http::verb::post, "/add_worker",
-             [add, query_url](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-               std::string url = query_url(q);
-               add(std::move(q), std::move(w), std::move(url));
+             [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+               std::string url = QueryUrl(q);
+               self->AddWorkerAndReply(std::move(q), std::move(w), std::move(url));
              });
   routes.Add(http::verb::post, "/remove_worker",
-             [self, query_url](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-               const std::string url = query_url(q);
+             [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+               const std::string url = QueryUrl(q);
                const bool removed = self->RemoveWorker(url);
                w->Reply(net::MakeResponse(
                    q, removed ? http::status::ok : http::status::not_found,
@@ -214,6 +227,10 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
         w->Reply(net::MakeResponse(
             q, http::status::ok, boost::json::serialize(boost::json::object{{"workers", loads}})));
       });
+}
+
+void RouterEmulator::AddInfoRoutes(net::Router& routes) {
+  RouterEmulator* self = this;
   routes.Add(http::verb::post, "/flush_cache",
              [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
                self->HandleFlush(std::move(q), std::move(w));
@@ -250,46 +267,53 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
                w->Reply(net::MakeResponse(q, http::status::ok, self->metrics_.Text(self->workers()),
                                           "text/plain; version=0.0.4"));
              });
-  routes.Add(http::verb::get, "/agentkv/requests",
-             [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-               boost::json::array list;
-               int64_t dropped = 0;
-               {
-                 sync::MutexLock lock(&self->mu_);
-                 for (const Received& received : self->received_.entries()) {
-                   list.push_back(boost::json::object{{"path", received.path},
-                                                      {"routing_key", received.routing_key},
-                                                      {"worker", received.worker}});
-                 }
-                 dropped = self->received_.dropped();
-               }
-               net::Response response =
-                   net::MakeResponse(q, http::status::ok, boost::json::serialize(list));
-               response.set("X-Agentkv-Requests-Dropped", std::to_string(dropped));
-               w->Reply(std::move(response));
-             });
-  // DELETE /workers/{url} and everything the router has no route for (including
-  // /abort_request, /open_session, /close_session) land in the fallback.
-  routes.SetFallback([self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-    const std::string target(q.target());
-    if (q.method() == http::verb::delete_ && target.rfind("/workers/", 0) == 0) {
-      const std::string url = boost::urls::pct_string_view(target.substr(9)).decode();
-      const bool removed = self->RemoveWorker(url);
-      return w->Reply(net::MakeResponse(
-          q, removed ? http::status::ok : http::status::not_found,
-          removed ? R"({"status":"success"})" : net::SglangErrorBody("no worker " + url, 404)));
-    }
-    {
-      sync::MutexLock lock(&self->mu_);
-      self->received_.Append(Received{target, "", ""});
-    }
-    w->Reply(net::MakeErrorResponse(q, http::status::not_found, "no route for " + target));
-  });
-  AGENTKV_ASSIGN_OR_RETURN(r->server_, net::HttpServer::Start(options.http, routes.AsHandler()));
-  if (options.health_check_interval.count() > 0) {
-    r->health_thread_ = std::thread([self] { self->HealthLoop(); });
+}
+
+void RouterEmulator::AddWorkerAndReply(net::Request q, std::shared_ptr<net::ResponseWriter> w,
+                                       const std::string& url) {
+  if (Status s = AddWorker(url); !s.ok()) {
+    return w->Reply(net::MakeErrorResponse(q, http::status::bad_request, s.message()));
   }
-  return r;
+  if (StatusOr<std::pair<std::string, std::optional<int64_t>>> split = SplitRank(url); split.ok()) {
+    LearnModelId(url, split->first);
+  }
+  w->Reply(net::MakeResponse(q, http::status::ok,
+                             boost::json::serialize(boost::json::object{
+                                 {"status", "success"}, {"message", "Worker " + url + " added"}})));
+}
+
+void RouterEmulator::HandleRecordedRequests(net::Request q,
+                                            std::shared_ptr<net::ResponseWriter> w) {
+  boost::json::array list;
+  int64_t dropped = 0;
+  {
+    sync::MutexLock lock(&mu_);
+    for (const Received& received : received_.entries()) {
+      list.push_back(boost::json::object{{"path", received.path},
+                                         {"routing_key", received.routing_key},
+                                         {"worker", received.worker}});
+    }
+    dropped = received_.dropped();
+  }
+  net::Response response = net::MakeResponse(q, http::status::ok, boost::json::serialize(list));
+  response.set("X-Agentkv-Requests-Dropped", std::to_string(dropped));
+  w->Reply(std::move(response));
+}
+
+void RouterEmulator::HandleUnrouted(net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+  const std::string target(q.target());
+  if (q.method() == http::verb::delete_ && target.rfind("/workers/", 0) == 0) {
+    const std::string url = boost::urls::pct_string_view(target.substr(9)).decode();
+    const bool removed = RemoveWorker(url);
+    return w->Reply(net::MakeResponse(
+        q, removed ? http::status::ok : http::status::not_found,
+        removed ? R"({"status":"success"})" : net::SglangErrorBody("no worker " + url, 404)));
+  }
+  {
+    sync::MutexLock lock(&mu_);
+    received_.Append(Received{target, "", ""});
+  }
+  w->Reply(net::MakeErrorResponse(q, http::status::not_found, "no route for " + target));
 }
 
 RouterEmulator::~RouterEmulator() { Shutdown(std::chrono::milliseconds(0)); }
@@ -363,48 +387,19 @@ void RouterEmulator::HandleForward(net::Request request,
   std::vector<uint64_t> keys;
   const auto started_at = std::chrono::steady_clock::now();
   metrics_.CountRequest(path);
-  {
-    boost::system::error_code error;
-    const boost::json::value parsed = boost::json::parse(body, error);
-    if (error || !parsed.is_object()) {
-      metrics_.CountError(path, "invalid_request");
-      return writer->Reply(net::MakeErrorResponse(request, http::status::bad_request,
-                                                  "the body is not a JSON object"));
-    }
-    const boost::json::value* s = parsed.as_object().if_contains("stream");
-    stream = s != nullptr && s->is_bool() && s->as_bool();
-    if (path == "/generate") {
-      if (StatusOr<protocol::GenerateRequest> g = protocol::ParseGenerateRequest(body); g.ok()) {
-        keys = PromptKeys(*g);
-      }
-    }
+  if (!ReadForwardBody(path, body, stream, keys)) {
+    metrics_.CountError(path, "invalid_request");
+    return writer->Reply(net::MakeErrorResponse(request, http::status::bad_request,
+                                                "the body is not a JSON object"));
   }
-  Worker chosen;
-  {
-    sync::MutexLock lock(&mu_);
-    if (router_->engines().empty()) {
-      received_.Append(Received{path, routing_key, ""});
-      metrics_.CountError(path, "no_workers");
-      return writer->Reply(
-          net::MakeErrorResponse(request, http::status::service_unavailable, "no healthy worker"));
-    }
-    for (const Worker& w : workers_) {
-      if (w.info.is_healthy) router_->SetLoad(w.engine, w.info.load);
-    }
-    routing::RouteRequest route;
-    route.routing_key =
-        routing_key.empty() ? Hash64(body, 0) : routing::SessionRoutingKey(routing_key);
-    route.block_keys = keys;
-    const EngineId engine = router_->Route(route);
-    auto it = std::find_if(workers_.begin(), workers_.end(),
-                           [&](const Worker& w) { return w.engine == engine; });
-    ++it->info.load;
-    chosen = *it;
-    received_.Append(Received{path, routing_key, chosen.info.url});
+  std::optional<Worker> chosen = ChooseWorker(path, routing_key, body, keys);
+  if (!chosen.has_value()) {
+    return writer->Reply(
+        net::MakeErrorResponse(request, http::status::service_unavailable, "no healthy worker"));
   }
-  if (chosen.dp_rank.has_value() && path == "/generate") {
+  if (chosen->dp_rank.has_value() && path == "/generate") {
     if (StatusOr<std::string> with_rank =
-            protocol::SetTopLevelField(body, "routed_dp_rank", std::to_string(*chosen.dp_rank));
+            protocol::SetTopLevelField(body, "routed_dp_rank", std::to_string(*chosen->dp_rank));
         with_rank.ok()) {
       body = *std::move(with_rank);
     }
@@ -415,10 +410,11 @@ void RouterEmulator::HandleForward(net::Request request,
       headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
     }
   }
-  metrics_.CountProcessed(chosen.info.url);
-  const EngineId engine = chosen.engine;
+  metrics_.CountProcessed(chosen->info.url);
+  const EngineId engine = chosen->engine;
   // Once per request, when its answer (or its failure) is known.
-  auto release = [this, engine, path, started_at](std::string_view error_type = {}) {
+  std::function<void(std::string_view)> release = [this, engine, path,
+                                                   started_at](std::string_view error_type) {
     if (!error_type.empty()) metrics_.CountError(path, std::string(error_type));
     metrics_.ObserveDuration(
         path, std::chrono::duration<double>(std::chrono::steady_clock::now() - started_at).count());
@@ -429,31 +425,87 @@ void RouterEmulator::HandleForward(net::Request request,
   };
   auto shared_request = std::make_shared<net::Request>(std::move(request));
   if (!stream) {
-    forward_client_->AsyncRequest(
-        http::verb::post, chosen.base_url, path, std::move(headers), std::move(body),
-        [writer, shared_request, release](StatusOr<net::ClientResponse> response) {
-          const bool timeout =
-              !response.ok() && response.status().code() == StatusCode::kDeadlineExceeded;
-          release(response.ok() ? "" : timeout ? "upstream_timeout" : "upstream_error");
-          if (!response.ok()) {
-            return writer->Reply(net::MakeErrorResponse(
-                *shared_request,
-                timeout ? http::status::gateway_timeout : http::status::bad_gateway,
-                "upstream: " + response.status().message()));
-          }
-          std::string content_type = "application/json";
-          for (const auto& [name, value] : response->headers) {
-            if (name == "Content-Type" || name == "content-type") content_type = value;
-          }
-          writer->Reply(net::MakeResponse(*shared_request,
-                                          static_cast<http::status>(response->status),
-                                          std::move(response->body), content_type));
-        });
-    return;
+    return ForwardBuffered(writer, shared_request, chosen->base_url, path, std::move(headers),
+                           std::move(body), std::move(release));
   }
+  ForwardStreamed(writer, shared_request, chosen->base_url, path, std::move(headers),
+                  std::move(body), std::move(release));
+}
+
+bool RouterEmulator::ReadForwardBody(const std::string& path, const std::string& body, bool& stream,
+                                     std::vector<uint64_t>& keys) {
+  boost::system::error_code error;
+  const boost::json::value parsed = boost::json::parse(body, error);
+  if (error || !parsed.is_object()) return false;
+  const boost::json::value* s = parsed.as_object().if_contains("stream");
+  stream = s != nullptr && s->is_bool() && s->as_bool();
+  if (path == "/generate") {
+    if (StatusOr<protocol::GenerateRequest> g = protocol::ParseGenerateRequest(body); g.ok()) {
+      keys = PromptKeys(*g);
+    }
+  }
+  return true;
+}
+
+std::optional<RouterEmulator::Worker> RouterEmulator::ChooseWorker(
+    const std::string& path, const std::string& routing_key, const std::string& body,
+    const std::vector<uint64_t>& keys) {
+  sync::MutexLock lock(&mu_);
+  if (router_->engines().empty()) {
+    received_.Append(Received{path, routing_key, ""});
+    metrics_.CountError(path, "no_workers");
+    return std::nullopt;
+  }
+  for (const Worker& w : workers_) {
+    if (w.info.is_healthy) router_->SetLoad(w.engine, w.info.load);
+  }
+  routing::RouteRequest route;
+  route.routing_key =
+      routing_key.empty() ? Hash64(body, 0) : routing::SessionRoutingKey(routing_key);
+  route.block_keys = keys;
+  const EngineId engine = router_->Route(route);
+  auto it = std::find_if(workers_.begin(), workers_.end(),
+                         [&](const Worker& w) { return w.engine == engine; });
+  ++it->info.load;
+  received_.Append(Received{path, routing_key, it->info.url});
+  return *it;
+}
+
+void RouterEmulator::ForwardBuffered(std::shared_ptr<net::ResponseWriter> writer,
+                                     std::shared_ptr<net::Request> request,
+                                     const std::string& base_url, const std::string& path,
+                                     std::vector<std::pair<std::string, std::string>> headers,
+                                     std::string body,
+                                     std::function<void(std::string_view)> release) {
+  forward_client_->AsyncRequest(
+      http::verb::post, base_url, path, std::move(headers), std::move(body),
+      [writer, request, release](StatusOr<net::ClientResponse> response) {
+        const bool timeout =
+            !response.ok() && response.status().code() == StatusCode::kDeadlineExceeded;
+        release(response.ok() ? "" : timeout ? "upstream_timeout" : "upstream_error");
+        if (!response.ok()) {
+          return writer->Reply(net::MakeErrorResponse(
+              *request, timeout ? http::status::gateway_timeout : http::status::bad_gateway,
+              "upstream: " + response.status().message()));
+        }
+        std::string content_type = "application/json";
+        for (const auto& [name, value] : response->headers) {
+          if (name == "Content-Type" || name == "content-type") content_type = value;
+        }
+        writer->Reply(net::MakeResponse(*request, static_cast<http::status>(response->status),
+                                        std::move(response->body), content_type));
+      });
+}
+
+void RouterEmulator::ForwardStreamed(std::shared_ptr<net::ResponseWriter> writer,
+                                     std::shared_ptr<net::Request> request,
+                                     const std::string& base_url, const std::string& path,
+                                     std::vector<std::pair<std::string, std::string>> headers,
+                                     std::string body,
+                                     std::function<void(std::string_view)> release) {
   auto started = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<net::HttpClient::StreamHandle> handle = forward_client_->AsyncStream(
-      http::verb::post, chosen.base_url, path, std::move(headers), std::move(body),
+      http::verb::post, base_url, path, std::move(headers), std::move(body),
       [writer, started](int status, const std::vector<std::pair<std::string, std::string>>& h) {
         std::vector<std::pair<std::string, std::string>> out;
         for (const auto& [name, value] : h) {
@@ -464,12 +516,12 @@ void RouterEmulator::HandleForward(net::Request request,
         writer->StartStream(static_cast<http::status>(status), std::move(out));
       },
       [writer](std::string_view chunk) { writer->WriteChunk(std::string(chunk)); },
-      [writer, started, shared_request, release](Status status) {
+      [writer, started, request, release](Status status) {
         release(status.ok()                                      ? ""
                 : status.code() == StatusCode::kDeadlineExceeded ? "upstream_timeout"
                                                                  : "upstream_error");
         if (!started->load()) {
-          return writer->Reply(net::MakeErrorResponse(*shared_request, http::status::bad_gateway,
+          return writer->Reply(net::MakeErrorResponse(*request, http::status::bad_gateway,
                                                       "upstream: " + status.message()));
         }
         // sgl-router forwards the worker's byte stream; a worker stream that fails ends the

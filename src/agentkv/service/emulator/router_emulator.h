@@ -32,14 +32,19 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "agentkv/base/status.h"
 #include "agentkv/net/http_client.h"
 #include "agentkv/net/http_server.h"
+#include "agentkv/net/router.h"
 #include "agentkv/protocol/workers.h"
 #include "agentkv/routing/router.h"
 #include "agentkv/service/emulator/bounded_log.h"
@@ -117,7 +122,41 @@ class RouterEmulator {
 
   Status AddWorker(const std::string& url);
   bool RemoveWorker(const std::string& url);
+  // Start's routes: the data path; the worker registry (/workers, /add_worker,
+  // /remove_worker, /list_workers, /get_loads); flush, health, the first worker's information
+  // and the metrics.
+  void AddForwardRoutes(net::Router& routes);
+  void AddWorkerRoutes(net::Router& routes);
+  void AddInfoRoutes(net::Router& routes);
+  // Registers worker `url` and answers as sgl-router does (400 with the reason when it cannot).
+  void AddWorkerAndReply(net::Request request, std::shared_ptr<net::ResponseWriter> writer,
+                         const std::string& url);
+  // GET /agentkv/requests: the recorded requests (X-Agentkv-Requests-Dropped: how many the
+  // bound dropped).
+  void HandleRecordedRequests(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  // The fallback: DELETE /workers/{url}, else 404 (recorded).
+  void HandleUnrouted(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   void HandleForward(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
+  // HandleForward's steps. Reads whether `body` streams and, for /generate, its prompt's page
+  // keys; false when it is not a JSON object.
+  static bool ReadForwardBody(const std::string& path, const std::string& body, bool& stream,
+                              std::vector<uint64_t>& keys);
+  // The worker the policy routes to, its load counted and the request recorded; nullopt (also
+  // recorded, and counted as `no_workers`) when no worker is healthy.
+  std::optional<Worker> ChooseWorker(const std::string& path, const std::string& routing_key,
+                                     const std::string& body, const std::vector<uint64_t>& keys);
+  // The call to the chosen worker, its answer relayed whole or as a byte stream; `release`
+  // runs once when the answer (or the failure) is known.
+  void ForwardBuffered(std::shared_ptr<net::ResponseWriter> writer,
+                       std::shared_ptr<net::Request> request, const std::string& base_url,
+                       const std::string& path,
+                       std::vector<std::pair<std::string, std::string>> headers, std::string body,
+                       std::function<void(std::string_view)> release);
+  void ForwardStreamed(std::shared_ptr<net::ResponseWriter> writer,
+                       std::shared_ptr<net::Request> request, const std::string& base_url,
+                       const std::string& path,
+                       std::vector<std::pair<std::string, std::string>> headers, std::string body,
+                       std::function<void(std::string_view)> release);
   void HandleFlush(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   // GET /v1/models, /get_model_info, /get_server_info (and their aliases), POST /tokenize and
   // /detokenize: the request passed to the first healthy worker unchanged (method, target,

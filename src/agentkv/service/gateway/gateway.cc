@@ -12,8 +12,8 @@
 #include "agentkv/service/gateway/gateway_prerequisites.h"
 #include "agentkv/sync/mutex.h"
 
-// Startup and the data path of the gateway; the control plane, observability and shutdown are
-// in gateway_control.cc. Invariants: gateway_core.h.
+// The data path of the gateway; startup is in gateway_startup.cc, the control plane,
+// observability and shutdown in gateway_control.cc. Invariants: gateway_core.h.
 
 namespace agentkv::service {
 
@@ -38,28 +38,24 @@ net::Response Relay(const net::Request& request, net::ClientResponse response) {
 
 using gateway_internal::Clock;
 using gateway_internal::Exchange;
+using gateway_internal::ForwardAsk;
+using gateway_internal::ForwardRefusal;
 using gateway_internal::JsonError;
 using gateway_internal::Relay;
 namespace http = net::http;
 
 namespace {
 
-// The read-only routes the gateway passes through unchanged (HandlePassThrough): what OpenAI
-// clients and SGLang tooling ask before or beside generating. The RL control routes
-// (/pause_generation, /update_weights_*, /release_memory_occupation, ...) are not among them:
-// they act on one engine each, so RL frameworks call every engine directly.
-constexpr std::pair<http::verb, const char*> kPassThroughRoutes[] = {
-    {http::verb::get, "/v1/models"},       {http::verb::get, "/model_info"},
-    {http::verb::get, "/get_model_info"},  {http::verb::get, "/server_info"},
-    {http::verb::get, "/get_server_info"}, {http::verb::post, "/tokenize"},
-    {http::verb::post, "/detokenize"},     {http::verb::post, "/v1/tokenize"},
-    {http::verb::post, "/v1/detokenize"},
-};
-
 // A stream's bytes queued for a slow client above which the gateway stops reading its upstream,
 // and the level the queue must drain to before reading resumes.
 constexpr size_t kStreamHighWaterBytes = size_t{1} << 20;
 constexpr size_t kStreamLowWaterBytes = size_t{256} << 10;
+
+// The value of `request`'s header `name`; empty when absent.
+std::string_view HeaderOf(const net::Request& request, std::string_view name) {
+  const auto value = request[boost::beast::string_view(name.data(), name.size())];
+  return std::string_view(value.data(), value.size());
+}
 
 // A rate as a person writes it: "100", "0.5".
 std::string FormatRate(double per_s) {
@@ -69,173 +65,6 @@ std::string FormatRate(double per_s) {
 }
 
 }  // namespace
-
-// ---- Startup ----
-
-Status Gateway::Core::Init() {
-  AGENTKV_RETURN_IF_ERROR(options_.Validate());
-  lifecycle_ = options_.agentic.agentic_session_lifecycle;
-  admission_ = options_.agentic.agentic_program_admission;
-  if (admission_ && backend_ == nullptr) {
-    return InvalidArgumentError(std::string(control::kProgramAdmissionFlag) +
-                                " needs an admission backend");
-  }
-  std::random_device entropy;
-  char instance[40];
-  std::snprintf(instance, sizeof(instance), "gw-%08x%08x%08x%08x", static_cast<unsigned>(entropy()),
-                static_cast<unsigned>(entropy()), static_cast<unsigned>(entropy()),
-                static_cast<unsigned>(entropy()));
-  instance_id_ = instance;
-  id_prefix_ = instance_id_ + "-";
-  context_length_ = options_.context_length;
-
-  net::HttpClientOptions control;
-  control.connect_timeout = options_.control_timeout();
-  control.header_timeout = options_.control_timeout();
-  control.body_timeout = options_.control_timeout();
-  control.queue_timeout = options_.control_timeout();
-  control.max_connections_per_host = 256;
-  control_client_ = std::make_unique<net::HttpClient>(control);
-  directory_ = std::make_unique<EngineDirectory>(options_.router_url, options_.engine_urls,
-                                                 control_client_.get());
-  if (StatusOr<std::vector<std::string>> urls = directory_->Refresh(); !urls.ok()) {
-    Log(LogLevel::kWarn, LogLine("engine_discovery_failed")
-                             .Add("router", options_.router_url)
-                             .Quoted("error", urls.status().message()));
-  }
-  if (options_.check_prerequisites) AGENTKV_RETURN_IF_ERROR(CheckEnginePrerequisites());
-
-  SessionManagerOptions session_options;
-  session_options.lifecycle = lifecycle_;
-  session_options.idle_timeout = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(options_.session_idle_timeout_s));
-  session_options.drain_timeout = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(options_.session_drain_timeout_s));
-  session_options.max_closed_sessions = options_.max_closed_sessions;
-  session_options.max_sessions = options_.max_sessions;
-  session_options.max_retained_sessions = options_.max_retained_sessions;
-  session_options.subagent_demotion = options_.agentic_subagent_demotion;
-  session_options.on_close_outcome = [this](const std::string& session_id, bool ok) {
-    metrics_.CountSessionClose(ok);
-    if (options_.on_session_close) options_.on_session_close(ok);
-    Log(ok ? LogLevel::kInfo : LogLevel::kWarn,
-        LogLine("session_closed").Add("session", session_id).Add("ok", ok));
-  };
-  sessions_ = std::make_unique<SessionManager>(std::move(session_options), this);
-  {
-    sync::MutexLock lock(&new_sessions_mu_);
-    new_sessions_ = std::make_unique<NewSessionLimiter>(options_.max_new_sessions_per_s,
-                                                        options_.new_sessions_burst);
-  }
-  if (options_.OpenDoor()) {
-    Log(LogLevel::kWarn,
-        LogLine("unauthenticated_sessions")
-            .Add("host", options_.http.address)
-            .Quoted("detail",
-                    "--allow-unauthenticated: anyone who reaches this port can close or abort any "
-                    "session; set --tenant-keys-file or --bearer-token"));
-  }
-  data_client_ = std::make_unique<net::HttpClient>(options_.upstream);
-
-  FleetPollerOptions poller_options;
-  poller_options.interval = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::duration<double>(options_.agentic.poll_interval_s));
-  poller_options.timeout = options_.metrics_timeout();
-  if (options_.working_set.has_value()) {
-    LocalWorkingSetOptions ws;
-    ws.working_set = *options_.working_set;
-    AGENTKV_ASSIGN_OR_RETURN(working_set_, GatewayWorkingSet::Create(std::move(ws)));
-  }
-  poller_options.scrape_metrics =
-      (admission_ || working_set_ != nullptr) && options_.poll_fleet_metrics;
-  poller_ = std::make_unique<FleetPoller>(
-      poller_options, directory_.get(), control_client_.get(),
-      [this](std::vector<control::EngineSnapshot> snapshots) {
-        if (backend_ != nullptr) backend_->Reconcile(snapshots);
-        if (working_set_ != nullptr) working_set_->Reconcile(snapshots);
-      },
-      options_.log);
-
-  net::Router router;
-  Routes(router);
-  AGENTKV_ASSIGN_OR_RETURN(server_, net::HttpServer::Start(options_.http, router.AsHandler()));
-  // A first poll before serving, so that admission starts with a fresh capacity snapshot
-  // instead of bypassing (degraded) until the poller's first round.
-  if (poller_options.scrape_metrics) poller_->PollOnce();
-  if (poller_options.scrape_metrics || directory_->uses_router()) poller_->Start();
-  sweeper_ = std::thread([this] { SweepLoop(); });
-  Log(LogLevel::kInfo,
-      LogLine("gateway_started")
-          .Add("url", server_->base_url())
-          .Add("upstream", options_.router_url.empty() ? "engines" : options_.router_url)
-          .Add("lifecycle", lifecycle_ ? "on" : "off")
-          .Add("admission", admission_ ? "on" : "off")
-          .Add("working_set", working_set_ != nullptr ? "on" : "off")
-          .Add("router_policy", SglRouterPolicyName(options_.router_policy)));
-  return Status::Ok();
-}
-
-Status Gateway::Core::CheckEnginePrerequisites() {
-  if (!lifecycle_ && !admission_) return Status::Ok();
-  std::vector<EngineServerInfo> infos;
-  for (const std::string& url : directory_->urls()) {
-    StatusOr<net::ClientResponse> r =
-        control_client_->Request(http::verb::get, url, std::string(protocol::kServerInfoPath));
-    StatusOr<protocol::ServerInfo> info =
-        !r.ok() ? StatusOr<protocol::ServerInfo>(r.status())
-        : r->status != 200
-            ? StatusOr<protocol::ServerInfo>(UnavailableError("HTTP " + std::to_string(r->status)))
-            : protocol::ParseServerInfo(r->body);
-    if (info.ok()) {
-      Log(LogLevel::kInfo, LogLine("engine_checked")
-                               .Add("engine", url)
-                               .Quoted("version", info->version)
-                               .Add("enable_session_radix_cache", info->enable_session_radix_cache)
-                               .Add("radix_eviction_policy", info->radix_eviction_policy)
-                               .Add("enable_metrics", info->enable_metrics));
-    }
-    infos.push_back(EngineServerInfo{url, std::move(info)});
-  }
-  if (!context_length_.has_value()) context_length_ = FleetContextLength(infos);
-  AGENTKV_ASSIGN_OR_RETURN(
-      PrerequisiteOutcome outcome,
-      CheckPrerequisites(infos, lifecycle_, admission_, options_.prerequisite_policy));
-  for (const LogLine& warning : outcome.warnings) Log(LogLevel::kWarn, warning);
-  lifecycle_ = outcome.lifecycle;
-  admission_ = outcome.admission;
-  return Status::Ok();
-}
-
-void Gateway::Core::Routes(net::Router& router) {
-  for (GatewayRoute route :
-       {GatewayRoute::kGenerate, GatewayRoute::kChatCompletions, GatewayRoute::kCompletions}) {
-    router.Add(http::verb::post, std::string(RoutePath(route)),
-               [this, route](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-                 HandleForward(route, std::move(q), std::move(w));
-               });
-  }
-  router.Add(
-      http::verb::get, "/metrics",
-      [this](net::Request q, std::shared_ptr<net::ResponseWriter> w) { HandleMetrics(q, *w); });
-  router.Add(
-      http::verb::get, "/agentic_kv",
-      [this](net::Request q, std::shared_ptr<net::ResponseWriter> w) { HandleAgenticKv(q, *w); });
-  router.Add(
-      http::verb::get, "/health", [this](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-        const bool down = shutting_down_.load();
-        w->Reply(net::MakeResponse(q, down ? http::status::service_unavailable : http::status::ok,
-                                   down ? R"({"status":"shutting_down"})" : R"({"status":"ok"})"));
-      });
-  for (const auto& [verb, path] : kPassThroughRoutes) {
-    router.Add(verb, path, [this](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-      HandlePassThrough(std::move(q), std::move(w));
-    });
-  }
-  // POST /v1/sessions/{id}/close has a variable path segment: the fallback matches it.
-  router.SetFallback([this](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
-    HandleClose(std::move(q), std::move(w));
-  });
-}
 
 // ---- Data path ----
 
@@ -311,136 +140,33 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
                             std::chrono::duration<double>(Clock::now() - started).count());
     return;
   }
-  // As SGLang's OpenAI routes: refused before anything is reserved.
-  if (route != GatewayRoute::kGenerate) {
-    if (Status s = net::CheckJsonContentType(request); !s.ok()) {
-      return refuse(ErrorFor(s), s.message());
-    }
-  }
-  StatusOr<ClientRequest> client = ParseClientRequest(route, std::move(request.body()));
-  if (!client.ok()) return refuse(ErrorFor(client.status()), client.status().message());
-  const auto header = [&request](std::string_view name) {
-    const auto value = request[boost::beast::string_view(name.data(), name.size())];
-    return std::string_view(value.data(), value.size());
-  };
-  StatusOr<std::optional<std::string>> session = ResolveSessionId(
-      client->session_id, header(options_.session_header), options_.session_header);
-  if (!session.ok()) return refuse(GatewayError::kBadRequest, session.status().message());
-  // The session as the client named it; a tenant's is namespaced by its name from here on, in
-  // the gateway and towards the engines, so that no other tenant can name it.
-  const std::optional<std::string> named_session = *session;
-  if (caller.kind == Caller::Kind::kTenant && session->has_value()) {
-    StatusOr<std::string> scoped = TenantSessionId(caller.tenant, **session, kMaxSessionIdBytes);
-    if (!scoped.ok()) return refuse(GatewayError::kBadRequest, scoped.status().message());
-    *session = *std::move(scoped);
-  }
-  StatusOr<bool> is_protected = ParseProtectedHeader(header(kProtectedHeader));
-  StatusOr<bool> is_train = ParseScopeHeader(header(kScopeHeader));
-  StatusOr<std::optional<int64_t>> prompt_tokens =
-      ParsePromptTokensHeader(header(kPromptTokensHeader));
-  StatusOr<std::optional<SharedPrefix>> shared_prefix =
-      ParseSharedPrefixHeaders(header(kPrefixKeyHeader), header(kPrefixTokensHeader));
-  StatusOr<RequestPause> pause = ParsePauseHeader(header(kPauseHeader));
-  StatusOr<std::optional<bool>> retain = ParseRetainHeader(header(kRetainHeader));
-  for (const Status& s : {is_protected.status(), is_train.status(), prompt_tokens.status(),
-                          shared_prefix.status(), pause.status(), retain.status()}) {
-    if (!s.ok()) return refuse(GatewayError::kBadRequest, s.message());
-  }
-  if (retain->value_or(false) && !session->has_value()) {
-    return refuse(GatewayError::kBadRequest, std::string(kRetainHeader) +
-                                                 ": 1 needs a session (the body's session_id or " +
-                                                 options_.session_header + ")");
-  }
-  // A client may skip admission only with the gateway's token, and may not claim a prompt its
-  // body cannot hold.
-  const AdmissionTrust trust = TrustOf(header("Authorization"), options_.bearer_token);
-  if (!trust.honour_bypass_headers && (*is_protected || !*is_train)) {
-    metrics_.CountUntrustedBypass();
-    *is_protected = false;
-    *is_train = true;
-  }
-  *prompt_tokens = BoundPromptTokens(*prompt_tokens, client->body.size());
-  // What every engine would refuse is refused here, before it reserves or queues anything.
-  if (const std::optional<int64_t> prompt = ExactPromptTokens(*client, *prompt_tokens);
-      context_length_.has_value() && prompt.has_value()) {
-    if (Status s = CheckContextLength(*context_length_, *prompt, client->max_new_tokens); !s.ok()) {
-      return refuse(GatewayError::kBadRequest, s.message());
-    }
-  }
-  const ParentHintVerdict hint =
-      VerifyParentHint(options_.parent_hint_key, named_session, header(kParentSessionHeader),
-                       header(kParentSignatureHeader));
-  // A tenant's parent is one of its own sessions.
-  std::optional<std::string> parent;
-  if (hint == ParentHintVerdict::kAccepted) {
-    parent = std::string(header(kParentSessionHeader));
-    if (caller.kind == Caller::Kind::kTenant) {
-      StatusOr<std::string> scoped = TenantSessionId(caller.tenant, *parent, kMaxSessionIdBytes);
-      if (!scoped.ok()) {
-        return refuse(GatewayError::kBadRequest,
-                      std::string(kParentSessionHeader) + ": " + scoped.status().message());
-      }
-      parent = *std::move(scoped);
-    }
-  }
-  if (hint == ParentHintVerdict::kRejected) {
-    metrics_.CountParentHintRejected();
-    Log(LogLevel::kInfo, LogLine("parent_hint_rejected").Add("session", session->value_or("-")));
-  }
-  const std::string request_id = client->rid.has_value() ? *client->rid : NewRequestId();
-  const bool needs_admission =
-      admission_ && control::InScope(options_.agentic.agentic_admission_scope, *is_train);
-  const bool needs_working_set =
-      working_set_ != nullptr &&
-      control::InScope(options_.agentic.agentic_admission_scope, *is_train);
-  const bool admission_v2 =
-      options_.agentic.agentic_admission_policy == control::AdmissionPolicy::kV2;
+  std::variant<ForwardAsk, ForwardRefusal> read = ReadForward(route, caller, request);
+  if (const auto* no = std::get_if<ForwardRefusal>(&read)) return refuse(no->error, no->message);
+  ForwardAsk& ask = std::get<ForwardAsk>(read);
+  const bool in_scope = control::InScope(options_.agentic.agentic_admission_scope, ask.is_train);
+  const bool needs_admission = admission_ && in_scope;
+  const bool needs_working_set = working_set_ != nullptr && in_scope;
   // Read before the attempt begins: what the session dispatched before this request.
   const control::SessionHistory history =
-      admission_v2 ? sessions_->History(*session) : control::SessionHistory{};
-  // Opening sessions in a loop would end every other client's idle session at --max-sessions.
-  if (sessions_->WouldOpen(*session) && !AllowNewSession(caller, started)) {
-    return refuse(GatewayError::kTooManyRequests,
-                  "too many new sessions from this client: at most " +
-                      std::to_string(options_.new_sessions_burst) + " at once and " +
-                      FormatRate(options_.max_new_sessions_per_s) +
-                      " a second (--new-sessions-burst, --max-new-sessions-per-s); retry later "
-                      "or continue an existing session");
-  }
-  StatusOr<std::string> rid = sessions_->BeginAttempt(
-      *session, request_id, started,
-      control::AttemptSpec<std::string>{
-          .awaits_admission = needs_admission || needs_working_set,
-          .streamed = client->stream,
-          .prompt_tokens = EstimatePromptTokens(*client, *prompt_tokens),
-          .retain = *retain,
-          // With --agentic-subagent-demotion the flow delivers a parent's return to every
-          // engine before its request goes on (the router may place it anywhere, and its
-          // sub-agents were placed by their own sessions).
-          .parent = parent});
-  // Unavailable: --max-sessions sessions, all busy or retained (not the upstream's fault);
-  // ResourceExhausted: a retention mark past --max-retained-sessions (or, never in practice, 2^20
-  // live attempts of one request id).
-  if (!rid.ok() && rid.status().code() == StatusCode::kUnavailable) {
-    return refuse(GatewayError::kOverloaded, rid.status().message());
-  }
-  if (!rid.ok() && rid.status().code() == StatusCode::kResourceExhausted) {
-    return refuse(GatewayError::kTooManyRequests, rid.status().message());
-  }
-  if (!rid.ok()) return refuse(ErrorFor(rid.status()), rid.status().message());
+      options_.agentic.agentic_admission_policy == control::AdmissionPolicy::kV2
+          ? sessions_->History(ask.session)
+          : control::SessionHistory{};
+  std::variant<std::string, ForwardRefusal> rid =
+      BeginForwardAttempt(ask, needs_admission || needs_working_set, started);
+  if (const auto* no = std::get_if<ForwardRefusal>(&rid)) return refuse(no->error, no->message);
 
   auto ex = std::make_shared<Exchange>();
   ex->route = route;
-  ex->client = *std::move(client);
-  ex->session_id = *session;
-  ex->parent = std::move(parent);
-  ex->pause = *pause != RequestPause::kUnknown ? *pause : ex->client.pause;
-  ex->rid = *std::move(rid);
+  ex->client = std::move(ask.client);
+  ex->session_id = ask.session;
+  ex->parent = std::move(ask.parent);
+  ex->pause = ask.pause != RequestPause::kUnknown ? ask.pause : ex->client.pause;
+  ex->rid = std::get<std::string>(std::move(rid));
   if (options_.program_fcfs) {
     // The program's place is fixed when the attempt begins (a parent that ends later does not
     // move it); a trusted caller's own priority stands.
     const std::optional<uint64_t> arrival = sessions_->ProgramArrival(ex->rid, ex->parent);
-    if (arrival.has_value() && !(ex->client.has_priority && trust.honour_bypass_headers)) {
+    if (arrival.has_value() && !(ex->client.has_priority && ask.trust.honour_bypass_headers)) {
       ex->program_priority = ProgramFcfsPriority(*arrival);
     }
   }
@@ -457,34 +183,188 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   });
 
   if (!needs_admission && !needs_working_set) return Dispatch(ex);
-  control::AcquireRequest acquire{TicketFor(ex->rid), 0, *is_protected};
-  acquire.holder.session = ex->session_id;
+  control::AcquireRequest acquire = AcquireFor(*ex, ask, history);
+  if (!needs_working_set) return StartAcquire(ex, std::move(acquire));
+  std::optional<control::AcquireRequest> next;
+  if (needs_admission) next = std::move(acquire);
+  StartWorkingSet(ex, ask, std::move(next));
+}
+
+std::variant<ForwardAsk, ForwardRefusal> Gateway::Core::ReadForward(GatewayRoute route,
+                                                                    const Caller& caller,
+                                                                    net::Request& request) {
+  // As SGLang's OpenAI routes: refused before anything is reserved.
+  if (route != GatewayRoute::kGenerate) {
+    if (Status s = net::CheckJsonContentType(request); !s.ok()) {
+      return ForwardRefusal{ErrorFor(s), s.message()};
+    }
+  }
+  StatusOr<ClientRequest> client = ParseClientRequest(route, std::move(request.body()));
+  if (!client.ok()) return ForwardRefusal{ErrorFor(client.status()), client.status().message()};
+  ForwardAsk ask;
+  ask.caller = caller;
+  StatusOr<std::optional<std::string>> session = ResolveSessionId(
+      client->session_id, HeaderOf(request, options_.session_header), options_.session_header);
+  if (!session.ok()) return ForwardRefusal{GatewayError::kBadRequest, session.status().message()};
+  // The session as the client named it; a tenant's is namespaced by its name from here on, in
+  // the gateway and towards the engines, so that no other tenant can name it.
+  ask.named_session = *session;
+  ask.session = *std::move(session);
+  if (caller.kind == Caller::Kind::kTenant && ask.session.has_value()) {
+    StatusOr<std::string> scoped = TenantSessionId(caller.tenant, *ask.session, kMaxSessionIdBytes);
+    if (!scoped.ok()) return ForwardRefusal{GatewayError::kBadRequest, scoped.status().message()};
+    ask.session = *std::move(scoped);
+  }
+  ask.client = *std::move(client);
+  if (std::optional<ForwardRefusal> no = ReadForwardHeaders(request, ask)) return *std::move(no);
+  // What every engine would refuse is refused here, before it reserves or queues anything.
+  if (const std::optional<int64_t> prompt = ExactPromptTokens(ask.client, ask.prompt_tokens);
+      context_length_.has_value() && prompt.has_value()) {
+    if (Status s = CheckContextLength(*context_length_, *prompt, ask.client.max_new_tokens);
+        !s.ok()) {
+      return ForwardRefusal{GatewayError::kBadRequest, s.message()};
+    }
+  }
+  if (std::optional<ForwardRefusal> no = ReadParentHint(request, ask)) return *std::move(no);
+  return ask;
+}
+
+std::optional<ForwardRefusal> Gateway::Core::ReadForwardHeaders(const net::Request& request,
+                                                                ForwardAsk& ask) {
+  const auto header = [&request](std::string_view name) { return HeaderOf(request, name); };
+  StatusOr<bool> is_protected = ParseProtectedHeader(header(kProtectedHeader));
+  StatusOr<bool> is_train = ParseScopeHeader(header(kScopeHeader));
+  StatusOr<std::optional<int64_t>> prompt_tokens =
+      ParsePromptTokensHeader(header(kPromptTokensHeader));
+  StatusOr<std::optional<SharedPrefix>> shared_prefix =
+      ParseSharedPrefixHeaders(header(kPrefixKeyHeader), header(kPrefixTokensHeader));
+  StatusOr<RequestPause> pause = ParsePauseHeader(header(kPauseHeader));
+  StatusOr<std::optional<bool>> retain = ParseRetainHeader(header(kRetainHeader));
+  for (const Status& s : {is_protected.status(), is_train.status(), prompt_tokens.status(),
+                          shared_prefix.status(), pause.status(), retain.status()}) {
+    if (!s.ok()) return ForwardRefusal{GatewayError::kBadRequest, s.message()};
+  }
+  if (retain->value_or(false) && !ask.session.has_value()) {
+    return ForwardRefusal{GatewayError::kBadRequest,
+                          std::string(kRetainHeader) +
+                              ": 1 needs a session (the body's session_id or " +
+                              options_.session_header + ")"};
+  }
+  // A client may skip admission only with the gateway's token, and may not claim a prompt its
+  // body cannot hold.
+  ask.trust = TrustOf(header("Authorization"), options_.bearer_token);
+  ask.is_protected = *is_protected;
+  ask.is_train = *is_train;
+  if (!ask.trust.honour_bypass_headers && (ask.is_protected || !ask.is_train)) {
+    metrics_.CountUntrustedBypass();
+    ask.is_protected = false;
+    ask.is_train = true;
+  }
+  ask.prompt_tokens = BoundPromptTokens(*prompt_tokens, ask.client.body.size());
+  ask.shared_prefix = *std::move(shared_prefix);
+  ask.pause = *pause;
+  ask.retain = *retain;
+  return std::nullopt;
+}
+
+std::optional<ForwardRefusal> Gateway::Core::ReadParentHint(const net::Request& request,
+                                                            ForwardAsk& ask) {
+  const ParentHintVerdict hint = VerifyParentHint(options_.parent_hint_key, ask.named_session,
+                                                  HeaderOf(request, kParentSessionHeader),
+                                                  HeaderOf(request, kParentSignatureHeader));
+  // A tenant's parent is one of its own sessions.
+  if (hint == ParentHintVerdict::kAccepted) {
+    ask.parent = std::string(HeaderOf(request, kParentSessionHeader));
+    if (ask.caller.kind == Caller::Kind::kTenant) {
+      StatusOr<std::string> scoped =
+          TenantSessionId(ask.caller.tenant, *ask.parent, kMaxSessionIdBytes);
+      if (!scoped.ok()) {
+        return ForwardRefusal{GatewayError::kBadRequest,
+                              std::string(kParentSessionHeader) + ": " + scoped.status().message()};
+      }
+      ask.parent = *std::move(scoped);
+    }
+  }
+  if (hint == ParentHintVerdict::kRejected) {
+    metrics_.CountParentHintRejected();
+    Log(LogLevel::kInfo, LogLine("parent_hint_rejected").Add("session", ask.session.value_or("-")));
+  }
+  return std::nullopt;
+}
+
+std::variant<std::string, ForwardRefusal> Gateway::Core::BeginForwardAttempt(
+    const ForwardAsk& ask, bool awaits_admission, Clock::time_point started) {
+  const std::string request_id = ask.client.rid.has_value() ? *ask.client.rid : NewRequestId();
+  // Opening sessions in a loop would end every other client's idle session at --max-sessions.
+  if (sessions_->WouldOpen(ask.session) && !AllowNewSession(ask.caller, started)) {
+    return ForwardRefusal{
+        GatewayError::kTooManyRequests,
+        "too many new sessions from this client: at most " +
+            std::to_string(options_.new_sessions_burst) + " at once and " +
+            FormatRate(options_.max_new_sessions_per_s) +
+            " a second (--new-sessions-burst, --max-new-sessions-per-s); retry later "
+            "or continue an existing session"};
+  }
+  StatusOr<std::string> rid = sessions_->BeginAttempt(
+      ask.session, request_id, started,
+      control::AttemptSpec<std::string>{
+          .awaits_admission = awaits_admission,
+          .streamed = ask.client.stream,
+          .prompt_tokens = EstimatePromptTokens(ask.client, ask.prompt_tokens),
+          .retain = ask.retain,
+          // With --agentic-subagent-demotion the flow delivers a parent's return to every
+          // engine before its request goes on (the router may place it anywhere, and its
+          // sub-agents were placed by their own sessions).
+          .parent = ask.parent});
+  if (rid.ok()) return *std::move(rid);
+  // Unavailable: --max-sessions sessions, all busy or retained (not the upstream's fault);
+  // ResourceExhausted: a retention mark past --max-retained-sessions (or, never in practice, 2^20
+  // live attempts of one request id).
+  if (rid.status().code() == StatusCode::kUnavailable) {
+    return ForwardRefusal{GatewayError::kOverloaded, rid.status().message()};
+  }
+  if (rid.status().code() == StatusCode::kResourceExhausted) {
+    return ForwardRefusal{GatewayError::kTooManyRequests, rid.status().message()};
+  }
+  return ForwardRefusal{ErrorFor(rid.status()), rid.status().message()};
+}
+
+control::AcquireRequest Gateway::Core::AcquireFor(const Exchange& ex, const ForwardAsk& ask,
+                                                  const control::SessionHistory& history) const {
+  control::AcquireRequest acquire{TicketFor(ex.rid), 0, ask.is_protected};
+  acquire.holder.session = ex.session_id;
   // --agentic-admission-client-share bounds each tenant.
-  if (caller.kind == Caller::Kind::kTenant) acquire.holder.client = caller.tenant;
-  // Unset: SGLang's own clip of max_new_tokens in its admission estimate.
-  const int64_t decode_cap =
-      options_.agentic.agentic_admission_expected_decode_cap.value_or(kGatewayExpectedDecodeCap);
-  if (admission_v2) {
+  if (ask.caller.kind == Caller::Kind::kTenant) acquire.holder.client = ask.caller.tenant;
+  if (options_.agentic.agentic_admission_policy == control::AdmissionPolicy::kV2) {
     // The target engine is left to the fleet: the router (sgl-router) places the request, and
     // its hash ring is not the gateway's to reproduce.
     const control::UncachedReservation r = EstimateUncachedReservation(
-        ex->client, *prompt_tokens, decode_cap, options_.default_max_tokens,
-        history.held_prompt_tokens, shared_prefix->has_value() ? (*shared_prefix)->tokens : 0);
+        ex.client, ask.prompt_tokens, DecodeCap(), options_.default_max_tokens,
+        history.held_prompt_tokens, ask.shared_prefix.has_value() ? ask.shared_prefix->tokens : 0);
     acquire.reservation_tokens = r.own_tokens;
     acquire.continuing = history.continuing;
     if (r.prefix_tokens > 0) {
-      acquire.prefix_key = (*shared_prefix)->key;
+      acquire.prefix_key = ask.shared_prefix->key;
       acquire.prefix_tokens = r.prefix_tokens;
     }
   } else {
-    acquire.reservation_tokens = EstimateReservationTokens(ex->client, *prompt_tokens, decode_cap,
-                                                           options_.default_max_tokens);
+    acquire.reservation_tokens = EstimateReservationTokens(
+        ex.client, ask.prompt_tokens, DecodeCap(), options_.default_max_tokens);
   }
-  if (!needs_working_set) return StartAcquire(ex, std::move(acquire));
+  return acquire;
+}
+
+int64_t Gateway::Core::DecodeCap() const {
+  // Unset: SGLang's own clip of max_new_tokens in its admission estimate.
+  return options_.agentic.agentic_admission_expected_decode_cap.value_or(kGatewayExpectedDecodeCap);
+}
+
+void Gateway::Core::StartWorkingSet(const std::shared_ptr<Exchange>& ex, const ForwardAsk& ask,
+                                    std::optional<control::AcquireRequest> next) {
   // The working set first (program level), then the backend (request level), as simulated.
   ex->working_set = working_set_->Describe(
-      TicketFor(ex->rid), ex->session_id, ex->parent, ex->pause, trust.honour_bypass_headers,
-      EstimateReservationTokens(ex->client, *prompt_tokens, decode_cap,
+      TicketFor(ex->rid), ex->session_id, ex->parent, ex->pause, ask.trust.honour_bypass_headers,
+      EstimateReservationTokens(ex->client, ask.prompt_tokens, DecodeCap(),
                                 options_.default_max_tokens));
   {
     sync::MutexLock lock(&admission_mu_);
@@ -494,8 +374,6 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
     ++pending_acquires_;
     awaiting_.insert(ex->rid);
   }
-  std::optional<control::AcquireRequest> next;
-  if (needs_admission) next = std::move(acquire);
   const Status asked = working_set_->Acquire(
       *ex->working_set,
       [self = shared_from_this(), ex, next](const control::WorkingSetDecision& d) {
@@ -616,16 +494,7 @@ void Gateway::Core::OnAdmission(const std::shared_ptr<Exchange>& ex,
 void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
   StatusOr<control::GenerateIdentity> identity = sessions_->Dispatch(ex->rid);
   if (!identity.ok()) return Fail(ex, ErrorFor(identity.status()), identity.status().message());
-  ForwardEdits edits;
-  edits.rid = identity->rid;
-  if (!ex->client.has_session_params) edits.session_id = identity->session_id;
-  edits.parent_session = ex->parent;
-  if (!ex->client.has_priority) edits.priority = options_.pause_priority.For(ex->pause);
-  if (ex->program_priority.has_value()) edits.priority = ex->program_priority;
-  if (options_.forward_pause && ex->pause != RequestPause::kUnknown) {
-    edits.pause = std::string(RequestPauseName(ex->pause));
-  }
-  StatusOr<std::string> body = BuildForwardBody(ex->client.body, edits);
+  StatusOr<std::string> body = BuildForwardBody(ex->client.body, EditsFor(*ex, *identity));
   if (!body.ok()) return Fail(ex, GatewayError::kInternal, body.status().message());
   net::HeaderList headers = UpstreamHeaders(ex->request);
   SetHeader(headers, "Content-Type", "application/json");
@@ -641,88 +510,9 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
     return Fail(ex, GatewayError::kUpstreamFailed, "no engine to forward to");
   const std::string base = *std::move(upstream);
   const std::string path(RoutePath(ex->route));
-  std::shared_ptr<net::HttpClient::StreamHandle> handle;
-  if (!ex->client.stream) {
-    handle = data_client_->AsyncRequest(
-        http::verb::post, base, path, std::move(headers), *std::move(body),
-        [this, ex](StatusOr<net::ClientResponse> response) {
-          if (!response.ok()) {
-            Log(LogLevel::kWarn, LogLine("upstream_failed")
-                                     .Add("rid", ex->rid)
-                                     .Quoted("error", response.status().message()));
-            return Fail(ex, ErrorFor(response.status()),
-                        "upstream: " + response.status().message());
-          }
-          const int status = response->status;
-          if (ex->working_set.has_value()) {
-            const std::optional<int64_t> context = ContextTokensOfAnswer(response->body);
-            sync::MutexLock lock(&ex->mu);
-            ex->answer_context_tokens = context;
-          }
-          if (auto writer = ex->Writer()) writer->Reply(Relay(ex->request, *std::move(response)));
-          Finish(ex, status);
-        });
-  } else {
-    handle = data_client_->AsyncStream(
-        http::verb::post, base, path, std::move(headers), *std::move(body),
-        [ex](int status, const net::HeaderList& upstream_headers) {
-          net::HeaderList out;
-          for (const auto& [name, value] : upstream_headers) {
-            if (boost::beast::iequals(name, "Content-Type"))
-              out.emplace_back("Content-Type", value);
-          }
-          std::shared_ptr<net::ResponseWriter> writer;
-          {
-            sync::MutexLock lock(&ex->mu);
-            ex->upstream_status = status;
-            writer = ex->writer;
-          }
-          if (writer) writer->StartStream(static_cast<http::status>(status), std::move(out));
-        },
-        [ex](std::string_view chunk) {
-          if (auto writer = ex->Writer()) writer->WriteChunk(std::string(chunk));
-        },
-        [this, ex](Status status) {
-          int upstream_status = 0;
-          bool gone = false;
-          {
-            sync::MutexLock lock(&ex->mu);
-            upstream_status = ex->upstream_status;
-            gone = ex->client_gone;
-          }
-          if (gone) return Finish(ex, upstream_status);  // Recorded as 499.
-          if (upstream_status == 0) {
-            return Fail(ex, ErrorFor(status), "upstream: " + status.message());
-          }
-          if (status.ok()) {
-            if (auto writer = ex->Writer()) writer->EndStream();
-            return Finish(ex, upstream_status);
-          }
-          // Broken mid-stream: drop the writer without the terminating chunk, so the client
-          // sees a truncated stream rather than a complete one.
-          Log(LogLevel::kWarn, LogLine("upstream_stream_broken")
-                                   .Add("rid", ex->rid)
-                                   .Quoted("error", status.message()));
-          std::shared_ptr<net::ResponseWriter> writer;
-          {
-            sync::MutexLock lock(&ex->mu);
-            writer = std::move(ex->writer);
-          }
-          writer.reset();
-          Finish(ex, HttpStatusFor(GatewayError::kUpstreamFailed));
-        },
-        // Backpressure: a client that reads slower than the engine streams slows its own
-        // upstream read (the engine's socket fills and it waits), so the gateway holds at most
-        // about kStreamHighWaterBytes per stream instead of buffering the difference.
-        [ex](std::function<void()> resume) {
-          std::shared_ptr<net::ResponseWriter> writer = ex->Writer();
-          if (writer == nullptr || writer->stream_buffered_bytes() <= kStreamHighWaterBytes) {
-            return true;
-          }
-          writer->OnStreamDrained(kStreamLowWaterBytes, std::move(resume));
-          return false;
-        });
-  }
+  std::shared_ptr<net::HttpClient::StreamHandle> handle =
+      ex->client.stream ? CallStreamed(ex, base, path, std::move(headers), *std::move(body))
+                        : CallBuffered(ex, base, path, std::move(headers), *std::move(body));
   bool gone = false;
   {
     sync::MutexLock lock(&ex->mu);
@@ -732,6 +522,107 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
   // The client left while the call was being made: the flow asked for the cut (and the abort)
   // before the handle existed.
   if (gone && handle) handle->Cancel();
+}
+
+ForwardEdits Gateway::Core::EditsFor(const Exchange& ex,
+                                     const control::GenerateIdentity& identity) const {
+  ForwardEdits edits;
+  edits.rid = identity.rid;
+  if (!ex.client.has_session_params) edits.session_id = identity.session_id;
+  edits.parent_session = ex.parent;
+  if (!ex.client.has_priority) edits.priority = options_.pause_priority.For(ex.pause);
+  if (ex.program_priority.has_value()) edits.priority = ex.program_priority;
+  if (options_.forward_pause && ex.pause != RequestPause::kUnknown) {
+    edits.pause = std::string(RequestPauseName(ex.pause));
+  }
+  return edits;
+}
+
+std::shared_ptr<net::HttpClient::StreamHandle> Gateway::Core::CallBuffered(
+    const std::shared_ptr<Exchange>& ex, const std::string& base, const std::string& path,
+    net::HeaderList headers, std::string body) {
+  return data_client_->AsyncRequest(
+      http::verb::post, base, path, std::move(headers), std::move(body),
+      [this, ex](StatusOr<net::ClientResponse> response) {
+        if (!response.ok()) {
+          Log(LogLevel::kWarn, LogLine("upstream_failed")
+                                   .Add("rid", ex->rid)
+                                   .Quoted("error", response.status().message()));
+          return Fail(ex, ErrorFor(response.status()), "upstream: " + response.status().message());
+        }
+        const int status = response->status;
+        if (ex->working_set.has_value()) {
+          const std::optional<int64_t> context = ContextTokensOfAnswer(response->body);
+          sync::MutexLock lock(&ex->mu);
+          ex->answer_context_tokens = context;
+        }
+        if (auto writer = ex->Writer()) writer->Reply(Relay(ex->request, *std::move(response)));
+        Finish(ex, status);
+      });
+}
+
+std::shared_ptr<net::HttpClient::StreamHandle> Gateway::Core::CallStreamed(
+    const std::shared_ptr<Exchange>& ex, const std::string& base, const std::string& path,
+    net::HeaderList headers, std::string body) {
+  return data_client_->AsyncStream(
+      http::verb::post, base, path, std::move(headers), std::move(body),
+      [ex](int status, const net::HeaderList& upstream_headers) {
+        net::HeaderList out;
+        for (const auto& [name, value] : upstream_headers) {
+          if (boost::beast::iequals(name, "Content-Type")) out.emplace_back("Content-Type", value);
+        }
+        std::shared_ptr<net::ResponseWriter> writer;
+        {
+          sync::MutexLock lock(&ex->mu);
+          ex->upstream_status = status;
+          writer = ex->writer;
+        }
+        if (writer) writer->StartStream(static_cast<http::status>(status), std::move(out));
+      },
+      [ex](std::string_view chunk) {
+        if (auto writer = ex->Writer()) writer->WriteChunk(std::string(chunk));
+      },
+      [this, ex](Status status) { OnStreamEnd(ex, status); },
+      // Backpressure: a client that reads slower than the engine streams slows its own
+      // upstream read (the engine's socket fills and it waits), so the gateway holds at most
+      // about kStreamHighWaterBytes per stream instead of buffering the difference.
+      [ex](std::function<void()> resume) {
+        std::shared_ptr<net::ResponseWriter> writer = ex->Writer();
+        if (writer == nullptr || writer->stream_buffered_bytes() <= kStreamHighWaterBytes) {
+          return true;
+        }
+        writer->OnStreamDrained(kStreamLowWaterBytes, std::move(resume));
+        return false;
+      });
+}
+
+void Gateway::Core::OnStreamEnd(const std::shared_ptr<Exchange>& ex, const Status& status) {
+  int upstream_status = 0;
+  bool gone = false;
+  {
+    sync::MutexLock lock(&ex->mu);
+    upstream_status = ex->upstream_status;
+    gone = ex->client_gone;
+  }
+  if (gone) return Finish(ex, upstream_status);  // Recorded as 499.
+  if (upstream_status == 0) {
+    return Fail(ex, ErrorFor(status), "upstream: " + status.message());
+  }
+  if (status.ok()) {
+    if (auto writer = ex->Writer()) writer->EndStream();
+    return Finish(ex, upstream_status);
+  }
+  // Broken mid-stream: drop the writer without the terminating chunk, so the client sees a
+  // truncated stream rather than a complete one.
+  Log(LogLevel::kWarn,
+      LogLine("upstream_stream_broken").Add("rid", ex->rid).Quoted("error", status.message()));
+  std::shared_ptr<net::ResponseWriter> writer;
+  {
+    sync::MutexLock lock(&ex->mu);
+    writer = std::move(ex->writer);
+  }
+  writer.reset();
+  Finish(ex, HttpStatusFor(GatewayError::kUpstreamFailed));
 }
 
 void Gateway::Core::OnClientGone(const std::shared_ptr<Exchange>& ex) {

@@ -1,6 +1,6 @@
 // The gateway's control plane (session close, the SessionEffects fan-outs, the idle sweeper),
-// its observability endpoints, and shutdown; startup and the data path are in gateway.cc.
-// Invariants: gateway_core.h.
+// its observability endpoints, and shutdown; startup is in gateway_startup.cc, the data path in
+// gateway.cc. Invariants: gateway_core.h.
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>

@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "agentkv/net/http_client.h"
@@ -79,6 +80,32 @@ struct Exchange {
     sync::MutexLock lock(&mu);
     return writer;
   }
+};
+
+// A data-path request refused before it began an attempt: the answer's error and message.
+struct ForwardRefusal {
+  GatewayError error = GatewayError::kBadRequest;
+  std::string message;
+};
+
+// What a data-path request asks for, read from its body and headers (Core::ReadForward), with
+// the gateway's trust applied: an untrusted caller's bypass headers are dropped and its prompt
+// claim is bounded by its body.
+struct ForwardAsk {
+  Caller caller;
+  ClientRequest client;
+  // The session as the client named it, and as the gateway and the engines know it (a
+  // tenant's namespaced by its name, so that no other tenant can name it).
+  std::optional<std::string> named_session;
+  std::optional<std::string> session;
+  std::optional<std::string> parent;  // A verified parent hint, namespaced as the session.
+  AdmissionTrust trust;
+  bool is_protected = false;  // X-Agentkv-Protected.
+  bool is_train = true;       // X-Agentkv-Scope.
+  std::optional<int64_t> prompt_tokens;
+  std::optional<SharedPrefix> shared_prefix;
+  RequestPause pause = RequestPause::kUnknown;  // X-Agentkv-Pause.
+  std::optional<bool> retain;
 };
 
 // Whether work may still be handed to the HTTP server's executor (a close fan-out's timer, its
@@ -137,10 +164,42 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
 
  private:
   void Log(LogLevel level, const LogLine& line) const { options_.log(level, line); }
+  // Init's steps, in order: the control client and the engines' directory (and their
+  // prerequisites); the session manager and the new-session limiter; the working set and the
+  // fleet poller (returns whether it scrapes the engines' metrics); the routes and the server.
+  Status DiscoverEngines();
+  void OpenSessions();
+  StatusOr<bool> CreatePoller();
+  Status Serve(bool scrape_metrics);
   Status CheckEnginePrerequisites();
   void Routes(net::Router& router);
   void HandleForward(GatewayRoute route, net::Request request,
                      std::shared_ptr<net::ResponseWriter> writer);
+  // HandleForward's steps. ReadForward: what `request` asks (its body moved out), or why it is
+  // refused (a malformed body or header, a prompt past the context, a parent outside the
+  // tenant); counts untrusted bypass headers and rejected parent hints.
+  std::variant<gateway_internal::ForwardAsk, gateway_internal::ForwardRefusal> ReadForward(
+      GatewayRoute route, const Caller& caller, net::Request& request);
+  std::optional<gateway_internal::ForwardRefusal> ReadForwardHeaders(
+      const net::Request& request, gateway_internal::ForwardAsk& ask);
+  std::optional<gateway_internal::ForwardRefusal> ReadParentHint(const net::Request& request,
+                                                                 gateway_internal::ForwardAsk& ask);
+  // Begins the attempt of `ask` in its session: its rid, or the refusal (too many new
+  // sessions from its caller, --max-sessions busy, a retention mark past the bound).
+  std::variant<std::string, gateway_internal::ForwardRefusal> BeginForwardAttempt(
+      const gateway_internal::ForwardAsk& ask, bool awaits_admission,
+      gateway_internal::Clock::time_point started);
+  // The admission request of exchange `ex` (the policy's reservation estimate).
+  control::AcquireRequest AcquireFor(const gateway_internal::Exchange& ex,
+                                     const gateway_internal::ForwardAsk& ask,
+                                     const control::SessionHistory& history) const;
+  // The decode tokens an admission estimate expects at most.
+  int64_t DecodeCap() const;
+  // Asks the working set for `ex` (the program-level step), then the backend for `next`
+  // when set.
+  void StartWorkingSet(const std::shared_ptr<gateway_internal::Exchange>& ex,
+                       const gateway_internal::ForwardAsk& ask,
+                       std::optional<control::AcquireRequest> next);
   void HandleClose(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   // Where a client request goes: the router, or else the next engine of the directory;
   // nullopt when there is none.
@@ -175,6 +234,18 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   // Cancels the admission wait of attempt `rid`, in the working set or at the backend.
   void CancelAdmissionWait(const std::string& rid);
   void Dispatch(const std::shared_ptr<gateway_internal::Exchange>& ex);
+  // Dispatch's steps: the edits of the forwarded body; the upstream call, buffered (its answer
+  // relayed whole) or streamed (chunks relayed as they come, with backpressure), returning its
+  // handle; the end of a streamed call.
+  ForwardEdits EditsFor(const gateway_internal::Exchange& ex,
+                        const control::GenerateIdentity& identity) const;
+  std::shared_ptr<net::HttpClient::StreamHandle> CallBuffered(
+      const std::shared_ptr<gateway_internal::Exchange>& ex, const std::string& base,
+      const std::string& path, net::HeaderList headers, std::string body);
+  std::shared_ptr<net::HttpClient::StreamHandle> CallStreamed(
+      const std::shared_ptr<gateway_internal::Exchange>& ex, const std::string& base,
+      const std::string& path, net::HeaderList headers, std::string body);
+  void OnStreamEnd(const std::shared_ptr<gateway_internal::Exchange>& ex, const Status& status);
   void OnClientGone(const std::shared_ptr<gateway_internal::Exchange>& ex);
   void Fail(const std::shared_ptr<gateway_internal::Exchange>& ex, GatewayError error,
             std::string_view message);

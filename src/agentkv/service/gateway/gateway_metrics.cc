@@ -19,6 +19,51 @@ protocol::Sample MakeSample(std::string name, std::vector<protocol::Label> label
 
 std::string BoundText(double bound) { return protocol::FormatPrometheusValue(bound); }
 
+// One family of one unlabelled sample.
+void Counter(std::vector<protocol::MetricFamily>& families, std::string name, std::string help,
+             double value) {
+  protocol::MetricFamily family{name, std::move(help), "counter", {}};
+  family.samples.push_back(MakeSample(std::move(name), {}, value));
+  families.push_back(std::move(family));
+}
+
+void Gauge(std::vector<protocol::MetricFamily>& families, std::string name, std::string help,
+           double value) {
+  protocol::MetricFamily family{name, std::move(help), "gauge", {}};
+  family.samples.push_back(MakeSample(std::move(name), {}, value));
+  families.push_back(std::move(family));
+}
+
+// The remote coordinator's failures by operation and its circuit breaker.
+void AppendCoordinatorFamilies(const AdmissionBackendFailures& f,
+                               const CoordinatorBreakerState& breaker,
+                               std::vector<protocol::MetricFamily>& families) {
+  protocol::MetricFamily coordinator{
+      "agentkv_gateway_coordinator_failures_total",
+      "Calls to the remote coordinator that failed (admission then fails open), by operation.",
+      "counter",
+      {}};
+  for (const auto& [op, count] : {std::pair<const char*, int64_t>{"acquire", f.acquire},
+                                  {"release", f.release},
+                                  {"cancel", f.cancel},
+                                  {"metrics", f.metrics},
+                                  {"heartbeat", f.heartbeat}}) {
+    coordinator.samples.push_back(
+        MakeSample(coordinator.name, {{"op", op}}, static_cast<double>(count)));
+  }
+  families.push_back(std::move(coordinator));
+  Gauge(families, "agentkv_gateway_coordinator_breaker_open",
+        "1 while the circuit breaker in front of the remote coordinator is open (its heartbeats "
+        "failed; admission bypasses `degraded` without asking), else 0.",
+        breaker.open ? 1.0 : 0.0);
+  Counter(families, "agentkv_gateway_coordinator_breaker_opens_total",
+          "Times the remote coordinator's circuit breaker opened.",
+          static_cast<double>(breaker.opens));
+  Counter(families, "agentkv_gateway_coordinator_breaker_bypass_total",
+          "Acquires answered bypass `degraded` without asking, because the breaker was open.",
+          static_cast<double>(breaker.bypassed));
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, double>> MergeAgenticKvSeries(
@@ -123,17 +168,29 @@ std::vector<protocol::MetricFamily> GatewayMetrics::Families(
     const GatewayReadings& readings) const {
   sync::MutexLock lock(&mu_);
   std::vector<protocol::MetricFamily> families;
-  auto counter = [&families](std::string name, std::string help, double value) {
-    protocol::MetricFamily family{name, std::move(help), "counter", {}};
-    family.samples.push_back(MakeSample(std::move(name), {}, value));
-    families.push_back(std::move(family));
-  };
-  auto gauge = [&families](std::string name, std::string help, double value) {
-    protocol::MetricFamily family{name, std::move(help), "gauge", {}};
-    family.samples.push_back(MakeSample(std::move(name), {}, value));
-    families.push_back(std::move(family));
-  };
+  AppendRequestFamilies(families);
+  AppendCounterFamilies(readings, families);
+  AppendCoordinatorFamilies(readings.coordinator_failures, readings.coordinator_breaker, families);
+  Counter(families, "agentkv_gateway_inflight_refused_total",
+          "Requests refused with 503 because their body would take the bytes held past "
+          "--max-inflight-bytes.",
+          static_cast<double>(readings.inflight_refused));
+  Gauge(families, "agentkv_gateway_in_flight_requests", "Data-path requests being served now.",
+        static_cast<double>(readings.in_flight));
+  Gauge(families, "agentkv_gateway_inflight_bytes",
+        "Bytes the gateway holds now for requests in flight: request bodies being read or "
+        "served, and answer bytes queued for clients (bounded by --max-inflight-bytes).",
+        static_cast<double>(readings.inflight_bytes));
+  Gauge(families, "agentkv_gateway_sessions_active", "Sessions accepting requests.",
+        static_cast<double>(readings.active_sessions));
+  Gauge(families, "agentkv_gateway_sessions_retained",
+        "Sessions marked retained (X-Agentkv-Session-Retain): never idled out nor evicted, "
+        "ended only by a close; counted in agentkv_gateway_sessions_active too.",
+        static_cast<double>(readings.retained_sessions));
+  return families;
+}
 
+void GatewayMetrics::AppendRequestFamilies(std::vector<protocol::MetricFamily>& families) const {
   protocol::MetricFamily requests{"agentkv_gateway_requests_total",
                                   "Data-path requests answered, by route and HTTP status (499: "
                                   "the client left first).",
@@ -169,78 +226,38 @@ std::vector<protocol::MetricFamily> GatewayMetrics::Families(
                                            static_cast<double>(histogram.count)));
   }
   families.push_back(std::move(durations));
+}
 
-  counter("agentkv_gateway_parent_hint_rejected_total",
+void GatewayMetrics::AppendCounterFamilies(const GatewayReadings& readings,
+                                           std::vector<protocol::MetricFamily>& families) const {
+  Counter(families, "agentkv_gateway_parent_hint_rejected_total",
           "Sub-agent parent hints not forwarded: no key configured, no session, or a bad "
           "signature.",
           static_cast<double>(parent_hint_rejected_));
-  counter("agentkv_gateway_untrusted_bypass_total",
+  Counter(families, "agentkv_gateway_untrusted_bypass_total",
           "Requests whose X-Agentkv-Protected or X-Agentkv-Scope asked to skip admission without "
           "the gateway's bearer token; the headers were ignored and the request was admitted as "
           "any other.",
           static_cast<double>(untrusted_bypass_));
-  counter("agentkv_gateway_session_close_total", "Session close fan-outs to every engine.",
-          static_cast<double>(close_total_));
-  counter("agentkv_gateway_session_close_failure_total",
+  Counter(families, "agentkv_gateway_session_close_total",
+          "Session close fan-outs to every engine.", static_cast<double>(close_total_));
+  Counter(families, "agentkv_gateway_session_close_failure_total",
           "Session close fan-outs that failed on at least one engine (the session still ended).",
           static_cast<double>(close_failure_total_));
-  counter("agentkv_gateway_sessions_evicted_total",
+  Counter(families, "agentkv_gateway_sessions_evicted_total",
           "Idle sessions ended early (and closed) to stay within --max-sessions.",
           static_cast<double>(readings.sessions_evicted));
-  counter("agentkv_gateway_sessions_refused_total",
+  Counter(families, "agentkv_gateway_sessions_refused_total",
           "Requests refused with 503 because --max-sessions sessions were all busy or retained.",
           static_cast<double>(readings.sessions_refused));
-  counter("agentkv_gateway_sessions_retain_refused_total",
+  Counter(families, "agentkv_gateway_sessions_retain_refused_total",
           "Requests refused with 429 because their X-Agentkv-Session-Retain: 1 would retain "
           "more than --max-retained-sessions sessions.",
           static_cast<double>(readings.retain_refused));
-  counter("agentkv_gateway_sessions_rate_limited_total",
+  Counter(families, "agentkv_gateway_sessions_rate_limited_total",
           "Requests refused with 429 because they would have opened a session past their "
           "client's --max-new-sessions-per-s (burst --new-sessions-burst).",
           static_cast<double>(sessions_rate_limited_));
-  protocol::MetricFamily coordinator{
-      "agentkv_gateway_coordinator_failures_total",
-      "Calls to the remote coordinator that failed (admission then fails open), by operation.",
-      "counter",
-      {}};
-  const AdmissionBackendFailures& f = readings.coordinator_failures;
-  for (const auto& [op, count] : {std::pair<const char*, int64_t>{"acquire", f.acquire},
-                                  {"release", f.release},
-                                  {"cancel", f.cancel},
-                                  {"metrics", f.metrics},
-                                  {"heartbeat", f.heartbeat}}) {
-    coordinator.samples.push_back(
-        MakeSample(coordinator.name, {{"op", op}}, static_cast<double>(count)));
-  }
-  families.push_back(std::move(coordinator));
-  const CoordinatorBreakerState& breaker = readings.coordinator_breaker;
-  gauge("agentkv_gateway_coordinator_breaker_open",
-        "1 while the circuit breaker in front of the remote coordinator is open (its heartbeats "
-        "failed; admission bypasses `degraded` without asking), else 0.",
-        breaker.open ? 1.0 : 0.0);
-  counter("agentkv_gateway_coordinator_breaker_opens_total",
-          "Times the remote coordinator's circuit breaker opened.",
-          static_cast<double>(breaker.opens));
-  counter("agentkv_gateway_coordinator_breaker_bypass_total",
-          "Acquires answered bypass `degraded` without asking, because the breaker was open.",
-          static_cast<double>(breaker.bypassed));
-  counter("agentkv_gateway_inflight_refused_total",
-          "Requests refused with 503 because their body would take the bytes held past "
-          "--max-inflight-bytes.",
-          static_cast<double>(readings.inflight_refused));
-  gauge("agentkv_gateway_in_flight_requests", "Data-path requests being served now.",
-        static_cast<double>(readings.in_flight));
-  gauge("agentkv_gateway_inflight_bytes",
-        "Bytes the gateway holds now for requests in flight: request bodies being read or "
-        "served, and answer bytes queued for clients (bounded by --max-inflight-bytes).",
-        static_cast<double>(readings.inflight_bytes));
-  gauge("agentkv_gateway_sessions_active", "Sessions accepting requests.",
-        static_cast<double>(readings.active_sessions));
-  gauge("agentkv_gateway_sessions_retained",
-        "Sessions marked retained (X-Agentkv-Session-Retain): never idled out nor evicted, "
-        "ended only by a close; counted in agentkv_gateway_sessions_active too.",
-        static_cast<double>(readings.retained_sessions));
-  return families;
 }
 
 }  // namespace agentkv::service

@@ -105,6 +105,14 @@ class GatewayMetrics {
     int64_t count = 0;
   };
 
+  // Families' parts: the requests by route and code and their durations; the gateway's own
+  // counters (hints, bypasses, closes, session refusals).
+  void AppendRequestFamilies(std::vector<protocol::MetricFamily>& families) const
+      AGENTKV_REQUIRES(mu_);
+  void AppendCounterFamilies(const GatewayReadings& readings,
+                             std::vector<protocol::MetricFamily>& families) const
+      AGENTKV_REQUIRES(mu_);
+
   mutable sync::Mutex mu_;
   std::map<std::pair<std::string, int>, int64_t> requests_ AGENTKV_GUARDED_BY(mu_);
   std::map<std::string, Histogram> durations_ AGENTKV_GUARDED_BY(mu_);

@@ -46,6 +46,121 @@ std::chrono::milliseconds Millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(std::min(seconds, 1e9) * 1000.0));
 }
 
+// Validate's parts, in its order: the request priorities; the upstreams; the timeouts and
+// bounds; who may use the gateway.
+Status CheckPriorities(const GatewayOptions& o) {
+  for (const std::optional<int32_t>& p :
+       {o.pause_priority.tool_call, o.pause_priority.subagent_wait, o.pause_priority.human_turn,
+        o.pause_priority.session_end}) {
+    if (p.has_value() && (*p < 0 || *p > 1'000'000)) {
+      return InvalidArgumentError("--agentic-pause-priority values must be in [0, 1000000], got " +
+                                  std::to_string(*p));
+    }
+  }
+  if (o.program_fcfs && !o.pause_priority.empty()) {
+    return InvalidArgumentError(
+        "--agentic-program-fcfs and --agentic-pause-priority are exclusive: both set the "
+        "request's one SGLang `priority` (queue order and eviction order alike)");
+  }
+  return Status::Ok();
+}
+
+Status CheckUpstreams(const GatewayOptions& o) {
+  if (o.router_url.empty() == o.engine_urls.empty()) {
+    return InvalidArgumentError(o.router_url.empty()
+                                    ? "one of --router-url and --engine-urls is required"
+                                    : "--router-url and --engine-urls are exclusive");
+  }
+  if (!o.router_url.empty()) {
+    if (StatusOr<net::HttpEndpoint> parsed = net::ParseBaseUrl(o.router_url); !parsed.ok()) {
+      return InvalidArgumentError("--router-url: " + parsed.status().message());
+    }
+  }
+  for (const std::string& url : o.engine_urls) {
+    // A DP-aware "url@rank" entry names the engine at `url`.
+    if (StatusOr<net::HttpEndpoint> parsed = net::ParseBaseUrl(protocol::StripRankSuffix(url));
+        !parsed.ok()) {
+      return InvalidArgumentError("--engine-urls: " + parsed.status().message());
+    }
+  }
+  if (SglRouterPolicyName(o.router_policy) == "invalid") {
+    return InvalidArgumentError("--router-policy: not a policy (" +
+                                std::to_string(static_cast<int>(o.router_policy)) + ")");
+  }
+  if (!IsHeaderName(o.session_header)) {
+    return InvalidArgumentError("--session-header: \"" + o.session_header +
+                                "\" is not a valid header name");
+  }
+  return Status::Ok();
+}
+
+Status CheckLimits(const GatewayOptions& o) {
+  AGENTKV_RETURN_IF_ERROR(CheckSeconds("--close-timeout-s", o.close_timeout_s, false));
+  AGENTKV_RETURN_IF_ERROR(CheckSeconds("--session-idle-timeout-s", o.session_idle_timeout_s, true));
+  AGENTKV_RETURN_IF_ERROR(
+      CheckSeconds("--session-drain-timeout-s", o.session_drain_timeout_s, false));
+  AGENTKV_RETURN_IF_ERROR(CheckSeconds("--control-timeout-s", o.control_timeout_s, false));
+  AGENTKV_RETURN_IF_ERROR(CheckSeconds("--metrics-timeout-s", o.metrics_timeout_s, false));
+  AGENTKV_RETURN_IF_ERROR(
+      control::CheckPollTiming(o.agentic, "--metrics-timeout-s", o.metrics_timeout_s));
+  if (o.context_length.has_value() && (*o.context_length < 1 || *o.context_length > kMaxTokens)) {
+    return InvalidArgumentError("--context-length must be in [1, " + std::to_string(kMaxTokens) +
+                                "], got " + std::to_string(*o.context_length));
+  }
+  if (o.max_sessions < 1 || o.max_sessions > kMaxCount) {
+    return InvalidArgumentError("--max-sessions must be in [1, " + std::to_string(kMaxCount) +
+                                "], got " + std::to_string(o.max_sessions));
+  }
+  if (o.max_retained_sessions.has_value() &&
+      (*o.max_retained_sessions < 0 || *o.max_retained_sessions > o.max_sessions)) {
+    return InvalidArgumentError("--max-retained-sessions must be in [0, --max-sessions = " +
+                                std::to_string(o.max_sessions) + "], got " +
+                                std::to_string(*o.max_retained_sessions));
+  }
+  if (o.max_closed_sessions < 1 || o.max_closed_sessions > kMaxCount) {
+    return InvalidArgumentError("--max-closed-sessions must be in [1, " +
+                                std::to_string(kMaxCount) + "], got " +
+                                std::to_string(o.max_closed_sessions));
+  }
+  if (o.default_max_tokens < 0 || o.default_max_tokens > kMaxTokens) {
+    return InvalidArgumentError("--default-max-tokens must be in [0, " +
+                                std::to_string(kMaxTokens) + "], got " +
+                                std::to_string(o.default_max_tokens));
+  }
+  return Status::Ok();
+}
+
+Status CheckAccess(const GatewayOptions& o) {
+  if (o.bearer_token.find_first_of(" \t\r\n") != std::string::npos) {
+    return InvalidArgumentError("--bearer-token must not contain whitespace");
+  }
+  AGENTKV_RETURN_IF_ERROR(CheckTenantKeys(o.tenant_keys));
+  for (const TenantKey& entry : o.tenant_keys) {
+    if (!o.bearer_token.empty() && entry.key == o.bearer_token) {
+      return InvalidArgumentError("--tenant-keys-file: the key of tenant " + entry.tenant +
+                                  " is the --bearer-token (the admin's): give it its own key");
+    }
+  }
+  if (!std::isfinite(o.max_new_sessions_per_s) || o.max_new_sessions_per_s < 0 ||
+      o.max_new_sessions_per_s > 1e6) {
+    return InvalidArgumentError(
+        "--max-new-sessions-per-s must be finite and in [0, 1000000], got " +
+        Number(o.max_new_sessions_per_s));
+  }
+  if (o.new_sessions_burst < 1 || o.new_sessions_burst > kMaxCount) {
+    return InvalidArgumentError("--new-sessions-burst must be in [1, " + std::to_string(kMaxCount) +
+                                "], got " + std::to_string(o.new_sessions_burst));
+  }
+  if (o.OpenDoor() && !o.allow_unauthenticated) {
+    return InvalidArgumentError(
+        "--agentic-session-lifecycle on --host " + o.http.address +
+        " (not loopback) without --bearer-token or --tenant-keys-file would let anyone who "
+        "reaches the port close anyone's session: set --tenant-keys-file (per-tenant keys), "
+        "--bearer-token (one admin token), or --allow-unauthenticated (accept the risk)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string_view PrerequisitePolicyName(PrerequisitePolicy policy) {
@@ -124,102 +239,10 @@ Status GatewayOptions::Validate() const {
   AGENTKV_RETURN_IF_ERROR(upstream.Validate());
   AGENTKV_RETURN_IF_ERROR(agentic.Validate());
   if (working_set.has_value()) AGENTKV_RETURN_IF_ERROR(working_set->Validate());
-  for (const std::optional<int32_t>& p : {pause_priority.tool_call, pause_priority.subagent_wait,
-                                          pause_priority.human_turn, pause_priority.session_end}) {
-    if (p.has_value() && (*p < 0 || *p > 1'000'000)) {
-      return InvalidArgumentError("--agentic-pause-priority values must be in [0, 1000000], got " +
-                                  std::to_string(*p));
-    }
-  }
-  if (program_fcfs && !pause_priority.empty()) {
-    return InvalidArgumentError(
-        "--agentic-program-fcfs and --agentic-pause-priority are exclusive: both set the "
-        "request's one SGLang `priority` (queue order and eviction order alike)");
-  }
-  if (router_url.empty() == engine_urls.empty()) {
-    return InvalidArgumentError(router_url.empty()
-                                    ? "one of --router-url and --engine-urls is required"
-                                    : "--router-url and --engine-urls are exclusive");
-  }
-  if (!router_url.empty()) {
-    if (StatusOr<net::HttpEndpoint> parsed = net::ParseBaseUrl(router_url); !parsed.ok()) {
-      return InvalidArgumentError("--router-url: " + parsed.status().message());
-    }
-  }
-  for (const std::string& url : engine_urls) {
-    // A DP-aware "url@rank" entry names the engine at `url`.
-    if (StatusOr<net::HttpEndpoint> parsed = net::ParseBaseUrl(protocol::StripRankSuffix(url));
-        !parsed.ok()) {
-      return InvalidArgumentError("--engine-urls: " + parsed.status().message());
-    }
-  }
-  if (SglRouterPolicyName(router_policy) == "invalid") {
-    return InvalidArgumentError("--router-policy: not a policy (" +
-                                std::to_string(static_cast<int>(router_policy)) + ")");
-  }
-  if (!IsHeaderName(session_header)) {
-    return InvalidArgumentError("--session-header: \"" + session_header +
-                                "\" is not a valid header name");
-  }
-  AGENTKV_RETURN_IF_ERROR(CheckSeconds("--close-timeout-s", close_timeout_s, false));
-  AGENTKV_RETURN_IF_ERROR(CheckSeconds("--session-idle-timeout-s", session_idle_timeout_s, true));
-  AGENTKV_RETURN_IF_ERROR(
-      CheckSeconds("--session-drain-timeout-s", session_drain_timeout_s, false));
-  AGENTKV_RETURN_IF_ERROR(CheckSeconds("--control-timeout-s", control_timeout_s, false));
-  AGENTKV_RETURN_IF_ERROR(CheckSeconds("--metrics-timeout-s", metrics_timeout_s, false));
-  AGENTKV_RETURN_IF_ERROR(
-      control::CheckPollTiming(agentic, "--metrics-timeout-s", metrics_timeout_s));
-  if (context_length.has_value() && (*context_length < 1 || *context_length > kMaxTokens)) {
-    return InvalidArgumentError("--context-length must be in [1, " + std::to_string(kMaxTokens) +
-                                "], got " + std::to_string(*context_length));
-  }
-  if (max_sessions < 1 || max_sessions > kMaxCount) {
-    return InvalidArgumentError("--max-sessions must be in [1, " + std::to_string(kMaxCount) +
-                                "], got " + std::to_string(max_sessions));
-  }
-  if (max_retained_sessions.has_value() &&
-      (*max_retained_sessions < 0 || *max_retained_sessions > max_sessions)) {
-    return InvalidArgumentError(
-        "--max-retained-sessions must be in [0, --max-sessions = " + std::to_string(max_sessions) +
-        "], got " + std::to_string(*max_retained_sessions));
-  }
-  if (max_closed_sessions < 1 || max_closed_sessions > kMaxCount) {
-    return InvalidArgumentError("--max-closed-sessions must be in [1, " +
-                                std::to_string(kMaxCount) + "], got " +
-                                std::to_string(max_closed_sessions));
-  }
-  if (default_max_tokens < 0 || default_max_tokens > kMaxTokens) {
-    return InvalidArgumentError("--default-max-tokens must be in [0, " +
-                                std::to_string(kMaxTokens) + "], got " +
-                                std::to_string(default_max_tokens));
-  }
-  if (bearer_token.find_first_of(" \t\r\n") != std::string::npos) {
-    return InvalidArgumentError("--bearer-token must not contain whitespace");
-  }
-  AGENTKV_RETURN_IF_ERROR(CheckTenantKeys(tenant_keys));
-  for (const TenantKey& entry : tenant_keys) {
-    if (!bearer_token.empty() && entry.key == bearer_token) {
-      return InvalidArgumentError("--tenant-keys-file: the key of tenant " + entry.tenant +
-                                  " is the --bearer-token (the admin's): give it its own key");
-    }
-  }
-  if (!std::isfinite(max_new_sessions_per_s) || max_new_sessions_per_s < 0 ||
-      max_new_sessions_per_s > 1e6) {
-    return InvalidArgumentError(
-        "--max-new-sessions-per-s must be finite and in [0, 1000000], got " +
-        Number(max_new_sessions_per_s));
-  }
-  if (new_sessions_burst < 1 || new_sessions_burst > kMaxCount) {
-    return InvalidArgumentError("--new-sessions-burst must be in [1, " + std::to_string(kMaxCount) +
-                                "], got " + std::to_string(new_sessions_burst));
-  }
-  if (OpenDoor() && !allow_unauthenticated) {
-    return InvalidArgumentError(
-        "--agentic-session-lifecycle on --host " + http.address +
-        " (not loopback) without --bearer-token or --tenant-keys-file would let anyone who "
-        "reaches the port close anyone's session: set --tenant-keys-file (per-tenant keys), "
-        "--bearer-token (one admin token), or --allow-unauthenticated (accept the risk)");
-  }
+  AGENTKV_RETURN_IF_ERROR(CheckPriorities(*this));
+  AGENTKV_RETURN_IF_ERROR(CheckUpstreams(*this));
+  AGENTKV_RETURN_IF_ERROR(CheckLimits(*this));
+  AGENTKV_RETURN_IF_ERROR(CheckAccess(*this));
   if (!log) return InvalidArgumentError("log sink must be set");
   return Status::Ok();
 }

@@ -13,7 +13,7 @@
 namespace agentkv::control {
 namespace {
 
-using kv::PauseKind;
+using PauseKind;
 
 constexpr TimeNs kSecond = TimeNs::Seconds(1);
 

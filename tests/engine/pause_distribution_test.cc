@@ -1,4 +1,4 @@
-#include "agentkv/engine/pause_distribution.h"
+#include "agentkv/kv/pause_estimator.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -58,10 +58,10 @@ TEST(PauseTypeTest, NamesAreDistinct) {
 }
 
 TEST(PauseTypeTest, EachPauseMapsToTheCachesHintOfTheSameName) {
-  EXPECT_EQ(PauseKindOf(PauseType::kNone), kv::PauseKind::kUnknown);
+  EXPECT_EQ(PauseKindOf(PauseType::kNone), PauseKind::kUnknown);
   for (const PauseType p :
        {PauseType::kToolCall, PauseType::kSubagentWait, PauseType::kHumanTurn}) {
-    EXPECT_EQ(kv::PauseKindName(PauseKindOf(p)), PauseTypeName(p));
+    EXPECT_EQ(PauseKindName(PauseKindOf(p)), PauseTypeName(p));
   }
 }
 

@@ -42,7 +42,7 @@ Engine::Engine(const EngineConfig& config, const CostModel& cost_model, const Kv
 void Engine::NoteSubmitted(const SchedulerRequest& request, TimeNs now) {
   if (!stall_offload_.has_value()) return;
   std::vector<kv::BlockKey> keys;
-  if (kv::IsReturningPause(request.next_pause)) {
+  if (IsReturningPause(request.next_pause)) {
     keys.reserve(request.prompt_keys.size() + request.output_keys.size());
     keys.insert(keys.end(), request.prompt_keys.begin(), request.prompt_keys.end());
     keys.insert(keys.end(), request.output_keys.begin(), request.output_keys.end());

@@ -339,7 +339,7 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
       ParsePromptTokensHeader(header(kPromptTokensHeader));
   StatusOr<std::optional<SharedPrefix>> shared_prefix =
       ParseSharedPrefixHeaders(header(kPrefixKeyHeader), header(kPrefixTokensHeader));
-  StatusOr<RequestPause> pause = ParsePauseHeader(header(kPauseHeader));
+  StatusOr<PauseKind> pause = protocol::ParsePauseHint(kPauseHeader, header(kPauseHeader));
   StatusOr<std::optional<bool>> retain = ParseRetainHeader(header(kRetainHeader));
   for (const Status& s : {is_protected.status(), is_train.status(), prompt_tokens.status(),
                           shared_prefix.status(), pause.status(), retain.status()}) {
@@ -431,7 +431,7 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   // The parent's return reaches every engine before its request does (the router may place
   // it anywhere, and its sub-agents were placed by their own sessions).
   if (options_.agentic_subagent_demotion) DeliverParentReturn(ex->session_id, ex->parent);
-  ex->pause = *pause != RequestPause::kUnknown ? *pause : ex->client.pause;
+  ex->pause = *pause != PauseKind::kUnknown ? *pause : ex->client.pause;
   ex->rid = *std::move(rid);
   if (options_.program_fcfs) {
     // The program's place is fixed when the attempt begins (a parent that ends later does not
@@ -619,8 +619,8 @@ void Gateway::Core::Dispatch(const std::shared_ptr<Exchange>& ex) {
   edits.parent_session = ex->parent;
   if (!ex->client.has_priority) edits.priority = options_.pause_priority.For(ex->pause);
   if (ex->program_priority.has_value()) edits.priority = ex->program_priority;
-  if (options_.forward_pause && ex->pause != RequestPause::kUnknown) {
-    edits.pause = std::string(RequestPauseName(ex->pause));
+  if (options_.forward_pause && ex->pause != PauseKind::kUnknown) {
+    edits.pause = std::string(PauseKindName(ex->pause));
   }
   StatusOr<std::string> body = BuildForwardBody(ex->client.body, edits);
   if (!body.ok()) return Fail(ex, GatewayError::kInternal, body.status().message());

@@ -57,7 +57,7 @@ struct Exchange {
   ClientRequest client;
   std::optional<std::string> session_id;
   std::optional<std::string> parent;            // A verified parent hint.
-  RequestPause pause = RequestPause::kUnknown;  // Expected after it (X-Agentkv-Pause or body).
+  PauseKind pause = PauseKind::kUnknown;  // Expected after it (X-Agentkv-Pause or body).
   // --agentic-program-fcfs: the `priority` its program's arrival gives it (unset when off or
   // when a trusted caller's own priority stands).
   std::optional<int32_t> program_priority;

@@ -71,9 +71,8 @@ class StallOffloadPolicyTest : public ::testing::Test {
 
   // Request `id` of `conversation` arrives at `arrive`, runs through the cache, and ends at
   // `end`, announcing `hint`.
-  void Turn(int64_t id, int64_t conversation, PauseKind hint,
-            const std::vector<kv::BlockKey>& keys, TimeNs arrive, TimeNs end,
-            bool subagent = false) {
+  void Turn(int64_t id, int64_t conversation, PauseKind hint, const std::vector<kv::BlockKey>& keys,
+            TimeNs arrive, TimeNs end, bool subagent = false) {
     policy_.OnSubmit(RequestId(id), Of(conversation, subagent), hint, keys, arrive);
     const RequestId rid(id);
     StatusOr<kv::PrefixMatch> m = cache_.AddRequest(rid, keys, Of(conversation, subagent));
@@ -142,9 +141,9 @@ TEST(StallOffloadOptionsTest, ValidateNamesTheField) {
   o.min_stall = TimeNs(-1);
   EXPECT_THAT(o.Validate().message(), HasSubstr("min_stall"));
   o = {};
-  o.pauses.decay_at = 0;
+  o.pauses.max_samples = 0;
   EXPECT_THAT(StallOffloadPolicy::Create(o).status().message(),
-              HasSubstr("StallOffloadOptions.pauses.decay_at"));
+              HasSubstr("StallOffloadOptions.pauses.max_samples"));
 }
 
 TEST(StallOffloadOptionsTest, PausesMapToClasses) {
@@ -263,8 +262,7 @@ TEST_F(StallOffloadPolicyTest, ConservationEveryOffloadIsPrefetchedOrFoundByItsR
   EXPECT_EQ(policy_.offloaded_sessions(), 2);
   // Session 1 returns early, its KV still on the host: the request onboards it.
   const int64_t early = policy_.offloaded_sessions();
-  policy_.OnSubmit(RequestId(11), Of(1), PauseKind::kUnknown, Keys(1, 5),
-                   TimeNs::Seconds(1010));
+  policy_.OnSubmit(RequestId(11), Of(1), PauseKind::kUnknown, Keys(1, 5), TimeNs::Seconds(1010));
   StatusOr<kv::PrefixMatch> m = cache_.AddRequest(RequestId(11), Keys(1, 5), Of(1));
   ASSERT_TRUE(m.ok());
   ASSERT_TRUE(cache_.Release(RequestId(11)).ok());

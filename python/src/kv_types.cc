@@ -83,9 +83,9 @@ constexpr std::array<kv::SessionCloseMode, 2> kCloseModes = {kv::SessionCloseMod
                                                              kv::SessionCloseMode::kDereference};
 constexpr std::array<kv::BlockReusePolicy, 2> kReusePolicies = {
     kv::BlockReusePolicy::kDefault, kv::BlockReusePolicy::kPerConversation};
-constexpr std::array<PauseKind, 5> kPauseKinds = {
-    PauseKind::kUnknown, PauseKind::kToolCall, PauseKind::kSubagentWait,
-    PauseKind::kHumanTurn, PauseKind::kSessionEnd};
+constexpr std::array<PauseKind, 5> kPauseKinds = {PauseKind::kUnknown, PauseKind::kToolCall,
+                                                  PauseKind::kSubagentWait, PauseKind::kHumanTurn,
+                                                  PauseKind::kSessionEnd};
 constexpr std::array<kv::Tier, 2> kTiers = {kv::Tier::kDevice, kv::Tier::kHost};
 constexpr std::array<kv::KvEventKind, 7> kEventKinds = {
     kv::KvEventKind::kStored,  kv::KvEventKind::kOffloaded, kv::KvEventKind::kDropped,

@@ -50,8 +50,7 @@ StatusOr<ContinuumPolicy> ContinuumPolicy::Create(const ContinuumPolicyOptions& 
   return ContinuumPolicy(options, std::move(pauses));
 }
 
-ContinuumPolicy::ContinuumPolicy(const ContinuumPolicyOptions& options,
-                                 kv::PauseEstimator pauses)
+ContinuumPolicy::ContinuumPolicy(const ContinuumPolicyOptions& options, kv::PauseEstimator pauses)
     : options_(options), pauses_(std::move(pauses)) {}
 
 PinDecision ContinuumPolicy::Decide(const PinRequest& request, const CostModel& cost_model) const {

@@ -13,8 +13,8 @@
 //    offload for short pauses, none without pressure.
 //  - Predicted return: the time by which `return_quantile` of the pauses of the session's
 //    class that lasted as long as this one have ended (kv::PauseEstimator on the octave grid,
-//    learned online per class at every return; the estimator Continuum's TTL policy shares). A low quantile, so
-//    that most sessions come back after their KV did.
+//    learned online per class at every return; the estimator Continuum's TTL policy shares). A low
+//    quantile, so that most sessions come back after their KV did.
 //  - Prefetch: at the predicted return minus the host-link time of the offloaded blocks
 //    (CostModel::HostTransferTime), when no request waits and the blocks running requests
 //    hold plus the prefetch stay within the threshold: a prefetch never competes with running

@@ -29,9 +29,9 @@
 #include "agentkv/base/status.h"
 #include "agentkv/base/strong_id.h"
 #include "agentkv/base/time.h"
-#include "agentkv/kv/pause_estimator.h"
 #include "agentkv/kv/block_key.h"
 #include "agentkv/kv/kv_cache_manager.h"
+#include "agentkv/kv/pause_estimator.h"
 
 namespace agentkv::engine {
 

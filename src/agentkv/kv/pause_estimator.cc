@@ -71,8 +71,7 @@ Status PauseEstimator::Options::Validate(std::string_view owner) const {
   if (min_samples < 1 || min_samples > (1 << 20)) {
     return OutOfRange(owner, "min_samples", std::to_string(min_samples), "[1, 1 << 20]");
   }
-  if (max_samples < std::max<int64_t>(2, 2 * min_samples) ||
-      max_samples > (int64_t{1} << 30)) {
+  if (max_samples < std::max<int64_t>(2, 2 * min_samples) || max_samples > (int64_t{1} << 30)) {
     return OutOfRange(owner, "max_samples", std::to_string(max_samples),
                       "[max(2, 2 * min_samples), 1 << 30]");
   }

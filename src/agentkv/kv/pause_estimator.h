@@ -147,8 +147,7 @@ class PauseEstimator {
   // start, by which a pause already `elapsed` long has ended with probability q. Unset when
   // the finite edges do not reach q. Precondition: q in (0, 1], elapsed >= 0, weights from this
   // estimator's grid.
-  std::optional<TimeNs> ConditionalQuantile(const Weights& weights, double q,
-                                            TimeNs elapsed) const;
+  std::optional<TimeNs> ConditionalQuantile(const Weights& weights, double q, TimeNs elapsed) const;
   std::optional<TimeNs> ConditionalQuantile(PauseClass pause_class, double q,
                                             TimeNs elapsed) const {
     return ConditionalQuantile(WeightsOf(pause_class), q, elapsed);

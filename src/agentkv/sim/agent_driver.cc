@@ -32,9 +32,8 @@ std::vector<PauseKind> PausesOf(const std::vector<WekaRequest>& requests,
   AGENTKV_CHECK(joins.empty() || joins.size() == requests.size());
   std::vector<PauseKind> pauses(requests.size(), PauseKind::kSessionEnd);
   for (size_t i = 0; i + 1 < requests.size(); ++i) {
-    pauses[i] = !joins.empty() && joins[i + 1] > 0
-                    ? PauseKind::kSubagentWait
-                    : ClassifyPause(requests[i], requests[i + 1]);
+    pauses[i] = !joins.empty() && joins[i + 1] > 0 ? PauseKind::kSubagentWait
+                                                   : ClassifyPause(requests[i], requests[i + 1]);
   }
   return pauses;
 }

@@ -322,8 +322,8 @@ Status GatewayModel::Dispatch(Pending pending, const control::AdmissionDecision*
   if ((options_.fixed_ttl.has_value() || options_.continuum.has_value()) &&
       request.ends_in_tool_call) {
     kv::PauseClass pause_class = request.request.kv_options.parent_conversation.has_value()
-                              ? kSubagentPause
-                              : kMainAgentPause;
+                                     ? kSubagentPause
+                                     : kMainAgentPause;
     if (request.next_pause == PauseKind::kSubagentWait) pause_class = kSubagentWaitPause;
     pin_keys_[id] = PinCandidate{.keys = request.request.prompt_keys, .pause_class = pause_class};
   } else if (working_set_.has_value() && options_.working_set_pins &&

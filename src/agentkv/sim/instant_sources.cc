@@ -53,7 +53,7 @@ std::string Describe(const std::vector<WekaConversation>& conversations,
 // driver classifies it: the session ends after its last request; a main agent's next request
 // that comes after a waited-for sub-agent completed waits for it; else ClassifyPause.
 PauseKind NextPauseOf(const WekaConversation& conversation, const AgenticScheduleEntry& e,
-                          const WekaRequest& r, const WekaRequest* next) {
+                      const WekaRequest& r, const WekaRequest* next) {
   if (next == nullptr) return PauseKind::kSessionEnd;
   if (e.subagent < 0) {
     for (const WekaSubagent& sub : conversation.subagents) {

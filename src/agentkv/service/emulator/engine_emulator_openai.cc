@@ -144,9 +144,9 @@ Status ParseOpenAi(const json::object& body, bool chat, GenerateInput& input, st
   }
   if (const json::value* v = body.if_contains(protocol::kPauseField);
       v != nullptr && v->is_string()) {
-    AGENTKV_ASSIGN_OR_RETURN(input.pause,
-                             protocol::ParsePauseHint(protocol::kPauseField,
-                                                      std::string_view(v->as_string())));
+    AGENTKV_ASSIGN_OR_RETURN(
+        input.pause,
+        protocol::ParsePauseHint(protocol::kPauseField, std::string_view(v->as_string())));
   }
   if (const json::value* v = body.if_contains("rid"); v != nullptr && v->is_string()) {
     input.rid = std::string(v->as_string());

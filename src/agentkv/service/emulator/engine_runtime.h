@@ -160,9 +160,9 @@ struct GenerateInput {
   std::optional<std::string> session_id;
   // Request priority (used with radix_eviction_policy "priority").
   std::optional<int64_t> priority;
-  // The pause expected after it (the body's agentkv_pause, protocol::ParsePauseHint): the gap-aware order ranks by it, and
-  // stall offload (engine.stall_offload with enable_session_radix_cache: the session names the
-  // program) moves a paused session's KV by it (engine::StallPauseClass).
+  // The pause expected after it (the body's agentkv_pause, protocol::ParsePauseHint): the gap-aware
+  // order ranks by it, and stall offload (engine.stall_offload with enable_session_radix_cache: the
+  // session names the program) moves a paused session's KV by it (engine::StallPauseClass).
   PauseKind pause = PauseKind::kUnknown;
   // extra_key / cache_salt: requests with different namespaces never share KV.
   std::string cache_namespace;

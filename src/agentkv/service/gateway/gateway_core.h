@@ -56,7 +56,7 @@ struct Exchange {
   net::Request request;  // Headers and version (the body lives in `client`).
   ClientRequest client;
   std::optional<std::string> session_id;
-  std::optional<std::string> parent;            // A verified parent hint.
+  std::optional<std::string> parent;      // A verified parent hint.
   PauseKind pause = PauseKind::kUnknown;  // Expected after it (X-Agentkv-Pause or body).
   // --agentic-program-fcfs: the `priority` its program's arrival gives it (unset when off or
   // when a trusted caller's own priority stands).

@@ -311,6 +311,43 @@ TEST_F(ReplayCliTest, BadInputsAreOneErrorLineNamingTheProblem) {
   ExpectEachRefused(cases);
 }
 
+// Two bad inputs: the error is the one checked first. The flags alone are checked before
+// anything is read or built: --jobs, then the combinations --workload rules out or needs, then
+// the numbers (the workload's, the fleet's, the policies', the working set's), then the report
+// paths; then the names (arms, presets, cost model); then the traces; then the fleet's size.
+TEST_F(ReplayCliTest, OfTwoBadInputsTheFirstCheckedIsReported) {
+  const std::string small = kSmallWorkload;
+  const std::vector<Refused> cases = {
+      {"--jobs 300 --workload weka", "--jobs must be in"},
+      {"--workload weka --tp 9", "--workload weka needs --trace"},
+      {"--workload rollout --rollout-prompts 0 --tp 9", "--rollout-prompts must be in"},
+      {"--context-scale 2 --tp 9", "--context-scale must be in"},
+      {small + " --max-total-tokens -1 --finished-subagent-priority 101",
+       "--max-total-tokens must be in"},
+      {small + " --stall-offload-min-stall-s -1 --agentic-working-set-headroom -1",
+       "--stall-offload-min-stall-s must be in"},
+      {small + " --arms nope --model nope", "unknown arm \"nope\""},
+      {small + " --model nope --cost-model " + Quoted("missing.toml"),
+       "unknown model preset \"nope\""},
+      {"--cost-model " + Quoted("missing.toml") + " --workload weka --trace /nonexistent/x.json",
+       "cost model file"},
+      {"--workload weka --trace /nonexistent/x.json --num-engines 1024 --max-total-tokens "
+       "1099511627776",
+       "cannot open trace file"},
+  };
+  ExpectEachRefused(cases);
+
+  // The working set's options before the report paths, the report paths before the arms.
+  const std::string directory = Quoted(".");
+  RunResult r = Run("replay " + small + " --agentic-working-set-headroom -1 --json " + directory +
+                    " --html ''");
+  cli_testing::ExpectOneErrorLine(r, "agentkv replay: error: ");
+  EXPECT_THAT(r.err, HasSubstr("--agentic-working-set-headroom must be in"));
+  r = Run("replay " + small + " --arms nope --json " + directory + " --html ''");
+  cli_testing::ExpectOneErrorLine(r, "agentkv replay: error: ");
+  EXPECT_THAT(r.err, HasSubstr("is a directory"));
+}
+
 TEST_F(ReplayCliTest, UnwritableJsonPathIsOneErrorLineAndLeavesNoFile) {
   const std::filesystem::path missing_dir = dir_ / "no_such_dir";
   const RunResult r =

@@ -75,7 +75,18 @@ Status CheckFleetSize(const sim::ReplayOptions& options, int32_t tokens_per_bloc
 
 }  // namespace
 
+// The flags register section by section, in the order of `--help` and of CLI11's checks of
+// their values.
 void ReplayFlags::Add(CLI::App& c) {
+  AddWorkloadFlags(c);
+  AddRolloutFlags(c);
+  AddFleetFlags(c);
+  AddArmFlags(c);
+  AddPolicyFlags(c);
+  AddOutputFlags(c);
+}
+
+void ReplayFlags::AddWorkloadFlags(CLI::App& c) {
   const std::string workload_group = "Workload";
   c.add_option("--workload", workload_, "synthetic (default), weka, mooncake, bailian or rollout")
       ->check(CLI::IsMember({"synthetic", "weka", "mooncake", "bailian", "rollout"}))
@@ -115,7 +126,9 @@ void ReplayFlags::Add(CLI::App& c) {
       ->check(CLI::IsMember({"share", "exclude"}))
       ->capture_default_str()
       ->group(workload_group);
+}
 
+void ReplayFlags::AddRolloutFlags(CLI::App& c) {
   const std::string rollout_group = "Rollout workload";
   rollout_options_ = {
       c.add_option("--rollout-prompts", rollout_prompts_, "Tasks per rollout step (B)")
@@ -150,7 +163,9 @@ void ReplayFlags::Add(CLI::App& c) {
                  "(--session-idle-timeout-s), only its end closes it")
           ->group(rollout_group),
   };
+}
 
+void ReplayFlags::AddFleetFlags(CLI::App& c) {
   const std::string fleet_group = "Fleet";
   c.add_option("--num-engines", options_.num_engines, "Engines behind the router")
       ->capture_default_str()
@@ -193,8 +208,13 @@ void ReplayFlags::Add(CLI::App& c) {
                "Most prefill tokens of one request per step; 0 = no chunking")
       ->capture_default_str()
       ->group(fleet_group);
+}
 
+// Two fleet flags register among the arms' (--help lists them with the fleet's): CLI11 checks
+// the values in registration order, which decides the error of a command line with two bad ones.
+void ReplayFlags::AddArmFlags(CLI::App& c) {
   const std::string arms_group = "Arms";
+  const std::string fleet_group = "Fleet";
   c.add_option("--arms", arms_,
                fmt::format("Comma-separated arms (default: the {} listed below)",
                            sim::DefaultArmNames().size()))
@@ -246,6 +266,10 @@ void ReplayFlags::Add(CLI::App& c) {
       ->type_name("S")
       ->capture_default_str()
       ->group(fleet_group);
+}
+
+void ReplayFlags::AddPolicyFlags(CLI::App& c) {
+  const std::string arms_group = "Arms";
   c.add_option("--fixed-ttl-s,--continuum-ttl-s", options_.fixed_ttl_s,
                "TTL of the fixed-ttl pin after a tool-call turn, seconds (--continuum-ttl-s: "
                "its former name)")
@@ -276,7 +300,9 @@ void ReplayFlags::Add(CLI::App& c) {
       ->group(arms_group);
   working_set_flags_.Add(c, arms_group);
   agentic_.Add(c, AgenticFlags::Set::kBudget, FlagSource::kCommandLine, arms_group);
+}
 
+void ReplayFlags::AddOutputFlags(CLI::App& c) {
   const std::string output_group = "Output";
   c.add_option("--json", json_path_, "JSON report path (\"\" to skip)")
       ->capture_default_str()
@@ -314,17 +340,55 @@ Status ReplayFlags::CheckSessions(double interarrival_s) const {
                                           sim::kMaxReplayConversations, sessions_, why));
 }
 
+// Decides in steps, each returning the first failure of its own: the flags alone (the
+// combinations, then every numeric flag, then the report paths), before anything is read or
+// built, so that a bad value never costs the time to read a trace or generate a workload; then
+// the names that need parsing (arms, presets, cost model); then the workload; then the fleet's
+// size on the workload's blocks.
 StatusOr<ReplayPlan> ReplayFlags::Plan() const {
-  if (Status s = CheckFlagRange("--jobs", jobs_, 0, kMaxArmJobs); !s.ok()) {
-    return s;
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--jobs", jobs_, 0, kMaxArmJobs));
+  ReplayPlan plan;
+  AGENTKV_ASSIGN_OR_RETURN(plan.options, PolicyOptions());
+  AGENTKV_RETURN_IF_ERROR(CheckWorkloadFlags());
+  const double interarrival_s = session_interarrival_s_ != 0 ? session_interarrival_s_
+                                : workload_ == "synthetic"   ? kDefaultSessionInterarrivalS
+                                                             : kDefaultWekaInterarrivalS;
+  // Every numeric flag, before anything is read or built: the flags ReplayOptions::Validate and
+  // the workload builders would otherwise report by their field names, after the work.
+  AGENTKV_RETURN_IF_ERROR(CheckWorkloadNumbers(interarrival_s));
+  AGENTKV_RETURN_IF_ERROR(CheckFleetNumbers(plan.options));
+  AGENTKV_RETURN_IF_ERROR(CheckPolicyNumbers(plan.options));
+  plan.options.stall_offload.min_stall =
+      TimeNs(static_cast<int64_t>(stall_offload_min_stall_s_ * 1e9));
+  AGENTKV_ASSIGN_OR_RETURN(plan.options.working_set, working_set_flags_.Options());
+  AGENTKV_RETURN_IF_ERROR(CheckOutputPath("--json", json_path_));
+  AGENTKV_RETURN_IF_ERROR(CheckOutputPath("--html", html_path_));
+
+  AGENTKV_RETURN_IF_ERROR(ResolveFleet(plan.options));
+  AGENTKV_RETURN_IF_ERROR(BuildWorkload(interarrival_s, plan));
+  // The fleet each arm builds, before any arm runs.
+  int32_t block = plan.open_loop_block;
+  if (plan.agentic.has_value()) {
+    block = plan.agentic->conversations.empty() ? sim::kSyntheticBlockSize
+                                                : plan.agentic->conversations.front().block_size;
   }
+  AGENTKV_RETURN_IF_ERROR(CheckFleetSize(plan.options, block));
+
+  plan.seed = seed_;
+  plan.workload = workload_;
+  plan.jobs = ArmJobs(jobs_, plan.options.arms.size());
+  plan.json_path = json_path_;
+  plan.html_path = html_path_;
+  plan.quiet = quiet_;
+  return plan;
+}
+
+StatusOr<sim::ReplayOptions> ReplayFlags::PolicyOptions() const {
   sim::ReplayOptions options = options_;
   options.session_close_mode = session_close_mode_ == "release"
                                    ? kv::SessionCloseMode::kRelease
                                    : kv::SessionCloseMode::kDereference;
-  StatusOr<control::AgenticOptions> agentic_options = agentic_.Options();
-  if (!agentic_options.ok()) return agentic_options.status();
-  options.agentic = *std::move(agentic_options);
+  AGENTKV_ASSIGN_OR_RETURN(options.agentic, agentic_.Options());
   options.subagent_models = sim::ParseSubagentModels(subagent_models_).value();
   options.subagent_demotion_delivery =
       sim::ParseDemotionDelivery(subagent_demotion_delivery_).value();
@@ -332,6 +396,10 @@ StatusOr<ReplayPlan> ReplayFlags::Plan() const {
   if (finished_subagent_min_idle_s_option_->count() > 0) {
     options.finished_subagent_min_idle_s = finished_subagent_min_idle_s_;
   }
+  return options;
+}
+
+Status ReplayFlags::CheckWorkloadFlags() const {
   const bool synthetic = workload_ == "synthetic";
   const bool rollout = workload_ == "rollout";
   if ((synthetic || rollout) && !trace_paths_.empty()) {
@@ -354,34 +422,7 @@ StatusOr<ReplayPlan> ReplayFlags::Plan() const {
         "--shared-prefix-blocks do not apply to --workload rollout (its "
         "steps start trajectories; its prompts set the shared prefix)");
   }
-  if (rollout) {
-    Status s =
-        CheckFlagRange("--rollout-prompts", rollout_prompts_, 1, sim::kMaxRolloutTrajectories);
-    if (s.ok()) {
-      s = CheckFlagRange("--rollout-group-size", rollout_group_size_, 1,
-                         sim::kMaxRolloutTrajectories);
-    }
-    if (s.ok()) {
-      s = CheckFlagRange("--rollout-steps", rollout_steps_, 1, sim::kMaxRolloutTrajectories);
-    }
-    if (s.ok()) {
-      s = CheckFlagRange("--rollout-staleness", rollout_staleness_, 1,
-                         sim::kMaxRolloutTrajectories);
-    }
-    if (s.ok()) {
-      s = CheckFlagRange("--rollout-max-context-tokens", rollout_max_context_tokens_, 1,
-                         10'000'000);
-    }
-    if (s.ok() &&
-        rollout_prompts_ * rollout_group_size_ * rollout_steps_ > sim::kMaxRolloutTrajectories) {
-      s = InvalidArgumentError(fmt::format(
-          "--rollout-prompts x --rollout-group-size x --rollout-steps must be at most {}, got "
-          "{} x {} x {} = {}",
-          sim::kMaxRolloutTrajectories, rollout_prompts_, rollout_group_size_, rollout_steps_,
-          rollout_prompts_ * rollout_group_size_ * rollout_steps_));
-    }
-    if (!s.ok()) return s;
-  }
+  if (rollout) AGENTKV_RETURN_IF_ERROR(CheckRolloutNumbers());
   if (!synthetic && !rollout && trace_paths_.empty()) {
     return InvalidArgumentError(fmt::format("--workload {} needs --trace PATH", workload_));
   }
@@ -390,252 +431,228 @@ StatusOr<ReplayPlan> ReplayFlags::Plan() const {
         "--sessions and --context-scale apply to "
         "--workload synthetic only");
   }
-  const double interarrival_s =
-      session_interarrival_s_ != 0
-          ? session_interarrival_s_
-          : (synthetic ? kDefaultSessionInterarrivalS : kDefaultWekaInterarrivalS);
-  {
-    // Every numeric flag, before anything is read or built: the flags ReplayOptions::Validate
-    // and the workload builders would otherwise report by their field names, after the work.
-    Status s = CheckFlagRange("--session-interarrival-s", interarrival_s, 0.0, 1e6);
-    if (s.ok() && context_scale_option_->count() > 0) {
-      s = CheckFlagRange("--context-scale", context_scale_, 0.0, 1.0, LowerBound::kOpen);
-    }
-    if (s.ok() && sessions_option_->count() > 0) s = CheckSessions(interarrival_s);
-    if (s.ok()) s = CheckFlagRange("--tp", int64_t{options.engine.tp}, 1, 8);
-    if (s.ok()) {
-      s = CheckFlagRange("--max-running-requests", options.engine.scheduler.max_running_requests, 1,
-                         int64_t{1} << 20);
-    }
-    if (s.ok()) {
-      s = CheckFlagRange("--max-prefill-tokens", options.engine.scheduler.max_prefill_tokens, 1,
-                         int64_t{1} << 30);
-    }
-    if (s.ok()) {
-      s = CheckFlagRange("--chunked-prefill-size", options.engine.scheduler.chunked_prefill_size, 0,
-                         int64_t{1} << 30);
-    }
-    if (s.ok() && shared_prefix_blocks_ != -1) {
-      s = CheckFlagRange("--shared-prefix-blocks", shared_prefix_blocks_, 0, int64_t{1} << 40);
-    }
-    if (s.ok()) s = CheckFlagRange("--num-engines", int64_t{options.num_engines}, 1, 1024);
-    if (s.ok()) {
-      s = CheckFlagRange("--max-total-tokens", options.engine.kv_pool.max_total_tokens, 0,
-                         int64_t{1} << 40);
-    }
-    if (s.ok()) {
-      s = CheckFlagRange("--hicache-ratio", options.engine.kv_pool.hicache_ratio, 0.0, 100.0,
-                         LowerBound::kOpen);
-    }
-    if (s.ok()) {
-      s = CheckFlagRange("--finished-subagent-priority",
-                         int64_t{options.finished_subagent_priority}, 0, 100);
-    }
-    if (s.ok()) {
-      s = CheckFlagRange("--finished-subagent-min-idle-steps",
-                         options.finished_subagent_min_idle_steps, 0, int64_t{1} << 40);
-    }
-    if (s.ok() && options.finished_subagent_min_idle_s.has_value()) {
-      s = CheckFlagRange("--finished-subagent-min-idle-s", *options.finished_subagent_min_idle_s,
-                         0.0, kv::kMaxFinishedSubagentMinIdleS);
-    }
-    if (s.ok()) {
-      s = CheckFlagRange("--fixed-ttl-s", options.fixed_ttl_s, 0.0, 86400.0, LowerBound::kOpen);
-    }
-    if (s.ok()) {
-      s = CheckFlagRange("--session-idle-timeout-s", options.session_idle_timeout_s, 0.0,
-                         31'536'000.0);
-    }
-    if (s.ok()) {
-      s = CheckFlagRange("--continuum-memory-price", options.continuum.memory_price, 0.0, 1.0);
-    }
-    if (s.ok()) {
-      s = CheckFlagRange("--stall-offload-pressure", options.stall_offload.pressure_threshold, 0.0,
-                         1.0, LowerBound::kOpen);
-    }
-    if (s.ok() && !(options.stall_offload.return_quantile > 0.0 &&
-                    options.stall_offload.return_quantile < 1.0)) {
-      s = InvalidArgumentError(fmt::format("--stall-offload-quantile must be in (0, 1), got {}",
-                                           options.stall_offload.return_quantile));
-    }
-    if (s.ok()) {
-      s = CheckFlagRange("--stall-offload-min-stall-s", stall_offload_min_stall_s_, 0.0, 86400.0);
-    }
-    if (s.ok()) {
-      options.stall_offload.min_stall =
-          TimeNs(static_cast<int64_t>(stall_offload_min_stall_s_ * 1e9));
-    }
-    if (s.ok()) {
-      StatusOr<control::WorkingSetOptions> working_set = working_set_flags_.Options();
-      if (working_set.ok()) {
-        options.working_set = *working_set;
-      } else {
-        s = working_set.status();
-      }
-    }
-    if (s.ok()) s = CheckOutputPath("--json", json_path_);
-    if (s.ok()) s = CheckOutputPath("--html", html_path_);
-    if (!s.ok()) return s;
+  return Status::Ok();
+}
+
+Status ReplayFlags::CheckRolloutNumbers() const {
+  AGENTKV_RETURN_IF_ERROR(
+      CheckFlagRange("--rollout-prompts", rollout_prompts_, 1, sim::kMaxRolloutTrajectories));
+  AGENTKV_RETURN_IF_ERROR(
+      CheckFlagRange("--rollout-group-size", rollout_group_size_, 1, sim::kMaxRolloutTrajectories));
+  AGENTKV_RETURN_IF_ERROR(
+      CheckFlagRange("--rollout-steps", rollout_steps_, 1, sim::kMaxRolloutTrajectories));
+  AGENTKV_RETURN_IF_ERROR(
+      CheckFlagRange("--rollout-staleness", rollout_staleness_, 1, sim::kMaxRolloutTrajectories));
+  AGENTKV_RETURN_IF_ERROR(
+      CheckFlagRange("--rollout-max-context-tokens", rollout_max_context_tokens_, 1, 10'000'000));
+  const int64_t trajectories = rollout_prompts_ * rollout_group_size_ * rollout_steps_;
+  if (trajectories > sim::kMaxRolloutTrajectories) {
+    return InvalidArgumentError(fmt::format(
+        "--rollout-prompts x --rollout-group-size x --rollout-steps must be at most {}, got "
+        "{} x {} x {} = {}",
+        sim::kMaxRolloutTrajectories, rollout_prompts_, rollout_group_size_, rollout_steps_,
+        trajectories));
   }
+  return Status::Ok();
+}
+
+Status ReplayFlags::CheckWorkloadNumbers(double interarrival_s) const {
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--session-interarrival-s", interarrival_s, 0.0, 1e6));
+  if (context_scale_option_->count() > 0) {
+    AGENTKV_RETURN_IF_ERROR(
+        CheckFlagRange("--context-scale", context_scale_, 0.0, 1.0, LowerBound::kOpen));
+  }
+  if (sessions_option_->count() > 0) AGENTKV_RETURN_IF_ERROR(CheckSessions(interarrival_s));
+  return Status::Ok();
+}
+
+// --shared-prefix-blocks, a workload flag, is checked among the engine's flags: the order of
+// the checks decides the error of a command line with two bad values.
+Status ReplayFlags::CheckFleetNumbers(const sim::ReplayOptions& options) const {
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--tp", int64_t{options.engine.tp}, 1, 8));
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--max-running-requests",
+                                         options.engine.scheduler.max_running_requests, 1,
+                                         int64_t{1} << 20));
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange(
+      "--max-prefill-tokens", options.engine.scheduler.max_prefill_tokens, 1, int64_t{1} << 30));
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--chunked-prefill-size",
+                                         options.engine.scheduler.chunked_prefill_size, 0,
+                                         int64_t{1} << 30));
+  if (shared_prefix_blocks_ != -1) {
+    AGENTKV_RETURN_IF_ERROR(
+        CheckFlagRange("--shared-prefix-blocks", shared_prefix_blocks_, 0, int64_t{1} << 40));
+  }
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--num-engines", int64_t{options.num_engines}, 1, 1024));
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange(
+      "--max-total-tokens", options.engine.kv_pool.max_total_tokens, 0, int64_t{1} << 40));
+  return CheckFlagRange("--hicache-ratio", options.engine.kv_pool.hicache_ratio, 0.0, 100.0,
+                        LowerBound::kOpen);
+}
+
+Status ReplayFlags::CheckPolicyNumbers(const sim::ReplayOptions& options) const {
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--finished-subagent-priority",
+                                         int64_t{options.finished_subagent_priority}, 0, 100));
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--finished-subagent-min-idle-steps",
+                                         options.finished_subagent_min_idle_steps, 0,
+                                         int64_t{1} << 40));
+  if (options.finished_subagent_min_idle_s.has_value()) {
+    AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--finished-subagent-min-idle-s",
+                                           *options.finished_subagent_min_idle_s, 0.0,
+                                           kv::kMaxFinishedSubagentMinIdleS));
+  }
+  AGENTKV_RETURN_IF_ERROR(
+      CheckFlagRange("--fixed-ttl-s", options.fixed_ttl_s, 0.0, 86400.0, LowerBound::kOpen));
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--session-idle-timeout-s", options.session_idle_timeout_s,
+                                         0.0, 31'536'000.0));
+  AGENTKV_RETURN_IF_ERROR(
+      CheckFlagRange("--continuum-memory-price", options.continuum.memory_price, 0.0, 1.0));
+  AGENTKV_RETURN_IF_ERROR(CheckFlagRange("--stall-offload-pressure",
+                                         options.stall_offload.pressure_threshold, 0.0, 1.0,
+                                         LowerBound::kOpen));
+  if (!(options.stall_offload.return_quantile > 0.0 &&
+        options.stall_offload.return_quantile < 1.0)) {
+    return InvalidArgumentError(fmt::format("--stall-offload-quantile must be in (0, 1), got {}",
+                                            options.stall_offload.return_quantile));
+  }
+  return CheckFlagRange("--stall-offload-min-stall-s", stall_offload_min_stall_s_, 0.0, 86400.0);
+}
+
+Status ReplayFlags::ResolveFleet(sim::ReplayOptions& options) const {
   if (!arms_.empty()) {
     // --arms (or a config file's arms) names the arms; the default is DefaultArms().
-    StatusOr<std::vector<sim::ArmSpec>> arms = sim::ParseArms(arms_);
-    if (!arms.ok()) return arms.status();
-    options.arms = *std::move(arms);
+    AGENTKV_ASSIGN_OR_RETURN(options.arms, sim::ParseArms(arms_));
   }
-  {
-    StatusOr<engine::ModelPresetId> model = engine::ParseModelPreset(model_);
-    if (!model.ok()) return model.status();
-    options.engine.model = *model;
-    StatusOr<engine::GpuPresetId> gpu = engine::ParseGpuPreset(gpu_);
-    if (!gpu.ok()) return gpu.status();
-    options.engine.gpu = *gpu;
-  }
+  AGENTKV_ASSIGN_OR_RETURN(options.engine.model, engine::ParseModelPreset(model_));
+  AGENTKV_ASSIGN_OR_RETURN(options.engine.gpu, engine::ParseGpuPreset(gpu_));
   if (!cost_model_path_.empty()) {
-    StatusOr<engine::CostModelOptions> cost =
-        ReadCostModelFile(cost_model_path_, options.engine.cost);
-    if (!cost.ok()) return cost.status();
-    options.engine.cost = *cost;
+    AGENTKV_ASSIGN_OR_RETURN(options.engine.cost,
+                             ReadCostModelFile(cost_model_path_, options.engine.cost));
   }
-
-  std::string description;
-  std::optional<sim::AgenticWorkload> agentic;
-  double session_interarrival_s = 0;
-  std::function<StatusOr<sim::AgenticWorkload>(const sim::AgenticWorkload&, double, uint64_t)>
-      workload_at_interarrival;
-  std::vector<sim::OpenLoopRequest> open_loop;
-  int32_t open_loop_block = 512;
-  if (rollout) {
-    sim::RolloutWorkloadOptions generator;
-    generator.seed = seed_;
-    generator.prompts = rollout_prompts_;
-    generator.group_size = rollout_group_size_;
-    generator.steps = rollout_steps_;
-    generator.mode =
-        rollout_mode_ == "async" ? sim::RolloutMode::kAsynchronous : sim::RolloutMode::kSynchronous;
-    generator.staleness = rollout_staleness_;
-    generator.max_context_tokens = rollout_max_context_tokens_;
-    generator.retain_sessions = rollout_retain_sessions_;
-    StatusOr<sim::RolloutWorkload> generated = sim::GenerateRolloutWorkload(generator);
-    if (!generated.ok()) return generated.status();
-    options.shared_prefix_ids = generated->shared_prefix_ids;
-    agentic = std::move(generated->workload);
-    description =
-        fmt::format("rollout: {} steps x {} prompts x {} samples, {}{}, seed {}", generator.steps,
-                    generator.prompts, generator.group_size, sim::RolloutModeName(generator.mode),
-                    generator.mode == sim::RolloutMode::kAsynchronous
-                        ? fmt::format(" (staleness {})", generator.staleness)
-                        : std::string(),
-                    seed_);
-  } else if (synthetic) {
-    sim::SyntheticAgenticOptions generator;
-    generator.seed = seed_;
-    generator.sessions = sessions_ != 0 ? sessions_ : kDefaultSessions;
-    generator.context_scale = context_scale_ != 0 ? context_scale_ : kDefaultContextScale;
-    generator.mean_session_interarrival = TimeNs::Seconds(interarrival_s);
-    if (max_total_tokens_option_->count() == 0) {
-      options.engine.kv_pool.max_total_tokens = kDefaultSyntheticMaxTotalTokens;
-    }
-    // A session ends before its context outgrows one engine's KV (its context window): at most
-    // 90 % of the device tier, so that the prompt and its output always fit.
-    StatusOr<engine::KvPool> pool = sim::KvPoolPerEngine(options, sim::kSyntheticBlockSize);
-    if (!pool.ok()) return pool.status();
-    generator.max_context_blocks =
-        std::clamp<int64_t>(static_cast<int64_t>(0.9 * static_cast<double>(pool->device_blocks) /
-                                                 generator.context_scale),
-                            1, generator.max_context_blocks);
-    StatusOr<sim::AgenticWorkload> generated = sim::GenerateSyntheticAgentic(generator);
-    if (!generated.ok()) return generated.status();
-    agentic = *std::move(generated);
-    session_interarrival_s = interarrival_s;
-    workload_at_interarrival = [generator](const sim::AgenticWorkload& /*base*/,
-                                           double interarrival, uint64_t seed) {
-      sim::SyntheticAgenticOptions at = generator;
-      at.seed = seed;
-      at.mean_session_interarrival = TimeNs::Seconds(interarrival);
-      return sim::GenerateSyntheticAgentic(at);
-    };
-    const int64_t prefix_blocks =
-        static_cast<int64_t>(std::floor(static_cast<double>(generator.shared_prefix_tokens) *
-                                        generator.context_scale)) /
-        sim::kSyntheticBlockSize;
-    options.shared_prefix_ids =
-        static_cast<uint64_t>(shared_prefix_blocks_ != -1 ? shared_prefix_blocks_ : prefix_blocks);
-    description = fmt::format("synthetic: {} sessions, context scale {:g}, seed {}",
-                              generator.sessions, generator.context_scale, seed_);
-  } else if (workload_ == "weka") {
-    // One conversation per file: more files than a replay drives are refused before any is read.
-    StatusOr<std::vector<std::string>> paths = sim::ExpandWekaTracePaths(trace_paths_);
-    if (!paths.ok()) return paths.status();
-    if (static_cast<int64_t>(paths->size()) > sim::kMaxReplayConversations) {
-      return InvalidArgumentError(
-          fmt::format("--trace names {} WEKA files, more than the {} conversations a replay "
-                      "drives (one per file)",
-                      paths->size(), sim::kMaxReplayConversations));
-    }
-    StatusOr<std::vector<sim::WekaConversation>> conversations = sim::ReadWekaTraces(*paths);
-    if (!conversations.ok()) return conversations.status();
-    const size_t files = conversations->size();
-    agentic = sim::WekaWorkload(*std::move(conversations), TimeNs::Seconds(interarrival_s), seed_);
-    session_interarrival_s = interarrival_s;
-    // WekaWorkload's starts (PoissonStarts) on a copy of the conversations already read.
-    workload_at_interarrival = [](const sim::AgenticWorkload& base, double interarrival,
-                                  uint64_t seed) -> StatusOr<sim::AgenticWorkload> {
-      sim::AgenticWorkload at = base;
-      at.starts = sim::PoissonStarts(static_cast<int64_t>(at.conversations.size()),
-                                     TimeNs::Seconds(interarrival), seed);
-      return at;
-    };
-    options.shared_prefix_ids =
-        static_cast<uint64_t>(shared_prefix_blocks_ == -1 ? 0 : shared_prefix_blocks_);
-    description = fmt::format("weka: {} files, mean session interarrival {:g} s, seed {}", files,
-                              interarrival_s, seed_);
-  } else if (workload_ == "bailian") {
-    std::vector<sim::BailianRequest> all;
-    for (const std::string& path : trace_paths_) {
-      StatusOr<std::vector<sim::BailianRequest>> part = sim::ReadBailianTrace(path);
-      if (!part.ok()) return part.status();
-      all.insert(all.end(), part->begin(), part->end());
-    }
-    agentic = sim::GroupBailianConversations(all);
-    description = fmt::format("bailian: {} requests in {} conversations", all.size(),
-                              agentic->conversations.size());
-  } else {
-    std::vector<sim::MooncakeRequest> all;
-    for (const std::string& path : trace_paths_) {
-      StatusOr<std::vector<sim::MooncakeRequest>> part = sim::ReadMooncakeTrace(path);
-      if (!part.ok()) return part.status();
-      all.insert(all.end(), part->begin(), part->end());
-    }
-    open_loop = sim::OpenLoopFromMooncake(all);
-    description = fmt::format("mooncake: {} requests, open loop", all.size());
+  if (workload_ == "synthetic" && max_total_tokens_option_->count() == 0) {
+    options.engine.kv_pool.max_total_tokens = kDefaultSyntheticMaxTotalTokens;
   }
+  return Status::Ok();
+}
 
-  // The fleet each arm builds, before any arm runs.
-  {
-    int32_t block = open_loop_block;
-    if (agentic.has_value()) {
-      block = agentic->conversations.empty() ? sim::kSyntheticBlockSize
-                                             : agentic->conversations.front().block_size;
-    }
-    if (Status s = CheckFleetSize(options, block); !s.ok()) return s;
+Status ReplayFlags::BuildWorkload(double interarrival_s, ReplayPlan& plan) const {
+  if (workload_ == "rollout") return BuildRollout(plan);
+  if (workload_ == "synthetic") return BuildSynthetic(interarrival_s, plan);
+  if (workload_ == "weka") return BuildWeka(interarrival_s, plan);
+  if (workload_ == "bailian") return BuildBailian(plan);
+  return BuildMooncake(plan);
+}
+
+Status ReplayFlags::BuildRollout(ReplayPlan& plan) const {
+  sim::RolloutWorkloadOptions generator;
+  generator.seed = seed_;
+  generator.prompts = rollout_prompts_;
+  generator.group_size = rollout_group_size_;
+  generator.steps = rollout_steps_;
+  generator.mode =
+      rollout_mode_ == "async" ? sim::RolloutMode::kAsynchronous : sim::RolloutMode::kSynchronous;
+  generator.staleness = rollout_staleness_;
+  generator.max_context_tokens = rollout_max_context_tokens_;
+  generator.retain_sessions = rollout_retain_sessions_;
+  AGENTKV_ASSIGN_OR_RETURN(sim::RolloutWorkload generated, sim::GenerateRolloutWorkload(generator));
+  plan.options.shared_prefix_ids = generated.shared_prefix_ids;
+  plan.agentic = std::move(generated.workload);
+  plan.description =
+      fmt::format("rollout: {} steps x {} prompts x {} samples, {}{}, seed {}", generator.steps,
+                  generator.prompts, generator.group_size, sim::RolloutModeName(generator.mode),
+                  generator.mode == sim::RolloutMode::kAsynchronous
+                      ? fmt::format(" (staleness {})", generator.staleness)
+                      : std::string(),
+                  seed_);
+  return Status::Ok();
+}
+
+Status ReplayFlags::BuildSynthetic(double interarrival_s, ReplayPlan& plan) const {
+  sim::SyntheticAgenticOptions generator;
+  generator.seed = seed_;
+  generator.sessions = sessions_ != 0 ? sessions_ : kDefaultSessions;
+  generator.context_scale = context_scale_ != 0 ? context_scale_ : kDefaultContextScale;
+  generator.mean_session_interarrival = TimeNs::Seconds(interarrival_s);
+  // A session ends before its context outgrows one engine's KV (its context window): at most
+  // 90 % of the device tier, so that the prompt and its output always fit.
+  AGENTKV_ASSIGN_OR_RETURN(const engine::KvPool pool,
+                           sim::KvPoolPerEngine(plan.options, sim::kSyntheticBlockSize));
+  generator.max_context_blocks = std::clamp<int64_t>(
+      static_cast<int64_t>(0.9 * static_cast<double>(pool.device_blocks) / generator.context_scale),
+      1, generator.max_context_blocks);
+  AGENTKV_ASSIGN_OR_RETURN(plan.agentic, sim::GenerateSyntheticAgentic(generator));
+  plan.session_interarrival_s = interarrival_s;
+  plan.workload_at_interarrival = [generator](const sim::AgenticWorkload& /*base*/,
+                                              double interarrival, uint64_t seed) {
+    sim::SyntheticAgenticOptions at = generator;
+    at.seed = seed;
+    at.mean_session_interarrival = TimeNs::Seconds(interarrival);
+    return sim::GenerateSyntheticAgentic(at);
+  };
+  const int64_t prefix_blocks =
+      static_cast<int64_t>(std::floor(static_cast<double>(generator.shared_prefix_tokens) *
+                                      generator.context_scale)) /
+      sim::kSyntheticBlockSize;
+  plan.options.shared_prefix_ids =
+      static_cast<uint64_t>(shared_prefix_blocks_ != -1 ? shared_prefix_blocks_ : prefix_blocks);
+  plan.description = fmt::format("synthetic: {} sessions, context scale {:g}, seed {}",
+                                 generator.sessions, generator.context_scale, seed_);
+  return Status::Ok();
+}
+
+Status ReplayFlags::BuildWeka(double interarrival_s, ReplayPlan& plan) const {
+  // One conversation per file: more files than a replay drives are refused before any is read.
+  AGENTKV_ASSIGN_OR_RETURN(const std::vector<std::string> paths,
+                           sim::ExpandWekaTracePaths(trace_paths_));
+  if (static_cast<int64_t>(paths.size()) > sim::kMaxReplayConversations) {
+    return InvalidArgumentError(
+        fmt::format("--trace names {} WEKA files, more than the {} conversations a replay "
+                    "drives (one per file)",
+                    paths.size(), sim::kMaxReplayConversations));
   }
+  AGENTKV_ASSIGN_OR_RETURN(std::vector<sim::WekaConversation> conversations,
+                           sim::ReadWekaTraces(paths));
+  const size_t files = conversations.size();
+  plan.agentic =
+      sim::WekaWorkload(std::move(conversations), TimeNs::Seconds(interarrival_s), seed_);
+  plan.session_interarrival_s = interarrival_s;
+  // WekaWorkload's starts (PoissonStarts) on a copy of the conversations already read.
+  plan.workload_at_interarrival = [](const sim::AgenticWorkload& base, double interarrival,
+                                     uint64_t seed) -> StatusOr<sim::AgenticWorkload> {
+    sim::AgenticWorkload at = base;
+    at.starts = sim::PoissonStarts(static_cast<int64_t>(at.conversations.size()),
+                                   TimeNs::Seconds(interarrival), seed);
+    return at;
+  };
+  plan.options.shared_prefix_ids =
+      static_cast<uint64_t>(shared_prefix_blocks_ == -1 ? 0 : shared_prefix_blocks_);
+  plan.description = fmt::format("weka: {} files, mean session interarrival {:g} s, seed {}", files,
+                                 interarrival_s, seed_);
+  return Status::Ok();
+}
 
-  ReplayPlan plan;
-  plan.description = std::move(description);
-  plan.seed = seed_;
-  plan.workload = workload_;
-  plan.agentic = std::move(agentic);
-  plan.session_interarrival_s = session_interarrival_s;
-  plan.workload_at_interarrival = std::move(workload_at_interarrival);
-  plan.open_loop = std::move(open_loop);
-  plan.open_loop_block = open_loop_block;
-  plan.jobs = ArmJobs(jobs_, options.arms.size());
-  plan.options = std::move(options);
-  plan.json_path = json_path_;
-  plan.html_path = html_path_;
-  plan.quiet = quiet_;
-  return plan;
+Status ReplayFlags::BuildBailian(ReplayPlan& plan) const {
+  std::vector<sim::BailianRequest> all;
+  for (const std::string& path : trace_paths_) {
+    AGENTKV_ASSIGN_OR_RETURN(const std::vector<sim::BailianRequest> part,
+                             sim::ReadBailianTrace(path));
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  plan.agentic = sim::GroupBailianConversations(all);
+  plan.description = fmt::format("bailian: {} requests in {} conversations", all.size(),
+                                 plan.agentic->conversations.size());
+  return Status::Ok();
+}
+
+Status ReplayFlags::BuildMooncake(ReplayPlan& plan) const {
+  std::vector<sim::MooncakeRequest> all;
+  for (const std::string& path : trace_paths_) {
+    AGENTKV_ASSIGN_OR_RETURN(const std::vector<sim::MooncakeRequest> part,
+                             sim::ReadMooncakeTrace(path));
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  plan.open_loop = sim::OpenLoopFromMooncake(all);
+  plan.description = fmt::format("mooncake: {} requests, open loop", all.size());
+  return Status::Ok();
 }
 
 StatusOr<sim::ReplayResult> RunReplayPlan(const ReplayPlan& plan,

@@ -89,6 +89,43 @@ class ReplayFlags {
   int64_t jobs() const { return jobs_; }
 
  private:
+  // Add()'s sections, in its order: each registers one group of `--help`.
+  void AddWorkloadFlags(CLI::App& command);
+  void AddRolloutFlags(CLI::App& command);
+  void AddFleetFlags(CLI::App& command);
+  void AddArmFlags(CLI::App& command);
+  void AddPolicyFlags(CLI::App& command);
+  void AddOutputFlags(CLI::App& command);
+
+  // Plan()'s steps, in its order. Each returns the first InvalidArgument of its checks (the
+  // message Plan() returns), or the status of what it reads or generates.
+  // The flags' ReplayOptions with the policy choices parsed; nothing else checked yet.
+  [[nodiscard]] StatusOr<sim::ReplayOptions> PolicyOptions() const;
+  // The flags --workload rules out or needs (--trace, the rollout and synthetic flags).
+  [[nodiscard]] Status CheckWorkloadFlags() const;
+  // The rollout flags' ranges and their product (--workload rollout).
+  [[nodiscard]] Status CheckRolloutNumbers() const;
+  // --session-interarrival-s (as `interarrival_s`, its value or default), --context-scale and
+  // --sessions.
+  [[nodiscard]] Status CheckWorkloadNumbers(double interarrival_s) const;
+  // The engine's and fleet's numeric flags in `options`, and --shared-prefix-blocks.
+  [[nodiscard]] Status CheckFleetNumbers(const sim::ReplayOptions& options) const;
+  // The policies' numeric flags in `options` (sub-agent demotion, fixed-ttl, the gateway's idle
+  // timeout, continuum, stall-offload).
+  [[nodiscard]] Status CheckPolicyNumbers(const sim::ReplayOptions& options) const;
+  // Sets the arms (--arms), the model and GPU presets, the cost model (--cost-model) and the
+  // synthetic workload's default KV size in `options`; the status of a bad name or file.
+  [[nodiscard]] Status ResolveFleet(sim::ReplayOptions& options) const;
+  // Sets `plan`'s workload (description, agentic or open_loop, the interarrival and its
+  // generator where they apply, options.shared_prefix_ids) from --workload's builder below,
+  // `plan.options` resolved; the status of a trace or generator on failure.
+  [[nodiscard]] Status BuildWorkload(double interarrival_s, ReplayPlan& plan) const;
+  [[nodiscard]] Status BuildRollout(ReplayPlan& plan) const;
+  [[nodiscard]] Status BuildSynthetic(double interarrival_s, ReplayPlan& plan) const;
+  [[nodiscard]] Status BuildWeka(double interarrival_s, ReplayPlan& plan) const;
+  [[nodiscard]] Status BuildBailian(ReplayPlan& plan) const;
+  [[nodiscard]] Status BuildMooncake(ReplayPlan& plan) const;
+
   // OK for --sessions in [1, kMaxReplayConversations]; else InvalidArgument naming the bound
   // and, past it, the memory the sessions would take (sampled, never built).
   [[nodiscard]] Status CheckSessions(double interarrival_s) const;

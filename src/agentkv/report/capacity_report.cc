@@ -268,15 +268,23 @@ std::string CapacityResultJson(const CapacityResult& r) {
   return internal::JsonText(root);
 }
 
-std::string CapacityChart(const CapacityResult& r) {
-  using internal::kLabelStyle;
-  using internal::kTickFontPx;
-  using internal::kTickStyle;
-  constexpr double kWidth = 1000;
-  constexpr double kHeight = 400;
-  // Both axes log10, from the power of ten at or below the least value to the one at or above
-  // the greatest, so that each has at least two labelled ticks. A metric of 0 (no waiting at
-  // all) is drawn at the bottom of the axis.
+namespace {
+
+constexpr double kChartWidth = 1000;
+constexpr double kChartHeight = 400;
+
+// Where CapacityChart draws: the plot area and its two log10 axes.
+struct CapacityAxes {
+  internal::PlotArea area;
+  internal::Scale x;
+  internal::Scale y;
+};
+
+// Both axes log10, from the power of ten at or below the least value to the one at or above
+// the greatest, so that each has at least two labelled ticks. A metric of 0 (no waiting at
+// all) is drawn at the bottom of the axis. The legend takes the right of the chart, as wide as
+// the longest arm name up to 220 px.
+CapacityAxes ChartAxes(const CapacityResult& r) {
   double x_lo = r.options.min_rate, x_hi = r.options.max_rate;
   double y_lo = r.options.slo_s, y_hi = r.options.slo_s;
   for (const auto& runs : r.searches) {
@@ -297,72 +305,115 @@ std::string CapacityChart(const CapacityResult& r) {
   };
   double names = 0;
   for (const std::string& arm : r.arms) {
-    names = std::max(names, internal::TextWidth(arm, kTickFontPx));
+    names = std::max(names, internal::TextWidth(arm, internal::kTickFontPx));
   }
-  const internal::PlotArea area{
-      .left = 58, .top = 14, .right = kWidth - std::min(names, 220.0) - 40, .bottom = kHeight - 44};
-  const internal::Scale x{.lo = decade_below(x_lo),
-                          .hi = decade_above(x_hi),
-                          .log = true,
-                          .px_lo = area.left,
-                          .px_hi = area.right};
-  const internal::Scale y{.lo = decade_below(y_lo),
-                          .hi = decade_above(y_hi),
-                          .log = true,
-                          .px_lo = area.bottom,
-                          .px_hi = area.top};
+  const internal::PlotArea area{.left = 58,
+                                .top = 14,
+                                .right = kChartWidth - std::min(names, 220.0) - 40,
+                                .bottom = kChartHeight - 44};
+  return CapacityAxes{.area = area,
+                      .x = {.lo = decade_below(x_lo),
+                            .hi = decade_above(x_hi),
+                            .log = true,
+                            .px_lo = area.left,
+                            .px_hi = area.right},
+                      .y = {.lo = decade_below(y_lo),
+                            .hi = decade_above(y_hi),
+                            .log = true,
+                            .px_lo = area.bottom,
+                            .px_hi = area.top}};
+}
+
+// The grid, the ticks, the frame, the axes' labels and the SLO's dashed line.
+void DrawCapacityAxes(const CapacityResult& r, const CapacityAxes& axes,
+                      internal::SvgCanvas& canvas) {
+  using internal::kLabelStyle;
+  const internal::PlotArea& area = axes.area;
   const std::string metric(sim::SloMetricName(r.options.metric));
-  internal::SvgCanvas canvas(kWidth, kHeight, "Capacity curve: " + metric + " against load");
-  canvas.YGrid(y, area, 5);
-  canvas.XTicks(x, area, 5, true);
+  canvas.YGrid(axes.y, area, 5);
+  canvas.XTicks(axes.x, area, 5, true);
   canvas.Frame(area);
   canvas.Text((area.left + area.right) / 2, area.bottom + 34, "sessions per hour per engine",
               std::string(kLabelStyle) + " text-anchor=\"middle\"");
   canvas.Text(0, 0, metric + " (s)",
               std::string(kLabelStyle) + " text-anchor=\"middle\" transform=\"translate(14," +
                   Coord((area.top + area.bottom) / 2) + ") rotate(-90)\"");
-  const double slo_y = y.Map(r.options.slo_s);
+  const double slo_y = axes.y.Map(r.options.slo_s);
   canvas.Line(area.left, slo_y, area.right, slo_y,
               "stroke=\"#b3261e\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"");
   canvas.Text(area.left + 6, slo_y - 5, "SLO " + Seconds(r.options.slo_s) + " s",
               "font-size=\"10.5\" fill=\"#b3261e\"");
-  std::vector<double> wanted;
-  for (size_t a = 0; a < r.arms.size(); ++a) {
-    const std::string color = ArmColor(a);
-    const bool bound = r.arms[a] == "infinite-cache";
-    double last_y = area.top;
-    for (size_t s = 0; s < r.searches[a].size(); ++s) {
-      const std::vector<CapacityProbe> probes = r.searches[a][s].ProbesByRate();
-      std::vector<std::pair<double, double>> points;
-      for (const CapacityProbe& p : probes) points.emplace_back(x.Map(p.rate), y.Map(p.value));
-      // data-arm and data-seed name the curve for tools that read the page.
-      std::string stroke =
-          "data-arm=\"" + Escape(r.arms[a]) + "\" data-seed=\"" + std::to_string(r.seeds[s]) +
-          "\" stroke=\"" + color + "\" stroke-width=\"" + (s == 0 ? "2" : "1") + "\"" +
-          (s == 0 ? "" : " stroke-opacity=\"0.6\"") + (bound ? " stroke-dasharray=\"6,3\"" : "");
-      canvas.Polyline(points, stroke);
-      for (size_t i = 0; i < probes.size(); ++i) {
-        const CapacityProbe& p = probes[i];
-        const std::string tip = r.arms[a] + ", seed " + std::to_string(r.seeds[s]) + ": " +
-                                Rate(p.rate) + " sessions/h/engine, " + metric + " " +
-                                Seconds(p.value) + " s, " + (p.met ? "met" : "missed");
-        canvas.Raw("<circle cx=\"" + Coord(points[i].first) + "\" cy=\"" + Coord(points[i].second) +
-                   "\" r=\"3\" stroke=\"" + color + "\" stroke-width=\"1.5\" fill=\"" +
-                   (p.met ? color : std::string("#ffffff")) + "\"><title>" + Escape(tip) +
-                   "</title></circle>\n");
-      }
-      if (s == 0 && !points.empty()) last_y = points.back().second;
-    }
-    wanted.push_back(last_y + 3.5);
+}
+
+// Arm `a`'s curve of seed index `s`: its probes by rate, each a circle filled when it met the
+// SLO. The first seed's curve is the bold one; the infinite-cache bound's is dashed. Returns
+// the curve's points.
+std::vector<std::pair<double, double>> DrawCapacityCurve(const CapacityResult& r,
+                                                         const CapacityAxes& axes, size_t a,
+                                                         size_t s, internal::SvgCanvas& canvas) {
+  const std::string color = ArmColor(a);
+  const bool bound = r.arms[a] == "infinite-cache";
+  const std::string metric(sim::SloMetricName(r.options.metric));
+  const std::vector<CapacityProbe> probes = r.searches[a][s].ProbesByRate();
+  std::vector<std::pair<double, double>> points;
+  for (const CapacityProbe& p : probes) {
+    points.emplace_back(axes.x.Map(p.rate), axes.y.Map(p.value));
   }
-  // The legend right of the plot, each name at the height of its arm's last probe.
-  const std::vector<double> placed = internal::SpreadLabels(wanted, 12, area.top + 8, kHeight - 4);
+  // data-arm and data-seed name the curve for tools that read the page.
+  std::string stroke = "data-arm=\"" + Escape(r.arms[a]) + "\" data-seed=\"" +
+                       std::to_string(r.seeds[s]) + "\" stroke=\"" + color + "\" stroke-width=\"" +
+                       (s == 0 ? "2" : "1") + "\"" + (s == 0 ? "" : " stroke-opacity=\"0.6\"") +
+                       (bound ? " stroke-dasharray=\"6,3\"" : "");
+  canvas.Polyline(points, stroke);
+  for (size_t i = 0; i < probes.size(); ++i) {
+    const CapacityProbe& p = probes[i];
+    const std::string tip = r.arms[a] + ", seed " + std::to_string(r.seeds[s]) + ": " +
+                            Rate(p.rate) + " sessions/h/engine, " + metric + " " +
+                            Seconds(p.value) + " s, " + (p.met ? "met" : "missed");
+    canvas.Raw("<circle cx=\"" + Coord(points[i].first) + "\" cy=\"" + Coord(points[i].second) +
+               "\" r=\"3\" stroke=\"" + color + "\" stroke-width=\"1.5\" fill=\"" +
+               (p.met ? color : std::string("#ffffff")) + "\"><title>" + Escape(tip) +
+               "</title></circle>\n");
+  }
+  return points;
+}
+
+// The legend right of the plot, each name at the height of its arm's last probe (of the first
+// seed; the top of the plot for an arm without one), spread apart where they would overlap.
+void DrawCapacityLegend(const CapacityResult& r, const CapacityAxes& axes,
+                        const std::vector<double>& last_y, internal::SvgCanvas& canvas) {
+  const internal::PlotArea& area = axes.area;
+  std::vector<double> wanted;
+  for (const double y : last_y) wanted.push_back(y + 3.5);
+  const std::vector<double> placed =
+      internal::SpreadLabels(wanted, 12, area.top + 8, kChartHeight - 4);
   for (size_t a = 0; a < r.arms.size(); ++a) {
     canvas.Line(area.right + 10, placed[a] - 3.5, area.right + 24, placed[a] - 3.5,
                 "stroke=\"" + std::string(ArmColor(a)) + "\" stroke-width=\"2\"");
     canvas.Text(area.right + 28, placed[a],
-                internal::FitText(r.arms[a], kTickFontPx, kWidth - area.right - 30), kTickStyle);
+                internal::FitText(r.arms[a], internal::kTickFontPx, kChartWidth - area.right - 30),
+                internal::kTickStyle);
   }
+}
+
+}  // namespace
+
+std::string CapacityChart(const CapacityResult& r) {
+  const CapacityAxes axes = ChartAxes(r);
+  const std::string metric(sim::SloMetricName(r.options.metric));
+  internal::SvgCanvas canvas(kChartWidth, kChartHeight,
+                             "Capacity curve: " + metric + " against load");
+  DrawCapacityAxes(r, axes, canvas);
+  std::vector<double> last_y;
+  for (size_t a = 0; a < r.arms.size(); ++a) {
+    last_y.push_back(axes.area.top);
+    for (size_t s = 0; s < r.searches[a].size(); ++s) {
+      const std::vector<std::pair<double, double>> points =
+          DrawCapacityCurve(r, axes, a, s, canvas);
+      if (s == 0 && !points.empty()) last_y.back() = points.back().second;
+    }
+  }
+  DrawCapacityLegend(r, axes, last_y, canvas);
   return canvas.Finish();
 }
 

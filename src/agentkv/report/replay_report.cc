@@ -408,6 +408,90 @@ std::vector<ReplayTableRow> IdealShareRows(const ReplayResult& result,
   return rows;
 }
 
+// ---- Table rows ----------------------------------------------------------------------------
+
+// Each arm's value of `get`, in the arms' order.
+std::vector<double> ValuesOf(const ReplayResult& result,
+                             const std::function<double(const ArmResult&)>& get) {
+  std::vector<double> values;
+  for (const ArmResult& arm : result.arms) values.push_back(get(arm));
+  return values;
+}
+
+// The row of metric `m` over `values`, with deltas against arm `baseline`.
+ReplayTableRow MetricRow(const Metric& m, const std::vector<double>& values, size_t baseline,
+                         NumberStyle style) {
+  return MakeRow(
+      m.section, m.label, m.json_key, m.sense, values, baseline,
+      [&m, style](double v) { return FormatValue(m.kind, v, style); }, style);
+}
+
+// The rollout rows (kRolloutMetrics), only for a run with a rollout arm.
+void AppendRolloutRows(const ReplayResult& result, size_t baseline, NumberStyle style,
+                       std::vector<ReplayTableRow>& rows) {
+  const bool rollout = std::any_of(result.arms.begin(), result.arms.end(),
+                                   [](const ArmResult& arm) { return arm.rollout.has_value(); });
+  if (!rollout) return;
+  for (const Metric& m : kRolloutMetrics) {
+    const std::vector<double> values = ValuesOf(result, m.value);
+    if (m.show == Show::kWhenNonZero && !AnyNonZero(values)) continue;
+    rows.push_back(MetricRow(m, values, baseline, style));
+  }
+}
+
+// One row per admission series (AdmissionSeries) that some arm counts, named without its
+// "agentic_kv/" prefix.
+void AppendAdmissionRows(const ReplayResult& result, size_t baseline, NumberStyle style,
+                         std::vector<ReplayTableRow>& rows) {
+  for (const std::string& name : AdmissionSeries(result)) {
+    const std::vector<double> values =
+        ValuesOf(result, [&](const ArmResult& arm) { return SeriesOf(arm, name); });
+    if (!AnyNonZero(values)) continue;
+    const std::string label =
+        name.rfind("agentic_kv/", 0) == 0 ? name.substr(std::string("agentic_kv/").size()) : name;
+    rows.push_back(MakeRow(
+        "admission", label, "", MetricSense::kNeutral, values, baseline,
+        [style](double v) { return SeriesValue(v, style); }, style));
+  }
+}
+
+// Each arm's share of the infinite-cache (arm `ideal`) hit ratio, from the hit ratios
+// `values` of metric `m`; a delta of shares would repeat the hit-ratio delta, so this row has
+// none.
+ReplayTableRow ShareOfIdealHitRatioRow(const Metric& m, const std::vector<double>& values,
+                                       size_t ideal, size_t baseline, NumberStyle style) {
+  const double reference = values[ideal];
+  std::vector<double> shares;
+  for (const double v : values) shares.push_back(reference > 0 ? v / reference : 0);
+  ReplayTableRow row = MakeRow(
+      m.section, "share of ideal hit ratio", "", MetricSense::kHigherIsBetter, shares, baseline,
+      [reference](double share) {
+        return reference > 0 ? Fixed(100 * share, 1) + "%" : std::string("-");
+      },
+      style);
+  for (ReplayTableCell& cell : row.cells) {
+    cell.change.reset();
+    cell.delta.clear();
+  }
+  return row;
+}
+
+// Refusals (by admission or by an engine) only happen for requests too large for the fleet:
+// their two rows only where some arm refused one.
+void AppendRefusalRows(const ReplayResult& result, size_t baseline, NumberStyle style,
+                       std::vector<ReplayTableRow>& rows) {
+  const std::vector<double> refused =
+      ValuesOf(result, [](const ArmResult& arm) { return AsDouble(arm.requests_refused); });
+  if (!AnyNonZero(refused)) return;
+  rows.push_back(MakeRow(
+      "conservation", "requests refused", "requests_refused", MetricSense::kLowerIsBetter, refused,
+      baseline, [style](double v) { return Count(v, style); }, style));
+  rows.push_back(MakeRow(
+      "conservation", "refused prompt tokens", "refused_prompt_tokens", MetricSense::kLowerIsBetter,
+      ValuesOf(result, [](const ArmResult& arm) { return AsDouble(arm.refused_prompt_tokens); }),
+      baseline, [style](double v) { return Count(v, style); }, style));
+}
+
 // ---- Terminal table ------------------------------------------------------------------------
 
 constexpr size_t kMaxLineWidth = 160;
@@ -582,27 +666,7 @@ std::vector<ReplayTableRow> ReplayTableRows(const ReplayResult& result, NumberSt
   const std::optional<size_t> baseline = BaselineArmIndex(result);
   if (!baseline) return rows;
   const std::optional<size_t> ideal = IdealArmIndex(result);
-  const auto values_of = [&](const std::function<double(const ArmResult&)>& get) {
-    std::vector<double> values;
-    for (const ArmResult& arm : result.arms) values.push_back(get(arm));
-    return values;
-  };
-  const auto no_deltas = [](ReplayTableRow row) {
-    for (ReplayTableCell& cell : row.cells) {
-      cell.change.reset();
-      cell.delta.clear();
-    }
-    return row;
-  };
-  const bool rollout = std::any_of(result.arms.begin(), result.arms.end(),
-                                   [](const ArmResult& arm) { return arm.rollout.has_value(); });
-  for (const Metric& m : kRolloutMetrics) {
-    const std::vector<double> values = values_of(m.value);
-    if (!rollout || (m.show == Show::kWhenNonZero && !AnyNonZero(values))) continue;
-    rows.push_back(MakeRow(
-        m.section, m.label, m.json_key, m.sense, values, *baseline,
-        [&m, style](double v) { return FormatValue(m.kind, v, style); }, style));
-  }
+  AppendRolloutRows(result, *baseline, style, rows);
   bool admission_done = false;
   bool ideal_share_done = false;
   for (const Metric& m : kMetrics) {
@@ -615,51 +679,16 @@ std::vector<ReplayTableRow> ReplayTableRows(const ReplayResult& result, NumberSt
     // The admission series go after the engine and lifecycle counters, before conservation.
     if (std::string_view(m.section) == "conservation" && !admission_done) {
       admission_done = true;
-      for (const std::string& name : AdmissionSeries(result)) {
-        const std::vector<double> values =
-            values_of([&](const ArmResult& arm) { return SeriesOf(arm, name); });
-        if (!AnyNonZero(values)) continue;
-        const std::string label = name.rfind("agentic_kv/", 0) == 0
-                                      ? name.substr(std::string("agentic_kv/").size())
-                                      : name;
-        rows.push_back(MakeRow(
-            "admission", label, "", MetricSense::kNeutral, values, *baseline,
-            [style](double v) { return SeriesValue(v, style); }, style));
-      }
+      AppendAdmissionRows(result, *baseline, style, rows);
     }
-    const std::vector<double> values = values_of(m.value);
+    const std::vector<double> values = ValuesOf(result, m.value);
     if (m.show == Show::kWhenNonZero && !AnyNonZero(values)) continue;
-    rows.push_back(MakeRow(
-        m.section, m.label, m.json_key, m.sense, values, *baseline,
-        [&m, style](double v) { return FormatValue(m.kind, v, style); }, style));
+    rows.push_back(MetricRow(m, values, *baseline, style));
     if (ideal && std::string_view(m.json_key) == "token_hit_ratio") {
-      // Each arm's share of the infinite-cache hit ratio; a delta of shares would repeat the
-      // hit-ratio delta above, so this row has none.
-      const double reference = values[*ideal];
-      std::vector<double> shares;
-      for (const double v : values) shares.push_back(reference > 0 ? v / reference : 0);
-      rows.push_back(no_deltas(MakeRow(
-          m.section, "share of ideal hit ratio", "", MetricSense::kHigherIsBetter, shares,
-          *baseline,
-          [reference](double share) {
-            return reference > 0 ? Fixed(100 * share, 1) + "%" : std::string("-");
-          },
-          style)));
+      rows.push_back(ShareOfIdealHitRatioRow(m, values, *ideal, *baseline, style));
     }
   }
-  // Refusals (by admission or by an engine) only happen for requests too large for the fleet.
-  const std::vector<double> refused =
-      values_of([](const ArmResult& arm) { return AsDouble(arm.requests_refused); });
-  if (AnyNonZero(refused)) {
-    rows.push_back(MakeRow(
-        "conservation", "requests refused", "requests_refused", MetricSense::kLowerIsBetter,
-        refused, *baseline, [style](double v) { return Count(v, style); }, style));
-    rows.push_back(MakeRow(
-        "conservation", "refused prompt tokens", "refused_prompt_tokens",
-        MetricSense::kLowerIsBetter,
-        values_of([](const ArmResult& arm) { return AsDouble(arm.refused_prompt_tokens); }),
-        *baseline, [style](double v) { return Count(v, style); }, style));
-  }
+  AppendRefusalRows(result, *baseline, style, rows);
   return rows;
 }
 

@@ -69,8 +69,11 @@ boost::json::object DeltaJson(const std::vector<ReplayTableRow>& rows, size_t ar
   return delta;
 }
 
-boost::json::object ArmJson(const ArmResult& a, boost::json::object delta) {
-  boost::json::object o;
+// ArmJson's members by section of the arm's result, in the document's order; each appends to
+// `o`.
+
+// The arm, its requests and prompts, and what the cache held of them.
+void AddCacheJson(const ArmResult& a, boost::json::object& o) {
   o["arm"] = a.arm;
   o["description"] = a.description;
   o["requests_issued"] = a.requests_issued;
@@ -97,6 +100,10 @@ boost::json::object ArmJson(const ArmResult& a, boost::json::object delta) {
                                      {"subagent_wait", a.evicted_recompute_after_subagent_wait},
                                      {"human_turn", a.evicted_recompute_after_human_turn}};
   o["preempted_recompute_tokens"] = a.preempted_recompute_tokens;
+}
+
+// Throughput, the latency summaries and the shares of the ideal and of the oracle.
+void AddTimingJson(const ArmResult& a, boost::json::object& o) {
   o["makespan_s"] = a.makespan_s;
   o["output_tokens"] = a.output_tokens;
   o["requests_per_s"] = a.requests_per_s;
@@ -116,6 +123,10 @@ boost::json::object ArmJson(const ArmResult& a, boost::json::object delta) {
   o["evicted_recompute_tokens_oracle_share"] =
       OptionalJson(a.oracle_share.evicted_recompute_tokens);
   o["server_time_mean_oracle_share"] = OptionalJson(a.oracle_share.server_time_mean);
+}
+
+// The engines' and the policies' counters.
+void AddCounterJson(const ArmResult& a, boost::json::object& o) {
   o["preemptions"] = a.preemptions;
   o["device_evictions"] = a.device_evictions;
   o["offloads"] = a.offloads;
@@ -149,37 +160,50 @@ boost::json::object ArmJson(const ArmResult& a, boost::json::object delta) {
     o["stall_returned_offloaded"] = a.stall_returned_offloaded;
     o["stall_returned_prefetched"] = a.stall_returned_prefetched;
   }
+}
+
+// The RL rollout block (replay_result.h RolloutMetrics), present only for a rollout.
+boost::json::object RolloutJson(const sim::RolloutMetrics& r) {
+  boost::json::object rollout;
+  rollout["steps"] = r.steps;
+  rollout["trajectories"] = r.trajectories;
+  rollout["step_makespan_mean_s"] = r.step_makespan_mean_s;
+  rollout["step_makespan_max_s"] = r.step_makespan_max_s;
+  rollout["trajectories_per_s"] = r.trajectories_per_s;
+  rollout["generated_tokens_per_s"] = r.generated_tokens_per_s;
+  rollout["gpu_busy_fraction"] = r.gpu_busy_fraction;
+  rollout["compute_utilization"] = r.compute_utilization;
+  rollout["kv_token_usage_mean"] = r.kv_token_usage_mean;
+  rollout["kv_token_usage_peak"] = r.kv_token_usage_peak;
+  rollout["kv_occupancy_mean"] = r.kv_occupancy_mean;
+  rollout["kv_occupancy_peak"] = r.kv_occupancy_peak;
+  rollout["waiting_requests_mean"] = r.waiting_requests_mean;
+  rollout["waiting_requests_peak"] = r.waiting_requests_peak;
+  return rollout;
+}
+
+// Each sample of the arm's KV usage: [time s, used, evictable, capacity, waiting requests].
+boost::json::array KvUsageJson(const std::vector<KvUsageSample>& samples) {
+  boost::json::array usage;
+  usage.reserve(samples.size());
+  for (const KvUsageSample& s : samples) {
+    usage.push_back(boost::json::array{s.time.seconds(), s.used_tokens, s.evictable_tokens,
+                                       s.capacity_tokens, s.waiting_requests});
+  }
+  return usage;
+}
+
+boost::json::object ArmJson(const ArmResult& a, boost::json::object delta) {
+  boost::json::object o;
+  AddCacheJson(a, o);
+  AddTimingJson(a, o);
+  AddCounterJson(a, o);
   boost::json::object series;
   for (const auto& [name, value] : a.agentic_kv) series.emplace(name, value);
   o["agentic_kv"] = std::move(series);
   o["delta_vs_baseline"] = std::move(delta);
-  boost::json::array usage;
-  usage.reserve(a.kv_usage.size());
-  for (const KvUsageSample& s : a.kv_usage) {
-    usage.push_back(boost::json::array{s.time.seconds(), s.used_tokens, s.evictable_tokens,
-                                       s.capacity_tokens, s.waiting_requests});
-  }
-  o["kv_usage"] = std::move(usage);
-  if (a.rollout.has_value()) {
-    // The RL rollout block (replay_result.h RolloutMetrics), present only for a rollout.
-    const sim::RolloutMetrics& r = *a.rollout;
-    boost::json::object rollout;
-    rollout["steps"] = r.steps;
-    rollout["trajectories"] = r.trajectories;
-    rollout["step_makespan_mean_s"] = r.step_makespan_mean_s;
-    rollout["step_makespan_max_s"] = r.step_makespan_max_s;
-    rollout["trajectories_per_s"] = r.trajectories_per_s;
-    rollout["generated_tokens_per_s"] = r.generated_tokens_per_s;
-    rollout["gpu_busy_fraction"] = r.gpu_busy_fraction;
-    rollout["compute_utilization"] = r.compute_utilization;
-    rollout["kv_token_usage_mean"] = r.kv_token_usage_mean;
-    rollout["kv_token_usage_peak"] = r.kv_token_usage_peak;
-    rollout["kv_occupancy_mean"] = r.kv_occupancy_mean;
-    rollout["kv_occupancy_peak"] = r.kv_occupancy_peak;
-    rollout["waiting_requests_mean"] = r.waiting_requests_mean;
-    rollout["waiting_requests_peak"] = r.waiting_requests_peak;
-    o["rollout"] = std::move(rollout);
-  }
+  o["kv_usage"] = KvUsageJson(a.kv_usage);
+  if (a.rollout.has_value()) o["rollout"] = RolloutJson(*a.rollout);
   boost::json::array times;
   times.reserve(a.session_times_s.size());
   for (const double t : a.session_times_s) times.push_back(t);

@@ -54,7 +54,7 @@ void BM_EndAgentAdmitsTheNextProgram(benchmark::State& state) {
     live.pop_front();
     ws.Finish(
         done + ":0",
-        RequestEnd{.context_tokens = kTokensPerProgram, .next_pause = kv::PauseKind::kSessionEnd},
+        RequestEnd{.context_tokens = kTokensPerProgram, .next_pause = PauseKind::kSessionEnd},
         now);
     ws.EndAgent(done, now);
     for (const WorkingSetDecision& d : ws.TakeResolved()) {

@@ -1,114 +1,32 @@
 // Tests of GatewayFlow: attempt rids, admission verdicts and leases, dispatch identity, the
 // close protocol (cancel, abort, drain, close, answer), the drain timeout, client departures,
-// idle sessions and the session cap, retained sessions, both key types, a randomized
-// model-based run that checks every emitted action against a small reference of what the flow
-// may do, and one that compares sessions, retention and the cap with a reference model.
+// idle sessions and the session cap, retained sessions, both key types and the history admission
+// v2 reads. Parent returns: gateway_flow_parent_return_test.cc; the randomized model-based
+// runs: gateway_flow_model_test.cc.
 #include "agentkv/control/gateway_flow.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <map>
 #include <optional>
-#include <random>
-#include <set>
 #include <string>
-#include <utility>
-#include <variant>
 #include <vector>
+
+#include "gateway_flow_test_support.h"
 
 namespace agentkv::control {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
-
-TimeNs At(double seconds) { return TimeNs::Seconds(seconds); }
-
-// Renders an action as one short line so a scenario compares whole outboxes at once.
-template <typename Key>
-std::string Describe(const FlowAction<Key>& action) {
-  const auto name = [](const Key& key) {
-    if constexpr (std::is_same_v<Key, std::string>) {
-      return key;
-    } else {
-      return std::to_string(key.value());
-    }
-  };
-  if (const auto* a = std::get_if<CancelAttempt>(&action)) {
-    return std::string(a->awaiting_admission ? "cancel-admission " : "cancel ") + a->rid;
-  }
-  if (const auto* a = std::get_if<AbortOnEveryEngine>(&action)) return "abort " + a->rid;
-  if (const auto* a = std::get_if<CutUpstream>(&action)) return "cut " + a->rid;
-  if (const auto* a = std::get_if<ReturnLease>(&action)) return "return " + a->lease_id;
-  if (const auto* a = std::get_if<CloseOnEveryEngine<Key>>(&action))
-    return "close " + name(a->session);
-  const auto& answer = std::get<AnswerClose<Key>>(action);
-  return "answer " + std::to_string(answer.request) + " " + name(answer.outcome.session) +
-         (answer.outcome.closed ? " closed" : " failed") +
-         " aborted=" + std::to_string(answer.outcome.aborted);
-}
-
-AdmissionDecision Admit(const std::string& rid) {
-  AdmissionDecision d;
-  d.action = AdmissionAction::kAdmit;
-  d.reason = AdmissionReason::kCapacityAvailable;
-  d.ticket = rid;
-  d.lease_id = "lease-" + rid;
-  return d;
-}
-
-AdmissionDecision BypassOf(const std::string& rid, AdmissionReason reason) {
-  AdmissionDecision d;
-  d.action = AdmissionAction::kBypass;
-  d.reason = reason;
-  d.ticket = rid;
-  return d;
-}
-
-class GatewayFlowTest : public ::testing::Test {
- protected:
-  void Make(bool lifecycle = true, int64_t max_sessions = 100'000) {
-    GatewayFlowOptions options;
-    options.lifecycle = lifecycle;
-    options.idle_timeout = At(60);
-    options.drain_timeout = At(5);
-    options.max_sessions = max_sessions;
-    flow_.emplace(options);
-  }
-  GatewayFlow<std::string>& flow() { return *flow_; }
-
-  std::string Begin(const std::optional<std::string>& session, const std::string& request,
-                    bool admission = false, bool streamed = false) {
-    StatusOr<std::string> rid = flow().BeginAttempt(session, request, {admission, streamed}, now_);
-    EXPECT_TRUE(rid.ok()) << rid.status();
-    flow().CheckInvariants();
-    return rid.ok() ? *rid : "";
-  }
-  void Dispatch(const std::string& rid) {
-    StatusOr<DispatchIdentity<std::string>> identity = flow().Dispatch(rid);
-    EXPECT_TRUE(identity.ok()) << identity.status();
-    flow().CheckInvariants();
-  }
-  void Finish(const std::string& rid) {
-    flow().Finish(rid, now_);
-    flow().CheckInvariants();
-  }
-  void Close(const std::string& session, uint64_t request) {
-    flow().Close(session, TerminalReason::kFinished, request, now_);
-    flow().CheckInvariants();
-  }
-  std::vector<std::string> Actions() {
-    std::vector<std::string> out;
-    for (const auto& action : flow().TakeActions()) out.push_back(Describe<std::string>(action));
-    return out;
-  }
-
-  std::optional<GatewayFlow<std::string>> flow_;
-  TimeNs now_ = At(1000);
-};
+using testing_support::Admit;
+using testing_support::At;
+using testing_support::BypassOf;
+using testing_support::Describe;
+using testing_support::GatewayFlowTest;
+using testing_support::Retain;
+using testing_support::Spec;
 
 TEST_F(GatewayFlowTest, RidsAreUniquePerLiveAttemptAndNeverReusedWithinASession) {
   Make();
@@ -348,8 +266,6 @@ TEST_F(GatewayFlowTest, IdleSessionsEndAndTheCapEvictsTheLongestIdle) {
   flow().CheckInvariants();
 }
 
-AttemptSpec Retain(std::optional<bool> retain) { return AttemptSpec{.retain = retain}; }
-
 // A retained session (a partial rollout kept across steps) outlives the idle timeout and is
 // never the session the cap ends; a plain one beside it is ended by both.
 TEST_F(GatewayFlowTest, ARetainedSessionOutlivesTheIdleTimeoutAndIsNeverEvicted) {
@@ -461,144 +377,6 @@ TEST_F(GatewayFlowTest, RetentionPastItsBoundIsRefusedAndChangesNothing) {
   EXPECT_EQ(options.Validate().code(), StatusCode::kInvalidArgument);
 }
 
-// Random begins (with and without a retention mark), finishes, closes and sweeps, compared
-// after every event with a small reference model of the sessions: which are active, draining
-// or ended, which are retained, which one the cap evicts (the longest-idle unretained one,
-// ties by key), which newcomers and marks are refused, and when the next idle sweep is due.
-TEST(GatewayFlowRetentionModelTest, SessionsRetentionAndTheCapFollowTheReference) {
-  for (uint32_t seed = 1; seed <= 40; ++seed) {
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    std::mt19937 rng(seed);
-    GatewayFlowOptions options;
-    options.lifecycle = false;  // Ended sessions end at once: the reference stays small.
-    options.idle_timeout = At(20);
-    options.drain_timeout = At(1e6);
-    options.max_sessions = 1 + static_cast<int64_t>(seed % 4);
-    options.max_retained_sessions = std::min<int64_t>(seed % 3, options.max_sessions);
-    options.max_closed_sessions = 3;
-    GatewayFlow<std::string> flow(options);
-
-    struct Ref {
-      bool draining = false;
-      bool retained = false;
-      std::set<std::string> live;
-      TimeNs last_activity;
-    };
-    std::map<std::string, Ref> ref;  // Sessions not ended.
-    std::map<std::string, std::string> session_of;
-    int64_t evicted = 0;
-    int64_t refused = 0;
-    int64_t retain_refused = 0;
-    TimeNs now = At(0);
-    const std::vector<std::string> keys = {"s0", "s1", "s2", "s3", "s4", "s5"};
-    const auto active = [&] {
-      return std::count_if(ref.begin(), ref.end(),
-                           [](const auto& e) { return !e.second.draining; });
-    };
-    const auto retained = [&] {
-      return std::count_if(ref.begin(), ref.end(), [](const auto& e) { return e.second.retained; });
-    };
-    // The idle unretained active session with the oldest last activity (ties by key).
-    const auto oldest_idle = [&]() -> std::optional<std::string> {
-      std::optional<std::string> oldest;
-      for (const auto& [key, s] : ref) {
-        if (s.draining || s.retained || !s.live.empty()) continue;
-        if (!oldest.has_value() || s.last_activity < ref.at(*oldest).last_activity) oldest = key;
-      }
-      return oldest;
-    };
-    // Ends a session that is not retained (the caller cleared the mark).
-    const auto terminate = [&](const std::string& key) {
-      Ref& s = ref.at(key);
-      s.retained = false;
-      s.draining = true;
-      if (s.live.empty()) ref.erase(key);
-    };
-
-    for (int step = 0; step < 500; ++step) {
-      now = now + TimeNs::Millis(std::uniform_int_distribution<int>(0, 3000)(rng));
-      const std::string key = keys[rng() % keys.size()];
-      const int op = std::uniform_int_distribution<int>(0, 9)(rng);
-      if (op <= 4) {
-        std::optional<bool> retain;
-        if (const auto r = rng() % 3; r < 2) retain = r == 0;
-        StatusOr<std::string> rid =
-            flow.BeginAttempt(key, "q" + std::to_string(step), Retain(retain), now);
-        const bool opens = !ref.contains(key);
-        if (!opens && ref.at(key).draining) {
-          ASSERT_EQ(rid.status().code(), StatusCode::kFailedPrecondition);
-        } else if (retain.value_or(false) && (opens || !ref.at(key).retained) &&
-                   retained() >= options.RetainedSessionBound()) {
-          ASSERT_EQ(rid.status().code(), StatusCode::kResourceExhausted) << rid.status();
-          ++retain_refused;
-        } else if (opens && active() >= options.max_sessions && !oldest_idle().has_value()) {
-          ASSERT_EQ(rid.status().code(), StatusCode::kUnavailable) << rid.status();
-          ++refused;
-        } else {
-          ASSERT_TRUE(rid.ok()) << rid.status();
-          if (opens && active() >= options.max_sessions) {
-            terminate(*oldest_idle());
-            ++evicted;
-          }
-          Ref& s = ref[key];
-          s.live.insert(*rid);
-          s.last_activity = now;
-          if (retain.has_value()) s.retained = *retain;
-          session_of[*rid] = key;
-          ASSERT_TRUE(flow.Dispatch(*rid).ok());
-        }
-      } else if (op <= 6) {
-        if (session_of.empty()) continue;
-        auto it = session_of.begin();
-        std::advance(it, static_cast<long>(rng() % session_of.size()));
-        const auto [rid, owner] = *it;
-        session_of.erase(it);
-        flow.Finish(rid, now);
-        Ref& s = ref.at(owner);
-        s.live.erase(rid);
-        s.last_activity = now;
-        if (s.draining && s.live.empty()) ref.erase(owner);
-      } else if (op == 7) {
-        flow.Close(key, TerminalReason::kFinished, static_cast<uint64_t>(step) + 1, now);
-        if (ref.contains(key) && !ref.at(key).draining) terminate(key);
-      } else {
-        flow.Sweep(now);
-        std::vector<std::string> idle;
-        for (const auto& [k, s] : ref) {
-          if (!s.draining && !s.retained && s.live.empty() && now - s.last_activity >= At(20)) {
-            idle.push_back(k);
-          }
-        }
-        for (const std::string& k : idle) terminate(k);
-      }
-      (void)flow.TakeActions();
-      flow.CheckInvariants();
-      for (const std::string& k : keys) {
-        SCOPED_TRACE("step " + std::to_string(step) + " session " + k);
-        const StatusOr<SessionPhase> phase = flow.phase(k);
-        if (!ref.contains(k)) {
-          EXPECT_TRUE(!phase.ok() || *phase == SessionPhase::kTerminal);
-        } else {
-          ASSERT_TRUE(phase.ok());
-          EXPECT_EQ(*phase, ref.at(k).draining ? SessionPhase::kDraining : SessionPhase::kActive);
-        }
-        EXPECT_EQ(flow.retained(k), ref.contains(k) && ref.at(k).retained);
-      }
-      ASSERT_EQ(flow.active_sessions(), active());
-      ASSERT_EQ(flow.retained_sessions(), retained());
-      ASSERT_LE(flow.retained_sessions(), options.RetainedSessionBound());
-      ASSERT_EQ(flow.live_attempts(), static_cast<int64_t>(session_of.size()));
-      ASSERT_EQ(flow.evicted(), evicted);
-      ASSERT_EQ(flow.refused(), refused);
-      ASSERT_EQ(flow.retain_refused(), retain_refused);
-      const std::optional<std::string> next = oldest_idle();
-      ASSERT_EQ(flow.NextIdleDeadline(),
-                next.has_value() ? std::optional<TimeNs>(ref.at(*next).last_activity + At(20))
-                                 : std::nullopt);
-    }
-  }
-}
-
 // A session that lives for many requests keeps bounded memory: ended rids beyond the bound are
 // forgotten oldest first, live ones never are, and a close still aborts every dispatched
 // attempt.
@@ -639,165 +417,17 @@ TEST(GatewayFlowSessionIdTest, TheSimulatorsTypedSessionIdsRunTheSameFlow) {
   flow.CheckInvariants();
 }
 
-// Drives the flow with random events and checks each outbox against a reference of what the
-// protocol allows: cancels only for undispatched attempts, aborts only for dispatched ones,
-// each lease returned exactly once at its attempt's finish, one close per ended incarnation
-// and only once nothing it waits for is in flight (or its drain deadline passed), and every
-// close request answered exactly once.
-TEST(GatewayFlowModelTest, RandomEventsKeepTheProtocol) {
-  for (uint32_t seed = 1; seed <= 30; ++seed) {
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    std::mt19937 rng(seed);
-    GatewayFlowOptions options;
-    options.lifecycle = seed % 3 != 0;
-    options.idle_timeout = At(seed % 2 == 0 ? 0 : 20);
-    options.drain_timeout = At(3);
-    options.max_sessions = 1 + static_cast<int64_t>(seed % 4);
-    options.max_closed_sessions = 2;
-    GatewayFlow<std::string> flow(options);
-
-    // Reference state.
-    struct RefAttempt {
-      std::optional<std::string> session;
-      bool dispatched = false;
-      bool admitting = false;
-      std::optional<std::string> lease;
-    };
-    std::map<std::string, RefAttempt> live;
-    std::set<std::string> leases_out;
-    std::set<uint64_t> unanswered;
-    std::set<std::string> closing;
-    TimeNs now = At(0);
-    uint64_t next_request = 1;
-    const std::vector<std::string> sessions = {"s0", "s1", "s2", "s3"};
-
-    const auto check_actions = [&] {
-      for (const auto& action : flow.TakeActions()) {
-        if (const auto* cancel = std::get_if<CancelAttempt>(&action)) {
-          ASSERT_TRUE(live.contains(cancel->rid)) << "cancel of a finished attempt";
-          EXPECT_FALSE(live[cancel->rid].dispatched) << "cancel of a dispatched attempt";
-          if (!cancel->awaiting_admission) continue;
-          EXPECT_TRUE(live[cancel->rid].admitting);
-        } else if (const auto* abort = std::get_if<AbortOnEveryEngine>(&action)) {
-          ASSERT_TRUE(live.contains(abort->rid));
-          EXPECT_TRUE(live[abort->rid].dispatched) << "abort of an undispatched attempt";
-        } else if (const auto* cut = std::get_if<CutUpstream>(&action)) {
-          ASSERT_TRUE(live.contains(cut->rid));
-          EXPECT_TRUE(live[cut->rid].dispatched);
-        } else if (const auto* lease = std::get_if<ReturnLease>(&action)) {
-          EXPECT_EQ(leases_out.erase(lease->lease_id), 1u) << "lease returned twice or never lent";
-        } else if (const auto* close = std::get_if<CloseOnEveryEngine<std::string>>(&action)) {
-          EXPECT_TRUE(options.lifecycle);
-          EXPECT_TRUE(closing.insert(close->session).second) << "second close of one incarnation";
-        } else {
-          const auto& answer = std::get<AnswerClose<std::string>>(action);
-          EXPECT_EQ(unanswered.erase(answer.request), 1u) << "close answered twice";
-        }
-      }
-    };
-
-    for (int step = 0; step < 400; ++step) {
-      now = now + TimeNs::Millis(std::uniform_int_distribution<int>(0, 1500)(rng));
-      const int op = std::uniform_int_distribution<int>(0, 9)(rng);
-      std::vector<std::string> rids;
-      for (const auto& [rid, a] : live) rids.push_back(rid);
-      const auto pick = [&]() -> std::string {
-        return rids[std::uniform_int_distribution<size_t>(0, rids.size() - 1)(rng)];
-      };
-      if (op <= 2 || rids.empty()) {
-        std::optional<std::string> session;
-        if (op != 0) session = sessions[rng() % sessions.size()];
-        const bool admission = rng() % 2 == 0;
-        AttemptSpec spec{.awaits_admission = admission, .streamed = rng() % 2 == 0};
-        // Retained sessions end only by a close: the drain and close rules hold for them too.
-        if (session.has_value() && rng() % 4 == 0) spec.retain = rng() % 2 == 0;
-        StatusOr<std::string> rid =
-            flow.BeginAttempt(session, "r" + std::to_string(rng() % 5), spec, now);
-        if (rid.ok()) live[*rid] = RefAttempt{session, false, admission, std::nullopt};
-      } else if (op == 3) {
-        const std::string rid = pick();
-        if (live[rid].admitting) {
-          AdmissionDecision d = rng() % 2 == 0 ? Admit(rid) : BypassOf(rid, AdmissionReason::kAged);
-          ASSERT_TRUE(flow.OnAdmission(rid, d).ok());
-          live[rid].admitting = false;
-          if (d.lease_id.has_value()) leases_out.insert(*d.lease_id);
-        }
-      } else if (op == 4) {
-        const std::string rid = pick();
-        if (flow.Dispatch(rid).ok()) {
-          EXPECT_FALSE(live[rid].admitting);
-          live[rid].dispatched = true;
-        }
-      } else if (op == 5) {
-        const std::string rid = pick();
-        flow.OnClientGone(rid);
-      } else if (op == 6 || op == 7) {
-        const std::string rid = pick();
-        check_actions();
-        flow.Finish(rid, now);
-        live.erase(rid);
-      } else if (op == 8) {
-        check_actions();
-        const uint64_t request = next_request++;
-        unanswered.insert(request);
-        flow.Close(sessions[rng() % sessions.size()], TerminalReason::kFinished, request, now);
-      } else {
-        flow.Sweep(now);
-      }
-      check_actions();
-      // Outstanding closes answer at random.
-      for (auto it = closing.begin(); it != closing.end();) {
-        if (rng() % 2 == 0) {
-          ASSERT_TRUE(flow.OnCloseOutcome(*it, rng() % 4 != 0).ok());
-          it = closing.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      check_actions();
-      flow.CheckInvariants();
-      // Every attempt still counted in a drain is dispatched and live.
-      EXPECT_EQ(flow.live_attempts(), static_cast<int64_t>(live.size()));
-    }
-    // Wind down: every attempt answers, every drain and close completes.
-    for (const auto& [rid, a] : live) {
-      if (a.admitting) {
-        ASSERT_TRUE(flow.OnAdmission(rid, BypassOf(rid, AdmissionReason::kCancelled)).ok());
-      }
-    }
-    check_actions();
-    std::vector<std::string> rids;
-    for (const auto& [rid, a] : live) rids.push_back(rid);
-    for (const std::string& rid : rids) {
-      check_actions();
-      flow.Finish(rid, now);
-      live.erase(rid);
-    }
-    check_actions();
-    for (const std::string& s : closing) ASSERT_TRUE(flow.OnCloseOutcome(s, true).ok());
-    closing.clear();
-    check_actions();
-    flow.CheckInvariants();
-    EXPECT_TRUE(leases_out.empty()) << leases_out.size() << " leases never returned";
-    EXPECT_TRUE(unanswered.empty()) << unanswered.size() << " close requests never answered";
-    EXPECT_EQ(flow.terminating_sessions(), 0);
-    EXPECT_EQ(flow.live_attempts(), 0);
-  }
-}
-
 TEST_F(GatewayFlowTest, HistoryHoldsTheLastDispatchedPromptOfTheIncarnation) {
   Make();
   EXPECT_EQ(flow().History("s"), SessionHistory{});
-  StatusOr<std::string> first =
-      flow().BeginAttempt("s", "r1", AttemptSpec{.prompt_tokens = 1000}, now_);
+  StatusOr<std::string> first = flow().BeginAttempt("s", "r1", Spec{.prompt_tokens = 1000}, now_);
   ASSERT_TRUE(first.ok());
   // Begun, not dispatched: the session holds nothing yet.
   EXPECT_EQ(flow().History("s"), SessionHistory{});
   Dispatch(*first);
   EXPECT_EQ(flow().History("s"), (SessionHistory{true, 1000}));
   Finish(*first);
-  StatusOr<std::string> second =
-      flow().BeginAttempt("s", "r2", AttemptSpec{.prompt_tokens = 1500}, now_);
+  StatusOr<std::string> second = flow().BeginAttempt("s", "r2", Spec{.prompt_tokens = 1500}, now_);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(flow().History("s"), (SessionHistory{true, 1000}));
   Dispatch(*second);

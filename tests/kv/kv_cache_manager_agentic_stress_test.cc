@@ -114,6 +114,9 @@ class AgenticReference {
 
 class AgenticStressTest : public ::testing::TestWithParam<uint64_t> {};
 
+// Long: one randomized model test's loop: each iteration draws an operation and checks the
+// cache against the reference model right after it, reading and updating the state the loop
+// shares (open conversations, their chains, the step); split, every part would take it all.
 void RunStress(uint64_t seed, int ops) {
   SCOPED_TRACE("seed " + std::to_string(seed) +
                " (replay with AGENTKV_AGENTIC_SEED=" + std::to_string(seed) + ")");

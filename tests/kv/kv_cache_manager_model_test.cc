@@ -341,6 +341,8 @@ struct Sequence {
 
 class ModelTest : public ::testing::TestWithParam<uint64_t> {};
 
+// Long: one randomized model test's loop: each iteration draws an operation, applies it to the
+// cache and to the reference model, and compares them; the operations share the loop's state.
 void RunModel(uint64_t seed, int ops) {
   SCOPED_TRACE("seed " + std::to_string(seed) +
                " (rerun: AGENTKV_MODEL_SEED=" + std::to_string(seed) + ")");

@@ -1,8 +1,9 @@
 // Scenario tests of SubagentDemotion (subagent_demotion.h), driven through KvCacheManager:
 // finished-sub-agent demotion (TensorRT-LLM PR #22182, seed
 // 002): CommittedRetentionHandle planning and applying, demotion when the parent returns,
-// rank determinism, option validation, and scenarios 25-34 of the peer engines' porting list
-// (scenario 35, random interleavings, is kv_cache_manager_agentic_stress_test.cc).
+// option validation, and scenarios 25-34 of the peer engines' porting list (scenario 31's rank
+// determinism is subagent_demotion_rank_test.cc; scenario 35, random interleavings, is
+// kv_cache_manager_agentic_stress_test.cc).
 #include "agentkv/kv/subagent_demotion.h"
 
 #include <gmock/gmock.h>
@@ -26,6 +27,7 @@
 #include "agentkv/kv/kv_cache_manager.h"
 #include "block_cache_harness.h"
 #include "kv_cache_manager_fixture.h"
+#include "subagent_demotion_fixture.h"
 
 namespace agentkv::kv {
 namespace {
@@ -41,61 +43,9 @@ using testing_internal::RequestOptionsBuilder;
 using testing_internal::Tokens;
 using testing_internal::WholePrompt;
 
-constexpr int64_t kParent = 1;
-constexpr int64_t kChild = 2;
-constexpr Priority kDemoted = 1;
-
-class KvCacheSubagentTest : public KvCacheManagerTest {
- protected:
-  // per_conversation with finished_subagent_priority `demote` (unset: off) and the default
-  // idle bound (32 steps).
-  static KvCacheOptions AgenticOptions(int64_t device_blocks, int64_t host_blocks,
-                                       std::optional<Priority> demote = kDemoted) {
-    KvCacheOptions o = Options(device_blocks, host_blocks);
-    o.block_reuse_policy = BlockReusePolicy::kPerConversation;
-    o.finished_subagent_priority = demote;
-    return o;
-  }
-
-  // One whole turn of `conversation`, optionally with a parent hint.
-  PrefixMatch Turn(int64_t id, int64_t conversation, const std::vector<BlockKey>& keys,
-                   int64_t tokens, std::optional<int64_t> parent = std::nullopt,
-                   bool authenticated = true) {
-    RequestOptionsBuilder options = Opts().Conversation(conversation);
-    if (parent.has_value()) options.Parent(*parent, authenticated);
-    return RunRequestWith(id, keys, tokens, options);
-  }
-
-  // The parent computes p0 p1; the child reuses them and computes c2 c3 (ending at the
-  // current step); the parent's next turn is p0 p1 q2.
-  void ParentAndChild() {
-    Turn(1, kParent, p_, 8);
-    EXPECT_EQ(Turn(2, kChild, c_, 16, kParent), Matched(2, 0));
-  }
-  // The parent's next turn (request `id`), which demotes its finished children.
-  void ParentReturns(int64_t id) { Turn(id, kParent, q_, 12); }
-
-  // A request of no conversation that holds `tokens` tokens without committing.
-  void Fill(int64_t id, int64_t tokens) {
-    Admit(id, {}, 0);
-    Reserve(id, tokens);
-  }
-
-  CommittedRetentionHandle Plan(int64_t conversation) {
-    return cache().PlanCommittedRetention(ConversationId(conversation));
-  }
-
-  const std::vector<int32_t> prefix_ = Tokens(100, 8);
-  const std::vector<BlockKey> p_ = Chain(prefix_);
-  const std::vector<BlockKey> c_ = Chain(Concat(prefix_, Tokens(200, 8)));
-  const std::vector<BlockKey> q_ = Chain(Concat(prefix_, Tokens(300, 4)));
-
-  // The keys of `tokens` under the fixture's hash seed (Keys() needs a built cache; members
-  // are initialized before Build).
-  static std::vector<BlockKey> Chain(const std::vector<int32_t>& tokens) {
-    return BlockKeyHasher(Options(0, 0).hash_seed).KeysFromTokens(tokens, kTokensPerBlock);
-  }
-};
+using testing_internal::kChild;
+using testing_internal::kDemoted;
+using testing_internal::kParent;
 
 // ---- CommittedRetentionHandle -------------------------------------------------------------
 
@@ -625,200 +575,6 @@ TEST_F(KvCacheSubagentTest, FinishedSubagentPriorityRequiresPerConversation) {
   o.finished_subagent_priority.reset();
   o.block_reuse_policy = BlockReusePolicy::kDefault;
   EXPECT_TRUE(KvCacheManager::Create(o).ok());
-}
-
-// ---- Rank determinism (scenario 31) --------------------------------------------------------
-
-// One event with its key replaced by a name both ranks agree on.
-using CanonicalEvent = std::tuple<KvEventKind, Tier, int64_t, std::string>;
-
-TEST_F(KvCacheSubagentTest, FinishedSubagentDemotionIsRankDeterministic) {
-  // Named sequences; a block is named (first sequence listing it, index).
-  const std::vector<int32_t> b = Concat(prefix_, Tokens(400, 4));
-  const std::vector<std::pair<std::string, std::vector<int32_t>>> seqs = {
-      {"parent", prefix_},
-      {"parent2", Concat(prefix_, Tokens(300, 4))},
-      {"parent3", Concat(Concat(prefix_, Tokens(300, 4)), Tokens(310, 8))},
-      {"child_a", Concat(prefix_, Tokens(200, 12))},
-      {"child_a2", Concat(prefix_, Tokens(200, 16))},
-      {"child_b", Concat(b, Tokens(410, 4))},
-      {"grandchild", Concat(b, Tokens(450, 8))},
-      {"child_c", Tokens(500, 12)},
-      {"other", Tokens(600, 16)},
-  };
-  KvCacheOptions o = AgenticOptions(12, 6, 20);
-  o.finished_subagent_min_idle_iterations = 4;
-  o.max_num_turns = 2;
-  o.session_close_mode = SessionCloseMode::kRelease;
-  o.event_log_capacity = 4096;
-
-  struct Rank {
-    std::optional<KvCacheManager> cache;
-    std::unordered_map<uint64_t, std::string> names;
-  };
-  const auto check = [](KvCacheManager& c) {
-    const Status s = c.CheckInvariants();
-    ASSERT_TRUE(s.ok()) << s;
-  };
-  const auto keys_of = [&](KvCacheManager& c, const std::string& name) {
-    for (const auto& [n, tokens] : seqs) {
-      if (n == name) return c.hasher().KeysFromTokens(tokens, kTokensPerBlock);
-    }
-    ADD_FAILURE() << "no sequence " << name;
-    return std::vector<BlockKey>{};
-  };
-  const auto turn = [&](KvCacheManager& c, int64_t id, const std::string& name,
-                        RequestOptions options) {
-    const std::vector<BlockKey> keys = keys_of(c, name);
-    const int64_t tokens = kTokensPerBlock * static_cast<int64_t>(keys.size());
-    options.prompt_tokens = tokens;
-    const StatusOr<PrefixMatch> m = c.AddRequest(RequestId(id), keys, options);
-    ASSERT_TRUE(m.ok()) << m.status();
-    ASSERT_TRUE(c.Reserve(RequestId(id), tokens).ok());
-    ASSERT_TRUE(
-        c.Commit(RequestId(id), std::span<const BlockKey>(keys).subspan(m->total_blocks())).ok());
-    ASSERT_TRUE(c.Release(RequestId(id)).ok());
-    check(c);
-  };
-  const auto fill = [&](KvCacheManager& c, int64_t id, int64_t tokens) {
-    ASSERT_TRUE(c.AddRequest(RequestId(id), {}).ok());
-    ASSERT_TRUE(c.Reserve(RequestId(id), tokens).ok());
-    ASSERT_TRUE(c.Release(RequestId(id)).ok());
-    check(c);
-  };
-  const auto steps = [&](KvCacheManager& c, int n) {
-    for (int i = 0; i < n; ++i) c.Step();
-    check(c);
-  };
-  // Every named block's tier and priority, in name order: the decisions themselves.
-  const auto snapshot = [&](KvCacheManager& c, std::vector<std::string>& out) {
-    for (const auto& [name, tokens] : seqs) {
-      const std::vector<BlockKey> keys = keys_of(c, name);
-      for (size_t i = 0; i < keys.size(); ++i) {
-        std::string entry = name + "#" + std::to_string(i);
-        if (const std::optional<Tier> tier = c.FindTier(keys[i])) {
-          entry += *tier == Tier::kDevice ? " device " : " host ";
-          entry += std::to_string(*c.GetPriority(keys[i]));
-        }
-        out.push_back(entry);
-      }
-    }
-  };
-  // The same calls on both ranks.
-  const auto run = [&](KvCacheManager& c, std::vector<std::string>& snaps) {
-    turn(c, 1, "parent", Opts().Conversation(1).Session(1));
-    turn(c, 2, "child_a", Opts().Conversation(2).Parent(1).Session(2));
-    // child_b and child_c run concurrently and finish in the opposite order they arrived in.
-    const std::vector<BlockKey> kb = keys_of(c, "child_b"), kc = keys_of(c, "child_c");
-    ASSERT_TRUE(c.AddRequest(RequestId(3), kb, Opts().Prompt(16).Conversation(3).Parent(1)).ok());
-    ASSERT_TRUE(c.AddRequest(RequestId(4), kc, Opts().Prompt(12).Conversation(4).Parent(1)).ok());
-    ASSERT_TRUE(c.Reserve(RequestId(4), 12).ok());
-    ASSERT_TRUE(c.Reserve(RequestId(3), 16).ok());
-    ASSERT_TRUE(c.Commit(RequestId(4), kc).ok());
-    ASSERT_TRUE(c.Commit(RequestId(3), std::span<const BlockKey>(kb).subspan(2)).ok());
-    ASSERT_TRUE(c.Release(RequestId(4)).ok());
-    ASSERT_TRUE(c.Release(RequestId(3)).ok());
-    check(c);
-    turn(c, 5, "grandchild", Opts().Conversation(5).Parent(3));
-    steps(c, 4);
-    turn(c, 6, "parent2", Opts().Conversation(1).Session(1));  // demotes a, b, c
-    snapshot(c, snaps);
-    turn(c, 7, "other", Opts().Retention(WholePrompt(50, 3)));
-    fill(c, 8, 28);                // evictions: drops of demoted blocks, offloads of the rest
-    steps(c, 3);                   // other's retention expires
-    turn(c, 14, "other", Opts());  // onboards it from the host
-    snapshot(c, snaps);
-    turn(c, 9, "child_a2", Opts().Conversation(2).Session(2));  // restores child a, onboards
-    ASSERT_GE(c.CloseSession(SessionId(2)), 0);
-    turn(c, 10, "parent3", Opts().Conversation(1));
-    steps(c, 5);
-    turn(c, 11, "parent", Opts().Conversation(1));  // demotes child a again
-    snapshot(c, snaps);
-    fill(c, 12, 40);
-    ASSERT_GE(c.CloseSession(SessionId(1)), 0);
-    turn(c, 13, "other", Opts());
-    snapshot(c, snaps);
-  };
-
-  Rank ranks[2];
-  const uint64_t seeds[2] = {1, 0xDEADBEEFCAFEF00DULL};
-  for (int r = 0; r < 2; ++r) {
-    o.hash_seed = seeds[r];
-    StatusOr<KvCacheManager> created = KvCacheManager::Create(o);
-    ASSERT_TRUE(created.ok()) << created.status();
-    ranks[r].cache.emplace(std::move(created).value());
-    for (const auto& [name, tokens] : seqs) {
-      const std::vector<BlockKey> keys =
-          ranks[r].cache->hasher().KeysFromTokens(tokens, kTokensPerBlock);
-      for (size_t i = 0; i < keys.size(); ++i) {
-        ranks[r].names.try_emplace(keys[i].value(), name + "#" + std::to_string(i));
-      }
-    }
-  }
-  // Different allocation histories of unrelated blocks, leaving nothing cached.
-  {
-    KvCacheManager& c = *ranks[0].cache;
-    ASSERT_TRUE(c.AddRequest(RequestId(1000), {}).ok());
-    ASSERT_TRUE(c.Reserve(RequestId(1000), 20).ok());
-    ASSERT_TRUE(c.AddRequest(RequestId(1001), {}).ok());
-    ASSERT_TRUE(c.Reserve(RequestId(1001), 12).ok());
-    ASSERT_TRUE(c.Release(RequestId(1000)).ok());
-    ASSERT_TRUE(c.Release(RequestId(1001)).ok());
-  }
-  {
-    KvCacheManager& c = *ranks[1].cache;
-    const std::vector<BlockKey> junk = c.hasher().KeysFromTokens(Tokens(7000, 12), kTokensPerBlock);
-    ASSERT_TRUE(c.AddRequest(RequestId(1000), junk).ok());
-    ASSERT_TRUE(c.Reserve(RequestId(1000), 14).ok());
-    ASSERT_TRUE(c.Commit(RequestId(1000), junk).ok());
-    ASSERT_TRUE(c.AddRequest(RequestId(1001), {}).ok());
-    ASSERT_TRUE(c.Reserve(RequestId(1001), 8).ok());
-    ASSERT_TRUE(c.Release(RequestId(1000)).ok());
-    for (const BlockKey k : junk) ASSERT_TRUE(c.SetPriority(k, 0).ok());
-    ASSERT_TRUE(c.AddRequest(RequestId(1002), {}).ok());
-    ASSERT_TRUE(c.Reserve(RequestId(1002), 4 * 10).ok());  // drops the junk
-    ASSERT_TRUE(c.Release(RequestId(1002)).ok());
-    ASSERT_TRUE(c.Release(RequestId(1001)).ok());
-  }
-  std::vector<CanonicalEvent> logs[2];
-  std::vector<KvEvent> raw[2];
-  std::vector<std::string> snaps[2];
-  for (int r = 0; r < 2; ++r) {
-    KvCacheManager& c = *ranks[r].cache;
-    check(c);
-    ASSERT_EQ(c.stats().device.cached + c.stats().host.cached, 0);
-    c.TakeEvents();
-    run(c, snaps[r]);
-    ASSERT_FALSE(HasFatalFailure());
-    ASSERT_EQ(c.dropped_events(), 0);
-    raw[r] = c.TakeEvents();
-    for (const KvEvent& e : raw[r]) {
-      auto it = ranks[r].names.find(e.key.value());
-      ASSERT_NE(it, ranks[r].names.end()) << "unnamed block " << e.key;
-      logs[r].emplace_back(e.kind, e.tier, e.step.value(), it->second);
-    }
-  }
-  EXPECT_EQ(logs[0], logs[1]);
-  EXPECT_EQ(snaps[0], snaps[1]);
-  ASSERT_FALSE(raw[0].empty());
-  EXPECT_NE(raw[0][0].key, raw[1][0].key);  // the seeds do differ
-
-  // The sequence exercises every decision a rank could get wrong.
-  std::set<KvEventKind> kinds;
-  for (const CanonicalEvent& e : logs[0]) kinds.insert(std::get<0>(e));
-  EXPECT_THAT(kinds, ::testing::IsSupersetOf({KvEventKind::kStored, KvEventKind::kDropped,
-                                              KvEventKind::kOffloaded, KvEventKind::kOnboarded,
-                                              KvEventKind::kReleased}));
-  const KvCacheStats s0 = ranks[0].cache->stats(), s1 = ranks[1].cache->stats();
-  EXPECT_EQ(s0.demoted_children, 4);
-  EXPECT_GT(s0.demoted_blocks, 0);
-  EXPECT_EQ(s0.restored_children, 1);
-  EXPECT_EQ(s0.demoted_blocks, s1.demoted_blocks);
-  EXPECT_EQ(s0.demoted_children, s1.demoted_children);
-  EXPECT_EQ(s0.retention_dropped_blocks, s1.retention_dropped_blocks);
-  EXPECT_EQ(s0.tokens_freed_by_close, s1.tokens_freed_by_close);
-  EXPECT_EQ(s0.device, s1.device);
-  EXPECT_EQ(s0.host, s1.host);
 }
 
 // ---- SubagentDemotion directly over ConversationRetention and a BlockCache ---------------

@@ -352,7 +352,7 @@ TEST(AgentDriverTest, CloseSessionsOnEndFreesSessionKv) {
     closed_used += closed->fleet->gauges(EngineId(e)).num_used_tokens +
                    closed->fleet->gauges(EngineId(e)).evictable_tokens;
     for (int64_t session : {1, 1001, 1002, 2}) {
-      const kv::KvCacheManager& cache = closed->fleet->engine(EngineId(e)).scheduler().cache();
+      const kv::KvCacheManager& cache = closed->fleet->engine(EngineId(e)).engine().cache();
       EXPECT_FALSE(cache.SessionOpen(SessionId(session))) << session;
     }
   }

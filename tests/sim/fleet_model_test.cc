@@ -130,7 +130,7 @@ TEST(FleetModelTest, CloseOnEveryEngineFreesTheSessionWhereItLived) {
   loop.RunUntilIdle();
   const int64_t cached = fleet->gauges(EngineId(0)).evictable_tokens;
   EXPECT_GT(cached, 0);
-  EXPECT_TRUE(fleet->engine(EngineId(0)).scheduler().cache().SessionOpen(SessionId(5)));
+  EXPECT_TRUE(fleet->engine(EngineId(0)).engine().cache().SessionOpen(SessionId(5)));
 
   const std::vector<int64_t> freed = fleet->CloseSessionOnEveryEngine(SessionId(5));
   ASSERT_EQ(freed.size(), 3u);
@@ -138,7 +138,7 @@ TEST(FleetModelTest, CloseOnEveryEngineFreesTheSessionWhereItLived) {
   EXPECT_EQ(freed[1], 0);
   EXPECT_EQ(freed[2], 0);
   EXPECT_EQ(fleet->gauges(EngineId(0)).evictable_tokens, 0);
-  EXPECT_FALSE(fleet->engine(EngineId(0)).scheduler().cache().SessionOpen(SessionId(5)));
+  EXPECT_FALSE(fleet->engine(EngineId(0)).engine().cache().SessionOpen(SessionId(5)));
   // Session 6 on engine 1 is untouched.
   EXPECT_GT(fleet->gauges(EngineId(1)).evictable_tokens, 0);
   // Idempotent.

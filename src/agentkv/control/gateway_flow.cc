@@ -14,6 +14,8 @@
 //  5. kClosing exists only with the lifecycle on. Counters: close <= closes emitted; 0 <=
 //     close_failure <= close.
 //  6. A session's ended rids number at most kMaxEndedAttemptsPerSession.
+//  7. Parents (parent_return): parents_ and parents_order_ hold the same keys, each once, at
+//     most max_sessions of them; none with parent_return off.
 #include "agentkv/control/gateway_flow.h"
 
 #include <algorithm>
@@ -53,6 +55,18 @@ Status GatewayFlowOptions::Validate() const {
 
 int64_t GatewayFlowOptions::RetainedSessionBound() const {
   return max_retained_sessions.value_or(max_sessions / 2);
+}
+
+std::string_view ParentReturnDeliveryName(ParentReturnDelivery delivery) {
+  switch (delivery) {
+    case ParentReturnDelivery::kOff:
+      return "off";
+    case ParentReturnDelivery::kOncePerReturn:
+      return "once-per-return";
+    case ParentReturnDelivery::kEveryAttempt:
+      return "every-attempt";
+  }
+  return "unknown";
 }
 
 std::string_view AttemptPhaseName(AttemptPhase phase) {
@@ -314,8 +328,8 @@ std::optional<TimeNs> GatewayFlow<Key>::NextIdleDeadline() const {
 
 template <typename Key>
 StatusOr<std::string> GatewayFlow<Key>::BeginAttempt(const std::optional<Key>& key,
-                                                     std::string_view request_id, AttemptSpec spec,
-                                                     TimeNs now) {
+                                                     std::string_view request_id,
+                                                     AttemptSpec<Key> spec, TimeNs now) {
   if (request_id.empty()) return InvalidArgumentError("empty request id");
   if (spec.retain.value_or(false) && !key.has_value()) {
     return InvalidArgumentError("only a request with a session can retain it");
@@ -332,6 +346,7 @@ StatusOr<std::string> GatewayFlow<Key>::BeginAttempt(const std::optional<Key>& k
       attempt.seq = next_seq_++;
       attempt.program_arrival = next_program_++;
       live_.emplace(rid, std::move(attempt));
+      NoteParentReturn(key, spec.parent);
       return rid;
     }
     return ResourceExhaustedError("too many live attempts of request " + std::string(request_id));
@@ -371,9 +386,33 @@ StatusOr<std::string> GatewayFlow<Key>::BeginAttempt(const std::optional<Key>& k
     live_.emplace(rid, std::move(attempt));
     if (spec.retain.has_value()) SetRetained(*key, session, *spec.retain);
     UpdateIdle(*key, session);
+    NoteParentReturn(key, spec.parent);
     return rid;
   }
   return ResourceExhaustedError("too many attempts of request " + std::string(request_id));
+}
+
+template <typename Key>
+void GatewayFlow<Key>::NoteParentReturn(const std::optional<Key>& session,
+                                        const std::optional<Key>& parent) {
+  if (options_.parent_return == ParentReturnDelivery::kOff) return;
+  if (parent.has_value()) {
+    // Named again: its return is due again.
+    auto [it, inserted] = parents_.try_emplace(*parent, true);
+    it->second = true;
+    if (inserted) {
+      parents_order_.push_back(*parent);
+      while (static_cast<int64_t>(parents_order_.size()) > options_.max_sessions) {
+        parents_.erase(parents_order_.front());
+        parents_order_.pop_front();
+      }
+    }
+  }
+  if (!session.has_value()) return;
+  auto it = parents_.find(*session);
+  if (it == parents_.end() || !it->second) return;
+  if (options_.parent_return == ParentReturnDelivery::kOncePerReturn) it->second = false;
+  outbox_.push_back(DeliverParentReturn<Key>{*session});
 }
 
 template <typename Key>
@@ -561,8 +600,16 @@ std::vector<std::string> GatewayFlow<Key>::live_rids() const {
 
 template <typename Key>
 void GatewayFlow<Key>::CheckInvariants() const {
-  std::map<Key, int64_t> live_of;
-  std::map<Key, int64_t> in_flight_of;
+  const AttemptCounts counts = CheckAttempts();
+  for (const auto& [key, session] : sessions_) CheckSession(key, session, counts);
+  CheckSessionTotals();
+  CheckParentReturns();
+}
+
+// Invariant 1, and the attempt side of 2 and 4.
+template <typename Key>
+typename GatewayFlow<Key>::AttemptCounts GatewayFlow<Key>::CheckAttempts() const {
+  AttemptCounts counts;
   for (const auto& [rid, attempt] : live_) {
     if (attempt.in_flight) {
       AGENTKV_CHECK(attempt.phase == AttemptPhase::kDispatched) << "rid " << rid;
@@ -571,77 +618,99 @@ void GatewayFlow<Key>::CheckInvariants() const {
       AGENTKV_CHECK(!attempt.in_flight && !attempt.cancelled) << "sessionless rid " << rid;
       continue;
     }
-    auto session = sessions_.find(*attempt.session);
-    AGENTKV_CHECK(session != sessions_.end()) << "rid " << rid << " of an unknown session";
-    auto indexed = session->second.live.find(attempt.seq);
-    AGENTKV_CHECK(indexed != session->second.live.end() && indexed->second == rid)
-        << "rid " << rid << " not indexed by its session";
-    AGENTKV_CHECK(session->second.used.contains(rid)) << "rid " << rid << " not marked used";
-    ++live_of[*attempt.session];
-    if (attempt.in_flight) ++in_flight_of[*attempt.session];
-    if (session->second.phase != SessionPhase::kActive && !attempt.cancelled) {
-      AGENTKV_CHECK(attempt.phase == AttemptPhase::kDispatched)
-          << "rid " << rid << " of a terminating session neither cancelled nor dispatched";
-    }
-    if (session->second.phase == SessionPhase::kActive) {
-      AGENTKV_CHECK(!attempt.cancelled) << "cancelled rid " << rid << " of an active session";
-    }
+    CheckAttemptOfSession(rid, attempt);
+    ++counts.live[*attempt.session];
+    if (attempt.in_flight) ++counts.in_flight[*attempt.session];
   }
+  return counts;
+}
+
+template <typename Key>
+void GatewayFlow<Key>::CheckAttemptOfSession(const std::string& rid, const Attempt& attempt) const {
+  auto session = sessions_.find(*attempt.session);
+  AGENTKV_CHECK(session != sessions_.end()) << "rid " << rid << " of an unknown session";
+  auto indexed = session->second.live.find(attempt.seq);
+  AGENTKV_CHECK(indexed != session->second.live.end() && indexed->second == rid)
+      << "rid " << rid << " not indexed by its session";
+  AGENTKV_CHECK(session->second.used.contains(rid)) << "rid " << rid << " not marked used";
+  if (session->second.phase != SessionPhase::kActive && !attempt.cancelled) {
+    AGENTKV_CHECK(attempt.phase == AttemptPhase::kDispatched)
+        << "rid " << rid << " of a terminating session neither cancelled nor dispatched";
+  }
+  if (session->second.phase == SessionPhase::kActive) {
+    AGENTKV_CHECK(!attempt.cancelled) << "cancelled rid " << rid << " of an active session";
+  }
+}
+
+// Invariants 2, 3 and 6 for one session; its indexes.
+template <typename Key>
+void GatewayFlow<Key>::CheckSession(const Key& key, const Session& session,
+                                    const AttemptCounts& counts) const {
+  const auto count = [&key](const std::map<Key, int64_t>& of) {
+    auto it = of.find(key);
+    return it == of.end() ? int64_t{0} : it->second;
+  };
+  AGENTKV_CHECK_EQ(static_cast<int64_t>(session.live.size()), count(counts.live))
+      << "session " << KeyName(key) << " live attempts";
+  AGENTKV_CHECK_EQ(session.in_flight, count(counts.in_flight)) << "session " << KeyName(key);
+  AGENTKV_CHECK_LE(static_cast<int64_t>(session.ended.size()), kMaxEndedAttemptsPerSession);
+  const bool is_active = session.phase == SessionPhase::kActive;
+  if (session.retained) {
+    AGENTKV_CHECK(is_active) << "retained session " << KeyName(key) << " is not active";
+  }
+  const bool is_idle = is_active && session.live.empty() && !session.retained;
+  AGENTKV_CHECK(is_idle == session.idle_since.has_value())
+      << "session " << KeyName(key) << " idle index";
+  if (is_idle) {
+    AGENTKV_CHECK(idle_.contains({*session.idle_since, key})) << "session " << KeyName(key);
+    AGENTKV_CHECK(*session.idle_since == session.last_activity) << "session " << KeyName(key);
+  }
+  if (session.phase == SessionPhase::kDraining) {
+    AGENTKV_CHECK(session.drain_deadline.has_value() &&
+                  draining_.contains({*session.drain_deadline, key}))
+        << "session " << KeyName(key) << " drain index";
+  }
+  CheckSessionPhase(key, session);
+}
+
+// Invariants 2 to 5: what each phase allows.
+template <typename Key>
+void GatewayFlow<Key>::CheckSessionPhase(const Key& key, const Session& session) const {
+  switch (session.phase) {
+    case SessionPhase::kActive:
+      AGENTKV_CHECK(!session.reason.has_value() && session.waiters.empty())
+          << "active session " << KeyName(key);
+      break;
+    case SessionPhase::kDraining:
+      AGENTKV_CHECK_LT(0, session.in_flight) << "draining session " << KeyName(key);
+      AGENTKV_CHECK(session.drain_deadline.has_value()) << "session " << KeyName(key);
+      break;
+    case SessionPhase::kClosing:
+      AGENTKV_CHECK(options_.lifecycle) << "closing session " << KeyName(key);
+      [[fallthrough]];
+    case SessionPhase::kTerminal:
+      AGENTKV_CHECK_EQ(session.in_flight, 0) << "ended session " << KeyName(key);
+      AGENTKV_CHECK(session.reason.has_value()) << "session " << KeyName(key);
+      break;
+  }
+  if (session.phase == SessionPhase::kTerminal) {
+    AGENTKV_CHECK(session.waiters.empty()) << "ended session " << KeyName(key) << " waiters";
+    AGENTKV_CHECK_NE(session.tombstone, uint64_t{0}) << "ended session " << KeyName(key);
+  }
+}
+
+// The counts and index sizes over every session (invariants 2, 3 and 5).
+template <typename Key>
+void GatewayFlow<Key>::CheckSessionTotals() const {
   int64_t active = 0;
   int64_t retained = 0;
   size_t idle = 0;
   size_t draining = 0;
   for (const auto& [key, session] : sessions_) {
-    // Captured by name: Clang 14 cannot capture a structured binding (C++20 allows it).
-    const auto count = [&session_key = key](const std::map<Key, int64_t>& of) {
-      auto it = of.find(session_key);
-      return it == of.end() ? int64_t{0} : it->second;
-    };
-    AGENTKV_CHECK_EQ(static_cast<int64_t>(session.live.size()), count(live_of))
-        << "session " << KeyName(key) << " live attempts";
-    AGENTKV_CHECK_EQ(session.in_flight, count(in_flight_of)) << "session " << KeyName(key);
-    AGENTKV_CHECK_LE(static_cast<int64_t>(session.ended.size()), kMaxEndedAttemptsPerSession);
-    const bool is_active = session.phase == SessionPhase::kActive;
-    if (is_active) ++active;
-    if (session.retained) {
-      AGENTKV_CHECK(is_active) << "retained session " << KeyName(key) << " is not active";
-      ++retained;
-    }
-    const bool is_idle = is_active && session.live.empty() && !session.retained;
-    AGENTKV_CHECK(is_idle == session.idle_since.has_value())
-        << "session " << KeyName(key) << " idle index";
-    if (is_idle) {
-      ++idle;
-      AGENTKV_CHECK(idle_.contains({*session.idle_since, key})) << "session " << KeyName(key);
-      AGENTKV_CHECK(*session.idle_since == session.last_activity) << "session " << KeyName(key);
-    }
-    if (session.phase == SessionPhase::kDraining) {
-      ++draining;
-      AGENTKV_CHECK(session.drain_deadline.has_value() &&
-                    draining_.contains({*session.drain_deadline, key}))
-          << "session " << KeyName(key) << " drain index";
-    }
-    switch (session.phase) {
-      case SessionPhase::kActive:
-        AGENTKV_CHECK(!session.reason.has_value() && session.waiters.empty())
-            << "active session " << KeyName(key);
-        break;
-      case SessionPhase::kDraining:
-        AGENTKV_CHECK_LT(0, session.in_flight) << "draining session " << KeyName(key);
-        AGENTKV_CHECK(session.drain_deadline.has_value()) << "session " << KeyName(key);
-        break;
-      case SessionPhase::kClosing:
-        AGENTKV_CHECK(options_.lifecycle) << "closing session " << KeyName(key);
-        [[fallthrough]];
-      case SessionPhase::kTerminal:
-        AGENTKV_CHECK_EQ(session.in_flight, 0) << "ended session " << KeyName(key);
-        AGENTKV_CHECK(session.reason.has_value()) << "session " << KeyName(key);
-        break;
-    }
-    if (session.phase == SessionPhase::kTerminal) {
-      AGENTKV_CHECK(session.waiters.empty()) << "ended session " << KeyName(key) << " waiters";
-      AGENTKV_CHECK_NE(session.tombstone, uint64_t{0}) << "ended session " << KeyName(key);
-    }
+    if (session.phase == SessionPhase::kActive) ++active;
+    if (session.retained) ++retained;
+    if (session.idle_since.has_value()) ++idle;
+    if (session.phase == SessionPhase::kDraining) ++draining;
   }
   AGENTKV_CHECK_EQ(active, active_) << "active session count";
   AGENTKV_CHECK_EQ(retained, retained_) << "retained session count";
@@ -650,6 +719,19 @@ void GatewayFlow<Key>::CheckInvariants() const {
   AGENTKV_CHECK_EQ(draining, draining_.size()) << "drain index size";
   AGENTKV_CHECK_GE(counters_.close_failure, 0);
   AGENTKV_CHECK_LE(counters_.close_failure, counters_.close);
+}
+
+// Invariant 7.
+template <typename Key>
+void GatewayFlow<Key>::CheckParentReturns() const {
+  if (options_.parent_return == ParentReturnDelivery::kOff) {
+    AGENTKV_CHECK(parents_.empty()) << "parents remembered with parent returns off";
+  }
+  AGENTKV_CHECK_EQ(parents_.size(), parents_order_.size()) << "parent index size";
+  AGENTKV_CHECK_LE(static_cast<int64_t>(parents_.size()), options_.max_sessions);
+  for (const Key& parent : parents_order_) {
+    AGENTKV_CHECK(parents_.contains(parent)) << "parent " << KeyName(parent) << " not indexed";
+  }
 }
 
 template class GatewayFlow<std::string>;

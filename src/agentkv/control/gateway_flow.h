@@ -24,9 +24,15 @@
 // as values, either as a method's result (an rid, an AdmissionVerdict, the identity of a
 // dispatch) or as FlowActions in the outbox (TakeActions) for the caller to perform: cancel an
 // admission wait, abort on every engine, cut an upstream call, return a lease, close on every
-// engine, answer a close request. The gateway (service/gateway*) performs them with async I/O;
-// the simulator (sim::GatewayModel) on its event loop. Both run this code, drain and cancel
-// included.
+// engine, answer a close request, deliver a parent's return to every engine. The gateway
+// (service/gateway*) performs them with async I/O; the simulator (sim::GatewayModel) on its
+// event loop. Both run this code, drain, cancel and parent returns included.
+//
+// Parent returns (sub-agent demotion delivered, GatewayFlowOptions::parent_return): the flow
+// remembers every session an attempt names as its parent (AttemptSpec::parent, a verified
+// hint), at most max_sessions of them, oldest forgotten first. When such a parent begins an
+// attempt, its return is due: the flow emits DeliverParentReturn, and each engine demotes the
+// finished sub-agents of that parent it holds, wherever the router placed them.
 //
 // `Key` is how the driver names a session: the client's string (the gateway) or a SessionId
 // (the simulator); the flow is instantiated for exactly these two. Deterministic: every
@@ -55,6 +61,26 @@
 
 namespace agentkv::control {
 
+// When the flow delivers a returning parent's return to every engine (header comment).
+enum class ParentReturnDelivery : uint8_t {
+  // Never: sub-agent demotion is off, or each engine demotes a parent's finished sub-agents
+  // only when the parent's own request reaches it.
+  kOff,
+  // Once per return: at the parent's first attempt after an attempt named it as parent. The
+  // served gateway: one fan-out per return, not one per request of the parent. A sub-agent
+  // still running at that delivery is demoted at the parent's next return after another hinted
+  // attempt (marking the sub-agent's end instead would race with the client, which may send
+  // the parent's turn before the gateway books the sub-agent's reply).
+  kOncePerReturn,
+  // At every attempt of a session once an attempt named it as parent. The simulator: as an
+  // engine's own demotion runs at every admission of the parent, a sub-agent still running or
+  // not idle long enough at one delivery is demoted at a later one.
+  kEveryAttempt,
+};
+
+// "off", "once-per-return", "every-attempt".
+std::string_view ParentReturnDeliveryName(ParentReturnDelivery delivery);
+
 struct GatewayFlowOptions {
   // The seed's --agentic-session-lifecycle: dispatched attempts carry the session and ended
   // sessions are closed on every engine. Off, sessions are still tracked so that a close
@@ -77,6 +103,8 @@ struct GatewayFlowOptions {
   // unset, meaning max_sessions / 2 (RetainedSessionBound). Range: [0, max_sessions] when set;
   // 0 refuses every retention.
   std::optional<int64_t> max_retained_sessions;
+  // When a parent's return is delivered to every engine (DeliverParentReturn). Default: kOff.
+  ParentReturnDelivery parent_return = ParentReturnDelivery::kOff;
 
   // max_retained_sessions, or max_sessions / 2 when unset.
   int64_t RetainedSessionBound() const;
@@ -169,9 +197,19 @@ struct AnswerClose {
   friend bool operator==(const AnswerClose&, const AnswerClose&) = default;
 };
 
+// A parent's return is due (GatewayFlowOptions::parent_return): POST {"parent_session_id":
+// parent} to /demote_finished_subagents on every engine (fire and forget); each engine demotes
+// the finished sub-agents of `parent` it holds.
 template <typename Key>
-using FlowAction = std::variant<CancelAttempt, AbortOnEveryEngine, CutUpstream, ReturnLease,
-                                CloseOnEveryEngine<Key>, AnswerClose<Key>>;
+struct DeliverParentReturn {
+  Key parent;
+  friend bool operator==(const DeliverParentReturn&, const DeliverParentReturn&) = default;
+};
+
+template <typename Key>
+using FlowAction =
+    std::variant<CancelAttempt, AbortOnEveryEngine, CutUpstream, ReturnLease,
+                 CloseOnEveryEngine<Key>, AnswerClose<Key>, DeliverParentReturn<Key>>;
 
 // What the driver needs to post a dispatched attempt.
 template <typename Key>
@@ -183,6 +221,7 @@ struct DispatchIdentity {
 };
 
 // How an attempt is to be served.
+template <typename Key>
 struct AttemptSpec {
   // It asks for admission first (admission on and in scope): it starts kAdmitting.
   bool awaits_admission = false;
@@ -195,6 +234,9 @@ struct AttemptSpec {
   // Marks its session retained (true) or clears the mark (false) once the attempt is begun;
   // unset leaves the session as it is (a new incarnation: unretained). Only with a session.
   std::optional<bool> retain = std::nullopt;
+  // The session the attempt names as its parent (a verified sub-agent hint; with or without a
+  // session of its own): with parent_return on, that parent's next attempt delivers its return.
+  std::optional<Key> parent = std::nullopt;
 };
 
 // What admission v2 knows of a session before its next attempt (GatewayFlow::History).
@@ -226,16 +268,18 @@ class GatewayFlow {
   // first attempt, an ended one is opened again as a new incarnation) and returns its rid:
   // FormatAttemptRid(request_id, n) with the lowest n used neither by a live attempt nor by
   // the session's remembered ones (its last kMaxEndedAttemptsPerSession ended attempts), and
-  // applies spec.retain to the session. Checked in this order, each refusal changing nothing:
-  // InvalidArgument for an empty request id or spec.retain set without a session;
+  // applies spec.retain to the session. With parent_return on it remembers spec.parent and, when
+  // the session is a remembered parent whose return is due, emits DeliverParentReturn (after
+  // the actions of any session it ended to make room). Checked in this order, each refusal changing
+  // nothing: InvalidArgument for an empty request id or spec.retain set without a session;
   // FailedPrecondition while the session is terminating; ResourceExhausted (counted in
   // retain_refused()) when spec.retain would mark a session retained past
   // RetainedSessionBound(); Unavailable (counted in refused()) when opening a session at
   // max_sessions finds no idle unretained one to end (an idle one is ended, counted in
   // evicted()); ResourceExhausted for a request id with 2^20 live attempts.
   [[nodiscard]] StatusOr<std::string> BeginAttempt(const std::optional<Key>& session,
-                                                   std::string_view request_id, AttemptSpec spec,
-                                                   TimeNs now);
+                                                   std::string_view request_id,
+                                                   AttemptSpec<Key> spec, TimeNs now);
 
   // The admission decision of a kAdmitting attempt arrived: the attempt becomes kReady and
   // keeps the decision's lease (returned by Finish). NotFound for an unknown rid;
@@ -330,6 +374,9 @@ class GatewayFlow {
   // Retention marks refused at RetainedSessionBound(), since start.
   int64_t retain_refused() const { return retain_refused_; }
 
+  // Sessions remembered as parents (parent_return on; at most max_sessions).
+  int64_t remembered_parents() const { return static_cast<int64_t>(parents_.size()); }
+
   // Aborts with a message if an invariant of the .cc does not hold. For tests.
   void CheckInvariants() const;
 
@@ -394,6 +441,22 @@ class GatewayFlow {
   void EndSession(const Key& key, Session& session);
   // Remembers the ended session (tombstone) and forgets the oldest beyond the bound.
   void Remember(const Key& key, Session& session);
+  // A begun attempt of `session` naming `parent`: remembers the parent and emits the session's
+  // return when due (parent_return).
+  void NoteParentReturn(const std::optional<Key>& session, const std::optional<Key>& parent);
+
+  // CheckInvariants, by topic. The attempts' counts per session (live, in flight), checked
+  // against each session's own by CheckSession.
+  struct AttemptCounts {
+    std::map<Key, int64_t> live;
+    std::map<Key, int64_t> in_flight;
+  };
+  AttemptCounts CheckAttempts() const;
+  void CheckAttemptOfSession(const std::string& rid, const Attempt& attempt) const;
+  void CheckSession(const Key& key, const Session& session, const AttemptCounts& counts) const;
+  void CheckSessionPhase(const Key& key, const Session& session) const;
+  void CheckSessionTotals() const;
+  void CheckParentReturns() const;
 
   const GatewayFlowOptions options_;
   std::map<Key, Session> sessions_;
@@ -418,6 +481,10 @@ class GatewayFlow {
   int64_t refused_ = 0;
   std::vector<Action> outbox_;
   SessionLifecycleCounters counters_;
+  // Sessions attempts named as their parent (parent_return on), each with whether its return
+  // is due, and the same keys oldest first (the bound forgets the oldest).
+  std::map<Key, bool> parents_;
+  std::deque<Key> parents_order_;
 };
 
 extern template class GatewayFlow<std::string>;

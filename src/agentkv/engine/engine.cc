@@ -1,8 +1,11 @@
 // Invariants: the scheduler's cache has exactly kv_pool_'s tiers and block size, and the cost
 // model is the one config_ describes (both fixed at Create). stall_offload_ is set exactly
-// when config_.stall_offload is, and then the cache has a host tier.
+// when config_.stall_offload is, and then the cache has a host tier. pins_ follows
+// config_.continuum_pins. Every request the scheduler took (Submit) reached stall offload's
+// OnSubmit, and every report taken (TakeReport) its OnFinish.
 #include "agentkv/engine/engine.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -37,9 +40,71 @@ Engine::Engine(const EngineConfig& config, const CostModel& cost_model, const Kv
       cost_model_(cost_model),
       kv_pool_(kv_pool),
       scheduler_(std::move(scheduler)),
-      stall_offload_(std::move(stall_offload)) {}
+      stall_offload_(std::move(stall_offload)),
+      pins_(config.continuum_pins) {}
 
-void Engine::NoteSubmitted(const SchedulerRequest& request, TimeNs now) {
+Status Engine::Submit(SchedulerRequest request, TimeNs now) {
+  const RequestId id = request.id;
+  const std::optional<ConversationId> conversation = request.kv_options.conversation;
+  // Before the scheduler moves the request; a request it refuses as malformed ends the turn
+  // it would have started at once.
+  NoteStallSubmitted(request, now);
+  if (Status submitted = scheduler_.Submit(std::move(request)); !submitted.ok()) {
+    if (stall_offload_.has_value()) stall_offload_->OnFinish(id, /*completed=*/false, now);
+    return submitted;
+  }
+  if (conversation.has_value()) pins_.NoteSubmitted(id, *conversation);
+  return Status::Ok();
+}
+
+StatusOr<bool> Engine::Abort(RequestId id) { return scheduler_.Abort(id); }
+
+StatusOr<RequestReport> Engine::TakeReport(RequestId id, TimeNs now) {
+  StatusOr<RequestReport> report = scheduler_.TakeReport(id);
+  if (!report.ok()) return report;
+  if (stall_offload_.has_value()) {
+    stall_offload_->OnFinish(id, !report->aborted && !report->rejected, now);
+  }
+  // A request that never ran (aborted while waiting, rejected) ends its pin here.
+  pins_.EndReturned(id, scheduler_.mutable_cache());
+  return report;
+}
+
+int64_t Engine::DeliverParentReturn(ConversationId parent, TimeNs now) {
+  kv::KvCacheManager& cache = scheduler_.mutable_cache();
+  cache.AdvanceClock(now);
+  return cache.DemoteFinishedSubagents(parent);
+}
+
+PinTicket Engine::PinPrefix(ConversationId conversation, std::span<const kv::BlockKey> keys) {
+  return pins_.Pin(conversation, keys, scheduler_.mutable_cache());
+}
+
+void Engine::ExpirePin(ConversationId conversation, uint64_t generation) {
+  pins_.Expire(conversation, generation, scheduler_.mutable_cache());
+}
+
+double Engine::kv_pressure() const {
+  const SchedulerGauges g = gauges();
+  if (g.max_total_num_tokens <= 0) return 1.0;
+  const double held = static_cast<double>(g.num_used_tokens + pins_.pinned_tokens());
+  return std::clamp(held / static_cast<double>(g.max_total_num_tokens), 0.0, 1.0);
+}
+
+std::optional<TimeNs> Engine::PrepareStep(TimeNs now) {
+  if (pins_.continuum() && !pins_.empty() && scheduler_.num_waiting() > 0) {
+    const StepSchedulerOptions& sched = scheduler_.options();
+    const int64_t chunk = sched.chunked_prefill_size > 0
+                              ? std::min(sched.chunked_prefill_size, sched.max_prefill_tokens)
+                              : sched.max_prefill_tokens;
+    const SchedulerGauges g = gauges();
+    pins_.ReleaseUnderPressure(g.available_tokens + g.evictable_tokens, chunk,
+                               scheduler_.mutable_cache());
+  }
+  return RunStallOffload(now);
+}
+
+void Engine::NoteStallSubmitted(const SchedulerRequest& request, TimeNs now) {
   if (!stall_offload_.has_value()) return;
   std::vector<kv::BlockKey> keys;
   if (IsReturningPause(request.next_pause)) {
@@ -49,10 +114,6 @@ void Engine::NoteSubmitted(const SchedulerRequest& request, TimeNs now) {
   }
   stall_offload_->OnSubmit(request.id, request.kv_options, request.next_pause, std::move(keys),
                            now);
-}
-
-void Engine::NoteFinished(RequestId id, bool completed, TimeNs now) {
-  if (stall_offload_.has_value()) stall_offload_->OnFinish(id, completed, now);
 }
 
 std::optional<TimeNs> Engine::RunStallOffload(TimeNs now) {
@@ -89,6 +150,7 @@ EngineStep Engine::Step() {
   }
   step.shape.host_load_tokens = (after.onboards - before.onboards) * kv_pool_.tokens_per_block;
   step.cost = cost_model_.Estimate(step.shape);
+  for (RequestId id : step.result.admitted) pins_.EndReturned(id, scheduler_.mutable_cache());
   return step;
 }
 

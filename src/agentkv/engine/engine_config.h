@@ -42,6 +42,10 @@ struct EngineConfig {
   // pressure, prefetched before their predicted return. Default: unset (off). Needs a host
   // tier (kv_pool.hicache_ratio or hicache_tokens > 0); valid per StallOffloadOptions.
   std::optional<StallOffloadOptions> stall_offload;
+  // Continuum's pin lifecycle (prefix_pins.h): a prefix pin also ends when its conversation's
+  // next request is admitted, and pins are released, oldest first, under memory pressure.
+  // Default: false (a pin lasts until the driver expires it at its TTL).
+  bool continuum_pins = false;
 
   // InvalidArgument naming the first bad field (scheduler, kv_pool and cost-model fields,
   // cache sizing fields set here, stall offload without a host tier), or the cost model's

@@ -83,7 +83,7 @@ struct SchedulerRequest {
   std::optional<ConversationId> program;
   // The client's hint of the pause that follows this request (a tool call, a wait for
   // sub-agents, a human's turn, the end of the session: the wire's agentkv_pause). The
-  // scheduler does not read it; stall offload does (Engine::NoteSubmitted). Default: kUnknown.
+  // scheduler does not read it; stall offload does (Engine::Submit). Default: kUnknown.
   PauseKind next_pause = PauseKind::kUnknown;
 };
 

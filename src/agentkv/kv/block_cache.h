@@ -43,6 +43,12 @@
 // an ended session used, or that a closing session dereferences, go first. Classes and
 // priorities keep their precedence; with every rank equal to the release time it is LRU.
 //
+// The victim order (LRU, gap-aware or offline-optimal) is one of the small order classes of
+// internal/victim_order.h, chosen once: at construction from eviction_order, or when a next-use
+// ranking is set on the empty cache. The cache tells it each event (a block became evictable,
+// was re-queued, was held again, a request released, a session ended) and asks it for victims;
+// no call site tests which order runs.
+//
 // Thread-compatible: const methods may run concurrently; mutation needs external
 // synchronization. Owns its arena; move-only. Deterministic: equal options and calls give
 // equal results and events.
@@ -55,6 +61,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "agentkv/base/check.h"
@@ -67,9 +74,8 @@
 #include "agentkv/kv/internal/block_index.h"
 #include "agentkv/kv/internal/event_log.h"
 #include "agentkv/kv/internal/expiry_queue.h"
-#include "agentkv/kv/internal/gap_order_heap.h"
-#include "agentkv/kv/internal/next_use_heap.h"
 #include "agentkv/kv/internal/priority_lru_queue.h"
+#include "agentkv/kv/internal/victim_order.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
 #include "agentkv/kv/next_use_ranking.h"
@@ -255,7 +261,9 @@ class BlockCache {
   // RefreshNextUse. FailedPrecondition unless the cache is empty (no cached block, no active
   // request); InvalidArgument with a host tier (the mode covers the device tier only).
   Status SetNextUseRanking(const NextUseRanking* ranking);
-  bool has_next_use_ranking() const { return next_use_ != nullptr; }
+  bool has_next_use_ranking() const {
+    return std::holds_alternative<internal::NextUseOrder>(order_);
+  }
 
   // Re-reads the ranking of the cached block `key` when it is evictable on the device (the
   // caller's rank for it changed); otherwise, or without a ranking, a no-op. The block is never
@@ -362,11 +370,19 @@ class BlockCache {
   internal::PriorityLruQueue<Block>* QueueOf(int32_t b);
   void Reprioritize(int32_t b, Priority p, std::optional<agentkv::Step> duration, bool front);
   void SetKeyReferenced(int32_t b, bool referenced, bool front);
-  // Re-queues the evictable device block `b` in the gap-aware order after its bucket or rank
-  // changed; `front` makes it first in its bucket (nobody needs it again).
-  void RequeueGapOrder(int32_t b, bool front);
-  // RankUnneeded from the cached block `tip`.
+  // Tells the victim order that the cached block `tip`'s session ended (OnSessionEnded).
   void RankUnneededFrom(int32_t tip);
+
+  // CheckInvariants, one named check each (block_cache_invariants.cc); the scan carries what
+  // the earlier checks found to the later ones.
+  struct InvariantScan;
+  Status CheckFreeList(InvariantScan& scan) const;
+  Status CheckQueues(InvariantScan& scan) const;
+  Status CheckRequests(InvariantScan& scan) const;
+  Status CheckBlocks(InvariantScan& scan) const;
+  Status CheckBlockState(size_t i, InvariantScan& scan) const;
+  Status CheckCommittedBlock(size_t i, InvariantScan& scan) const;
+  Status CheckCounts(const InvariantScan& scan) const;
 
   // Logs an event when the log is enabled (one inline branch when it is not: eviction calls
   // this once per block).
@@ -383,12 +399,9 @@ class BlockCache {
   internal::PriorityLruQueue<Block> device_queue_{static_cast<int>(State::kDevice)};
   internal::PriorityLruQueue<Block> host_queue_{static_cast<int>(State::kHost)};
   internal::ExpiryQueue expiry_;
-  // Offline-optimal mode: the caller's ranking (not owned) and the device victims by it.
-  const NextUseRanking* next_use_ = nullptr;
-  internal::NextUseHeap next_use_heap_;
-  // Gap-aware order: the device victims by effective last use (enabled only in that mode), and
-  // the caller's wall clock.
-  internal::GapOrderHeap gap_order_;
+  // The victim order among the device queue's blocks (victim_order.h), and the caller's wall
+  // clock, which the gap-aware order reads.
+  internal::VictimOrder order_;
   TimeNs clock_;
   int32_t free_head_ = -1;
   int64_t free_count_ = 0;

@@ -118,7 +118,7 @@ AgentDriver::AgentDriver(EventLoop* loop, GatewayModel* gateway, const AgenticWo
       gateway_(gateway),
       workload_(workload),
       options_(options),
-      hasher_(gateway->fleet().engine(EngineId(0)).scheduler().cache().hasher()) {}
+      hasher_(gateway->fleet().engine(EngineId(0)).engine().hasher()) {}
 
 StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, GatewayModel* gateway,
                                                            const AgenticWorkload* workload,
@@ -157,8 +157,7 @@ StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, Gate
           std::to_string(kMaxGroups) + ") and a gate is -1 or an earlier group");
     }
   }
-  const int32_t tokens_per_block =
-      gateway->fleet().engine(EngineId(0)).scheduler().cache().tokens_per_block();
+  const int32_t tokens_per_block = gateway->fleet().engine(EngineId(0)).engine().tokens_per_block();
   for (size_t k = 0; k < workload->conversations.size(); ++k) {
     const WekaConversation& c = workload->conversations[k];
     if (workload->starts[k] < TimeNs(0)) {

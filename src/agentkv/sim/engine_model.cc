@@ -5,8 +5,6 @@
 #include <utility>
 
 #include "agentkv/base/check.h"
-#include "agentkv/kv/kv_cache_manager.h"
-#include "agentkv/kv/retention.h"
 
 namespace agentkv::sim {
 namespace {
@@ -54,13 +52,13 @@ Status EngineModel::Submit(engine::SchedulerRequest request) {
   // A request of no prompt or no output is malformed (the scheduler's error below); one that
   // is well formed but too large for this engine is refused.
   if (request.prompt_tokens >= 1 && request.max_new_tokens >= 1 &&
-      !engine_->scheduler().CheckFits(request.prompt_tokens, request.max_new_tokens).ok()) {
+      !engine_->CheckFits(request.prompt_tokens, request.max_new_tokens).ok()) {
     if (records_.contains(id)) return AlreadyExistsError("request already submitted");
     EngineRequestRecord record;
     record.id = id;
     record.arrival = loop_->now();
     record.report.id = id;
-    record.report.submitted = engine_->scheduler().current_step();
+    record.report.submitted = engine_->current_step();
     record.report.rejected = true;
     records_.emplace(id, record);
     // In an event of its own: the caller finishes its bookkeeping of the submit first.
@@ -68,27 +66,10 @@ Status EngineModel::Submit(engine::SchedulerRequest request) {
     return Status::Ok();
   }
   std::vector<kv::BlockKey> keys = request.prompt_keys;
-  const std::optional<ConversationId> conversation = request.kv_options.conversation;
   // The gap-aware eviction order measures a session's pause up to this arrival.
   request.kv_options.arrival = loop_->now();
-  // Before the scheduler moves the request; a request it refuses as malformed ends the turn
-  // it would have started at once.
-  engine_->NoteSubmitted(request, loop_->now());
-  if (Status submitted = engine_->mutable_scheduler().Submit(std::move(request)); !submitted.ok()) {
-    engine_->NoteFinished(id, /*completed=*/false, loop_->now());
-    return submitted;
-  }
+  AGENTKV_RETURN_IF_ERROR(engine_->Submit(std::move(request), loop_->now()));
   pending_keys_.emplace(id, std::move(keys));
-  if (conversation.has_value()) {
-    auto pin = pins_.find(*conversation);
-    if (pin != pins_.end() && pin->second.active && !pin->second.returned) {
-      pin->second.returned = true;
-      ++pin_counters_.returned;
-      // Continuum: the returning request takes the blocks over at its admission; the pin
-      // protects them until then.
-      if (options_.continuum_pins) returning_.emplace(id, pin->second.generation);
-    }
-  }
   EngineRequestRecord record;
   record.id = id;
   record.arrival = loop_->now();
@@ -103,13 +84,13 @@ Status EngineModel::Submit(engine::SchedulerRequest request) {
 void EngineModel::CompleteRefused(RequestId id) {
   EngineRequestRecord& record = records_.at(id);
   record.finished = loop_->now();
-  record.report.finished = engine_->scheduler().current_step();
+  record.report.finished = engine_->current_step();
   completion_order_.push_back(id);
   if (on_complete_) on_complete_(record);
 }
 
 bool EngineModel::Abort(RequestId id) {
-  const engine::RequestReport* report = engine_->scheduler().FindReport(id);
+  const engine::RequestReport* report = engine_->FindReport(id);
   // Not held (never received, refused, or finished and taken), or finished by the step in
   // flight (its report is taken at the step's end): SGLang ignores the abort.
   if (report == nullptr || report->finished.has_value()) return false;
@@ -125,119 +106,28 @@ const EngineRequestRecord* EngineModel::FindRecord(RequestId id) const {
 int64_t EngineModel::PinPrefix(ConversationId conversation, std::span<const kv::BlockKey> keys,
                                TimeNs ttl) {
   AGENTKV_CHECK(ttl > TimeNs(0)) << "pin ttl must be positive";
-  if (pins_.contains(conversation)) {
-    // Superseded: the earlier pin's expiry finds another generation and does nothing.
-    Pin& old = pins_.at(conversation);
-    pin_order_.erase(old.generation);
-    pinned_tokens_ -=
-        static_cast<int64_t>(old.keys.size()) * engine_->scheduler().cache().tokens_per_block();
-  }
-  kv::KvCacheManager& cache = engine_->mutable_scheduler().mutable_cache();
-  Pin& pin = pins_[conversation];
-  pin.generation = next_pin_generation_++;
-  pin.keys.assign(keys.begin(), keys.end());
-  pin.returned = false;
-  pin.active = true;
-  pin_order_.emplace(pin.generation, conversation);
-  pinned_tokens_ += static_cast<int64_t>(keys.size()) * cache.tokens_per_block();
-  ++pin_counters_.pins;
-  int64_t pinned = 0;
-  // Leaf first: each block goes to the most recently used end of the top bucket, so the root
-  // ends the most recent and an eviction takes the chain from its leaf.
-  for (auto key = keys.rbegin(); key != keys.rend(); ++key) {
-    if (cache.SetPriority(*key, kv::kMaxPriority).ok()) ++pinned;
-  }
-  const uint64_t generation = pin.generation;
-  loop_->ScheduleAfter(ttl,
-                       [this, conversation, generation] { ExpirePin(conversation, generation); });
-  return pinned;
+  const engine::PinTicket ticket = engine_->PinPrefix(conversation, keys);
+  loop_->ScheduleAfter(ttl, [this, conversation, generation = ticket.generation] {
+    engine_->ExpirePin(conversation, generation);
+  });
+  return ticket.pinned_blocks;
 }
 
-double EngineModel::kv_pressure() const {
-  const engine::SchedulerGauges g = gauges();
-  if (g.max_total_num_tokens <= 0) return 1.0;
-  const double held = static_cast<double>(g.num_used_tokens + pinned_tokens_);
-  return std::clamp(held / static_cast<double>(g.max_total_num_tokens), 0.0, 1.0);
-}
-
-void EngineModel::ExpirePin(ConversationId conversation, uint64_t generation) {
-  auto it = pins_.find(conversation);
-  if (it == pins_.end() || it->second.generation != generation) return;
-  if (!it->second.returned) ++pin_counters_.expired;
-  // Back to the most recently used end: under SGLang's LRU the program that outlived its TTL
-  // usually still comes back, and its KV is as recent as its last turn.
-  Unpin(conversation, /*evict_first=*/false);
-}
-
-void EngineModel::Unpin(ConversationId conversation, bool evict_first) {
-  auto it = pins_.find(conversation);
-  AGENTKV_CHECK(it != pins_.end());
-  Pin& pin = it->second;
-  kv::KvCacheManager& cache = engine_->mutable_scheduler().mutable_cache();
-  const kv::Priority fallback = cache.options().default_priority;
-  auto unpin = [&](kv::BlockKey key) {
-    StatusOr<kv::Priority> priority = cache.GetPriority(key);
-    if (priority.ok() && *priority == kv::kMaxPriority) {
-      AGENTKV_CHECK(cache.SetPriority(key, fallback, std::nullopt, evict_first).ok());
-    }
-  };
-  // Either way the root ends the most recently used of the chain, so an eviction takes the
-  // chain from its leaf: to the most recently used end leaf first, to the least recently used
-  // end (evict_first) root first.
-  if (evict_first) {
-    for (const kv::BlockKey key : pin.keys) unpin(key);
-  } else {
-    for (auto key = pin.keys.rbegin(); key != pin.keys.rend(); ++key) unpin(*key);
-  }
-  pin_order_.erase(pin.generation);
-  pinned_tokens_ -= static_cast<int64_t>(pin.keys.size()) * cache.tokens_per_block();
-  AGENTKV_CHECK_GE(pinned_tokens_, 0);
-  pins_.erase(it);
-}
-
-void EngineModel::EndReturnedPin(RequestId id) {
-  auto it = returning_.find(id);
-  if (it == returning_.end()) return;
-  const uint64_t generation = it->second;
-  returning_.erase(it);
-  auto order = pin_order_.find(generation);
-  // Expired, superseded or released under pressure meanwhile: nothing left to end.
-  if (order != pin_order_.end()) Unpin(order->second, /*evict_first=*/false);
-}
-
-void EngineModel::UnpinUnderPressure() {
-  if (!options_.continuum_pins || pin_order_.empty() || engine_->scheduler().num_waiting() == 0) {
-    return;
-  }
-  const engine::StepSchedulerOptions& sched = engine_->scheduler().options();
-  const int64_t chunk = sched.chunked_prefill_size > 0
-                            ? std::min(sched.chunked_prefill_size, sched.max_prefill_tokens)
-                            : sched.max_prefill_tokens;
-  const engine::SchedulerGauges g = gauges();
-  while (!pin_order_.empty() && g.available_tokens + g.evictable_tokens - pinned_tokens_ < chunk) {
-    const ConversationId oldest = pin_order_.begin()->second;
-    // A pin whose program already returned counts as returned, not as released.
-    if (!pins_.at(oldest).returned) ++pin_counters_.unpinned_under_pressure;
-    Unpin(oldest, /*evict_first=*/true);
-  }
-}
-
-void EngineModel::RunStallOffload() {
-  const std::optional<TimeNs> wake = engine_->RunStallOffload(loop_->now());
+void EngineModel::ScheduleStallWake(std::optional<TimeNs> wake) {
   if (!wake.has_value() || (stall_wake_at_.has_value() && *stall_wake_at_ <= *wake)) return;
   // One wake pending at a time, the earliest: a later one is scheduled when it runs.
   stall_wake_at_ = *wake;
   loop_->Schedule(*wake, [this, at = *wake] {
     if (stall_wake_at_ != at) return;  // Superseded by an earlier wake.
     stall_wake_at_.reset();
-    RunStallOffload();
+    ScheduleStallWake(engine_->RunStallOffload(loop_->now()));
     // Between steps: what moved is drained now, so the next admissions see it.
     DrainCacheEvents();
   });
 }
 
 void EngineModel::DrainCacheEvents() {
-  for (const kv::KvEvent& event : engine_->mutable_scheduler().mutable_cache().TakeEvents()) {
+  for (const kv::KvEvent& event : engine_->TakeEvents()) {
     switch (event.kind) {
       case kv::KvEventKind::kDropped:
       case kv::KvEventKind::kEvicted:
@@ -249,7 +139,7 @@ void EngineModel::DrainCacheEvents() {
     }
     if (options_.keep_events) events_.push_back(event);
   }
-  AGENTKV_CHECK(engine_->scheduler().cache().dropped_events() == 0)
+  AGENTKV_CHECK(engine_->cache().dropped_events() == 0)
       << "the KV event log overflowed; the miss split would be wrong";
 }
 
@@ -259,9 +149,9 @@ void EngineModel::RecordFirstAdmission(RequestId id) {
   record.first_scheduled = loop_->now();
   auto keys = pending_keys_.find(id);
   AGENTKV_CHECK(keys != pending_keys_.end()) << "admitted request " << id << " has no keys";
-  const engine::RequestReport* report = engine_->scheduler().FindReport(id);
+  const engine::RequestReport* report = engine_->FindReport(id);
   AGENTKV_CHECK(report != nullptr);
-  const int64_t block = engine_->scheduler().cache().tokens_per_block();
+  const int64_t block = engine_->tokens_per_block();
   const int64_t cached_blocks = (report->cached_device_tokens + report->cached_host_tokens) / block;
   int64_t lost = 0;
   for (size_t i = static_cast<size_t>(cached_blocks); i < keys->second.size(); ++i) {
@@ -270,7 +160,6 @@ void EngineModel::RecordFirstAdmission(RequestId id) {
   record.evicted_recompute_tokens = std::min(report->uncached_tokens, lost * block);
   record.cold_tokens = report->uncached_tokens - record.evicted_recompute_tokens;
   pending_keys_.erase(keys);
-  EndReturnedPin(id);
 }
 
 std::vector<RequestId> EngineModel::ApplyAborts() {
@@ -279,28 +168,32 @@ std::vector<RequestId> EngineModel::ApplyAborts() {
   for (RequestId id : aborted) {
     // Abort() queued only requests held and unfinished, and only a step's end or an abort
     // finishes one: the step that ended at this boundary was computed before the abort.
-    StatusOr<bool> ended = engine_->mutable_scheduler().Abort(id);
+    StatusOr<bool> ended = engine_->Abort(id);
     AGENTKV_CHECK(ended.ok() && *ended)
         << "abort of request " << id << ": "
         << (ended.ok() ? "already finished" : ended.status().ToString());
-    StatusOr<engine::RequestReport> report = engine_->mutable_scheduler().TakeReport(id);
+    StatusOr<engine::RequestReport> report = engine_->TakeReport(id, loop_->now());
     AGENTKV_CHECK(report.ok()) << "aborted request " << id << ": " << report.status();
     // A request aborted while it waited was never admitted: it computed nothing.
     pending_keys_.erase(id);
-    EndReturnedPin(id);
     RecordFinished(id, *std::move(report));
   }
   return aborted;
 }
 
-int64_t EngineModel::DemoteFinishedSubagents(ConversationId parent) {
-  kv::KvCacheManager& cache = engine_->mutable_scheduler().mutable_cache();
-  cache.SetClock(loop_->now());
-  return cache.DemoteFinishedSubagents(parent);
+int64_t EngineModel::DeliverParentReturn(ConversationId parent) {
+  return engine_->DeliverParentReturn(parent, loop_->now());
+}
+
+int64_t EngineModel::CloseSession(SessionId session) { return engine_->CloseSession(session); }
+
+void EngineModel::ForgetProgram(ConversationId program) { engine_->ForgetProgram(program); }
+
+Status EngineModel::SetNextUseRanking(const kv::NextUseRanking* ranking) {
+  return engine_->SetNextUseRanking(ranking);
 }
 
 void EngineModel::RecordFinished(RequestId id, engine::RequestReport report) {
-  engine_->NoteFinished(id, !report.aborted && !report.rejected, loop_->now());
   EngineRequestRecord& record = records_.at(id);
   record.finished = loop_->now();
   record.report = std::move(report);
@@ -310,25 +203,25 @@ void EngineModel::RecordFinished(RequestId id, engine::RequestReport report) {
 void EngineModel::StartStep() {
   AGENTKV_CHECK(busy_);
   // The requests this step finishes (or aborts) count as finished now in the gap-aware order.
-  engine_->mutable_scheduler().mutable_cache().AdvanceClock(loop_->now());
+  engine_->AdvanceCacheClock(loop_->now());
   if (!aborts_.empty()) {
     const std::vector<RequestId> aborted = ApplyAborts();
     // Decide before the callbacks run, as EndStep does: a callback's Submit() sees the engine
     // busy and relies on the step started below, or, idle, schedules one itself.
-    const bool more = engine_->scheduler().num_running() + engine_->scheduler().num_waiting() > 0;
+    const bool more = in_flight() > 0;
     if (!more) busy_ = false;
     for (RequestId id : aborted) {
       if (on_complete_) on_complete_(records_.at(id));
     }
     if (!more) return;
   }
-  UnpinUnderPressure();
-  RunStallOffload();
+  // Continuum's release of pins under pressure, then stall offload.
+  ScheduleStallWake(engine_->PrepareStep(loop_->now()));
   // Closes, pins and stall offloads between steps may have produced events; drain them before
   // the step so that the step's admissions see every block lost so far.
   DrainCacheEvents();
   // The cache's clock is the loop's (only time bounds read it).
-  engine_->mutable_scheduler().mutable_cache().SetClock(loop_->now());
+  engine_->SetCacheClock(loop_->now());
   engine::EngineStep step = engine_->Step();
   DrainCacheEvents();
   for (RequestId id : step.result.admitted) RecordFirstAdmission(id);
@@ -352,20 +245,19 @@ void EngineModel::EndStep(const engine::StepResult& result) {
     if (!record.first_token.has_value()) record.first_token = now;
   }
   for (RequestId id : result.finished) {
-    StatusOr<engine::RequestReport> report = engine_->mutable_scheduler().TakeReport(id);
+    StatusOr<engine::RequestReport> report = engine_->TakeReport(id, loop_->now());
     AGENTKV_CHECK(report.ok()) << "finished request " << id << ": " << report.status();
     RecordFinished(id, *std::move(report));
     EngineRequestRecord& record = records_.at(id);
     if (record.report.rejected) {
       // A rejected request never ran: it computed nothing (the replay counts it as refused).
       pending_keys_.erase(id);
-      EndReturnedPin(id);
       record.cold_tokens = 0;
     }
   }
   // Decide before the callbacks run: a callback's Submit() sees the engine busy and relies on
   // the step started below.
-  const bool more = engine_->scheduler().num_running() + engine_->scheduler().num_waiting() > 0;
+  const bool more = in_flight() > 0;
   if (!more) busy_ = false;
   for (RequestId id : result.finished) {
     if (on_complete_) on_complete_(records_.at(id));

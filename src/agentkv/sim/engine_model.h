@@ -32,24 +32,23 @@
 // whose key the engine had lost are `evicted_recompute_tokens` (eviction regret), the rest
 // (never computed here, or the partial last block) `cold_tokens`.
 //
-// TTL pins (the fixed-ttl and continuum arms). PinPrefix() gives a request's prompt blocks the
-// highest priority until a time-to-live elapses in simulated time; a later pin of the same
-// conversation supersedes an earlier one, and only the current pin's expiry restores the
-// default priority. Pinning and unpinning re-queue a chain leaf first, so its root ends the
-// most recently used of its blocks: an eviction then takes the chain from its leaf, never its
-// root (which would drop the whole chain with it). With `continuum_pins` a pin also ends when
-// its conversation's next request is admitted (that request holds the blocks from then on), and
-// before each step in which requests wait and the free plus unpinned evictable tokens are
-// fewer than one prefill chunk, pins are released, oldest first, until they are not
-// (Continuum's unpin under memory pressure, counted; their blocks become the first to go).
+// Every call reaches the engine through engine::Engine's door; the model adds time.
+//
+// TTL pins (the fixed-ttl and continuum arms). PinPrefix() pins a request's prompt blocks in
+// the engine (engine::PrefixPins: priority, supersession, leaf-first re-queueing) and ends the
+// pin when its time-to-live elapses in simulated time (an EventLoop event). With
+// config.continuum_pins the engine also ends a pin when its conversation's next request is
+// admitted, and releases pins under memory pressure at each step start
+// (engine::Engine::PrepareStep).
 //
 // Stall offload (config.stall_offload, the +stall-offload arm): the engine's
 // engine::StallOffloadPolicy learns pause lengths from its requests' pause hints and arrival
-// times, and runs before every step and at its next prefetch time (a wake event, also while
-// the engine is idle): paused sessions' KV moves to the host tier under pressure and back
-// before their predicted return. The moves are free in step time (asynchronous copies over
-// the host link, as HiCache's write-back); a prefetched block counts as on the device from
-// the moment the prefetch is issued, which is its transfer time before the predicted return.
+// times (the engine feeds it at every submit and finish), and runs before every step and at
+// its next prefetch time (a wake event, also while the engine is idle): paused sessions' KV
+// moves to the host tier under pressure and back before their predicted return. The moves are free
+// in step time (asynchronous copies over the host link, as HiCache's write-back); a prefetched
+// block counts as on the device from the moment the prefetch is issued, which is its transfer time
+// before the predicted return.
 //
 // Deterministic: a pure function of the options and the Submit() and Abort() calls with their
 // times. Hash maps
@@ -61,7 +60,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -79,6 +77,7 @@
 #include "agentkv/kv/block_key.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
+#include "agentkv/kv/next_use_ranking.h"
 #include "agentkv/sim/event_loop.h"
 
 namespace agentkv::sim {
@@ -94,9 +93,6 @@ struct EngineModelOptions {
   std::optional<TimeNs> fixed_step_time;
   // Keep every KV cache event (for golden tests and debugging); see events(). Default: false.
   bool keep_events = false;
-  // Continuum's pin lifecycle (see the header comment): release on return and under memory
-  // pressure. Default: false (a pin lasts its TTL).
-  bool continuum_pins = false;
 
   // InvalidArgument naming the first bad field (the engine config's included).
   Status Validate() const;
@@ -160,43 +156,39 @@ class EngineModel {
   bool Abort(RequestId id);
 
   // Pins the cached blocks of `keys` at the highest priority for `ttl` of simulated time on
-  // behalf of `conversation`, superseding its earlier pin (whose expiry then does nothing).
-  // At expiry, the blocks still pinned return to the cache's default priority. Returns the
-  // blocks pinned. Precondition: ttl > 0.
+  // behalf of `conversation` (engine::Engine::PinPrefix), superseding its earlier pin (whose
+  // expiry then does nothing). At expiry, the blocks still pinned return to the cache's
+  // default priority. Returns the blocks pinned. Precondition: ttl > 0.
   int64_t PinPrefix(ConversationId conversation, std::span<const kv::BlockKey> keys, TimeNs ttl);
 
   // The parent conversation `parent` sent its next request (delivered by the gateway to every
-  // engine): sets the cache's clock to now() and demotes the finished children of `parent`
-  // this engine's cache registered (KvCacheManager::DemoteFinishedSubagents). Returns the
-  // children demoted.
-  int64_t DemoteFinishedSubagents(ConversationId parent);
+  // engine): engine::Engine::DeliverParentReturn at now(). Returns the children demoted.
+  int64_t DeliverParentReturn(ConversationId parent);
+  // Closes `session` on the engine's cache (engine::Engine::CloseSession); the tokens freed.
+  int64_t CloseSession(SessionId session);
+  // Program-level FCFS: program `program` ended (engine::Engine::ForgetProgram).
+  void ForgetProgram(ConversationId program);
+  // Offline-optimal eviction (engine::Engine::SetNextUseRanking, its errors) and the re-read
+  // of one block's rank.
+  [[nodiscard]] Status SetNextUseRanking(const kv::NextUseRanking* ranking);
+  void RefreshNextUse(kv::BlockKey key) { engine_->RefreshNextUse(key); }
 
-  struct PinCounters {
-    // Pins taken; pins that expired before their conversation sent another request to this
-    // engine; pins whose conversation came back before expiry; pins released under memory
-    // pressure before either (continuum_pins).
-    int64_t pins = 0;
-    int64_t expired = 0;
-    int64_t returned = 0;
-    int64_t unpinned_under_pressure = 0;
-  };
-  const PinCounters& pin_counters() const { return pin_counters_; }
+  using PinCounters = engine::PinCounters;
+  const PinCounters& pin_counters() const { return engine_->pin_counters(); }
   // Tokens the active pins named when they were taken (blocks evicted since included).
-  int64_t pinned_tokens() const { return pinned_tokens_; }
+  int64_t pinned_tokens() const { return engine_->pinned_tokens(); }
   // The share of the device tier running requests and active pins hold, in [0, 1]: the KV
-  // pressure a pin decision prices.
-  double kv_pressure() const;
+  // pressure a pin decision prices (engine::Engine::kv_pressure).
+  double kv_pressure() const { return engine_->kv_pressure(); }
 
   // Every KV cache event so far, in order (empty unless EngineModelOptions::keep_events).
   const std::vector<kv::KvEvent>& events() const { return events_; }
 
   // Whether a step is in flight (an event pending for this engine).
   bool busy() const { return busy_; }
-  engine::SchedulerGauges gauges() const { return engine_->scheduler().gauges(); }
+  engine::SchedulerGauges gauges() const { return engine_->gauges(); }
   // Requests running plus waiting: the load a router sees.
-  int64_t in_flight() const {
-    return engine_->scheduler().num_running() + engine_->scheduler().num_waiting();
-  }
+  int64_t in_flight() const { return engine_->num_running() + engine_->num_waiting(); }
 
   // The record of a submitted request (partial while it runs), or nullptr for an unknown id.
   const EngineRequestRecord* FindRecord(RequestId id) const;
@@ -209,11 +201,9 @@ class EngineModel {
   // (CostModel::Breakdown(shape).compute_time); 0 with a fixed step time.
   TimeNs compute_time() const { return compute_time_; }
 
+  // The engine, read only (its const views: cache, hasher, invariants, stall offload).
   const engine::Engine& engine() const { return *engine_; }
   const engine::CostModel& cost_model() const { return engine_->cost_model(); }
-  const engine::StepScheduler& scheduler() const { return engine_->scheduler(); }
-  // For session closes and priority changes (see StepScheduler::mutable_cache).
-  engine::StepScheduler& mutable_scheduler() { return engine_->mutable_scheduler(); }
 
  private:
   EngineModel(EventLoop* loop, const EngineModelOptions& options, engine::Engine engine);
@@ -236,27 +226,10 @@ class EngineModel {
   void DrainCacheEvents();
   // Records the first admission of `id` at now(): its time and its miss split.
   void RecordFirstAdmission(RequestId id);
-  void ExpirePin(ConversationId conversation, uint64_t generation);
-  // Restores the default priority of the pin's blocks still at the pin's priority, and
-  // forgets the pin. The blocks go to the most recently used end of their bucket, or with
-  // `evict_first` to its least recently used end; in both cases the chain's root ends the
-  // most recent of its blocks.
-  void Unpin(ConversationId conversation, bool evict_first);
-  // continuum_pins: ends the pin request `id` returned to (at its admission or abort).
-  void EndReturnedPin(RequestId id);
-  // continuum_pins: releases pins, oldest first, while requests wait and the free plus
-  // unpinned evictable tokens are fewer than one prefill chunk.
-  void UnpinUnderPressure();
-  // Stall offload (config.stall_offload): runs the engine's policy now, and keeps a wake
-  // scheduled at its next prefetch so that prefetches happen while the engine is idle.
-  void RunStallOffload();
-
-  struct Pin {
-    uint64_t generation = 0;
-    std::vector<kv::BlockKey> keys;
-    bool returned = false;
-    bool active = false;
-  };
+  // Stall offload (config.stall_offload): keeps one wake scheduled at `wake`, the engine's
+  // next prefetch, so that prefetches happen while the engine is idle; an earlier pending
+  // wake stays.
+  void ScheduleStallWake(std::optional<TimeNs> wake);
 
   EventLoop* loop_;
   EngineModelOptions options_;
@@ -277,15 +250,6 @@ class EngineModel {
   // Keys of blocks that left this engine's cache at some point. Looked up, never iterated.
   std::unordered_set<kv::BlockKey> lost_keys_;
   std::vector<kv::KvEvent> events_;
-  // Looked up by conversation only.
-  std::unordered_map<ConversationId, Pin> pins_;
-  // Active pins by generation (oldest first): the order pressure releases them in.
-  std::map<uint64_t, ConversationId> pin_order_;
-  int64_t pinned_tokens_ = 0;
-  // continuum_pins: requests that returned to a pin, and the pin's generation; looked up only.
-  std::unordered_map<RequestId, uint64_t> returning_;
-  uint64_t next_pin_generation_ = 1;
-  PinCounters pin_counters_;
   // The stall offload wake pending, if any.
   std::optional<TimeNs> stall_wake_at_;
 };

@@ -69,7 +69,7 @@ std::vector<int64_t> FleetModel::CloseSessionOnEveryEngine(SessionId session) {
   std::vector<int64_t> freed;
   freed.reserve(engines_.size());
   for (const std::unique_ptr<EngineModel>& engine : engines_) {
-    freed.push_back(engine->mutable_scheduler().mutable_cache().CloseSession(session));
+    freed.push_back(engine->CloseSession(session));
   }
   return freed;
 }
@@ -78,7 +78,7 @@ std::vector<int64_t> FleetModel::DemoteFinishedSubagentsOnEveryEngine(Conversati
   std::vector<int64_t> demoted;
   demoted.reserve(engines_.size());
   for (const std::unique_ptr<EngineModel>& engine : engines_) {
-    demoted.push_back(engine->DemoteFinishedSubagents(parent));
+    demoted.push_back(engine->DeliverParentReturn(parent));
   }
   return demoted;
 }

@@ -69,7 +69,7 @@ class FleetModel {
   std::vector<int64_t> CloseSessionOnEveryEngine(SessionId session);
 
   // Delivers the return of the parent conversation `parent` to every engine, in EngineId order
-  // (EngineModel::DemoteFinishedSubagents): each demotes the finished children of `parent` it
+  // (EngineModel::DeliverParentReturn): each demotes the finished children of `parent` it
   // holds. Returns the children demoted on each engine, indexed by EngineId.
   std::vector<int64_t> DemoteFinishedSubagentsOnEveryEngine(ConversationId parent);
 

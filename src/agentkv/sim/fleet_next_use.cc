@@ -6,6 +6,7 @@
 
 #include "agentkv/base/bounds.h"
 #include "agentkv/base/check.h"
+#include "agentkv/sim/engine_model.h"
 
 namespace agentkv::sim {
 
@@ -147,12 +148,12 @@ void FleetNextUse::Refresh(int32_t agent, int32_t request, int32_t also) {
       ++common;
     }
   }
-  for (kv::KvCacheManager* cache : caches_) {
+  for (EngineModel* engine : engines_) {
     // Deepest first: a parent's refresh reads its children's fresh ranks.
     const size_t own_from = also_keys != nullptr ? common : 0;
-    for (size_t i = keys.size(); i-- > own_from;) cache->RefreshNextUse(keys[i]);
+    for (size_t i = keys.size(); i-- > own_from;) engine->RefreshNextUse(keys[i]);
     if (also_keys == nullptr) continue;
-    for (size_t i = also_keys->size(); i-- > 0;) cache->RefreshNextUse((*also_keys)[i]);
+    for (size_t i = also_keys->size(); i-- > 0;) engine->RefreshNextUse((*also_keys)[i]);
   }
 }
 

@@ -12,8 +12,8 @@
 // look it up at some request j >= n_a, of that estimate (nanoseconds of loop time); kNever when
 // none does. Submitted(a, s, now) sets n_a = s, E_a = now (the request looks its keys up soon);
 // Completed(a, s, ready) sets n_a = s + 1, E_a = ready. Both re-rank (RefreshNextUse) the keys of
-// the requests concerned on every attached cache; other keys of the agent keep the rank they had
-// when they became evictable until they are next released or refreshed (the estimate of an
+// the requests concerned on every attached engine's cache; other keys of the agent keep the rank
+// they had when they became evictable until they are next released or refreshed (the estimate of an
 // agent's far future moves little between its requests).
 //
 // Deterministic; single-threaded. Memory: one key and one request index per prompt block of every
@@ -31,10 +31,11 @@
 
 #include "agentkv/base/time.h"
 #include "agentkv/kv/block_key.h"
-#include "agentkv/kv/kv_cache_manager.h"
 #include "agentkv/kv/next_use_ranking.h"
 
 namespace agentkv::sim {
+
+class EngineModel;
 
 class FleetNextUse final : public kv::NextUseRanking {
  public:
@@ -50,8 +51,9 @@ class FleetNextUse final : public kv::NextUseRanking {
                    TimeNs first);
   // Builds the index. Call once, after the last AddAgent and before any other call.
   void Seal();
-  // Re-ranks on `cache` too (its ranking must be this object). `cache` must outlive this.
-  void Attach(kv::KvCacheManager* cache) { caches_.push_back(cache); }
+  // Re-ranks on `engine`'s cache too (its ranking must be this object,
+  // EngineModel::SetNextUseRanking). `engine` must outlive this.
+  void Attach(EngineModel* engine) { engines_.push_back(engine); }
 
   // Request `request` of `agent` was submitted at `now`.
   void Submitted(int32_t agent, int32_t request, TimeNs now);
@@ -115,7 +117,7 @@ class FleetNextUse final : public kv::NextUseRanking {
   // Counts progress; an agent's `progressed` is the count at its last progress.
   uint64_t version_ = 1;
   std::vector<uint64_t> progressed_;
-  std::vector<kv::KvCacheManager*> caches_;
+  std::vector<EngineModel*> engines_;
 };
 
 }  // namespace agentkv::sim

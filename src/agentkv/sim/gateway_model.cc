@@ -28,7 +28,21 @@ control::GatewayFlowOptions FlowOptionsFrom(const GatewayModelOptions& options) 
   // served gateway's net for clients that never close.
   flow.idle_timeout = options.session_idle_timeout;
   flow.drain_timeout = options.session_drain_timeout;
+  // Every request of a parent delivers, as an engine's own demotion runs at every admission of
+  // the parent.
+  flow.parent_return = options.deliver_subagent_demotion
+                           ? control::ParentReturnDelivery::kEveryAttempt
+                           : control::ParentReturnDelivery::kOff;
   return flow;
+}
+
+// The parent a request names, as the flow's session key: an authenticated hint only. A
+// simulated session's conversation id is its session id (the agent driver's convention).
+std::optional<SessionId> ParentSessionOf(const kv::RequestOptions& kv_options) {
+  if (!kv_options.parent_conversation.has_value() || !kv_options.parent_hint_authenticated) {
+    return std::nullopt;
+  }
+  return SessionId(kv_options.parent_conversation->value());
 }
 
 }  // namespace
@@ -113,20 +127,21 @@ Status GatewayModel::Submit(GatewayRequest request) {
   }
   AGENTKV_ASSIGN_OR_RETURN(
       std::string rid,
-      flow_.BeginAttempt(request.session, std::to_string(id.value()),
-                         control::AttemptSpec{.awaits_admission = coordinator_ != nullptr ||
-                                                                  working_set_.has_value(),
-                                              .prompt_tokens = request.request.prompt_tokens,
-                                              .retain = request.retain},
-                         loop_->now()));
-  // Opening a session at the cap may have ended an idle one.
+      flow_.BeginAttempt(
+          request.session, std::to_string(id.value()),
+          control::AttemptSpec<SessionId>{
+              .awaits_admission = coordinator_ != nullptr || working_set_.has_value(),
+              .prompt_tokens = request.request.prompt_tokens,
+              .retain = request.retain,
+              .parent = ParentSessionOf(request.request.kv_options)},
+          loop_->now()));
+  // Opening a session at the cap may have ended an idle one, and a parent's return may be due.
   PerformActions();
   PollIfStale();
   if (auto pause = pauses_.find(request.session); pause != pauses_.end()) {
     continuum_->ObservePause(pause->second.pause_class, loop_->now() - pause->second.since);
     pauses_.erase(pause);
   }
-  if (options_.deliver_subagent_demotion) DeliverParentReturn(request.request.kv_options);
   GatewayRecord record;
   record.id = id;
   record.session = request.session;
@@ -287,8 +302,8 @@ void GatewayModel::FillAdmissionV2(const GatewayRequest& request,
   const std::vector<kv::BlockKey>& keys = request.request.prompt_keys;
   const int64_t shared_blocks =
       std::clamp<int64_t>(request.shared_prefix_blocks, 0, static_cast<int64_t>(keys.size()));
-  const int64_t shared_tokens = SaturatingMul(
-      shared_blocks, fleet_->engine(EngineId(0)).scheduler().cache().tokens_per_block());
+  const int64_t shared_tokens =
+      SaturatingMul(shared_blocks, fleet_->engine(EngineId(0)).engine().tokens_per_block());
   const control::UncachedReservation r =
       control::UncachedReservationTokens(shape, history.held_prompt_tokens, shared_tokens);
   acquire.reservation_tokens = r.own_tokens;
@@ -421,20 +436,6 @@ const EngineRequestRecord* GatewayModel::RefusedRecord(RequestId id) const {
   return it == refused_.end() ? nullptr : &it->second;
 }
 
-void GatewayModel::DeliverParentReturn(const kv::RequestOptions& kv_options) {
-  if (kv_options.parent_conversation.has_value() && kv_options.parent_hint_authenticated) {
-    parents_.insert(*kv_options.parent_conversation);
-  }
-  if (!kv_options.conversation.has_value() || !parents_.contains(*kv_options.conversation)) {
-    return;
-  }
-  ++demotion_deliveries_;
-  for (const int64_t demoted :
-       fleet_->DemoteFinishedSubagentsOnEveryEngine(*kv_options.conversation)) {
-    children_demoted_by_delivery_ += demoted;
-  }
-}
-
 void GatewayModel::DecideContinuumPin(EngineId engine, SessionId session,
                                       const PinCandidate& candidate) {
   // The pause starts now, pinned or not: its length is what the policy learns.
@@ -442,10 +443,9 @@ void GatewayModel::DecideContinuumPin(EngineId engine, SessionId session,
   EngineModel& model = fleet_->mutable_engine(engine);
   engine::PinRequest request;
   request.pause_class = candidate.pause_class;
-  request.tokens =
-      static_cast<int64_t>(candidate.keys.size()) * model.scheduler().cache().tokens_per_block();
+  request.tokens = static_cast<int64_t>(candidate.keys.size()) * model.engine().tokens_per_block();
   request.kv_pressure = model.kv_pressure();
-  if (request.tokens > 0 && model.scheduler().num_waiting() > 0) {
+  if (request.tokens > 0 && model.engine().num_waiting() > 0) {
     engine::StepShape shape;
     shape.prefill_tokens = request.tokens;
     shape.num_requests = 1;
@@ -516,7 +516,6 @@ std::vector<int64_t> GatewayModel::EndSession(SessionId session) {
     // Program-level FCFS: the session's program (its conversation) has ended.
     for (size_t e = 0; e < static_cast<size_t>(fleet_->num_engines()); ++e) {
       fleet_->mutable_engine(EngineId(static_cast<int32_t>(e)))
-          .mutable_scheduler()
           .ForgetProgram(ConversationId(session.value()));
     }
   }
@@ -582,6 +581,13 @@ void GatewayModel::PerformActions() {
         if (freed_now_ != nullptr) *freed_now_ = std::move(freed);
         // The simulated fleet always answers a close.
         AGENTKV_CHECK(flow_.OnCloseOutcome(close->session, /*succeeded=*/true).ok());
+      } else if (const auto* delivery =
+                     std::get_if<control::DeliverParentReturn<SessionId>>(&action)) {
+        ++demotion_deliveries_;
+        for (const int64_t demoted : fleet_->DemoteFinishedSubagentsOnEveryEngine(
+                 ConversationId(delivery->parent.value()))) {
+          children_demoted_by_delivery_ += demoted;
+        }
       } else if (std::holds_alternative<control::CutUpstream>(action)) {
         AGENTKV_CHECK(false) << "simulated clients never leave";
       }

@@ -54,13 +54,14 @@
 // engines order their queues by program (program_fcfs), a session's end makes every engine
 // forget its program.
 //
-// Sub-agent demotion delivered. With `deliver_subagent_demotion` set, the gateway remembers
-// every conversation a request names as its (authenticated) parent; when a request of such a
-// parent arrives, before admission, the gateway delivers the parent's return to every engine
-// (FleetModel::DemoteFinishedSubagentsOnEveryEngine), as the served gateway fans
-// /demote_finished_subagents out like /close_session: each engine demotes the finished children
-// of that parent it holds, wherever the router placed them (sub-agents are routed by their own
-// session, so in a fleet most are not on their parent's engine).
+// Sub-agent demotion delivered. With `deliver_subagent_demotion` set, the flow decides when a
+// parent's return is due (control::ParentReturnDelivery::kEveryAttempt: every request of a
+// session some request named as its authenticated parent; a session's conversation id is its
+// session id) and emits DeliverParentReturn when the request arrives, before admission; the
+// gateway performs it on every engine (FleetModel::DemoteFinishedSubagentsOnEveryEngine), as the
+// served gateway fans /demote_finished_subagents out like /close_session: each engine demotes
+// the finished children of that parent it holds, wherever the router placed them (sub-agents
+// are routed by their own session, so in a fleet most are not on their parent's engine).
 //
 // Working set. With `working_set` set (+working-set), every request first passes the real
 // control::WorkingSetAdmission, before request-level admission when that is on too: its
@@ -90,7 +91,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -284,8 +284,8 @@ class GatewayModel {
     return continuum_.has_value() ? &*continuum_ : nullptr;
   }
   int64_t pins_declined_by_cost() const { return pins_declined_by_cost_; }
-  // Parent returns delivered to the fleet (one per parent request, whatever the number of
-  // engines), and the children they demoted over every engine.
+  // Parent returns delivered to the fleet (one per DeliverParentReturn of the flow, whatever the
+  // number of engines), and the children they demoted over every engine.
   int64_t demotion_deliveries() const { return demotion_deliveries_; }
   int64_t children_demoted_by_delivery() const { return children_demoted_by_delivery_; }
   const GatewayRecord* FindRecord(RequestId id) const;
@@ -374,9 +374,6 @@ class GatewayModel {
     TimeNs since;
     kv::PauseClass pause_class = kMainAgentPause;
   };
-  // Registers the request's parent, and delivers its conversation's return to every engine
-  // when it is a parent (deliver_subagent_demotion).
-  void DeliverParentReturn(const kv::RequestOptions& kv_options);
   // Decides and takes the pin of `candidate`, which completed on `engine` (continuum).
   void DecideContinuumPin(EngineId engine, SessionId session, const PinCandidate& candidate);
 
@@ -403,9 +400,6 @@ class GatewayModel {
   int64_t tokens_freed_by_close_ = 0;
   int64_t aborts_requested_ = 0;
   int64_t aborts_performed_ = 0;
-  // Conversations some request named as its parent (deliver_subagent_demotion). Looked up
-  // only.
-  std::unordered_set<ConversationId> parents_;
   int64_t demotion_deliveries_ = 0;
   int64_t children_demoted_by_delivery_ = 0;
 };

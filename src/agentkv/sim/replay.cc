@@ -118,7 +118,7 @@ StatusOr<std::unique_ptr<ArmFleet>> BuildArmFleet(const ReplayOptions& options, 
   engine_options.keep_events = options.keep_events;
   // The working set's pins follow Continuum's lifecycle: released when their program returns,
   // and under memory pressure.
-  engine_options.continuum_pins = arm.continuum || arm.working_set;
+  engine_options.config.continuum_pins = arm.continuum || arm.working_set;
   auto arm_fleet = std::make_unique<ArmFleet>();
   AGENTKV_ASSIGN_OR_RETURN(arm_fleet->fleet, FleetModel::Create(&arm_fleet->loop, fleet_options));
   GatewayModelOptions gateway_options;
@@ -150,12 +150,11 @@ StatusOr<std::unique_ptr<ArmFleet>> BuildArmFleet(const ReplayOptions& options, 
 Status InstallOracle(ArmFleet& arm_fleet, std::unique_ptr<FleetNextUse> ranking) {
   ranking->Seal();
   for (int32_t e = 0; e < arm_fleet.fleet->num_engines(); ++e) {
-    kv::KvCacheManager& cache =
-        arm_fleet.fleet->mutable_engine(EngineId(e)).mutable_scheduler().mutable_cache();
-    if (Status s = cache.SetNextUseRanking(ranking.get()); !s.ok()) {
+    EngineModel& engine = arm_fleet.fleet->mutable_engine(EngineId(e));
+    if (Status s = engine.SetNextUseRanking(ranking.get()); !s.ok()) {
       return InternalError("oracle arm, engine " + Str(e) + ": " + s.ToString());
     }
-    ranking->Attach(&cache);
+    ranking->Attach(&engine);
   }
   arm_fleet.oracle = std::move(ranking);
   return Status::Ok();
@@ -256,10 +255,10 @@ Status CheckArmEnd(const ArmFleet& arm_fleet, int64_t issued, int64_t completed)
   }
   for (int32_t e = 0; e < arm_fleet.fleet->num_engines(); ++e) {
     const EngineModel& engine = arm_fleet.fleet->engine(EngineId(e));
-    if (Status s = engine.scheduler().CheckInvariants(); !s.ok()) {
+    if (Status s = engine.engine().CheckInvariants(); !s.ok()) {
       return InternalError("engine " + Str(e) + ": " + s.ToString());
     }
-    if (engine.in_flight() != 0 || engine.scheduler().cache().active_requests() != 0) {
+    if (engine.in_flight() != 0 || engine.engine().cache().active_requests() != 0) {
       return InternalError("engine " + Str(e) + " still runs requests at the end");
     }
     // Every pin (fixed-ttl, continuum, the working set's holds) ended: expired, returned or
@@ -286,7 +285,7 @@ struct RequestView {
 // agents; `makespan` from the first start to the last completion.
 void Summarize(ArmFleet& arm_fleet, const ArmSpec& arm, const std::vector<RequestView>& requests,
                std::vector<double> session_times, TimeNs makespan, ArmResult& result) {
-  const int64_t block = arm_fleet.fleet->engine(EngineId(0)).scheduler().cache().tokens_per_block();
+  const int64_t block = arm_fleet.fleet->engine(EngineId(0)).engine().tokens_per_block();
   result.arm = arm.name;
   result.description = arm.Description();
   std::vector<double> queueing;
@@ -363,7 +362,7 @@ void Summarize(ArmFleet& arm_fleet, const ArmSpec& arm, const std::vector<Reques
   result.admission_wait = SummarizeDurations(admission_wait);
   for (int32_t e = 0; e < arm_fleet.fleet->num_engines(); ++e) {
     const EngineModel& engine = arm_fleet.fleet->engine(EngineId(e));
-    const kv::KvCacheStats stats = engine.scheduler().cache().stats();
+    const kv::KvCacheStats stats = engine.engine().cache().stats();
     result.device_evictions += stats.device_evictions;
     result.offloads += stats.offloads;
     result.drops += stats.drops;
@@ -723,9 +722,9 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
   std::unique_ptr<OracleProgress> oracle_progress;
   if (arm.oracle) {
     std::vector<std::vector<int32_t>> agent_of;
-    std::unique_ptr<FleetNextUse> ranking = AgenticFuture(
-        workload, options, arm_fleet->fleet->engine(EngineId(0)).scheduler().cache().hasher(),
-        device_blocks, arm_fleet->loop.now(), agent_of);
+    std::unique_ptr<FleetNextUse> ranking =
+        AgenticFuture(workload, options, arm_fleet->fleet->engine(EngineId(0)).engine().hasher(),
+                      device_blocks, arm_fleet->loop.now(), agent_of);
     oracle_progress = std::make_unique<OracleProgress>(ranking.get(), std::move(agent_of));
     AGENTKV_RETURN_IF_ERROR(InstallOracle(*arm_fleet, std::move(ranking)));
   }
@@ -825,7 +824,7 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
   AGENTKV_ASSIGN_OR_RETURN(std::unique_ptr<ArmFleet> arm_fleet,
                            BuildArmFleet(options, arm, tokens_per_block, infinite_blocks));
   ArmFleet& f = *arm_fleet;
-  const kv::BlockKeyHasher& hasher = f.fleet->engine(EngineId(0)).scheduler().cache().hasher();
+  const kv::BlockKeyHasher& hasher = f.fleet->engine(EngineId(0)).engine().hasher();
   if (arm.oracle) {
     // Every request is its own agent, looked up at its exact arrival (nothing when rejected).
     auto ranking = std::make_unique<FleetNextUse>();

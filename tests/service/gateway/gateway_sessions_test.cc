@@ -25,6 +25,7 @@ class FakeEffects : public SessionEffects {
   void CancelQueuedAttempt(const std::string& rid) override { cancelled.push_back(rid); }
   void AbortOnEveryEngine(const std::string& rid) override { aborted.push_back(rid); }
   void ReturnLease(const std::string& lease_id) override { returned.push_back(lease_id); }
+  void DeliverParentReturn(const std::string& parent) override { delivered.push_back(parent); }
   void CloseOnEveryEngine(const std::string& session_id, std::function<void(bool)> done) override {
     closes.push_back(session_id);
     if (answer_at_once.has_value()) return done(*answer_at_once);
@@ -42,6 +43,7 @@ class FakeEffects : public SessionEffects {
   std::vector<std::string> aborted;
   std::vector<std::string> returned;
   std::vector<std::string> closes;
+  std::vector<std::string> delivered;
   std::vector<std::function<void(bool)>> pending;
   std::optional<bool> answer_at_once = true;
 };
@@ -100,6 +102,36 @@ TEST_F(SessionManagerTest, AttemptRidsAreUniquePerLiveAttemptAndCarryTheSession)
   EXPECT_EQ(manager->live_attempts(), 3);
   EXPECT_EQ(manager->Dispatch("nope").status().code(), StatusCode::kNotFound);
   manager->CheckInvariants();
+}
+
+// --agentic-subagent-demotion: the flow's DeliverParentReturn reaches the effects before
+// BeginAttempt returns, once per return of the parent.
+TEST(SessionManagerParentReturnTest, AParentsReturnIsDeliveredOncePerReturn) {
+  for (const bool demotion : {false, true}) {
+    SCOPED_TRACE(demotion ? "demotion on" : "demotion off");
+    FakeEffects effects;
+    SessionManagerOptions options;
+    options.subagent_demotion = demotion;
+    SessionManager manager(options, &effects);
+    const SteadyTime now = SteadyTime() + Seconds(1);
+    const auto begin = [&](const std::string& session, std::optional<std::string> parent) {
+      ASSERT_TRUE(manager
+                      .BeginAttempt(session, "r", now,
+                                    control::AttemptSpec<std::string>{.parent = std::move(parent)})
+                      .ok());
+    };
+    begin("parent", std::nullopt);
+    begin("child", "parent");
+    EXPECT_THAT(effects.delivered, IsEmpty());
+    begin("parent", std::nullopt);
+    begin("parent", std::nullopt);
+    if (demotion) {
+      EXPECT_THAT(effects.delivered, ElementsAre("parent"));
+    } else {
+      EXPECT_THAT(effects.delivered, IsEmpty());
+    }
+    manager.CheckInvariants();
+  }
 }
 
 TEST_F(SessionManagerTest, LifecycleOffSendsNoSessionIdAndClosesNothing) {
@@ -178,8 +210,8 @@ TEST_F(SessionManagerTest, QueuedAttemptsAreCancelledAndMayNotDispatch) {
 
 TEST_F(SessionManagerTest, TheLeaseOfAnAdmittedAttemptIsReturnedWhenItFinishes) {
   Make();
-  StatusOr<std::string> rid =
-      manager->BeginAttempt(std::string("s"), "r", now, control::AttemptSpec{true, false});
+  StatusOr<std::string> rid = manager->BeginAttempt(std::string("s"), "r", now,
+                                                    control::AttemptSpec<std::string>{true, false});
   ASSERT_TRUE(rid.ok());
   EXPECT_EQ(manager->Dispatch(*rid).status().code(), StatusCode::kFailedPrecondition)
       << "not before its admission decision";
@@ -197,8 +229,8 @@ TEST_F(SessionManagerTest, TheLeaseOfAnAdmittedAttemptIsReturnedWhenItFinishes) 
 
 TEST_F(SessionManagerTest, AClientThatLeavesGetsItsWaitCancelledOrItsCallCut) {
   Make();
-  const std::string waiting =
-      *manager->BeginAttempt(std::string("s"), "w", now, control::AttemptSpec{true, false});
+  const std::string waiting = *manager->BeginAttempt(
+      std::string("s"), "w", now, control::AttemptSpec<std::string>{true, false});
   std::vector<control::FlowAction<std::string>> actions = manager->ClientGone(waiting);
   ASSERT_EQ(actions.size(), 1u);
   EXPECT_EQ(std::get<control::CancelAttempt>(actions[0]).rid, waiting);
@@ -297,7 +329,7 @@ TEST_F(SessionManagerTest, AtTheSessionCapTheLongestIdleSessionMakesRoom) {
 // ends; a later request clears the mark, and a close ends it on every engine like any other.
 TEST_F(SessionManagerTest, ARetainedSessionEndsOnlyWhenClosed) {
   Make(/*lifecycle=*/true, /*max_closed=*/8192, /*max_sessions=*/2);
-  const control::AttemptSpec retain{.retain = true};
+  const control::AttemptSpec<std::string> retain{.retain = true};
   StatusOr<std::string> kept = manager->BeginAttempt("kept", "r", now, retain);
   ASSERT_TRUE(kept.ok()) << kept.status();
   manager->Finish(*kept, now);
@@ -347,7 +379,7 @@ TEST_F(SessionManagerTest, RandomTrafficNeverExceedsTheCapAndEvictsTheLongestIdl
       if (kind < 2) {
         const bool known = live.contains(session) || idle_since.contains(session);
         const size_t closes_before = effects.closes.size();
-        control::AttemptSpec spec;
+        control::AttemptSpec<std::string> spec;
         if (rng() % 3 == 0) spec.retain = rng() % 2 == 0;
         std::optional<std::string> victim;
         for (const auto& [id, since] : idle_since) {

@@ -292,8 +292,7 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
     for (int64_t i = 0; request.prompt_tokens + i < computed; ++i) {
       sequence.push_back(PseudoToken(rid_hash, i));
     }
-    std::vector<kv::BlockKey> keys =
-        PageKeys(scheduler().cache().hasher(), sequence, page_size_, namespace_id);
+    std::vector<kv::BlockKey> keys = PageKeys(engine_.hasher(), sequence, page_size_, namespace_id);
     // The last prompt token is always recomputed: a key that covers it is an output key (the
     // scheduler commits it with the prompt's prefill, and never matches it for this prompt).
     const size_t prompt_pages = static_cast<size_t>((request.prompt_tokens - 1) / page_size_);
@@ -339,10 +338,8 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
     active.input = std::move(input);
     active.callbacks = std::move(callbacks);
     request.next_pause = active.input.pause;
-    engine_.NoteSubmitted(request, Now());
-    Status submitted = scheduler().Submit(std::move(request));
+    Status submitted = engine_.Submit(std::move(request), Now());
     if (!submitted.ok()) {
-      engine_.NoteFinished(id, /*completed=*/false, Now());
       // Checked up front; a refusal here is a bug, reported as an abort.
       GenerateResult result;
       result.rid = active.input.rid;
@@ -377,7 +374,7 @@ void EngineRuntime::Abort(const std::string& rid, bool abort_all) {
 }
 
 void EngineRuntime::AbortActive(RequestId id) {
-  StatusOr<bool> aborted = scheduler().Abort(id);
+  StatusOr<bool> aborted = engine_.Abort(id);
   AGENTKV_CHECK(aborted.ok()) << aborted.status();
   if (*aborted) Finish(id, /*aborted=*/true, "Abort request " + active_.at(id).input.rid);
 }
@@ -404,13 +401,13 @@ Status EngineRuntime::ReleaseMemoryOccupation() {
   Status status = Status::Ok();
   RunOnRuntimeThread([&] {
     if (memory_released_) return;
-    if (const int64_t active = scheduler().num_running() + scheduler().num_waiting(); active > 0) {
+    if (const int64_t active = InFlight(); active > 0) {
       status = FailedPreconditionError(
           "cannot release the KV cache while " + std::to_string(active) +
           " requests are running or waiting: pause generation (mode abort) first");
       return;
     }
-    status = scheduler().mutable_cache().Reset();
+    status = engine_.ResetCache();
     if (status.ok()) memory_released_ = true;
   });
   return status;
@@ -425,9 +422,9 @@ StatusOr<bool> EngineRuntime::ApplyWeightUpdate(bool abort_all_requests, bool fl
   RunOnRuntimeThread([&] {
     if (abort_all_requests) AbortAllActive();
     if (!flush_cache) return;
-    const int64_t active = scheduler().num_running() + scheduler().num_waiting();
+    const int64_t active = InFlight();
     if (active == 0) {
-      const Status reset = scheduler().mutable_cache().Reset();
+      const Status reset = engine_.ResetCache();
       flushed = reset.ok() ? StatusOr<bool>(true) : StatusOr<bool>(reset);
       return;
     }
@@ -482,7 +479,7 @@ EngineRuntime::Session& EngineRuntime::TouchSession(const std::string& name) {
     }
     // Idempotent for a closed session; it also closes one the cache reopened after its
     // tombstone aged out, so that no cache session outlives its id here.
-    scheduler().mutable_cache().CloseSession(evicted->second.id);
+    engine_.CloseSession(evicted->second.id);
   }
   counters_.sessions = static_cast<int64_t>(sessions_.size());
   return *sessions_.Find(name);
@@ -495,10 +492,10 @@ int64_t EngineRuntime::CloseSession(const std::string& session_id) {
     // cache's tombstone); the LRU bounds what is remembered.
     Session& session = TouchSession(session_id);
     session.closed = true;
-    freed = scheduler().mutable_cache().CloseSession(session.id);
+    freed = engine_.CloseSession(session.id);
     // The program ended: its next request, if any, is a new program. Its requests still
     // waiting keep their place (each holds its program's arrival).
-    scheduler().ForgetProgram(ConversationOf(session_id));
+    engine_.ForgetProgram(ConversationOf(session_id));
     if (const Program* program = programs_.Find(session_id);
         program != nullptr && program->active == 0) {
       programs_.Erase(session_id);
@@ -522,7 +519,7 @@ EngineRuntime::Program& EngineRuntime::TouchProgram(const std::string& name) {
     std::optional<std::pair<std::string, Program>> forgotten = programs_.EvictOldest(
         [&name](const std::string& key, const Program& p) { return p.active == 0 && key != name; });
     if (!forgotten.has_value()) break;  // Every other program runs a request: wait for them.
-    scheduler().ForgetProgram(ConversationOf(forgotten->first));
+    engine_.ForgetProgram(ConversationOf(forgotten->first));
   }
   return *programs_.Find(name);
 }
@@ -533,19 +530,16 @@ TimeNs EngineRuntime::EmulatedNow() const {
 
 int64_t EngineRuntime::DemoteFinishedSubagents(const std::string& parent_session_id) {
   int64_t demoted = 0;
-  RunOnRuntimeThread([&] {
-    kv::KvCacheManager& cache = scheduler().mutable_cache();
-    cache.AdvanceClock(Now());
-    demoted = cache.DemoteFinishedSubagents(ConversationOf(parent_session_id));
-  });
+  RunOnRuntimeThread(
+      [&] { demoted = engine_.DeliverParentReturn(ConversationOf(parent_session_id), Now()); });
   return demoted;
 }
 
 bool EngineRuntime::FlushCache() {
   bool flushed = false;
   RunOnRuntimeThread([&] {
-    if (scheduler().num_running() + scheduler().num_waiting() > 0) return;
-    flushed = scheduler().mutable_cache().Reset().ok();
+    if (InFlight() > 0) return;
+    flushed = engine_.ResetCache().ok();
   });
   return flushed;
 }
@@ -592,7 +586,7 @@ void EngineRuntime::Run() {
       for (const auto& [id, active] : active_) ids.push_back(id);
       std::sort(ids.begin(), ids.end());
       for (RequestId id : ids) {
-        AGENTKV_CHECK(scheduler().Abort(id).ok());
+        AGENTKV_CHECK(engine_.Abort(id).ok());
         Finish(id, /*aborted=*/true, "The server is shutting down");
       }
       PublishAndRunDeferred();
@@ -646,7 +640,7 @@ void EngineRuntime::StepOnce() {
   const Clock::time_point start = Clock::now();
   // One clock for the cache (the sub-agent idle bound in seconds, the gap-aware order): Now(),
   // the wall clock clients pause on; the requests this step finishes count as finished now.
-  scheduler().mutable_cache().AdvanceClock(Now());
+  engine_.AdvanceCacheClock(Now());
   const engine::EngineStep step = engine_.Step();
   const engine::StepResult& result = step.result;
   ++counters_.steps;
@@ -673,7 +667,7 @@ void EngineRuntime::StepOnce() {
     Active& active = active_.at(id);
     if (active.first_scheduled.has_value()) continue;
     active.first_scheduled = now;
-    const engine::RequestReport* report = scheduler().FindReport(id);
+    const engine::RequestReport* report = engine_.FindReport(id);
     counters_.prompt_tokens_total += static_cast<int64_t>(active.input.input_ids.size());
     counters_.cached_tokens_device_total += report->cached_device_tokens;
     counters_.cached_tokens_host_total += report->cached_host_tokens;
@@ -684,7 +678,7 @@ void EngineRuntime::StepOnce() {
     auto it = active_.find(work.id);
     if (it == active_.end()) continue;
     Active& active = it->second;
-    const engine::RequestReport* report = scheduler().FindReport(work.id);
+    const engine::RequestReport* report = engine_.FindReport(work.id);
     const int64_t produced = std::min(report->output_tokens, active.requested_tokens);
     const int64_t delivered = static_cast<int64_t>(active.output_ids.size());
     if (produced <= delivered) continue;
@@ -734,9 +728,9 @@ void EngineRuntime::Finish(RequestId id, bool aborted, const std::string& messag
     AGENTKV_CHECK(entry != nullptr && entry->active > 0);
     --entry->active;
   }
-  StatusOr<engine::RequestReport> taken = scheduler().TakeReport(id);
+  // The engine's stall offload learns that the turn ended (completed unless aborted).
+  StatusOr<engine::RequestReport> taken = engine_.TakeReport(id, Now());
   AGENTKV_CHECK(taken.ok()) << taken.status();
-  engine_.NoteFinished(id, !aborted && !taken->aborted && !taken->rejected, Now());
   const engine::RequestReport* report = &*taken;
   const Clock::time_point now = Clock::now();
   GenerateResult result;
@@ -764,17 +758,14 @@ void EngineRuntime::Finish(RequestId id, bool aborted, const std::string& messag
   }
 }
 
-bool EngineRuntime::CanStep() {
-  return !generation_paused_ && !memory_released_ &&
-         scheduler().num_running() + scheduler().num_waiting() > 0;
-}
+bool EngineRuntime::CanStep() { return !generation_paused_ && !memory_released_ && InFlight() > 0; }
 
 void EngineRuntime::PublishSnapshot() {
   RuntimeSnapshot snapshot = counters_;
   snapshot.generation_paused = generation_paused_;
   snapshot.memory_released = memory_released_;
-  snapshot.gauges = scheduler().gauges();
-  snapshot.cache = scheduler().cache().stats();
+  snapshot.gauges = engine_.gauges();
+  snapshot.cache = engine_.cache().stats();
   sync::MutexLock lock(&mu_);
   snapshot_ = std::move(snapshot);
 }

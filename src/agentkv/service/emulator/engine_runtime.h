@@ -367,8 +367,8 @@ class EngineRuntime {
   // least recently used idle one.
   Session& TouchSession(const std::string& name);
 
-  // The engine's scheduler (runtime thread only).
-  engine::StepScheduler& scheduler() { return engine_.mutable_scheduler(); }
+  // Requests running plus waiting in the engine (runtime thread only).
+  int64_t InFlight() const { return engine_.num_running() + engine_.num_waiting(); }
 
   void Run();
   // Whether the runtime thread takes a step now: a request is running or waiting and neither

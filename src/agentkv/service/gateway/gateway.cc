@@ -114,6 +114,7 @@ Status Gateway::Core::Init() {
   session_options.max_closed_sessions = options_.max_closed_sessions;
   session_options.max_sessions = options_.max_sessions;
   session_options.max_retained_sessions = options_.max_retained_sessions;
+  session_options.subagent_demotion = options_.agentic_subagent_demotion;
   session_options.on_close_outcome = [this](const std::string& session_id, bool ok) {
     metrics_.CountSessionClose(ok);
     if (options_.on_session_close) options_.on_session_close(ok);
@@ -408,10 +409,15 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   }
   StatusOr<std::string> rid = sessions_->BeginAttempt(
       *session, request_id, started,
-      control::AttemptSpec{.awaits_admission = needs_admission || needs_working_set,
-                           .streamed = client->stream,
-                           .prompt_tokens = EstimatePromptTokens(*client, *prompt_tokens),
-                           .retain = *retain});
+      control::AttemptSpec<std::string>{
+          .awaits_admission = needs_admission || needs_working_set,
+          .streamed = client->stream,
+          .prompt_tokens = EstimatePromptTokens(*client, *prompt_tokens),
+          .retain = *retain,
+          // With --agentic-subagent-demotion the flow delivers a parent's return to every
+          // engine before its request goes on (the router may place it anywhere, and its
+          // sub-agents were placed by their own sessions).
+          .parent = parent});
   // Unavailable: --max-sessions sessions, all busy or retained (not the upstream's fault);
   // ResourceExhausted: a retention mark past --max-retained-sessions (or, never in practice, 2^20
   // live attempts of one request id).
@@ -428,9 +434,6 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   ex->client = *std::move(client);
   ex->session_id = *session;
   ex->parent = std::move(parent);
-  // The parent's return reaches every engine before its request does (the router may place
-  // it anywhere, and its sub-agents were placed by their own sessions).
-  if (options_.agentic_subagent_demotion) DeliverParentReturn(ex->session_id, ex->parent);
   ex->pause = *pause != PauseKind::kUnknown ? *pause : ex->client.pause;
   ex->rid = *std::move(rid);
   if (options_.program_fcfs) {

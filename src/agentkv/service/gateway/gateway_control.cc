@@ -238,38 +238,16 @@ void Gateway::Core::AbortOnEveryEngine(const std::string& rid) {
   }
 }
 
-void Gateway::Core::DeliverParentReturn(const std::optional<std::string>& session,
-                                        const std::optional<std::string>& parent) {
-  bool deliver = false;
-  {
-    sync::MutexLock lock(&parents_mu_);
-    if (parent.has_value()) {
-      auto [it, inserted] = parents_.try_emplace(*parent, true);
-      it->second = true;
-      if (inserted) {
-        parents_order_.push_back(*parent);
-        while (static_cast<int64_t>(parents_order_.size()) > options_.max_sessions) {
-          parents_.erase(parents_order_.front());
-          parents_order_.pop_front();
-        }
-      }
-    }
-    if (session.has_value()) {
-      if (auto it = parents_.find(*session); it != parents_.end() && it->second) {
-        deliver = true;
-        it->second = false;
-      }
-    }
-  }
-  if (!deliver || !effects_enabled_.load()) return;
+void Gateway::Core::DeliverParentReturn(const std::string& parent) {
+  if (!effects_enabled_.load()) return;
   demotion_deliveries_.fetch_add(1);
   const std::string body = protocol::SerializeDemoteFinishedSubagentsRequest(
-      protocol::DemoteFinishedSubagentsRequest{*session});
+      protocol::DemoteFinishedSubagentsRequest{parent});
   for (const std::string& engine : directory_->urls()) {
     control_client_->AsyncRequest(
         http::verb::post, engine, std::string(protocol::kDemoteFinishedSubagentsPath),
         {{"Content-Type", "application/json"}}, body,
-        [this, engine, parent = *session](StatusOr<net::ClientResponse> r) {
+        [this, engine, parent](StatusOr<net::ClientResponse> r) {
           if (r.ok() && r->status / 100 == 2) return;
           Log(LogLevel::kWarn, LogLine("demote_finished_subagents_failed")
                                    .Add("engine", engine)

@@ -19,8 +19,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -115,14 +113,9 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   // SessionEffects.
   void CancelQueuedAttempt(const std::string& rid) override;
   void AbortOnEveryEngine(const std::string& rid) override;
-  // --agentic-subagent-demotion: remembers `parent` (a verified hint's parent session) and
-  // that a sub-agent of it sent a request; when `session` is a remembered parent with such a
-  // request since its last delivery, delivers its return to every engine, once. (A sub-agent
-  // whose last request was still running at that delivery is demoted at the parent's next
-  // return after another hinted request: marking its end instead would race with the client,
-  // which may send the parent's turn before the gateway books the sub-agent's reply.)
-  void DeliverParentReturn(const std::optional<std::string>& session,
-                           const std::optional<std::string>& parent);
+  // --agentic-subagent-demotion: POSTs /demote_finished_subagents for `parent` to every engine
+  // (the flow decides when: control::ParentReturnDelivery::kOncePerReturn).
+  void DeliverParentReturn(const std::string& parent) override;
   void CloseOnEveryEngine(const std::string& session_id,
                           std::function<void(bool ok)> done) override;
   void ReturnLease(const std::string& lease_id) override;
@@ -221,13 +214,7 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   int64_t pending_acquires_ AGENTKV_GUARDED_BY(admission_mu_) = 0;
   std::set<std::string> awaiting_ AGENTKV_GUARDED_BY(admission_mu_);
 
-  // Parent sessions verified hints named (--agentic-subagent-demotion), oldest first, bounded
-  // by max_sessions, each with whether a hinted request of a sub-agent of it arrived since its
-  // return was last delivered: a parent's return is delivered once, not on every request of
-  // the parent.
-  sync::Mutex parents_mu_;
-  std::map<std::string, bool> parents_ AGENTKV_GUARDED_BY(parents_mu_);
-  std::deque<std::string> parents_order_ AGENTKV_GUARDED_BY(parents_mu_);
+  // Parent returns delivered (--agentic-subagent-demotion).
   std::atomic<int64_t> demotion_deliveries_{0};
 
   sync::Mutex sweep_mu_;

@@ -30,6 +30,8 @@ control::GatewayFlowOptions FlowOptions(const SessionManagerOptions& options) {
   flow.max_closed_sessions = options.max_closed_sessions;
   flow.max_sessions = options.max_sessions;
   flow.max_retained_sessions = options.max_retained_sessions;
+  flow.parent_return = options.subagent_demotion ? control::ParentReturnDelivery::kOncePerReturn
+                                                 : control::ParentReturnDelivery::kOff;
   return flow;
 }
 
@@ -60,12 +62,13 @@ std::optional<uint64_t> SessionManager::ProgramArrival(
 
 StatusOr<std::string> SessionManager::BeginAttempt(const std::optional<std::string>& session_id,
                                                    std::string_view request_id, SteadyTime now,
-                                                   control::AttemptSpec spec) {
+                                                   control::AttemptSpec<std::string> spec) {
   Pending pending;
   StatusOr<std::string> rid = [&] {
     sync::MutexLock lock(&mu_);
     StatusOr<std::string> begun = flow_.BeginAttempt(session_id, request_id, spec, ToTimeNs(now));
-    CollectLocked(pending);  // Opening a session at the cap may end an idle one.
+    // Opening a session at the cap may end an idle one; a parent's return may be due.
+    CollectLocked(pending);
     return begun;
   }();
   Run(std::move(pending));
@@ -161,6 +164,9 @@ void SessionManager::Run(Pending pending) {
       const control::CloseOutcome<std::string>& outcome = answer->outcome;
       pending.answers.at(answer->request)(
           SessionCloseResult{outcome.session, outcome.closed, outcome.aborted});
+    } else if (const auto* delivery =
+                   std::get_if<control::DeliverParentReturn<std::string>>(&action)) {
+      effects_->DeliverParentReturn(delivery->parent);
     }
     // CutUpstream comes only from ClientGone, whose actions its caller performs.
   }

@@ -56,6 +56,10 @@ class SessionEffects {
   // An attempt that held an admission lease ended: return the lease (AdmissionBackend::
   // Release). Default: nothing (no admission).
   virtual void ReturnLease(const std::string& lease_id) { (void)lease_id; }
+  // A parent's return is due (control::DeliverParentReturn): POST {"parent_session_id": parent}
+  // to /demote_finished_subagents on every engine base URL; fire and forget. Default: nothing
+  // (sub-agent demotion off).
+  virtual void DeliverParentReturn(const std::string& parent) { (void)parent; }
 };
 
 // The answer of a close request.
@@ -86,6 +90,10 @@ struct SessionManagerOptions {
   // Retained sessions at most (control::GatewayFlowOptions::max_retained_sessions). Default:
   // unset, max_sessions / 2. Range: [0, max_sessions] when set.
   std::optional<int64_t> max_retained_sessions;
+  // --agentic-subagent-demotion: a parent's first request after a request named it as parent
+  // (AttemptSpec::parent) delivers its return to every engine, once per return
+  // (control::ParentReturnDelivery::kOncePerReturn). Default: false.
+  bool subagent_demotion = false;
   // Called once per close fan-out outcome (any thread, no lock held).
   std::function<void(const std::string& session_id, bool ok)> on_close_outcome;
 };
@@ -101,7 +109,9 @@ class SessionManager {
   // its first attempt, and an ended one is opened again as a new incarnation) and returns its
   // rid: FormatAttemptRid(request_id, n) with the lowest n not used by a live attempt or by
   // the session's remembered attempts. `spec` says whether it waits for admission first,
-  // whether it streams and whether it sets or clears its session's retention.
+  // whether it streams, whether it sets or clears its session's retention and which session
+  // it names as its parent (with subagent_demotion, a parent's return is then delivered
+  // through SessionEffects::DeliverParentReturn before this returns).
   // FailedPrecondition while the session is closing; ResourceExhausted, counted in
   // retain_refused(), when spec.retain would retain more than max_retained_sessions sessions.
   // Opening a session at max_sessions ends the longest-idle unretained one (counted in
@@ -109,7 +119,7 @@ class SessionManager {
   // or is retained. InvalidArgument for spec.retain = true without a session.
   [[nodiscard]] StatusOr<std::string> BeginAttempt(const std::optional<std::string>& session_id,
                                                    std::string_view request_id, SteadyTime now,
-                                                   control::AttemptSpec spec = {});
+                                                   control::AttemptSpec<std::string> spec = {});
 
   // Whether an attempt in `session_id` would open a session (a new one, or a new incarnation
   // of an ended one); false without a session. A concurrent BeginAttempt may open it first.

@@ -23,11 +23,11 @@
 #include <string>
 #include <vector>
 
-#include "agentkv/sim/agentic_workload.h"
-#include "agentkv/sim/open_loop_trace.h"
-#include "agentkv/sim/replay.h"
-#include "agentkv/sim/synthetic_agentic.h"
-#include "agentkv/sim/weka_trace.h"
+#include "agentkv/sim/workload/agentic_workload.h"
+#include "agentkv/sim/workload/open_loop_trace.h"
+#include "agentkv/sim/replay/replay.h"
+#include "agentkv/sim/workload/synthetic_agentic.h"
+#include "agentkv/sim/workload/weka_trace.h"
 
 namespace agentkv::sim {
 namespace {

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agentkv/sim/bailian_trace.h"
+#include "agentkv/sim/workload/bailian_trace.h"
 #include "fuzz_check.h"
 #include "trace_fuzz_support.h"
 

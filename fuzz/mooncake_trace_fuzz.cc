@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "agentkv/sim/mooncake_trace.h"
-#include "agentkv/sim/trace_input.h"
+#include "agentkv/sim/workload/mooncake_trace.h"
+#include "agentkv/sim/workload/trace_input.h"
 #include "fuzz_check.h"
 #include "trace_fuzz_support.h"
 

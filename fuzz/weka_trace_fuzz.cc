@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "agentkv/sim/trace_input.h"
-#include "agentkv/sim/weka_trace.h"
+#include "agentkv/sim/workload/trace_input.h"
+#include "agentkv/sim/workload/weka_trace.h"
 #include "fuzz_check.h"
 #include "trace_fuzz_support.h"
 

@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "agentkv/sim/replay_result.h"
+#include "agentkv/sim/replay/replay_result.h"
 
 namespace agentkv::report {
 

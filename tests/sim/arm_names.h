@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "agentkv/base/check.h"
-#include "agentkv/sim/replay_arms.h"
+#include "agentkv/sim/replay/replay_arms.h"
 
 namespace agentkv::sim::testing_support {
 

@@ -10,8 +10,8 @@
 
 #include "agentkv/base/status.h"
 #include "agentkv/base/time.h"
-#include "agentkv/sim/agentic_workload.h"
-#include "agentkv/sim/synthetic_agentic.h"
+#include "agentkv/sim/workload/agentic_workload.h"
+#include "agentkv/sim/workload/synthetic_agentic.h"
 
 namespace agentkv::sim::testing_support {
 

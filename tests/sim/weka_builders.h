@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "agentkv/base/time.h"
-#include "agentkv/sim/weka_trace.h"
+#include "agentkv/sim/workload/weka_trace.h"
 
 namespace agentkv::sim::testing_support {
 

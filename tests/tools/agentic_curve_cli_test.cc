@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "agentkv/sim/replay_arms.h"
+#include "agentkv/sim/replay/replay_arms.h"
 #include "cli_test_support.h"
 
 namespace agentkv {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "agentkv/sim/replay_arms.h"
+#include "agentkv/sim/replay/replay_arms.h"
 #include "cli_test_support.h"
 
 #ifndef AGENTKV_DATA_DIR

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "agentkv/sim/agentic_replay.h"
-#include "agentkv/sim/instant_sources.h"
-#include "agentkv/sim/replay_arms.h"
-#include "agentkv/sim/weka_trace.h"
+#include "agentkv/sim/replay/agentic_replay.h"
+#include "agentkv/sim/replay/instant_sources.h"
+#include "agentkv/sim/replay/replay_arms.h"
+#include "agentkv/sim/workload/weka_trace.h"
 #include "tools/agentkv/arm_help.h"
 #include "tools/agentkv/cli_support.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "agentkv/base/status.h"
-#include "agentkv/sim/replay_arms.h"
+#include "agentkv/sim/replay/replay_arms.h"
 
 namespace agentkv::tools {
 namespace {

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <cstdio>
 
-#include "agentkv/sim/cache_curve.h"
-#include "agentkv/sim/mooncake_trace.h"
+#include "agentkv/sim/replay/cache_curve.h"
+#include "agentkv/sim/workload/mooncake_trace.h"
 #include "tools/agentkv/cli_support.h"
 
 namespace agentkv::tools {

@@ -12,8 +12,8 @@
 #include <utility>
 
 #include "agentkv/report/capacity_report.h"
-#include "agentkv/sim/replay.h"
-#include "agentkv/sim/replay_arms.h"
+#include "agentkv/sim/replay/replay.h"
+#include "agentkv/sim/replay/replay_arms.h"
 #include "tools/agentkv/arm_threads.h"
 #include "tools/agentkv/cli_support.h"
 #include "tools/agentkv/progress_line.h"

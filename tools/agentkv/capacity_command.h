@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "agentkv/base/status.h"
-#include "agentkv/sim/capacity_search.h"
+#include "agentkv/sim/replay/capacity_search.h"
 #include "tools/agentkv/replay_flags.h"
 
 namespace agentkv::tools {

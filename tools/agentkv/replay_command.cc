@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "agentkv/report/replay_report.h"
-#include "agentkv/sim/replay_arms.h"
+#include "agentkv/sim/replay/replay_arms.h"
 #include "tools/agentkv/arm_help.h"
 #include "tools/agentkv/cli_support.h"
 #include "tools/agentkv/progress_line.h"

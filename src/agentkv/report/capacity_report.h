@@ -13,7 +13,7 @@
 
 #include <string>
 
-#include "agentkv/sim/capacity_search.h"
+#include "agentkv/sim/replay/capacity_search.h"
 
 namespace agentkv::report {
 

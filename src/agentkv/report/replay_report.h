@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "agentkv/sim/replay_result.h"
+#include "agentkv/sim/replay/replay_result.h"
 
 namespace agentkv::report {
 

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <string>
 
-#include "agentkv/sim/replay_result.h"
+#include "agentkv/sim/replay/replay_result.h"
 
 namespace agentkv::report::internal {
 

@@ -1,0 +1,553 @@
+#include "agentkv/sim/fleet/agent_driver.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "agentkv/base/bounds.h"
+#include "agentkv/base/check.h"
+#include "agentkv/engine/step_scheduler.h"
+#include "agentkv/kv/kv_cache_manager.h"
+#include "agentkv/routing/routing_key.h"
+#include "agentkv/sim/workload/output_keys.h"
+
+namespace agentkv::sim {
+namespace {
+
+constexpr int64_t kMaxConversations = kMaxReplayConversations;
+constexpr int64_t kMaxSubagents = 999;
+// Groups are counted in a vector indexed by group.
+constexpr int32_t kMaxGroups = 1 << 20;
+// With a shared prefix, conversation k's own ids are offset by (k + 1) << 40.
+constexpr int kSharedPrefixIdBits = 40;
+
+TimeNs NonNegative(TimeNs t) { return t < TimeNs(0) ? TimeNs(0) : t; }
+
+// The pause that follows each of `requests` (base/pause.h: a request carries the pause after
+// it); `joins[i]` counts the sub-agents request i joins (empty for a sub-agent, which joins
+// none). The last request's is kSessionEnd.
+std::vector<PauseKind> PausesOf(const std::vector<WekaRequest>& requests,
+                                const std::vector<int32_t>& joins) {
+  AGENTKV_CHECK(joins.empty() || joins.size() == requests.size());
+  std::vector<PauseKind> pauses(requests.size(), PauseKind::kSessionEnd);
+  for (size_t i = 0; i + 1 < requests.size(); ++i) {
+    pauses[i] = !joins.empty() && joins[i + 1] > 0 ? PauseKind::kSubagentWait
+                                                   : ClassifyPause(requests[i], requests[i + 1]);
+  }
+  return pauses;
+}
+
+}  // namespace
+
+struct AgentDriver::Agent {
+  int32_t workload_index = 0;
+  // -1 for a main agent.
+  int32_t subagent = -1;
+  ConversationId conversation;
+  std::optional<ConversationId> parent;
+  const std::vector<WekaRequest>* requests = nullptr;
+  // pauses[i]: the pause after request i (kSessionEnd after the last).
+  std::vector<PauseKind> pauses;
+  // Next request to submit, and whether its gap has elapsed.
+  int32_t next = 0;
+  bool gap_elapsed = false;
+  bool begun = false;
+  bool ended = false;
+  // Set when a Submit() failed.
+  bool failed = false;
+  // When the gap of request `next` elapsed.
+  TimeNs ready_time;
+  // joins_pending[i]: sub-agents not yet ended that request i joins (main agents only).
+  std::vector<int32_t> joins_pending;
+  // spawn_after[i]: sub-agents (agent indices) anchored on request i (main agents only).
+  std::vector<std::vector<int32_t>> spawn_after;
+  // Sub-agents: the parent's agent index, the joined request (-1: none) and how long after
+  // this sub-agent's end the join is released (the recorded time from its completion to the
+  // joined request), the delay after the anchor's completion (or after the conversation start
+  // when unanchored).
+  int32_t parent_agent = -1;
+  int32_t join_index = -1;
+  TimeNs join_delay;
+  bool anchored = false;
+  TimeNs spawn_delay;
+};
+
+AgentDriver::~AgentDriver() = default;
+
+bool AgentDriver::done() const { return agents_ended_ == static_cast<int64_t>(agents_.size()); }
+
+std::string_view SubagentRoutingName(SubagentRouting routing) {
+  return routing == SubagentRouting::kParent ? "parent" : "own";
+}
+
+std::optional<SubagentRouting> ParseSubagentRouting(std::string_view name) {
+  if (name == "own") return SubagentRouting::kOwn;
+  if (name == "parent") return SubagentRouting::kParent;
+  return std::nullopt;
+}
+
+Status AgentDriverOptions::Validate() const {
+  if (first_request_id < 0) {
+    return InvalidArgumentError("first_request_id must be >= 0, got " +
+                                std::to_string(first_request_id));
+  }
+  return Status();
+}
+
+TimeNs RecordedApiTime(const WekaRequest& request) { return request.api_time; }
+
+TimeNs RecordedGap(const WekaRequest& previous, const WekaRequest& next) {
+  if (next.think_time > TimeNs(0)) return next.think_time;
+  return NonNegative(next.t - previous.t - RecordedApiTime(previous));
+}
+
+std::vector<kv::BlockKey> DriverKeysOf(const kv::BlockKeyHasher& hasher, uint64_t shared_prefix_ids,
+                                       std::span<const uint64_t> ids, uint64_t namespace_id) {
+  if (shared_prefix_ids == 0) return hasher.KeysFromBlockIds(ids, namespace_id);
+  std::vector<uint64_t> shifted(ids.begin(), ids.end());
+  for (uint64_t& block_id : shifted) {
+    if (block_id >= shared_prefix_ids) block_id += namespace_id << kSharedPrefixIdBits;
+  }
+  return hasher.KeysFromBlockIds(shifted, 0);
+}
+
+AgentDriver::AgentDriver(EventLoop* loop, GatewayModel* gateway, const AgenticWorkload* workload,
+                         const AgentDriverOptions& options)
+    : loop_(loop),
+      gateway_(gateway),
+      workload_(workload),
+      options_(options),
+      hasher_(gateway->fleet().engine(EngineId(0)).engine().hasher()) {}
+
+StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, GatewayModel* gateway,
+                                                           const AgenticWorkload* workload,
+                                                           const AgentDriverOptions& options) {
+  if (Status s = options.Validate(); !s.ok()) return s;
+  if (workload->starts.size() != workload->conversations.size()) {
+    return InvalidArgumentError("workload has " + std::to_string(workload->starts.size()) +
+                                " starts for " + std::to_string(workload->conversations.size()) +
+                                " conversations");
+  }
+  if (static_cast<int64_t>(workload->conversations.size()) > kMaxConversations) {
+    return InvalidArgumentError("at most " + std::to_string(kMaxConversations) +
+                                " conversations keep conversation ids distinct, got " +
+                                std::to_string(workload->conversations.size()));
+  }
+  const bool gated = !workload->groups.empty() || !workload->start_after_group.empty();
+  if (gated && (workload->groups.size() != workload->conversations.size() ||
+                workload->start_after_group.size() != workload->conversations.size())) {
+    return InvalidArgumentError("workload has " + std::to_string(workload->groups.size()) +
+                                " groups and " +
+                                std::to_string(workload->start_after_group.size()) + " gates for " +
+                                std::to_string(workload->conversations.size()) + " conversations");
+  }
+  if (!workload->retained.empty() && workload->retained.size() != workload->conversations.size()) {
+    return InvalidArgumentError("workload has " + std::to_string(workload->retained.size()) +
+                                " retention marks for " +
+                                std::to_string(workload->conversations.size()) + " conversations");
+  }
+  for (size_t k = 0; gated && k < workload->conversations.size(); ++k) {
+    const int32_t group = workload->groups[k];
+    const int32_t gate = workload->start_after_group[k];
+    if (group < 0 || group >= kMaxGroups || gate < -1 || gate >= group) {
+      return InvalidArgumentError(
+          "conversations[" + std::to_string(k) + "] is in group " + std::to_string(group) +
+          " gated on group " + std::to_string(gate) + ": a group is in [0, " +
+          std::to_string(kMaxGroups) + ") and a gate is -1 or an earlier group");
+    }
+  }
+  const int32_t tokens_per_block = gateway->fleet().engine(EngineId(0)).engine().tokens_per_block();
+  for (size_t k = 0; k < workload->conversations.size(); ++k) {
+    const WekaConversation& c = workload->conversations[k];
+    if (workload->starts[k] < TimeNs(0)) {
+      return InvalidArgumentError("conversations[" + std::to_string(k) + "] starts before 0");
+    }
+    if (static_cast<int64_t>(c.subagents.size()) > kMaxSubagents) {
+      return InvalidArgumentError("conversations[" + std::to_string(k) + "] has " +
+                                  std::to_string(c.subagents.size()) + " sub-agents, at most " +
+                                  std::to_string(kMaxSubagents));
+    }
+    if (options.shared_prefix_ids > 0) {
+      auto too_large = [](const std::vector<WekaRequest>& requests) {
+        for (const WekaRequest& r : requests) {
+          for (uint64_t id : r.hash_ids) {
+            if (id >> kSharedPrefixIdBits != 0) return true;
+          }
+        }
+        return false;
+      };
+      bool bad = too_large(c.requests);
+      for (const WekaSubagent& sub : c.subagents) bad = bad || too_large(sub.requests);
+      if (bad) {
+        return InvalidArgumentError("conversations[" + std::to_string(k) + "] (" + c.source +
+                                    ") has a block id >= 2^40, which a shared prefix cannot "
+                                    "namespace");
+      }
+    }
+    if (c.block_size != tokens_per_block) {
+      return InvalidArgumentError("conversations[" + std::to_string(k) + "] (" + c.source +
+                                  ") has block_size " + std::to_string(c.block_size) +
+                                  ", the engines' tokens_per_block is " +
+                                  std::to_string(tokens_per_block));
+    }
+  }
+  std::unique_ptr<AgentDriver> driver(new AgentDriver(loop, gateway, workload, options));
+  // Agents: each main agent followed by its sub-agents; result conversations mirror them.
+  for (size_t k = 0; k < workload->conversations.size(); ++k) {
+    const WekaConversation& c = workload->conversations[k];
+    const int32_t main_index = static_cast<int32_t>(driver->agents_.size());
+    driver->main_agent_of_.push_back(main_index);
+    if (gated) {
+      const size_t group = static_cast<size_t>(workload->groups[k]);
+      if (driver->group_agents_pending_.size() <= group) {
+        driver->group_agents_pending_.resize(group + 1, 0);
+      }
+      driver->group_agents_pending_[group] += 1 + static_cast<int64_t>(c.subagents.size());
+    }
+    Agent main;
+    main.workload_index = static_cast<int32_t>(k);
+    main.conversation = ConversationId(static_cast<int64_t>(k) + 1);
+    main.requests = &c.requests;
+    main.joins_pending.assign(c.requests.size(), 0);
+    main.spawn_after.resize(c.requests.size());
+    driver->agents_.push_back(std::move(main));
+    for (size_t j = 0; j < c.subagents.size(); ++j) {
+      const WekaSubagent& sub = c.subagents[j];
+      if (options.subagent_models == SubagentModels::kExclude && !c.SharesMainModel(sub)) {
+        continue;
+      }
+      Agent agent;
+      agent.workload_index = static_cast<int32_t>(k);
+      agent.subagent = static_cast<int32_t>(j);
+      agent.conversation =
+          ConversationId((static_cast<int64_t>(k) + 1) * 1000 + static_cast<int64_t>(j) + 1);
+      agent.parent = ConversationId(static_cast<int64_t>(k) + 1);
+      agent.requests = &sub.requests;
+      agent.joins_pending.assign(sub.requests.size(), 0);
+      agent.pauses = PausesOf(sub.requests, {});
+      agent.parent_agent = main_index;
+      // Anchor: the parent's last request with t <= spawn.
+      const TimeNs spawn = sub.spawn();
+      int32_t anchor = -1;
+      for (size_t i = 0; i < c.requests.size(); ++i) {
+        if (c.requests[i].t <= spawn) anchor = static_cast<int32_t>(i);
+      }
+      const int32_t self = static_cast<int32_t>(driver->agents_.size());
+      if (anchor >= 0) {
+        const WekaRequest& a = c.requests[static_cast<size_t>(anchor)];
+        agent.anchored = true;
+        agent.spawn_delay = NonNegative(spawn - a.t - RecordedApiTime(a));
+        driver->agents_[static_cast<size_t>(main_index)]
+            .spawn_after[static_cast<size_t>(anchor)]
+            .push_back(self);
+      } else {
+        agent.spawn_delay = spawn;
+      }
+      // Join: the parent's first request after the anchor sent once the sub-agent completed,
+      // unless the sub-agent was launched in the background.
+      if (sub.status != SubagentStatus::kAsyncLaunched) {
+        for (size_t n = static_cast<size_t>(anchor + 1); n < c.requests.size(); ++n) {
+          if (c.requests[n].t >= sub.completion) {
+            agent.join_index = static_cast<int32_t>(n);
+            agent.join_delay = c.requests[n].t - sub.completion;
+            ++driver->agents_[static_cast<size_t>(main_index)].joins_pending[n];
+            break;
+          }
+        }
+      }
+      driver->agents_.push_back(std::move(agent));
+    }
+    Agent& main_agent = driver->agents_[static_cast<size_t>(main_index)];
+    main_agent.pauses = PausesOf(c.requests, main_agent.joins_pending);
+  }
+  for (const Agent& agent : driver->agents_) {
+    DriverConversationResult r;
+    r.conversation = agent.conversation;
+    r.parent = agent.parent;
+    r.workload_index = agent.workload_index;
+    r.subagent = agent.subagent;
+    driver->result_.conversations.push_back(r);
+  }
+  return driver;
+}
+
+Status AgentDriver::Start() {
+  if (started_) return FailedPreconditionError("AgentDriver::Start called twice");
+  started_ = true;
+  origin_ = loop_->now();
+  result_.makespan_end = origin_;
+  gateway_->set_completion_callback(
+      [this](const GatewayRecord& gateway_record, const EngineRequestRecord* record) {
+        OnComplete(gateway_record, record);
+      });
+  // Groups with no agent have ended; a gate on one of them is open from the start.
+  while (static_cast<size_t>(groups_ended_through_ + 1) < group_agents_pending_.size() &&
+         group_agents_pending_[static_cast<size_t>(groups_ended_through_ + 1)] == 0) {
+    ++groups_ended_through_;
+  }
+  for (size_t k = 0; k < workload_->conversations.size(); ++k) {
+    const int32_t conversation = static_cast<int32_t>(k);
+    if (!workload_->start_after_group.empty() &&
+        workload_->start_after_group[k] > groups_ended_through_) {
+      gated_conversations_.push_back(conversation);
+      continue;
+    }
+    ScheduleConversation(conversation, SaturatingAdd(origin_, workload_->starts[k]));
+  }
+  return Status();
+}
+
+void AgentDriver::ScheduleConversation(int32_t k, TimeNs start) {
+  const WekaConversation& c = workload_->conversations[static_cast<size_t>(k)];
+  const int32_t main_index = main_agent_of_[static_cast<size_t>(k)];
+  loop_->Schedule(start, [this, main_index] { BeginAgent(main_index); });
+  for (size_t j = 0; j < c.subagents.size(); ++j) {
+    const int32_t index = main_index + 1 + static_cast<int32_t>(j);
+    const Agent& agent = agents_[static_cast<size_t>(index)];
+    if (agent.anchored) continue;
+    loop_->Schedule(SaturatingAdd(start, agent.spawn_delay), [this, index] { BeginAgent(index); });
+  }
+}
+
+void AgentDriver::OnAgentEndedForGates(int32_t index) {
+  if (group_agents_pending_.empty()) return;
+  const size_t k = static_cast<size_t>(agents_[static_cast<size_t>(index)].workload_index);
+  --group_agents_pending_[static_cast<size_t>(workload_->groups[k])];
+  const int32_t before = groups_ended_through_;
+  while (static_cast<size_t>(groups_ended_through_ + 1) < group_agents_pending_.size() &&
+         group_agents_pending_[static_cast<size_t>(groups_ended_through_ + 1)] == 0) {
+    ++groups_ended_through_;
+  }
+  if (groups_ended_through_ == before) return;
+  const TimeNs now = loop_->now();
+  std::vector<int32_t> still_gated;
+  for (int32_t conversation : gated_conversations_) {
+    const size_t c = static_cast<size_t>(conversation);
+    if (workload_->start_after_group[c] > groups_ended_through_) {
+      still_gated.push_back(conversation);
+      continue;
+    }
+    ScheduleConversation(conversation, std::max(now, SaturatingAdd(origin_, workload_->starts[c])));
+  }
+  gated_conversations_ = std::move(still_gated);
+}
+
+void AgentDriver::BeginAgent(int32_t index) {
+  Agent& agent = agents_[static_cast<size_t>(index)];
+  if (agent.begun || agent.ended) return;
+  agent.begun = true;
+  result_.conversations[static_cast<size_t>(index)].start = loop_->now();
+  if (agent.requests->empty()) {
+    EndAgent(index);
+    return;
+  }
+  loop_->ScheduleAfter(agent.requests->front().t, [this, index] { RequestReady(index, 0); });
+}
+
+void AgentDriver::RequestReady(int32_t index, int32_t request) {
+  Agent& agent = agents_[static_cast<size_t>(index)];
+  if (agent.ended || agent.next != request) return;
+  agent.gap_elapsed = true;
+  agent.ready_time = loop_->now();
+  if (agent.joins_pending[static_cast<size_t>(request)] == 0) SubmitNext(index);
+}
+
+std::vector<kv::BlockKey> AgentDriver::KeysOf(std::span<const uint64_t> ids,
+                                              uint64_t namespace_id) const {
+  return DriverKeysOf(hasher_, options_.shared_prefix_ids, ids, namespace_id);
+}
+
+void AgentDriver::SubmitNext(int32_t index) {
+  Agent& agent = agents_[static_cast<size_t>(index)];
+  const int32_t i = agent.next;
+  const WekaRequest& w = (*agent.requests)[static_cast<size_t>(i)];
+  const int32_t block_size =
+      workload_->conversations[static_cast<size_t>(agent.workload_index)].block_size;
+  engine::SchedulerRequest request;
+  const int64_t id = options_.first_request_id + static_cast<int64_t>(result_.requests.size());
+  request.id = RequestId(id);
+  const uint64_t namespace_id = static_cast<uint64_t>(agent.workload_index) + 1;
+  request.prompt_keys = KeysOf(w.hash_ids, namespace_id);
+  if (static_cast<size_t>(i) + 1 < agent.requests->size()) {
+    request.output_keys =
+        ReusedOutputKeys(w, (*agent.requests)[static_cast<size_t>(i) + 1], block_size,
+                         [&](std::span<const uint64_t> ids) { return KeysOf(ids, namespace_id); });
+  }
+  request.prompt_tokens = std::max<int64_t>(
+      {w.input_tokens, static_cast<int64_t>(w.hash_ids.size()) * block_size, int64_t{1}});
+  request.max_new_tokens = std::max<int64_t>(1, w.output_tokens);
+  request.kv_options.prompt_tokens = request.prompt_tokens;
+  request.kv_options.conversation = agent.conversation;
+  // What the agent does after this response (its stop reason and tool calls tell the engine as
+  // it generates them): the gap-aware eviction order's hint.
+  const PauseKind next_pause = agent.pauses[static_cast<size_t>(i)];
+  request.kv_options.next_pause = next_pause;
+  if (agent.parent.has_value()) {
+    request.kv_options.parent_conversation = agent.parent;
+    request.kv_options.parent_hint_authenticated = true;
+  }
+  DriverRequest log;
+  log.id = request.id;
+  log.conversation = agent.conversation;
+  log.parent = agent.parent;
+  log.index = i;
+  log.submitted = loop_->now();
+  log.ready = agent.ready_time;
+  log.next_pause = next_pause;
+  agent.gap_elapsed = false;
+  ++agent.next;
+  const SessionId session(agent.conversation.value());
+  // Logged before the gateway runs (its callbacks look the request up), and taken back when
+  // the gateway refuses it.
+  result_.requests.push_back(log);
+  agent_of_request_.push_back(index);
+  const SessionId routed_as =
+      agent.parent.has_value() && options_.subagent_routing == SubagentRouting::kParent
+          ? SessionId(agent.parent->value())
+          : session;
+  GatewayRequest sent{std::move(request), session, routing::SessionRoutingKey(routed_as),
+                      w.stop == "tool_use"};
+  sent.next_pause = next_pause;
+  // Sent with every request, as a client should (a restarted gateway forgets the mark).
+  if (!workload_->retained.empty() &&
+      workload_->retained[static_cast<size_t>(agent.workload_index)]) {
+    sent.retain = true;
+  }
+  // The leading blocks hashed in the shared namespace: the prefix sessions share.
+  while (options_.shared_prefix_ids > 0 &&
+         static_cast<size_t>(sent.shared_prefix_blocks) < w.hash_ids.size() &&
+         w.hash_ids[static_cast<size_t>(sent.shared_prefix_blocks)] < options_.shared_prefix_ids) {
+    ++sent.shared_prefix_blocks;
+  }
+  if (options_.progress_hook != nullptr) {
+    options_.progress_hook->Submitted(agent.workload_index, agent.subagent, i, log.submitted);
+  }
+  if (Status s = gateway_->Submit(std::move(sent)); !s.ok()) {
+    result_.requests.pop_back();
+    agent_of_request_.pop_back();
+    if (status_.ok()) status_ = s;
+    agent.failed = true;
+    EndAgent(index);
+    return;
+  }
+  DriverConversationResult& r = result_.conversations[static_cast<size_t>(index)];
+  ++r.requests_issued;
+  r.total_join_wait = r.total_join_wait + (log.submitted - log.ready);
+  ++result_.requests_issued;
+}
+
+void AgentDriver::OnComplete(const GatewayRecord& gateway_record,
+                             const EngineRequestRecord* engine_record) {
+  const int64_t slot = gateway_record.id.value() - options_.first_request_id;
+  if (slot < 0 || slot >= static_cast<int64_t>(agent_of_request_.size())) return;
+  const int32_t index = agent_of_request_[static_cast<size_t>(slot)];
+  DriverRequest& log = result_.requests[static_cast<size_t>(slot)];
+  if (log.completed.has_value()) return;
+  const TimeNs now = loop_->now();
+  if (engine_record == nullptr) {
+    // Dispatch failed after an admission wait: the agent cannot go on.
+    if (status_.ok()) status_ = gateway_record.dispatch_error;
+    agents_[static_cast<size_t>(index)].failed = true;
+    EndAgent(index);
+    return;
+  }
+  const EngineRequestRecord& record = *engine_record;
+  log.engine = gateway_record.engine;
+  log.completed = now;
+  ++result_.requests_completed;
+  result_.makespan_end = std::max(result_.makespan_end, now);
+  DriverConversationResult& r = result_.conversations[static_cast<size_t>(index)];
+  ++r.requests_completed;
+  if (record.report.rejected) ++r.requests_rejected;
+  if (record.first_token.has_value()) {
+    const TimeNs ttft = *record.first_token - record.arrival;
+    r.total_ttft = r.total_ttft + ttft;
+    r.max_ttft = std::max(r.max_ttft, ttft);
+  }
+  if (record.finished.has_value())
+    r.total_latency = r.total_latency + (*record.finished - record.arrival);
+  r.cached_tokens += record.cached_tokens();
+  r.uncached_tokens += record.report.uncached_tokens;
+  r.recomputed_tokens += record.report.recomputed_tokens;
+  r.preemptions += record.report.preemptions;
+
+  Agent& agent = agents_[static_cast<size_t>(index)];
+  const size_t i = static_cast<size_t>(log.index);
+  if (agent.subagent < 0) {
+    for (int32_t sub : agent.spawn_after[i]) {
+      loop_->ScheduleAfter(agents_[static_cast<size_t>(sub)].spawn_delay,
+                           [this, sub] { BeginAgent(sub); });
+    }
+  }
+  if (i + 1 >= agent.requests->size()) {
+    if (options_.progress_hook != nullptr) {
+      options_.progress_hook->Completed(agent.workload_index, agent.subagent, log.index, now);
+    }
+    EndAgent(index);
+    return;
+  }
+  const TimeNs gap = RecordedGap((*agent.requests)[i], (*agent.requests)[i + 1]);
+  if (options_.progress_hook != nullptr) {
+    options_.progress_hook->Completed(agent.workload_index, agent.subagent, log.index,
+                                      SaturatingAdd(now, gap));
+  }
+  const int32_t next = static_cast<int32_t>(i + 1);
+  loop_->ScheduleAfter(gap, [this, index, next] { RequestReady(index, next); });
+}
+
+void AgentDriver::EndAgent(int32_t index) {
+  Agent& agent = agents_[static_cast<size_t>(index)];
+  if (agent.ended) return;
+  agent.ended = true;
+  ++agents_ended_;
+  const TimeNs now = loop_->now();
+  DriverConversationResult& r = result_.conversations[static_cast<size_t>(index)];
+  if (!agent.begun) r.start = now;
+  r.end = now;
+  const bool failed = agent.failed;
+  for (int64_t freed : gateway_->EndSession(SessionId(agent.conversation.value()))) {
+    r.closed_session_tokens += freed;
+  }
+  OnAgentEndedForGates(index);
+  if (agent.subagent < 0 && failed) {
+    // A failed main agent never spawns its remaining sub-agents.
+    for (size_t i = static_cast<size_t>(std::max(agent.next - 1, 0)); i < agent.spawn_after.size();
+         ++i) {
+      for (int32_t sub : agent.spawn_after[i]) {
+        if (!agents_[static_cast<size_t>(sub)].begun) EndAgent(sub);
+      }
+    }
+  }
+  if (agent.join_index >= 0) {
+    if (agent.join_delay > TimeNs(0) && !failed) {
+      loop_->ScheduleAfter(agent.join_delay, [this, index] { ReleaseJoin(index); });
+    } else {
+      ReleaseJoin(index);
+    }
+  }
+}
+
+void AgentDriver::ReleaseJoin(int32_t index) {
+  const Agent& agent = agents_[static_cast<size_t>(index)];
+  Agent& parent = agents_[static_cast<size_t>(agent.parent_agent)];
+  int32_t& pending = parent.joins_pending[static_cast<size_t>(agent.join_index)];
+  --pending;
+  if (pending == 0 && !parent.ended && parent.gap_elapsed && parent.next == agent.join_index) {
+    SubmitNext(agent.parent_agent);
+  }
+}
+
+StatusOr<AgentDriverResult> RunAgentWorkload(EventLoop* loop, GatewayModel* gateway,
+                                             const AgenticWorkload& workload,
+                                             const AgentDriverOptions& options) {
+  StatusOr<std::unique_ptr<AgentDriver>> driver =
+      AgentDriver::Create(loop, gateway, &workload, options);
+  if (!driver.ok()) return driver.status();
+  if (Status s = (*driver)->Start(); !s.ok()) return s;
+  loop->RunUntilIdle();
+  if (!(*driver)->status().ok()) return (*driver)->status();
+  return (*driver)->result();
+}
+
+}  // namespace agentkv::sim

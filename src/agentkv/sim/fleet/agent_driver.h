@@ -1,0 +1,300 @@
+// AgentDriver: replays an AgenticWorkload through a GatewayModel (and its fleet) in closed loop, as
+// agents behave in production (issue 5 item 4): a conversation sends its next request only after
+// its previous response completed plus the recorded client gap, so a slow fleet stretches session
+// time.
+//
+// Identities. Conversation k (its index in the workload) runs under ConversationId(k + 1);
+// its sub-agent j runs under ConversationId((k + 1) * 1000 + j + 1) with
+// parent_conversation = ConversationId(k + 1) and parent_hint_authenticated = true (the driver
+// is the trusted client). Session ids equal conversation ids (the gateway attaches them to
+// the engine request only with the session lifecycle on); the routing key is
+// routing::SessionRoutingKey(session), or for a sub-agent under SubagentRouting::kParent its
+// parent's session's; a request whose trace entry stops with `tool_use` is marked
+// as ending in a tool call. Prompt keys are hasher.KeysFromBlockIds(hash_ids, extra_key = k + 1)
+// (sub-agents share the parent's namespace, as in the WEKA files; with shared_prefix_ids, ids below
+// it share one namespace across conversations, see AgentDriverOptions), with the hasher of engine
+// 0's KV cache; prompt_tokens = `in` (at least the block-covered tokens, hash_ids.size() *
+// block_size, and at least 1) and max_new_tokens = max(1, `out`). Output keys are the blocks of
+// the answer that the agent's next request re-sends (sim/output_keys.h), keyed as that request's
+// prompt, so the engine caches the answer for the next turn. Request ids are first_request_id,
+// +1, ... in submission order.
+//
+// Timing rules (`api(i)` is request i's recorded server time, `api_time`, 0 when absent):
+// - Start: request 0 of conversation k is submitted at start_k + t_0 (start_k from
+//   AgenticWorkload::starts, relative to the loop time at Start()).
+// - Gate (AgenticWorkload::groups and start_after_group, e.g. rollout steps): a conversation
+//   whose gate is g >= 0 begins at max(start_k, the time the last agent of the groups <= g
+//   ended); its unanchored sub-agents spawn relative to that begin. Gates refer to earlier
+//   groups only, so every gate opens.
+// - Gap: request i+1 becomes ready at completion(i) + gap(i+1), where gap(i+1) = think_time of
+//   request i+1 when it is > 0 (WEKA records it on every request), else
+//   max(0, t_{i+1} - t_i - api(i)).
+// - Spawn: sub-agent j runs from spawn_j = completion_j - duration_j (WekaSubagent::spawn(): the
+//   trace's `t` is the sub-agent's completion). It anchors on the parent's last request a (in
+//   file order, which is time order) with t_a <= spawn_j and spawns at completion(a) +
+//   max(0, spawn_j - t_a - api(a)); with no such request it spawns at start_k + spawn_j. Its
+//   request 0 is submitted at spawn time + its own t_0, the rest follow the gap rule on its own
+//   timeline.
+// - Join: unless its status is `async_launched`, the parent's request n that waits for
+//   sub-agent j is the first one after the anchor with t_n >= completion_j (the Task tool's
+//   result comes back with it). Request n is submitted at the latest of its ready time by the
+//   gap rule and end_j + (t_n - completion_j) over every sub-agent j it joins (end_j: the
+//   sub-agent's end in the replay; t_n - completion_j: what the trace spent between the
+//   sub-agent's result and request n). An `async_launched` sub-agent, or one the trace
+//   completes after the parent's last request, runs in the background and nobody waits for it.
+//   A `completed` or unknown status is waited for.
+// - Sub-agent models: with AgentDriverOptions::subagent_models = kExclude, a sub-agent that
+//   does not share its main agent's model (WekaConversation::SharesMainModel) is left out: it
+//   is not replayed and nothing waits for it (its ids stay those of its index).
+// - Pauses: every issued request records the pause that follows it (DriverRequest::next_pause,
+//   base/pause.h), the same value its KV hint (kv_options.next_pause) and the gateway
+//   (GatewayRequest::next_pause) get: kSessionEnd after an agent's last request, kSubagentWait
+//   when the agent's next request joins sub-agents, else ClassifyPause(request, next request)
+//   (pause_type.h). The pause before request n is request n-1's; the first has none.
+// - End: a conversation (main agent or sub-agent) ends at the completion of its last request
+//   (at its start when it has none); the driver then calls GatewayModel::EndSession(its
+//   session), inside the completion callback, and the gateway closes it on every engine when
+//   its lifecycle is on.
+// - Retention: every request of a conversation the workload marks retained
+//   (AgenticWorkload::retained) carries GatewayRequest::retain = true, so the gateway's idle
+//   timeout never ends its sessions between requests.
+// A rejected request (its report says rejected) counts as completed and the agent goes on.
+// A Submit() error, or a dispatch error reported after an admission wait, ends that agent at
+// once and is reported by status().
+//
+// The driver owns the gateway's completion callback from Start() on. Deterministic: a pure
+// function of the workload, the options and the fleet; every event goes through the loop
+// (ties by sequence number) and agents are kept in vectors. Single-threaded; not copyable or
+// movable (scheduled events point at it). Must outlive every run of the loop after Start().
+#ifndef AGENTKV_SIM_FLEET_AGENT_DRIVER_H_
+#define AGENTKV_SIM_FLEET_AGENT_DRIVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "agentkv/base/status.h"
+#include "agentkv/base/strong_id.h"
+#include "agentkv/base/time.h"
+#include "agentkv/kv/block_key.h"
+#include "agentkv/sim/workload/agentic_workload.h"
+#include "agentkv/sim/fleet/event_loop.h"
+#include "agentkv/sim/fleet/fleet_model.h"
+#include "agentkv/sim/fleet/gateway_model.h"
+#include "agentkv/sim/workload/pause_type.h"
+#include "agentkv/sim/workload/weka_trace.h"
+
+namespace agentkv::sim {
+
+// Told of every agent's progress (the oracle arm's next-use estimates follow it). An agent is
+// (workload_index, subagent), subagent -1 for the main agent; requests by index in its
+// requests[].
+class AgentProgressHook {
+ public:
+  virtual ~AgentProgressHook() = default;
+  // Request `request` is about to be submitted, at `now`.
+  virtual void Submitted(int32_t workload_index, int32_t subagent, int32_t request, TimeNs now) = 0;
+  // Request `request` completed; `next_ready` is when the gap rule makes the next one ready
+  // (the completion time after the last request).
+  virtual void Completed(int32_t workload_index, int32_t subagent, int32_t request,
+                         TimeNs next_ready) = 0;
+};
+
+// The delay between the completion of `previous` and the readiness of `next` (header: gap rule).
+TimeNs RecordedGap(const WekaRequest& previous, const WekaRequest& next);
+
+// Chained keys of trace block ids in conversation namespace `namespace_id`, as the driver
+// submits them (see AgentDriverOptions::shared_prefix_ids).
+std::vector<kv::BlockKey> DriverKeysOf(const kv::BlockKeyHasher& hasher, uint64_t shared_prefix_ids,
+                                       std::span<const uint64_t> ids, uint64_t namespace_id);
+
+// Which session's routing key a sub-agent's requests carry (under consistent_hashing, which
+// engine it lands on): its own (kOwn, "own": each conversation is a session of its own), or its
+// parent's (kParent, "parent": a child runs on its parent's engine, where the parent's own
+// requests reach its cached prefix and its return demotes the child).
+enum class SubagentRouting : uint8_t { kOwn, kParent };
+
+// "own" or "parent"; and back (nullopt for any other name).
+std::string_view SubagentRoutingName(SubagentRouting routing);
+std::optional<SubagentRouting> ParseSubagentRouting(std::string_view name);
+
+struct AgentDriverOptions {
+  // Block ids below this stand for the same content in every conversation (the tools+system
+  // prompt that opens every session): they hash under one namespace shared by all
+  // conversations, while ids at or above it are namespaced per conversation as usual. With it
+  // set, every block id must be below 2^40. Default: 0 (every id namespaced per conversation).
+  uint64_t shared_prefix_ids = 0;
+  // Id of the first request submitted. Range: >= 0.
+  int64_t first_request_id = 0;
+  // Whether sub-agents on another model than their main agent are replayed (kShare) or left
+  // out (kExclude). Default: kShare.
+  SubagentModels subagent_models = SubagentModels::kShare;
+  // The routing key of a sub-agent's requests. Default: kOwn.
+  SubagentRouting subagent_routing = SubagentRouting::kOwn;
+  // Told of each submit and completion when set; must outlive the driver. Default: none.
+  AgentProgressHook* progress_hook = nullptr;
+
+  // InvalidArgument naming the first bad field.
+  Status Validate() const;
+};
+
+// The server time a trace recorded for `request`: its `api_time` (0 when absent).
+TimeNs RecordedApiTime(const WekaRequest& request);
+
+// One request as the driver issued it.
+struct DriverRequest {
+  RequestId id;
+  ConversationId conversation;
+  // Set for a sub-agent's request: the parent conversation (sent as an authenticated hint).
+  std::optional<ConversationId> parent;
+  // Index of the request in its agent's requests[].
+  int32_t index = 0;
+  // When the gap rule made it ready (before any join wait), and when it was submitted to the
+  // gateway.
+  TimeNs ready;
+  TimeNs submitted;
+  // What the agent does after this request (header: pauses); kSessionEnd after its last.
+  PauseKind next_pause = PauseKind::kSessionEnd;
+  // Set once the request completed.
+  std::optional<TimeNs> completed;
+  // The engine that served it; unset until dispatched (or when dispatch failed).
+  std::optional<EngineId> engine;
+
+  friend bool operator==(const DriverRequest&, const DriverRequest&) = default;
+};
+
+// One conversation: a main agent or a sub-agent.
+struct DriverConversationResult {
+  ConversationId conversation;
+  std::optional<ConversationId> parent;
+  // Index of the main conversation in the workload, and the sub-agent index (-1: main agent).
+  int32_t workload_index = 0;
+  int32_t subagent = -1;
+  // Start (start time, or spawn time) and end (completion of the last request); end is unset
+  // until the conversation finished.
+  TimeNs start;
+  std::optional<TimeNs> end;
+  int64_t requests_issued = 0;
+  int64_t requests_completed = 0;
+  int64_t requests_rejected = 0;
+  // Aggregated over its completed requests' EngineRequestRecords.
+  // Queueing delay as the engine saw it: first_token - arrival, summed and maximum (the record
+  // has no separate queue time; TTFT includes the prefill).
+  TimeNs total_ttft;
+  TimeNs max_ttft;
+  // finished - arrival, summed.
+  TimeNs total_latency;
+  // Time requests waited beyond their gap for a sub-agent join (submitted - ready), summed.
+  TimeNs total_join_wait;
+  int64_t cached_tokens = 0;
+  int64_t uncached_tokens = 0;
+  int64_t recomputed_tokens = 0;
+  int64_t preemptions = 0;
+  // Tokens freed by the session close at its end, over every engine (lifecycle on only).
+  int64_t closed_session_tokens = 0;
+
+  friend bool operator==(const DriverConversationResult&,
+                         const DriverConversationResult&) = default;
+};
+
+struct AgentDriverResult {
+  // Main agents in workload order, each followed by its sub-agents in order (those the options
+  // exclude are left out).
+  std::vector<DriverConversationResult> conversations;
+  // Every issued request, in submission order.
+  std::vector<DriverRequest> requests;
+  int64_t requests_issued = 0;
+  int64_t requests_completed = 0;
+  // Completion of the last request (the loop time at Start() when none ran).
+  TimeNs makespan_end;
+
+  friend bool operator==(const AgentDriverResult&, const AgentDriverResult&) = default;
+};
+
+class AgentDriver {
+ public:
+  // Validates the options and the workload (starts.size() == conversations.size(), at most 1000
+  // conversations and 999 sub-agents per conversation so ids stay distinct, one block_size
+  // that matches engine 0's tokens_per_block, gates as AgenticWorkload documents them: groups
+  // and start_after_group both empty or both sized, groups in [0, 2^20), -1 <= gate < group;
+  // retained empty or sized).
+  // `loop`,
+  // `gateway` and `workload` must outlive the driver.
+  static StatusOr<std::unique_ptr<AgentDriver>> Create(EventLoop* loop, GatewayModel* gateway,
+                                                       const AgenticWorkload* workload,
+                                                       const AgentDriverOptions& options);
+
+  AgentDriver(const AgentDriver&) = delete;
+  AgentDriver& operator=(const AgentDriver&) = delete;
+  ~AgentDriver();
+
+  // Installs the gateway's completion callback and schedules every conversation's start and
+  // every unanchored spawn relative to loop->now(). Once only (FailedPrecondition after).
+  Status Start();
+
+  // Whether every agent has ended.
+  bool done() const;
+  // The first Submit() error, or OK.
+  const Status& status() const { return status_; }
+  // The results so far (complete once done()).
+  const AgentDriverResult& result() const { return result_; }
+
+ private:
+  struct Agent;
+
+  AgentDriver(EventLoop* loop, GatewayModel* gateway, const AgenticWorkload* workload,
+              const AgentDriverOptions& options);
+
+  // Schedules the begin of conversation `k`'s main agent and unanchored sub-agents at
+  // `start` (or later, by their spawn delays).
+  void ScheduleConversation(int32_t k, TimeNs start);
+  // Start gating: counts `agent`'s end against its group and begins every conversation whose
+  // gate opened.
+  void OnAgentEndedForGates(int32_t agent);
+  void BeginAgent(int32_t agent);
+  // The gap of request `index` has elapsed: submit it unless joins are pending.
+  void RequestReady(int32_t agent, int32_t index);
+  void SubmitNext(int32_t agent);
+  // Chained keys of trace block ids in conversation namespace `namespace_id` (see
+  // AgentDriverOptions::shared_prefix_ids).
+  std::vector<kv::BlockKey> KeysOf(std::span<const uint64_t> ids, uint64_t namespace_id) const;
+  void OnComplete(const GatewayRecord& gateway_record, const EngineRequestRecord* record);
+  void EndAgent(int32_t agent);
+  // The sub-agent `agent`'s join delay has passed: its parent's joined request waits for one
+  // sub-agent fewer.
+  void ReleaseJoin(int32_t agent);
+
+  EventLoop* loop_;
+  GatewayModel* gateway_;
+  const AgenticWorkload* workload_;
+  AgentDriverOptions options_;
+  kv::BlockKeyHasher hasher_;
+  TimeNs origin_;
+  bool started_ = false;
+  Status status_;
+  std::vector<Agent> agents_;
+  int64_t agents_ended_ = 0;
+  // Start gating (empty without gates): agents not yet ended per group; the last group g such
+  // that every group <= g has ended; conversations waiting for their gate, in workload order.
+  std::vector<int64_t> group_agents_pending_;
+  int32_t groups_ended_through_ = -1;
+  std::vector<int32_t> gated_conversations_;
+  // Index in agents_ of each conversation's main agent.
+  std::vector<int32_t> main_agent_of_;
+  // Indexed by request id - first_request_id: position in result_.requests and the agent.
+  std::vector<int32_t> agent_of_request_;
+  AgentDriverResult result_;
+};
+
+// Creates a driver, starts it, runs the loop until idle and returns the result, or the first
+// error (Create's, or a Submit() error).
+StatusOr<AgentDriverResult> RunAgentWorkload(EventLoop* loop, GatewayModel* gateway,
+                                             const AgenticWorkload& workload,
+                                             const AgentDriverOptions& options);
+
+}  // namespace agentkv::sim
+
+#endif  // AGENTKV_SIM_FLEET_AGENT_DRIVER_H_

@@ -1,0 +1,218 @@
+#include "agentkv/sim/fleet/fleet_next_use.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "agentkv/base/bounds.h"
+#include "agentkv/base/check.h"
+#include "agentkv/sim/fleet/engine_model.h"
+
+namespace agentkv::sim {
+
+int32_t FleetNextUse::AddAgent(std::vector<std::vector<kv::BlockKey>> prompt_keys,
+                               std::vector<TimeNs> offsets, TimeNs first) {
+  AGENTKV_CHECK(!sealed_);
+  AGENTKV_CHECK(prompt_keys.size() == offsets.size());
+  for (size_t j = 0; j < offsets.size(); ++j) {
+    AGENTKV_CHECK(j == 0 ? offsets[j] == TimeNs(0) : offsets[j] >= offsets[j - 1]);
+  }
+  Agent agent;
+  agent.prompt_keys = std::move(prompt_keys);
+  agent.offsets = std::move(offsets);
+  agent.estimate = first;
+  agents_.push_back(std::move(agent));
+  return static_cast<int32_t>(agents_.size() - 1);
+}
+
+namespace {
+
+// The home slot of `key` in a table of `mask` + 1 slots (keys are chained hashes already; the
+// multiply spreads any structure left in their low bits).
+size_t Home(uint64_t key, size_t mask) {
+  return static_cast<size_t>((key * 0x9E3779B97F4A7C15ULL) >> 32) & mask;
+}
+
+// (agent, request) packed so that packed order is (agent, request) order; 0 is "none".
+uint64_t Pack(size_t agent, size_t request) {
+  return ((static_cast<uint64_t>(agent) << 32) | static_cast<uint32_t>(request)) + 1;
+}
+
+}  // namespace
+
+int64_t FleetNextUse::FindKey(uint64_t key) const {
+  if (slots_.empty()) return -1;
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = Home(key, mask);; i = (i + 1) & mask) {
+    const Slot& slot = slots_[i];
+    if (slot.id_plus_one == 0) return -1;
+    if (slot.key == key) return slot.id_plus_one - 1;
+  }
+}
+
+uint32_t FleetNextUse::FindOrAddKey(uint64_t key) {
+  if ((static_cast<size_t>(num_keys_) + 1) * 2 > slots_.size()) {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(std::max<size_t>(1024, old.size() * 2), Slot{});
+    const size_t mask = slots_.size() - 1;
+    for (const Slot& slot : old) {
+      if (slot.id_plus_one == 0) continue;
+      size_t i = Home(slot.key, mask);
+      while (slots_[i].id_plus_one != 0) i = (i + 1) & mask;
+      slots_[i] = slot;
+    }
+  }
+  const size_t mask = slots_.size() - 1;
+  size_t i = Home(key, mask);
+  for (; slots_[i].id_plus_one != 0; i = (i + 1) & mask) {
+    if (slots_[i].key == key) return slots_[i].id_plus_one - 1;
+  }
+  AGENTKV_CHECK(num_keys_ < UINT32_MAX - 1);
+  slots_[i] = Slot{key, ++num_keys_};
+  return num_keys_ - 1;
+}
+
+void FleetNextUse::Seal() {
+  AGENTKV_CHECK(!sealed_);
+  sealed_ = true;
+  progressed_.assign(agents_.size(), 0);
+  // Pass 1: a dense id per distinct key, and how many distinct (agent, request) look it up.
+  std::vector<uint32_t> count;
+  std::vector<uint64_t> last;
+  for (size_t a = 0; a < agents_.size(); ++a) {
+    const Agent& agent = agents_[a];
+    for (size_t j = 0; j < agent.prompt_keys.size(); ++j) {
+      for (const kv::BlockKey key : agent.prompt_keys[j]) {
+        const uint32_t id = FindOrAddKey(key.value());
+        if (id == count.size()) {
+          count.push_back(0);
+          last.push_back(0);
+        }
+        if (last[id] == Pack(a, j)) continue;
+        last[id] = Pack(a, j);
+        ++count[id];
+      }
+    }
+  }
+  // Pass 2: the lookups of each key in (agent, request) order, as agents and requests are
+  // visited in that order.
+  std::vector<uint64_t> start(count.size() + 1, 0);
+  for (size_t id = 0; id < count.size(); ++id) start[id + 1] = start[id] + count[id];
+  AGENTKV_CHECK(start.back() < (uint64_t{1} << 32));
+  std::vector<uint64_t> entries(start.back());
+  std::vector<uint64_t> next(start.begin(), start.end() - 1);
+  std::fill(last.begin(), last.end(), 0);
+  for (size_t a = 0; a < agents_.size(); ++a) {
+    const Agent& agent = agents_[a];
+    for (size_t j = 0; j < agent.prompt_keys.size(); ++j) {
+      for (const kv::BlockKey key : agent.prompt_keys[j]) {
+        const auto id = static_cast<size_t>(FindKey(key.value()));
+        if (last[id] == Pack(a, j)) continue;
+        last[id] = Pack(a, j);
+        entries[next[id]++] = Pack(a, j) - 1;
+      }
+    }
+  }
+  // Groups: a key's lookups by one agent.
+  requests_.reserve(entries.size());
+  ranges_.resize(count.size());
+  for (size_t id = 0; id < count.size(); ++id) {
+    ranges_[id].begin = static_cast<uint32_t>(groups_.size());
+    for (uint64_t e = start[id]; e < start[id + 1];) {
+      const auto agent = static_cast<int32_t>(entries[e] >> 32);
+      const auto begin = static_cast<uint32_t>(requests_.size());
+      for (; e < start[id + 1] && static_cast<int32_t>(entries[e] >> 32) == agent; ++e) {
+        requests_.push_back(static_cast<int32_t>(entries[e] & 0xFFFFFFFFU));
+      }
+      groups_.push_back(Group{agent, begin, static_cast<uint32_t>(requests_.size()), begin});
+    }
+    ranges_[id].end = static_cast<uint32_t>(groups_.size());
+  }
+}
+
+void FleetNextUse::Refresh(int32_t agent, int32_t request, int32_t also) {
+  const Agent& a = agents_[static_cast<size_t>(agent)];
+  const auto exists = [&](int32_t r) {
+    return r >= 0 && static_cast<size_t>(r) < a.prompt_keys.size();
+  };
+  if (!exists(request)) return;
+  const std::vector<kv::BlockKey>& keys = a.prompt_keys[static_cast<size_t>(request)];
+  const std::vector<kv::BlockKey>* also_keys =
+      exists(also) ? &a.prompt_keys[static_cast<size_t>(also)] : nullptr;
+  // The keys `request` shares with `also` are a common prefix (keys are chained): refreshed once,
+  // with `also`'s.
+  size_t common = 0;
+  if (also_keys != nullptr) {
+    while (common < keys.size() && common < also_keys->size() &&
+           keys[common] == (*also_keys)[common]) {
+      ++common;
+    }
+  }
+  for (EngineModel* engine : engines_) {
+    // Deepest first: a parent's refresh reads its children's fresh ranks.
+    const size_t own_from = also_keys != nullptr ? common : 0;
+    for (size_t i = keys.size(); i-- > own_from;) engine->RefreshNextUse(keys[i]);
+    if (also_keys == nullptr) continue;
+    for (size_t i = also_keys->size(); i-- > 0;) engine->RefreshNextUse((*also_keys)[i]);
+  }
+}
+
+void FleetNextUse::Progressed(int32_t agent) {
+  progressed_[static_cast<size_t>(agent)] = ++version_;
+}
+
+void FleetNextUse::Submitted(int32_t agent, int32_t request, TimeNs now) {
+  AGENTKV_CHECK(sealed_);
+  Agent& a = agents_[static_cast<size_t>(agent)];
+  AGENTKV_CHECK(request >= 0 && static_cast<size_t>(request) < a.prompt_keys.size());
+  // On time as estimated (the usual case: submitted when its gap elapsed): no rank changes.
+  if (a.next == request && a.estimate == now) return;
+  a.next = request;
+  a.estimate = now;
+  Progressed(agent);
+  Refresh(agent, request);
+}
+
+void FleetNextUse::Completed(int32_t agent, int32_t request, TimeNs next_ready) {
+  AGENTKV_CHECK(sealed_);
+  Agent& a = agents_[static_cast<size_t>(agent)];
+  AGENTKV_CHECK(request >= 0 && static_cast<size_t>(request) < a.prompt_keys.size());
+  a.next = request + 1;
+  a.estimate = next_ready;
+  Progressed(agent);
+  Refresh(agent, request, request + 1);
+}
+
+int64_t FleetNextUse::NextUse(kv::BlockKey key) const {
+  const int64_t id = FindKey(key.value());
+  if (id < 0) return kNever;
+  Range& range = ranges_[static_cast<size_t>(id)];
+  AGENTKV_DCHECK(range.end > range.begin);
+  const uint64_t stale_before = range.end - range.begin == 1
+                                    ? progressed_[static_cast<size_t>(groups_[range.begin].agent)]
+                                    : version_;
+  if (range.stamp != 0 && range.stamp >= stale_before) return range.rank;
+  int64_t best = kNever;
+  for (uint32_t g = range.begin; g < range.end; ++g) {
+    Group& group = groups_[g];
+    const Agent& a = agents_[static_cast<size_t>(group.agent)];
+    const int32_t* const requests = requests_.data();
+    uint32_t at = group.cursor;
+    // Progress is forward but for a resubmission: search again only when it went back.
+    if (at > group.begin && requests[at - 1] >= a.next) {
+      at = static_cast<uint32_t>(std::lower_bound(requests + group.begin, requests + at, a.next) -
+                                 requests);
+    }
+    while (at < group.end && requests[at] < a.next) ++at;
+    group.cursor = at;
+    if (at == group.end) continue;
+    const TimeNs when = SaturatingAdd(a.estimate, a.offsets[static_cast<size_t>(requests[at])] -
+                                                      a.offsets[static_cast<size_t>(a.next)]);
+    best = std::min(best, when.ns());
+  }
+  range.stamp = version_;
+  range.rank = best;
+  return best;
+}
+
+}  // namespace agentkv::sim

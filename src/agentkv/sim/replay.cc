@@ -275,8 +275,10 @@ Status CheckArmEnd(const ArmFleet& arm_fleet, int64_t issued, int64_t completed)
 struct RequestView {
   const GatewayRecord* gateway = nullptr;
   const EngineRequestRecord* engine = nullptr;
-  // The pause before the request (closed-loop agentic workloads; unset for open-loop traces).
-  std::optional<PauseType> pause;
+  // Closed-loop agentic workloads: the pause before the request (the agent's previous
+  // request's next_pause), unset for an agent's first request. Open-loop traces: neither.
+  bool agentic = false;
+  std::optional<PauseKind> pause_before;
 };
 
 // Fills `result` from the run. `requests` in submission order; `session_times` of the main
@@ -313,18 +315,19 @@ void Summarize(ArmFleet& arm_fleet, const ArmSpec& arm, const std::vector<Reques
     result.uncached_tokens += report.uncached_tokens;
     result.cold_tokens += e.cold_tokens;
     result.evicted_recompute_tokens += e.evicted_recompute_tokens;
-    if (r.pause.has_value()) {
-      switch (*r.pause) {
-        case PauseType::kNone:
+    if (r.agentic) {
+      switch (r.pause_before.value_or(PauseKind::kUnknown)) {
+        case PauseKind::kUnknown:
+        case PauseKind::kSessionEnd:  // Nothing follows an end: only a first request.
           result.evicted_recompute_first += e.evicted_recompute_tokens;
           break;
-        case PauseType::kToolCall:
+        case PauseKind::kToolCall:
           result.evicted_recompute_after_tool_call += e.evicted_recompute_tokens;
           break;
-        case PauseType::kSubagentWait:
+        case PauseKind::kSubagentWait:
           result.evicted_recompute_after_subagent_wait += e.evicted_recompute_tokens;
           break;
-        case PauseType::kHumanTurn:
+        case PauseKind::kHumanTurn:
           result.evicted_recompute_after_human_turn += e.evicted_recompute_tokens;
           break;
       }
@@ -756,9 +759,15 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
   run.result.requests_completed = driven.requests_completed;
   std::vector<RequestView> views;
   views.reserve(driven.requests.size());
+  // The pause before a request is its agent's previous request's (submitted before it).
+  std::map<std::pair<ConversationId, int32_t>, PauseKind> pause_after;
   for (const DriverRequest& r : driven.requests) {
     views.push_back(ViewOf(*arm_fleet, r.id));
-    views.back().pause = r.pause;
+    views.back().agentic = true;
+    if (auto it = pause_after.find({r.conversation, r.index - 1}); it != pause_after.end()) {
+      views.back().pause_before = it->second;
+    }
+    pause_after[{r.conversation, r.index}] = r.next_pause;
   }
   std::vector<double> session_times;
   TimeNs first_start = driven.makespan_end;

@@ -1,5 +1,5 @@
 // Shared support for the tests that run the agentkv gateway end to end on 127.0.0.1
-// (tests/integration/gateway_test.cc and the chaos suite): client calls with timeouts, a
+// (tests/integration/gateway_*_test.cc and the chaos suite): client calls with timeouts, a
 // recording engine that can hold requests (FakeEngine), emulated fleets, log capture, and an
 // admission setup whose ledger fits one request at a time.
 #ifndef AGENTKV_TESTS_INTEGRATION_GATEWAY_TEST_SUPPORT_H_

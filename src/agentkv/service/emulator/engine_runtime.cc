@@ -233,6 +233,23 @@ EngineRuntime::EngineRuntime(const EngineRuntimeOptions& options, engine::Engine
 EngineRuntime::~EngineRuntime() { Shutdown(); }
 
 Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
+  AGENTKV_RETURN_IF_ERROR(CheckInput(input));
+  const Clock::time_point arrival = Clock::now();
+  sync::MutexLock lock(&mu_);
+  if (stopping_) return UnavailableError("the engine is shutting down");
+  if (active_rids_.contains(input.rid)) {
+    return AlreadyExistsError("request id \"" + input.rid + "\" is already running");
+  }
+  active_rids_.emplace(input.rid, 1);
+  commands_.push_back(Command{
+      [this, input = std::move(input), callbacks = std::move(callbacks), arrival]() mutable {
+        StartRequest(std::move(input), std::move(callbacks), arrival);
+      }});
+  wake_.Signal();
+  return Status::Ok();
+}
+
+Status EngineRuntime::CheckInput(const GenerateInput& input) const {
   if (input.input_ids.empty()) {
     return InvalidArgumentError("the input is empty: send text or input_ids");
   }
@@ -245,122 +262,118 @@ Status EngineRuntime::Submit(GenerateInput input, GenerateCallbacks callbacks) {
   // Both are now below the context length, itself within kMaxTokens.
   AGENTKV_CHECK(CheckTokens("prompt", prompt).ok() &&
                 CheckTokens("max_new_tokens", input.max_new_tokens).ok());
-  const Clock::time_point arrival = Clock::now();
-  sync::MutexLock lock(&mu_);
-  if (stopping_) return UnavailableError("the engine is shutting down");
-  if (active_rids_.contains(input.rid)) {
-    return AlreadyExistsError("request id \"" + input.rid + "\" is already running");
-  }
-  active_rids_.emplace(input.rid, 1);
-  commands_.push_back(Command{[this, input = std::move(input), callbacks = std::move(callbacks),
-                               arrival]() mutable {
-    ++counters_.num_requests_total;
-    const int64_t prompt_tokens = static_cast<int64_t>(input.input_ids.size());
-    if (std::optional<std::string> refusal = limits_.SchedulerRefusal(prompt_tokens)) {
-      // SGLang's scheduler finishes such a request at once as an abort with status 400.
-      GenerateResult result;
-      result.rid = input.rid;
-      result.aborted = true;
-      result.abort_message = *std::move(refusal);
-      result.abort_status_code = 400;
-      result.prompt_tokens = prompt_tokens;
-      {
-        sync::MutexLock inner(&mu_);
-        active_rids_.erase(result.rid);
-      }
-      if (callbacks.on_finish) {
-        deferred_finishes_.emplace_back(std::move(callbacks.on_finish), std::move(result));
-      }
-      return;
-    }
-    const int64_t max_new_tokens = limits_.ClampMaxNewTokens(prompt_tokens, input.max_new_tokens);
-    const RequestId id(next_request_++);
-    engine::SchedulerRequest request;
-    request.id = id;
-    const uint64_t namespace_id =
-        input.cache_namespace.empty() ? 0 : Hash64(input.cache_namespace, kNamespaceSeed) | 1;
-    request.prompt_tokens = static_cast<int64_t>(input.input_ids.size());
-    request.max_new_tokens = std::max<int64_t>(1, max_new_tokens);
-    // The output's tokens are known up front (pseudo tokens drawn from the request id), so the
-    // keys of every page the request computes, prompt + output[:-1] (the last output token has
-    // no KV), are too: the scheduler commits the output's pages when the request finishes, as
-    // SGLang's cache_finished_req, and a next turn that re-sends the output reuses them.
-    const uint64_t rid_hash = Hash64(input.rid, kOutputSeed);
-    std::vector<int64_t> sequence = input.input_ids;
-    const int64_t computed = request.prompt_tokens + request.max_new_tokens - 1;
-    sequence.reserve(static_cast<size_t>(computed));
-    for (int64_t i = 0; request.prompt_tokens + i < computed; ++i) {
-      sequence.push_back(PseudoToken(rid_hash, i));
-    }
-    std::vector<kv::BlockKey> keys = PageKeys(engine_.hasher(), sequence, page_size_, namespace_id);
-    // The last prompt token is always recomputed: a key that covers it is an output key (the
-    // scheduler commits it with the prompt's prefill, and never matches it for this prompt).
-    const size_t prompt_pages = static_cast<size_t>((request.prompt_tokens - 1) / page_size_);
-    request.prompt_keys.assign(keys.begin(),
-                               keys.begin() + static_cast<std::ptrdiff_t>(prompt_pages));
-    request.output_keys.assign(keys.begin() + static_cast<std::ptrdiff_t>(prompt_pages),
-                               keys.end());
-    request.kv_options.prompt_tokens = request.prompt_tokens;
-    request.kv_options.next_pause = input.pause;
-    request.kv_options.arrival =
-        TimeNs(std::chrono::duration_cast<std::chrono::nanoseconds>(arrival - epoch_).count());
-    // (Now()'s origin, the cache's clock.)
-    Session* session = nullptr;
-    if (options_.enable_session_radix_cache && input.session_id.has_value()) {
-      session = &TouchSession(*input.session_id);
-      request.kv_options.session = session->id;
-    }
-    if (options_.engine.cache.block_reuse_policy == kv::BlockReusePolicy::kPerConversation &&
-        input.session_id.has_value()) {
-      request.kv_options.conversation = ConversationOf(*input.session_id);
-      if (input.parent_session.has_value()) {
-        request.kv_options.parent_conversation = ConversationOf(*input.parent_session);
-        request.kv_options.parent_hint_authenticated = true;
-      }
-    }
-    const std::optional<std::string> program = ProgramOf(input);
-    if (program.has_value()) request.program = ConversationOf(*program);
-    if (options_.radix_eviction_policy == RadixEvictionPolicy::kPriority &&
-        input.priority.has_value()) {
-      kv::RetentionConfig retention;
-      retention.token_ranges.push_back(
-          kv::TokenRangeRetention{.token_start = 0,
-                                  .token_end = std::nullopt,
-                                  .priority = static_cast<kv::Priority>(std::clamp<int64_t>(
-                                      *input.priority, kv::kMinPriority, kv::kMaxPriority)),
-                                  .duration = std::nullopt});
-      request.kv_options.retention = retention;
-    }
-    Active active;
-    active.rid_hash = rid_hash;
-    active.arrival = arrival;
-    active.requested_tokens = max_new_tokens;
-    active.input = std::move(input);
-    active.callbacks = std::move(callbacks);
-    request.next_pause = active.input.pause;
-    Status submitted = engine_.Submit(std::move(request), Now());
-    if (!submitted.ok()) {
-      // Checked up front; a refusal here is a bug, reported as an abort.
-      GenerateResult result;
-      result.rid = active.input.rid;
-      result.aborted = true;
-      result.abort_message = submitted.ToString();
-      {
-        sync::MutexLock inner(&mu_);
-        active_rids_.erase(result.rid);
-      }
-      if (active.callbacks.on_finish) {
-        deferred_finishes_.emplace_back(std::move(active.callbacks.on_finish), std::move(result));
-      }
-      return;
-    }
-    if (session != nullptr) ++session->active;
-    if (program.has_value()) ++TouchProgram(*program).active;
-    id_of_rid_.emplace(active.input.rid, id);
-    active_.emplace(id, std::move(active));
-  }});
-  wake_.Signal();
   return Status::Ok();
+}
+
+void EngineRuntime::StartRequest(GenerateInput input, GenerateCallbacks callbacks,
+                                 Clock::time_point arrival) {
+  ++counters_.num_requests_total;
+  const int64_t prompt_tokens = static_cast<int64_t>(input.input_ids.size());
+  if (std::optional<std::string> refusal = limits_.SchedulerRefusal(prompt_tokens)) {
+    // SGLang's scheduler finishes such a request at once as an abort with status 400.
+    GenerateResult result;
+    result.rid = input.rid;
+    result.aborted = true;
+    result.abort_message = *std::move(refusal);
+    result.abort_status_code = 400;
+    result.prompt_tokens = prompt_tokens;
+    return FinishUnsubmitted(std::move(result), std::move(callbacks.on_finish));
+  }
+  const int64_t max_new_tokens = limits_.ClampMaxNewTokens(prompt_tokens, input.max_new_tokens);
+  const RequestId id(next_request_++);
+  const uint64_t rid_hash = Hash64(input.rid, kOutputSeed);
+  engine::SchedulerRequest request =
+      SchedulerRequestOf(input, id, max_new_tokens, rid_hash, arrival);
+  Session* session = nullptr;
+  if (options_.enable_session_radix_cache && input.session_id.has_value()) {
+    session = &TouchSession(*input.session_id);
+    request.kv_options.session = session->id;
+  }
+  const std::optional<std::string> program = ProgramOf(input);
+  if (program.has_value()) request.program = ConversationOf(*program);
+  Active active;
+  active.rid_hash = rid_hash;
+  active.arrival = arrival;
+  active.requested_tokens = max_new_tokens;
+  active.input = std::move(input);
+  active.callbacks = std::move(callbacks);
+  request.next_pause = active.input.pause;
+  Status submitted = engine_.Submit(std::move(request), Now());
+  if (!submitted.ok()) {
+    // Checked up front; a refusal here is a bug, reported as an abort.
+    GenerateResult result;
+    result.rid = active.input.rid;
+    result.aborted = true;
+    result.abort_message = submitted.ToString();
+    return FinishUnsubmitted(std::move(result), std::move(active.callbacks.on_finish));
+  }
+  if (session != nullptr) ++session->active;
+  if (program.has_value()) ++TouchProgram(*program).active;
+  id_of_rid_.emplace(active.input.rid, id);
+  active_.emplace(id, std::move(active));
+}
+
+engine::SchedulerRequest EngineRuntime::SchedulerRequestOf(const GenerateInput& input, RequestId id,
+                                                           int64_t max_new_tokens,
+                                                           uint64_t rid_hash,
+                                                           Clock::time_point arrival) const {
+  engine::SchedulerRequest request;
+  request.id = id;
+  const uint64_t namespace_id =
+      input.cache_namespace.empty() ? 0 : Hash64(input.cache_namespace, kNamespaceSeed) | 1;
+  request.prompt_tokens = static_cast<int64_t>(input.input_ids.size());
+  request.max_new_tokens = std::max<int64_t>(1, max_new_tokens);
+  // The output's tokens are known up front (pseudo tokens drawn from the request id), so the
+  // keys of every page the request computes, prompt + output[:-1] (the last output token has
+  // no KV), are too: the scheduler commits the output's pages when the request finishes, as
+  // SGLang's cache_finished_req, and a next turn that re-sends the output reuses them.
+  std::vector<int64_t> sequence = input.input_ids;
+  const int64_t computed = request.prompt_tokens + request.max_new_tokens - 1;
+  sequence.reserve(static_cast<size_t>(computed));
+  for (int64_t i = 0; request.prompt_tokens + i < computed; ++i) {
+    sequence.push_back(PseudoToken(rid_hash, i));
+  }
+  std::vector<kv::BlockKey> keys = PageKeys(engine_.hasher(), sequence, page_size_, namespace_id);
+  // The last prompt token is always recomputed: a key that covers it is an output key (the
+  // scheduler commits it with the prompt's prefill, and never matches it for this prompt).
+  const size_t prompt_pages = static_cast<size_t>((request.prompt_tokens - 1) / page_size_);
+  request.prompt_keys.assign(keys.begin(),
+                             keys.begin() + static_cast<std::ptrdiff_t>(prompt_pages));
+  request.output_keys.assign(keys.begin() + static_cast<std::ptrdiff_t>(prompt_pages), keys.end());
+  request.kv_options.prompt_tokens = request.prompt_tokens;
+  request.kv_options.next_pause = input.pause;
+  request.kv_options.arrival =
+      TimeNs(std::chrono::duration_cast<std::chrono::nanoseconds>(arrival - epoch_).count());
+  // (Now()'s origin, the cache's clock.)
+  if (options_.engine.cache.block_reuse_policy == kv::BlockReusePolicy::kPerConversation &&
+      input.session_id.has_value()) {
+    request.kv_options.conversation = ConversationOf(*input.session_id);
+    if (input.parent_session.has_value()) {
+      request.kv_options.parent_conversation = ConversationOf(*input.parent_session);
+      request.kv_options.parent_hint_authenticated = true;
+    }
+  }
+  if (options_.radix_eviction_policy == RadixEvictionPolicy::kPriority &&
+      input.priority.has_value()) {
+    kv::RetentionConfig retention;
+    retention.token_ranges.push_back(
+        kv::TokenRangeRetention{.token_start = 0,
+                                .token_end = std::nullopt,
+                                .priority = static_cast<kv::Priority>(std::clamp<int64_t>(
+                                    *input.priority, kv::kMinPriority, kv::kMaxPriority)),
+                                .duration = std::nullopt});
+    request.kv_options.retention = retention;
+  }
+  return request;
+}
+
+void EngineRuntime::FinishUnsubmitted(GenerateResult result,
+                                      std::function<void(const GenerateResult&)> on_finish) {
+  {
+    sync::MutexLock inner(&mu_);
+    active_rids_.erase(result.rid);
+  }
+  if (on_finish) deferred_finishes_.emplace_back(std::move(on_finish), std::move(result));
 }
 
 void EngineRuntime::Abort(const std::string& rid, bool abort_all) {

@@ -367,6 +367,26 @@ class EngineRuntime {
   // least recently used idle one.
   Session& TouchSession(const std::string& name);
 
+  // The steps of Submit. CheckInput refuses what SGLang's tokenizer manager refuses (an empty
+  // input, a negative max_new_tokens, a request past the context) with InvalidArgument or
+  // SGLang's own message; any thread.
+  Status CheckInput(const GenerateInput& input) const;
+  // Runs an accepted request on the runtime thread: refuses what the scheduler would (an abort
+  // with status 400), else submits SchedulerRequestOf(input) to the engine with its session
+  // and program and registers its callbacks in active_.
+  void StartRequest(GenerateInput input, GenerateCallbacks callbacks,
+                    std::chrono::steady_clock::time_point arrival);
+  // The scheduler request of `input` as request `id` producing `max_new_tokens`: its page keys
+  // (the prompt's and those of its pseudo output drawn from `rid_hash`), KV options and
+  // retention priority. The session and program are StartRequest's (runtime thread only).
+  engine::SchedulerRequest SchedulerRequestOf(const GenerateInput& input, RequestId id,
+                                              int64_t max_new_tokens, uint64_t rid_hash,
+                                              std::chrono::steady_clock::time_point arrival) const;
+  // Ends a request that never reached the engine: frees its rid and defers `on_finish`
+  // (runtime thread only).
+  void FinishUnsubmitted(GenerateResult result,
+                         std::function<void(const GenerateResult&)> on_finish);
+
   // Requests running plus waiting in the engine (runtime thread only).
   int64_t InFlight() const { return engine_.num_running() + engine_.num_waiting(); }
 

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "agentkv/sim/replay/replay.h"
 #include "agentkv/sim/workload/agentic_workload.h"
 #include "agentkv/sim/workload/open_loop_trace.h"
-#include "agentkv/sim/replay/replay.h"
 #include "agentkv/sim/workload/synthetic_agentic.h"
 #include "agentkv/sim/workload/weka_trace.h"
 

@@ -14,9 +14,9 @@
 
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/engine/kv_pool.h"
+#include "agentkv/sim/replay/replay_arms.h"
 #include "agentkv/sim/workload/bailian_trace.h"
 #include "agentkv/sim/workload/mooncake_trace.h"
-#include "agentkv/sim/replay/replay_arms.h"
 #include "agentkv/sim/workload/rollout_workload.h"
 #include "agentkv/sim/workload/synthetic_agentic.h"
 #include "agentkv/sim/workload/weka_trace.h"

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "agentkv/base/status.h"
+#include "agentkv/sim/replay/replay.h"
 #include "agentkv/sim/workload/agentic_workload.h"
 #include "agentkv/sim/workload/open_loop_trace.h"
-#include "agentkv/sim/replay/replay.h"
 #include "tools/agentkv/agentic_flags.h"
 #include "tools/agentkv/working_set_flags.h"
 

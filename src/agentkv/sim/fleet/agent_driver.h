@@ -80,10 +80,10 @@
 #include "agentkv/base/strong_id.h"
 #include "agentkv/base/time.h"
 #include "agentkv/kv/block_key.h"
-#include "agentkv/sim/workload/agentic_workload.h"
 #include "agentkv/sim/fleet/event_loop.h"
 #include "agentkv/sim/fleet/fleet_model.h"
 #include "agentkv/sim/fleet/gateway_model.h"
+#include "agentkv/sim/workload/agentic_workload.h"
 #include "agentkv/sim/workload/pause_type.h"
 #include "agentkv/sim/workload/weka_trace.h"
 

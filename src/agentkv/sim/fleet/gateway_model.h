@@ -109,8 +109,8 @@
 #include "agentkv/kv/pause_estimator.h"
 #include "agentkv/sim/fleet/event_loop.h"
 #include "agentkv/sim/fleet/fleet_model.h"
-#include "agentkv/sim/workload/pause_type.h"
 #include "agentkv/sim/fleet/kv_usage_sample.h"
+#include "agentkv/sim/workload/pause_type.h"
 
 namespace agentkv::sim {
 

@@ -21,8 +21,8 @@
 #include "agentkv/base/status.h"
 #include "agentkv/base/strong_id.h"
 #include "agentkv/base/time.h"
-#include "agentkv/sim/workload/agentic_workload.h"
 #include "agentkv/sim/replay/instant_replay.h"
+#include "agentkv/sim/workload/agentic_workload.h"
 #include "agentkv/sim/workload/open_loop_trace.h"
 #include "agentkv/sim/workload/weka_trace.h"
 

@@ -40,11 +40,11 @@
 #include "agentkv/kv/kv_cache_stats.h"
 #include "agentkv/routing/router.h"
 #include "agentkv/sim/fleet/agent_driver.h"
-#include "agentkv/sim/workload/agentic_workload.h"
 #include "agentkv/sim/fleet/gateway_model.h"
-#include "agentkv/sim/workload/open_loop_trace.h"
 #include "agentkv/sim/replay/replay_arms.h"
 #include "agentkv/sim/replay/replay_result.h"
+#include "agentkv/sim/workload/agentic_workload.h"
+#include "agentkv/sim/workload/open_loop_trace.h"
 
 namespace agentkv::sim {
 

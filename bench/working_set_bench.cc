@@ -52,10 +52,9 @@ void BM_EndAgentAdmitsTheNextProgram(benchmark::State& state) {
   for (auto _ : state) {
     const std::string done = live.front();
     live.pop_front();
-    ws.Finish(
-        done + ":0",
-        RequestEnd{.context_tokens = kTokensPerProgram, .next_pause = kv::PauseKind::kSessionEnd},
-        now);
+    ws.Finish(done + ":0",
+              RequestEnd{.context_tokens = kTokensPerProgram, .next_pause = PauseKind::kSessionEnd},
+              now);
     ws.EndAgent(done, now);
     for (const WorkingSetDecision& d : ws.TakeResolved()) {
       live.push_back(d.ticket.substr(0, d.ticket.size() - 2));

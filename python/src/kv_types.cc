@@ -83,9 +83,9 @@ constexpr std::array<kv::SessionCloseMode, 2> kCloseModes = {kv::SessionCloseMod
                                                              kv::SessionCloseMode::kDereference};
 constexpr std::array<kv::BlockReusePolicy, 2> kReusePolicies = {
     kv::BlockReusePolicy::kDefault, kv::BlockReusePolicy::kPerConversation};
-constexpr std::array<kv::PauseKind, 5> kPauseKinds = {
-    kv::PauseKind::kUnknown, kv::PauseKind::kToolCall, kv::PauseKind::kSubagentWait,
-    kv::PauseKind::kHumanTurn, kv::PauseKind::kSessionEnd};
+constexpr std::array<PauseKind, 5> kPauseKinds = {PauseKind::kUnknown, PauseKind::kToolCall,
+                                                  PauseKind::kSubagentWait, PauseKind::kHumanTurn,
+                                                  PauseKind::kSessionEnd};
 constexpr std::array<kv::Tier, 2> kTiers = {kv::Tier::kDevice, kv::Tier::kHost};
 constexpr std::array<kv::KvEventKind, 7> kEventKinds = {
     kv::KvEventKind::kStored,  kv::KvEventKind::kOffloaded, kv::KvEventKind::kDropped,
@@ -515,8 +515,8 @@ kv::KvCacheOptions OptionsFromPython(py::handle base, const py::kwargs& override
   return copy.cast<KvCacheOptions>();
 }
 
-kv::PauseKind ParsePauseKind(const std::string& name) {
-  return ParseName(name, kPauseKinds, kv::PauseKindName, "next_pause");
+PauseKind ParsePauseKind(const std::string& name) {
+  return ParseName(name, kPauseKinds, PauseKindName, "next_pause");
 }
 
 const char* TierName(kv::Tier tier) { return tier == kv::Tier::kHost ? "host" : "device"; }

@@ -15,7 +15,7 @@
 #include "agentkv/base/time.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
-#include "agentkv/kv/pause_gap_estimator.h"
+#include "agentkv/kv/pause_estimator.h"
 
 namespace agentkv::python {
 
@@ -32,7 +32,7 @@ kv::KvCacheOptions OptionsFromPython(pybind11::handle base, const pybind11::kwar
 std::optional<Step> DurationArg(std::optional<int64_t> value, const char* field);
 
 // InvalidArgumentError for a spelling that names no kind.
-kv::PauseKind ParsePauseKind(const std::string& name);
+PauseKind ParsePauseKind(const std::string& name);
 const char* TierName(kv::Tier tier);
 
 void BindKvTypes(pybind11::module_& module);

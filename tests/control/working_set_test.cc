@@ -13,8 +13,6 @@
 namespace agentkv::control {
 namespace {
 
-using kv::PauseKind;
-
 constexpr TimeNs kSecond = TimeNs::Seconds(1);
 
 TimeNs At(double seconds) { return TimeNs::Seconds(seconds); }

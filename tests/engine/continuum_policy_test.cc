@@ -14,8 +14,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int32_t kMain = 0;
-constexpr int32_t kSubagent = 1;
+constexpr kv::PauseClass kMain{PauseKind::kToolCall};
+constexpr kv::PauseClass kSubagent{PauseKind::kToolCall, true};
 
 ContinuumPolicy MustCreate(const ContinuumPolicyOptions& options = {}) {
   StatusOr<ContinuumPolicy> policy = ContinuumPolicy::Create(options);
@@ -23,7 +23,7 @@ ContinuumPolicy MustCreate(const ContinuumPolicyOptions& options = {}) {
   return *std::move(policy);
 }
 
-PinRequest Turn(int32_t pause_class, int64_t tokens, double pressure) {
+PinRequest Turn(kv::PauseClass pause_class, int64_t tokens, double pressure) {
   PinRequest request;
   request.pause_class = pause_class;
   request.tokens = tokens;
@@ -48,12 +48,13 @@ TEST(ContinuumPolicyTest, OptionsValidateNamesTheField) {
 }
 
 TEST(ContinuumPolicyTest, BucketsAreLogSpacedFrom250Ms) {
-  EXPECT_EQ(ContinuumPolicy::BucketEdge(0), TimeNs::Millis(250));
-  EXPECT_EQ(ContinuumPolicy::BucketEdge(3), TimeNs::Seconds(2));
-  EXPECT_EQ(ContinuumPolicy::BucketOf(TimeNs(0)), 0);
-  EXPECT_EQ(ContinuumPolicy::BucketOf(TimeNs::Seconds(2)), 3);
-  EXPECT_EQ(ContinuumPolicy::BucketOf(TimeNs::Seconds(2.001)), 4);
-  EXPECT_EQ(ContinuumPolicy::BucketOf(TimeNs::Seconds(1e6)), kPauseBuckets - 1);
+  const ContinuumPolicy policy = MustCreate();
+  EXPECT_EQ(policy.BucketEdge(0), TimeNs::Millis(250));
+  EXPECT_EQ(policy.BucketEdge(3), TimeNs::Seconds(2));
+  EXPECT_EQ(policy.BucketOf(TimeNs(0)), 0);
+  EXPECT_EQ(policy.BucketOf(TimeNs::Seconds(2)), 3);
+  EXPECT_EQ(policy.BucketOf(TimeNs::Seconds(2.001)), 4);
+  EXPECT_EQ(policy.BucketOf(TimeNs::Seconds(1e6)), policy.pauses().grid().finite_buckets());
 }
 
 TEST(ContinuumPolicyTest, ExponentialPriorDecidesBeforeSamples) {

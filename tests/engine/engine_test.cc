@@ -142,7 +142,7 @@ TEST(EngineTest, StallOffloadMovesAPausedSessionOutAndBackOnTheDriversClock) {
   ASSERT_TRUE(engine.ok()) << engine.status();
   ASSERT_NE(engine->stall_offload(), nullptr);
   const kv::BlockKeyHasher& hasher = engine->hasher();
-  auto turn = [&](int64_t id, int64_t conversation, kv::PauseKind hint, TimeNs at) {
+  auto turn = [&](int64_t id, int64_t conversation, PauseKind hint, TimeNs at) {
     SchedulerRequest request = Request(id, 10 * kTokensPerBlock + 1, 1);
     std::vector<uint64_t> ids;
     for (uint64_t b = 0; b < 10; ++b) ids.push_back(static_cast<uint64_t>(conversation) * 100 + b);
@@ -156,7 +156,7 @@ TEST(EngineTest, StallOffloadMovesAPausedSessionOutAndBackOnTheDriversClock) {
   };
   // Teach the engine that human turns of conversation 1 last about 100 s.
   for (int64_t k = 0; k < 10; ++k) {
-    turn(2 * k + 1, 1, kv::PauseKind::kHumanTurn, TimeNs::Seconds(200.0 * static_cast<double>(k)));
+    turn(2 * k + 1, 1, PauseKind::kHumanTurn, TimeNs::Seconds(200.0 * static_cast<double>(k)));
     // The conversation's next request arrives 100 s later (it ends the pause; aborted before
     // it runs, so that it starts no pause of its own).
     const TimeNs back_at = TimeNs::Seconds(200.0 * static_cast<double>(k) + 100);
@@ -167,7 +167,7 @@ TEST(EngineTest, StallOffloadMovesAPausedSessionOutAndBackOnTheDriversClock) {
     ASSERT_TRUE(engine->TakeReport(back.id, back_at).ok());
   }
   // A human turn of 10 blocks in a 16-block pool: under pressure, it goes to the host.
-  turn(100, 1, kv::PauseKind::kHumanTurn, TimeNs::Seconds(5000));
+  turn(100, 1, PauseKind::kHumanTurn, TimeNs::Seconds(5000));
   const std::optional<TimeNs> wake = engine->RunStallOffload(TimeNs::Seconds(5000));
   ASSERT_TRUE(wake.has_value());
   EXPECT_GT(*wake, TimeNs::Seconds(5000));
@@ -208,7 +208,7 @@ TEST(EngineTest, SubmitAndTakeReportFireTheStallOffloadHooks) {
   const StallOffloadPolicy& stall = *engine->stall_offload();
   SchedulerRequest request = Request(1, 3 * kTokensPerBlock + 1, 1);
   request.kv_options.conversation = ConversationId(4);
-  request.next_pause = kv::PauseKind::kHumanTurn;
+  request.next_pause = PauseKind::kHumanTurn;
   ASSERT_TRUE(engine->Submit(std::move(request), TimeNs::Seconds(1)).ok());
   EXPECT_EQ(stall.turns_in_flight(), 1);
   // A request the scheduler refuses as malformed ends the turn it would have started.

@@ -71,9 +71,8 @@ class StallOffloadPolicyTest : public ::testing::Test {
 
   // Request `id` of `conversation` arrives at `arrive`, runs through the cache, and ends at
   // `end`, announcing `hint`.
-  void Turn(int64_t id, int64_t conversation, kv::PauseKind hint,
-            const std::vector<kv::BlockKey>& keys, TimeNs arrive, TimeNs end,
-            bool subagent = false) {
+  void Turn(int64_t id, int64_t conversation, PauseKind hint, const std::vector<kv::BlockKey>& keys,
+            TimeNs arrive, TimeNs end, bool subagent = false) {
     policy_.OnSubmit(RequestId(id), Of(conversation, subagent), hint, keys, arrive);
     const RequestId rid(id);
     StatusOr<kv::PrefixMatch> m = cache_.AddRequest(rid, keys, Of(conversation, subagent));
@@ -89,7 +88,7 @@ class StallOffloadPolicyTest : public ::testing::Test {
   }
 
   // Teaches the policy `n` pauses of `pause` after a turn with `hint` (no KV involved).
-  void Learn(kv::PauseKind hint, bool subagent, TimeNs pause, int n) {
+  void Learn(PauseKind hint, bool subagent, TimeNs pause, int n) {
     for (int i = 0; i < n; ++i) {
       const int64_t conversation = 10'000 + next_learn_;
       const TimeNs t = TimeNs::Seconds(static_cast<double>(next_learn_));
@@ -97,7 +96,7 @@ class StallOffloadPolicyTest : public ::testing::Test {
                        t);
       policy_.OnFinish(RequestId(50'000 + 2 * next_learn_), true, t);
       policy_.OnSubmit(RequestId(50'001 + 2 * next_learn_), Of(conversation, subagent),
-                       kv::PauseKind::kUnknown, {}, t + pause);
+                       PauseKind::kUnknown, {}, t + pause);
       policy_.OnFinish(RequestId(50'001 + 2 * next_learn_), true, t + pause);
       ++next_learn_;
     }
@@ -142,26 +141,26 @@ TEST(StallOffloadOptionsTest, ValidateNamesTheField) {
   o.min_stall = TimeNs(-1);
   EXPECT_THAT(o.Validate().message(), HasSubstr("min_stall"));
   o = {};
-  o.pauses.decay_at = 0;
+  o.pauses.max_samples = 0;
   EXPECT_THAT(StallOffloadPolicy::Create(o).status().message(),
-              HasSubstr("StallOffloadOptions.pauses.decay_at"));
+              HasSubstr("StallOffloadOptions.pauses.max_samples"));
 }
 
 TEST(StallOffloadOptionsTest, PausesMapToClasses) {
   // An unknown pause and an ended session have no class: nothing is offloaded for them.
-  EXPECT_EQ(StallPauseClass(kv::PauseKind::kUnknown, false), std::nullopt);
-  EXPECT_EQ(StallPauseClass(kv::PauseKind::kSessionEnd, false), std::nullopt);
-  EXPECT_EQ(StallPauseClass(kv::PauseKind::kSessionEnd, true), std::nullopt);
-  EXPECT_EQ(StallPauseClass(kv::PauseKind::kToolCall, false), kStallToolCallClass);
-  EXPECT_EQ(StallPauseClass(kv::PauseKind::kToolCall, true), kStallSubagentToolCallClass);
-  EXPECT_EQ(StallPauseClass(kv::PauseKind::kSubagentWait, false), kStallSubagentWaitClass);
-  EXPECT_EQ(StallPauseClass(kv::PauseKind::kHumanTurn, true), kStallHumanTurnClass);
+  EXPECT_EQ(StallPauseClass(PauseKind::kUnknown, false), std::nullopt);
+  EXPECT_EQ(StallPauseClass(PauseKind::kSessionEnd, false), std::nullopt);
+  EXPECT_EQ(StallPauseClass(PauseKind::kSessionEnd, true), std::nullopt);
+  EXPECT_EQ(StallPauseClass(PauseKind::kToolCall, false), kStallToolCallClass);
+  EXPECT_EQ(StallPauseClass(PauseKind::kToolCall, true), kStallSubagentToolCallClass);
+  EXPECT_EQ(StallPauseClass(PauseKind::kSubagentWait, false), kStallSubagentWaitClass);
+  EXPECT_EQ(StallPauseClass(PauseKind::kHumanTurn, true), kStallHumanTurnClass);
 }
 
 TEST_F(StallOffloadPolicyTest, NoOffloadWithoutPressure) {
-  Learn(kv::PauseKind::kToolCall, false, TimeNs::Seconds(100), 20);
+  Learn(PauseKind::kToolCall, false, TimeNs::Seconds(100), 20);
   // 6 of 16 device blocks used: below the 0.5 threshold.
-  Turn(1, 1, kv::PauseKind::kToolCall, Keys(1, 6), TimeNs::Seconds(1000), TimeNs::Seconds(1001));
+  Turn(1, 1, PauseKind::kToolCall, Keys(1, 6), TimeNs::Seconds(1000), TimeNs::Seconds(1001));
   EXPECT_EQ(policy_.paused_sessions(), 1);
   const StallPlan plan = Plan(TimeNs::Seconds(1002));
   EXPECT_THAT(plan.offloads, IsEmpty());
@@ -169,10 +168,10 @@ TEST_F(StallOffloadPolicyTest, NoOffloadWithoutPressure) {
 }
 
 TEST_F(StallOffloadPolicyTest, NoOffloadForShortPausesOrWithoutAHint) {
-  Learn(kv::PauseKind::kToolCall, true, TimeNs::Millis(500), 20);  // Sub-agent tool calls: short.
-  Turn(1, 1, kv::PauseKind::kToolCall, Keys(1, 6), TimeNs::Seconds(1000), TimeNs::Seconds(1001),
+  Learn(PauseKind::kToolCall, true, TimeNs::Millis(500), 20);  // Sub-agent tool calls: short.
+  Turn(1, 1, PauseKind::kToolCall, Keys(1, 6), TimeNs::Seconds(1000), TimeNs::Seconds(1001),
        /*subagent=*/true);
-  Turn(2, 2, kv::PauseKind::kUnknown, Keys(2, 6), TimeNs::Seconds(1000), TimeNs::Seconds(1001));
+  Turn(2, 2, PauseKind::kUnknown, Keys(2, 6), TimeNs::Seconds(1000), TimeNs::Seconds(1001));
   // 12 of 16 blocks used: under pressure, but the only paused session returns within a second
   // and the other announced no pause.
   EXPECT_EQ(policy_.paused_sessions(), 1);
@@ -180,10 +179,10 @@ TEST_F(StallOffloadPolicyTest, NoOffloadForShortPausesOrWithoutAHint) {
 }
 
 TEST_F(StallOffloadPolicyTest, UnderPressureTheFarthestReturnGoesFirstUntilTheThreshold) {
-  Learn(kv::PauseKind::kToolCall, false, TimeNs::Seconds(10), 20);
-  Learn(kv::PauseKind::kHumanTurn, false, TimeNs::Seconds(600), 20);
-  Turn(1, 1, kv::PauseKind::kToolCall, Keys(1, 5), TimeNs::Seconds(1000), TimeNs::Seconds(1001));
-  Turn(2, 2, kv::PauseKind::kHumanTurn, Keys(2, 5), TimeNs::Seconds(1000), TimeNs::Seconds(1001));
+  Learn(PauseKind::kToolCall, false, TimeNs::Seconds(10), 20);
+  Learn(PauseKind::kHumanTurn, false, TimeNs::Seconds(600), 20);
+  Turn(1, 1, PauseKind::kToolCall, Keys(1, 5), TimeNs::Seconds(1000), TimeNs::Seconds(1001));
+  Turn(2, 2, PauseKind::kHumanTurn, Keys(2, 5), TimeNs::Seconds(1000), TimeNs::Seconds(1001));
   // 10 of 16 used, threshold 8: two blocks to free.
   const StallPlan plan = Plan(TimeNs::Seconds(1001));
   ASSERT_EQ(plan.offloads.size(), 2u);
@@ -202,8 +201,8 @@ TEST_F(StallOffloadPolicyTest, UnderPressureTheFarthestReturnGoesFirstUntilTheTh
 }
 
 TEST_F(StallOffloadPolicyTest, PrefetchIsTimedBeforeThePredictedReturn) {
-  Learn(kv::PauseKind::kHumanTurn, false, TimeNs::Seconds(100), 20);  // Edge 128 s.
-  Turn(1, 1, kv::PauseKind::kHumanTurn, Keys(1, 10), TimeNs::Seconds(1000), TimeNs::Seconds(1000));
+  Learn(PauseKind::kHumanTurn, false, TimeNs::Seconds(100), 20);  // Edge 128 s.
+  Turn(1, 1, PauseKind::kHumanTurn, Keys(1, 10), TimeNs::Seconds(1000), TimeNs::Seconds(1000));
   const StallPlan plan = Plan(TimeNs::Seconds(1000));
   ASSERT_EQ(plan.offloads.size(), 1u);
   const TimeNs predicted = plan.offloads[0].predicted_return;
@@ -228,14 +227,14 @@ TEST_F(StallOffloadPolicyTest, PrefetchIsTimedBeforeThePredictedReturn) {
   EXPECT_EQ(policy_.NextWake(*wake), std::nullopt);
   EXPECT_EQ(policy_.counters().prefetched_blocks, 8);
   // The return finds it on the device.
-  policy_.OnSubmit(RequestId(2), Of(1), kv::PauseKind::kUnknown, {}, predicted);
+  policy_.OnSubmit(RequestId(2), Of(1), PauseKind::kUnknown, {}, predicted);
   EXPECT_EQ(policy_.counters().returned_prefetched, 1);
   EXPECT_EQ(policy_.paused_sessions(), 0);
 }
 
 TEST_F(StallOffloadPolicyTest, NoPrefetchWhileRequestsWait) {
-  Learn(kv::PauseKind::kHumanTurn, false, TimeNs::Seconds(100), 20);
-  Turn(1, 1, kv::PauseKind::kHumanTurn, Keys(1, 10), TimeNs::Seconds(1000), TimeNs::Seconds(1000));
+  Learn(PauseKind::kHumanTurn, false, TimeNs::Seconds(100), 20);
+  Turn(1, 1, PauseKind::kHumanTurn, Keys(1, 10), TimeNs::Seconds(1000), TimeNs::Seconds(1000));
   ASSERT_EQ(Apply(Plan(TimeNs::Seconds(1000))), 10);
   const TimeNs wake = *policy_.NextWake(TimeNs::Seconds(1000));
   EXPECT_THAT(Plan(wake, /*waiting=*/1).prefetches, IsEmpty());
@@ -245,8 +244,8 @@ TEST_F(StallOffloadPolicyTest, NoPrefetchWhileRequestsWait) {
 }
 
 TEST_F(StallOffloadPolicyTest, AnAbortedTurnStartsNoPause) {
-  Learn(kv::PauseKind::kHumanTurn, false, TimeNs::Seconds(100), 20);
-  policy_.OnSubmit(RequestId(1), Of(1), kv::PauseKind::kHumanTurn, Keys(1, 4), TimeNs(0));
+  Learn(PauseKind::kHumanTurn, false, TimeNs::Seconds(100), 20);
+  policy_.OnSubmit(RequestId(1), Of(1), PauseKind::kHumanTurn, Keys(1, 4), TimeNs(0));
   EXPECT_EQ(policy_.turns_in_flight(), 1);
   policy_.OnFinish(RequestId(1), /*completed=*/false, TimeNs::Seconds(1));
   EXPECT_EQ(policy_.turns_in_flight(), 0);
@@ -254,17 +253,16 @@ TEST_F(StallOffloadPolicyTest, AnAbortedTurnStartsNoPause) {
 }
 
 TEST_F(StallOffloadPolicyTest, ConservationEveryOffloadIsPrefetchedOrFoundByItsReturn) {
-  Learn(kv::PauseKind::kHumanTurn, false, TimeNs::Seconds(100), 20);
+  Learn(PauseKind::kHumanTurn, false, TimeNs::Seconds(100), 20);
   // Three sessions pause; two get offloaded (the device pressure stays high).
-  Turn(1, 1, kv::PauseKind::kHumanTurn, Keys(1, 5), TimeNs::Seconds(1000), TimeNs::Seconds(1000));
-  Turn(2, 2, kv::PauseKind::kHumanTurn, Keys(2, 5), TimeNs::Seconds(1000), TimeNs::Seconds(1000));
-  Turn(3, 3, kv::PauseKind::kHumanTurn, Keys(3, 5), TimeNs::Seconds(1000), TimeNs::Seconds(1000));
+  Turn(1, 1, PauseKind::kHumanTurn, Keys(1, 5), TimeNs::Seconds(1000), TimeNs::Seconds(1000));
+  Turn(2, 2, PauseKind::kHumanTurn, Keys(2, 5), TimeNs::Seconds(1000), TimeNs::Seconds(1000));
+  Turn(3, 3, PauseKind::kHumanTurn, Keys(3, 5), TimeNs::Seconds(1000), TimeNs::Seconds(1000));
   Apply(Plan(TimeNs::Seconds(1000)));
   EXPECT_EQ(policy_.offloaded_sessions(), 2);
   // Session 1 returns early, its KV still on the host: the request onboards it.
   const int64_t early = policy_.offloaded_sessions();
-  policy_.OnSubmit(RequestId(11), Of(1), kv::PauseKind::kUnknown, Keys(1, 5),
-                   TimeNs::Seconds(1010));
+  policy_.OnSubmit(RequestId(11), Of(1), PauseKind::kUnknown, Keys(1, 5), TimeNs::Seconds(1010));
   StatusOr<kv::PrefixMatch> m = cache_.AddRequest(RequestId(11), Keys(1, 5), Of(1));
   ASSERT_TRUE(m.ok());
   ASSERT_TRUE(cache_.Release(RequestId(11)).ok());
@@ -274,8 +272,8 @@ TEST_F(StallOffloadPolicyTest, ConservationEveryOffloadIsPrefetchedOrFoundByItsR
     t = *policy_.NextWake(t);
     Apply(Plan(t));
   }
-  policy_.OnSubmit(RequestId(12), Of(2), kv::PauseKind::kUnknown, {}, TimeNs::Seconds(1200));
-  policy_.OnSubmit(RequestId(13), Of(3), kv::PauseKind::kUnknown, {}, TimeNs::Seconds(1200));
+  policy_.OnSubmit(RequestId(12), Of(2), PauseKind::kUnknown, {}, TimeNs::Seconds(1200));
+  policy_.OnSubmit(RequestId(13), Of(3), PauseKind::kUnknown, {}, TimeNs::Seconds(1200));
   const StallOffloadCounters& c = policy_.counters();
   EXPECT_EQ(c.offloads, early);
   EXPECT_EQ(c.offloads, c.returned_offloaded + c.prefetches);

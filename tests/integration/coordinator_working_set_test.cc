@@ -189,8 +189,8 @@ TEST_F(CoordinatorWorkingSetTest, BadFieldsAre400NamingTheFieldAndTheValue) {
       {kProgramAcquirePath, R"({"ticket":"t","program":"p","agent":"a","reservation_tokens":"5"})",
        "reservation_tokens"},
       {kProgramFinishPath, R"({"ticket":"t","context_tokens":5,"next_pause":"lunch"})",
-       "next_pause: expected \"unknown\", \"tool_call\", \"subagent_wait\", \"human_turn\" or "
-       "\"session_end\", got \"lunch\""},
+       "next_pause: expected unknown, tool_call, subagent_wait, human_turn or session_end, got "
+       "\"lunch\""},
       {kProgramFinishPath, R"({"ticket":"t"})", "context_tokens: required"},
       {kProgramCancelPath, R"({})", "ticket: required"},
       {kProgramEndAgentPath, R"({"agent":7})", "agent"},

@@ -256,8 +256,8 @@ TEST(EngineEmulatorTest, RejectsBadRequestsWith400AndAClearMessage) {
       Post(client, engine->base_url(), "/generate",
            R"({"input_ids": [1, 2, 3], "agentkv_pause": "soon"})");
   EXPECT_EQ(bad_pause.status, 400);
-  EXPECT_NE(bad_pause.body.find(R"(agentkv_pause: unknown pause \"soon\" (valid: tool_call, )"
-                                R"(subagent_wait, human_turn, session_end))"),
+  EXPECT_NE(bad_pause.body.find(R"(agentkv_pause: expected unknown, tool_call, subagent_wait, )"
+                                R"(human_turn or session_end, got \"soon\")"),
             std::string::npos)
       << bad_pause.body;
   // SGLang's tokenizer-manager messages: an input over the context, then input plus output.

@@ -821,7 +821,7 @@ TEST(GatewayTest, TheExpectedPauseIsForwardedAsTheRequestPriority) {
   LogCapture logs;
   GatewayOptions options = BaseOptions(logs);
   options.engine_urls = {engine.base_url()};
-  options.pause_priority = *ParsePausePriorities("tool_call=10,human_turn=0");
+  options.pause_priority = *protocol::ParsePausePriorities("tool_call=10,human_turn=0");
   auto gateway = StartGateway(options);
   ASSERT_NE(gateway, nullptr);
   net::HttpClient client(ClientOptions());
@@ -941,7 +941,7 @@ TEST(GatewayTest, ThePausePriorityKeepsAToolLoopsKvOverAHumanTurnsOnAPriorityEng
     GatewayOptions options = BaseOptions(logs);
     options.engine_urls = EngineUrls(fleet);
     if (pause_priority)
-      options.pause_priority = *ParsePausePriorities("tool_call=60,human_turn=20");
+      options.pause_priority = *protocol::ParsePausePriorities("tool_call=60,human_turn=20");
     auto gateway = StartGateway(options);
     EXPECT_NE(gateway, nullptr);
     net::HttpClient client(ClientOptions());

@@ -467,7 +467,7 @@ TEST_F(GapAwareManagerTest, LearnsEachPauseKindAndRanksASessionByItsExpectedRetu
       RunRequestWith(++id, tool, 4, Opts().Conversation(1).Pause(PauseKind::kToolCall, "Read"));
     }
   }
-  const PauseGapEstimator& gaps = cache().pause_gaps();
+  const PauseEstimator& gaps = cache().pause_gaps();
   ASSERT_TRUE(gaps.Estimate(PauseKind::kHumanTurn).has_value());
   EXPECT_NEAR(gaps.Estimate(PauseKind::kHumanTurn)->seconds(), 300, 30);
   // Most of conversation 1's pauses are 2 s (those across conversation 2's turns are longer).

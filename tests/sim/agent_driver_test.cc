@@ -275,20 +275,22 @@ TEST(AgentDriverTest, SubagentCompletingAfterTheParentIsNotJoined) {
   EXPECT_GT(*Conv(r, 1002).end, *Conv(r, 1).end);
 }
 
-TEST(AgentDriverTest, RecordsThePauseBeforeEveryRequest) {
+// Every request records the pause that follows it (kSessionEnd after an agent's last), the
+// same value its KV hint carries: the pause before request n is request n-1's.
+TEST(AgentDriverTest, RecordsThePauseAfterEveryRequest) {
   std::unique_ptr<Sim> sim = MakeSim();
   const AgentDriverResult r = Drive(*sim, TinyWorkload(), {});
-  const std::map<std::pair<int64_t, int32_t>, PauseType> pauses = {
-      {{1, 0}, PauseType::kNone},      {{1, 1}, PauseType::kToolCall},
-      {{1, 2}, PauseType::kHumanTurn}, {{1, 3}, PauseType::kSubagentWait},
-      {{1001, 0}, PauseType::kNone},   {{1001, 1}, PauseType::kToolCall},
-      {{1002, 0}, PauseType::kNone},   {{1002, 1}, PauseType::kHumanTurn},
-      {{2, 0}, PauseType::kNone},      {{2, 1}, PauseType::kHumanTurn},
-      {{2, 2}, PauseType::kHumanTurn}};
+  const std::map<std::pair<int64_t, int32_t>, PauseKind> pauses = {
+      {{1, 0}, PauseKind::kToolCall},     {{1, 1}, PauseKind::kHumanTurn},
+      {{1, 2}, PauseKind::kSubagentWait}, {{1, 3}, PauseKind::kSessionEnd},
+      {{1001, 0}, PauseKind::kToolCall},  {{1001, 1}, PauseKind::kSessionEnd},
+      {{1002, 0}, PauseKind::kHumanTurn}, {{1002, 1}, PauseKind::kSessionEnd},
+      {{2, 0}, PauseKind::kHumanTurn},    {{2, 1}, PauseKind::kHumanTurn},
+      {{2, 2}, PauseKind::kSessionEnd}};
   ASSERT_EQ(r.requests.size(), pauses.size());
   for (const auto& [key, pause] : pauses) {
-    EXPECT_EQ(Find(r, key.first, key.second).pause, pause)
-        << key.first << "/" << key.second << ": " << PauseTypeName(pause);
+    EXPECT_EQ(Find(r, key.first, key.second).next_pause, pause)
+        << key.first << "/" << key.second << ": " << PauseKindName(pause);
   }
 }
 
@@ -296,7 +298,7 @@ TEST(AgentDriverTest, SubagentModelsExcludeLeavesOutOtherModels) {
   std::unique_ptr<Sim> shared_sim = MakeSim();
   const AgentDriverResult shared = Drive(*shared_sim, TinyWorkload(), {});
   EXPECT_EQ(shared.requests_issued, 11);
-  EXPECT_EQ(Find(shared, 1, 3).pause, PauseType::kSubagentWait);
+  EXPECT_EQ(Find(shared, 1, 2).next_pause, PauseKind::kSubagentWait);
 
   std::unique_ptr<Sim> sim = MakeSim();
   const AgentDriverResult r =
@@ -307,9 +309,9 @@ TEST(AgentDriverTest, SubagentModelsExcludeLeavesOutOtherModels) {
   EXPECT_EQ(r.conversations[1].conversation, ConversationId(1002));
   for (const DriverRequest& q : r.requests) EXPECT_NE(q.conversation, ConversationId(1001));
   const DriverRequest& request3 = Find(r, 1, 3);
-  // Request 3 joins nothing now: a plain tool call (request 2 stopped with tool_use, request 3
-  // sends a tool_result).
-  EXPECT_EQ(request3.pause, PauseType::kToolCall);
+  // Request 3 joins nothing now: a plain tool call follows request 2 (it stopped with
+  // tool_use, request 3 sends a tool_result).
+  EXPECT_EQ(Find(r, 1, 2).next_pause, PauseKind::kToolCall);
   EXPECT_EQ(request3.submitted, request3.ready);
 }
 
@@ -481,7 +483,12 @@ TEST(AgentDriverDataTest, SubagentsOfThePublicTracesRunWhileTheParentWaits) {
       if (joined == c.requests.end()) continue;
       const DriverRequest& parent =
           Find(r, static_cast<int64_t>(k) + 1, static_cast<int32_t>(joined - c.requests.begin()));
-      EXPECT_EQ(parent.pause, PauseType::kSubagentWait) << c.source << " " << sub.agent_id;
+      ASSERT_GT(joined - c.requests.begin(), 0) << c.source;
+      EXPECT_EQ(Find(r, static_cast<int64_t>(k) + 1,
+                     static_cast<int32_t>(joined - c.requests.begin()) - 1)
+                    .next_pause,
+                PauseKind::kSubagentWait)
+          << c.source << " " << sub.agent_id;
       for (size_t i = 0; i < sub.requests.size(); ++i) {
         const DriverRequest& q =
             Find(r, (static_cast<int64_t>(k) + 1) * 1000 + static_cast<int64_t>(j) + 1,
@@ -492,7 +499,7 @@ TEST(AgentDriverDataTest, SubagentsOfThePublicTracesRunWhileTheParentWaits) {
     }
   }
   for (const DriverRequest& q : r.requests) {
-    if (q.pause == PauseType::kSubagentWait) ++subagent_waits;
+    if (q.next_pause == PauseKind::kSubagentWait) ++subagent_waits;
   }
   // 24 of the 26 sub-agents (264 requests) complete before a later parent request, which they
   // join on 12 requests.

@@ -10,14 +10,24 @@
 namespace agentkv::sim {
 namespace {
 
+// What a request knows of the pause before it: an agentic request its agent's previous
+// request's next pause (none for the agent's first), an open-loop request nothing.
+struct Before {
+  bool agentic = false;
+  std::optional<PauseKind> pause;
+};
+constexpr Before kOpenLoop{};
+constexpr Before kFirstRequest{.agentic = true, .pause = std::nullopt};
+constexpr Before After(PauseKind pause) { return {.agentic = true, .pause = pause}; }
+
 // Gateway and engine records of requests, kept alive for the views.
 class Requests {
  public:
   // A served request: received at `received_s`, dispatched 1 s later, first scheduled 2 s
   // later, first token 3 s later, finished `server_s` after arrival.
-  void Served(int64_t prompt, int64_t cached, int64_t evicted, std::optional<PauseType> pause,
-              double received_s = 0, double server_s = 4) {
-    Add(received_s, server_s, pause);
+  void Served(int64_t prompt, int64_t cached, int64_t evicted, Before before, double received_s = 0,
+              double server_s = 4) {
+    Add(received_s, server_s, before);
     gateway_.back().prompt_tokens = prompt;
     gateway_.back().prompt_blocks = prompt / 16;
     engine_.back().report.cached_device_tokens = cached;
@@ -30,7 +40,7 @@ class Requests {
   }
   // A request admission refused: its prompt is counted apart and it looked nothing up.
   void Refused(int64_t prompt) {
-    Add(0, 0, std::nullopt);
+    Add(0, 0, kOpenLoop);
     gateway_.back().refused = true;
     gateway_.back().prompt_tokens = prompt;
     gateway_.back().dispatched.reset();
@@ -38,13 +48,16 @@ class Requests {
   std::vector<RequestView> Views() const {
     std::vector<RequestView> views;
     for (size_t i = 0; i < gateway_.size(); ++i) {
-      views.push_back({.gateway = &gateway_[i], .engine = &engine_[i], .pause = pauses_[i]});
+      views.push_back({.gateway = &gateway_[i],
+                       .engine = &engine_[i],
+                       .agentic = before_[i].agentic,
+                       .pause_before = before_[i].pause});
     }
     return views;
   }
 
  private:
-  void Add(double received_s, double server_s, std::optional<PauseType> pause) {
+  void Add(double received_s, double server_s, Before before) {
     GatewayRecord g;
     g.id = RequestId(static_cast<int64_t>(gateway_.size()));
     g.received = TimeNs::Seconds(received_s);
@@ -54,19 +67,19 @@ class Requests {
     e.id = g.id;
     e.finished = TimeNs::Seconds(received_s + server_s);
     engine_.push_back(e);
-    pauses_.push_back(pause);
+    before_.push_back(before);
   }
   // Deques: adding a request leaves the earlier records where the views point.
   std::deque<GatewayRecord> gateway_;
   std::deque<EngineRequestRecord> engine_;
-  std::vector<std::optional<PauseType>> pauses_;
+  std::vector<Before> before_;
 };
 
 TEST(ArmSummaryTest, RequestCountsKeepRefusedWorkApartAndSplitRecomputeByPause) {
   Requests requests;
-  requests.Served(160, 64, 32, PauseType::kNone);
-  requests.Served(160, 0, 48, PauseType::kToolCall);
-  requests.Served(160, 96, 16, PauseType::kHumanTurn);
+  requests.Served(160, 64, 32, kFirstRequest);
+  requests.Served(160, 0, 48, After(PauseKind::kToolCall));
+  requests.Served(160, 96, 16, After(PauseKind::kHumanTurn));
   requests.Refused(1000);
   ArmResult result;
   SummarizeRequestCounts(requests.Views(), result);
@@ -86,7 +99,7 @@ TEST(ArmSummaryTest, RequestCountsKeepRefusedWorkApartAndSplitRecomputeByPause) 
 
 TEST(ArmSummaryTest, OpenLoopRequestsHaveNoPauseSplit) {
   Requests requests;
-  requests.Served(160, 0, 32, std::nullopt);
+  requests.Served(160, 0, 32, kOpenLoop);
   ArmResult result;
   SummarizeRequestCounts(requests.Views(), result);
   EXPECT_EQ(result.evicted_recompute_tokens, 32);
@@ -123,8 +136,8 @@ TEST(ArmSummaryTest, ThroughputIsOverTheMakespanAndZeroWithoutOne) {
 
 TEST(ArmSummaryTest, LatencyCountsAdmissionWaitOfEveryDispatchedRequestAndTtftOfServedOnes) {
   Requests requests;
-  requests.Served(160, 0, 0, std::nullopt, /*received_s=*/0);
-  requests.Served(160, 0, 0, std::nullopt, /*received_s=*/10);
+  requests.Served(160, 0, 0, kOpenLoop, /*received_s=*/0);
+  requests.Served(160, 0, 0, kOpenLoop, /*received_s=*/10);
   requests.Refused(1000);
   ArmResult result;
   SummarizeLatency(requests.Views(), {3.0, 1.0}, result);
@@ -140,9 +153,9 @@ TEST(ArmSummaryTest, LatencyCountsAdmissionWaitOfEveryDispatchedRequestAndTtftOf
 
 TEST(ArmSummaryTest, ServerTimeSumsEachSessionsRequests) {
   Requests requests;
-  requests.Served(160, 0, 0, std::nullopt, 0, /*server_s=*/2);
-  requests.Served(160, 0, 0, std::nullopt, 5, /*server_s=*/3);
-  requests.Served(160, 0, 0, std::nullopt, 9, /*server_s=*/7);
+  requests.Served(160, 0, 0, kOpenLoop, 0, /*server_s=*/2);
+  requests.Served(160, 0, 0, kOpenLoop, 5, /*server_s=*/3);
+  requests.Served(160, 0, 0, kOpenLoop, 9, /*server_s=*/7);
   ArmResult result;
   SummarizeServerTime(requests.Views(), {0, 0, 1}, 2, result);
   EXPECT_EQ(result.server_time.count, 2);

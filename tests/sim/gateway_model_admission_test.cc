@@ -325,7 +325,7 @@ TEST_F(GatewayModelTest, APausedProgramsHeldContextKeepsANewProgramWaitingUntilI
   // Program 1's first turn ends in a tool call: it holds its 9,600 + 4 tokens for 10 s, and
   // the engine keeps them pinned as long.
   GatewayRequest first = Request(1, /*session=*/1, 600, 4, /*tool_call=*/true);
-  first.next_pause = PauseType::kToolCall;
+  first.next_pause = PauseKind::kToolCall;
   ASSERT_TRUE(Submit(std::move(first)).ok());
   // Program 2 needs 8,004 tokens: with program 1's context held it does not fit, and waits.
   SubmitAt(TimeNs::Millis(100), Request(2, /*session=*/2, 500, 4));

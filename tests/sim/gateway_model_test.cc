@@ -400,7 +400,7 @@ TEST_F(GatewayModelTest, ContinuumLearnsPausesPerClassAndPinsByItsPolicy) {
   ASSERT_TRUE(Submit(std::move(sub)).ok());
   // A main agent's Task call: it now waits for its sub-agents (their own class).
   GatewayRequest spawn = Request(4, /*session=*/3, 8, 4, /*tool_call=*/true);
-  spawn.next_pause = PauseType::kSubagentWait;
+  spawn.next_pause = PauseKind::kSubagentWait;
   ASSERT_TRUE(Submit(std::move(spawn)).ok());
   loop_.RunUntilIdle();
   EXPECT_EQ(policy->samples(kMainAgentPause), 1);

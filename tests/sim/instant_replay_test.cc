@@ -173,17 +173,15 @@ TEST(InstantReplayTest, InfiniteCacheHoldsEveryBlock) {
 
 TEST(InstantReplayTest, GapRetentionEvictsAnEndedConversationBeforeAPausedOne) {
   // B [2] pauses for a tool, A [1] ends, C [3] needs room, B returns for [2].
-  auto hinted = [](std::vector<uint64_t> ids, double t_s, int64_t conversation,
-                   kv::PauseKind next) {
+  auto hinted = [](std::vector<uint64_t> ids, double t_s, int64_t conversation, PauseKind next) {
     InstantRequest r = Request(std::move(ids), TimeNs::Seconds(t_s));
     r.options.conversation = ConversationId(conversation);
     r.options.next_pause = next;
     return r;
   };
-  const InstantWorkload w = Workload({hinted({2}, 0, 2, kv::PauseKind::kToolCall),
-                                      hinted({1}, 1, 1, kv::PauseKind::kSessionEnd),
-                                      hinted({3}, 2, 3, kv::PauseKind::kSessionEnd),
-                                      hinted({2}, 3, 2, kv::PauseKind::kSessionEnd)});
+  const InstantWorkload w = Workload(
+      {hinted({2}, 0, 2, PauseKind::kToolCall), hinted({1}, 1, 1, PauseKind::kSessionEnd),
+       hinted({3}, 2, 3, PauseKind::kSessionEnd), hinted({2}, 3, 2, PauseKind::kSessionEnd)});
   InstantReplayOptions options;
   options.arms = Arms({"baseline", "+gap-retention"});
   options.capacity_blocks = 2;

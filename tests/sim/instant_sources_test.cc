@@ -203,10 +203,10 @@ TEST(InstantSourcesTest, MergedTimelineCarriesIdsKeysAndSessionEnds) {
   EXPECT_TRUE(a1.ends_session);
   // The gap-aware order's hints: a0 is followed by the wait for its sub-agent (completed at
   // 2 s, before a1 at 5 s); every last request ends its session.
-  EXPECT_EQ(a0.options.next_pause, kv::PauseKind::kSubagentWait);
-  EXPECT_EQ(b0.options.next_pause, kv::PauseKind::kSessionEnd);
-  EXPECT_EQ(sub.options.next_pause, kv::PauseKind::kSessionEnd);
-  EXPECT_EQ(a1.options.next_pause, kv::PauseKind::kSessionEnd);
+  EXPECT_EQ(a0.options.next_pause, PauseKind::kSubagentWait);
+  EXPECT_EQ(b0.options.next_pause, PauseKind::kSessionEnd);
+  EXPECT_EQ(sub.options.next_pause, PauseKind::kSessionEnd);
+  EXPECT_EQ(a1.options.next_pause, PauseKind::kSessionEnd);
   ASSERT_TRUE(w->describe);
   EXPECT_EQ(w->describe(2), "a.json sub-agent agent_001 request 0");
   EXPECT_EQ(w->describe(3), "a.json request 1");
@@ -265,9 +265,9 @@ TEST(InstantSourcesTest, MergedTimelineHintsToolCallsAndHumanTurnsAsTheDriverCla
   StatusOr<InstantWorkload> w = MergedTimeline(workload);
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_EQ(w->requests.size(), 3u);
-  EXPECT_EQ(w->requests[0].options.next_pause, kv::PauseKind::kToolCall);
-  EXPECT_EQ(w->requests[1].options.next_pause, kv::PauseKind::kHumanTurn);
-  EXPECT_EQ(w->requests[2].options.next_pause, kv::PauseKind::kSessionEnd);
+  EXPECT_EQ(w->requests[0].options.next_pause, PauseKind::kToolCall);
+  EXPECT_EQ(w->requests[1].options.next_pause, PauseKind::kHumanTurn);
+  EXPECT_EQ(w->requests[2].options.next_pause, PauseKind::kSessionEnd);
 }
 
 }  // namespace

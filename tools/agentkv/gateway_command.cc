@@ -230,8 +230,8 @@ StatusOr<service::GatewayOptions> GatewayCommand::Options() {
       service::ParsePrerequisitePolicy(prerequisite_policy_);
   if (!policy.ok()) return policy.status();
   options.prerequisite_policy = *policy;
-  StatusOr<service::PausePriorities> pause_priority =
-      service::ParsePausePriorities(pause_priority_);
+  StatusOr<protocol::PausePriorities> pause_priority =
+      protocol::ParsePausePriorities(pause_priority_);
   if (!pause_priority.ok()) return pause_priority.status();
   options.pause_priority = *pause_priority;
   StatusOr<service::SglRouterPolicy> router_policy = service::ParseSglRouterPolicy(router_policy_);

@@ -33,8 +33,8 @@ Status CheckName(std::string_view field, std::string_view value) {
   return Status::Ok();
 }
 
-kv::PauseGapEstimator::Options EstimatorOptions(const WorkingSetOptions& options) {
-  kv::PauseGapEstimator::Options estimator;
+kv::PauseEstimator::Options EstimatorOptions(const WorkingSetOptions& options) {
+  kv::PauseEstimator::Options estimator;
   estimator.quantile = options.hold_quantile;
   estimator.min_samples = kMinPauseSamples;
   return estimator;
@@ -99,8 +99,8 @@ WorkingSetAdmission::WorkingSetAdmission(const WorkingSetOptions& options)
   AGENTKV_CHECK(options.Validate().ok()) << options.Validate();
 }
 
-TimeNs WorkingSetAdmission::PredictedHold(kv::PauseKind kind, std::string_view tool) const {
-  if (kind == kv::PauseKind::kSessionEnd) return TimeNs(0);
+TimeNs WorkingSetAdmission::PredictedHold(PauseKind kind, std::string_view tool) const {
+  if (kind == PauseKind::kSessionEnd) return TimeNs(0);
   const std::optional<TimeNs> estimate = pauses_.Estimate(kind, tool);
   return std::min(estimate.value_or(options_.default_hold), options_.max_hold);
 }
@@ -283,7 +283,7 @@ void WorkingSetAdmission::Finish(std::string_view ticket, const RequestEnd& end,
   tickets_.erase(it);
   if (agent.running.empty() && !agent.ended) {
     const int64_t context = std::clamp<int64_t>(end.context_tokens, 0, kMaxTokens);
-    if (end.next_pause != kv::PauseKind::kSessionEnd) {
+    if (end.next_pause != PauseKind::kSessionEnd) {
       agent.paused_since = now;
       agent.pause_kind = end.next_pause;
       agent.pause_tool = end.tool;

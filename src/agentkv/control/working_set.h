@@ -9,7 +9,7 @@
 // request of it runs, that request's reservation (prompt + expected decode); once it ends, the
 // context the agent's next request needs resident (prompt + output), *held* for as long as the
 // pause that follows is predicted to last (the pause's kind and tool learned online,
-// kv::PauseGapEstimator; a kind with too few samples holds `default_hold`). A hold ends when
+// kv::PauseEstimator; a kind with too few samples holds `default_hold`). A hold ends when
 // the agent returns, when the caller ends the agent (its session closed), or when the pause
 // outlives its prediction: the footprint is released and a program left with no footprint is
 // treated as new on its return.
@@ -47,7 +47,7 @@
 #include "agentkv/base/status.h"
 #include "agentkv/base/time.h"
 #include "agentkv/control/engine_gauges.h"
-#include "agentkv/kv/pause_gap_estimator.h"
+#include "agentkv/kv/pause_estimator.h"
 
 namespace agentkv::control {
 
@@ -145,7 +145,7 @@ struct RequestEnd {
   int64_t context_tokens = 0;
   // The pause that follows (kSessionEnd or kUnknown with no tool: see Finish), and the tool
   // called, when known.
-  kv::PauseKind next_pause = kv::PauseKind::kUnknown;
+  PauseKind next_pause = PauseKind::kUnknown;
   std::string tool = {};
 };
 
@@ -234,7 +234,7 @@ class WorkingSetAdmission {
   // Agents known (running, held, released but not ended).
   int64_t agents() const { return static_cast<int64_t>(agents_.size()); }
   // The hold the next pause of `kind` (and `tool`) would get now.
-  TimeNs PredictedHold(kv::PauseKind kind, std::string_view tool) const;
+  TimeNs PredictedHold(PauseKind kind, std::string_view tool) const;
 
   // Internal when the bookkeeping disagrees with itself (for tests).
   Status CheckInvariants() const;
@@ -253,7 +253,7 @@ class WorkingSetAdmission {
     TimeNs hold_until = {};
     // The pause in progress (set from the end of its last request to its return).
     std::optional<TimeNs> paused_since = {};
-    kv::PauseKind pause_kind = kv::PauseKind::kUnknown;
+    PauseKind pause_kind = PauseKind::kUnknown;
     std::string pause_tool = {};
     bool ended = false;
   };
@@ -305,7 +305,7 @@ class WorkingSetAdmission {
   void Resolve(const std::string& ticket, Ticket& t, WorkingSetReason reason, TimeNs now);
 
   const WorkingSetOptions options_;
-  kv::PauseGapEstimator pauses_;
+  kv::PauseEstimator pauses_;
   std::map<std::string, Agent, std::less<>> agents_;
   std::map<std::string, Program, std::less<>> programs_;
   std::map<std::string, Ticket, std::less<>> tickets_;

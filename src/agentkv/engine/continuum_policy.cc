@@ -1,6 +1,6 @@
 // ContinuumPolicy implementation.
 //
-// Invariants: the pause lengths are the PauseDistribution's (its own invariants). The candidate
+// Invariants: the pause lengths are the kv::PauseEstimator's (its own invariants). The candidate
 // TTLs are the finite bucket edges; a pause in bucket i counts as returned within edge(j) exactly
 // when i <= j, and it holds the pin for its bucket's midpoint (the first bucket: half its edge)
 // when it returns in time, for the whole TTL otherwise.
@@ -29,17 +29,28 @@ Status ContinuumPolicyOptions::Validate() const {
   if (!(max_pressure > 0.0 && max_pressure < 1.0)) {
     return OutOfRange("max_pressure", std::to_string(max_pressure), "(0, 1)");
   }
+  if (decay_at < 2 || decay_at > (int64_t{1} << 30)) {
+    return OutOfRange("decay_at", std::to_string(decay_at), "[2, 1 << 30]");
+  }
   return distribution().Validate("ContinuumPolicyOptions.");
+}
+
+kv::PauseEstimator::Options ContinuumPolicyOptions::distribution() const {
+  kv::PauseEstimator::Options options = kv::PauseEstimator::DistributionOptions();
+  options.prior_weight = prior_weight;
+  options.prior_pause = prior_pause;
+  options.max_samples = decay_at;
+  return options;
 }
 
 StatusOr<ContinuumPolicy> ContinuumPolicy::Create(const ContinuumPolicyOptions& options) {
   AGENTKV_RETURN_IF_ERROR(options.Validate());
-  AGENTKV_ASSIGN_OR_RETURN(PauseDistribution pauses,
-                           PauseDistribution::Create(options.distribution()));
+  AGENTKV_ASSIGN_OR_RETURN(kv::PauseEstimator pauses,
+                           kv::PauseEstimator::Create(options.distribution()));
   return ContinuumPolicy(options, std::move(pauses));
 }
 
-ContinuumPolicy::ContinuumPolicy(const ContinuumPolicyOptions& options, PauseDistribution pauses)
+ContinuumPolicy::ContinuumPolicy(const ContinuumPolicyOptions& options, kv::PauseEstimator pauses)
     : options_(options), pauses_(std::move(pauses)) {}
 
 PinDecision ContinuumPolicy::Decide(const PinRequest& request, const CostModel& cost_model) const {
@@ -62,7 +73,7 @@ PinDecision ContinuumPolicy::DecideWithPrefill(const PinRequest& request,
       << "kv pressure " << request.kv_pressure;
   PinDecision decision;
   if (request.tokens == 0) return decision;
-  const PauseDistribution::Weights weights = pauses_.WeightsOf(request.pause_class);
+  const kv::PauseEstimator::Weights weights = pauses_.WeightsOf(request.pause_class);
   double total = 0.0;
   for (double w : weights) total += w;
   if (total <= 0.0) return decision;
@@ -72,11 +83,12 @@ PinDecision ContinuumPolicy::DecideWithPrefill(const PinRequest& request,
   const double n = total;
 
   std::optional<double> best_net;
-  for (int32_t c = 0; c < kPauseBuckets - 1; ++c) {
+  const int32_t finite = pauses_.grid().finite_buckets();
+  for (int32_t c = 0; c < finite; ++c) {
     const TimeNs ttl = BucketEdge(c);
     double returned = 0.0;
     double held_s = 0.0;
-    for (int32_t b = 0; b < kPauseBuckets; ++b) {
+    for (int32_t b = 0; b <= finite; ++b) {
       const double w = weights[static_cast<size_t>(b)];
       if (b <= c) {
         returned += w;

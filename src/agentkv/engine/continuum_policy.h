@@ -1,12 +1,14 @@
 // ContinuumPolicy: the time-to-live decision of Continuum (arXiv 2511.02230) for the KV of a
-// turn that ended in a tool call. It learns online, per pause class (a small key the caller
-// maps its kinds of pause to, e.g. a main agent's tool call and a sub-agent's), the empirical
+// turn that ended in a tool call. It learns online, per pause class (kv::PauseClass: the
+// pause's kind and whether a sub-agent takes it, e.g. a main agent's tool call and a
+// sub-agent's), the empirical
 // distribution of pause durations (a fixed log-spaced histogram: bounded memory), and for a
 // finished tool-call turn chooses the TTL that maximizes
 //   net(ttl) = P(pause <= ttl) * (prefill saved + queueing saved)
 //            - pinned tokens * E[min(pause, ttl)] * price(KV pressure),
-// pinning only when the best net is positive. The pause lengths are a PauseDistribution
-// (pause_distribution.h), the estimator stall offload shares. The prefill saved is the cost model's
+// pinning only when the best net is positive. The pause lengths are a kv::PauseEstimator on
+// the octave grid (kv/pause_estimator.h), the estimator stall offload, the eviction order and
+// the working set share. The prefill saved is the cost model's
 // estimate of recomputing the pinned tokens; the price of a token-second of KV rises with the
 // pressure on the pool, price(p) = memory_price * p / (1 - p). Until a class has samples, a prior
 // of `prior_weight` pseudo-samples distributed exponentially with mean `prior_pause` stands in for
@@ -26,7 +28,7 @@
 #include "agentkv/base/status.h"
 #include "agentkv/base/time.h"
 #include "agentkv/engine/cost_model.h"
-#include "agentkv/engine/pause_distribution.h"
+#include "agentkv/kv/pause_estimator.h"
 
 namespace agentkv::engine {
 
@@ -49,10 +51,9 @@ struct ContinuumPolicyOptions {
   // distribution follows drift). Default: 4096. Range: [2, 1 << 30].
   int64_t decay_at = 4096;
 
-  // The estimator's part of these options.
-  PauseDistributionOptions distribution() const {
-    return PauseDistributionOptions{prior_weight, prior_pause, decay_at};
-  }
+  // The estimator's part of these options (kv::PauseEstimator::DistributionOptions with this
+  // prior and fading).
+  kv::PauseEstimator::Options distribution() const;
 
   // InvalidArgument naming the first field out of range.
   Status Validate() const;
@@ -60,8 +61,8 @@ struct ContinuumPolicyOptions {
 
 // What the caller knows about a turn that just finished with a tool call.
 struct PinRequest {
-  // The pause class. Range: [0, kMaxPauseClasses).
-  int32_t pause_class = 0;
+  // The pause class (its kind a returning one).
+  kv::PauseClass pause_class{PauseKind::kToolCall};
   // Tokens the pin would hold (the turn's prompt blocks). Range: >= 0.
   int64_t tokens = 0;
   // Queueing the returning request avoids when its KV is still there (it re-enters the batch
@@ -90,10 +91,12 @@ class ContinuumPolicy {
   const ContinuumPolicyOptions& options() const { return options_; }
 
   // Records one pause of `pause_class` that ended after `pause` (the program's next request
-  // arrived). Precondition: class in range, pause >= 0.
-  void ObservePause(int32_t pause_class, TimeNs pause) { pauses_.ObservePause(pause_class, pause); }
+  // arrived). A negative pause is ignored.
+  void ObservePause(kv::PauseClass pause_class, TimeNs pause) {
+    pauses_.Observe(pause_class, pause);
+  }
   // Records a pause that never ended (the program stopped after the tool call).
-  void ObserveNoReturn(int32_t pause_class) { pauses_.ObserveNoReturn(pause_class); }
+  void ObserveNoReturn(kv::PauseClass pause_class) { pauses_.ObserveNoReturn(pause_class); }
 
   // The pin decision for `request` on an engine priced by `cost_model` (the prefill saved is
   // its estimate of prefilling request.tokens alone). Precondition: fields in range.
@@ -102,23 +105,24 @@ class ContinuumPolicy {
   PinDecision DecideWithPrefill(const PinRequest& request, TimeNs prefill_saved) const;
 
   // P(pause <= ttl) for `pause_class` under the learned distribution and the prior.
-  double ReturnProbability(int32_t pause_class, TimeNs ttl) const {
+  double ReturnProbability(kv::PauseClass pause_class, TimeNs ttl) const {
     return pauses_.ReturnProbability(pause_class, ttl);
   }
   // Real samples recorded for `pause_class` (after decay), without the prior.
-  int64_t samples(int32_t pause_class) const { return pauses_.samples(pause_class); }
+  int64_t samples(kv::PauseClass pause_class) const { return pauses_.samples(pause_class); }
   // The learned pause lengths.
-  const PauseDistribution& pauses() const { return pauses_; }
-  // The candidate TTLs: the finite bucket edges, ascending.
-  static TimeNs BucketEdge(int32_t bucket) { return PauseDistribution::BucketEdge(bucket); }
-  // The bucket a pause falls in.
-  static int32_t BucketOf(TimeNs pause) { return PauseDistribution::BucketOf(pause); }
+  const kv::PauseEstimator& pauses() const { return pauses_; }
+  // The candidate TTLs: the finite bucket edges, ascending (250 ms .. 2048 s).
+  // Precondition: bucket in [0, pauses().grid().finite_buckets()).
+  TimeNs BucketEdge(int32_t bucket) const { return pauses_.grid().edge(bucket); }
+  // The bucket a pause falls in (finite_buckets() past the last edge).
+  int32_t BucketOf(TimeNs pause) const { return pauses_.grid().BucketOf(pause); }
 
  private:
-  ContinuumPolicy(const ContinuumPolicyOptions& options, PauseDistribution pauses);
+  ContinuumPolicy(const ContinuumPolicyOptions& options, kv::PauseEstimator pauses);
 
   ContinuumPolicyOptions options_;
-  PauseDistribution pauses_;
+  kv::PauseEstimator pauses_;
 };
 
 }  // namespace agentkv::engine

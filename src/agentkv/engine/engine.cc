@@ -107,7 +107,7 @@ std::optional<TimeNs> Engine::PrepareStep(TimeNs now) {
 void Engine::NoteStallSubmitted(const SchedulerRequest& request, TimeNs now) {
   if (!stall_offload_.has_value()) return;
   std::vector<kv::BlockKey> keys;
-  if (kv::IsReturningPause(request.next_pause)) {
+  if (IsReturningPause(request.next_pause)) {
     keys.reserve(request.prompt_keys.size() + request.output_keys.size());
     keys.insert(keys.end(), request.prompt_keys.begin(), request.prompt_keys.end());
     keys.insert(keys.end(), request.output_keys.begin(), request.output_keys.end());

@@ -22,20 +22,22 @@ Status OutOfRange(const char* field, const std::string& value, const char* range
 }
 
 // A pause the finite edges cannot place is predicted to last at least twice the last edge.
-TimeNs Unbounded() { return TimeNs(PauseDistribution::BucketEdge(kPauseBuckets - 2).ns() * 2); }
+TimeNs Unbounded(const kv::PauseGrid& grid) {
+  return TimeNs(grid.edge(grid.finite_buckets() - 1).ns() * 2);
+}
 
 }  // namespace
 
-std::optional<int32_t> StallPauseClass(kv::PauseKind pause, bool subagent) {
+std::optional<kv::PauseClass> StallPauseClass(PauseKind pause, bool subagent) {
   switch (pause) {
-    case kv::PauseKind::kUnknown:
-    case kv::PauseKind::kSessionEnd:
+    case PauseKind::kUnknown:
+    case PauseKind::kSessionEnd:
       return std::nullopt;
-    case kv::PauseKind::kToolCall:
+    case PauseKind::kToolCall:
       return subagent ? kStallSubagentToolCallClass : kStallToolCallClass;
-    case kv::PauseKind::kSubagentWait:
+    case PauseKind::kSubagentWait:
       return kStallSubagentWaitClass;
-    case kv::PauseKind::kHumanTurn:
+    case PauseKind::kHumanTurn:
       return kStallHumanTurnClass;
   }
   return std::nullopt;
@@ -56,15 +58,16 @@ Status StallOffloadOptions::Validate() const {
 
 StatusOr<StallOffloadPolicy> StallOffloadPolicy::Create(const StallOffloadOptions& options) {
   AGENTKV_RETURN_IF_ERROR(options.Validate());
-  AGENTKV_ASSIGN_OR_RETURN(PauseDistribution pauses, PauseDistribution::Create(options.pauses));
+  AGENTKV_ASSIGN_OR_RETURN(kv::PauseEstimator pauses, kv::PauseEstimator::Create(options.pauses));
   return StallOffloadPolicy(options, std::move(pauses));
 }
 
-StallOffloadPolicy::StallOffloadPolicy(const StallOffloadOptions& options, PauseDistribution pauses)
+StallOffloadPolicy::StallOffloadPolicy(const StallOffloadOptions& options,
+                                       kv::PauseEstimator pauses)
     : options_(options), pauses_(std::move(pauses)) {}
 
 void StallOffloadPolicy::OnSubmit(RequestId request, const kv::RequestOptions& kv_options,
-                                  kv::PauseKind next_pause, std::vector<kv::BlockKey> keys,
+                                  PauseKind next_pause, std::vector<kv::BlockKey> keys,
                                   TimeNs now) {
   // The program is the conversation, else the session (an engine that sees sessions only).
   std::optional<ConversationId> program = kv_options.conversation;
@@ -75,13 +78,13 @@ void StallOffloadPolicy::OnSubmit(RequestId request, const kv::RequestOptions& k
   const ConversationId conversation = *program;
   if (auto it = paused_.find(conversation); it != paused_.end()) {
     const Paused& paused = it->second;
-    pauses_.ObservePause(paused.pause_class, std::max(TimeNs(0), now - paused.since));
+    pauses_.Observe(paused.pause_class, std::max(TimeNs(0), now - paused.since));
     ++counters_.returns;
     if (paused.state == State::kOffloaded) ++counters_.returned_offloaded;
     if (paused.prefetched) ++counters_.returned_prefetched;
     paused_.erase(it);
   }
-  const std::optional<int32_t> pause_class =
+  const std::optional<kv::PauseClass> pause_class =
       StallPauseClass(next_pause, kv_options.parent_conversation.has_value());
   if (!pause_class.has_value()) return;
   turns_.insert_or_assign(request, Turn{conversation, *pause_class, std::move(keys)});
@@ -131,15 +134,17 @@ StallPlan StallOffloadPolicy::Plan(TimeNs now, const kv::KvCacheManager& cache,
   // Offloads: only under pressure, farthest predicted return first.
   const int64_t used = capacity - stats.device.free;
   if (used <= target || stats.host.free == 0) return plan;
-  std::vector<std::optional<PauseDistribution::Weights>> weights(kMaxPauseClasses);
+  std::map<kv::PauseClass, kv::PauseEstimator::Weights> weights;
   for (const auto& [conversation, paused] : paused_) {
     if (paused.state != State::kResident) continue;
-    auto& w = weights[static_cast<size_t>(paused.pause_class)];
-    if (!w.has_value()) w = pauses_.WeightsOf(paused.pause_class);
+    auto w = weights.find(paused.pause_class);
+    if (w == weights.end()) {
+      w = weights.emplace(paused.pause_class, pauses_.WeightsOf(paused.pause_class)).first;
+    }
     const TimeNs elapsed = std::max(TimeNs(0), now - paused.since);
     const std::optional<TimeNs> quantile =
-        PauseDistribution::ConditionalQuantile(*w, options_.return_quantile, elapsed);
-    const TimeNs predicted = paused.since + quantile.value_or(Unbounded());
+        pauses_.ConditionalQuantile(w->second, options_.return_quantile, elapsed);
+    const TimeNs predicted = paused.since + quantile.value_or(Unbounded(pauses_.grid()));
     const TimeNs round_trip =
         TimeNs(cost.HostTransferTime(static_cast<int64_t>(paused.keys.size()) * tpb).ns() * 2);
     if (predicted - now < std::max(options_.min_stall, round_trip)) continue;

@@ -1,6 +1,6 @@
 // StallOffloadPolicy: stall offload (Tokencake, arXiv 2510.18586) for one engine. When a
 // session enters a long pause (a tool call, a wait for sub-agents, a human's turn: the
-// request's agentkv_pause, a kv::PauseKind) while the engine's KV pool is under pressure, its
+// request's agentkv_pause, a PauseKind) while the engine's KV pool is under pressure, its
 // KV moves to the host tier ahead of demand, and it is loaded back before the session's
 // predicted return.
 //
@@ -12,9 +12,9 @@
 //    and at least twice the host-link time of its KV (the way out and the way back): no
 //    offload for short pauses, none without pressure.
 //  - Predicted return: the time by which `return_quantile` of the pauses of the session's
-//    class that lasted as long as this one have ended (PauseDistribution, learned online per
-//    class at every return; the estimator Continuum's TTL policy shares). A low quantile, so
-//    that most sessions come back after their KV did.
+//    class that lasted as long as this one have ended (kv::PauseEstimator on the octave grid,
+//    learned online per class at every return; the estimator Continuum's TTL policy shares). A low
+//    quantile, so that most sessions come back after their KV did.
 //  - Prefetch: at the predicted return minus the host-link time of the offloaded blocks
 //    (CostModel::HostTransferTime), when no request waits and the blocks running requests
 //    hold plus the prefetch stay within the threshold: a prefetch never competes with running
@@ -42,22 +42,22 @@
 #include "agentkv/base/strong_id.h"
 #include "agentkv/base/time.h"
 #include "agentkv/engine/cost_model.h"
-#include "agentkv/engine/pause_distribution.h"
 #include "agentkv/kv/block_key.h"
 #include "agentkv/kv/kv_cache_manager.h"
+#include "agentkv/kv/pause_estimator.h"
 
 namespace agentkv::engine {
 
 // The pause classes stall offload keeps apart: a main agent's tool call, a sub-agent's tool
 // call (a request with a parent conversation), a wait for sub-agents, a human's turn.
-inline constexpr int32_t kStallToolCallClass = 0;
-inline constexpr int32_t kStallSubagentToolCallClass = 1;
-inline constexpr int32_t kStallSubagentWaitClass = 2;
-inline constexpr int32_t kStallHumanTurnClass = 3;
+inline constexpr kv::PauseClass kStallToolCallClass{PauseKind::kToolCall};
+inline constexpr kv::PauseClass kStallSubagentToolCallClass{PauseKind::kToolCall, /*sub=*/true};
+inline constexpr kv::PauseClass kStallSubagentWaitClass{PauseKind::kSubagentWait};
+inline constexpr kv::PauseClass kStallHumanTurnClass{PauseKind::kHumanTurn};
 
 // The class of the pause `pause` announces for a request of a sub-agent (`subagent`) or not;
-// nullopt for an unknown pause and the end of the session (kv::IsReturningPause).
-std::optional<int32_t> StallPauseClass(kv::PauseKind pause, bool subagent);
+// nullopt for an unknown pause and the end of the session (IsReturningPause).
+std::optional<kv::PauseClass> StallPauseClass(PauseKind pause, bool subagent);
 
 struct StallOffloadOptions {
   // Device usage (blocks held or cached over the device tier) above which paused sessions'
@@ -70,8 +70,10 @@ struct StallOffloadOptions {
   // The least time to the predicted return for which a session is offloaded.
   // Default: 2 s. Range: [0, 1 day].
   TimeNs min_stall = TimeNs::Seconds(2);
-  // The pause estimator's prior and decay (PauseDistributionOptions; its defaults).
-  PauseDistributionOptions pauses;
+  // The pause estimator's grid, prior and fading. Default:
+  // kv::PauseEstimator::DistributionOptions() (octaves from 250 ms, 4 prior samples of mean
+  // 2 s, halved at 4096). Ranges: PauseEstimator::Options.
+  kv::PauseEstimator::Options pauses = kv::PauseEstimator::DistributionOptions();
 
   // InvalidArgument naming the first field out of range.
   Status Validate() const;
@@ -119,7 +121,7 @@ class StallOffloadPolicy {
   static StatusOr<StallOffloadPolicy> Create(const StallOffloadOptions& options);
 
   const StallOffloadOptions& options() const { return options_; }
-  const PauseDistribution& pauses() const { return pauses_; }
+  const kv::PauseEstimator& pauses() const { return pauses_; }
   const StallOffloadCounters& counters() const { return counters_; }
 
   // A request reached the engine at `now` with its keys (`keys`: its prompt then output keys).
@@ -128,7 +130,7 @@ class StallOffloadPolicy {
   // length is learned, and an offloaded chain not yet prefetched is left to the request (it
   // onboards it as any host hit). A request with a program and a pause hint is remembered
   // until it ends.
-  void OnSubmit(RequestId request, const kv::RequestOptions& kv_options, kv::PauseKind next_pause,
+  void OnSubmit(RequestId request, const kv::RequestOptions& kv_options, PauseKind next_pause,
                 std::vector<kv::BlockKey> keys, TimeNs now);
   // `request` ended at `now`. A completed request with a hint starts its conversation's pause;
   // an aborted or refused one (`completed` false: its session is closing) starts none. Unknown
@@ -161,11 +163,11 @@ class StallOffloadPolicy {
   enum class State : uint8_t { kResident, kOffloaded, kSkipped };
   struct Turn {
     ConversationId conversation;
-    int32_t pause_class = 0;
+    kv::PauseClass pause_class;
     std::vector<kv::BlockKey> keys;
   };
   struct Paused {
-    int32_t pause_class = 0;
+    kv::PauseClass pause_class;
     TimeNs since;
     std::vector<kv::BlockKey> keys;
     State state = State::kResident;
@@ -173,10 +175,10 @@ class StallOffloadPolicy {
     TimeNs prefetch_at;
   };
 
-  StallOffloadPolicy(const StallOffloadOptions& options, PauseDistribution pauses);
+  StallOffloadPolicy(const StallOffloadOptions& options, kv::PauseEstimator pauses);
 
   StallOffloadOptions options_;
-  PauseDistribution pauses_;
+  kv::PauseEstimator pauses_;
   // Ordered by conversation id: every walk that decides is in this order.
   std::map<ConversationId, Paused> paused_;
   // Hinted requests in flight; looked up only.

@@ -29,9 +29,9 @@
 #include "agentkv/base/status.h"
 #include "agentkv/base/strong_id.h"
 #include "agentkv/base/time.h"
-#include "agentkv/engine/pause_distribution.h"
 #include "agentkv/kv/block_key.h"
 #include "agentkv/kv/kv_cache_manager.h"
+#include "agentkv/kv/pause_estimator.h"
 
 namespace agentkv::engine {
 
@@ -84,7 +84,7 @@ struct SchedulerRequest {
   // The client's hint of the pause that follows this request (a tool call, a wait for
   // sub-agents, a human's turn, the end of the session: the wire's agentkv_pause). The
   // scheduler does not read it; stall offload does (Engine::Submit). Default: kUnknown.
-  kv::PauseKind next_pause = kv::PauseKind::kUnknown;
+  PauseKind next_pause = PauseKind::kUnknown;
 };
 
 // What one request did in one step.

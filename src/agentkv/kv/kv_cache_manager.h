@@ -36,7 +36,7 @@
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
 #include "agentkv/kv/next_use_ranking.h"
-#include "agentkv/kv/pause_gap_estimator.h"
+#include "agentkv/kv/pause_estimator.h"
 #include "agentkv/kv/retention.h"
 #include "agentkv/kv/session_table.h"
 #include "agentkv/kv/subagent_demotion.h"
@@ -224,7 +224,7 @@ class KvCacheManager {
   void AdvanceClock(TimeNs now) { cache_.AdvanceClock(now); }
   TimeNs clock() const { return cache_.clock(); }
   // The pause gaps learned so far (gap-aware order; empty under LRU).
-  const PauseGapEstimator& pause_gaps() const { return pause_gaps_; }
+  const PauseEstimator& pause_gaps() const { return pause_gaps_; }
 
   // Advances the scheduler step by one and reverts expired retention priorities.
   void Step() { cache_.Step(); }
@@ -310,7 +310,7 @@ class KvCacheManager {
   std::unordered_map<RequestId, AgenticRequest> agentic_requests_;
   // Gap-aware order only: the learned pauses, and the pauses still open, by owner (looked up,
   // never iterated).
-  PauseGapEstimator pause_gaps_;
+  PauseEstimator pause_gaps_;
   std::map<PauseOwner, PauseOwnerState> pause_owners_;
 };
 

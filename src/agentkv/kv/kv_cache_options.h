@@ -33,7 +33,7 @@ enum class EvictionOrder : uint8_t {
   kLru,
   // Gap-aware retention: by effective last use, a finished request's blocks counting as used
   // at its finish less the gap its session is expected to pause for (learned online per pause
-  // kind and tool, PauseGapEstimator), so a session waiting for a human ranks as older than one
+  // kind and tool, PauseEstimator), so a session waiting for a human ranks as older than one
   // waiting for a tool; an ended session's own blocks first. Equal expected gaps give LRU.
   kGapAware,
 };

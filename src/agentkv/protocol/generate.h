@@ -20,6 +20,7 @@
 #include "agentkv/base/status.h"
 #include "agentkv/protocol/generate_response.h"
 #include "agentkv/protocol/json_splice.h"
+#include "agentkv/protocol/pause_hint.h"
 #include "agentkv/protocol/sse.h"
 
 namespace agentkv::protocol {
@@ -42,11 +43,7 @@ struct SamplingParams {
 // verified signed header; stock SGLang ignores it.
 inline constexpr std::string_view kParentSessionField = "agentkv_parent_session";
 
-// agentkv's pause hint as a top-level body member: the pause expected after this request
-// ("tool_call", "subagent_wait", "human_turn" or "session_end"). The gateway sets it with
-// --agentic-forward-pause; agentkv's engines read it (the gap-aware eviction order and stall
-// offload), stock SGLang ignores it.
-inline constexpr std::string_view kPauseField = "agentkv_pause";
+// agentkv's pause hint as a top-level body member: kPauseField (pause_hint.h).
 
 // One /generate request. Exactly one of `text` / `input_id_count` is set; `input_ids` is set
 // with `input_id_count` when the parse kept the ids (GenerateParseMode::kFull).
@@ -68,7 +65,8 @@ struct GenerateRequest {
   // Its value when it is a string (an engine that demotes finished sub-agents reads it); any
   // other value is left unread here (the gateway refuses the member in a client's body).
   std::optional<std::string> parent_session;
-  // The kPauseField member, when it is a string (its value is not checked here).
+  // The kPauseField member, when it is a string (its value is not checked here: the reader
+  // parses it with ParsePauseHint).
   std::optional<std::string> pause;
   // SGLang's prefix cache namespace: `cache_salt` then `extra_key`, concatenated (either may
   // be absent); requests with different namespaces never share KV. Empty: the default one.

@@ -24,15 +24,16 @@ constexpr int kSharedPrefixIdBits = 40;
 
 TimeNs NonNegative(TimeNs t) { return t < TimeNs(0) ? TimeNs(0) : t; }
 
-// The pause before each of `requests` (header: pause types); `joins[i]` counts the sub-agents
-// request i joins (empty for a sub-agent, which joins none).
-std::vector<PauseType> PausesOf(const std::vector<WekaRequest>& requests,
+// The pause that follows each of `requests` (base/pause.h: a request carries the pause after
+// it); `joins[i]` counts the sub-agents request i joins (empty for a sub-agent, which joins
+// none). The last request's is kSessionEnd.
+std::vector<PauseKind> PausesOf(const std::vector<WekaRequest>& requests,
                                 const std::vector<int32_t>& joins) {
   AGENTKV_CHECK(joins.empty() || joins.size() == requests.size());
-  std::vector<PauseType> pauses(requests.size(), PauseType::kNone);
-  for (size_t i = 1; i < requests.size(); ++i) {
-    pauses[i] = !joins.empty() && joins[i] > 0 ? PauseType::kSubagentWait
-                                               : ClassifyPause(requests[i - 1], requests[i]);
+  std::vector<PauseKind> pauses(requests.size(), PauseKind::kSessionEnd);
+  for (size_t i = 0; i + 1 < requests.size(); ++i) {
+    pauses[i] = !joins.empty() && joins[i + 1] > 0 ? PauseKind::kSubagentWait
+                                                   : ClassifyPause(requests[i], requests[i + 1]);
   }
   return pauses;
 }
@@ -46,8 +47,8 @@ struct AgentDriver::Agent {
   ConversationId conversation;
   std::optional<ConversationId> parent;
   const std::vector<WekaRequest>* requests = nullptr;
-  // pauses[i]: the pause before request i.
-  std::vector<PauseType> pauses;
+  // pauses[i]: the pause after request i (kSessionEnd after the last).
+  std::vector<PauseKind> pauses;
   // Next request to submit, and whether its gap has elapsed.
   int32_t next = 0;
   bool gap_elapsed = false;
@@ -380,9 +381,8 @@ void AgentDriver::SubmitNext(int32_t index) {
   request.kv_options.conversation = agent.conversation;
   // What the agent does after this response (its stop reason and tool calls tell the engine as
   // it generates them): the gap-aware eviction order's hint.
-  request.kv_options.next_pause = static_cast<size_t>(i) + 1 < agent.pauses.size()
-                                      ? PauseKindOf(agent.pauses[static_cast<size_t>(i) + 1])
-                                      : kv::PauseKind::kSessionEnd;
+  const PauseKind next_pause = agent.pauses[static_cast<size_t>(i)];
+  request.kv_options.next_pause = next_pause;
   if (agent.parent.has_value()) {
     request.kv_options.parent_conversation = agent.parent;
     request.kv_options.parent_hint_authenticated = true;
@@ -394,7 +394,7 @@ void AgentDriver::SubmitNext(int32_t index) {
   log.index = i;
   log.submitted = loop_->now();
   log.ready = agent.ready_time;
-  log.pause = agent.pauses[static_cast<size_t>(i)];
+  log.next_pause = next_pause;
   agent.gap_elapsed = false;
   ++agent.next;
   const SessionId session(agent.conversation.value());
@@ -408,9 +408,7 @@ void AgentDriver::SubmitNext(int32_t index) {
           : session;
   GatewayRequest sent{std::move(request), session, routing::SessionRoutingKey(routed_as),
                       w.stop == "tool_use"};
-  if (static_cast<size_t>(i) + 1 < agent.pauses.size()) {
-    sent.next_pause = agent.pauses[static_cast<size_t>(i) + 1];
-  }
+  sent.next_pause = next_pause;
   // Sent with every request, as a client should (a restarted gateway forgets the mark).
   if (!workload_->retained.empty() &&
       workload_->retained[static_cast<size_t>(agent.workload_index)]) {

@@ -46,9 +46,11 @@
 // - Sub-agent models: with AgentDriverOptions::subagent_models = kExclude, a sub-agent that
 //   does not share its main agent's model (WekaConversation::SharesMainModel) is left out: it
 //   is not replayed and nothing waits for it (its ids stay those of its index).
-// - Pause types: every issued request records the pause before it (DriverRequest::pause):
-//   kNone for an agent's first request, kSubagentWait for a request that joins sub-agents,
-//   else ClassifyPause(previous request, request) (pause_type.h).
+// - Pauses: every issued request records the pause that follows it (DriverRequest::next_pause,
+//   base/pause.h), the same value its KV hint (kv_options.next_pause) and the gateway
+//   (GatewayRequest::next_pause) get: kSessionEnd after an agent's last request, kSubagentWait
+//   when the agent's next request joins sub-agents, else ClassifyPause(request, next request)
+//   (pause_type.h). The pause before request n is request n-1's; the first has none.
 // - End: a conversation (main agent or sub-agent) ends at the completion of its last request
 //   (at its start when it has none); the driver then calls GatewayModel::EndSession(its
 //   session), inside the completion callback, and the gateway closes it on every engine when
@@ -154,8 +156,8 @@ struct DriverRequest {
   // gateway.
   TimeNs ready;
   TimeNs submitted;
-  // What the agent waited for before this request (header: pause types).
-  PauseType pause = PauseType::kNone;
+  // What the agent does after this request (header: pauses); kSessionEnd after its last.
+  PauseKind next_pause = PauseKind::kSessionEnd;
   // Set once the request completed.
   std::optional<TimeNs> completed;
   // The engine that served it; unset until dispatched (or when dispatch failed).

@@ -204,9 +204,15 @@ FedTraffic AgentDriverFeed::Traffic(const ArmFleet& arm_fleet) const {
   const AgentDriverResult& driven = driver_->result();
   FedTraffic traffic;
   traffic.requests.reserve(driven.requests.size());
+  // The pause before a request is its agent's previous request's (submitted before it).
+  std::map<std::pair<ConversationId, int32_t>, PauseKind> pause_after;
   for (const DriverRequest& r : driven.requests) {
     traffic.requests.push_back(ViewOf(arm_fleet, r.id));
-    traffic.requests.back().pause = r.pause;
+    traffic.requests.back().agentic = true;
+    if (auto it = pause_after.find({r.conversation, r.index - 1}); it != pause_after.end()) {
+      traffic.requests.back().pause_before = it->second;
+    }
+    pause_after[{r.conversation, r.index}] = r.next_pause;
   }
   TimeNs first_start = driven.makespan_end;
   for (const DriverConversationResult& c : driven.conversations) {

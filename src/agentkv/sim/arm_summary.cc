@@ -19,19 +19,21 @@ double Ratio(int64_t part, int64_t whole) {
 
 bool Refused(const RequestView& r) { return r.gateway->refused || r.engine->report.rejected; }
 
-// Adds `tokens` of evicted recompute to the counter of `pause`.
-void AddEvictedRecompute(PauseType pause, int64_t tokens, ArmResult& result) {
-  switch (pause) {
-    case PauseType::kNone:
+// Adds `tokens` of evicted recompute to the counter of `pause_before` (unset: an agent's first
+// request).
+void AddEvictedRecompute(std::optional<PauseKind> pause_before, int64_t tokens, ArmResult& result) {
+  switch (pause_before.value_or(PauseKind::kUnknown)) {
+    case PauseKind::kUnknown:
+    case PauseKind::kSessionEnd:  // Nothing follows an end: only a first request.
       result.evicted_recompute_first += tokens;
       break;
-    case PauseType::kToolCall:
+    case PauseKind::kToolCall:
       result.evicted_recompute_after_tool_call += tokens;
       break;
-    case PauseType::kSubagentWait:
+    case PauseKind::kSubagentWait:
       result.evicted_recompute_after_subagent_wait += tokens;
       break;
-    case PauseType::kHumanTurn:
+    case PauseKind::kHumanTurn:
       result.evicted_recompute_after_human_turn += tokens;
       break;
   }
@@ -124,7 +126,7 @@ void SummarizeRequestCounts(const std::vector<RequestView>& requests, ArmResult&
     result.uncached_tokens += report.uncached_tokens;
     result.cold_tokens += e.cold_tokens;
     result.evicted_recompute_tokens += e.evicted_recompute_tokens;
-    if (r.pause.has_value()) AddEvictedRecompute(*r.pause, e.evicted_recompute_tokens, result);
+    if (r.agentic) AddEvictedRecompute(r.pause_before, e.evicted_recompute_tokens, result);
     result.preempted_recompute_tokens += report.recomputed_tokens;
     result.output_tokens += report.output_tokens;
     result.preemptions += report.preemptions;

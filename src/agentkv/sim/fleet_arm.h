@@ -21,6 +21,7 @@
 #include <optional>
 #include <vector>
 
+#include "agentkv/base/pause.h"
 #include "agentkv/base/status.h"
 #include "agentkv/base/time.h"
 #include "agentkv/kv/block_key.h"
@@ -28,7 +29,6 @@
 #include "agentkv/sim/fleet_model.h"
 #include "agentkv/sim/fleet_next_use.h"
 #include "agentkv/sim/gateway_model.h"
-#include "agentkv/sim/pause_type.h"
 #include "agentkv/sim/replay.h"
 
 namespace agentkv::sim {
@@ -48,8 +48,10 @@ struct ArmFleet {
 struct RequestView {
   const GatewayRecord* gateway = nullptr;
   const EngineRequestRecord* engine = nullptr;
-  // The pause before the request (closed-loop agentic workloads; unset for open-loop traces).
-  std::optional<PauseType> pause;
+  // Closed-loop agentic workloads: the pause before the request (the agent's previous
+  // request's next_pause), unset for an agent's first request. Open-loop traces: neither.
+  bool agentic = false;
+  std::optional<PauseKind> pause_before;
 };
 
 // The views of request `id`, refused or finished. Aborts (a bug) when the gateway model has no

@@ -336,18 +336,18 @@ Status GatewayModel::Dispatch(Pending pending, const control::AdmissionDecision*
   if (identity->session.has_value()) request.request.kv_options.session = *identity->session;
   if ((options_.fixed_ttl.has_value() || options_.continuum.has_value()) &&
       request.ends_in_tool_call) {
-    int32_t pause_class = request.request.kv_options.parent_conversation.has_value()
-                              ? kSubagentPause
-                              : kMainAgentPause;
-    if (request.next_pause == PauseType::kSubagentWait) pause_class = kSubagentWaitPause;
+    kv::PauseClass pause_class = request.request.kv_options.parent_conversation.has_value()
+                                     ? kSubagentPause
+                                     : kMainAgentPause;
+    if (request.next_pause == PauseKind::kSubagentWait) pause_class = kSubagentWaitPause;
     pin_keys_[id] = PinCandidate{.keys = request.request.prompt_keys, .pause_class = pause_class};
   } else if (working_set_.has_value() && options_.working_set_pins &&
-             request.next_pause != PauseType::kNone) {
+             IsReturningPause(request.next_pause)) {
     // The context the working set will hold through the pause that follows.
     pin_keys_[id] = PinCandidate{.keys = request.request.prompt_keys};
   }
   // The pause that follows, as a client's hint to the engine (its stall offload reads it).
-  request.request.next_pause = PauseKindOf(request.next_pause);
+  request.request.next_pause = request.next_pause;
   StatusOr<EngineId> engine = fleet_->Submit(std::move(request.request), request.routing_key);
   if (!engine.ok()) {
     pin_keys_.erase(id);
@@ -467,13 +467,12 @@ void GatewayModel::OnEngineComplete(EngineId engine, const EngineRequestRecord& 
   if (working_set_.has_value() && rid != rid_of_.end()) {
     // The agent now holds its context through the pause that follows (none after its last).
     auto next = ws_next_pause_.find(rid->second);
-    const PauseType pause = next == ws_next_pause_.end() ? PauseType::kNone : next->second;
+    const PauseKind pause = next == ws_next_pause_.end() ? PauseKind::kSessionEnd : next->second;
     working_set_->Finish(
         rid->second,
         control::RequestEnd{
             .context_tokens = SaturatingAdd(it->second.prompt_tokens, record.report.output_tokens),
-            .next_pause =
-                pause == PauseType::kNone ? kv::PauseKind::kSessionEnd : PauseKindOf(pause)},
+            .next_pause = IsReturningPause(pause) ? pause : PauseKind::kSessionEnd},
         loop_->now());
   }
   if (auto pin = pin_keys_.find(record.id); pin != pin_keys_.end()) {

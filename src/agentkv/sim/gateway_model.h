@@ -70,7 +70,8 @@
 // its target the engine the router will pick when consistent hashing makes it knowable. A new
 // program that does not fit waits at the gateway (an admission wait, in its server time and
 // TTFT); a request's completion hands its context (prompt + output) and the pause that follows
-// (its next_pause; kNone, the agent's last request, ends the hold at once) to the working set,
+// (its next_pause; any but a returning pause, e.g. kSessionEnd after the agent's last request,
+// ends the hold at once) to the working set,
 // which holds it for the predicted pause; a session's end ends its agent. Capacities come from
 // the gauge polls; a tick is scheduled at the working set's next deadline (a hold's end, a
 // waiter's aging).
@@ -93,6 +94,7 @@
 #include <utility>
 #include <vector>
 
+#include "agentkv/base/pause.h"
 #include "agentkv/base/status.h"
 #include "agentkv/base/strong_id.h"
 #include "agentkv/base/time.h"
@@ -104,6 +106,7 @@
 #include "agentkv/engine/continuum_policy.h"
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/kv_cache_manager.h"
+#include "agentkv/kv/pause_estimator.h"
 #include "agentkv/sim/event_loop.h"
 #include "agentkv/sim/fleet_model.h"
 #include "agentkv/sim/pause_type.h"
@@ -112,10 +115,12 @@
 namespace agentkv::sim {
 
 // The pause classes the continuum arm keeps apart (engine::ContinuumPolicy keys): a main
-// agent's tool call, a sub-agent's tool call, and a main agent waiting for its sub-agents.
-inline constexpr int32_t kMainAgentPause = 0;
-inline constexpr int32_t kSubagentPause = 1;
-inline constexpr int32_t kSubagentWaitPause = 2;
+// agent's tool call, a sub-agent's tool call, and a wait for sub-agents. A turn that ended in
+// a tool call is a tool call's pause, whatever the client later makes of it (an interrupted
+// call's human turn), unless the agent then waits for sub-agents.
+inline constexpr kv::PauseClass kMainAgentPause{PauseKind::kToolCall};
+inline constexpr kv::PauseClass kSubagentPause{PauseKind::kToolCall, /*sub=*/true};
+inline constexpr kv::PauseClass kSubagentWaitPause{PauseKind::kSubagentWait};
 
 // Which engines a returning parent's demotion of its finished sub-agents reaches
 // (+subagent-demotion): only the engine its own request lands on (kParentEngine,
@@ -171,10 +176,11 @@ struct GatewayRequest {
   uint64_t routing_key = 0;
   // The trace says this turn ended in a tool call (`stop: tool_use`).
   bool ends_in_tool_call = false;
-  // The pause that follows this turn: the pause before the agent's next request (kNone when
-  // it has none). A gateway reads it from the response: the tool called says whether the
-  // agent now waits for sub-agents. The continuum arm's pause class.
-  PauseType next_pause = PauseType::kNone;
+  // The pause that follows this turn (base/pause.h; kSessionEnd after the agent's last
+  // request, kUnknown from a source that does not know it). A gateway reads it from the
+  // response: the tool called says whether the agent now waits for sub-agents. The continuum
+  // arm's pause class, the working set's hold, the engine's hint.
+  PauseKind next_pause = PauseKind::kUnknown;
   // The leading prompt blocks every session of the workload may share (the tools+system
   // prompt, a GRPO group's task): admission v2 reserves them once, under the chained key of the
   // last of them, which names the whole prefix. Range: [0, prompt blocks].
@@ -361,12 +367,12 @@ class GatewayModel {
   // A dispatched tool-call turn that may be pinned when it completes.
   struct PinCandidate {
     std::vector<kv::BlockKey> keys;
-    int32_t pause_class = kMainAgentPause;
+    kv::PauseClass pause_class = kMainAgentPause;
   };
   // A session paused after a tool-call turn (continuum): since when, and its class.
   struct Pause {
     TimeNs since;
-    int32_t pause_class = kMainAgentPause;
+    kv::PauseClass pause_class = kMainAgentPause;
   };
   // Decides and takes the pin of `candidate`, which completed on `engine` (continuum).
   void DecideContinuumPin(EngineId engine, SessionId session, const PinCandidate& candidate);
@@ -375,7 +381,7 @@ class GatewayModel {
   // attempt by rid, each live conversation's program, and the scheduled tick. Looked up only.
   std::optional<control::WorkingSetAdmission> working_set_;
   std::unordered_map<std::string, Pending> ws_waiting_;
-  std::unordered_map<std::string, PauseType> ws_next_pause_;
+  std::unordered_map<std::string, PauseKind> ws_next_pause_;
   std::unordered_map<ConversationId, ConversationId> program_of_;
   std::optional<TimeNs> ws_tick_at_;
 

@@ -52,18 +52,18 @@ std::string Describe(const std::vector<WekaConversation>& conversations,
 // What the agent of `e` does after its request `r` (the gap-aware order's hint), as the agent
 // driver classifies it: the session ends after its last request; a main agent's next request
 // that comes after a waited-for sub-agent completed waits for it; else ClassifyPause.
-kv::PauseKind NextPauseOf(const WekaConversation& conversation, const AgenticScheduleEntry& e,
-                          const WekaRequest& r, const WekaRequest* next) {
-  if (next == nullptr) return kv::PauseKind::kSessionEnd;
+PauseKind NextPauseOf(const WekaConversation& conversation, const AgenticScheduleEntry& e,
+                      const WekaRequest& r, const WekaRequest* next) {
+  if (next == nullptr) return PauseKind::kSessionEnd;
   if (e.subagent < 0) {
     for (const WekaSubagent& sub : conversation.subagents) {
       if (sub.status != SubagentStatus::kAsyncLaunched && sub.completion > r.t &&
           sub.completion <= next->t) {
-        return kv::PauseKind::kSubagentWait;
+        return PauseKind::kSubagentWait;
       }
     }
   }
-  return PauseKindOf(ClassifyPause(r, *next));
+  return ClassifyPause(r, *next);
 }
 
 // Checks what the timeline needs: the inputs fit the id scheme and one cache.

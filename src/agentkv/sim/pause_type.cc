@@ -17,41 +17,13 @@ bool Holds(const std::vector<std::string>& types, std::string_view type) {
 
 }  // namespace
 
-std::string_view PauseTypeName(PauseType pause) {
-  switch (pause) {
-    case PauseType::kNone:
-      return "none";
-    case PauseType::kToolCall:
-      return "tool_call";
-    case PauseType::kSubagentWait:
-      return "subagent_wait";
-    case PauseType::kHumanTurn:
-      return "human_turn";
-  }
-  return "none";
-}
-
-kv::PauseKind PauseKindOf(PauseType pause) {
-  switch (pause) {
-    case PauseType::kNone:
-      return kv::PauseKind::kUnknown;
-    case PauseType::kToolCall:
-      return kv::PauseKind::kToolCall;
-    case PauseType::kSubagentWait:
-      return kv::PauseKind::kSubagentWait;
-    case PauseType::kHumanTurn:
-      return kv::PauseKind::kHumanTurn;
-  }
-  return kv::PauseKind::kUnknown;
-}
-
-PauseType ClassifyPause(const WekaRequest& previous, const WekaRequest& next) {
+PauseKind ClassifyPause(const WekaRequest& previous, const WekaRequest& next) {
   const bool called_tool = previous.stop == kToolUse || Holds(previous.output_types, kToolUse);
   if (!next.input_types.empty()) {
-    return called_tool && Holds(next.input_types, kToolResult) ? PauseType::kToolCall
-                                                               : PauseType::kHumanTurn;
+    return called_tool && Holds(next.input_types, kToolResult) ? PauseKind::kToolCall
+                                                               : PauseKind::kHumanTurn;
   }
-  return called_tool ? PauseType::kToolCall : PauseType::kHumanTurn;
+  return called_tool ? PauseKind::kToolCall : PauseKind::kHumanTurn;
 }
 
 }  // namespace agentkv::sim

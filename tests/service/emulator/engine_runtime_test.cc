@@ -112,7 +112,7 @@ TEST(EngineRuntimeTest, StallOffloadMovesAPausedSessionToTheHostAndItsNextTurnFi
   options.engine.stall_offload->pauses.prior_pause = TimeNs::Seconds(86400);
   auto runtime = EngineRuntime::Start(options).value();
   GenerateInput first = Input("turn-0", Tokens(1, 200), 8, "session-a");
-  first.pause = kv::PauseKind::kHumanTurn;
+  first.pause = PauseKind::kHumanTurn;
   const Outcome out = Generate(*runtime, std::move(first));
   ASSERT_FALSE(out.result.aborted);
   const RuntimeSnapshot after_pause = runtime->Snapshot();

@@ -304,30 +304,31 @@ TEST(PausePriorityTest, ChatBodiesShowTheirPauseAndTheHeaderNamesOne) {
   const auto pause = [](const std::string& messages) {
     return Parse(GatewayRoute::kChatCompletions, R"({"messages": )" + messages + "}").pause;
   };
-  EXPECT_EQ(pause(R"([{"role": "user", "content": "hi"}])"), RequestPause::kHumanTurn);
+  EXPECT_EQ(pause(R"([{"role": "user", "content": "hi"}])"), PauseKind::kHumanTurn);
   EXPECT_EQ(pause(R"([{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": []},
                       {"role": "tool", "tool_call_id": "1", "content": "42"}])"),
-            RequestPause::kToolCall);
+            PauseKind::kToolCall);
   EXPECT_EQ(pause(R"([{"role": "user", "content": [{"type": "tool_result", "content": "x"}]}])"),
-            RequestPause::kToolCall);
+            PauseKind::kToolCall);
   EXPECT_EQ(pause(R"([{"role": "user", "content": [{"type": "text", "text": "x"}]}])"),
-            RequestPause::kHumanTurn);
-  EXPECT_EQ(pause(R"([{"role": "system", "content": "s"}])"), RequestPause::kUnknown);
-  EXPECT_EQ(pause("[]"), RequestPause::kUnknown);
-  EXPECT_EQ(pause("[1]"), RequestPause::kUnknown);
-  EXPECT_EQ(Parse(GatewayRoute::kGenerate, R"({"text": "hi"})").pause, RequestPause::kUnknown);
+            PauseKind::kHumanTurn);
+  EXPECT_EQ(pause(R"([{"role": "system", "content": "s"}])"), PauseKind::kUnknown);
+  EXPECT_EQ(pause("[]"), PauseKind::kUnknown);
+  EXPECT_EQ(pause("[1]"), PauseKind::kUnknown);
+  EXPECT_EQ(Parse(GatewayRoute::kGenerate, R"({"text": "hi"})").pause, PauseKind::kUnknown);
   // A client priority is kept.
   EXPECT_TRUE(Parse(GatewayRoute::kGenerate, R"({"text": "hi", "priority": 3})").has_priority);
   EXPECT_TRUE(
       Parse(GatewayRoute::kChatCompletions, R"({"messages": [], "priority": 3})").has_priority);
   EXPECT_FALSE(Parse(GatewayRoute::kChatCompletions, R"({"messages": []})").has_priority);
 
-  EXPECT_EQ(*ParsePauseHeader(""), RequestPause::kUnknown);
-  EXPECT_EQ(*ParsePauseHeader("tool_call"), RequestPause::kToolCall);
-  EXPECT_EQ(*ParsePauseHeader("subagent_wait"), RequestPause::kSubagentWait);
-  EXPECT_EQ(*ParsePauseHeader("human_turn"), RequestPause::kHumanTurn);
-  EXPECT_EQ(*ParsePauseHeader("session_end"), RequestPause::kSessionEnd);
-  EXPECT_THAT(ParsePauseHeader("later").status().message(), HasSubstr("X-Agentkv-Pause"));
+  EXPECT_EQ(*protocol::ParsePauseHint(kPauseHeader, ""), PauseKind::kUnknown);
+  EXPECT_EQ(*protocol::ParsePauseHint(kPauseHeader, "tool_call"), PauseKind::kToolCall);
+  EXPECT_EQ(*protocol::ParsePauseHint(kPauseHeader, "subagent_wait"), PauseKind::kSubagentWait);
+  EXPECT_EQ(*protocol::ParsePauseHint(kPauseHeader, "human_turn"), PauseKind::kHumanTurn);
+  EXPECT_EQ(*protocol::ParsePauseHint(kPauseHeader, "session_end"), PauseKind::kSessionEnd);
+  EXPECT_THAT(protocol::ParsePauseHint(kPauseHeader, "later").status().message(),
+              HasSubstr("X-Agentkv-Pause"));
 }
 
 // --agentic-program-fcfs: older programs get higher values, within [0, 2^30] (sgl-router reads
@@ -341,17 +342,18 @@ TEST(ProgramFcfsPriorityTest, OlderProgramsGetHigherValuesWithinTheRouterRange) 
 }
 
 TEST(PausePriorityTest, TheMapParsesEachKindOnceWithinRange) {
-  StatusOr<PausePriorities> map = ParsePausePriorities("tool_call=10,human_turn=0");
+  StatusOr<protocol::PausePriorities> map =
+      protocol::ParsePausePriorities("tool_call=10,human_turn=0");
   ASSERT_TRUE(map.ok()) << map.status();
-  EXPECT_EQ(map->For(RequestPause::kToolCall), 10);
-  EXPECT_EQ(map->For(RequestPause::kHumanTurn), 0);
-  EXPECT_EQ(map->For(RequestPause::kSubagentWait), std::nullopt);
-  EXPECT_EQ(map->For(RequestPause::kUnknown), std::nullopt);
-  EXPECT_EQ(ParsePausePriorities("session_end=1")->For(RequestPause::kSessionEnd), 1);
-  EXPECT_TRUE(ParsePausePriorities("")->empty());
+  EXPECT_EQ(map->For(PauseKind::kToolCall), 10);
+  EXPECT_EQ(map->For(PauseKind::kHumanTurn), 0);
+  EXPECT_EQ(map->For(PauseKind::kSubagentWait), std::nullopt);
+  EXPECT_EQ(map->For(PauseKind::kUnknown), std::nullopt);
+  EXPECT_EQ(protocol::ParsePausePriorities("session_end=1")->For(PauseKind::kSessionEnd), 1);
+  EXPECT_TRUE(protocol::ParsePausePriorities("")->empty());
   for (const char* bad : {"tool_call", "tool_call=", "tool_call=-1", "tool_call=1000001", "tool=1",
                           "tool_call=1,tool_call=2", "tool_call=1,", "human_turn=x"}) {
-    const Status s = ParsePausePriorities(bad).status();
+    const Status s = protocol::ParsePausePriorities(bad).status();
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(s.message(), HasSubstr("--agentic-pause-priority")) << bad;
   }

@@ -8,6 +8,7 @@
 
 #include "agentkv/base/bounds.h"
 #include "agentkv/protocol/json_util.h"
+#include "agentkv/protocol/pause_hint.h"
 
 namespace agentkv::service {
 namespace {
@@ -16,10 +17,6 @@ namespace json = boost::json;
 
 // Program bodies are tiny; anything large is a mistake or an attack.
 constexpr protocol::JsonLimits kLimits{size_t{64} << 10, 8};
-
-constexpr kv::PauseKind kAllPauses[] = {kv::PauseKind::kUnknown, kv::PauseKind::kToolCall,
-                                        kv::PauseKind::kSubagentWait, kv::PauseKind::kHumanTurn,
-                                        kv::PauseKind::kSessionEnd};
 
 constexpr control::WorkingSetReason kAllReasons[] = {
     control::WorkingSetReason::kContinuing, control::WorkingSetReason::kFits,
@@ -74,16 +71,6 @@ StatusOr<json::value> ParseBody(std::string_view body, std::string_view what,
 }
 
 }  // namespace
-
-StatusOr<kv::PauseKind> ParsePauseKindName(std::string_view field, std::string_view text) {
-  for (kv::PauseKind kind : kAllPauses) {
-    if (kv::PauseKindName(kind) == text) return kind;
-  }
-  return InvalidArgumentError(std::string(field) +
-                              ": expected \"unknown\", \"tool_call\", \"subagent_wait\", "
-                              "\"human_turn\" or \"session_end\", got \"" +
-                              std::string(text) + "\"");
-}
 
 StatusOr<control::ProgramRequest> ParseProgramAcquire(std::string_view body) {
   json::monotonic_resource arena;
@@ -161,7 +148,7 @@ StatusOr<ProgramFinish> ParseProgramFinish(std::string_view body) {
   std::string pause;
   AGENTKV_RETURN_IF_ERROR(ReadName(o, "next_pause", &pause, /*optional=*/true));
   if (!pause.empty()) {
-    AGENTKV_ASSIGN_OR_RETURN(finish.end.next_pause, ParsePauseKindName("next_pause", pause));
+    AGENTKV_ASSIGN_OR_RETURN(finish.end.next_pause, protocol::ParsePauseHint("next_pause", pause));
   }
   AGENTKV_RETURN_IF_ERROR(ReadName(o, "tool", &finish.end.tool, /*optional=*/true));
   return finish;
@@ -171,7 +158,7 @@ std::string SerializeProgramFinish(const ProgramFinish& finish) {
   protocol::JsonWriter w;
   w.BeginObject().Key("ticket").String(finish.ticket);
   w.Key("context_tokens").Int(finish.end.context_tokens);
-  w.Key("next_pause").String(kv::PauseKindName(finish.end.next_pause));
+  w.Key("next_pause").String(PauseKindName(finish.end.next_pause));
   if (!finish.end.tool.empty()) w.Key("tool").String(finish.end.tool);
   w.EndObject();
   return w.Take();

@@ -51,11 +51,6 @@ std::string SerializeProgramFinish(const ProgramFinish& finish);
 [[nodiscard]] StatusOr<std::string> ParseProgramCancel(std::string_view body);
 [[nodiscard]] StatusOr<std::string> ParseProgramEndAgent(std::string_view body);
 
-// "unknown", "tool_call", "subagent_wait", "human_turn", "session_end" (kv::PauseKindName);
-// InvalidArgument naming `field` and the value otherwise.
-[[nodiscard]] StatusOr<kv::PauseKind> ParsePauseKindName(std::string_view field,
-                                                         std::string_view text);
-
 }  // namespace agentkv::service
 
 #endif  // AGENTKV_SERVICE_ADMISSION_WORKING_SET_WIRE_H_

@@ -287,7 +287,7 @@ void CoordinatorServer::HandleProgramAcquire(net::Request request,
     if (state == kUnanswered) {
       ws->Cancel(ticket);
     } else if (state == kAdmitted) {
-      ws->Finish(ticket, control::RequestEnd{.next_pause = kv::PauseKind::kSessionEnd});
+      ws->Finish(ticket, control::RequestEnd{.next_pause = PauseKind::kSessionEnd});
     }
   });
   auto shared_request = std::make_shared<net::Request>(std::move(request));

@@ -278,15 +278,11 @@ void EngineEmulator::HandleGenerate(net::Request request,
   input.session_id = req->session_id;
   input.priority = req->priority;
   input.parent_session = req->parent_session;
-  input.pause = PauseKindOfField(req->pause);
   input.cache_namespace = req->cache_namespace;
-  if (req->pause.has_value() && input.pause == kv::PauseKind::kUnknown) {
-    return ReplyError(request, *writer,
-                      InvalidArgumentError(std::string(protocol::kPauseField) +
-                                           ": unknown pause \"" + *req->pause +
-                                           "\" (valid: tool_call, subagent_wait, human_turn, "
-                                           "session_end)"));
-  }
+  StatusOr<PauseKind> pause =
+      protocol::ParsePauseHint(protocol::kPauseField, req->pause.value_or(""));
+  if (!pause.ok()) return ReplyError(request, *writer, pause.status());
+  input.pause = *pause;
   const int64_t prompt_tokens = static_cast<int64_t>(input.input_ids.size());
 
   GenerateCallbacks callbacks;

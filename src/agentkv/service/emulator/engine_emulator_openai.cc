@@ -129,7 +129,9 @@ Status ParseSglangFields(const json::object& body, GenerateInput& input) {
   }
   if (const json::value* v = body.if_contains(protocol::kPauseField);
       v != nullptr && v->is_string()) {
-    input.pause = PauseKindOfField(std::string(v->as_string()));
+    AGENTKV_ASSIGN_OR_RETURN(
+        input.pause,
+        protocol::ParsePauseHint(protocol::kPauseField, std::string_view(v->as_string())));
   }
   if (const json::value* v = body.if_contains("rid"); v != nullptr && v->is_string()) {
     input.rid = std::string(v->as_string());

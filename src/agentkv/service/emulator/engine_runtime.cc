@@ -213,15 +213,6 @@ StatusOr<std::unique_ptr<EngineRuntime>> EngineRuntime::Start(const EngineRuntim
   return runtime;
 }
 
-kv::PauseKind PauseKindOfField(const std::optional<std::string>& field) {
-  if (!field.has_value()) return kv::PauseKind::kUnknown;
-  for (const kv::PauseKind kind : {kv::PauseKind::kToolCall, kv::PauseKind::kSubagentWait,
-                                   kv::PauseKind::kHumanTurn, kv::PauseKind::kSessionEnd}) {
-    if (*field == kv::PauseKindName(kind)) return kind;
-  }
-  return kv::PauseKind::kUnknown;
-}
-
 EngineRuntime::EngineRuntime(const EngineRuntimeOptions& options, engine::Engine engine,
                              ContextLimits limits)
     : options_(options),

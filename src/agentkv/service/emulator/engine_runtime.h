@@ -50,11 +50,10 @@
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/engine/engine.h"
 #include "agentkv/engine/engine_config.h"
-#include "agentkv/engine/pause_distribution.h"
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
-#include "agentkv/kv/pause_gap_estimator.h"
+#include "agentkv/kv/pause_estimator.h"
 #include "agentkv/service/common/context_limits.h"
 #include "agentkv/service/emulator/lru_map.h"
 #include "agentkv/sync/mutex.h"
@@ -161,20 +160,16 @@ struct GenerateInput {
   std::optional<std::string> session_id;
   // Request priority (used with radix_eviction_policy "priority").
   std::optional<int64_t> priority;
-  // The pause expected after it (the body's agentkv_pause): the gap-aware order ranks by it, and
-  // stall offload (engine.stall_offload with enable_session_radix_cache: the session names the
-  // program) moves a paused session's KV by it (engine::StallPauseClass).
-  kv::PauseKind pause = kv::PauseKind::kUnknown;
+  // The pause expected after it (the body's agentkv_pause, protocol::ParsePauseHint): the gap-aware
+  // order ranks by it, and stall offload (engine.stall_offload with enable_session_radix_cache: the
+  // session names the program) moves a paused session's KV by it (engine::StallPauseClass).
+  PauseKind pause = PauseKind::kUnknown;
   // extra_key / cache_salt: requests with different namespaces never share KV.
   std::string cache_namespace;
   // The body's agentkv_parent_session: this request's session is a sub-agent of that session.
   // Read only under per_conversation retention and with a session_id (see Submit).
   std::optional<std::string> parent_session;
 };
-
-// The hint a body's agentkv_pause names (kv::PauseKindName spellings); kUnknown when absent or
-// unknown.
-kv::PauseKind PauseKindOfField(const std::optional<std::string>& field);
 
 // How a request ended.
 struct GenerateResult {

@@ -160,7 +160,7 @@ void Gateway::Core::HandleForward(GatewayRoute route, net::Request request,
   ex->client = std::move(ask.client);
   ex->session_id = ask.session;
   ex->parent = std::move(ask.parent);
-  ex->pause = ask.pause != RequestPause::kUnknown ? ask.pause : ex->client.pause;
+  ex->pause = ask.pause != PauseKind::kUnknown ? ask.pause : ex->client.pause;
   ex->rid = std::get<std::string>(std::move(rid));
   if (options_.program_fcfs) {
     // The program's place is fixed when the attempt begins (a parent that ends later does not
@@ -238,7 +238,7 @@ std::optional<ForwardRefusal> Gateway::Core::ReadForwardHeaders(const net::Reque
       ParsePromptTokensHeader(header(kPromptTokensHeader));
   StatusOr<std::optional<SharedPrefix>> shared_prefix =
       ParseSharedPrefixHeaders(header(kPrefixKeyHeader), header(kPrefixTokensHeader));
-  StatusOr<RequestPause> pause = ParsePauseHeader(header(kPauseHeader));
+  StatusOr<PauseKind> pause = protocol::ParsePauseHint(kPauseHeader, header(kPauseHeader));
   StatusOr<std::optional<bool>> retain = ParseRetainHeader(header(kRetainHeader));
   for (const Status& s : {is_protected.status(), is_train.status(), prompt_tokens.status(),
                           shared_prefix.status(), pause.status(), retain.status()}) {
@@ -532,8 +532,8 @@ ForwardEdits Gateway::Core::EditsFor(const Exchange& ex,
   edits.parent_session = ex.parent;
   if (!ex.client.has_priority) edits.priority = options_.pause_priority.For(ex.pause);
   if (ex.program_priority.has_value()) edits.priority = ex.program_priority;
-  if (options_.forward_pause && ex.pause != RequestPause::kUnknown) {
-    edits.pause = std::string(RequestPauseName(ex.pause));
+  if (options_.forward_pause && ex.pause != PauseKind::kUnknown) {
+    edits.pause = std::string(PauseKindName(ex.pause));
   }
   return edits;
 }

@@ -55,8 +55,8 @@ struct Exchange {
   net::Request request;  // Headers and version (the body lives in `client`).
   ClientRequest client;
   std::optional<std::string> session_id;
-  std::optional<std::string> parent;            // A verified parent hint.
-  RequestPause pause = RequestPause::kUnknown;  // Expected after it (X-Agentkv-Pause or body).
+  std::optional<std::string> parent;      // A verified parent hint.
+  PauseKind pause = PauseKind::kUnknown;  // Expected after it (X-Agentkv-Pause or body).
   // --agentic-program-fcfs: the `priority` its program's arrival gives it (unset when off or
   // when a trusted caller's own priority stands).
   std::optional<int32_t> program_priority;
@@ -104,7 +104,7 @@ struct ForwardAsk {
   bool is_train = true;       // X-Agentkv-Scope.
   std::optional<int64_t> prompt_tokens;
   std::optional<SharedPrefix> shared_prefix;
-  RequestPause pause = RequestPause::kUnknown;  // X-Agentkv-Pause.
+  PauseKind pause = PauseKind::kUnknown;  // X-Agentkv-Pause.
   std::optional<bool> retain;
 };
 

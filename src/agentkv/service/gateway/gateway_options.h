@@ -186,7 +186,7 @@ struct GatewayOptions {
   // (ClientRequest::pause). Takes effect on SGLang with --radix-eviction-policy priority (and
   // priority scheduling on, which also orders the waiting queue by it).
   // Default: empty (no priority added). Range: each P in [0, 1000000].
-  PausePriorities pause_priority;
+  protocol::PausePriorities pause_priority;
   // --agentic-program-fcfs: program-level FCFS on unmodified SGLang (Continuum). Every
   // forwarded request's body gets `priority` = ProgramFcfsPriority of its program's arrival
   // (its verified parent session's for a sub-agent whose parent is active here, else its own

@@ -94,28 +94,28 @@ std::optional<int64_t> TokenIdCount(const boost::json::value& value) {
 }
 
 // The pause the last chat message shows (ClientRequest::pause).
-RequestPause PauseOfMessages(const boost::json::object& object) {
+PauseKind PauseOfMessages(const boost::json::object& object) {
   const boost::json::value* messages = protocol::FindNonNull(object, "messages");
   if (messages == nullptr || !messages->is_array() || messages->as_array().empty()) {
-    return RequestPause::kUnknown;
+    return PauseKind::kUnknown;
   }
   const boost::json::value& last = messages->as_array().back();
-  if (!last.is_object()) return RequestPause::kUnknown;
+  if (!last.is_object()) return PauseKind::kUnknown;
   const boost::json::value* role = last.as_object().if_contains("role");
-  if (role == nullptr || !role->is_string()) return RequestPause::kUnknown;
-  if (role->as_string() == "tool") return RequestPause::kToolCall;
-  if (role->as_string() != "user") return RequestPause::kUnknown;
+  if (role == nullptr || !role->is_string()) return PauseKind::kUnknown;
+  if (role->as_string() == "tool") return PauseKind::kToolCall;
+  if (role->as_string() != "user") return PauseKind::kUnknown;
   const boost::json::value* content = last.as_object().if_contains("content");
   if (content != nullptr && content->is_array()) {
     for (const boost::json::value& part : content->as_array()) {
       if (!part.is_object()) continue;
       const boost::json::value* type = part.as_object().if_contains("type");
       if (type != nullptr && type->is_string() && type->as_string() == "tool_result") {
-        return RequestPause::kToolCall;
+        return PauseKind::kToolCall;
       }
     }
   }
-  return RequestPause::kHumanTurn;
+  return PauseKind::kHumanTurn;
 }
 
 StatusOr<ClientRequest> ParseOpenAiRequest(GatewayRoute route, std::string body) {
@@ -200,89 +200,9 @@ StatusOr<ClientRequest> ParseClientRequest(GatewayRoute route, std::string body)
   return request;
 }
 
-std::string_view RequestPauseName(RequestPause pause) {
-  switch (pause) {
-    case RequestPause::kUnknown:
-      return "unknown";
-    case RequestPause::kToolCall:
-      return "tool_call";
-    case RequestPause::kSubagentWait:
-      return "subagent_wait";
-    case RequestPause::kHumanTurn:
-      return "human_turn";
-    case RequestPause::kSessionEnd:
-      return "session_end";
-  }
-  return "unknown";
-}
-
-StatusOr<RequestPause> ParsePauseHeader(std::string_view value) {
-  if (value.empty()) return RequestPause::kUnknown;
-  for (const RequestPause p : {RequestPause::kToolCall, RequestPause::kSubagentWait,
-                               RequestPause::kHumanTurn, RequestPause::kSessionEnd}) {
-    if (value == RequestPauseName(p)) return p;
-  }
-  return InvalidArgumentError(std::string(kPauseHeader) +
-                              ": expected tool_call, subagent_wait, human_turn or session_end, "
-                              "got \"" +
-                              std::string(value) + "\"");
-}
-
 int32_t ProgramFcfsPriority(uint64_t program_arrival) {
   const auto top = static_cast<uint64_t>(kProgramFcfsTopPriority);
   return program_arrival >= top ? 0 : static_cast<int32_t>(top - program_arrival);
-}
-
-std::optional<int32_t> PausePriorities::For(RequestPause pause) const {
-  switch (pause) {
-    case RequestPause::kToolCall:
-      return tool_call;
-    case RequestPause::kSubagentWait:
-      return subagent_wait;
-    case RequestPause::kHumanTurn:
-      return human_turn;
-    case RequestPause::kSessionEnd:
-      return session_end;
-    case RequestPause::kUnknown:
-      break;
-  }
-  return std::nullopt;
-}
-
-StatusOr<PausePriorities> ParsePausePriorities(std::string_view text) {
-  PausePriorities out;
-  const auto bad = [](std::string_view part, std::string_view why) {
-    return InvalidArgumentError("--agentic-pause-priority: \"" + std::string(part) + "\" " +
-                                std::string(why) +
-                                " (expected KIND=P, KIND one of tool_call, subagent_wait, "
-                                "human_turn, session_end, P an integer in [0, 1000000])");
-  };
-  if (text.empty()) return out;
-  for (bool more = true; more;) {
-    const size_t comma = text.find(',');
-    more = comma != std::string_view::npos;
-    const std::string_view part = text.substr(0, comma);
-    if (more) text = text.substr(comma + 1);
-    const size_t eq = part.find('=');
-    if (eq == std::string_view::npos) return bad(part, "has no '='");
-    const std::string_view kind = part.substr(0, eq);
-    const std::string_view value = part.substr(eq + 1);
-    int32_t p = -1;
-    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), p);
-    if (value.empty() || error != std::errc() || end != value.data() + value.size() || p < 0 ||
-        p > 1'000'000) {
-      return bad(part, "has a bad priority");
-    }
-    std::optional<int32_t>* slot = nullptr;
-    if (kind == "tool_call") slot = &out.tool_call;
-    if (kind == "subagent_wait") slot = &out.subagent_wait;
-    if (kind == "human_turn") slot = &out.human_turn;
-    if (kind == "session_end") slot = &out.session_end;
-    if (slot == nullptr) return bad(part, "names an unknown pause");
-    if (slot->has_value()) return bad(part, "names its pause twice");
-    *slot = p;
-  }
-  return out;
 }
 
 bool IsValidSessionId(std::string_view id) {

@@ -17,6 +17,7 @@
 #include "agentkv/control/reservation.h"
 #include "agentkv/net/http_types.h"
 #include "agentkv/protocol/generate.h"
+#include "agentkv/protocol/pause_hint.h"
 
 namespace agentkv::service {
 
@@ -44,9 +45,8 @@ inline constexpr std::string_view kPrefixKeyHeader = "X-Agentkv-Prefix-Key";
 inline constexpr std::string_view kPrefixTokensHeader = "X-Agentkv-Prefix-Tokens";
 
 // Gap-aware retention on the served path: the pause the client expects after this request
-// ("tool_call", "subagent_wait", "human_turn", or "session_end" for a session's last request);
-// overrides what the body shows.
-inline constexpr std::string_view kPauseHeader = "X-Agentkv-Pause";
+// (protocol::kPauseHeader, read with protocol::ParsePauseHint); overrides what the body shows.
+using protocol::kPauseHeader;
 // Session retention (partial rollout, fully async retention): "1" or "true" marks the request's
 // session retained, "0" or "false" clears the mark; absent leaves it. A retained session is
 // never idled out (--session-idle-timeout-s) nor evicted at --max-sessions; only its close ends
@@ -64,40 +64,6 @@ using protocol::kParentSessionField;
 inline constexpr size_t kMaxSessionIdBytes = 256;
 // A client `rid`: 1 to 512 bytes.
 inline constexpr size_t kMaxRidBytes = 512;
-
-// The kind of pause a request is expected to be followed by, as the gateway can tell it (the
-// --agentic-pause-priority map turns it into an SGLang request `priority`).
-enum class RequestPause : uint8_t { kUnknown, kToolCall, kSubagentWait, kHumanTurn, kSessionEnd };
-
-// "unknown", "tool_call", "subagent_wait", "human_turn" or "session_end".
-std::string_view RequestPauseName(RequestPause pause);
-
-// X-Agentkv-Pause: kUnknown when empty; "tool_call", "subagent_wait", "human_turn" or
-// "session_end"; else InvalidArgument naming the header and the value.
-StatusOr<RequestPause> ParsePauseHeader(std::string_view value);
-
-// --agentic-pause-priority: the SGLang request `priority` per expected pause; unset kinds get
-// none.
-struct PausePriorities {
-  std::optional<int32_t> tool_call;
-  std::optional<int32_t> subagent_wait;
-  std::optional<int32_t> human_turn;
-  std::optional<int32_t> session_end;
-
-  bool empty() const {
-    return !tool_call.has_value() && !subagent_wait.has_value() && !human_turn.has_value() &&
-           !session_end.has_value();
-  }
-  // The priority of `pause` (nullopt for kUnknown or an unset kind).
-  std::optional<int32_t> For(RequestPause pause) const;
-  friend bool operator==(const PausePriorities&, const PausePriorities&) = default;
-};
-
-// Parses "KIND=P[,KIND=P...]" (KIND: tool_call, subagent_wait, human_turn, session_end, each at
-// most once;
-// P an integer in [0, 1000000]); "" is the empty map. InvalidArgument naming
-// --agentic-pause-priority and the bad part.
-StatusOr<PausePriorities> ParsePausePriorities(std::string_view text);
 
 // --agentic-program-fcfs: the SGLang request `priority` of a program that arrived
 // `program_arrival`-th (control::GatewayFlow::ProgramArrival): kProgramFcfsTopPriority less
@@ -136,7 +102,7 @@ struct ClientRequest {
   // agent in a tool loop keeps calling tools): kToolCall when the last message has role "tool"
   // (or is a "user" message whose content holds a "tool_result" part), kHumanTurn when it is
   // any other "user" message; kUnknown otherwise and on the other routes.
-  RequestPause pause = RequestPause::kUnknown;
+  PauseKind pause = PauseKind::kUnknown;
   // The body sets a top-level `priority` (kept, except that --agentic-program-fcfs replaces
   // an untrusted caller's).
   bool has_priority = false;

@@ -38,22 +38,6 @@ std::optional<int64_t> SumOf(const json::value* usage, std::string_view prompt_k
 
 }  // namespace
 
-kv::PauseKind PauseKindOf(RequestPause pause) {
-  switch (pause) {
-    case RequestPause::kUnknown:
-      return kv::PauseKind::kUnknown;
-    case RequestPause::kToolCall:
-      return kv::PauseKind::kToolCall;
-    case RequestPause::kSubagentWait:
-      return kv::PauseKind::kSubagentWait;
-    case RequestPause::kHumanTurn:
-      return kv::PauseKind::kHumanTurn;
-    case RequestPause::kSessionEnd:
-      return kv::PauseKind::kSessionEnd;
-  }
-  return kv::PauseKind::kUnknown;
-}
-
 std::optional<int64_t> ContextTokensOfAnswer(std::string_view body) {
   boost::system::error_code ec;
   const json::value value = json::parse(json::string_view(body.data(), body.size()), ec);
@@ -76,15 +60,14 @@ StatusOr<std::unique_ptr<GatewayWorkingSet>> GatewayWorkingSet::Create(
 WorkingSetTicket GatewayWorkingSet::Describe(const std::string& ticket,
                                              const std::optional<std::string>& session,
                                              const std::optional<std::string>& parent,
-                                             RequestPause pause, bool trusted,
+                                             PauseKind pause, bool trusted,
                                              int64_t reservation_tokens,
                                              std::optional<std::string> engine) {
   WorkingSetTicket t;
   t.request.ticket = ticket;
   t.request.reservation_tokens = reservation_tokens;
   t.request.engine = std::move(engine);
-  const kv::PauseKind kind = PauseKindOf(pause);
-  t.pause = trusted || kind == kv::PauseKind::kSessionEnd ? kind : kv::PauseKind::kUnknown;
+  t.pause = trusted || pause == PauseKind::kSessionEnd ? pause : PauseKind::kUnknown;
   if (!session.has_value()) {
     t.sessionless = true;
     t.request.agent = std::string(kRequestPrefix) + ticket;
@@ -117,7 +100,7 @@ void GatewayWorkingSet::Finish(const WorkingSetTicket& ticket, int64_t context_t
                                bool served) {
   control::RequestEnd end;
   end.context_tokens = served ? std::clamp<int64_t>(context_tokens, 0, kMaxTokens) : 0;
-  end.next_pause = ticket.sessionless ? kv::PauseKind::kSessionEnd : ticket.pause;
+  end.next_pause = ticket.sessionless ? PauseKind::kSessionEnd : ticket.pause;
   local_->Finish(ticket.request.ticket, end);
   if (ticket.sessionless) local_->EndAgent(ticket.request.agent);
 }

@@ -43,11 +43,8 @@ struct WorkingSetTicket {
   // The request had no session: its agent ends with it.
   bool sessionless = false;
   // The pause that follows it (kUnknown unless honoured).
-  kv::PauseKind pause = kv::PauseKind::kUnknown;
+  PauseKind pause = PauseKind::kUnknown;
 };
-
-// The working set's pause kind for a request's expected pause.
-kv::PauseKind PauseKindOf(RequestPause pause);
 
 // The context a served answer leaves (prompt + output tokens): /generate's
 // meta_info.prompt_tokens + completion_tokens, or the OpenAI routes' usage.prompt_tokens +
@@ -68,8 +65,8 @@ class GatewayWorkingSet {
   // program until EndSession. `trusted`: the caller presented the bearer token (its pause
   // counts; otherwise only kSessionEnd does).
   WorkingSetTicket Describe(const std::string& ticket, const std::optional<std::string>& session,
-                            const std::optional<std::string>& parent, RequestPause pause,
-                            bool trusted, int64_t reservation_tokens,
+                            const std::optional<std::string>& parent, PauseKind pause, bool trusted,
+                            int64_t reservation_tokens,
                             std::optional<std::string> engine = std::nullopt);
 
   // LocalWorkingSet::Acquire for `ticket`: `done` runs once (admitted or cancelled), or a bad

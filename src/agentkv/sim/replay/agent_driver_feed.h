@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "agentkv/sim/fleet/agent_driver.h"
-#include "agentkv/sim/workload/agentic_workload.h"
 #include "agentkv/sim/replay/fleet_arm.h"
 #include "agentkv/sim/replay/replay.h"
+#include "agentkv/sim/workload/agentic_workload.h"
 
 namespace agentkv::sim {
 

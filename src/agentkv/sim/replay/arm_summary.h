@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "agentkv/sim/fleet/agent_driver.h"
-#include "agentkv/sim/workload/agentic_workload.h"
 #include "agentkv/sim/replay/fleet_arm.h"
 #include "agentkv/sim/replay/replay_arms.h"
 #include "agentkv/sim/replay/replay_result.h"
+#include "agentkv/sim/workload/agentic_workload.h"
 
 namespace agentkv::sim {
 

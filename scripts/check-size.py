@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Checks the size rules: no source file over 800 lines, no function over 80 lines unless the
-comment block right above it says why with a line starting `// Long:`.
+"""Checks the size rules: no source file (C++ or Python) over 800 lines, no C++ function over 80
+lines unless the comment block right above it says why with a line starting `// Long:`.
 
-A function here is a definition whose head starts in column 0 (namespace scope, as every
-out-of-line definition in this tree is) and whose body ends at the next `}` in column 0;
-inline member functions in class bodies are not measured.
+Functions are measured in C++ files only. A function here is a definition whose head starts
+in column 0 (namespace scope, as every out-of-line definition in this tree is) and whose body
+ends at the next `}` in column 0; inline member functions in class bodies are not measured.
 
 Usage: scripts/check-size.py [FILE... | --root DIR]
-  (default: every tracked C++ file of this checkout; --root: every C++ file of the repository
-  at DIR). Prints one line per violation and a count; exits 1 when there is any.
+  (default: every tracked C++ and Python file of this checkout; --root: every C++ and Python
+  file of the repository at DIR). Prints one line per violation and a count; exits 1 when
+  there is any.
 """
 import os
 import subprocess
@@ -81,17 +82,17 @@ def main(paths):
 
 
 def tracked_files(root):
-    """The C++ files of the repository at `root`: git's list when it is a checkout, else every
-    .h/.cc under the source folders (a source archive)."""
+    """The C++ and Python files of the repository at `root`: git's list when it is a checkout,
+    else every .h/.cc/.py under the source folders and .py at the top (a source archive)."""
     try:
-        listed = subprocess.run(['git', 'ls-files', '*.cc', '*.h'], check=True, cwd=root,
-                                capture_output=True, text=True).stdout.split()
+        listed = subprocess.run(['git', 'ls-files', '*.cc', '*.h', '*.py'], check=True,
+                                cwd=root, capture_output=True, text=True).stdout.split()
     except (OSError, subprocess.CalledProcessError):
-        listed = []
-        for top in ('src', 'tools', 'tests', 'bench', 'fuzz', 'python'):
+        listed = [n for n in os.listdir(root) if n.endswith('.py')]
+        for top in ('src', 'tools', 'tests', 'bench', 'fuzz', 'python', 'scripts', 'examples'):
             for folder, _, names in os.walk(os.path.join(root, top)):
                 listed += [os.path.relpath(os.path.join(folder, n), root) for n in names
-                           if n.endswith(('.cc', '.h'))]
+                           if n.endswith(('.cc', '.h', '.py'))]
     return sorted(os.path.join(root, p) for p in listed if '/testdata/' not in p)
 
 

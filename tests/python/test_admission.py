@@ -6,15 +6,15 @@ requires a bearer token. Every test ends with the ledger back at zero: no lease,
 
 Environment: AGENTKV_BIN is the agentkv binary (default build/release/tools/agentkv/agentkv
 under the repository root); AGENTKV_PYTHONPATH is the directory holding the agentkv package
-(default python/). The module file is loaded by path, so the package's __init__ (which may
-import a compiled extension) is not needed.
+(default python/). The admission modules are loaded from that folder without the package's
+__init__ (which may import a compiled extension), so nothing needs to be built.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import importlib.util
+import importlib
 import os
 import pathlib
 import re
@@ -39,14 +39,17 @@ if not PYTHONPATH.is_absolute():
 
 
 def _load_admission() -> types.ModuleType:
-    """Imports agentkv/admission.py by path, without running the package's __init__."""
+    """Imports agentkv.admission from PYTHONPATH without running the package's __init__.
+
+    The package stands in as a bare module under another name whose search path is the
+    package's folder, so admission.py's imports of its sibling modules (_admission_wire.py,
+    _admission_async.py) resolve there.
+    """
     name = "agentkv_admission_under_test"
-    spec = importlib.util.spec_from_file_location(name, PYTHONPATH / "agentkv" / "admission.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve annotations through sys.modules.
-    spec.loader.exec_module(module)
-    return module
+    package = types.ModuleType(name)
+    package.__path__ = [str(PYTHONPATH / "agentkv")]
+    sys.modules[name] = package  # the import system looks the parent package up here.
+    return importlib.import_module(name + ".admission")
 
 
 adm = _load_admission()

@@ -10,6 +10,7 @@ import os
 import re
 import shlex
 import subprocess
+import tempfile
 
 
 def compose_commands(path):
@@ -180,8 +181,12 @@ def check_command(agentkv, config_dir, where, argv, word_wheres=None, placeholde
             unconverted += 1
             continue
         run_argv += argv[start:end]
-    result = subprocess.run([agentkv] + prefix + command + run_argv + ["--help"],
-                            capture_output=True, text=True, timeout=60)
+    # In a scratch folder: a quoted line whose last flag takes a value would read the appended
+    # --help as that value and run the command, writing its outputs there, not in the tree.
+    with tempfile.TemporaryDirectory() as scratch:
+        result = subprocess.run([os.path.abspath(agentkv)] + prefix + command + run_argv +
+                                ["--help"], capture_output=True, text=True, timeout=60,
+                                cwd=scratch)
     if result.returncode != 0:
         message = result.stderr.strip()
         # The line of the first flag the message names.

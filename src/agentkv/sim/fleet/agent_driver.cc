@@ -407,9 +407,6 @@ engine::SchedulerRequest AgentDriver::EngineRequestOf(const Agent& agent, int32_
   request.max_new_tokens = std::max<int64_t>(1, w.output_tokens);
   request.kv_options.prompt_tokens = request.prompt_tokens;
   request.kv_options.conversation = agent.conversation;
-  // What the agent does after this response (its stop reason and tool calls tell the engine as
-  // it generates them): the gap-aware eviction order's hint.
-  request.kv_options.next_pause = agent.pauses[static_cast<size_t>(i)];
   if (agent.parent.has_value()) {
     request.kv_options.parent_conversation = agent.parent;
     request.kv_options.parent_hint_authenticated = true;
@@ -427,6 +424,8 @@ GatewayRequest AgentDriver::GatewayRequestOf(const Agent& agent, int32_t i,
           : session;
   GatewayRequest sent{std::move(request), session, routing::SessionRoutingKey(routed_as),
                       w.stop == "tool_use"};
+  // What the agent does after this response (its stop reason and tool calls tell the client as
+  // it generates them); the gateway passes it on to the engine (kv_options.next_pause).
   sent.next_pause = agent.pauses[static_cast<size_t>(i)];
   // Sent with every request, as a client should (a restarted gateway forgets the mark).
   if (!workload_->retained.empty() &&

@@ -47,10 +47,11 @@
 //   does not share its main agent's model (WekaConversation::SharesMainModel) is left out: it
 //   is not replayed and nothing waits for it (its ids stay those of its index).
 // - Pauses: every issued request records the pause that follows it (DriverRequest::next_pause,
-//   base/pause.h), the same value its KV hint (kv_options.next_pause) and the gateway
-//   (GatewayRequest::next_pause) get: kSessionEnd after an agent's last request, kSubagentWait
-//   when the agent's next request joins sub-agents, else ClassifyPause(request, next request)
-//   (pause_type.h). The pause before request n is request n-1's; the first has none.
+//   base/pause.h), the same value the gateway gets (GatewayRequest::next_pause), which passes
+//   it on to the engine as the request's one pause hint (kv_options.next_pause): kSessionEnd after
+//   an agent's last request, kSubagentWait when the agent's next request joins sub-agents, else
+//   ClassifyPause(request, next request) (pause_type.h). The pause before request n is request
+//   n-1's; the first has none.
 // - End: a conversation (main agent or sub-agent) ends at the completion of its last request
 //   (at its start when it has none); the driver then calls GatewayModel::EndSession(its
 //   session), inside the completion callback, and the gateway closes it on every engine when

@@ -4,8 +4,11 @@ comment block right above it says why with a line starting `// Long:`.
 
 A function here is a definition whose head starts in column 0 (namespace scope, as every
 out-of-line definition in this tree is) and whose body ends at the next `}` in column 0;
-inline member functions in class bodies are not measured. Usage: scripts/check-size.py [FILE...] (default: every tracked C++ file)
-Prints one line per violation; exits 1 when there is any.
+inline member functions in class bodies are not measured.
+
+Usage: scripts/check-size.py [FILE... | --root DIR]
+  (default: every tracked C++ file of this checkout; --root: every C++ file of the repository
+  at DIR). Prints one line per violation and a count; exits 1 when there is any.
 """
 import os
 import subprocess
@@ -72,16 +75,32 @@ def main(paths):
                 print(f'{path}:{first + 1}: function of {count} lines (at most {FUNCTION_LIMIT} '
                       f'without a `// Long:` reason above it): {head[:80]}')
                 bad += 1
+    if bad:
+        print(f'{bad} violation(s) of the size rules')
     return 1 if bad else 0
 
 
-def tracked_files():
-    root = subprocess.run(['git', 'rev-parse', '--show-toplevel'], check=True,
-                          capture_output=True, text=True).stdout.strip()
-    listed = subprocess.run(['git', 'ls-files', '*.cc', '*.h'], check=True, cwd=root,
-                            capture_output=True, text=True).stdout.split()
-    return [os.path.join(root, p) for p in listed if '/testdata/' not in p]
+def tracked_files(root):
+    """The C++ files of the repository at `root`: git's list when it is a checkout, else every
+    .h/.cc under the source folders (a source archive)."""
+    try:
+        listed = subprocess.run(['git', 'ls-files', '*.cc', '*.h'], check=True, cwd=root,
+                                capture_output=True, text=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        listed = []
+        for top in ('src', 'tools', 'tests', 'bench', 'fuzz', 'python'):
+            for folder, _, names in os.walk(os.path.join(root, top)):
+                listed += [os.path.relpath(os.path.join(folder, n), root) for n in names
+                           if n.endswith(('.cc', '.h'))]
+    return sorted(os.path.join(root, p) for p in listed if '/testdata/' not in p)
 
 
 if __name__ == '__main__':
-    sys.exit(main(sys.argv[1:] or tracked_files()))
+    args = sys.argv[1:]
+    if args[:1] == ['--root']:
+        sys.exit(main(tracked_files(args[1])))
+    if not args:
+        top = subprocess.run(['git', 'rev-parse', '--show-toplevel'], check=True,
+                             capture_output=True, text=True).stdout.strip()
+        sys.exit(main(tracked_files(top)))
+    sys.exit(main(args))

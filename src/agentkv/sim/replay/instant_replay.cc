@@ -208,6 +208,43 @@ class PointReplay {
   int64_t capacity_;
 };
 
+// InvalidArgument when a request has more blocks than the smallest of `capacities` (the
+// replay would have to truncate it).
+Status CheckLongestRequestFits(const InstantWorkload& workload,
+                               const std::vector<std::pair<double, int64_t>>& capacities) {
+  int64_t smallest = kMaxCapacityBlocks;
+  for (const auto& capacity : capacities) smallest = std::min(smallest, capacity.second);
+  for (size_t i = 0; i < workload.requests.size(); ++i) {
+    const auto blocks = static_cast<int64_t>(workload.requests[i].keys.size());
+    if (blocks > smallest) {
+      return InvalidArgumentError("the device capacity of " + std::to_string(smallest) +
+                                  " blocks is below the longest request (" + Describe(workload, i) +
+                                  ": " + std::to_string(blocks) + " blocks); raise the capacity");
+    }
+  }
+  return Status::Ok();
+}
+
+// The change columns of `points` (arm-major, `per_arm` capacities each, of `arms`): against
+// the first plain baseline arm at the same capacity; left unset without one or when its
+// uncached tokens are 0.
+void FillChangeVsBaseline(const std::vector<ArmSpec>& arms, size_t per_arm,
+                          std::vector<InstantPoint>& points) {
+  for (size_t c = 0; c < per_arm; ++c) {
+    std::optional<int64_t> reference;
+    for (size_t a = 0; a < arms.size() && !reference.has_value(); ++a) {
+      if (arms[a].IsBaseline()) reference = points[a * per_arm + c].stats.uncached_tokens;
+    }
+    if (!reference.has_value() || *reference <= 0) continue;
+    for (size_t a = 0; a < arms.size(); ++a) {
+      InstantPoint& point = points[a * per_arm + c];
+      point.uncached_change_vs_baseline_percent =
+          100.0 * static_cast<double>(point.stats.uncached_tokens - *reference) /
+          static_cast<double>(*reference);
+    }
+  }
+}
+
 }  // namespace
 
 Status InstantReplayOptions::Validate() const {
@@ -292,17 +329,7 @@ StatusOr<InstantReplayResult> RunInstantReplay(const InstantWorkload& workload,
   const std::vector<std::pair<double, int64_t>> capacities =
       Capacities(options, result.unique_blocks);
   if (!options.truncate_long_requests) {
-    int64_t smallest = kMaxCapacityBlocks;
-    for (const auto& capacity : capacities) smallest = std::min(smallest, capacity.second);
-    for (size_t i = 0; i < workload.requests.size(); ++i) {
-      const auto blocks = static_cast<int64_t>(workload.requests[i].keys.size());
-      if (blocks > smallest) {
-        return InvalidArgumentError("the device capacity of " + std::to_string(smallest) +
-                                    " blocks is below the longest request (" +
-                                    Describe(workload, i) + ": " + std::to_string(blocks) +
-                                    " blocks); raise the capacity");
-      }
-    }
+    AGENTKV_RETURN_IF_ERROR(CheckLongestRequestFits(workload, capacities));
   }
 
   // One arm's points, one per capacity; point indices run arm-major.
@@ -332,21 +359,7 @@ StatusOr<InstantReplayResult> RunInstantReplay(const InstantWorkload& workload,
     arms.push_back(points.front().spec);
     for (InstantPoint& point : points) result.points.push_back(std::move(point));
   }
-  // The change columns: against the first plain baseline arm at the same capacity.
-  const size_t per_arm = capacities.size();
-  for (size_t c = 0; c < per_arm; ++c) {
-    std::optional<int64_t> reference;
-    for (size_t a = 0; a < arms.size() && !reference.has_value(); ++a) {
-      if (arms[a].IsBaseline()) reference = result.points[a * per_arm + c].stats.uncached_tokens;
-    }
-    if (!reference.has_value() || *reference <= 0) continue;
-    for (size_t a = 0; a < arms.size(); ++a) {
-      InstantPoint& point = result.points[a * per_arm + c];
-      point.uncached_change_vs_baseline_percent =
-          100.0 * static_cast<double>(point.stats.uncached_tokens - *reference) /
-          static_cast<double>(*reference);
-    }
-  }
+  FillChangeVsBaseline(arms, capacities.size(), result.points);
   return result;
 }
 

@@ -161,14 +161,16 @@ struct ArmRun {
 // further). InvalidArgument for invalid options or a device tier under one block.
 StatusOr<engine::KvPool> KvPoolPerEngine(const ReplayOptions& options, int32_t tokens_per_block);
 
-// Runs one arm of an agentic workload. InvalidArgument for bad options or a workload the
-// driver refuses; Internal when a conservation check fails (a bug).
+// Runs one arm of an agentic workload in closed loop (the fleet arm runner with an
+// AgentDriverFeed). InvalidArgument for bad options or a workload the driver refuses; Internal
+// when a conservation check fails (a bug).
 StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOptions& options,
                                const ArmSpec& arm,
                                const std::function<void(double)>& progress = {});
 
-// Runs one arm of an open-loop trace: request i arrives at its time as its own session and
-// conversation (ids i + 1); `tokens_per_block` is the trace's block size.
+// Runs one arm of an open-loop trace (the fleet arm runner with an OpenLoopFeed): request i
+// arrives at its time as its own session and conversation (ids i + 1); `tokens_per_block` is
+// the trace's block size. Errors as RunAgenticArm.
 StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
                                 int32_t tokens_per_block, const ReplayOptions& options,
                                 const ArmSpec& arm,

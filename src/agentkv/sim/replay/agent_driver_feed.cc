@@ -1,0 +1,237 @@
+// The driver owns the replay of the workload; this feed only sizes the arm for it, builds the
+// oracle's view of its future, and reads its result after the loop. Conversation k's blocks
+// live in namespace k + 1, as the driver keys them.
+#include "agentkv/sim/replay/agent_driver_feed.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "agentkv/base/bounds.h"
+#include "agentkv/base/check.h"
+#include "agentkv/sim/replay/arm_summary.h"
+
+namespace agentkv::sim {
+namespace {
+
+std::string Str(size_t value) { return std::to_string(value); }
+
+// The session of each of `driven`'s requests, in its order: the index of its main agent among
+// the main agents of driven.conversations (a sub-agent shares its main agent's workload index).
+std::vector<size_t> SessionOfRequest(const AgentDriverResult& driven) {
+  std::map<int32_t, size_t> session_of_workload;
+  for (const DriverConversationResult& c : driven.conversations) {
+    if (c.subagent < 0) session_of_workload.emplace(c.workload_index, session_of_workload.size());
+  }
+  std::map<int64_t, size_t> session_of_conversation;
+  for (const DriverConversationResult& c : driven.conversations) {
+    session_of_conversation.emplace(c.conversation.value(),
+                                    session_of_workload.at(c.workload_index));
+  }
+  std::vector<size_t> sessions;
+  sessions.reserve(driven.requests.size());
+  for (const DriverRequest& r : driven.requests) {
+    sessions.push_back(session_of_conversation.at(r.conversation.value()));
+  }
+  return sessions;
+}
+
+// Whether `r` of a conversation with `block_size`-token blocks fits one engine.
+bool Fits(const WekaRequest& r, int32_t block_size, int64_t device_blocks) {
+  return FitsOneEngine(SubmittedPromptTokens(r.input_tokens, r.hash_ids.size(), block_size),
+                       std::max<int64_t>(1, r.output_tokens), device_blocks, block_size);
+}
+
+}  // namespace
+
+// The oracle arm's view of the agent driver: agent (workload_index, subagent) is the ranking's
+// agent agent_of[workload_index][subagent + 1].
+class AgentDriverFeed::OracleProgress final : public AgentProgressHook {
+ public:
+  OracleProgress(FleetNextUse* ranking, const std::vector<std::vector<int32_t>>& agent_of)
+      : ranking_(ranking), agent_of_(agent_of) {}
+  void Submitted(int32_t workload_index, int32_t subagent, int32_t request, TimeNs now) override {
+    ranking_->Submitted(AgentOf(workload_index, subagent), request, now);
+  }
+  void Completed(int32_t workload_index, int32_t subagent, int32_t request,
+                 TimeNs next_ready) override {
+    ranking_->Completed(AgentOf(workload_index, subagent), request, next_ready);
+  }
+
+ private:
+  int32_t AgentOf(int32_t workload_index, int32_t subagent) const {
+    const int32_t agent =
+        agent_of_[static_cast<size_t>(workload_index)][static_cast<size_t>(subagent + 1)];
+    AGENTKV_CHECK_GE(agent, 0);
+    return agent;
+  }
+  FleetNextUse* ranking_;
+  const std::vector<std::vector<int32_t>>& agent_of_;
+};
+
+AgentDriverFeed::AgentDriverFeed(const AgenticWorkload& workload, const ReplayOptions& options)
+    : workload_(workload), options_(options) {}
+
+AgentDriverFeed::~AgentDriverFeed() = default;
+
+Status AgentDriverFeed::Validate() const {
+  if (workload_.conversations.empty()) {
+    return InvalidArgumentError("the workload has no conversations");
+  }
+  // The readers and generators keep token counts within their bound; a workload built by hand
+  // must too, so that the report's sums over requests cannot overflow.
+  for (size_t k = 0; k < workload_.conversations.size(); ++k) {
+    const WekaConversation& c = workload_.conversations[k];
+    const auto check = [&](const WekaRequest& r, const std::string& name) {
+      AGENTKV_RETURN_IF_ERROR(CheckTokens(name + ".input_tokens", r.input_tokens));
+      return CheckTokens(name + ".output_tokens", r.output_tokens);
+    };
+    for (size_t i = 0; i < c.requests.size(); ++i) {
+      AGENTKV_RETURN_IF_ERROR(
+          check(c.requests[i], "conversations[" + Str(k) + "].requests[" + Str(i) + "]"));
+    }
+    for (const WekaSubagent& sub : c.subagents) {
+      for (size_t i = 0; i < sub.requests.size(); ++i) {
+        AGENTKV_RETURN_IF_ERROR(check(sub.requests[i], "conversations[" + Str(k) + "] sub-agent " +
+                                                           sub.agent_id + " requests[" + Str(i) +
+                                                           "]"));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+int32_t AgentDriverFeed::tokens_per_block() const {
+  return workload_.conversations.front().block_size;
+}
+
+int64_t AgentDriverFeed::InfiniteCapacityBlocks(int64_t device_blocks) const {
+  const int32_t tokens_per_block = this->tokens_per_block();
+  std::vector<std::vector<uint64_t>> ids;
+  std::vector<uint64_t> namespaces;
+  std::vector<int64_t> tails;
+  for (size_t k = 0; k < workload_.conversations.size(); ++k) {
+    const WekaConversation& c = workload_.conversations[k];
+    auto add = [&](const WekaRequest& r) {
+      if (!FitsOneEngine(SubmittedPromptTokens(r.input_tokens, r.hash_ids.size(), c.block_size),
+                         std::max<int64_t>(1, r.output_tokens), device_blocks, tokens_per_block)) {
+        return;
+      }
+      ids.push_back(r.hash_ids);
+      namespaces.push_back(static_cast<uint64_t>(k) + 1);
+      tails.push_back(r.output_tokens + r.input_tokens % tokens_per_block);
+    };
+    for (const WekaRequest& r : c.requests) add(r);
+    for (const WekaSubagent& s : c.subagents) {
+      if (!IsReplayed(c, s, options_.subagent_models)) continue;
+      for (const WekaRequest& r : s.requests) add(r);
+    }
+  }
+  return sim::InfiniteCapacityBlocks(ids, namespaces, tails, tokens_per_block);
+}
+
+std::unique_ptr<FleetNextUse> AgentDriverFeed::Future(const kv::BlockKeyHasher& hasher,
+                                                      int64_t device_blocks, TimeNs origin) {
+  auto ranking = std::make_unique<FleetNextUse>();
+  agent_of_.assign(workload_.conversations.size(), {});
+  for (size_t k = 0; k < workload_.conversations.size(); ++k) {
+    const WekaConversation& c = workload_.conversations[k];
+    const uint64_t namespace_id = static_cast<uint64_t>(k) + 1;
+    const auto add = [&](const std::vector<WekaRequest>& requests, TimeNs start) {
+      std::vector<std::vector<kv::BlockKey>> keys;
+      std::vector<TimeNs> offsets;
+      for (size_t j = 0; j < requests.size(); ++j) {
+        const WekaRequest& r = requests[j];
+        // A request no engine can hold is rejected: it looks nothing up.
+        keys.push_back(
+            Fits(r, c.block_size, device_blocks)
+                ? DriverKeysOf(hasher, options_.shared_prefix_ids, r.hash_ids, namespace_id)
+                : std::vector<kv::BlockKey>{});
+        offsets.push_back(
+            j == 0 ? TimeNs(0)
+                   : SaturatingAdd(offsets.back(),
+                                   SaturatingAdd(RecordedApiTime(requests[j - 1]),
+                                                 RecordedGap(requests[j - 1], requests[j]))));
+      }
+      const TimeNs first = requests.empty() ? start : SaturatingAdd(start, requests.front().t);
+      return ranking->AddAgent(std::move(keys), std::move(offsets), first);
+    };
+    const TimeNs start = SaturatingAdd(origin, workload_.starts[k]);
+    agent_of_[k].assign(c.subagents.size() + 1, -1);
+    agent_of_[k][0] = add(c.requests, start);
+    for (size_t j = 0; j < c.subagents.size(); ++j) {
+      const WekaSubagent& sub = c.subagents[j];
+      if (!IsReplayed(c, sub, options_.subagent_models)) continue;
+      agent_of_[k][j + 1] = add(sub.requests, SaturatingAdd(start, sub.spawn()));
+    }
+  }
+  return ranking;
+}
+
+Status AgentDriverFeed::Attach(ArmFleet& arm_fleet) {
+  if (arm_fleet.oracle != nullptr) {
+    oracle_progress_ = std::make_unique<OracleProgress>(arm_fleet.oracle.get(), agent_of_);
+  }
+  AGENTKV_ASSIGN_OR_RETURN(
+      driver_,
+      AgentDriver::Create(&arm_fleet.loop, arm_fleet.gateway.get(), &workload_,
+                          AgentDriverOptions{.shared_prefix_ids = options_.shared_prefix_ids,
+                                             .subagent_models = options_.subagent_models,
+                                             .subagent_routing = options_.subagent_routing,
+                                             .progress_hook = oracle_progress_.get()}));
+  AGENTKV_RETURN_IF_ERROR(driver_->Start());
+  for (const WekaConversation& c : workload_.conversations) {
+    total_requests_ += ReplayedRequests(c, options_.subagent_models);
+  }
+  return Status::Ok();
+}
+
+double AgentDriverFeed::CompletedFraction() const {
+  return total_requests_ > 0 ? static_cast<double>(driver_->result().requests_completed) /
+                                   static_cast<double>(total_requests_)
+                             : 1.0;
+}
+
+StatusOr<FedCounts> AgentDriverFeed::Ended() const {
+  AGENTKV_RETURN_IF_ERROR(driver_->status());
+  if (!driver_->done()) return InternalError("the loop went idle before every agent ended");
+  const AgentDriverResult& driven = driver_->result();
+  return FedCounts{.issued = driven.requests_issued, .completed = driven.requests_completed};
+}
+
+FedTraffic AgentDriverFeed::Traffic(const ArmFleet& arm_fleet) const {
+  const AgentDriverResult& driven = driver_->result();
+  FedTraffic traffic;
+  traffic.requests.reserve(driven.requests.size());
+  // The pause before a request is its agent's previous request's (submitted before it).
+  std::map<std::pair<ConversationId, int32_t>, PauseKind> pause_after;
+  for (const DriverRequest& r : driven.requests) {
+    traffic.requests.push_back(ViewOf(arm_fleet, r.id));
+    traffic.requests.back().agentic = true;
+    if (auto it = pause_after.find({r.conversation, r.index - 1}); it != pause_after.end()) {
+      traffic.requests.back().pause_before = it->second;
+    }
+    pause_after[{r.conversation, r.index}] = r.next_pause;
+  }
+  TimeNs first_start = driven.makespan_end;
+  for (const DriverConversationResult& c : driven.conversations) {
+    ++traffic.conversations;
+    first_start = std::min(first_start, c.start);
+    if (c.subagent >= 0) continue;
+    ++traffic.sessions;
+    AGENTKV_CHECK(c.end.has_value());
+    traffic.session_times.push_back((*c.end - c.start).seconds());
+  }
+  traffic.makespan = driven.makespan_end - first_start;
+  traffic.session_of_request = SessionOfRequest(driven);
+  return traffic;
+}
+
+void AgentDriverFeed::SummarizeWorkload(const ArmFleet& arm_fleet, ArmResult& result) const {
+  if (!workload_.groups.empty()) {
+    result.rollout = SummarizeRollout(arm_fleet, workload_, driver_->result(), result);
+  }
+}
+
+}  // namespace agentkv::sim

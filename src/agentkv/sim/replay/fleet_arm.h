@@ -1,0 +1,150 @@
+// The fleet arm runner: one arm of a replay (replay.h) on a fresh simulated fleet, whatever feeds
+// its requests. Internal to the replay runner; RunAgenticArm and RunOpenLoopArm are its public
+// doors.
+//
+// Every arm runs the same steps: check the workload, size the engines (an infinite-cache arm
+// large enough to hold the whole workload), build the fleet and the gateway model in front of
+// it, install the oracle's ranking (oracle arms), attach the workload's source, run the event
+// loop until idle, check conservation and the engines' invariants, and summarize
+// (arm_summary.h). The one thing that differs between workloads is the GatewayFeed: what submits
+// requests into the gateway model (the closed-loop agent driver, agent_driver_feed.h, or the
+// open-loop request feed, open_loop_feed.h) and what it knows of the requests it submitted.
+//
+// Deterministic and single-threaded: the whole arm runs on the caller's thread. A feed and its
+// arm are used by one thread; distinct arms share nothing mutable.
+#ifndef AGENTKV_SIM_REPLAY_FLEET_ARM_H_
+#define AGENTKV_SIM_REPLAY_FLEET_ARM_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "agentkv/base/pause.h"
+#include "agentkv/base/status.h"
+#include "agentkv/base/time.h"
+#include "agentkv/kv/block_key.h"
+#include "agentkv/sim/fleet/event_loop.h"
+#include "agentkv/sim/fleet/fleet_model.h"
+#include "agentkv/sim/fleet/fleet_next_use.h"
+#include "agentkv/sim/fleet/gateway_model.h"
+#include "agentkv/sim/replay/replay.h"
+
+namespace agentkv::sim {
+
+// Everything one arm runs on, built fresh per arm. Owns the loop, the fleet and the gateway
+// model; not copyable.
+struct ArmFleet {
+  // The oracle arm's ranking, set on every engine's cache (declared first: it outlives them).
+  std::unique_ptr<FleetNextUse> oracle;
+  EventLoop loop;
+  std::unique_ptr<FleetModel> fleet;
+  std::unique_ptr<GatewayModel> gateway;
+};
+
+// One request as the summary needs it: both records outlive the view (they live in the arm's
+// gateway model and engines).
+struct RequestView {
+  const GatewayRecord* gateway = nullptr;
+  const EngineRequestRecord* engine = nullptr;
+  // Closed-loop agentic workloads: the pause before the request (the agent's previous
+  // request's next_pause), unset for an agent's first request. Open-loop traces: neither.
+  bool agentic = false;
+  std::optional<PauseKind> pause_before;
+};
+
+// The views of request `id`, refused or finished. Aborts (a bug) when the gateway model has no
+// record of it or its engine no finished record.
+RequestView ViewOf(const ArmFleet& arm_fleet, RequestId id);
+
+// How many requests a feed submitted to the gateway model and how many completed.
+struct FedCounts {
+  int64_t issued = 0;
+  int64_t completed = 0;
+};
+
+// What the summary reads of a finished feed (arm_summary.h).
+struct FedTraffic {
+  // Every submitted request, in submission order.
+  std::vector<RequestView> requests;
+  // The session requests[i] belongs to, in [0, sessions) (a sub-agent's request: its main
+  // agent's session).
+  std::vector<size_t> session_of_request;
+  // Sessions (main agents; an open-loop request is its own) and conversations (agents, main
+  // and sub-agents alike).
+  int64_t sessions = 0;
+  int64_t conversations = 0;
+  // Per session, from its start to its last completion, in seconds.
+  std::vector<double> session_times;
+  // From the first start to the last completion.
+  TimeNs makespan;
+};
+
+// What feeds requests into one arm's gateway model. RunFleetArm calls, in this order:
+// Validate, tokens_per_block, InfiniteCapacityBlocks (infinite-cache arms), Future (oracle
+// arms), Attach, CompletedFraction (while the loop runs), Ended, Traffic, SummarizeWorkload.
+// One feed serves one arm once. Thread-compatible.
+class GatewayFeed {
+ public:
+  virtual ~GatewayFeed() = default;
+
+  // InvalidArgument when the workload cannot be replayed (empty, or a token count out of
+  // bound, so that the report's sums over requests cannot overflow).
+  virtual Status Validate() const = 0;
+  // The workload's block size in tokens. Precondition: Validate() is OK.
+  virtual int32_t tokens_per_block() const = 0;
+  // Device blocks that hold every distinct prompt block of the requests the feed submits that
+  // fit one engine of `device_blocks` (FitsOneEngine), plus the uncommitted blocks of each at
+  // once (InfiniteCapacityBlocks): an engine that large never evicts.
+  virtual int64_t InfiniteCapacityBlocks(int64_t device_blocks) const = 0;
+  // The future of the workload as the feed will submit it from `origin` (fleet_next_use.h),
+  // unsealed, with the keys `hasher` chains (none for a request that does not fit an engine of
+  // `device_blocks`). The runner installs it as ArmFleet::oracle before Attach.
+  virtual std::unique_ptr<FleetNextUse> Future(const kv::BlockKeyHasher& hasher,
+                                               int64_t device_blocks, TimeNs origin) = 0;
+  // Schedules the workload's requests on `arm_fleet`'s loop into its gateway model (reporting
+  // submissions and completions to arm_fleet.oracle when set). `arm_fleet` outlives every
+  // later call. InvalidArgument when the feed refuses the workload on this fleet.
+  virtual Status Attach(ArmFleet& arm_fleet) = 0;
+  // The fraction of the workload's requests completed so far, in [0, 1].
+  virtual double CompletedFraction() const = 0;
+  // After the loop went idle: the counts, or the first submission error, or Internal when
+  // the feed did not finish its workload.
+  virtual StatusOr<FedCounts> Ended() const = 0;
+  // After a successful Ended and the arm's end checks: what the summary reads.
+  virtual FedTraffic Traffic(const ArmFleet& arm_fleet) const = 0;
+  // Adds the workload's own metrics to `result` (after the common summary). Default: none.
+  virtual void SummarizeWorkload(const ArmFleet& /*arm_fleet*/, ArmResult& /*result*/) const {}
+};
+
+// Runs `arm` with requests from `feed` (see the top of this file). InvalidArgument for bad
+// options or a workload the feed refuses; Internal when a conservation check fails (a bug).
+// `progress`, when set, gets the completed fraction now and then and 1 at the end.
+StatusOr<ArmRun> RunFleetArm(GatewayFeed& feed, const ReplayOptions& options, const ArmSpec& arm,
+                             const std::function<void(double)>& progress);
+
+// --- Sizing helpers the feeds share ---
+
+// Whether a request the feeds submit with `prompt_tokens` and `output_tokens` (each at least
+// 1) fits one engine's `device_blocks` at once, as StepScheduler::Submit requires. One that
+// does not is rejected by every engine of the configured fleet (counted in requests_refused,
+// as SGLang answers it 400), and the infinite-cache arm is sized without it, so that no arm
+// allocates a cache for an absurd request.
+bool FitsOneEngine(int64_t prompt_tokens, int64_t output_tokens, int64_t device_blocks,
+                   int32_t tokens_per_block);
+
+// The prompt length the feeds submit: the recorded one, or the blocks' when they hold more
+// (at least 1).
+int64_t SubmittedPromptTokens(int64_t input_tokens, size_t hash_ids, int32_t tokens_per_block);
+
+// Device blocks that hold every distinct block of `namespaced_ids[i]` (in namespace
+// `namespaces[i]`) plus `tail_tokens[i]` worth of uncommitted blocks (output and partial tail)
+// of every request at once, capped at engine::kMaxKvPoolBlocks. All three of one size.
+int64_t InfiniteCapacityBlocks(const std::vector<std::vector<uint64_t>>& namespaced_ids,
+                               const std::vector<uint64_t>& namespaces,
+                               const std::vector<int64_t>& tail_tokens, int32_t tokens_per_block);
+
+}  // namespace agentkv::sim
+
+#endif  // AGENTKV_SIM_REPLAY_FLEET_ARM_H_

@@ -54,7 +54,7 @@ kv::RequestOptions RequestOptionsFrom(int64_t prompt_tokens,
   if (conversation.has_value()) o.conversation = ConversationId(*conversation);
   if (parent_conversation.has_value()) o.parent_conversation = ConversationId(*parent_conversation);
   o.parent_hint_authenticated = parent_hint_authenticated;
-  o.next_pause = ParsePauseKind(next_pause);
+  o.next_pause = PauseKindArg(next_pause, "next_pause");
   o.next_tool = std::move(next_tool);
   if (arrival_ns.has_value()) o.arrival = TimeNs(*arrival_ns);
   return o;

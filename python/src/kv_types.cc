@@ -63,18 +63,27 @@ std::optional<int64_t> StepsValue(const std::optional<Step>& steps) {
   return steps->value();
 }
 
+// InvalidArgumentError: `field` must be one of `values` (spelled by `name_of`), got `name`.
+template <typename Values, typename NameOf>
+StatusError NotOneOf(const std::string& name, const Values& values, NameOf name_of,
+                     const char* field) {
+  std::string spellings;
+  for (const auto value : values) {
+    if (!spellings.empty()) spellings += ", ";
+    spellings += std::string(name_of(value));
+  }
+  return StatusError(InvalidArgumentError(std::string(field) + " must be one of " + spellings +
+                                          ", got '" + name + "'"));
+}
+
 // Parses `name` as one of `values`, spelled by `name_of`.
 template <typename Enum, typename NameOf, size_t N>
 Enum ParseName(const std::string& name, const std::array<Enum, N>& values, NameOf name_of,
                const char* field) {
-  std::string spellings;
   for (const Enum value : values) {
     if (name == std::string_view(name_of(value))) return value;
-    if (!spellings.empty()) spellings += ", ";
-    spellings += std::string(name_of(value));
   }
-  throw StatusError(InvalidArgumentError(std::string(field) + " must be one of " + spellings +
-                                         ", got '" + name + "'"));
+  throw NotOneOf(name, values, name_of, field);
 }
 
 constexpr std::array<kv::EvictionOrder, 2> kEvictionOrders = {kv::EvictionOrder::kLru,
@@ -83,9 +92,6 @@ constexpr std::array<kv::SessionCloseMode, 2> kCloseModes = {kv::SessionCloseMod
                                                              kv::SessionCloseMode::kDereference};
 constexpr std::array<kv::BlockReusePolicy, 2> kReusePolicies = {
     kv::BlockReusePolicy::kDefault, kv::BlockReusePolicy::kPerConversation};
-constexpr std::array<PauseKind, 5> kPauseKinds = {PauseKind::kUnknown, PauseKind::kToolCall,
-                                                  PauseKind::kSubagentWait, PauseKind::kHumanTurn,
-                                                  PauseKind::kSessionEnd};
 constexpr std::array<kv::Tier, 2> kTiers = {kv::Tier::kDevice, kv::Tier::kHost};
 constexpr std::array<kv::KvEventKind, 7> kEventKinds = {
     kv::KvEventKind::kStored,  kv::KvEventKind::kOffloaded, kv::KvEventKind::kDropped,
@@ -515,8 +521,9 @@ kv::KvCacheOptions OptionsFromPython(py::handle base, const py::kwargs& override
   return copy.cast<KvCacheOptions>();
 }
 
-PauseKind ParsePauseKind(const std::string& name) {
-  return ParseName(name, kPauseKinds, PauseKindName, "next_pause");
+PauseKind PauseKindArg(const std::string& name, const char* field) {
+  if (const std::optional<PauseKind> kind = agentkv::ParsePauseKind(name)) return *kind;
+  throw NotOneOf(name, kAllPauseKinds, PauseKindName, field);
 }
 
 const char* TierName(kv::Tier tier) { return tier == kv::Tier::kHost ? "host" : "device"; }

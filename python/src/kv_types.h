@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "agentkv/base/pause.h"
 #include "agentkv/base/time.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
@@ -31,8 +32,9 @@ kv::KvCacheOptions OptionsFromPython(pybind11::handle base, const pybind11::kwar
 // `field` beyond kMaxSteps. Positivity is the core's check.
 std::optional<Step> DurationArg(std::optional<int64_t> value, const char* field);
 
-// InvalidArgumentError for a spelling that names no kind.
-PauseKind ParsePauseKind(const std::string& name);
+// The pause kind `name` spells (agentkv::ParsePauseKind, base/pause.h); InvalidArgumentError
+// naming `field` and listing the valid names for a spelling that names no kind.
+PauseKind PauseKindArg(const std::string& name, const char* field);
 const char* TierName(kv::Tier tier);
 
 void BindKvTypes(pybind11::module_& module);

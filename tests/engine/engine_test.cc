@@ -148,7 +148,7 @@ TEST(EngineTest, StallOffloadMovesAPausedSessionOutAndBackOnTheDriversClock) {
     for (uint64_t b = 0; b < 10; ++b) ids.push_back(static_cast<uint64_t>(conversation) * 100 + b);
     request.prompt_keys = hasher.KeysFromBlockIds(ids);
     request.kv_options.conversation = ConversationId(conversation);
-    request.next_pause = hint;
+    request.kv_options.next_pause = hint;
     ASSERT_TRUE(engine->Submit(std::move(request), at).ok());
     for (int i = 0; i < 4 && engine->gauges().num_finished_reqs < id; ++i) engine->Step();
     // Taking the report ends the turn: the pause starts now.
@@ -208,7 +208,7 @@ TEST(EngineTest, SubmitAndTakeReportFireTheStallOffloadHooks) {
   const StallOffloadPolicy& stall = *engine->stall_offload();
   SchedulerRequest request = Request(1, 3 * kTokensPerBlock + 1, 1);
   request.kv_options.conversation = ConversationId(4);
-  request.next_pause = PauseKind::kHumanTurn;
+  request.kv_options.next_pause = PauseKind::kHumanTurn;
   ASSERT_TRUE(engine->Submit(std::move(request), TimeNs::Seconds(1)).ok());
   EXPECT_EQ(stall.turns_in_flight(), 1);
   // A request the scheduler refuses as malformed ends the turn it would have started.
@@ -222,6 +222,47 @@ TEST(EngineTest, SubmitAndTakeReportFireTheStallOffloadHooks) {
   EXPECT_EQ(stall.turns_in_flight(), 0);
   EXPECT_EQ(stall.paused_sessions(), 1);
   EXPECT_EQ(stall.counters().pauses, 1);
+}
+
+// A request carries its pause hint once (kv_options.next_pause): both of the engine's users of
+// it learn from the same value, stall offload (its pauses) and the cache's gap-aware order
+// (the pause estimator its effective last use reads).
+TEST(EngineTest, OnePauseHintReachesStallOffloadAndTheCachesGapEstimator) {
+  EngineConfig config = SmallConfig();
+  config.cache.eviction_order = kv::EvictionOrder::kGapAware;
+  config.stall_offload = StallOffloadOptions{};
+  StatusOr<Engine> engine = Engine::Create(config);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const StallOffloadPolicy& stall = *engine->stall_offload();
+  auto run = [&](SchedulerRequest request, TimeNs at) {
+    const RequestId id = request.id;
+    engine->SetCacheClock(at);
+    ASSERT_TRUE(engine->Submit(std::move(request), at).ok());
+    while (engine->FindReport(id)->finished == std::nullopt) engine->Step();
+    ASSERT_TRUE(engine->TakeReport(id, at).ok());
+  };
+  // Conversation 1 waits 100 s for its user after each of 5 turns.
+  constexpr int64_t kTurns = 5;
+  for (int64_t k = 0; k < kTurns; ++k) {
+    const TimeNs at = TimeNs::Seconds(200.0 * static_cast<double>(k));
+    SchedulerRequest turn = Request(2 * k + 1, 3 * kTokensPerBlock + 1, 1);
+    turn.kv_options.conversation = ConversationId(1);
+    turn.kv_options.next_pause = PauseKind::kHumanTurn;
+    run(std::move(turn), at);
+    SchedulerRequest back = Request(2 * k + 2, 1, 1);
+    back.kv_options.conversation = ConversationId(1);
+    back.kv_options.arrival = at + TimeNs::Seconds(100);
+    run(std::move(back), at + TimeNs::Seconds(100));
+  }
+  // Stall offload saw each turn's hint: each started a pause, and each return ended one.
+  EXPECT_EQ(stall.counters().pauses, kTurns);
+  EXPECT_EQ(stall.counters().returns, kTurns);
+  // The cache saw the same hint: it measured the 5 human turns of 100 s.
+  const std::optional<TimeNs> gap = engine->cache().pause_gaps().Estimate(PauseKind::kHumanTurn);
+  ASSERT_TRUE(gap.has_value());
+  EXPECT_NEAR(gap->seconds(), 100.0, 10.0);
+  EXPECT_EQ(engine->cache().pause_gaps().Estimate(PauseKind::kToolCall), std::nullopt);
+  EXPECT_TRUE(engine->CheckInvariants().ok());
 }
 
 TEST(EngineTest, APinLastsUntilTheDriverExpiresIt) {

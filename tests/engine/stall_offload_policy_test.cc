@@ -62,10 +62,14 @@ class StallOffloadPolicyTest : public ::testing::Test {
     }
     return cache_.hasher().KeysFromTokens(tokens, kTokensPerBlock);
   }
-  static kv::RequestOptions Of(int64_t conversation, bool subagent = false) {
+  // The options of a request of `conversation` (a sub-agent of conversation 1 when
+  // `subagent`) followed by the pause `hint`.
+  static kv::RequestOptions Of(int64_t conversation, bool subagent = false,
+                               PauseKind hint = PauseKind::kUnknown) {
     kv::RequestOptions o;
     o.conversation = ConversationId(conversation);
     if (subagent) o.parent_conversation = ConversationId(1);
+    o.next_pause = hint;
     return o;
   }
 
@@ -73,7 +77,7 @@ class StallOffloadPolicyTest : public ::testing::Test {
   // `end`, announcing `hint`.
   void Turn(int64_t id, int64_t conversation, PauseKind hint, const std::vector<kv::BlockKey>& keys,
             TimeNs arrive, TimeNs end, bool subagent = false) {
-    policy_.OnSubmit(RequestId(id), Of(conversation, subagent), hint, keys, arrive);
+    policy_.OnSubmit(RequestId(id), Of(conversation, subagent, hint), keys, arrive);
     const RequestId rid(id);
     StatusOr<kv::PrefixMatch> m = cache_.AddRequest(rid, keys, Of(conversation, subagent));
     ASSERT_TRUE(m.ok()) << m.status();
@@ -92,11 +96,11 @@ class StallOffloadPolicyTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) {
       const int64_t conversation = 10'000 + next_learn_;
       const TimeNs t = TimeNs::Seconds(static_cast<double>(next_learn_));
-      policy_.OnSubmit(RequestId(50'000 + 2 * next_learn_), Of(conversation, subagent), hint, {},
+      policy_.OnSubmit(RequestId(50'000 + 2 * next_learn_), Of(conversation, subagent, hint), {},
                        t);
       policy_.OnFinish(RequestId(50'000 + 2 * next_learn_), true, t);
-      policy_.OnSubmit(RequestId(50'001 + 2 * next_learn_), Of(conversation, subagent),
-                       PauseKind::kUnknown, {}, t + pause);
+      policy_.OnSubmit(RequestId(50'001 + 2 * next_learn_), Of(conversation, subagent), {},
+                       t + pause);
       policy_.OnFinish(RequestId(50'001 + 2 * next_learn_), true, t + pause);
       ++next_learn_;
     }
@@ -227,7 +231,7 @@ TEST_F(StallOffloadPolicyTest, PrefetchIsTimedBeforeThePredictedReturn) {
   EXPECT_EQ(policy_.NextWake(*wake), std::nullopt);
   EXPECT_EQ(policy_.counters().prefetched_blocks, 8);
   // The return finds it on the device.
-  policy_.OnSubmit(RequestId(2), Of(1), PauseKind::kUnknown, {}, predicted);
+  policy_.OnSubmit(RequestId(2), Of(1), {}, predicted);
   EXPECT_EQ(policy_.counters().returned_prefetched, 1);
   EXPECT_EQ(policy_.paused_sessions(), 0);
 }
@@ -245,7 +249,7 @@ TEST_F(StallOffloadPolicyTest, NoPrefetchWhileRequestsWait) {
 
 TEST_F(StallOffloadPolicyTest, AnAbortedTurnStartsNoPause) {
   Learn(PauseKind::kHumanTurn, false, TimeNs::Seconds(100), 20);
-  policy_.OnSubmit(RequestId(1), Of(1), PauseKind::kHumanTurn, Keys(1, 4), TimeNs(0));
+  policy_.OnSubmit(RequestId(1), Of(1, false, PauseKind::kHumanTurn), Keys(1, 4), TimeNs(0));
   EXPECT_EQ(policy_.turns_in_flight(), 1);
   policy_.OnFinish(RequestId(1), /*completed=*/false, TimeNs::Seconds(1));
   EXPECT_EQ(policy_.turns_in_flight(), 0);
@@ -262,7 +266,7 @@ TEST_F(StallOffloadPolicyTest, ConservationEveryOffloadIsPrefetchedOrFoundByItsR
   EXPECT_EQ(policy_.offloaded_sessions(), 2);
   // Session 1 returns early, its KV still on the host: the request onboards it.
   const int64_t early = policy_.offloaded_sessions();
-  policy_.OnSubmit(RequestId(11), Of(1), PauseKind::kUnknown, Keys(1, 5), TimeNs::Seconds(1010));
+  policy_.OnSubmit(RequestId(11), Of(1), Keys(1, 5), TimeNs::Seconds(1010));
   StatusOr<kv::PrefixMatch> m = cache_.AddRequest(RequestId(11), Keys(1, 5), Of(1));
   ASSERT_TRUE(m.ok());
   ASSERT_TRUE(cache_.Release(RequestId(11)).ok());
@@ -272,8 +276,8 @@ TEST_F(StallOffloadPolicyTest, ConservationEveryOffloadIsPrefetchedOrFoundByItsR
     t = *policy_.NextWake(t);
     Apply(Plan(t));
   }
-  policy_.OnSubmit(RequestId(12), Of(2), PauseKind::kUnknown, {}, TimeNs::Seconds(1200));
-  policy_.OnSubmit(RequestId(13), Of(3), PauseKind::kUnknown, {}, TimeNs::Seconds(1200));
+  policy_.OnSubmit(RequestId(12), Of(2), {}, TimeNs::Seconds(1200));
+  policy_.OnSubmit(RequestId(13), Of(3), {}, TimeNs::Seconds(1200));
   const StallOffloadCounters& c = policy_.counters();
   EXPECT_EQ(c.offloads, early);
   EXPECT_EQ(c.offloads, c.returned_offloaded + c.prefetches);

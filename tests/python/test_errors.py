@@ -115,6 +115,18 @@ def test_bad_retention_config_is_refused_by_add_request():
                        match="^next_pause must be one of unknown, tool_call, subagent_wait, "
                              "human_turn, session_end, got 'coffee'$"):
         c.add_request(1, [], next_pause="coffee")
+    # The names are exact: the one pause parser matches case-sensitively.
+    with pytest.raises(agentkv.InvalidArgumentError, match="got 'Tool_Call'$"):
+        c.add_request(1, [], next_pause="Tool_Call")
+    assert c.active_requests == 0
+
+
+@pytest.mark.parametrize("pause", ["unknown", "tool_call", "subagent_wait", "human_turn",
+                                   "session_end"])
+def test_every_pause_name_of_the_one_vocabulary_is_accepted(pause):
+    c = cache(eviction_order="gap_aware")
+    c.add_request(1, [], conversation=1, next_pause=pause)
+    assert c.active_requests == 1
 
 
 def test_arguments_the_core_would_abort_on_raise_invalid_argument():

@@ -107,13 +107,12 @@ std::optional<TimeNs> Engine::PrepareStep(TimeNs now) {
 void Engine::NoteStallSubmitted(const SchedulerRequest& request, TimeNs now) {
   if (!stall_offload_.has_value()) return;
   std::vector<kv::BlockKey> keys;
-  if (IsReturningPause(request.next_pause)) {
+  if (IsReturningPause(request.kv_options.next_pause)) {
     keys.reserve(request.prompt_keys.size() + request.output_keys.size());
     keys.insert(keys.end(), request.prompt_keys.begin(), request.prompt_keys.end());
     keys.insert(keys.end(), request.output_keys.begin(), request.output_keys.end());
   }
-  stall_offload_->OnSubmit(request.id, request.kv_options, request.next_pause, std::move(keys),
-                           now);
+  stall_offload_->OnSubmit(request.id, request.kv_options, std::move(keys), now);
 }
 
 std::optional<TimeNs> Engine::RunStallOffload(TimeNs now) {

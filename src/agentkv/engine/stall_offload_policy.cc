@@ -67,8 +67,7 @@ StallOffloadPolicy::StallOffloadPolicy(const StallOffloadOptions& options,
     : options_(options), pauses_(std::move(pauses)) {}
 
 void StallOffloadPolicy::OnSubmit(RequestId request, const kv::RequestOptions& kv_options,
-                                  PauseKind next_pause, std::vector<kv::BlockKey> keys,
-                                  TimeNs now) {
+                                  std::vector<kv::BlockKey> keys, TimeNs now) {
   // The program is the conversation, else the session (an engine that sees sessions only).
   std::optional<ConversationId> program = kv_options.conversation;
   if (!program.has_value() && kv_options.session.has_value()) {
@@ -85,7 +84,7 @@ void StallOffloadPolicy::OnSubmit(RequestId request, const kv::RequestOptions& k
     paused_.erase(it);
   }
   const std::optional<kv::PauseClass> pause_class =
-      StallPauseClass(next_pause, kv_options.parent_conversation.has_value());
+      StallPauseClass(kv_options.next_pause, kv_options.parent_conversation.has_value());
   if (!pause_class.has_value()) return;
   turns_.insert_or_assign(request, Turn{conversation, *pause_class, std::move(keys)});
 }

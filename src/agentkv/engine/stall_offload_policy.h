@@ -128,9 +128,9 @@ class StallOffloadPolicy {
   // Its program is its conversation, else its session (same id; an engine that sees sessions
   // only), else it has none and is ignored. A request of a paused program ends the pause: its
   // length is learned, and an offloaded chain not yet prefetched is left to the request (it
-  // onboards it as any host hit). A request with a program and a pause hint is remembered
-  // until it ends.
-  void OnSubmit(RequestId request, const kv::RequestOptions& kv_options, PauseKind next_pause,
+  // onboards it as any host hit). A request with a program and a pause hint
+  // (kv_options.next_pause) is remembered until it ends.
+  void OnSubmit(RequestId request, const kv::RequestOptions& kv_options,
                 std::vector<kv::BlockKey> keys, TimeNs now);
   // `request` ended at `now`. A completed request with a hint starts its conversation's pause;
   // an aborted or refused one (`completed` false: its session is closing) starts none. Unknown

@@ -75,16 +75,16 @@ struct SchedulerRequest {
   int64_t prompt_tokens = 0;
   // Output tokens to generate (the request's output length). Range: [1, kMaxTokens].
   int64_t max_new_tokens = 1;
-  // Session, conversation and retention inputs passed to KvCacheManager::AddRequest.
+  // Session, conversation and retention inputs passed to KvCacheManager::AddRequest, and the
+  // client's hint of the pause that follows this request (kv_options.next_pause: a tool call,
+  // a wait for sub-agents, a human's turn, the end of the session; the wire's agentkv_pause):
+  // the one copy of it, read by the cache's gap-aware order at Release and by stall offload
+  // (Engine::Submit). The scheduler does not read the hint.
   kv::RequestOptions kv_options;
   // The request's program for program_fcfs, when the caller names it apart from the cache's
   // conversations (the engine emulator does, from the wire's session ids); nullopt: the
   // parent conversation, else the conversation of kv_options. Default: nullopt.
   std::optional<ConversationId> program;
-  // The client's hint of the pause that follows this request (a tool call, a wait for
-  // sub-agents, a human's turn, the end of the session: the wire's agentkv_pause). The
-  // scheduler does not read it; stall offload does (Engine::Submit). Default: kUnknown.
-  PauseKind next_pause = PauseKind::kUnknown;
 };
 
 // What one request did in one step.

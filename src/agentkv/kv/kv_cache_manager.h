@@ -63,7 +63,8 @@ struct RequestOptions {
   // Gap-aware retention (KvCacheOptions::eviction_order = kGapAware): what the session does
   // after this request (the response calls a tool, starts sub-agents, ends the turn, or the
   // session ends), and the tool's name where known (empty otherwise). kUnknown: the request's
-  // blocks rank by plain recency. Ignored under LRU.
+  // blocks rank by plain recency. Ignored under LRU. On an engine this is the request's one
+  // pause hint: the engine's stall offload reads it too (engine::Engine::Submit).
   PauseKind next_pause = PauseKind::kUnknown;
   std::string next_tool;
   // When the request reached the engine; the pause before it is measured from its session's

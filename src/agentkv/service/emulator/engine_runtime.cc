@@ -297,7 +297,6 @@ void EngineRuntime::StartRequest(GenerateInput input, GenerateCallbacks callback
   active.requested_tokens = max_new_tokens;
   active.input = std::move(input);
   active.callbacks = std::move(callbacks);
-  request.next_pause = active.input.pause;
   Status submitted = engine_.Submit(std::move(request), Now());
   if (!submitted.ok()) {
     // Checked up front; a refusal here is a bug, reported as an abort.

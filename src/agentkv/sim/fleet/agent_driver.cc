@@ -38,6 +38,90 @@ std::vector<PauseKind> PausesOf(const std::vector<WekaRequest>& requests,
   return pauses;
 }
 
+// Whether the workload gates conversation starts on groups (AgenticWorkload::groups).
+bool IsGated(const AgenticWorkload& workload) {
+  return !workload.groups.empty() || !workload.start_after_group.empty();
+}
+
+// The workload's shape: one start per conversation, conversation ids kept distinct, gates
+// (groups and start_after_group) and retention marks sized to the conversations.
+Status ValidateWorkloadShape(const AgenticWorkload& workload) {
+  if (workload.starts.size() != workload.conversations.size()) {
+    return InvalidArgumentError("workload has " + std::to_string(workload.starts.size()) +
+                                " starts for " + std::to_string(workload.conversations.size()) +
+                                " conversations");
+  }
+  if (static_cast<int64_t>(workload.conversations.size()) > kMaxConversations) {
+    return InvalidArgumentError("at most " + std::to_string(kMaxConversations) +
+                                " conversations keep conversation ids distinct, got " +
+                                std::to_string(workload.conversations.size()));
+  }
+  const bool gated = IsGated(workload);
+  if (gated && (workload.groups.size() != workload.conversations.size() ||
+                workload.start_after_group.size() != workload.conversations.size())) {
+    return InvalidArgumentError("workload has " + std::to_string(workload.groups.size()) +
+                                " groups and " + std::to_string(workload.start_after_group.size()) +
+                                " gates for " + std::to_string(workload.conversations.size()) +
+                                " conversations");
+  }
+  if (!workload.retained.empty() && workload.retained.size() != workload.conversations.size()) {
+    return InvalidArgumentError("workload has " + std::to_string(workload.retained.size()) +
+                                " retention marks for " +
+                                std::to_string(workload.conversations.size()) + " conversations");
+  }
+  for (size_t k = 0; gated && k < workload.conversations.size(); ++k) {
+    const int32_t group = workload.groups[k];
+    const int32_t gate = workload.start_after_group[k];
+    if (group < 0 || group >= kMaxGroups || gate < -1 || gate >= group) {
+      return InvalidArgumentError(
+          "conversations[" + std::to_string(k) + "] is in group " + std::to_string(group) +
+          " gated on group " + std::to_string(gate) + ": a group is in [0, " +
+          std::to_string(kMaxGroups) + ") and a gate is -1 or an earlier group");
+    }
+  }
+  return Status();
+}
+
+// Whether a block id of `requests` is too large for a shared prefix to namespace.
+bool HasUnnamespacedBlockId(const std::vector<WekaRequest>& requests) {
+  for (const WekaRequest& r : requests) {
+    for (uint64_t id : r.hash_ids) {
+      if (id >> kSharedPrefixIdBits != 0) return true;
+    }
+  }
+  return false;
+}
+
+// Conversation `k`, starting at `start`: its start, its sub-agent count, its block ids (with
+// a shared prefix) and its block size (engine 0's `tokens_per_block`).
+Status ValidateConversation(size_t k, const WekaConversation& c, TimeNs start,
+                            const AgentDriverOptions& options, int32_t tokens_per_block) {
+  if (start < TimeNs(0)) {
+    return InvalidArgumentError("conversations[" + std::to_string(k) + "] starts before 0");
+  }
+  if (static_cast<int64_t>(c.subagents.size()) > kMaxSubagents) {
+    return InvalidArgumentError("conversations[" + std::to_string(k) + "] has " +
+                                std::to_string(c.subagents.size()) + " sub-agents, at most " +
+                                std::to_string(kMaxSubagents));
+  }
+  if (options.shared_prefix_ids > 0) {
+    bool bad = HasUnnamespacedBlockId(c.requests);
+    for (const WekaSubagent& sub : c.subagents) bad = bad || HasUnnamespacedBlockId(sub.requests);
+    if (bad) {
+      return InvalidArgumentError("conversations[" + std::to_string(k) + "] (" + c.source +
+                                  ") has a block id >= 2^40, which a shared prefix cannot "
+                                  "namespace");
+    }
+  }
+  if (c.block_size != tokens_per_block) {
+    return InvalidArgumentError("conversations[" + std::to_string(k) + "] (" + c.source +
+                                ") has block_size " + std::to_string(c.block_size) +
+                                ", the engines' tokens_per_block is " +
+                                std::to_string(tokens_per_block));
+  }
+  return Status();
+}
+
 }  // namespace
 
 struct AgentDriver::Agent {
@@ -124,143 +208,18 @@ StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, Gate
                                                            const AgenticWorkload* workload,
                                                            const AgentDriverOptions& options) {
   if (Status s = options.Validate(); !s.ok()) return s;
-  if (workload->starts.size() != workload->conversations.size()) {
-    return InvalidArgumentError("workload has " + std::to_string(workload->starts.size()) +
-                                " starts for " + std::to_string(workload->conversations.size()) +
-                                " conversations");
-  }
-  if (static_cast<int64_t>(workload->conversations.size()) > kMaxConversations) {
-    return InvalidArgumentError("at most " + std::to_string(kMaxConversations) +
-                                " conversations keep conversation ids distinct, got " +
-                                std::to_string(workload->conversations.size()));
-  }
-  const bool gated = !workload->groups.empty() || !workload->start_after_group.empty();
-  if (gated && (workload->groups.size() != workload->conversations.size() ||
-                workload->start_after_group.size() != workload->conversations.size())) {
-    return InvalidArgumentError("workload has " + std::to_string(workload->groups.size()) +
-                                " groups and " +
-                                std::to_string(workload->start_after_group.size()) + " gates for " +
-                                std::to_string(workload->conversations.size()) + " conversations");
-  }
-  if (!workload->retained.empty() && workload->retained.size() != workload->conversations.size()) {
-    return InvalidArgumentError("workload has " + std::to_string(workload->retained.size()) +
-                                " retention marks for " +
-                                std::to_string(workload->conversations.size()) + " conversations");
-  }
-  for (size_t k = 0; gated && k < workload->conversations.size(); ++k) {
-    const int32_t group = workload->groups[k];
-    const int32_t gate = workload->start_after_group[k];
-    if (group < 0 || group >= kMaxGroups || gate < -1 || gate >= group) {
-      return InvalidArgumentError(
-          "conversations[" + std::to_string(k) + "] is in group " + std::to_string(group) +
-          " gated on group " + std::to_string(gate) + ": a group is in [0, " +
-          std::to_string(kMaxGroups) + ") and a gate is -1 or an earlier group");
-    }
-  }
+  if (Status s = ValidateWorkloadShape(*workload); !s.ok()) return s;
   const int32_t tokens_per_block = gateway->fleet().engine(EngineId(0)).engine().tokens_per_block();
   for (size_t k = 0; k < workload->conversations.size(); ++k) {
-    const WekaConversation& c = workload->conversations[k];
-    if (workload->starts[k] < TimeNs(0)) {
-      return InvalidArgumentError("conversations[" + std::to_string(k) + "] starts before 0");
-    }
-    if (static_cast<int64_t>(c.subagents.size()) > kMaxSubagents) {
-      return InvalidArgumentError("conversations[" + std::to_string(k) + "] has " +
-                                  std::to_string(c.subagents.size()) + " sub-agents, at most " +
-                                  std::to_string(kMaxSubagents));
-    }
-    if (options.shared_prefix_ids > 0) {
-      auto too_large = [](const std::vector<WekaRequest>& requests) {
-        for (const WekaRequest& r : requests) {
-          for (uint64_t id : r.hash_ids) {
-            if (id >> kSharedPrefixIdBits != 0) return true;
-          }
-        }
-        return false;
-      };
-      bool bad = too_large(c.requests);
-      for (const WekaSubagent& sub : c.subagents) bad = bad || too_large(sub.requests);
-      if (bad) {
-        return InvalidArgumentError("conversations[" + std::to_string(k) + "] (" + c.source +
-                                    ") has a block id >= 2^40, which a shared prefix cannot "
-                                    "namespace");
-      }
-    }
-    if (c.block_size != tokens_per_block) {
-      return InvalidArgumentError("conversations[" + std::to_string(k) + "] (" + c.source +
-                                  ") has block_size " + std::to_string(c.block_size) +
-                                  ", the engines' tokens_per_block is " +
-                                  std::to_string(tokens_per_block));
+    if (Status s = ValidateConversation(k, workload->conversations[k], workload->starts[k], options,
+                                        tokens_per_block);
+        !s.ok()) {
+      return s;
     }
   }
   std::unique_ptr<AgentDriver> driver(new AgentDriver(loop, gateway, workload, options));
   // Agents: each main agent followed by its sub-agents; result conversations mirror them.
-  for (size_t k = 0; k < workload->conversations.size(); ++k) {
-    const WekaConversation& c = workload->conversations[k];
-    const int32_t main_index = static_cast<int32_t>(driver->agents_.size());
-    driver->main_agent_of_.push_back(main_index);
-    if (gated) {
-      const size_t group = static_cast<size_t>(workload->groups[k]);
-      if (driver->group_agents_pending_.size() <= group) {
-        driver->group_agents_pending_.resize(group + 1, 0);
-      }
-      driver->group_agents_pending_[group] += 1 + static_cast<int64_t>(c.subagents.size());
-    }
-    Agent main;
-    main.workload_index = static_cast<int32_t>(k);
-    main.conversation = ConversationId(static_cast<int64_t>(k) + 1);
-    main.requests = &c.requests;
-    main.joins_pending.assign(c.requests.size(), 0);
-    main.spawn_after.resize(c.requests.size());
-    driver->agents_.push_back(std::move(main));
-    for (size_t j = 0; j < c.subagents.size(); ++j) {
-      const WekaSubagent& sub = c.subagents[j];
-      if (options.subagent_models == SubagentModels::kExclude && !c.SharesMainModel(sub)) {
-        continue;
-      }
-      Agent agent;
-      agent.workload_index = static_cast<int32_t>(k);
-      agent.subagent = static_cast<int32_t>(j);
-      agent.conversation =
-          ConversationId((static_cast<int64_t>(k) + 1) * 1000 + static_cast<int64_t>(j) + 1);
-      agent.parent = ConversationId(static_cast<int64_t>(k) + 1);
-      agent.requests = &sub.requests;
-      agent.joins_pending.assign(sub.requests.size(), 0);
-      agent.pauses = PausesOf(sub.requests, {});
-      agent.parent_agent = main_index;
-      // Anchor: the parent's last request with t <= spawn.
-      const TimeNs spawn = sub.spawn();
-      int32_t anchor = -1;
-      for (size_t i = 0; i < c.requests.size(); ++i) {
-        if (c.requests[i].t <= spawn) anchor = static_cast<int32_t>(i);
-      }
-      const int32_t self = static_cast<int32_t>(driver->agents_.size());
-      if (anchor >= 0) {
-        const WekaRequest& a = c.requests[static_cast<size_t>(anchor)];
-        agent.anchored = true;
-        agent.spawn_delay = NonNegative(spawn - a.t - RecordedApiTime(a));
-        driver->agents_[static_cast<size_t>(main_index)]
-            .spawn_after[static_cast<size_t>(anchor)]
-            .push_back(self);
-      } else {
-        agent.spawn_delay = spawn;
-      }
-      // Join: the parent's first request after the anchor sent once the sub-agent completed,
-      // unless the sub-agent was launched in the background.
-      if (sub.status != SubagentStatus::kAsyncLaunched) {
-        for (size_t n = static_cast<size_t>(anchor + 1); n < c.requests.size(); ++n) {
-          if (c.requests[n].t >= sub.completion) {
-            agent.join_index = static_cast<int32_t>(n);
-            agent.join_delay = c.requests[n].t - sub.completion;
-            ++driver->agents_[static_cast<size_t>(main_index)].joins_pending[n];
-            break;
-          }
-        }
-      }
-      driver->agents_.push_back(std::move(agent));
-    }
-    Agent& main_agent = driver->agents_[static_cast<size_t>(main_index)];
-    main_agent.pauses = PausesOf(c.requests, main_agent.joins_pending);
-  }
+  for (size_t k = 0; k < workload->conversations.size(); ++k) driver->AddConversation(k);
   for (const Agent& agent : driver->agents_) {
     DriverConversationResult r;
     r.conversation = agent.conversation;
@@ -270,6 +229,77 @@ StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, Gate
     driver->result_.conversations.push_back(r);
   }
   return driver;
+}
+
+void AgentDriver::AddConversation(size_t k) {
+  const WekaConversation& c = workload_->conversations[k];
+  const int32_t main_index = static_cast<int32_t>(agents_.size());
+  main_agent_of_.push_back(main_index);
+  if (IsGated(*workload_)) {
+    const size_t group = static_cast<size_t>(workload_->groups[k]);
+    if (group_agents_pending_.size() <= group) group_agents_pending_.resize(group + 1, 0);
+    group_agents_pending_[group] += 1 + static_cast<int64_t>(c.subagents.size());
+  }
+  Agent main;
+  main.workload_index = static_cast<int32_t>(k);
+  main.conversation = ConversationId(static_cast<int64_t>(k) + 1);
+  main.requests = &c.requests;
+  main.joins_pending.assign(c.requests.size(), 0);
+  main.spawn_after.resize(c.requests.size());
+  agents_.push_back(std::move(main));
+  for (size_t j = 0; j < c.subagents.size(); ++j) {
+    if (options_.subagent_models == SubagentModels::kExclude &&
+        !c.SharesMainModel(c.subagents[j])) {
+      continue;
+    }
+    AddSubagent(k, j, main_index);
+  }
+  // Once the sub-agents are in: a request that joins sub-agents is followed by their wait.
+  Agent& main_agent = agents_[static_cast<size_t>(main_index)];
+  main_agent.pauses = PausesOf(c.requests, main_agent.joins_pending);
+}
+
+void AgentDriver::AddSubagent(size_t k, size_t j, int32_t main_index) {
+  const WekaConversation& c = workload_->conversations[k];
+  const WekaSubagent& sub = c.subagents[j];
+  Agent agent;
+  agent.workload_index = static_cast<int32_t>(k);
+  agent.subagent = static_cast<int32_t>(j);
+  agent.conversation =
+      ConversationId((static_cast<int64_t>(k) + 1) * 1000 + static_cast<int64_t>(j) + 1);
+  agent.parent = ConversationId(static_cast<int64_t>(k) + 1);
+  agent.requests = &sub.requests;
+  agent.joins_pending.assign(sub.requests.size(), 0);
+  agent.pauses = PausesOf(sub.requests, {});
+  agent.parent_agent = main_index;
+  // Anchor: the parent's last request with t <= spawn.
+  const TimeNs spawn = sub.spawn();
+  int32_t anchor = -1;
+  for (size_t i = 0; i < c.requests.size(); ++i) {
+    if (c.requests[i].t <= spawn) anchor = static_cast<int32_t>(i);
+  }
+  Agent& parent = agents_[static_cast<size_t>(main_index)];
+  if (anchor >= 0) {
+    const WekaRequest& a = c.requests[static_cast<size_t>(anchor)];
+    agent.anchored = true;
+    agent.spawn_delay = NonNegative(spawn - a.t - RecordedApiTime(a));
+    parent.spawn_after[static_cast<size_t>(anchor)].push_back(static_cast<int32_t>(agents_.size()));
+  } else {
+    agent.spawn_delay = spawn;
+  }
+  // Join: the parent's first request after the anchor sent once the sub-agent completed,
+  // unless the sub-agent was launched in the background.
+  if (sub.status != SubagentStatus::kAsyncLaunched) {
+    for (size_t n = static_cast<size_t>(anchor + 1); n < c.requests.size(); ++n) {
+      if (c.requests[n].t >= sub.completion) {
+        agent.join_index = static_cast<int32_t>(n);
+        agent.join_delay = c.requests[n].t - sub.completion;
+        ++parent.joins_pending[n];
+        break;
+      }
+    }
+  }
+  agents_.push_back(std::move(agent));
 }
 
 Status AgentDriver::Start() {
@@ -358,15 +388,13 @@ std::vector<kv::BlockKey> AgentDriver::KeysOf(std::span<const uint64_t> ids,
   return DriverKeysOf(hasher_, options_.shared_prefix_ids, ids, namespace_id);
 }
 
-void AgentDriver::SubmitNext(int32_t index) {
-  Agent& agent = agents_[static_cast<size_t>(index)];
-  const int32_t i = agent.next;
+engine::SchedulerRequest AgentDriver::EngineRequestOf(const Agent& agent, int32_t i,
+                                                      RequestId id) const {
   const WekaRequest& w = (*agent.requests)[static_cast<size_t>(i)];
   const int32_t block_size =
       workload_->conversations[static_cast<size_t>(agent.workload_index)].block_size;
   engine::SchedulerRequest request;
-  const int64_t id = options_.first_request_id + static_cast<int64_t>(result_.requests.size());
-  request.id = RequestId(id);
+  request.id = id;
   const uint64_t namespace_id = static_cast<uint64_t>(agent.workload_index) + 1;
   request.prompt_keys = KeysOf(w.hash_ids, namespace_id);
   if (static_cast<size_t>(i) + 1 < agent.requests->size()) {
@@ -379,36 +407,26 @@ void AgentDriver::SubmitNext(int32_t index) {
   request.max_new_tokens = std::max<int64_t>(1, w.output_tokens);
   request.kv_options.prompt_tokens = request.prompt_tokens;
   request.kv_options.conversation = agent.conversation;
-  // What the agent does after this response (its stop reason and tool calls tell the engine as
-  // it generates them): the gap-aware eviction order's hint.
-  const PauseKind next_pause = agent.pauses[static_cast<size_t>(i)];
-  request.kv_options.next_pause = next_pause;
   if (agent.parent.has_value()) {
     request.kv_options.parent_conversation = agent.parent;
     request.kv_options.parent_hint_authenticated = true;
   }
-  DriverRequest log;
-  log.id = request.id;
-  log.conversation = agent.conversation;
-  log.parent = agent.parent;
-  log.index = i;
-  log.submitted = loop_->now();
-  log.ready = agent.ready_time;
-  log.next_pause = next_pause;
-  agent.gap_elapsed = false;
-  ++agent.next;
+  return request;
+}
+
+GatewayRequest AgentDriver::GatewayRequestOf(const Agent& agent, int32_t i,
+                                             engine::SchedulerRequest request) const {
+  const WekaRequest& w = (*agent.requests)[static_cast<size_t>(i)];
   const SessionId session(agent.conversation.value());
-  // Logged before the gateway runs (its callbacks look the request up), and taken back when
-  // the gateway refuses it.
-  result_.requests.push_back(log);
-  agent_of_request_.push_back(index);
   const SessionId routed_as =
       agent.parent.has_value() && options_.subagent_routing == SubagentRouting::kParent
           ? SessionId(agent.parent->value())
           : session;
   GatewayRequest sent{std::move(request), session, routing::SessionRoutingKey(routed_as),
                       w.stop == "tool_use"};
-  sent.next_pause = next_pause;
+  // What the agent does after this response (its stop reason and tool calls tell the client as
+  // it generates them); the gateway passes it on to the engine (kv_options.next_pause).
+  sent.next_pause = agent.pauses[static_cast<size_t>(i)];
   // Sent with every request, as a client should (a restarted gateway forgets the mark).
   if (!workload_->retained.empty() &&
       workload_->retained[static_cast<size_t>(agent.workload_index)]) {
@@ -420,6 +438,29 @@ void AgentDriver::SubmitNext(int32_t index) {
          w.hash_ids[static_cast<size_t>(sent.shared_prefix_blocks)] < options_.shared_prefix_ids) {
     ++sent.shared_prefix_blocks;
   }
+  return sent;
+}
+
+void AgentDriver::SubmitNext(int32_t index) {
+  Agent& agent = agents_[static_cast<size_t>(index)];
+  const int32_t i = agent.next;
+  // Decide: the request, as the engine and the gateway get it, and its log entry.
+  const RequestId id(options_.first_request_id + static_cast<int64_t>(result_.requests.size()));
+  GatewayRequest sent = GatewayRequestOf(agent, i, EngineRequestOf(agent, i, id));
+  DriverRequest log;
+  log.id = id;
+  log.conversation = agent.conversation;
+  log.parent = agent.parent;
+  log.index = i;
+  log.submitted = loop_->now();
+  log.ready = agent.ready_time;
+  log.next_pause = sent.next_pause;
+  // Apply: the agent moves on; the request is logged before the gateway runs (its callbacks
+  // look the request up), and taken back when the gateway refuses it.
+  agent.gap_elapsed = false;
+  ++agent.next;
+  result_.requests.push_back(log);
+  agent_of_request_.push_back(index);
   if (options_.progress_hook != nullptr) {
     options_.progress_hook->Submitted(agent.workload_index, agent.subagent, i, log.submitted);
   }

@@ -47,10 +47,11 @@
 //   does not share its main agent's model (WekaConversation::SharesMainModel) is left out: it
 //   is not replayed and nothing waits for it (its ids stay those of its index).
 // - Pauses: every issued request records the pause that follows it (DriverRequest::next_pause,
-//   base/pause.h), the same value its KV hint (kv_options.next_pause) and the gateway
-//   (GatewayRequest::next_pause) get: kSessionEnd after an agent's last request, kSubagentWait
-//   when the agent's next request joins sub-agents, else ClassifyPause(request, next request)
-//   (pause_type.h). The pause before request n is request n-1's; the first has none.
+//   base/pause.h), the same value the gateway gets (GatewayRequest::next_pause), which passes
+//   it on to the engine as the request's one pause hint (kv_options.next_pause): kSessionEnd after
+//   an agent's last request, kSubagentWait when the agent's next request joins sub-agents, else
+//   ClassifyPause(request, next request) (pause_type.h). The pause before request n is request
+//   n-1's; the first has none.
 // - End: a conversation (main agent or sub-agent) ends at the completion of its last request
 //   (at its start when it has none); the driver then calls GatewayModel::EndSession(its
 //   session), inside the completion callback, and the gateway closes it on every engine when
@@ -69,6 +70,7 @@
 #ifndef AGENTKV_SIM_FLEET_AGENT_DRIVER_H_
 #define AGENTKV_SIM_FLEET_AGENT_DRIVER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -248,6 +250,16 @@ class AgentDriver {
   AgentDriver(EventLoop* loop, GatewayModel* gateway, const AgenticWorkload* workload,
               const AgentDriverOptions& options);
 
+  // Building the agents (Create, after validation): conversation `k`'s main agent, then its
+  // sub-agents (those the options keep), then the main agent's pauses (which depend on the
+  // joins its sub-agents add).
+  void AddConversation(size_t k);
+  // Sub-agent `j` of conversation `k`, whose main agent is agents_[main_index]: anchored on
+  // (spawned after) the parent's last request at or before its spawn, and joined by the
+  // parent's first request after the anchor sent once it completed (none when launched in the
+  // background).
+  void AddSubagent(size_t k, size_t j, int32_t main_index);
+
   // Schedules the begin of conversation `k`'s main agent and unanchored sub-agents at
   // `start` (or later, by their spawn delays).
   void ScheduleConversation(int32_t k, TimeNs start);
@@ -257,7 +269,17 @@ class AgentDriver {
   void BeginAgent(int32_t agent);
   // The gap of request `index` has elapsed: submit it unless joins are pending.
   void RequestReady(int32_t agent, int32_t index);
+  // Submits `agent`'s next request: builds it (EngineRequestOf, GatewayRequestOf), logs it
+  // with its pause, moves the agent on, and hands it to the gateway; a refusal ends the agent
+  // and records the first error.
   void SubmitNext(int32_t agent);
+  // Request `i` of `agent` as the engine gets it, with id `id`: keys, lengths, conversation,
+  // parent hint and the pause that follows (the gap-aware order's and stall offload's hint).
+  engine::SchedulerRequest EngineRequestOf(const Agent& agent, int32_t i, RequestId id) const;
+  // `request` (request `i` of `agent`) as the gateway gets it: session, routing key, tool-call
+  // stop, the pause that follows, the retention mark and the shared prefix.
+  GatewayRequest GatewayRequestOf(const Agent& agent, int32_t i,
+                                  engine::SchedulerRequest request) const;
   // Chained keys of trace block ids in conversation namespace `namespace_id` (see
   // AgentDriverOptions::shared_prefix_ids).
   std::vector<kv::BlockKey> KeysOf(std::span<const uint64_t> ids, uint64_t namespace_id) const;

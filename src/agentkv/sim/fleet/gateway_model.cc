@@ -346,8 +346,9 @@ Status GatewayModel::Dispatch(Pending pending, const control::AdmissionDecision*
     // The context the working set will hold through the pause that follows.
     pin_keys_[id] = PinCandidate{.keys = request.request.prompt_keys};
   }
-  // The pause that follows, as a client's hint to the engine (its stall offload reads it).
-  request.request.next_pause = request.next_pause;
+  // The pause that follows, passed on as the client's hint to the engine (its cache's gap-aware
+  // order and its stall offload read it), as the served gateway passes agentkv_pause on.
+  request.request.kv_options.next_pause = request.next_pause;
   StatusOr<EngineId> engine = fleet_->Submit(std::move(request.request), request.routing_key);
   if (!engine.ok()) {
     pin_keys_.erase(id);

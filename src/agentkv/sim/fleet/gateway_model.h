@@ -179,7 +179,8 @@ struct GatewayRequest {
   // The pause that follows this turn (base/pause.h; kSessionEnd after the agent's last
   // request, kUnknown from a source that does not know it). A gateway reads it from the
   // response: the tool called says whether the agent now waits for sub-agents. The continuum
-  // arm's pause class, the working set's hold, the engine's hint.
+  // arm's pause class, the working set's hold, and the engine's hint: Dispatch passes it on as
+  // request.kv_options.next_pause (whatever that held).
   PauseKind next_pause = PauseKind::kUnknown;
   // The leading prompt blocks every session of the workload may share (the tools+system
   // prompt, a GRPO group's task): admission v2 reserves them once, under the chained key of the

@@ -12,6 +12,7 @@
 #include "tools/agentkv/cache_curve_command.h"
 #include "tools/agentkv/capacity_command.h"
 #include "tools/agentkv/cli_support.h"
+#include "tools/agentkv/compare_command.h"
 #include "tools/agentkv/config_file.h"
 #include "tools/agentkv/coordinator_command.h"
 #include "tools/agentkv/cost_model_command.h"
@@ -46,6 +47,7 @@ int Main(int argc, char** argv) {
   ReplayCommand replay(app);
   CapacityCommand capacity(app);
   CostModelCommand cost_model(app);
+  CompareCommand compare(app);
   EmulateCommand emulate(app);
   CoordinatorCommand coordinator(app);
   GatewayCommand gateway(app);
@@ -60,6 +62,7 @@ int Main(int argc, char** argv) {
   if (replay.selected()) return replay.Run();
   if (capacity.selected()) return capacity.Run();
   if (cost_model.selected()) return cost_model.Run();
+  if (compare.selected()) return compare.Run();
   if (emulate.selected()) return emulate.Run();
   if (coordinator.selected()) return coordinator.Run();
   if (gateway.selected()) return gateway.Run();

@@ -77,7 +77,7 @@ TEST(CompareReportTest, MissingValuesAndZeroAGiveNoDifference) {
   EXPECT_FALSE(makespan.b);
   EXPECT_FALSE(makespan.difference);
   EXPECT_FALSE(makespan.relative);
-  EXPECT_FALSE(Metric(arm, "token_hit_ratio_host").b);  // null in B.
+  EXPECT_FALSE(Metric(arm, "token_hit_ratio_host").b);                // null in B.
   const MetricComparison& uncached = Metric(arm, "uncached_tokens");  // 0 in A.
   EXPECT_EQ(uncached.difference, 50.0);
   EXPECT_FALSE(uncached.relative);

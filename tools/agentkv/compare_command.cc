@@ -24,8 +24,10 @@ constexpr const char* kFooter =
     "ratio device and host, uncached tokens, TTFT p50/p95/p99, server time mean/p50/p95 per\n"
     "session, session time p50, makespan and output tokens/s. A value missing in either file\n"
     "is shown as `-`, and so is (B-A)/A where A is 0.\n\n"
-    "--json OUT writes the comparison: {\"a\", \"b\", \"arms\": [{\"arm\", \"metrics\": [{\"metric\",\n"
-    "\"label\", \"a\", \"b\", \"difference\", \"relative\"}]}], \"only_in_a\", \"only_in_b\"}, null\n"
+    "--json OUT writes the comparison: {\"a\", \"b\", \"arms\": [{\"arm\", \"metrics\": "
+    "[{\"metric\",\n"
+    "\"label\", \"a\", \"b\", \"difference\", \"relative\"}]}], \"only_in_a\", \"only_in_b\"}, "
+    "null\n"
     "where unset.\n\n"
     "Exit codes: 0 success; 2 an unreadable file, not JSON, not a replay result (no `arms`\n"
     "array), or an --arms name in neither file (one `agentkv compare: error:` line).";
@@ -70,8 +72,7 @@ int CompareCommand::Run() const {
   fmt::print("{}", report::FormatComparison(*comparison));
   std::fflush(stdout);
   if (!json_path_.empty()) {
-    if (Status s = WriteFileAtomically(json_path_, report::ComparisonJson(*comparison));
-        !s.ok()) {
+    if (Status s = WriteFileAtomically(json_path_, report::ComparisonJson(*comparison)); !s.ok()) {
       return ReportError(kName, s);
     }
   }

@@ -94,7 +94,7 @@ ArmComparison CompareArm(const std::string& name, const boost::json::object& a,
   ArmComparison arm{name, {}};
   for (const CompareMetricKey& key : CompareMetricKeys()) {
     MetricComparison m{std::string(key.path), std::string(key.label), NumberAt(a, key.path),
-                       NumberAt(b, key.path), std::nullopt, std::nullopt};
+                       NumberAt(b, key.path), std::nullopt,           std::nullopt};
     if (m.a && m.b) {
       m.difference = *m.b - *m.a;
       if (*m.a != 0 && std::isfinite(*m.difference / *m.a)) m.relative = *m.difference / *m.a;

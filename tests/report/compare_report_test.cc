@@ -105,6 +105,18 @@ TEST(CompareReportTest, TableAndJsonWriteUnsetValuesAsDashAndNull) {
   EXPECT_EQ(json.at("only_in_b").at(0).as_string(), "new-arm");
 }
 
+TEST(CompareReportTest, CountsPrintWholeAndFractionsKeepSixDigits) {
+  const char* a = R"({"arms": [{"arm": "x", "uncached_tokens": 48835000,
+                               "token_hit_ratio_device": 0.8025561}]})";
+  const char* b = R"({"arms": [{"arm": "x", "uncached_tokens": 46846800,
+                               "token_hit_ratio_device": 0.8105949}]})";
+  StatusOr<Comparison> c = CompareReplayResults(Parse(a), "A.json", Parse(b), "B.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string table = FormatComparison(*c);
+  EXPECT_THAT(table, ::testing::ContainsRegex("uncached tokens +48835000 +46846800 +-1988200 "));
+  EXPECT_THAT(table, ::testing::ContainsRegex("token hit ratio device +0\\.802556 +0\\.810595 "));
+}
+
 TEST(CompareReportTest, ArmsListRestrictsAndChecksNames) {
   StatusOr<Comparison> c =
       CompareReplayResults(Parse(kA), "A.json", Parse(kB), "B.json", {"new-arm", "baseline"});

@@ -79,8 +79,8 @@ TEST_F(AgentkvCliTest, ParseErrorsUseTheSameFormat) {
 
 TEST_F(AgentkvCliTest, AMissingOrUnknownCommandIsNamedWithTheValidOnes) {
   const std::string commands =
-      "(commands: cache-curve, agentic-curve, replay, capacity, cost-model, emulate, coordinator, "
-      "gateway; see agentkv --help)\n";
+      "(commands: cache-curve, agentic-curve, replay, capacity, cost-model, compare, emulate, "
+      "coordinator, gateway; see agentkv --help)\n";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"", "agentkv: error: a command is required " + commands},
       {"frobnicate", "agentkv: error: unknown command \"frobnicate\" " + commands},

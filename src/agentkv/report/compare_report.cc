@@ -106,6 +106,10 @@ ArmComparison CompareArm(const std::string& name, const boost::json::object& a,
 
 std::string Cell(const std::optional<double>& value, bool sign) {
   if (!value) return "-";
+  // Counts (tokens, requests) print whole, not as 4.8835e+07; fractions keep six digits.
+  if (std::trunc(*value) == *value && std::fabs(*value) < 1e15) {
+    return Printf(sign ? "%+.0f" : "%.0f", *value);
+  }
   return Printf(sign ? "%+.6g" : "%.6g", *value);
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "admission_coordinator_test_support.h"
 #include "agentkv/base/bounds.h"
 #include "agentkv/base/rng.h"
 #include "agentkv/control/reservation.h"
@@ -19,15 +20,11 @@
 namespace agentkv::control {
 namespace {
 
-TimeNs At(double seconds) { return TimeNs::Seconds(seconds); }
+using testing_support::AdmissionOptions;
+using testing_support::At;
 
-AgenticOptions AdmissionOptions() {
-  AgenticOptions options;
-  options.agentic_program_admission = true;
-  return options;
-}
-
-class AdmissionCoordinatorTest : public ::testing::Test {
+class AdmissionCoordinatorTest : public ::testing::Test,
+                                 protected testing_support::CoordinatorHarness {
  protected:
   // A coordinator over one healthy engine of `capacity` tokens (headroom 1).
   void Build(int64_t capacity, double max_wait_s = 30, double usage = 0.1) {
@@ -52,22 +49,6 @@ class AdmissionCoordinatorTest : public ::testing::Test {
     Check();
     return d.ok() ? *d : AdmissionDecision{};
   }
-  void Check() {
-    const Status s = coordinator_->CheckInvariants();
-    ASSERT_TRUE(s.ok()) << s;
-  }
-  // Resolved waiters as "ticket:action:reason".
-  std::vector<std::string> Resolved() {
-    std::vector<std::string> out;
-    for (const AdmissionDecision& d : coordinator_->TakeResolved()) {
-      out.push_back(d.ticket + ":" + std::string(AdmissionActionName(d.action)) + ":" +
-                    std::string(AdmissionReasonName(d.reason)));
-    }
-    return out;
-  }
-  AdmissionCoordinator& c() { return *coordinator_; }
-
-  std::optional<AdmissionCoordinator> coordinator_;
 };
 
 using Strings = std::vector<std::string>;

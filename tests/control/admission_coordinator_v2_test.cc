@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "admission_coordinator_test_support.h"
 #include "agentkv/base/bounds.h"
 #include "agentkv/base/rng.h"
 #include "agentkv/control/admission_coordinator.h"
@@ -20,20 +21,15 @@
 namespace agentkv::control {
 namespace {
 
-TimeNs At(double seconds) { return TimeNs::Seconds(seconds); }
+using testing_support::AdmissionOptions;
+using testing_support::At;
 
 using Strings = std::vector<std::string>;
-
-AgenticOptions AdmissionOptions() {
-  AgenticOptions options;
-  options.agentic_program_admission = true;
-  return options;
-}
 
 // --- Admission v2 ---
 
 // Two engines, "a" and "b", each of `capacity` tokens; v2 policy.
-class AdmissionV2Test : public ::testing::Test {
+class AdmissionV2Test : public ::testing::Test, protected testing_support::CoordinatorHarness {
  protected:
   void Build(int64_t capacity, double headroom = 1.0, double window_s = 5, double max_wait_s = 30) {
     CoordinatorParams p;
@@ -67,21 +63,10 @@ class AdmissionV2Test : public ::testing::Test {
     Check();
     return d.ok() ? *d : AdmissionDecision{};
   }
-  void Check() {
-    const Status s = coordinator_->CheckInvariants();
-    ASSERT_TRUE(s.ok()) << s;
-  }
-  std::vector<std::string> Resolved() {
-    std::vector<std::string> out;
-    for (const AdmissionDecision& d : coordinator_->TakeResolved()) {
-      out.push_back(d.ticket + ":" + std::string(AdmissionActionName(d.action)));
-    }
-    return out;
-  }
-  AdmissionCoordinator& c() { return *coordinator_; }
+  // Resolved waiters as "ticket:action".
+  std::vector<std::string> Resolved() { return ResolvedAs(/*with_reason=*/false); }
 
   int64_t capacity_ = 0;
-  std::optional<AdmissionCoordinator> coordinator_;
 };
 
 TEST_F(AdmissionV2Test, AFullEngineDoesNotDelayRequestsBoundForAnother) {
@@ -421,7 +406,8 @@ TEST(AdmissionOversizedTest, V2JudgesTheFleetTargetByTheLargestKnownEngine) {
   EXPECT_EQ(d->reservation_tokens, 90'000);  // Capped to the shrunk ceiling.
 }
 
-class AdmissionShareTest : public ::testing::TestWithParam<AdmissionPolicy> {
+class AdmissionShareTest : public ::testing::TestWithParam<AdmissionPolicy>,
+                           protected testing_support::CoordinatorHarness {
  protected:
   // One engine of 1000 tokens (headroom 1), session and client shares of one half.
   AdmissionShareTest() {
@@ -445,20 +431,6 @@ class AdmissionShareTest : public ::testing::TestWithParam<AdmissionPolicy> {
     Check();
     return d.ok() ? *d : AdmissionDecision{};
   }
-  void Check() {
-    const Status s = coordinator_->CheckInvariants();
-    ASSERT_TRUE(s.ok()) << s;
-  }
-  std::vector<std::string> Resolved() {
-    std::vector<std::string> out;
-    for (const AdmissionDecision& d : coordinator_->TakeResolved()) {
-      out.push_back(d.ticket + ":" + std::string(AdmissionActionName(d.action)) + ":" +
-                    std::string(AdmissionReasonName(d.reason)));
-    }
-    return out;
-  }
-  AdmissionCoordinator& c() { return *coordinator_; }
-  std::optional<AdmissionCoordinator> coordinator_;
 };
 
 // Issue 29, item 1: a session past its share waits without blocking anyone: another session's

@@ -259,6 +259,29 @@ TEST(GatewayTest, ShutdownCancelsQueuedRequestsAndLetsInFlightOnesFinish) {
 
 // ---- Faults: admission fails open, and recovers ----
 
+// The gateway's admission backend asking `coordinator` (RemoteAdmission), or null (with a
+// test failure) when it cannot be built.
+std::shared_ptr<RemoteAdmission> RemoteBackendOver(const CoordinatorServer& coordinator,
+                                                   double max_wait_s) {
+  RemoteAdmissionOptions remote_options;
+  remote_options.coordinator_url = coordinator.base_url();
+  remote_options.max_wait_s = max_wait_s;
+  StatusOr<std::unique_ptr<RemoteAdmission>> remote = RemoteAdmission::Create(remote_options);
+  EXPECT_TRUE(remote.ok()) << remote.status();
+  if (!remote.ok()) return nullptr;
+  return std::shared_ptr<RemoteAdmission>(*std::move(remote));
+}
+
+// A gateway in front of `fleet`'s engines with admission on and no metrics polling of its own:
+// the coordinator polls the fleet, as in gateway_command.
+GatewayOptions CoordinatedGatewayOptions(LogCapture& logs, const Fleet& fleet) {
+  GatewayOptions options = BaseOptions(logs);
+  options.engine_urls = EngineUrls(fleet);
+  options.agentic.agentic_program_admission = true;
+  options.poll_fleet_metrics = false;
+  return options;
+}
+
 // Relax's deployment: the gateway sends the data path straight to the engines and asks a
 // shared coordinator for admission. The coordinator's router is unreachable, so it never gets
 // a capacity signal: every acquire is answered bypass `degraded` (admission fails open) and
@@ -280,17 +303,11 @@ TEST(GatewayTest, AnUnreachableRouterDegradesTheCoordinatorAndEveryRequestBypass
   EXPECT_TRUE(coordinator->admission().degraded());
   EXPECT_TRUE(Logged(coordinator_logs, "event=engine_discovery_failed"));
 
-  RemoteAdmissionOptions remote_options;
-  remote_options.coordinator_url = coordinator->base_url();
-  remote_options.max_wait_s = coordinator_options.agentic.agentic_admission_max_wait_s;
-  StatusOr<std::unique_ptr<RemoteAdmission>> remote = RemoteAdmission::Create(remote_options);
-  ASSERT_TRUE(remote.ok()) << remote.status();
-  std::shared_ptr<RemoteAdmission> backend(*std::move(remote));
+  std::shared_ptr<RemoteAdmission> backend =
+      RemoteBackendOver(*coordinator, coordinator_options.agentic.agentic_admission_max_wait_s);
+  ASSERT_NE(backend, nullptr);
   LogCapture logs;
-  GatewayOptions options = BaseOptions(logs);
-  options.engine_urls = EngineUrls(fleet);
-  options.agentic.agentic_program_admission = true;
-  options.poll_fleet_metrics = false;  // The coordinator polls the fleet, as in gateway_command.
+  const GatewayOptions options = CoordinatedGatewayOptions(logs, fleet);
   auto gateway = StartGateway(options, backend);
   ASSERT_NE(gateway, nullptr);
   EXPECT_TRUE(gateway->admission_enabled());
@@ -522,17 +539,11 @@ TEST(GatewayTest, ACoordinatorRestartMakesTheGatewayFailOpenAndThenAdmitAgain) {
   std::unique_ptr<CoordinatorServer> coordinator = start_coordinator();
   ASSERT_NE(coordinator, nullptr);
 
-  RemoteAdmissionOptions remote_options;
-  remote_options.coordinator_url = coordinator->base_url();
-  remote_options.max_wait_s = coordinator_options.agentic.agentic_admission_max_wait_s;
-  StatusOr<std::unique_ptr<RemoteAdmission>> remote = RemoteAdmission::Create(remote_options);
-  ASSERT_TRUE(remote.ok()) << remote.status();
-  std::shared_ptr<RemoteAdmission> backend(*std::move(remote));
+  std::shared_ptr<RemoteAdmission> backend =
+      RemoteBackendOver(*coordinator, coordinator_options.agentic.agentic_admission_max_wait_s);
+  ASSERT_NE(backend, nullptr);
   LogCapture logs;
-  GatewayOptions options = BaseOptions(logs);
-  options.engine_urls = EngineUrls(fleet);
-  options.agentic.agentic_program_admission = true;
-  options.poll_fleet_metrics = false;
+  const GatewayOptions options = CoordinatedGatewayOptions(logs, fleet);
   auto gateway = StartGateway(options, backend);
   ASSERT_NE(gateway, nullptr);
   net::HttpClient client(ClientOptions());

@@ -339,13 +339,17 @@ TEST(ClientCallTest, AReadGateThatSaysWaitStopsTheReadsUntilResumed) {
   HttpServerOptions server_options;
   server_options.max_stream_buffer_bytes = 64u << 20;
   auto server = StartServer(server_options, BulkStream(kTotal));
-  HttpClientOptions options;
-  options.body_timeout = milliseconds(100);  // Shorter than the pause: it must not run.
-  HttpClient client(options);
+  // What the callbacks touch outlives the client, so an early return cannot race them.
   std::atomic<size_t> received{0};
   std::mutex mu;
   std::function<void()> resume;
   std::promise<Status> done;
+  auto ended = done.get_future();
+  HttpClientOptions options;
+  // Shorter than the pause, so a timer left running while paused would end the call; long
+  // enough that a loaded machine (sanitizers, two cores) delivers the first chunk in time.
+  options.body_timeout = milliseconds(1'000);
+  HttpClient client(options);
   client.AsyncStream(
       http::verb::get, server->base_url(), "/", {}, "", [](int, const HeaderList&) {},
       [&](std::string_view chunk) { received.fetch_add(chunk.size()); },
@@ -359,10 +363,12 @@ TEST(ClientCallTest, AReadGateThatSaysWaitStopsTheReadsUntilResumed) {
   ASSERT_TRUE(WaitFor([&] {
     std::lock_guard lock(mu);
     return resume != nullptr;
-  }));
-  std::this_thread::sleep_for(milliseconds(100));
+  })) << (ended.wait_for(milliseconds(0)) == std::future_status::ready
+              ? "the call ended first: " + ended.get().ToString()
+              : "the call neither paused nor ended");
+  std::this_thread::sleep_for(milliseconds(200));
   const size_t paused_at = received.load();
-  std::this_thread::sleep_for(milliseconds(300));
+  std::this_thread::sleep_for(milliseconds(1'300));
   EXPECT_EQ(received.load(), paused_at) << "the call read while paused";
   EXPECT_LT(paused_at, kTotal);
   std::function<void()> go;
@@ -371,7 +377,7 @@ TEST(ClientCallTest, AReadGateThatSaysWaitStopsTheReadsUntilResumed) {
     go = resume;
   }
   go();
-  const Status status = done.get_future().get();
+  const Status status = ended.get();
   EXPECT_TRUE(status.ok()) << status;
   EXPECT_EQ(received.load(), kTotal);
 }

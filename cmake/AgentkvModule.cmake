@@ -70,8 +70,9 @@ function(agentkv_module_uses module other out)
   set(${out} ${result} PARENT_SCOPE)
 endfunction()
 
-# agentkv_test(NAME SOURCES ... DEPS ... [LABELS ...])
-# One GoogleTest executable registered with CTest; LABELS defaults to `unit`. A test of a
+# agentkv_test(NAME SOURCES ... DEPS ... [LABELS ...] [SERIAL])
+# One GoogleTest executable registered with CTest; LABELS defaults to `unit`. SERIAL runs its
+# tests with nothing beside them (RUN_SERIAL: tests whose timings are what they check). A test of a
 # threaded module (one that uses `sync`: net and the services) also carries the label
 # `threaded` and joins the target `agentkv_threaded_tests`: what the tsan preset builds and
 # runs.
@@ -79,7 +80,7 @@ endfunction()
 # In the release build the test code itself (sources under tests/) compiles at -O1, a third
 # less build time for the tests; the code under test keeps the release flags.
 function(agentkv_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;DEPS;LABELS" ${ARGN})
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
@@ -111,7 +112,11 @@ function(agentkv_test name)
   # gtest_discover_tests passes PROPERTIES through unescaped, which splits a list of labels;
   # set them on the discovered tests (<name>_TESTS) from an include file run after its own.
   set(labels_file ${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake)
+  set(serial "")
+  if(ARG_SERIAL)
+    set(serial " RUN_SERIAL TRUE")
+  endif()
   file(WRITE ${labels_file} "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} "
-       "PROPERTIES LABELS \"${ARG_LABELS}\")\nendif()\n")
+       "PROPERTIES LABELS \"${ARG_LABELS}\"${serial})\nendif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_file})
 endfunction()

@@ -79,7 +79,8 @@ TEST_F(AgentkvCliTest, ParseErrorsUseTheSameFormat) {
 
 TEST_F(AgentkvCliTest, AMissingOrUnknownCommandIsNamedWithTheValidOnes) {
   const std::string commands =
-      "(commands: cache-curve, agentic-curve, replay, capacity, cost-model, compare, emulate, "
+      "(commands: cache-curve, agentic-curve, replay, capacity, cost-model, compare, load, "
+      "emulate, "
       "coordinator, gateway; see agentkv --help)\n";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"", "agentkv: error: a command is required " + commands},

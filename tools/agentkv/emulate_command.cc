@@ -32,7 +32,9 @@ constexpr const char* kFooter = R"(Modes:
           and a router on --port in front of them, in one process
 
 Each step of an engine lasts what the analytic cost model says for the batch (--model, --gpu,
---tp) divided by --speed; --unpaced removes the wait (benchmarks). Prompts are token ids, or
+--tp) divided by --speed (alias --time-scale: start the fleet with the --time-scale of the
+`agentkv load` run that drives it, and its compressed run stays on the cost model's times);
+--unpaced removes the wait (benchmarks). Prompts are token ids, or
 text cut into 4-byte pseudo tokens; outputs are deterministic pseudo tokens.
 
 Examples:
@@ -124,7 +126,9 @@ void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, EngineFlag
   app.add_option("--max-recorded-requests", o.max_recorded_requests,
                  "Control requests kept for GET /agentkv/requests (the newest)")
       ->capture_default_str();
-  app.add_option("--speed", r.speed, "Simulated seconds per wall second")->capture_default_str();
+  app.add_option("--speed,--time-scale", r.speed,
+                 "Simulated seconds per wall second (alias: `agentkv load`'s --time-scale)")
+      ->capture_default_str();
   app.add_flag("--unpaced", unpaced, "Do not wait for the modelled step time (benchmarks)");
   app.add_flag_callback(
       "--disable-metrics", [&o] { o.enable_metrics = false; }, "Do not serve /metrics");

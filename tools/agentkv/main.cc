@@ -18,6 +18,7 @@
 #include "tools/agentkv/cost_model_command.h"
 #include "tools/agentkv/emulate_command.h"
 #include "tools/agentkv/gateway_command.h"
+#include "tools/agentkv/load_command.h"
 #include "tools/agentkv/replay_command.h"
 
 namespace agentkv::tools {
@@ -48,6 +49,7 @@ int Main(int argc, char** argv) {
   CapacityCommand capacity(app);
   CostModelCommand cost_model(app);
   CompareCommand compare(app);
+  LoadCommand load(app);
   EmulateCommand emulate(app);
   CoordinatorCommand coordinator(app);
   GatewayCommand gateway(app);
@@ -63,6 +65,7 @@ int Main(int argc, char** argv) {
   if (capacity.selected()) return capacity.Run();
   if (cost_model.selected()) return cost_model.Run();
   if (compare.selected()) return compare.Run();
+  if (load.selected()) return load.Run();
   if (emulate.selected()) return emulate.Run();
   if (coordinator.selected()) return coordinator.Run();
   if (gateway.selected()) return gateway.Run();

@@ -80,9 +80,11 @@ Status CheckFleetSize(const sim::ReplayOptions& options, int32_t tokens_per_bloc
 void ReplayFlags::Add(CLI::App& c) {
   AddWorkloadFlags(c);
   AddRolloutFlags(c);
-  AddFleetFlags(c);
-  AddArmFlags(c);
-  AddPolicyFlags(c);
+  if (set_ == ReplayFlagSet::kAll) {
+    AddFleetFlags(c);
+    AddArmFlags(c);
+    AddPolicyFlags(c);
+  }
   AddOutputFlags(c);
 }
 
@@ -312,6 +314,7 @@ void ReplayFlags::AddOutputFlags(CLI::App& c) {
       ->group(output_group);
   c.add_flag("--quiet", quiet_, "No progress line and no summary lines on stderr")
       ->group(output_group);
+  if (set_ != ReplayFlagSet::kAll) return;
   c.add_option("--jobs", jobs_,
                "Arms run at once, each on its own thread, in [0, 256]; 0 = one per hardware "
                "thread. The output does not depend on it")
@@ -393,7 +396,8 @@ StatusOr<sim::ReplayOptions> ReplayFlags::PolicyOptions() const {
   options.subagent_demotion_delivery =
       sim::ParseDemotionDelivery(subagent_demotion_delivery_).value();
   options.subagent_routing = sim::ParseSubagentRouting(subagent_routing_).value();
-  if (finished_subagent_min_idle_s_option_->count() > 0) {
+  if (finished_subagent_min_idle_s_option_ != nullptr &&
+      finished_subagent_min_idle_s_option_->count() > 0) {
     options.finished_subagent_min_idle_s = finished_subagent_min_idle_s_;
   }
   return options;
@@ -528,7 +532,8 @@ Status ReplayFlags::ResolveFleet(sim::ReplayOptions& options) const {
     AGENTKV_ASSIGN_OR_RETURN(options.engine.cost,
                              ReadCostModelFile(cost_model_path_, options.engine.cost));
   }
-  if (workload_ == "synthetic" && max_total_tokens_option_->count() == 0) {
+  if (workload_ == "synthetic" &&
+      (max_total_tokens_option_ == nullptr || max_total_tokens_option_->count() == 0)) {
     options.engine.kv_pool.max_total_tokens = kDefaultSyntheticMaxTotalTokens;
   }
   return Status::Ok();

@@ -65,17 +65,23 @@ struct ReplayPlan {
   bool quiet = false;
 };
 
+// Which flags Add() registers: every one (`agentkv replay`), or those that name the workload and
+// the reports (`agentkv load`, which replays the same workloads against a live fleet: the
+// fleet, arm and policy flags keep their defaults there).
+enum class ReplayFlagSet : uint8_t { kAll, kWorkloadAndOutput };
+
 class ReplayFlags {
  public:
   // `json_path` and `html_path` are the defaults of --json and --html.
   explicit ReplayFlags(std::string json_path = "agentkv-replay.json",
-                       std::string html_path = "agentkv-replay.html")
-      : json_path_(std::move(json_path)), html_path_(std::move(html_path)) {}
+                       std::string html_path = "agentkv-replay.html",
+                       ReplayFlagSet set = ReplayFlagSet::kAll)
+      : json_path_(std::move(json_path)), html_path_(std::move(html_path)), set_(set) {}
   ReplayFlags(const ReplayFlags&) = delete;
   ReplayFlags& operator=(const ReplayFlags&) = delete;
 
-  // Adds every flag of `agentkv replay` to `command`, which must outlive this object. Call
-  // once, before parsing.
+  // Adds every flag of `agentkv replay` (or of the flag set) to `command`, which must outlive
+  // this object. Call once, before parsing.
   void Add(CLI::App& command);
 
   // The replay the parsed flags describe. InvalidArgument naming the flag for a bad value or
@@ -177,6 +183,7 @@ class ReplayFlags {
   bool quiet_ = false;
   // --jobs: arms run at once; 0 = one per hardware thread (at most one per arm).
   int64_t jobs_ = 0;
+  ReplayFlagSet set_;
 };
 
 // Runs every arm of `plan` (sim::RunReplay or sim::RunOpenLoopReplay), plan.jobs at a time

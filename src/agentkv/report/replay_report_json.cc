@@ -193,6 +193,31 @@ boost::json::array KvUsageJson(const std::vector<KvUsageSample>& samples) {
   return usage;
 }
 
+boost::json::object CountsJson(const std::vector<std::pair<std::string, int64_t>>& counts) {
+  boost::json::object o;
+  for (const auto& [name, count] : counts) o[name] = count;
+  return o;
+}
+
+// The measured run's own block (replay_result.h MeasuredRun), present only for `agentkv load`.
+boost::json::object MeasuredJson(const sim::MeasuredRun& m) {
+  boost::json::object o;
+  o["target"] = m.target;
+  o["time_scale"] = m.time_scale;
+  o["wall_s"] = m.wall_s;
+  o["client_cpu_s"] = m.client_cpu_s;
+  o["inter_token"] = SummaryJson(m.inter_token);
+  o["attempts"] = m.attempts;
+  o["retries"] = m.retries;
+  o["requests_failed"] = m.requests_failed;
+  o["errors"] = CountsJson(m.errors);
+  o["sessions_closed"] = m.sessions_closed;
+  o["close_errors"] = CountsJson(m.close_errors);
+  o["requests_cancelled"] = m.requests_cancelled;
+  o["stopped"] = m.stopped;
+  return o;
+}
+
 boost::json::object ArmJson(const ArmResult& a, boost::json::object delta) {
   boost::json::object o;
   AddCacheJson(a, o);
@@ -204,6 +229,7 @@ boost::json::object ArmJson(const ArmResult& a, boost::json::object delta) {
   o["delta_vs_baseline"] = std::move(delta);
   o["kv_usage"] = KvUsageJson(a.kv_usage);
   if (a.rollout.has_value()) o["rollout"] = RolloutJson(*a.rollout);
+  if (a.measured.has_value()) o["measured"] = MeasuredJson(*a.measured);
   boost::json::array times;
   times.reserve(a.session_times_s.size());
   for (const double t : a.session_times_s) times.push_back(t);

@@ -196,20 +196,20 @@ std::vector<kv::BlockKey> DriverKeysOf(const kv::BlockKeyHasher& hasher, uint64_
   return hasher.KeysFromBlockIds(shifted, 0);
 }
 
-AgentDriver::AgentDriver(EventLoop* loop, GatewayModel* gateway, const AgenticWorkload* workload,
+AgentDriver::AgentDriver(EventLoop* loop, AgentTarget* gateway, const AgenticWorkload* workload,
                          const AgentDriverOptions& options)
     : loop_(loop),
       gateway_(gateway),
       workload_(workload),
       options_(options),
-      hasher_(gateway->fleet().engine(EngineId(0)).engine().hasher()) {}
+      hasher_(gateway->hasher()) {}
 
-StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, GatewayModel* gateway,
+StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, AgentTarget* gateway,
                                                            const AgenticWorkload* workload,
                                                            const AgentDriverOptions& options) {
   if (Status s = options.Validate(); !s.ok()) return s;
   if (Status s = ValidateWorkloadShape(*workload); !s.ok()) return s;
-  const int32_t tokens_per_block = gateway->fleet().engine(EngineId(0)).engine().tokens_per_block();
+  const int32_t tokens_per_block = gateway->tokens_per_block();
   for (size_t k = 0; k < workload->conversations.size(); ++k) {
     if (Status s = ValidateConversation(k, workload->conversations[k], workload->starts[k], options,
                                         tokens_per_block);
@@ -579,7 +579,7 @@ void AgentDriver::ReleaseJoin(int32_t index) {
   }
 }
 
-StatusOr<AgentDriverResult> RunAgentWorkload(EventLoop* loop, GatewayModel* gateway,
+StatusOr<AgentDriverResult> RunAgentWorkload(EventLoop* loop, AgentTarget* gateway,
                                              const AgenticWorkload& workload,
                                              const AgentDriverOptions& options) {
   StatusOr<std::unique_ptr<AgentDriver>> driver =

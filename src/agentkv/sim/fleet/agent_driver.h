@@ -1,7 +1,8 @@
-// AgentDriver: replays an AgenticWorkload through a GatewayModel (and its fleet) in closed loop, as
-// agents behave in production (issue 5 item 4): a conversation sends its next request only after
-// its previous response completed plus the recorded client gap, so a slow fleet stretches session
-// time.
+// AgentDriver: replays an AgenticWorkload through an AgentTarget in closed loop, as agents behave
+// in production (issue 5 item 4): a conversation sends its next request only after its previous
+// response completed plus the recorded client gap, so a slow fleet stretches session time. The
+// target is the simulator's GatewayModel (and its fleet), or a live endpoint (`agentkv load`,
+// load/live_target.h) with the loop kept on real time; "the gateway" below is the target.
 //
 // Identities. Conversation k (its index in the workload) runs under ConversationId(k + 1);
 // its sub-agent j runs under ConversationId((k + 1) * 1000 + j + 1) with
@@ -12,12 +13,12 @@
 // parent's session's; a request whose trace entry stops with `tool_use` is marked
 // as ending in a tool call. Prompt keys are hasher.KeysFromBlockIds(hash_ids, extra_key = k + 1)
 // (sub-agents share the parent's namespace, as in the WEKA files; with shared_prefix_ids, ids below
-// it share one namespace across conversations, see AgentDriverOptions), with the hasher of engine
-// 0's KV cache; prompt_tokens = `in` (at least the block-covered tokens, hash_ids.size() *
-// block_size, and at least 1) and max_new_tokens = max(1, `out`). Output keys are the blocks of
-// the answer that the agent's next request re-sends (sim/output_keys.h), keyed as that request's
-// prompt, so the engine caches the answer for the next turn. Request ids are first_request_id,
-// +1, ... in submission order.
+// it share one namespace across conversations, see AgentDriverOptions), with the target's hasher
+// (engine 0's KV cache's in the simulator); prompt_tokens = `in` (at least the block-covered
+// tokens, hash_ids.size() * block_size, and at least 1) and max_new_tokens = max(1, `out`). Output
+// keys are the blocks of the answer that the agent's next request re-sends (sim/output_keys.h),
+// keyed as that request's prompt, so the engine caches the answer for the next turn. Request ids
+// are first_request_id, +1, ... in submission order.
 //
 // Timing rules (`api(i)` is request i's recorded server time, `api_time`, 0 when absent):
 // - Start: request 0 of conversation k is submitted at start_k + t_0 (start_k from
@@ -82,6 +83,7 @@
 #include "agentkv/base/strong_id.h"
 #include "agentkv/base/time.h"
 #include "agentkv/kv/block_key.h"
+#include "agentkv/sim/fleet/agent_target.h"
 #include "agentkv/sim/fleet/event_loop.h"
 #include "agentkv/sim/fleet/fleet_model.h"
 #include "agentkv/sim/fleet/gateway_model.h"
@@ -220,12 +222,10 @@ class AgentDriver {
  public:
   // Validates the options and the workload (starts.size() == conversations.size(), at most 1000
   // conversations and 999 sub-agents per conversation so ids stay distinct, one block_size
-  // that matches engine 0's tokens_per_block, gates as AgenticWorkload documents them: groups
+  // that matches the target's tokens_per_block, gates as AgenticWorkload documents them: groups
   // and start_after_group both empty or both sized, groups in [0, 2^20), -1 <= gate < group;
-  // retained empty or sized).
-  // `loop`,
-  // `gateway` and `workload` must outlive the driver.
-  static StatusOr<std::unique_ptr<AgentDriver>> Create(EventLoop* loop, GatewayModel* gateway,
+  // retained empty or sized). `loop`, `gateway` and `workload` must outlive the driver.
+  static StatusOr<std::unique_ptr<AgentDriver>> Create(EventLoop* loop, AgentTarget* gateway,
                                                        const AgenticWorkload* workload,
                                                        const AgentDriverOptions& options);
 
@@ -247,7 +247,7 @@ class AgentDriver {
  private:
   struct Agent;
 
-  AgentDriver(EventLoop* loop, GatewayModel* gateway, const AgenticWorkload* workload,
+  AgentDriver(EventLoop* loop, AgentTarget* gateway, const AgenticWorkload* workload,
               const AgentDriverOptions& options);
 
   // Building the agents (Create, after validation): conversation `k`'s main agent, then its
@@ -290,7 +290,7 @@ class AgentDriver {
   void ReleaseJoin(int32_t agent);
 
   EventLoop* loop_;
-  GatewayModel* gateway_;
+  AgentTarget* gateway_;
   const AgenticWorkload* workload_;
   AgentDriverOptions options_;
   kv::BlockKeyHasher hasher_;
@@ -313,7 +313,7 @@ class AgentDriver {
 
 // Creates a driver, starts it, runs the loop until idle and returns the result, or the first
 // error (Create's, or a Submit() error).
-StatusOr<AgentDriverResult> RunAgentWorkload(EventLoop* loop, GatewayModel* gateway,
+StatusOr<AgentDriverResult> RunAgentWorkload(EventLoop* loop, AgentTarget* gateway,
                                              const AgenticWorkload& workload,
                                              const AgentDriverOptions& options);
 

@@ -506,6 +506,14 @@ void GatewayModel::OnEngineComplete(EngineId engine, const EngineRequestRecord& 
   EnsureWorkingSetTick();
 }
 
+const kv::BlockKeyHasher& GatewayModel::hasher() const {
+  return fleet_->engine(EngineId(0)).engine().hasher();
+}
+
+int32_t GatewayModel::tokens_per_block() const {
+  return fleet_->engine(EngineId(0)).engine().tokens_per_block();
+}
+
 std::vector<int64_t> GatewayModel::EndSession(SessionId session) {
   std::vector<int64_t> freed;
   if (!flow_.Knows(session)) return freed;

@@ -107,6 +107,7 @@
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/kv_cache_manager.h"
 #include "agentkv/kv/pause_estimator.h"
+#include "agentkv/sim/fleet/agent_target.h"
 #include "agentkv/sim/fleet/event_loop.h"
 #include "agentkv/sim/fleet/fleet_model.h"
 #include "agentkv/sim/fleet/kv_usage_sample.h"
@@ -217,13 +218,13 @@ struct GatewayRecord {
   bool refused = false;
 };
 
-class GatewayModel {
+// The simulator's AgentTarget (agent_target.h): the agent driver submits to it.
+class GatewayModel final : public AgentTarget {
  public:
   // Runs when a request completes (engine record set; for a request admission refused, its
   // RefusedRecord), or fails to dispatch after waiting, or had its admission wait cancelled by
   // its session's close (engine record null, record.dispatch_error set).
-  using CompletionCallback =
-      std::function<void(const GatewayRecord&, const EngineRequestRecord* engine_record)>;
+  using CompletionCallback = AgentTarget::CompletionCallback;
 
   // Validates `options`, takes over the fleet's completion callback. `loop` and `fleet` must
   // outlive the gateway.
@@ -233,7 +234,12 @@ class GatewayModel {
   GatewayModel(const GatewayModel&) = delete;
   GatewayModel& operator=(const GatewayModel&) = delete;
 
-  void set_completion_callback(CompletionCallback callback) { on_complete_ = std::move(callback); }
+  void set_completion_callback(CompletionCallback callback) override {
+    on_complete_ = std::move(callback);
+  }
+  // Engine 0's hasher and block size (every engine of a fleet has the same).
+  const kv::BlockKeyHasher& hasher() const override;
+  int32_t tokens_per_block() const override;
 
   // Receives `request` at loop->now(): registers its session on first use (a session ended
   // before opens again), applies its retention mark, asks admission, and dispatches it now or
@@ -241,7 +247,7 @@ class GatewayModel {
   // the flow's refusals (control::GatewayFlow::BeginAttempt: a retention mark past the bound is
   // ResourceExhausted) and, for a request dispatched at once, the engine's Submit error. A request
   // that waited and then fails to dispatch reports through the completion callback instead.
-  Status Submit(GatewayRequest request);
+  Status Submit(GatewayRequest request) override;
 
   // The session ended (its agent finished): closes it through the gateway flow. Attempts of
   // the session still waiting for admission are cancelled (they complete with a dispatch
@@ -251,7 +257,7 @@ class GatewayModel {
   // nothing was closed or the close waits for a drain (tokens_freed_by_close() counts every
   // close). Idempotent: an ended session is not closed again. A session the gateway never saw
   // is a no-op (a simulated agent closes only a session it used).
-  std::vector<int64_t> EndSession(SessionId session);
+  std::vector<int64_t> EndSession(SessionId session) override;
 
   const FleetModel& fleet() const { return *fleet_; }
   // Requests received and not completed (waiting in the FIFO or on engines).

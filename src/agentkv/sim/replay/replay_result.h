@@ -91,6 +91,38 @@ struct RolloutMetrics {
   friend bool operator==(const RolloutMetrics&, const RolloutMetrics&) = default;
 };
 
+// What only a measured run has (`agentkv load` against a live endpoint, load/load_run.h): the
+// client's view that a simulated arm has no counterpart for.
+struct MeasuredRun {
+  // The endpoint and API ("http://127.0.0.1:30000 generate"), and the time scale the run's
+  // times were multiplied by (every time in the arm is loop time: wall time x time_scale).
+  std::string target;
+  double time_scale = 1;
+  // Wall-clock seconds from the first request to the end, and the client's CPU seconds over
+  // the run (user + system, every thread).
+  double wall_s = 0;
+  double client_cpu_s = 0;
+  // Per request with two or more output events: the mean gap between them (inter-token
+  // latency of a streamed answer), in loop seconds.
+  DurationSummary inter_token;
+  // HTTP attempts, the retries among them, and requests that failed after their retries
+  // (counted in requests_refused too: the agent went on without the answer).
+  int64_t attempts = 0;
+  int64_t retries = 0;
+  int64_t requests_failed = 0;
+  // Failed attempts by kind ("http 503", "deadline exceeded", "unavailable", ...), by name.
+  std::vector<std::pair<std::string, int64_t>> errors;
+  // Sessions closed (POST /v1/sessions/{id}/close answered 2xx), and failed closes by kind.
+  int64_t sessions_closed = 0;
+  std::vector<std::pair<std::string, int64_t>> close_errors;
+  // Requests in flight when the run was stopped (Ctrl-C), left out of every count; whether it
+  // was.
+  int64_t requests_cancelled = 0;
+  bool stopped = false;
+
+  friend bool operator==(const MeasuredRun&, const MeasuredRun&) = default;
+};
+
 // One policy arm's outcome.
 struct ArmResult {
   // The arm's name ("baseline", "+lifecycle", ...) and one line saying what it enables.
@@ -227,6 +259,9 @@ struct ArmResult {
 
   // --- RL rollout: set only when the workload has groups (the rollout's steps) ---
   std::optional<RolloutMetrics> rollout;
+
+  // --- Set only for a measured run (`agentkv load`) ---
+  std::optional<MeasuredRun> measured;
 
   friend bool operator==(const ArmResult&, const ArmResult&) = default;
 };

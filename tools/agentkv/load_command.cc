@@ -1,0 +1,303 @@
+#include "tools/agentkv/load_command.h"
+
+#include <fmt/core.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+#include <utility>
+
+#include "agentkv/base/hash.h"
+#include "agentkv/load/load_run.h"
+#include "agentkv/report/replay_report.h"
+#include "tools/agentkv/cli_support.h"
+
+namespace agentkv::tools {
+namespace {
+
+constexpr const char* kDescription =
+    "Drive a live fleet (the agentkv gateway, a router or an engine) with an agentic workload, "
+    "measure it, and write the replay's report with the measurement as one arm";
+
+constexpr const char* kFooter = R"(What it does:
+  Replays the workload `agentkv replay` would (same --workload flags, seeds and session
+  starts; sub-agents spawn and parents wait for them as there) against --url in real time:
+  each agent sends its next request when its previous answer has streamed back plus the
+  recorded tool or human gap. Every request streams, so the first token's time is measured.
+  --time-scale S runs every recorded gap S times faster and reports every measured time
+  multiplied by S: against `agentkv emulate ... --time-scale S` the result is what the cost
+  model gives at scale 1, in 1/S of the time; against a real engine keep 1.
+
+Prompts (--api):
+  generate     SGLang /generate with input_ids: token exact. A block of the workload is a
+               block of token ids derived from its key, so equal prefixes are equal ids; the
+               ids an answer generated are re-sent where the agent's next turn re-sends it.
+  completions  /v1/completions with the prompt as token ids: exact prompts, but the answer
+               comes back as text, so a next turn re-sends synthesized ids where the answer was
+               (those blocks miss where a replay counts them cached).
+  chat         /v1/chat/completions, one user message spelling each id as a 4-byte word: one
+               pseudo token per word on the engine emulator, approximate on a real tokenizer.
+
+Agent behaviour (on by default; --plain-client turns all off):
+  session_id per conversation, X-SMG-Routing-Key (the session, or with
+  --agentic-subagent-routing parent the parent's), X-Agentkv-Pause (the pause after the
+  request), X-Agentkv-Parent-Session (+ X-Agentkv-Parent-Signature with --parent-hint-key),
+  X-Agentkv-Session-Retain for retained rollout sessions, a unique rid per attempt, and
+  POST /v1/sessions/{id}/close (the agentkv gateway's) when an agent ends.
+
+Measured: per request TTFT (send to first streamed token), inter-token latency, end to end,
+the server's cached tokens (meta_info.cached_tokens, usage.prompt_tokens_details.cached_tokens),
+errors by kind; per session server time as the replay defines it. A 400 counts as refused and
+the agent goes on; other failures are retried (--retries), then counted and the agent goes on.
+Not on the wire, so left at 0: the engine's split of uncached tokens into cold and evicted
+recompute (all count as cold), preemptions, queueing delay.
+
+Output: the replay's table on stdout, --json and --html (the replay's schema, one arm named
+--label, with a `measured` block: time scale, wall and client CPU seconds, inter-token latency,
+attempts, errors, closes). Progress every 5 s on stderr. Ctrl-C stops sending, cancels what is in
+flight, closes the sessions opened and reports what completed.
+
+Compare with a prediction:
+  agentkv replay --arms baseline --num-engines 2 --json predicted.json ...
+  agentkv load --url http://127.0.0.1:30000 --label baseline --json measured.json ...
+  agentkv compare predicted.json measured.json
+
+Exit codes: 0 the run ended (failed requests are measurements); 2 bad flags or trace; 1 internal
+error.)";
+
+// A run id from the clock and the process: sessions, rids and prompt ids of two runs differ.
+std::string FreshRunId() {
+  const auto now = std::chrono::system_clock::now().time_since_epoch().count();
+  const uint64_t h = HashCombine(static_cast<uint64_t>(now), static_cast<uint64_t>(getpid()));
+  return fmt::format("{:08x}", h & 0xffffffffULL);
+}
+
+// Receives SIGINT or SIGTERM on its own thread (BlockTerminationSignals first) and sets `stop`;
+// Finish() ends it when the run ended by itself.
+class StopOnSignal {
+ public:
+  explicit StopOnSignal(std::atomic<bool>* stop)
+      : stop_(stop), thread_([this] {
+          const int signal = WaitForTerminationSignal();
+          if (!finishing_.load()) {
+            fmt::print(stderr, "agentkv load: {} received, stopping\n",
+                       signal == SIGINT ? "SIGINT" : "SIGTERM");
+            stop_->store(true);
+          }
+        }) {}
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+  ~StopOnSignal() {
+    finishing_.store(true);
+    if (!stop_->load()) pthread_kill(thread_.native_handle(), SIGTERM);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool>* stop_;
+  std::atomic<bool> finishing_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
+LoadCommand::LoadCommand(CLI::App& app)
+    : workload_("agentkv-load.json", "agentkv-load.html", ReplayFlagSet::kWorkloadAndOutput) {
+  command_ = app.add_subcommand(kName, kDescription);
+  command_->footer(kFooter);
+  const std::string target = "Target";
+  command_
+      ->add_option("--url", url_, "The endpoint: http://host:port of the gateway, router or engine")
+      ->required()
+      ->group(target);
+  command_->add_option("--api", api_, "generate (input_ids, token exact), completions or chat")
+      ->check(CLI::IsMember({"generate", "completions", "chat"}))
+      ->capture_default_str()
+      ->group(target);
+  command_->add_option("--model", model_, "`model` of the OpenAI routes")
+      ->capture_default_str()
+      ->group(target);
+  command_->add_option("--connections", connections_, "Connections to the endpoint, in [1, 65536]")
+      ->capture_default_str()
+      ->group(target);
+  command_
+      ->add_option("--timeout-s", timeout_s_,
+                   "Longest wait for an answer's headers or between two pieces of it, seconds")
+      ->capture_default_str()
+      ->group(target);
+  command_
+      ->add_option("--retries", retries_,
+                   "New attempts of a failed request (not of a 400), in [0, 100]")
+      ->capture_default_str()
+      ->group(target);
+  command_->add_option("--vocab-size", vocab_size_, "Token ids are drawn below this (from 1000)")
+      ->capture_default_str()
+      ->group(target);
+
+  const std::string run = "Run";
+  command_
+      ->add_option("--time-scale", time_scale_,
+                   "Recorded gaps run this many times faster, measured times are multiplied "
+                   "by it; in (0, 10000]")
+      ->capture_default_str()
+      ->group(run);
+  command_
+      ->add_option("--label", label_, "The arm's name in the report (e.g. baseline, to compare)")
+      ->capture_default_str()
+      ->group(run);
+  command_
+      ->add_option("--run-id", run_id_,
+                   "Names sessions and rids (load-<id>-N) and salts prompt ids; default: fresh "
+                   "per run, so runs never share KV")
+      ->group(run);
+
+  const std::string agent = "Agent behaviour";
+  command_
+      ->add_flag("--plain-client", plain_client_,
+                 "Send none of the agent's extras: a plain OpenAI/SGLang client")
+      ->group(agent);
+  command_->add_option("--send-session-ids", session_ids_, "session_id per conversation")
+      ->capture_default_str()
+      ->group(agent);
+  command_->add_option("--send-routing-keys", routing_keys_, "X-SMG-Routing-Key: the session")
+      ->capture_default_str()
+      ->group(agent);
+  command_
+      ->add_option("--send-pause-hints", pause_hints_, "X-Agentkv-Pause: the pause that follows")
+      ->capture_default_str()
+      ->group(agent);
+  command_
+      ->add_option("--send-parent-hints", parent_hints_, "X-Agentkv-Parent-Session on sub-agents")
+      ->capture_default_str()
+      ->group(agent);
+  command_
+      ->add_option("--close-sessions", close_sessions_,
+                   "POST /v1/sessions/{id}/close when an agent ends")
+      ->capture_default_str()
+      ->group(agent);
+  command_
+      ->add_option("--parent-hint-key", parent_hint_key_,
+                   "Sign parent hints (HMAC-SHA256), as the gateway's --parent-hint-key")
+      ->group(agent);
+  command_
+      ->add_option("--agentic-subagent-routing", subagent_routing_,
+                   "own (a sub-agent's session) or parent (its parent's) as routing key")
+      ->check(CLI::IsMember({"own", "parent"}))
+      ->capture_default_str()
+      ->group(agent);
+  workload_.Add(*command_);
+}
+
+int LoadCommand::Run() const {
+  if (connections_ < 1 || connections_ > 65'536) {
+    return ReportError(kName,
+                       fmt::format("--connections must be in [1, 65536], got {}", connections_),
+                       kExitBadInput);
+  }
+  if (!(timeout_s_ > 0) || timeout_s_ > 86'400) {
+    return ReportError(kName, fmt::format("--timeout-s must be in (0, 86400], got {}", timeout_s_),
+                       kExitBadInput);
+  }
+  if (!(time_scale_ > 0) || time_scale_ > 10'000) {
+    return ReportError(kName,
+                       fmt::format("--time-scale must be in (0, 10000], got {}", time_scale_),
+                       kExitBadInput);
+  }
+  if (url_.rfind("http://", 0) != 0) {
+    return ReportError(kName, fmt::format("--url must start with http://, got '{}'", url_),
+                       kExitBadInput);
+  }
+  StatusOr<ReplayPlan> plan = workload_.Plan();
+  if (!plan.ok()) return ReportError(kName, plan.status());
+  if (!plan->agentic.has_value()) {
+    return ReportError(kName,
+                       fmt::format("--workload {} is an open-loop trace; agentkv load replays the "
+                                   "agentic workloads (synthetic, weka, bailian, rollout)",
+                                   plan->workload),
+                       kExitBadInput);
+  }
+  const sim::AgenticWorkload& workload = *plan->agentic;
+  if (workload.conversations.empty()) {
+    return ReportError(kName, "the workload has no conversation", kExitBadInput);
+  }
+  const std::string run_id = run_id_.empty() ? FreshRunId() : run_id_;
+  load::LoadOptions options;
+  load::LiveTargetOptions& t = options.target;
+  t.url = url_;
+  t.api = load::ParseLoadApi(api_).value();
+  t.model = model_;
+  t.tokens_per_block = workload.conversations.front().block_size;
+  t.vocab_size = vocab_size_;
+  t.salt = Hash64(std::string_view(run_id), 0x6c6f6164);
+  t.session_prefix = "load-" + run_id + "-";
+  t.session_ids = session_ids_ && !plain_client_;
+  t.routing_keys = routing_keys_ && !plain_client_;
+  t.pause_hints = pause_hints_ && !plain_client_;
+  t.parent_hints = parent_hints_ && !plain_client_;
+  t.close_sessions = close_sessions_ && !plain_client_;
+  t.parent_hint_key = parent_hint_key_;
+  t.retries = retries_;
+  t.connections = static_cast<size_t>(connections_);
+  t.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
+  options.driver.shared_prefix_ids = plan->options.shared_prefix_ids;
+  options.driver.subagent_models = plan->options.subagent_models;
+  options.driver.subagent_routing = sim::ParseSubagentRouting(subagent_routing_).value();
+  options.time_scale = time_scale_;
+  options.label = label_;
+  options.description = plan->description;
+  options.seed = plan->seed;
+  if (Status s = options.Validate(); !s.ok()) return ReportError(kName, s);
+
+  const bool quiet = plan->quiet;
+  auto last_line = std::chrono::steady_clock::now();
+  options.progress = [&](const load::LoadProgress& p) {
+    if (quiet) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_line < std::chrono::seconds(5)) return;
+    last_line = now;
+    fmt::print(
+        stderr,
+        "agentkv load: {}/{} requests done, {} in flight, {} errors, {:.0f} s (loop {:.0f} s)\n",
+        p.completed, p.total, p.in_flight, p.errors, p.wall_s, p.loop_s);
+  };
+  std::atomic<bool> stop{false};
+  options.stop = &stop;
+  BlockTerminationSignals();
+  StatusOr<sim::ReplayResult> result = [&] {
+    StopOnSignal on_signal(&stop);
+    return load::RunLoad(workload, options);
+  }();
+  if (!result.ok()) return ReportError(kName, result.status());
+  fmt::print("{}", report::FormatReplayTable(*result));
+  std::fflush(stdout);
+  for (const auto& [path, render] : {std::pair{plan->json_path, &report::ReplayResultJson},
+                                     std::pair{plan->html_path, &report::ReplayResultHtml}}) {
+    if (path.empty()) continue;
+    if (Status s = WriteFileAtomically(path, render(*result)); !s.ok()) {
+      return ReportError(kName, s);
+    }
+    if (!quiet) fmt::print(stderr, "agentkv {}: wrote {}\n", kName, path);
+  }
+  if (!quiet) {
+    const sim::MeasuredRun& m = *result->arms.front().measured;
+    fmt::print(
+        stderr,
+        "agentkv load: {} requests in {:.1f} s wall ({:.0f} req/s), client CPU {:.2f} s "
+        "({:.1f} us/request), {} failed{}\n",
+        result->arms.front().requests_completed, m.wall_s,
+        m.wall_s > 0 ? static_cast<double>(result->arms.front().requests_completed) / m.wall_s
+                     : 0.0,
+        m.client_cpu_s,
+        result->arms.front().requests_completed > 0
+            ? m.client_cpu_s * 1e6 / static_cast<double>(result->arms.front().requests_completed)
+            : 0.0,
+        m.requests_failed, m.stopped ? ", stopped early" : "");
+  }
+  return kExitOk;
+}
+
+}  // namespace agentkv::tools

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/base/check.h"
 #include "agentkv/service/common/hmac_sha256.h"
 
@@ -266,7 +267,9 @@ void LiveTarget::Complete(size_t slot, const Outcome& outcome) {
   const bool served = !m.failed && Success(outcome.http_status);
   if (served) {
     const StreamOutcome& a = outcome.answer;
-    const int64_t prompt = a.prompt_tokens.value_or(static_cast<int64_t>(call.wire.prompt.size()));
+    // The server's counts are input: bounded, so the summary's sums cannot overflow.
+    const int64_t prompt = std::clamp<int64_t>(
+        a.prompt_tokens.value_or(static_cast<int64_t>(call.wire.prompt.size())), 0, kMaxTokens);
     const int64_t cached = std::clamp<int64_t>(a.cached_tokens.value_or(0), 0, prompt);
     m.gateway.prompt_tokens = prompt;
     m.gateway.prompt_blocks = prompt / options_.tokens_per_block;
@@ -277,7 +280,8 @@ void LiveTarget::Complete(size_t slot, const Outcome& outcome) {
                                       ? std::clamp<int64_t>(*a.cached_device_tokens, 0, cached)
                                       : cached - report.cached_host_tokens;
     report.uncached_tokens = prompt - report.cached_device_tokens - report.cached_host_tokens;
-    report.output_tokens = a.completion_tokens.value_or(a.output_events);
+    report.output_tokens =
+        std::clamp<int64_t>(a.completion_tokens.value_or(a.output_events), 0, kMaxTokens);
     // A live server does not say which uncached tokens it had computed before.
     m.engine.cold_tokens = report.uncached_tokens;
     if (a.saw_output) {

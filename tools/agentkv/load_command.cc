@@ -103,8 +103,24 @@ class StopOnSignal {
   std::thread thread_;
 };
 
+// The run in one line on stderr: requests, wall time and rate, client CPU, failures.
+void PrintRunLine(const sim::ArmResult& arm) {
+  const sim::MeasuredRun& m = *arm.measured;
+  fmt::print(stderr,
+             "agentkv load: {} requests in {:.1f} s wall ({:.0f} req/s), client CPU {:.2f} s "
+             "({:.1f} us/request), {} failed{}\n",
+             arm.requests_completed, m.wall_s,
+             m.wall_s > 0 ? static_cast<double>(arm.requests_completed) / m.wall_s : 0.0,
+             m.client_cpu_s,
+             arm.requests_completed > 0
+                 ? m.client_cpu_s * 1e6 / static_cast<double>(arm.requests_completed)
+                 : 0.0,
+             m.requests_failed, m.stopped ? ", stopped early" : "");
+}
+
 }  // namespace
 
+// Long: one flat list of the command's flag registrations, in the order --help shows them.
 LoadCommand::LoadCommand(CLI::App& app)
     : workload_("agentkv-load.json", "agentkv-load.html", ReplayFlagSet::kWorkloadAndOutput) {
   command_ = app.add_subcommand(kName, kDescription);
@@ -192,6 +208,37 @@ LoadCommand::LoadCommand(CLI::App& app)
   workload_.Add(*command_);
 }
 
+load::LoadOptions LoadCommand::Options(const ReplayPlan& plan) const {
+  const sim::AgenticWorkload& workload = *plan.agentic;
+  const std::string run_id = run_id_.empty() ? FreshRunId() : run_id_;
+  load::LoadOptions options;
+  load::LiveTargetOptions& t = options.target;
+  t.url = url_;
+  t.api = load::ParseLoadApi(api_).value();
+  t.model = model_;
+  t.tokens_per_block = workload.conversations.front().block_size;
+  t.vocab_size = vocab_size_;
+  t.salt = Hash64(std::string_view(run_id), 0x6c6f6164);
+  t.session_prefix = "load-" + run_id + "-";
+  t.session_ids = session_ids_ && !plain_client_;
+  t.routing_keys = routing_keys_ && !plain_client_;
+  t.pause_hints = pause_hints_ && !plain_client_;
+  t.parent_hints = parent_hints_ && !plain_client_;
+  t.close_sessions = close_sessions_ && !plain_client_;
+  t.parent_hint_key = parent_hint_key_;
+  t.retries = retries_;
+  t.connections = static_cast<size_t>(connections_);
+  t.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
+  options.driver.shared_prefix_ids = plan.options.shared_prefix_ids;
+  options.driver.subagent_models = plan.options.subagent_models;
+  options.driver.subagent_routing = sim::ParseSubagentRouting(subagent_routing_).value();
+  options.time_scale = time_scale_;
+  options.label = label_;
+  options.description = plan.description;
+  options.seed = plan.seed;
+  return options;
+}
+
 int LoadCommand::Run() const {
   if (connections_ < 1 || connections_ > 65'536) {
     return ReportError(kName,
@@ -220,36 +267,10 @@ int LoadCommand::Run() const {
                                    plan->workload),
                        kExitBadInput);
   }
-  const sim::AgenticWorkload& workload = *plan->agentic;
-  if (workload.conversations.empty()) {
+  if (plan->agentic->conversations.empty()) {
     return ReportError(kName, "the workload has no conversation", kExitBadInput);
   }
-  const std::string run_id = run_id_.empty() ? FreshRunId() : run_id_;
-  load::LoadOptions options;
-  load::LiveTargetOptions& t = options.target;
-  t.url = url_;
-  t.api = load::ParseLoadApi(api_).value();
-  t.model = model_;
-  t.tokens_per_block = workload.conversations.front().block_size;
-  t.vocab_size = vocab_size_;
-  t.salt = Hash64(std::string_view(run_id), 0x6c6f6164);
-  t.session_prefix = "load-" + run_id + "-";
-  t.session_ids = session_ids_ && !plain_client_;
-  t.routing_keys = routing_keys_ && !plain_client_;
-  t.pause_hints = pause_hints_ && !plain_client_;
-  t.parent_hints = parent_hints_ && !plain_client_;
-  t.close_sessions = close_sessions_ && !plain_client_;
-  t.parent_hint_key = parent_hint_key_;
-  t.retries = retries_;
-  t.connections = static_cast<size_t>(connections_);
-  t.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
-  options.driver.shared_prefix_ids = plan->options.shared_prefix_ids;
-  options.driver.subagent_models = plan->options.subagent_models;
-  options.driver.subagent_routing = sim::ParseSubagentRouting(subagent_routing_).value();
-  options.time_scale = time_scale_;
-  options.label = label_;
-  options.description = plan->description;
-  options.seed = plan->seed;
+  load::LoadOptions options = Options(*plan);
   if (Status s = options.Validate(); !s.ok()) return ReportError(kName, s);
 
   const bool quiet = plan->quiet;
@@ -269,7 +290,7 @@ int LoadCommand::Run() const {
   BlockTerminationSignals();
   StatusOr<sim::ReplayResult> result = [&] {
     StopOnSignal on_signal(&stop);
-    return load::RunLoad(workload, options);
+    return load::RunLoad(*plan->agentic, options);
   }();
   if (!result.ok()) return ReportError(kName, result.status());
   fmt::print("{}", report::FormatReplayTable(*result));
@@ -282,21 +303,7 @@ int LoadCommand::Run() const {
     }
     if (!quiet) fmt::print(stderr, "agentkv {}: wrote {}\n", kName, path);
   }
-  if (!quiet) {
-    const sim::MeasuredRun& m = *result->arms.front().measured;
-    fmt::print(
-        stderr,
-        "agentkv load: {} requests in {:.1f} s wall ({:.0f} req/s), client CPU {:.2f} s "
-        "({:.1f} us/request), {} failed{}\n",
-        result->arms.front().requests_completed, m.wall_s,
-        m.wall_s > 0 ? static_cast<double>(result->arms.front().requests_completed) / m.wall_s
-                     : 0.0,
-        m.client_cpu_s,
-        result->arms.front().requests_completed > 0
-            ? m.client_cpu_s * 1e6 / static_cast<double>(result->arms.front().requests_completed)
-            : 0.0,
-        m.requests_failed, m.stopped ? ", stopped early" : "");
-  }
+  if (!quiet) PrintRunLine(result->arms.front());
   return kExitOk;
 }
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "agentkv/load/load_run.h"
 #include "tools/agentkv/replay_flags.h"
 
 namespace agentkv::tools {
@@ -37,6 +38,9 @@ class LoadCommand {
   int Run() const;
 
  private:
+  // The run the flags describe on `plan`'s agentic workload (not yet validated).
+  load::LoadOptions Options(const ReplayPlan& plan) const;
+
   CLI::App* command_ = nullptr;
   ReplayFlags workload_;
   std::string url_;

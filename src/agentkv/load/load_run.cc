@@ -110,6 +110,53 @@ sim::ArmResult SummarizeLoad(const sim::AgenticWorkload& workload,
   return result;
 }
 
+namespace {
+
+// The run's result: the summary of what completed, and the measured block.
+sim::ReplayResult ResultOf(const sim::AgenticWorkload& workload, const LoadOptions& options,
+                           const sim::AgentDriverResult& driven, const LiveTarget& live,
+                           double wall_s, double cpu_s, bool stopped) {
+  TimeNs first_start = driven.makespan_end;
+  for (const sim::DriverConversationResult& c : driven.conversations) {
+    if (c.requests_issued > 0) first_start = std::min(first_start, c.start);
+  }
+  sim::ReplayResult result;
+  result.setup.workload = options.description;
+  result.setup.seed = options.seed;
+  result.setup.router = options.target.url;
+  result.setup.tokens_per_block = options.target.tokens_per_block;
+  sim::ArmResult arm =
+      SummarizeLoad(workload, driven, live.measured(), options.target.tokens_per_block,
+                    driven.makespan_end - first_start);
+  arm.arm = options.label;
+  arm.description =
+      "measured: " + options.target.url + " (" + std::string(LoadApiName(options.target.api)) + ")";
+  sim::MeasuredRun m;
+  m.target = options.target.url + " " + std::string(LoadApiName(options.target.api));
+  m.time_scale = options.time_scale;
+  m.wall_s = wall_s;
+  m.client_cpu_s = cpu_s;
+  std::vector<double> inter_token;
+  for (const MeasuredRequest& r : live.measured()) {
+    if (r.cancelled) ++m.requests_cancelled;
+    if (r.failed) ++m.requests_failed;
+    if (r.inter_token_s.has_value()) inter_token.push_back(*r.inter_token_s);
+  }
+  m.inter_token = sim::SummarizeDurations(inter_token);
+  const LiveCounters counters = live.counters();
+  m.attempts = counters.attempts;
+  m.retries = counters.retries;
+  m.errors = Sorted(counters.errors);
+  m.sessions_closed = counters.sessions_closed;
+  m.close_errors = Sorted(counters.close_errors);
+  m.stopped = stopped;
+  arm.measured = std::move(m);
+  result.arms.push_back(std::move(arm));
+  return result;
+}
+
+}  // namespace
+
 StatusOr<sim::ReplayResult> RunLoad(const sim::AgenticWorkload& workload,
                                     const LoadOptions& options) {
   if (Status s = options.Validate(); !s.ok()) return s;
@@ -170,44 +217,9 @@ StatusOr<sim::ReplayResult> RunLoad(const sim::AgenticWorkload& workload,
   const WallClock::time_point end = WallClock::now();
   progress(end);
 
-  const sim::AgentDriverResult& driven = (*driver)->result();
-  TimeNs first_start = driven.makespan_end;
-  for (const sim::DriverConversationResult& c : driven.conversations) {
-    if (c.requests_issued > 0) first_start = std::min(first_start, c.start);
-  }
-  sim::ReplayResult result;
-  result.setup.workload = options.description;
-  result.setup.seed = options.seed;
-  result.setup.router = options.target.url;
-  result.setup.tokens_per_block = options.target.tokens_per_block;
-  sim::ArmResult arm =
-      SummarizeLoad(workload, driven, live.measured(), options.target.tokens_per_block,
-                    driven.makespan_end - first_start);
-  arm.arm = options.label;
-  arm.description =
-      "measured: " + options.target.url + " (" + std::string(LoadApiName(options.target.api)) + ")";
-  sim::MeasuredRun m;
-  m.target = options.target.url + " " + std::string(LoadApiName(options.target.api));
-  m.time_scale = scale;
-  m.wall_s = std::chrono::duration<double>(end - origin).count();
-  m.client_cpu_s = ProcessCpuSeconds() - cpu_before;
-  std::vector<double> inter_token;
-  for (const MeasuredRequest& r : live.measured()) {
-    if (r.cancelled) ++m.requests_cancelled;
-    if (r.failed) ++m.requests_failed;
-    if (r.inter_token_s.has_value()) inter_token.push_back(*r.inter_token_s);
-  }
-  m.inter_token = sim::SummarizeDurations(inter_token);
-  const LiveCounters counters = live.counters();
-  m.attempts = counters.attempts;
-  m.retries = counters.retries;
-  m.errors = Sorted(counters.errors);
-  m.sessions_closed = counters.sessions_closed;
-  m.close_errors = Sorted(counters.close_errors);
-  m.stopped = stopped;
-  arm.measured = std::move(m);
-  result.arms.push_back(std::move(arm));
-  return result;
+  return ResultOf(workload, options, (*driver)->result(), live,
+                  std::chrono::duration<double>(end - origin).count(),
+                  ProcessCpuSeconds() - cpu_before, stopped);
 }
 
 }  // namespace agentkv::load

@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "agentkv/base/bounds.h"
-#include "agentkv/base/check.h"
 #include "agentkv/service/common/hmac_sha256.h"
 
 namespace agentkv::load {

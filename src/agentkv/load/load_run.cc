@@ -29,17 +29,6 @@ double ProcessCpuSeconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
-int64_t WorkloadRequests(const sim::AgenticWorkload& workload) {
-  int64_t total = 0;
-  for (const sim::WekaConversation& c : workload.conversations) {
-    total += static_cast<int64_t>(c.requests.size());
-    for (const sim::WekaSubagent& sub : c.subagents) {
-      total += static_cast<int64_t>(sub.requests.size());
-    }
-  }
-  return total;
-}
-
 std::vector<std::pair<std::string, int64_t>> Sorted(const std::map<std::string, int64_t>& m) {
   return {m.begin(), m.end()};
 }
@@ -56,11 +45,9 @@ Status LoadOptions::Validate() const {
   return target.Validate();
 }
 
-sim::ArmResult SummarizeLoad(const sim::AgenticWorkload& workload,
-                             const sim::AgentDriverResult& driven,
+sim::ArmResult SummarizeLoad(const sim::AgentDriverResult& driven,
                              const std::vector<MeasuredRequest>& measured, int32_t tokens_per_block,
                              TimeNs makespan) {
-  (void)workload;
   sim::ArmResult result;
   // Sessions: main agents by workload index; conversations: every agent that began.
   std::map<int32_t, size_t> session_of_workload;
@@ -113,9 +100,8 @@ sim::ArmResult SummarizeLoad(const sim::AgenticWorkload& workload,
 namespace {
 
 // The run's result: the summary of what completed, and the measured block.
-sim::ReplayResult ResultOf(const sim::AgenticWorkload& workload, const LoadOptions& options,
-                           const sim::AgentDriverResult& driven, const LiveTarget& live,
-                           double wall_s, double cpu_s, bool stopped) {
+sim::ReplayResult ResultOf(const LoadOptions& options, const sim::AgentDriverResult& driven,
+                           const LiveTarget& live, double wall_s, double cpu_s, bool stopped) {
   TimeNs first_start = driven.makespan_end;
   for (const sim::DriverConversationResult& c : driven.conversations) {
     if (c.requests_issued > 0) first_start = std::min(first_start, c.start);
@@ -125,9 +111,8 @@ sim::ReplayResult ResultOf(const sim::AgenticWorkload& workload, const LoadOptio
   result.setup.seed = options.seed;
   result.setup.router = options.target.url;
   result.setup.tokens_per_block = options.target.tokens_per_block;
-  sim::ArmResult arm =
-      SummarizeLoad(workload, driven, live.measured(), options.target.tokens_per_block,
-                    driven.makespan_end - first_start);
+  sim::ArmResult arm = SummarizeLoad(driven, live.measured(), options.target.tokens_per_block,
+                                     driven.makespan_end - first_start);
   arm.arm = options.label;
   arm.description =
       "measured: " + options.target.url + " (" + std::string(LoadApiName(options.target.api)) + ")";
@@ -181,7 +166,8 @@ StatusOr<sim::ReplayResult> RunLoad(const sim::AgenticWorkload& workload,
   const double cpu_before = ProcessCpuSeconds();
   if (Status s = (*driver)->Start(); !s.ok()) return s;
 
-  const int64_t total = WorkloadRequests(workload);
+  int64_t total = 0;
+  for (const sim::WekaConversation& c : workload.conversations) total += c.TotalRequests();
   const auto progress = [&](WallClock::time_point now) {
     if (!options.progress) return;
     LoadProgress p;
@@ -217,7 +203,7 @@ StatusOr<sim::ReplayResult> RunLoad(const sim::AgenticWorkload& workload,
   const WallClock::time_point end = WallClock::now();
   progress(end);
 
-  return ResultOf(workload, options, (*driver)->result(), live,
+  return ResultOf(options, (*driver)->result(), live,
                   std::chrono::duration<double>(end - origin).count(),
                   ProcessCpuSeconds() - cpu_before, stopped);
 }

@@ -71,8 +71,7 @@ StatusOr<sim::ReplayResult> RunLoad(const sim::AgenticWorkload& workload,
 
 // The arm of a finished run: the replay summary over the completed requests of `measured`
 // (cancelled ones left out), session and server times by conversation from `driven`.
-sim::ArmResult SummarizeLoad(const sim::AgenticWorkload& workload,
-                             const sim::AgentDriverResult& driven,
+sim::ArmResult SummarizeLoad(const sim::AgentDriverResult& driven,
                              const std::vector<MeasuredRequest>& measured, int32_t tokens_per_block,
                              TimeNs makespan);
 

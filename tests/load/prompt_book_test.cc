@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "agentkv/base/rng.h"
@@ -27,7 +28,10 @@ TEST(PromptBookTest, RefusesABadBlockSizeOrVocabulary) {
   EXPECT_EQ(PromptBook::Create(0, 32000, 1).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(PromptBook::Create(4, PromptBook::kFirstToken, 1).status().code(),
             StatusCode::kInvalidArgument);
+  EXPECT_EQ(PromptBook::Create(4, PromptBook::kMaxVocabSize + 1, 1).status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_TRUE(PromptBook::Create(4, PromptBook::kFirstToken + 1, 1).ok());
+  EXPECT_TRUE(PromptBook::Create(4, PromptBook::kMaxVocabSize, 1).ok());
 }
 
 TEST(PromptBookTest, EqualKeyChainsGiveEqualPrefixesAndTailsAreUnique) {
@@ -44,6 +48,11 @@ TEST(PromptBookTest, EqualKeyChainsGiveEqualPrefixesAndTailsAreUnique) {
     EXPECT_GE(id, PromptBook::kFirstToken);
     EXPECT_LT(id, 32000);
   }
+  // Ids cover the range: a vocabulary of two ids gives both.
+  const PromptBook tiny = PromptBook::Create(64, PromptBook::kFirstToken + 2, 7).value();
+  const std::vector<int64_t> ids = tiny.Prompt(Keys({1}), 64, 0);
+  EXPECT_EQ(*std::min_element(ids.begin(), ids.end()), PromptBook::kFirstToken);
+  EXPECT_EQ(*std::max_element(ids.begin(), ids.end()), PromptBook::kFirstToken + 1);
   // A prompt shorter than its blocks stops at its length.
   EXPECT_EQ(book.Prompt(Keys({11, 12, 13}), 6, 1), Slice(a, 0, 6));
 }

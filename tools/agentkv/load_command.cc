@@ -13,6 +13,7 @@
 
 #include "agentkv/base/hash.h"
 #include "agentkv/load/load_run.h"
+#include "agentkv/net/http_types.h"
 #include "agentkv/report/replay_report.h"
 #include "tools/agentkv/cli_support.h"
 
@@ -48,6 +49,17 @@ Agent behaviour (on by default; --plain-client turns all off):
   request), X-Agentkv-Parent-Session (+ X-Agentkv-Parent-Signature with --parent-hint-key),
   X-Agentkv-Session-Retain for retained rollout sessions, a unique rid per attempt, and
   POST /v1/sessions/{id}/close (the agentkv gateway's) when an agent ends.
+
+Ramp (--ramp, kv-cache-tester's method): instead of the workload's session starts,
+--ramp-start-users conversations begin at once and --ramp-step-users more every --ramp-period-s
+(loop seconds); after each step the TTFT p95 of the requests whose first token came during it
+is held against --slo-s, and the run stops at the first step past it. The report's `measured`
+block lists every step (users, requests, TTFT p95) and the users held.
+
+Throughput (--output-tokens 1 --time-scale 10000 against an --unpaced engine): how many
+requests per second the client sustains; the last line gives the rate over the whole run and
+over the first 90 % of requests (the workload's tail, where a few long sessions run alone, left
+out), and the client's CPU per request.
 
 Measured: per request TTFT (send to first streamed token), inter-token latency, end to end,
 the server's cached tokens (meta_info.cached_tokens, usage.prompt_tokens_details.cached_tokens),
@@ -107,15 +119,24 @@ class StopOnSignal {
 void PrintRunLine(const sim::ArmResult& arm) {
   const sim::MeasuredRun& m = *arm.measured;
   fmt::print(stderr,
-             "agentkv load: {} requests in {:.1f} s wall ({:.0f} req/s), client CPU {:.2f} s "
-             "({:.1f} us/request), {} failed{}\n",
+             "agentkv load: {} requests in {:.1f} s wall ({:.0f} req/s; the first 90 % at {:.0f} "
+             "req/s), client CPU {:.2f} s ({:.1f} us/request), {} failed{}\n",
              arm.requests_completed, m.wall_s,
              m.wall_s > 0 ? static_cast<double>(arm.requests_completed) / m.wall_s : 0.0,
-             m.client_cpu_s,
+             m.first_90_percent_requests_per_s, m.client_cpu_s,
              arm.requests_completed > 0
                  ? m.client_cpu_s * 1e6 / static_cast<double>(arm.requests_completed)
                  : 0.0,
              m.requests_failed, m.stopped ? ", stopped early" : "");
+  if (m.ramp.has_value()) {
+    const sim::RampResult& ramp = *m.ramp;
+    fmt::print(stderr,
+               "agentkv load: ramp: {} users held within TTFT p95 {} s ({}) over {} steps\n",
+               ramp.users_held, ramp.ttft_slo_s,
+               ramp.slo_exceeded ? fmt::format("exceeded at {} users", ramp.steps.back().users)
+                                 : std::string("never exceeded: the workload ran out of users"),
+               ramp.steps.size());
+  }
 }
 
 }  // namespace
@@ -150,6 +171,13 @@ LoadCommand::LoadCommand(CLI::App& app)
                    "New attempts of a failed request (not of a 400), in [0, 100]")
       ->capture_default_str()
       ->group(target);
+  command_
+      ->add_option("--output-tokens", output_tokens_,
+                   "Every request asks for N output tokens instead of the workload's (1 for a "
+                   "throughput run), in [1, 2^20]; 0 = the workload's")
+      ->type_name("N")
+      ->capture_default_str()
+      ->group(target);
   command_->add_option("--vocab-size", vocab_size_, "Token ids are drawn below this (from 1000)")
       ->capture_default_str()
       ->group(target);
@@ -170,6 +198,28 @@ LoadCommand::LoadCommand(CLI::App& app)
                    "Names sessions and rids (load-<id>-N) and salts prompt ids; default: fresh "
                    "per run, so runs never share KV")
       ->group(run);
+
+  const std::string ramp = "Ramp (kv-cache-tester's method)";
+  command_
+      ->add_flag("--ramp", ramp_,
+                 "Start users (the workload's conversations, in order) step by step instead of "
+                 "at the workload's times; stop at the first step whose TTFT p95 exceeds --slo-s "
+                 "and report the users held")
+      ->group(ramp);
+  command_->add_option("--ramp-start-users", ramp_start_users_, "Users at once, in [1, 1000]")
+      ->capture_default_str()
+      ->group(ramp);
+  command_->add_option("--ramp-step-users", ramp_step_users_, "Users added per step, in [1, 1000]")
+      ->capture_default_str()
+      ->group(ramp);
+  command_
+      ->add_option("--ramp-period-s", ramp_period_s_,
+                   "Seconds per step (loop time: --time-scale compresses it), in [0.001, 86400]")
+      ->capture_default_str()
+      ->group(ramp);
+  command_->add_option("--slo-s", slo_s_, "The TTFT p95 a step must stay within, seconds")
+      ->capture_default_str()
+      ->group(ramp);
 
   const std::string agent = "Agent behaviour";
   command_
@@ -218,6 +268,7 @@ load::LoadOptions LoadCommand::Options(const ReplayPlan& plan) const {
   t.model = model_;
   t.tokens_per_block = workload.conversations.front().block_size;
   t.vocab_size = vocab_size_;
+  if (output_tokens_ != 0) t.output_tokens = output_tokens_;
   t.salt = Hash64(std::string_view(run_id), 0x6c6f6164);
   t.session_prefix = "load-" + run_id + "-";
   t.session_ids = session_ids_ && !plain_client_;
@@ -233,31 +284,64 @@ load::LoadOptions LoadCommand::Options(const ReplayPlan& plan) const {
   options.driver.subagent_models = plan.options.subagent_models;
   options.driver.subagent_routing = sim::ParseSubagentRouting(subagent_routing_).value();
   options.time_scale = time_scale_;
+  if (ramp_) {
+    options.ramp = load::RampOptions{.start_users = ramp_start_users_,
+                                     .step_users = ramp_step_users_,
+                                     .period = TimeNs::Seconds(ramp_period_s_),
+                                     .ttft_slo = TimeNs::Seconds(slo_s_)};
+  }
   options.label = label_;
   options.description = plan.description;
   options.seed = plan.seed;
   return options;
 }
 
-int LoadCommand::Run() const {
+Status LoadCommand::CheckFlags() const {
   if (connections_ < 1 || connections_ > 65'536) {
-    return ReportError(kName,
-                       fmt::format("--connections must be in [1, 65536], got {}", connections_),
-                       kExitBadInput);
+    return InvalidArgumentError(
+        fmt::format("--connections must be in [1, 65536], got {}", connections_));
   }
   if (!(timeout_s_ > 0) || timeout_s_ > 86'400) {
-    return ReportError(kName, fmt::format("--timeout-s must be in (0, 86400], got {}", timeout_s_),
-                       kExitBadInput);
+    return InvalidArgumentError(
+        fmt::format("--timeout-s must be in (0, 86400], got {}", timeout_s_));
   }
   if (!(time_scale_ > 0) || time_scale_ > 10'000) {
-    return ReportError(kName,
-                       fmt::format("--time-scale must be in (0, 10000], got {}", time_scale_),
-                       kExitBadInput);
+    return InvalidArgumentError(
+        fmt::format("--time-scale must be in (0, 10000], got {}", time_scale_));
   }
-  if (url_.rfind("http://", 0) != 0) {
-    return ReportError(kName, fmt::format("--url must start with http://, got '{}'", url_),
-                       kExitBadInput);
+  if (output_tokens_ < 0 || output_tokens_ > (int64_t{1} << 20)) {
+    return InvalidArgumentError(
+        fmt::format("--output-tokens must be in [0, 2^20], got {}", output_tokens_));
   }
+  if (vocab_size_ <= load::PromptBook::kFirstToken ||
+      vocab_size_ > load::PromptBook::kMaxVocabSize) {
+    return InvalidArgumentError(fmt::format("--vocab-size must be in ({}, 2^31], got {}",
+                                            load::PromptBook::kFirstToken, vocab_size_));
+  }
+  if (retries_ < 0 || retries_ > 100) {
+    return InvalidArgumentError(fmt::format("--retries must be in [0, 100], got {}", retries_));
+  }
+  if (!(ramp_period_s_ >= 0.001) || ramp_period_s_ > 86'400) {
+    return InvalidArgumentError(
+        fmt::format("--ramp-period-s must be in [0.001, 86400], got {}", ramp_period_s_));
+  }
+  if (!(slo_s_ > 0) || slo_s_ > 86'400) {
+    return InvalidArgumentError(fmt::format("--slo-s must be in (0, 86400], got {}", slo_s_));
+  }
+  for (const auto& [flag, users] : {std::pair{"--ramp-start-users", ramp_start_users_},
+                                    std::pair{"--ramp-step-users", ramp_step_users_}}) {
+    if (users < 1 || users > 1000) {
+      return InvalidArgumentError(fmt::format("{} must be in [1, 1000], got {}", flag, users));
+    }
+  }
+  if (StatusOr<net::HttpEndpoint> url = net::ParseBaseUrl(url_); !url.ok()) {
+    return InvalidArgumentError("--url: " + std::string(url.status().message()));
+  }
+  return Status::Ok();
+}
+
+int LoadCommand::Run() const {
+  if (Status s = CheckFlags(); !s.ok()) return ReportError(kName, s);
   StatusOr<ReplayPlan> plan = workload_.Plan();
   if (!plan.ok()) return ReportError(kName, plan.status());
   if (!plan->agentic.has_value()) {

@@ -38,6 +38,9 @@ class LoadCommand {
   int Run() const;
 
  private:
+  // InvalidArgument naming the first of the client's flags out of range (the workload's are
+  // ReplayFlags::Plan's).
+  Status CheckFlags() const;
   // The run the flags describe on `plan`'s agentic workload (not yet validated).
   load::LoadOptions Options(const ReplayPlan& plan) const;
 
@@ -61,6 +64,12 @@ class LoadCommand {
   int64_t connections_ = 256;
   double timeout_s_ = 600;
   int64_t vocab_size_ = 32'000;
+  int64_t output_tokens_ = 0;
+  bool ramp_ = false;
+  int64_t ramp_start_users_ = 1;
+  int64_t ramp_step_users_ = 1;
+  double ramp_period_s_ = 60;
+  double slo_s_ = 2;
 };
 
 }  // namespace agentkv::tools

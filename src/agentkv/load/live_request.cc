@@ -1,8 +1,10 @@
 #include "agentkv/load/live_request.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <boost/url/encode.hpp>
 #include <boost/url/rfc/unreserved_chars.hpp>
+#include <charconv>
 #include <string>
 #include <utility>
 
@@ -16,11 +18,35 @@ namespace json = boost::json;
 
 constexpr std::string_view kJson = "application/json";
 
-json::array IdsArray(const std::vector<int64_t>& ids) {
-  json::array array;
-  array.reserve(ids.size());
-  for (int64_t id : ids) array.emplace_back(id);
-  return array;
+// `rest` serialized with the member `key`: `ids` first. The ids are written straight into the
+// body (a prompt is thousands of them, and a json::array of them costs twice the time).
+std::string WithIdsFirst(std::string_view key, const std::vector<int64_t>& ids,
+                         const json::object& rest) {
+  const std::string others = json::serialize(rest);
+  // Written in place: at most 20 digits, a sign and a comma per id.
+  std::string body(key.size() + 6 + ids.size() * 22 + others.size(), '\0');
+  char* out = body.data();
+  const auto put = [&out](std::string_view text) {
+    out = std::copy(text.begin(), text.end(), out);
+  };
+  put("{\"");
+  put(key);
+  put("\":[");
+  char* const end = body.data() + body.size();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) *out++ = ',';
+    out = std::to_chars(out, end, ids[i]).ptr;
+  }
+  *out++ = ']';
+  // `others` is "{...}": its members follow the ids.
+  if (others.size() > 2) {
+    *out++ = ',';
+    put(std::string_view(others).substr(1));
+  } else {
+    *out++ = '}';
+  }
+  body.resize(static_cast<size_t>(out - body.data()));
+  return body;
 }
 
 std::optional<int64_t> IntAt(const json::object& object, std::string_view key) {
@@ -69,9 +95,11 @@ std::string SpellTokens(const std::vector<int64_t>& ids) {
 HttpCall BuildCall(const WireRequest& request) {
   HttpCall call;
   json::object body;
+  // The prompt's ids, when it is sent as ids, and under which member.
+  std::string_view ids_key;
   if (request.api == LoadApi::kGenerate) {
     call.target = "/generate";
-    body["input_ids"] = IdsArray(request.prompt);
+    ids_key = "input_ids";
     // ignore_eos: the recorded output length, not a model's choice to stop early.
     body["sampling_params"] =
         json::object{{"max_new_tokens", request.max_new_tokens}, {"ignore_eos", true}};
@@ -82,7 +110,7 @@ HttpCall BuildCall(const WireRequest& request) {
       body["messages"] =
           json::array{json::object{{"role", "user"}, {"content", SpellTokens(request.prompt)}}};
     } else {
-      body["prompt"] = IdsArray(request.prompt);
+      ids_key = "prompt";
     }
     body["max_tokens"] = request.max_new_tokens;
     body["ignore_eos"] = true;
@@ -91,7 +119,7 @@ HttpCall BuildCall(const WireRequest& request) {
   body["stream"] = true;
   body["rid"] = request.rid;
   if (request.session.has_value()) body["session_id"] = *request.session;
-  call.body = json::serialize(body);
+  call.body = ids_key.empty() ? json::serialize(body) : WithIdsFirst(ids_key, request.prompt, body);
 
   call.headers.emplace_back("Content-Type", kJson);
   if (request.routing_key.has_value()) {

@@ -1,6 +1,7 @@
 #include "agentkv/load/live_target.h"
 
 #include <algorithm>
+#include <cctype>
 #include <string>
 #include <utility>
 
@@ -13,8 +14,20 @@ namespace {
 // The longest error body kept from a failed answer.
 constexpr size_t kMaxErrorBody = 4096;
 constexpr int32_t kMaxRetries = 100;
+constexpr int64_t kMaxOutputTokens = int64_t{1} << 20;
 
 bool Success(int status) { return status >= 200 && status < 300; }
+
+// The kind a failed attempt or close is counted under: "http 503" for an HTTP status, else the
+// transport's status code in words ("unavailable", "deadline exceeded").
+std::string ErrorKind(const Status& transport, int http_status) {
+  if (transport.ok()) return "http " + std::to_string(http_status);
+  std::string kind(StatusCodeName(transport.code()));
+  std::transform(kind.begin(), kind.end(), kind.begin(), [](unsigned char c) {
+    return c == '_' ? ' ' : static_cast<char>(std::tolower(c));
+  });
+  return kind;
+}
 
 }  // namespace
 
@@ -52,6 +65,10 @@ Status LiveTargetOptions::Validate() const {
   if (retries < 0 || retries > kMaxRetries) {
     return InvalidArgumentError("retries must be in [0, " + std::to_string(kMaxRetries) +
                                 "], got " + std::to_string(retries));
+  }
+  if (output_tokens.has_value() && (*output_tokens < 1 || *output_tokens > kMaxOutputTokens)) {
+    return InvalidArgumentError("output_tokens must be in [1, " + std::to_string(kMaxOutputTokens) +
+                                "], got " + std::to_string(*output_tokens));
   }
   if (connections < 1) return InvalidArgumentError("connections must be >= 1");
   if (timeout.count() <= 0) return InvalidArgumentError("the timeout must be > 0");
@@ -107,7 +124,7 @@ Status LiveTarget::Submit(sim::GatewayRequest request) {
   wire.api = options_.api;
   wire.model = options_.model;
   wire.prompt = book_.Prompt(r.prompt_keys, r.prompt_tokens, static_cast<uint64_t>(r.id.value()));
-  wire.max_new_tokens = r.max_new_tokens;
+  wire.max_new_tokens = options_.output_tokens.value_or(r.max_new_tokens);
   if (options_.session_ids) wire.session = session;
   if (options_.routing_keys) {
     wire.routing_key = SessionName(static_cast<int64_t>(request.routing_key));
@@ -229,16 +246,9 @@ int64_t LiveTarget::DeliverCompletions() {
       continue;
     }
     if (!served && !refused) {
-      std::string kind;
-      if (!outcome.transport.ok()) {
-        kind = std::string(StatusCodeName(outcome.transport.code()));
-      } else if (!Success(outcome.http_status)) {
-        kind = "http " + std::to_string(outcome.http_status);
-      } else {
-        kind = "stream error";
-      }
-      std::transform(kind.begin(), kind.end(), kind.begin(),
-                     [](unsigned char c) { return c == '_' ? ' ' : std::tolower(c); });
+      const std::string kind = outcome.transport.ok() && Success(outcome.http_status)
+                                   ? "stream error"
+                                   : ErrorKind(outcome.transport, outcome.http_status);
       {
         sync::MutexLock lock(&mu_);
         ++counters_.errors[kind];
@@ -328,9 +338,8 @@ void LiveTarget::CloseSession(const std::string& name) {
         if (response.ok() && Success(response->status)) {
           ++counters_.sessions_closed;
         } else {
-          ++counters_.close_errors[response.ok()
-                                       ? "http " + std::to_string(response->status)
-                                       : std::string(StatusCodeName(response.status().code()))];
+          ++counters_.close_errors[response.ok() ? ErrorKind(Status(), response->status)
+                                                 : ErrorKind(response.status(), 0)];
         }
         ready_.Signal();
       });

@@ -70,6 +70,9 @@ struct LiveTargetOptions {
   // Signs parent hints; "" sends them unsigned.
   std::string parent_hint_key;
   bool close_sessions = true;
+  // Every request asks for this many output tokens instead of the workload's (a throughput
+  // run's 1). Range: [1, 2^20]; unset: the workload's.
+  std::optional<int64_t> output_tokens;
   // New attempts of a request that failed (not of a 400). Range: [0, 100].
   int32_t retries = 0;
   // Connections to the endpoint, and the longest wait for a response's headers (and between two

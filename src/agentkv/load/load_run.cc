@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "agentkv/load/ramp.h"
 #include "agentkv/sim/fleet/event_loop.h"
 #include "agentkv/sim/replay/arm_summary.h"
 #include "agentkv/sim/replay/fleet_arm.h"
@@ -41,6 +42,7 @@ Status LoadOptions::Validate() const {
                                 "], got " + std::to_string(time_scale));
   }
   if (label.empty()) return InvalidArgumentError("the label is empty");
+  if (ramp.has_value()) AGENTKV_RETURN_IF_ERROR(ramp->Validate());
   if (Status s = driver.Validate(); !s.ok()) return s;
   return target.Validate();
 }
@@ -122,10 +124,23 @@ sim::ReplayResult ResultOf(const LoadOptions& options, const sim::AgentDriverRes
   m.wall_s = wall_s;
   m.client_cpu_s = cpu_s;
   std::vector<double> inter_token;
+  // Wall seconds from the start of the run to each completion.
+  std::vector<double> finished_wall_s;
   for (const MeasuredRequest& r : live.measured()) {
     if (r.cancelled) ++m.requests_cancelled;
     if (r.failed) ++m.requests_failed;
     if (r.inter_token_s.has_value()) inter_token.push_back(*r.inter_token_s);
+    if (!r.cancelled && r.engine.finished.has_value()) {
+      finished_wall_s.push_back(r.engine.finished->seconds() / options.time_scale);
+    }
+  }
+  if (!finished_wall_s.empty()) {
+    const size_t count = (finished_wall_s.size() * 9 + 9) / 10;  // ceil(0.9 n), at least 1.
+    std::nth_element(finished_wall_s.begin(),
+                     finished_wall_s.begin() + static_cast<std::ptrdiff_t>(count - 1),
+                     finished_wall_s.end());
+    const double t90 = finished_wall_s[count - 1];
+    if (t90 > 0) m.first_90_percent_requests_per_s = static_cast<double>(count) / t90;
   }
   m.inter_token = sim::SummarizeDurations(inter_token);
   const LiveCounters counters = live.counters();
@@ -142,70 +157,124 @@ sim::ReplayResult ResultOf(const LoadOptions& options, const sim::AgentDriverRes
 
 }  // namespace
 
-StatusOr<sim::ReplayResult> RunLoad(const sim::AgenticWorkload& workload,
-                                    const LoadOptions& options) {
-  if (Status s = options.Validate(); !s.ok()) return s;
-  sim::EventLoop loop;
-  const WallClock::time_point origin = WallClock::now();
-  const double scale = options.time_scale;
-  const auto to_loop = [origin, scale](WallClock::time_point t) {
+namespace {
+
+// Loop time from the wall clock: time_scale loop nanoseconds per wall nanosecond since origin.
+struct LoadClock {
+  WallClock::time_point origin;
+  double scale = 1;
+
+  TimeNs ToLoop(WallClock::time_point t) const {
     const double wall_ns = static_cast<double>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(t - origin).count());
     return TimeNs(static_cast<int64_t>(std::max(0.0, wall_ns) * scale));
-  };
-  const auto to_wall = [origin, scale](TimeNs t) {
+  }
+  WallClock::time_point ToWall(TimeNs t) const {
     return origin +
            std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(t.ns()) / scale));
-  };
-  StatusOr<std::unique_ptr<LiveTarget>> target = LiveTarget::Create(options.target, to_loop);
-  if (!target.ok()) return target.status();
-  LiveTarget& live = **target;
-  StatusOr<std::unique_ptr<sim::AgentDriver>> driver =
-      sim::AgentDriver::Create(&loop, &live, &workload, options.driver);
-  if (!driver.ok()) return driver.status();
-  const double cpu_before = ProcessCpuSeconds();
-  if (Status s = (*driver)->Start(); !s.ok()) return s;
+  }
+};
 
+// What one run drives: the loop, the driver on it, the live target and the ramp when there is
+// one.
+struct Run {
+  const LoadOptions& options;
+  LoadClock clock;
+  sim::EventLoop& loop;
+  sim::AgentDriver& driver;
+  LiveTarget& live;
+  RampMonitor* ramp;
+  // Requests of the workload, for the progress line.
   int64_t total = 0;
-  for (const sim::WekaConversation& c : workload.conversations) total += c.TotalRequests();
-  const auto progress = [&](WallClock::time_point now) {
-    if (!options.progress) return;
-    LoadProgress p;
-    p.wall_s = std::chrono::duration<double>(now - origin).count();
-    p.loop_s = loop.now().seconds();
-    p.issued = (*driver)->result().requests_issued;
-    p.completed = (*driver)->result().requests_completed;
-    p.in_flight = live.in_flight();
-    p.total = total;
-    for (const auto& [kind, count] : live.counters().errors) p.errors += count;
-    options.progress(p);
-  };
+};
+
+void ReportProgress(const Run& run, WallClock::time_point now) {
+  if (!run.options.progress) return;
+  LoadProgress p;
+  p.wall_s = std::chrono::duration<double>(now - run.clock.origin).count();
+  p.loop_s = run.loop.now().seconds();
+  p.issued = run.driver.result().requests_issued;
+  p.completed = run.driver.result().requests_completed;
+  p.in_flight = run.live.in_flight();
+  p.total = run.total;
+  for (const auto& [kind, count] : run.live.counters().errors) p.errors += count;
+  run.options.progress(p);
+}
+
+// Runs the loop on the wall clock until every agent ended (or, stopped by the flag or the
+// ramp, until nothing is in flight) and every close was answered. Returns whether it stopped.
+bool RunOnWallClock(Run& run) {
   bool stopped = false;
-  WallClock::time_point next_progress = origin + std::chrono::seconds(1);
+  WallClock::time_point next_progress = run.clock.origin + std::chrono::seconds(1);
   while (true) {
     const WallClock::time_point now = WallClock::now();
-    if (!stopped && options.stop != nullptr && options.stop->load()) {
+    const bool stop_asked = run.options.stop != nullptr && run.options.stop->load();
+    if (!stopped && stop_asked) {
       stopped = true;
-      live.Stop();
+      run.live.Stop();
     }
-    if (!stopped) loop.RunUntil(std::max(loop.now(), to_loop(now)));
-    live.DeliverCompletions();
-    const bool finished = stopped ? live.in_flight() == 0 : (*driver)->done();
-    if (finished && live.closes_pending() == 0) break;
+    if (!stopped) run.loop.RunUntil(std::max(run.loop.now(), run.clock.ToLoop(now)));
+    run.live.DeliverCompletions();
+    if (!stopped && run.ramp != nullptr && run.ramp->Advance(run.loop.now(), run.live.measured())) {
+      stopped = true;
+      run.live.Stop();
+    }
+    const bool finished = stopped ? run.live.in_flight() == 0 : run.driver.done();
+    if (finished && run.live.closes_pending() == 0) break;
     if (now >= next_progress) {
-      progress(now);
+      ReportProgress(run, now);
       next_progress = now + std::chrono::seconds(1);
     }
     WallClock::time_point wake = now + kTick;
-    if (!stopped && loop.pending() > 0) wake = std::min(wake, to_wall(loop.next_time()));
-    if (wake > WallClock::now()) live.WaitForOutcome(wake);
+    if (!stopped && run.loop.pending() > 0) {
+      wake = std::min(wake, run.clock.ToWall(run.loop.next_time()));
+    }
+    if (wake > WallClock::now()) run.live.WaitForOutcome(wake);
   }
-  const WallClock::time_point end = WallClock::now();
-  progress(end);
+  ReportProgress(run, WallClock::now());
+  return stopped;
+}
 
-  return ResultOf(options, (*driver)->result(), live,
-                  std::chrono::duration<double>(end - origin).count(),
-                  ProcessCpuSeconds() - cpu_before, stopped);
+}  // namespace
+
+StatusOr<sim::ReplayResult> RunLoad(const sim::AgenticWorkload& workload,
+                                    const LoadOptions& options) {
+  if (Status s = options.Validate(); !s.ok()) return s;
+  // A ramp starts the users itself.
+  std::optional<sim::AgenticWorkload> ramped;
+  std::optional<RampMonitor> ramp;
+  if (options.ramp.has_value()) {
+    if (workload.gated()) {
+      return InvalidArgumentError(
+          "a ramp starts the users itself; this workload gates its starts (rollout steps)");
+    }
+    ramped = workload;
+    const auto conversations = static_cast<int64_t>(workload.conversations.size());
+    ramped->starts = RampStarts(conversations, *options.ramp);
+    ramp.emplace(*options.ramp, conversations);
+  }
+  const sim::AgenticWorkload& driven = ramped.has_value() ? *ramped : workload;
+  sim::EventLoop loop;
+  const LoadClock clock{WallClock::now(), options.time_scale};
+  StatusOr<std::unique_ptr<LiveTarget>> target = LiveTarget::Create(
+      options.target, [clock](WallClock::time_point t) { return clock.ToLoop(t); });
+  if (!target.ok()) return target.status();
+  StatusOr<std::unique_ptr<sim::AgentDriver>> driver =
+      sim::AgentDriver::Create(&loop, target->get(), &driven, options.driver);
+  if (!driver.ok()) return driver.status();
+  const double cpu_before = ProcessCpuSeconds();
+  if (Status s = (*driver)->Start(); !s.ok()) return s;
+  Run run{options, clock, loop, **driver, **target, ramp.has_value() ? &*ramp : nullptr};
+  for (const sim::WekaConversation& c : driven.conversations) run.total += c.TotalRequests();
+  const bool stopped = RunOnWallClock(run);
+  const double wall_s = std::chrono::duration<double>(WallClock::now() - clock.origin).count();
+  sim::ReplayResult result = ResultOf(options, (*driver)->result(), **target, wall_s,
+                                      ProcessCpuSeconds() - cpu_before, stopped);
+  if (ramp.has_value()) {
+    ramp->Finish(loop.now(), (*target)->measured());
+    result.arms.front().measured->ramp = ramp->result();
+  }
+  return result;
 }
 
 }  // namespace agentkv::load

@@ -14,17 +14,20 @@
 // cold and evicted recompute, preemptions and queueing delay are not on the wire (cold tokens
 // are every uncached token, the others 0 or empty); cached tokens are the server's count.
 //
-// Stopping. When *stop becomes true (Ctrl-C) the run stops sending, cancels what is in flight,
-// closes the sessions it opened and summarizes what completed (MeasuredRun::stopped).
+// Stopping. When *stop becomes true (Ctrl-C), or a ramp's step exceeds its TTFT SLO, the run
+// stops sending, cancels what is in flight, closes the sessions it opened and summarizes what
+// completed (MeasuredRun::stopped; MeasuredRun::ramp says what the ramp found).
 #ifndef AGENTKV_LOAD_LOAD_RUN_H_
 #define AGENTKV_LOAD_LOAD_RUN_H_
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "agentkv/base/status.h"
 #include "agentkv/load/live_target.h"
+#include "agentkv/load/ramp.h"
 #include "agentkv/sim/fleet/agent_driver.h"
 #include "agentkv/sim/replay/replay_result.h"
 #include "agentkv/sim/workload/agentic_workload.h"
@@ -55,6 +58,8 @@ struct LoadOptions {
   // The setup's workload line and seed.
   std::string description;
   uint64_t seed = 1;
+  // A ramp (ramp.h) instead of the workload's own session starts; unset: the workload's.
+  std::optional<RampOptions> ramp;
   // Set (from any thread, a signal handler) to stop the run; may be null.
   const std::atomic<bool>* stop = nullptr;
   // Called about once a second, and once at the end; may be empty.

@@ -14,16 +14,18 @@ StatusOr<PromptBook> PromptBook::Create(int32_t tokens_per_block, int64_t vocab_
     return InvalidArgumentError("tokens_per_block must be >= 1, got " +
                                 std::to_string(tokens_per_block));
   }
-  if (vocab_size <= kFirstToken) {
-    return InvalidArgumentError("vocab_size must be > " + std::to_string(kFirstToken) + ", got " +
-                                std::to_string(vocab_size));
+  if (vocab_size <= kFirstToken || vocab_size > kMaxVocabSize) {
+    return InvalidArgumentError("vocab_size must be in (" + std::to_string(kFirstToken) +
+                                ", 2^31], got " + std::to_string(vocab_size));
   }
   return PromptBook(tokens_per_block, vocab_size, salt);
 }
 
 int64_t PromptBook::Derived(uint64_t name, int64_t j) const {
   const uint64_t h = HashCombine(HashCombine(salt_, name), static_cast<uint64_t>(j));
-  return kFirstToken + static_cast<int64_t>(h % static_cast<uint64_t>(vocab_size_ - kFirstToken));
+  // The high 32 bits scaled onto the range, without a division (span < 2^31, Create).
+  const uint64_t span = static_cast<uint64_t>(vocab_size_ - kFirstToken);
+  return kFirstToken + static_cast<int64_t>(((h >> 32) * span) >> 32);
 }
 
 std::vector<int64_t> PromptBook::Prompt(std::span<const kv::BlockKey> keys, int64_t prompt_tokens,

@@ -32,8 +32,10 @@ class PromptBook {
  public:
   // The smallest derived token id: ids below it are left to a tokenizer's special tokens.
   static constexpr int64_t kFirstToken = 1000;
+  static constexpr int64_t kMaxVocabSize = int64_t{1} << 31;
 
-  // InvalidArgument unless tokens_per_block >= 1 and vocab_size > kFirstToken.
+  // InvalidArgument unless tokens_per_block >= 1 and vocab_size in (kFirstToken,
+  // kMaxVocabSize].
   static StatusOr<PromptBook> Create(int32_t tokens_per_block, int64_t vocab_size, uint64_t salt);
 
   // The `prompt_tokens` ids of a prompt whose full blocks have `keys` (block b covers positions

@@ -206,6 +206,7 @@ boost::json::object MeasuredJson(const sim::MeasuredRun& m) {
   o["time_scale"] = m.time_scale;
   o["wall_s"] = m.wall_s;
   o["client_cpu_s"] = m.client_cpu_s;
+  o["first_90_percent_requests_per_s"] = m.first_90_percent_requests_per_s;
   o["inter_token"] = SummaryJson(m.inter_token);
   o["attempts"] = m.attempts;
   o["retries"] = m.retries;
@@ -215,6 +216,20 @@ boost::json::object MeasuredJson(const sim::MeasuredRun& m) {
   o["close_errors"] = CountsJson(m.close_errors);
   o["requests_cancelled"] = m.requests_cancelled;
   o["stopped"] = m.stopped;
+  if (m.ramp.has_value()) {
+    boost::json::object ramp;
+    ramp["period_s"] = m.ramp->period_s;
+    ramp["ttft_slo_s"] = m.ramp->ttft_slo_s;
+    boost::json::array steps;
+    for (const sim::RampStep& step : m.ramp->steps) {
+      steps.push_back(boost::json::object{
+          {"users", step.users}, {"requests", step.requests}, {"ttft_p95_s", step.ttft_p95_s}});
+    }
+    ramp["steps"] = std::move(steps);
+    ramp["users_held"] = m.ramp->users_held;
+    ramp["slo_exceeded"] = m.ramp->slo_exceeded;
+    o["ramp"] = std::move(ramp);
+  }
   return o;
 }
 

@@ -91,6 +91,30 @@ struct RolloutMetrics {
   friend bool operator==(const RolloutMetrics&, const RolloutMetrics&) = default;
 };
 
+// One step of a load ramp (load/ramp.h): the users started by then, and the TTFT of the requests
+// whose first token came during the step.
+struct RampStep {
+  int64_t users = 0;
+  int64_t requests = 0;
+  double ttft_p95_s = 0;
+
+  friend bool operator==(const RampStep&, const RampStep&) = default;
+};
+
+// A load ramp (`agentkv load --ramp`): users added every period until a step's TTFT p95
+// exceeded the SLO.
+struct RampResult {
+  double period_s = 0;
+  double ttft_slo_s = 0;
+  std::vector<RampStep> steps;
+  // The users of the last step within the SLO (0 when the first step exceeded it), and whether
+  // a step exceeded it (false: the workload ran out of users first).
+  int64_t users_held = 0;
+  bool slo_exceeded = false;
+
+  friend bool operator==(const RampResult&, const RampResult&) = default;
+};
+
 // What only a measured run has (`agentkv load` against a live endpoint, load/load_run.h): the
 // client's view that a simulated arm has no counterpart for.
 struct MeasuredRun {
@@ -102,6 +126,10 @@ struct MeasuredRun {
   // the run (user + system, every thread).
   double wall_s = 0;
   double client_cpu_s = 0;
+  // The first 90 % of completed requests over the wall time from the first send to the 90th
+  // percentile completion: the rate while the workload kept agents busy, without the tail where
+  // a few long sessions run alone (0 with no request).
+  double first_90_percent_requests_per_s = 0;
   // Per request with two or more output events: the mean gap between them (inter-token
   // latency of a streamed answer), in loop seconds.
   DurationSummary inter_token;
@@ -119,6 +147,8 @@ struct MeasuredRun {
   // was.
   int64_t requests_cancelled = 0;
   bool stopped = false;
+  // Set for a ramp (--ramp).
+  std::optional<RampResult> ramp;
 
   friend bool operator==(const MeasuredRun&, const MeasuredRun&) = default;
 };

@@ -572,6 +572,58 @@ TEST(ReplayResultHtmlTest, IsWellFormedXmlWithItsCharts) {
   EXPECT_THAT(html, Not(HasSubstr("@import")));
 }
 
+// A measured run (agentkv load): one arm with its client block and a ramp.
+ReplayResult Measured() {
+  ReplayResult result = FourArms();
+  result.arms.resize(1);
+  sim::MeasuredRun m;
+  m.target = "http://127.0.0.1:30000 generate";
+  m.time_scale = 10;
+  m.attempts = 12;
+  m.retries = 2;
+  m.requests_failed = 1;
+  m.errors = {{"http 503", 2}, {"unavailable", 1}};
+  m.close_errors = {{"http 404", 3}};
+  m.ramp = sim::RampResult{.period_s = 20,
+                           .ttft_slo_s = 1,
+                           .steps = {{4, 10, 0.25}, {8, 12, 1.5}},
+                           .users_held = 4,
+                           .slo_exceeded = true};
+  result.arms[0].measured = m;
+  return result;
+}
+
+TEST(ReplayResultJsonTest, AMeasuredArmCarriesItsClientBlockAndRamp) {
+  const boost::json::value json = boost::json::parse(ReplayResultJson(Measured()));
+  const boost::json::value& m = json.at("arms").at(0).at("measured");
+  EXPECT_EQ(m.at("target").as_string(), "http://127.0.0.1:30000 generate");
+  EXPECT_EQ(m.at("time_scale").to_number<double>(), 10.0);
+  EXPECT_EQ(m.at("errors").at("http 503").to_number<int64_t>(), 2);
+  EXPECT_EQ(m.at("close_errors").at("http 404").to_number<int64_t>(), 3);
+  EXPECT_EQ(m.at("ramp").at("users_held").to_number<int64_t>(), 4);
+  EXPECT_EQ(m.at("ramp").at("steps").at(1).at("ttft_p95_s").to_number<double>(), 1.5);
+  // A simulated arm has no such block.
+  EXPECT_FALSE(boost::json::parse(ReplayResultJson(FourArms()))
+                   .at("arms")
+                   .at(0)
+                   .as_object()
+                   .contains("measured"));
+}
+
+TEST(ReplayResultHtmlTest, AMeasuredRunSaysSoAndShowsTheClientAndTheRamp) {
+  const std::string html = ReplayResultHtml(Measured());
+  ExpectWellFormedXml(html);
+  EXPECT_THAT(html, HasSubstr("<title>agentkv load: "));
+  EXPECT_THAT(html, HasSubstr("<h2 id=\"measured\">Measured</h2>"));
+  EXPECT_THAT(html, HasSubstr("http 503: 2, unavailable: 1"));
+  EXPECT_THAT(html, HasSubstr("12 / 2 / 1"));
+  EXPECT_THAT(html, HasSubstr("Ramp: 4 users held"));
+  EXPECT_EQ(Count(html, "<tr><td>"), 2u);
+  const std::string simulated = ReplayResultHtml(FourArms());
+  EXPECT_THAT(simulated, HasSubstr("<title>agentkv replay: "));
+  EXPECT_THAT(simulated, Not(HasSubstr("id=\"measured\"")));
+}
+
 TEST(ReplayResultHtmlTest, EscapesTextFromTheResult) {
   const std::string html = ReplayResultHtml(FourArms());
   EXPECT_THAT(html, HasSubstr("a&amp;b&lt;c&gt;&quot;q&quot;"));

@@ -32,6 +32,9 @@ using internal::Escape;
 using internal::Figure;
 using internal::TickLabel;
 using sim::ArmResult;
+using sim::MeasuredRun;
+using sim::RampResult;
+using sim::RampStep;
 using sim::ReplayResult;
 using sim::ReplaySetup;
 namespace {
@@ -142,14 +145,75 @@ std::string CaptionSwatch(const std::string& style) {
   return "<span class=\"swatch\" style=\"" + style + "\"></span>";
 }
 
+// "name: n, name: n" of counts by kind; "none" when empty.
+std::string Counts(const std::vector<std::pair<std::string, int64_t>>& counts) {
+  std::string text;
+  for (const auto& [name, count] : counts) {
+    text += (text.empty() ? "" : ", ") + name + ": " + std::to_string(count);
+  }
+  return text.empty() ? "none" : text;
+}
+
+// What a measured run (`agentkv load`) adds per arm: the client's side, and the ramp's steps.
+std::string MeasuredSection(const ReplayResult& result) {
+  std::string html;
+  for (const ArmResult& arm : result.arms) {
+    if (!arm.measured.has_value()) continue;
+    const MeasuredRun& m = *arm.measured;
+    const std::vector<std::pair<std::string, std::string>> rows = {
+        {"target", m.target},
+        {"time scale", TickLabel(m.time_scale)},
+        {"wall / client CPU (s)", TickLabel(m.wall_s) + " / " + TickLabel(m.client_cpu_s)},
+        {"first 90 % of requests (req/s)", TickLabel(m.first_90_percent_requests_per_s)},
+        {"inter-token latency p50 / p95 (s)",
+         TickLabel(m.inter_token.p50_s) + " / " + TickLabel(m.inter_token.p95_s)},
+        {"attempts / retries / failed requests", std::to_string(m.attempts) + " / " +
+                                                     std::to_string(m.retries) + " / " +
+                                                     std::to_string(m.requests_failed)},
+        {"errors", Counts(m.errors)},
+        {"sessions closed / close errors",
+         std::to_string(m.sessions_closed) + " / " + Counts(m.close_errors)},
+        {"stopped early",
+         m.stopped ? "yes (" + std::to_string(m.requests_cancelled) + " requests cancelled)"
+                   : "no"}};
+    html += "<h3>" + Escape(arm.arm) + "</h3>\n<dl class=\"setup\">\n";
+    for (const auto& [name, value] : rows) {
+      html += "<div><dt>" + Escape(name) + "</dt><dd>" + Escape(value) + "</dd></div>\n";
+    }
+    html += "</dl>\n";
+    if (!m.ramp.has_value()) continue;
+    const RampResult& ramp = *m.ramp;
+    html += "<p>Ramp: " + std::to_string(ramp.users_held) + " users held within a TTFT p95 of " +
+            TickLabel(ramp.ttft_slo_s) + " s" +
+            (ramp.slo_exceeded ? "" : " (the workload ran out of users first)") + ".</p>\n";
+    html +=
+        "<table class=\"arms\"><thead><tr><th scope=\"col\">users</th>"
+        "<th scope=\"col\">requests</th><th scope=\"col\">TTFT p95 (s)</th></tr></thead>"
+        "\n<tbody>\n";
+    for (const RampStep& step : ramp.steps) {
+      html += "<tr><td>" + std::to_string(step.users) + "</td><td>" +
+              std::to_string(step.requests) + "</td><td>" + TickLabel(step.ttft_p95_s) +
+              "</td></tr>\n";
+    }
+    html += "</tbody></table>\n";
+  }
+  return html.empty() ? html : "<h2 id=\"measured\">Measured</h2>\n" + html;
+}
+
 }  // namespace
 
 std::string ReplayResultHtml(const ReplayResult& result) {
-  const std::string title = "agentkv replay: " + result.setup.workload;
+  // A measurement's own page says so (agentkv load writes one with its arms measured).
+  const bool measured = !result.arms.empty() &&
+                        std::all_of(result.arms.begin(), result.arms.end(),
+                                    [](const ArmResult& a) { return a.measured.has_value(); });
+  const std::string title =
+      std::string(measured ? "agentkv load: " : "agentkv replay: ") + result.setup.workload;
   std::string html = internal::PageStart(title);
   html += SetupList(result);
   html += "<h2 id=\"results\">Results</h2>\n";
   html += result.arms.empty() ? std::string("<p>No arms.</p>\n") : ArmTable(result);
+  html += MeasuredSection(result);
   html += "<h2 id=\"charts\">Charts</h2>\n";
   html += "<div class=\"pair\">\n";
   html += Figure("Time to first token", "(per request, p50 / p95 / p99, seconds)",

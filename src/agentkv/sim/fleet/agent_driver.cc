@@ -181,6 +181,11 @@ Status AgentDriverOptions::Validate() const {
 
 TimeNs RecordedApiTime(const WekaRequest& request) { return request.api_time; }
 
+int64_t SubmittedPromptTokens(int64_t input_tokens, size_t hash_ids, int32_t tokens_per_block) {
+  return std::max<int64_t>(
+      {input_tokens, SaturatingMul(static_cast<int64_t>(hash_ids), tokens_per_block), 1});
+}
+
 TimeNs RecordedGap(const WekaRequest& previous, const WekaRequest& next) {
   if (next.think_time > TimeNs(0)) return next.think_time;
   return NonNegative(next.t - previous.t - RecordedApiTime(previous));
@@ -402,8 +407,7 @@ engine::SchedulerRequest AgentDriver::EngineRequestOf(const Agent& agent, int32_
         ReusedOutputKeys(w, (*agent.requests)[static_cast<size_t>(i) + 1], block_size,
                          [&](std::span<const uint64_t> ids) { return KeysOf(ids, namespace_id); });
   }
-  request.prompt_tokens = std::max<int64_t>(
-      {w.input_tokens, static_cast<int64_t>(w.hash_ids.size()) * block_size, int64_t{1}});
+  request.prompt_tokens = SubmittedPromptTokens(w.input_tokens, w.hash_ids.size(), block_size);
   request.max_new_tokens = std::max<int64_t>(1, w.output_tokens);
   request.kv_options.prompt_tokens = request.prompt_tokens;
   request.kv_options.conversation = agent.conversation;

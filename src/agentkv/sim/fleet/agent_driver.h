@@ -145,6 +145,10 @@ struct AgentDriverOptions {
   Status Validate() const;
 };
 
+// The prompt length the drivers submit for a trace request of `input_tokens` over `hash_ids`
+// full blocks: the recorded length, or the blocks' when they hold more (at least 1).
+int64_t SubmittedPromptTokens(int64_t input_tokens, size_t hash_ids, int32_t tokens_per_block);
+
 // The server time a trace recorded for `request`: its `api_time` (0 when absent).
 TimeNs RecordedApiTime(const WekaRequest& request);
 

@@ -209,11 +209,6 @@ bool FitsOneEngine(int64_t prompt_tokens, int64_t output_tokens, int64_t device_
   return blocks <= device_blocks;
 }
 
-int64_t SubmittedPromptTokens(int64_t input_tokens, size_t hash_ids, int32_t tokens_per_block) {
-  return std::max<int64_t>(
-      {input_tokens, SaturatingMul(static_cast<int64_t>(hash_ids), tokens_per_block), 1});
-}
-
 int64_t InfiniteCapacityBlocks(const std::vector<std::vector<uint64_t>>& namespaced_ids,
                                const std::vector<uint64_t>& namespaces,
                                const std::vector<int64_t>& tail_tokens, int32_t tokens_per_block) {

@@ -134,9 +134,7 @@ StatusOr<ArmRun> RunFleetArm(GatewayFeed& feed, const ReplayOptions& options, co
 bool FitsOneEngine(int64_t prompt_tokens, int64_t output_tokens, int64_t device_blocks,
                    int32_t tokens_per_block);
 
-// The prompt length the feeds submit: the recorded one, or the blocks' when they hold more
-// (at least 1).
-int64_t SubmittedPromptTokens(int64_t input_tokens, size_t hash_ids, int32_t tokens_per_block);
+// SubmittedPromptTokens (the prompt length the feeds submit) is the drivers': agent_driver.h.
 
 // Device blocks that hold every distinct block of `namespaced_ids[i]` (in namespace
 // `namespaces[i]`) plus `tail_tokens[i]` worth of uncommitted blocks (output and partial tail)

@@ -1,6 +1,6 @@
-// Request i has id i, session and conversation i + 1, and is agent i of the oracle's ranking;
-// all its blocks live in namespace 0. issued_ counts accepted submissions, completed_ every
-// completion the gateway model reported (dispatch failures included, recorded in failure_).
+// The requests go through the OpenLoopDriver (sim/fleet/open_loop_driver.h): request i has id
+// i, session and conversation i + 1, and is agent i of the oracle's ranking; all its blocks live
+// in namespace 0.
 #include "agentkv/sim/replay/open_loop_feed.h"
 
 #include <algorithm>
@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "agentkv/base/bounds.h"
-#include "agentkv/routing/routing_key.h"
 
 namespace agentkv::sim {
 
@@ -56,71 +55,39 @@ std::unique_ptr<FleetNextUse> OpenLoopFeed::Future(const kv::BlockKeyHasher& has
 }
 
 Status OpenLoopFeed::Attach(ArmFleet& arm_fleet) {
-  arm_fleet_ = &arm_fleet;
-  hasher_ = &arm_fleet.fleet->engine(EngineId(0)).engine().hasher();
-  session_end_.assign(requests_.size(), TimeNs());
-  arm_fleet.gateway->set_completion_callback(
-      [this](const GatewayRecord& record, const EngineRequestRecord* engine_record) {
-        Complete(record, engine_record);
-      });
-  origin_ = arm_fleet.loop.now();
-  for (size_t i = 0; i < requests_.size(); ++i) {
-    arm_fleet.loop.Schedule(SaturatingAdd(origin_, requests_[i].arrival), [this, i] { Arrive(i); });
+  driver_ = std::make_unique<OpenLoopDriver>(&arm_fleet.loop, arm_fleet.gateway.get(), &requests_,
+                                             tokens_per_block_);
+  if (arm_fleet.oracle != nullptr) {
+    FleetNextUse* oracle = arm_fleet.oracle.get();
+    driver_->set_hooks([oracle](int32_t i, TimeNs now) { oracle->Submitted(i, 0, now); },
+                       [oracle](int32_t i, TimeNs now) { oracle->Completed(i, 0, now); });
   }
+  driver_->Start();
   return Status::Ok();
-}
-
-void OpenLoopFeed::Arrive(size_t i) {
-  ArmFleet& f = *arm_fleet_;
-  const OpenLoopRequest& r = requests_[i];
-  GatewayRequest request;
-  request.request.id = RequestId(static_cast<int64_t>(i));
-  request.request.prompt_keys = hasher_->KeysFromBlockIds(r.hash_ids);
-  request.request.prompt_tokens =
-      SubmittedPromptTokens(r.prompt_tokens, r.hash_ids.size(), tokens_per_block_);
-  request.request.max_new_tokens = std::max<int64_t>(1, r.output_tokens);
-  request.request.kv_options.prompt_tokens = request.request.prompt_tokens;
-  request.request.kv_options.conversation = ConversationId(static_cast<int64_t>(i) + 1);
-  request.session = SessionId(static_cast<int64_t>(i) + 1);
-  request.routing_key = routing::SessionRoutingKey(request.session);
-  if (f.oracle != nullptr) f.oracle->Submitted(static_cast<int32_t>(i), 0, f.loop.now());
-  if (Status s = f.gateway->Submit(std::move(request)); !s.ok()) {
-    if (failure_.ok()) failure_ = s;
-    return;
-  }
-  ++issued_;
-}
-
-void OpenLoopFeed::Complete(const GatewayRecord& record, const EngineRequestRecord* engine_record) {
-  ArmFleet& f = *arm_fleet_;
-  ++completed_;
-  if (f.oracle != nullptr) {
-    f.oracle->Completed(static_cast<int32_t>(record.id.value()), 0, f.loop.now());
-  }
-  if (engine_record == nullptr && failure_.ok()) failure_ = record.dispatch_error;
-  session_end_[static_cast<size_t>(record.id.value())] = f.loop.now();
-  f.gateway->EndSession(record.session);
 }
 
 double OpenLoopFeed::CompletedFraction() const {
   const auto total = static_cast<int64_t>(requests_.size());
-  return total > 0 ? static_cast<double>(completed_) / static_cast<double>(total) : 1.0;
+  const int64_t completed = driver_ != nullptr ? driver_->completed() : 0;
+  return total > 0 ? static_cast<double>(completed) / static_cast<double>(total) : 1.0;
 }
 
 StatusOr<FedCounts> OpenLoopFeed::Ended() const {
-  AGENTKV_RETURN_IF_ERROR(failure_);
-  return FedCounts{.issued = issued_, .completed = completed_};
+  AGENTKV_RETURN_IF_ERROR(driver_->failure());
+  return FedCounts{.issued = driver_->issued(), .completed = driver_->completed()};
 }
 
 FedTraffic OpenLoopFeed::Traffic(const ArmFleet& arm_fleet) const {
+  const TimeNs origin = driver_->origin();
+  const std::vector<TimeNs>& session_end = driver_->session_end();
   FedTraffic traffic;
-  TimeNs last = origin_;
-  TimeNs first = requests_.empty() ? origin_ : origin_ + requests_.front().arrival;
+  TimeNs last = origin;
+  TimeNs first = requests_.empty() ? origin : origin + requests_.front().arrival;
   for (size_t i = 0; i < requests_.size(); ++i) {
     traffic.requests.push_back(ViewOf(arm_fleet, RequestId(static_cast<int64_t>(i))));
-    first = std::min(first, origin_ + requests_[i].arrival);
-    last = std::max(last, session_end_[i]);
-    traffic.session_times.push_back((session_end_[i] - (origin_ + requests_[i].arrival)).seconds());
+    first = std::min(first, origin + requests_[i].arrival);
+    last = std::max(last, session_end[i]);
+    traffic.session_times.push_back((session_end[i] - (origin + requests_[i].arrival)).seconds());
     traffic.session_of_request.push_back(i);
   }
   traffic.sessions = static_cast<int64_t>(requests_.size());

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "agentkv/sim/fleet/open_loop_driver.h"
 #include "agentkv/sim/replay/fleet_arm.h"
 #include "agentkv/sim/workload/open_loop_trace.h"
 
@@ -31,8 +32,8 @@ class OpenLoopFeed final : public GatewayFeed {
   // Every request is its own agent, looked up at its exact arrival.
   std::unique_ptr<FleetNextUse> Future(const kv::BlockKeyHasher& hasher, int64_t device_blocks,
                                        TimeNs origin) override;
-  // Schedules every request's arrival relative to the loop's now and installs the gateway
-  // model's completion callback (which ends the request's session). Never fails.
+  // Starts an OpenLoopDriver on the arm's loop and gateway model (every arrival relative to the
+  // loop's now; each session ends with its request), reporting to the oracle. Never fails.
   Status Attach(ArmFleet& arm_fleet) override;
   double CompletedFraction() const override;
   // The first Submit error, or a dispatch error of a completed request.
@@ -41,24 +42,10 @@ class OpenLoopFeed final : public GatewayFeed {
   FedTraffic Traffic(const ArmFleet& arm_fleet) const override;
 
  private:
-  // Submits request i to the gateway model (its arrival event).
-  void Arrive(size_t i);
-  // The gateway model completed `record` (engine_record is null when it failed to dispatch).
-  void Complete(const GatewayRecord& record, const EngineRequestRecord* engine_record);
-
   const std::vector<OpenLoopRequest>& requests_;
   int32_t tokens_per_block_;
   // Set by Attach.
-  ArmFleet* arm_fleet_ = nullptr;
-  // Engine 0's key hasher (every engine chains keys alike).
-  const kv::BlockKeyHasher* hasher_ = nullptr;
-  TimeNs origin_;
-  int64_t issued_ = 0;
-  int64_t completed_ = 0;
-  // The first failure (Submit or dispatch).
-  Status failure_;
-  // Per request, when it completed.
-  std::vector<TimeNs> session_end_;
+  std::unique_ptr<OpenLoopDriver> driver_;
 };
 
 }  // namespace agentkv::sim

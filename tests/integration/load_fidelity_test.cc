@@ -108,7 +108,8 @@ constexpr bool kSanitized = false;
 constexpr bool kSanitized = false;
 #endif
 
-void ExpectFaithful(const sim::ArmResult& predicted, const sim::ArmResult& measured) {
+void ExpectFaithful(const sim::ArmResult& predicted, const sim::ArmResult& measured,
+                    int64_t min_requests = 41) {
   // The figures docs/REPLAY.md quotes.
   std::printf(
       "predicted: %lld requests, hit ratio %.4f, TTFT p50 %.4f s p95 %.4f s, server time "
@@ -122,7 +123,7 @@ void ExpectFaithful(const sim::ArmResult& predicted, const sim::ArmResult& measu
                std::to_string(measured.ttft.p50_s) + " s; hit ratio " +
                std::to_string(predicted.token_hit_ratio_device) + " against " +
                std::to_string(measured.token_hit_ratio_device));
-  ASSERT_GT(predicted.requests_completed, 40);
+  ASSERT_GE(predicted.requests_completed, min_requests);
   EXPECT_EQ(measured.requests_completed, predicted.requests_completed);
   EXPECT_EQ(measured.prompt_tokens + measured.refused_prompt_tokens,
             predicted.prompt_tokens + predicted.refused_prompt_tokens);
@@ -152,6 +153,47 @@ TEST(LoadFidelityTest, ThroughTheGatewayWithTheLifecycleTheMeasurementIsTheLifec
   const sim::ArmResult measured = Measure(workload, gateway->base_url(), true);
   EXPECT_EQ(measured.measured->sessions_closed, measured.conversations);
   ExpectFaithful(Predict(workload, "+lifecycle"), measured);
+}
+
+// An open-loop trace: 80 requests, one every 0.25 s, four prompt families of 8-24 blocks that
+// grow by a block each time a family returns (prefix hits) before 1,500 tokens of their own,
+// outputs of 20 tokens.
+std::vector<sim::OpenLoopRequest> OpenLoopTrace() {
+  std::vector<sim::OpenLoopRequest> trace;
+  for (int64_t i = 0; i < 80; ++i) {
+    sim::OpenLoopRequest r;
+    r.arrival = TimeNs::Millis(250 * i);
+    const int64_t family = i % 4;
+    const int64_t blocks = 8 + i / 4;
+    for (int64_t b = 0; b < blocks; ++b)
+      r.hash_ids.push_back(static_cast<uint64_t>(family * 1000 + b));
+    r.prompt_tokens = blocks * kBlock + 1500;  // An uncached tail: prefills of 20-30 ms.
+    r.output_tokens = 20;
+    trace.push_back(std::move(r));
+  }
+  return trace;
+}
+
+TEST(LoadFidelityTest, AnOpenLoopTraceStraightAtTheRouterIsTheBaselineArm) {
+  if (kSanitized) GTEST_SKIP() << "timings under a sanitizer are not a measurement";
+  const std::vector<sim::OpenLoopRequest> trace = OpenLoopTrace();
+  sim::ReplayOptions replay;
+  replay.arms = {sim::ParseArm("baseline").value()};
+  replay.engine = Engine();
+  StatusOr<sim::ReplayResult> predicted =
+      sim::RunOpenLoopReplay(trace, kBlock, "open loop", 1, replay);
+  ASSERT_TRUE(predicted.ok()) << predicted.status();
+  Fleet fleet = StartEmulatedFleet(false);
+  load::LoadOptions options;
+  options.target.url = fleet.router->base_url();
+  options.target.tokens_per_block = kBlock;
+  options.target.session_prefix = "fidelity-open-";
+  options.target.close_sessions = false;
+  options.time_scale = kTimeScale;
+  StatusOr<sim::ReplayResult> measured = load::RunOpenLoopLoad(trace, options);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  EXPECT_TRUE(measured->arms.front().measured->errors.empty());
+  ExpectFaithful(predicted->arms.front(), measured->arms.front(), /*min_requests=*/80);
 }
 
 TEST(LoadFidelityTest, ThroughTheGatewayWithoutTheLifecycleTheMeasurementIsTheBaselineArm) {

@@ -1,8 +1,8 @@
 // End-to-end tests of `agentkv load` without a server: each flag out of range is one error line
-// naming it, an open-loop workload is refused, and a run against a port nobody listens on
-// (127.0.0.1:1) measures every attempt as failed while the agents go on, as they would against
-// a dead fleet; Ctrl-C ends a run with what it measured. Each test spawns the built binary
-// (AGENTKV_BINARY) in its private temporary directory. The runs against live emulated fleets
+// naming it, an open-loop trace sends each request as its own session, and a run against a port
+// nobody listens on (127.0.0.1:1) measures every attempt as failed while the agents go on, as they
+// would against a dead fleet; Ctrl-C ends a run with what it measured. Each test spawns the built
+// binary (AGENTKV_BINARY) in its private temporary directory. The runs against live emulated fleets
 // are tests/integration/load_fidelity_test.cc.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -52,12 +52,22 @@ TEST_F(LoadCliTest, EachFlagOutOfRangeIsNamedWithItsValue) {
                                      "port \"89536\""));
 }
 
-TEST_F(LoadCliTest, AnOpenLoopTraceIsRefused) {
-  const std::string trace = WriteTrace("m.jsonl", R"({"timestamp": 0, "input_length": 10, )"
-                                                  R"("output_length": 1, "hash_ids": [1]})"
-                                                  "\n");
-  ExpectError("--workload mooncake --trace '" + trace + "'",
-              "--workload mooncake is an open-loop trace");
+TEST_F(LoadCliTest, AnOpenLoopTraceSendsEachRequestAsItsOwnSession) {
+  const std::string trace = WriteTrace(
+      "m.jsonl",
+      "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 1, \"hash_ids\": [1]}\n"
+      "{\"timestamp\": 10, \"input_length\": 600, \"output_length\": 2, \"hash_ids\": [1]}\n"
+      "{\"timestamp\": 20, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": []}\n");
+  const std::string mooncake = "--workload mooncake --trace '" + trace + "' ";
+  ExpectError(mooncake + "--ramp", "an open-loop trace has none");
+  const RunResult r = Run(std::string(kDead) + mooncake + kFast + "--quiet --json '" +
+                          Path("m.json") + "' --html ''");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const boost::json::value arm = boost::json::parse(ReadFile(Path("m.json"))).at("arms").at(0);
+  EXPECT_EQ(arm.at("requests_issued").to_number<int64_t>(), 3);
+  EXPECT_EQ(arm.at("sessions").to_number<int64_t>(), 3);
+  EXPECT_EQ(arm.at("measured").at("requests_failed").to_number<int64_t>(), 3);
+  EXPECT_EQ(arm.at("measured").at("errors").at("unavailable").to_number<int64_t>(), 3);
 }
 
 TEST_F(LoadCliTest, AgainstADeadEndpointEveryAttemptFailsAndTheAgentsGoOn) {

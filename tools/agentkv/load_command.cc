@@ -21,14 +21,17 @@ namespace agentkv::tools {
 namespace {
 
 constexpr const char* kDescription =
-    "Drive a live fleet (the agentkv gateway, a router or an engine) with an agentic workload, "
+    "Drive a live fleet (the agentkv gateway, a router or an engine) with an agentic workload "
+    "or a trace, "
     "measure it, and write the replay's report with the measurement as one arm";
 
 constexpr const char* kFooter = R"(What it does:
   Replays the workload `agentkv replay` would (same --workload flags, seeds and session
   starts; sub-agents spawn and parents wait for them as there) against --url in real time:
   each agent sends its next request when its previous answer has streamed back plus the
-  recorded tool or human gap. Every request streams, so the first token's time is measured.
+  recorded tool or human gap. A Mooncake trace is open loop: each request is sent at its
+  timestamp as its own session, whatever happened to the earlier ones. Every request
+  streams, so the first token's time is measured.
   --time-scale S runs every recorded gap S times faster and reports every measured time
   multiplied by S: against `agentkv emulate ... --time-scale S` the result is what the cost
   model gives at scale 1, in 1/S of the time; against a real engine keep 1.
@@ -259,14 +262,14 @@ LoadCommand::LoadCommand(CLI::App& app)
 }
 
 load::LoadOptions LoadCommand::Options(const ReplayPlan& plan) const {
-  const sim::AgenticWorkload& workload = *plan.agentic;
   const std::string run_id = run_id_.empty() ? FreshRunId() : run_id_;
   load::LoadOptions options;
   load::LiveTargetOptions& t = options.target;
   t.url = url_;
   t.api = load::ParseLoadApi(api_).value();
   t.model = model_;
-  t.tokens_per_block = workload.conversations.front().block_size;
+  t.tokens_per_block = plan.agentic.has_value() ? plan.agentic->conversations.front().block_size
+                                                : plan.open_loop_block;
   t.vocab_size = vocab_size_;
   if (output_tokens_ != 0) t.output_tokens = output_tokens_;
   t.salt = Hash64(std::string_view(run_id), 0x6c6f6164);
@@ -344,15 +347,8 @@ int LoadCommand::Run() const {
   if (Status s = CheckFlags(); !s.ok()) return ReportError(kName, s);
   StatusOr<ReplayPlan> plan = workload_.Plan();
   if (!plan.ok()) return ReportError(kName, plan.status());
-  if (!plan->agentic.has_value()) {
-    return ReportError(kName,
-                       fmt::format("--workload {} is an open-loop trace; agentkv load replays the "
-                                   "agentic workloads (synthetic, weka, bailian, rollout)",
-                                   plan->workload),
-                       kExitBadInput);
-  }
-  if (plan->agentic->conversations.empty()) {
-    return ReportError(kName, "the workload has no conversation", kExitBadInput);
+  if (plan->agentic.has_value() ? plan->agentic->conversations.empty() : plan->open_loop.empty()) {
+    return ReportError(kName, "the workload has no request", kExitBadInput);
   }
   load::LoadOptions options = Options(*plan);
   if (Status s = options.Validate(); !s.ok()) return ReportError(kName, s);
@@ -374,7 +370,8 @@ int LoadCommand::Run() const {
   BlockTerminationSignals();
   StatusOr<sim::ReplayResult> result = [&] {
     StopOnSignal on_signal(&stop);
-    return load::RunLoad(*plan->agentic, options);
+    return plan->agentic.has_value() ? load::RunLoad(*plan->agentic, options)
+                                     : load::RunOpenLoopLoad(plan->open_loop, options);
   }();
   if (!result.ok()) return ReportError(kName, result.status());
   fmt::print("{}", report::FormatReplayTable(*result));

@@ -5,14 +5,15 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "agentkv/load/load_summary.h"
 #include "agentkv/load/ramp.h"
 #include "agentkv/sim/fleet/event_loop.h"
-#include "agentkv/sim/replay/arm_summary.h"
-#include "agentkv/sim/replay/fleet_arm.h"
+#include "agentkv/sim/fleet/open_loop_driver.h"
 
 namespace agentkv::load {
 namespace {
@@ -34,90 +35,93 @@ std::vector<std::pair<std::string, int64_t>> Sorted(const std::map<std::string, 
   return {m.begin(), m.end()};
 }
 
-}  // namespace
+// Loop time from the wall clock: time_scale loop nanoseconds per wall nanosecond since origin.
+struct LoadClock {
+  WallClock::time_point origin;
+  double scale = 1;
 
-Status LoadOptions::Validate() const {
-  if (!(time_scale > 0) || time_scale > kMaxTimeScale) {
-    return InvalidArgumentError("time_scale must be in (0, " + std::to_string(kMaxTimeScale) +
-                                "], got " + std::to_string(time_scale));
+  TimeNs ToLoop(WallClock::time_point t) const {
+    const double wall_ns = static_cast<double>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t - origin).count());
+    return TimeNs(static_cast<int64_t>(std::max(0.0, wall_ns) * scale));
   }
-  if (label.empty()) return InvalidArgumentError("the label is empty");
-  if (ramp.has_value()) AGENTKV_RETURN_IF_ERROR(ramp->Validate());
-  if (Status s = driver.Validate(); !s.ok()) return s;
-  return target.Validate();
+  WallClock::time_point ToWall(TimeNs t) const {
+    return origin +
+           std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(t.ns()) / scale));
+  }
+};
+
+// What sends the requests (the agent driver or the open-loop driver), as the loop sees it.
+struct Feed {
+  std::function<bool()> done;
+  std::function<int64_t()> issued;
+  std::function<int64_t()> completed;
+  // Requests of the workload, for the progress line.
+  int64_t total = 0;
+};
+
+// What one run drives: the loop, the feed on it, the live target and the ramp when there is
+// one.
+struct Run {
+  const LoadOptions& options;
+  LoadClock clock;
+  sim::EventLoop& loop;
+  Feed feed;
+  LiveTarget& live;
+  RampMonitor* ramp = nullptr;
+};
+
+void ReportProgress(const Run& run, WallClock::time_point now) {
+  if (!run.options.progress) return;
+  LoadProgress p;
+  p.wall_s = std::chrono::duration<double>(now - run.clock.origin).count();
+  p.loop_s = run.loop.now().seconds();
+  p.issued = run.feed.issued();
+  p.completed = run.feed.completed();
+  p.in_flight = run.live.in_flight();
+  p.total = run.feed.total;
+  for (const auto& [kind, count] : run.live.counters().errors) p.errors += count;
+  run.options.progress(p);
 }
 
-sim::ArmResult SummarizeLoad(const sim::AgentDriverResult& driven,
-                             const std::vector<MeasuredRequest>& measured, int32_t tokens_per_block,
-                             TimeNs makespan) {
-  sim::ArmResult result;
-  // Sessions: main agents by workload index; conversations: every agent that began.
-  std::map<int32_t, size_t> session_of_workload;
-  std::map<int64_t, size_t> session_of_conversation;
-  std::vector<double> session_times;
-  for (const sim::DriverConversationResult& c : driven.conversations) {
-    if (c.requests_issued == 0) continue;
-    ++result.conversations;
-    if (c.subagent < 0) {
-      session_of_workload.emplace(c.workload_index, session_of_workload.size());
-      if (c.end.has_value()) session_times.push_back((*c.end - c.start).seconds());
+// Runs the loop on the wall clock until the feed is done (or, stopped by the flag or the
+// ramp, until nothing is in flight) and every close was answered. Returns whether it stopped.
+bool RunOnWallClock(Run& run) {
+  bool stopped = false;
+  WallClock::time_point next_progress = run.clock.origin + std::chrono::seconds(1);
+  while (true) {
+    const WallClock::time_point now = WallClock::now();
+    const bool stop_asked = run.options.stop != nullptr && run.options.stop->load();
+    if (!stopped && stop_asked) {
+      stopped = true;
+      run.live.Stop();
     }
-  }
-  for (const sim::DriverConversationResult& c : driven.conversations) {
-    auto it = session_of_workload.find(c.workload_index);
-    if (it != session_of_workload.end()) {
-      session_of_conversation.emplace(c.conversation.value(), it->second);
+    if (!stopped) run.loop.RunUntil(std::max(run.loop.now(), run.clock.ToLoop(now)));
+    run.live.DeliverCompletions();
+    if (!stopped && run.ramp != nullptr && run.ramp->Advance(run.loop.now(), run.live.measured())) {
+      stopped = true;
+      run.live.Stop();
     }
-  }
-  result.sessions = static_cast<int64_t>(session_of_workload.size());
-  // The pause before each request is its agent's previous request's.
-  std::map<std::pair<int64_t, int32_t>, PauseKind> pause_after;
-  std::vector<sim::RequestView> views;
-  std::vector<size_t> session_of_request;
-  for (const sim::DriverRequest& r : driven.requests) {
-    ++result.requests_issued;
-    const size_t slot = static_cast<size_t>(r.id.value());
-    std::optional<PauseKind> before;
-    if (auto it = pause_after.find({r.conversation.value(), r.index - 1});
-        it != pause_after.end()) {
-      before = it->second;
+    const bool finished = stopped ? run.live.in_flight() == 0 : run.feed.done();
+    if (finished && run.live.closes_pending() == 0) break;
+    if (now >= next_progress) {
+      ReportProgress(run, now);
+      next_progress = now + std::chrono::seconds(1);
     }
-    pause_after[{r.conversation.value(), r.index}] = r.next_pause;
-    if (slot >= measured.size() || measured[slot].cancelled || !r.completed.has_value()) continue;
-    auto session = session_of_conversation.find(r.conversation.value());
-    if (session == session_of_conversation.end()) continue;
-    ++result.requests_completed;
-    views.push_back(
-        sim::RequestView{&measured[slot].gateway, &measured[slot].engine, true, before});
-    session_of_request.push_back(session->second);
+    WallClock::time_point wake = now + kTick;
+    if (!stopped && run.loop.pending() > 0) {
+      wake = std::min(wake, run.clock.ToWall(run.loop.next_time()));
+    }
+    if (wake > WallClock::now()) run.live.WaitForOutcome(wake);
   }
-  sim::SummarizeRequestCounts(views, result);
-  sim::SummarizeHitRatios(tokens_per_block, result);
-  sim::SummarizeThroughput(makespan, result);
-  sim::SummarizeLatency(views, std::move(session_times), result);
-  sim::SummarizeServerTime(views, session_of_request, static_cast<size_t>(result.sessions), result);
-  return result;
+  ReportProgress(run, WallClock::now());
+  return stopped;
 }
 
-namespace {
-
-// The run's result: the summary of what completed, and the measured block.
-sim::ReplayResult ResultOf(const LoadOptions& options, const sim::AgentDriverResult& driven,
-                           const LiveTarget& live, double wall_s, double cpu_s, bool stopped) {
-  TimeNs first_start = driven.makespan_end;
-  for (const sim::DriverConversationResult& c : driven.conversations) {
-    if (c.requests_issued > 0) first_start = std::min(first_start, c.start);
-  }
-  sim::ReplayResult result;
-  result.setup.workload = options.description;
-  result.setup.seed = options.seed;
-  result.setup.router = options.target.url;
-  result.setup.tokens_per_block = options.target.tokens_per_block;
-  sim::ArmResult arm = SummarizeLoad(driven, live.measured(), options.target.tokens_per_block,
-                                     driven.makespan_end - first_start);
-  arm.arm = options.label;
-  arm.description =
-      "measured: " + options.target.url + " (" + std::string(LoadApiName(options.target.api)) + ")";
+// The client's side of a finished run: its time scale, wall and CPU time, rates, inter-token
+// latency, attempts, errors and closes.
+sim::MeasuredRun MeasuredRunOf(const LoadOptions& options, const LiveTarget& live, double wall_s,
+                               double cpu_s, bool stopped) {
   sim::MeasuredRun m;
   m.target = options.target.url + " " + std::string(LoadApiName(options.target.api));
   m.time_scale = options.time_scale;
@@ -150,92 +154,48 @@ sim::ReplayResult ResultOf(const LoadOptions& options, const sim::AgentDriverRes
   m.sessions_closed = counters.sessions_closed;
   m.close_errors = Sorted(counters.close_errors);
   m.stopped = stopped;
-  arm.measured = std::move(m);
+  return m;
+}
+
+// Runs `feed` (started on `loop` into `live`) to its end and returns the result with one arm,
+// summarized from the traffic `traffic_of` builds once it ended.
+sim::ReplayResult Drive(const LoadOptions& options, const LoadClock& clock, sim::EventLoop& loop,
+                        Feed feed, LiveTarget& live, RampMonitor* ramp, double cpu_before,
+                        const std::function<LoadTraffic()>& traffic_of) {
+  Run run{options, clock, loop, std::move(feed), live, ramp};
+  const bool stopped = RunOnWallClock(run);
+  const double wall_s = std::chrono::duration<double>(WallClock::now() - clock.origin).count();
+  sim::ReplayResult result;
+  result.setup.workload = options.description;
+  result.setup.seed = options.seed;
+  result.setup.router = options.target.url;
+  result.setup.tokens_per_block = options.target.tokens_per_block;
+  sim::ArmResult arm =
+      SummarizeLoad(traffic_of(), live.measured(), options.target.tokens_per_block);
+  arm.arm = options.label;
+  arm.description =
+      "measured: " + options.target.url + " (" + std::string(LoadApiName(options.target.api)) + ")";
+  arm.measured = MeasuredRunOf(options, live, wall_s, ProcessCpuSeconds() - cpu_before, stopped);
+  if (ramp != nullptr) {
+    ramp->Finish(loop.now(), live.measured());
+    arm.measured->ramp = ramp->result();
+  }
   result.arms.push_back(std::move(arm));
   return result;
 }
 
 }  // namespace
 
-namespace {
-
-// Loop time from the wall clock: time_scale loop nanoseconds per wall nanosecond since origin.
-struct LoadClock {
-  WallClock::time_point origin;
-  double scale = 1;
-
-  TimeNs ToLoop(WallClock::time_point t) const {
-    const double wall_ns = static_cast<double>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(t - origin).count());
-    return TimeNs(static_cast<int64_t>(std::max(0.0, wall_ns) * scale));
+Status LoadOptions::Validate() const {
+  if (!(time_scale > 0) || time_scale > kMaxTimeScale) {
+    return InvalidArgumentError("time_scale must be in (0, " + std::to_string(kMaxTimeScale) +
+                                "], got " + std::to_string(time_scale));
   }
-  WallClock::time_point ToWall(TimeNs t) const {
-    return origin +
-           std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(t.ns()) / scale));
-  }
-};
-
-// What one run drives: the loop, the driver on it, the live target and the ramp when there is
-// one.
-struct Run {
-  const LoadOptions& options;
-  LoadClock clock;
-  sim::EventLoop& loop;
-  sim::AgentDriver& driver;
-  LiveTarget& live;
-  RampMonitor* ramp;
-  // Requests of the workload, for the progress line.
-  int64_t total = 0;
-};
-
-void ReportProgress(const Run& run, WallClock::time_point now) {
-  if (!run.options.progress) return;
-  LoadProgress p;
-  p.wall_s = std::chrono::duration<double>(now - run.clock.origin).count();
-  p.loop_s = run.loop.now().seconds();
-  p.issued = run.driver.result().requests_issued;
-  p.completed = run.driver.result().requests_completed;
-  p.in_flight = run.live.in_flight();
-  p.total = run.total;
-  for (const auto& [kind, count] : run.live.counters().errors) p.errors += count;
-  run.options.progress(p);
+  if (label.empty()) return InvalidArgumentError("the label is empty");
+  if (ramp.has_value()) AGENTKV_RETURN_IF_ERROR(ramp->Validate());
+  if (Status s = driver.Validate(); !s.ok()) return s;
+  return target.Validate();
 }
-
-// Runs the loop on the wall clock until every agent ended (or, stopped by the flag or the
-// ramp, until nothing is in flight) and every close was answered. Returns whether it stopped.
-bool RunOnWallClock(Run& run) {
-  bool stopped = false;
-  WallClock::time_point next_progress = run.clock.origin + std::chrono::seconds(1);
-  while (true) {
-    const WallClock::time_point now = WallClock::now();
-    const bool stop_asked = run.options.stop != nullptr && run.options.stop->load();
-    if (!stopped && stop_asked) {
-      stopped = true;
-      run.live.Stop();
-    }
-    if (!stopped) run.loop.RunUntil(std::max(run.loop.now(), run.clock.ToLoop(now)));
-    run.live.DeliverCompletions();
-    if (!stopped && run.ramp != nullptr && run.ramp->Advance(run.loop.now(), run.live.measured())) {
-      stopped = true;
-      run.live.Stop();
-    }
-    const bool finished = stopped ? run.live.in_flight() == 0 : run.driver.done();
-    if (finished && run.live.closes_pending() == 0) break;
-    if (now >= next_progress) {
-      ReportProgress(run, now);
-      next_progress = now + std::chrono::seconds(1);
-    }
-    WallClock::time_point wake = now + kTick;
-    if (!stopped && run.loop.pending() > 0) {
-      wake = std::min(wake, run.clock.ToWall(run.loop.next_time()));
-    }
-    if (wake > WallClock::now()) run.live.WaitForOutcome(wake);
-  }
-  ReportProgress(run, WallClock::now());
-  return stopped;
-}
-
-}  // namespace
 
 StatusOr<sim::ReplayResult> RunLoad(const sim::AgenticWorkload& workload,
                                     const LoadOptions& options) {
@@ -264,17 +224,37 @@ StatusOr<sim::ReplayResult> RunLoad(const sim::AgenticWorkload& workload,
   if (!driver.ok()) return driver.status();
   const double cpu_before = ProcessCpuSeconds();
   if (Status s = (*driver)->Start(); !s.ok()) return s;
-  Run run{options, clock, loop, **driver, **target, ramp.has_value() ? &*ramp : nullptr};
-  for (const sim::WekaConversation& c : driven.conversations) run.total += c.TotalRequests();
-  const bool stopped = RunOnWallClock(run);
-  const double wall_s = std::chrono::duration<double>(WallClock::now() - clock.origin).count();
-  sim::ReplayResult result = ResultOf(options, (*driver)->result(), **target, wall_s,
-                                      ProcessCpuSeconds() - cpu_before, stopped);
-  if (ramp.has_value()) {
-    ramp->Finish(loop.now(), (*target)->measured());
-    result.arms.front().measured->ramp = ramp->result();
+  sim::AgentDriver& agents = **driver;
+  Feed feed{[&agents] { return agents.done(); },
+            [&agents] { return agents.result().requests_issued; },
+            [&agents] { return agents.result().requests_completed; }};
+  for (const sim::WekaConversation& c : driven.conversations) feed.total += c.TotalRequests();
+  LiveTarget& live = **target;
+  return Drive(options, clock, loop, std::move(feed), live, ramp.has_value() ? &*ramp : nullptr,
+               cpu_before, [&] { return AgenticTraffic(agents.result(), live.measured()); });
+}
+
+StatusOr<sim::ReplayResult> RunOpenLoopLoad(const std::vector<sim::OpenLoopRequest>& requests,
+                                            const LoadOptions& options) {
+  if (Status s = options.Validate(); !s.ok()) return s;
+  if (options.ramp.has_value()) {
+    return InvalidArgumentError(
+        "a ramp starts users (conversations); an open-loop trace has none, its requests arrive "
+        "at their recorded times");
   }
-  return result;
+  sim::EventLoop loop;
+  const LoadClock clock{WallClock::now(), options.time_scale};
+  StatusOr<std::unique_ptr<LiveTarget>> target = LiveTarget::Create(
+      options.target, [clock](WallClock::time_point t) { return clock.ToLoop(t); });
+  if (!target.ok()) return target.status();
+  LiveTarget& live = **target;
+  sim::OpenLoopDriver driver(&loop, &live, &requests, options.target.tokens_per_block);
+  const double cpu_before = ProcessCpuSeconds();
+  driver.Start();
+  Feed feed{[&driver] { return driver.done(); }, [&driver] { return driver.issued(); },
+            [&driver] { return driver.completed(); }, static_cast<int64_t>(requests.size())};
+  return Drive(options, clock, loop, std::move(feed), live, nullptr, cpu_before,
+               [&] { return OpenLoopTraffic(driver, requests, live.measured()); });
 }
 
 }  // namespace agentkv::load

@@ -24,6 +24,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agentkv/base/status.h"
 #include "agentkv/load/live_target.h"
@@ -31,6 +32,7 @@
 #include "agentkv/sim/fleet/agent_driver.h"
 #include "agentkv/sim/replay/replay_result.h"
 #include "agentkv/sim/workload/agentic_workload.h"
+#include "agentkv/sim/workload/open_loop_trace.h"
 
 namespace agentkv::load {
 
@@ -74,11 +76,11 @@ struct LoadOptions {
 StatusOr<sim::ReplayResult> RunLoad(const sim::AgenticWorkload& workload,
                                     const LoadOptions& options);
 
-// The arm of a finished run: the replay summary over the completed requests of `measured`
-// (cancelled ones left out), session and server times by conversation from `driven`.
-sim::ArmResult SummarizeLoad(const sim::AgentDriverResult& driven,
-                             const std::vector<MeasuredRequest>& measured, int32_t tokens_per_block,
-                             TimeNs makespan);
+// RunLoad for an open-loop trace (Mooncake): request i is sent at its recorded time as its own
+// session, whatever the endpoint did with the earlier ones (sim/fleet/open_loop_driver.h), its
+// blocks in one namespace. options.driver and a ramp do not apply (a ramp is InvalidArgument).
+StatusOr<sim::ReplayResult> RunOpenLoopLoad(const std::vector<sim::OpenLoopRequest>& requests,
+                                            const LoadOptions& options);
 
 }  // namespace agentkv::load
 

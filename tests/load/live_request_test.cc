@@ -141,6 +141,11 @@ TEST(StreamReaderTest, ErrorEventsAndMalformedEventsAreReported) {
   StreamReader error(LoadApi::kCompletions);
   error.Feed("data: {\"error\":{\"message\":\"boom\"}}\n\ndata: [DONE]\n\n");
   EXPECT_EQ(error.outcome().error, "boom");
+  EXPECT_FALSE(error.outcome().error_code.has_value());
+  StreamReader refused(LoadApi::kGenerate);
+  refused.Feed("data: {\"error\":{\"message\":\"too long\",\"code\":400}}\n\ndata: [DONE]\n\n");
+  EXPECT_EQ(refused.outcome().error, "too long");
+  EXPECT_EQ(refused.outcome().error_code, 400);
   StreamReader malformed(LoadApi::kCompletions);
   malformed.Feed("data: [1,\n\n");
   EXPECT_EQ(malformed.status().code(), StatusCode::kInvalidArgument);

@@ -143,6 +143,24 @@ std::string SessionCloseTarget(std::string_view session) {
   return "/v1/sessions/" + boost::urls::encode(session, boost::urls::unreserved_chars) + "/close";
 }
 
+bool StreamReader::ReadErrorEvent(std::string_view data) {
+  std::optional<std::string> message = protocol::ParseErrorMessage(data);
+  if (!message.has_value()) return false;
+  outcome_.error = std::move(*message);
+  // The status the error carries (SGLang's and OpenAI's stream errors both name it `code`).
+  boost::system::error_code ec;
+  const json::value event = json::parse(data, ec);
+  if (!ec && event.is_object()) {
+    if (const json::value* error = event.get_object().if_contains("error");
+        error != nullptr && error->is_object()) {
+      if (std::optional<int64_t> code = IntAt(error->get_object(), "code")) {
+        outcome_.error_code = static_cast<int>(std::clamp<int64_t>(*code, 0, 999));
+      }
+    }
+  }
+  return true;
+}
+
 bool StreamReader::Feed(std::string_view bytes) {
   if (!status_.ok()) return false;
   bool output = false;
@@ -159,10 +177,7 @@ bool StreamReader::Feed(std::string_view bytes) {
 }
 
 bool StreamReader::ReadGenerateEvent(std::string_view data) {
-  if (std::optional<std::string> message = protocol::ParseErrorMessage(data)) {
-    outcome_.error = *message;
-    return false;
-  }
+  if (ReadErrorEvent(data)) return false;
   StatusOr<protocol::GenerateResponse> event = protocol::ParseGenerateResponse(data);
   if (!event.ok()) {
     status_ = event.status();
@@ -194,10 +209,7 @@ bool StreamReader::ReadGenerateEvent(std::string_view data) {
 }
 
 bool StreamReader::ReadOpenAiEvent(std::string_view data) {
-  if (std::optional<std::string> message = protocol::ParseErrorMessage(data)) {
-    outcome_.error = *message;
-    return false;
-  }
+  if (ReadErrorEvent(data)) return false;
   boost::system::error_code ec;
   const json::value event = json::parse(data, ec);
   if (ec || !event.is_object()) {

@@ -84,8 +84,11 @@ struct StreamOutcome {
   std::vector<int64_t> output_ids;
   // Events that carried output (at least one new token each).
   int64_t output_events = 0;
-  // An error event in the stream, or a finish_reason of type abort.
+  // An error event in the stream (its message, and the HTTP status it names as `code`, in
+  // [0, 999]: SGLang streams a request it refuses after the headers as 200 and an error event
+  // with code 400), or a finish_reason of type abort.
   std::optional<std::string> error;
+  std::optional<int> error_code;
 };
 
 // Reads one streamed answer of `api`, chunk by chunk as the socket delivers them.
@@ -103,6 +106,8 @@ class StreamReader {
   const StreamOutcome& outcome() const { return outcome_; }
 
  private:
+  // An error event: records it and returns true; false for any other event.
+  bool ReadErrorEvent(std::string_view data);
   bool ReadGenerateEvent(std::string_view data);
   bool ReadOpenAiEvent(std::string_view data);
 

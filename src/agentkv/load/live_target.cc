@@ -238,7 +238,10 @@ int64_t LiveTarget::DeliverCompletions() {
     const bool served = outcome.transport.ok() && Success(outcome.http_status) &&
                         outcome.stream.ok() && outcome.stream_done &&
                         !outcome.answer.error.has_value();
-    const bool refused = outcome.transport.ok() && outcome.http_status == 400;
+    // A 400, before the headers or as the code of the stream's error event.
+    const bool refused = outcome.transport.ok() &&
+                         (outcome.http_status == 400 ||
+                          (Success(outcome.http_status) && outcome.answer.error_code == 400));
     if (stopped_ && !served) {
       measured_[outcome.slot].cancelled = true;
       calls_.erase(it);
@@ -261,19 +264,18 @@ int64_t LiveTarget::DeliverCompletions() {
       }
       measured_[outcome.slot].failed = true;
     }
-    Complete(outcome.slot, outcome);
+    Complete(outcome.slot, outcome, served);
     ++completed;
   }
   return completed;
 }
 
-void LiveTarget::Complete(size_t slot, const Outcome& outcome) {
+void LiveTarget::Complete(size_t slot, const Outcome& outcome, bool served) {
   InFlight call = std::move(calls_.at(slot));
   calls_.erase(slot);
   --in_flight_;
   MeasuredRequest& m = measured_[slot];
   m.engine.finished = clock_(outcome.finished);
-  const bool served = !m.failed && Success(outcome.http_status);
   if (served) {
     const StreamOutcome& a = outcome.answer;
     // The server's counts are input: bounded, so the summary's sums cannot overflow.

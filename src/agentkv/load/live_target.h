@@ -14,7 +14,8 @@
 // gateway's `POST /v1/sessions/{id}/close`. Prompts come from a PromptBook (prompt_book.h).
 //
 // Outcomes. A 2xx answer whose stream ended is served: its times (in loop time, through the
-// LoopClock) and the server's cached-token count make its records. A 400 is a refusal (the
+// LoopClock) and the server's cached-token count make its records. A 400 (as the status, or as
+// the code of a stream's error event, SGLang's way for a streamed request) is a refusal (the
 // request completes rejected and the agent goes on, as the simulator counts an engine's 400).
 // Anything else (another status, a transport error, a timeout, an error event in the stream)
 // is retried as a new attempt up to `retries` times, then completes rejected too and is counted
@@ -155,8 +156,9 @@ class LiveTarget final : public sim::AgentTarget {
   std::string SessionName(int64_t number) const;
   // Sends attempt `attempt` of request `slot`.
   void SendAttempt(size_t slot);
-  // Completes request `slot` (after its last attempt) with `outcome`.
-  void Complete(size_t slot, const Outcome& outcome);
+  // Completes request `slot` (after its last attempt) with `outcome`: served, or else rejected
+  // (refused, or failed after its retries).
+  void Complete(size_t slot, const Outcome& outcome, bool served);
   void CloseSession(const std::string& name);
 
   LiveTargetOptions options_;

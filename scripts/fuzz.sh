@@ -18,7 +18,8 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   exit 2
 fi
 targets=(generate_request_fuzz prometheus_fuzz workers_fuzz mooncake_trace_fuzz bailian_trace_fuzz
-  weka_trace_fuzz http_request_fuzz admission_wire_fuzz gateway_request_fuzz admission_ledger_fuzz)
+  weka_trace_fuzz http_request_fuzz admission_wire_fuzz gateway_request_fuzz admission_ledger_fuzz
+  load_stream_fuzz)
 
 CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DAGENTKV_BUILD_FUZZ=ON -DAGENTKV_BUILD_TESTS=OFF -DAGENTKV_BUILD_BENCH=OFF

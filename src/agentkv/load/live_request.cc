@@ -5,6 +5,8 @@
 #include <boost/url/encode.hpp>
 #include <boost/url/rfc/unreserved_chars.hpp>
 #include <charconv>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -49,12 +51,21 @@ std::string WithIdsFirst(std::string_view key, const std::vector<int64_t>& ids,
   return body;
 }
 
+// The integer `key` names, when it is a number that fits int64 (a server's counts are input:
+// a double past the range, or NaN, is no count).
 std::optional<int64_t> IntAt(const json::object& object, std::string_view key) {
   const json::value* v = object.if_contains(key);
   if (v == nullptr || !v->is_number()) return std::nullopt;
   if (v->is_int64()) return v->as_int64();
-  if (v->is_uint64()) return static_cast<int64_t>(v->as_uint64());
-  return static_cast<int64_t>(v->as_double());
+  if (v->is_uint64()) {
+    const uint64_t u = v->as_uint64();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    return static_cast<int64_t>(u);
+  }
+  const double d = v->as_double();
+  // 2^62: well inside int64, far past any count.
+  if (!std::isfinite(d) || std::fabs(d) > 4.6e18) return std::nullopt;
+  return static_cast<int64_t>(d);
 }
 
 }  // namespace
@@ -162,16 +173,18 @@ bool StreamReader::ReadErrorEvent(std::string_view data) {
 }
 
 bool StreamReader::Feed(std::string_view bytes) {
-  if (!status_.ok()) return false;
+  // The parser reads every byte, also after a malformed event, so that done() does not depend on
+  // where the stream was cut.
+  const std::vector<std::string> events = parser_.Feed(bytes);
   bool output = false;
-  for (const std::string& data : parser_.Feed(bytes)) {
+  for (const std::string& data : events) {
+    if (!status_.ok()) break;
     const bool carried =
         api_ == LoadApi::kGenerate ? ReadGenerateEvent(data) : ReadOpenAiEvent(data);
     if (carried) ++outcome_.output_events;
     output = output || carried;
-    if (!status_.ok()) return output;
   }
-  if (!parser_.status().ok()) status_ = parser_.status();
+  if (status_.ok() && !parser_.status().ok()) status_ = parser_.status();
   if (output) outcome_.saw_output = true;
   return output;
 }

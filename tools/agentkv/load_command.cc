@@ -181,7 +181,9 @@ LoadCommand::LoadCommand(CLI::App& app)
       ->type_name("N")
       ->capture_default_str()
       ->group(target);
-  command_->add_option("--vocab-size", vocab_size_, "Token ids are drawn below this (from 1000)")
+  command_
+      ->add_option("--vocab-size", vocab_size_,
+                   "Token ids are drawn in [1000, N), N in (1000, 2^31]")
       ->capture_default_str()
       ->group(target);
 

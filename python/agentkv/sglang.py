@@ -34,6 +34,8 @@ __all__ = [
     "InsertResult",
     "MatchResult",
     "Node",
+    "conversation_of",
+    "default_request_options",
     "namespace_of",
 ]
 
@@ -62,6 +64,44 @@ def _session_of(session_id: Any) -> Optional[int]:
     if session_id is None:
         return None
     return _stable_id(f"session:{session_id}")
+
+
+def conversation_of(session_id: Any) -> Optional[int]:
+    """The agentkv conversation id of SGLang's session ``session_id`` (None: none).
+
+    One key type end to end: a request's ``session_id`` is its conversation (as on agentkv's
+    emulated engines), a sub-agent's parent is named by the parent's session id (the body field
+    ``agentkv_parent_session`` the gateway forwards from a verified hint), and
+    ``/demote_finished_subagents {"parent_session_id"}`` names the parent the same way; all
+    map through this one function, so the three agree in every process.
+    """
+    return _session_of(session_id)
+
+
+_PAUSES = ("unknown", "tool_call", "subagent_wait", "human_turn", "session_end")
+
+
+def default_request_options(req: Any) -> Dict[str, Any]:
+    """The agentic inputs of a finished ``Req``, from the fields agentkv's gateway forwards.
+
+    ``conversation``: ``conversation_of(req.session_id)``; ``parent_conversation`` (with
+    ``parent_hint_authenticated``): ``conversation_of(req.agentkv_parent_session)``, a field
+    only the gateway sets, from a verified signed hint; ``next_pause``: ``req.agentkv_pause``
+    when it is one of the pause names (anything else is ignored, as the emulator does). Fields
+    a ``Req`` lacks are left out.
+    """
+    options: Dict[str, Any] = {}
+    conversation = conversation_of(getattr(req, "session_id", None))
+    if conversation is not None:
+        options["conversation"] = conversation
+    parent = conversation_of(getattr(req, "agentkv_parent_session", None))
+    if parent is not None:
+        options["parent_conversation"] = parent
+        options["parent_hint_authenticated"] = True
+    pause = getattr(req, "agentkv_pause", None)
+    if isinstance(pause, str) and pause in _PAUSES:
+        options["next_pause"] = pause
+    return options
 
 
 def _to_ints(indices: Any) -> List[int]:
@@ -156,7 +196,9 @@ class AgentKvRadixCache:
         SGLang's priority eviction).
       request_options: ``req`` to extra ``KvCache.add_request`` keyword arguments for its
         finished insert (``conversation``, ``parent_conversation``,
-        ``parent_hint_authenticated``, ``next_pause``, ``next_tool``); default none.
+        ``parent_hint_authenticated``, ``next_pause``, ``next_tool``). Default:
+        ``default_request_options`` (the session is the conversation; the gateway's parent
+        hint and pause fields when the ``Req`` carries them).
       indices_factory: a list of slot ints to the index object returned and freed.
       disable: as SGLang's ``--disable-radix-cache``: nothing is cached.
     """
@@ -188,7 +230,7 @@ class AgentKvRadixCache:
                                          min(2 * int(num_pages) + 64, 1 << 26))
         self._options = KvCacheOptions(**base)
         self._priority_map = priority_map or self._default_priority_map
-        self._request_options = request_options
+        self._request_options = request_options or default_request_options
         self._indices_factory = indices_factory or self._default_indices
         self.device = getattr(token_to_kv_pool_allocator, "device", None)
         self._next_request = _FIRST_REQUEST_ID
@@ -394,9 +436,15 @@ class AgentKvRadixCache:
         self._apply_events()
         return freed
 
-    def demote_finished_subagents(self, parent_conversation: int) -> int:
-        """KvCache.demote_finished_subagents: the parent went on elsewhere."""
-        demoted = self.cache.demote_finished_subagents(parent_conversation)
+    def demote_finished_subagents(self, parent_session_id: Any) -> int:
+        """The parent session ``parent_session_id`` went on, on this engine or another (the
+        gateway's ``/demote_finished_subagents {"parent_session_id"}``): demotes its finished
+        sub-agents held here (KvCache.demote_finished_subagents of
+        ``conversation_of(parent_session_id)``). Returns the children demoted."""
+        parent = conversation_of(parent_session_id)
+        if parent is None or self.disable:
+            return 0
+        demoted = self.cache.demote_finished_subagents(parent)
         self._apply_events()
         return demoted
 
@@ -498,8 +546,7 @@ class AgentKvRadixCache:
             session = _session_of(getattr(req, "session_id", None))
             if session is not None:
                 kwargs["session"] = session
-            if self._request_options is not None:
-                kwargs.update(self._request_options(req))
+            kwargs.update(self._request_options(req))
             kwargs["prompt_tokens"] = min(len(req.origin_input_ids), aligned)
         request = self._new_request()
         matched = self.cache.add_request(request, keys, **kwargs).device_blocks

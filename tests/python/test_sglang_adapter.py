@@ -465,6 +465,53 @@ def test_randomized_scheduler_keeps_the_accounting():
     assert d.allocator.available_size() == 96
 
 
+def test_request_options_come_from_the_fields_the_gateway_forwards():
+    req = Req("c", tokens(0, 4), session_id="child")
+    assert aks.default_request_options(req) == {"conversation": aks.conversation_of("child")}
+    req.agentkv_parent_session = "parent"
+    req.agentkv_pause = "tool_call"
+    assert aks.default_request_options(req) == {
+        "conversation": aks.conversation_of("child"),
+        "parent_conversation": aks.conversation_of("parent"),
+        "parent_hint_authenticated": True,
+        "next_pause": "tool_call",
+    }
+    req.agentkv_pause = "coffee"  # not a pause: left out
+    assert "next_pause" not in aks.default_request_options(req)
+    assert aks.default_request_options(Req("x", tokens(0, 4))) == {}
+    # One id per session string, in every process, never the shared 0.
+    assert aks.conversation_of("parent") == aks.conversation_of("parent") > 0
+    assert aks.conversation_of("parent") != aks.conversation_of("child")
+    assert aks.conversation_of(None) is None
+
+
+def test_a_parents_return_named_by_its_session_demotes_its_finished_subagent():
+    # Per-conversation retention with finished sub-agents demoted to priority 0.
+    options = agentkv.KvCacheOptions(block_reuse_policy="per_conversation",
+                                     finished_subagent_priority=0)
+    d = Driver(pool_tokens=64, page_size=4, options=options)
+    prefix = tokens(100, 8)
+    d.run(Req("p1", prefix + [1], session_id="parent"))
+    child = Req("c1", prefix + tokens(200, 8) + [2], session_id="child")
+    child.agentkv_parent_session = "parent"  # the gateway's verified hint, forwarded
+    d.run(child)
+    # Not idle long enough yet (32 scheduler steps by default).
+    assert d.cache.demote_finished_subagents("parent") == 0
+    for _ in range(32):
+        d.cache.step()
+    assert d.cache.demote_finished_subagents("someone-else") == 0
+    assert d.cache.demote_finished_subagents("parent") == 1
+    assert d.cache.demote_finished_subagents("parent") == 0  # once until the child returns
+    d.check()
+    # The demoted pages are the first evicted: the parent's shared prefix stays.
+    before = set(d.cache.cached_slots())
+    d.cache.evict(EvictParams(num_tokens=8))
+    d.check()
+    again = d.cache.match_prefix(MatchPrefixParams(key=RadixKey(prefix)))
+    assert len(again.device_indices) == 8
+    assert len(before - set(d.cache.cached_slots())) >= 8
+
+
 def test_importing_agentkv_does_not_load_the_adapter_torch_or_sglang(package_dir):
     code = ("import sys, agentkv; assert 'agentkv.sglang' not in sys.modules; "
             "import agentkv.sglang; "

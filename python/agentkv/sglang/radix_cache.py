@@ -22,86 +22,20 @@ Thread-compatible, like ``KvCache``: SGLang's scheduler calls its tree cache fro
 
 from __future__ import annotations
 
-import hashlib
 import sys
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ._agentkv import InternalError, KvCache, KvCacheOptions, RetentionConfig, TokenRangeRetention
-
-__all__ = [
-    "AgentKvRadixCache",
-    "InsertResult",
-    "MatchResult",
-    "Node",
-    "conversation_of",
-    "default_request_options",
-    "namespace_of",
-]
+from .._agentkv import InternalError, KvCache, KvCacheOptions, RetentionConfig, TokenRangeRetention
+from . import _events
+from ._ids import conversation_of, default_request_options, namespace_of, session_of
+from ._types import EvictResult, InsertResult, MatchResult, Node, RadixKey
 
 # Ids of the C++ requests the adapter makes; SGLang's request ids (strings) never reach the
 # C++ cache, so one counter serves locks, inserts and evictions.
 _FIRST_REQUEST_ID = 1
 
-
-def _stable_id(value: str) -> int:
-    """A 63-bit id of `value`, equal in every process (TP ranks must agree; hash() does not)."""
-    digest = hashlib.blake2b(value.encode("utf-8"), digest_size=8).digest()
-    return (int.from_bytes(digest, "little") & ((1 << 63) - 1)) or 1
-
-
-def namespace_of(extra_key: Any) -> int:
-    """The block-key namespace of SGLang's ``extra_key`` (None: 0, the shared namespace).
-
-    Equal extra keys give equal namespaces in every process; distinct ones disjoint chains.
-    """
-    if extra_key is None:
-        return 0
-    return _stable_id(f"extra_key:{extra_key}")
-
-
-def _session_of(session_id: Any) -> Optional[int]:
-    if session_id is None:
-        return None
-    return _stable_id(f"session:{session_id}")
-
-
-def conversation_of(session_id: Any) -> Optional[int]:
-    """The agentkv conversation id of SGLang's session ``session_id`` (None: none).
-
-    One key type end to end: a request's ``session_id`` is its conversation (as on agentkv's
-    emulated engines), a sub-agent's parent is named by the parent's session id (the body field
-    ``agentkv_parent_session`` the gateway forwards from a verified hint), and
-    ``/demote_finished_subagents {"parent_session_id"}`` names the parent the same way; all
-    map through this one function, so the three agree in every process.
-    """
-    return _session_of(session_id)
-
-
-_PAUSES = ("unknown", "tool_call", "subagent_wait", "human_turn", "session_end")
-
-
-def default_request_options(req: Any) -> Dict[str, Any]:
-    """The agentic inputs of a finished ``Req``, from the fields agentkv's gateway forwards.
-
-    ``conversation``: ``conversation_of(req.session_id)``; ``parent_conversation`` (with
-    ``parent_hint_authenticated``): ``conversation_of(req.agentkv_parent_session)``, a field
-    only the gateway sets, from a verified signed hint; ``next_pause``: ``req.agentkv_pause``
-    when it is one of the pause names (anything else is ignored, as the emulator does). Fields
-    a ``Req`` lacks are left out.
-    """
-    options: Dict[str, Any] = {}
-    conversation = conversation_of(getattr(req, "session_id", None))
-    if conversation is not None:
-        options["conversation"] = conversation
-    parent = conversation_of(getattr(req, "agentkv_parent_session", None))
-    if parent is not None:
-        options["parent_conversation"] = parent
-        options["parent_hint_authenticated"] = True
-    pause = getattr(req, "agentkv_pause", None)
-    if isinstance(pause, str) and pause in _PAUSES:
-        options["next_pause"] = pause
-    return options
+# Pages of a cache built without memory pools (SGLang's create_simulated, its unit tests).
+SIMULATED_PAGES = 1 << 16
 
 
 def _to_ints(indices: Any) -> List[int]:
@@ -113,83 +47,28 @@ def _to_ints(indices: Any) -> List[int]:
     return [int(v) for v in indices]
 
 
-class Node:
-    """What ``match_prefix`` returns as ``last_device_node`` / ``last_host_node``.
-
-    SGLang's radix tree node is replaced by an opaque handle naming a chain of cached pages:
-    the block keys from the root of ``extra_key``'s namespace to the last matched page.
-    ``inc_lock_ref`` / ``dec_lock_ref`` take it as they take a TreeNode. The fields SGLang's
-    scheduler reads from a node are present with their RadixCache meaning where it has one
-    (``lock_ref``, ``evicted``, ``backuped``, ``parent``, ``children``, ``id``, ``key_len``).
-    """
-
-    __slots__ = ("keys", "extra_key", "lock_ref", "_locks", "id", "__weakref__")
-    _next_id = 0
-
-    def __init__(self, keys: Tuple[int, ...], extra_key: Any) -> None:
-        self.keys = keys
-        self.extra_key = extra_key
-        # Locks taken through this handle (inc minus dec); each is one C++ request.
-        self.lock_ref = 0
-        self._locks: List[int] = []
-        self.id = Node._next_id
-        Node._next_id += 1
-
-    @property
-    def evicted(self) -> bool:
-        return False
-
-    @property
-    def backuped(self) -> bool:
-        return False
-
-    @property
-    def parent(self) -> Optional["Node"]:
-        return None
-
-    @property
-    def children(self) -> Dict[Any, "Node"]:
-        return {}
-
-    @property
-    def key_len(self) -> int:
-        """Pages in the chain."""
-        return len(self.keys)
-
-    def __repr__(self) -> str:
-        return f"Node(id={self.id}, pages={len(self.keys)}, lock_ref={self.lock_ref})"
-
-
-class MatchResult(NamedTuple):
-    """SGLang's ``MatchResult`` fields (base_prefix_cache.py); unpacks as a 4-tuple as older
-    0.5.x schedulers do (``prefix_indices, last_node, last_host_node, host_hit_length``)."""
-
-    device_indices: Any
-    last_device_node: Any
-    last_host_node: Any
-    host_hit_length: int = 0
-
-
-@dataclass
-class InsertResult:
-    """SGLang's ``InsertResult``: ``prefix_len`` tokens of the key were cached already."""
-
-    prefix_len: int
-
-
 class AgentKvRadixCache:
     """SGLang's tree cache over agentkv's ``KvCache``; see the module docstring.
 
+    Built as SGLang builds its ``RadixCache``: from a ``CacheInitParams`` (``AgentKvRadixCache(
+    params)``, or ``from_params``), with the older keyword form, or without memory pools
+    (``create_simulated``, as SGLang's unit tests do).
+
     Args:
-      req_to_token_pool: SGLang's ``ReqToTokenPool`` (``req_to_token[row]`` and ``write``).
+      req_to_token_pool: SGLang's ``ReqToTokenPool`` (``req_to_token[row]`` and ``write``), or
+        SGLang's ``CacheInitParams`` (then the pools, page size, ``disable`` and
+        ``enable_kv_cache_events`` come from it). None: no pools (a simulated cache).
       token_to_kv_pool_allocator: SGLang's allocator; ``free(indices)`` gets back the slots
-        of pages the cache drops and the duplicates SGLang's RadixCache frees.
+        of pages the cache drops and the duplicates SGLang's RadixCache frees. None: slots are
+        not given back (a simulated cache).
       page_size: SGLang's page size; one agentkv block is one page.
       num_pages: pages in the KV pool (the C++ cache's device_blocks). Default: the
-        allocator's ``size`` (tokens) rounded up to pages.
+        allocator's ``size`` (tokens) rounded up to pages; without a ``req_to_token_pool``,
+        ``SIMULATED_PAGES``.
       options: ``KvCacheOptions`` for the rest (eviction order, session close mode,
         retention policy, sub-agent demotion). ``tokens_per_block`` and ``device_blocks``
-        are set from the above; a host tier is refused (SGLang's HiCache is not modelled).
+        are set from the above; a host tier is refused here (``AgentKvHiRadixCache`` has
+        one).
       priority_map: SGLang's ``req.priority`` to an agentkv priority in [0, 100], or None to
         leave priorities alone. Default: None for 0 / None, else the cache's
         default_priority plus the SGLang priority, clamped (higher is kept longer, as in
@@ -201,41 +80,45 @@ class AgentKvRadixCache:
         hint and pause fields when the ``Req`` carries them).
       indices_factory: a list of slot ints to the index object returned and freed.
       disable: as SGLang's ``--disable-radix-cache``: nothing is cached.
+      enable_kv_cache_events: as SGLang's ``--kv-events-config``: ``take_events`` returns
+        SGLang's ``BlockStored`` (one per page entering the cache), ``BlockRemoved`` (one per
+        page leaving it) and ``AllBlocksCleared`` (on ``reset``) events; the block hash is
+        the page's agentkv block key as a signed 64-bit int.
     """
 
-    def __init__(self, req_to_token_pool: Any, token_to_kv_pool_allocator: Any,
+    def __init__(self, req_to_token_pool: Any = None, token_to_kv_pool_allocator: Any = None,
                  page_size: int = 1, *, num_pages: Optional[int] = None,
                  options: Optional[KvCacheOptions] = None,
                  priority_map: Optional[Callable[[Any], Optional[int]]] = None,
                  request_options: Optional[Callable[[Any], Dict[str, Any]]] = None,
                  indices_factory: Optional[Callable[[List[int]], Any]] = None,
-                 disable: bool = False) -> None:
-        if page_size < 1:
-            raise ValueError(f"page_size must be >= 1, got {page_size}")
+                 disable: bool = False, enable_kv_cache_events: bool = False) -> None:
+        if token_to_kv_pool_allocator is None and _is_cache_init_params(req_to_token_pool):
+            params = req_to_token_pool
+            if getattr(params, "is_eagle", False):
+                raise ValueError("AgentKvRadixCache does not support EAGLE bigram keys")
+            req_to_token_pool = params.req_to_token_pool
+            token_to_kv_pool_allocator = params.token_to_kv_pool_allocator
+            page_size = int(params.page_size)
+            disable = bool(getattr(params, "disable", False))
+            enable_kv_cache_events = bool(getattr(params, "enable_kv_cache_events", False))
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise ValueError(f"page_size must be an int >= 1, got {page_size!r}")
         self.req_to_token_pool = req_to_token_pool
         self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
         self.page_size = page_size
         self.disable = disable
-        if num_pages is None:
-            size = getattr(token_to_kv_pool_allocator, "size", None)
-            if size is None:
-                raise ValueError("num_pages is required when the allocator has no `size`")
-            num_pages = -(-int(size) // page_size)
-        base = options.to_dict() if options is not None else {}
-        if base.get("host_blocks", 0):
-            raise ValueError("host_blocks must be 0: the adapter has no host tier")
-        base.update(tokens_per_block=page_size, device_blocks=int(num_pages), host_blocks=0)
-        # Every dropped page must come back as an event: room for the whole pool, twice.
-        base["event_log_capacity"] = max(int(base.get("event_log_capacity", 0)),
-                                         min(2 * int(num_pages) + 64, 1 << 26))
-        self._options = KvCacheOptions(**base)
+        self.enable_kv_cache_events = enable_kv_cache_events
+        num_pages = self._pool_pages(num_pages)
+        self._options = self._cache_options(options, num_pages, host_blocks=0)
         self._priority_map = priority_map or self._default_priority_map
         self._request_options = request_options or default_request_options
         self._indices_factory = indices_factory or self._default_indices
-        self.device = getattr(token_to_kv_pool_allocator, "device", None)
+        self.device = _device_of(token_to_kv_pool_allocator)
         self._next_request = _FIRST_REQUEST_ID
         self.cache: KvCache
         self._slots: Dict[int, Tuple[int, ...]] = {}
+        self._kv_events: List[Any] = []
         self.reset()
 
     @classmethod
@@ -244,19 +127,59 @@ class AgentKvRadixCache:
 
         EAGLE's bigram keys are refused (``params.is_eagle``): not supported.
         """
-        if getattr(params, "is_eagle", False):
-            raise ValueError("AgentKvRadixCache does not support EAGLE bigram keys")
-        return cls(params.req_to_token_pool, params.token_to_kv_pool_allocator,
-                   params.page_size, disable=bool(getattr(params, "disable", False)), **kwargs)
+        if not _is_cache_init_params(params):
+            raise ValueError("from_params needs SGLang's CacheInitParams (req_to_token_pool, "
+                             f"token_to_kv_pool_allocator, page_size), got {type(params)!r}")
+        return cls(params, **kwargs)
+
+    @classmethod
+    def create_simulated(cls, disable: bool = False, mock_allocator: Any = None,
+                         page_size: int = 1, enable_kv_cache_events: bool = False,
+                         **kwargs: Any) -> "AgentKvRadixCache":
+        """A cache without memory pools, as SGLang's ``RadixCache.create_simulated``:
+        ``SIMULATED_PAGES`` pages, slots given back to ``mock_allocator`` when there is one."""
+        kwargs.setdefault("num_pages", SIMULATED_PAGES)
+        return cls(None, mock_allocator, page_size, disable=disable,
+                   enable_kv_cache_events=enable_kv_cache_events, **kwargs)
+
+    def _pool_pages(self, num_pages: Optional[int]) -> int:
+        if num_pages is None:
+            size = getattr(self.token_to_kv_pool_allocator, "size", None)
+            if isinstance(size, int) and not isinstance(size, bool):
+                num_pages = -(-size // self.page_size)
+            elif self.req_to_token_pool is None:
+                num_pages = SIMULATED_PAGES
+            else:
+                raise ValueError("num_pages is required when the allocator has no int `size`")
+        if isinstance(num_pages, bool) or not isinstance(num_pages, int) or num_pages < 1:
+            raise ValueError(f"num_pages must be an int >= 1, got {num_pages!r}")
+        return num_pages
+
+    def _cache_options(self, options: Optional[KvCacheOptions], num_pages: int,
+                       host_blocks: int) -> KvCacheOptions:
+        """The C++ cache's options: ``options`` with the pool's shape set from SGLang's."""
+        base = options.to_dict() if options is not None else {}
+        if base.get("host_blocks", 0) and host_blocks == 0:
+            raise ValueError("host_blocks must be 0: AgentKvRadixCache has no host tier "
+                             "(AgentKvHiRadixCache has)")
+        base.update(tokens_per_block=self.page_size, device_blocks=num_pages,
+                    host_blocks=host_blocks)
+        # Every dropped page must come back as an event: room for both pools, twice.
+        base["event_log_capacity"] = max(int(base.get("event_log_capacity", 0)),
+                                         min(2 * (num_pages + host_blocks) + 64, 1 << 26))
+        return KvCacheOptions(**base)
 
     # ----- SGLang's BasePrefixCache interface -----
 
     def reset(self) -> None:
         """Empties the cache, as RadixCache.reset: slots are not freed (SGLang's flush_cache
-        clears the allocator itself). Outstanding locks are forgotten."""
+        clears the allocator itself). Outstanding locks are forgotten. With events on,
+        records ``AllBlocksCleared``."""
         self.cache = KvCache(self._options)
         self._slots = {}
         self.root_node = Node((), None)
+        if self.enable_kv_cache_events:
+            self._kv_events.append(_events.all_blocks_cleared())
 
     def match_prefix(self, params: Any = None, **kwargs: Any) -> MatchResult:
         """The longest cached page-aligned prefix of the key, as RadixCache.match_prefix.
@@ -273,7 +196,8 @@ class AgentKvRadixCache:
         matched = self.cache.match(keys).device_blocks
         if matched == 0:
             return self._empty_match()
-        node = Node(tuple(keys[:matched]), extra_key)
+        node = Node(tuple(keys[:matched]), extra_key,
+                    RadixKey(token_ids[:matched * self.page_size], extra_key))
         return MatchResult(self._indices_of(node.keys), node, node, 0)
 
     def insert(self, params: Any = None, value: Any = None, **kwargs: Any) -> Any:
@@ -282,7 +206,7 @@ class AgentKvRadixCache:
         ``InsertParams`` (``key``, ``value``, ``priority``) returns an ``InsertResult``; the
         older ``insert(key, value)`` returns the int prefix length. The caller frees the
         slots of pages that were cached already (the first ``prefix_len`` tokens), as with
-        RadixCache.
+        RadixCache. A ``value`` of None stores the token ids as the slots, as RadixCache does.
         """
         as_params = params is not None and hasattr(params, "key") and not hasattr(
             params, "token_ids")
@@ -293,10 +217,10 @@ class AgentKvRadixCache:
             priority = kwargs.get("priority", 0)
         if self.disable:
             return InsertResult(0) if as_params else 0
-        if value is None:
-            raise ValueError("insert needs the slot indices (value) of the key's tokens")
         token_ids, extra_key = self._tokens_and_extra_key(key, kwargs.get("extra_key"))
-        slots = _to_ints(value)
+        slots = _to_ints(token_ids if value is None else value)
+        if len(slots) < len(token_ids) // self.page_size * self.page_size:
+            raise ValueError(f"insert: {len(slots)} slot indices for {len(token_ids)} tokens")
         prefix_len, _ = self._insert(token_ids, slots, extra_key, priority, None, finished=False)
         return InsertResult(prefix_len) if as_params else prefix_len
 
@@ -364,7 +288,7 @@ class AgentKvRadixCache:
         as_params = hasattr(params, "num_tokens")
         num_tokens = int(params.num_tokens if as_params else params)
         evicted = 0 if self.disable or num_tokens <= 0 else self._evict(num_tokens)
-        return _EvictResult(evicted) if as_params else evicted
+        return EvictResult(evicted) if as_params else evicted
 
     def inc_lock_ref(self, node: Any) -> int:
         """Protects the node's chain from eviction (one C++ request holding it); returns the
@@ -420,8 +344,15 @@ class AgentKvRadixCache:
         print(f"#tokens: {self.total_size()} {self.cache.stats().device.to_dict()}")
 
     def take_events(self) -> list:
-        """SGLang's KV events are not produced (agentkv's own are on ``cache``)."""
-        return []
+        """The KV events since the last call (none unless ``enable_kv_cache_events``): SGLang's
+        ``BlockStored``, ``BlockRemoved`` and ``AllBlocksCleared``, in the order they
+        happened. agentkv's own events are on ``cache``."""
+        events, self._kv_events = self._kv_events, []
+        return events
+
+    def all_values_flatten(self) -> Any:
+        """Every slot the cache owns, as one index object (RadixCache.all_values_flatten)."""
+        return self._indices_factory(self.cached_slots())
 
     # ----- agentkv's agentic calls -----
 
@@ -429,7 +360,7 @@ class AgentKvRadixCache:
         """Closes SGLang's session ``session_id`` (KvCache.close_session): in the release close
         mode its unique pages are freed at once and their slots given back. Returns the
         tokens freed."""
-        session = _session_of(session_id)
+        session = session_of(session_id)
         if session is None or self.disable:
             return 0
         freed = self.cache.close_session(session)
@@ -479,7 +410,7 @@ class AgentKvRadixCache:
         torch = sys.modules.get("torch")
         if torch is None:
             return slots
-        return torch.tensor(slots, dtype=torch.int64, device=self.device or "cpu")
+        return torch.tensor(slots, dtype=torch.int64, device=self.device)
 
     def _empty_match(self) -> MatchResult:
         return MatchResult(self._indices_factory([]), self.root_node, self.root_node, 0)
@@ -520,7 +451,7 @@ class AgentKvRadixCache:
         return int(protected) if protected is not None else len(req.prefix_indices)
 
     def _free(self, indices: Any) -> None:
-        if len(indices):
+        if len(indices) and self.token_to_kv_pool_allocator is not None:
             self.token_to_kv_pool_allocator.free(indices)
 
     def _slot_list(self, keys: Sequence[int]) -> List[int]:
@@ -543,7 +474,7 @@ class AgentKvRadixCache:
             kwargs["retention"] = RetentionConfig(
                 [TokenRangeRetention(0, None, priority=mapped)], decode_priority=mapped)
         if finished and req is not None:
-            session = _session_of(getattr(req, "session_id", None))
+            session = session_of(getattr(req, "session_id", None))
             if session is not None:
                 kwargs["session"] = session
             kwargs.update(self._request_options(req))
@@ -556,6 +487,8 @@ class AgentKvRadixCache:
             for i in range(matched, len(keys)):
                 page = slots[i * self.page_size:(i + 1) * self.page_size]
                 self._slots[keys[i]] = tuple(page)
+            if self.enable_kv_cache_events:
+                self._kv_events.extend(_events.stored(keys, token_ids, matched, self.page_size))
         finally:
             if finished:
                 self.cache.release(request)
@@ -591,19 +524,29 @@ class AgentKvRadixCache:
                     raise InternalError(f"the cache dropped page {event.key:#x} it had no "
                                         "slots for")
                 freed.extend(slots)
+                if self.enable_kv_cache_events:
+                    self._kv_events.append(_events.removed(event.key))
             elif event.kind in ("offloaded", "onboarded"):
                 raise InternalError(f"unexpected {event.kind} event without a host tier")
         if self.cache.dropped_events:
             raise InternalError("the event log overflowed: slots can no longer be accounted")
-        if freed:
+        if freed and self.token_to_kv_pool_allocator is not None:
             self.token_to_kv_pool_allocator.free(self._indices_factory(freed))
         return len(freed)
 
 
-@dataclass
-class _EvictResult:
-    """SGLang's ``EvictResult``."""
+def _is_cache_init_params(value: Any) -> bool:
+    """Whether `value` is SGLang's CacheInitParams (it names both pools and the page size)."""
+    return all(hasattr(value, name) for name in
+               ("req_to_token_pool", "token_to_kv_pool_allocator", "page_size"))
 
-    num_tokens_evicted: int = 0
-    swa_num_tokens_evicted: int = 0
-    mamba_num_evicted: int = 0
+
+def _device_of(allocator: Any) -> Any:
+    """The allocator's device; without one, torch's CPU device when torch is already imported
+    (as RadixCache), else None."""
+    device = getattr(allocator, "device", None) if allocator is not None else None
+    if device is None:
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            device = torch.device("cpu")
+    return device

@@ -20,82 +20,7 @@ import pytest
 
 import agentkv
 from agentkv import sglang as aks
-
-
-class FakeTensor:
-    """A 1-D int tensor: len, int and slice indexing, iteration and tolist()."""
-
-    def __init__(self, values):
-        self._v = [int(v) for v in values]
-
-    def __len__(self):
-        return len(self._v)
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return FakeTensor(self._v[i])
-        return self._v[i]
-
-    def __iter__(self):
-        return iter(self._v)
-
-    def tolist(self):
-        return list(self._v)
-
-    def __repr__(self):
-        return f"FakeTensor({self._v})"
-
-
-class DoubleFree(AssertionError):
-    pass
-
-
-class FakeAllocator:
-    """Token slots 1..size (0 is SGLang's padding slot); free() takes any index object."""
-
-    def __init__(self, size):
-        self.size = size
-        self.free_slots = set(range(1, size + 1))
-        self.freed_log: List[List[int]] = []
-
-    def available_size(self):
-        return len(self.free_slots)
-
-    def alloc(self, n):
-        if n > len(self.free_slots):
-            return None
-        slots = sorted(self.free_slots)[:n]
-        self.free_slots.difference_update(slots)
-        return FakeTensor(slots)
-
-    def free(self, indices):
-        values = indices.tolist()
-        assert isinstance(indices, FakeTensor), f"free got {type(indices)}"
-        for v in values:
-            if v in self.free_slots or not 1 <= v <= self.size:
-                raise DoubleFree(f"slot {v} freed twice or out of range")
-        if len(set(values)) != len(values):
-            raise DoubleFree(f"duplicate slots in one free: {values}")
-        self.free_slots.update(values)
-        self.freed_log.append(values)
-
-
-class FakeReqToTokenPool:
-    def __init__(self, rows, width):
-        self.req_to_token = [FakeTensor([0] * width) for _ in range(rows)]
-        self.free_rows = list(range(rows))
-
-    def alloc(self):
-        return self.free_rows.pop(0)
-
-    def free(self, row):
-        self.free_rows.append(row)
-
-    def write(self, index, values):
-        row, span = index
-        current = self.req_to_token[row].tolist()
-        current[span] = values.tolist()
-        self.req_to_token[row] = FakeTensor(current)
+from sglang_harness import DoubleFree, FakeAllocator, FakeReqToTokenPool, FakeTensor, Req
 
 
 @dataclasses.dataclass
@@ -112,30 +37,6 @@ class MatchPrefixParams:
 @dataclasses.dataclass
 class EvictParams:
     num_tokens: int = 0
-
-
-class Req:
-    """The fields of SGLang's Req the tree cache reads and writes."""
-
-    def __init__(self, rid, prompt, max_new_tokens=0, extra_key=None, priority=None,
-                 session_id=None):
-        self.rid = rid
-        self.origin_input_ids = list(prompt)
-        self.output_ids: List[int] = []
-        self.fill_ids: List[int] = []
-        self.extra_key = extra_key
-        self.priority = priority
-        self.session_id = session_id
-        self.max_new_tokens = max_new_tokens
-        self.req_pool_idx = None
-        self.prefix_indices = FakeTensor([])
-        self.last_node = None
-        self.cache_protected_len = 0
-        self.kv_committed_len = 0  # tokens whose KV has been computed
-        self.kv_allocated_len = 0
-
-    def pop_committed_kv_cache(self):
-        return self.kv_committed_len
 
 
 class Driver:

@@ -82,6 +82,9 @@ class FakeAllocator:
         self.size = size
         self.free_slots = set(range(1, size + 1))
         self.freed_log: List[List[int]] = []
+        # What each slot's KV is of (the harness's prefix hash of the token it was computed
+        # for); the host tier's copies move it.
+        self.content: Dict[int, int] = {}
 
     def available_size(self):
         return len(self.free_slots)
@@ -133,6 +136,124 @@ class FakeReqToTokenPool:
     def write(self, index, values):
         row, span = index
         self._rows[row][span] = values.tolist()
+
+
+class FakeHostPool:
+    """SGLang's host KV pool (HostKVCache): ``size`` slots (tokens), alloc / free / clear; a
+    slot freed twice raises DoubleFree."""
+
+    def __init__(self, size):
+        self.size = size
+        self.free_slots = set(range(size))
+        self.content: Dict[int, int] = {}
+
+    def available_size(self):
+        return len(self.free_slots)
+
+    def alloc(self, n):
+        if n > len(self.free_slots):
+            return None
+        slots = heapq.nsmallest(n, self.free_slots)
+        self.free_slots.difference_update(slots)
+        return FakeTensor(slots, copy=False)
+
+    def free(self, indices):
+        values = [int(v) for v in indices]
+        for v in values:
+            if v in self.free_slots or not 0 <= v < self.size:
+                raise DoubleFree(f"host slot {v} freed twice or out of range")
+        self.free_slots.update(values)
+        return len(values)
+
+    def clear(self):
+        self.free_slots = set(range(self.size))
+
+
+class FakeEvent:
+    """A CUDA event: done once the clock reaches `ready_at` (or synchronize() is called)."""
+
+    def __init__(self, clock, ready_at):
+        self._clock = clock
+        self.ready_at = ready_at
+
+    def query(self):
+        return self._clock() >= self.ready_at
+
+    def synchronize(self):
+        self.ready_at = min(self.ready_at, self._clock())
+
+
+@dataclass
+class FakeAck:
+    """HiCacheAck."""
+
+    start_event: Any
+    finish_event: Any
+    node_ids: List[int]
+
+
+class FakeHiCacheController:
+    """SGLang's HiCacheController as HiRadixCache uses it (era A, cache_controller.py @350cb879):
+    ``write`` allocates host slots and starts the copy at once; ``load`` allocates device slots
+    and queues the copy, which ``start_loading`` starts; a load's ack finishes
+    ``load_latency`` iterations later, a write's when it is synchronized (or one iteration
+    later). The copies move ``content`` between the pools, so a slot read before its copy ran
+    holds the wrong KV."""
+
+    def __init__(self, allocator, host_pool, clock, load_latency=1):
+        self.mem_pool_device_allocator = allocator
+        self.mem_pool_host = host_pool
+        self.clock = clock
+        self.load_latency = load_latency
+        self.ack_write_queue: List[FakeAck] = []
+        self.ack_load_queue: List[FakeAck] = []
+        self.load_queue: List[tuple] = []
+        self.layer_done_counter = object()
+        self.writes = self.loads = 0
+
+    def write(self, device_indices, priority=None, node_id=-1):
+        host = self.mem_pool_host.alloc(len(device_indices))
+        if host is None:
+            return None
+        for d, h in zip(device_indices, host):
+            self.mem_pool_host.content[h] = self.mem_pool_device_allocator.content[d]
+        self.ack_write_queue.append(
+            FakeAck(None, FakeEvent(self.clock, self.clock() + 1), [node_id]))
+        self.writes += 1
+        return host
+
+    def load(self, host_indices, priority=None, node_id=-1):
+        device = self.mem_pool_device_allocator.alloc(len(host_indices))
+        if device is None:
+            return None
+        for d in device:  # garbage until the copy runs
+            self.mem_pool_device_allocator.content[d] = -1
+        self.load_queue.append((list(host_indices), list(device), node_id))
+        return device
+
+    def start_loading(self):
+        if not self.load_queue:
+            return -1
+        ops, self.load_queue = self.load_queue, []
+        for host, device, _ in ops:
+            for h, d in zip(host, device):
+                self.mem_pool_device_allocator.content[d] = self.mem_pool_host.content[h]
+        self.ack_load_queue.append(FakeAck(None, FakeEvent(
+            self.clock, self.clock() + self.load_latency), [op[2] for op in ops]))
+        self.loads += 1
+        return 0
+
+    def evict_device(self, device_indices):
+        self.mem_pool_device_allocator.free(device_indices)
+        return len(device_indices)
+
+    def evict_host(self, host_indices, backup_only=True):
+        return self.mem_pool_host.free(host_indices)
+
+    def reset(self):
+        self.ack_write_queue.clear()
+        self.ack_load_queue.clear()
+        self.load_queue.clear()
 
 
 class Req:
@@ -351,6 +472,7 @@ class HarnessCounts:
     demoted: int = 0
     cached_tokens: int = 0
     prompt_tokens: int = 0
+    loaded_tokens: int = 0
 
 
 class _Live:
@@ -377,13 +499,19 @@ class SchedulerHarness:
       new_token_ratio: the share of a request's ``max_new_tokens`` admission reserves (as
         SGLang's PrefillAdder does with its new_token_ratio); below 1 the decode may run short
         and retract.
-      make_cache: (req_to_token_pool, allocator, page_size) to the tree cache.
+      make_cache: (req_to_token_pool, allocator, page_size, **extra) to the tree cache;
+        ``extra`` is ``cache_controller=`` when there is a host tier.
+      host_tokens: a host tier of this many slots (FakeHostPool and FakeHiCacheController):
+        the scheduler then calls the HiRadixCache interface (check_hicache_events, a host hit's
+        init_load_back, ready_to_load_host_cache).
+      load_latency: iterations until a load's ack finishes.
     """
 
     def __init__(self, agents: Iterable[Agent], *, pool_tokens: int, page_size: int,
                  make_cache: Callable[..., Any], rows: int = 64, chunk: int = 512,
                  overlap: bool = False, abort_rate: float = 0.0, max_running: int = 8,
-                 new_token_ratio: float = 1.0, seed: int = 7) -> None:
+                 new_token_ratio: float = 1.0, seed: int = 7, host_tokens: int = 0,
+                 load_latency: int = 1) -> None:
         self.agents = list(agents)
         self.page_size = page_size
         self.chunk = chunk
@@ -396,7 +524,15 @@ class SchedulerHarness:
                     default=1) + page_size
         self.allocator = FakeAllocator(pool_tokens)
         self.pool = FakeReqToTokenPool(rows, width)
-        self.cache = make_cache(self.pool, self.allocator, page_size)
+        self.host_pool: Optional[FakeHostPool] = None
+        self.controller: Optional[FakeHiCacheController] = None
+        extra: Dict[str, Any] = {}
+        if host_tokens:
+            self.host_pool = FakeHostPool(host_tokens)
+            self.controller = FakeHiCacheController(
+                self.allocator, self.host_pool, lambda: self.counts.iterations, load_latency)
+            extra["cache_controller"] = self.controller
+        self.cache = make_cache(self.pool, self.allocator, page_size, **extra)
         self.waiting: Deque[_Live] = deque()
         self.prefilling: Optional[_Live] = None
         self.running: List[_Live] = []
@@ -420,6 +556,8 @@ class SchedulerHarness:
     def iterate(self) -> None:
         """One scheduler iteration: prefill or decode a batch, then process results."""
         self.counts.iterations += 1
+        if self.controller is not None:
+            self.cache.check_hicache_events()
         finished_before = self.done_last_iteration
         self.done_last_iteration = []
         if not self._prefill():
@@ -448,6 +586,8 @@ class SchedulerHarness:
             self.waiting.popleft()
             self._admit(live)
             self.prefilling = live
+            if self.controller is not None:
+                self.cache.ready_to_load_host_cache()
         live = self.prefilling
         req = live.req
         end = min(req.kv_allocated_len + self.chunk, len(req.fill_ids))
@@ -470,6 +610,12 @@ class SchedulerHarness:
         match = self.cache.match_prefix(
             _MatchParams(aks.RadixKey(req.fill_ids[:len(req.fill_ids) - 1], req.extra_key)))
         req.prefix_indices, req.last_node = match.device_indices, match.last_device_node
+        if self.controller is not None and match.host_hit_length > 0:
+            # PrefillAdder.add_one_req: the host pages come back before the prefix is locked.
+            loaded, req.last_node = self.cache.init_load_back(match.last_host_node,
+                                                              match.host_hit_length)
+            req.prefix_indices = FakeTensor(req.prefix_indices.tolist() + loaded.tolist())
+            self.counts.loaded_tokens += len(loaded)
         req.cache_protected_len = len(req.prefix_indices)
         self.cache.inc_lock_ref(req.last_node)
         req.req_pool_idx = self.pool.alloc()
@@ -497,6 +643,9 @@ class SchedulerHarness:
         if slots is None:
             return False
         self.pool.write((req.req_pool_idx, slice(req.kv_allocated_len, end)), slots)
+        hashes = _prefix_hashes(req)
+        for position, slot in zip(range(req.kv_allocated_len, end), slots):
+            self.allocator.content[slot] = hashes[position]
         req.kv_committed_len = req.kv_allocated_len = end
         return True
 
@@ -608,8 +757,31 @@ class SchedulerHarness:
             owners.append(set(row[req.cache_protected_len:req.kv_allocated_len].tolist()))
             assert set(row[:req.cache_protected_len].tolist()) <= cached_set, \
                 f"{req.rid}: a locked page was freed"
+            hashes = _prefix_hashes(req)
+            content = [self.allocator.content.get(slot) for slot in
+                       row[:req.kv_allocated_len].tolist()]
+            assert content == hashes[:req.kv_allocated_len], \
+                f"{req.rid}: a slot of its row holds another token's KV"
         total = sum(len(o) for o in owners)
         assert total == self.allocator.size, f"{total} slots accounted of {self.allocator.size}"
         assert len(set().union(*owners)) == self.allocator.size, "a slot owned twice"
         assert (self.cache.evictable_size() + self.cache.protected_size()
                 == self.cache.total_size())
+        if self.host_pool is not None:
+            host = self.cache.cached_host_slots()
+            assert len(host) == len(set(host)), "a host slot owned twice"
+            assert not set(host) & self.host_pool.free_slots, "a free host slot is cached"
+            assert len(host) + self.host_pool.available_size() == self.host_pool.size, \
+                f"{len(host)} host slots cached, {self.host_pool.available_size()} free"
+
+
+def _prefix_hashes(req: Req) -> List[int]:
+    """Per position of the request's tokens, a hash of every token up to it (and the key's
+    namespace): what the KV computed at that position is of."""
+    tokens = req.origin_input_ids + req.output_ids
+    cache = req.__dict__.setdefault("_hashes", [])
+    h = cache[-1] if cache else _stable(str(req.extra_key))
+    for token in tokens[len(cache):]:
+        h = (h * 1_000_003 + token + 1) & 0xFFFFFFFFFFFF
+        cache.append(h)
+    return cache

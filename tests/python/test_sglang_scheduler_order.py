@@ -9,8 +9,8 @@ import pytest
 
 import agentkv
 from agentkv import sglang as aks
-from sglang_harness import (SchedulerHarness, StandardTraceShape, standard_trace_agents,
-                            standard_trace_lengths, weka_agents)
+from sglang_harness import (FakeTensor, SchedulerHarness, StandardTraceShape,
+                            standard_trace_agents, standard_trace_lengths, weka_agents)
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
 
@@ -36,10 +36,16 @@ def test_a_small_standard_trace_is_its_v1_lengths_at_a_smaller_shape():
 
 
 def _cache(**options):
-    def make(pool, allocator, page_size):
-        from sglang_harness import FakeTensor
+    """The adapter the harness builds: AgentKvHiRadixCache when it has a host tier."""
+    def make(pool, allocator, page_size, cache_controller=None):
+        kv_options = agentkv.KvCacheOptions(**options)
+        if cache_controller is not None:
+            return aks.AgentKvHiRadixCache(pool, allocator, page_size,
+                                           cache_controller=cache_controller,
+                                           indices_factory=FakeTensor,
+                                           host_indices_factory=FakeTensor, options=kv_options)
         return aks.AgentKvRadixCache(pool, allocator, page_size, indices_factory=FakeTensor,
-                                     options=agentkv.KvCacheOptions(**options))
+                                     options=kv_options)
     return make
 
 
@@ -108,7 +114,6 @@ def test_the_harness_catches_a_cache_that_leaks_slots():
             pass
 
     def make(pool, allocator, page_size):
-        from sglang_harness import FakeTensor
         return Leaky(pool, allocator, page_size, indices_factory=FakeTensor)
 
     h = SchedulerHarness(standard_trace_agents(SMALL_STANDARD), pool_tokens=3072,
@@ -131,3 +136,50 @@ def test_the_harness_counts_each_parent_return_once_and_runs_every_subagent():
     assert [len(t.spawns) for t in parent.turns if t.spawns] == [3, 1]
     assert counts.parent_returns == 2
     assert counts.finished == sum(len(a.turns) for a in agents)
+
+
+@pytest.mark.parametrize("overlap,load_latency", [(False, 1), (True, 3)])
+def test_the_host_tier_in_scheduler_order_writes_back_loads_back_and_keeps_the_accounting(
+        overlap, load_latency):
+    agents = standard_trace_agents(SMALL_STANDARD)
+    h = SchedulerHarness(agents, pool_tokens=2048, page_size=16, chunk=256, overlap=overlap,
+                         abort_rate=0.03, max_running=4, host_tokens=16_384,
+                         load_latency=load_latency,
+                         make_cache=_cache(session_close_mode="release"))
+    counts = h.run()
+    assert counts.finished + counts.aborted == sum(len(a.turns) for a in agents)
+    assert h.controller.writes > 0  # pages offloaded to the host as the device filled
+    assert counts.loaded_tokens > 0 and h.controller.loads > 0  # and loaded back on a hit
+    assert not h.cache.cached_host_slots() or h.cache.total_host_size() > 0
+    _drained(h)
+    h.cache.check_invariants()
+
+
+def test_the_host_tier_with_weka_subagents_in_scheduler_order():
+    agents = weka_agents(str(DATA / "weka" / "trace_0010.json.gz"), tokens_per_block=4,
+                         output_divisor=32, max_turns=16)
+    h = SchedulerHarness(agents, pool_tokens=12_000, page_size=4, chunk=1024, overlap=True,
+                         abort_rate=0.01, max_running=6, host_tokens=48_000, load_latency=2,
+                         make_cache=_cache(block_reuse_policy="per_conversation",
+                                           finished_subagent_priority=0,
+                                           finished_subagent_min_idle_iterations=1,
+                                           finished_subagent_offloadable=True))
+    counts = h.run()
+    assert counts.finished + counts.aborted == sum(len(a.turns) for a in agents)
+    assert counts.demoted > 0 and counts.loaded_tokens > 0
+    _drained(h)
+
+
+def test_the_harness_catches_loaded_pages_read_before_their_copy_ran():
+    h = SchedulerHarness(standard_trace_agents(SMALL_STANDARD), pool_tokens=2048,
+                         page_size=16, chunk=256, max_running=4, host_tokens=16_384,
+                         make_cache=_cache())
+    controller = h.controller
+
+    def never_copies():  # drops the queued loads: the device slots keep garbage
+        controller.load_queue.clear()
+        return -1
+
+    controller.start_loading = never_copies
+    with pytest.raises(AssertionError, match="another token's KV"):
+        h.run()

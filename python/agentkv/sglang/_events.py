@@ -83,6 +83,14 @@ def stored(keys: Sequence[int], token_ids: Sequence[int], first: int, page_size:
     return events
 
 
+def stored_page(key: int, parent: Optional[int], tokens: Sequence[int], page_size: int,
+                medium: str) -> Any:
+    """A ``BlockStored`` of one page whose parent page is `parent` (None: a chain's first)."""
+    return _make(_classes().BlockStored, block_hashes=[block_hash(key)],
+                 parent_block_hash=None if parent is None else block_hash(parent),
+                 token_ids=list(tokens), block_size=page_size, lora_id=None, medium=medium)
+
+
 def removed(key: int, medium: str = MEDIUM_GPU) -> Any:
     """A ``BlockRemoved`` of one page."""
     return _make(_classes().BlockRemoved, block_hashes=[block_hash(key)], medium=medium)

@@ -119,6 +119,8 @@ class AgentKvRadixCache:
         self.cache: KvCache
         self._slots: Dict[int, Tuple[int, ...]] = {}
         self._kv_events: List[Any] = []
+        # With events on: each cached page's parent key and tokens (for its move events).
+        self._page_meta: Dict[int, Tuple[Optional[int], Tuple[int, ...]]] = {}
         self.reset()
 
     @classmethod
@@ -177,6 +179,7 @@ class AgentKvRadixCache:
         records ``AllBlocksCleared``."""
         self.cache = KvCache(self._options)
         self._slots = {}
+        self._page_meta = {}
         self.root_node = Node((), None)
         if self.enable_kv_cache_events:
             self._kv_events.append(_events.all_blocks_cleared())
@@ -297,11 +300,14 @@ class AgentKvRadixCache:
             return 0
         before = self.cache.stats().device.held
         request = self._new_request()
-        self.cache.add_request(request, list(node.keys))
+        self.cache.add_request(request, self._lock_keys(node))
         node._locks.append(request)
         node.lock_ref += 1
         self._apply_events()
         return -(self.cache.stats().device.held - before) * self.page_size
+
+    def _lock_keys(self, node: Node) -> List[int]:
+        return list(node.keys)
 
     def dec_lock_ref(self, node: Any, *args: Any, **kwargs: Any) -> int:
         """Undoes one inc_lock_ref on the node; returns the change of evictable_size(), >= 0.
@@ -480,22 +486,33 @@ class AgentKvRadixCache:
             kwargs.update(self._request_options(req))
             kwargs["prompt_tokens"] = min(len(req.origin_input_ids), aligned)
         request = self._new_request()
-        matched = self.cache.add_request(request, keys, **kwargs).device_blocks
+        # Pages on the host tier after the device prefix come back to the device as the
+        # request is added (onboarded): they keep the slots the request computed them in.
+        adopt = _Adoption(keys, slots, self.page_size)
+        held = self.cache.add_request(request, keys, **kwargs)
+        matched = held.device_blocks
         try:
             self.cache.reserve(request, aligned)
-            self.cache.commit(request, keys[matched:])
-            for i in range(matched, len(keys)):
-                page = slots[i * self.page_size:(i + 1) * self.page_size]
-                self._slots[keys[i]] = tuple(page)
+            self.cache.commit(request, keys[held.total_blocks:])
+            for i in range(held.total_blocks, len(keys)):
+                self._slots[keys[i]] = adopt.page(i)
             if self.enable_kv_cache_events:
-                self._kv_events.extend(_events.stored(keys, token_ids, matched, self.page_size))
+                self._record_stored(keys, token_ids, held.total_blocks)
         finally:
             if finished:
                 self.cache.release(request)
             else:
                 self.cache.release_unfinished(request)
-            self._apply_events()
+            self._apply_events(adopt)
         return matched * self.page_size, keys
+
+    def _record_stored(self, keys: Sequence[int], token_ids: Sequence[int], first: int) -> None:
+        """BlockStored events of pages keys[first:], remembering each page's parent and tokens
+        for the events of its later moves."""
+        for i in range(first, len(keys)):
+            tokens = tuple(token_ids[i * self.page_size:(i + 1) * self.page_size])
+            self._page_meta[keys[i]] = (keys[i - 1] if i > 0 else None, tokens)
+        self._kv_events.extend(_events.stored(keys, token_ids, first, self.page_size))
 
     def _evict(self, num_tokens: int) -> int:
         pages = -(-num_tokens // self.page_size)
@@ -514,22 +531,33 @@ class AgentKvRadixCache:
             self.cache.release_unfinished(request)
         return self._apply_events()
 
-    def _apply_events(self) -> int:
-        """Frees the slots of every page the C++ cache dropped or released; returns tokens."""
+    def _apply_events(self, adopt: Optional["_Adoption"] = None) -> int:
+        """Follows the C++ cache's events in order: the slots of every page it dropped or
+        released go back to the allocator, in one call, after the last event. Returns the
+        device slots given back."""
         freed: List[int] = []
         for event in self.cache.take_events():
-            if event.kind in ("dropped", "released") and event.tier == "device":
-                slots = self._slots.pop(event.key, None)
-                if slots is None:
-                    raise InternalError(f"the cache dropped page {event.key:#x} it had no "
-                                        "slots for")
-                freed.extend(slots)
-                if self.enable_kv_cache_events:
-                    self._kv_events.append(_events.removed(event.key))
-            elif event.kind in ("offloaded", "onboarded"):
-                raise InternalError(f"unexpected {event.kind} event without a host tier")
+            self._on_event(event, freed, adopt)
         if self.cache.dropped_events:
             raise InternalError("the event log overflowed: slots can no longer be accounted")
+        return self._give_back(freed)
+
+    def _on_event(self, event: Any, freed: List[int], adopt: Optional["_Adoption"]) -> None:
+        if event.tier == "device" and event.kind in ("dropped", "released"):
+            freed.extend(self._drop_device_page(event.key))
+        elif event.kind in ("offloaded", "onboarded") or event.tier == "host":
+            raise InternalError(f"unexpected {event.kind} event without a host tier")
+
+    def _drop_device_page(self, key: int) -> Tuple[int, ...]:
+        slots = self._slots.pop(key, None)
+        if slots is None:
+            raise InternalError(f"the cache dropped page {key:#x} it had no slots for")
+        if self.enable_kv_cache_events:
+            self._kv_events.append(_events.removed(key))
+            self._page_meta.pop(key, None)
+        return slots
+
+    def _give_back(self, freed: List[int]) -> int:
         if freed and self.token_to_kv_pool_allocator is not None:
             self.token_to_kv_pool_allocator.free(self._indices_factory(freed))
         return len(freed)
@@ -550,3 +578,23 @@ def _device_of(allocator: Any) -> Any:
         if torch is not None:
             device = torch.device("cpu")
     return device
+
+
+class _Adoption:
+    """An insert's pages and the slots the request computed them in: a page the C++ cache
+    brings back from the host tier while the request is added keeps the request's slots
+    (as HiRadixCache.insert gives a host-only node the request's value)."""
+
+    __slots__ = ("index", "slots", "page_size")
+
+    def __init__(self, keys: Sequence[int], slots: List[int], page_size: int) -> None:
+        self.index = {key: i for i, key in enumerate(keys)}
+        self.slots = slots
+        self.page_size = page_size
+
+    def page(self, i: int) -> Tuple[int, ...]:
+        return tuple(self.slots[i * self.page_size:(i + 1) * self.page_size])
+
+    def of(self, key: int) -> Optional[Tuple[int, ...]]:
+        i = self.index.get(key)
+        return None if i is None else self.page(i)

@@ -17,22 +17,18 @@ import concurrent.futures
 import importlib
 import os
 import pathlib
-import re
 import signal
 import socket
-import subprocess
 import sys
 import time
 import types
 import uuid
-from typing import Callable, Dict, Iterator, List
+from typing import Dict, Iterator, List
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-BIN = pathlib.Path(os.environ.get("AGENTKV_BIN", REPO / "build/release/tools/agentkv/agentkv"))
-if not BIN.is_absolute():
-    BIN = REPO / BIN
+from agentkv_servers import BIN, REPO, Server, wait_until
+
 PYTHONPATH = pathlib.Path(os.environ.get("AGENTKV_PYTHONPATH", REPO / "python"))
 if not PYTHONPATH.is_absolute():
     PYTHONPATH = REPO / PYTHONPATH
@@ -62,49 +58,6 @@ LEASES_KEY = "agentic_kv/budget/lease_count"
 WAITING_KEY = "agentic_kv/admission/waiting"
 
 needs_binary = pytest.mark.skipif(not BIN.is_file(), reason=f"no agentkv binary at {BIN}")
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
-
-
-class Server:
-    """One agentkv serving command, its base URL read from its `serving http://...` line."""
-
-    def __init__(self, args: List[str], log_dir: pathlib.Path, name: str) -> None:
-        self.stdout_path = log_dir / f"{name}.out"
-        self.stderr_path = log_dir / f"{name}.err"
-        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
-            self.process = subprocess.Popen([str(BIN), *args], stdout=out, stderr=err,
-                                            stdin=subprocess.DEVNULL)
-        self.url = ""
-        found = wait_until(self._read_url, timeout=10.0)
-        if not found:
-            self.stop()
-            raise RuntimeError(f"{name} printed no URL; stderr: {self.stderr_path.read_text()}")
-
-    def _read_url(self) -> bool:
-        if self.process.poll() is not None:
-            raise RuntimeError(f"exited {self.process.returncode}: "
-                               f"{self.stderr_path.read_text()}")
-        match = re.search(r"serving (http://127\.0\.0\.1:\d+)", self.stdout_path.read_text())
-        if match:
-            self.url = match.group(1)
-        return bool(match)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import pytest
 
 import agentkv
 from agentkv import sglang as aks
-from sglang_harness import DoubleFree, FakeAllocator, FakeReqToTokenPool, FakeTensor, Req
+from sglang_harness import FakeAllocator, FakeReqToTokenPool, FakeTensor, Req
 
 
 @dataclasses.dataclass

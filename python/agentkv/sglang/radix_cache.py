@@ -373,6 +373,23 @@ class AgentKvRadixCache:
         self._apply_events()
         return freed
 
+    # SGLang's session radix cache (--enable-session-radix-cache) calls these on its tree
+    # cache; agentkv's sessions are its own (a session opens at its first request and closes
+    # as `session_close_mode` says), so each is the matching agentkv call.
+    enable_session_radix_cache = True
+
+    def release_radix_session(self, session_id: Any) -> int:
+        """SGLang's /close_session on a session radix cache: ``close_session``."""
+        return self.close_session(session_id)
+
+    def release_session(self, session_id: Any) -> int:
+        return self.close_session(session_id)
+
+    def open_radix_session(self, session_id: Any) -> bool:
+        """Nothing to do: agentkv opens a session at its first request."""
+        del session_id
+        return True
+
     def demote_finished_subagents(self, parent_session_id: Any) -> int:
         """The parent session ``parent_session_id`` went on, on this engine or another (the
         gateway's ``/demote_finished_subagents {"parent_session_id"}``): demotes its finished

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <bit>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -62,6 +63,26 @@ TokenIds::TokenIds(py::handle tokens) {
       return;
     }
     throw py::type_error("tokens must be int32: got a buffer of format '" + info.format + "'");
+  }
+  if (PyList_CheckExact(tokens.ptr())) {
+    // The common case (SGLang's token lists): read the ints directly, without the generic
+    // sequence caster's per-item objects.
+    const Py_ssize_t count = PyList_Size(tokens.ptr());
+    owned_.resize(static_cast<size_t>(count));
+    for (Py_ssize_t i = 0; i < count; ++i) {
+      PyObject* item = PyList_GetItem(tokens.ptr(), i);
+      int overflow = 0;
+      const long value = PyLong_Check(item) ? PyLong_AsLongAndOverflow(item, &overflow) : 0;
+      if (!PyLong_Check(item) || overflow != 0 || value < INT32_MIN || value > INT32_MAX) {
+        throw py::type_error(
+            "tokens must be a sequence of int32 token ids, an int32 buffer (array('i')) or "
+            "bytes of native int32 values: item " + std::to_string(i) + " is " +
+            std::string(py::repr(item)));
+      }
+      owned_[static_cast<size_t>(i)] = static_cast<int32_t>(value);
+    }
+    span_ = owned_;
+    return;
   }
   try {
     owned_ = tokens.cast<std::vector<int32_t>>();

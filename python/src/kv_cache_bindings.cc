@@ -2,9 +2,11 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -91,23 +93,33 @@ void DefOptionsAndKeys(py::class_<KvCacheManager>& cls) {
           "The BlockKeyHasher of the cache's hash_seed.")
       .def(
           "keys_from_tokens",
-          [](const KvCacheManager& c, py::handle tokens, uint64_t extra_key) {
+          [](const KvCacheManager& c, py::handle tokens, uint64_t extra_key,
+             std::optional<uint64_t> parent) {
+            if (parent.has_value() && extra_key != 0) {
+              ThrowIfError(InvalidArgumentError(
+                  "keys_from_tokens: give extra_key or parent, not both (a parent's chain is "
+                  "in its namespace already)"));
+            }
             const TokenIds ids(tokens);
             const kv::BlockKeyHasher hasher = c.hasher();
             const int32_t tpb = c.tokens_per_block();
+            const kv::BlockKey start =
+                parent.has_value() ? kv::BlockKey(*parent) : hasher.RootKey(extra_key);
             std::vector<kv::BlockKey> keys;
             if (ids.span().size() >= kReleaseGilTokens) {
-              // Reads only the hasher's copy and the caller's buffer.
+              // Reads only the caller's buffer.
               const py::gil_scoped_release release;
-              keys = hasher.KeysFromTokens(ids.span(), tpb, extra_key);
+              kv::BlockKeyHasher::AppendChainedKeys(ids.span(), tpb, start, keys);
             } else {
-              keys = hasher.KeysFromTokens(ids.span(), tpb, extra_key);
+              kv::BlockKeyHasher::AppendChainedKeys(ids.span(), tpb, start, keys);
             }
             return KeysToList(keys);
           },
-          py::arg("tokens"), py::arg("extra_key") = 0,
+          py::arg("tokens"), py::arg("extra_key") = 0, py::arg("parent") = py::none(),
           "The keys of the full blocks of `tokens` under this cache's hash seed and block size "
-          "(BlockKeyHasher.keys_from_tokens), as a list of ints.")
+          "(BlockKeyHasher.keys_from_tokens), as a list of ints. With `parent` (a block key), "
+          "the chain continues after that block: keys_from_tokens(a + b) equals keys_from_tokens"
+          "(a) + keys_from_tokens(b, parent=<a's last key>) when a is whole blocks.")
       .def(
           "keys_from_block_ids",
           [](const KvCacheManager& c, py::handle block_ids, uint64_t extra_key) {
@@ -350,6 +362,27 @@ void DefTime(py::class_<KvCacheManager>& cls) {
           "The caller's clock in nanoseconds (starts at 0).");
 }
 
+// KvCache.take_events: the events of `kinds` (every kind when none), checked by name.
+std::vector<kv::KvEvent> TakeEvents(KvCacheManager& cache,
+                                    const std::optional<std::vector<std::string>>& kinds) {
+  if (kinds.has_value()) {
+    for (const std::string& name : *kinds) {
+      bool known = false;
+      for (int k = 0; k <= static_cast<int>(kv::KvEventKind::kCleared); ++k) {
+        known = known || name == kv::KvEventKindName(static_cast<kv::KvEventKind>(k));
+      }
+      if (!known) ThrowIfError(InvalidArgumentError("kinds: unknown event kind '" + name + "'"));
+    }
+  }
+  std::vector<kv::KvEvent> events = cache.TakeEvents();
+  if (!kinds.has_value()) return events;
+  std::erase_if(events, [&kinds](const kv::KvEvent& event) {
+    const std::string_view name = kv::KvEventKindName(event.kind);
+    return std::find(kinds->begin(), kinds->end(), name) == kinds->end();
+  });
+  return events;
+}
+
 // KvCache's state.
 void DefState(py::class_<KvCacheManager>& cls) {
   cls.def(
@@ -358,10 +391,25 @@ void DefState(py::class_<KvCacheManager>& cls) {
          "FailedPreconditionError while any request is active.")
       .def("stats", &KvCacheManager::stats, "A KvCacheStats snapshot: counters and gauges.")
       .def(
-          "take_events", [](KvCacheManager& c) { return c.TakeEvents(); },
+          "take_events",
+          [](KvCacheManager& c, const std::optional<std::vector<std::string>>& kinds,
+             bool as_tuples) -> py::object {
+            std::vector<kv::KvEvent> events = TakeEvents(c, kinds);
+            if (!as_tuples) return py::cast(std::move(events));
+            py::list out(events.size());
+            for (size_t i = 0; i < events.size(); ++i) {
+              out[i] = py::make_tuple(kv::KvEventKindName(events[i].kind),
+                                      events[i].key.value(),
+                                      events[i].tier == kv::Tier::kDevice ? "device" : "host");
+            }
+            return out;
+          },
+          py::arg("kinds") = py::none(), py::arg("as_tuples") = false,
           "The KvEvents recorded since the last call, oldest first (empty unless "
           "event_log_capacity > 0; the log keeps the newest events, dropped_events counts the "
-          "rest).")
+          "rest). With `kinds` (event kind names), only those are returned; the others are "
+          "taken too and discarded before any becomes a Python object. With as_tuples, each "
+          "event is a (kind, key, tier) tuple instead of a KvEvent (cheaper to build and read).")
       .def_property_readonly("dropped_events", &KvCacheManager::dropped_events,
                              "Events the bounded log lost.")
       .def(

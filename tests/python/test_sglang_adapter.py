@@ -214,7 +214,7 @@ def test_eviction_frees_exactly_the_evicted_pages():
     assert len(freed) == 1
     evicted = [k for k in before if k not in d.cache._slots]
     assert len(evicted) == 2
-    assert sorted(freed[0]) == sorted(s for k in evicted for s in before[k])
+    assert sorted(freed[0]) == sorted(d.cache._slot_list(before[k] for k in evicted))
     # LRU: a's pages (older) went, deepest first; b's stayed.
     a_keys = d.cache.cache.keys_from_tokens(tokens(0, 12))
     assert set(evicted) == set(a_keys[1:])
@@ -292,7 +292,7 @@ def test_close_session_frees_the_sessions_own_pages():
     d.run(Req("other", shared + tokens(900, 4)), decode=[1])
     total = d.cache.total_size()
     own = {k for k in d.cache.cache.keys_from_tokens(shared + tokens(100, 8))[2:]}
-    own_slots = sorted(s for k in own for s in d.cache._slots[k])
+    own_slots = sorted(d.cache._slot_list(d.cache._slots[k] for k in own))
     freed_before = len(d.allocator.freed_log)
     assert d.cache.close_session("sess-1") == 8
     assert d.cache.total_size() == total - 8

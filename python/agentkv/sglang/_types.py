@@ -10,7 +10,7 @@ included. ``Node`` replaces the radix tree node as an opaque handle of a cached 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 
 class RadixKey:
@@ -61,15 +61,18 @@ class Node:
     ``children``, ``id``, ``key_len``).
     """
 
-    __slots__ = ("keys", "extra_key", "key", "lock_ref", "_locks", "id", "__weakref__")
+    __slots__ = ("keys", "extra_key", "_tokens", "_token_count", "lock_ref", "_locks", "id",
+                 "__weakref__")
     _next_id = 0
 
     def __init__(self, keys: Tuple[int, ...], extra_key: Any,
-                 key: Optional[Any] = None) -> None:
+                 tokens: Sequence[int] = (), token_count: int = 0) -> None:
         self.keys = keys
         self.extra_key = extra_key
-        # The matched tokens, as a key (SGLang's TreeNode.key, here from the root).
-        self.key = key if key is not None else _EMPTY_KEY
+        # The matched tokens are the first token_count of `tokens` (not copied: read when
+        # `key` is, which SGLang's scheduler rarely does).
+        self._tokens = tokens
+        self._token_count = token_count
         # Locks taken through this handle (inc minus dec); each is one C++ request.
         self.lock_ref = 0
         self._locks: List[int] = []
@@ -91,6 +94,13 @@ class Node:
     @property
     def children(self) -> Dict[Any, "Node"]:
         return {}
+
+    @property
+    def key(self) -> RadixKey:
+        """The matched tokens, as a key (SGLang's TreeNode.key, here from the root)."""
+        if not self._token_count:
+            return _EMPTY_KEY
+        return RadixKey(list(self._tokens[:self._token_count]), self.extra_key)
 
     @property
     def key_len(self) -> int:

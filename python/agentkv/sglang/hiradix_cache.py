@@ -37,8 +37,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .._agentkv import InternalError, KvCacheOptions
 from . import _events
 from ._ids import namespace_of
-from ._types import MatchResult, Node, RadixKey
-from .radix_cache import AgentKvRadixCache, _Adoption
+from ._types import MatchResult, Node
+from .radix_cache import _SLOT_EVENTS, AgentKvRadixCache, _Adoption
 
 # Loads shorter than this many tokens are refused, as HiRadixCache's load_back_threshold.
 LOAD_BACK_THRESHOLD = 10
@@ -206,16 +206,17 @@ class AgentKvHiRadixCache(AgentKvRadixCache):
                    last_node: Any) -> Tuple[Any, Any]:
         pages = self._make_room_for_load(keys[:on_device], pages)
         onboarded: List[int] = []
-        freed: List[int] = []
+        freed: List[Any] = []
         loaded = self.cache.prefetch_chain(keys, pages) if pages else 0
-        for event in self.cache.take_events():
-            if event.kind == "onboarded":
-                onboarded.append(event.key)
+        for kind, key, tier in self.cache.take_events(_SLOT_EVENTS, as_tuples=True):
+            if kind == "onboarded":
+                onboarded.append(key)
+            elif tier == "device" and (kind == "dropped" or kind == "released"):
+                freed.append(self._drop_device_page(key))
             else:
-                self._on_event(event, freed, None)
+                self._on_event(kind, key, tier, freed, None)
         if self.cache.dropped_events:
             raise InternalError("the event log overflowed: slots can no longer be accounted")
-        freed.extend(self._write_offloaded())
         self._give_back(freed)
         if loaded != len(onboarded):
             raise InternalError(f"prefetch loaded {loaded} pages, {len(onboarded)} onboarded")
@@ -231,8 +232,8 @@ class AgentKvHiRadixCache(AgentKvRadixCache):
         if device is None:
             raise InternalError(f"the allocator has no room for {len(host)} loaded slots")
         device = _ints(device)
-        for i, key in enumerate(onboarded):
-            self._slots[key] = tuple(device[i * self.page_size:(i + 1) * self.page_size])
+        for key, page in zip(onboarded, self._pages_of(device, len(device)).pages):
+            self._set_page(key, page)
             if self.enable_kv_cache_events:
                 self._kv_events.append(_events.removed(key, _events.MEDIUM_CPU))
                 self._kv_events.extend(self._stored_again(key, _events.MEDIUM_GPU))
@@ -265,25 +266,20 @@ class AgentKvHiRadixCache(AgentKvRadixCache):
         self.cache_controller.evict_host(self._host_indices(host))
         self._apply_events()
 
-    def _apply_events(self, adopt: Optional[_Adoption] = None) -> int:
-        freed: List[int] = []
-        for event in self.cache.take_events():
-            self._on_event(event, freed, adopt)
-        if self.cache.dropped_events:
-            raise InternalError("the event log overflowed: slots can no longer be accounted")
+    def _give_back(self, freed: List[Any]) -> int:
+        """The base's give-back, after the pages offloaded meanwhile were written to the host
+        (their device slots are freed with the rest)."""
         freed.extend(self._write_offloaded())
-        return self._give_back(freed)
+        return super()._give_back(freed)
 
-    def _on_event(self, event: Any, freed: List[int], adopt: Optional[_Adoption]) -> None:
-        kind, key = event.kind, event.key
-        if event.tier == "device" and kind in ("dropped", "released"):
-            freed.extend(self._drop_device_page(key))
-        elif kind == "offloaded":
-            slots = self._slots.pop(key, None)
+    def _on_event(self, kind: str, key: int, tier: str, freed: List[Any],
+                  adopt: Optional[_Adoption]) -> None:
+        if kind == "offloaded":
+            slots = self._pop_page(key)
             if slots is None:
                 raise InternalError(f"the cache offloaded page {key:#x} it had no slots for")
             self._offloading.append((key, slots))
-        elif event.tier == "host" and kind in ("dropped", "evicted", "released"):
+        elif tier == "host" and kind in ("dropped", "evicted", "released"):
             self.cache_controller.evict_host(self._host_indices(self._host_slots.pop(key)))
             if self.enable_kv_cache_events:
                 self._kv_events.append(_events.removed(key, _events.MEDIUM_CPU))
@@ -293,18 +289,20 @@ class AgentKvHiRadixCache(AgentKvRadixCache):
             if slots is None:
                 raise InternalError(f"page {key:#x} came back from the host outside a load")
             self.cache_controller.evict_host(self._host_indices(self._host_slots.pop(key)))
-            self._slots[key] = slots
+            self._set_page(key, slots)
             if self.enable_kv_cache_events:
                 self._kv_events.append(_events.removed(key, _events.MEDIUM_CPU))
                 self._kv_events.extend(self._stored_again(key, _events.MEDIUM_GPU))
+        else:
+            raise InternalError(f"unexpected {kind} event ({tier})")
 
-    def _write_offloaded(self) -> List[int]:
+    def _write_offloaded(self) -> List[Any]:
         """Writes the pages offloaded since the last call to the host in one copy, waits for
-        it, and returns their device slots (to be freed)."""
+        it, and returns the pages (to have their device slots freed)."""
         if not self._offloading:
             return []
         pages, self._offloading = self._offloading, []
-        device = [slot for _, slots in pages for slot in slots]
+        device = self._slot_list(page for _, page in pages)
         host = self.cache_controller.write(device_indices=self._indices_factory(device),
                                            node_id=0)
         if host is None:
@@ -316,7 +314,7 @@ class AgentKvHiRadixCache(AgentKvRadixCache):
                 self._kv_events.append(_events.removed(key, _events.MEDIUM_GPU))
                 self._kv_events.extend(self._stored_again(key, _events.MEDIUM_CPU))
         self._sync_writes()
-        return device
+        return [page for _, page in pages]
 
     def _sync_writes(self) -> None:
         """Waits for every write in flight (HiRadixCache.writing_check(write_back=True))."""
@@ -339,8 +337,7 @@ class AgentKvHiRadixCache(AgentKvRadixCache):
 
     def _node(self, keys: List[int], pages: int, token_ids: Sequence[int],
               extra_key: Any) -> Node:
-        return Node(tuple(keys[:pages]), extra_key,
-                    RadixKey(list(token_ids[:pages * self.page_size]), extra_key))
+        return Node(tuple(keys[:pages]), extra_key, token_ids, pages * self.page_size)
 
 
 def _finish_event(ack: Any) -> Any:

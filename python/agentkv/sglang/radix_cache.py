@@ -23,27 +23,31 @@ Thread-compatible, like ``KvCache``: SGLang's scheduler calls its tree cache fro
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .._agentkv import InternalError, KvCache, KvCacheOptions, RetentionConfig, TokenRangeRetention
 from . import _events
 from ._ids import conversation_of, default_request_options, namespace_of, session_of
-from ._types import EvictResult, InsertResult, MatchResult, Node, RadixKey
+from ._types import EvictResult, InsertResult, MatchResult, Node
 
 # Ids of the C++ requests the adapter makes; SGLang's request ids (strings) never reach the
 # C++ cache, so one counter serves locks, inserts and evictions.
 _FIRST_REQUEST_ID = 1
+
+# The C++ cache's events that move slots (a page stored needs nothing: its slots are recorded
+# as it is committed); take_events leaves the others in C++.
+_SLOT_EVENTS = ("dropped", "released", "offloaded", "onboarded", "evicted")
 
 # Pages of a cache built without memory pools (SGLang's create_simulated, its unit tests).
 SIMULATED_PAGES = 1 << 16
 
 
 def _to_ints(indices: Any) -> List[int]:
-    """Slot indices as a list of ints, from a tensor (tolist), an array or a sequence."""
+    """Slot indices as a list of ints, from a tensor or array (tolist: ints already) or a
+    sequence."""
     tolist = getattr(indices, "tolist", None)
     if tolist is not None:
-        values = tolist()
-        return [int(v) for v in values]
+        return tolist()
     return [int(v) for v in indices]
 
 
@@ -117,7 +121,11 @@ class AgentKvRadixCache:
         self.device = _device_of(token_to_kv_pool_allocator)
         self._next_request = _FIRST_REQUEST_ID
         self.cache: KvCache
-        self._slots: Dict[int, Tuple[int, ...]] = {}
+        # Each cached page's slots: its first slot (an int) when they are page_size consecutive
+        # slots, as SGLang's paged allocator gives them, else the tuple of them.
+        self._slots: Dict[int, Union[int, Tuple[int, ...]]] = {}
+        self._irregular_pages = 0
+        self._torch_indices = indices_factory is None
         self._kv_events: List[Any] = []
         # With events on: each cached page's parent key and tokens (for its move events).
         self._page_meta: Dict[int, Tuple[Optional[int], Tuple[int, ...]]] = {}
@@ -179,6 +187,7 @@ class AgentKvRadixCache:
         records ``AllBlocksCleared``."""
         self.cache = KvCache(self._options)
         self._slots = {}
+        self._irregular_pages = 0
         self._page_meta = {}
         self.root_node = Node((), None)
         if self.enable_kv_cache_events:
@@ -199,8 +208,7 @@ class AgentKvRadixCache:
         matched = self.cache.match(keys).device_blocks
         if matched == 0:
             return self._empty_match()
-        node = Node(tuple(keys[:matched]), extra_key,
-                    RadixKey(token_ids[:matched * self.page_size], extra_key))
+        node = Node(tuple(keys[:matched]), extra_key, token_ids, matched * self.page_size)
         return MatchResult(self._indices_of(node.keys), node, node, 0)
 
     def insert(self, params: Any = None, value: Any = None, **kwargs: Any) -> Any:
@@ -221,10 +229,12 @@ class AgentKvRadixCache:
         if self.disable:
             return InsertResult(0) if as_params else 0
         token_ids, extra_key = self._tokens_and_extra_key(key, kwargs.get("extra_key"))
-        slots = _to_ints(token_ids if value is None else value)
-        if len(slots) < len(token_ids) // self.page_size * self.page_size:
-            raise ValueError(f"insert: {len(slots)} slot indices for {len(token_ids)} tokens")
-        prefix_len, _ = self._insert(token_ids, slots, extra_key, priority, None, finished=False)
+        aligned = len(token_ids) // self.page_size * self.page_size
+        value = list(token_ids) if value is None else value
+        if len(value) < aligned:
+            raise ValueError(f"insert: {len(value)} slot indices for {len(token_ids)} tokens")
+        prefix_len, _ = self._insert(token_ids, self._pages_of(value, aligned), extra_key,
+                                     priority, None, finished=False)
         return InsertResult(prefix_len) if as_params else prefix_len
 
     def cache_finished_req(self, req: Any, is_insert: bool = True, **kwargs: Any) -> None:
@@ -236,13 +246,13 @@ class AgentKvRadixCache:
         if self.disable:
             self._free(row[:committed])
             return
-        token_ids = list(req.origin_input_ids) + list(req.output_ids)
-        token_ids = token_ids[:committed]
+        token_ids = _joined(req.origin_input_ids, req.output_ids)[:committed]
         aligned = len(token_ids) // self.page_size * self.page_size
         kv_indices = row[:len(token_ids)]
         protected = self._protected_len(req)
         if is_insert:
-            prefix_len, _ = self._insert(token_ids[:aligned], _to_ints(kv_indices[:aligned]),
+            prefix_len, _ = self._insert(token_ids[:aligned],
+                                         self._pages_of(kv_indices, aligned),
                                          getattr(req, "extra_key", None),
                                          getattr(req, "priority", 0), req, finished=True)
             self._free(kv_indices[protected:prefix_len])
@@ -258,27 +268,26 @@ class AgentKvRadixCache:
         ``prefix_indices``, ``last_node`` and ``cache_protected_len``."""
         if self.disable:
             return
-        token_ids = list(req.fill_ids)
+        token_ids = req.fill_ids if isinstance(req.fill_ids, list) else list(req.fill_ids)
         aligned = len(token_ids) // self.page_size * self.page_size
         row = self._row(req)
         kv_indices = row[:len(token_ids)]
         protected = self._protected_len(req)
-        prefix_len, keys = self._insert(token_ids[:aligned], _to_ints(kv_indices[:aligned]),
+        prefix_len, keys = self._insert(token_ids[:aligned], self._pages_of(kv_indices, aligned),
                                         getattr(req, "extra_key", None),
                                         getattr(req, "priority", 0), req, finished=False)
         self._free(kv_indices[protected:prefix_len])
-        new_slots = self._slot_list(keys)
+        new_slots = self._indices_of(keys)
         if len(new_slots) != aligned:
             raise InternalError(f"cached {len(new_slots)} slots of {aligned} inserted tokens")
         self.req_to_token_pool.write((req.req_pool_idx, slice(protected, aligned)),
-                                     self._indices_factory(new_slots[protected:]))
+                                     new_slots[protected:])
         if hasattr(req, "cache_protected_len"):
             req.cache_protected_len = aligned
         new_node = Node(tuple(keys), getattr(req, "extra_key", None)) if keys else self.root_node
         self.dec_lock_ref(req.last_node)
         self.inc_lock_ref(new_node)
-        tail = _to_ints(kv_indices[aligned:])
-        req.prefix_indices = self._indices_factory(new_slots + tail)
+        req.prefix_indices = self._concat(new_slots, kv_indices[aligned:])
         req.last_node = new_node
 
     def evict(self, params: Any = 0) -> Any:
@@ -410,6 +419,10 @@ class AgentKvRadixCache:
     def check_invariants(self) -> None:
         """The C++ cache's invariants, and that exactly its device blocks have slots."""
         self.cache.check_invariants()
+        irregular = sum(isinstance(page, tuple) for page in self._slots.values())
+        if irregular != self._irregular_pages:
+            raise InternalError(f"{irregular} pages with irregular slots, "
+                                f"{self._irregular_pages} counted")
         stats = self.cache.stats()
         if stats.device.cached != len(self._slots):
             raise InternalError(f"{stats.device.cached} cached blocks but "
@@ -420,7 +433,7 @@ class AgentKvRadixCache:
 
     def cached_slots(self) -> List[int]:
         """Every slot the cache owns (for accounting checks)."""
-        return [slot for slots in self._slots.values() for slot in slots]
+        return self._slot_list(self._slots.values())
 
     # ----- internals -----
 
@@ -454,8 +467,10 @@ class AgentKvRadixCache:
         if hasattr(key, "token_ids"):
             if getattr(key, "is_bigram", False):
                 raise ValueError("bigram (EAGLE) keys are not supported")
-            return list(key.token_ids), getattr(key, "extra_key", None)
-        return list(key), extra_key
+            tokens = key.token_ids
+            return (tokens if isinstance(tokens, list) else list(tokens),
+                    getattr(key, "extra_key", None))
+        return (key if isinstance(key, list) else list(key)), extra_key
 
     def _row(self, req: Any) -> Any:
         return self.req_to_token_pool.req_to_token[req.req_pool_idx]
@@ -477,20 +492,87 @@ class AgentKvRadixCache:
         if len(indices) and self.token_to_kv_pool_allocator is not None:
             self.token_to_kv_pool_allocator.free(indices)
 
-    def _slot_list(self, keys: Sequence[int]) -> List[int]:
-        return [slot for key in keys for slot in self._slots[key]]
+    def _slot_list(self, pages: Any) -> List[int]:
+        """The slots of pages (each a first slot or a tuple of slots), as one list."""
+        out: List[int] = []
+        span = range(self.page_size)
+        for page in pages:
+            if isinstance(page, tuple):
+                out.extend(page)
+            else:
+                out.extend(page + j for j in span)
+        return out
 
     def _indices_of(self, keys: Sequence[int]) -> Any:
-        return self._indices_factory(self._slot_list(keys))
+        """The slots of the cached pages `keys`, as one index object."""
+        if not keys:
+            return self._indices_factory([])
+        return self._pages_to_indices(list(map(self._slots.__getitem__, keys)), regular=True)
 
-    def _insert(self, token_ids: List[int], slots: List[int], extra_key: Any, priority: Any,
+    def _pages_to_indices(self, pages: List[Any], regular: bool) -> Any:
+        """The slots of `pages` as one index object: with torch's default indices and only
+        first-slot pages (`regular`), built by torch from the first slots."""
+        torch = sys.modules.get("torch") if self._torch_indices else None
+        if torch is None or not regular:
+            return self._indices_factory(self._slot_list(pages))
+        try:
+            slots = torch.tensor(pages, dtype=torch.int64)
+        except (TypeError, ValueError):  # irregular pages (tuples) among first slots
+            slots = None
+        if slots is None or slots.dim() != 1:  # (only tuples: a 2-D tensor)
+            return self._indices_factory(self._slot_list(pages))
+        if self.page_size > 1:
+            slots = (slots.view(-1, 1) + torch.arange(self.page_size)).view(-1)
+        return slots if self.device is None else slots.to(self.device)
+
+    def _pages_of(self, indices: Any, tokens: int) -> "_Pages":
+        """The pages of the first `tokens` (a multiple of page_size) slots of `indices`: each
+        page's first slot where its slots are consecutive (SGLang's paged allocator), else the
+        tuple of them."""
+        ps = self.page_size
+        head = indices[:tokens]
+        if ps == 1:
+            return _Pages(_to_ints(head), True)
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(head, torch.Tensor):
+            firsts = head[::ps]
+            offsets = head.reshape(-1, ps) - firsts.reshape(-1, 1)
+            if bool((offsets == torch.arange(ps, dtype=offsets.dtype)).all()):
+                return _Pages(firsts.tolist(), True)
+        slots = _to_ints(head)
+        pages: List[Union[int, Tuple[int, ...]]] = []
+        for start in range(0, tokens, ps):
+            page = slots[start:start + ps]
+            first = page[0]
+            pages.append(first if page == list(range(first, first + ps)) else tuple(page))
+        return _Pages(pages, all(type(page) is int for page in pages))
+
+    def _set_page(self, key: int, page: Union[int, Tuple[int, ...]]) -> None:
+        self._irregular_pages += isinstance(page, tuple)
+        self._slots[key] = page
+
+    def _pop_page(self, key: int) -> Optional[Union[int, Tuple[int, ...]]]:
+        page = self._slots.pop(key, None)
+        self._irregular_pages -= isinstance(page, tuple)
+        return page
+
+    def _concat(self, head: Any, tail: Any) -> Any:
+        """Two index objects as one (torch tensors concatenated, anything else as a list)."""
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(head, torch.Tensor) and isinstance(
+                tail, torch.Tensor):
+            return torch.cat([head, tail.to(head.dtype)])
+        return self._indices_factory(_to_ints(head) + _to_ints(tail))
+
+    def _insert(self, token_ids: List[int], slots: "_Pages", extra_key: Any, priority: Any,
                 req: Any, finished: bool) -> Tuple[int, List[int]]:
-        """Commits the full pages of `token_ids` (slots: theirs) through one C++ request;
-        returns the tokens that were cached already and the pages' keys."""
+        """Commits the full pages of `token_ids` (`slots`: theirs, _pages_of) through one C++
+        request; returns the tokens that were cached already and the pages' keys."""
         aligned = len(token_ids) // self.page_size * self.page_size
         if aligned == 0:
             return 0, []
-        keys = self.cache.keys_from_tokens(token_ids[:aligned], namespace_of(extra_key))
+        keys = self._keys(token_ids, aligned, extra_key, req)
+        pages = slots.pages
         kwargs: Dict[str, Any] = {}
         mapped = self._priority_map(priority)
         if mapped is not None:
@@ -505,14 +587,17 @@ class AgentKvRadixCache:
         request = self._new_request()
         # Pages on the host tier after the device prefix come back to the device as the
         # request is added (onboarded): they keep the slots the request computed them in.
-        adopt = _Adoption(keys, slots, self.page_size)
+        adopt = _Adoption(keys, pages)
         held = self.cache.add_request(request, keys, **kwargs)
         matched = held.device_blocks
         try:
             self.cache.reserve(request, aligned)
             self.cache.commit(request, keys[held.total_blocks:])
-            for i in range(held.total_blocks, len(keys)):
-                self._slots[keys[i]] = adopt.page(i)
+            if not slots.regular:
+                for i in range(held.total_blocks, len(keys)):
+                    self._set_page(keys[i], pages[i])
+            else:
+                self._slots.update(zip(keys[held.total_blocks:], pages[held.total_blocks:]))
             if self.enable_kv_cache_events:
                 self._record_stored(keys, token_ids, held.total_blocks)
         finally:
@@ -522,6 +607,18 @@ class AgentKvRadixCache:
                 self.cache.release_unfinished(request)
             self._apply_events(adopt)
         return matched * self.page_size, keys
+
+    def _keys(self, token_ids: Sequence[int], aligned: int, extra_key: Any,
+              req: Any) -> List[int]:
+        """The keys of the first `aligned` tokens; a request's locked chain (its last_node,
+        whose keys are of its first pages) is not hashed again."""
+        node = getattr(req, "last_node", None) if req is not None else None
+        known = node.keys if isinstance(node, Node) and node.extra_key == extra_key else ()
+        done = len(known) * self.page_size
+        if not known or done > aligned:
+            return self.cache.keys_from_tokens(token_ids[:aligned], namespace_of(extra_key))
+        return list(known) + self.cache.keys_from_tokens(token_ids[done:aligned],
+                                                         parent=known[-1])
 
     def _record_stored(self, keys: Sequence[int], token_ids: Sequence[int], first: int) -> None:
         """BlockStored events of pages keys[first:], remembering each page's parent and tokens
@@ -552,32 +649,57 @@ class AgentKvRadixCache:
         """Follows the C++ cache's events in order: the slots of every page it dropped or
         released go back to the allocator, in one call, after the last event. Returns the
         device slots given back."""
-        freed: List[int] = []
-        for event in self.cache.take_events():
-            self._on_event(event, freed, adopt)
+        freed: List[Union[int, Tuple[int, ...]]] = []
+        for kind, key, tier in self.cache.take_events(_SLOT_EVENTS, as_tuples=True):
+            if tier == "device" and (kind == "dropped" or kind == "released"):
+                freed.append(self._drop_device_page(key))
+            else:
+                self._on_event(kind, key, tier, freed, adopt)
         if self.cache.dropped_events:
             raise InternalError("the event log overflowed: slots can no longer be accounted")
         return self._give_back(freed)
 
-    def _on_event(self, event: Any, freed: List[int], adopt: Optional["_Adoption"]) -> None:
-        if event.tier == "device" and event.kind in ("dropped", "released"):
-            freed.extend(self._drop_device_page(event.key))
-        elif event.kind in ("offloaded", "onboarded") or event.tier == "host":
-            raise InternalError(f"unexpected {event.kind} event without a host tier")
+    def _on_event(self, kind: str, key: int, tier: str, freed: List[Any],
+                  adopt: Optional["_Adoption"]) -> None:
+        """An event other than a device page dropped or released (_apply_events handles
+        those): none happens without a host tier."""
+        del key, freed, adopt
+        raise InternalError(f"unexpected {kind} event ({tier}) without a host tier")
 
-    def _drop_device_page(self, key: int) -> Tuple[int, ...]:
+    def _drop_device_page(self, key: int) -> Union[int, Tuple[int, ...]]:
         slots = self._slots.pop(key, None)
-        if slots is None:
+        if type(slots) is tuple:
+            self._irregular_pages -= 1
+        elif slots is None:
             raise InternalError(f"the cache dropped page {key:#x} it had no slots for")
         if self.enable_kv_cache_events:
             self._kv_events.append(_events.removed(key))
             self._page_meta.pop(key, None)
         return slots
 
-    def _give_back(self, freed: List[int]) -> int:
-        if freed and self.token_to_kv_pool_allocator is not None:
-            self.token_to_kv_pool_allocator.free(self._indices_factory(freed))
-        return len(freed)
+    def _give_back(self, freed: List[Any]) -> int:
+        """Frees the slots of the pages `freed` (each a first slot or a tuple) in one call."""
+        if not freed:
+            return 0
+        slots = self._pages_to_indices(freed, regular=True)
+        if self.token_to_kv_pool_allocator is not None:
+            self.token_to_kv_pool_allocator.free(slots)
+        return len(slots)
+
+
+class _Pages(NamedTuple):
+    """The slots of pages to insert (_pages_of): per page its first slot or its tuple of
+    slots; `regular` when every page is a first slot."""
+
+    pages: List[Union[int, Tuple[int, ...]]]
+    regular: bool
+
+
+def _joined(first: Any, second: Any) -> List[int]:
+    """Two token sequences as one list (SGLang's are lists: no copy of either first)."""
+    if isinstance(first, list) and isinstance(second, list):
+        return first + second
+    return list(first) + list(second)
 
 
 def _is_cache_init_params(value: Any) -> bool:
@@ -602,16 +724,15 @@ class _Adoption:
     brings back from the host tier while the request is added keeps the request's slots
     (as HiRadixCache.insert gives a host-only node the request's value)."""
 
-    __slots__ = ("index", "slots", "page_size")
+    __slots__ = ("keys", "pages", "_index")
 
-    def __init__(self, keys: Sequence[int], slots: List[int], page_size: int) -> None:
-        self.index = {key: i for i, key in enumerate(keys)}
-        self.slots = slots
-        self.page_size = page_size
+    def __init__(self, keys: Sequence[int], pages: Sequence[Any]) -> None:
+        self.keys = keys
+        self.pages = pages
+        self._index: Optional[Dict[int, int]] = None  # built at the first onboarded page
 
-    def page(self, i: int) -> Tuple[int, ...]:
-        return tuple(self.slots[i * self.page_size:(i + 1) * self.page_size])
-
-    def of(self, key: int) -> Optional[Tuple[int, ...]]:
-        i = self.index.get(key)
-        return None if i is None else self.page(i)
+    def of(self, key: int) -> Optional[Any]:
+        if self._index is None:
+            self._index = {k: i for i, k in enumerate(self.keys)}
+        i = self._index.get(key)
+        return None if i is None else self.pages[i]

@@ -65,13 +65,17 @@ std::vector<BlockKey> BlockKeyHasher::KeysFromTokens(std::span<const int32_t> to
 
 void BlockKeyHasher::AppendKeysFromTokens(std::span<const int32_t> tokens, int32_t tokens_per_block,
                                           uint64_t extra_key, std::vector<BlockKey>& out) const {
+  AppendChainedKeys(tokens, tokens_per_block, RootKey(extra_key), out);
+}
+
+void BlockKeyHasher::AppendChainedKeys(std::span<const int32_t> tokens, int32_t tokens_per_block,
+                                       BlockKey parent, std::vector<BlockKey>& out) {
   AGENTKV_CHECK(tokens_per_block > 0);
   const size_t block = static_cast<size_t>(tokens_per_block);
   const size_t full = tokens.size() / block;
   const size_t first = out.size();
   out.resize(first + full);
   BlockKey* keys = out.data() + first;
-  BlockKey parent = RootKey(extra_key);
   // The content hash of block i + 1 does not wait for key i: out-of-order execution overlaps
   // consecutive blocks. 16 tokens is vLLM's default block size, 32 agentkv's.
   if (block == 16) {

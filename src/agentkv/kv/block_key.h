@@ -59,6 +59,10 @@ class BlockKeyHasher {
   // Appends to `out` instead of returning a new vector (hot paths reuse the buffer).
   void AppendKeysFromTokens(std::span<const int32_t> tokens, int32_t tokens_per_block,
                             uint64_t extra_key, std::vector<BlockKey>& out) const;
+  // Appends the keys of the full blocks of `tokens` continuing the chain after the block whose
+  // key is `parent`: the keys KeysFromTokens gives those blocks after the blocks `parent` ends.
+  static void AppendChainedKeys(std::span<const int32_t> tokens, int32_t tokens_per_block,
+                                BlockKey parent, std::vector<BlockKey>& out);
 
   // Keys of a sequence of precomputed block ids (one id per block), in order.
   std::vector<BlockKey> KeysFromBlockIds(std::span<const uint64_t> block_ids,

@@ -106,6 +106,41 @@ def test_events_name_kind_key_tier_and_step():
     h.finish(2)
 
 
+def test_events_can_be_taken_by_kind_and_as_tuples():
+    h = Harness(2)
+    a = h.keys(tokens(0, 8))
+    h.run(1, a, 8)
+    h.admit(2, [], 0)
+    h.reserve(2, 4)  # stores a0 and a1, then drops a1
+    h.finish(2)
+    # Only the kinds asked for come back; the others are taken too.
+    assert h.cache.take_events(["dropped"], as_tuples=True) == [("dropped", a[1], "device")]
+    assert h.cache.take_events() == []
+    h.run(3, h.keys(tokens(100, 4)), 4)
+    assert h.cache.take_events(as_tuples=True)[0][0] in ("dropped", "stored")
+    with pytest.raises(agentkv.InvalidArgumentError, match="unknown event kind 'gone'"):
+        h.cache.take_events(["gone"])
+
+
+def test_keys_continue_a_chain_from_a_parent_key():
+    cache = agentkv.KvCache(tokens_per_block=4, device_blocks=4)
+    whole = cache.keys_from_tokens(tokens(0, 16), 7)
+    head = cache.keys_from_tokens(tokens(0, 8), 7)
+    assert head + cache.keys_from_tokens(tokens(8, 8), parent=head[-1]) == whole
+    # A partial last block gets no key, as without a parent.
+    assert cache.keys_from_tokens(tokens(8, 6), parent=head[-1]) == whole[2:3]
+    with pytest.raises(agentkv.InvalidArgumentError, match="extra_key or parent"):
+        cache.keys_from_tokens(tokens(8, 8), 7, parent=head[-1])
+
+
+def test_a_token_list_with_a_bad_item_names_it():
+    cache = agentkv.KvCache(tokens_per_block=4, device_blocks=4)
+    for bad in (["a"], [1, 2**31], [1, 2, 3.5]):
+        with pytest.raises(TypeError, match="tokens must be a sequence of int32 token ids.*item"):
+            cache.keys_from_tokens(bad)
+    assert cache.keys_from_tokens([1, 2, 3, 4]) == cache.keys_from_tokens((1, 2, 3, 4))
+
+
 def test_eviction_order_is_lower_priority_first_then_least_recently_used():
     h = Harness(4)
     a, b, c, d = (h.keys(tokens(100 * i, 4)) for i in (1, 2, 3, 4))

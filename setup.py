@@ -222,7 +222,7 @@ def main():
     setup(
         version=project_version(),
         package_dir={"": "python"},
-        packages=["agentkv"],
+        packages=["agentkv", "agentkv.sglang"],
         package_data={"agentkv": ["py.typed", "*.pyi"]},
         ext_modules=[CMakeExtension("agentkv._agentkv")],
         cmdclass={"build_ext": CMakeBuild},

@@ -76,8 +76,8 @@ TokenIds::TokenIds(py::handle tokens) {
       if (!PyLong_Check(item) || overflow != 0 || value < INT32_MIN || value > INT32_MAX) {
         throw py::type_error(
             "tokens must be a sequence of int32 token ids, an int32 buffer (array('i')) or "
-            "bytes of native int32 values: item " + std::to_string(i) + " is " +
-            std::string(py::repr(item)));
+            "bytes of native int32 values: item " +
+            std::to_string(i) + " is " + std::string(py::repr(item)));
       }
       owned_[static_cast<size_t>(i)] = static_cast<int32_t>(value);
     }

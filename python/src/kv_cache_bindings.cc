@@ -398,8 +398,7 @@ void DefState(py::class_<KvCacheManager>& cls) {
             if (!as_tuples) return py::cast(std::move(events));
             py::list out(events.size());
             for (size_t i = 0; i < events.size(); ++i) {
-              out[i] = py::make_tuple(kv::KvEventKindName(events[i].kind),
-                                      events[i].key.value(),
+              out[i] = py::make_tuple(kv::KvEventKindName(events[i].kind), events[i].key.value(),
                                       events[i].tier == kv::Tier::kDevice ? "device" : "host");
             }
             return out;

@@ -649,15 +649,31 @@ class AgentKvRadixCache:
         """Follows the C++ cache's events in order: the slots of every page it dropped or
         released go back to the allocator, in one call, after the last event. Returns the
         device slots given back."""
+        events = self.cache.take_events(_SLOT_EVENTS, as_tuples=True)
+        if self.cache.dropped_events:
+            raise InternalError("the event log overflowed: slots can no longer be accounted")
+        gone = [key for kind, key, tier in events
+                if tier == "device" and (kind == "dropped" or kind == "released")]
+        if len(gone) == len(events) and not self.enable_kv_cache_events:
+            # The common case, pages leaving the device and nothing else: popped in one pass.
+            return self._give_back(self._drop_device_pages(gone))
         freed: List[Union[int, Tuple[int, ...]]] = []
-        for kind, key, tier in self.cache.take_events(_SLOT_EVENTS, as_tuples=True):
+        for kind, key, tier in events:
             if tier == "device" and (kind == "dropped" or kind == "released"):
                 freed.append(self._drop_device_page(key))
             else:
                 self._on_event(kind, key, tier, freed, adopt)
-        if self.cache.dropped_events:
-            raise InternalError("the event log overflowed: slots can no longer be accounted")
         return self._give_back(freed)
+
+    def _drop_device_pages(self, keys: List[int]) -> List[Union[int, Tuple[int, ...]]]:
+        try:
+            pages = list(map(self._slots.pop, keys))
+        except KeyError as missing:
+            raise InternalError(f"the cache dropped page {missing.args[0]:#x} it had no "
+                                "slots for") from None
+        if self._irregular_pages:
+            self._irregular_pages -= sum(type(page) is tuple for page in pages)
+        return pages
 
     def _on_event(self, kind: str, key: int, tier: str, freed: List[Any],
                   adopt: Optional["_Adoption"]) -> None:

@@ -18,6 +18,10 @@ from sglang.srt.mem_cache.radix_cache import RadixCache
 from sglang.srt.mem_cache.hiradix_cache import HiRadixCache
 
 
+class ChunkCache:
+    """SGLang's cache without prefix reuse (--disable-radix-cache)."""
+
+
 class Scheduler:
     def __init__(self, params, server_args=None, hierarchical=False):
         self.params, self.server_args, self.hierarchical = params, server_args, hierarchical
@@ -25,7 +29,9 @@ class Scheduler:
         self.init_cache_with_memory_pool()
 
     def init_cache_with_memory_pool(self):
-        if self.hierarchical:
+        if self.params.disable_radix_cache:
+            self.tree_cache = ChunkCache()
+        elif self.hierarchical:
             self.tree_cache = HiRadixCache(params=self.params, server_args=self.server_args)
         else:
             self.tree_cache = RadixCache(self.params)
@@ -99,7 +105,7 @@ def _scheduler_process(report):
     params = types.SimpleNamespace(
         req_to_token_pool=sglang_harness.FakeReqToTokenPool(2, 8),
         token_to_kv_pool_allocator=sglang_harness.FakeAllocator(64), page_size=4,
-        disable=False, enable_kv_cache_events=False, is_eagle=False)
+        disable=False, enable_kv_cache_events=False, is_eagle=False, disable_radix_cache=False)
     built = scheduler.Scheduler(params)
     with open(report, "w") as handle:
         json.dump({"tree_cache": type(built.tree_cache).__name__}, handle)

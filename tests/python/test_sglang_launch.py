@@ -119,7 +119,7 @@ def _params(allocator_size=64):
     return types.SimpleNamespace(
         req_to_token_pool=FakeReqToTokenPool(4, 64),
         token_to_kv_pool_allocator=FakeAllocator(allocator_size), page_size=4, disable=False,
-        enable_kv_cache_events=False, is_eagle=False)
+        enable_kv_cache_events=False, is_eagle=False, disable_radix_cache=False)
 
 
 def test_the_patched_scheduler_builds_the_adapter_and_steps_it_once_per_iteration(
@@ -132,6 +132,18 @@ def test_the_patched_scheduler_builds_the_adapter_and_steps_it_once_per_iteratio
         scheduler.process_input_requests([])
     assert scheduler.tree_cache.cache.current_step == before + 3
     assert scheduler.processed == [[], [], []]  # SGLang's own work still ran
+
+
+def test_a_scheduler_that_builds_another_cache_says_so(fake_scheduler, caplog):
+    params = _params()
+    params.disable_radix_cache = True
+    with caplog.at_level("INFO", logger="agentkv.sglang"):
+        fake_scheduler.Scheduler(params)
+        fake_scheduler.Scheduler(_params())
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("built ChunkCache, not agentkv's cache" in m for m in messages), messages
+    assert any("tree cache is AgentKvRadixCache (16 pages of 4 tokens)" in m
+               for m in messages), messages
 
 
 def test_the_patched_scheduler_with_a_host_tier_takes_sglangs_controller(fake_scheduler):

@@ -29,6 +29,7 @@ Nothing here imports SGLang at module level.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from types import SimpleNamespace
 from typing import Any, Awaitable, Callable, Dict, List, Optional
@@ -48,6 +49,7 @@ SESSION_KEY = "agentkv_session"
 _FORWARD_PATHS = {"/generate": "sampling_params", "/v1/completions": None,
                   "/v1/chat/completions": None}
 MAX_SESSION_ID = 1024
+LOG = logging.getLogger("agentkv.sglang")
 
 
 def options_from_env(environ: Optional[Dict[str, str]] = None) -> KvCacheOptions:
@@ -134,6 +136,7 @@ def _agentkv_cache(scheduler: Any) -> Optional[AgentKvRadixCache]:
 
 
 def _patch_scheduler_class(scheduler_class: Any) -> None:
+    init = scheduler_class.__init__
     process_input_requests = scheduler_class.process_input_requests
     close_session = scheduler_class.close_session
     handle_rpc_request = scheduler_class.handle_rpc_request
@@ -166,6 +169,19 @@ def _patch_scheduler_class(scheduler_class: Any) -> None:
             return None  # fire and forget: no reply to an RPC socket no one reads
         return handle_rpc_request(self, recv_req)
 
+    def init_and_report(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        cache = getattr(self, "tree_cache", None)
+        if _agentkv_cache(self) is None:
+            # SGLang chose another cache (--disable-radix-cache, a hybrid SWA or Mamba model,
+            # speculative decoding, ...): this server runs without agentkv's policies.
+            LOG.warning("agentkv: this scheduler built %s, not agentkv's cache; its KV is "
+                        "managed by SGLang alone", type(cache).__name__)
+        else:
+            LOG.info("agentkv: the scheduler's tree cache is %s (%d pages of %d tokens)",
+                     type(cache).__name__, cache.cache.options.device_blocks, cache.page_size)
+
+    scheduler_class.__init__ = init_and_report
     scheduler_class.process_input_requests = process_input_requests_and_step
     scheduler_class.close_session = close_session_and_its_cache
     scheduler_class.demote_finished_subagents = demote_finished_subagents

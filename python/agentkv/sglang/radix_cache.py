@@ -126,6 +126,7 @@ class AgentKvRadixCache:
         self._slots: Dict[int, Union[int, Tuple[int, ...]]] = {}
         self._irregular_pages = 0
         self._torch_indices = indices_factory is None
+        self._offsets: Dict[Any, Any] = {}  # _page_offsets
         self._kv_events: List[Any] = []
         # With events on: each cached page's parent key and tokens (for its move events).
         self._page_meta: Dict[int, Tuple[Optional[int], Tuple[int, ...]]] = {}
@@ -522,7 +523,7 @@ class AgentKvRadixCache:
         if slots is None or slots.dim() != 1:  # (only tuples: a 2-D tensor)
             return self._indices_factory(self._slot_list(pages))
         if self.page_size > 1:
-            slots = (slots.view(-1, 1) + torch.arange(self.page_size)).view(-1)
+            slots = (slots.view(-1, 1) + self._page_offsets(torch, slots.dtype)).view(-1)
         return slots if self.device is None else slots.to(self.device)
 
     def _pages_of(self, indices: Any, tokens: int) -> "_Pages":
@@ -536,8 +537,8 @@ class AgentKvRadixCache:
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(head, torch.Tensor):
             firsts = head[::ps]
-            offsets = head.reshape(-1, ps) - firsts.reshape(-1, 1)
-            if bool((offsets == torch.arange(ps, dtype=offsets.dtype)).all()):
+            expected = firsts.reshape(-1, 1) + self._page_offsets(torch, head.dtype)
+            if torch.equal(head.reshape(-1, ps), expected):
                 return _Pages(firsts.tolist(), True)
         slots = _to_ints(head)
         pages: List[Union[int, Tuple[int, ...]]] = []
@@ -546,6 +547,13 @@ class AgentKvRadixCache:
             first = page[0]
             pages.append(first if page == list(range(first, first + ps)) else tuple(page))
         return _Pages(pages, all(type(page) is int for page in pages))
+
+    def _page_offsets(self, torch: Any, dtype: Any) -> Any:
+        """torch.arange(page_size) of `dtype`, made once per dtype."""
+        offsets = self._offsets.get(dtype)
+        if offsets is None:
+            offsets = self._offsets[dtype] = torch.arange(self.page_size, dtype=dtype)
+        return offsets
 
     def _set_page(self, key: int, page: Union[int, Tuple[int, ...]]) -> None:
         self._irregular_pages += isinstance(page, tuple)

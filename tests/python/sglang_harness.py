@@ -72,16 +72,14 @@ class DoubleFree(AssertionError):
     pass
 
 
-class FakeAllocator:
-    """Token slots 1..size (0 is SGLang's padding slot); free() takes any index object.
+class _SlotPool:
+    """Slots first..first+size-1 handed out lowest first (deterministic); a slot freed twice or
+    out of range raises DoubleFree."""
 
-    ``alloc`` hands out the lowest free slots (deterministic); ``freed_log`` keeps every
-    ``free`` call's slots."""
-
-    def __init__(self, size):
+    def __init__(self, first, size):
+        self.first = first
         self.size = size
-        self.free_slots = set(range(1, size + 1))
-        self.freed_log: List[List[int]] = []
+        self.free_slots = set(range(first, first + size))
         # What each slot's KV is of (the harness's prefix hash of the token it was computed
         # for); the host tier's copies move it.
         self.content: Dict[int, int] = {}
@@ -96,15 +94,29 @@ class FakeAllocator:
         self.free_slots.difference_update(slots)
         return FakeTensor(slots, copy=False)
 
-    def free(self, indices):
-        values = indices.tolist()
-        assert isinstance(indices, FakeTensor), f"free got {type(indices)}"
+    def _take_back(self, values):
         for v in values:
-            if v in self.free_slots or not 1 <= v <= self.size:
-                raise DoubleFree(f"slot {v} freed twice or out of range")
+            if v in self.free_slots or not self.first <= v < self.first + self.size:
+                raise DoubleFree(f"{type(self).__name__}: slot {v} freed twice or out of range")
         if len(set(values)) != len(values):
             raise DoubleFree(f"duplicate slots in one free: {values}")
         self.free_slots.update(values)
+
+
+class FakeAllocator(_SlotPool):
+    """Token slots 1..size (0 is SGLang's padding slot); free() takes any index object.
+
+    ``alloc`` hands out the lowest free slots (deterministic); ``freed_log`` keeps every
+    ``free`` call's slots."""
+
+    def __init__(self, size):
+        super().__init__(1, size)
+        self.freed_log: List[List[int]] = []
+
+    def free(self, indices):
+        assert isinstance(indices, FakeTensor), f"free got {type(indices)}"
+        values = indices.tolist()
+        self._take_back(values)
         self.freed_log.append(values)
 
 
@@ -138,35 +150,20 @@ class FakeReqToTokenPool:
         self._rows[row][span] = values.tolist()
 
 
-class FakeHostPool:
-    """SGLang's host KV pool (HostKVCache): ``size`` slots (tokens), alloc / free / clear; a
-    slot freed twice raises DoubleFree."""
+class FakeHostPool(_SlotPool):
+    """SGLang's host KV pool (HostKVCache): ``size`` slots (tokens) from 0, alloc / free /
+    clear."""
 
     def __init__(self, size):
-        self.size = size
-        self.free_slots = set(range(size))
-        self.content: Dict[int, int] = {}
-
-    def available_size(self):
-        return len(self.free_slots)
-
-    def alloc(self, n):
-        if n > len(self.free_slots):
-            return None
-        slots = heapq.nsmallest(n, self.free_slots)
-        self.free_slots.difference_update(slots)
-        return FakeTensor(slots, copy=False)
+        super().__init__(0, size)
 
     def free(self, indices):
         values = [int(v) for v in indices]
-        for v in values:
-            if v in self.free_slots or not 0 <= v < self.size:
-                raise DoubleFree(f"host slot {v} freed twice or out of range")
-        self.free_slots.update(values)
+        self._take_back(values)
         return len(values)
 
     def clear(self):
-        self.free_slots = set(range(self.size))
+        self.free_slots = set(range(self.first, self.first + self.size))
 
 
 class FakeEvent:
@@ -278,6 +275,18 @@ class Req:
 
     def pop_committed_kv_cache(self):
         return self.kv_committed_len
+
+
+def place_admitted(cache, pool, req):
+    """A matched request's admission after the match (PrefillAdder's lock, then
+    prepare_for_extend): its prefix (``prefix_indices``, ``last_node``) is locked and written
+    to a fresh req_to_token row, and that much of its KV counts as computed."""
+    req.cache_protected_len = len(req.prefix_indices)
+    cache.inc_lock_ref(req.last_node)
+    req.req_pool_idx = pool.alloc()
+    if len(req.prefix_indices):
+        pool.write((req.req_pool_idx, slice(0, len(req.prefix_indices))), req.prefix_indices)
+    req.kv_committed_len = req.kv_allocated_len = len(req.prefix_indices)
 
 
 # ----- workloads -----
@@ -616,13 +625,7 @@ class SchedulerHarness:
                                                               match.host_hit_length)
             req.prefix_indices = FakeTensor(req.prefix_indices.tolist() + loaded.tolist())
             self.counts.loaded_tokens += len(loaded)
-        req.cache_protected_len = len(req.prefix_indices)
-        self.cache.inc_lock_ref(req.last_node)
-        req.req_pool_idx = self.pool.alloc()
-        if len(req.prefix_indices):
-            self.pool.write((req.req_pool_idx, slice(0, len(req.prefix_indices))),
-                            req.prefix_indices)
-        req.kv_committed_len = req.kv_allocated_len = len(req.prefix_indices)
+        place_admitted(self.cache, self.pool, req)
         self.counts.cached_tokens += len(req.prefix_indices)
         self.counts.prompt_tokens += len(req.origin_input_ids)
 

@@ -20,7 +20,8 @@ import pytest
 
 import agentkv
 from agentkv import sglang as aks
-from sglang_harness import FakeAllocator, FakeReqToTokenPool, FakeTensor, Req
+from sglang_harness import (FakeAllocator, FakeReqToTokenPool, FakeTensor, Req,
+                            place_admitted)
 
 
 @dataclasses.dataclass
@@ -57,13 +58,7 @@ class Driver:
         match = self.cache.match_prefix(
             MatchPrefixParams(key=RadixKey(req.fill_ids[:limit], req.extra_key)))
         req.prefix_indices, req.last_node = match.device_indices, match.last_device_node
-        req.cache_protected_len = len(req.prefix_indices)
-        self.cache.inc_lock_ref(req.last_node)
-        req.req_pool_idx = self.pool.alloc()
-        if len(req.prefix_indices):
-            self.pool.write((req.req_pool_idx, slice(0, len(req.prefix_indices))),
-                            req.prefix_indices)
-        req.kv_committed_len = req.kv_allocated_len = len(req.prefix_indices)
+        place_admitted(self.cache, self.pool, req)
         self.running.append(req)
         end = len(req.fill_ids)
         if first_chunk is not None:

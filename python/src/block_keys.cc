@@ -105,12 +105,66 @@ std::vector<uint64_t> ReadUint64s(py::handle values, const char* what) {
     const auto* first = static_cast<const uint64_t*>(info.ptr);
     return std::vector<uint64_t>(first, first + info.shape[0]);
   }
+  if (PyList_CheckExact(values.ptr())) {
+    // The common case (keys from keys_from_tokens): read the ints without the generic caster.
+    const Py_ssize_t count = PyList_Size(values.ptr());
+    std::vector<uint64_t> out(static_cast<size_t>(count));
+    for (Py_ssize_t i = 0; i < count; ++i) {
+      PyObject* item = PyList_GET_ITEM(values.ptr(), i);
+      const unsigned long long value =
+          PyLong_Check(item) ? PyLong_AsUnsignedLongLong(item) : static_cast<unsigned long long>(-1);
+      if (!PyLong_Check(item) || (value == static_cast<unsigned long long>(-1) && PyErr_Occurred())) {
+        PyErr_Clear();
+        throw py::type_error(std::string(what) +
+                             " must be a sequence of ints in [0, 2**64) or a uint64 buffer "
+                             "(array('Q')): item " +
+                             std::to_string(i) + " is " + std::string(py::repr(item)));
+      }
+      out[static_cast<size_t>(i)] = value;
+    }
+    return out;
+  }
   try {
     return values.cast<std::vector<uint64_t>>();
   } catch (const py::cast_error&) {
     throw py::type_error(std::string(what) +
                          " must be a sequence of ints in [0, 2**64) or a uint64 buffer "
                          "(array('Q'))");
+  }
+}
+
+std::vector<int64_t> ReadInt64s(py::handle values, const char* what) {
+  const std::string error = std::string(what) +
+                            " must be a sequence of ints in the int64 range or an int64 buffer "
+                            "(array('q'))";
+  if (IsBuffer(values)) {
+    const py::buffer_info info = Contiguous(values, what);
+    const std::string_view format = ItemFormat(info.format);
+    if (info.itemsize != 8 || (format != "q" && format != "l")) {
+      throw py::type_error(error + ": got a buffer of format '" + info.format + "'");
+    }
+    const auto* first = static_cast<const int64_t*>(info.ptr);
+    return std::vector<int64_t>(first, first + info.shape[0]);
+  }
+  if (PyList_CheckExact(values.ptr())) {
+    const Py_ssize_t count = PyList_Size(values.ptr());
+    std::vector<int64_t> out(static_cast<size_t>(count));
+    for (Py_ssize_t i = 0; i < count; ++i) {
+      PyObject* item = PyList_GET_ITEM(values.ptr(), i);
+      int overflow = 0;
+      const long long value = PyLong_Check(item) ? PyLong_AsLongLongAndOverflow(item, &overflow) : 0;
+      if (!PyLong_Check(item) || overflow != 0) {
+        throw py::type_error(error + ": item " + std::to_string(i) + " is " +
+                             std::string(py::repr(item)));
+      }
+      out[static_cast<size_t>(i)] = value;
+    }
+    return out;
+  }
+  try {
+    return values.cast<std::vector<int64_t>>();
+  } catch (const py::cast_error&) {
+    throw py::type_error(error);
   }
 }
 

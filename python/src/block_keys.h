@@ -41,6 +41,9 @@ class TokenIds {
 // argument in the TypeError for anything else.
 std::vector<uint64_t> ReadUint64s(pybind11::handle values, const char* what);
 std::vector<kv::BlockKey> ReadKeys(pybind11::handle keys);
+// A sequence of int64 (payloads) from a list of ints, an int64 buffer (array('q')) or any
+// sequence of ints; `what` names the argument in the TypeError for anything else.
+std::vector<int64_t> ReadInt64s(pybind11::handle values, const char* what);
 
 pybind11::list KeysToList(const std::vector<kv::BlockKey>& keys);
 

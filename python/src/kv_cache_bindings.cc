@@ -42,6 +42,36 @@ constexpr const char* kKvCacheDoc =
     "in which they interleave is the callers' to control. Distinct KvCache objects are "
     "independent. Deterministic: equal options and calls give equal results and events.";
 
+// Each payload p as the `run` values p .. p + run - 1.
+std::vector<int64_t> Runs(const std::vector<int64_t>& payloads, int64_t run) {
+  if (run == 1) return payloads;
+  std::vector<int64_t> out;
+  out.reserve(payloads.size() * static_cast<size_t>(run));
+  for (const int64_t p : payloads) {
+    for (int64_t i = 0; i < run; ++i) out.push_back(p + i);
+  }
+  return out;
+}
+
+py::bytearray Int64Bytes(const std::vector<int64_t>& values) {
+  return {reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t)};
+}
+
+py::list EventTuples(const std::vector<kv::KvEvent>& events) {
+  py::list out(events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    out[i] = py::make_tuple(kv::KvEventKindName(events[i].kind), events[i].key.value(),
+                            TierName(events[i].tier), events[i].payload);
+  }
+  return out;
+}
+
+kv::Tier TierArg(const std::string& tier) {
+  if (tier == "device") return kv::Tier::kDevice;
+  if (tier == "host") return kv::Tier::kHost;
+  throw StatusError(InvalidArgumentError("tier must be 'device' or 'host', got '" + tier + "'"));
+}
+
 kv::RequestOptions RequestOptionsFrom(int64_t prompt_tokens,
                                       std::optional<kv::RetentionConfig> retention,
                                       std::optional<int64_t> session,
@@ -139,6 +169,21 @@ void DefRequests(py::class_<KvCacheManager>& cls) {
          "those on the host, as a PrefixMatch. No side effects: recency and stats are "
          "unchanged.")
       .def(
+          "match_payloads",
+          [](const KvCacheManager& c, py::handle keys, int64_t run) {
+            CheckRange(run, 1, 1 << 20, "run", "[1, 1048576]");
+            const std::vector<kv::BlockKey> k = ReadKeys(keys);
+            std::vector<int64_t> payloads;
+            const kv::PrefixMatch m = c.Match(k, payloads);
+            return py::make_tuple(m, Int64Bytes(Runs(payloads, run)));
+          },
+          py::arg("keys"), py::arg("run") = 1,
+          "match, and the payloads of the matched device blocks in chain order: each payload p "
+          "as the `run` consecutive values p, p + 1, ..., p + run - 1 (an engine page's slots "
+          "from its first), as a bytearray of native int64 (torch.frombuffer(b, "
+          "dtype=torch.int64) or memoryview(b).cast('q') reads it). Returns (PrefixMatch, "
+          "bytearray).")
+      .def(
           "add_request",
           [](KvCacheManager& c, int64_t request, py::handle prompt_keys, int64_t prompt_tokens,
              std::optional<kv::RetentionConfig> retention, std::optional<int64_t> session,
@@ -191,16 +236,25 @@ void DefRequestBlocks(py::class_<KvCacheManager>& cls) {
          "an unknown request.")
       .def(
           "commit",
-          [](KvCacheManager& c, int64_t request, py::handle keys) {
-            ThrowIfError(c.Commit(RequestId(request), ReadKeys(keys)));
+          [](KvCacheManager& c, int64_t request, py::handle keys, py::handle payloads) {
+            const std::vector<kv::BlockKey> k = ReadKeys(keys);
+            if (payloads.is_none()) {
+              ThrowIfError(c.Commit(RequestId(request), k));
+              return;
+            }
+            ThrowIfError(c.Commit(RequestId(request), k, ReadInt64s(payloads, "payloads")));
           },
-          py::arg("request"), py::arg("keys"),
+          py::arg("request"), py::arg("keys"), py::arg("payloads") = py::none(),
           "Enters the request's next len(keys) full blocks into the prefix index, after those "
           "already committed (the first call starts after the matched prefix, whose keys are "
           "not repeated). A key already cached is shared. FailedPreconditionError when the "
           "request holds fewer blocks; NotFoundError for an unknown request; "
           "AlreadyExistsError when a key is cached under a different parent (the keys before "
-          "it stay committed).")
+          "it stay committed). `payloads` (ints, one per key): each block's payload, an int64 "
+          "the cache keeps for the caller (an engine page's first slot), returned by "
+          "match_payloads and carried by every event of the block; a block already cached on "
+          "the device keeps its own. InvalidArgumentError, with nothing committed, unless "
+          "len(payloads) == len(keys).")
       .def(
           "release",
           [](KvCacheManager& c, int64_t request) { ThrowIfError(c.Release(RequestId(request))); },
@@ -251,6 +305,34 @@ void DefPrioritiesAndTiers(py::class_<KvCacheManager>& cls) {
             return std::string(TierName(*tier));
           },
           py::arg("key"), "'device' or 'host' for a cached block `key`, else None.")
+      .def(
+          "set_payload",
+          [](KvCacheManager& c, uint64_t key, int64_t payload) {
+            ThrowIfError(c.SetPayload(kv::BlockKey(key), payload));
+          },
+          py::arg("key"), py::arg("payload"),
+          "Sets the payload of the cached block `key` (either tier: where the caller moved its "
+          "bytes). NotFoundError when not cached.")
+      .def(
+          "payload",
+          [](const KvCacheManager& c, uint64_t key) {
+            return ValueOrThrow(c.Payload(kv::BlockKey(key)));
+          },
+          py::arg("key"),
+          "The payload of the cached block `key` (0 when none was given); NotFoundError when "
+          "not cached.")
+      .def(
+          "cached_payloads",
+          [](const KvCacheManager& c, const std::string& tier) {
+            py::list out;
+            for (const auto& [key, payload] : c.CachedPayloads(TierArg(tier))) {
+              out.append(py::make_tuple(key.value(), payload));
+            }
+            return out;
+          },
+          py::arg("tier") = "device",
+          "Every cached block of `tier` ('device' or 'host') as a (key, payload) pair, in no "
+          "particular order (a scan of the whole pool: for checks and dumps).")
       .def(
           "offload_chain",
           [](KvCacheManager& c, py::handle keys) { return c.OffloadChain(ReadKeys(keys)); },
@@ -362,7 +444,71 @@ void DefTime(py::class_<KvCacheManager>& cls) {
           "The caller's clock in nanoseconds (starts at 0).");
 }
 
-// KvCache.take_events: the events of `kinds` (every kind when none), checked by name.
+// KvCache's state.
+void DefState(py::class_<KvCacheManager>& cls) {
+  cls.def(
+         "reset", [](KvCacheManager& c) { ThrowIfError(c.Reset()); },
+         "Removes every cached block from both tiers (counters are kept). "
+         "FailedPreconditionError while any request is active.")
+      .def("stats", &KvCacheManager::stats, "A KvCacheStats snapshot: counters and gauges.")
+      .def(
+          "take_events",
+          [](KvCacheManager& c, const std::optional<std::vector<std::string>>& kinds,
+             bool as_tuples) -> py::object {
+            std::vector<kv::KvEvent> events = TakeEvents(c, kinds);
+            if (!as_tuples) return py::cast(std::move(events));
+            return EventTuples(events);
+          },
+          py::arg("kinds") = py::none(), py::arg("as_tuples") = false,
+          "The KvEvents recorded since the last call, oldest first (empty unless "
+          "event_log_capacity > 0; the log keeps the newest events, dropped_events counts the "
+          "rest). With `kinds` (event kind names), only those are returned; the others are "
+          "taken too and discarded before any becomes a Python object. With as_tuples, each "
+          "event is a (kind, key, tier, payload) tuple instead of a KvEvent (cheaper to build "
+          "and read).")
+      .def(
+          "take_dropped_payloads",
+          [](KvCacheManager& c, const std::optional<std::vector<std::string>>& kinds,
+             int64_t run) {
+            CheckRange(run, 1, 1 << 20, "run", "[1, 1048576]");
+            const std::vector<kv::KvEvent> events = TakeEvents(c, kinds);
+            std::vector<int64_t> payloads;
+            payloads.reserve(events.size());
+            for (const kv::KvEvent& e : events) {
+              const bool drop = e.tier == kv::Tier::kDevice &&
+                                (e.kind == kv::KvEventKind::kDropped ||
+                                 e.kind == kv::KvEventKind::kReleased) &&
+                                e.payload >= 0;
+              if (!drop) return py::make_tuple(py::bytearray(), EventTuples(events));
+              payloads.push_back(e.payload);
+            }
+            return py::make_tuple(Int64Bytes(Runs(payloads, run)), py::list());
+          },
+          py::arg("kinds") = py::none(), py::arg("run") = 1,
+          "take_events(kinds) for a caller that frees what leaves the device: when every event "
+          "is a device block 'dropped' or 'released' whose payload is >= 0, returns (their "
+          "payloads as match_payloads gives them, runs of `run`; []); else returns (an empty "
+          "bytearray, every event as a (kind, key, tier, payload) tuple, oldest first) for the "
+          "caller to follow. Either way the events are taken.")
+      .def_property_readonly("dropped_events", &KvCacheManager::dropped_events,
+                             "Events the bounded log lost.")
+      .def(
+          "check_invariants", [](const KvCacheManager& c) { ThrowIfError(c.CheckInvariants()); },
+          "Verifies every internal invariant of the cache; InternalError naming the first "
+          "broken one. For tests: call it after each mutation.")
+      .def("metadata_bytes", &KvCacheManager::MetadataBytes,
+           "Bytes of metadata the cache allocated for its blocks.")
+      .def("__repr__", [](const KvCacheManager& c) {
+        const kv::KvCacheOptions& o = c.options();
+        return "KvCache(device_blocks=" + std::to_string(o.device_blocks) +
+               ", host_blocks=" + std::to_string(o.host_blocks) +
+               ", tokens_per_block=" + std::to_string(o.tokens_per_block) +
+               ", active_requests=" + std::to_string(c.active_requests()) + ")";
+      });
+}
+
+}  // namespace
+
 std::vector<kv::KvEvent> TakeEvents(KvCacheManager& cache,
                                     const std::optional<std::vector<std::string>>& kinds) {
   if (kinds.has_value()) {
@@ -382,51 +528,6 @@ std::vector<kv::KvEvent> TakeEvents(KvCacheManager& cache,
   });
   return events;
 }
-
-// KvCache's state.
-void DefState(py::class_<KvCacheManager>& cls) {
-  cls.def(
-         "reset", [](KvCacheManager& c) { ThrowIfError(c.Reset()); },
-         "Removes every cached block from both tiers (counters are kept). "
-         "FailedPreconditionError while any request is active.")
-      .def("stats", &KvCacheManager::stats, "A KvCacheStats snapshot: counters and gauges.")
-      .def(
-          "take_events",
-          [](KvCacheManager& c, const std::optional<std::vector<std::string>>& kinds,
-             bool as_tuples) -> py::object {
-            std::vector<kv::KvEvent> events = TakeEvents(c, kinds);
-            if (!as_tuples) return py::cast(std::move(events));
-            py::list out(events.size());
-            for (size_t i = 0; i < events.size(); ++i) {
-              out[i] = py::make_tuple(kv::KvEventKindName(events[i].kind), events[i].key.value(),
-                                      events[i].tier == kv::Tier::kDevice ? "device" : "host");
-            }
-            return out;
-          },
-          py::arg("kinds") = py::none(), py::arg("as_tuples") = false,
-          "The KvEvents recorded since the last call, oldest first (empty unless "
-          "event_log_capacity > 0; the log keeps the newest events, dropped_events counts the "
-          "rest). With `kinds` (event kind names), only those are returned; the others are "
-          "taken too and discarded before any becomes a Python object. With as_tuples, each "
-          "event is a (kind, key, tier) tuple instead of a KvEvent (cheaper to build and read).")
-      .def_property_readonly("dropped_events", &KvCacheManager::dropped_events,
-                             "Events the bounded log lost.")
-      .def(
-          "check_invariants", [](const KvCacheManager& c) { ThrowIfError(c.CheckInvariants()); },
-          "Verifies every internal invariant of the cache; InternalError naming the first "
-          "broken one. For tests: call it after each mutation.")
-      .def("metadata_bytes", &KvCacheManager::MetadataBytes,
-           "Bytes of metadata the cache allocated for its blocks.")
-      .def("__repr__", [](const KvCacheManager& c) {
-        const kv::KvCacheOptions& o = c.options();
-        return "KvCache(device_blocks=" + std::to_string(o.device_blocks) +
-               ", host_blocks=" + std::to_string(o.host_blocks) +
-               ", tokens_per_block=" + std::to_string(o.tokens_per_block) +
-               ", active_requests=" + std::to_string(c.active_requests()) + ")";
-      });
-}
-
-}  // namespace
 
 void BindKvCache(py::module_& m) {
   BindHandle(m);

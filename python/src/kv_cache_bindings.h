@@ -7,7 +7,18 @@
 
 #include <pybind11/pybind11.h>
 
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agentkv/kv/kv_cache_manager.h"
+
 namespace agentkv::python {
+
+// cache.TakeEvents() with only the events of `kinds` (KvEventKindName spellings; every kind
+// when none) kept; InvalidArgumentError naming an unknown kind, with nothing taken.
+std::vector<kv::KvEvent> TakeEvents(kv::KvCacheManager& cache,
+                                    const std::optional<std::vector<std::string>>& kinds);
 
 void BindKvCache(pybind11::module_& module);
 

@@ -464,19 +464,23 @@ void BindKvEvent(py::module_& m) {
       m, "KvEvent",
       "One entry of the event log (KvCache.take_events): kind ('stored', 'offloaded', "
       "'dropped', 'evicted', 'released', 'onboarded', 'cleared'), the block's key, the tier it "
-      "was in before the event ('device' or 'host') and the scheduler step.")
+      "was in before the event ('device' or 'host'), the scheduler step and the block's payload "
+      "then (KvCache.commit, set_payload; 0 when none was given).")
       .def(py::init(
-               [](const std::string& kind, uint64_t key, const std::string& tier, int64_t step) {
+               [](const std::string& kind, uint64_t key, const std::string& tier, int64_t step,
+                  int64_t payload) {
                  return kv::KvEvent{ParseName(kind, kEventKinds, kv::KvEventKindName, "kind"),
                                     kv::BlockKey(key), ParseName(tier, kTiers, TierName, "tier"),
-                                    Step(step)};
+                                    Step(step), payload};
                }),
-           py::arg("kind"), py::arg("key"), py::arg("tier") = "device", py::arg("step") = 0)
+           py::arg("kind"), py::arg("key"), py::arg("tier") = "device", py::arg("step") = 0,
+           py::arg("payload") = 0)
       .def_property_readonly("kind",
                              [](const kv::KvEvent& e) { return kv::KvEventKindName(e.kind); })
       .def_property_readonly("key", [](const kv::KvEvent& e) { return e.key.value(); })
       .def_property_readonly("tier", [](const kv::KvEvent& e) { return TierName(e.tier); })
       .def_property_readonly("step", [](const kv::KvEvent& e) { return e.step.value(); })
+      .def_property_readonly("payload", [](const kv::KvEvent& e) { return e.payload; })
       .def(
           "__eq__",
           [](const kv::KvEvent& a, const py::object& b) {
@@ -487,7 +491,8 @@ void BindKvEvent(py::module_& m) {
            [](const kv::KvEvent& e) {
              return std::string("KvEvent(kind='") + kv::KvEventKindName(e.kind) +
                     "', key=" + std::to_string(e.key.value()) + ", tier='" + TierName(e.tier) +
-                    "', step=" + std::to_string(e.step.value()) + ")";
+                    "', step=" + std::to_string(e.step.value()) +
+                    ", payload=" + std::to_string(e.payload) + ")";
            })
       .attr("__hash__") = py::none();
 }

@@ -114,7 +114,7 @@ def test_events_can_be_taken_by_kind_and_as_tuples():
     h.reserve(2, 4)  # stores a0 and a1, then drops a1
     h.finish(2)
     # Only the kinds asked for come back; the others are taken too.
-    assert h.cache.take_events(["dropped"], as_tuples=True) == [("dropped", a[1], "device")]
+    assert h.cache.take_events(["dropped"], as_tuples=True) == [("dropped", a[1], "device", 0)]
     assert h.cache.take_events() == []
     h.run(3, h.keys(tokens(100, 4)), 4)
     assert h.cache.take_events(as_tuples=True)[0][0] in ("dropped", "stored")

@@ -201,13 +201,13 @@ def test_eviction_frees_exactly_the_evicted_pages():
     a, b = Req("a", tokens(0, 12)), Req("b", tokens(1000, 12))
     d.run(a, decode=[1])  # 12 cached tokens
     d.run(b, decode=[1])  # 12 more: 8 slots free
-    before = {key: slots for key, slots in d.cache._slots.items()}
+    before = d.cache.cached_pages()
     c = Req("c", tokens(2000, 16))
     freed_before = len(d.allocator.freed_log)
     d.admit(c)  # needs 16 slots, 8 free: evicts 2 pages
     freed = d.allocator.freed_log[freed_before:]
     assert len(freed) == 1
-    evicted = [k for k in before if k not in d.cache._slots]
+    evicted = [k for k in before if k not in d.cache.cached_pages()]
     assert len(evicted) == 2
     assert sorted(freed[0]) == sorted(d.cache._slot_list(before[k] for k in evicted))
     # LRU: a's pages (older) went, deepest first; b's stayed.
@@ -287,7 +287,7 @@ def test_close_session_frees_the_sessions_own_pages():
     d.run(Req("other", shared + tokens(900, 4)), decode=[1])
     total = d.cache.total_size()
     own = {k for k in d.cache.cache.keys_from_tokens(shared + tokens(100, 8))[2:]}
-    own_slots = sorted(d.cache._slot_list(d.cache._slots[k] for k in own))
+    own_slots = sorted(d.cache._slot_list(d.cache.cached_pages()[k] for k in own))
     freed_before = len(d.allocator.freed_log)
     assert d.cache.close_session("sess-1") == 8
     assert d.cache.total_size() == total - 8

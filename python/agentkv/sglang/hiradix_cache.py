@@ -115,15 +115,14 @@ class AgentKvHiRadixCache(AgentKvRadixCache):
         if self.disable or aligned == 0:
             return self._empty_match()
         keys = self.cache.keys_from_tokens(token_ids[:aligned], namespace_of(extra_key))
-        found = self.cache.match(keys)
+        found, indices = self._match_indices(keys)
         if found.total_blocks == 0:
             return self._empty_match()
         device = self._node(keys, found.device_blocks, token_ids, extra_key)
         host = device
         if found.host_blocks:
             host = self._node(keys, found.total_blocks, token_ids, extra_key)
-        return MatchResult(self._indices_of(device.keys), device, host,
-                           found.host_blocks * self.page_size)
+        return MatchResult(indices, device, host, found.host_blocks * self.page_size)
 
     def init_load_back(self, last_node: Any, host_hit_length: int = 0,
                        mem_quota: Optional[int] = None) -> Tuple[Any, Any]:
@@ -208,13 +207,13 @@ class AgentKvHiRadixCache(AgentKvRadixCache):
         onboarded: List[int] = []
         freed: List[Any] = []
         loaded = self.cache.prefetch_chain(keys, pages) if pages else 0
-        for kind, key, tier in self.cache.take_events(_SLOT_EVENTS, as_tuples=True):
+        for kind, key, tier, first in self.cache.take_events(_SLOT_EVENTS, as_tuples=True):
             if kind == "onboarded":
                 onboarded.append(key)
             elif tier == "device" and (kind == "dropped" or kind == "released"):
-                freed.append(self._drop_device_page(key))
+                freed.append(self._drop_device_page(key, first))
             else:
-                self._on_event(kind, key, tier, freed, None)
+                self._on_event(kind, key, tier, first, freed, None)
         if self.cache.dropped_events:
             raise InternalError("the event log overflowed: slots can no longer be accounted")
         self._give_back(freed)
@@ -266,19 +265,18 @@ class AgentKvHiRadixCache(AgentKvRadixCache):
         self.cache_controller.evict_host(self._host_indices(host))
         self._apply_events()
 
-    def _give_back(self, freed: List[Any]) -> int:
+    def _give_back(self, freed: List[Any], slots: Optional[bytearray] = None) -> int:
         """The base's give-back, after the pages offloaded meanwhile were written to the host
         (their device slots are freed with the rest)."""
         freed.extend(self._write_offloaded())
-        return super()._give_back(freed)
+        return super()._give_back(freed, slots)
 
-    def _on_event(self, kind: str, key: int, tier: str, freed: List[Any],
+    def _on_event(self, kind: str, key: int, tier: str, first: int, freed: List[Any],
                   adopt: Optional[_Adoption]) -> None:
         if kind == "offloaded":
-            slots = self._pop_page(key)
-            if slots is None:
-                raise InternalError(f"the cache offloaded page {key:#x} it had no slots for")
-            self._offloading.append((key, slots))
+            # The payload stays the device page's first slot while on the host; the host
+            # slots are in _host_slots, and onboarding sets the new device page.
+            self._offloading.append((key, self._page_of(key, first)))
         elif tier == "host" and kind in ("dropped", "evicted", "released"):
             self.cache_controller.evict_host(self._host_indices(self._host_slots.pop(key)))
             if self.enable_kv_cache_events:

@@ -38,6 +38,9 @@ _FIRST_REQUEST_ID = 1
 # as it is committed); take_events leaves the others in C++.
 _SLOT_EVENTS = ("dropped", "released", "offloaded", "onboarded", "evicted")
 
+# The payload of a page whose slots are not consecutive (its tuple is in _irregular).
+_IRREGULAR = -1
+
 # Pages of a cache built without memory pools (SGLang's create_simulated, its unit tests).
 SIMULATED_PAGES = 1 << 16
 
@@ -121,10 +124,11 @@ class AgentKvRadixCache:
         self.device = _device_of(token_to_kv_pool_allocator)
         self._next_request = _FIRST_REQUEST_ID
         self.cache: KvCache
-        # Each cached page's slots: its first slot (an int) when they are page_size consecutive
-        # slots, as SGLang's paged allocator gives them, else the tuple of them.
-        self._slots: Dict[int, Union[int, Tuple[int, ...]]] = {}
-        self._irregular_pages = 0
+        # Each cached page's slots live in the C++ cache as its block's payload (no Python
+        # object per page): its first slot when they are page_size consecutive slots, as
+        # SGLang's paged allocator gives them. A page whose slots are not has payload
+        # _IRREGULAR and its tuple of slots here.
+        self._irregular: Dict[int, Tuple[int, ...]] = {}
         self._torch_indices = indices_factory is None
         self._offsets: Dict[Any, Any] = {}  # _page_offsets
         self._kv_events: List[Any] = []
@@ -187,8 +191,7 @@ class AgentKvRadixCache:
         clears the allocator itself). Outstanding locks are forgotten. With events on,
         records ``AllBlocksCleared``."""
         self.cache = KvCache(self._options)
-        self._slots = {}
-        self._irregular_pages = 0
+        self._irregular = {}
         self._page_meta = {}
         self.root_node = Node((), None)
         if self.enable_kv_cache_events:
@@ -206,11 +209,12 @@ class AgentKvRadixCache:
         if self.disable or aligned == 0:
             return self._empty_match()
         keys = self.cache.keys_from_tokens(token_ids[:aligned], namespace_of(extra_key))
-        matched = self.cache.match(keys).device_blocks
+        found, indices = self._match_indices(keys)
+        matched = found.device_blocks
         if matched == 0:
             return self._empty_match()
         node = Node(tuple(keys[:matched]), extra_key, token_ids, matched * self.page_size)
-        return MatchResult(self._indices_of(node.keys), node, node, 0)
+        return MatchResult(indices, node, node, 0)
 
     def insert(self, params: Any = None, value: Any = None, **kwargs: Any) -> Any:
         """Enters the key's full pages with their slots ``value``, as RadixCache.insert.
@@ -354,7 +358,7 @@ class AgentKvRadixCache:
 
     def total_size(self) -> int:
         """Tokens of cached pages."""
-        return len(self._slots) * self.page_size
+        return self.cache.stats().device.cached * self.page_size
 
     def pretty_print(self) -> None:
         print(f"#tokens: {self.total_size()} {self.cache.stats().device.to_dict()}")
@@ -420,21 +424,24 @@ class AgentKvRadixCache:
     def check_invariants(self) -> None:
         """The C++ cache's invariants, and that exactly its device blocks have slots."""
         self.cache.check_invariants()
-        irregular = sum(isinstance(page, tuple) for page in self._slots.values())
-        if irregular != self._irregular_pages:
-            raise InternalError(f"{irregular} pages with irregular slots, "
-                                f"{self._irregular_pages} counted")
-        stats = self.cache.stats()
-        if stats.device.cached != len(self._slots):
-            raise InternalError(f"{stats.device.cached} cached blocks but "
-                                f"{len(self._slots)} pages with slots")
-        for key in self._slots:
-            if self.cache.find_tier(key) != "device":
-                raise InternalError(f"page {key:#x} has slots but is not cached")
+        device = dict(self.cache.cached_payloads("device"))
+        for key, first in device.items():
+            if first < 0 and (first != _IRREGULAR or key not in self._irregular):
+                raise InternalError(f"page {key:#x} has payload {first} and no slots")
+        for key in self._irregular:
+            if device.get(key) != _IRREGULAR:
+                raise InternalError(f"page {key:#x} has irregular slots but is not cached "
+                                    "with their marker")
+
+    def cached_pages(self) -> Dict[int, Union[int, Tuple[int, ...]]]:
+        """Every cached page's slots by key: its first slot, or the tuple of its slots (a
+        scan of the whole pool, for checks)."""
+        return {key: self._irregular[key] if first == _IRREGULAR else first
+                for key, first in self.cache.cached_payloads("device")}
 
     def cached_slots(self) -> List[int]:
         """Every slot the cache owns (for accounting checks)."""
-        return self._slot_list(self._slots.values())
+        return self._slot_list(self.cached_pages().values())
 
     # ----- internals -----
 
@@ -504,27 +511,33 @@ class AgentKvRadixCache:
                 out.extend(page + j for j in span)
         return out
 
-    def _indices_of(self, keys: Sequence[int]) -> Any:
-        """The slots of the cached pages `keys`, as one index object."""
-        if not keys:
-            return self._indices_factory([])
-        return self._pages_to_indices(list(map(self._slots.__getitem__, keys)), regular=True)
+    def _match_indices(self, keys: List[int]) -> Tuple[Any, Any]:
+        """The C++ match of `keys` and the slots of its device prefix, as one index object."""
+        if not self._irregular:
+            # Every page is a first slot: the C++ cache writes out the slots itself.
+            found, slots = self.cache.match_payloads(keys, self.page_size)
+            return found, self._from_bytes(slots)
+        found, firsts = self.cache.match_payloads(keys)
+        pages = [self._irregular[key] if first == _IRREGULAR else first
+                 for key, first in zip(keys, memoryview(firsts).cast("q").tolist())]
+        return found, self._indices_factory(self._slot_list(pages))
 
-    def _pages_to_indices(self, pages: List[Any], regular: bool) -> Any:
-        """The slots of `pages` as one index object: with torch's default indices and only
-        first-slot pages (`regular`), built by torch from the first slots."""
+    def _indices_of(self, keys: List[int]) -> Any:
+        """The slots of the cached pages `keys` (all on the device), as one index object."""
+        found, indices = self._match_indices(keys)
+        if found.device_blocks != len(keys):
+            raise InternalError(f"{len(keys) - found.device_blocks} of {len(keys)} pages are not "
+                                "on the device")
+        return indices
+
+    def _from_bytes(self, slots: bytearray) -> Any:
+        """Slots from the C++ cache (a bytearray of native int64) as one index object: with
+        torch's default indices, a tensor over the bytes themselves."""
         torch = sys.modules.get("torch") if self._torch_indices else None
-        if torch is None or not regular:
-            return self._indices_factory(self._slot_list(pages))
-        try:
-            slots = torch.tensor(pages, dtype=torch.int64)
-        except (TypeError, ValueError):  # irregular pages (tuples) among first slots
-            slots = None
-        if slots is None or slots.dim() != 1:  # (only tuples: a 2-D tensor)
-            return self._indices_factory(self._slot_list(pages))
-        if self.page_size > 1:
-            slots = (slots.view(-1, 1) + self._page_offsets(torch, slots.dtype)).view(-1)
-        return slots if self.device is None else slots.to(self.device)
+        if torch is None or not slots:
+            return self._indices_factory(memoryview(slots).cast("q").tolist())
+        out = torch.frombuffer(slots, dtype=torch.int64)
+        return out if self.device is None else out.to(self.device)
 
     def _pages_of(self, indices: Any, tokens: int) -> "_Pages":
         """The pages of the first `tokens` (a multiple of page_size) slots of `indices`: each
@@ -548,21 +561,31 @@ class AgentKvRadixCache:
             pages.append(first if page == list(range(first, first + ps)) else tuple(page))
         return _Pages(pages, all(type(page) is int for page in pages))
 
+    def _set_page(self, key: int, page: Union[int, Tuple[int, ...]]) -> None:
+        """Records the slots of the cached page `key` (its first slot, or a tuple)."""
+        if type(page) is tuple:
+            self._irregular[key] = page
+            self.cache.set_payload(key, _IRREGULAR)
+        else:
+            self._irregular.pop(key, None)
+            self.cache.set_payload(key, page)
+
+    def _page_of(self, key: int, first: int) -> Union[int, Tuple[int, ...]]:
+        """The slots of a page leaving the device, from its event's payload (forgetting an
+        irregular page's tuple)."""
+        if first >= 0:
+            return first
+        slots = self._irregular.pop(key, None) if first == _IRREGULAR else None
+        if slots is None:
+            raise InternalError(f"the cache dropped page {key:#x} it had no slots for")
+        return slots
+
     def _page_offsets(self, torch: Any, dtype: Any) -> Any:
         """torch.arange(page_size) of `dtype`, made once per dtype."""
         offsets = self._offsets.get(dtype)
         if offsets is None:
             offsets = self._offsets[dtype] = torch.arange(self.page_size, dtype=dtype)
         return offsets
-
-    def _set_page(self, key: int, page: Union[int, Tuple[int, ...]]) -> None:
-        self._irregular_pages += isinstance(page, tuple)
-        self._slots[key] = page
-
-    def _pop_page(self, key: int) -> Optional[Union[int, Tuple[int, ...]]]:
-        page = self._slots.pop(key, None)
-        self._irregular_pages -= isinstance(page, tuple)
-        return page
 
     def _concat(self, head: Any, tail: Any) -> Any:
         """Two index objects as one (torch tensors concatenated, anything else as a list)."""
@@ -572,15 +595,15 @@ class AgentKvRadixCache:
             return torch.cat([head, tail.to(head.dtype)])
         return self._indices_factory(_to_ints(head) + _to_ints(tail))
 
-    def _insert(self, token_ids: List[int], slots: "_Pages", extra_key: Any, priority: Any,
+    def _insert(self, token_ids: List[int], pages: "_Pages", extra_key: Any, priority: Any,
                 req: Any, finished: bool) -> Tuple[int, List[int]]:
-        """Commits the full pages of `token_ids` (`slots`: theirs, _pages_of) through one C++
-        request; returns the tokens that were cached already and the pages' keys."""
+        """Commits the full pages of `token_ids` (`pages`: their slots, _pages_of) through one
+        C++ request, each page's first slot as its block's payload; returns the tokens that
+        were cached already and the pages' keys."""
         aligned = len(token_ids) // self.page_size * self.page_size
         if aligned == 0:
             return 0, []
         keys = self._keys(token_ids, aligned, extra_key, req)
-        pages = slots.pages
         kwargs: Dict[str, Any] = {}
         mapped = self._priority_map(priority)
         if mapped is not None:
@@ -595,17 +618,12 @@ class AgentKvRadixCache:
         request = self._new_request()
         # Pages on the host tier after the device prefix come back to the device as the
         # request is added (onboarded): they keep the slots the request computed them in.
-        adopt = _Adoption(keys, pages)
+        adopt = _Adoption(keys, pages.pages)
         held = self.cache.add_request(request, keys, **kwargs)
         matched = held.device_blocks
         try:
             self.cache.reserve(request, aligned)
-            self.cache.commit(request, keys[held.total_blocks:])
-            if not slots.regular:
-                for i in range(held.total_blocks, len(keys)):
-                    self._set_page(keys[i], pages[i])
-            else:
-                self._slots.update(zip(keys[held.total_blocks:], pages[held.total_blocks:]))
+            self._commit(request, keys[held.total_blocks:], pages, held.total_blocks)
             if self.enable_kv_cache_events:
                 self._record_stored(keys, token_ids, held.total_blocks)
         finally:
@@ -615,6 +633,28 @@ class AgentKvRadixCache:
                 self.cache.release_unfinished(request)
             self._apply_events(adopt)
         return matched * self.page_size, keys
+
+    def _commit(self, request: int, keys: List[int], pages: "_Pages", first: int) -> None:
+        """Commits `keys`, the pages pages[first:], with their first slots as payloads."""
+        new = pages.pages[first:] if first else pages.pages
+        if pages.regular:
+            self.cache.commit(request, keys, new)
+            return
+        payloads = []
+        for key, page in zip(keys, new):
+            if type(page) is tuple:
+                self._irregular[key] = page
+                payloads.append(_IRREGULAR)
+            else:
+                payloads.append(page)
+        try:
+            self.cache.commit(request, keys, payloads)
+        except Exception:
+            # Keys that did not become cached pages keep no slots here.
+            for key in keys:
+                if key in self._irregular and self.cache.find_tier(key) is None:
+                    del self._irregular[key]
+            raise
 
     def _keys(self, token_ids: Sequence[int], aligned: int, extra_key: Any,
               req: Any) -> List[int]:
@@ -657,58 +697,50 @@ class AgentKvRadixCache:
         """Follows the C++ cache's events in order: the slots of every page it dropped or
         released go back to the allocator, in one call, after the last event. Returns the
         device slots given back."""
-        events = self.cache.take_events(_SLOT_EVENTS, as_tuples=True)
+        if self.enable_kv_cache_events:
+            freed_slots = bytearray()
+            events = self.cache.take_events(_SLOT_EVENTS, as_tuples=True)
+        else:
+            # The common case, pages leaving the device and nothing else: their slots come
+            # back from C++ in one buffer (from the events' payloads) and `events` is empty.
+            freed_slots, events = self.cache.take_dropped_payloads(_SLOT_EVENTS, self.page_size)
         if self.cache.dropped_events:
             raise InternalError("the event log overflowed: slots can no longer be accounted")
-        gone = [key for kind, key, tier in events
-                if tier == "device" and (kind == "dropped" or kind == "released")]
-        if len(gone) == len(events) and not self.enable_kv_cache_events:
-            # The common case, pages leaving the device and nothing else: popped in one pass.
-            return self._give_back(self._drop_device_pages(gone))
         freed: List[Union[int, Tuple[int, ...]]] = []
-        for kind, key, tier in events:
+        for kind, key, tier, first in events:
             if tier == "device" and (kind == "dropped" or kind == "released"):
-                freed.append(self._drop_device_page(key))
+                freed.append(self._drop_device_page(key, first))
             else:
-                self._on_event(kind, key, tier, freed, adopt)
-        return self._give_back(freed)
+                self._on_event(kind, key, tier, first, freed, adopt)
+        return self._give_back(freed, freed_slots)
 
-    def _drop_device_pages(self, keys: List[int]) -> List[Union[int, Tuple[int, ...]]]:
-        try:
-            pages = list(map(self._slots.pop, keys))
-        except KeyError as missing:
-            raise InternalError(f"the cache dropped page {missing.args[0]:#x} it had no "
-                                "slots for") from None
-        if self._irregular_pages:
-            self._irregular_pages -= sum(type(page) is tuple for page in pages)
-        return pages
-
-    def _on_event(self, kind: str, key: int, tier: str, freed: List[Any],
+    def _on_event(self, kind: str, key: int, tier: str, first: int, freed: List[Any],
                   adopt: Optional["_Adoption"]) -> None:
         """An event other than a device page dropped or released (_apply_events handles
         those): none happens without a host tier."""
-        del key, freed, adopt
+        del key, first, freed, adopt
         raise InternalError(f"unexpected {kind} event ({tier}) without a host tier")
 
-    def _drop_device_page(self, key: int) -> Union[int, Tuple[int, ...]]:
-        slots = self._slots.pop(key, None)
-        if type(slots) is tuple:
-            self._irregular_pages -= 1
-        elif slots is None:
-            raise InternalError(f"the cache dropped page {key:#x} it had no slots for")
+    def _drop_device_page(self, key: int, first: int) -> Union[int, Tuple[int, ...]]:
+        slots = self._page_of(key, first)
         if self.enable_kv_cache_events:
             self._kv_events.append(_events.removed(key))
             self._page_meta.pop(key, None)
         return slots
 
-    def _give_back(self, freed: List[Any]) -> int:
-        """Frees the slots of the pages `freed` (each a first slot or a tuple) in one call."""
-        if not freed:
+    def _give_back(self, freed: List[Any], slots: Optional[bytearray] = None) -> int:
+        """Frees `slots` (a bytearray of int64 from the C++ cache) and the slots of the pages
+        `freed` (each a first slot or a tuple) in one call; returns how many."""
+        if freed:
+            raw = memoryview(slots).cast("q").tolist() if slots else []
+            indices = self._indices_factory(raw + self._slot_list(freed))
+        elif slots:
+            indices = self._from_bytes(slots)
+        else:
             return 0
-        slots = self._pages_to_indices(freed, regular=True)
         if self.token_to_kv_pool_allocator is not None:
-            self.token_to_kv_pool_allocator.free(slots)
-        return len(slots)
+            self.token_to_kv_pool_allocator.free(indices)
+        return len(indices)
 
 
 class _Pages(NamedTuple):

@@ -115,6 +115,17 @@ void BlockCache::PrefetchLookup(std::span<const BlockKey> keys, size_t i) const 
 }
 
 PrefixMatch BlockCache::Match(std::span<const BlockKey> keys) const {
+  std::vector<int64_t>* no_payloads = nullptr;
+  return MatchChain(keys, no_payloads);
+}
+
+PrefixMatch BlockCache::Match(std::span<const BlockKey> keys,
+                              std::vector<int64_t>& device_payloads) const {
+  return MatchChain(keys, &device_payloads);
+}
+
+PrefixMatch BlockCache::MatchChain(std::span<const BlockKey> keys,
+                                   std::vector<int64_t>* device_payloads) const {
   PrefixMatch match;
   int32_t parent = kNone;
   size_t i = 0;
@@ -122,6 +133,7 @@ PrefixMatch BlockCache::Match(std::span<const BlockKey> keys) const {
     PrefetchLookup(keys, i);
     const int32_t b = FindChild(parent, keys[i]);
     if (b == kNone || blocks_[static_cast<size_t>(b)].state != State::kDevice) break;
+    if (device_payloads != nullptr) device_payloads->push_back(PayloadOf(b));
     parent = b;
   }
   match.device_blocks = static_cast<int64_t>(i);
@@ -222,6 +234,51 @@ Status BlockCache::Reserve(RequestId request, int64_t total_tokens) {
 }
 
 Status BlockCache::Commit(RequestId request, std::span<const BlockKey> next_keys) {
+  return CommitBlocks(request, next_keys, {});
+}
+
+Status BlockCache::Commit(RequestId request, std::span<const BlockKey> next_keys,
+                          std::span<const int64_t> payloads) {
+  if (payloads.size() != next_keys.size()) {
+    return InvalidArgumentError("commit: " + Str(static_cast<int64_t>(next_keys.size())) +
+                                " keys but " + Str(static_cast<int64_t>(payloads.size())) +
+                                " payloads");
+  }
+  if (!next_keys.empty()) EnsurePayloads();
+  return CommitBlocks(request, next_keys, payloads);
+}
+
+void BlockCache::EnsurePayloads() {
+  if (payloads_.empty()) payloads_.assign(blocks_.size(), 0);
+}
+
+Status BlockCache::SetPayload(BlockKey key, int64_t payload) {
+  const int32_t b = FindBlock(key);
+  if (b == kNoBlock) return NotFoundError("block " + Str(static_cast<int64_t>(key.value())) + " is not cached");
+  EnsurePayloads();
+  payloads_[static_cast<size_t>(b)] = payload;
+  return Status::Ok();
+}
+
+StatusOr<int64_t> BlockCache::Payload(BlockKey key) const {
+  const int32_t b = FindBlock(key);
+  if (b == kNoBlock) return NotFoundError("block " + Str(static_cast<int64_t>(key.value())) + " is not cached");
+  return PayloadOf(b);
+}
+
+std::vector<std::pair<BlockKey, int64_t>> BlockCache::CachedPayloads(Tier tier) const {
+  const State want = tier == Tier::kDevice ? State::kDevice : State::kHost;
+  std::vector<std::pair<BlockKey, int64_t>> out;
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    if (blocks_[b].state == want) {
+      out.emplace_back(BlockKey(blocks_[b].key), PayloadOf(static_cast<ptrdiff_t>(b)));
+    }
+  }
+  return out;
+}
+
+Status BlockCache::CommitBlocks(RequestId request, std::span<const BlockKey> next_keys,
+                                std::span<const int64_t> payloads) {
   auto it = requests_.find(request);
   if (it == requests_.end()) return NotFoundError("unknown request " + Str(request.value()));
   internal::RequestState& state = it->second;
@@ -243,6 +300,7 @@ Status BlockCache::Commit(RequestId request, std::span<const BlockKey> next_keys
         key.value(), own, [this](uint32_t id) { return blocks_[static_cast<size_t>(id)].key; });
     if (existing == kNone) {
       Block& blk = blocks_[static_cast<size_t>(own)];
+      if (!payloads_.empty()) payloads_[static_cast<size_t>(own)] = payloads.empty() ? 0 : payloads[k];
       blk.key = key.value();
       blk.state = State::kDevice;
       blk.priority = static_cast<uint8_t>(options_.default_priority);
@@ -264,6 +322,7 @@ Status BlockCache::Commit(RequestId request, std::span<const BlockKey> next_keys
       ReturnFreeBlock(own);
       if (blocks_[static_cast<size_t>(existing)].state == State::kHost) {
         Onboard(existing);
+        if (!payloads.empty()) payloads_[static_cast<size_t>(existing)] = payloads[k];
       } else {
         Hold(existing);
       }
@@ -420,6 +479,7 @@ KvCacheStats BlockCache::stats() const {
 
 int64_t BlockCache::MetadataBytes() const {
   return static_cast<int64_t>(blocks_.capacity() * sizeof(Block)) + index_.MemoryBytes() +
+         static_cast<int64_t>(payloads_.capacity() * sizeof(int64_t)) +
          static_cast<int64_t>(sizeof(device_queue_) + sizeof(host_queue_)) +
          device_queue_.MemoryBytes() + host_queue_.MemoryBytes() +
          std::visit([](const auto& order) { return order.MemoryBytes(); }, order_);

@@ -49,6 +49,13 @@
 // was re-queued, was held again, a request released, a session ended) and asks it for victims;
 // no call site tests which order runs.
 //
+// Payloads. A caller that keeps something per cached block (an engine adapter: the page of KV
+// slots the engine computed the block in) may give each committed block one int64, its payload
+// (Commit, SetPayload): Match reads the device prefix's payloads in the same walk, and every
+// event carries the block's payload, so the adapter needs no table of its own. The cache never
+// interprets a payload; a block stored without one has payload 0. The payload array is
+// allocated the first time a payload is given (8 bytes per block); until then nothing costs.
+//
 // Thread-compatible: const methods may run concurrently; mutation needs external
 // synchronization. Owns its arena; move-only. Deterministic: equal options and calls give
 // equal results and events.
@@ -134,6 +141,9 @@ class BlockCache {
   // How many leading blocks of `keys` (a chain from one root) are on the device, and how
   // many after those are on the host. No side effects: recency and stats are unchanged.
   PrefixMatch Match(std::span<const BlockKey> keys) const;
+  // Match, also appending to `device_payloads` the payloads of the matched device blocks,
+  // in chain order.
+  PrefixMatch Match(std::span<const BlockKey> keys, std::vector<int64_t>& device_payloads) const;
 
   // What AddRequest would refuse, checked without side effects: InvalidArgument for a
   // negative `prompt_tokens` or a bad retention config, AlreadyExists if `request` is active.
@@ -166,6 +176,12 @@ class BlockCache {
   // keys not chained from this request's prefix): the keys before it stay committed, that
   // block and the ones after it stay uncommitted and are freed on Release.
   Status Commit(RequestId request, std::span<const BlockKey> next_keys);
+  // Commit, giving each block a payload: `payloads[k]` for next_keys[k]. A newly stored
+  // block, and a host copy promoted into the request's block, take it; a block already cached
+  // on the device keeps its own (the caller frees its duplicate). InvalidArgument, with
+  // nothing changed, unless the sizes are equal.
+  Status Commit(RequestId request, std::span<const BlockKey> next_keys,
+                std::span<const int64_t> payloads);
 
   // The committed blocks of the running `request`, by key. NotFound for an unknown request.
   StatusOr<CommittedChain> CommittedChainOf(RequestId request) const;
@@ -192,6 +208,14 @@ class BlockCache {
   StatusOr<Priority> GetPriority(BlockKey key) const;
   // The tier the cached block `key` is in, or nullopt.
   std::optional<Tier> FindTier(BlockKey key) const;
+  // Sets the payload of the cached block `key` (either tier; a block that changed tiers gets
+  // the caller's new location). NotFound when not cached.
+  Status SetPayload(BlockKey key, int64_t payload);
+  // The payload of the cached block `key` (0 when none was given), or NotFound.
+  StatusOr<int64_t> Payload(BlockKey key) const;
+  // Every cached block of `tier` with its payload, in block-id order (a scan of the arena: for
+  // checks and dumps, not per request).
+  std::vector<std::pair<BlockKey, int64_t>> CachedPayloads(Tier tier) const;
 
   // The cached block `key`, or nullopt. The id stays valid until the next call that can
   // evict, drop or release a block (AddRequest, Reserve, Commit, Release, ReleaseIfUnused,
@@ -325,6 +349,8 @@ class BlockCache {
     return blk;
   }
   int32_t FindChild(int32_t parent, BlockKey key) const;
+  PrefixMatch MatchChain(std::span<const BlockKey> keys,
+                         std::vector<int64_t>* device_payloads) const;
   // Called at position `i` of a walk along `keys`: prefetches the index chunks of the keys
   // kPrefetchAhead positions on (at the start, of the first ones too).
   void PrefetchIndex(std::span<const BlockKey> keys, size_t i) const;
@@ -387,14 +413,25 @@ class BlockCache {
   // Logs an event when the log is enabled (one inline branch when it is not: eviction calls
   // this once per block).
   void Record(KvEventKind kind, const Block& b, Tier tier) {
-    if (events_.enabled()) events_.Add(KvEvent{kind, BlockKey(b.key), tier, step_});
+    if (events_.enabled()) {
+      events_.Add(KvEvent{kind, BlockKey(b.key), tier, step_, PayloadOf(&b - blocks_.data())});
+    }
   }
+  int64_t PayloadOf(ptrdiff_t b) const {
+    return payloads_.empty() ? 0 : payloads_[static_cast<size_t>(b)];
+  }
+  // Allocates the payload array (all 0) if it is not yet.
+  void EnsurePayloads();
+  Status CommitBlocks(RequestId request, std::span<const BlockKey> next_keys,
+                      std::span<const int64_t> payloads);
 
   KvCacheOptions options_;
   BlockKeyHasher hasher_;
   agentkv::Step step_;
 
   std::vector<Block, HugePageAllocator<Block>> blocks_;
+  // Each block's payload, by block id; empty until a payload is first given.
+  std::vector<int64_t> payloads_;
   internal::BlockIndex index_;
   internal::PriorityLruQueue<Block> device_queue_{static_cast<int>(State::kDevice)};
   internal::PriorityLruQueue<Block> host_queue_{static_cast<int>(State::kHost)};

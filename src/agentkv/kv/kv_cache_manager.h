@@ -90,6 +90,10 @@ class KvCacheManager {
   // How many leading blocks of `keys` (a chain from one root) are on the device, and how
   // many after those are on the host. No side effects: recency and stats are unchanged.
   PrefixMatch Match(std::span<const BlockKey> keys) const { return cache_.Match(keys); }
+  // Match, appending the matched device blocks' payloads (BlockCache: "Payloads").
+  PrefixMatch Match(std::span<const BlockKey> keys, std::vector<int64_t>& device_payloads) const {
+    return cache_.Match(keys, device_payloads);
+  }
 
   // Starts `request` with the prompt's full-block keys `prompt_keys` (callers that must
   // recompute the last prompt token pass the keys of prompt[:-1]). Holds the device-resident
@@ -121,6 +125,16 @@ class KvCacheManager {
   // block and the ones after it stay uncommitted and are freed on Release.
   Status Commit(RequestId request, std::span<const BlockKey> next_keys) {
     return cache_.Commit(request, next_keys);
+  }
+  // Commit, giving each block a payload (BlockCache::Commit).
+  Status Commit(RequestId request, std::span<const BlockKey> next_keys,
+                std::span<const int64_t> payloads) {
+    return cache_.Commit(request, next_keys, payloads);
+  }
+  Status SetPayload(BlockKey key, int64_t payload) { return cache_.SetPayload(key, payload); }
+  StatusOr<int64_t> Payload(BlockKey key) const { return cache_.Payload(key); }
+  std::vector<std::pair<BlockKey, int64_t>> CachedPayloads(Tier tier) const {
+    return cache_.CachedPayloads(tier);
   }
 
   // Ends `request`: applies its retention config to its committed blocks, drops its holds

@@ -109,6 +109,9 @@ struct KvEvent {
   // The tier the block was in before the event (kStored: kDevice).
   Tier tier = Tier::kDevice;
   Step step;
+  // The block's payload when the event happened (BlockCache::SetPayload; 0 when none was
+  // given): an engine adapter's page index travels with the events that free it.
+  int64_t payload = 0;
 
   friend bool operator==(const KvEvent&, const KvEvent&) = default;
 };

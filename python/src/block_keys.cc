@@ -2,6 +2,7 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -40,13 +41,32 @@ py::buffer_info Contiguous(py::handle obj, const char* what) {
 
 }  // namespace
 
-TokenIds::TokenIds(py::handle tokens) {
+namespace {
+
+// Checks [start, end) against a sequence of `size` items; returns end (size when unset).
+size_t CheckedEnd(int64_t start, std::optional<int64_t> end, size_t size) {
+  const int64_t n = static_cast<int64_t>(size);
+  const int64_t stop = end.value_or(n);
+  if (start < 0 || stop < start || stop > n) {
+    throw StatusError(InvalidArgumentError(
+        "tokens[start:end] must lie within the " + std::to_string(n) + " tokens, got start " +
+        std::to_string(start) + ", end " + std::to_string(stop)));
+  }
+  return static_cast<size_t>(stop);
+}
+
+}  // namespace
+
+TokenIds::TokenIds(py::handle tokens, int64_t start, std::optional<int64_t> end) {
+  const auto first = static_cast<size_t>(std::max<int64_t>(start, 0));
   if (IsBuffer(tokens)) {
     py::buffer_info info = Contiguous(tokens, "tokens");
     const std::string_view format = ItemFormat(info.format);
     const size_t count = static_cast<size_t>(info.shape[0]);
     if (info.itemsize == 4 && format == "i") {
-      span_ = std::span<const int32_t>(static_cast<const int32_t*>(info.ptr), count);
+      const size_t stop = CheckedEnd(start, end, count);
+      span_ = std::span<const int32_t>(static_cast<const int32_t*>(info.ptr) + first,
+                                       stop - first);
       buffer_.emplace(std::move(info));
       return;
     }
@@ -57,8 +77,12 @@ TokenIds::TokenIds(py::handle tokens) {
             InvalidArgumentError("a bytes-like tokens buffer must hold whole int32 values, got " +
                                  std::to_string(count) + " bytes"));
       }
-      owned_.resize(count / sizeof(int32_t));
-      if (count > 0) std::memcpy(owned_.data(), info.ptr, count);
+      const size_t stop = CheckedEnd(start, end, count / sizeof(int32_t));
+      owned_.resize(stop - first);
+      if (stop > first) {
+        std::memcpy(owned_.data(), static_cast<const char*>(info.ptr) + first * sizeof(int32_t),
+                    (stop - first) * sizeof(int32_t));
+      }
       span_ = owned_;
       return;
     }
@@ -67,10 +91,10 @@ TokenIds::TokenIds(py::handle tokens) {
   if (PyList_CheckExact(tokens.ptr())) {
     // The common case (SGLang's token lists): read the ints directly, without the generic
     // sequence caster's per-item objects.
-    const Py_ssize_t count = PyList_Size(tokens.ptr());
-    owned_.resize(static_cast<size_t>(count));
-    for (Py_ssize_t i = 0; i < count; ++i) {
-      PyObject* item = PyList_GetItem(tokens.ptr(), i);
+    const size_t stop = CheckedEnd(start, end, static_cast<size_t>(PyList_Size(tokens.ptr())));
+    owned_.resize(stop - first);
+    for (size_t i = first; i < stop; ++i) {
+      PyObject* item = PyList_GET_ITEM(tokens.ptr(), static_cast<Py_ssize_t>(i));
       int overflow = 0;
       const long value = PyLong_Check(item) ? PyLong_AsLongAndOverflow(item, &overflow) : 0;
       if (!PyLong_Check(item) || overflow != 0 || value < INT32_MIN || value > INT32_MAX) {
@@ -79,7 +103,7 @@ TokenIds::TokenIds(py::handle tokens) {
             "bytes of native int32 values: item " +
             std::to_string(i) + " is " + std::string(py::repr(item)));
       }
-      owned_[static_cast<size_t>(i)] = static_cast<int32_t>(value);
+      owned_[i - first] = static_cast<int32_t>(value);
     }
     span_ = owned_;
     return;
@@ -91,6 +115,9 @@ TokenIds::TokenIds(py::handle tokens) {
         "tokens must be a sequence of int32 token ids, an int32 buffer (array('i')) or "
         "bytes of native int32 values");
   }
+  const size_t stop = CheckedEnd(start, end, owned_.size());
+  owned_.erase(owned_.begin() + static_cast<std::ptrdiff_t>(stop), owned_.end());
+  owned_.erase(owned_.begin(), owned_.begin() + static_cast<std::ptrdiff_t>(first));
   span_ = owned_;
 }
 

@@ -25,7 +25,10 @@ namespace agentkv::python {
 // bytes-like object whose length is not a multiple of 4.
 class TokenIds {
  public:
-  explicit TokenIds(pybind11::handle tokens);
+  explicit TokenIds(pybind11::handle tokens) : TokenIds(tokens, 0, std::nullopt) {}
+  // Only tokens[start:end] (end None: to the end), read without touching the rest of a list.
+  // InvalidArgumentError unless 0 <= start <= end <= len(tokens).
+  TokenIds(pybind11::handle tokens, int64_t start, std::optional<int64_t> end);
   TokenIds(const TokenIds&) = delete;
   TokenIds& operator=(const TokenIds&) = delete;
 

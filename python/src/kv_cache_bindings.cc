@@ -124,32 +124,35 @@ void DefOptionsAndKeys(py::class_<KvCacheManager>& cls) {
       .def(
           "keys_from_tokens",
           [](const KvCacheManager& c, py::handle tokens, uint64_t extra_key,
-             std::optional<uint64_t> parent) {
+             std::optional<uint64_t> parent, int64_t start, std::optional<int64_t> end) {
             if (parent.has_value() && extra_key != 0) {
               ThrowIfError(InvalidArgumentError(
                   "keys_from_tokens: give extra_key or parent, not both (a parent's chain is "
                   "in its namespace already)"));
             }
-            const TokenIds ids(tokens);
+            const TokenIds ids(tokens, start, end);
             const kv::BlockKeyHasher hasher = c.hasher();
             const int32_t tpb = c.tokens_per_block();
-            const kv::BlockKey start =
+            const kv::BlockKey from =
                 parent.has_value() ? kv::BlockKey(*parent) : hasher.RootKey(extra_key);
             std::vector<kv::BlockKey> keys;
             if (ids.span().size() >= kReleaseGilTokens) {
               // Reads only the caller's buffer.
               const py::gil_scoped_release release;
-              kv::BlockKeyHasher::AppendChainedKeys(ids.span(), tpb, start, keys);
+              kv::BlockKeyHasher::AppendChainedKeys(ids.span(), tpb, from, keys);
             } else {
-              kv::BlockKeyHasher::AppendChainedKeys(ids.span(), tpb, start, keys);
+              kv::BlockKeyHasher::AppendChainedKeys(ids.span(), tpb, from, keys);
             }
             return KeysToList(keys);
           },
           py::arg("tokens"), py::arg("extra_key") = 0, py::arg("parent") = py::none(),
+          py::arg("start") = 0, py::arg("end") = py::none(),
           "The keys of the full blocks of `tokens` under this cache's hash seed and block size "
           "(BlockKeyHasher.keys_from_tokens), as a list of ints. With `parent` (a block key), "
           "the chain continues after that block: keys_from_tokens(a + b) equals keys_from_tokens"
-          "(a) + keys_from_tokens(b, parent=<a's last key>) when a is whole blocks.")
+          "(a) + keys_from_tokens(b, parent=<a's last key>) when a is whole blocks. `start` and "
+          "`end` hash only tokens[start:end] (end None: to the end) without copying the list "
+          "first; InvalidArgumentError unless 0 <= start <= end <= len(tokens).")
       .def(
           "keys_from_block_ids",
           [](const KvCacheManager& c, py::handle block_ids, uint64_t extra_key) {

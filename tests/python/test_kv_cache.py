@@ -133,6 +133,56 @@ def test_keys_continue_a_chain_from_a_parent_key():
         cache.keys_from_tokens(tokens(8, 8), 7, parent=head[-1])
 
 
+@pytest.mark.parametrize("form", ["list", "array", "bytes", "tuple"])
+def test_keys_of_a_token_range_equal_the_keys_of_its_slice(form):
+    import array
+    cache = agentkv.KvCache(tokens_per_block=4, device_blocks=4)
+    ids = tokens(0, 30)
+    given = {"list": ids, "array": array.array("i", ids),
+             "bytes": array.array("i", ids).tobytes(), "tuple": tuple(ids)}[form]
+    whole = cache.keys_from_tokens(ids, 7)
+    assert cache.keys_from_tokens(given, 7, end=16) == whole[:4]
+    assert cache.keys_from_tokens(given, 7, end=18) == whole[:4]  # the partial block: no key
+    assert cache.keys_from_tokens(given, parent=whole[1], start=8, end=24) == whole[2:6]
+    assert cache.keys_from_tokens(given, start=30) == []
+    for start, end in ((-1, None), (5, 4), (0, 31)):
+        with pytest.raises(agentkv.InvalidArgumentError, match=r"tokens\[start:end\] must lie"):
+            cache.keys_from_tokens(given, start=start, end=end)
+
+
+def test_block_payloads_come_back_from_match_and_events():
+    cache = agentkv.KvCache(tokens_per_block=4, device_blocks=4, event_log_capacity=64)
+    keys = cache.keys_from_tokens(tokens(0, 12))
+    cache.add_request(1, [])
+    cache.reserve(1, 12)
+    with pytest.raises(agentkv.InvalidArgumentError, match="3 keys but 2 payloads"):
+        cache.commit(1, keys, [16, 32])
+    cache.commit(1, keys, [16, 32, 96])
+    cache.release(1)
+    found, slots = cache.match_payloads(keys)
+    assert found == agentkv.PrefixMatch(3, 0)
+    assert memoryview(slots).cast("q").tolist() == [16, 32, 96]
+    found, slots = cache.match_payloads(keys[:2], run=4)
+    assert memoryview(slots).cast("q").tolist() == [16, 17, 18, 19, 32, 33, 34, 35]
+    assert sorted(cache.cached_payloads()) == sorted(zip(keys, [16, 32, 96]))
+    cache.set_payload(keys[2], 48)
+    assert cache.payload(keys[2]) == 48
+    with pytest.raises(agentkv.NotFoundError):
+        cache.payload(12345)
+    cache.take_events()
+    # A new chain takes two blocks: the two deepest of `keys` are dropped, with their slots.
+    cache.add_request(2, [])
+    cache.reserve(2, 12)
+    freed, rest = cache.take_dropped_payloads(["dropped", "released"], run=2)
+    assert rest == [] and sorted(memoryview(freed).cast("q").tolist()) == [32, 33, 48, 49]
+    # Any other event: nothing is read through, every event comes back as a tuple.
+    cache.commit(2, cache.keys_from_tokens(tokens(100, 8)), [200, 204])
+    cache.release(2)
+    freed, rest = cache.take_dropped_payloads()
+    assert len(freed) == 0 and [e[0] for e in rest] == ["stored", "stored"]
+    assert [e[3] for e in rest] == [200, 204]
+
+
 def test_a_token_list_with_a_bad_item_names_it():
     cache = agentkv.KvCache(tokens_per_block=4, device_blocks=4)
     for bad in (["a"], [1, 2**31], [1, 2, 3.5]):

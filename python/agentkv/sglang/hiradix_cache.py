@@ -114,7 +114,7 @@ class AgentKvHiRadixCache(AgentKvRadixCache):
         aligned = len(token_ids) // self.page_size * self.page_size
         if self.disable or aligned == 0:
             return self._empty_match()
-        keys = self.cache.keys_from_tokens(token_ids[:aligned], namespace_of(extra_key))
+        keys = self.cache.keys_from_tokens(token_ids, namespace_of(extra_key), end=aligned)
         found, indices = self._match_indices(keys)
         if found.total_blocks == 0:
             return self._empty_match()

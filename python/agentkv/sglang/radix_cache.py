@@ -208,7 +208,7 @@ class AgentKvRadixCache:
         aligned = len(token_ids) // self.page_size * self.page_size
         if self.disable or aligned == 0:
             return self._empty_match()
-        keys = self.cache.keys_from_tokens(token_ids[:aligned], namespace_of(extra_key))
+        keys = self.cache.keys_from_tokens(token_ids, namespace_of(extra_key), end=aligned)
         found, indices = self._match_indices(keys)
         matched = found.device_blocks
         if matched == 0:
@@ -238,7 +238,7 @@ class AgentKvRadixCache:
         value = list(token_ids) if value is None else value
         if len(value) < aligned:
             raise ValueError(f"insert: {len(value)} slot indices for {len(token_ids)} tokens")
-        prefix_len, _ = self._insert(token_ids, self._pages_of(value, aligned), extra_key,
+        prefix_len, _ = self._insert(token_ids, aligned, self._pages_of(value, aligned), extra_key,
                                      priority, None, finished=False)
         return InsertResult(prefix_len) if as_params else prefix_len
 
@@ -251,12 +251,14 @@ class AgentKvRadixCache:
         if self.disable:
             self._free(row[:committed])
             return
-        token_ids = _joined(req.origin_input_ids, req.output_ids)[:committed]
-        aligned = len(token_ids) // self.page_size * self.page_size
-        kv_indices = row[:len(token_ids)]
+        # The tokens with KV: the first `length` (no copy of them: the C++ hash reads a range).
+        token_ids = _joined(req.origin_input_ids, req.output_ids)
+        length = min(committed, len(token_ids))
+        aligned = length // self.page_size * self.page_size
+        kv_indices = row[:length]
         protected = self._protected_len(req)
         if is_insert:
-            prefix_len, _ = self._insert(token_ids[:aligned],
+            prefix_len, _ = self._insert(token_ids, aligned,
                                          self._pages_of(kv_indices, aligned),
                                          getattr(req, "extra_key", None),
                                          getattr(req, "priority", 0), req, finished=True)
@@ -278,7 +280,7 @@ class AgentKvRadixCache:
         row = self._row(req)
         kv_indices = row[:len(token_ids)]
         protected = self._protected_len(req)
-        prefix_len, keys = self._insert(token_ids[:aligned], self._pages_of(kv_indices, aligned),
+        prefix_len, keys = self._insert(token_ids, aligned, self._pages_of(kv_indices, aligned),
                                         getattr(req, "extra_key", None),
                                         getattr(req, "priority", 0), req, finished=False)
         self._free(kv_indices[protected:prefix_len])
@@ -595,12 +597,11 @@ class AgentKvRadixCache:
             return torch.cat([head, tail.to(head.dtype)])
         return self._indices_factory(_to_ints(head) + _to_ints(tail))
 
-    def _insert(self, token_ids: List[int], pages: "_Pages", extra_key: Any, priority: Any,
-                req: Any, finished: bool) -> Tuple[int, List[int]]:
-        """Commits the full pages of `token_ids` (`pages`: their slots, _pages_of) through one
-        C++ request, each page's first slot as its block's payload; returns the tokens that
-        were cached already and the pages' keys."""
-        aligned = len(token_ids) // self.page_size * self.page_size
+    def _insert(self, token_ids: List[int], aligned: int, pages: "_Pages", extra_key: Any,
+                priority: Any, req: Any, finished: bool) -> Tuple[int, List[int]]:
+        """Commits the first `aligned` tokens of `token_ids` (a multiple of page_size; `pages`:
+        their slots, _pages_of) through one C++ request, each page's first slot as its block's
+        payload; returns the tokens that were cached already and the pages' keys."""
         if aligned == 0:
             return 0, []
         keys = self._keys(token_ids, aligned, extra_key, req)
@@ -664,9 +665,9 @@ class AgentKvRadixCache:
         known = node.keys if isinstance(node, Node) and node.extra_key == extra_key else ()
         done = len(known) * self.page_size
         if not known or done > aligned:
-            return self.cache.keys_from_tokens(token_ids[:aligned], namespace_of(extra_key))
-        return list(known) + self.cache.keys_from_tokens(token_ids[done:aligned],
-                                                         parent=known[-1])
+            return self.cache.keys_from_tokens(token_ids, namespace_of(extra_key), end=aligned)
+        return list(known) + self.cache.keys_from_tokens(token_ids, parent=known[-1],
+                                                         start=done, end=aligned)
 
     def _record_stored(self, keys: Sequence[int], token_ids: Sequence[int], first: int) -> None:
         """BlockStored events of pages keys[first:], remembering each page's parent and tokens

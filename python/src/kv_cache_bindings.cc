@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -274,6 +275,18 @@ void DefRequestBlocks(py::class_<KvCacheManager>& cls) {
           py::arg("request"),
           "release for a request that did not finish (retracted, aborted): its next_pause is "
           "ignored. NotFoundError for an unknown request.")
+      .def(
+          "evict",
+          [](KvCacheManager& c, int64_t blocks) {
+            CheckRange(blocks, 0, std::numeric_limits<int64_t>::max(), "blocks", "[0, 2**63)");
+            return c.EvictDevice(blocks);
+          },
+          py::arg("blocks"),
+          "Evicts up to `blocks` unheld device blocks beyond those free, in the cache's own "
+          "order, exactly as a reserve that needed that much room would (offloads, cascades, "
+          "events): for an engine whose own allocator asks the cache for room. Returns the "
+          "device blocks freed, at least min(blocks, evictable). InvalidArgumentError for a "
+          "negative count.")
       .def_property_readonly("active_requests", &KvCacheManager::active_requests,
                              "Requests added and not released.");
 }

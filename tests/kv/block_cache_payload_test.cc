@@ -177,6 +177,31 @@ TEST(BlockCachePayloadTest, AHostCopyPromotedAtCommitTakesTheCommittersPayload) 
   EXPECT_TRUE(cache.CheckInvariants().ok());
 }
 
+TEST(BlockCachePayloadTest, EvictDeviceFreesBeyondTheFreeBlocksInTheCachesOrder) {
+  BlockCache cache = Build(6);
+  const std::vector<BlockKey> a = Chain(cache, 1, 2);
+  const std::vector<BlockKey> b = Chain(cache, 100, 2);
+  Start(cache, 1, a, {0, 4});
+  ASSERT_TRUE(cache.Release(RequestId(1)).ok());
+  Start(cache, 2, b, {8, 12});  // b stays held
+  (void)cache.TakeEvents();
+  ASSERT_EQ(cache.stats().device.free, 2);
+  // One block asked for: a's deepest (LRU picks leaves), its slots named by the event.
+  EXPECT_EQ(cache.EvictDevice(1), 1);
+  std::vector<int64_t> dropped;
+  for (const KvEvent& e : cache.TakeEvents()) {
+    if (e.kind == KvEventKind::kDropped) dropped.push_back(e.payload);
+  }
+  EXPECT_THAT(dropped, ElementsAre(4));
+  EXPECT_EQ(cache.stats().device.free, 3);
+  // More than is evictable: only the unheld block goes; held ones stay.
+  EXPECT_EQ(cache.EvictDevice(10), 1);
+  EXPECT_EQ(cache.stats().device.free, 4);
+  EXPECT_EQ(cache.Match(b), (PrefixMatch{2, 0}));
+  EXPECT_EQ(cache.EvictDevice(0), 0);
+  EXPECT_TRUE(cache.CheckInvariants().ok());
+}
+
 // The model: what an adapter knows from the events and its own calls only. Random sessions
 // over shared prefixes, with a host tier, under eviction; after every call the cache's
 // payloads equal the model's, and each event's payload is the one the model has for it.

@@ -678,20 +678,9 @@ class AgentKvRadixCache:
         self._kv_events.extend(_events.stored(keys, token_ids, first, self.page_size))
 
     def _evict(self, num_tokens: int) -> int:
-        pages = -(-num_tokens // self.page_size)
-        device = self.cache.stats().device
-        pages = min(pages, device.evictable)
-        if pages == 0:
-            return 0
-        # The C++ cache evicts when an allocation needs room: a request that reserves every
-        # free block and `pages` more makes it evict `pages` blocks (or a few more, where a
-        # dropped block's dependents go with it) in its own order, then frees them unused.
-        request = self._new_request()
-        self.cache.add_request(request, [])
-        try:
-            self.cache.reserve(request, (device.free + pages) * self.page_size)
-        finally:
-            self.cache.release_unfinished(request)
+        # In the C++ cache's own order, as an allocation that needed the room would (a few
+        # more pages where a dropped page's dependents go with it).
+        self.cache.evict(-(-num_tokens // self.page_size))
         return self._apply_events()
 
     def _apply_events(self, adopt: Optional["_Adoption"] = None) -> int:

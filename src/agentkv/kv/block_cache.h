@@ -167,6 +167,13 @@ class BlockCache {
   // NotFound for an unknown request. Holding more already is a no-op.
   Status Reserve(RequestId request, int64_t total_tokens);
 
+  // Evicts up to `blocks` unheld device blocks beyond those free, in the cache's own order,
+  // exactly as an allocation that needed that much room would (offloads, cascades, events);
+  // for an engine whose own allocator asks the cache for room. Returns the device blocks
+  // freed: at least min(blocks, evictable) (a cascade may free more). Precondition:
+  // blocks >= 0.
+  int64_t EvictDevice(int64_t blocks);
+
   // Enters the request's next `next_keys.size()` full blocks into the prefix index, in order
   // after those already committed (the first call commits from block 0 on, after the matched
   // prefix, whose keys must not be repeated). A key already cached (another request computed

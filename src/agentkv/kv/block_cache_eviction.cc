@@ -1,6 +1,7 @@
 // BlockCache (block_cache.h): eviction: making device room, the victim order's events,
 // evictions and their cascades, holds, priorities and the tree links they walk. The
 // invariants are listed in block_cache.cc.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -77,6 +78,14 @@ void BlockCache::MakeDeviceRoom(int64_t n) {
   defer_index_erase_ = false;
   for (const auto& [key, b] : deferred_erase_) index_.Erase(key, b);
   deferred_erase_.clear();
+}
+
+int64_t BlockCache::EvictDevice(int64_t blocks) {
+  AGENTKV_CHECK_GE(blocks, 0);
+  const int64_t free_before = options_.device_blocks - device_used_;
+  const int64_t want = free_before + std::min(blocks, device_queue_.size());
+  MakeDeviceRoom(want);
+  return options_.device_blocks - device_used_ - free_before;
 }
 
 int32_t BlockCache::TakeFreeBlock() {

@@ -132,6 +132,8 @@ class KvCacheManager {
     return cache_.Commit(request, next_keys, payloads);
   }
   Status SetPayload(BlockKey key, int64_t payload) { return cache_.SetPayload(key, payload); }
+  // BlockCache::EvictDevice.
+  int64_t EvictDevice(int64_t blocks) { return cache_.EvictDevice(blocks); }
   StatusOr<int64_t> Payload(BlockKey key) const { return cache_.Payload(key); }
   std::vector<std::pair<BlockKey, int64_t>> CachedPayloads(Tier tier) const {
     return cache_.CachedPayloads(tier);

@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 from .._agentkv import InternalError, KvCache, KvCacheOptions, RetentionConfig, TokenRangeRetention
 from . import _events
 from ._ids import conversation_of, default_request_options, namespace_of, session_of
+from ._tokens import Tokens
 from ._types import EvictResult, InsertResult, MatchResult, Node
 
 # Ids of the C++ requests the adapter makes; SGLang's request ids (strings) never reach the
@@ -238,7 +239,8 @@ class AgentKvRadixCache:
         value = list(token_ids) if value is None else value
         if len(value) < aligned:
             raise ValueError(f"insert: {len(value)} slot indices for {len(token_ids)} tokens")
-        prefix_len, _ = self._insert(token_ids, aligned, self._pages_of(value, aligned), extra_key,
+        prefix_len, _ = self._insert(Tokens(token_ids), aligned, self._pages_of(value, aligned),
+                                     extra_key,
                                      priority, None, finished=False)
         return InsertResult(prefix_len) if as_params else prefix_len
 
@@ -251,8 +253,9 @@ class AgentKvRadixCache:
         if self.disable:
             self._free(row[:committed])
             return
-        # The tokens with KV: the first `length` (no copy of them: the C++ hash reads a range).
-        token_ids = _joined(req.origin_input_ids, req.output_ids)
+        # The tokens with KV: the first `length` of the prompt then the output (not joined:
+        # the C++ hash reads ranges of the two lists).
+        token_ids = Tokens(req.origin_input_ids, req.output_ids)
         length = min(committed, len(token_ids))
         aligned = length // self.page_size * self.page_size
         kv_indices = row[:length]
@@ -280,7 +283,8 @@ class AgentKvRadixCache:
         row = self._row(req)
         kv_indices = row[:len(token_ids)]
         protected = self._protected_len(req)
-        prefix_len, keys = self._insert(token_ids, aligned, self._pages_of(kv_indices, aligned),
+        prefix_len, keys = self._insert(Tokens(token_ids), aligned,
+                                        self._pages_of(kv_indices, aligned),
                                         getattr(req, "extra_key", None),
                                         getattr(req, "priority", 0), req, finished=False)
         self._free(kv_indices[protected:prefix_len])
@@ -597,7 +601,7 @@ class AgentKvRadixCache:
             return torch.cat([head, tail.to(head.dtype)])
         return self._indices_factory(_to_ints(head) + _to_ints(tail))
 
-    def _insert(self, token_ids: List[int], aligned: int, pages: "_Pages", extra_key: Any,
+    def _insert(self, token_ids: Tokens, aligned: int, pages: "_Pages", extra_key: Any,
                 priority: Any, req: Any, finished: bool) -> Tuple[int, List[int]]:
         """Commits the first `aligned` tokens of `token_ids` (a multiple of page_size; `pages`:
         their slots, _pages_of) through one C++ request, each page's first slot as its block's
@@ -657,21 +661,20 @@ class AgentKvRadixCache:
                     del self._irregular[key]
             raise
 
-    def _keys(self, token_ids: Sequence[int], aligned: int, extra_key: Any,
-              req: Any) -> List[int]:
+    def _keys(self, token_ids: Tokens, aligned: int, extra_key: Any, req: Any) -> List[int]:
         """The keys of the first `aligned` tokens; a request's locked chain (its last_node,
         whose keys are of its first pages) is not hashed again."""
         node = getattr(req, "last_node", None) if req is not None else None
         known = node.keys if isinstance(node, Node) and node.extra_key == extra_key else ()
         done = len(known) * self.page_size
         if not known or done > aligned:
-            return self.cache.keys_from_tokens(token_ids, namespace_of(extra_key), end=aligned)
-        return list(known) + self.cache.keys_from_tokens(token_ids, parent=known[-1],
-                                                         start=done, end=aligned)
+            return token_ids.keys(self.cache, 0, aligned, namespace=namespace_of(extra_key))
+        return list(known) + token_ids.keys(self.cache, done, aligned, parent=known[-1])
 
-    def _record_stored(self, keys: Sequence[int], token_ids: Sequence[int], first: int) -> None:
+    def _record_stored(self, keys: Sequence[int], tokens: Tokens, first: int) -> None:
         """BlockStored events of pages keys[first:], remembering each page's parent and tokens
         for the events of its later moves."""
+        token_ids = tokens.joined()
         for i in range(first, len(keys)):
             tokens = tuple(token_ids[i * self.page_size:(i + 1) * self.page_size])
             self._page_meta[keys[i]] = (keys[i - 1] if i > 0 else None, tokens)
@@ -739,13 +742,6 @@ class _Pages(NamedTuple):
 
     pages: List[Union[int, Tuple[int, ...]]]
     regular: bool
-
-
-def _joined(first: Any, second: Any) -> List[int]:
-    """Two token sequences as one list (SGLang's are lists: no copy of either first)."""
-    if isinstance(first, list) and isinstance(second, list):
-        return first + second
-    return list(first) + list(second)
 
 
 def _is_cache_init_params(value: Any) -> bool:

@@ -5,7 +5,9 @@
 # chromium for the HTML report's layout test, which renders the page headless.
 # pybind11-dev and python3-dev build the Python package (python/, label `python`), pytest runs
 # its tests; pip, setuptools, wheel and venv are what `pip install --no-build-isolation .`
-# needs offline (README.md).
+# needs offline (README.md). python3-torch: the SGLang adapter's default index type (torch
+# tensors, as SGLang passes them) is tested with it (tests/python/test_sglang_torch.py; docs/
+# PYTHON.md); without it those tests skip.
 # Idempotent: packages already present are left alone, so re-running is cheap and safe.
 # Boost comes from the versioned 1.81 packages; nothing here pulls in Debian's default
 # libboost-dev (1.74), which conflicts with them.
@@ -23,7 +25,7 @@ packages=(
   prometheus python3 chromium
   # The Python package: the extension, its tests, and the offline pip install into a venv.
   pybind11-dev python3-dev python3-pytest python3-pip python3-setuptools python3-wheel
-  python3-venv
+  python3-venv python3-torch
 )
 
 missing=()

@@ -65,8 +65,7 @@ TokenIds::TokenIds(py::handle tokens, int64_t start, std::optional<int64_t> end)
     const size_t count = static_cast<size_t>(info.shape[0]);
     if (info.itemsize == 4 && format == "i") {
       const size_t stop = CheckedEnd(start, end, count);
-      span_ = std::span<const int32_t>(static_cast<const int32_t*>(info.ptr) + first,
-                                       stop - first);
+      span_ = std::span<const int32_t>(static_cast<const int32_t*>(info.ptr) + first, stop - first);
       buffer_.emplace(std::move(info));
       return;
     }
@@ -138,9 +137,10 @@ std::vector<uint64_t> ReadUint64s(py::handle values, const char* what) {
     std::vector<uint64_t> out(static_cast<size_t>(count));
     for (Py_ssize_t i = 0; i < count; ++i) {
       PyObject* item = PyList_GET_ITEM(values.ptr(), i);
-      const unsigned long long value =
-          PyLong_Check(item) ? PyLong_AsUnsignedLongLong(item) : static_cast<unsigned long long>(-1);
-      if (!PyLong_Check(item) || (value == static_cast<unsigned long long>(-1) && PyErr_Occurred())) {
+      const unsigned long long value = PyLong_Check(item) ? PyLong_AsUnsignedLongLong(item)
+                                                          : static_cast<unsigned long long>(-1);
+      if (!PyLong_Check(item) ||
+          (value == static_cast<unsigned long long>(-1) && PyErr_Occurred())) {
         PyErr_Clear();
         throw py::type_error(std::string(what) +
                              " must be a sequence of ints in [0, 2**64) or a uint64 buffer "
@@ -179,7 +179,8 @@ std::vector<int64_t> ReadInt64s(py::handle values, const char* what) {
     for (Py_ssize_t i = 0; i < count; ++i) {
       PyObject* item = PyList_GET_ITEM(values.ptr(), i);
       int overflow = 0;
-      const long long value = PyLong_Check(item) ? PyLong_AsLongLongAndOverflow(item, &overflow) : 0;
+      const long long value =
+          PyLong_Check(item) ? PyLong_AsLongLongAndOverflow(item, &overflow) : 0;
       if (!PyLong_Check(item) || overflow != 0) {
         throw py::type_error(error + ": item " + std::to_string(i) + " is " +
                              std::string(py::repr(item)));

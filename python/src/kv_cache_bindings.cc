@@ -484,17 +484,16 @@ void DefState(py::class_<KvCacheManager>& cls) {
           "and read).")
       .def(
           "take_dropped_payloads",
-          [](KvCacheManager& c, const std::optional<std::vector<std::string>>& kinds,
-             int64_t run) {
+          [](KvCacheManager& c, const std::optional<std::vector<std::string>>& kinds, int64_t run) {
             CheckRange(run, 1, 1 << 20, "run", "[1, 1048576]");
             const std::vector<kv::KvEvent> events = TakeEvents(c, kinds);
             std::vector<int64_t> payloads;
             payloads.reserve(events.size());
             for (const kv::KvEvent& e : events) {
-              const bool drop = e.tier == kv::Tier::kDevice &&
-                                (e.kind == kv::KvEventKind::kDropped ||
-                                 e.kind == kv::KvEventKind::kReleased) &&
-                                e.payload >= 0;
+              const bool drop =
+                  e.tier == kv::Tier::kDevice &&
+                  (e.kind == kv::KvEventKind::kDropped || e.kind == kv::KvEventKind::kReleased) &&
+                  e.payload >= 0;
               if (!drop) return py::make_tuple(py::bytearray(), EventTuples(events));
               payloads.push_back(e.payload);
             }

@@ -466,13 +466,12 @@ void BindKvEvent(py::module_& m) {
       "'dropped', 'evicted', 'released', 'onboarded', 'cleared'), the block's key, the tier it "
       "was in before the event ('device' or 'host'), the scheduler step and the block's payload "
       "then (KvCache.commit, set_payload; 0 when none was given).")
-      .def(py::init(
-               [](const std::string& kind, uint64_t key, const std::string& tier, int64_t step,
-                  int64_t payload) {
-                 return kv::KvEvent{ParseName(kind, kEventKinds, kv::KvEventKindName, "kind"),
-                                    kv::BlockKey(key), ParseName(tier, kTiers, TierName, "tier"),
-                                    Step(step), payload};
-               }),
+      .def(py::init([](const std::string& kind, uint64_t key, const std::string& tier, int64_t step,
+                       int64_t payload) {
+             return kv::KvEvent{ParseName(kind, kEventKinds, kv::KvEventKindName, "kind"),
+                                kv::BlockKey(key), ParseName(tier, kTiers, TierName, "tier"),
+                                Step(step), payload};
+           }),
            py::arg("kind"), py::arg("key"), py::arg("tier") = "device", py::arg("step") = 0,
            py::arg("payload") = 0)
       .def_property_readonly("kind",

@@ -48,11 +48,11 @@ PrefixMatch Start(BlockCache& cache, int64_t id, const std::vector<BlockKey>& ke
                   const std::vector<int64_t>& payloads) {
   const StatusOr<PrefixMatch> m = cache.AddRequest(RequestId(id), keys);
   AGENTKV_CHECK(m.ok());
-  AGENTKV_CHECK(cache.Reserve(RequestId(id), static_cast<int64_t>(keys.size()) * kTokensPerBlock)
-                    .ok());
+  AGENTKV_CHECK(
+      cache.Reserve(RequestId(id), static_cast<int64_t>(keys.size()) * kTokensPerBlock).ok());
   const auto rest = std::span<const BlockKey>(keys).subspan(static_cast<size_t>(m->total_blocks()));
-  const Status s = cache.Commit(RequestId(id), rest,
-                                std::span<const int64_t>(payloads).first(rest.size()));
+  const Status s =
+      cache.Commit(RequestId(id), rest, std::span<const int64_t>(payloads).first(rest.size()));
   AGENTKV_CHECK(s.ok());
   return *m;
 }

@@ -254,7 +254,8 @@ void BlockCache::EnsurePayloads() {
 
 Status BlockCache::SetPayload(BlockKey key, int64_t payload) {
   const int32_t b = FindBlock(key);
-  if (b == kNoBlock) return NotFoundError("block " + Str(static_cast<int64_t>(key.value())) + " is not cached");
+  if (b == kNoBlock)
+    return NotFoundError("block " + Str(static_cast<int64_t>(key.value())) + " is not cached");
   EnsurePayloads();
   payloads_[static_cast<size_t>(b)] = payload;
   return Status::Ok();
@@ -262,7 +263,8 @@ Status BlockCache::SetPayload(BlockKey key, int64_t payload) {
 
 StatusOr<int64_t> BlockCache::Payload(BlockKey key) const {
   const int32_t b = FindBlock(key);
-  if (b == kNoBlock) return NotFoundError("block " + Str(static_cast<int64_t>(key.value())) + " is not cached");
+  if (b == kNoBlock)
+    return NotFoundError("block " + Str(static_cast<int64_t>(key.value())) + " is not cached");
   return PayloadOf(b);
 }
 
@@ -300,7 +302,8 @@ Status BlockCache::CommitBlocks(RequestId request, std::span<const BlockKey> nex
         key.value(), own, [this](uint32_t id) { return blocks_[static_cast<size_t>(id)].key; });
     if (existing == kNone) {
       Block& blk = blocks_[static_cast<size_t>(own)];
-      if (!payloads_.empty()) payloads_[static_cast<size_t>(own)] = payloads.empty() ? 0 : payloads[k];
+      if (!payloads_.empty())
+        payloads_[static_cast<size_t>(own)] = payloads.empty() ? 0 : payloads[k];
       blk.key = key.value();
       blk.state = State::kDevice;
       blk.priority = static_cast<uint8_t>(options_.default_priority);

@@ -29,8 +29,8 @@ struct BlockCache::InvariantScan {
 Status BlockCache::CheckInvariants() const {
   InvariantScan scan(blocks_.size());
   if (!payloads_.empty() && payloads_.size() != blocks_.size()) {
-    return Broken("the payload array has " + std::to_string(payloads_.size()) +
-                  " entries for " + std::to_string(blocks_.size()) + " blocks");
+    return Broken("the payload array has " + std::to_string(payloads_.size()) + " entries for " +
+                  std::to_string(blocks_.size()) + " blocks");
   }
   AGENTKV_RETURN_IF_ERROR(CheckFreeList(scan));
   AGENTKV_RETURN_IF_ERROR(CheckQueues(scan));

@@ -43,12 +43,17 @@ constexpr const char* kKvCacheDoc =
     "in which they interleave is the callers' to control. Distinct KvCache objects are "
     "independent. Deterministic: equal options and calls give equal results and events.";
 
-// Each payload p as the `run` values p .. p + run - 1.
+// Each payload p as the `run` values p .. p + run - 1. InvalidArgumentError naming a payload
+// whose run would pass the int64 range (no value is computed past it).
 std::vector<int64_t> Runs(const std::vector<int64_t>& payloads, int64_t run) {
   if (run == 1) return payloads;
   std::vector<int64_t> out;
   out.reserve(payloads.size() * static_cast<size_t>(run));
   for (const int64_t p : payloads) {
+    if (p > std::numeric_limits<int64_t>::max() - (run - 1)) {
+      throw StatusError(InvalidArgumentError("payload " + std::to_string(p) + " has no run of " +
+                                             std::to_string(run) + " within the int64 range"));
+    }
     for (int64_t i = 0; i < run; ++i) out.push_back(p + i);
   }
   return out;

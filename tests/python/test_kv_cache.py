@@ -183,6 +183,22 @@ def test_block_payloads_come_back_from_match_and_events():
     assert [e[3] for e in rest] == [200, 204]
 
 
+def test_a_payload_run_past_the_int64_range_is_refused():
+    cache = agentkv.KvCache(tokens_per_block=4, device_blocks=4, event_log_capacity=64)
+    keys = cache.keys_from_tokens(tokens(0, 8))
+    cache.add_request(1, [])
+    cache.reserve(1, 8)
+    top = 2**63 - 1
+    cache.commit(1, keys, [top - 3, top])
+    cache.release(1)
+    found, slots = cache.match_payloads(keys)  # a run of one is the payload itself
+    assert memoryview(slots).cast("q").tolist() == [top - 3, top]
+    assert memoryview(cache.match_payloads(keys[:1], run=4)[1]).cast("q").tolist() == [
+        top - 3, top - 2, top - 1, top]
+    with pytest.raises(agentkv.InvalidArgumentError, match=f"payload {top} has no run of 2"):
+        cache.match_payloads(keys, run=2)
+
+
 def test_a_token_list_with_a_bad_item_names_it():
     cache = agentkv.KvCache(tokens_per_block=4, device_blocks=4)
     for bad in (["a"], [1, 2**31], [1, 2, 3.5]):

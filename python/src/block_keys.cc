@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -120,80 +121,88 @@ TokenIds::TokenIds(py::handle tokens, int64_t start, std::optional<int64_t> end)
   span_ = owned_;
 }
 
-std::vector<uint64_t> ReadUint64s(py::handle values, const char* what) {
+namespace {
+
+// How one 64-bit integer type is read from Python (ReadIntegers): the name and buffer formats
+// of its items, the forms a caller may give, and one list item's value (nullopt when it is
+// out of range).
+template <typename T>
+struct IntegerType;
+
+template <>
+struct IntegerType<uint64_t> {
+  static constexpr const char* kName = "uint64";
+  static constexpr const char* kForms =
+      " must be a sequence of ints in [0, 2**64) or a uint64 buffer (array('Q'))";
+  static bool BufferFormat(std::string_view f) { return f == "Q" || f == "L"; }
+  static std::optional<uint64_t> FromLong(PyObject* item) {
+    const unsigned long long value = PyLong_AsUnsignedLongLong(item);
+    if (value == static_cast<unsigned long long>(-1) && PyErr_Occurred() != nullptr) {
+      PyErr_Clear();
+      return std::nullopt;
+    }
+    return value;
+  }
+};
+
+template <>
+struct IntegerType<int64_t> {
+  static constexpr const char* kName = "int64";
+  static constexpr const char* kForms =
+      " must be a sequence of ints in the int64 range or an int64 buffer (array('q'))";
+  static bool BufferFormat(std::string_view f) { return f == "q" || f == "l"; }
+  static std::optional<int64_t> FromLong(PyObject* item) {
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(item, &overflow);
+    if (overflow != 0) return std::nullopt;
+    return value;
+  }
+};
+
+// 64-bit integers from a buffer of T (read in place), a list of ints (read without the generic
+// caster's per-item objects: the common case, keys from keys_from_tokens) or any sequence of
+// ints; TypeError naming `what` and the offending item or format otherwise.
+template <typename T>
+std::vector<T> ReadIntegers(py::handle values, const char* what) {
+  using Type = IntegerType<T>;
   if (IsBuffer(values)) {
     const py::buffer_info info = Contiguous(values, what);
-    const std::string_view format = ItemFormat(info.format);
-    if (info.itemsize != 8 || (format != "Q" && format != "L")) {
-      throw py::type_error(std::string(what) + " must be uint64: got a buffer of format '" +
-                           info.format + "'");
+    if (info.itemsize != 8 || !Type::BufferFormat(ItemFormat(info.format))) {
+      throw py::type_error(std::string(what) + " must be " + Type::kName +
+                           ": got a buffer of format '" + info.format + "'");
     }
-    const auto* first = static_cast<const uint64_t*>(info.ptr);
-    return std::vector<uint64_t>(first, first + info.shape[0]);
+    const auto* first = static_cast<const T*>(info.ptr);
+    return std::vector<T>(first, first + info.shape[0]);
   }
   if (PyList_CheckExact(values.ptr())) {
-    // The common case (keys from keys_from_tokens): read the ints without the generic caster.
     const Py_ssize_t count = PyList_Size(values.ptr());
-    std::vector<uint64_t> out(static_cast<size_t>(count));
+    std::vector<T> out(static_cast<size_t>(count));
     for (Py_ssize_t i = 0; i < count; ++i) {
       PyObject* item = PyList_GET_ITEM(values.ptr(), i);
-      const unsigned long long value = PyLong_Check(item) ? PyLong_AsUnsignedLongLong(item)
-                                                          : static_cast<unsigned long long>(-1);
-      if (!PyLong_Check(item) ||
-          (value == static_cast<unsigned long long>(-1) && PyErr_Occurred())) {
-        PyErr_Clear();
-        throw py::type_error(std::string(what) +
-                             " must be a sequence of ints in [0, 2**64) or a uint64 buffer "
-                             "(array('Q')): item " +
-                             std::to_string(i) + " is " + std::string(py::repr(item)));
+      const std::optional<T> value = PyLong_Check(item) ? Type::FromLong(item) : std::optional<T>();
+      if (!value.has_value()) {
+        throw py::type_error(std::string(what) + Type::kForms + ": item " + std::to_string(i) +
+                             " is " + std::string(py::repr(item)));
       }
-      out[static_cast<size_t>(i)] = value;
+      out[static_cast<size_t>(i)] = *value;
     }
     return out;
   }
   try {
-    return values.cast<std::vector<uint64_t>>();
+    return values.cast<std::vector<T>>();
   } catch (const py::cast_error&) {
-    throw py::type_error(std::string(what) +
-                         " must be a sequence of ints in [0, 2**64) or a uint64 buffer "
-                         "(array('Q'))");
+    throw py::type_error(std::string(what) + Type::kForms);
   }
 }
 
+}  // namespace
+
+std::vector<uint64_t> ReadUint64s(py::handle values, const char* what) {
+  return ReadIntegers<uint64_t>(values, what);
+}
+
 std::vector<int64_t> ReadInt64s(py::handle values, const char* what) {
-  const std::string error = std::string(what) +
-                            " must be a sequence of ints in the int64 range or an int64 buffer "
-                            "(array('q'))";
-  if (IsBuffer(values)) {
-    const py::buffer_info info = Contiguous(values, what);
-    const std::string_view format = ItemFormat(info.format);
-    if (info.itemsize != 8 || (format != "q" && format != "l")) {
-      throw py::type_error(error + ": got a buffer of format '" + info.format + "'");
-    }
-    const auto* first = static_cast<const int64_t*>(info.ptr);
-    return std::vector<int64_t>(first, first + info.shape[0]);
-  }
-  if (PyList_CheckExact(values.ptr())) {
-    const Py_ssize_t count = PyList_Size(values.ptr());
-    std::vector<int64_t> out(static_cast<size_t>(count));
-    for (Py_ssize_t i = 0; i < count; ++i) {
-      PyObject* item = PyList_GET_ITEM(values.ptr(), i);
-      int overflow = 0;
-      const long long value =
-          PyLong_Check(item) ? PyLong_AsLongLongAndOverflow(item, &overflow) : 0;
-      if (!PyLong_Check(item) || overflow != 0) {
-        throw py::type_error(error + ": item " + std::to_string(i) + " is " +
-                             std::string(py::repr(item)));
-      }
-      out[static_cast<size_t>(i)] = value;
-    }
-    return out;
-  }
-  try {
-    return values.cast<std::vector<int64_t>>();
-  } catch (const py::cast_error&) {
-    throw py::type_error(error);
-  }
+  return ReadIntegers<int64_t>(values, what);
 }
 
 std::vector<kv::BlockKey> ReadKeys(py::handle keys) {

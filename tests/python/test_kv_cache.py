@@ -183,6 +183,24 @@ def test_block_payloads_come_back_from_match_and_events():
     assert [e[3] for e in rest] == [200, 204]
 
 
+def test_payloads_are_read_from_a_list_or_an_int64_buffer_and_anything_else_is_named():
+    import array
+    cache = agentkv.KvCache(tokens_per_block=4, device_blocks=4)
+    keys = cache.keys_from_tokens(tokens(0, 8))
+    cache.add_request(1, [])
+    cache.reserve(1, 8)
+    with pytest.raises(TypeError, match=r"payloads must be a sequence of ints in the int64 "
+                                        r"range.*: item 1 is 'x'"):
+        cache.commit(1, keys, [4, "x"])
+    with pytest.raises(TypeError, match="item 0 is 9223372036854775808"):
+        cache.commit(1, keys, [2**63, 0])
+    with pytest.raises(TypeError, match="payloads must be int64: got a buffer of format 'Q'"):
+        cache.commit(1, keys, array.array("Q", [4, 8]))
+    assert cache.stats().device.cached == 0  # nothing was committed by the refused calls
+    cache.commit(1, keys, array.array("q", [-1, 8]))
+    assert [cache.payload(k) for k in keys] == [-1, 8]
+
+
 def test_a_payload_run_past_the_int64_range_is_refused():
     cache = agentkv.KvCache(tokens_per_block=4, device_blocks=4, event_log_capacity=64)
     keys = cache.keys_from_tokens(tokens(0, 8))

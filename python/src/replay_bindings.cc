@@ -60,6 +60,7 @@ std::string Replay(std::vector<std::string> args, const py::object& progress) {
   CLI::App app("agentkv", "agentkv");
   CLI::App* command = app.add_subcommand("replay");
   tools::ReplayFlags flags;
+  flags.set_streamed();
   flags.Add(*command);
   args.insert(args.begin(), "replay");
   std::reverse(args.begin(), args.end());  // CLI::App::parse takes them last first.

@@ -266,15 +266,18 @@ TEST_F(TraceInputChaosTest, ATraceWithoutRequestsIsRefusedInEveryFormat) {
 }
 
 // Flags that scale what a command builds are refused before it builds anything, naming the
-// flag, the value, the bound and the memory it would take: `replay --sessions 100000` used to
-// build 23.7 GB of sessions before the driver refused them (here, under the memory cap, it
-// would fail to allocate: exit code 1).
+// flag, the value, the bound and the memory it would take: `capacity --sessions 100000` would
+// build 23.7 GB of sessions (here, under the memory cap, it would fail to allocate: exit code
+// 1). `replay` streams its synthetic sessions, so its bound is on ids, not memory.
 TEST_F(TraceInputChaosTest, FlagsThatScaleWhatIsBuiltAreRefusedBeforeAnythingIsBuilt) {
-  ExpectRefused(RunBounded("replay --sessions 100000 --json '' --html ''"), kReplayError,
+  ExpectRefused(RunBounded("capacity --sessions 100000 --json '' --html ''"),
+                "agentkv capacity: error: ",
                 "--sessions must be in [1, 1000], got 100000: a replay drives at most 1000 "
                 "conversations, and 100000 sessions would take about ");
+  ExpectRefused(RunBounded("replay --sessions 1000001 --json '' --html ''"), kReplayError,
+                "--sessions must be in [1, 1000000], got 1000001");
   ExpectRefused(RunBounded("replay --sessions 0"), kReplayError,
-                "--sessions must be in [1, 1000], got 0");
+                "--sessions must be in [1, 1000000], got 0");
   ExpectRefused(RunBounded("replay --num-engines 1024 --max-total-tokens 1099511627776"),
                 kReplayError, "more than 268435456: about ");
   ExpectRefused(RunBounded("replay --sessions 4 --tp 0"), kReplayError,

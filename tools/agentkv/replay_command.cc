@@ -147,6 +147,7 @@ ReplayCommand::ReplayCommand(CLI::App& app) {
                                  sim::DefaultArmNames().size()),
                      sim::DefaultArmNames(), kArmHelp, "Run only when named") +
       kFooterTail);
+  flags_.set_streamed();
   flags_.Add(*command_);
 }
 

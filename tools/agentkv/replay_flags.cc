@@ -102,8 +102,11 @@ void ReplayFlags::AddWorkloadFlags(CLI::App& c) {
       ->capture_default_str()
       ->group(workload_group);
   sessions_option_ = c.add_option("--sessions", sessions_,
-                                  fmt::format("Synthetic sessions, in [1, {}] (default {})",
-                                              sim::kMaxReplayConversations, kDefaultSessions))
+                                  fmt::format("Synthetic sessions, in [1, {}] (default {}){}",
+                                              MaxSessions(), kDefaultSessions,
+                                              streamed_ ? "; each is generated when it starts "
+                                                          "and dropped when it ends"
+                                                        : ""))
                          ->type_name("N")
                          ->group(workload_group);
   context_scale_option_ =
@@ -323,10 +326,14 @@ void ReplayFlags::AddOutputFlags(CLI::App& c) {
       ->group(output_group);
 }
 
+int64_t ReplayFlags::MaxSessions() const {
+  return streamed_ ? sim::kMaxStreamedConversations : sim::kMaxReplayConversations;
+}
+
 Status ReplayFlags::CheckSessions(double interarrival_s) const {
-  if (sessions_ >= 1 && sessions_ <= sim::kMaxReplayConversations) return Status::Ok();
+  if (sessions_ >= 1 && sessions_ <= MaxSessions()) return Status::Ok();
   std::string why;
-  if (sessions_ > sim::kMaxReplayConversations) {
+  if (sessions_ > MaxSessions() && !streamed_) {
     sim::SyntheticAgenticOptions generator;
     generator.seed = seed_;
     generator.sessions = sessions_;
@@ -339,8 +346,8 @@ Status ReplayFlags::CheckSessions(double interarrival_s) const {
         sim::kMaxReplayConversations, sessions_,
         Gigabytes(sim::EstimateSyntheticAgenticBytes(generator)));
   }
-  return InvalidArgumentError(fmt::format("--sessions must be in [1, {}], got {}{}",
-                                          sim::kMaxReplayConversations, sessions_, why));
+  return InvalidArgumentError(
+      fmt::format("--sessions must be in [1, {}], got {}{}", MaxSessions(), sessions_, why));
 }
 
 // Decides in steps, each returning the first failure of its own: the flags alone (the
@@ -584,7 +591,11 @@ Status ReplayFlags::BuildSynthetic(double interarrival_s, ReplayPlan& plan) cons
   generator.max_context_blocks = std::clamp<int64_t>(
       static_cast<int64_t>(0.9 * static_cast<double>(pool.device_blocks) / generator.context_scale),
       1, generator.max_context_blocks);
-  AGENTKV_ASSIGN_OR_RETURN(plan.agentic, sim::GenerateSyntheticAgentic(generator));
+  if (streamed_) {
+    AGENTKV_ASSIGN_OR_RETURN(plan.streamed, sim::StreamSyntheticAgentic(generator));
+  } else {
+    AGENTKV_ASSIGN_OR_RETURN(plan.agentic, sim::GenerateSyntheticAgentic(generator));
+  }
   plan.session_interarrival_s = interarrival_s;
   plan.workload_at_interarrival = [generator](const sim::AgenticWorkload& /*base*/,
                                               double interarrival, uint64_t seed) {
@@ -668,6 +679,9 @@ StatusOr<sim::ReplayResult> RunReplayPlan(const ReplayPlan& plan,
     RunOnThreads(tasks, jobs);
   };
   const sim::ArmTaskRunner& run = runner ? runner : threads;
+  if (plan.streamed != nullptr) {
+    return sim::RunReplay(*plan.streamed, plan.description, plan.seed, plan.options, progress, run);
+  }
   return plan.agentic.has_value()
              ? sim::RunReplay(*plan.agentic, plan.description, plan.seed, plan.options, progress,
                               run)

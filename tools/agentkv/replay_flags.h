@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -22,6 +23,7 @@
 #include "agentkv/base/status.h"
 #include "agentkv/sim/replay/replay.h"
 #include "agentkv/sim/workload/agentic_workload.h"
+#include "agentkv/sim/workload/conversation_source.h"
 #include "agentkv/sim/workload/open_loop_trace.h"
 #include "tools/agentkv/agentic_flags.h"
 #include "tools/agentkv/working_set_flags.h"
@@ -41,8 +43,13 @@ struct ReplayPlan {
   sim::ReplayOptions options;
   // The --workload value ("synthetic", "weka", "mooncake", "bailian", "rollout").
   std::string workload;
-  // The closed-loop workload; unset for an open-loop trace (mooncake).
+  // The closed-loop workload; unset for an open-loop trace (mooncake), and for a synthetic
+  // workload planned as a stream (`streamed` instead).
   std::optional<sim::AgenticWorkload> agentic;
+  // The synthetic workload as a streamed source (sim::StreamSyntheticAgentic), when the flags
+  // were told to stream it (ReplayFlags::set_streamed): each session built as it starts and
+  // dropped as it ends. RunReplayPlan runs it.
+  std::shared_ptr<const sim::ConversationSource> streamed;
   // The mean seconds between session starts `agentic` was built with (--session-interarrival-s
   // or its default) for the workloads whose session starts follow it (synthetic, weka); 0 for
   // the others (rollout: its steps start trajectories; bailian: the recorded times; mooncake:
@@ -83,6 +90,12 @@ class ReplayFlags {
   // Adds every flag of `agentkv replay` (or of the flag set) to `command`, which must outlive
   // this object. Call once, before parsing.
   void Add(CLI::App& command);
+
+  // Plan() builds a synthetic workload as a stream (ReplayPlan::streamed) instead of in memory,
+  // and --sessions goes up to sim::kMaxStreamedConversations: for the callers that only run the
+  // plan through RunReplayPlan (`agentkv replay`, the Python package), not those that need the
+  // workload whole (capacity, load). Call before Add().
+  void set_streamed() { streamed_ = true; }
 
   // The replay the parsed flags describe. InvalidArgument naming the flag for a bad value or
   // combination (one `agentkv replay: error:` line on the command line), or the status of an
@@ -135,6 +148,9 @@ class ReplayFlags {
   // OK for --sessions in [1, kMaxReplayConversations]; else InvalidArgument naming the bound
   // and, past it, the memory the sessions would take (sampled, never built).
   [[nodiscard]] Status CheckSessions(double interarrival_s) const;
+  // The bound of --sessions: kMaxStreamedConversations when streamed, else
+  // kMaxReplayConversations.
+  int64_t MaxSessions() const;
 
   CLI::Option* max_total_tokens_option_ = nullptr;
   CLI::Option* sessions_option_ = nullptr;
@@ -181,6 +197,7 @@ class ReplayFlags {
   std::string json_path_;
   std::string html_path_;
   bool quiet_ = false;
+  bool streamed_ = false;
   // --jobs: arms run at once; 0 = one per hardware thread (at most one per arm).
   int64_t jobs_ = 0;
   ReplayFlagSet set_;

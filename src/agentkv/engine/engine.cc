@@ -136,18 +136,19 @@ std::optional<TimeNs> Engine::RunStallOffload(TimeNs now) {
 }
 
 EngineStep Engine::Step() {
-  const kv::KvCacheStats before = scheduler_.cache().stats();
+  const kv::KvCacheManager& cache = scheduler_.cache();
+  const int64_t evictions_before = cache.device_evictions();
+  const int64_t onboards_before = cache.onboards();
   EngineStep step;
   step.result = scheduler_.Step();
-  const kv::KvCacheStats after = scheduler_.cache().stats();
-  step.evicted_blocks = after.device_evictions - before.device_evictions;
+  step.evicted_blocks = cache.device_evictions() - evictions_before;
   step.shape.prefill_tokens = step.result.prefill_tokens;
   step.shape.decode_tokens = step.result.decode_tokens;
   step.shape.num_requests = static_cast<int64_t>(step.result.batch.size());
   for (const ScheduledWork& work : step.result.batch) {
     step.shape.context_tokens += work.context_tokens;
   }
-  step.shape.host_load_tokens = (after.onboards - before.onboards) * kv_pool_.tokens_per_block;
+  step.shape.host_load_tokens = (cache.onboards() - onboards_before) * kv_pool_.tokens_per_block;
   step.cost = cost_model_.Estimate(step.shape);
   for (RequestId id : step.result.admitted) pins_.EndReturned(id, scheduler_.mutable_cache());
   return step;

@@ -303,18 +303,18 @@ bool StepScheduler::AdmitFront(int64_t& budget, bool first_prefill, StepResult& 
                                                           : std::numeric_limits<int64_t>::max();
 
   // A side-effect-free estimate first, so that refusals leave the cache's counters alone.
-  const kv::PrefixMatch estimate = cache_.Match(match_keys);
+  const kv::PrefixMatch estimate = cache_.Match(match_keys, entry.estimate_resume);
   const int64_t est_remaining = entry.prefill_target - estimate.total_blocks() * tpb;
   if (options_.chunked_prefill_size == 0 && est_remaining > budget && !first_prefill) {
     return false;
   }
   int64_t est_chunk = std::min(est_remaining, limit);
   if (options_.chunked_prefill_size > 0 || !first_prefill) est_chunk = std::min(est_chunk, budget);
-  const kv::KvCacheStats stats = cache_.stats();
+  const kv::TierGauges device = cache_.device_gauges();
   // Conservative: assume every matched device block is now evictable and becomes held.
   const int64_t needed =
       BlocksForTokens(estimate.total_blocks() * tpb + est_chunk) - estimate.device_blocks;
-  if (needed > stats.device.free + stats.device.evictable - estimate.device_blocks) return false;
+  if (needed > device.free + device.evictable - estimate.device_blocks) return false;
 
   StatusOr<kv::PrefixMatch> match = cache_.AddRequest(id, match_keys, entry.request.kv_options);
   waiting_.pop_front();
@@ -421,12 +421,12 @@ StepResult StepScheduler::Step() {
 }
 
 SchedulerGauges StepScheduler::gauges() const {
-  const kv::KvCacheStats stats = cache_.stats();
+  const kv::TierGauges device = cache_.device_gauges();
   const int64_t tpb = cache_.tokens_per_block();
   SchedulerGauges g;
-  g.max_total_num_tokens = stats.device.capacity * tpb;
-  g.available_tokens = stats.device.free * tpb;
-  g.evictable_tokens = stats.device.evictable * tpb;
+  g.max_total_num_tokens = device.capacity * tpb;
+  g.available_tokens = device.free * tpb;
+  g.evictable_tokens = device.evictable * tpb;
   g.num_used_tokens = g.max_total_num_tokens - g.available_tokens - g.evictable_tokens;
   g.token_usage = g.max_total_num_tokens > 0 ? static_cast<double>(g.num_used_tokens) /
                                                    static_cast<double>(g.max_total_num_tokens)

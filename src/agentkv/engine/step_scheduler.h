@@ -275,6 +275,9 @@ class StepScheduler {
     bool commit_failed = false;
     // The arrival of the request's program: the waiting queue's order key with program_fcfs.
     uint64_t program_arrival = 0;
+    // Where the last admission estimate's match of `keys` ended: a request held at the head of
+    // the queue is estimated every step, and resumes there.
+    kv::MatchResume estimate_resume;
   };
 
   StepScheduler(const StepSchedulerOptions& options, kv::KvCacheManager cache);

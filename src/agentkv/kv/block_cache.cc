@@ -124,6 +124,46 @@ PrefixMatch BlockCache::Match(std::span<const BlockKey> keys,
   return MatchChain(keys, &device_payloads);
 }
 
+PrefixMatch BlockCache::Match(std::span<const BlockKey> keys, MatchResume& resume) const {
+  PrefixMatch match;
+  int32_t parent = kNone;
+  size_t i = 0;
+  size_t end = keys.size();
+  bool device_phase = true;
+  if (resume.removals_ == removals_ && keys.size() >= resume.keys_) {
+    // Nothing left or moved since: the previous match holds. Only where it ran out of keys, or
+    // where its device prefix met an absent block (one committed since extends it), can it
+    // now go further; a host run that met anything else still stops there.
+    match = resume.match_;
+    parent = resume.last_;
+    i = static_cast<size_t>(match.total_blocks());
+    if (match.host_blocks > 0) {
+      device_phase = false;
+      if (i < resume.keys_) end = i;
+    }
+  }
+  if (device_phase) {
+    for (; i < end; ++i) {
+      PrefetchLookup(keys, i);
+      const int32_t b = FindChild(parent, keys[i]);
+      if (b == kNone || blocks_[static_cast<size_t>(b)].state != State::kDevice) break;
+      parent = b;
+    }
+    match.device_blocks = static_cast<int64_t>(i);
+  }
+  for (; i < end; ++i) {
+    const int32_t b = FindChild(parent, keys[i]);
+    if (b == kNone || blocks_[static_cast<size_t>(b)].state != State::kHost) break;
+    parent = b;
+  }
+  match.host_blocks = static_cast<int64_t>(i) - match.device_blocks;
+  resume.removals_ = removals_;
+  resume.keys_ = keys.size();
+  resume.match_ = match;
+  resume.last_ = parent;
+  return match;
+}
+
 PrefixMatch BlockCache::MatchChain(std::span<const BlockKey> keys,
                                    std::vector<int64_t>* device_payloads) const {
   PrefixMatch match;
@@ -455,6 +495,7 @@ Status BlockCache::Reset() {
     return FailedPreconditionError("reset refused: " + Str(active_requests()) +
                                    " requests hold blocks");
   }
+  ++removals_;
   device_queue_.Clear();
   host_queue_.Clear();
   expiry_.Clear();
@@ -473,8 +514,7 @@ Status BlockCache::Reset() {
 
 KvCacheStats BlockCache::stats() const {
   KvCacheStats s = counters_;
-  s.device = TierGauges{options_.device_blocks, options_.device_blocks - device_used_, held_blocks_,
-                        device_queue_.size(), device_cached_};
+  s.device = device_gauges();
   s.host = TierGauges{options_.host_blocks, options_.host_blocks - host_used_, 0,
                       host_queue_.size(), host_used_};
   return s;

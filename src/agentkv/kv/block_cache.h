@@ -101,6 +101,19 @@ struct PrefixMatch {
   friend bool operator==(const PrefixMatch&, const PrefixMatch&) = default;
 };
 
+// Where a match of a chain ended, kept so that the next match of the same chain resumes there
+// (BlockCache::Match(keys, resume)). Opaque; a default value resumes nothing.
+class MatchResume {
+ private:
+  friend class BlockCache;
+  // The cache's count of removals and moves when this was filled (none: never filled).
+  uint64_t removals_ = ~uint64_t{0};
+  // How many keys were matched against, what was found, and the block of the last key found.
+  size_t keys_ = 0;
+  PrefixMatch match_;
+  int32_t last_ = -1;
+};
+
 // A running request's committed blocks by key, as the layers above record them when it ends.
 struct CommittedChain {
   // In chain order, the prefix matched at admission first.
@@ -144,6 +157,21 @@ class BlockCache {
   // Match, also appending to `device_payloads` the payloads of the matched device blocks,
   // in chain order.
   PrefixMatch Match(std::span<const BlockKey> keys, std::vector<int64_t>& device_payloads) const;
+  // Match(keys), resumed where the match that filled `resume` ended when no cached block has
+  // left the cache or changed tier since (every such change is counted): blocks are only added
+  // meanwhile, so that match still holds and only the keys after it are looked up. A request
+  // waiting at the head of the queue is matched every step; this makes those matches cost
+  // the blocks committed since, not the whole prompt. Precondition: `keys` begins with the keys
+  // `resume` was last filled with (the same chain, as long or longer); fills `resume`.
+  PrefixMatch Match(std::span<const BlockKey> keys, MatchResume& resume) const;
+  // stats().device_evictions and stats().onboards (an engine reads them around every step).
+  int64_t device_evictions() const { return counters_.device_evictions; }
+  int64_t onboards() const { return counters_.onboards; }
+  // stats().device, without the copy of every counter (the scheduler reads it per admission).
+  TierGauges device_gauges() const {
+    return TierGauges{options_.device_blocks, options_.device_blocks - device_used_, held_blocks_,
+                      device_queue_.size(), device_cached_};
+  }
 
   // What AddRequest would refuse, checked without side effects: InvalidArgument for a
   // negative `prompt_tokens` or a bad retention config, AlreadyExists if `request` is active.
@@ -420,6 +448,8 @@ class BlockCache {
   // Logs an event when the log is enabled (one inline branch when it is not: eviction calls
   // this once per block).
   void Record(KvEventKind kind, const Block& b, Tier tier) {
+    // Every kind but a store removes a block from the index or moves it between tiers.
+    if (kind != KvEventKind::kStored) ++removals_;
     if (events_.enabled()) {
       events_.Add(KvEvent{kind, BlockKey(b.key), tier, step_, PayloadOf(&b - blocks_.data())});
     }
@@ -435,6 +465,8 @@ class BlockCache {
   KvCacheOptions options_;
   BlockKeyHasher hasher_;
   agentkv::Step step_;
+  // Blocks that left the index or changed tier, ever (MatchResume).
+  uint64_t removals_ = 0;
 
   std::vector<Block, HugePageAllocator<Block>> blocks_;
   // Each block's payload, by block id; empty until a payload is first given.

@@ -94,6 +94,10 @@ class KvCacheManager {
   PrefixMatch Match(std::span<const BlockKey> keys, std::vector<int64_t>& device_payloads) const {
     return cache_.Match(keys, device_payloads);
   }
+  // Match, resumed where the last match of the same chain ended (BlockCache::Match).
+  PrefixMatch Match(std::span<const BlockKey> keys, MatchResume& resume) const {
+    return cache_.Match(keys, resume);
+  }
 
   // Starts `request` with the prompt's full-block keys `prompt_keys` (callers that must
   // recompute the last prompt token pass the keys of prompt[:-1]). Holds the device-resident
@@ -256,6 +260,11 @@ class KvCacheManager {
 
   // Counters and current gauges.
   KvCacheStats stats() const;
+  // stats().device_evictions and stats().onboards alone.
+  int64_t device_evictions() const { return cache_.device_evictions(); }
+  int64_t onboards() const { return cache_.onboards(); }
+  // stats().device alone (cheap: no counters copied).
+  TierGauges device_gauges() const { return cache_.device_gauges(); }
   int64_t active_requests() const { return cache_.active_requests(); }
 
   // Events recorded since the last call, oldest first (empty when the log is disabled). The

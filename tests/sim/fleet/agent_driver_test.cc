@@ -315,6 +315,17 @@ TEST(AgentDriverTest, SubagentModelsExcludeLeavesOutOtherModels) {
   EXPECT_EQ(request3.submitted, request3.ready);
 }
 
+// A left-out sub-agent has no agent, so the agents of the conversation are counted by those
+// kept: the driver once stepped over the left-out ones into the next conversation's agents and
+// began conversation 2 (a main agent has no anchor) at conversation 1's start, 500 ms early.
+TEST(AgentDriverTest, SubagentModelsExcludeStartsLaterConversationsOnTime) {
+  std::unique_ptr<Sim> sim = MakeSim();
+  const AgentDriverResult r =
+      Drive(*sim, TinyWorkload(), {.subagent_models = SubagentModels::kExclude});
+  EXPECT_EQ(Conv(r, 2).start, TimeNs::Millis(500));
+  EXPECT_EQ(Find(r, 2, 0).submitted, TimeNs::Millis(500));
+}
+
 TEST(AgentDriverTest, EveryRequestCompletesOnce) {
   std::unique_ptr<Sim> sim = MakeSim();
   const AgenticWorkload workload = TinyWorkload();

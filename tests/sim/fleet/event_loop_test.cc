@@ -42,6 +42,42 @@ TEST(EventLoopTest, RunsByTimeThenSchedulingOrder) {
   EXPECT_EQ(loop.pending(), 0);
 }
 
+// An event scheduled late under a reserved number runs where it would have run had it been
+// scheduled at the reservation: before later-scheduled events at its time, even when it is
+// scheduled from an event at that very time.
+TEST(EventLoopTest, ReservedNumbersOrderAsIfScheduledAtTheReservation) {
+  EventLoop loop;
+  std::vector<std::string> log;
+  auto record = [&](std::string tag) {
+    return [&log, &loop, tag] { log.push_back(tag + "@" + std::to_string(loop.now().ns())); };
+  };
+  loop.Schedule(Ns(10), record("before"));
+  const int64_t first = loop.ReserveSequences(3);
+  loop.Schedule(Ns(10), record("after1"));
+  loop.Schedule(Ns(20), record("after2"));
+  // The first reserved event schedules the next two, one at its own time.
+  EXPECT_EQ(loop.ScheduleReserved(Ns(10), first,
+                                  [&] {
+                                    record("r0")();
+                                    loop.ScheduleReserved(Ns(20), first + 2, record("r2"));
+                                    loop.ScheduleReserved(Ns(10), first + 1, record("r1"));
+                                  }),
+            EventId(first));
+  EXPECT_EQ(loop.RunUntilIdle(), 6);
+  EXPECT_THAT(log, ElementsAre("before@10", "r0@10", "r1@10", "after1@10", "r2@20", "after2@20"));
+}
+
+TEST(EventLoopDeathTest, ReservedNumbersAreChecked) {
+  EventLoop loop;
+  const EventId plain = loop.Schedule(Ns(1), [] {});
+  EXPECT_DEATH(loop.ScheduleReserved(Ns(1), plain.value(), [] {}), "was not reserved");
+  const int64_t first = loop.ReserveSequences(2);
+  EXPECT_DEATH(loop.ScheduleReserved(Ns(1), first + 2, [] {}), "was not reserved");
+  loop.ScheduleReserved(Ns(1), first + 1, [] {});
+  EXPECT_DEATH(loop.ScheduleReserved(Ns(2), first + 1, [] {}), "is pending");
+  EXPECT_EQ(loop.ReserveSequences(0), first + 2);
+}
+
 TEST(EventLoopTest, CancelledEventDoesNotRun) {
   EventLoop loop;
   std::vector<int> ran;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <set>
 #include <vector>
 
@@ -230,6 +231,61 @@ TEST(SyntheticAgenticTest, MoreSessionsThanAReplayDrivesAreRefusedBeforeAnyIsBui
             static_cast<int64_t>(static_cast<double>(eight) / 8 * 100'000));
   o.sessions = int64_t{1} << 62;
   EXPECT_EQ(EstimateSyntheticAgenticBytes(o), std::numeric_limits<int64_t>::max());
+}
+
+// The streamed source is the generated workload, conversation for conversation, loaded in any
+// order and any number of times (each load regenerates the session from its own stream).
+TEST(SyntheticAgenticTest, StreamedSessionsEqualTheGeneratedWorkload) {
+  for (const uint64_t seed : {1, 2, 3, 99}) {
+    SyntheticAgenticOptions o = Small(seed);
+    o.sessions = 60;
+    o.subagent_spawn_probability = 0.2;
+    const AgenticWorkload whole = Generate(o);
+    StatusOr<std::shared_ptr<const ConversationSource>> stream = StreamSyntheticAgentic(o);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    const ConversationSource& source = **stream;
+    ASSERT_EQ(source.size(), 60);
+    EXPECT_EQ(source.in_memory(), nullptr);
+    int64_t requests = 0;
+    bool subagents = false;
+    for (int64_t k = source.size() - 1; k >= 0; k -= 3) {
+      const WekaConversation& expected = whole.conversations[static_cast<size_t>(k)];
+      EXPECT_EQ(*source.Load(k), expected) << "seed " << seed << " session " << k;
+      EXPECT_EQ(source.start(k), whole.starts[static_cast<size_t>(k)]);
+    }
+    for (int64_t k = 0; k < source.size(); ++k) {
+      EXPECT_EQ(*source.Load(k), whole.conversations[static_cast<size_t>(k)]) << k;
+      requests += whole.conversations[static_cast<size_t>(k)].TotalRequests();
+      subagents = subagents || !whole.conversations[static_cast<size_t>(k)].subagents.empty();
+    }
+    EXPECT_TRUE(subagents) << "the streams must cover sub-agents too";
+    EXPECT_EQ(source.ReplayedRequests(SubagentModels::kShare), requests);
+    EXPECT_EQ(source.ReplayedRequests(SubagentModels::kExclude), requests);
+  }
+}
+
+TEST(SyntheticAgenticTest, AStreamTakesMoreSessionsThanAWorkloadAndChecksTheRest) {
+  SyntheticAgenticOptions o = Small(5);
+  o.sessions = kMaxReplayConversations + 1;
+  o.context_scale = 0.01;
+  StatusOr<std::shared_ptr<const ConversationSource>> stream = StreamSyntheticAgentic(o);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  EXPECT_EQ((*stream)->size(), kMaxReplayConversations + 1);
+  o.sessions = kMaxStreamedConversations + 1;
+  EXPECT_EQ(StreamSyntheticAgentic(o).status(),
+            InvalidArgumentError(
+                "SyntheticAgenticOptions.sessions: must be in [1, 1000000], got 1000001"));
+  o.sessions = 3;
+  o.tool_gap_s.sigma = -1;
+  EXPECT_EQ(
+      StreamSyntheticAgentic(o).status(),
+      InvalidArgumentError("SyntheticAgenticOptions.tool_gap_s.sigma: must be in [0, 10], got -1"));
+  // A token count no replay can sum: an output distribution wide enough to pass 2^40.
+  o = Small(5);
+  o.output_tokens = LogNormal{1e14, 0.0};
+  const Status s = StreamSyntheticAgentic(o).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("synthetic session 0 output_tokens"));
 }
 
 TEST(SyntheticAgenticTest, ValidationNamesFieldAndValue) {

@@ -21,6 +21,14 @@ constexpr int64_t kMaxSubagents = 999;
 constexpr int32_t kMaxGroups = 1 << 20;
 // With a shared prefix, conversation k's own ids are offset by (k + 1) << 40.
 constexpr int kSharedPrefixIdBits = 40;
+// Sequence numbers reserved per conversation at Start: its main agent's begin and one per
+// sub-agent spawned without an anchor.
+constexpr int64_t kSequencesPerConversation = 1 + kMaxSubagents;
+
+// The id of conversation k's main agent (header: identities).
+ConversationId MainConversationId(int64_t k) {
+  return ConversationId(k < kMaxConversations ? k + 1 : (k + 1) * 1000);
+}
 
 TimeNs NonNegative(TimeNs t) { return t < TimeNs(0) ? TimeNs(0) : t; }
 
@@ -159,7 +167,16 @@ struct AgentDriver::Agent {
 
 AgentDriver::~AgentDriver() = default;
 
-bool AgentDriver::done() const { return agents_ended_ == static_cast<int64_t>(agents_.size()); }
+int64_t AgentDriver::held_conversations() const {
+  return std::count_if(
+      held_.begin(), held_.end(),
+      [](const std::shared_ptr<const WekaConversation>& c) { return c != nullptr; });
+}
+
+bool AgentDriver::done() const {
+  return static_cast<int64_t>(held_.size()) == source_->size() &&
+         agents_ended_ == static_cast<int64_t>(agents_.size());
+}
 
 std::string_view SubagentRoutingName(SubagentRouting routing) {
   return routing == SubagentRouting::kParent ? "parent" : "own";
@@ -201,53 +218,106 @@ std::vector<kv::BlockKey> DriverKeysOf(const kv::BlockKeyHasher& hasher, uint64_
   return hasher.KeysFromBlockIds(shifted, 0);
 }
 
-AgentDriver::AgentDriver(EventLoop* loop, AgentTarget* gateway, const AgenticWorkload* workload,
+AgentDriver::AgentDriver(EventLoop* loop, AgentTarget* gateway, const ConversationSource* source,
                          const AgentDriverOptions& options)
     : loop_(loop),
       gateway_(gateway),
-      workload_(workload),
+      source_(source),
+      workload_(source->in_memory()),
       options_(options),
       hasher_(gateway->hasher()) {}
 
 StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, AgentTarget* gateway,
                                                            const AgenticWorkload* workload,
                                                            const AgentDriverOptions& options) {
+  auto source = std::make_unique<const InMemoryConversations>(*workload);
+  StatusOr<std::unique_ptr<AgentDriver>> driver = Create(loop, gateway, source.get(), options);
+  if (driver.ok()) (*driver)->owned_source_ = std::move(source);
+  return driver;
+}
+
+StatusOr<std::unique_ptr<AgentDriver>> AgentDriver::Create(EventLoop* loop, AgentTarget* gateway,
+                                                           const ConversationSource* source,
+                                                           const AgentDriverOptions& options) {
   if (Status s = options.Validate(); !s.ok()) return s;
-  if (Status s = ValidateWorkloadShape(*workload); !s.ok()) return s;
-  const int32_t tokens_per_block = gateway->tokens_per_block();
-  for (size_t k = 0; k < workload->conversations.size(); ++k) {
-    if (Status s = ValidateConversation(k, workload->conversations[k], workload->starts[k], options,
-                                        tokens_per_block);
-        !s.ok()) {
-      return s;
+  const AgenticWorkload* workload = source->in_memory();
+  if (workload == nullptr && source->size() > kMaxStreamedConversations) {
+    return InvalidArgumentError("at most " + std::to_string(kMaxStreamedConversations) +
+                                " streamed conversations keep conversation ids distinct, got " +
+                                std::to_string(source->size()));
+  }
+  if (workload != nullptr) {
+    if (Status s = ValidateWorkloadShape(*workload); !s.ok()) return s;
+    const int32_t tokens_per_block = gateway->tokens_per_block();
+    for (size_t k = 0; k < workload->conversations.size(); ++k) {
+      if (Status s = ValidateConversation(k, workload->conversations[k], workload->starts[k],
+                                          options, tokens_per_block);
+          !s.ok()) {
+        return s;
+      }
     }
   }
-  std::unique_ptr<AgentDriver> driver(new AgentDriver(loop, gateway, workload, options));
-  // Agents: each main agent followed by its sub-agents; result conversations mirror them.
-  for (size_t k = 0; k < workload->conversations.size(); ++k) driver->AddConversation(k);
-  for (const Agent& agent : driver->agents_) {
-    DriverConversationResult r;
-    r.conversation = agent.conversation;
-    r.parent = agent.parent;
-    r.workload_index = agent.workload_index;
-    r.subagent = agent.subagent;
-    driver->result_.conversations.push_back(r);
+  std::unique_ptr<AgentDriver> driver(new AgentDriver(loop, gateway, source, options));
+  // A workload in memory is loaded whole (gates count every group's agents up front).
+  if (workload != nullptr && source->size() > 0) {
+    driver->LoadThrough(static_cast<int32_t>(source->size() - 1));
   }
   return driver;
 }
 
+void AgentDriver::LoadThrough(int32_t k) {
+  while (static_cast<int64_t>(held_.size()) <= k) {
+    const size_t next = held_.size();
+    // A streamed conversation is the driver's own: its ids are kept once per agent below.
+    std::shared_ptr<WekaConversation> owned;
+    if (workload_ == nullptr) owned = source_->Take(static_cast<int64_t>(next));
+    held_.push_back(owned != nullptr ? owned : source_->Load(static_cast<int64_t>(next)));
+    held_ids_.emplace_back();
+    live_agents_.push_back(0);
+    conversation_failed_.push_back(false);
+    const size_t first_agent = agents_.size();
+    AddConversation(next);
+    if (owned != nullptr && held_[next] != nullptr) {
+      std::vector<AgentBlockIds>& ids = held_ids_[next];
+      ids.emplace_back(owned->requests);
+      for (WekaSubagent& sub : owned->subagents) ids.emplace_back(sub.requests);
+    }
+    // Result conversations mirror the agents: each main agent followed by its sub-agents.
+    for (size_t a = first_agent; a < agents_.size(); ++a) {
+      const Agent& agent = agents_[a];
+      DriverConversationResult r;
+      r.conversation = agent.conversation;
+      r.parent = agent.parent;
+      r.workload_index = agent.workload_index;
+      r.subagent = agent.subagent;
+      result_.conversations.push_back(r);
+    }
+    live_agents_[next] = static_cast<int32_t>(agents_.size() - first_agent);
+  }
+}
+
 void AgentDriver::AddConversation(size_t k) {
-  const WekaConversation& c = workload_->conversations[k];
+  const WekaConversation& c = *held_[k];
   const int32_t main_index = static_cast<int32_t>(agents_.size());
   main_agent_of_.push_back(main_index);
-  if (IsGated(*workload_)) {
+  if (workload_ == nullptr) {
+    // A streamed conversation is checked as it arrives; one refused gets no agent.
+    if (Status s = ValidateConversation(k, c, source_->start(static_cast<int64_t>(k)), options_,
+                                        gateway_->tokens_per_block());
+        !s.ok()) {
+      if (status_.ok()) status_ = s;
+      held_[k].reset();
+      return;
+    }
+  }
+  if (workload_ != nullptr && IsGated(*workload_)) {
     const size_t group = static_cast<size_t>(workload_->groups[k]);
     if (group_agents_pending_.size() <= group) group_agents_pending_.resize(group + 1, 0);
     group_agents_pending_[group] += 1 + static_cast<int64_t>(c.subagents.size());
   }
   Agent main;
   main.workload_index = static_cast<int32_t>(k);
-  main.conversation = ConversationId(static_cast<int64_t>(k) + 1);
+  main.conversation = MainConversationId(static_cast<int64_t>(k));
   main.requests = &c.requests;
   main.joins_pending.assign(c.requests.size(), 0);
   main.spawn_after.resize(c.requests.size());
@@ -265,14 +335,14 @@ void AgentDriver::AddConversation(size_t k) {
 }
 
 void AgentDriver::AddSubagent(size_t k, size_t j, int32_t main_index) {
-  const WekaConversation& c = workload_->conversations[k];
+  const WekaConversation& c = *held_[k];
   const WekaSubagent& sub = c.subagents[j];
   Agent agent;
   agent.workload_index = static_cast<int32_t>(k);
   agent.subagent = static_cast<int32_t>(j);
   agent.conversation =
       ConversationId((static_cast<int64_t>(k) + 1) * 1000 + static_cast<int64_t>(j) + 1);
-  agent.parent = ConversationId(static_cast<int64_t>(k) + 1);
+  agent.parent = MainConversationId(static_cast<int64_t>(k));
   agent.requests = &sub.requests;
   agent.joins_pending.assign(sub.requests.size(), 0);
   agent.pauses = PausesOf(sub.requests, {});
@@ -321,28 +391,52 @@ Status AgentDriver::Start() {
          group_agents_pending_[static_cast<size_t>(groups_ended_through_ + 1)] == 0) {
     ++groups_ended_through_;
   }
-  for (size_t k = 0; k < workload_->conversations.size(); ++k) {
-    const int32_t conversation = static_cast<int32_t>(k);
-    if (!workload_->start_after_group.empty() &&
-        workload_->start_after_group[k] > groups_ended_through_) {
+  const int64_t size = source_->size();
+  const int64_t first = loop_->ReserveSequences(size * kSequencesPerConversation);
+  for (int64_t k = 0; k < size; ++k) {
+    const auto conversation = static_cast<int32_t>(k);
+    if (workload_ != nullptr && !workload_->start_after_group.empty() &&
+        workload_->start_after_group[static_cast<size_t>(k)] > groups_ended_through_) {
       gated_conversations_.push_back(conversation);
       continue;
     }
-    ScheduleConversation(conversation, SaturatingAdd(origin_, workload_->starts[k]));
+    const int64_t reserved = first + k * kSequencesPerConversation;
+    loop_->ScheduleReserved(
+        SaturatingAdd(origin_, source_->start(k)), reserved,
+        [this, conversation, reserved] { StartConversation(conversation, reserved); });
   }
   return Status();
 }
 
-void AgentDriver::ScheduleConversation(int32_t k, TimeNs start) {
-  const WekaConversation& c = workload_->conversations[static_cast<size_t>(k)];
+void AgentDriver::StartConversation(int32_t k, int64_t reserved) {
+  LoadThrough(k);
+  if (held_[static_cast<size_t>(k)] == nullptr) return;  // Refused as it arrived.
+  ScheduleConversation(k, loop_->now(), reserved);
+}
+
+void AgentDriver::ScheduleConversation(int32_t k, TimeNs start, int64_t reserved) {
+  const WekaConversation& c = *held_[static_cast<size_t>(k)];
   const int32_t main_index = main_agent_of_[static_cast<size_t>(k)];
-  loop_->Schedule(start, [this, main_index] { BeginAgent(main_index); });
-  for (size_t j = 0; j < c.subagents.size(); ++j) {
-    const int32_t index = main_index + 1 + static_cast<int32_t>(j);
+  // Under reserved numbers this event is the main agent's begin, run below once the unanchored
+  // sub-agents are scheduled (their numbers sort after it whatever is scheduled meanwhile).
+  if (reserved < 0) loop_->Schedule(start, [this, main_index] { BeginAgent(main_index); });
+  int64_t next_reserved = reserved + 1;
+  for (size_t j = 0, added = 0; j < c.subagents.size(); ++j) {
+    if (options_.subagent_models == SubagentModels::kExclude &&
+        !c.SharesMainModel(c.subagents[j])) {
+      continue;
+    }
+    const int32_t index = main_index + 1 + static_cast<int32_t>(added++);
     const Agent& agent = agents_[static_cast<size_t>(index)];
     if (agent.anchored) continue;
-    loop_->Schedule(SaturatingAdd(start, agent.spawn_delay), [this, index] { BeginAgent(index); });
+    const TimeNs at = SaturatingAdd(start, agent.spawn_delay);
+    if (reserved >= 0) {
+      loop_->ScheduleReserved(at, next_reserved++, [this, index] { BeginAgent(index); });
+    } else {
+      loop_->Schedule(at, [this, index] { BeginAgent(index); });
+    }
   }
+  if (reserved >= 0) BeginAgent(main_index);
 }
 
 void AgentDriver::OnAgentEndedForGates(int32_t index) {
@@ -388,6 +482,14 @@ void AgentDriver::RequestReady(int32_t index, int32_t request) {
   if (agent.joins_pending[static_cast<size_t>(request)] == 0) SubmitNext(index);
 }
 
+std::span<const uint64_t> AgentDriver::IdsOf(const Agent& agent, int32_t i) const {
+  const std::vector<AgentBlockIds>& kept = held_ids_[static_cast<size_t>(agent.workload_index)];
+  if (kept.empty()) return (*agent.requests)[static_cast<size_t>(i)].hash_ids;
+  // The main agent (subagent -1) first, then sub-agent j at j + 1.
+  const auto slot = static_cast<size_t>(int64_t{agent.subagent} + 1);
+  return kept[slot].At(static_cast<size_t>(i));
+}
+
 std::vector<kv::BlockKey> AgentDriver::KeysOf(std::span<const uint64_t> ids,
                                               uint64_t namespace_id) const {
   return DriverKeysOf(hasher_, options_.shared_prefix_ids, ids, namespace_id);
@@ -396,18 +498,18 @@ std::vector<kv::BlockKey> AgentDriver::KeysOf(std::span<const uint64_t> ids,
 engine::SchedulerRequest AgentDriver::EngineRequestOf(const Agent& agent, int32_t i,
                                                       RequestId id) const {
   const WekaRequest& w = (*agent.requests)[static_cast<size_t>(i)];
-  const int32_t block_size =
-      workload_->conversations[static_cast<size_t>(agent.workload_index)].block_size;
+  const int32_t block_size = held_[static_cast<size_t>(agent.workload_index)]->block_size;
   engine::SchedulerRequest request;
   request.id = id;
   const uint64_t namespace_id = static_cast<uint64_t>(agent.workload_index) + 1;
-  request.prompt_keys = KeysOf(w.hash_ids, namespace_id);
+  const std::span<const uint64_t> ids = IdsOf(agent, i);
+  request.prompt_keys = KeysOf(ids, namespace_id);
   if (static_cast<size_t>(i) + 1 < agent.requests->size()) {
-    request.output_keys =
-        ReusedOutputKeys(w, (*agent.requests)[static_cast<size_t>(i) + 1], block_size,
-                         [&](std::span<const uint64_t> ids) { return KeysOf(ids, namespace_id); });
+    request.output_keys = ReusedOutputKeys(
+        w, ids, IdsOf(agent, i + 1), block_size,
+        [&](std::span<const uint64_t> chain) { return KeysOf(chain, namespace_id); });
   }
-  request.prompt_tokens = SubmittedPromptTokens(w.input_tokens, w.hash_ids.size(), block_size);
+  request.prompt_tokens = SubmittedPromptTokens(w.input_tokens, ids.size(), block_size);
   request.max_new_tokens = std::max<int64_t>(1, w.output_tokens);
   request.kv_options.prompt_tokens = request.prompt_tokens;
   request.kv_options.conversation = agent.conversation;
@@ -421,6 +523,7 @@ engine::SchedulerRequest AgentDriver::EngineRequestOf(const Agent& agent, int32_
 GatewayRequest AgentDriver::GatewayRequestOf(const Agent& agent, int32_t i,
                                              engine::SchedulerRequest request) const {
   const WekaRequest& w = (*agent.requests)[static_cast<size_t>(i)];
+  const std::span<const uint64_t> ids = IdsOf(agent, i);
   const SessionId session(agent.conversation.value());
   const SessionId routed_as =
       agent.parent.has_value() && options_.subagent_routing == SubagentRouting::kParent
@@ -432,14 +535,14 @@ GatewayRequest AgentDriver::GatewayRequestOf(const Agent& agent, int32_t i,
   // it generates them); the gateway passes it on to the engine (kv_options.next_pause).
   sent.next_pause = agent.pauses[static_cast<size_t>(i)];
   // Sent with every request, as a client should (a restarted gateway forgets the mark).
-  if (!workload_->retained.empty() &&
+  if (workload_ != nullptr && !workload_->retained.empty() &&
       workload_->retained[static_cast<size_t>(agent.workload_index)]) {
     sent.retain = true;
   }
   // The leading blocks hashed in the shared namespace: the prefix sessions share.
   while (options_.shared_prefix_ids > 0 &&
-         static_cast<size_t>(sent.shared_prefix_blocks) < w.hash_ids.size() &&
-         w.hash_ids[static_cast<size_t>(sent.shared_prefix_blocks)] < options_.shared_prefix_ids) {
+         static_cast<size_t>(sent.shared_prefix_blocks) < ids.size() &&
+         ids[static_cast<size_t>(sent.shared_prefix_blocks)] < options_.shared_prefix_ids) {
     ++sent.shared_prefix_blocks;
   }
   return sent;
@@ -546,6 +649,9 @@ void AgentDriver::EndAgent(int32_t index) {
   if (agent.ended) return;
   agent.ended = true;
   ++agents_ended_;
+  const auto k = static_cast<size_t>(agent.workload_index);
+  // A failed agent's conversation is kept: its requests may still complete.
+  if (agent.failed) conversation_failed_[k] = true;
   const TimeNs now = loop_->now();
   DriverConversationResult& r = result_.conversations[static_cast<size_t>(index)];
   if (!agent.begun) r.start = now;
@@ -571,14 +677,34 @@ void AgentDriver::EndAgent(int32_t index) {
       ReleaseJoin(index);
     }
   }
+  --live_agents_[k];
+  MaybeRelease(k);
+}
+
+void AgentDriver::MaybeRelease(size_t k) {
+  if (live_agents_[k] > 0 || conversation_failed_[k] || held_[k] == nullptr) return;
+  const auto first = static_cast<size_t>(main_agent_of_[k]);
+  const size_t end =
+      k + 1 < main_agent_of_.size() ? static_cast<size_t>(main_agent_of_[k + 1]) : agents_.size();
+  for (size_t a = first; a < end; ++a) {
+    Agent& agent = agents_[a];
+    agent.requests = nullptr;
+    std::vector<PauseKind>().swap(agent.pauses);
+    std::vector<int32_t>().swap(agent.joins_pending);
+    std::vector<std::vector<int32_t>>().swap(agent.spawn_after);
+  }
+  held_[k].reset();
+  std::vector<AgentBlockIds>().swap(held_ids_[k]);
 }
 
 void AgentDriver::ReleaseJoin(int32_t index) {
   const Agent& agent = agents_[static_cast<size_t>(index)];
   Agent& parent = agents_[static_cast<size_t>(agent.parent_agent)];
+  // An ended parent submits nothing more (and its state may be released).
+  if (parent.ended) return;
   int32_t& pending = parent.joins_pending[static_cast<size_t>(agent.join_index)];
   --pending;
-  if (pending == 0 && !parent.ended && parent.gap_elapsed && parent.next == agent.join_index) {
+  if (pending == 0 && parent.gap_elapsed && parent.next == agent.join_index) {
     SubmitNext(agent.parent_agent);
   }
 }

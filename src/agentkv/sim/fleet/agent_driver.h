@@ -4,7 +4,8 @@
 // target is the simulator's GatewayModel (and its fleet), or a live endpoint (`agentkv load`,
 // load/live_target.h) with the loop kept on real time; "the gateway" below is the target.
 //
-// Identities. Conversation k (its index in the workload) runs under ConversationId(k + 1);
+// Identities. Conversation k (its index in the workload) runs under ConversationId(k + 1)
+// (ConversationId((k + 1) * 1000) from k = 1000 on, which only a streamed workload reaches);
 // its sub-agent j runs under ConversationId((k + 1) * 1000 + j + 1) with
 // parent_conversation = ConversationId(k + 1) and parent_hint_authenticated = true (the driver
 // is the trusted client). Session ids equal conversation ids (the gateway attaches them to
@@ -64,6 +65,16 @@
 // A Submit() error, or a dispatch error reported after an admission wait, ends that agent at
 // once and is reported by status().
 //
+// Streaming. The driver reads its conversations from a ConversationSource
+// (conversation_source.h). It schedules every conversation's start up front (each under a
+// sequence number reserved then, so that ties break as if everything were scheduled at once),
+// but a streamed source's conversation k is loaded only when its start comes (with every
+// earlier one not yet loaded, so agents stay in workload order), and released, with its agents'
+// per-request state, once all its agents have ended (unless one failed). While it is held, its
+// block ids are kept once per agent (AgentBlockIds: a turn that extends the previous one shares
+// its ids), not once per request. A workload held in memory is loaded whole at Create, as
+// before. Results are the same either way.
+//
 // The driver owns the gateway's completion callback from Start() on. Deterministic: a pure
 // function of the workload, the options and the fleet; every event goes through the loop
 // (ties by sequence number) and agents are kept in vectors. Single-threaded; not copyable or
@@ -87,7 +98,9 @@
 #include "agentkv/sim/fleet/event_loop.h"
 #include "agentkv/sim/fleet/fleet_model.h"
 #include "agentkv/sim/fleet/gateway_model.h"
+#include "agentkv/sim/workload/agent_block_ids.h"
 #include "agentkv/sim/workload/agentic_workload.h"
+#include "agentkv/sim/workload/conversation_source.h"
 #include "agentkv/sim/workload/pause_type.h"
 #include "agentkv/sim/workload/weka_trace.h"
 
@@ -232,6 +245,13 @@ class AgentDriver {
   static StatusOr<std::unique_ptr<AgentDriver>> Create(EventLoop* loop, AgentTarget* gateway,
                                                        const AgenticWorkload* workload,
                                                        const AgentDriverOptions& options);
+  // The same over a source. An in-memory source is validated as above; a streamed one is
+  // checked for its size (at most kMaxStreamedConversations) here and each conversation when
+  // it is loaded: one the rules above refuse ends nothing but itself, and status() reports it.
+  // `source` must outlive the driver.
+  static StatusOr<std::unique_ptr<AgentDriver>> Create(EventLoop* loop, AgentTarget* gateway,
+                                                       const ConversationSource* source,
+                                                       const AgentDriverOptions& options);
 
   AgentDriver(const AgentDriver&) = delete;
   AgentDriver& operator=(const AgentDriver&) = delete;
@@ -243,6 +263,9 @@ class AgentDriver {
 
   // Whether every agent has ended.
   bool done() const;
+  // Conversations loaded and not yet released (header: streaming): what the driver holds of
+  // the workload now.
+  int64_t held_conversations() const;
   // The first Submit() error, or OK.
   const Status& status() const { return status_; }
   // The results so far (complete once done()).
@@ -251,12 +274,15 @@ class AgentDriver {
  private:
   struct Agent;
 
-  AgentDriver(EventLoop* loop, AgentTarget* gateway, const AgenticWorkload* workload,
+  AgentDriver(EventLoop* loop, AgentTarget* gateway, const ConversationSource* source,
               const AgentDriverOptions& options);
 
-  // Building the agents (Create, after validation): conversation `k`'s main agent, then its
-  // sub-agents (those the options keep), then the main agent's pauses (which depend on the
-  // joins its sub-agents add).
+  // Loads every conversation up to `k` not loaded yet, in order (AddConversation each).
+  void LoadThrough(int32_t k);
+  // Building the agents of loaded conversation `k` (at Create for an in-memory source, at its
+  // start for a streamed one): its main agent, then its sub-agents (those the options keep),
+  // then the main agent's pauses (which depend on the joins its sub-agents add). A streamed
+  // conversation the rules refuse gets no agent and sets status_.
   void AddConversation(size_t k);
   // Sub-agent `j` of conversation `k`, whose main agent is agents_[main_index]: anchored on
   // (spawned after) the parent's last request at or before its spawn, and joined by the
@@ -265,8 +291,14 @@ class AgentDriver {
   void AddSubagent(size_t k, size_t j, int32_t main_index);
 
   // Schedules the begin of conversation `k`'s main agent and unanchored sub-agents at
-  // `start` (or later, by their spawn delays).
-  void ScheduleConversation(int32_t k, TimeNs start);
+  // `start` (or later, by their spawn delays). With `reserved` >= 0 they take the sequence
+  // numbers reserved for `k` at Start (reserved + 1 + j for the j-th unanchored sub-agent).
+  void ScheduleConversation(int32_t k, TimeNs start, int64_t reserved = -1);
+  // Conversation `k`'s start has come (its reserved sequence number `reserved`): loads it and
+  // begins it.
+  void StartConversation(int32_t k, int64_t reserved);
+  // Releases conversation `k` and its agents' per-request state once every agent has ended.
+  void MaybeRelease(size_t k);
   // Start gating: counts `agent`'s end against its group and begins every conversation whose
   // gate opened.
   void OnAgentEndedForGates(int32_t agent);
@@ -284,6 +316,8 @@ class AgentDriver {
   // stop, the pause that follows, the retention mark and the shared prefix.
   GatewayRequest GatewayRequestOf(const Agent& agent, int32_t i,
                                   engine::SchedulerRequest request) const;
+  // The hash ids of request `i` of `agent` (from held_ids_ for a streamed conversation).
+  std::span<const uint64_t> IdsOf(const Agent& agent, int32_t i) const;
   // Chained keys of trace block ids in conversation namespace `namespace_id` (see
   // AgentDriverOptions::shared_prefix_ids).
   std::vector<kv::BlockKey> KeysOf(std::span<const uint64_t> ids, uint64_t namespace_id) const;
@@ -295,7 +329,19 @@ class AgentDriver {
 
   EventLoop* loop_;
   AgentTarget* gateway_;
+  // Set when the driver was created over a workload: the source over it.
+  std::unique_ptr<const ConversationSource> owned_source_;
+  const ConversationSource* source_;
+  // source_->in_memory(): gates and retention marks (null for a streamed source).
   const AgenticWorkload* workload_;
+  // Conversations loaded (0, 1, ... in order) and held: held_[k] is null once released.
+  std::vector<std::shared_ptr<const WekaConversation>> held_;
+  // Per held streamed conversation: its agents' ids, the main agent's first, then sub-agent j's
+  // at j + 1 (their requests' hash_ids are emptied); empty for an in-memory one.
+  std::vector<std::vector<AgentBlockIds>> held_ids_;
+  // Per loaded conversation: its agents not yet ended, and whether one failed (kept then).
+  std::vector<int32_t> live_agents_;
+  std::vector<bool> conversation_failed_;
   AgentDriverOptions options_;
   kv::BlockKeyHasher hasher_;
   TimeNs origin_;

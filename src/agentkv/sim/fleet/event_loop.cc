@@ -1,5 +1,7 @@
 #include "agentkv/sim/fleet/event_loop.h"
 
+#include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "agentkv/base/bounds.h"
@@ -19,6 +21,32 @@ EventId EventLoop::Schedule(TimeNs at, Callback callback) {
 EventId EventLoop::ScheduleAfter(TimeNs delay, Callback callback) {
   AGENTKV_CHECK(delay >= TimeNs(0)) << "negative event delay " << delay;
   return Schedule(SaturatingAdd(now_, delay), std::move(callback));
+}
+
+int64_t EventLoop::ReserveSequences(int64_t count) {
+  AGENTKV_CHECK_GE(count, 0);
+  const int64_t first = next_seq_;
+  next_seq_ += count;
+  if (count > 0) reserved_.emplace_back(first, next_seq_);
+  return first;
+}
+
+bool EventLoop::IsReserved(int64_t seq) const {
+  // The last range starting at or before `seq`.
+  auto it = std::upper_bound(
+      reserved_.begin(), reserved_.end(), seq,
+      [](int64_t s, const std::pair<int64_t, int64_t>& range) { return s < range.first; });
+  return it != reserved_.begin() && seq < std::prev(it)->second;
+}
+
+EventId EventLoop::ScheduleReserved(TimeNs at, int64_t seq, Callback callback) {
+  AGENTKV_CHECK(at >= now_) << "event scheduled in the past: at " << at << ", now " << now_;
+  AGENTKV_CHECK(static_cast<bool>(callback)) << "empty event callback";
+  AGENTKV_CHECK(IsReserved(seq)) << "sequence number " << seq << " was not reserved";
+  AGENTKV_CHECK(!callbacks_.contains(seq)) << "sequence number " << seq << " is pending";
+  heap_.push(Entry{at, seq});
+  callbacks_.emplace(seq, std::move(callback));
+  return EventId(seq);
 }
 
 bool EventLoop::Cancel(EventId id) { return callbacks_.erase(id.value()) > 0; }

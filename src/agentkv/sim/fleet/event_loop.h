@@ -25,6 +25,7 @@
 #include <functional>
 #include <queue>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "agentkv/base/strong_id.h"
@@ -53,6 +54,17 @@ class EventLoop {
   // Schedules `callback` to run at now() + delay, or at the largest TimeNs when that sum does
   // not fit. Precondition: delay >= 0.
   EventId ScheduleAfter(TimeNs delay, Callback callback);
+  // Reserves `count` consecutive sequence numbers and returns the first. An event scheduled
+  // later under one of them (ScheduleReserved) breaks ties as if it had been scheduled at the
+  // reservation: a caller that schedules lazily (a streamed workload's session starts, made
+  // when the session is read) keeps the order it would have had scheduling everything up front.
+  // Precondition: count >= 0.
+  int64_t ReserveSequences(int64_t count);
+  // Schedules `callback` at `at` under the reserved sequence number `seq` (its EventId).
+  // Unlike Schedule, an event at exactly now() runs before the pending events at now() whose
+  // sequence numbers are larger. Preconditions: at >= now(); `seq` was reserved by
+  // ReserveSequences and is used at most once (it is checked not to be pending).
+  EventId ScheduleReserved(TimeNs at, int64_t seq, Callback callback);
 
   // Cancels a pending event: it will not run. Returns false (and does nothing) when `id` has
   // already run, was already cancelled, or is running now.
@@ -88,11 +100,15 @@ class EventLoop {
 
   // Drops cancelled entries from the top of the heap.
   void SkipCancelled();
+  // Whether `seq` lies in a range ReserveSequences returned.
+  bool IsReserved(int64_t seq) const;
 
   TimeNs now_;
   int64_t next_seq_ = 0;
   int64_t processed_ = 0;
   std::priority_queue<Entry> heap_;
+  // Reserved ranges [first, end), in increasing order (they are taken from next_seq_).
+  std::vector<std::pair<int64_t, int64_t>> reserved_;
   // Pending callbacks by sequence number; looked up only, never iterated.
   std::unordered_map<int64_t, Callback> callbacks_;
 };

@@ -71,18 +71,29 @@ class AgentDriverFeed::OracleProgress final : public AgentProgressHook {
 };
 
 AgentDriverFeed::AgentDriverFeed(const AgenticWorkload& workload, const ReplayOptions& options)
-    : workload_(workload), options_(options) {}
+    : owned_source_(std::make_unique<const InMemoryConversations>(workload)),
+      source_(*owned_source_),
+      workload_(&workload),
+      options_(options),
+      tokens_per_block_(
+          workload.conversations.empty() ? 0 : workload.conversations.front().block_size) {}
+
+AgentDriverFeed::AgentDriverFeed(const ConversationSource& source, const ReplayOptions& options)
+    : source_(source),
+      workload_(source.in_memory()),
+      options_(options),
+      tokens_per_block_(source.size() == 0 ? 0 : source.Load(0)->block_size) {}
 
 AgentDriverFeed::~AgentDriverFeed() = default;
 
 Status AgentDriverFeed::Validate() const {
-  if (workload_.conversations.empty()) {
-    return InvalidArgumentError("the workload has no conversations");
-  }
+  if (source_.size() == 0) return InvalidArgumentError("the workload has no conversations");
+  // A streamed source checks its token counts as it is built (StreamSyntheticAgentic).
+  if (workload_ == nullptr) return Status::Ok();
   // The readers and generators keep token counts within their bound; a workload built by hand
   // must too, so that the report's sums over requests cannot overflow.
-  for (size_t k = 0; k < workload_.conversations.size(); ++k) {
-    const WekaConversation& c = workload_.conversations[k];
+  for (size_t k = 0; k < workload_->conversations.size(); ++k) {
+    const WekaConversation& c = workload_->conversations[k];
     const auto check = [&](const WekaRequest& r, const std::string& name) {
       AGENTKV_RETURN_IF_ERROR(CheckTokens(name + ".input_tokens", r.input_tokens));
       return CheckTokens(name + ".output_tokens", r.output_tokens);
@@ -102,25 +113,21 @@ Status AgentDriverFeed::Validate() const {
   return Status::Ok();
 }
 
-int32_t AgentDriverFeed::tokens_per_block() const {
-  return workload_.conversations.front().block_size;
-}
+int32_t AgentDriverFeed::tokens_per_block() const { return tokens_per_block_; }
 
 int64_t AgentDriverFeed::InfiniteCapacityBlocks(int64_t device_blocks) const {
   const int32_t tokens_per_block = this->tokens_per_block();
-  std::vector<std::vector<uint64_t>> ids;
-  std::vector<uint64_t> namespaces;
-  std::vector<int64_t> tails;
-  for (size_t k = 0; k < workload_.conversations.size(); ++k) {
-    const WekaConversation& c = workload_.conversations[k];
+  InfiniteCapacityCount count(tokens_per_block);
+  for (int64_t k = 0; k < source_.size(); ++k) {
+    const std::shared_ptr<const WekaConversation> held = source_.Load(k);
+    const WekaConversation& c = *held;
     auto add = [&](const WekaRequest& r) {
       if (!FitsOneEngine(SubmittedPromptTokens(r.input_tokens, r.hash_ids.size(), c.block_size),
                          std::max<int64_t>(1, r.output_tokens), device_blocks, tokens_per_block)) {
         return;
       }
-      ids.push_back(r.hash_ids);
-      namespaces.push_back(static_cast<uint64_t>(k) + 1);
-      tails.push_back(r.output_tokens + r.input_tokens % tokens_per_block);
+      count.Add(r.hash_ids, static_cast<uint64_t>(k) + 1,
+                r.output_tokens + r.input_tokens % tokens_per_block);
     };
     for (const WekaRequest& r : c.requests) add(r);
     for (const WekaSubagent& s : c.subagents) {
@@ -128,15 +135,16 @@ int64_t AgentDriverFeed::InfiniteCapacityBlocks(int64_t device_blocks) const {
       for (const WekaRequest& r : s.requests) add(r);
     }
   }
-  return sim::InfiniteCapacityBlocks(ids, namespaces, tails, tokens_per_block);
+  return count.Blocks();
 }
 
 std::unique_ptr<FleetNextUse> AgentDriverFeed::Future(const kv::BlockKeyHasher& hasher,
                                                       int64_t device_blocks, TimeNs origin) {
   auto ranking = std::make_unique<FleetNextUse>();
-  agent_of_.assign(workload_.conversations.size(), {});
-  for (size_t k = 0; k < workload_.conversations.size(); ++k) {
-    const WekaConversation& c = workload_.conversations[k];
+  agent_of_.assign(static_cast<size_t>(source_.size()), {});
+  for (size_t k = 0; k < agent_of_.size(); ++k) {
+    const std::shared_ptr<const WekaConversation> held = source_.Load(static_cast<int64_t>(k));
+    const WekaConversation& c = *held;
     const uint64_t namespace_id = static_cast<uint64_t>(k) + 1;
     const auto add = [&](const std::vector<WekaRequest>& requests, TimeNs start) {
       std::vector<std::vector<kv::BlockKey>> keys;
@@ -157,7 +165,7 @@ std::unique_ptr<FleetNextUse> AgentDriverFeed::Future(const kv::BlockKeyHasher& 
       const TimeNs first = requests.empty() ? start : SaturatingAdd(start, requests.front().t);
       return ranking->AddAgent(std::move(keys), std::move(offsets), first);
     };
-    const TimeNs start = SaturatingAdd(origin, workload_.starts[k]);
+    const TimeNs start = SaturatingAdd(origin, source_.start(static_cast<int64_t>(k)));
     agent_of_[k].assign(c.subagents.size() + 1, -1);
     agent_of_[k][0] = add(c.requests, start);
     for (size_t j = 0; j < c.subagents.size(); ++j) {
@@ -175,15 +183,13 @@ Status AgentDriverFeed::Attach(ArmFleet& arm_fleet) {
   }
   AGENTKV_ASSIGN_OR_RETURN(
       driver_,
-      AgentDriver::Create(&arm_fleet.loop, arm_fleet.gateway.get(), &workload_,
+      AgentDriver::Create(&arm_fleet.loop, arm_fleet.gateway.get(), &source_,
                           AgentDriverOptions{.shared_prefix_ids = options_.shared_prefix_ids,
                                              .subagent_models = options_.subagent_models,
                                              .subagent_routing = options_.subagent_routing,
                                              .progress_hook = oracle_progress_.get()}));
   AGENTKV_RETURN_IF_ERROR(driver_->Start());
-  for (const WekaConversation& c : workload_.conversations) {
-    total_requests_ += ReplayedRequests(c, options_.subagent_models);
-  }
+  total_requests_ = source_.ReplayedRequests(options_.subagent_models);
   return Status::Ok();
 }
 
@@ -229,8 +235,8 @@ FedTraffic AgentDriverFeed::Traffic(const ArmFleet& arm_fleet) const {
 }
 
 void AgentDriverFeed::SummarizeWorkload(const ArmFleet& arm_fleet, ArmResult& result) const {
-  if (!workload_.groups.empty()) {
-    result.rollout = SummarizeRollout(arm_fleet, workload_, driver_->result(), result);
+  if (workload_ != nullptr && !workload_->groups.empty()) {
+    result.rollout = SummarizeRollout(arm_fleet, *workload_, driver_->result(), result);
   }
 }
 

@@ -3,7 +3,10 @@
 // submitted after its previous one completes and its recorded gap elapses. Internal to the
 // replay runner; RunAgenticArm (replay.h) is its public door.
 //
-// Thread-compatible; the workload and the options must outlive the feed.
+// Over a streamed source (conversation_source.h) the feed holds no conversation: what it computes
+// over all of them (validation, the infinite-cache size, the oracle's future) loads one at a time.
+//
+// Thread-compatible; the workload (or source) and the options must outlive the feed.
 #ifndef AGENTKV_SIM_REPLAY_AGENT_DRIVER_FEED_H_
 #define AGENTKV_SIM_REPLAY_AGENT_DRIVER_FEED_H_
 
@@ -15,12 +18,14 @@
 #include "agentkv/sim/replay/fleet_arm.h"
 #include "agentkv/sim/replay/replay.h"
 #include "agentkv/sim/workload/agentic_workload.h"
+#include "agentkv/sim/workload/conversation_source.h"
 
 namespace agentkv::sim {
 
 class AgentDriverFeed final : public GatewayFeed {
  public:
   AgentDriverFeed(const AgenticWorkload& workload, const ReplayOptions& options);
+  AgentDriverFeed(const ConversationSource& source, const ReplayOptions& options);
   AgentDriverFeed(const AgentDriverFeed&) = delete;
   AgentDriverFeed& operator=(const AgentDriverFeed&) = delete;
   ~AgentDriverFeed() override;
@@ -28,7 +33,8 @@ class AgentDriverFeed final : public GatewayFeed {
   // InvalidArgument for a workload without conversations or with a request's token count out
   // of bound (naming the request).
   Status Validate() const override;
-  // The first conversation's block size (the driver checks that every conversation has it).
+  // The first conversation's block size (the driver checks that every conversation has it;
+  // read once, at construction).
   int32_t tokens_per_block() const override;
   // Over every replayed agent's requests, in conversation namespaces k + 1.
   int64_t InfiniteCapacityBlocks(int64_t device_blocks) const override;
@@ -51,8 +57,13 @@ class AgentDriverFeed final : public GatewayFeed {
  private:
   class OracleProgress;
 
-  const AgenticWorkload& workload_;
+  // Set when the feed was made over a workload: the source over it.
+  std::unique_ptr<const ConversationSource> owned_source_;
+  const ConversationSource& source_;
+  // source_.in_memory(), or null.
+  const AgenticWorkload* workload_;
   const ReplayOptions& options_;
+  int32_t tokens_per_block_ = 0;
   // Set by Future: the ranking's agent of (workload index, sub-agent + 1), -1 when not replayed.
   std::vector<std::vector<int32_t>> agent_of_;
   // Declared before the driver, which reports to it.

@@ -209,19 +209,29 @@ bool FitsOneEngine(int64_t prompt_tokens, int64_t output_tokens, int64_t device_
   return blocks <= device_blocks;
 }
 
+InfiniteCapacityCount::InfiniteCapacityCount(int32_t tokens_per_block)
+    : hasher_(0), tokens_per_block_(tokens_per_block) {}
+
+void InfiniteCapacityCount::Add(std::span<const uint64_t> ids, uint64_t namespace_id,
+                                int64_t tail_tokens) {
+  for (const kv::BlockKey key : hasher_.KeysFromBlockIds(ids, namespace_id)) {
+    unique_.insert(key.value());
+  }
+  tails_ = SaturatingAdd(tails_, tail_tokens / tokens_per_block_ + 2);
+}
+
+int64_t InfiniteCapacityCount::Blocks() const {
+  return std::min(engine::kMaxKvPoolBlocks, static_cast<int64_t>(unique_.size()) + tails_);
+}
+
 int64_t InfiniteCapacityBlocks(const std::vector<std::vector<uint64_t>>& namespaced_ids,
                                const std::vector<uint64_t>& namespaces,
                                const std::vector<int64_t>& tail_tokens, int32_t tokens_per_block) {
-  const kv::BlockKeyHasher hasher(0);
-  std::unordered_set<uint64_t> unique;
-  int64_t tails = 0;
+  InfiniteCapacityCount count(tokens_per_block);
   for (size_t i = 0; i < namespaced_ids.size(); ++i) {
-    for (const kv::BlockKey key : hasher.KeysFromBlockIds(namespaced_ids[i], namespaces[i])) {
-      unique.insert(key.value());
-    }
-    tails = SaturatingAdd(tails, tail_tokens[i] / tokens_per_block + 2);
+    count.Add(namespaced_ids[i], namespaces[i], tail_tokens[i]);
   }
-  return std::min(engine::kMaxKvPoolBlocks, static_cast<int64_t>(unique.size()) + tails);
+  return count.Blocks();
 }
 
 }  // namespace agentkv::sim

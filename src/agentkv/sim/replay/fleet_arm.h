@@ -19,6 +19,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
+#include <unordered_set>
 #include <vector>
 
 #include "agentkv/base/pause.h"
@@ -135,6 +137,23 @@ bool FitsOneEngine(int64_t prompt_tokens, int64_t output_tokens, int64_t device_
                    int32_t tokens_per_block);
 
 // SubmittedPromptTokens (the prompt length the feeds submit) is the drivers': agent_driver.h.
+
+// Device blocks that hold every distinct block of the requests added, each in its namespace,
+// plus its tail tokens' worth of uncommitted blocks (output and partial tail) of every request at
+// once, capped at engine::kMaxKvPoolBlocks. Requests are added one at a time, so that a streamed
+// workload is counted without holding it; memory follows the distinct blocks.
+class InfiniteCapacityCount {
+ public:
+  explicit InfiniteCapacityCount(int32_t tokens_per_block);
+  void Add(std::span<const uint64_t> ids, uint64_t namespace_id, int64_t tail_tokens);
+  int64_t Blocks() const;
+
+ private:
+  const kv::BlockKeyHasher hasher_;
+  int32_t tokens_per_block_;
+  std::unordered_set<uint64_t> unique_;
+  int64_t tails_ = 0;
+};
 
 // Device blocks that hold every distinct block of `namespaced_ids[i]` (in namespace
 // `namespaces[i]`) plus `tail_tokens[i]` worth of uncommitted blocks (output and partial tail)

@@ -165,6 +165,12 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
   return RunFleetArm(feed, options, arm, progress);
 }
 
+StatusOr<ArmRun> RunAgenticArm(const ConversationSource& source, const ReplayOptions& options,
+                               const ArmSpec& arm, const std::function<void(double)>& progress) {
+  AgentDriverFeed feed(source, options);
+  return RunFleetArm(feed, options, arm, progress);
+}
+
 StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
                                 int32_t tokens_per_block, const ReplayOptions& options,
                                 const ArmSpec& arm, const std::function<void(double)>& progress) {
@@ -184,6 +190,20 @@ StatusOr<ReplayResult> RunReplay(const AgenticWorkload& workload, std::string_vi
   return RunArms(std::move(setup), options, progress, runner,
                  [&](const ArmSpec& arm, const std::function<void(double)>& arm_progress) {
                    return RunAgenticArm(workload, options, arm, arm_progress);
+                 });
+}
+
+StatusOr<ReplayResult> RunReplay(const ConversationSource& source, std::string_view description,
+                                 uint64_t seed, const ReplayOptions& options,
+                                 const ReplayProgress& progress, const ArmTaskRunner& runner) {
+  if (source.size() == 0) return InvalidArgumentError("the workload has no conversations");
+  ReplaySetup setup = SetupFor(options, source.Load(0)->block_size, description, seed);
+  if (const AgenticWorkload* workload = source.in_memory(); workload != nullptr) {
+    setup.workload_notes = TotalFallbacks(workload->conversations).Describe();
+  }
+  return RunArms(std::move(setup), options, progress, runner,
+                 [&](const ArmSpec& arm, const std::function<void(double)>& arm_progress) {
+                   return RunAgenticArm(source, options, arm, arm_progress);
                  });
 }
 

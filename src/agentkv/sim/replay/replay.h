@@ -44,6 +44,7 @@
 #include "agentkv/sim/replay/replay_arms.h"
 #include "agentkv/sim/replay/replay_result.h"
 #include "agentkv/sim/workload/agentic_workload.h"
+#include "agentkv/sim/workload/conversation_source.h"
 #include "agentkv/sim/workload/open_loop_trace.h"
 
 namespace agentkv::sim {
@@ -168,6 +169,12 @@ StatusOr<ArmRun> RunAgenticArm(const AgenticWorkload& workload, const ReplayOpti
                                const ArmSpec& arm,
                                const std::function<void(double)>& progress = {});
 
+// As RunAgenticArm, over a source (conversation_source.h): a streamed source's conversations are
+// built as they start and dropped as they end, so the arm's memory follows its live sessions.
+StatusOr<ArmRun> RunAgenticArm(const ConversationSource& source, const ReplayOptions& options,
+                               const ArmSpec& arm,
+                               const std::function<void(double)>& progress = {});
+
 // Runs one arm of an open-loop trace (the fleet arm runner with an OpenLoopFeed): request i
 // arrives at its time as its own session and conversation (ids i + 1); `tokens_per_block` is
 // the trace's block size. Errors as RunAgenticArm.
@@ -183,6 +190,13 @@ StatusOr<ArmRun> RunOpenLoopArm(const std::vector<OpenLoopRequest>& requests,
 // threads that run them. A failed arm fails the replay with "arm NAME: " and its status (the
 // first failed arm in arm order).
 StatusOr<ReplayResult> RunReplay(const AgenticWorkload& workload, std::string_view description,
+                                 uint64_t seed, const ReplayOptions& options,
+                                 const ReplayProgress& progress = {},
+                                 const ArmTaskRunner& runner = {});
+
+// As RunReplay, over a source; the same result as RunReplay over the workload the source stands
+// for. Only an in-memory source has trace fallbacks to note (a generator fills every field).
+StatusOr<ReplayResult> RunReplay(const ConversationSource& source, std::string_view description,
                                  uint64_t seed, const ReplayOptions& options,
                                  const ReplayProgress& progress = {},
                                  const ArmTaskRunner& runner = {});

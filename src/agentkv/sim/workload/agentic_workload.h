@@ -20,6 +20,11 @@ namespace agentkv::sim {
 // is ConversationId((k + 1) * 1000 + j + 1), so more would make ids collide. Workload builders
 // refuse more before building them.
 inline constexpr int64_t kMaxReplayConversations = 1000;
+// The most conversations a streamed workload (conversation_source.h) gives a replay: from
+// conversation 1000 on the driver names main agents ConversationId((k + 1) * 1000), which no
+// sub-agent id takes, so ids stay distinct up to here (and namespaces k + 1 below 2^24). Memory
+// follows the live conversations, not this bound.
+inline constexpr int64_t kMaxStreamedConversations = 1'000'000;
 
 struct AgenticWorkload {
   // The conversations; request times are relative to each conversation's own start.

@@ -13,11 +13,15 @@ namespace agentkv::sim {
 
 OutputBlocks ReusedOutputBlocks(const WekaRequest& current, const WekaRequest& next,
                                 int32_t block_size) {
+  return ReusedOutputBlocks(current, current.hash_ids, next.hash_ids, block_size);
+}
+
+OutputBlocks ReusedOutputBlocks(const WekaRequest& current, std::span<const uint64_t> current_ids,
+                                std::span<const uint64_t> next_ids, int32_t block_size) {
   AGENTKV_CHECK(block_size >= 1) << block_size;
-  const auto n = static_cast<int64_t>(current.hash_ids.size());
-  const auto next_n = static_cast<int64_t>(next.hash_ids.size());
-  if (next_n <= n ||
-      !std::equal(current.hash_ids.begin(), current.hash_ids.end(), next.hash_ids.begin())) {
+  const auto n = static_cast<int64_t>(current_ids.size());
+  const auto next_n = static_cast<int64_t>(next_ids.size());
+  if (next_n <= n || !std::equal(current_ids.begin(), current_ids.end(), next_ids.begin())) {
     return {};
   }
   // Saturating: token counts come from a trace (each at most 2^40, so this never saturates
@@ -33,10 +37,16 @@ OutputBlocks ReusedOutputBlocks(const WekaRequest& current, const WekaRequest& n
 
 std::vector<kv::BlockKey> ReusedOutputKeys(const WekaRequest& current, const WekaRequest& next,
                                            int32_t block_size, const BlockKeysOf& keys_of) {
-  const OutputBlocks blocks = ReusedOutputBlocks(current, next, block_size);
+  return ReusedOutputKeys(current, current.hash_ids, next.hash_ids, block_size, keys_of);
+}
+
+std::vector<kv::BlockKey> ReusedOutputKeys(const WekaRequest& current,
+                                           std::span<const uint64_t> current_ids,
+                                           std::span<const uint64_t> next_ids, int32_t block_size,
+                                           const BlockKeysOf& keys_of) {
+  const OutputBlocks blocks = ReusedOutputBlocks(current, current_ids, next_ids, block_size);
   if (blocks.empty()) return {};
-  std::vector<kv::BlockKey> keys =
-      keys_of(std::span(next.hash_ids).first(static_cast<size_t>(blocks.end)));
+  std::vector<kv::BlockKey> keys = keys_of(next_ids.first(static_cast<size_t>(blocks.end)));
   AGENTKV_CHECK(static_cast<int64_t>(keys.size()) == blocks.end)
       << "keys_of gave " << keys.size() << " keys for " << blocks.end << " ids";
   keys.erase(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(blocks.begin));

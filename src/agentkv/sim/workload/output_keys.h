@@ -49,6 +49,15 @@ using BlockKeysOf = std::function<std::vector<kv::BlockKey>(std::span<const uint
 std::vector<kv::BlockKey> ReusedOutputKeys(const WekaRequest& current, const WekaRequest& next,
                                            int32_t block_size, const BlockKeysOf& keys_of);
 
+// The same two with the hash ids given apart from the requests (a driver that keeps them in
+// AgentBlockIds): `current` gives the token counts, `current_ids` and `next_ids` the ids.
+OutputBlocks ReusedOutputBlocks(const WekaRequest& current, std::span<const uint64_t> current_ids,
+                                std::span<const uint64_t> next_ids, int32_t block_size);
+std::vector<kv::BlockKey> ReusedOutputKeys(const WekaRequest& current,
+                                           std::span<const uint64_t> current_ids,
+                                           std::span<const uint64_t> next_ids, int32_t block_size,
+                                           const BlockKeysOf& keys_of);
+
 }  // namespace agentkv::sim
 
 #endif  // AGENTKV_SIM_WORKLOAD_OUTPUT_KEYS_H_

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "agentkv/base/bounds.h"
 #include "agentkv/base/check.h"
 #include "agentkv/sim/workload/option_checks.h"
 
@@ -153,6 +154,12 @@ class SessionGenerator {
   std::vector<uint64_t> subagent_prefix_;
 };
 
+// The time from one session start to the next: an exponential draw of the mean inter-arrival.
+TimeNs NextInterarrival(const SyntheticAgenticOptions& options, Rng& rng) {
+  const double mean_s = options.mean_session_interarrival.seconds();
+  return TimeNs::Seconds(-mean_s * std::log(1.0 - rng.UniformDouble()));
+}
+
 }  // namespace
 
 LogNormal LogNormal::FromMedianP90(double median, double p90) {
@@ -220,13 +227,96 @@ StatusOr<AgenticWorkload> GenerateSyntheticAgentic(const SyntheticAgenticOptions
   SessionGenerator generator(options, rng);
   AgenticWorkload workload;
   TimeNs start;
-  const double mean_s = options.mean_session_interarrival.seconds();
   for (int64_t i = 0; i < options.sessions; ++i) {
-    if (i > 0) start += TimeNs::Seconds(-mean_s * std::log(1.0 - rng.UniformDouble()));
+    if (i > 0) start += NextInterarrival(options, rng);
     workload.starts.push_back(start);
     workload.conversations.push_back(generator.Generate(i));
   }
   return workload;
+}
+
+namespace {
+
+// The streamed sessions: session k is regenerated from a copy of the random stream as it stood
+// when GenerateSyntheticAgentic began it.
+class SyntheticSessions final : public ConversationSource {
+ public:
+  struct Session {
+    TimeNs start;
+    Rng stream;
+    int64_t requests = 0;
+  };
+  SyntheticSessions(const SyntheticAgenticOptions& options, std::vector<Session> sessions)
+      : options_(options), sessions_(std::move(sessions)) {
+    for (const Session& s : sessions_) requests_ += s.requests;
+  }
+
+  int64_t size() const override { return static_cast<int64_t>(sessions_.size()); }
+  TimeNs start(int64_t k) const override { return At(k).start; }
+  std::shared_ptr<const WekaConversation> Load(int64_t k) const override { return Take(k); }
+  std::unique_ptr<WekaConversation> Take(int64_t k) const override {
+    Rng rng = At(k).stream;
+    SessionGenerator generator(options_, rng);
+    return std::make_unique<WekaConversation>(generator.Generate(k));
+  }
+  // Sub-agents record no model, so every one is replayed under either mode.
+  int64_t ReplayedRequests(SubagentModels /*mode*/) const override { return requests_; }
+  const AgenticWorkload* in_memory() const override { return nullptr; }
+
+ private:
+  const Session& At(int64_t k) const {
+    AGENTKV_CHECK(k >= 0 && k < size()) << k;
+    return sessions_[static_cast<size_t>(k)];
+  }
+  const SyntheticAgenticOptions options_;
+  const std::vector<Session> sessions_;
+  int64_t requests_ = 0;
+};
+
+// What a replay needs of a generated session: token counts in range, ids kept distinct.
+Status CheckStreamedSession(int64_t k, const WekaConversation& c) {
+  constexpr size_t kMaxSubagents = 999;
+  const std::string name = "synthetic session " + std::to_string(k);
+  if (c.subagents.size() > kMaxSubagents) {
+    return InvalidArgumentError(name + " has " + std::to_string(c.subagents.size()) +
+                                " sub-agents, at most " + std::to_string(kMaxSubagents));
+  }
+  const auto check = [&](const std::vector<WekaRequest>& requests) -> Status {
+    for (const WekaRequest& r : requests) {
+      AGENTKV_RETURN_IF_ERROR(CheckTokens(name + " input_tokens", r.input_tokens));
+      AGENTKV_RETURN_IF_ERROR(CheckTokens(name + " output_tokens", r.output_tokens));
+    }
+    return Status::Ok();
+  };
+  AGENTKV_RETURN_IF_ERROR(check(c.requests));
+  for (const WekaSubagent& sub : c.subagents) AGENTKV_RETURN_IF_ERROR(check(sub.requests));
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<const ConversationSource>> StreamSyntheticAgentic(
+    const SyntheticAgenticOptions& options) {
+  SyntheticAgenticOptions one = options;
+  one.sessions = 1;
+  AGENTKV_RETURN_IF_ERROR(ValidateSyntheticAgenticOptions(one));
+  AGENTKV_RETURN_IF_ERROR(OptionChecks("SyntheticAgenticOptions")
+                              .Int("sessions", options.sessions, 1, kMaxStreamedConversations));
+  Rng rng(options.seed);
+  SessionGenerator generator(options, rng);
+  std::vector<SyntheticSessions::Session> sessions;
+  sessions.reserve(static_cast<size_t>(options.sessions));
+  TimeNs start;
+  for (int64_t i = 0; i < options.sessions; ++i) {
+    if (i > 0) start += NextInterarrival(options, rng);
+    SyntheticSessions::Session session{.start = start, .stream = rng};
+    const WekaConversation conversation = generator.Generate(i);
+    AGENTKV_RETURN_IF_ERROR(CheckStreamedSession(i, conversation));
+    session.requests = conversation.TotalRequests();
+    sessions.push_back(session);
+  }
+  return std::shared_ptr<const ConversationSource>(
+      std::make_shared<const SyntheticSessions>(options, std::move(sessions)));
 }
 
 }  // namespace agentkv::sim

@@ -19,11 +19,13 @@
 #define AGENTKV_SIM_WORKLOAD_SYNTHETIC_AGENTIC_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "agentkv/base/rng.h"
 #include "agentkv/base/status.h"
 #include "agentkv/base/time.h"
 #include "agentkv/sim/workload/agentic_workload.h"
+#include "agentkv/sim/workload/conversation_source.h"
 
 namespace agentkv::sim {
 
@@ -148,6 +150,17 @@ int64_t EstimateSyntheticAgenticBytes(const SyntheticAgenticOptions& options);
 // parent's next request is the first at or after every sibling's completion). The errors of
 // ValidateSyntheticAgenticOptions.
 StatusOr<AgenticWorkload> GenerateSyntheticAgentic(const SyntheticAgenticOptions& options);
+
+// The sessions of `options` as a streamed source (conversation_source.h): conversation k and its
+// start are those GenerateSyntheticAgentic gives (equal, field for field), but conversation k is
+// generated again each time it is loaded, from the random stream recorded for it. Construction
+// walks the generator once, keeping per session only its start, its stream and its request count
+// (24 bytes), and refuses a session that a replay could not drive: a token count out of
+// CheckTokens' range or more than 999 sub-agents (InvalidArgument naming session and field).
+// options.sessions is in [1, kMaxStreamedConversations] here; the other fields as
+// ValidateSyntheticAgenticOptions checks them.
+StatusOr<std::shared_ptr<const ConversationSource>> StreamSyntheticAgentic(
+    const SyntheticAgenticOptions& options);
 
 }  // namespace agentkv::sim
 

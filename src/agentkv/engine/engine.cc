@@ -149,7 +149,9 @@ EngineStep Engine::Step() {
     step.shape.context_tokens += work.context_tokens;
   }
   step.shape.host_load_tokens = (cache.onboards() - onboards_before) * kv_pool_.tokens_per_block;
-  step.cost = cost_model_.Estimate(step.shape);
+  const StepCost cost = cost_model_.Breakdown(step.shape);
+  step.cost = cost.total;
+  step.compute_time = cost.compute_time;
   for (RequestId id : step.result.admitted) pins_.EndReturned(id, scheduler_.mutable_cache());
   return step;
 }

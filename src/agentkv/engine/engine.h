@@ -45,6 +45,8 @@ struct EngineStep {
   int64_t evicted_blocks = 0;
   // CostModel::Estimate(shape): 0 for a step that computed no token.
   TimeNs cost;
+  // Its compute part (CostModel::Breakdown(shape).compute_time), priced with it.
+  TimeNs compute_time;
 
   // Whether the step computed any token (prefill or decode).
   bool computed() const { return shape.prefill_tokens + shape.decode_tokens > 0; }

@@ -231,7 +231,7 @@ void EngineModel::StartStep() {
     duration = *options_.fixed_step_time;
   } else if (step.computed()) {
     duration = step.cost;
-    compute_time_ += engine_->cost_model().Breakdown(step.shape).compute_time;
+    compute_time_ += step.compute_time;
   }
   busy_time_ += duration;
   loop_->ScheduleAfter(duration, [this, result = std::move(step.result)] { EndStep(result); });

@@ -64,7 +64,6 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "agentkv/base/status.h"
@@ -78,6 +77,7 @@
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
 #include "agentkv/kv/next_use_ranking.h"
+#include "agentkv/sim/fleet/block_key_set.h"
 #include "agentkv/sim/fleet/event_loop.h"
 
 namespace agentkv::sim {
@@ -248,7 +248,7 @@ class EngineModel {
   // scheduler, not finished, and listed once.
   std::vector<RequestId> aborts_;
   // Keys of blocks that left this engine's cache at some point. Looked up, never iterated.
-  std::unordered_set<kv::BlockKey> lost_keys_;
+  BlockKeySet lost_keys_;
   std::vector<kv::KvEvent> events_;
   // The stall offload wake pending, if any.
   std::optional<TimeNs> stall_wake_at_;

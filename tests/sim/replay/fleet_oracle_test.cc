@@ -77,9 +77,16 @@ TEST(FleetNextUseTest, RanksEqualTheDefinitionAfterEveryProgressEvent) {
     FleetNextUse ranking;
     for (int a = 0; a < agents; ++a) {
       const int requests = 1 + static_cast<int>(draw(6));
+      // Half the agents are agentic: each prompt extends the previous one (kept as one run of
+      // shared keys, looked up by runs of consecutive requests), now and then cut short.
+      const bool extends = draw(2) == 0;
       TimeNs at(0);
       for (int j = 0; j < requests; ++j) {
         std::vector<kv::BlockKey> prompt;
+        if (extends && j > 0) {
+          prompt = keys[static_cast<size_t>(a)].back();
+          if (draw(4) == 0) prompt.resize(prompt.size() / 2);
+        }
         for (int k = static_cast<int>(draw(5)); k > 0; --k) {
           // Keys 1-8 are shared by every agent; 100 * (a + 1) + ... are the agent's own.
           prompt.push_back(

@@ -1,7 +1,10 @@
 #include "agentkv/sim/fleet/fleet_next_use.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <utility>
 
 #include "agentkv/base/bounds.h"
@@ -18,7 +21,27 @@ int32_t FleetNextUse::AddAgent(std::vector<std::vector<kv::BlockKey>> prompt_key
     AGENTKV_CHECK(j == 0 ? offsets[j] == TimeNs(0) : offsets[j] >= offsets[j - 1]);
   }
   Agent agent;
-  agent.prompt_keys = std::move(prompt_keys);
+  agent.ranges.reserve(prompt_keys.size());
+  for (std::vector<kv::BlockKey>& keys : prompt_keys) {
+    Agent::KeyRange range{agent.keys.size(), keys.size()};
+    if (!agent.ranges.empty()) {
+      const Agent::KeyRange& last = agent.ranges.back();
+      const auto previous = agent.keys.begin() + static_cast<std::ptrdiff_t>(last.offset);
+      // Extends the previous request's keys, which end the array: share them.
+      if (last.offset + last.count == agent.keys.size() && keys.size() >= last.count &&
+          std::equal(previous, previous + static_cast<std::ptrdiff_t>(last.count), keys.begin())) {
+        range.offset = last.offset;
+        agent.keys.insert(agent.keys.end(), keys.begin() + static_cast<std::ptrdiff_t>(last.count),
+                          keys.end());
+        agent.ranges.push_back(range);
+        std::vector<kv::BlockKey>().swap(keys);
+        continue;
+      }
+    }
+    agent.keys.insert(agent.keys.end(), keys.begin(), keys.end());
+    agent.ranges.push_back(range);
+    std::vector<kv::BlockKey>().swap(keys);
+  }
   agent.offsets = std::move(offsets);
   agent.estimate = first;
   agents_.push_back(std::move(agent));
@@ -76,55 +99,63 @@ void FleetNextUse::Seal() {
   AGENTKV_CHECK(!sealed_);
   sealed_ = true;
   progressed_.assign(agents_.size(), 0);
-  // Pass 1: a dense id per distinct key, and how many distinct (agent, request) look it up.
+  // Pass 1: a dense id per distinct key, and how many runs of consecutive requests of one agent
+  // look it up (a request that looks it up right after the agent's previous one extends a run).
   std::vector<uint32_t> count;
   std::vector<uint64_t> last;
   for (size_t a = 0; a < agents_.size(); ++a) {
     const Agent& agent = agents_[a];
-    for (size_t j = 0; j < agent.prompt_keys.size(); ++j) {
-      for (const kv::BlockKey key : agent.prompt_keys[j]) {
+    for (size_t j = 0; j < agent.requests(); ++j) {
+      for (const kv::BlockKey key : agent.KeysOf(j)) {
         const uint32_t id = FindOrAddKey(key.value());
         if (id == count.size()) {
           count.push_back(0);
           last.push_back(0);
         }
         if (last[id] == Pack(a, j)) continue;
+        const bool extends = j > 0 && last[id] == Pack(a, j - 1);
         last[id] = Pack(a, j);
-        ++count[id];
+        if (!extends) ++count[id];
       }
     }
   }
-  // Pass 2: the lookups of each key in (agent, request) order, as agents and requests are
-  // visited in that order.
+  // Pass 2: the runs of each key in (agent, first request) order, as agents and requests are
+  // visited in that order; open[id] is the key's run being extended.
   std::vector<uint64_t> start(count.size() + 1, 0);
   for (size_t id = 0; id < count.size(); ++id) start[id + 1] = start[id] + count[id];
   AGENTKV_CHECK(start.back() < (uint64_t{1} << 32));
-  std::vector<uint64_t> entries(start.back());
+  std::vector<int32_t> agent_of_run(start.back());
+  runs_.resize(start.back());
   std::vector<uint64_t> next(start.begin(), start.end() - 1);
+  std::vector<uint64_t> open(count.size(), 0);
   std::fill(last.begin(), last.end(), 0);
   for (size_t a = 0; a < agents_.size(); ++a) {
     const Agent& agent = agents_[a];
-    for (size_t j = 0; j < agent.prompt_keys.size(); ++j) {
-      for (const kv::BlockKey key : agent.prompt_keys[j]) {
+    for (size_t j = 0; j < agent.requests(); ++j) {
+      for (const kv::BlockKey key : agent.KeysOf(j)) {
         const auto id = static_cast<size_t>(FindKey(key.value()));
         if (last[id] == Pack(a, j)) continue;
+        const bool extends = j > 0 && last[id] == Pack(a, j - 1);
         last[id] = Pack(a, j);
-        entries[next[id]++] = Pack(a, j) - 1;
+        if (extends) {
+          runs_[open[id]].last = static_cast<int32_t>(j);
+          continue;
+        }
+        open[id] = next[id]++;
+        runs_[open[id]] = Run{static_cast<int32_t>(j), static_cast<int32_t>(j)};
+        agent_of_run[open[id]] = static_cast<int32_t>(a);
       }
     }
   }
-  // Groups: a key's lookups by one agent.
-  requests_.reserve(entries.size());
+  // Groups: a key's runs by one agent.
   ranges_.resize(count.size());
   for (size_t id = 0; id < count.size(); ++id) {
     ranges_[id].begin = static_cast<uint32_t>(groups_.size());
     for (uint64_t e = start[id]; e < start[id + 1];) {
-      const auto agent = static_cast<int32_t>(entries[e] >> 32);
-      const auto begin = static_cast<uint32_t>(requests_.size());
-      for (; e < start[id + 1] && static_cast<int32_t>(entries[e] >> 32) == agent; ++e) {
-        requests_.push_back(static_cast<int32_t>(entries[e] & 0xFFFFFFFFU));
-      }
-      groups_.push_back(Group{agent, begin, static_cast<uint32_t>(requests_.size()), begin});
+      const int32_t agent = agent_of_run[e];
+      const auto begin = static_cast<uint32_t>(e);
+      while (e < start[id + 1] && agent_of_run[e] == agent) ++e;
+      groups_.push_back(Group{agent, begin, static_cast<uint32_t>(e), begin});
     }
     ranges_[id].end = static_cast<uint32_t>(groups_.size());
   }
@@ -132,17 +163,15 @@ void FleetNextUse::Seal() {
 
 void FleetNextUse::Refresh(int32_t agent, int32_t request, int32_t also) {
   const Agent& a = agents_[static_cast<size_t>(agent)];
-  const auto exists = [&](int32_t r) {
-    return r >= 0 && static_cast<size_t>(r) < a.prompt_keys.size();
-  };
+  const auto exists = [&](int32_t r) { return r >= 0 && static_cast<size_t>(r) < a.requests(); };
   if (!exists(request)) return;
-  const std::vector<kv::BlockKey>& keys = a.prompt_keys[static_cast<size_t>(request)];
-  const std::vector<kv::BlockKey>* also_keys =
-      exists(also) ? &a.prompt_keys[static_cast<size_t>(also)] : nullptr;
+  const std::span<const kv::BlockKey> keys = a.KeysOf(static_cast<size_t>(request));
+  const std::optional<std::span<const kv::BlockKey>> also_keys =
+      exists(also) ? std::optional(a.KeysOf(static_cast<size_t>(also))) : std::nullopt;
   // The keys `request` shares with `also` are a common prefix (keys are chained): refreshed once,
   // with `also`'s.
   size_t common = 0;
-  if (also_keys != nullptr) {
+  if (also_keys.has_value()) {
     while (common < keys.size() && common < also_keys->size() &&
            keys[common] == (*also_keys)[common]) {
       ++common;
@@ -150,9 +179,9 @@ void FleetNextUse::Refresh(int32_t agent, int32_t request, int32_t also) {
   }
   for (EngineModel* engine : engines_) {
     // Deepest first: a parent's refresh reads its children's fresh ranks.
-    const size_t own_from = also_keys != nullptr ? common : 0;
+    const size_t own_from = also_keys.has_value() ? common : 0;
     for (size_t i = keys.size(); i-- > own_from;) engine->RefreshNextUse(keys[i]);
-    if (also_keys == nullptr) continue;
+    if (!also_keys.has_value()) continue;
     for (size_t i = also_keys->size(); i-- > 0;) engine->RefreshNextUse((*also_keys)[i]);
   }
 }
@@ -164,7 +193,7 @@ void FleetNextUse::Progressed(int32_t agent) {
 void FleetNextUse::Submitted(int32_t agent, int32_t request, TimeNs now) {
   AGENTKV_CHECK(sealed_);
   Agent& a = agents_[static_cast<size_t>(agent)];
-  AGENTKV_CHECK(request >= 0 && static_cast<size_t>(request) < a.prompt_keys.size());
+  AGENTKV_CHECK(request >= 0 && static_cast<size_t>(request) < a.requests());
   // On time as estimated (the usual case: submitted when its gap elapsed): no rank changes.
   if (a.next == request && a.estimate == now) return;
   a.next = request;
@@ -176,7 +205,7 @@ void FleetNextUse::Submitted(int32_t agent, int32_t request, TimeNs now) {
 void FleetNextUse::Completed(int32_t agent, int32_t request, TimeNs next_ready) {
   AGENTKV_CHECK(sealed_);
   Agent& a = agents_[static_cast<size_t>(agent)];
-  AGENTKV_CHECK(request >= 0 && static_cast<size_t>(request) < a.prompt_keys.size());
+  AGENTKV_CHECK(request >= 0 && static_cast<size_t>(request) < a.requests());
   a.next = request + 1;
   a.estimate = next_ready;
   Progressed(agent);
@@ -196,17 +225,21 @@ int64_t FleetNextUse::NextUse(kv::BlockKey key) const {
   for (uint32_t g = range.begin; g < range.end; ++g) {
     Group& group = groups_[g];
     const Agent& a = agents_[static_cast<size_t>(group.agent)];
-    const int32_t* const requests = requests_.data();
+    const Run* const runs = runs_.data();
     uint32_t at = group.cursor;
     // Progress is forward but for a resubmission: search again only when it went back.
-    if (at > group.begin && requests[at - 1] >= a.next) {
-      at = static_cast<uint32_t>(std::lower_bound(requests + group.begin, requests + at, a.next) -
-                                 requests);
+    if (at > group.begin && runs[at - 1].last >= a.next) {
+      at = static_cast<uint32_t>(
+          std::lower_bound(runs + group.begin, runs + at, a.next,
+                           [](const Run& run, int32_t next) { return run.last < next; }) -
+          runs);
     }
-    while (at < group.end && requests[at] < a.next) ++at;
+    while (at < group.end && runs[at].last < a.next) ++at;
     group.cursor = at;
     if (at == group.end) continue;
-    const TimeNs when = SaturatingAdd(a.estimate, a.offsets[static_cast<size_t>(requests[at])] -
+    // The first request of the run at or after the agent's progress.
+    const int32_t request = std::max(runs[at].first, a.next);
+    const TimeNs when = SaturatingAdd(a.estimate, a.offsets[static_cast<size_t>(request)] -
                                                       a.offsets[static_cast<size_t>(a.next)]);
     best = std::min(best, when.ns());
   }

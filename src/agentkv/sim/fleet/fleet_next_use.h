@@ -16,16 +16,20 @@
 // they had when they became evictable until they are next released or refreshed (the estimate of an
 // agent's far future moves little between its requests).
 //
-// Deterministic; single-threaded. Memory: one key and one request index per prompt block of every
-// request, and a flat hash index of the distinct keys built once by Seal. NextUse(key) costs one
-// probe of that index plus, when the rank is not memoized, one step per agent that looks `key` up
-// (each agent's position among its requests advances with its progress; it is searched again
-// only when the agent goes back). A memoized rank stays valid until one of the agents that look
+// Deterministic; single-threaded. Memory follows the distinct keys, not the prompts: an agent's
+// keys are kept once per run of turns (a request whose keys extend the previous one's shares
+// them, as agentic turns do), the requests that look a key up are kept as runs of consecutive
+// requests, and a flat hash index of the distinct keys is built once by Seal. NextUse(key) costs
+// one probe of that index plus, when the rank is not memoized, one step per agent that looks `key`
+// up (each agent's position among its runs advances with its progress; it is searched again only
+// when the agent goes back). A memoized rank stays valid until one of the agents that look
 // the key up progresses: private keys keep theirs across every other agent's progress.
 #ifndef AGENTKV_SIM_FLEET_FLEET_NEXT_USE_H_
 #define AGENTKV_SIM_FLEET_FLEET_NEXT_USE_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -67,12 +71,27 @@ class FleetNextUse final : public kv::NextUseRanking {
 
  private:
   struct Agent {
-    std::vector<std::vector<kv::BlockKey>> prompt_keys;
+    // Request j's keys are keys[ranges[j].offset, + ranges[j].count).
+    struct KeyRange {
+      size_t offset = 0;
+      size_t count = 0;
+    };
+    std::vector<kv::BlockKey> keys;
+    std::vector<KeyRange> ranges;
     std::vector<TimeNs> offsets;
     int32_t next = 0;
     TimeNs estimate;
+    size_t requests() const { return ranges.size(); }
+    std::span<const kv::BlockKey> KeysOf(size_t j) const {
+      return std::span<const kv::BlockKey>(keys).subspan(ranges[j].offset, ranges[j].count);
+    }
   };
-  // The requests of one agent that look one key up: requests_[begin, end), ascending.
+  // Consecutive requests [first, last] of one agent that look one key up.
+  struct Run {
+    int32_t first = 0;
+    int32_t last = 0;
+  };
+  // The requests of one agent that look one key up: runs_[begin, end), ascending.
   struct Group {
     int32_t agent = 0;
     uint32_t begin = 0;
@@ -108,9 +127,9 @@ class FleetNextUse final : public kv::NextUseRanking {
     uint64_t stamp = 0;
     int64_t rank = 0;
   };
-  std::vector<int32_t> requests_;
-  // Mutable: each group's position, the first of its requests at or after the agent's progress
-  // when last read.
+  std::vector<Run> runs_;
+  // Mutable: each group's position, the first of its runs that reaches the agent's progress when
+  // last read.
   mutable std::vector<Group> groups_;
   // Mutable: a memo of ranks, exact since ranks change only with progress.
   mutable std::vector<Range> ranges_;

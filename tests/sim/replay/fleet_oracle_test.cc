@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "agentkv/base/rng.h"
@@ -63,6 +64,27 @@ TEST(FleetNextUseTest, TheEstimateOfAFarRequestAddsTheRecordedOffsets) {
   EXPECT_EQ(ranking.NextUse(Key(1)), TimeNs::Seconds(35).ns());
 }
 
+// Agent `a`'s random prompts: keys 1-8 are shared by every agent, 100 * (a + 1) + ... are the
+// agent's own. When `extends` (an agentic agent), each prompt extends the previous one (kept as
+// one run of shared keys, looked up by runs of consecutive requests), now and then cut short.
+std::vector<std::vector<kv::BlockKey>> RandomPrompts(const std::function<uint64_t(int64_t)>& draw,
+                                                     int a, int requests, bool extends) {
+  std::vector<std::vector<kv::BlockKey>> prompts;
+  for (int j = 0; j < requests; ++j) {
+    std::vector<kv::BlockKey> prompt;
+    if (extends && j > 0) {
+      prompt = prompts.back();
+      if (draw(4) == 0) prompt.resize(prompt.size() / 2);
+    }
+    for (int k = static_cast<int>(draw(5)); k > 0; --k) {
+      prompt.push_back(
+          Key(draw(2) == 0 ? 1 + draw(8) : 100 * (static_cast<uint64_t>(a) + 1) + draw(6)));
+    }
+    prompts.push_back(prompt);
+  }
+  return prompts;
+}
+
 // Model: the rank of every key recomputed from the definition (the earliest estimated lookup over
 // every agent's requests at or after its progress), after every progress event of a random run
 // with shared and private keys, resubmissions included. The index's memo, its per-agent cursors
@@ -77,22 +99,10 @@ TEST(FleetNextUseTest, RanksEqualTheDefinitionAfterEveryProgressEvent) {
     FleetNextUse ranking;
     for (int a = 0; a < agents; ++a) {
       const int requests = 1 + static_cast<int>(draw(6));
-      // Half the agents are agentic: each prompt extends the previous one (kept as one run of
-      // shared keys, looked up by runs of consecutive requests), now and then cut short.
-      const bool extends = draw(2) == 0;
+      const bool extends = draw(2) == 0;  // half the agents are agentic
+      keys[static_cast<size_t>(a)] = RandomPrompts(draw, a, requests, extends);
       TimeNs at(0);
       for (int j = 0; j < requests; ++j) {
-        std::vector<kv::BlockKey> prompt;
-        if (extends && j > 0) {
-          prompt = keys[static_cast<size_t>(a)].back();
-          if (draw(4) == 0) prompt.resize(prompt.size() / 2);
-        }
-        for (int k = static_cast<int>(draw(5)); k > 0; --k) {
-          // Keys 1-8 are shared by every agent; 100 * (a + 1) + ... are the agent's own.
-          prompt.push_back(
-              Key(draw(2) == 0 ? 1 + draw(8) : 100 * (static_cast<uint64_t>(a) + 1) + draw(6)));
-        }
-        keys[static_cast<size_t>(a)].push_back(prompt);
         if (j > 0) at = at + TimeNs::Seconds(static_cast<double>(draw(50)));
         offsets[static_cast<size_t>(a)].push_back(at);
       }

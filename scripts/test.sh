@@ -31,23 +31,42 @@ fi
 scripts/install-deps.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 
-cmake --preset release
-cmake --build --preset release -j "$jobs"
-ctest --preset release -j "$jobs"
+# Each phase's wall time on stderr, and after each test run its slowest tests, so that a suite
+# that outgrows its budget says where the time went.
+suite_start=$SECONDS
+phase() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  echo "scripts/test.sh: ${name}: $((SECONDS - start)) s (suite so far $((SECONDS - suite_start)) s)" >&2
+}
+slowest() {
+  local costs="build/$1/Testing/Temporary/CTestCostData.txt"
+  [ -f "$costs" ] || return 0
+  echo "scripts/test.sh: slowest $1 tests (seconds):" >&2
+  awk 'NF == 3 { printf "  %8.1f  %s\n", $3, $1 }' "$costs" | sort -rn | head -8 >&2
+}
 
-cmake --preset asan
-cmake --build --preset asan -j "$jobs"
-ctest --preset asan -j "$jobs"
+phase "release configure" cmake --preset release
+phase "release build" cmake --build --preset release -j "$jobs"
+phase "release tests" ctest --preset release -j "$jobs"
+slowest release
+
+phase "asan configure" cmake --preset asan
+phase "asan build" cmake --build --preset asan -j "$jobs"
+phase "asan tests" ctest --preset asan -j "$jobs"
+slowest asan
 
 # The threaded suites under ThreadSanitizer (Clang; the lock annotations are checked too).
-cmake --preset tsan
-cmake --build --preset tsan -j "$jobs"
-ctest --preset tsan -j "$jobs"
+phase "tsan configure" cmake --preset tsan
+phase "tsan build" cmake --build --preset tsan -j "$jobs"
+phase "tsan tests" ctest --preset tsan -j "$jobs"
+slowest tsan
 
 # The protocol parsers and trace readers under libFuzzer (Clang, ASan+UBSan), a bounded time
 # each.
-scripts/fuzz.sh "${AGENTKV_FUZZ_SECONDS:-10}"
+phase "fuzz" scripts/fuzz.sh "${AGENTKV_FUZZ_SECONDS:-10}"
 
 # Static checks: clang-tidy on a bounded set, then formatting of every C++ file.
-scripts/tidy.sh "$jobs"
-scripts/check-format.sh
+phase "tidy" scripts/tidy.sh "$jobs"
+phase "format" scripts/check-format.sh

@@ -32,6 +32,7 @@
 #include "agentkv/kv/kv_cache_manager.h"
 #include "bench/bench_clock.h"
 #include "bench/standard_trace.h"
+#include "bench/standard_trace_replay.h"
 
 namespace agentkv::kv {
 namespace {
@@ -51,78 +52,20 @@ constexpr std::array<Capacity, 2> kCapacities = {{{50, 0.314}, {100, 0.933}}};
 // the published value is a different policy or a bug, not rounding.
 constexpr double kHitRatioTolerance = 0.0015;
 
-const bench::StandardTrace& Trace() {
-  static const bench::StandardTrace* trace = [] {
-    std::string error;
-    auto generated = bench::StandardTrace::Generate(bench::StandardTraceParams{}, &error);
-    if (!generated.has_value()) {
-      std::fprintf(stderr, "standard trace: %s\n", error.c_str());
-      std::exit(1);
-    }
-    const std::string mismatch = bench::VerifyStandardTraceV1(*generated);
-    if (!mismatch.empty()) {
-      std::fprintf(stderr, "standard trace fingerprints do not reproduce; no timing counts:\n%s\n",
-                   mismatch.c_str());
-      std::exit(1);
-    }
-    return new bench::StandardTrace(std::move(*generated));
-  }();
-  return *trace;
-}
+using bench::StandardReplayResult;
+using ReplayResult = StandardReplayResult;
+
+const bench::StandardTrace& Trace() { return bench::VerifiedStandardTraceV1(); }
 
 int64_t CapacityBlocks(const bench::StandardTrace& trace, int percent) {
-  return trace.CapacityTokens(static_cast<double>(percent) / 100.0) / trace.params().block_size;
+  return bench::StandardCapacityBlocks(trace, percent);
 }
 
-std::span<const int32_t> AsTokens(std::span<const uint32_t> s) {
-  // int32 and uint32 may alias; token ids are below 2^31.
-  return {reinterpret_cast<const int32_t*>(s.data()), s.size()};
-}
-
-// Computes the keys of every full block of `r`'s prompt + output into `keys` (hashing is part
-// of what is timed) and returns how many of them cover `prompt[:-1]`, the part to match.
-size_t SequenceKeys(const bench::StandardRequest& r, const BlockKeyHasher& hasher,
-                    std::vector<BlockKey>& keys) {
-  constexpr int32_t kBlock = 16;
-  // The prompt and output are contiguous in the session buffer.
-  const std::span<const int32_t> seq =
-      AsTokens({r.prompt.data(), r.prompt.size() + r.output.size()});
-  keys.clear();
-  hasher.AppendKeysFromTokens(seq, kBlock, 0, keys);
-  return (r.prompt.size() - 1) / kBlock;
-}
-
-struct ReplayResult {
-  int64_t matched_prompt_tokens = 0;
-};
-
-// Each replay takes `matched_blocks`: null when timed; otherwise the verification pass gets
-// every request's matched block count in issue order (one predictable branch per request).
+// agentkv's replay, in bench/standard_trace_replay.cc (the compiled-peer benchmark runs it too).
 [[gnu::noinline]] ReplayResult ReplayAgentkv(const bench::StandardTrace& trace,
                                              int64_t capacity_blocks,
                                              std::vector<int64_t>* matched_blocks) {
-  constexpr int32_t kBlock = 16;
-  KvCacheOptions o;
-  o.tokens_per_block = kBlock;
-  o.device_blocks = capacity_blocks;
-  KvCacheManager cache = std::move(KvCacheManager::Create(o)).value();
-  std::vector<BlockKey> keys;
-  ReplayResult result;
-  for (int64_t i = 0; i < trace.num_requests(); ++i) {
-    const bench::StandardRequest r = trace.request(i);
-    const size_t lookup = SequenceKeys(r, cache.hasher(), keys);
-    const int64_t tokens = static_cast<int64_t>(r.prompt.size() + r.output.size());
-    const RequestId id(i);
-    const PrefixMatch m = cache.AddRequest(id, std::span(keys).first(lookup)).value();
-    if (!cache.Reserve(id, tokens).ok()) std::abort();
-    if (!cache.Commit(id, std::span(keys).subspan(static_cast<size_t>(m.total_blocks()))).ok()) {
-      std::abort();
-    }
-    if (!cache.Release(id).ok()) std::abort();
-    result.matched_prompt_tokens += m.device_blocks * kBlock;
-    if (matched_blocks != nullptr) matched_blocks->push_back(m.device_blocks);
-  }
-  return result;
+  return bench::ReplayStandardTraceAgentkv(trace, capacity_blocks, matched_blocks);
 }
 
 // The baseline: one hash map from block key to an LRU list node; a request's blocks are
@@ -139,7 +82,7 @@ struct ReplayResult {
   ReplayResult result;
   for (int64_t i = 0; i < trace.num_requests(); ++i) {
     const bench::StandardRequest r = trace.request(i);
-    const size_t lookup = SequenceKeys(r, hasher, keys);
+    const size_t lookup = bench::StandardSequenceKeys(r, hasher, keys);
     const int64_t tokens = static_cast<int64_t>(r.prompt.size() + r.output.size());
     std::list<uint64_t> mine;
     size_t matched = 0;
@@ -171,8 +114,7 @@ struct ReplayResult {
 }
 
 double HitRatio(const bench::StandardTrace& trace, const ReplayResult& result) {
-  return static_cast<double>(result.matched_prompt_tokens) /
-         static_cast<double>(trace.prompt_tokens());
+  return bench::StandardHitRatio(trace, result);
 }
 
 // The verification pass: untimed, before any benchmark runs. At every capacity of

@@ -20,7 +20,11 @@ The tables replace what lies between `<!-- perf-report:SECTION begin -->` and
 every program, plus the machine and load); --from-json renders such a file again without
 running anything. Needs python3 only (standard library).
 
-Adding a section (a compiled peer, the gateway load test): write a render function that takes
+The compiled peer's section (`peer`) runs bench/peers/sglang_tree_bench from --peer-build-dir
+(default build/peer, where bench/peers/sglang-tree.sh builds it); a default run skips it, with a
+message, when it is not built.
+
+Adding a section (the gateway load test): write a render function that takes
 a SectionRun and returns Markdown, and append a Section to SECTIONS. A program that is not a
 Google Benchmark binary gives the Section a `collect` function that runs it and returns a
 dict shaped like Google Benchmark's JSON output (a "benchmarks" list, one entry per
@@ -176,6 +180,9 @@ class Section:
     # Runs a program that is not a Google Benchmark binary: (binary, repetitions) -> dict in
     # Google Benchmark's JSON shape. None: run `program` as a Google Benchmark binary.
     collect: Optional[Callable[[str, int], dict]] = None
+    # Built apart from the release build, by bench/peers/sglang-tree.sh, in --peer-build-dir;
+    # left out of a default run where it is not built.
+    peer: bool = False
 
 
 STANDARD_TRACE_REFERENCE = {"50": 0.314, "100": 0.933}
@@ -338,6 +345,37 @@ def render_memory_floor(run):
     return "\n".join(rows)
 
 
+PEER_ARMS = [("0", "agentkv (16-token blocks, hashing included)"),
+             ("1", "SGLang C++ tree, page 1"), ("16", "SGLang C++ tree, page 16")]
+
+
+def render_peer(run):
+    runs = Runs(run.benchmark)
+    rows = [
+        "agentkv and SGLang's C++ radix tree (`tree_v2.cpp`, built from the checkout given to "
+        "`bench/peers/sglang-tree.sh`) on the standard trace in one process, arms interleaved "
+        "at random. `agentkv / tree` is per repetition pair: below 1, agentkv is faster.",
+        "",
+        "| capacity | arm | hit ratio | wall ns/token, median (min-max) "
+        "| CPU ns/token, median (min-max) | agentkv / tree, per repetition pair |",
+        "|---|---|---|---|---|---|",
+    ]
+    for capacity in ("50", "100"):
+        def name(page):
+            return "Peer/page:%s/capacity:%s/iterations:1/manual_time" % (page, capacity)
+        agentkv_wall = runs.field(name("0"), "ns_per_token")
+        for page, label in PEER_ARMS:
+            wall = runs.field(name(page), "ns_per_token")
+            cpu = runs.field(name(page), "cpu_ns_per_token")
+            hit = Spread.of(runs.field(name(page), "hit_ratio").values())
+            ratio = "" if page == "0" else ratio_cell(paired_ratios(agentkv_wall, wall))
+            rows.append("| %s %% | %s | %s | %s | %s | %s |" % (
+                capacity, label, spread_cell(hit, fmt=lambda v: "%.4f" % v),
+                spread_cell(Spread.of(wall.values())), spread_cell(Spread.of(cpu.values())),
+                ratio))
+    return "\n".join(rows)
+
+
 SECTIONS = [
     Section("standard-trace", "bench/standard_trace_bench", "standard_trace_bench",
             render_standard_trace),
@@ -345,7 +383,10 @@ SECTIONS = [
     Section("kv-agentic", "bench/kv_agentic_bench", "kv_agentic_bench", render_kv_agentic),
     Section("memory-floor", "bench/memory_floor_bench", "memory_floor_bench",
             render_memory_floor),
-    # Sections for a compiled peer (bench/peers/) or the gateway load test go here.
+    # The compiled peer is built apart (bench/peers/sglang-tree.sh), in --peer-build-dir.
+    Section("peer", "bench/peers/sglang_tree_bench", "sglang_tree_bench", render_peer,
+            peer=True),
+    # A section for the gateway load test goes here.
 ]
 SECTIONS_BY_NAME = {s.name: s for s in SECTIONS}
 
@@ -398,9 +439,17 @@ def now_utc():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def is_program(path):
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
 def run_section(section, build_dir, repetitions):
     binary = os.path.join(build_dir, section.program)
-    if not os.path.isfile(binary) or not os.access(binary, os.X_OK):
+    if section.peer and not is_program(binary):
+        raise ReportError(
+            "%s: %s not found; build it with `bench/peers/sglang-tree.sh SGLANG_CHECKOUT` (or "
+            "pass --peer-build-dir)" % (section.name, binary))
+    if not is_program(binary):
         raise ReportError(
             "%s: %s not found; build it with `cmake --build --preset release --target %s` "
             "(or pass --build-dir)" % (section.name, binary, section.target))
@@ -493,6 +542,10 @@ def main(argv=None):
         "docs/PERFORMANCE.md (wall-clock median and min-max over repetitions).")
     parser.add_argument("--build-dir", default="build/release",
                         help="the release build directory (default: build/release)")
+    parser.add_argument("--peer-build-dir", default="build/peer",
+                        help="where bench/peers/sglang-tree.sh built the compiled peer's "
+                        "program (default: build/peer); without it the peer section is skipped "
+                        "unless named with --only")
     parser.add_argument("--repetitions", type=int, default=5,
                         help="repetitions of every benchmark (default: 5)")
     parser.add_argument("--only", action="append", choices=sorted(SECTIONS_BY_NAME),
@@ -516,7 +569,14 @@ def main(argv=None):
         else:
             if args.repetitions < 1:
                 raise ReportError("--repetitions must be >= 1")
-            names = args.only or [s.name for s in SECTIONS]
+            names = args.only or [s.name for s in SECTIONS if not s.peer or
+                                  is_program(os.path.join(args.peer_build_dir, s.program))]
+            for section in SECTIONS:
+                if section.name not in names and not args.only:
+                    print("perf-report: skipping %s: %s not built (bench/peers/sglang-tree.sh "
+                          "builds it)" % (section.name, os.path.join(args.peer_build_dir,
+                                                                     section.program)),
+                          file=sys.stderr)
             report = {
                 "format": FORMAT,
                 "command": " ".join(["scripts/perf-report.py"] +
@@ -526,7 +586,9 @@ def main(argv=None):
                 "sections": {},
             }
             for name in names:
-                run = run_section(SECTIONS_BY_NAME[name], args.build_dir, args.repetitions)
+                section = SECTIONS_BY_NAME[name]
+                run = run_section(section, args.peer_build_dir if section.peer else
+                                  args.build_dir, args.repetitions)
                 report["sections"][name] = {k: v for k, v in dataclasses.asdict(run).items()
                                             if k != "name"}
                 if args.json_out:  # Saved after each section, so a later failure keeps it.

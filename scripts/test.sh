@@ -44,7 +44,8 @@ slowest() {
   local costs="build/$1/Testing/Temporary/CTestCostData.txt"
   [ -f "$costs" ] || return 0
   echo "scripts/test.sh: slowest $1 tests (seconds):" >&2
-  awk 'NF == 3 { printf "  %8.1f  %s\n", $3, $1 }' "$costs" | sort -rn | head -8 >&2
+  # sed, not head: it reads the whole list, so that sort never writes into a closed pipe.
+  awk 'NF == 3 { printf "  %8.1f  %s\n", $3, $1 }' "$costs" | sort -rn | sed -n '1,8p' >&2
 }
 
 phase "release configure" cmake --preset release

@@ -106,6 +106,19 @@ class TablesTest(unittest.TestCase):
         self.assert_row(text, "| plan + apply a finished sub-agent's demotion (10K owned "
                         "blocks) | 110 (100-120) | 150 (120-220) | 1.50x (1.00-2.00) | 0.97 |")
 
+    def test_peer(self):
+        text = rendered(["peer"])
+        # agentkv 50 %: 2, 3, 4 against the page-16 tree's 4, 2, 8: 0.5, 1.5, 0.5 per pair (a
+        # ratio of medians would say 0.75x).
+        self.assert_row(text, "| 50 % | agentkv (16-token blocks, hashing included) | 0.3141 | "
+                        "3.00 (2.00-4.00) | 1.50 (1.00-2.00) |  |")
+        self.assert_row(text, "| 50 % | SGLang C++ tree, page 16 | 0.5044 | 4.00 (2.00-8.00) | "
+                        "2.00 (1.00-4.00) | 0.50x (0.50-1.50) |")
+        # 100 %: 1, 2, 3 against page 1's 2, 2, 2: 0.5, 1, 1.5.
+        self.assert_row(text, "| 100 % | SGLang C++ tree, page 1 | 0.9329 | 2.00 | 1.00 | "
+                        "1.00x (0.50-1.50) |")
+        self.assertNotIn("99", text.split("Command:")[1])  # The decoy aggregate is ignored.
+
     def test_failed_benchmark_is_an_error(self):
         report = perf_report.load_report(CANNED)
         entry = report["sections"]["kv-agentic"]["benchmark"]["benchmarks"][0]
@@ -153,6 +166,13 @@ class CommandLineTest(unittest.TestCase):
                 text = f.read()
             self.assertIn("| 3.00 (2.00-4.00) | 2.50 (1.50-3.50) | 3.00x (1.50-4.00) |", text)
             self.assertTrue(text.startswith("a\n") and text.endswith("end -->\nb\n"))
+
+    def test_missing_peer_names_its_build_script(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            proc = self.run_script("--peer-build-dir", tmp, "--only", "peer", "--dry-run")
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("bench/peers/sglang_tree_bench not found; build it with "
+                      "`bench/peers/sglang-tree.sh SGLANG_CHECKOUT`", proc.stderr)
 
     def test_missing_binary_names_the_target(self):
         with tempfile.TemporaryDirectory() as tmp:

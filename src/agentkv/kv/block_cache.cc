@@ -78,6 +78,10 @@ int64_t BlockCache::BlocksForTokens(int64_t tokens) const {
 }
 
 int32_t BlockCache::FindChild(int32_t parent, BlockKey key) const {
+  if (parent != kNone) {
+    const int32_t newest = blocks_[static_cast<size_t>(parent)].first_child;
+    if (newest != kNone && blocks_[static_cast<size_t>(newest)].key == key.value()) return newest;
+  }
   const int32_t b = FindBlock(key);
   if (b == kNone || blocks_[static_cast<size_t>(b)].parent != parent) return kNone;
   return b;
@@ -91,18 +95,35 @@ void BlockCache::PrefetchIndex(std::span<const BlockKey> keys, size_t i) const {
   if (i + kPrefetchAhead < keys.size()) index_.Prefetch(keys[i + kPrefetchAhead].value());
 }
 
-void BlockCache::PrefetchLookup(std::span<const BlockKey> keys, size_t i) const {
+int32_t BlockCache::ChainWalk::Next(const BlockCache& cache, int32_t parent, size_t i) {
+  if (window_start_ == kFollowingLinks) {
+    // A chain's first block has no parent to follow: one probe, no window.
+    if (parent == kNone) return cache.FindChild(parent, keys_[i]);
+    const int32_t newest = cache.blocks_[static_cast<size_t>(parent)].first_child;
+    if (newest == parent + 1 &&
+        cache.blocks_[static_cast<size_t>(newest)].key == keys_[i].value()) {
+      return newest;
+    }
+    window_start_ = i;
+  }
+  cache.PrefetchLookup(keys_, i, window_start_);
+  return cache.FindChild(parent, keys_[i]);
+}
+
+void BlockCache::PrefetchLookup(std::span<const BlockKey> keys, size_t i, size_t start) const {
   if (blocks_.size() < kPrefetchMinBlocks) return;
   // Index chunks kSlotsAhead keys ahead, blocks kBlocksAhead ahead (their chunks were
   // prefetched kSlotsAhead - kBlocksAhead keys ago). A match does little per block, so it reaches
   // further ahead than a commit.
   constexpr size_t kSlotsAhead = 4 * kPrefetchAhead;
   constexpr size_t kBlocksAhead = 2 * kPrefetchAhead;
-  if (i == 0) {
-    // The head of the chain: its chunks all at once, then the blocks they name (these loads
+  if (i == start) {
+    // The head of the window: its chunks all at once, then the blocks they name (these loads
     // wait for the chunks, but together, not one per block).
-    for (size_t j = 0; j < kSlotsAhead && j < keys.size(); ++j) index_.Prefetch(keys[j].value());
-    for (size_t j = 0; j < kBlocksAhead && j < keys.size(); ++j) {
+    for (size_t j = i; j < i + kSlotsAhead && j < keys.size(); ++j) {
+      index_.Prefetch(keys[j].value());
+    }
+    for (size_t j = i; j < i + kBlocksAhead && j < keys.size(); ++j) {
       const int32_t b = index_.Candidate(keys[j].value());
       if (b != kNone) __builtin_prefetch(&blocks_[static_cast<size_t>(b)]);
     }
@@ -143,9 +164,9 @@ PrefixMatch BlockCache::Match(std::span<const BlockKey> keys, MatchResume& resum
     }
   }
   if (device_phase) {
+    ChainWalk walk(keys);
     for (; i < end; ++i) {
-      PrefetchLookup(keys, i);
-      const int32_t b = FindChild(parent, keys[i]);
+      const int32_t b = walk.Next(*this, parent, i);
       if (b == kNone || blocks_[static_cast<size_t>(b)].state != State::kDevice) break;
       parent = b;
     }
@@ -169,9 +190,9 @@ PrefixMatch BlockCache::MatchChain(std::span<const BlockKey> keys,
   PrefixMatch match;
   int32_t parent = kNone;
   size_t i = 0;
+  ChainWalk walk(keys);
   for (; i < keys.size(); ++i) {
-    PrefetchLookup(keys, i);
-    const int32_t b = FindChild(parent, keys[i]);
+    const int32_t b = walk.Next(*this, parent, i);
     if (b == kNone || blocks_[static_cast<size_t>(b)].state != State::kDevice) break;
     if (device_payloads != nullptr) device_payloads->push_back(PayloadOf(b));
     parent = b;
@@ -216,9 +237,9 @@ StatusOr<PrefixMatch> BlockCache::AddRequest(RequestId request,
   PrefixMatch match;
   int32_t parent = kNone;
   size_t i = 0;
+  ChainWalk walk(prompt_keys);
   for (; i < prompt_keys.size(); ++i) {
-    PrefetchLookup(prompt_keys, i);
-    const int32_t b = FindChild(parent, prompt_keys[i]);
+    const int32_t b = walk.Next(*this, parent, i);
     if (b == kNone || blocks_[static_cast<size_t>(b)].state != State::kDevice) break;
     Hold(b);
     state.blocks.push_back(b);

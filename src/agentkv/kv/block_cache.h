@@ -383,15 +383,36 @@ class BlockCache {
     AGENTKV_DCHECK(blk.state == State::kDevice || blk.state == State::kHost);
     return blk;
   }
+  // The committed child of `parent` (kNone: a chain's first block) keyed `key`, or kNone. The
+  // parent's newest child is tried before the index: a chain committed in one piece links each
+  // block to the next as its newest child.
   int32_t FindChild(int32_t parent, BlockKey key) const;
+  // A walk down the tree along `keys`, one step per key, as a match does. While each block's
+  // newest child is the next slot of the arena (a chain committed in one piece into consecutive
+  // free slots) and is the one wanted, it follows the links and reads the arena in order, with
+  // no index probe; from the first step where that fails it probes the index, prefetching a
+  // window (PrefetchLookup) that starts there.
+  class ChainWalk {
+   public:
+    explicit ChainWalk(std::span<const BlockKey> keys) : keys_(keys) {}
+    // The block of keys[i] under `parent` (FindChild). Called with i = start, start + 1, ...
+    int32_t Next(const BlockCache& cache, int32_t parent, size_t i);
+
+   private:
+    static constexpr size_t kFollowingLinks = SIZE_MAX;
+    std::span<const BlockKey> keys_;
+    // The position where the index window began, or kFollowingLinks.
+    size_t window_start_ = kFollowingLinks;
+  };
   PrefixMatch MatchChain(std::span<const BlockKey> keys,
                          std::vector<int64_t>* device_payloads) const;
   // Called at position `i` of a walk along `keys`: prefetches the index chunks of the keys
   // kPrefetchAhead positions on (at the start, of the first ones too).
   void PrefetchIndex(std::span<const BlockKey> keys, size_t i) const;
   // The same for a walk that reads the blocks it finds (a match): it also prefetches the block
-  // each key's chunk names, once that chunk has had time to arrive.
-  void PrefetchLookup(std::span<const BlockKey> keys, size_t i) const;
+  // each key's chunk names, once that chunk has had time to arrive. The walk's window began at
+  // `start`, where the first chunks and blocks are prefetched all at once.
+  void PrefetchLookup(std::span<const BlockKey> keys, size_t i, size_t start) const;
 
   // Device slots.
   bool CanFreeDevice(int64_t n) const;

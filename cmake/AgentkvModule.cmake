@@ -77,6 +77,9 @@ endfunction()
 # `threaded` and joins the target `agentkv_threaded_tests`: what the tsan preset builds and
 # runs.
 #
+# With AGENTKV_BUILD_UNIT_TESTS off, a program whose labels are only `unit` (and `threaded`) is
+# left out of the default build and of CTest (scripts/test.sh's release build).
+#
 # In the release build the test code itself (sources under tests/) compiles at -O1, a third
 # less build time for the tests; the code under test keeps the release flags.
 function(agentkv_test name)
@@ -108,6 +111,14 @@ function(agentkv_test name)
     add_dependencies(agentkv_threaded_tests ${name})
   endif()
   target_link_libraries(${name} PRIVATE agentkv_warnings ${ARG_DEPS} GTest::gmock_main)
+  # Without AGENTKV_BUILD_UNIT_TESTS a unit-test program stays defined (its directory may set
+  # properties on it) but is neither built by default nor registered with CTest.
+  set(other_labels ${ARG_LABELS})
+  list(REMOVE_ITEM other_labels unit threaded)
+  if(NOT AGENTKV_BUILD_UNIT_TESTS AND NOT other_labels)
+    set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL TRUE)
+    return()
+  endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
   # gtest_discover_tests passes PROPERTIES through unescaped, which splits a list of labels;
   # set them on the discovered tests (<name>_TESTS) from an include file run after its own.

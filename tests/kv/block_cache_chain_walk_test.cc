@@ -18,6 +18,7 @@
 
 #include "agentkv/base/rng.h"
 #include "agentkv/kv/block_cache.h"
+#include "block_cache_harness.h"
 
 namespace agentkv::kv {
 namespace {
@@ -25,15 +26,10 @@ namespace {
 constexpr int32_t kTokensPerBlock = 1;
 
 BlockCache Build(int64_t device_blocks, int64_t host_blocks) {
-  KvCacheOptions o;
+  KvCacheOptions o = testing_internal::BlockCacheHarness::Options(device_blocks, host_blocks);
   o.tokens_per_block = kTokensPerBlock;
-  o.device_blocks = device_blocks;
-  o.host_blocks = host_blocks;
   o.offload_threshold = 0;  // every evicted block goes to the host tier when there is one
-  o.hash_seed = 5;
-  StatusOr<BlockCache> created = BlockCache::Create(o);
-  AGENTKV_CHECK(created.ok());
-  return std::move(created).value();
+  return std::move(BlockCache::Create(o)).value();
 }
 
 // A uniform offset in [0, n].

@@ -25,21 +25,33 @@ CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWit
   -DAGENTKV_BUILD_FUZZ=ON -DAGENTKV_BUILD_TESTS=OFF -DAGENTKV_BUILD_BENCH=OFF
 cmake --build build/fuzz --target "${targets[@]}"
 
-status=0
-for target in "${targets[@]}"; do
-  corpus=build/fuzz/corpus/$target
-  findings=build/fuzz/findings/$target
-  log=build/fuzz/$target.log
+# One libFuzzer run per core at a time (each is single-threaded and runs for its own `seconds`,
+# so every target gets the same time as when they ran one after another); the summaries are
+# printed in the targets' order.
+run_target() {
+  local target=$1 seconds=$2
+  local corpus=build/fuzz/corpus/$target findings=build/fuzz/findings/$target
   mkdir -p "$corpus" "$findings"
-  echo "fuzz: running $target for ${seconds}s"
   if build/fuzz/fuzz/"$target" "$corpus" fuzz/corpus/"$target" \
       -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
-      -print_final_stats=1 -artifact_prefix="$findings/" >"$log" 2>&1; then
-    result=ok
+      -print_final_stats=1 -artifact_prefix="$findings/" >build/fuzz/"$target".log 2>&1; then
+    echo ok >build/fuzz/"$target".result
   else
-    result=FINDING
-    status=1
+    echo FINDING >build/fuzz/"$target".result
   fi
+}
+export -f run_target
+jobs=$(nproc 2>/dev/null || echo 2)
+echo "fuzz: running ${#targets[@]} targets for ${seconds}s each, $jobs at a time"
+rm -f build/fuzz/*.result
+printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'run_target "$1" "$2"' _ {} "$seconds"
+
+status=0
+for target in "${targets[@]}"; do
+  findings=build/fuzz/findings/$target
+  log=build/fuzz/$target.log
+  result=$(cat build/fuzz/"$target".result 2>/dev/null || echo FINDING)
+  if [ "$result" != ok ]; then status=1; fi
   execs=$(awk '/stat::number_of_executed_units:/ {print $2}' "$log")
   rate=$(awk '/stat::average_exec_per_sec:/ {print $2}' "$log")
   cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 || true)

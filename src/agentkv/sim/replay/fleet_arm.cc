@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <string>
-#include <unordered_set>
 #include <utility>
 
 #include "agentkv/base/bounds.h"
@@ -215,7 +214,7 @@ InfiniteCapacityCount::InfiniteCapacityCount(int32_t tokens_per_block)
 void InfiniteCapacityCount::Add(std::span<const uint64_t> ids, uint64_t namespace_id,
                                 int64_t tail_tokens) {
   for (const kv::BlockKey key : hasher_.KeysFromBlockIds(ids, namespace_id)) {
-    unique_.insert(key.value());
+    unique_.insert(key);
   }
   tails_ = SaturatingAdd(tails_, tail_tokens / tokens_per_block_ + 2);
 }

@@ -76,7 +76,6 @@ struct Flags {
   int client_threads = 2;
   int gateway_threads = 2;
   int64_t sessions = 4096;
-  int upstream_threads = 2;
   int64_t engine_tokens = 8'000'000;
   std::string nginx = "auto";
   std::vector<int> nginx_workers = {1, 2};
@@ -389,11 +388,8 @@ void AddFlags(CLI::App& app, Flags& flags) {
                  "agent sessions the requests take turns in (request n is in session n % sessions)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
-  app.add_option("--gateway-threads", flags.gateway_threads, "the gateway's server I/O threads")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
-  app.add_option("--upstream-threads", flags.upstream_threads,
-                 "the gateway's upstream client I/O threads")
+  app.add_option("--gateway-threads", flags.gateway_threads,
+                 "the gateway's I/O threads (one event loop each, server and upstream client)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   app.add_option("--engine-tokens", flags.engine_tokens, "the engine's max_total_tokens")
@@ -508,10 +504,12 @@ int Main(int argc, char** argv) {
   gateway_options.engine_urls = {(*engine)->base_url()};
   gateway_options.check_prerequisites = true;
   gateway_options.http.threads = flags.gateway_threads;
-  gateway_options.upstream.threads = flags.upstream_threads;
   gateway_options.agentic.agentic_session_lifecycle = true;
   gateway_options.agentic.agentic_program_admission = true;
   gateway_options.agentic.poll_interval_s = 2.0;
+  // The bench is one client opening thousands of sessions a second: the per-client new-session
+  // rate limit would answer most of them 429 and the figures would time refusals.
+  gateway_options.max_new_sessions_per_s = 0;
   gateway_options.log = [](LogLevel level, std::string_view line) {
     if (level >= LogLevel::kWarn) StderrLogSink(level, line);
   };
@@ -535,11 +533,11 @@ int Main(int argc, char** argv) {
 
   std::printf(
       "gateway_load: engine %s (unpaced, %lld KV tokens), gateway %s (lifecycle, "
-      "admission, %d server + %d upstream threads); client %d threads; %.1f s x %d runs; "
+      "admission, %d I/O threads); client %d threads; %.1f s x %d runs; "
       "hardware threads %u\n",
       (*engine)->base_url().c_str(), static_cast<long long>(flags.engine_tokens),
-      (*gateway)->base_url().c_str(), flags.gateway_threads, flags.upstream_threads,
-      flags.client_threads, flags.seconds, flags.runs, std::thread::hardware_concurrency());
+      (*gateway)->base_url().c_str(), flags.gateway_threads, flags.client_threads, flags.seconds,
+      flags.runs, std::thread::hardware_concurrency());
   const std::vector<Target> targets = {{"direct", (*engine)->base_url()},
                                        {"gateway", (*gateway)->base_url()}};
   std::atomic<int64_t> next_session{0};

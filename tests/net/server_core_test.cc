@@ -7,29 +7,50 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <thread>
 
 namespace agentkv::net::internal {
 namespace {
 
 using std::chrono::milliseconds;
 
-std::shared_ptr<ServerCore> MakeCore() {
-  return std::make_shared<ServerCore>(HttpServerOptions{},
-                                      [](Request, std::shared_ptr<ResponseWriter>) {});
+std::shared_ptr<ServerCore> MakeCore(std::shared_ptr<IoLoops> loops = nullptr) {
+  return std::make_shared<ServerCore>(
+      HttpServerOptions{}, [](Request, std::shared_ptr<ResponseWriter>) {}, std::move(loops));
+}
+
+// Polls `condition` every millisecond for up to 5 s.
+bool Eventually(const std::function<bool()>& condition) {
+  const auto deadline = std::chrono::steady_clock::now() + milliseconds(5'000);
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
 }
 
 TEST(ServerCoreTest, PostIfRunningPostsUntilStopped) {
-  auto core = MakeCore();
-  int ran = 0;
-  EXPECT_TRUE(core->PostIfRunning(core->io_context().get_executor(), [&] { ++ran; }));
-  core->io_context().poll();
-  EXPECT_EQ(ran, 1);
+  auto loops = std::make_shared<IoLoops>(1, IoLoops::Shape::kShared, "a test", "test-io");
+  auto core = MakeCore(loops);
+  std::atomic<int> ran{0};
+  EXPECT_TRUE(core->PostIfRunning(loops->context(0).get_executor(), [&] { ++ran; }));
+  EXPECT_TRUE(Eventually([&] { return ran.load() == 1; }));
   core->MarkStopped();
-  EXPECT_FALSE(core->PostIfRunning(core->io_context().get_executor(), [&] { ++ran; }));
-  core->io_context().restart();
-  core->io_context().poll();
-  EXPECT_EQ(ran, 1);
+  EXPECT_FALSE(core->PostIfRunning(loops->context(0).get_executor(), [&] { ++ran; }));
+  loops->Join(IoLoops::JoinMode::kFinishWork);
+  EXPECT_EQ(ran.load(), 1);
+}
+
+TEST(ServerCoreTest, OwnLoopsAreSharedAndLoopsGivenAreNotOwned) {
+  auto own = MakeCore();
+  EXPECT_TRUE(own->owns_loops());
+  EXPECT_EQ(own->loops().size(), 1U);  // HttpServerOptions::threads (2) on one io_context.
+  auto loops = std::make_shared<IoLoops>(3, IoLoops::Shape::kPerThread, "a test", "test-io");
+  auto given = MakeCore(loops);
+  EXPECT_FALSE(given->owns_loops());
+  EXPECT_EQ(&given->loops(), loops.get());
 }
 
 TEST(ServerCoreTest, RegistryCountsConnectionsLateOnesWhileDrainingAndRefusesThemOnceClosed) {
@@ -55,12 +76,12 @@ TEST(ServerCoreTest, RegistryCountsConnectionsLateOnesWhileDrainingAndRefusesThe
   EXPECT_TRUE(core->WaitForConnections(std::chrono::steady_clock::now(), /*include_late=*/false));
   EXPECT_FALSE(core->WaitForConnections(std::chrono::steady_clock::now()));
 
-  core->StopAccepting();
+  // Returns once the acceptor's close ran on its loop.
+  core->StopAccepting(std::chrono::steady_clock::now() + milliseconds(5'000));
   EXPECT_FALSE(core->Register(nullptr, 4));
   core->Unregister(3);
   EXPECT_EQ(core->open_connections(), 0);
   EXPECT_TRUE(core->WaitForConnections(std::chrono::steady_clock::now()));
-  core->io_context().poll();  // Runs the posted acceptor close, which holds the core.
 }
 
 TEST(ServerCoreTest, CountsServedRequests) {

@@ -93,10 +93,9 @@ class ResumeOnce {
 // ---------------------------------------------------------------------------------------------
 // ClientCore
 
-ClientCore::ClientCore(const HttpClientOptions& options)
+ClientCore::ClientCore(const HttpClientOptions& options, asio::io_context& io_context)
     : options_(options),
-      io_context_(options.threads),
-      work_guard_(io_context_.get_executor()),
+      io_context_(io_context),
       pool_(ConnectionPool::Options{options.max_connections_per_host, options.max_idle_per_host,
                                     options.idle_timeout, [this](int fd) { CloseParked(fd); }}),
       sweep_strand_(asio::make_strand(io_context_)),
@@ -149,17 +148,35 @@ std::vector<std::shared_ptr<ClientCall>> ClientCore::BeginShutdown() {
   return calls;
 }
 
+void ClientCore::CallBuilt() {
+  sync::MutexLock lock(&registry_mu_);
+  ++calls_unfinished_;
+}
+
+void ClientCore::CallFinished() {
+  sync::MutexLock lock(&registry_mu_);
+  if (--calls_unfinished_ == 0) calls_cv_.SignalAll();
+}
+
+void ClientCore::WaitForCalls(const std::function<bool()>& gave_up) {
+  constexpr std::chrono::milliseconds kRecheck{5};
+  sync::MutexLock lock(&registry_mu_);
+  while (calls_unfinished_ != 0 && !gave_up()) {
+    calls_cv_.WaitWithDeadline(&registry_mu_, std::chrono::steady_clock::now() + kRecheck);
+  }
+}
+
 void ClientCore::StartSweeper() {
-  asio::post(sweep_strand_, [this] {
-    sweeping_ = true;
-    ArmSweep();
+  asio::post(sweep_strand_, [self = shared_from_this()] {
+    self->sweeping_ = true;
+    self->ArmSweep();
   });
 }
 
 void ClientCore::StopSweeper() {
-  asio::post(sweep_strand_, [this] {
-    sweeping_ = false;
-    sweep_timer_.cancel();
+  asio::post(sweep_strand_, [self = shared_from_this()] {
+    self->sweeping_ = false;
+    self->sweep_timer_.cancel();
   });
 }
 
@@ -167,28 +184,29 @@ void ClientCore::ArmSweep() {
   const auto period = std::clamp<std::chrono::milliseconds>(
       options_.idle_timeout / 2, std::chrono::milliseconds(10), std::chrono::milliseconds(1'000));
   sweep_timer_.expires_after(period);
-  sweep_timer_.async_wait([this](const error_code& error) {
-    if (error || !sweeping_) return;
-    pool_.CloseExpired(ConnectionPool::Clock::now());
-    ArmSweep();
+  sweep_timer_.async_wait([self = shared_from_this()](const error_code& error) {
+    if (error || !self->sweeping_) return;
+    self->pool_.CloseExpired(ConnectionPool::Clock::now());
+    self->ArmSweep();
   });
 }
 
 // ---------------------------------------------------------------------------------------------
 // ClientCall: entry points
 
-ClientCall::ClientCall(ClientCore& core, Spec spec, bool streaming, Callbacks callbacks,
-                       Status initial)
-    : core_(core),
-      id_(core.NextCallId()),
+ClientCall::ClientCall(std::shared_ptr<ClientCore> core, Spec spec, bool streaming,
+                       Callbacks callbacks, Status initial)
+    : core_(std::move(core)),
+      id_(core_->NextCallId()),
       streaming_(streaming),
       spec_(std::move(spec)),
       key_(spec_.endpoint.PoolKey()),
       callbacks_(std::move(callbacks)),
       initial_(std::move(initial)),
-      strand_(asio::make_strand(core.io_context())),
-      socket_(core.io_context()),
+      strand_(asio::make_strand(core_->io_context())),
+      socket_(core_->io_context()),
       timer_(strand_) {
+  core_->CallBuilt();
   chunk_body_callback_ = [this](uint64_t, boost::beast::string_view body, error_code& error) {
     return EmitChunk(std::string_view(body.data(), body.size()), error);
   };
@@ -221,7 +239,7 @@ void ClientCall::DoStart() {
     Finish(initial_);
     return;
   }
-  if (!core_.Register(shared_from_this(), id_)) {
+  if (!core_->Register(shared_from_this(), id_)) {
     Finish(UnavailableError("HttpClient is shutting down"));
     return;
   }
@@ -243,7 +261,7 @@ void ClientCall::DoCancel(Status reason) {
       return;  // DoStart sees cancelled_.
     case Phase::kWaiting:
       // If the pool already passed a lease on, OnLease sees cancelled_ and returns it.
-      if (core_.pool().CancelWait(key_, id_)) Finish(cancel_status_);
+      if (core_->pool().CancelWait(key_, id_)) Finish(cancel_status_);
       return;
     case Phase::kConnecting:
     case Phase::kHeader:
@@ -282,7 +300,7 @@ void ClientCall::Acquire() {
   ++attempts_;
   phase_ = Phase::kWaiting;
   auto self = shared_from_this();
-  std::optional<ConnectionPool::Lease> lease = core_.pool().Acquire(
+  std::optional<ConnectionPool::Lease> lease = core_->pool().Acquire(
       key_, id_,
       [self](ConnectionPool::Lease granted) {
         asio::post(self->strand_, [self, granted] { self->OnLease(granted); });
@@ -292,7 +310,7 @@ void ClientCall::Acquire() {
     OnLease(*lease);
     return;
   }
-  ArmTimer(core_.options().queue_timeout);
+  ArmTimer(core_->options().queue_timeout);
 }
 
 void ClientCall::OnLease(ConnectionPool::Lease lease) {
@@ -301,16 +319,16 @@ void ClientCall::OnLease(ConnectionPool::Lease lease) {
     // Hand the slot straight back: an idle connection stays healthy, a connect permission
     // frees its slot.
     if (lease.reused()) {
-      core_.pool().Release(key_, lease.fd, lease.family, ConnectionPool::Clock::now());
+      core_->pool().Release(key_, lease.fd, lease.family, ConnectionPool::Clock::now());
     } else {
-      core_.pool().Discard(key_);
+      core_->pool().Discard(key_);
     }
     Finish(cancel_status_);
     return;
   }
   leased_ = true;
   if (lease.reused()) {
-    if (std::unique_ptr<tcp::socket> parked = core_.Unpark(lease.fd)) {
+    if (std::unique_ptr<tcp::socket> parked = core_->Unpark(lease.fd)) {
       socket_ = std::move(*parked);
       family_ = lease.family;
       reused_ = true;
@@ -334,7 +352,7 @@ void ClientCall::OnLease(ConnectionPool::Lease lease) {
 
 void ClientCall::Connect() {
   phase_ = Phase::kConnecting;
-  ArmTimer(core_.options().connect_timeout);
+  ArmTimer(core_->options().connect_timeout);
   error_code error;
   const auto address = asio::ip::make_address(spec_.endpoint.host, error);
   if (!error) {
@@ -374,7 +392,7 @@ void ClientCall::OnConnected(const error_code& error) {
     Finish(UnavailableError("cannot connect to " + key_ + ": " + error.message()));
     return;
   }
-  core_.CountConnectionOpened();
+  core_->CountConnectionOpened();
   error_code ignored;
   socket_.set_option(tcp::no_delay(true), ignored);
   SendRequest();
@@ -388,7 +406,7 @@ void ClientCall::SendRequest() {
   write_error_ = {};
   buffer_.clear();
   parser_.reset();
-  ArmTimer(core_.options().header_timeout);
+  ArmTimer(core_->options().header_timeout);
   http::async_write(socket_, request_,
                     OnStrand([self = shared_from_this()](const error_code& error, size_t) {
                       self->OnWritten(error);
@@ -406,12 +424,12 @@ void ClientCall::OnWritten(const error_code& error) {
 void ClientCall::ReadHeader() {
   parser_.emplace();
   parser_->header_limit(
-      static_cast<uint32_t>(std::min<size_t>(core_.options().max_header_bytes, size_t{1} << 30)));
+      static_cast<uint32_t>(std::min<size_t>(core_->options().max_header_bytes, size_t{1} << 30)));
   if (streaming_) {
     parser_->body_limit(boost::none);
     parser_->on_chunk_body(chunk_body_callback_);
   } else {
-    parser_->body_limit(static_cast<uint64_t>(core_.options().max_response_bytes));
+    parser_->body_limit(static_cast<uint64_t>(core_->options().max_response_bytes));
   }
   if (spec_.method == http::verb::head) parser_->skip(true);
   http::async_read_header(socket_, buffer_, *parser_,
@@ -445,7 +463,7 @@ void ClientCall::ReadBody() {
   }
   phase_ = Phase::kBody;
   if (!GateOpen()) return;
-  ArmTimer(core_.options().body_timeout);
+  ArmTimer(core_->options().body_timeout);
   http::async_read_some(socket_, buffer_, *parser_,
                         OnStrand([self = shared_from_this()](const error_code& error, size_t) {
                           self->OnBody(error);
@@ -497,7 +515,7 @@ size_t ClientCall::EmitChunk(std::string_view piece, error_code& error) {
 }
 
 void ClientCall::FailRead(const error_code& error, std::string_view what) {
-  const auto& options = core_.options();
+  const auto& options = core_->options();
   if (error == http::error::header_limit) {
     Finish(ResourceExhaustedError(std::string(what) + " from " + key_ +
                                   " exceed max_header_bytes (" +
@@ -530,7 +548,7 @@ void ClientCall::Retry() {
   CloseSocket();
   leased_ = false;
   reused_ = false;
-  core_.pool().Discard(key_);
+  core_->pool().Discard(key_);
   Acquire();
 }
 
@@ -572,18 +590,21 @@ void ClientCall::Finish(Status status) {
   if (resolver_) resolver_->cancel();
   if (leased_) ReleaseConnection(/*reusable=*/false);
   CloseSocket();
-  if (registered_) core_.Unregister(id_);
-  Callbacks callbacks = std::move(callbacks_);
-  callbacks_ = {};
-  if (streaming_) {
-    if (callbacks.on_done) callbacks.on_done(std::move(status));
-  } else if (callbacks.on_response) {
-    if (status.ok()) {
-      callbacks.on_response(std::move(response_));
-    } else {
-      callbacks.on_response(std::move(status));
+  if (registered_) core_->Unregister(id_);
+  {
+    Callbacks callbacks = std::move(callbacks_);
+    callbacks_ = {};
+    if (streaming_) {
+      if (callbacks.on_done) callbacks.on_done(std::move(status));
+    } else if (callbacks.on_response) {
+      if (status.ok()) {
+        callbacks.on_response(std::move(response_));
+      } else {
+        callbacks.on_response(std::move(status));
+      }
     }
-  }
+  }  // The callbacks, and what they hold, are gone before the call counts as finished.
+  core_->CallFinished();
 }
 
 void ClientCall::ReleaseConnection(bool reusable) {
@@ -592,12 +613,12 @@ void ClientCall::ReleaseConnection(bool reusable) {
   if (reusable && socket_.is_open() && family_ != 0) {
     // Parked first: the call that leases `fd` next may run as soon as the pool has it.
     const int fd = socket_.native_handle();
-    core_.Park(fd, std::move(socket_));
-    core_.pool().Release(key_, fd, family_, ConnectionPool::Clock::now());
+    core_->Park(fd, std::move(socket_));
+    core_->pool().Release(key_, fd, family_, ConnectionPool::Clock::now());
     return;
   }
   CloseSocket();
-  core_.pool().Discard(key_);
+  core_->pool().Discard(key_);
 }
 
 void ClientCall::CloseSocket() {
@@ -627,7 +648,7 @@ void ClientCall::OnTimeout() {
   if (finished_) return;
   if (phase_ == Phase::kWaiting) {
     // If the pool already passed a lease on, it is on its way and the call proceeds.
-    if (core_.pool().CancelWait(key_, id_)) Finish(DeadlineExceededError(TimeoutMessage()));
+    if (core_->pool().CancelWait(key_, id_)) Finish(DeadlineExceededError(TimeoutMessage()));
     return;
   }
   timed_out_ = true;
@@ -636,7 +657,7 @@ void ClientCall::OnTimeout() {
 }
 
 std::string ClientCall::TimeoutMessage() const {
-  const auto& options = core_.options();
+  const auto& options = core_->options();
   switch (phase_) {
     case Phase::kWaiting:
       return "waiting for a connection to " + key_ + " (max_connections_per_host " +

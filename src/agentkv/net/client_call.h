@@ -3,17 +3,17 @@
 // reads the response under per-phase deadlines and hands the connection back. Not part of the
 // module's API; http_client.h is.
 //
-// Ownership: HttpClient owns the core; a call is owned by its pending operations (and, while it
-// waits for a connection, by the pool's waiter queue); the core keeps weak references to cancel
-// calls at destruction, and StreamHandle keeps a weak one. Thread-safety: ClientCore is
-// thread-safe; a call's state is only touched on its own strand, and Start/Cancel may be called
-// from any thread.
+// Ownership: HttpClient holds one core per event loop it runs on, and every call holds its core
+// (shared), so a core outlives the calls still queued on its loop; a call is owned by its
+// pending operations (and, while it waits for a connection, by the pool's waiter queue); the
+// core keeps weak references to cancel calls at destruction, and StreamHandle keeps a weak one.
+// Thread-safety: ClientCore is thread-safe; a call's state is only touched on its own strand, and
+// Start/Cancel may be called from any thread.
 #ifndef AGENTKV_NET_CLIENT_CALL_H_
 #define AGENTKV_NET_CLIENT_CALL_H_
 
 #include <atomic>
 #include <boost/asio/bind_executor.hpp>
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -36,10 +36,13 @@
 
 namespace agentkv::net::internal {
 
-// What an HttpClient's calls share. Thread-safe.
-class ClientCore {
+// What the calls of an HttpClient on one event loop share: the loop, the connection pool and
+// the parked sockets registered with that loop. Thread-safe.
+class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
-  explicit ClientCore(const HttpClientOptions& options);
+  // Runs on `io_context`, which must outlive the core (HttpClient's own loops, or the ones it
+  // was given).
+  ClientCore(const HttpClientOptions& options, boost::asio::io_context& io_context);
 
   boost::asio::io_context& io_context() { return io_context_; }
   const HttpClientOptions& options() const { return options_; }
@@ -51,6 +54,12 @@ class ClientCore {
   void Unregister(uint64_t id);
   // Refuses new calls from now on and returns the calls in flight, to be cancelled.
   std::vector<std::shared_ptr<ClientCall>> BeginShutdown();
+  // A call was built (CallBuilt) or finished, its callback run (CallFinished); the count lets
+  // the destructor of a client on loops it does not own wait for its calls.
+  void CallBuilt();
+  void CallFinished();
+  // Waits until every call built finished, or `gave_up()` turns true (checked every few ms).
+  void WaitForCalls(const std::function<bool()>& gave_up);
 
   void CountConnectionOpened() { connections_opened_.fetch_add(1, std::memory_order_relaxed); }
   int64_t connections_opened() const { return connections_opened_.load(std::memory_order_relaxed); }
@@ -58,8 +67,6 @@ class ClientCore {
   // Closes expired idle connections periodically until StopSweeper.
   void StartSweeper();
   void StopSweeper();
-  // Lets the I/O threads return once no work is left.
-  void ReleaseWorkGuard() { work_guard_.reset(); }
 
   // A keep-alive connection stays a socket object registered with the event loop while it is
   // idle in the pool, so that reusing it costs no epoll_ctl (the pool itself deals in
@@ -74,10 +81,8 @@ class ClientCore {
   void CloseParked(int fd);
 
   const HttpClientOptions options_;
-  boost::asio::io_context io_context_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_guard_;
-  // Declared before pool_ (whose destructor closes idle connections through CloseParked) and
-  // after io_context_ (the sockets are bound to it).
+  boost::asio::io_context& io_context_;
+  // Declared before pool_, whose destructor closes idle connections through CloseParked.
   sync::Mutex parked_mu_;
   std::unordered_map<int, std::unique_ptr<boost::asio::ip::tcp::socket>> parked_
       AGENTKV_GUARDED_BY(parked_mu_);
@@ -92,6 +97,8 @@ class ClientCore {
   bool shutting_down_ AGENTKV_GUARDED_BY(registry_mu_) = false;
   std::unordered_map<uint64_t, std::weak_ptr<ClientCall>> registry_
       AGENTKV_GUARDED_BY(registry_mu_);
+  sync::CondVar calls_cv_;
+  int64_t calls_unfinished_ AGENTKV_GUARDED_BY(registry_mu_) = 0;
 };
 
 // One request; see the invariants at the top of client_call.cc.
@@ -117,7 +124,8 @@ class ClientCall : public std::enable_shared_from_this<ClientCall> {
 
   // `initial` non-OK makes the call fail with it at Start (e.g. a bad URL), asynchronously like
   // any other failure. `streaming` selects on_headers/on_chunk/on_done over on_response.
-  ClientCall(ClientCore& core, Spec spec, bool streaming, Callbacks callbacks, Status initial);
+  ClientCall(std::shared_ptr<ClientCore> core, Spec spec, bool streaming, Callbacks callbacks,
+             Status initial);
   ClientCall(const ClientCall&) = delete;
   ClientCall& operator=(const ClientCall&) = delete;
 
@@ -174,7 +182,7 @@ class ClientCall : public std::enable_shared_from_this<ClientCall> {
   void OnTimeout();
   std::string TimeoutMessage() const;
 
-  ClientCore& core_;
+  const std::shared_ptr<ClientCore> core_;
   const uint64_t id_;
   const bool streaming_;
   Spec spec_;

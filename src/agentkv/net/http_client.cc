@@ -1,8 +1,9 @@
 // HttpClient: option validation, argument checks, thread start-up and shutdown. One request's
 // protocol lives in client_call.cc, the per-upstream pool in connection_pool.cc.
 //
-// Invariants: `threads_` run the core's io_context from construction until the destructor
-// joined them; a call is started only through Launch, which gives it exactly one strand.
+// Invariants: `cores_` has one core per loop (cores_[i] on loops_->context(i)), each built with
+// the same options; the loops run from construction until the destructor (own loops) or their
+// owner joins them; a call is started only through Launch, which gives it exactly one strand.
 #include "agentkv/net/http_client.h"
 
 #include <cstdio>
@@ -11,7 +12,6 @@
 
 #include "agentkv/base/check.h"
 #include "agentkv/net/client_call.h"
-#include "agentkv/net/io_thread.h"
 
 namespace agentkv::net {
 namespace {
@@ -33,9 +33,10 @@ Status CheckArguments(const std::string& target, const HeaderList& headers) {
 }
 
 // Builds and starts a call; argument errors become the call's (asynchronous) result.
-std::shared_ptr<internal::ClientCall> Launch(internal::ClientCore& core, http::verb method,
-                                             const std::string& base_url, std::string target,
-                                             HeaderList headers, std::string body, bool streaming,
+std::shared_ptr<internal::ClientCall> Launch(std::shared_ptr<internal::ClientCore> core,
+                                             http::verb method, const std::string& base_url,
+                                             std::string target, HeaderList headers,
+                                             std::string body, bool streaming,
                                              internal::ClientCall::Callbacks callbacks) {
   internal::ClientCall::Spec spec;
   spec.method = method;
@@ -51,7 +52,7 @@ std::shared_ptr<internal::ClientCall> Launch(internal::ClientCore& core, http::v
   spec.target = std::move(target);
   spec.headers = std::move(headers);
   spec.body = std::move(body);
-  auto call = std::make_shared<internal::ClientCall>(core, std::move(spec), streaming,
+  auto call = std::make_shared<internal::ClientCall>(std::move(core), std::move(spec), streaming,
                                                      std::move(callbacks), std::move(initial));
   call->Start();
   return call;
@@ -84,29 +85,64 @@ void HttpClient::StreamHandle::Cancel() {
   if (auto call = call_.lock()) call->Cancel(UnavailableError("cancelled by the caller"));
 }
 
-HttpClient::HttpClient(HttpClientOptions options) {
+namespace {
+
+size_t CeilDiv(size_t a, size_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+std::shared_ptr<IoLoops> OwnLoops(const HttpClientOptions& options) {
   const Status valid = options.Validate();
   AGENTKV_CHECK(valid.ok()) << valid.ToString();
-  core_ = std::make_unique<internal::ClientCore>(options);
-  core_->StartSweeper();
-  threads_.reserve(static_cast<size_t>(options.threads));
-  for (int i = 0; i < options.threads; ++i) {
-    threads_.emplace_back([core = core_.get()] {
-      internal::RunIoThread(core->io_context(), "an HttpClient callback");
-    });
+  return std::make_shared<IoLoops>(options.threads, IoLoops::Shape::kShared,
+                                   "an HttpClient callback", "http-client");
+}
+
+}  // namespace
+
+HttpClient::HttpClient(HttpClientOptions options)
+    : HttpClient(options, OwnLoops(options), /*owns_loops=*/true) {}
+
+HttpClient::HttpClient(HttpClientOptions options, std::shared_ptr<IoLoops> loops)
+    : HttpClient(std::move(options), std::move(loops), /*owns_loops=*/false) {}
+
+HttpClient::HttpClient(HttpClientOptions options, std::shared_ptr<IoLoops> loops, bool owns_loops)
+    : loops_(std::move(loops)), owns_loops_(owns_loops) {
+  AGENTKV_CHECK(loops_ != nullptr) << "HttpClient given no loops";
+  const Status valid = options.Validate();
+  AGENTKV_CHECK(valid.ok()) << valid.ToString();
+  const size_t count = loops_->size();
+  HttpClientOptions per_loop = options;
+  per_loop.max_connections_per_host = CeilDiv(options.max_connections_per_host, count);
+  per_loop.max_idle_per_host = CeilDiv(options.max_idle_per_host, count);
+  cores_.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    cores_.push_back(std::make_shared<internal::ClientCore>(per_loop, loops_->context(i)));
+    cores_.back()->StartSweeper();
   }
 }
 
 HttpClient::~HttpClient() {
-  AGENTKV_CHECK(!core_->io_context().get_executor().running_in_this_thread())
+  AGENTKV_CHECK(!loops_->RunningInThisThread())
       << "HttpClient destroyed on one of its own I/O threads";
-  for (const auto& call : core_->BeginShutdown()) {
-    call->Cancel(UnavailableError("HttpClient destroyed while the request was in flight"));
+  for (const auto& core : cores_) {
+    for (const auto& call : core->BeginShutdown()) {
+      call->Cancel(UnavailableError("HttpClient destroyed while the request was in flight"));
+    }
+    core->StopSweeper();
   }
-  core_->StopSweeper();
-  core_->ReleaseWorkGuard();
-  for (auto& thread : threads_) thread.join();
-  core_->pool().CloseAll();
+  if (owns_loops_) {
+    loops_->Join(IoLoops::JoinMode::kFinishWork);
+  } else {
+    // The owner's loops keep running: wait for every call's callback to have run on them (a
+    // call whose loop stopped meanwhile never runs it).
+    for (const auto& core : cores_) core->WaitForCalls([this] { return loops_->joining(); });
+  }
+  for (const auto& core : cores_) core->pool().CloseAll();
+  if (owns_loops_) loops_->DestroyPendingWork();
+}
+
+const std::shared_ptr<internal::ClientCore>& HttpClient::CoreForCall() {
+  if (cores_.size() == 1) return cores_.front();
+  return cores_[loops_->CurrentIndex().value_or(loops_->NextIndex())];
 }
 
 std::shared_ptr<HttpClient::StreamHandle> HttpClient::AsyncRequest(
@@ -114,7 +150,7 @@ std::shared_ptr<HttpClient::StreamHandle> HttpClient::AsyncRequest(
     std::string body, std::function<void(StatusOr<ClientResponse>)> done) {
   internal::ClientCall::Callbacks callbacks;
   callbacks.on_response = std::move(done);
-  auto call = Launch(*core_, method, base_url, std::move(target), std::move(headers),
+  auto call = Launch(CoreForCall(), method, base_url, std::move(target), std::move(headers),
                      std::move(body), /*streaming=*/false, std::move(callbacks));
   return std::shared_ptr<StreamHandle>(new StreamHandle(call));
 }
@@ -122,7 +158,7 @@ std::shared_ptr<HttpClient::StreamHandle> HttpClient::AsyncRequest(
 StatusOr<ClientResponse> HttpClient::Request(http::verb method, const std::string& base_url,
                                              const std::string& target, const HeaderList& headers,
                                              const std::string& body) {
-  AGENTKV_CHECK(!core_->io_context().get_executor().running_in_this_thread())
+  AGENTKV_CHECK(!loops_->RunningInThisThread())
       << "HttpClient::Request would block one of the client's own I/O threads";
   auto promise = std::make_shared<std::promise<StatusOr<ClientResponse>>>();
   auto result = promise->get_future();
@@ -142,13 +178,21 @@ std::shared_ptr<HttpClient::StreamHandle> HttpClient::AsyncStream(
   callbacks.on_chunk = std::move(on_chunk);
   callbacks.on_done = std::move(done);
   callbacks.read_gate = std::move(read_gate);
-  auto call = Launch(*core_, method, base_url, std::move(target), std::move(headers),
+  auto call = Launch(CoreForCall(), method, base_url, std::move(target), std::move(headers),
                      std::move(body), /*streaming=*/true, std::move(callbacks));
   return std::shared_ptr<StreamHandle>(new StreamHandle(call));
 }
 
-int64_t HttpClient::pooled_connections() const { return core_->pool().idle_connections(); }
+int64_t HttpClient::pooled_connections() const {
+  int64_t total = 0;
+  for (const auto& core : cores_) total += core->pool().idle_connections();
+  return total;
+}
 
-int64_t HttpClient::connections_opened() const { return core_->connections_opened(); }
+int64_t HttpClient::connections_opened() const {
+  int64_t total = 0;
+  for (const auto& core : cores_) total += core->connections_opened();
+  return total;
+}
 
 }  // namespace agentkv::net

@@ -3,8 +3,9 @@
 // The gateway's side towards the engines: requests are sent over pooled keep-alive connections
 // (one pool per "host:port", at most max_connections_per_host open; further requests queue),
 // every phase has a deadline, and a streamed response (server-sent events) is passed on chunk
-// by chunk as it arrives. The client runs its own `threads` I/O threads; callbacks run on them,
-// one request's callbacks never concurrently and always in order. See docs/NET.md.
+// by chunk as it arrives. The client runs its own `threads` I/O threads, or the IoLoops it was
+// given (io_loops.h); callbacks run on them, one request's callbacks never concurrently and
+// always in order. See docs/NET.md.
 //
 // Errors are Status values: DeadlineExceeded when a phase times out (the message names the
 // phase), Unavailable on connect, reset or protocol errors and on cancellation,
@@ -14,7 +15,7 @@
 //
 // Thread-safe: all methods may be called from any thread (Request not from the client's own I/O
 // threads). The destructor cancels what is in flight (each `done` still runs once, with
-// Unavailable) and joins the threads; it must not run on one of them.
+// Unavailable, before it returns) and joins the threads; it must not run on one of them.
 #ifndef AGENTKV_NET_HTTP_CLIENT_H_
 #define AGENTKV_NET_HTTP_CLIENT_H_
 
@@ -25,11 +26,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "agentkv/base/status.h"
 #include "agentkv/net/http_types.h"
+#include "agentkv/net/io_loops.h"
 
 namespace agentkv::net {
 
@@ -93,6 +94,13 @@ class HttpClient {
 
   // Precondition: options.Validate() is OK (a violation aborts).
   explicit HttpClient(HttpClientOptions options = {});
+  // A client on `loops` (not null), which the caller owns and joins only after destroying the
+  // client; options.threads is not used. Each loop has its own connection pool, with
+  // ceil(max_connections_per_host / loops) connections and ceil(max_idle_per_host / loops) idle
+  // ones per upstream; a request started on one of the loops' threads runs on that thread's
+  // loop (an HttpServer handler on the same kPerThread loops makes its upstream call without
+  // waking another thread), one started elsewhere on the loops in turn.
+  HttpClient(HttpClientOptions options, std::shared_ptr<IoLoops> loops);
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
   // Cancels requests in flight (their callbacks run with Unavailable), closes pooled
@@ -111,8 +119,8 @@ class HttpClient {
                                              std::string body,
                                              std::function<void(StatusOr<ClientResponse>)> done);
 
-  // AsyncRequest, waiting for the result. Must not be called from this client's I/O threads
-  // (a violation aborts).
+  // AsyncRequest, waiting for the result. Must not be called from this client's I/O threads,
+  // the loops it was given included (a violation aborts).
   StatusOr<ClientResponse> Request(http::verb method, const std::string& base_url,
                                    const std::string& target, const HeaderList& headers = {},
                                    const std::string& body = "");
@@ -143,8 +151,14 @@ class HttpClient {
   int64_t connections_opened() const;
 
  private:
-  std::unique_ptr<internal::ClientCore> core_;
-  std::vector<std::thread> threads_;
+  HttpClient(HttpClientOptions options, std::shared_ptr<IoLoops> loops, bool owns_loops);
+  // The core a call started now runs on: the calling thread's loop's, else the next in turn.
+  const std::shared_ptr<internal::ClientCore>& CoreForCall();
+
+  // Declared first: the cores' sockets and timers are bound to the loops.
+  const std::shared_ptr<IoLoops> loops_;
+  const bool owns_loops_;
+  std::vector<std::shared_ptr<internal::ClientCore>> cores_;  // One per loop.
 };
 
 }  // namespace agentkv::net

@@ -1,9 +1,9 @@
 // HttpServer: option validation, start-up (bind, listen, threads) and the shutdown sequence.
 // The per-connection protocol lives in server_connection.cc.
 //
-// Invariants: `threads_` is non-empty until Shutdown joined it; after Shutdown the core is
-// stopped (writers post nothing), the acceptor and every socket are closed and no work is
-// queued on the io_context.
+// Invariants: after Shutdown the core is stopped (writers post nothing, no request reaches the
+// handler) and the acceptor is closed; with the server's own loops, they are joined, every socket
+// is closed and no work is queued on them.
 #include "agentkv/net/http_server.h"
 
 #include <algorithm>
@@ -12,7 +12,6 @@
 #include <exception>
 
 #include "agentkv/base/check.h"
-#include "agentkv/net/io_thread.h"
 #include "agentkv/net/server_connection.h"
 #include "agentkv/net/server_core.h"
 #include "agentkv/sync/mutex.h"
@@ -72,10 +71,11 @@ Status HttpServerOptions::Validate() const {
 }
 
 StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
-                                                        Handler handler) {
+                                                        Handler handler,
+                                                        std::shared_ptr<IoLoops> loops) {
   AGENTKV_RETURN_IF_ERROR(options.Validate());
   if (!handler) return InvalidArgumentError("HttpServer::Start: the handler is empty");
-  auto core = std::make_shared<internal::ServerCore>(options, std::move(handler));
+  auto core = std::make_shared<internal::ServerCore>(options, std::move(handler), std::move(loops));
   const asio::ip::tcp::endpoint endpoint(asio::ip::make_address(options.address), options.port);
   const std::string where = AddressForUrl(options.address) + ":" + std::to_string(options.port);
   auto& acceptor = core->acceptor();
@@ -91,17 +91,7 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions&
   if (error) return UnavailableError("cannot listen on " + where + ": " + error.message());
   const uint16_t port = acceptor.local_endpoint().port();
   core->StartAccepting();
-
-  std::unique_ptr<HttpServer> server(new HttpServer(core, port));
-  {
-    sync::MutexLock lock(&server->shutdown_mu_);  // Not shared yet; for the lock annotations.
-    server->threads_.reserve(static_cast<size_t>(options.threads));
-    for (int i = 0; i < options.threads; ++i) {
-      server->threads_.emplace_back(
-          [core] { internal::RunIoThread(core->io_context(), "an HttpServer handler"); });
-    }
-  }
-  return server;
+  return std::unique_ptr<HttpServer>(new HttpServer(core, port));
 }
 
 HttpServer::HttpServer(std::shared_ptr<internal::ServerCore> core, uint16_t port)
@@ -118,7 +108,7 @@ std::string HttpServer::base_url() const {
 void HttpServer::Shutdown(std::chrono::milliseconds deadline) {
   sync::MutexLock lock(&shutdown_mu_);
   if (shut_down_) return;
-  AGENTKV_CHECK(!core_->io_context().get_executor().running_in_this_thread())
+  AGENTKV_CHECK(!core_->loops().RunningInThisThread())
       << "HttpServer::Shutdown called from one of the server's I/O threads";
   shut_down_ = true;
   const auto until =
@@ -127,17 +117,14 @@ void HttpServer::Shutdown(std::chrono::milliseconds deadline) {
   // Meanwhile the listener stays open: a connection accepted now is answered 503 by the server
   // (a load balancer's /health reads "shutting down" instead of a refused connect).
   core_->WaitForConnections(until, /*include_late=*/false);
-  core_->StopAccepting();
+  core_->StopAccepting(std::chrono::steady_clock::now() + kForceCloseGrace);
   const auto rest = core_->OpenConnections();
   if (!rest.empty()) {
     for (const auto& connection : rest) connection->ForceClose();
     core_->WaitForConnections(std::chrono::steady_clock::now() + kForceCloseGrace);
   }
   // Handlers' own timers on executor() may still be pending: stop rather than wait for them.
-  core_->ReleaseWorkGuard();
-  core_->io_context().stop();
-  for (auto& thread : threads_) thread.join();
-  threads_.clear();
+  if (core_->owns_loops()) core_->loops().Join(IoLoops::JoinMode::kStopNow);
   core_->MarkStopped();
   core_->FinishStop();
 }
@@ -152,6 +139,9 @@ int64_t HttpServer::TakeInflightPeak() { return core_->TakeInflightPeak(); }
 
 int64_t HttpServer::inflight_refused() const { return core_->inflight_refused(); }
 
-boost::asio::any_io_executor HttpServer::executor() { return core_->io_context().get_executor(); }
+boost::asio::any_io_executor HttpServer::executor() {
+  IoLoops& loops = core_->loops();
+  return loops.context(loops.CurrentIndex().value_or(loops.NextIndex())).get_executor();
+}
 
 }  // namespace agentkv::net

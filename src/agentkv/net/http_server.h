@@ -1,6 +1,9 @@
 // HttpServer: an HTTP/1.1 server on Boost.Asio/Beast with a fixed number of I/O threads.
 //
-// One io_context is run by `threads` I/O threads; every connection lives on its own strand,
+// By default one io_context is run by `threads` I/O threads; every connection lives on its own
+// strand. A server can instead be started on IoLoops the caller owns (io_loops.h), e.g. one
+// single-threaded loop per thread shared with an HttpClient; each connection then lives on one
+// loop, assigned in turn. Either way
 // so any number of connections (10,000 held requests in bench/http_load.cc) are served by
 // those threads alone: a request that waits (admission, a slow upstream) holds a few KB, never
 // a thread. Requests are read with per-phase deadlines and size limits (431 for headers, 413
@@ -22,11 +25,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "agentkv/base/status.h"
 #include "agentkv/net/access_log.h"
+#include "agentkv/net/io_loops.h"
 #include "agentkv/net/response_writer.h"
 #include "agentkv/sync/mutex.h"
 
@@ -89,8 +92,13 @@ class HttpServer {
   // Validates `options`, binds, listens and starts `options.threads` I/O threads serving
   // `handler`. InvalidArgument for bad options or an empty handler; Unavailable, with the
   // system's error text, when the socket cannot be opened, bound or listened on.
+  //
+  // With `loops`, the server runs on them instead (options.threads is then not used) and
+  // starts no thread. Their owner joins them, after this server's Shutdown: until then,
+  // handlers' timers and work posted to executor() still run after Shutdown returned.
   static StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
-                                                     Handler handler);
+                                                     Handler handler,
+                                                     std::shared_ptr<IoLoops> loops = nullptr);
 
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -105,9 +113,10 @@ class HttpServer {
   // Stops accepting and closes idle keep-alive connections at once; requests being read or
   // answered continue (their responses carry "Connection: close") until they complete or
   // `deadline` passes; then every remaining connection is closed (their writers' OnClientGone
-  // callbacks run), the I/O threads are joined, and work still queued on executor() is
-  // destroyed without running. Idempotent; concurrent calls wait for the first. Must not be
-  // called from a handler or an I/O thread of this server.
+  // callbacks run), and, unless the server runs on loops it was given, the I/O threads are
+  // joined and work still queued on executor() is destroyed without running. Idempotent;
+  // concurrent calls wait for the first. Must not be called from a handler or an I/O thread of
+  // this server.
   void Shutdown(std::chrono::milliseconds deadline);
 
   // Connections accepted and not yet closed.
@@ -122,8 +131,10 @@ class HttpServer {
   // Requests refused with 503 because of max_inflight_bytes, since start.
   int64_t inflight_refused() const;
 
-  // The executor of the I/O threads, for handlers' timers and posted work. Work still pending
-  // when Shutdown finishes is destroyed without running.
+  // An executor of the I/O threads, for handlers' timers and posted work: on an I/O thread,
+  // that thread's loop (so that a handler's timer stays beside its connection); elsewhere, the
+  // loops in turn. With the server's own loops, work still pending when Shutdown finishes is
+  // destroyed without running.
   boost::asio::any_io_executor executor();
 
  private:
@@ -132,7 +143,6 @@ class HttpServer {
   const std::shared_ptr<internal::ServerCore> core_;
   const uint16_t port_;
   sync::Mutex shutdown_mu_;
-  std::vector<std::thread> threads_ AGENTKV_GUARDED_BY(shutdown_mu_);
   bool shut_down_ AGENTKV_GUARDED_BY(shutdown_mu_) = false;
 };
 

@@ -39,17 +39,26 @@ Response DrainAnswer(const Request& request) {
 
 }  // namespace
 
-ServerCore::ServerCore(const HttpServerOptions& options, Handler handler)
-    : options_(options),
-      handler_(std::move(handler)),
-      io_context_(options.threads),
-      work_guard_(io_context_.get_executor()),
-      accept_strand_(asio::make_strand(io_context_)),
+ServerCore::ServerCore(const HttpServerOptions& options, Handler handler,
+                       std::shared_ptr<IoLoops> loops)
+    : owns_loops_(loops == nullptr),
+      loops_(loops != nullptr ? std::move(loops)
+                              : std::make_shared<IoLoops>(options.threads, IoLoops::Shape::kShared,
+                                                          "an HttpServer handler", "http-server")),
+      options_(options),
+      accept_strand_(asio::make_strand(loops_->context(0))),
       acceptor_(accept_strand_),
-      accept_retry_timer_(accept_strand_) {}
+      accept_retry_timer_(accept_strand_),
+      handler_(std::make_shared<const Handler>(std::move(handler))) {}
 
 void ServerCore::Handle(uint64_t connection_id, Request request,
                         std::shared_ptr<ResponseWriter> writer) {
+  std::shared_ptr<const Handler> handler;
+  {
+    sync::ReaderMutexLock lock(&stop_mu_);
+    if (!stopped_) handler = handler_;
+  }
+  if (handler == nullptr) return;
   if (draining()) {
     bool late = false;
     {
@@ -59,13 +68,13 @@ void ServerCore::Handle(uint64_t connection_id, Request request,
     }
     if (late) return writer->Reply(DrainAnswer(request));
   }
-  if (handler_) handler_(std::move(request), std::move(writer));
+  (*handler)(std::move(request), std::move(writer));
 }
 
 void ServerCore::StartAccepting() { AcceptNext(); }
 
 void ServerCore::AcceptNext() {
-  acceptor_.async_accept(asio::make_strand(io_context_),
+  acceptor_.async_accept(asio::make_strand(loops_->context(loops_->NextIndex())),
                          [self = shared_from_this()](const error_code& error, tcp::socket socket) {
                            self->OnAccept(error, std::move(socket));
                          });
@@ -123,16 +132,33 @@ std::vector<std::shared_ptr<ServerConnection>> ServerCore::BeginDrain() {
   return OpenConnections();
 }
 
-void ServerCore::StopAccepting() {
+void ServerCore::StopAccepting(std::chrono::steady_clock::time_point deadline) {
   {
     sync::MutexLock lock(&registry_mu_);
     accepting_ = false;
   }
-  asio::post(accept_strand_, [self = shared_from_this()] {
-    error_code ignored;
-    self->acceptor_.close(ignored);
-    self->accept_retry_timer_.cancel();
+  struct Closed {
+    sync::Mutex mu;
+    sync::CondVar cv;
+    bool done AGENTKV_GUARDED_BY(mu) = false;
+  };
+  auto closed = std::make_shared<Closed>();
+  // Holds the core only while it closes, and signals after letting go: the waiter may then drop
+  // the last reference, which must not happen on one of the core's own loop threads.
+  asio::post(accept_strand_, [weak = weak_from_this(), closed] {
+    if (const std::shared_ptr<ServerCore> self = weak.lock()) {
+      error_code ignored;
+      self->acceptor_.close(ignored);
+      self->accept_retry_timer_.cancel();
+    }
+    sync::MutexLock lock(&closed->mu);
+    closed->done = true;
+    closed->cv.SignalAll();
   });
+  sync::MutexLock lock(&closed->mu);
+  while (!closed->done) {
+    if (closed->cv.WaitWithDeadline(&closed->mu, deadline)) break;
+  }
 }
 
 std::vector<std::shared_ptr<ServerConnection>> ServerCore::OpenConnections() {
@@ -160,18 +186,25 @@ void ServerCore::MarkStopped() {
 }
 
 void ServerCore::FinishStop() {
-  // The I/O threads are joined: nothing else touches the acceptor or the connections' sockets.
-  error_code ignored;
-  acceptor_.close(ignored);
-  for (const auto& connection : OpenConnections()) connection->CloseAfterStop();
+  if (owns_loops_) {
+    // The I/O threads are joined: nothing else touches the acceptor or the connections' sockets.
+    error_code ignored;
+    acceptor_.close(ignored);
+    for (const auto& connection : OpenConnections()) connection->CloseAfterStop();
+  }
   {
     sync::MutexLock lock(&registry_mu_);
     registry_.clear();
     in_flight_ = 0;
     open_connections_.store(0, std::memory_order_relaxed);
   }
-  io_context_.DestroyPendingWork();
-  handler_ = nullptr;
+  if (owns_loops_) loops_->DestroyPendingWork();
+  std::shared_ptr<const Handler> handler;
+  {
+    sync::WriterMutexLock lock(&stop_mu_);
+    handler = std::move(handler_);
+  }
+  // `handler`, and what it captured, is released here, outside the lock.
 }
 
 }  // namespace agentkv::net::internal

@@ -1,18 +1,16 @@
 // ServerCore: what an HttpServer shares with its connections and their writers: the
-// io_context and its threads' work, the acceptor and accept loop, the registry of open
+// event loops (its own, or ones it was given), the acceptor and accept loop, the registry of open
 // connections used by shutdown, the counters, and the gate that stops writers from posting once
 // the server stopped. Internal to the net module (http_server.h is the API).
 //
-// Ownership: HttpServer, every connection and every writer hold the core (shared), so the
-// io_context outlives every socket and timer bound to it, even when a handler keeps a writer
-// after the server shut down. The core keeps only weak references to connections.
-// Thread-safe, except where a method states a precondition on the I/O threads.
+// Ownership: HttpServer, every connection and every writer hold the core (shared), and the core
+// holds the loops (shared), so the loops outlive every socket and timer bound to them, even when a
+// handler keeps a writer after the server shut down. The core keeps only weak references to
+// connections. Thread-safe, except where a method states a precondition on the I/O threads.
 #ifndef AGENTKV_NET_SERVER_CORE_H_
 #define AGENTKV_NET_SERVER_CORE_H_
 
 #include <atomic>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -25,6 +23,7 @@
 #include <vector>
 
 #include "agentkv/net/http_server.h"
+#include "agentkv/net/io_loops.h"
 #include "agentkv/net/response_writer.h"
 #include "agentkv/sync/mutex.h"
 
@@ -32,35 +31,25 @@ namespace agentkv::net::internal {
 
 class ServerConnection;
 
-// An io_context whose pending handlers can be destroyed while the context itself stays alive:
-// after the I/O threads are joined, the server destroys queued work (which may hold writers and
-// connections) so that no reference cycle through the queue outlives the server. Sockets and
-// timers may still be destroyed afterwards; Asio supports that once services are shut down.
-class ServerIoContext : public boost::asio::io_context {
- public:
-  using boost::asio::io_context::io_context;
-  void DestroyPendingWork() { shutdown(); }
-};
-
 // What the server, its connections and their writers share. Thread-safe.
 class ServerCore : public std::enable_shared_from_this<ServerCore> {
  public:
-  ServerCore(const HttpServerOptions& options, Handler handler);
+  // Serves on `loops` when given (they belong to the caller, who joins them after the server's
+  // Shutdown), else on loops of its own: options.threads threads on one shared io_context.
+  ServerCore(const HttpServerOptions& options, Handler handler, std::shared_ptr<IoLoops> loops);
 
-  ServerIoContext& io_context() { return io_context_; }
+  IoLoops& loops() { return *loops_; }
+  bool owns_loops() const { return owns_loops_; }
   boost::asio::ip::tcp::acceptor& acceptor() { return acceptor_; }
   const HttpServerOptions& options() const { return options_; }
 
-  // Runs the handler for a request of connection `connection_id`; only called on I/O threads
-  // while the server runs. A connection accepted while the server drains never reaches the
-  // handler: the server answers 503 itself (DrainAnswer).
+  // Runs the handler for a request of connection `connection_id`; only called on I/O threads,
+  // and a no-op once the server stopped. A connection accepted while the server drains never
+  // reaches the handler: the server answers 503 itself (DrainAnswer).
   void Handle(uint64_t connection_id, Request request, std::shared_ptr<ResponseWriter> writer);
 
-  // Starts the accept loop. Call once, before the I/O threads start.
+  // Starts the accept loop. Call once. Each accepted connection goes to the next loop in turn.
   void StartAccepting();
-  // Lets the I/O threads return once no work is left (until then they run even while nothing
-  // is pending, since a handler may answer later from another thread).
-  void ReleaseWorkGuard() { work_guard_.reset(); }
 
   // Posts `work` onto `executor` unless the server has stopped (then drops it and returns
   // false). Writers post through this so that nothing is queued on a stopped io_context.
@@ -82,18 +71,22 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   // open and answers every new request 503, so /health reads "shutting down" rather than
   // refusing connections), WaitForConnections (the in-flight ones), StopAccepting (the
   // listener closes), ForceClose on the rest and WaitForConnections(late too), stop and join
-  // the I/O threads, MarkStopped (writers stop posting), FinishStop.
+  // the I/O threads when the server owns them, MarkStopped (writers stop posting), FinishStop.
   std::vector<std::shared_ptr<ServerConnection>> BeginDrain();
   // Waits until every connection closed or `deadline` passed; true when none is left. Unless
   // `include_late`, connections accepted while draining are not waited for.
   bool WaitForConnections(std::chrono::steady_clock::time_point deadline, bool include_late = true);
   // Closes the listener: later connects are refused, and a connection accepted meanwhile is
-  // closed unregistered.
-  void StopAccepting();
+  // closed unregistered. Waits (up to `deadline`) for the close to run on the accept strand.
+  void StopAccepting(std::chrono::steady_clock::time_point deadline);
   std::vector<std::shared_ptr<ServerConnection>> OpenConnections();
+  // Writers stop posting and no request reaches the handler any more.
   void MarkStopped();
-  // Precondition: the I/O threads are joined and MarkStopped() ran. Closes the acceptor and
-  // every connection still open, destroys queued work and releases the handler.
+  // Precondition: MarkStopped() ran and, when the server owns its loops, they are joined.
+  // Forgets every connection. With its own loops it also closes the acceptor and every
+  // connection still open and destroys queued work; on loops it was given, a connection that
+  // did not close by now (its loop is blocked) is left to the loops' owner. Then releases the
+  // handler (a request still being dispatched keeps it until it returns).
   void FinishStop();
 
   bool draining() const { return draining_.load(std::memory_order_acquire); }
@@ -137,14 +130,14 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   void AcceptNext();
   void OnAccept(const boost::system::error_code& error, boost::asio::ip::tcp::socket socket);
 
+  const bool owns_loops_;  // Initialized before loops_ (which takes the given loops over).
+  // Declared before what is bound to them: sockets and timers below must not outlive the loops.
+  const std::shared_ptr<IoLoops> loops_;
   const HttpServerOptions options_;
-  Handler handler_;  // Reset by FinishStop after the I/O threads are joined.
-  ServerIoContext io_context_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_guard_;
-  boost::asio::strand<boost::asio::io_context::executor_type> accept_strand_;
-  boost::asio::ip::tcp::acceptor acceptor_;       // On accept_strand_.
-  boost::asio::steady_timer accept_retry_timer_;  // On accept_strand_.
-  uint64_t next_connection_id_ = 0;               // On accept_strand_.
+  boost::asio::strand<boost::asio::io_context::executor_type> accept_strand_;  // On loop 0.
+  boost::asio::ip::tcp::acceptor acceptor_;                                    // On accept_strand_.
+  boost::asio::steady_timer accept_retry_timer_;                               // On accept_strand_.
+  uint64_t next_connection_id_ = 0;                                            // On accept_strand_.
 
   std::atomic<bool> draining_{false};
   bool accepting_ AGENTKV_GUARDED_BY(registry_mu_) = true;
@@ -166,6 +159,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
 
   sync::SharedMutex stop_mu_;
   bool stopped_ AGENTKV_GUARDED_BY(stop_mu_) = false;
+  // Released by FinishStop; shared so that a request being dispatched keeps it meanwhile.
+  std::shared_ptr<const Handler> handler_ AGENTKV_GUARDED_BY(stop_mu_);
 };
 
 }  // namespace agentkv::net::internal

@@ -484,7 +484,7 @@ void Gateway::Core::Teardown() {
   sweep_cv_.SignalAll();
   if (sweeper_.joinable()) sweeper_.join();
   if (poller_ != nullptr) poller_->Stop();
-  // The server object stays; only its threads stop. Its executor takes no more work (the gate).
+  // The server object stays; it stops serving. Its executor takes no more work (the gate).
   {
     sync::MutexLock gate(&server_gate_->mu);
     server_gate_->open = false;
@@ -495,6 +495,11 @@ void Gateway::Core::Teardown() {
   effects_enabled_.store(false);
   data_client_.reset();
   control_client_.reset();
+  // Last: the server and the data client ran on them; timers still queued are dropped.
+  if (loops_ != nullptr) {
+    loops_->Join(net::IoLoops::JoinMode::kStopNow);
+    loops_->DestroyPendingWork();
+  }
 }
 
 // ---- Gateway ----

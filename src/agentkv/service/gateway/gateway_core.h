@@ -31,6 +31,7 @@
 
 #include "agentkv/net/http_client.h"
 #include "agentkv/net/http_server.h"
+#include "agentkv/net/io_loops.h"
 #include "agentkv/net/router.h"
 #include "agentkv/service/common/engine_directory.h"
 #include "agentkv/service/common/fleet_poller.h"
@@ -155,6 +156,10 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
   GatewayMetrics metrics_;
   std::unique_ptr<SessionManager> sessions_;
   std::unique_ptr<EngineDirectory> directory_;
+  // One single-threaded event loop per server thread (--threads), shared by the server and
+  // the data client, so that a request and its upstream call stay on the thread that read it.
+  // Declared before what runs on them; joined by Teardown after the server and the clients.
+  std::shared_ptr<net::IoLoops> loops_;
   std::unique_ptr<net::HttpClient> control_client_;
   std::unique_ptr<net::HttpClient> data_client_;
   std::unique_ptr<FleetPoller> poller_;

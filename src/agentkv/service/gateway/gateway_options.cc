@@ -222,7 +222,6 @@ net::HttpClientOptions GatewayOptions::DefaultUpstreamClientOptions() {
   // requests finish and the next ones connect again (measured at concurrency 1024 in
   // docs/PERFORMANCE.md, "Gateway overhead").
   options.max_idle_per_host = options.max_connections_per_host;
-  options.threads = 2;
   return options;
 }
 

@@ -80,7 +80,9 @@ struct GatewayOptions {
   // The client towards the router or engines on the data path. Defaults (see
   // DefaultUpstreamClientOptions): response headers may take up to 1 h (a non-streamed
   // generate answers only when done), 4096 connections per upstream, every one of which may
-  // stay idle for reuse (until the client's idle timeout, 30 s).
+  // stay idle for reuse (until the client's idle timeout, 30 s). The client runs on the
+  // server's threads (one event loop each; `threads` here is not used), and each loop pools
+  // its share of the connections.
   net::HttpClientOptions upstream = DefaultUpstreamClientOptions();
 
   // The seed's options, with their flag names (--agentic-*). Validated as a whole.

@@ -55,7 +55,9 @@ Status Gateway::Core::Init() {
   context_length_ = options_.context_length;
   AGENTKV_RETURN_IF_ERROR(DiscoverEngines());
   OpenSessions();
-  data_client_ = std::make_unique<net::HttpClient>(options_.upstream);
+  loops_ = std::make_shared<net::IoLoops>(options_.http.threads, net::IoLoops::Shape::kPerThread,
+                                          "a gateway handler", "gateway-io");
+  data_client_ = std::make_unique<net::HttpClient>(options_.upstream, loops_);
   AGENTKV_ASSIGN_OR_RETURN(const bool scrape_metrics, CreatePoller());
   return Serve(scrape_metrics);
 }
@@ -137,7 +139,8 @@ StatusOr<bool> Gateway::Core::CreatePoller() {
 Status Gateway::Core::Serve(bool scrape_metrics) {
   net::Router router;
   Routes(router);
-  AGENTKV_ASSIGN_OR_RETURN(server_, net::HttpServer::Start(options_.http, router.AsHandler()));
+  AGENTKV_ASSIGN_OR_RETURN(server_,
+                           net::HttpServer::Start(options_.http, router.AsHandler(), loops_));
   // A first poll before serving, so that admission starts with a fresh capacity snapshot
   // instead of bypassing (degraded) until the poller's first round.
   if (scrape_metrics) poller_->PollOnce();

@@ -20,6 +20,11 @@
 //
 // Client, gateway, engine and nginx share this machine's cores: figures are relative.
 //
+// With --json-out FILE it also writes the medians as JSON (scripts/perf-report.py's `gateway`
+// section reads it): {"overhead": [{"body", "concurrency", "direct": {...}, "gateway": {...}}],
+// "nginx": {"version", "concurrency", "paths": [{"name", ...}]}}, each path with
+// requests_per_s, p50_ms, p99_ms and errors; "nginx" is null when it did not run.
+//
 //   build/release/bench/gateway_load
 //   build/release/bench/gateway_load --concurrency 1,64 --seconds 5 --runs 5 --nginx=off
 #include <arpa/inet.h>
@@ -34,6 +39,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
+#include <boost/json.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -80,6 +86,10 @@ struct Flags {
   std::string nginx = "auto";
   std::vector<int> nginx_workers = {1, 2};
   int nginx_concurrency = 64;
+  std::string json_out;
+  // --plain: lifecycle and admission off, the gateway a plain proxy (what the agentic path
+  // costs on top of proxying is the difference against a default run).
+  bool plain = false;
 };
 
 // A request body: `prefix_` + a session number + `suffix`. Every request of a size has the same
@@ -399,12 +409,23 @@ void AddFlags(CLI::App& app, Flags& flags) {
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--nginx-concurrency", flags.nginx_concurrency)->capture_default_str();
+  app.add_flag("--plain", flags.plain,
+               "lifecycle and program-aware admission off: the gateway as a plain proxy");
+  app.add_option("--json-out", flags.json_out,
+                 "also write the medians here as JSON (scripts/perf-report.py reads it)");
+}
+
+boost::json::object SummaryJson(const Summary& s) {
+  return {{"requests_per_s", s.requests_per_s},
+          {"p50_ms", s.p50_ms},
+          {"p99_ms", s.p99_ms},
+          {"errors", s.errors}};
 }
 
 // Direct against through the gateway, for each body size and concurrency: the medians as a
 // table.
 void MeasureOverhead(const Flags& flags, const std::vector<Target>& targets, const BodyMaker& small,
-                     std::atomic<int64_t>& next_session) {
+                     std::atomic<int64_t>& next_session, boost::json::object& json) {
   struct Row {
     std::string size;
     int concurrency;
@@ -442,11 +463,20 @@ void MeasureOverhead(const Flags& flags, const std::vector<Target>& targets, con
                 r.gateway.requests_per_s,
                 static_cast<long long>(r.direct.errors + r.gateway.errors));
   }
+  boost::json::array overhead;
+  for (const Row& r : rows) {
+    overhead.push_back(boost::json::object{{"body", r.size},
+                                           {"concurrency", r.concurrency},
+                                           {"direct", SummaryJson(r.direct)},
+                                           {"gateway", SummaryJson(r.gateway)}});
+  }
+  json["overhead"] = std::move(overhead);
 }
 
 // The gateway against nginx proxies (one per --nginx-workers) in front of the same engine.
 void CompareWithNginx(const Flags& flags, const std::vector<Target>& targets, uint16_t engine_port,
-                      const BodyMaker& small, std::atomic<int64_t>& next_session) {
+                      const BodyMaker& small, std::atomic<int64_t>& next_session,
+                      boost::json::object& json) {
   const std::string path = flags.nginx == "auto" ? "/usr/sbin/nginx" : flags.nginx;
   if (::access(path.c_str(), X_OK) != 0) {
     std::printf("\nnginx: %s not found; comparison skipped\n", path.c_str());
@@ -480,6 +510,15 @@ void CompareWithNginx(const Flags& flags, const std::vector<Target>& targets, ui
       std::printf("gateway / %s: %.2f x the requests/s\n", compared[i].name.c_str(),
                   s[1].requests_per_s / s[i].requests_per_s);
     }
+    boost::json::array paths;
+    for (size_t i = 0; i < compared.size(); ++i) {
+      boost::json::object path_json = SummaryJson(s[i]);
+      path_json["name"] = compared[i].name;
+      paths.push_back(std::move(path_json));
+    }
+    json["nginx"] = boost::json::object{{"version", NginxVersion(path)},
+                                        {"concurrency", flags.nginx_concurrency},
+                                        {"paths", std::move(paths)}};
   }
 }
 
@@ -504,15 +543,13 @@ int Main(int argc, char** argv) {
   gateway_options.engine_urls = {(*engine)->base_url()};
   gateway_options.check_prerequisites = true;
   gateway_options.http.threads = flags.gateway_threads;
-  gateway_options.agentic.agentic_session_lifecycle = true;
-  gateway_options.agentic.agentic_program_admission = true;
+  gateway_options.agentic.agentic_session_lifecycle = !flags.plain;
+  gateway_options.agentic.agentic_program_admission = !flags.plain;
   gateway_options.agentic.poll_interval_s = 2.0;
   // The bench is one client opening thousands of sessions a second: the per-client new-session
   // rate limit would answer most of them 429 and the figures would time refusals.
   gateway_options.max_new_sessions_per_s = 0;
-  gateway_options.log = [](LogLevel level, std::string_view line) {
-    if (level >= LogLevel::kWarn) StderrLogSink(level, line);
-  };
+  gateway_options.log = LogSink(StderrLogSink, LogLevel::kWarn);
   LocalAdmissionOptions admission_options;
   admission_options.agentic = gateway_options.agentic;
   StatusOr<std::unique_ptr<LocalAdmission>> admission = LocalAdmission::Create(admission_options);
@@ -526,25 +563,39 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "gateway: %s\n", gateway.status().ToString().c_str());
     return 1;
   }
-  if (!(*gateway)->lifecycle_enabled() || !(*gateway)->admission_enabled()) {
-    std::fprintf(stderr, "gateway started without lifecycle or admission\n");
+  if ((*gateway)->lifecycle_enabled() == flags.plain ||
+      (*gateway)->admission_enabled() == flags.plain) {
+    std::fprintf(stderr, "gateway started with lifecycle or admission %s\n",
+                 flags.plain ? "on under --plain" : "off");
     return 1;
   }
 
   std::printf(
-      "gateway_load: engine %s (unpaced, %lld KV tokens), gateway %s (lifecycle, "
-      "admission, %d I/O threads); client %d threads; %.1f s x %d runs; "
+      "gateway_load: engine %s (unpaced, %lld KV tokens), gateway %s (%s, "
+      "%d I/O threads); client %d threads; %.1f s x %d runs; "
       "hardware threads %u\n",
       (*engine)->base_url().c_str(), static_cast<long long>(flags.engine_tokens),
-      (*gateway)->base_url().c_str(), flags.gateway_threads, flags.client_threads, flags.seconds,
-      flags.runs, std::thread::hardware_concurrency());
+      (*gateway)->base_url().c_str(), flags.plain ? "plain proxy" : "lifecycle, admission",
+      flags.gateway_threads, flags.client_threads, flags.seconds, flags.runs,
+      std::thread::hardware_concurrency());
   const std::vector<Target> targets = {{"direct", (*engine)->base_url()},
                                        {"gateway", (*gateway)->base_url()}};
   std::atomic<int64_t> next_session{0};
   const BodyMaker small(flags.small_tokens, flags.sessions);
-  MeasureOverhead(flags, targets, small, next_session);
+  boost::json::object json{{"nginx", nullptr}};
+  MeasureOverhead(flags, targets, small, next_session, json);
   if (flags.nginx != "off")
-    CompareWithNginx(flags, targets, (*engine)->port(), small, next_session);
+    CompareWithNginx(flags, targets, (*engine)->port(), small, next_session, json);
+  if (!flags.json_out.empty()) {
+    const std::string text = boost::json::serialize(json) + "\n";
+    std::FILE* out = std::fopen(flags.json_out.c_str(), "w");
+    bool written = out != nullptr && std::fwrite(text.data(), 1, text.size(), out) == text.size();
+    if (out != nullptr && std::fclose(out) != 0) written = false;
+    if (!written) {
+      std::fprintf(stderr, "gateway_load: cannot write --json-out %s\n", flags.json_out.c_str());
+      return 1;
+    }
+  }
 
   const GatewayStats stats = (*gateway)->stats();
   std::printf("\ngateway: %lld sessions active at the end, %lld polls\n",

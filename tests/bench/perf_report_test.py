@@ -119,6 +119,64 @@ class TablesTest(unittest.TestCase):
                         "1.00x (0.50-1.50) |")
         self.assertNotIn("99", text.split("Command:")[1])  # The decoy aggregate is ignored.
 
+    def test_gateway(self):
+        text = rendered(["gateway"])
+        # Added p50 90, 120, 80: median 90, one repetition over 100.
+        self.assert_row(text, "| added p50 at C=1 (gateway minus direct), us | 90.0 (80.0-120) | "
+                        "<= 100 | **met at the median, not in every repetition** |")
+        # 0.90, 0.70, 0.85: median 0.85, the lowest under 0.8.
+        self.assert_row(text, "| gateway / nginx requests/s at C=64 | 0.85x (0.70x-0.90x) | "
+                        ">= 0.8 | **met at the median, not in every repetition** |")
+        self.assert_row(text, "| gateway / direct requests/s at C=64 | 0.40 (0.38-0.42) | | |")
+        self.assertIn("Failed requests over all repetitions: 3.", text)  # 0 + 1 + 2.
+        self.assertNotIn("999", text)  # The decoy aggregate is ignored.
+
+    def test_gateway_verdicts(self):
+        spread = perf_report.Spread.of([60.0, 70.0, 80.0])
+        self.assertEqual(perf_report.verdict(spread, 100.0, at_most=True),
+                         "met in every repetition")
+        self.assertEqual(perf_report.verdict(spread, 65.0, at_most=True), "**missed**")
+        self.assertEqual(perf_report.verdict(spread, 60.0, at_most=False),
+                         "met in every repetition")
+        self.assertEqual(perf_report.verdict(spread, 80.0, at_most=False), "**missed**")
+
+    def test_gateway_without_nginx_in_every_repetition(self):
+        report = perf_report.load_report(CANNED)
+        entries = report["sections"]["gateway"]["benchmark"]["benchmarks"]
+        del entries[0]["gateway_over_nginx"]
+        text = perf_report.render_markdown(report, ["gateway"])
+        self.assertIn("nginx did not run in every repetition", text)
+        self.assertNotIn("gateway / nginx", text)
+
+    def test_gateway_entry_from_gateway_load_json(self):
+        def path(name, rps, p50, p99, errors=0):
+            return {"name": name, "requests_per_s": rps, "p50_ms": p50, "p99_ms": p99,
+                    "errors": errors}
+        result = {
+            "overhead": [
+                {"body": "small", "concurrency": 1, "direct": path("", 7000, 0.13, 0.20),
+                 "gateway": path("", 3500, 0.25, 0.35, errors=1)},
+                {"body": "small", "concurrency": 64, "direct": path("", 36000, 1.7, 3.0),
+                 "gateway": path("", 14400, 4.3, 8.0)},
+            ],
+            "nginx": {"version": "nginx version: nginx/1.22.1", "concurrency": 64, "paths": [
+                path("direct", 30000, 1.8, 3.0), path("gateway", 12000, 4.5, 8.0),
+                path("nginx-1w", 20000, 2.7, 5.0, errors=2)]},
+        }
+        entry = perf_report.gateway_entry(4, result)
+        self.assertEqual(entry["repetition_index"], 4)
+        self.assertAlmostEqual(entry["added_p50_us"], 120.0)
+        self.assertAlmostEqual(entry["added_p99_us"], 150.0)
+        self.assertAlmostEqual(entry["gateway_share_64"], 0.4)
+        self.assertAlmostEqual(entry["gateway_over_nginx"], 0.6)  # 12000 / 20000.
+        self.assertAlmostEqual(entry["nginx_share"], 20000 / 30000)
+        self.assertEqual(entry["errors"], 3)
+        result["nginx"] = None
+        self.assertNotIn("gateway_over_nginx", perf_report.gateway_entry(0, result))
+        del result["overhead"][1]
+        with self.assertRaisesRegex(perf_report.ReportError, "concurrency 64"):
+            perf_report.gateway_entry(0, result)
+
     def test_failed_benchmark_is_an_error(self):
         report = perf_report.load_report(CANNED)
         entry = report["sections"]["kv-agentic"]["benchmark"]["benchmarks"][0]

@@ -161,6 +161,14 @@ void WarnIfDescriptorsShort(int64_t upstream_connections) {
 
 void ApplyLogLevel(const std::string& level) { spdlog::set_level(spdlog::level::from_str(level)); }
 
+service::LogSink SpdlogSinkAt(const std::string& level) {
+  service::LogLevel min_level = service::LogLevel::kDebug;
+  if (level == "info") min_level = service::LogLevel::kInfo;
+  if (level == "warn") min_level = service::LogLevel::kWarn;
+  if (level == "error") min_level = service::LogLevel::kError;
+  return service::LogSink(SpdlogSink, min_level);
+}
+
 CLI::Option* AddRouterPolicyOption(CLI::App& app, const std::string& flag,
                                    routing::RouterPolicy& policy, const std::string& help) {
   // CLI11 reads an enum as its integer: the transform turns the name into that integer, or

@@ -129,6 +129,9 @@ void WarnIfDescriptorsShort(int64_t upstream_connections);
 
 // The services' log sink on the command line: each line to spdlog at its level.
 void SpdlogSink(service::LogLevel level, std::string_view line);
+// SpdlogSink, dropping (and telling the service not to build) lines below `level` (debug,
+// info, warn or error, as --log-level takes it).
+service::LogSink SpdlogSinkAt(const std::string& level);
 
 // Adds --log-level (debug, info, warn or error; also AGENTKV_LOG_LEVEL) into `level`; apply it
 // with ApplyLogLevel before the service starts.

@@ -247,7 +247,7 @@ StatusOr<service::GatewayOptions> GatewayCommand::Options() {
   // Every connection the pool may open may also stay idle (until the idle timeout): a smaller
   // cap closes connections under load only to open new ones for the next requests.
   options.upstream.max_idle_per_host = options.upstream.max_connections_per_host;
-  options.log = SpdlogSink;
+  options.log = SpdlogSinkAt(log_level_);
   ApplyLogLevel(log_level_);
   if (!tenant_keys_file_.empty()) {
     StatusOr<std::vector<service::TenantKey>> keys = service::ReadTenantKeysFile(tenant_keys_file_);

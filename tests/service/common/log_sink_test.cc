@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace agentkv::service {
@@ -65,6 +66,27 @@ TEST(LogSinkTest, AnEmptySinkIsFalseAndDropsLines) {
   empty(LogLevel::kInfo, LogLine("ignored"));
   const LogSink stderr_sink = StderrLogSink;
   EXPECT_TRUE(stderr_sink);
+  EXPECT_FALSE(empty.Enabled(LogLevel::kError));
+}
+
+TEST(LogSinkTest, LinesBelowTheMinimumLevelAreDroppedAndReportedDisabled) {
+  std::vector<std::pair<LogLevel, std::string>> lines;
+  const LogSink every(
+      [&](LogLevel level, std::string_view line) { lines.emplace_back(level, std::string(line)); });
+  EXPECT_TRUE(every.Enabled(LogLevel::kDebug));  // The default minimum is kDebug.
+  const LogSink warn_up(
+      [&](LogLevel level, std::string_view line) { lines.emplace_back(level, std::string(line)); },
+      LogLevel::kWarn);
+  EXPECT_FALSE(warn_up.Enabled(LogLevel::kDebug));
+  EXPECT_FALSE(warn_up.Enabled(LogLevel::kInfo));
+  EXPECT_TRUE(warn_up.Enabled(LogLevel::kWarn));
+  EXPECT_TRUE(warn_up.Enabled(LogLevel::kError));
+  warn_up(LogLevel::kInfo, LogLine("dropped"));
+  warn_up(LogLevel::kError, LogLine("kept"));
+  every(LogLevel::kDebug, LogLine("also_kept"));
+  ASSERT_EQ(lines.size(), 2U);
+  EXPECT_EQ(lines[0], std::make_pair(LogLevel::kError, std::string("event=kept")));
+  EXPECT_EQ(lines[1], std::make_pair(LogLevel::kDebug, std::string("event=also_kept")));
 }
 
 }  // namespace

@@ -69,7 +69,9 @@ class LogLine {
 
 // Receives one structured log line. Called from any thread, concurrently. Built from any
 // function of (LogLevel, std::string_view), which then sees the line's text; called with a
-// LogLine only, so that no caller can hand it a string with unescaped values.
+// LogLine only, so that no caller can hand it a string with unescaped values. Lines below the
+// sink's minimum level (default: kDebug, every line) are dropped, and a caller on a hot path
+// asks Enabled first so as not to build them at all.
 class LogSink {
  public:
   using Function = std::function<void(LogLevel level, std::string_view line)>;
@@ -79,14 +81,20 @@ class LogSink {
   requires(!std::same_as<std::decay_t<F>, LogSink> && std::constructible_from<Function, F>)
       LogSink(F&& function)  // NOLINT(google-explicit-constructor): a sink is assigned a lambda.
       : function_(std::forward<F>(function)) {}
+  template <typename F>
+  requires(std::constructible_from<Function, F>) LogSink(F&& function, LogLevel min_level)
+      : function_(std::forward<F>(function)), min_level_(min_level) {}
 
   void operator()(LogLevel level, const LogLine& line) const {
-    if (function_) function_(level, line.text());
+    if (Enabled(level)) function_(level, line.text());
   }
+  // Whether a line at `level` reaches the function.
+  bool Enabled(LogLevel level) const { return function_ && level >= min_level_; }
   explicit operator bool() const { return static_cast<bool>(function_); }
 
  private:
   Function function_;
+  LogLevel min_level_ = LogLevel::kDebug;
 };
 
 // Writes "level=<level> <line>" to stderr, one whole line at a time.

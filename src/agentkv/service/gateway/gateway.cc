@@ -416,11 +416,13 @@ void Gateway::Core::StartAcquire(const std::shared_ptr<Exchange>& ex,
 void Gateway::Core::OnWorkingSet(const std::shared_ptr<Exchange>& ex,
                                  const control::WorkingSetDecision& decision,
                                  std::optional<control::AcquireRequest> acquire) {
-  Log(LogLevel::kDebug, LogLine("working_set")
-                            .Add("rid", ex->rid)
-                            .Add("admitted", decision.admitted)
-                            .Add("reason", control::WorkingSetReasonName(decision.reason))
-                            .Add("wait_s", decision.wait.seconds()));
+  if (LogsAt(LogLevel::kDebug)) {
+    Log(LogLevel::kDebug, LogLine("working_set")
+                              .Add("rid", ex->rid)
+                              .Add("admitted", decision.admitted)
+                              .Add("reason", control::WorkingSetReasonName(decision.reason))
+                              .Add("wait_s", decision.wait.seconds()));
+  }
   if (decision.admitted && acquire.has_value()) return StartAcquire(ex, *std::move(acquire));
   // Admitted by the working set alone (no lease), or cancelled: the flow's final decision.
   control::AdmissionDecision settled;
@@ -446,12 +448,14 @@ void Gateway::Core::OnAdmission(const std::shared_ptr<Exchange>& ex,
     sync::MutexLock lock(&admission_mu_);
     awaiting_.erase(ex->rid);
   }
-  Log(LogLevel::kDebug, LogLine("admission")
-                            .Add("rid", ex->rid)
-                            .Add("action", control::AdmissionActionName(decision.action))
-                            .Add("reason", control::AdmissionReasonName(decision.reason))
-                            .Add("tokens", decision.reservation_tokens)
-                            .Add("wait_s", decision.wait.seconds()));
+  if (LogsAt(LogLevel::kDebug)) {
+    Log(LogLevel::kDebug, LogLine("admission")
+                              .Add("rid", ex->rid)
+                              .Add("action", control::AdmissionActionName(decision.action))
+                              .Add("reason", control::AdmissionReasonName(decision.reason))
+                              .Add("tokens", decision.reservation_tokens)
+                              .Add("wait_s", decision.wait.seconds()));
+  }
   // The flow keeps the decision's lease until Finish returns it.
   StatusOr<control::AdmissionVerdict> verdict = sessions_->OnAdmission(ex->rid, decision);
   if (!verdict.ok()) return Fail(ex, GatewayError::kInternal, verdict.status().message());

@@ -169,6 +169,8 @@ class Gateway::Core : public SessionEffects, public std::enable_shared_from_this
 
  private:
   void Log(LogLevel level, const LogLine& line) const { options_.log(level, line); }
+  // Whether a line at `level` would be logged: the per-request debug lines are built only then.
+  bool LogsAt(LogLevel level) const { return options_.log.Enabled(level); }
   // Init's steps, in order: the control client and the engines' directory (and their
   // prerequisites); the session manager and the new-session limiter; the working set and the
   // fleet poller (returns whether it scrapes the engines' metrics); the routes and the server.

@@ -522,6 +522,14 @@ void CompareWithNginx(const Flags& flags, const std::vector<Target>& targets, ui
   }
 }
 
+bool WriteJson(const std::string& path, const boost::json::object& json) {
+  const std::string text = boost::json::serialize(json) + "\n";
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  bool written = out != nullptr && std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  if (out != nullptr && std::fclose(out) != 0) written = false;
+  return written;
+}
+
 int Main(int argc, char** argv) {
   Flags flags;
   CLI::App app("Gateway overhead over a direct connection to an unpaced emulated engine");
@@ -586,15 +594,9 @@ int Main(int argc, char** argv) {
   MeasureOverhead(flags, targets, small, next_session, json);
   if (flags.nginx != "off")
     CompareWithNginx(flags, targets, (*engine)->port(), small, next_session, json);
-  if (!flags.json_out.empty()) {
-    const std::string text = boost::json::serialize(json) + "\n";
-    std::FILE* out = std::fopen(flags.json_out.c_str(), "w");
-    bool written = out != nullptr && std::fwrite(text.data(), 1, text.size(), out) == text.size();
-    if (out != nullptr && std::fclose(out) != 0) written = false;
-    if (!written) {
-      std::fprintf(stderr, "gateway_load: cannot write --json-out %s\n", flags.json_out.c_str());
-      return 1;
-    }
+  if (!flags.json_out.empty() && !WriteJson(flags.json_out, json)) {
+    std::fprintf(stderr, "gateway_load: cannot write --json-out %s\n", flags.json_out.c_str());
+    return 1;
   }
 
   const GatewayStats stats = (*gateway)->stats();

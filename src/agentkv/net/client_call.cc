@@ -26,6 +26,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <exception>
+#include <thread>
 
 #include "agentkv/sync/mutex.h"
 
@@ -148,21 +149,15 @@ std::vector<std::shared_ptr<ClientCall>> ClientCore::BeginShutdown() {
   return calls;
 }
 
-void ClientCore::CallBuilt() {
-  sync::MutexLock lock(&registry_mu_);
-  ++calls_unfinished_;
-}
+void ClientCore::CallBuilt() { calls_unfinished_.fetch_add(1, std::memory_order_relaxed); }
 
-void ClientCore::CallFinished() {
-  sync::MutexLock lock(&registry_mu_);
-  if (--calls_unfinished_ == 0) calls_cv_.SignalAll();
-}
+void ClientCore::CallFinished() { calls_unfinished_.fetch_sub(1, std::memory_order_release); }
 
 void ClientCore::WaitForCalls(const std::function<bool()>& gave_up) {
-  constexpr std::chrono::milliseconds kRecheck{5};
-  sync::MutexLock lock(&registry_mu_);
-  while (calls_unfinished_ != 0 && !gave_up()) {
-    calls_cv_.WaitWithDeadline(&registry_mu_, std::chrono::steady_clock::now() + kRecheck);
+  // Polled: only a destructor waits, and the calls' own path takes no lock for the count.
+  constexpr std::chrono::milliseconds kRecheck{1};
+  while (calls_unfinished_.load(std::memory_order_acquire) != 0 && !gave_up()) {
+    std::this_thread::sleep_for(kRecheck);
   }
 }
 

@@ -58,7 +58,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // the destructor of a client on loops it does not own wait for its calls.
   void CallBuilt();
   void CallFinished();
-  // Waits until every call built finished, or `gave_up()` turns true (checked every few ms).
+  // Waits until every call built finished, or `gave_up()` turns true (checked every ms).
   void WaitForCalls(const std::function<bool()>& gave_up);
 
   void CountConnectionOpened() { connections_opened_.fetch_add(1, std::memory_order_relaxed); }
@@ -97,8 +97,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool shutting_down_ AGENTKV_GUARDED_BY(registry_mu_) = false;
   std::unordered_map<uint64_t, std::weak_ptr<ClientCall>> registry_
       AGENTKV_GUARDED_BY(registry_mu_);
-  sync::CondVar calls_cv_;
-  int64_t calls_unfinished_ AGENTKV_GUARDED_BY(registry_mu_) = 0;
+  std::atomic<int64_t> calls_unfinished_{0};
 };
 
 // One request; see the invariants at the top of client_call.cc.

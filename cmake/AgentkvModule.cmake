@@ -81,7 +81,9 @@ endfunction()
 # left out of the default build and of CTest (scripts/test.sh's release build).
 #
 # In the release build the test code itself (sources under tests/) compiles at -O1, a third
-# less build time for the tests; the code under test keeps the release flags.
+# less build time for the tests; the code under test keeps the release flags. Every test program
+# reuses one precompiled header (tests/support/precompiled.h: GoogleTest, GoogleMock, the common
+# standard headers), built by agentkv_test_pch.
 function(agentkv_test name)
   cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;DEPS;LABELS" ${ARGN})
   if(NOT ARG_LABELS)
@@ -111,6 +113,9 @@ function(agentkv_test name)
     add_dependencies(agentkv_threaded_tests ${name})
   endif()
   target_link_libraries(${name} PRIVATE agentkv_warnings ${ARG_DEPS} GTest::gmock_main)
+  if(TARGET agentkv_test_pch)
+    target_precompile_headers(${name} REUSE_FROM agentkv_test_pch)
+  endif()
   # Without AGENTKV_BUILD_UNIT_TESTS a unit-test program stays defined (its directory may set
   # properties on it) but is neither built by default nor registered with CTest.
   set(other_labels ${ARG_LABELS})

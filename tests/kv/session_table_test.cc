@@ -16,7 +16,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -425,6 +428,54 @@ TEST(SessionTableUnitTest, EachOpenSessionReferencesAKeyOnce) {
   EXPECT_EQ(h.cache().KeyReferences(keys[0]), 2);
   EXPECT_EQ(h.cache().KeyReferences(keys[1]), 1);
   EXPECT_EQ(sessions.open_sessions(), 2);
+}
+
+// A session's chains take every shape a turn gives them: an extension of the agent's previous
+// chain, a prefix of it, one that diverges from it midway, the same chain again, and another
+// agent's chain in between. After each ReferenceChain the references are what a model of each
+// session's key set says: every key of every chain a session gave, counted once per session.
+// (ReferenceChain skips the probes of the keys a chain shares with the session's last one.)
+TEST(SessionTableUnitTest, ReferencesMatchAModelOfEveryChainASessionGave) {
+  const KvCacheOptions o = BlockCacheHarness::Options(8);
+  BlockCacheHarness h(o);
+  SessionTable sessions(o);
+  constexpr size_t kSessions = 3;
+  constexpr size_t kAgents = 2;
+  constexpr size_t kBlock = static_cast<size_t>(BlockCacheHarness::kTokensPerBlock);
+  std::mt19937_64 rng(20261206);
+  const auto draw = [&rng](size_t n) { return static_cast<size_t>(rng() % n); };
+  // The tokens of each session's agents' current chains; tokens from a small alphabet, so that
+  // chains of different sessions and agents share prefixes.
+  std::vector<std::vector<std::vector<int32_t>>> tokens(kSessions,
+                                                        std::vector<std::vector<int32_t>>(kAgents));
+  std::vector<std::set<uint64_t>> members(kSessions);
+  std::map<uint64_t, int32_t> references;
+  for (int call = 0; call < 600; ++call) {
+    const size_t session = draw(kSessions);
+    std::vector<int32_t>& chain = tokens[session][draw(kAgents)];
+    const size_t shape = draw(4);  // 0 extend, 1 cut, 2 cut and diverge, 3 repeat
+    if (shape == 1 || shape == 2) chain.resize(draw(chain.size() / kBlock + 1) * kBlock);
+    if (shape == 0 || shape == 2) {
+      for (size_t i = 0; i < (1 + draw(3)) * kBlock; ++i) {
+        chain.push_back(static_cast<int32_t>(draw(2)));
+      }
+    }
+    const std::vector<BlockKey> keys =
+        h.cache().hasher().KeysFromTokens(chain, BlockCacheHarness::kTokensPerBlock);
+    sessions.Admit(SessionId(static_cast<int64_t>(session)));
+    sessions.ReferenceChain(SessionId(static_cast<int64_t>(session)), keys, h.cache());
+    for (const BlockKey key : keys) {
+      if (members[session].insert(key.value()).second) ++references[key.value()];
+    }
+    ASSERT_EQ(h.cache().referenced_keys(), static_cast<int64_t>(references.size()))
+        << "after call " << call;
+    for (const auto& [key, count] : references) {
+      ASSERT_EQ(h.cache().KeyReferences(BlockKey(key)), count) << "after call " << call;
+    }
+    const Status s = sessions.CheckInvariants(h.cache());
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  EXPECT_GT(references.size(), 20U);  // The chains grew beyond a handful of keys.
 }
 
 TEST(SessionTableUnitTest, CloseInReleaseModeFreesOnlyWhatNoOtherSessionReferences) {

@@ -576,24 +576,19 @@ bool BlockCache::ReleaseIfUnused(BlockKey key) {
 }
 
 void BlockCache::ReferenceKey(BlockKey key) {
-  if (++key_refs_[key.value()] != 1) return;
+  if (key_refs_.Increment(key.value()) != 1) return;
   const int32_t b = FindBlock(key);
   if (b != kNone) SetKeyReferenced(b, true, /*front=*/false);
 }
 
 void BlockCache::DereferenceKey(BlockKey key, bool evict_first) {
-  auto ref = key_refs_.find(key.value());
-  AGENTKV_CHECK(ref != key_refs_.end()) << "DereferenceKey of an unreferenced key";
-  if (--ref->second > 0) return;
-  key_refs_.erase(ref);
+  AGENTKV_CHECK(key_refs_.contains(key.value())) << "DereferenceKey of an unreferenced key";
+  if (key_refs_.Decrement(key.value()) > 0) return;
   const int32_t b = FindBlock(key);
   if (b != kNone) SetKeyReferenced(b, false, evict_first);
 }
 
-int32_t BlockCache::KeyReferences(BlockKey key) const {
-  auto ref = key_refs_.find(key.value());
-  return ref == key_refs_.end() ? 0 : ref->second;
-}
+int32_t BlockCache::KeyReferences(BlockKey key) const { return key_refs_.count(key.value()); }
 
 void BlockCache::SetKeyReferenced(int32_t b, bool referenced, bool front) {
   Block& blk = blocks_[static_cast<size_t>(b)];

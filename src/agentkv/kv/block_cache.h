@@ -81,6 +81,7 @@
 #include "agentkv/kv/internal/block_index.h"
 #include "agentkv/kv/internal/event_log.h"
 #include "agentkv/kv/internal/expiry_queue.h"
+#include "agentkv/kv/internal/key_count_map.h"
 #include "agentkv/kv/internal/priority_lru_queue.h"
 #include "agentkv/kv/internal/victim_order.h"
 #include "agentkv/kv/kv_cache_options.h"
@@ -512,7 +513,7 @@ class BlockCache {
   // costs no allocation once the cache has run a while.
   std::vector<std::vector<int32_t>> spare_block_lists_;
   // Key -> number of references (ReferenceKey); looked up, never iterated where order matters.
-  std::unordered_map<uint64_t, int32_t> key_refs_;
+  internal::KeyCountMap key_refs_;
 
   // Buffers of expiries and cascades, kept to avoid an allocation per step or eviction.
   std::vector<int32_t> expired_;

@@ -1,6 +1,7 @@
 // BlockCache::CheckInvariants: the invariants listed at the top of block_cache.cc,
 // made executable, one named check each. O(blocks + index chunks); tests call it after every
 // mutation.
+#include <algorithm>
 #include <string>
 #include <variant>
 #include <vector>
@@ -200,9 +201,9 @@ Status BlockCache::CheckCommittedBlock(size_t i, InvariantScan& scan) const {
 
 // Key references are positive; the tier gauges match the slots counted; slots conserve.
 Status BlockCache::CheckCounts(const InvariantScan& scan) const {
-  for (const auto& [key, count] : key_refs_) {
-    if (count <= 0) return Broken("a key keeps a reference count of " + std::to_string(count));
-  }
+  int32_t lowest = 1;
+  key_refs_.ForEach([&lowest](uint64_t, int32_t count) { lowest = std::min(lowest, count); });
+  if (lowest <= 0) return Broken("a key keeps a reference count of " + std::to_string(lowest));
   if (scan.uncommitted + scan.device != device_used_) return Broken("device_used_ disagrees");
   if (scan.device != device_cached_) return Broken("device_cached_ disagrees");
   if (scan.host != host_used_) return Broken("host_used_ disagrees");

@@ -3,11 +3,13 @@
 // Invariants (CheckInvariants verifies them):
 //  - The cache's key reference count of k is the number of open sessions whose member set
 //    holds k, and no other key has references (sessions are the only referencing layer).
-//  - An open session's keys and members hold the same keys, each once.
+//  - An open session's keys and members hold the same keys, each once; its last chain's keys are
+//    all members.
 //  - A session id is either open (in sessions_) or remembered closed (in tombstones_), never
 //    both; tombstone_order_ lists tombstones_ oldest first, at most tombstone_capacity_.
 #include "agentkv/kv/session_table.h"
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -31,11 +33,18 @@ void SessionTable::ReferenceChain(SessionId session, std::span<const BlockKey> c
     return;
   }
   internal::SessionState& state = it->second;
-  for (const BlockKey key : chain) {
-    if (!state.members.insert(key.value()).second) continue;
+  // The keys this chain begins with that the last one began with too are members already: an
+  // array comparison finds them, where a probe per key would (a turn extends the previous
+  // turn's chain, so that is most of a long session's prompt).
+  const size_t limit = std::min(chain.size(), state.last_chain.size());
+  size_t known = 0;
+  while (known < limit && chain[known] == state.last_chain[known]) ++known;
+  for (const BlockKey key : chain.subspan(known)) {
+    if (!state.members.insert(key)) continue;
     state.keys.push_back(key);
     cache.ReferenceKey(key);
   }
+  state.last_chain.assign(chain.begin(), chain.end());
 }
 
 int64_t SessionTable::Close(SessionId session, BlockCache& cache) {
@@ -86,8 +95,11 @@ Status SessionTable::CheckInvariants(const BlockCache& cache) const {
     if (tombstones_.contains(id)) return broken("session open and closed at once");
     if (session.keys.size() != session.members.size()) return broken("session keys repeat");
     for (const BlockKey k : session.keys) {
-      if (!session.members.contains(k.value())) return broken("session keys and members differ");
+      if (!session.members.contains(k)) return broken("session keys and members differ");
       ++refs[k.value()];
+    }
+    for (const BlockKey k : session.last_chain) {
+      if (!session.members.contains(k)) return broken("a last-chain key is no member");
     }
   }
   for (const auto& [key, count] : refs) {

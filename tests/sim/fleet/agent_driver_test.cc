@@ -1,5 +1,5 @@
 // Tests of AgentDriver: closed-loop agents on a small fleet, sub-agents with parent hints and
-// joins, conservation, session closes and determinism.
+// joins, conservation, session closes, determinism and the keys retired as conversations end.
 #include "agentkv/sim/fleet/agent_driver.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +11,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -430,6 +432,91 @@ TEST(AgentDriverTest, TwoRunsAreIdentical) {
   const AgentDriverResult second = Drive(*b, TinyWorkload(), {});
   EXPECT_EQ(first, second);
   EXPECT_EQ(a->loop.processed(), b->loop.processed());
+}
+
+// Passes everything to the gateway model and records each RetireKeys call.
+class RetireRecorder final : public AgentTarget {
+ public:
+  explicit RetireRecorder(GatewayModel* gateway) : gateway_(gateway) {}
+  const kv::BlockKeyHasher& hasher() const override { return gateway_->hasher(); }
+  int32_t tokens_per_block() const override { return gateway_->tokens_per_block(); }
+  void set_completion_callback(CompletionCallback callback) override {
+    gateway_->set_completion_callback(std::move(callback));
+  }
+  Status Submit(GatewayRequest request) override { return gateway_->Submit(std::move(request)); }
+  std::vector<int64_t> EndSession(SessionId session) override {
+    return gateway_->EndSession(session);
+  }
+  void RetireKeys(std::span<const kv::BlockKey> keys) override {
+    retired.emplace_back(keys.begin(), keys.end());
+    gateway_->RetireKeys(keys);
+  }
+
+  std::vector<std::vector<kv::BlockKey>> retired;
+
+ private:
+  GatewayModel* gateway_;
+};
+
+// `n` conversations one after another (each starts after the previous one's last turn), each of
+// three turns over its own growing chain of 3 shared ids then `own` ids of its own.
+AgenticWorkload SequentialConversations(int32_t n, int64_t own) {
+  AgenticWorkload workload;
+  for (int32_t k = 0; k < n; ++k) {
+    WekaConversation c;
+    c.id = "c" + std::to_string(k);
+    c.block_size = kBlock;
+    for (int32_t turn = 0; turn < 3; ++turn) {
+      WekaRequest r = Req(turn, 0, 0, 4);
+      r.hash_ids = {0, 1, 2};
+      for (int64_t i = 0; i < own * (turn + 1) / 3; ++i) {
+        r.hash_ids.push_back(100 + static_cast<uint64_t>(i));
+      }
+      r.input_tokens = static_cast<int64_t>(r.hash_ids.size()) * kBlock + 3;
+      c.requests.push_back(r);
+    }
+    workload.conversations.push_back(c);
+    workload.starts.push_back(TimeNs::Seconds(100 * k));
+  }
+  return workload;
+}
+
+// Once a conversation's agents have all ended, the driver retires the keys only it can name:
+// each chain's keys past the shared prefix, and none of the shared ones.
+TEST(AgentDriverTest, AnEndedConversationRetiresTheKeysOnlyItCanName) {
+  std::unique_ptr<Sim> sim = MakeSim(kv::SessionCloseMode::kDereference, false, kBlock, 1024, 1);
+  RetireRecorder recorder(sim->gateway.get());
+  const AgenticWorkload workload = SequentialConversations(/*n=*/3, /*own=*/6);
+  const AgentDriverOptions options{.shared_prefix_ids = 3};
+  StatusOr<AgentDriverResult> result = RunAgentWorkload(&sim->loop, &recorder, workload, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(recorder.retired.size(), 3U);
+  const kv::BlockKeyHasher& hasher = sim->gateway->hasher();
+  for (size_t k = 0; k < 3; ++k) {
+    const std::vector<uint64_t>& last = workload.conversations[k].requests.back().hash_ids;
+    const std::vector<kv::BlockKey> keys = DriverKeysOf(hasher, 3, last, k + 1);
+    // The last turn extends the others, so its keys past the 3 shared ones are all of them.
+    const std::set<kv::BlockKey> want(keys.begin() + 3, keys.end());
+    const std::set<kv::BlockKey> got(recorder.retired[k].begin(), recorder.retired[k].end());
+    EXPECT_EQ(got, want) << "conversation " << k;
+    for (size_t i = 0; i < 3; ++i) EXPECT_FALSE(got.contains(keys[i])) << "shared block " << i;
+  }
+}
+
+// Many conversations through one small engine: what its miss accounting remembers afterwards is
+// bounded by the cache (the retired blocks still cached), not by every conversation's lost keys.
+TEST(AgentDriverTest, TheMissAccountingForgetsEndedConversations) {
+  constexpr int64_t kCacheBlocks = 64;
+  std::unique_ptr<Sim> sim =
+      MakeSim(kv::SessionCloseMode::kDereference, false, kBlock, kCacheBlocks, 1);
+  const AgenticWorkload workload = SequentialConversations(/*n=*/40, /*own=*/30);
+  const AgentDriverResult r = Drive(*sim, workload, {});
+  ASSERT_EQ(r.requests_completed, 120);
+  const EngineModel& engine = sim->fleet->engine(EngineId(0));
+  // 40 conversations of 33 blocks each, all distinct (each conversation chains its ids under its
+  // own namespace), went through a 64-block cache: at least 1,256 keys were lost, which the
+  // engine would all remember without retirement.
+  EXPECT_LE(engine.remembered_keys(), static_cast<size_t>(kCacheBlocks));
 }
 
 // Times of a workload built in memory are not bounded like a trace's: think times and starts

@@ -1,5 +1,6 @@
 // Tests of EngineModel's miss accounting: a request's uncached prompt tokens split at its first
-// admission into cold tokens and eviction regret (evicted_recompute_tokens).
+// admission into cold tokens and eviction regret (evicted_recompute_tokens), and retired keys
+// forgotten.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -120,6 +121,58 @@ TEST_F(EngineModelTest, BlocksReleasedBySessionCloseCountAsEvictedRecompute) {
   EXPECT_EQ(second->report.uncached_tokens, 8 * kTokensPerBlock);
   EXPECT_EQ(second->evicted_recompute_tokens, 8 * kTokensPerBlock);
   EXPECT_EQ(second->cold_tokens, 0);
+}
+
+// RetireKeys forgets keys already lost (a request naming them again finds them cold), and keys
+// still cached are not recorded when they leave afterwards; keys it was not given keep their
+// account. (The driver retires only keys no later request names; naming them here makes the
+// forgetting observable.)
+TEST_F(EngineModelTest, RetiredKeysAreForgottenLostAlreadyOrWhenTheyLeave) {
+  Build(DefaultOptions(/*device_blocks=*/16));
+  const std::vector<kv::BlockKey> a_keys = ContentKeys(1000, 8);
+  const std::vector<kv::BlockKey> b_keys = ContentKeys(2000, 12);
+  ASSERT_TRUE(engine_->Submit(MakeRequest(1, 8 * kTokensPerBlock, 1, /*content=*/1000)).ok());
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(engine_->Submit(MakeRequest(2, 12 * kTokensPerBlock, 1, /*content=*/2000)).ok());
+  loop_.RunUntilIdle();
+  const int64_t a_kept = DeviceBlocks(*engine_, a_keys);
+  ASSERT_LT(a_kept, 8) << "the scenario needs B to evict some of A";
+  const int64_t b_cached = DeviceBlocks(*engine_, b_keys);
+  ASSERT_GT(b_cached, 0);
+  EXPECT_EQ(engine_->remembered_keys(), static_cast<size_t>(8 - a_kept));
+
+  // A's lost keys go at once; the retired keys still cached are noted, not lost.
+  engine_->RetireKeys(a_keys);
+  engine_->RetireKeys(b_keys);
+  EXPECT_EQ(engine_->remembered_keys(), static_cast<size_t>(a_kept + b_cached));
+
+  // C (new content) pushes A and B out: their losses are not recorded, and what is remembered
+  // is only the retired blocks still cached.
+  ASSERT_TRUE(engine_->Submit(MakeRequest(3, 14 * kTokensPerBlock, 1, /*content=*/3000)).ok());
+  loop_.RunUntilIdle();
+  ASSERT_LT(DeviceBlocks(*engine_, b_keys), b_cached) << "C must push B out";
+  EXPECT_EQ(engine_->remembered_keys(),
+            static_cast<size_t>(DeviceBlocks(*engine_, a_keys) + DeviceBlocks(*engine_, b_keys)));
+
+  // A and B named again: their lost blocks count as cold now.
+  ASSERT_TRUE(engine_->Submit(MakeRequest(4, 8 * kTokensPerBlock, 1, /*content=*/1000)).ok());
+  loop_.RunUntilIdle();
+  const EngineRequestRecord* again = engine_->FindRecord(RequestId(4));
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->evicted_recompute_tokens, 0);
+  EXPECT_EQ(again->cold_tokens, again->report.uncached_tokens);
+  ExpectSplitAddsUp(*again);
+
+  // C's keys were not retired: once lost, a request naming them is eviction regret again.
+  ASSERT_TRUE(engine_->Submit(MakeRequest(5, 12 * kTokensPerBlock, 1, /*content=*/2000)).ok());
+  loop_.RunUntilIdle();
+  ASSERT_LT(DeviceBlocks(*engine_, ContentKeys(3000, 14)), 14) << "C must be pushed out";
+  ASSERT_TRUE(engine_->Submit(MakeRequest(6, 14 * kTokensPerBlock, 1, /*content=*/3000)).ok());
+  loop_.RunUntilIdle();
+  const EngineRequestRecord* c_again = engine_->FindRecord(RequestId(6));
+  ASSERT_NE(c_again, nullptr);
+  EXPECT_GT(c_again->evicted_recompute_tokens, 0);
+  ExpectSplitAddsUp(*c_again);
 }
 
 // Randomized: on a small cache with preemption and eviction, every request's split adds up,

@@ -7,12 +7,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <unordered_set>
 #include <vector>
 
 #include "agentkv/base/strong_id.h"
 #include "agentkv/base/time.h"
 #include "agentkv/kv/block_key.h"
+#include "agentkv/kv/block_key_set.h"
 #include "agentkv/kv/committed_retention_handle.h"
 
 namespace agentkv::kv::internal {
@@ -22,7 +22,10 @@ struct SessionState {
   // Keys this session references, in the order it first referenced them (ancestors before
   // descendants), and the same set for membership.
   std::vector<BlockKey> keys;
-  std::unordered_set<uint64_t> members;
+  BlockKeySet members;
+  // The chain it last referenced, every key of which is in `members`: a turn's chain usually
+  // extends its previous turn's, and the keys the two begin with need no probe of the set.
+  std::vector<BlockKey> last_chain;
 };
 
 // The blocks one finished turn used, in chain order; those from `first_owned` on are the ones

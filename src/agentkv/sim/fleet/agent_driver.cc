@@ -686,6 +686,7 @@ void AgentDriver::MaybeRelease(size_t k) {
   const auto first = static_cast<size_t>(main_agent_of_[k]);
   const size_t end =
       k + 1 < main_agent_of_.size() ? static_cast<size_t>(main_agent_of_[k + 1]) : agents_.size();
+  RetireKeysOf(first, end);
   for (size_t a = first; a < end; ++a) {
     Agent& agent = agents_[a];
     agent.requests = nullptr;
@@ -695,6 +696,32 @@ void AgentDriver::MaybeRelease(size_t k) {
   }
   held_[k].reset();
   std::vector<AgentBlockIds>().swap(held_ids_[k]);
+}
+
+void AgentDriver::RetireKeysOf(size_t first, size_t end) {
+  std::vector<kv::BlockKey> retired;
+  for (size_t a = first; a < end; ++a) {
+    const Agent& agent = agents_[a];
+    if (agent.requests == nullptr) continue;
+    const auto n = static_cast<int32_t>(agent.requests->size());
+    const uint64_t namespace_id = static_cast<uint64_t>(agent.workload_index) + 1;
+    for (int32_t i = 0; i < n; ++i) {
+      const std::span<const uint64_t> ids = IdsOf(agent, i);
+      if (i + 1 < n) {
+        const std::span<const uint64_t> next = IdsOf(agent, i + 1);
+        if (next.size() >= ids.size() && std::equal(ids.begin(), ids.end(), next.begin())) {
+          continue;
+        }
+      }
+      size_t own = 0;  // The first key chained under the namespace.
+      if (options_.shared_prefix_ids > 0) {
+        while (own < ids.size() && ids[own] < options_.shared_prefix_ids) ++own;
+      }
+      const std::vector<kv::BlockKey> keys = KeysOf(ids, namespace_id);
+      retired.insert(retired.end(), keys.begin() + static_cast<std::ptrdiff_t>(own), keys.end());
+    }
+  }
+  if (!retired.empty()) gateway_->RetireKeys(retired);
 }
 
 void AgentDriver::ReleaseJoin(int32_t index) {

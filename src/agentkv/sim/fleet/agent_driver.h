@@ -57,7 +57,9 @@
 // - End: a conversation (main agent or sub-agent) ends at the completion of its last request
 //   (at its start when it has none); the driver then calls GatewayModel::EndSession(its
 //   session), inside the completion callback, and the gateway closes it on every engine when
-//   its lifecycle is on.
+//   its lifecycle is on. Once every agent of a conversation has ended (and none failed), the
+//   driver hands the target the keys only that conversation could name
+//   (AgentTarget::RetireKeys), so that the simulated engines forget them.
 // - Retention: every request of a conversation the workload marks retained
 //   (AgenticWorkload::retained) carries GatewayRequest::retain = true, so the gateway's idle
 //   timeout never ends its sessions between requests.
@@ -297,8 +299,14 @@ class AgentDriver {
   // Conversation `k`'s start has come (its reserved sequence number `reserved`): loads it and
   // begins it.
   void StartConversation(int32_t k, int64_t reserved);
-  // Releases conversation `k` and its agents' per-request state once every agent has ended.
+  // Releases conversation `k` and its agents' per-request state once every agent has ended,
+  // after retiring its keys (RetireKeysOf).
   void MaybeRelease(size_t k);
+  // Hands the target the keys of agents [first, end) (one ended conversation's) that no other
+  // conversation can name: each chain's keys from its first id past the shared prefix on,
+  // which KeysOf chains under the conversation's namespace (AgentTarget::RetireKeys). A
+  // request whose chain the agent's next request extends is covered by that one.
+  void RetireKeysOf(size_t first, size_t end);
   // Start gating: counts `agent`'s end against its group and begins every conversation whose
   // gate opened.
   void OnAgentEndedForGates(int32_t agent);

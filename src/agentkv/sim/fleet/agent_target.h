@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "agentkv/base/status.h"
@@ -42,6 +43,10 @@ class AgentTarget {
   virtual Status Submit(GatewayRequest request) = 0;
   // The agent of `session` ended. Returns the tokens a close freed per engine, when known now.
   virtual std::vector<int64_t> EndSession(SessionId session) = 0;
+  // Every agent of a conversation ended, and no later request can name any of `keys` (the
+  // conversation's own: the driver chains its ids under its own namespace past the shared
+  // prefix). A simulated fleet forgets what it keeps per key for them; a live one keeps nothing.
+  virtual void RetireKeys(std::span<const kv::BlockKey> keys) { static_cast<void>(keys); }
 };
 
 }  // namespace agentkv::sim

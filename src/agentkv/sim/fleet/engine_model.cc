@@ -132,7 +132,9 @@ void EngineModel::DrainCacheEvents() {
       case kv::KvEventKind::kDropped:
       case kv::KvEventKind::kEvicted:
       case kv::KvEventKind::kReleased:
-        lost_keys_.insert(event.key);
+        if (retired_cached_.size() == 0 || !retired_cached_.erase(event.key)) {
+          lost_keys_.insert(event.key);
+        }
         break;
       default:
         break;
@@ -141,6 +143,16 @@ void EngineModel::DrainCacheEvents() {
   }
   AGENTKV_CHECK(engine_->cache().dropped_events() == 0)
       << "the KV event log overflowed; the miss split would be wrong";
+}
+
+void EngineModel::RetireKeys(std::span<const kv::BlockKey> keys) {
+  // Losses already logged are recorded first, so that none lands after its key was forgotten.
+  DrainCacheEvents();
+  const kv::KvCacheManager& cache = engine_->cache();
+  for (const kv::BlockKey key : keys) {
+    lost_keys_.erase(key);
+    if (cache.FindTier(key).has_value()) retired_cached_.insert(key);
+  }
 }
 
 void EngineModel::RecordFirstAdmission(RequestId id) {

@@ -30,7 +30,10 @@
 // key of every block that left the cache (dropped, evicted from the host, released by a
 // close). At a request's first admission its uncached prompt tokens are split: full blocks
 // whose key the engine had lost are `evicted_recompute_tokens` (eviction regret), the rest
-// (never computed here, or the partial last block) `cold_tokens`.
+// (never computed here, or the partial last block) `cold_tokens`. Keys no later request can
+// name (RetireKeys: an ended conversation's own) are forgotten, and so are their blocks when they
+// leave the cache afterwards, so what the engine remembers grows with the live conversations and
+// the cache, not with every conversation the run has seen.
 //
 // Every call reaches the engine through engine::Engine's door; the model adds time.
 //
@@ -74,10 +77,10 @@
 #include "agentkv/engine/engine_config.h"
 #include "agentkv/engine/step_scheduler.h"
 #include "agentkv/kv/block_key.h"
+#include "agentkv/kv/block_key_set.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/kv_cache_stats.h"
 #include "agentkv/kv/next_use_ranking.h"
-#include "agentkv/sim/fleet/block_key_set.h"
 #include "agentkv/sim/fleet/event_loop.h"
 
 namespace agentkv::sim {
@@ -168,6 +171,13 @@ class EngineModel {
   int64_t CloseSession(SessionId session);
   // Program-level FCFS: program `program` ended (engine::Engine::ForgetProgram).
   void ForgetProgram(ConversationId program);
+  // No later request will name any of `keys` (an ended conversation's own; AgentTarget::
+  // RetireKeys): the miss accounting forgets them, at once for those lost already, as they leave
+  // the cache for the others. The split of every later request is unchanged.
+  void RetireKeys(std::span<const kv::BlockKey> keys);
+  // Keys the miss accounting holds: those lost and not retired, and those retired whose blocks
+  // are still cached.
+  size_t remembered_keys() const { return lost_keys_.size() + retired_cached_.size(); }
   // Offline-optimal eviction (engine::Engine::SetNextUseRanking, its errors) and the re-read
   // of one block's rank.
   [[nodiscard]] Status SetNextUseRanking(const kv::NextUseRanking* ranking);
@@ -247,8 +257,12 @@ class EngineModel {
   // Requests to abort at the next step boundary, in the order asked; each held by the
   // scheduler, not finished, and listed once.
   std::vector<RequestId> aborts_;
-  // Keys of blocks that left this engine's cache at some point. Looked up, never iterated.
-  BlockKeySet lost_keys_;
+  // Keys of blocks that left this engine's cache at some point, less the retired ones. Looked
+  // up, never iterated.
+  kv::BlockKeySet lost_keys_;
+  // Retired keys whose blocks are still cached here: their loss is not recorded (bounded by the
+  // cache's blocks).
+  kv::BlockKeySet retired_cached_;
   std::vector<kv::KvEvent> events_;
   // The stall offload wake pending, if any.
   std::optional<TimeNs> stall_wake_at_;

@@ -74,6 +74,10 @@ std::vector<int64_t> FleetModel::CloseSessionOnEveryEngine(SessionId session) {
   return freed;
 }
 
+void FleetModel::RetireKeysOnEveryEngine(std::span<const kv::BlockKey> keys) {
+  for (const std::unique_ptr<EngineModel>& engine : engines_) engine->RetireKeys(keys);
+}
+
 std::vector<int64_t> FleetModel::DemoteFinishedSubagentsOnEveryEngine(ConversationId parent) {
   std::vector<int64_t> demoted;
   demoted.reserve(engines_.size());

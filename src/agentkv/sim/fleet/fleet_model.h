@@ -22,12 +22,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
 #include "agentkv/base/status.h"
 #include "agentkv/base/strong_id.h"
 #include "agentkv/engine/step_scheduler.h"
+#include "agentkv/kv/block_key.h"
 #include "agentkv/routing/router.h"
 #include "agentkv/sim/fleet/engine_model.h"
 #include "agentkv/sim/fleet/event_loop.h"
@@ -79,6 +81,10 @@ class FleetModel {
   // never submitted, 1 when the caller keeps request ids unique across the fleet (as the
   // gateway does).
   int32_t AbortOnEveryEngine(RequestId id);
+
+  // No later request names any of `keys`: every engine's miss accounting forgets them
+  // (EngineModel::RetireKeys).
+  void RetireKeysOnEveryEngine(std::span<const kv::BlockKey> keys);
 
   int32_t num_engines() const { return static_cast<int32_t>(engines_.size()); }
   const EngineModel& engine(EngineId id) const;

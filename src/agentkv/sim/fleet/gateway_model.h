@@ -88,6 +88,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -258,6 +259,10 @@ class GatewayModel final : public AgentTarget {
   // close). Idempotent: an ended session is not closed again. A session the gateway never saw
   // is a no-op (a simulated agent closes only a session it used).
   std::vector<int64_t> EndSession(SessionId session) override;
+  // Every engine forgets `keys` in its miss accounting (FleetModel::RetireKeysOnEveryEngine).
+  void RetireKeys(std::span<const kv::BlockKey> keys) override {
+    fleet_->RetireKeysOnEveryEngine(keys);
+  }
 
   const FleetModel& fleet() const { return *fleet_; }
   // Requests received and not completed (waiting in the FIFO or on engines).

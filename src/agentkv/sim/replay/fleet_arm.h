@@ -26,7 +26,7 @@
 #include "agentkv/base/status.h"
 #include "agentkv/base/time.h"
 #include "agentkv/kv/block_key.h"
-#include "agentkv/sim/fleet/block_key_set.h"
+#include "agentkv/kv/block_key_set.h"
 #include "agentkv/sim/fleet/event_loop.h"
 #include "agentkv/sim/fleet/fleet_model.h"
 #include "agentkv/sim/fleet/fleet_next_use.h"
@@ -151,7 +151,7 @@ class InfiniteCapacityCount {
  private:
   const kv::BlockKeyHasher hasher_;
   int32_t tokens_per_block_;
-  BlockKeySet unique_;  // about 16 bytes a distinct key
+  kv::BlockKeySet unique_;  // about 16 bytes a distinct key
   int64_t tails_ = 0;
 };
 

@@ -181,15 +181,16 @@ StatusOr<RequestReport> StepScheduler::TakeReport(RequestId id) {
 
 void StepScheduler::Preempt(StepResult& result) {
   AGENTKV_CHECK(!running_.empty());
-  const RequestId victim = running_.back();
+  const RequestId victim = running_.back().id;
+  Entry& entry = *running_.back().entry;
   running_.pop_back();
-  Entry& entry = requests_.at(victim);
   // Released without committing what decode computed: SGLang retracts without inserting.
   AGENTKV_CHECK(cache_.ReleaseUnfinished(victim).ok());
   // SGLang's retract: the request comes back with prompt + output as its new prompt.
   entry.phase = Phase::kWaiting;
   entry.prefill_target = entry.request.prompt_tokens + entry.report.output_tokens;
   entry.kv_tokens = 0;
+  entry.reserved_tokens = 0;
   entry.committed_blocks = 0;
   entry.commit_failed = false;
   ++entry.report.preemptions;
@@ -199,12 +200,14 @@ void StepScheduler::Preempt(StepResult& result) {
 }
 
 bool StepScheduler::ReserveOrPreempt(size_t index, int64_t tokens, StepResult& result) {
-  const RequestId id = running_[index];
-  while (!cache_.Reserve(id, tokens).ok()) {
+  const Running running = running_[index];
+  if (tokens <= running.entry->reserved_tokens) return true;  // Holding them already.
+  while (!cache_.Reserve(running.id, tokens).ok()) {
     const bool self = running_.size() == index + 1;
     Preempt(result);
     if (self) return false;
   }
+  running.entry->reserved_tokens = BlocksForTokens(tokens) * cache_.tokens_per_block();
   return true;
 }
 
@@ -250,7 +253,8 @@ StatusOr<bool> StepScheduler::Abort(RequestId id) {
     }
     case Phase::kPrefill:
     case Phase::kDecode: {
-      auto pos = std::find(running_.begin(), running_.end(), id);
+      auto pos = std::find_if(running_.begin(), running_.end(),
+                              [id](const Running& r) { return r.id == id; });
       AGENTKV_CHECK(pos != running_.end()) << "running request " << id << " not in the batch";
       running_.erase(pos);
       // Its computed prefix stays cached, as SGLang's abort finishes through
@@ -345,9 +349,10 @@ bool StepScheduler::AdmitFront(int64_t& budget, bool first_prefill, StepResult& 
   }
   entry.phase = Phase::kPrefill;
   entry.kv_tokens = cached;
+  entry.reserved_tokens = 0;
   // The matched prefix is committed already; Commit continues after it.
   entry.committed_blocks = match->total_blocks();
-  running_.push_back(id);
+  running_.push_back(Running{id, &entry});
   result.admitted.push_back(id);
   budget -= chunk;
   RunPrefill(id, entry, chunk, result);
@@ -361,8 +366,8 @@ StepResult StepScheduler::Step() {
 
   // 1. Decode, oldest first. Retraction only removes requests behind the current one.
   for (size_t i = 0; i < running_.size();) {
-    const RequestId id = running_[i];
-    Entry& entry = requests_.at(id);
+    const RequestId id = running_[i].id;
+    Entry& entry = *running_[i].entry;
     if (entry.phase != Phase::kDecode) {
       ++i;
       continue;
@@ -384,8 +389,8 @@ StepResult StepScheduler::Step() {
   const int64_t limit = options_.chunked_prefill_size > 0 ? options_.chunked_prefill_size
                                                           : std::numeric_limits<int64_t>::max();
   for (size_t i = 0; i < running_.size() && budget > 0;) {
-    const RequestId id = running_[i];
-    Entry& entry = requests_.at(id);
+    const RequestId id = running_[i].id;
+    Entry& entry = *running_[i].entry;
     if (entry.phase != Phase::kPrefill) {
       ++i;
       continue;
@@ -464,8 +469,12 @@ Status StepScheduler::CheckInvariants() const {
     if (requests_.at(id).phase != Phase::kWaiting) return InternalError("waiting not kWaiting");
   }
   int64_t held_lower_bound = 0;
-  for (RequestId id : running_) {
-    const Entry& e = requests_.at(id);
+  for (const Running& r : running_) {
+    const auto found = requests_.find(r.id);
+    if (found == requests_.end() || &found->second != r.entry) {
+      return InternalError("a running request's entry is not its own");
+    }
+    const Entry& e = *r.entry;
     if (e.phase != Phase::kPrefill && e.phase != Phase::kDecode) {
       return InternalError("running request not in prefill or decode");
     }

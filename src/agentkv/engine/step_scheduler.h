@@ -278,6 +278,15 @@ class StepScheduler {
     // Where the last admission estimate's match of `keys` ended: a request held at the head of
     // the queue is estimated every step, and resumes there.
     kv::MatchResume estimate_resume;
+    // While running: tokens the blocks reserved since its admission cover (at least). A decode
+    // step's Reserve within them would change nothing and is skipped.
+    int64_t reserved_tokens = 0;
+  };
+  // A running request and its entry (entries are nodes: the pointer lives as long as the
+  // entry), so that a step reaches each running entry without a lookup.
+  struct Running {
+    RequestId id;
+    Entry* entry = nullptr;
   };
 
   StepScheduler(const StepSchedulerOptions& options, kv::KvCacheManager cache);
@@ -310,7 +319,7 @@ class StepScheduler {
   std::unordered_map<RequestId, Entry> requests_;
   std::deque<RequestId> waiting_;
   // Admission order: the back is the newest, the first to be retracted.
-  std::vector<RequestId> running_;
+  std::vector<Running> running_;
   // Program-level FCFS: each program's arrival, by program; looked up only. Arrivals count
   // submissions (the order, not the time).
   std::unordered_map<ConversationId, uint64_t> program_arrival_;

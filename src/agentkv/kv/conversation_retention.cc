@@ -28,7 +28,7 @@ void ConversationRetention::RecordTurn(ConversationId conversation, const Commit
 
   internal::TurnRecord record;
   record.keys = chain.keys;
-  for (const BlockKey key : record.keys) ++record_uses_[key.value()];
+  for (const BlockKey key : record.keys) record_uses_.Increment(key.value());
   record.first_owned =
       static_cast<size_t>(std::min(chain.reused_blocks, static_cast<int64_t>(chain.keys.size())));
   // Blocks the conversation computed in an earlier turn stay its own when this turn reuses
@@ -47,10 +47,7 @@ void ConversationRetention::RecordTurn(ConversationId conversation, const Commit
   while (static_cast<int64_t>(records.size()) > max_num_turns_) {
     const internal::TurnRecord fallen = std::move(records.front());
     records.pop_front();
-    for (const BlockKey key : fallen.keys) {
-      auto use = record_uses_.find(key.value());
-      if (--use->second == 0) record_uses_.erase(use);
-    }
+    for (const BlockKey key : fallen.keys) record_uses_.Decrement(key.value());
     // Deepest first, so that a parent is childless by the time it is examined.
     for (size_t i = fallen.keys.size(); i-- > fallen.first_owned;) {
       if (record_uses_.contains(fallen.keys[i].value())) continue;
@@ -117,7 +114,10 @@ Status ConversationRetention::CheckInvariants() const {
       for (const BlockKey k : r.keys) ++uses[k.value()];
     }
   }
-  if (uses != record_uses_) return broken("record_uses_ disagrees with the records");
+  if (uses.size() != record_uses_.size()) return broken("record_uses_ disagrees with the records");
+  for (const auto& [key, count] : uses) {
+    if (record_uses_.count(key) != count) return broken("record_uses_ disagrees with the records");
+  }
   return Status::Ok();
 }
 

@@ -23,6 +23,7 @@
 #include "agentkv/kv/block_key.h"
 #include "agentkv/kv/committed_retention_handle.h"
 #include "agentkv/kv/internal/agentic_state.h"
+#include "agentkv/kv/internal/key_count_map.h"
 #include "agentkv/kv/kv_cache_options.h"
 #include "agentkv/kv/retention.h"
 
@@ -74,7 +75,7 @@ class ConversationRetention {
   // order matters.
   std::unordered_map<ConversationId, std::deque<internal::TurnRecord>> conversations_;
   // Key -> number of retained turn records (of any conversation) that used it.
-  std::unordered_map<uint64_t, int32_t> record_uses_;
+  internal::KeyCountMap record_uses_;
   Counters counters_;
 };
 

@@ -1,14 +1,17 @@
-// FlatKeyTable: the open-addressing table under BlockKeySet (block_key_set.h) and the cache's
-// key reference counts (internal/key_count_map.h). Slots of a caller's type, each with a
-// `uint64_t key` (0 marks an empty slot, so a table never holds the key 0: its users keep that
-// one apart), over a power of two of slots kept at most half full, linear probing. Erase moves
-// back the later slots of the probe run (no tombstones), so a table under churn stays as fast as
-// a fresh one. Keys are chained hashes already, so a multiply spreads them. Where a node-based
-// std::unordered_map takes an allocation per key and a pointer chase per probe, a probe here
-// usually reads one slot.
+// FlatKeyTable: the open-addressing table under BlockKeySet (block_key_set.h), the cache's key
+// reference counts (internal/key_count_map.h) and the simulator's pending events. Slots of a
+// caller's type, each with a `uint64_t key` (0 marks an empty slot, so a table never holds the
+// key 0: its users keep that one apart), over a power of two of slots kept at most half full,
+// linear probing. Erase moves back the later slots of the probe run (no tombstones), so a table
+// under churn stays as fast as a fresh one. The home slot comes from the key times the golden
+// ratio (Fibonacci hashing), which spreads hashes and consecutive integers alike. Where a
+// node-based std::unordered_map takes an allocation per key and a pointer chase per probe, a
+// probe here usually reads one slot.
 //
 // Deterministic: the same calls leave the same slots, so ForEach visits in the same order.
-// Slot pointers stay valid until the next FindOrInsert or Erase. Thread-compatible.
+// Slot pointers stay valid until the next FindOrInsert or Erase; slots are moved, never copied,
+// once stored (a slot may own something, as the simulator's event callbacks do).
+// Thread-compatible.
 #ifndef AGENTKV_KV_FLAT_KEY_TABLE_H_
 #define AGENTKV_KV_FLAT_KEY_TABLE_H_
 
@@ -65,7 +68,7 @@ class FlatKeyTable {
       const size_t home = Home(slots_[i].key, mask);
       const bool reachable = hole <= i ? (hole < home && home <= i) : (hole < home || home <= i);
       if (reachable) continue;
-      slots_[hole] = slots_[i];
+      slots_[hole] = std::move(slots_[i]);
       hole = i;
     }
     slots_[hole] = Slot{};
@@ -92,11 +95,11 @@ class FlatKeyTable {
     old.swap(slots_);
     slots_.assign(old.empty() ? 64 : old.size() * 2, Slot{});
     const size_t mask = slots_.size() - 1;
-    for (const Slot& slot : old) {
+    for (Slot& slot : old) {
       if (slot.key == 0) continue;
       size_t i = Home(slot.key, mask);
       while (slots_[i].key != 0) i = (i + 1) & mask;
-      slots_[i] = slot;
+      slots_[i] = std::move(slot);
     }
   }
 

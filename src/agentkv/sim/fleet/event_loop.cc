@@ -14,7 +14,7 @@ EventId EventLoop::Schedule(TimeNs at, Callback callback) {
   AGENTKV_CHECK(static_cast<bool>(callback)) << "empty event callback";
   const int64_t seq = next_seq_++;
   heap_.push(Entry{at, seq});
-  callbacks_.emplace(seq, std::move(callback));
+  callbacks_.FindOrInsert(KeyOf(seq)).first->callback = std::move(callback);
   return EventId(seq);
 }
 
@@ -43,16 +43,23 @@ EventId EventLoop::ScheduleReserved(TimeNs at, int64_t seq, Callback callback) {
   AGENTKV_CHECK(at >= now_) << "event scheduled in the past: at " << at << ", now " << now_;
   AGENTKV_CHECK(static_cast<bool>(callback)) << "empty event callback";
   AGENTKV_CHECK(IsReserved(seq)) << "sequence number " << seq << " was not reserved";
-  AGENTKV_CHECK(!callbacks_.contains(seq)) << "sequence number " << seq << " is pending";
+  AGENTKV_CHECK(callbacks_.Find(KeyOf(seq)) == nullptr)
+      << "sequence number " << seq << " is pending";
   heap_.push(Entry{at, seq});
-  callbacks_.emplace(seq, std::move(callback));
+  callbacks_.FindOrInsert(KeyOf(seq)).first->callback = std::move(callback);
   return EventId(seq);
 }
 
-bool EventLoop::Cancel(EventId id) { return callbacks_.erase(id.value()) > 0; }
+bool EventLoop::Cancel(EventId id) {
+  if (id.value() < 0) return false;
+  Pending* pending = callbacks_.Find(KeyOf(id.value()));
+  if (pending == nullptr) return false;
+  callbacks_.Erase(pending);
+  return true;
+}
 
 void EventLoop::SkipCancelled() {
-  while (!heap_.empty() && !callbacks_.contains(heap_.top().seq)) heap_.pop();
+  while (!heap_.empty() && callbacks_.Find(KeyOf(heap_.top().seq)) == nullptr) heap_.pop();
 }
 
 TimeNs EventLoop::next_time() {
@@ -67,9 +74,9 @@ bool EventLoop::RunNext() {
   heap_.pop();
   AGENTKV_CHECK(entry.at >= now_) << "time went backwards: event at " << entry.at << ", now "
                                   << now_;
-  auto it = callbacks_.find(entry.seq);
-  Callback callback = std::move(it->second);
-  callbacks_.erase(it);  // Before running: the callback may schedule (rehash) or cancel.
+  Pending* pending = callbacks_.Find(KeyOf(entry.seq));
+  Callback callback = std::move(pending->callback);
+  callbacks_.Erase(pending);  // Before running: the callback may schedule (grow) or cancel.
   now_ = entry.at;
   ++processed_;
   callback();

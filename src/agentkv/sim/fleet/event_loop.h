@@ -24,12 +24,12 @@
 #include <cstdint>
 #include <functional>
 #include <queue>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "agentkv/base/strong_id.h"
 #include "agentkv/base/time.h"
+#include "agentkv/kv/flat_key_table.h"
 
 namespace agentkv::sim {
 
@@ -98,6 +98,13 @@ class EventLoop {
     }
   };
 
+  // A pending callback under its sequence number + 1 (the table's key 0 marks an empty slot).
+  struct Pending {
+    uint64_t key = 0;
+    Callback callback;
+  };
+  static uint64_t KeyOf(int64_t seq) { return static_cast<uint64_t>(seq) + 1; }
+
   // Drops cancelled entries from the top of the heap.
   void SkipCancelled();
   // Whether `seq` lies in a range ReserveSequences returned.
@@ -109,8 +116,9 @@ class EventLoop {
   std::priority_queue<Entry> heap_;
   // Reserved ranges [first, end), in increasing order (they are taken from next_seq_).
   std::vector<std::pair<int64_t, int64_t>> reserved_;
-  // Pending callbacks by sequence number; looked up only, never iterated.
-  std::unordered_map<int64_t, Callback> callbacks_;
+  // Pending callbacks by sequence number, in a flat table (no allocation per event beyond the
+  // callback's own); looked up only, never iterated.
+  kv::FlatKeyTable<Pending> callbacks_;
 };
 
 }  // namespace agentkv::sim

@@ -83,6 +83,17 @@ class EngineModelTest : public ::testing::Test {
     });
   }
 
+  // Submits request `id` of `blocks` full blocks of `content` (one output token), runs the loop
+  // until idle and returns its record (null, failing the test, when it has none).
+  const EngineRequestRecord* RunAlone(int64_t id, int64_t blocks, uint64_t content) {
+    const Status status = engine_->Submit(MakeRequest(id, blocks * kTokensPerBlock, 1, content));
+    EXPECT_TRUE(status.ok()) << status;
+    loop_.RunUntilIdle();
+    const EngineRequestRecord* record = engine_->FindRecord(RequestId(id));
+    EXPECT_NE(record, nullptr) << "request " << id;
+    return record;
+  }
+
   EventLoop loop_;
   engine::CostModel cost_ = Llama8bH100();
   std::unique_ptr<EngineModel> engine_;

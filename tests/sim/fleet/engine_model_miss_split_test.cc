@@ -131,10 +131,8 @@ TEST_F(EngineModelTest, RetiredKeysAreForgottenLostAlreadyOrWhenTheyLeave) {
   Build(DefaultOptions(/*device_blocks=*/16));
   const std::vector<kv::BlockKey> a_keys = ContentKeys(1000, 8);
   const std::vector<kv::BlockKey> b_keys = ContentKeys(2000, 12);
-  ASSERT_TRUE(engine_->Submit(MakeRequest(1, 8 * kTokensPerBlock, 1, /*content=*/1000)).ok());
-  loop_.RunUntilIdle();
-  ASSERT_TRUE(engine_->Submit(MakeRequest(2, 12 * kTokensPerBlock, 1, /*content=*/2000)).ok());
-  loop_.RunUntilIdle();
+  ASSERT_NE(RunAlone(1, 8, /*content=*/1000), nullptr);
+  ASSERT_NE(RunAlone(2, 12, /*content=*/2000), nullptr);
   const int64_t a_kept = DeviceBlocks(*engine_, a_keys);
   ASSERT_LT(a_kept, 8) << "the scenario needs B to evict some of A";
   const int64_t b_cached = DeviceBlocks(*engine_, b_keys);
@@ -148,28 +146,22 @@ TEST_F(EngineModelTest, RetiredKeysAreForgottenLostAlreadyOrWhenTheyLeave) {
 
   // C (new content) pushes A and B out: their losses are not recorded, and what is remembered
   // is only the retired blocks still cached.
-  ASSERT_TRUE(engine_->Submit(MakeRequest(3, 14 * kTokensPerBlock, 1, /*content=*/3000)).ok());
-  loop_.RunUntilIdle();
+  ASSERT_NE(RunAlone(3, 14, /*content=*/3000), nullptr);
   ASSERT_LT(DeviceBlocks(*engine_, b_keys), b_cached) << "C must push B out";
   EXPECT_EQ(engine_->remembered_keys(),
             static_cast<size_t>(DeviceBlocks(*engine_, a_keys) + DeviceBlocks(*engine_, b_keys)));
 
-  // A and B named again: their lost blocks count as cold now.
-  ASSERT_TRUE(engine_->Submit(MakeRequest(4, 8 * kTokensPerBlock, 1, /*content=*/1000)).ok());
-  loop_.RunUntilIdle();
-  const EngineRequestRecord* again = engine_->FindRecord(RequestId(4));
+  // A named again: its lost blocks count as cold now.
+  const EngineRequestRecord* again = RunAlone(4, 8, /*content=*/1000);
   ASSERT_NE(again, nullptr);
   EXPECT_EQ(again->evicted_recompute_tokens, 0);
   EXPECT_EQ(again->cold_tokens, again->report.uncached_tokens);
   ExpectSplitAddsUp(*again);
 
   // C's keys were not retired: once lost, a request naming them is eviction regret again.
-  ASSERT_TRUE(engine_->Submit(MakeRequest(5, 12 * kTokensPerBlock, 1, /*content=*/2000)).ok());
-  loop_.RunUntilIdle();
+  ASSERT_NE(RunAlone(5, 12, /*content=*/2000), nullptr);
   ASSERT_LT(DeviceBlocks(*engine_, ContentKeys(3000, 14)), 14) << "C must be pushed out";
-  ASSERT_TRUE(engine_->Submit(MakeRequest(6, 14 * kTokensPerBlock, 1, /*content=*/3000)).ok());
-  loop_.RunUntilIdle();
-  const EngineRequestRecord* c_again = engine_->FindRecord(RequestId(6));
+  const EngineRequestRecord* c_again = RunAlone(6, 14, /*content=*/3000);
   ASSERT_NE(c_again, nullptr);
   EXPECT_GT(c_again->evicted_recompute_tokens, 0);
   ExpectSplitAddsUp(*c_again);

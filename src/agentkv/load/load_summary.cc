@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "agentkv/sim/replay/arm_summary.h"
+#include "agentkv/sim/replay/request_tally.h"
 
 namespace agentkv::load {
 namespace {
@@ -96,19 +97,15 @@ sim::ArmResult SummarizeLoad(const LoadTraffic& traffic,
   result.conversations = traffic.conversations;
   result.requests_issued = traffic.issued;
   result.requests_completed = static_cast<int64_t>(traffic.slots.size());
-  std::vector<sim::RequestView> views;
-  views.reserve(traffic.slots.size());
+  sim::RequestTally tally(&result);
   for (size_t i = 0; i < traffic.slots.size(); ++i) {
     const MeasuredRequest& m = measured[traffic.slots[i]];
-    views.push_back(
-        sim::RequestView{&m.gateway, &m.engine, traffic.agentic, traffic.pause_before[i]});
+    tally.Add(sim::RequestView{&m.gateway, &m.engine, traffic.agentic, traffic.pause_before[i]},
+              traffic.session_of_request[i]);
   }
-  sim::SummarizeRequestCounts(views, result);
   sim::SummarizeHitRatios(tokens_per_block, result);
   sim::SummarizeThroughput(traffic.makespan, result);
-  sim::SummarizeLatency(views, traffic.session_times, result);
-  sim::SummarizeServerTime(views, traffic.session_of_request, static_cast<size_t>(traffic.sessions),
-                           result);
+  tally.Finish(static_cast<size_t>(traffic.sessions), traffic.session_times);
   return result;
 }
 

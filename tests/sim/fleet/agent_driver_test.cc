@@ -434,6 +434,51 @@ TEST(AgentDriverTest, TwoRunsAreIdentical) {
   EXPECT_EQ(a->loop.processed(), b->loop.processed());
 }
 
+// Without the request log the driver holds a request from its submit to its completion only;
+// the completion callback is told of each, once, with what the log would have said of it.
+TEST(AgentDriverTest, WithoutTheLogEveryCompletionIsToldOnceAsTheLogWouldHaveIt) {
+  std::unique_ptr<Sim> kept_sim = MakeSim();
+  const AgentDriverResult kept = Drive(*kept_sim, TinyWorkload(), {});
+  struct Told {
+    DriverRequest request;
+    RequestId gateway_id;
+    std::optional<TimeNs> finished;
+    int32_t workload_index = 0;
+    std::optional<PauseKind> pause_before;
+  };
+  std::vector<Told> told;
+  std::unique_ptr<Sim> sim = MakeSim();
+  const AgentDriverResult r =
+      Drive(*sim, TinyWorkload(),
+            {.keep_request_log = false, .on_request_completed = [&](const DriverCompletion& done) {
+               told.push_back({done.request, done.gateway.id, done.engine.finished,
+                               done.workload_index, done.pause_before});
+             }});
+  EXPECT_TRUE(r.requests.empty());
+  EXPECT_EQ(r.conversations, kept.conversations);
+  EXPECT_EQ(r.requests_completed, kept.requests_completed);
+  EXPECT_EQ(r.makespan_end, kept.makespan_end);
+  ASSERT_EQ(told.size(), kept.requests.size());
+  std::set<int64_t> ids;
+  for (const Told& t : told) {
+    ids.insert(t.request.id.value());
+    const DriverRequest& logged = Find(kept, t.request.conversation.value(), t.request.index);
+    EXPECT_EQ(t.request, logged);
+    EXPECT_EQ(t.gateway_id, logged.id);
+    EXPECT_EQ(t.finished, logged.completed);
+    // Conversations 1 and 2 are workload 0 and 1; sub-agents 1001 and 1002 are conversation 1's.
+    const int64_t conversation = t.request.conversation.value();
+    EXPECT_EQ(t.workload_index, (conversation < 1000 ? conversation : conversation / 1000) - 1);
+    if (t.request.index == 0) {
+      EXPECT_FALSE(t.pause_before.has_value());
+    } else {
+      EXPECT_EQ(t.pause_before,
+                Find(kept, t.request.conversation.value(), t.request.index - 1).next_pause);
+    }
+  }
+  EXPECT_EQ(ids.size(), told.size()) << "a request told twice";
+}
+
 // Passes everything to the gateway model and records each RetireKeys call.
 class RetireRecorder final : public AgentTarget {
  public:

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -358,6 +359,32 @@ TEST_F(EngineModelTest, EventsAreNotKeptByDefault) {
   ASSERT_TRUE(engine_->Submit(MakeRequest(3, 8 * kTokensPerBlock, 1, /*content=*/1000)).ok());
   loop_.RunUntilIdle();
   EXPECT_GT(engine_->FindRecord(RequestId(3))->evicted_recompute_tokens, 0);
+}
+
+TEST_F(EngineModelTest, WithoutKeptRecordsARequestIsForgottenOnceItsCallbackReturned) {
+  EngineModelOptions options = DefaultOptions(/*device_blocks=*/64);
+  options.keep_finished_records = false;
+  Build(options);
+  std::vector<int64_t> seen;
+  engine_->set_completion_callback([&](const EngineRequestRecord& record) {
+    // The callback is the record's last sight: it is still there, finished.
+    const EngineRequestRecord* found = engine_->FindRecord(record.id);
+    ASSERT_NE(found, nullptr) << "request " << record.id;
+    EXPECT_TRUE(found->finished.has_value());
+    seen.push_back(record.id.value());
+  });
+  // Every way a request ends: served (1), refused as larger than the engine (2), aborted while
+  // it runs (3).
+  ASSERT_TRUE(engine_->Submit(MakeRequest(1, 160, 2)).ok());
+  ASSERT_TRUE(engine_->Submit(MakeRequest(2, 64 * kTokensPerBlock, 1)).ok());
+  ASSERT_TRUE(engine_->Submit(MakeRequest(3, 160, 500)).ok());
+  loop_.Schedule(TimeNs::Millis(50), [&] { EXPECT_TRUE(engine_->Abort(RequestId(3))); });
+  loop_.RunUntilIdle();
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<int64_t>{1, 2, 3}));
+  for (const int64_t id : seen) EXPECT_EQ(engine_->FindRecord(RequestId(id)), nullptr) << id;
+  EXPECT_TRUE(engine_->completion_order().empty());
+  EXPECT_EQ(engine_->in_flight(), 0);
 }
 
 }  // namespace

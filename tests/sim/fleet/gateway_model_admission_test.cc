@@ -165,6 +165,29 @@ TEST_F(GatewayModelTest, AnOversizedRequestIsRefusedAtOnceAndDelaysNobody) {
   EXPECT_TRUE(drained.ok()) << drained;
 }
 
+// Without kept records (as the replay runs it) the gateway holds a request's record while it is
+// in flight, shows it to the completion callback, and forgets it then: served or refused.
+TEST_F(GatewayModelTest, WithoutKeptRecordsARequestIsForgottenOnceItsCallbackReturned) {
+  GatewayModelOptions options = TightAdmission(/*max_wait_s=*/30.0);
+  options.keep_finished_records = false;
+  Build(options, kOneTightEngine);
+  ASSERT_TRUE(Submit(Request(1, /*session=*/1, 8, 20'000)).ok());  // Refused: oversized.
+  ASSERT_TRUE(Submit(Request(2, /*session=*/2, 8, 100)).ok());
+  ASSERT_NE(gateway_->FindRecord(RequestId(2)), nullptr) << "in flight: kept";
+  loop_.RunUntilIdle();
+  EndSessions({1, 2});
+  ASSERT_NE(CompletionOf(1), nullptr);
+  ASSERT_NE(CompletionOf(2), nullptr);
+  EXPECT_TRUE(CompletionOf(1)->record.refused);
+  EXPECT_TRUE(CompletionOf(1)->engine.has_value());
+  EXPECT_EQ(CompletionOf(2)->engine->report.output_tokens, 100);
+  EXPECT_EQ(gateway_->FindRecord(RequestId(1)), nullptr);
+  EXPECT_EQ(gateway_->RefusedRecord(RequestId(1)), nullptr);
+  EXPECT_EQ(gateway_->FindRecord(RequestId(2)), nullptr);
+  const Status drained = gateway_->CheckDrained();
+  EXPECT_TRUE(drained.ok()) << drained;
+}
+
 TEST_F(GatewayModelTest, AWaiterBypassesAgedAfterTheMaxWait) {
   GatewayModelOptions options = TightAdmission(/*max_wait_s=*/1.0);
   // The long request reserves 128 + 1000 (the cap), not 128 + 3000.

@@ -19,8 +19,9 @@ namespace {
 using testing::ElementsAre;
 using testing::HasSubstr;
 
-// Forwards to an OpenLoopFeed, recording each call; optionally fails Validate, or reports one
-// more issued request than the inner feed (a lost request).
+// Forwards to an OpenLoopFeed, recording each call; optionally fails Validate, reports one
+// more issued request than the inner feed (a lost request), or adds one request to the tally
+// that never ran (a request summarized twice).
 class RecordingFeed final : public GatewayFeed {
  public:
   explicit RecordingFeed(const std::vector<OpenLoopRequest>& requests) : inner_(requests, 16) {}
@@ -42,9 +43,17 @@ class RecordingFeed final : public GatewayFeed {
     calls_.push_back("Future");
     return inner_.Future(hasher, device_blocks, origin);
   }
-  Status Attach(ArmFleet& arm_fleet) override {
+  Status Attach(ArmFleet& arm_fleet, RequestTally& tally) override {
     calls_.push_back(arm_fleet.oracle != nullptr ? "Attach(oracle)" : "Attach");
-    return inner_.Attach(arm_fleet);
+    if (summarize_one_more_) {
+      stray_engine_.finished = TimeNs::Seconds(1);
+      tally.Add(RequestView{.gateway = &stray_gateway_,
+                            .engine = &stray_engine_,
+                            .agentic = false,
+                            .pause_before = std::nullopt},
+                0);
+    }
+    return inner_.Attach(arm_fleet, tally);
   }
   double CompletedFraction() const override { return inner_.CompletedFraction(); }
   StatusOr<FedCounts> Ended() const override {
@@ -53,9 +62,9 @@ class RecordingFeed final : public GatewayFeed {
     if (counts.ok() && lose_one_) ++counts->issued;
     return counts;
   }
-  FedTraffic Traffic(const ArmFleet& arm_fleet) const override {
-    calls_.push_back("Traffic");
-    return inner_.Traffic(arm_fleet);
+  FedSessions Sessions() const override {
+    calls_.push_back("Sessions");
+    return inner_.Sessions();
   }
   void SummarizeWorkload(const ArmFleet& /*arm_fleet*/, ArmResult& result) const override {
     calls_.push_back("SummarizeWorkload");
@@ -66,12 +75,16 @@ class RecordingFeed final : public GatewayFeed {
   std::vector<std::string>& calls() { return calls_; }
   void FailValidate() { fail_validate_ = true; }
   void LoseOneRequest() { lose_one_ = true; }
+  void SummarizeOneMore() { summarize_one_more_ = true; }
 
  private:
   OpenLoopFeed inner_;
   mutable std::vector<std::string> calls_;
   bool fail_validate_ = false;
   bool lose_one_ = false;
+  bool summarize_one_more_ = false;
+  GatewayRecord stray_gateway_;
+  EngineRequestRecord stray_engine_;
 };
 
 // Three 16-token-block requests, the second sharing the first's prefix.
@@ -99,7 +112,7 @@ TEST(FleetArmTest, CallsTheFeedInTheRunnersOrder) {
   StatusOr<ArmRun> run = RunFleetArm(feed, OneEngine(), Arm("baseline"), {});
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_THAT(feed.calls(), ElementsAre("Validate", "tokens_per_block", "Attach", "Ended",
-                                        "Traffic", "SummarizeWorkload"));
+                                        "Sessions", "SummarizeWorkload"));
 }
 
 TEST(FleetArmTest, SizesInfiniteCacheArmsAndRanksOracleArmsBeforeAttaching) {
@@ -108,12 +121,12 @@ TEST(FleetArmTest, SizesInfiniteCacheArmsAndRanksOracleArmsBeforeAttaching) {
   ASSERT_TRUE(RunFleetArm(infinite, OneEngine(), Arm("infinite-cache"), {}).ok());
   EXPECT_THAT(infinite.calls(),
               ElementsAre("Validate", "tokens_per_block", "InfiniteCapacityBlocks", "Attach",
-                          "Ended", "Traffic", "SummarizeWorkload"));
+                          "Ended", "Sessions", "SummarizeWorkload"));
   RecordingFeed oracle(requests);
   ASSERT_TRUE(RunFleetArm(oracle, OneEngine(), Arm("oracle"), {}).ok());
   EXPECT_THAT(oracle.calls(),
               ElementsAre("Validate", "tokens_per_block", "Future", "Attach(oracle)", "Ended",
-                          "Traffic", "SummarizeWorkload"));
+                          "Sessions", "SummarizeWorkload"));
 }
 
 TEST(FleetArmTest, SummarizesWhatTheFeedSubmitted) {
@@ -168,6 +181,15 @@ TEST(FleetArmTest, ALostRequestIsInternal) {
   EXPECT_THAT(run.status().message(), HasSubstr("4 requests issued but 3 completed"));
   // Nothing is summarized after a failed end check.
   EXPECT_THAT(feed.calls(), ElementsAre("Validate", "tokens_per_block", "Attach", "Ended"));
+}
+
+TEST(FleetArmTest, ARequestSummarizedThatNeverCompletedIsInternal) {
+  const std::vector<OpenLoopRequest> requests = ThreeRequests();
+  RecordingFeed feed(requests);
+  feed.SummarizeOneMore();
+  StatusOr<ArmRun> run = RunFleetArm(feed, OneEngine(), Arm("baseline"), {});
+  ASSERT_EQ(run.status().code(), StatusCode::kInternal);
+  EXPECT_THAT(run.status().message(), HasSubstr("3 requests completed but 4 were summarized"));
 }
 
 TEST(FleetArmSizingTest, FitsOneEngineCountsPromptAndOutputInWholeBlocks) {

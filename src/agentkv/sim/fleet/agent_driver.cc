@@ -552,7 +552,8 @@ void AgentDriver::SubmitNext(int32_t index) {
   Agent& agent = agents_[static_cast<size_t>(index)];
   const int32_t i = agent.next;
   // Decide: the request, as the engine and the gateway get it, and its log entry.
-  const RequestId id(options_.first_request_id + static_cast<int64_t>(result_.requests.size()));
+  const int64_t slot = slots_;
+  const RequestId id(options_.first_request_id + slot);
   GatewayRequest sent = GatewayRequestOf(agent, i, EngineRequestOf(agent, i, id));
   DriverRequest log;
   log.id = id;
@@ -566,14 +567,21 @@ void AgentDriver::SubmitNext(int32_t index) {
   // look the request up), and taken back when the gateway refuses it.
   agent.gap_elapsed = false;
   ++agent.next;
-  result_.requests.push_back(log);
-  agent_of_request_.push_back(index);
+  ++slots_;
+  InFlight& in_flight = in_flight_[slot];
+  in_flight.agent = index;
+  if (options_.keep_request_log) {
+    result_.requests.push_back(log);
+  } else {
+    in_flight.log = log;
+  }
   if (options_.progress_hook != nullptr) {
     options_.progress_hook->Submitted(agent.workload_index, agent.subagent, i, log.submitted);
   }
   if (Status s = gateway_->Submit(std::move(sent)); !s.ok()) {
-    result_.requests.pop_back();
-    agent_of_request_.pop_back();
+    --slots_;
+    in_flight_.erase(slot);
+    if (options_.keep_request_log) result_.requests.pop_back();
     if (status_.ok()) status_ = s;
     agent.failed = true;
     EndAgent(index);
@@ -587,11 +595,14 @@ void AgentDriver::SubmitNext(int32_t index) {
 
 void AgentDriver::OnComplete(const GatewayRecord& gateway_record,
                              const EngineRequestRecord* engine_record) {
-  const int64_t slot = gateway_record.id.value() - options_.first_request_id;
-  if (slot < 0 || slot >= static_cast<int64_t>(agent_of_request_.size())) return;
-  const int32_t index = agent_of_request_[static_cast<size_t>(slot)];
-  DriverRequest& log = result_.requests[static_cast<size_t>(slot)];
-  if (log.completed.has_value()) return;
+  // Not the driver's, or completed already: ignored.
+  const auto found = in_flight_.find(gateway_record.id.value() - options_.first_request_id);
+  if (found == in_flight_.end()) return;
+  const int32_t index = found->second.agent;
+  DriverRequest log = options_.keep_request_log
+                          ? result_.requests[static_cast<size_t>(found->first)]
+                          : std::move(found->second.log);
+  in_flight_.erase(found);
   const TimeNs now = loop_->now();
   if (engine_record == nullptr) {
     // Dispatch failed after an admission wait: the agent cannot go on.
@@ -603,6 +614,9 @@ void AgentDriver::OnComplete(const GatewayRecord& gateway_record,
   const EngineRequestRecord& record = *engine_record;
   log.engine = gateway_record.engine;
   log.completed = now;
+  if (options_.keep_request_log) {
+    result_.requests[static_cast<size_t>(log.id.value() - options_.first_request_id)] = log;
+  }
   ++result_.requests_completed;
   result_.makespan_end = std::max(result_.makespan_end, now);
   DriverConversationResult& r = result_.conversations[static_cast<size_t>(index)];
@@ -622,6 +636,14 @@ void AgentDriver::OnComplete(const GatewayRecord& gateway_record,
 
   Agent& agent = agents_[static_cast<size_t>(index)];
   const size_t i = static_cast<size_t>(log.index);
+  if (options_.on_request_completed) {
+    options_.on_request_completed(DriverCompletion{
+        .request = log,
+        .gateway = gateway_record,
+        .engine = record,
+        .workload_index = agent.workload_index,
+        .pause_before = i > 0 ? std::optional<PauseKind>(agent.pauses[i - 1]) : std::nullopt});
+  }
   if (agent.subagent < 0) {
     for (int32_t sub : agent.spawn_after[i]) {
       loop_->ScheduleAfter(agents_[static_cast<size_t>(sub)].spawn_delay,

@@ -86,12 +86,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
+#include "agentkv/base/pause.h"
 #include "agentkv/base/status.h"
 #include "agentkv/base/strong_id.h"
 #include "agentkv/base/time.h"
@@ -140,6 +143,8 @@ enum class SubagentRouting : uint8_t { kOwn, kParent };
 std::string_view SubagentRoutingName(SubagentRouting routing);
 std::optional<SubagentRouting> ParseSubagentRouting(std::string_view name);
 
+struct DriverCompletion;
+
 struct AgentDriverOptions {
   // Block ids below this stand for the same content in every conversation (the tools+system
   // prompt that opens every session): they hash under one namespace shared by all
@@ -155,6 +160,13 @@ struct AgentDriverOptions {
   SubagentRouting subagent_routing = SubagentRouting::kOwn;
   // Told of each submit and completion when set; must outlive the driver. Default: none.
   AgentProgressHook* progress_hook = nullptr;
+  // Log every issued request in AgentDriverResult::requests. Default: true. Off, the driver
+  // holds a request from its submit to its completion only (memory follows the requests in
+  // flight) and result().requests stays empty: on_request_completed is its last sight.
+  bool keep_request_log = true;
+  // Told of each request that completes with an engine record (served, rejected or refused),
+  // from inside the target's completion callback. Default: none.
+  std::function<void(const DriverCompletion&)> on_request_completed = nullptr;
 
   // InvalidArgument naming the first bad field.
   Status Validate() const;
@@ -187,6 +199,20 @@ struct DriverRequest {
   std::optional<EngineId> engine;
 
   friend bool operator==(const DriverRequest&, const DriverRequest&) = default;
+};
+
+// A request that completed, as AgentDriverOptions::on_request_completed is told of it. The
+// references live for the call only.
+struct DriverCompletion {
+  // Its log entry (completed and engine set).
+  const DriverRequest& request;
+  // What the target recorded of it.
+  const GatewayRecord& gateway;
+  const EngineRequestRecord& engine;
+  // Its conversation's index in the workload (a sub-agent's: its main agent's).
+  int32_t workload_index = 0;
+  // Its agent's previous request's next_pause; unset for the agent's first request.
+  std::optional<PauseKind> pause_before;
 };
 
 // One conversation: a main agent or a sub-agent.
@@ -364,8 +390,15 @@ class AgentDriver {
   std::vector<int32_t> gated_conversations_;
   // Index in agents_ of each conversation's main agent.
   std::vector<int32_t> main_agent_of_;
-  // Indexed by request id - first_request_id: position in result_.requests and the agent.
-  std::vector<int32_t> agent_of_request_;
+  // Requests submitted and not completed, by slot (request id - first_request_id): the agent,
+  // and the log entry when it is not kept in result_.requests[slot].
+  struct InFlight {
+    int32_t agent = 0;
+    DriverRequest log;
+  };
+  std::unordered_map<int64_t, InFlight> in_flight_;
+  // Slots taken so far (a request the target refused gives its slot back).
+  int64_t slots_ = 0;
   AgentDriverResult result_;
 };
 

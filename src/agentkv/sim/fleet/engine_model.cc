@@ -85,8 +85,7 @@ void EngineModel::CompleteRefused(RequestId id) {
   EngineRequestRecord& record = records_.at(id);
   record.finished = loop_->now();
   record.report.finished = engine_->current_step();
-  completion_order_.push_back(id);
-  if (on_complete_) on_complete_(record);
+  Complete(id);
 }
 
 bool EngineModel::Abort(RequestId id) {
@@ -209,7 +208,12 @@ void EngineModel::RecordFinished(RequestId id, engine::RequestReport report) {
   EngineRequestRecord& record = records_.at(id);
   record.finished = loop_->now();
   record.report = std::move(report);
-  completion_order_.push_back(id);
+}
+
+void EngineModel::Complete(RequestId id) {
+  if (options_.keep_finished_records) completion_order_.push_back(id);
+  if (on_complete_) on_complete_(records_.at(id));
+  if (!options_.keep_finished_records) records_.erase(id);
 }
 
 void EngineModel::StartStep() {
@@ -222,9 +226,7 @@ void EngineModel::StartStep() {
     // busy and relies on the step started below, or, idle, schedules one itself.
     const bool more = in_flight() > 0;
     if (!more) busy_ = false;
-    for (RequestId id : aborted) {
-      if (on_complete_) on_complete_(records_.at(id));
-    }
+    for (RequestId id : aborted) Complete(id);
     if (!more) return;
   }
   // Continuum's release of pins under pressure, then stall offload.
@@ -271,9 +273,7 @@ void EngineModel::EndStep(const engine::StepResult& result) {
   // the step started below.
   const bool more = in_flight() > 0;
   if (!more) busy_ = false;
-  for (RequestId id : result.finished) {
-    if (on_complete_) on_complete_(records_.at(id));
-  }
+  for (RequestId id : result.finished) Complete(id);
   // When idle, a callback's Submit() has already scheduled the next step at now().
   if (more) StartStep();
 }

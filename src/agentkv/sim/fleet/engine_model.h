@@ -96,6 +96,11 @@ struct EngineModelOptions {
   std::optional<TimeNs> fixed_step_time;
   // Keep every KV cache event (for golden tests and debugging); see events(). Default: false.
   bool keep_events = false;
+  // Keep a request's record (FindRecord) and its place in completion_order() once its
+  // completion callback returned. Default: true. Off, the engine's memory follows the requests
+  // in flight: the callback is the last sight of a record (the replay folds it then,
+  // sim/replay/request_tally.h).
+  bool keep_finished_records = true;
 
   // InvalidArgument naming the first bad field (the engine config's included).
   Status Validate() const;
@@ -200,9 +205,11 @@ class EngineModel {
   // Requests running plus waiting: the load a router sees.
   int64_t in_flight() const { return engine_->num_running() + engine_->num_waiting(); }
 
-  // The record of a submitted request (partial while it runs), or nullptr for an unknown id.
+  // The record of a submitted request (partial while it runs), or nullptr for an unknown id
+  // (and, without keep_finished_records, for a request whose completion callback returned).
   const EngineRequestRecord* FindRecord(RequestId id) const;
-  // Finished requests, in finishing order (ties: the scheduler's order within a step).
+  // Finished requests, in finishing order (ties: the scheduler's order within a step); empty
+  // without keep_finished_records.
   const std::vector<RequestId>& completion_order() const { return completion_order_; }
   int64_t num_steps() const { return num_steps_; }
   // Sum of every step's duration (the engine's busy time).
@@ -230,6 +237,9 @@ class EngineModel {
   std::vector<RequestId> ApplyAborts();
   // Records `id` finished at now() with `report`, taken from the scheduler.
   void RecordFinished(RequestId id, engine::RequestReport report);
+  // Runs the completion callback of finished request `id`, then forgets its record unless
+  // options_.keep_finished_records.
+  void Complete(RequestId id);
   // Applies the outputs of `result` at now() and starts the next step when work remains.
   void EndStep(const engine::StepResult& result);
   // Drains the cache's events into lost_keys_ (and events_ when kept).

@@ -272,10 +272,9 @@ void GatewayModel::AdmitResolvedPrograms() {
       const RequestId id = pending.request.request.id;
       Status admitted = AdmitRequest(std::move(pending));
       if (!admitted.ok()) {
-        GatewayRecord& record = records_.at(id);
-        record.dispatch_error = admitted;
+        records_.at(id).dispatch_error = admitted;
         --in_flight_;
-        if (on_complete_) on_complete_(record, nullptr);
+        Complete(id, nullptr);
       }
     }
   }
@@ -396,23 +395,23 @@ void GatewayModel::OnResolved(Pending pending, const control::AdmissionDecision&
   const RequestId id = pending.request.request.id;
   Status dispatched = Dispatch(std::move(pending), &decision);
   if (!dispatched.ok()) {
-    GatewayRecord& record = records_.at(id);
-    record.dispatch_error = dispatched;
+    records_.at(id).dispatch_error = dispatched;
     --in_flight_;
-    if (on_complete_) on_complete_(record, nullptr);
+    Complete(id, nullptr);
   }
 }
 
 void GatewayModel::CompleteCancelled(const Pending& pending,
                                      const control::AdmissionDecision& decision) {
-  GatewayRecord& record = records_.at(pending.request.request.id);
+  const RequestId id = pending.request.request.id;
+  GatewayRecord& record = records_.at(id);
   record.admission_action = decision.action;
   record.admission_reason = decision.reason;
   record.dispatch_error =
       FailedPreconditionError("the session was closed while the request waited for admission");
   FinishAttempt(pending.rid);
   --in_flight_;
-  if (on_complete_) on_complete_(record, nullptr);
+  Complete(id, nullptr);
 }
 
 void GatewayModel::Refuse(const Pending& pending, const control::AdmissionDecision& decision) {
@@ -429,7 +428,14 @@ void GatewayModel::Refuse(const Pending& pending, const control::AdmissionDecisi
   const EngineRequestRecord& stored = refused_.insert_or_assign(id, account).first->second;
   FinishAttempt(pending.rid);
   --in_flight_;
-  if (on_complete_) on_complete_(record, &stored);
+  Complete(id, &stored);
+}
+
+void GatewayModel::Complete(RequestId id, const EngineRequestRecord* engine_record) {
+  if (on_complete_) on_complete_(records_.at(id), engine_record);
+  if (options_.keep_finished_records) return;
+  records_.erase(id);
+  refused_.erase(id);
 }
 
 const EngineRequestRecord* GatewayModel::RefusedRecord(RequestId id) const {
@@ -500,7 +506,7 @@ void GatewayModel::OnEngineComplete(EngineId engine, const EngineRequestRecord& 
     id_of_rid_.erase(rid->second);
     rid_of_.erase(rid);
   }
-  if (on_complete_) on_complete_(it->second, &record);
+  Complete(record.id, &record);
   DispatchResolved();
   AdmitResolvedPrograms();
   EnsureWorkingSetTick();

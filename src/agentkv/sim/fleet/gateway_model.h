@@ -164,6 +164,11 @@ struct GatewayModelOptions {
   // as the working set holds it (EngineModel::PinPrefix), so that the engine's eviction takes
   // unheld blocks first. Default: true.
   bool working_set_pins = true;
+  // Keep a request's record (FindRecord, RefusedRecord) once its completion callback returned.
+  // Default: true. Off, the gateway's memory follows the requests in flight: the callback is
+  // the last sight of a record (the replay folds it then, sim/replay/request_tally.h). The
+  // engines have their own switch (EngineModelOptions::keep_finished_records).
+  bool keep_finished_records = true;
 
   // InvalidArgument naming the first bad field.
   Status Validate() const;
@@ -357,6 +362,10 @@ class GatewayModel final : public AgentTarget {
   void Refuse(const Pending& pending, const control::AdmissionDecision& decision);
   // Ends a request whose admission wait a session close cancelled: it never ran.
   void CompleteCancelled(const Pending& pending, const control::AdmissionDecision& decision);
+  // Runs the completion callback of request `id` (its engine record: served, rejected or the
+  // refused account; null when it could not be served), then forgets its records unless
+  // options_.keep_finished_records.
+  void Complete(RequestId id, const EngineRequestRecord* engine_record);
 
   EventLoop* loop_;
   FleetModel* fleet_;

@@ -62,6 +62,9 @@ void OpenLoopDriver::Complete(const GatewayRecord& record,
   if (i < 0 || i >= static_cast<int64_t>(requests_->size())) return;
   ++completed_;
   if (on_completed_) on_completed_(static_cast<int32_t>(i), loop_->now());
+  if (on_record_ && engine_record != nullptr) {
+    on_record_(static_cast<int32_t>(i), record, *engine_record);
+  }
   if (engine_record == nullptr && failure_.ok()) failure_ = record.dispatch_error;
   session_end_[static_cast<size_t>(i)] = loop_->now();
   target_->EndSession(record.session);

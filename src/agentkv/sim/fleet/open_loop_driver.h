@@ -29,6 +29,10 @@ class OpenLoopDriver {
  public:
   // Told when request i is submitted and when it completed (the oracle's next-use ranking).
   using RequestHook = std::function<void(int32_t request, TimeNs now)>;
+  // Told when request i completed with an engine record (served, rejected or refused), from
+  // inside the target's completion callback: the records live for the call only.
+  using RecordHook = std::function<void(int32_t request, const GatewayRecord& gateway,
+                                        const EngineRequestRecord& engine)>;
 
   // `tokens_per_block` is the trace's block size. Precondition: first_request_id >= 0.
   OpenLoopDriver(EventLoop* loop, AgentTarget* target, const std::vector<OpenLoopRequest>* requests,
@@ -40,6 +44,7 @@ class OpenLoopDriver {
     on_submitted_ = std::move(submitted);
     on_completed_ = std::move(completed);
   }
+  void set_record_hook(RecordHook hook) { on_record_ = std::move(hook); }
 
   // Installs the target's completion callback and schedules every arrival relative to
   // loop->now(). Once only.
@@ -68,6 +73,7 @@ class OpenLoopDriver {
   int64_t first_request_id_;
   RequestHook on_submitted_;
   RequestHook on_completed_;
+  RecordHook on_record_;
   TimeNs origin_;
   int64_t arrived_ = 0;
   int64_t issued_ = 0;

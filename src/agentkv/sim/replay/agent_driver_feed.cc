@@ -4,7 +4,6 @@
 #include "agentkv/sim/replay/agent_driver_feed.h"
 
 #include <algorithm>
-#include <map>
 #include <string>
 #include <utility>
 
@@ -16,26 +15,6 @@ namespace agentkv::sim {
 namespace {
 
 std::string Str(size_t value) { return std::to_string(value); }
-
-// The session of each of `driven`'s requests, in its order: the index of its main agent among
-// the main agents of driven.conversations (a sub-agent shares its main agent's workload index).
-std::vector<size_t> SessionOfRequest(const AgentDriverResult& driven) {
-  std::map<int32_t, size_t> session_of_workload;
-  for (const DriverConversationResult& c : driven.conversations) {
-    if (c.subagent < 0) session_of_workload.emplace(c.workload_index, session_of_workload.size());
-  }
-  std::map<int64_t, size_t> session_of_conversation;
-  for (const DriverConversationResult& c : driven.conversations) {
-    session_of_conversation.emplace(c.conversation.value(),
-                                    session_of_workload.at(c.workload_index));
-  }
-  std::vector<size_t> sessions;
-  sessions.reserve(driven.requests.size());
-  for (const DriverRequest& r : driven.requests) {
-    sessions.push_back(session_of_conversation.at(r.conversation.value()));
-  }
-  return sessions;
-}
 
 // Whether `r` of a conversation with `block_size`-token blocks fits one engine.
 bool Fits(const WekaRequest& r, int32_t block_size, int64_t device_blocks) {
@@ -177,17 +156,27 @@ std::unique_ptr<FleetNextUse> AgentDriverFeed::Future(const kv::BlockKeyHasher& 
   return ranking;
 }
 
-Status AgentDriverFeed::Attach(ArmFleet& arm_fleet) {
+Status AgentDriverFeed::Attach(ArmFleet& arm_fleet, RequestTally& tally) {
   if (arm_fleet.oracle != nullptr) {
     oracle_progress_ = std::make_unique<OracleProgress>(arm_fleet.oracle.get(), agent_of_);
   }
-  AGENTKV_ASSIGN_OR_RETURN(
-      driver_,
-      AgentDriver::Create(&arm_fleet.loop, arm_fleet.gateway.get(), &source_,
-                          AgentDriverOptions{.shared_prefix_ids = options_.shared_prefix_ids,
-                                             .subagent_models = options_.subagent_models,
-                                             .subagent_routing = options_.subagent_routing,
-                                             .progress_hook = oracle_progress_.get()}));
+  // A session is a main agent with its sub-agents: conversation k's main agent is the k-th
+  // (Sessions checks it), so k is the session's index.
+  const AgentDriverOptions driver_options{
+      .shared_prefix_ids = options_.shared_prefix_ids,
+      .subagent_models = options_.subagent_models,
+      .subagent_routing = options_.subagent_routing,
+      .progress_hook = oracle_progress_.get(),
+      .keep_request_log = false,
+      .on_request_completed = [&tally](const DriverCompletion& done) {
+        tally.Add(RequestView{.gateway = &done.gateway,
+                              .engine = &done.engine,
+                              .agentic = true,
+                              .pause_before = done.pause_before},
+                  static_cast<size_t>(done.workload_index));
+      }};
+  AGENTKV_ASSIGN_OR_RETURN(driver_, AgentDriver::Create(&arm_fleet.loop, arm_fleet.gateway.get(),
+                                                        &source_, driver_options));
   AGENTKV_RETURN_IF_ERROR(driver_->Start());
   total_requests_ = source_.ReplayedRequests(options_.subagent_models);
   return Status::Ok();
@@ -206,32 +195,22 @@ StatusOr<FedCounts> AgentDriverFeed::Ended() const {
   return FedCounts{.issued = driven.requests_issued, .completed = driven.requests_completed};
 }
 
-FedTraffic AgentDriverFeed::Traffic(const ArmFleet& arm_fleet) const {
+FedSessions AgentDriverFeed::Sessions() const {
   const AgentDriverResult& driven = driver_->result();
-  FedTraffic traffic;
-  traffic.requests.reserve(driven.requests.size());
-  // The pause before a request is its agent's previous request's (submitted before it).
-  std::map<std::pair<ConversationId, int32_t>, PauseKind> pause_after;
-  for (const DriverRequest& r : driven.requests) {
-    traffic.requests.push_back(ViewOf(arm_fleet, r.id));
-    traffic.requests.back().agentic = true;
-    if (auto it = pause_after.find({r.conversation, r.index - 1}); it != pause_after.end()) {
-      traffic.requests.back().pause_before = it->second;
-    }
-    pause_after[{r.conversation, r.index}] = r.next_pause;
-  }
+  FedSessions sessions;
   TimeNs first_start = driven.makespan_end;
   for (const DriverConversationResult& c : driven.conversations) {
-    ++traffic.conversations;
+    ++sessions.conversations;
     first_start = std::min(first_start, c.start);
     if (c.subagent >= 0) continue;
-    ++traffic.sessions;
+    // The tally's session index is the workload index (Attach).
+    AGENTKV_CHECK_EQ(c.workload_index, sessions.sessions);
+    ++sessions.sessions;
     AGENTKV_CHECK(c.end.has_value());
-    traffic.session_times.push_back((*c.end - c.start).seconds());
+    sessions.session_times.push_back((*c.end - c.start).seconds());
   }
-  traffic.makespan = driven.makespan_end - first_start;
-  traffic.session_of_request = SessionOfRequest(driven);
-  return traffic;
+  sessions.makespan = driven.makespan_end - first_start;
+  return sessions;
 }
 
 void AgentDriverFeed::SummarizeWorkload(const ArmFleet& arm_fleet, ArmResult& result) const {

@@ -42,15 +42,16 @@ class AgentDriverFeed final : public GatewayFeed {
   // (recorded server time plus gap) and the estimated time of their first request.
   std::unique_ptr<FleetNextUse> Future(const kv::BlockKeyHasher& hasher, int64_t device_blocks,
                                        TimeNs origin) override;
-  // Creates and starts the driver (reporting to arm_fleet.oracle when set). InvalidArgument
-  // when the driver refuses the workload (AgentDriver::Create).
-  Status Attach(ArmFleet& arm_fleet) override;
+  // Creates and starts the driver (reporting to arm_fleet.oracle when set; no request log: each
+  // request goes to `tally` as it completes, its session the conversation's workload index).
+  // InvalidArgument when the driver refuses the workload (AgentDriver::Create).
+  Status Attach(ArmFleet& arm_fleet, RequestTally& tally) override;
   double CompletedFraction() const override;
   // The driver's first Submit error; Internal when the loop went idle before every agent
   // ended.
   StatusOr<FedCounts> Ended() const override;
   // A session is a main agent with its sub-agents.
-  FedTraffic Traffic(const ArmFleet& arm_fleet) const override;
+  FedSessions Sessions() const override;
   // The rollout block, for a workload with groups.
   void SummarizeWorkload(const ArmFleet& arm_fleet, ArmResult& result) const override;
 

@@ -17,28 +17,6 @@ double Ratio(int64_t part, int64_t whole) {
   return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;
 }
 
-bool Refused(const RequestView& r) { return r.gateway->refused || r.engine->report.rejected; }
-
-// Adds `tokens` of evicted recompute to the counter of `pause_before` (unset: an agent's first
-// request).
-void AddEvictedRecompute(std::optional<PauseKind> pause_before, int64_t tokens, ArmResult& result) {
-  switch (pause_before.value_or(PauseKind::kUnknown)) {
-    case PauseKind::kUnknown:
-    case PauseKind::kSessionEnd:  // Nothing follows an end: only a first request.
-      result.evicted_recompute_first += tokens;
-      break;
-    case PauseKind::kToolCall:
-      result.evicted_recompute_after_tool_call += tokens;
-      break;
-    case PauseKind::kSubagentWait:
-      result.evicted_recompute_after_subagent_wait += tokens;
-      break;
-    case PauseKind::kHumanTurn:
-      result.evicted_recompute_after_human_turn += tokens;
-      break;
-  }
-}
-
 // The rollout's steps: per group, from the first start to the last end of its agents.
 void SummarizeRolloutSteps(const AgenticWorkload& workload, const AgentDriverResult& driven,
                            RolloutMetrics& m) {
@@ -88,49 +66,17 @@ void SummarizeRolloutGauges(const std::vector<KvUsageSample>& samples, RolloutMe
 
 }  // namespace
 
-void SummarizeArm(const ArmFleet& arm_fleet, const ArmSpec& arm, FedTraffic traffic,
-                  ArmResult& result) {
+void SummarizeArm(const ArmFleet& arm_fleet, const ArmSpec& arm, FedSessions sessions,
+                  RequestTally& tally, ArmResult& result) {
   result.arm = arm.name;
   result.description = arm.Description();
-  result.sessions = traffic.sessions;
-  result.conversations = traffic.conversations;
-  SummarizeRequestCounts(traffic.requests, result);
+  result.sessions = sessions.sessions;
+  result.conversations = sessions.conversations;
   SummarizeHitRatios(arm_fleet.fleet->engine(EngineId(0)).engine().tokens_per_block(), result);
-  SummarizeThroughput(traffic.makespan, result);
-  SummarizeLatency(traffic.requests, std::move(traffic.session_times), result);
-  SummarizeServerTime(traffic.requests, traffic.session_of_request,
-                      static_cast<size_t>(traffic.sessions), result);
+  SummarizeThroughput(sessions.makespan, result);
+  tally.Finish(static_cast<size_t>(sessions.sessions), std::move(sessions.session_times));
   SummarizeEngines(*arm_fleet.fleet, result);
   SummarizeGateway(*arm_fleet.gateway, arm, result);
-}
-
-void SummarizeRequestCounts(const std::vector<RequestView>& requests, ArmResult& result) {
-  for (const RequestView& r : requests) {
-    const GatewayRecord& g = *r.gateway;
-    const EngineRequestRecord& e = *r.engine;
-    const engine::RequestReport& report = e.report;
-    if (Refused(r)) {
-      // Refused work is one metric, whoever refused it; it looked nothing up.
-      AGENTKV_CHECK(report.cached_device_tokens == 0 && report.cached_host_tokens == 0 &&
-                    report.uncached_tokens == 0 && e.cold_tokens == 0 &&
-                    e.evicted_recompute_tokens == 0)
-          << "refused request " << g.id << " has prefix cache counts";
-      ++result.requests_refused;
-      result.refused_prompt_tokens += g.prompt_tokens;
-      continue;
-    }
-    result.prompt_tokens += g.prompt_tokens;
-    result.prompt_blocks += g.prompt_blocks;
-    result.cached_device_tokens += report.cached_device_tokens;
-    result.cached_host_tokens += report.cached_host_tokens;
-    result.uncached_tokens += report.uncached_tokens;
-    result.cold_tokens += e.cold_tokens;
-    result.evicted_recompute_tokens += e.evicted_recompute_tokens;
-    if (r.agentic) AddEvictedRecompute(r.pause_before, e.evicted_recompute_tokens, result);
-    result.preempted_recompute_tokens += report.recomputed_tokens;
-    result.output_tokens += report.output_tokens;
-    result.preemptions += report.preemptions;
-  }
 }
 
 void SummarizeHitRatios(int64_t tokens_per_block, ArmResult& result) {
@@ -148,51 +94,6 @@ void SummarizeThroughput(TimeNs makespan, ArmResult& result) {
     result.requests_per_s = static_cast<double>(result.requests_completed) / result.makespan_s;
     result.output_tokens_per_s = static_cast<double>(result.output_tokens) / result.makespan_s;
   }
-}
-
-void SummarizeLatency(const std::vector<RequestView>& requests, std::vector<double> session_times,
-                      ArmResult& result) {
-  std::vector<double> queueing;
-  std::vector<double> ttft;
-  std::vector<double> admission_wait;
-  for (const RequestView& r : requests) {
-    const GatewayRecord& g = *r.gateway;
-    const EngineRequestRecord& e = *r.engine;
-    if (g.dispatched.has_value()) admission_wait.push_back((*g.dispatched - g.received).seconds());
-    if (Refused(r)) continue;
-    if (e.first_scheduled.has_value()) {
-      queueing.push_back((*e.first_scheduled - g.received).seconds());
-    }
-    if (e.first_token.has_value()) ttft.push_back((*e.first_token - g.received).seconds());
-  }
-  result.session_time = SummarizeDurations(session_times);
-  result.session_times_s = std::move(session_times);
-  result.queueing_delay = SummarizeDurations(queueing);
-  result.ttft = SummarizeDurations(ttft);
-  result.admission_wait = SummarizeDurations(admission_wait);
-}
-
-void SummarizeServerTime(const std::vector<RequestView>& requests,
-                         const std::vector<size_t>& session_of_request, size_t num_sessions,
-                         ArmResult& result) {
-  AGENTKV_CHECK(session_of_request.size() == requests.size());
-  std::vector<TimeNs> session_server(num_sessions);
-  std::vector<double> request_server;
-  request_server.reserve(requests.size());
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const TimeNs server = *requests[i].engine->finished - requests[i].gateway->received;
-    AGENTKV_CHECK(server >= TimeNs(0))
-        << "request " << requests[i].gateway->id << " finished before it arrived";
-    AGENTKV_CHECK(session_of_request[i] < num_sessions);
-    TimeNs& sum = session_server[session_of_request[i]];
-    sum = SaturatingAdd(sum, server);
-    request_server.push_back(server.seconds());
-  }
-  std::vector<double> server_time;
-  server_time.reserve(num_sessions);
-  for (const TimeNs t : session_server) server_time.push_back(t.seconds());
-  result.server_time = SummarizeDurations(server_time);
-  result.request_server_time = SummarizeDurations(request_server);
 }
 
 void SummarizeEngines(const FleetModel& fleet, ArmResult& result) {

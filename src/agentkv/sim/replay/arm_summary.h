@@ -14,45 +14,30 @@
 #include "agentkv/sim/replay/fleet_arm.h"
 #include "agentkv/sim/replay/replay_arms.h"
 #include "agentkv/sim/replay/replay_result.h"
+#include "agentkv/sim/replay/request_tally.h"
 #include "agentkv/sim/workload/agentic_workload.h"
 
 namespace agentkv::sim {
 
 // Fills every family of `result` but the rollout block from the finished arm: its name and
-// description, sessions and conversations, the prefix cache counts and ratios, throughput,
-// latency, server time, and the engines' and the gateway model's counters.
-// Precondition: result.requests_issued and result.requests_completed are set; `traffic`'s
-// requests all completed (RunFleetArm checked the arm's end).
-void SummarizeArm(const ArmFleet& arm_fleet, const ArmSpec& arm, FedTraffic traffic,
-                  ArmResult& result);
+// description, sessions and conversations, the hit ratios of the counts `tally` added,
+// throughput, latency and server time (tally.Finish over `sessions`), and the engines' and the
+// gateway model's counters.
+// Precondition: result.requests_issued and result.requests_completed are set; every request
+// the feed submitted was added to `tally` (RunFleetArm checked the arm's end).
+void SummarizeArm(const ArmFleet& arm_fleet, const ArmSpec& arm, FedSessions sessions,
+                  RequestTally& tally, ArmResult& result);
 
-// --- The families, in the order SummarizeArm fills them ---
+// --- The families, in the order SummarizeArm fills them (the per-request ones, the prefix
+// cache counts, latency and server time, are RequestTally's: request_tally.h) ---
 
-// Refused requests (conservation), and over every served request the prefix cache's token
-// counts, evicted recompute by the pause before the request, preempted recompute, output
-// tokens and preemptions. Aborts when a refused request has prefix cache counts (a bug).
-void SummarizeRequestCounts(const std::vector<RequestView>& requests, ArmResult& result);
-
-// The cached blocks and the hit ratios of the counts SummarizeRequestCounts filled, with
+// The cached blocks and the hit ratios of the counts RequestTally::Add added, with
 // `tokens_per_block`-token blocks.
 void SummarizeHitRatios(int64_t tokens_per_block, ArmResult& result);
 
 // The makespan and the rates over it (none when it is 0). Reads requests_completed and
 // output_tokens.
 void SummarizeThroughput(TimeNs makespan, ArmResult& result);
-
-// Session times (`session_times`, seconds, any order), and per request the queueing delay,
-// TTFT (served requests) and admission wait (every request that left the admission FIFO).
-void SummarizeLatency(const std::vector<RequestView>& requests, std::vector<double> session_times,
-                      ArmResult& result);
-
-// Fills the server times of `result`: per request, finished - gateway arrival; per session, the
-// sum over its requests, in exact nanoseconds. `requests` in submission order;
-// `session_of_request[i]` in [0, num_sessions) is the session `requests[i]` belongs to (for a
-// sub-agent's request, its main agent's).
-void SummarizeServerTime(const std::vector<RequestView>& requests,
-                         const std::vector<size_t>& session_of_request, size_t num_sessions,
-                         ArmResult& result);
 
 // The engines' counters summed over the fleet: cache moves, demotions, TTL pins and stall
 // offload.

@@ -50,6 +50,7 @@ engine::EngineConfig ArmEngineConfig(const ReplayOptions& options, const ArmSpec
 // The gateway model's options of `arm`.
 GatewayModelOptions ArmGatewayOptions(const ReplayOptions& options, const ArmSpec& arm) {
   GatewayModelOptions gateway_options;
+  gateway_options.keep_finished_records = false;  // As the engines' (BuildArmFleet).
   gateway_options.agentic = options.agentic;
   gateway_options.agentic.agentic_session_lifecycle = arm.session_lifecycle;
   gateway_options.agentic.agentic_program_admission = arm.program_admission || arm.admission_v2;
@@ -81,6 +82,8 @@ StatusOr<std::unique_ptr<ArmFleet>> BuildArmFleet(const ReplayOptions& options, 
   engine_options.config = ArmEngineConfig(options, arm, tokens_per_block, infinite_blocks);
   engine_options.fixed_step_time = options.fixed_step_time;
   engine_options.keep_events = options.keep_events;
+  // The feed folds each request as it completes (RequestTally): memory follows the live ones.
+  engine_options.keep_finished_records = false;
   // The working set's pins follow Continuum's lifecycle: released when their program returns,
   // and under memory pressure.
   engine_options.config.continuum_pins = arm.continuum || arm.working_set;
@@ -170,35 +173,24 @@ StatusOr<ArmRun> RunFleetArm(GatewayFeed& feed, const ReplayOptions& options, co
     AGENTKV_RETURN_IF_ERROR(
         InstallOracle(f, feed.Future(hasher, pool.device_blocks, f.loop.now())));
   }
-  AGENTKV_RETURN_IF_ERROR(feed.Attach(f));
+  ArmRun run;
+  RequestTally tally(&run.result);
+  AGENTKV_RETURN_IF_ERROR(feed.Attach(f, tally));
   RunLoop(
       f.loop, [&feed] { return feed.CompletedFraction(); }, progress);
   AGENTKV_ASSIGN_OR_RETURN(const FedCounts counts, feed.Ended());
   AGENTKV_RETURN_IF_ERROR(CheckArmEnd(f, counts.issued, counts.completed));
+  if (tally.requests() != counts.completed) {
+    return InternalError(Str(counts.completed) + " requests completed but " +
+                         Str(tally.requests()) + " were summarized");
+  }
 
-  ArmRun run;
   run.result.requests_issued = counts.issued;
   run.result.requests_completed = counts.completed;
-  SummarizeArm(f, arm, feed.Traffic(f), run.result);
+  SummarizeArm(f, arm, feed.Sessions(), tally, run.result);
   feed.SummarizeWorkload(f, run.result);
   if (options.keep_events) run.engine_events = TakeEngineEvents(f);
   return run;
-}
-
-RequestView ViewOf(const ArmFleet& arm_fleet, RequestId id) {
-  RequestView view;
-  view.gateway = arm_fleet.gateway->FindRecord(id);
-  if (view.gateway != nullptr && view.gateway->refused) {
-    view.engine = arm_fleet.gateway->RefusedRecord(id);
-    AGENTKV_CHECK(view.engine != nullptr) << "refused request " << id << " has no account";
-    return view;
-  }
-  AGENTKV_CHECK(view.gateway != nullptr && view.gateway->engine.has_value())
-      << "request " << id << " has no gateway record or engine";
-  view.engine = arm_fleet.fleet->engine(*view.gateway->engine).FindRecord(id);
-  AGENTKV_CHECK(view.engine != nullptr && view.engine->finished.has_value())
-      << "request " << id << " has no finished engine record";
-  return view;
 }
 
 bool FitsOneEngine(int64_t prompt_tokens, int64_t output_tokens, int64_t device_blocks,

@@ -32,6 +32,7 @@
 #include "agentkv/sim/fleet/fleet_next_use.h"
 #include "agentkv/sim/fleet/gateway_model.h"
 #include "agentkv/sim/replay/replay.h"
+#include "agentkv/sim/replay/request_tally.h"
 
 namespace agentkv::sim {
 
@@ -45,34 +46,15 @@ struct ArmFleet {
   std::unique_ptr<GatewayModel> gateway;
 };
 
-// One request as the summary needs it: both records outlive the view (they live in the arm's
-// gateway model and engines).
-struct RequestView {
-  const GatewayRecord* gateway = nullptr;
-  const EngineRequestRecord* engine = nullptr;
-  // Closed-loop agentic workloads: the pause before the request (the agent's previous
-  // request's next_pause), unset for an agent's first request. Open-loop traces: neither.
-  bool agentic = false;
-  std::optional<PauseKind> pause_before;
-};
-
-// The views of request `id`, refused or finished. Aborts (a bug) when the gateway model has no
-// record of it or its engine no finished record.
-RequestView ViewOf(const ArmFleet& arm_fleet, RequestId id);
-
 // How many requests a feed submitted to the gateway model and how many completed.
 struct FedCounts {
   int64_t issued = 0;
   int64_t completed = 0;
 };
 
-// What the summary reads of a finished feed (arm_summary.h).
-struct FedTraffic {
-  // Every submitted request, in submission order.
-  std::vector<RequestView> requests;
-  // The session requests[i] belongs to, in [0, sessions) (a sub-agent's request: its main
-  // agent's session).
-  std::vector<size_t> session_of_request;
+// What the summary reads of a finished feed's sessions (arm_summary.h); its requests were
+// folded into the arm's RequestTally as they completed.
+struct FedSessions {
   // Sessions (main agents; an open-loop request is its own) and conversations (agents, main
   // and sub-agents alike).
   int64_t sessions = 0;
@@ -85,7 +67,7 @@ struct FedTraffic {
 
 // What feeds requests into one arm's gateway model. RunFleetArm calls, in this order:
 // Validate, tokens_per_block, InfiniteCapacityBlocks (infinite-cache arms), Future (oracle
-// arms), Attach, CompletedFraction (while the loop runs), Ended, Traffic, SummarizeWorkload.
+// arms), Attach, CompletedFraction (while the loop runs), Ended, Sessions, SummarizeWorkload.
 // One feed serves one arm once. Thread-compatible.
 class GatewayFeed {
  public:
@@ -106,16 +88,19 @@ class GatewayFeed {
   virtual std::unique_ptr<FleetNextUse> Future(const kv::BlockKeyHasher& hasher,
                                                int64_t device_blocks, TimeNs origin) = 0;
   // Schedules the workload's requests on `arm_fleet`'s loop into its gateway model (reporting
-  // submissions and completions to arm_fleet.oracle when set). `arm_fleet` outlives every
-  // later call. InvalidArgument when the feed refuses the workload on this fleet.
-  virtual Status Attach(ArmFleet& arm_fleet) = 0;
+  // submissions and completions to arm_fleet.oracle when set), and adds each request that
+  // completes with an engine record to `tally` from its completion callback (the arm's
+  // gateway model and engines forget a request's records once the callback returned),
+  // with its session's index in [0, Sessions().sessions). `arm_fleet` and `tally` outlive
+  // every later call. InvalidArgument when the feed refuses the workload on this fleet.
+  virtual Status Attach(ArmFleet& arm_fleet, RequestTally& tally) = 0;
   // The fraction of the workload's requests completed so far, in [0, 1].
   virtual double CompletedFraction() const = 0;
   // After the loop went idle: the counts, or the first submission error, or Internal when
   // the feed did not finish its workload.
   virtual StatusOr<FedCounts> Ended() const = 0;
-  // After a successful Ended and the arm's end checks: what the summary reads.
-  virtual FedTraffic Traffic(const ArmFleet& arm_fleet) const = 0;
+  // After a successful Ended and the arm's end checks: what the summary reads of the sessions.
+  virtual FedSessions Sessions() const = 0;
   // Adds the workload's own metrics to `result` (after the common summary). Default: none.
   virtual void SummarizeWorkload(const ArmFleet& /*arm_fleet*/, ArmResult& /*result*/) const {}
 };

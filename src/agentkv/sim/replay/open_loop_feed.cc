@@ -54,9 +54,16 @@ std::unique_ptr<FleetNextUse> OpenLoopFeed::Future(const kv::BlockKeyHasher& has
   return ranking;
 }
 
-Status OpenLoopFeed::Attach(ArmFleet& arm_fleet) {
+Status OpenLoopFeed::Attach(ArmFleet& arm_fleet, RequestTally& tally) {
   driver_ = std::make_unique<OpenLoopDriver>(&arm_fleet.loop, arm_fleet.gateway.get(), &requests_,
                                              tokens_per_block_);
+  driver_->set_record_hook([&tally](int32_t i, const GatewayRecord& gateway,
+                                    const EngineRequestRecord& engine) {
+    tally.Add(
+        RequestView{
+            .gateway = &gateway, .engine = &engine, .agentic = false, .pause_before = std::nullopt},
+        static_cast<size_t>(i));
+  });
   if (arm_fleet.oracle != nullptr) {
     FleetNextUse* oracle = arm_fleet.oracle.get();
     driver_->set_hooks([oracle](int32_t i, TimeNs now) { oracle->Submitted(i, 0, now); },
@@ -77,23 +84,21 @@ StatusOr<FedCounts> OpenLoopFeed::Ended() const {
   return FedCounts{.issued = driver_->issued(), .completed = driver_->completed()};
 }
 
-FedTraffic OpenLoopFeed::Traffic(const ArmFleet& arm_fleet) const {
+FedSessions OpenLoopFeed::Sessions() const {
   const TimeNs origin = driver_->origin();
   const std::vector<TimeNs>& session_end = driver_->session_end();
-  FedTraffic traffic;
+  FedSessions sessions;
   TimeNs last = origin;
   TimeNs first = requests_.empty() ? origin : origin + requests_.front().arrival;
   for (size_t i = 0; i < requests_.size(); ++i) {
-    traffic.requests.push_back(ViewOf(arm_fleet, RequestId(static_cast<int64_t>(i))));
     first = std::min(first, origin + requests_[i].arrival);
     last = std::max(last, session_end[i]);
-    traffic.session_times.push_back((session_end[i] - (origin + requests_[i].arrival)).seconds());
-    traffic.session_of_request.push_back(i);
+    sessions.session_times.push_back((session_end[i] - (origin + requests_[i].arrival)).seconds());
   }
-  traffic.sessions = static_cast<int64_t>(requests_.size());
-  traffic.conversations = traffic.sessions;
-  traffic.makespan = last - first;
-  return traffic;
+  sessions.sessions = static_cast<int64_t>(requests_.size());
+  sessions.conversations = sessions.sessions;
+  sessions.makespan = last - first;
+  return sessions;
 }
 
 }  // namespace agentkv::sim

@@ -33,13 +33,14 @@ class OpenLoopFeed final : public GatewayFeed {
   std::unique_ptr<FleetNextUse> Future(const kv::BlockKeyHasher& hasher, int64_t device_blocks,
                                        TimeNs origin) override;
   // Starts an OpenLoopDriver on the arm's loop and gateway model (every arrival relative to the
-  // loop's now; each session ends with its request), reporting to the oracle. Never fails.
-  Status Attach(ArmFleet& arm_fleet) override;
+  // loop's now; each session ends with its request), reporting to the oracle; request i goes
+  // to `tally` as session i when it completes. Never fails.
+  Status Attach(ArmFleet& arm_fleet, RequestTally& tally) override;
   double CompletedFraction() const override;
   // The first Submit error, or a dispatch error of a completed request.
   StatusOr<FedCounts> Ended() const override;
   // Each request is its own session, from its arrival to its completion.
-  FedTraffic Traffic(const ArmFleet& arm_fleet) const override;
+  FedSessions Sessions() const override;
 
  private:
   const std::vector<OpenLoopRequest>& requests_;

@@ -177,6 +177,71 @@ class TablesTest(unittest.TestCase):
         with self.assertRaisesRegex(perf_report.ReportError, "concurrency 64"):
             perf_report.gateway_entry(0, result)
 
+    def replay_run(self, name, entries):
+        return perf_report.SectionRun(name=name, command="c", date="d", load_before="l",
+                                      load_after="l", benchmark={"benchmarks": entries})
+
+    def test_replay(self):
+        def entry(name, index, wall, cpu, peak):
+            return {"run_name": name, "run_type": "iteration", "repetition_index": index,
+                    "wall_s": wall, "cpu_s": cpu, "peak_mb": peak}
+        text = perf_report.render_replay(self.replay_run("replay", [
+            entry("Replay/jobs:2", 0, 2.4, 4.6, 60.0), entry("Replay/jobs:1", 0, 4.0, 4.0, 50.0),
+            entry("Replay/jobs:2", 1, 2.6, 4.8, 61.0), entry("Replay/jobs:1", 1, 6.0, 6.0, 52.0),
+            entry("Replay/jobs:2", 2, 2.2, 4.4, 62.0), entry("Replay/jobs:1", 2, 5.5, 5.5, 51.0),
+        ]) ) + "\n"
+        # Walls 2.4, 2.6, 2.2: median 2.4 under 2.5, one repetition over it.
+        self.assert_row(text, "| `agentkv replay --jobs 2` | 2.40 (2.20-2.60) | 4.60 (4.40-4.80) "
+                        "| 61.0 (60.0-62.0) | <= 2.5 s | **met at the median, not in every "
+                        "repetition** |")
+        self.assert_row(text, "| `agentkv replay --jobs 1` | 5.50 (4.00-6.00) | 5.50 (4.00-6.00) "
+                        "| 51.0 (50.0-52.0) | <= 5.0 s | **missed** |")
+
+    def scale_entry(self, arms, stopped=False, peak_mb=3000.0):
+        return {"run_name": "ReplayScale", "run_type": "iteration", "repetition_index": 0,
+                "sessions": 4800, "wall_s": 700.0, "cpu_s": 1300.0, "peak_mb": peak_mb,
+                "stopped_at_limit": stopped, "limit_s": 1800, "arms": arms,
+                "peak_samples": [[30.0, 1024.0], [60.0, 2048.0]]}
+
+    def test_replay_scale_reads_finish_lines_and_leaves_the_references_out(self):
+        progress = "\n".join([
+            "agentkv replay: arm 1/4 baseline               12.0%  5 s",
+            "agentkv replay: arm 2/4 +lifecycle           finished  300 s",
+            "agentkv replay: arm 1/4 baseline             finished  310 s",
+            "agentkv replay: arm 3/4 oracle               finished  900 s",
+            "agentkv replay: arm 4/4 infinite-cache       finished  650 s"])
+        arms = [{"index": int(m.group(1)), "of": int(m.group(2)), "arm": m.group(3),
+                 "finished_s": float(m.group(4))}
+                for m in perf_report.FINISHED_LINE.finditer(progress)]
+        self.assertEqual([a["arm"] for a in arms],
+                         ["+lifecycle", "baseline", "oracle", "infinite-cache"])
+        text = perf_report.render_replay_scale(
+            self.replay_run("replay-scale", [self.scale_entry(arms)])) + "\n"
+        # The two policy arms ended by 310 s; the oracle's 900 s is not theirs.
+        self.assert_row(text, "| the 2 policy arms (all but oracle and infinite-cache) finished "
+                        "by | 310 s | <= 600 s | met |")
+        self.assert_row(text, "| peak RSS | 2.93 GB | <= 4.0 GB | met |")
+        self.assertIn("baseline 310 s, infinite-cache 650 s, oracle 900 s", text)
+        self.assertIn("run to its end", text)
+
+    def test_replay_scale_stopped_before_the_policy_arms_ended_is_missed(self):
+        arms = [{"index": 1, "of": 4, "arm": "baseline", "finished_s": 400.0}]
+        text = perf_report.render_replay_scale(self.replay_run(
+            "replay-scale", [self.scale_entry(arms, stopped=True, peak_mb=5120.0)])) + "\n"
+        self.assert_row(text, "| the 2 policy arms finished by | 1 of 2 finished | <= 600 s | "
+                        "**missed** |")
+        self.assert_row(text, "| peak RSS | 5.00 GB | <= 4.0 GB | **missed** |")
+        self.assertIn("**stopped at the 1800 s limit**", text)
+
+    def test_run_timed_reports_the_exit_status_and_stops_at_the_limit(self):
+        wall, cpu, peak, status, stopped = perf_report.run_timed(
+            [sys.executable, "-c", "import sys; sys.exit(3)"])
+        self.assertEqual((status, stopped), (3, False))
+        self.assertGreater(peak, 0)
+        _, _, _, _, stopped = perf_report.run_timed(
+            [sys.executable, "-c", "import time; time.sleep(60)"], timeout_s=0.2)
+        self.assertTrue(stopped)
+
     def test_failed_benchmark_is_an_error(self):
         report = perf_report.load_report(CANNED)
         entry = report["sections"]["kv-agentic"]["benchmark"]["benchmarks"][0]
@@ -231,6 +296,11 @@ class CommandLineTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 1)
         self.assertIn("bench/peers/sglang_tree_bench not found; build it with "
                       "`bench/peers/sglang-tree.sh SGLANG_CHECKOUT`", proc.stderr)
+
+    def test_replay_scale_runs_only_when_named(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            proc = self.run_script("--build-dir", tmp, "--dry-run")
+        self.assertIn("skipping replay-scale: it runs only when named", proc.stderr)
 
     def test_missing_binary_names_the_target(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -4,7 +4,8 @@
 // Plain values, filled by the replay runner (replay.h) and rendered by replay_report.h as a
 // terminal table, JSON and an HTML report. Everything here is a pure function of the workload,
 // the options and the seed, so two runs with equal inputs give equal values (the JSON gate);
-// wall-clock figures live in ReplayTiming, outside these structs. Thread-compatible.
+// wall-clock figures are not part of a result (scripts/perf-report.py times whole runs).
+// Thread-compatible.
 #ifndef AGENTKV_SIM_REPLAY_REPLAY_RESULT_H_
 #define AGENTKV_SIM_REPLAY_REPLAY_RESULT_H_
 

@@ -28,6 +28,11 @@ The gateway section (`gateway`) runs bench/gateway_load once per repetition (eac
 alternates direct, the gateway and nginx within its own runs) and reads its --json-out; nginx
 missing leaves the nginx column empty, with a message.
 
+The anchor section (`anchor`) alternates the shared anchor harness (SGLang's Python
+RadixCache, page 16, from the checkout given by --sglang-src; the harness's folder is
+--anchor-harness) with standard_trace_bench's agentkv arm at 50 %, pair by pair; it runs only
+when named (`--only anchor`).
+
 The replay section (`replay`) times whole `agentkv replay` processes: the default replay with
 `--jobs 2` and `--jobs 1`, alternated, once each per repetition (wall clock here, CPU and peak
 RSS from wait4). `replay-scale` runs `agentkv replay --sessions 4800` once (tens of minutes,
@@ -497,6 +502,114 @@ def render_gateway(run):
 
 
 # ---------------------------------------------------------------------------------------------
+# The anchor: SGLang's Python RadixCache (page 16) on the standard trace, run by the shared
+# anchor harness from an upstream checkout, alternated with agentkv's standard_trace_bench.
+
+ANCHOR_RATIO_TARGET = 14.0
+ANCHOR_AGENTKV_TARGET_NS = 2.0
+ANCHOR_AGENTKV_FILTER = "^StandardTrace/agentkv/50/"
+ANCHOR_RUNS = 3
+
+
+@dataclasses.dataclass
+class AnchorSetup:
+    """Where the anchor's pieces are (set from the command line before the section runs)."""
+    harness: Optional[str] = None  # The folder with the harness's bench.py.
+    sglang_src: Optional[str] = None  # The checkout root with SGLang's radix_cache.py.
+    python: str = "/usr/bin/python3"  # An interpreter with torch (Debian python3-torch).
+
+
+ANCHOR = AnchorSetup()
+
+
+def anchor_commands(binary):
+    harness = [ANCHOR.python, os.path.join(ANCHOR.harness, "bench.py"), "sglang", "--checkout",
+               ANCHOR.sglang_src, "--page-size", "16", "--runs", str(ANCHOR_RUNS),
+               "--capacity-fraction", "0.5"]
+    agentkv = [binary, "--benchmark_format=json", "--benchmark_filter=" + ANCHOR_AGENTKV_FILTER,
+               "--benchmark_repetitions=%d" % ANCHOR_RUNS]
+    return harness, agentkv
+
+
+def run_json(args, what):
+    proc = subprocess.run(args, stdout=subprocess.PIPE, text=True, check=False)
+    if proc.returncode != 0:
+        raise ReportError("anchor: %s (`%s`) exited with status %d; nothing is reported" %
+                          (what, " ".join(shlex.quote(a) for a in args), proc.returncode))
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError as e:
+        raise ReportError("anchor: %s printed no JSON: %s" % (what, e))
+
+
+def collect_anchor(binary, repetitions):
+    """`repetitions` pairs, SGLang's harness then agentkv's benchmark, each the median of its
+    own ANCHOR_RUNS runs."""
+    if not ANCHOR.harness or not ANCHOR.sglang_src:
+        raise ReportError("anchor: needs --anchor-harness (the folder with the anchor "
+                          "harness's bench.py) and --sglang-src (an SGLang checkout root)")
+    harness, agentkv = anchor_commands(binary)
+    entries = []
+    for index in range(repetitions):
+        print("perf-report: anchor pair %d of %d" % (index + 1, repetitions), file=sys.stderr)
+        sglang = run_json(harness, "the anchor harness")
+        ours = Runs(run_json(agentkv, "standard_trace_bench"))
+        names = [n for n in ours.by_name if n.startswith("StandardTrace/agentkv/50/")]
+        if len(names) != 1:
+            raise ReportError("anchor: standard_trace_bench gave no single agentkv/50 run "
+                              "(have: %s)" % ", ".join(sorted(ours.by_name)))
+        agentkv_ns = statistics.median(ours.field(names[0], "ns_per_token").values())
+        agentkv_hit = statistics.median(ours.field(names[0], "hit_ratio").values())
+        entries.append({"run_name": "Anchor", "run_type": "iteration", "repetition_index": index,
+                        "sglang_ns": float(sglang["ns_per_token"]),
+                        "sglang_hit": float(sglang["hit_ratio"]),
+                        "sglang_runs_ns": [r["engine_ns"] / sglang["trace"]["seq_tokens"]
+                                           for r in sglang.get("runs", [])],
+                        "torch": sglang.get("torch", ""), "agentkv_ns": agentkv_ns,
+                        "agentkv_hit": agentkv_hit})
+    command = "%s, then %s (alternated, x%d)" % (" ".join(shlex.quote(a) for a in harness),
+                                                " ".join(shlex.quote(a) for a in agentkv),
+                                                repetitions)
+    return command, {"benchmarks": entries}
+
+
+def render_anchor(run):
+    runs = Runs(run.benchmark)
+    entries = [e for _, e in sorted(runs.get("Anchor").items())]
+    rows = [
+        "SGLang's Python `RadixCache` at page 16, 50 %% capacity, driven by the anchor harness "
+        "(kept outside this repository; upstream code never enters it) from an SGLang checkout, "
+        "and agentkv's `standard_trace_bench` at 50 %%, alternated pair by pair. Each cell is "
+        "the median of that invocation's %d runs (wall clock, ns per token); the ratio is per "
+        "pair." % ANCHOR_RUNS,
+        "",
+        "| pair | SGLang Python tree, page 16 (hit ratio) | agentkv (hit ratio) | agentkv faster by |",
+        "|---|---|---|---|",
+    ]
+    for i, e in enumerate(entries):
+        rows.append("| %d | %s (%.4f) | %s (%.4f) | %.1fx |" % (
+            i + 1, number(e["sglang_ns"]), e["sglang_hit"], number(e["agentkv_ns"]),
+            e["agentkv_hit"], e["sglang_ns"] / e["agentkv_ns"]))
+    ratios = Spread.of(e["sglang_ns"] / e["agentkv_ns"] for e in entries)
+    ours = Spread.of(e["agentkv_ns"] for e in entries)
+    rows += [
+        "",
+        "| figure | median (min-max) over the pairs | target | verdict |",
+        "|---|---|---|---|",
+        "| agentkv faster than SGLang's Python tree by | %s | >= %.0fx | %s |" % (
+            spread_cell(ratios, fmt=lambda v: "%.1fx" % v), ANCHOR_RATIO_TARGET,
+            verdict(ratios, ANCHOR_RATIO_TARGET, at_most=False)),
+        "| agentkv wall ns/token at 50 %% | %s | <= %.1f | %s |" % (
+            spread_cell(ours), ANCHOR_AGENTKV_TARGET_NS,
+            verdict(ours, ANCHOR_AGENTKV_TARGET_NS, at_most=True)),
+    ]
+    torch_version = entries[0].get("torch", "")
+    if torch_version:
+        rows += ["", "torch %s." % torch_version]
+    return "\n".join(rows)
+
+
+# ---------------------------------------------------------------------------------------------
 # `agentkv replay`, end to end (issue 34, item 3): whole processes, timed here.
 
 REPLAY_ARGS = ["replay", "--quiet", "--json", "", "--html", ""]
@@ -626,6 +739,11 @@ def collect_replay_scale(binary, repetitions):
     return " ".join(shlex.quote(a) for a in args), {"benchmarks": [entry]}
 
 
+def gigabytes(mib):
+    """MiB (what wait4 and /proc give, in KiB / 1024) as GB of 10^9 bytes, as targets say."""
+    return mib * 1024.0 * 1024.0 / 1e9
+
+
 def render_replay_scale(run):
     e = next(iter(Runs(run.benchmark).get("ReplayScale").values()))
     arms = sorted(e["arms"], key=lambda a: a["index"])
@@ -633,7 +751,7 @@ def render_replay_scale(run):
     policy = [a for a in arms if a["arm"] not in REPLAY_SCALE_REFERENCE_ARMS]
     policy_total = total - len(REPLAY_SCALE_REFERENCE_ARMS) if total else 0
     policy_done = max((a["finished_s"] for a in policy), default=None)
-    peak_gb = e["peak_mb"] / 1024.0
+    peak_gb = gigabytes(e["peak_mb"])
     rows = [
         "One run of `agentkv replay --sessions %d` (the default %d arms, two at a time), whole "
         "process, %s. Wall clock, CPU (user + system) and peak RSS of the process (wait4); each "
@@ -657,16 +775,17 @@ def render_replay_scale(run):
     rows.append("| whole run, wall | %.0f s%s | | |" % (
         e["wall_s"], " (stopped)" if e["stopped_at_limit"] else ""))
     rows.append("| whole run, CPU | %.0f s | | |" % e["cpu_s"])
-    rows.append("| peak RSS | %.2f GB | <= %.1f GB | %s |" % (
+    rows.append("| peak RSS (GB of 10^9 bytes) | %.2f GB | <= %.1f GB | %s |" % (
         peak_gb, REPLAY_SCALE_MEMORY_TARGET_GB,
         "met" if peak_gb <= REPLAY_SCALE_MEMORY_TARGET_GB else "**missed**"))
     if arms:
         rows += ["", "Arms in the order they finished: %s." % ", ".join(
             "%s %.0f s" % (a["arm"], a["finished_s"])
             for a in sorted(arms, key=lambda a: a["finished_s"]))]
-    if e["peak_samples"]:
-        rows += ["", "Peak RSS so far (VmHWM) as the run went: %s." % ", ".join(
-            "%.2f GB at %.0f s" % (mb / 1024.0, t) for t, mb in e["peak_samples"][::4])]
+    samples = [(t, mb) for t, mb in e["peak_samples"] if t >= 1.0]
+    if samples:
+        rows += ["", "Peak RSS so far (VmHWM) as the run went, every 2 minutes: %s." % ", ".join(
+            "%.2f GB at %.0f s" % (gigabytes(mb), t) for t, mb in samples[3::4])]
     return "\n".join(rows)
 
 
@@ -682,6 +801,9 @@ SECTIONS = [
             peer=True),
     Section("gateway", "bench/gateway_load", "gateway_load", render_gateway,
             collect=collect_gateway),
+    # Needs --anchor-harness and --sglang-src: run only when named.
+    Section("anchor", "bench/standard_trace_bench", "standard_trace_bench", render_anchor,
+            collect=collect_anchor, opt_in=True),
     Section("replay", "tools/agentkv/agentkv", "agentkv", render_replay, collect=collect_replay),
     # Tens of minutes: run only when named (--only replay-scale).
     Section("replay-scale", "tools/agentkv/agentkv", "agentkv", render_replay_scale,
@@ -858,7 +980,18 @@ def main(argv=None):
                         help="render a file saved with --json-out instead of running")
     parser.add_argument("--doc", default=os.path.join(REPO, DEFAULT_DOC),
                         help="the document to edit (default: docs/PERFORMANCE.md)")
+    parser.add_argument("--anchor-harness",
+                        help="the anchor section: the folder holding the anchor harness's "
+                        "bench.py (it runs SGLang's Python RadixCache on the standard trace)")
+    parser.add_argument("--sglang-src",
+                        help="the anchor section: an SGLang checkout root (its "
+                        "python/sglang/srt/mem_cache/radix_cache.py and evict_policy.py)")
+    parser.add_argument("--anchor-python", default=AnchorSetup.python,
+                        help="the anchor section: a Python with torch and numpy (default: "
+                        "%(default)s, Debian's, with python3-torch)")
     args = parser.parse_args(argv)
+    ANCHOR.harness, ANCHOR.sglang_src, ANCHOR.python = (args.anchor_harness, args.sglang_src,
+                                                        args.anchor_python)
 
     try:
         if args.from_json:

@@ -197,6 +197,21 @@ class TablesTest(unittest.TestCase):
         self.assert_row(text, "| `agentkv replay --jobs 1` | 5.50 (4.00-6.00) | 5.50 (4.00-6.00) "
                         "| 51.0 (50.0-52.0) | <= 5.0 s | **missed** |")
 
+    def test_anchor(self):
+        def pair(index, sglang_ns, agentkv_ns):
+            return {"run_name": "Anchor", "run_type": "iteration", "repetition_index": index,
+                    "sglang_ns": sglang_ns, "sglang_hit": 0.3137, "sglang_runs_ns": [],
+                    "torch": "1.13.0", "agentkv_ns": agentkv_ns, "agentkv_hit": 0.3141}
+        text = perf_report.render_anchor(self.replay_run("anchor", [
+            pair(1, 30.0, 2.0), pair(0, 24.0, 2.0), pair(2, 32.0, 2.5)])) + "\n"
+        # Pairs in repetition order; ratios 12, 15, 12.8: median 12.8, one pair over 14.
+        self.assert_row(text, "| 1 | 24.0 (0.3137) | 2.00 (0.3141) | 12.0x |")
+        self.assert_row(text, "| 2 | 30.0 (0.3137) | 2.00 (0.3141) | 15.0x |")
+        self.assert_row(text, "| agentkv faster than SGLang's Python tree by | 12.8x (12.0x-15.0x) "
+                        "| >= 14x | **missed** |")
+        self.assert_row(text, "| agentkv wall ns/token at 50 % | 2.00 (2.00-2.50) | <= 2.0 | "
+                        "**met at the median, not in every repetition** |")
+
     def scale_entry(self, arms, stopped=False, peak_mb=3000.0):
         return {"run_name": "ReplayScale", "run_type": "iteration", "repetition_index": 0,
                 "sessions": 4800, "wall_s": 700.0, "cpu_s": 1300.0, "peak_mb": peak_mb,
@@ -220,7 +235,8 @@ class TablesTest(unittest.TestCase):
         # The two policy arms ended by 310 s; the oracle's 900 s is not theirs.
         self.assert_row(text, "| the 2 policy arms (all but oracle and infinite-cache) finished "
                         "by | 310 s | <= 600 s | met |")
-        self.assert_row(text, "| peak RSS | 2.93 GB | <= 4.0 GB | met |")
+        # 3,000 MiB is 3.15 GB of 10^9 bytes.
+        self.assert_row(text, "| peak RSS (GB of 10^9 bytes) | 3.15 GB | <= 4.0 GB | met |")
         self.assertIn("baseline 310 s, infinite-cache 650 s, oracle 900 s", text)
         self.assertIn("run to its end", text)
 
@@ -230,7 +246,7 @@ class TablesTest(unittest.TestCase):
             "replay-scale", [self.scale_entry(arms, stopped=True, peak_mb=5120.0)])) + "\n"
         self.assert_row(text, "| the 2 policy arms finished by | 1 of 2 finished | <= 600 s | "
                         "**missed** |")
-        self.assert_row(text, "| peak RSS | 5.00 GB | <= 4.0 GB | **missed** |")
+        self.assert_row(text, "| peak RSS (GB of 10^9 bytes) | 5.37 GB | <= 4.0 GB | **missed** |")
         self.assertIn("**stopped at the 1800 s limit**", text)
 
     def test_run_timed_reports_the_exit_status_and_stops_at_the_limit(self):
@@ -301,6 +317,17 @@ class CommandLineTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             proc = self.run_script("--build-dir", tmp, "--dry-run")
         self.assertIn("skipping replay-scale: it runs only when named", proc.stderr)
+
+    def test_anchor_names_the_options_it_needs(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            program = os.path.join(tmp, "bench", "standard_trace_bench")
+            os.makedirs(os.path.dirname(program))
+            with open(program, "w") as f:
+                f.write("#!/bin/sh\nexit 0\n")
+            os.chmod(program, 0o755)
+            proc = self.run_script("--build-dir", tmp, "--only", "anchor", "--dry-run")
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("anchor: needs --anchor-harness", proc.stderr)
 
     def test_missing_binary_names_the_target(self):
         with tempfile.TemporaryDirectory() as tmp:

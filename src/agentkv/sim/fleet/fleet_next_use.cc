@@ -99,10 +99,19 @@ void FleetNextUse::Seal() {
   AGENTKV_CHECK(!sealed_);
   sealed_ = true;
   progressed_.assign(agents_.size(), 0);
+  // The index sized once for every key an agent keeps (at least the distinct keys): growing it
+  // by doubling would hold the old table beside one twice its size, the run's peak of memory.
+  size_t kept_keys = 0;
+  for (const Agent& agent : agents_) kept_keys += agent.keys.size();
+  size_t slots = 1024;
+  while (slots < 2 * kept_keys) slots *= 2;
+  slots_.assign(slots, Slot{});
   // Pass 1: a dense id per distinct key, and how many runs of consecutive requests of one agent
   // look it up (a request that looks it up right after the agent's previous one extends a run).
   std::vector<uint32_t> count;
   std::vector<uint64_t> last;
+  count.reserve(kept_keys);
+  last.reserve(kept_keys);
   for (size_t a = 0; a < agents_.size(); ++a) {
     const Agent& agent = agents_[a];
     for (size_t j = 0; j < agent.requests(); ++j) {
@@ -120,14 +129,14 @@ void FleetNextUse::Seal() {
     }
   }
   // Pass 2: the runs of each key in (agent, first request) order, as agents and requests are
-  // visited in that order; open[id] is the key's run being extended.
-  std::vector<uint64_t> start(count.size() + 1, 0);
-  for (size_t id = 0; id < count.size(); ++id) start[id + 1] = start[id] + count[id];
-  AGENTKV_CHECK(start.back() < (uint64_t{1} << 32));
-  std::vector<int32_t> agent_of_run(start.back());
-  runs_.resize(start.back());
-  std::vector<uint64_t> next(start.begin(), start.end() - 1);
-  std::vector<uint64_t> open(count.size(), 0);
+  // visited in that order. next[id] is where the key's next run goes; the run being extended
+  // is the one before it (a key's runs are written one after the other).
+  std::vector<uint64_t> next(count.size() + 1, 0);
+  for (size_t id = 0; id < count.size(); ++id) next[id + 1] = next[id] + count[id];
+  std::vector<uint32_t>().swap(count);
+  AGENTKV_CHECK(next.back() < (uint64_t{1} << 32));
+  std::vector<int32_t> agent_of_run(next.back());
+  runs_.resize(next.back());
   std::fill(last.begin(), last.end(), 0);
   for (size_t a = 0; a < agents_.size(); ++a) {
     const Agent& agent = agents_[a];
@@ -138,25 +147,37 @@ void FleetNextUse::Seal() {
         const bool extends = j > 0 && last[id] == Pack(a, j - 1);
         last[id] = Pack(a, j);
         if (extends) {
-          runs_[open[id]].last = static_cast<int32_t>(j);
+          runs_[next[id] - 1].last = static_cast<int32_t>(j);
           continue;
         }
-        open[id] = next[id]++;
-        runs_[open[id]] = Run{static_cast<int32_t>(j), static_cast<int32_t>(j)};
-        agent_of_run[open[id]] = static_cast<int32_t>(a);
+        const uint64_t run = next[id]++;
+        runs_[run] = Run{static_cast<int32_t>(j), static_cast<int32_t>(j)};
+        agent_of_run[run] = static_cast<int32_t>(a);
       }
     }
   }
-  // Groups: a key's runs by one agent.
-  ranges_.resize(count.size());
-  for (size_t id = 0; id < count.size(); ++id) {
-    ranges_[id].begin = static_cast<uint32_t>(groups_.size());
+  std::vector<uint64_t>().swap(last);
+  // Each key's runs now end where the next key's begin: shift the cursors back to the starts.
+  for (size_t id = next.size() - 1; id > 0; --id) next[id] = next[id - 1];
+  next[0] = 0;
+  const std::vector<uint64_t>& start = next;
+  const size_t num_keys = start.size() - 1;
+  // Groups: a key's runs by one agent (counted first, so that the array is allocated once).
+  const auto groups_of = [&](size_t id, const auto& emit) {
     for (uint64_t e = start[id]; e < start[id + 1];) {
       const int32_t agent = agent_of_run[e];
       const auto begin = static_cast<uint32_t>(e);
       while (e < start[id + 1] && agent_of_run[e] == agent) ++e;
-      groups_.push_back(Group{agent, begin, static_cast<uint32_t>(e), begin});
+      emit(Group{agent, begin, static_cast<uint32_t>(e), begin});
     }
+  };
+  size_t num_groups = 0;
+  for (size_t id = 0; id < num_keys; ++id) groups_of(id, [&](const Group&) { ++num_groups; });
+  groups_.reserve(num_groups);
+  ranges_.resize(num_keys);
+  for (size_t id = 0; id < num_keys; ++id) {
+    ranges_[id].begin = static_cast<uint32_t>(groups_.size());
+    groups_of(id, [&](const Group& group) { groups_.push_back(group); });
     ranges_[id].end = static_cast<uint32_t>(groups_.size());
   }
 }

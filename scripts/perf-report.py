@@ -520,6 +520,8 @@ class AnchorSetup:
 
 
 ANCHOR = AnchorSetup()
+# What the document shows for the anchor's folders: where they are is this machine's business.
+ANCHOR_PLACEHOLDERS = {}
 
 
 def anchor_commands(binary):
@@ -567,7 +569,8 @@ def collect_anchor(binary, repetitions):
                                            for r in sglang.get("runs", [])],
                         "torch": sglang.get("torch", ""), "agentkv_ns": agentkv_ns,
                         "agentkv_hit": agentkv_hit})
-    command = "%s, then %s (alternated, x%d)" % (" ".join(shlex.quote(a) for a in harness),
+    shown = [ANCHOR_PLACEHOLDERS.get(a, a) for a in harness]
+    command = "%s, then %s (alternated, x%d)" % (" ".join(shlex.quote(a) for a in shown),
                                                 " ".join(shlex.quote(a) for a in agentkv),
                                                 repetitions)
     return command, {"benchmarks": entries}
@@ -958,6 +961,19 @@ def load_report(path):
     return report
 
 
+def shown_argument(argument):
+    """`argument` as the document shows it: the anchor's folders by their placeholders."""
+    if argument in ANCHOR_PLACEHOLDERS:
+        return ANCHOR_PLACEHOLDERS[argument]
+    for flag, placeholder in (("--anchor-harness", "HARNESS"),
+                              ("--sglang-src", "SGLANG_CHECKOUT")):
+        if argument.startswith(flag + "="):
+            return flag + "=" + placeholder
+    if ANCHOR.harness and argument == ANCHOR.harness:
+        return "HARNESS"
+    return argument
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description="Runs the benchmarks (block cache, compiled peer, gateway, replay) and "
@@ -992,6 +1008,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     ANCHOR.harness, ANCHOR.sglang_src, ANCHOR.python = (args.anchor_harness, args.sglang_src,
                                                         args.anchor_python)
+    if args.anchor_harness:
+        ANCHOR_PLACEHOLDERS[os.path.join(args.anchor_harness, "bench.py")] = "HARNESS/bench.py"
+    if args.sglang_src:
+        ANCHOR_PLACEHOLDERS[args.sglang_src] = "SGLANG_CHECKOUT"
 
     try:
         if args.from_json:
@@ -1016,8 +1036,8 @@ def main(argv=None):
                           file=sys.stderr)
             report = {
                 "format": FORMAT,
-                "command": " ".join(["scripts/perf-report.py"] +
-                                    [shlex.quote(a) for a in (argv or sys.argv[1:])]),
+                "command": " ".join(["scripts/perf-report.py"] + [
+                    shlex.quote(shown_argument(a)) for a in (argv or sys.argv[1:])]),
                 "commit": git_commit(),
                 "machine": machine(),
                 "sections": {},

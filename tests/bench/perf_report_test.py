@@ -318,6 +318,20 @@ class CommandLineTest(unittest.TestCase):
             proc = self.run_script("--build-dir", tmp, "--dry-run")
         self.assertIn("skipping replay-scale: it runs only when named", proc.stderr)
 
+    def test_the_anchor_folders_are_shown_by_placeholders(self):
+        perf_report.ANCHOR.harness = "/somewhere/harness"
+        perf_report.ANCHOR_PLACEHOLDERS.update({"/somewhere/checkout": "SGLANG_CHECKOUT",
+                                                "/somewhere/harness/bench.py": "HARNESS/bench.py"})
+        try:
+            shown = [perf_report.shown_argument(a) for a in (
+                "--anchor-harness", "/somewhere/harness", "--sglang-src=/somewhere/checkout",
+                "/somewhere/checkout", "/somewhere/harness/bench.py", "--repetitions")]
+        finally:
+            perf_report.ANCHOR.harness = None
+            perf_report.ANCHOR_PLACEHOLDERS.clear()
+        self.assertEqual(shown, ["--anchor-harness", "HARNESS", "--sglang-src=SGLANG_CHECKOUT",
+                                 "SGLANG_CHECKOUT", "HARNESS/bench.py", "--repetitions"])
+
     def test_anchor_names_the_options_it_needs(self):
         with tempfile.TemporaryDirectory() as tmp:
             program = os.path.join(tmp, "bench", "standard_trace_bench")

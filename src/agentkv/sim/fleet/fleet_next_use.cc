@@ -61,6 +61,34 @@ uint64_t Pack(size_t agent, size_t request) {
   return ((static_cast<uint64_t>(agent) << 32) | static_cast<uint32_t>(request)) + 1;
 }
 
+// Visits every key of every request of `agents` in (agent, request) order, each key once per
+// request: `start(id, a, j)` when request j of agent a begins a run of that agent's consecutive
+// requests that look key `id` up, `extend(id, j)` when it continues the run of request j - 1.
+// `id_of(key)` is the key's dense id (a new one is the next integer); `ids` the expected count.
+template <typename Agents, typename IdOf, typename Start, typename Extend>
+void VisitRuns(const Agents& agents, size_t ids, const IdOf& id_of, const Start& start,
+               const Extend& extend) {
+  // Per key, the last (agent, request) that looked it up.
+  std::vector<uint64_t> last;
+  last.reserve(ids);
+  for (size_t a = 0; a < agents.size(); ++a) {
+    for (size_t j = 0; j < agents[a].requests(); ++j) {
+      for (const kv::BlockKey key : agents[a].KeysOf(j)) {
+        const size_t id = id_of(key);
+        if (id >= last.size()) last.resize(id + 1, 0);
+        if (last[id] == Pack(a, j)) continue;
+        const bool extends = j > 0 && last[id] == Pack(a, j - 1);
+        last[id] = Pack(a, j);
+        if (extends) {
+          extend(id, j);
+        } else {
+          start(id, a, j);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int64_t FleetNextUse::FindKey(uint64_t key) const {
@@ -109,25 +137,15 @@ void FleetNextUse::Seal() {
   // Pass 1: a dense id per distinct key, and how many runs of consecutive requests of one agent
   // look it up (a request that looks it up right after the agent's previous one extends a run).
   std::vector<uint32_t> count;
-  std::vector<uint64_t> last;
   count.reserve(kept_keys);
-  last.reserve(kept_keys);
-  for (size_t a = 0; a < agents_.size(); ++a) {
-    const Agent& agent = agents_[a];
-    for (size_t j = 0; j < agent.requests(); ++j) {
-      for (const kv::BlockKey key : agent.KeysOf(j)) {
+  VisitRuns(
+      agents_, kept_keys,
+      [&](kv::BlockKey key) {
         const uint32_t id = FindOrAddKey(key.value());
-        if (id == count.size()) {
-          count.push_back(0);
-          last.push_back(0);
-        }
-        if (last[id] == Pack(a, j)) continue;
-        const bool extends = j > 0 && last[id] == Pack(a, j - 1);
-        last[id] = Pack(a, j);
-        if (!extends) ++count[id];
-      }
-    }
-  }
+        if (id == count.size()) count.push_back(0);
+        return static_cast<size_t>(id);
+      },
+      [&](size_t id, size_t, size_t) { ++count[id]; }, [](size_t, size_t) {});
   // Pass 2: the runs of each key in (agent, first request) order, as agents and requests are
   // visited in that order. next[id] is where the key's next run goes; the run being extended
   // is the one before it (a key's runs are written one after the other).
@@ -137,32 +155,24 @@ void FleetNextUse::Seal() {
   AGENTKV_CHECK(next.back() < (uint64_t{1} << 32));
   std::vector<int32_t> agent_of_run(next.back());
   runs_.resize(next.back());
-  std::fill(last.begin(), last.end(), 0);
-  for (size_t a = 0; a < agents_.size(); ++a) {
-    const Agent& agent = agents_[a];
-    for (size_t j = 0; j < agent.requests(); ++j) {
-      for (const kv::BlockKey key : agent.KeysOf(j)) {
-        const auto id = static_cast<size_t>(FindKey(key.value()));
-        if (last[id] == Pack(a, j)) continue;
-        const bool extends = j > 0 && last[id] == Pack(a, j - 1);
-        last[id] = Pack(a, j);
-        if (extends) {
-          runs_[next[id] - 1].last = static_cast<int32_t>(j);
-          continue;
-        }
+  VisitRuns(
+      agents_, next.size() - 1,
+      [&](kv::BlockKey key) { return static_cast<size_t>(FindKey(key.value())); },
+      [&](size_t id, size_t a, size_t j) {
         const uint64_t run = next[id]++;
         runs_[run] = Run{static_cast<int32_t>(j), static_cast<int32_t>(j)};
         agent_of_run[run] = static_cast<int32_t>(a);
-      }
-    }
-  }
-  std::vector<uint64_t>().swap(last);
+      },
+      [&](size_t id, size_t j) { runs_[next[id] - 1].last = static_cast<int32_t>(j); });
   // Each key's runs now end where the next key's begin: shift the cursors back to the starts.
   for (size_t id = next.size() - 1; id > 0; --id) next[id] = next[id - 1];
   next[0] = 0;
-  const std::vector<uint64_t>& start = next;
+  BuildGroups(next, agent_of_run);
+}
+
+void FleetNextUse::BuildGroups(const std::vector<uint64_t>& start,
+                               const std::vector<int32_t>& agent_of_run) {
   const size_t num_keys = start.size() - 1;
-  // Groups: a key's runs by one agent (counted first, so that the array is allocated once).
   const auto groups_of = [&](size_t id, const auto& emit) {
     for (uint64_t e = start[id]; e < start[id + 1];) {
       const int32_t agent = agent_of_run[e];
@@ -171,6 +181,7 @@ void FleetNextUse::Seal() {
       emit(Group{agent, begin, static_cast<uint32_t>(e), begin});
     }
   };
+  // Counted first, so that the array is allocated once.
   size_t num_groups = 0;
   for (size_t id = 0; id < num_keys; ++id) groups_of(id, [&](const Group&) { ++num_groups; });
   groups_.reserve(num_groups);

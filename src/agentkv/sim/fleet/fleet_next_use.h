@@ -103,6 +103,9 @@ class FleetNextUse final : public kv::NextUseRanking {
   void Refresh(int32_t agent, int32_t request, int32_t also = -1);
   // `agent` progressed: the memo of the keys it looks up is stale.
   void Progressed(int32_t agent);
+  // Seal's last step: groups_ and ranges_ from each key's runs, runs_[start[id], start[id + 1]),
+  // and the agent of each run.
+  void BuildGroups(const std::vector<uint64_t>& start, const std::vector<int32_t>& agent_of_run);
 
   std::vector<Agent> agents_;
   bool sealed_ = false;

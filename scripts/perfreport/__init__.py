@@ -1,0 +1,1 @@
+"""The sections of scripts/perf-report.py, one module per subject."""

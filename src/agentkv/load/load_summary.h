@@ -1,8 +1,8 @@
 // The summary of a finished `agentkv load` run: which measured requests count, to which session
-// each belongs, and the replay's own summary functions (sim/replay/arm_summary.h) over them, so
-// that a measured arm and a simulated one are computed alike. Two drivers send requests: the
-// agent driver (agentic workloads) and the open-loop driver (traces replayed by timestamp);
-// each has its traffic builder. Pure functions; thread-compatible.
+// each belongs, and the replay's own summary (sim/replay/request_tally.h, arm_summary.h) over
+// them, so that a measured arm and a simulated one are computed alike. Two drivers send
+// requests: the agent driver (agentic workloads) and the open-loop driver (traces replayed by
+// timestamp); each has its traffic builder. Pure functions; thread-compatible.
 #ifndef AGENTKV_LOAD_LOAD_SUMMARY_H_
 #define AGENTKV_LOAD_LOAD_SUMMARY_H_
 

@@ -598,10 +598,11 @@ void AgentDriver::OnComplete(const GatewayRecord& gateway_record,
   // Not the driver's, or completed already: ignored.
   const auto found = in_flight_.find(gateway_record.id.value() - options_.first_request_id);
   if (found == in_flight_.end()) return;
+  const auto slot = static_cast<size_t>(found->first);
   const int32_t index = found->second.agent;
-  DriverRequest log = options_.keep_request_log
-                          ? result_.requests[static_cast<size_t>(found->first)]
-                          : std::move(found->second.log);
+  // A copy: the entry leaves in_flight_ now, and the callbacks below may grow result_.requests.
+  DriverRequest log =
+      options_.keep_request_log ? result_.requests[slot] : std::move(found->second.log);
   in_flight_.erase(found);
   const TimeNs now = loop_->now();
   if (engine_record == nullptr) {
@@ -614,9 +615,7 @@ void AgentDriver::OnComplete(const GatewayRecord& gateway_record,
   const EngineRequestRecord& record = *engine_record;
   log.engine = gateway_record.engine;
   log.completed = now;
-  if (options_.keep_request_log) {
-    result_.requests[static_cast<size_t>(log.id.value() - options_.first_request_id)] = log;
-  }
+  if (options_.keep_request_log) result_.requests[slot] = log;
   ++result_.requests_completed;
   result_.makespan_end = std::max(result_.makespan_end, now);
   DriverConversationResult& r = result_.conversations[static_cast<size_t>(index)];

@@ -71,6 +71,29 @@ TEST_F(RouterTest, WrongMethodIs405WithAllow) {
   EXPECT_THAT(response.body(), ::testing::HasSubstr("DELETE"));
 }
 
+TEST_F(RouterTest, APrefixRouteTakesAnyTailAndTheLongestPrefixWins) {
+  router_.AddPrefix(http::verb::get, "/v1/", Named("v1"));
+  router_.AddPrefix(http::verb::get, "/v1/models/", Named("model"));
+  router_.Add(http::verb::get, "/v1/models", Named("list"));
+  EXPECT_EQ(Call(http::verb::get, "/v1/models").body(), "list");
+  EXPECT_EQ(Call(http::verb::get, "/v1/models/llama").body(), "model");
+  EXPECT_EQ(Call(http::verb::get, "/v1/models/meta-llama/Llama-3.1-8B?x=1").body(), "model");
+  EXPECT_EQ(Call(http::verb::get, "/v1/other").body(), "v1");
+  // The prefix alone has no tail: it is no route.
+  EXPECT_EQ(Call(http::verb::get, "/v1/").result(), http::status::not_found);
+  // An exact route wins over a prefix that covers it.
+  router_.Add(http::verb::get, "/v1/models/special", Named("special"));
+  EXPECT_EQ(Call(http::verb::get, "/v1/models/special").body(), "special");
+  Response wrong = Call(http::verb::post, "/v1/models/llama");
+  EXPECT_EQ(wrong.result(), http::status::method_not_allowed);
+  EXPECT_EQ(wrong[http::field::allow], "GET, HEAD");
+}
+
+TEST(RouterDeathTest, APrefixMustEndWithASlash) {
+  Router router;
+  EXPECT_DEATH(router.AddPrefix(http::verb::get, "/v1/models", Named("x")), "must end with '/'");
+}
+
 TEST_F(RouterTest, SpecificMethodWinsOverAny) {
   router_.AddAny("/x", Named("any"));
   router_.Add(http::verb::get, "/x", Named("get"));

@@ -17,6 +17,7 @@
 #include "agentkv/service/emulator/engine_emulator.h"
 #include "agentkv/service/emulator/router_emulator.h"
 #include "tools/agentkv/server_flags.h"
+#include "tools/agentkv/sglang_flags.h"
 
 namespace agentkv::tools {
 
@@ -34,6 +35,12 @@ class EmulateCommand {
   int Run();
 
  private:
+  // The router's flags of `mode`, for `fleet` also by sglang_router.launch_server's
+  // "--router-" names.
+  void AddRouterFlags(CLI::App& mode, bool fleet);
+  // Checks the SGLang flags given (refused ones are errors) and names the ignored ones on
+  // stderr, in one line.
+  [[nodiscard]] Status CheckForeignFlags(const std::string& name) const;
   int RunEngine();
   // The router flags (address, port, threads, policy, worker shape, health checks) over
   // `worker_urls`.
@@ -43,6 +50,12 @@ class EmulateCommand {
   // The engine options the flags give (presets and policies parsed from their names);
   // NotFound or InvalidArgument for an unknown name.
   StatusOr<service::EngineEmulatorOptions> EngineOptions() const;
+  // --model / --model-path: a preset, or SGLang's model path (the served name, and the preset
+  // nearest its size).
+  [[nodiscard]] Status ApplyModelFlag(engine::EngineConfig& config,
+                                      service::EngineEmulatorOptions& options) const;
+  // --enable-hierarchical-cache with --hicache-size or --hicache-ratio, as a host tier in tokens.
+  [[nodiscard]] Status ApplyHierarchicalCache(engine::EngineConfig& config) const;
 
   CLI::App* command_ = nullptr;
   CLI::App* engine_ = nullptr;
@@ -51,6 +64,8 @@ class EmulateCommand {
 
   // Shared.
   ServerFlags server_{/*port=*/30000, /*shutdown_grace_s=*/10.0};
+  // SGLang's and sgl-router's flags the emulator ignores or refuses.
+  ForeignFlags foreign_;
   // Engine.
   service::EngineEmulatorOptions engine_options_;
   // Preset and policy names, parsed once by EngineOptions().
@@ -62,6 +77,11 @@ class EmulateCommand {
   std::string session_close_mode_ = "release";
   bool unpaced_ = false;
   int64_t hicache_tokens_ = 0;
+  // SGLang's --dp-size, --enable-hierarchical-cache, --hicache-ratio and --hicache-size.
+  int64_t dp_size_ = 1;
+  bool hierarchical_cache_ = false;
+  double hicache_ratio_ = 2.0;
+  double hicache_size_gb_ = 0;
   // Finished-sub-agent demotion (kv block_reuse_config): off while the priority is -1.
   int64_t finished_subagent_priority_ = -1;
   double finished_subagent_min_idle_s_ = -1;
@@ -72,6 +92,14 @@ class EmulateCommand {
   routing::RouterPolicy policy_ = routing::RouterPolicy::kCacheAware;
   std::string workers_shape_ = "list";
   double health_check_interval_s_ = 1.0;
+  bool disable_health_check_ = false;
+  // cache_aware's thresholds (RouterEmulatorOptions' defaults).
+  double cache_threshold_ = service::RouterEmulatorOptions{}.cache_threshold;
+  int64_t balance_abs_threshold_ = service::RouterEmulatorOptions{}.balance_abs_threshold;
+  double balance_rel_threshold_ = service::RouterEmulatorOptions{}.balance_rel_threshold;
+  // sgl-router's Prometheus listener: -1 = none; an empty host = --host.
+  int prometheus_port_ = -1;
+  std::string prometheus_host_;
   int64_t max_tree_size_ = int64_t{1} << 20;
   // sgl-router --request-timeout-secs (RouterEmulatorOptions::request_timeout).
   int64_t request_timeout_secs_ = 1800;

@@ -6,15 +6,25 @@
 
 namespace agentkv::net {
 
-void Router::Add(http::verb method, std::string path, Handler handler) {
+void Router::AddTo(Route& route, http::verb method, const std::string& path, Handler handler) {
   AGENTKV_CHECK(!path.empty() && path.front() == '/') << "route path must start with '/': " << path;
   AGENTKV_CHECK(handler != nullptr) << "empty handler for " << path;
-  Route& route = table_.routes[path];
   for (const auto& [existing, unused] : route.by_method) {
     AGENTKV_CHECK(existing != method)
         << "duplicate route " << std::string(http::to_string(method)) << " " << path;
   }
   route.by_method.emplace_back(method, std::move(handler));
+}
+
+void Router::Add(http::verb method, std::string path, Handler handler) {
+  const auto [it, unused] = table_.routes.try_emplace(std::move(path));
+  AddTo(it->second, method, it->first, std::move(handler));
+}
+
+void Router::AddPrefix(http::verb method, std::string prefix, Handler handler) {
+  AGENTKV_CHECK(!prefix.empty() && prefix.back() == '/') << "prefix must end with '/': " << prefix;
+  const auto [it, unused] = table_.prefixes.try_emplace(std::move(prefix));
+  AddTo(it->second, method, it->first, std::move(handler));
 }
 
 void Router::AddAny(std::string path, Handler handler) {
@@ -34,6 +44,15 @@ Handler Router::AsHandler() const {
   };
 }
 
+const Router::Route* Router::Find(const Table& table, std::string_view path) {
+  if (auto it = table.routes.find(path); it != table.routes.end()) return &it->second;
+  // Longest first: a longer prefix sorts before the shorter ones it extends.
+  for (const auto& [prefix, route] : table.prefixes) {
+    if (path.size() > prefix.size() && path.starts_with(prefix)) return &route;
+  }
+  return nullptr;
+}
+
 void Router::Dispatch(const Table& table, Request request, std::shared_ptr<ResponseWriter> writer) {
   StatusOr<std::string> path =
       TargetPath(std::string_view(request.target().data(), request.target().size()));
@@ -41,8 +60,8 @@ void Router::Dispatch(const Table& table, Request request, std::shared_ptr<Respo
     writer->Reply(MakeErrorResponse(request, http::status::bad_request, path.status().message()));
     return;
   }
-  auto it = table.routes.find(*path);
-  if (it == table.routes.end()) {
+  const Route* found = Find(table, *path);
+  if (found == nullptr) {
     if (table.fallback) {
       table.fallback(std::move(request), std::move(writer));
       return;
@@ -52,7 +71,7 @@ void Router::Dispatch(const Table& table, Request request, std::shared_ptr<Respo
                           "no route for " + std::string(request.method_string()) + " " + *path));
     return;
   }
-  const Route& route = it->second;
+  const Route& route = *found;
   const Handler* chosen = nullptr;
   const Handler* get_handler = nullptr;
   for (const auto& [method, handler] : route.by_method) {

@@ -1,10 +1,11 @@
-// Router: dispatches requests to handlers by method and exact path.
+// Router: dispatches requests to handlers by method and path: an exact path, else the longest
+// registered prefix of it (a route with a variable tail, such as GET /v1/models/{model}).
 //
 // The path is the request target without its query, still percent-encoded, compared exactly
-// ("/generate" does not match "/generate/"); handlers read the query themselves with Boost.URL
-// on `request.target()`. A route registered for a specific method wins over one registered
-// with AddAny for the same path; a HEAD request is served by the GET handler when no HEAD
-// handler exists (the server drops the body). An unknown path goes to the fallback handler, or
+// ("/generate" does not match "/generate/"); handlers read the query (and a prefix route's tail)
+// themselves from `request.target()`. A route registered for a specific method wins over one
+// registered with AddAny for the same path; a HEAD request is served by the GET handler when no
+// HEAD handler exists (the server drops the body). An unknown path goes to the fallback handler, or
 // is answered 404 {"error": ...}; a known path with another method is answered 405 with an
 // Allow header; a target that does not parse is answered 400.
 //
@@ -16,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -37,6 +39,11 @@ class Router {
   // same path still go to their own handlers). Same preconditions as Add; one AddAny per path.
   void AddAny(std::string path, Handler handler);
 
+  // Routes `method` requests whose path is `prefix` followed by at least one character, and
+  // matches no exact route, to `handler`; the longest such prefix wins. Preconditions as Add,
+  // and `prefix` ends with '/'.
+  void AddPrefix(http::verb method, std::string prefix, Handler handler);
+
   // Handles requests whose path matches no route, instead of the default 404.
   void SetFallback(Handler handler);
 
@@ -50,10 +57,15 @@ class Router {
   };
   struct Table {
     std::map<std::string, Route, std::less<>> routes;
+    // By prefix; Dispatch tries the longest first.
+    std::map<std::string, Route, std::greater<>> prefixes;
     Handler fallback;
   };
 
   static void Dispatch(const Table& table, Request request, std::shared_ptr<ResponseWriter> writer);
+  // The route of `path`: its exact one, else its longest prefix route; nullptr when none.
+  static const Route* Find(const Table& table, std::string_view path);
+  static void AddTo(Route& route, http::verb method, const std::string& path, Handler handler);
 
   Table table_;
 };

@@ -229,6 +229,14 @@ TEST(ExactPromptTokensTest, TokenIdsThenTheHeaderElseNone) {
   ClientRequest ids;
   ids.prompt_token_ids = 12;
   EXPECT_EQ(ExactPromptTokens(ids, 7), 12);
+  // A batch completion: each prompt is held to the context on its own, so the longest counts;
+  // the reservation counts them all.
+  const ClientRequest batch =
+      Parse(GatewayRoute::kCompletions, R"({"prompt": [[1, 2, 3], [4, 5], [6]]})");
+  EXPECT_EQ(ExactPromptTokens(batch, std::nullopt), 3);
+  EXPECT_EQ(EstimatePromptTokens(batch, std::nullopt), 6);
+  const ClientRequest one = Parse(GatewayRoute::kCompletions, R"({"prompt": [1, 2, 3, 4]})");
+  EXPECT_EQ(ExactPromptTokens(one, std::nullopt), 4);
 }
 
 TEST(ReservationTest, PromptPlusDecodeCappedByTheExpectedDecodeCap) {

@@ -9,6 +9,7 @@
 #include "agentkv/net/error_body.h"
 #include "agentkv/net/http_status.h"
 #include "agentkv/net/router.h"
+#include "agentkv/protocol/endpoints.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/protocol/prometheus.h"
 #include "agentkv/protocol/server_info.h"
@@ -185,6 +186,10 @@ void EngineEmulator::AddInfoRoutes(net::Router& router) {
              [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
                w->Reply(net::MakeResponse(r, http::status::ok, e->ModelListJson()));
              });
+  router.AddPrefix(http::verb::get, "/v1/models/",
+                   [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
+                     e->HandleRetrieveModel(std::move(r), std::move(w));
+                   });
   for (const char* path : {"/model_info", "/get_model_info"}) {
     router.Add(http::verb::get, path, [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
       w->Reply(net::MakeResponse(r, http::status::ok, e->ModelInfoJson()));
@@ -270,7 +275,7 @@ void EngineEmulator::HandleGenerate(net::Request request,
   StatusOr<protocol::GenerateRequest> parsed = protocol::ParseGenerateRequest(request.body());
   if (!parsed.ok()) return ReplyError(request, *writer, parsed.status());
   auto req = std::make_shared<protocol::GenerateRequest>(*std::move(parsed));
-  const std::string rid = req->rid.value_or("emu-" + std::to_string(next_rid_++));
+  const std::string rid = req->rid.value_or(ids_.Next());
   GenerateInput input;
   input.rid = rid;
   input.input_ids = req->input_ids.has_value() ? *req->input_ids : PseudoTokenize(*req->text);
@@ -347,7 +352,7 @@ void EngineEmulator::HandleOpenSession(net::Request request,
   Record(request);
   StatusOr<protocol::OpenSessionRequest> open = protocol::ParseOpenSessionRequest(request.body());
   if (!open.ok()) return ReplyError(request, *writer, open.status());
-  const std::string id = open->session_id.value_or("session-" + std::to_string(next_rid_++));
+  const std::string id = open->session_id.value_or(ids_.Next());
   {
     sync::MutexLock lock(&mu_);
     if (open_sessions_.Find(id) != nullptr) {
@@ -419,7 +424,7 @@ void EngineEmulator::HandleHealth(net::Request request, std::shared_ptr<net::Res
     return writer->Reply(net::MakeResponse(request, http::status::ok, "", "text/plain"));
   }
   GenerateInput probe;
-  probe.rid = "HEALTH_CHECK_" + std::to_string(next_rid_++);
+  probe.rid = std::string(protocol::kHealthCheckRidPrefix) + ids_.Next();
   probe.input_ids = {1};
   probe.max_new_tokens = 1;
   GenerateCallbacks callbacks;

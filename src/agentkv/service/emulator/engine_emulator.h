@@ -3,7 +3,7 @@
 // docs/PROTOCOL.md so that an agent framework, a router or the agentkv
 // gateway can be tested against it on a machine with no GPU: /generate (streaming or not,
 // rid, session_id, sampling_params.max_new_tokens, priority, return_logprob), the OpenAI
-// routes /v1/chat/completions and /v1/completions, /abort_request,
+// routes /v1/chat/completions, /v1/completions, /v1/models and /v1/models/{model}, /abort_request,
 // /open_session, /close_session, /flush_cache, /server_info (/get_server_info), /model_info
 // (/get_model_info), /health, /health_generate, /metrics.
 //
@@ -57,6 +57,7 @@
 #include "agentkv/service/emulator/bounded_log.h"
 #include "agentkv/service/emulator/engine_runtime.h"
 #include "agentkv/service/emulator/lru_map.h"
+#include "agentkv/service/emulator/unique_ids.h"
 #include "agentkv/sync/mutex.h"
 
 namespace agentkv::service {
@@ -176,12 +177,16 @@ class EngineEmulator {
   std::string ModelInfoJson() const;
   // GET /v1/models: the OpenAI model list SGLang serves.
   std::string ModelListJson() const;
+  // GET /v1/models/{model} (the SDK's models.retrieve): the served model's card, or SGLang's
+  // 404 model_not_found error for any other name.
+  void HandleRetrieveModel(net::Request request, std::shared_ptr<net::ResponseWriter> writer);
   Faults faults() const;
 
   EngineEmulatorOptions options_;
   std::unique_ptr<EngineRuntime> runtime_;
   std::unique_ptr<net::HttpServer> server_;
-  std::atomic<int64_t> next_rid_{0};
+  // Request, response and session ids no other engine or earlier run repeats.
+  UniqueIds ids_;
   std::atomic<bool> shutting_down_{false};
 
   mutable sync::Mutex mu_;

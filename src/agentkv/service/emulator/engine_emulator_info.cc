@@ -1,5 +1,5 @@
 // What the engine emulator says about itself, in SGLang's shapes: GET /server_info
-// (/get_server_info), /model_info (/get_model_info) and /v1/models.
+// (/get_server_info), /model_info (/get_model_info), /v1/models and /v1/models/{model}.
 //
 // /server_info is SGLang's `{**asdict(server_args), **scheduler_info, "internal_states": [...],
 // "version": ...}`: the emulator writes the ServerArgs fields clients read (model and
@@ -8,7 +8,9 @@
 // then the scheduler info and one internal state per DP rank. The emulator's own settings
 // (cost model presets, speed, pacing) are under the extra key `agentkv_emulator`.
 #include <boost/json.hpp>
+#include <boost/url.hpp>
 #include <chrono>
+#include <string_view>
 
 #include "agentkv/engine/cost_model.h"
 #include "agentkv/protocol/server_info.h"
@@ -16,6 +18,7 @@
 
 namespace agentkv::service {
 
+namespace http = net::http;
 namespace json = boost::json;
 
 namespace {
@@ -159,20 +162,55 @@ std::string EngineEmulator::ServerInfoJson() const {
   return protocol::SerializeServerInfo(info);
 }
 
-std::string EngineEmulator::ModelListJson() const {
-  // SGLang's ModelList of one ModelCard (entrypoints/openai/protocol.py): id and root are the
-  // served model name, max_model_len the context length, created the time of the answer.
+namespace {
+
+// SGLang's ModelCard (entrypoints/openai/protocol.py): id and root are the served model name,
+// max_model_len the context length, created the time of the answer.
+json::object ModelCard(const std::string& name, int64_t context_length) {
   const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
                               std::chrono::system_clock::now().time_since_epoch())
                               .count();
-  json::object card{{"id", options_.served_model_name},
-                    {"object", "model"},
-                    {"created", created},
-                    {"owned_by", "sglang"},
-                    {"root", options_.served_model_name},
-                    {"parent", nullptr},
-                    {"max_model_len", runtime_->limits().context_length()}};
-  return json::serialize(json::object{{"object", "list"}, {"data", json::array{std::move(card)}}});
+  return json::object{{"id", name},
+                      {"object", "model"},
+                      {"created", created},
+                      {"owned_by", "sglang"},
+                      {"root", name},
+                      {"parent", nullptr},
+                      {"max_model_len", context_length}};
+}
+
+}  // namespace
+
+std::string EngineEmulator::ModelListJson() const {
+  // SGLang's ModelList of one ModelCard.
+  return json::serialize(json::object{
+      {"object", "list"},
+      {"data",
+       json::array{ModelCard(options_.served_model_name, runtime_->limits().context_length())}}});
+}
+
+void EngineEmulator::HandleRetrieveModel(net::Request request,
+                                         std::shared_ptr<net::ResponseWriter> writer) {
+  // The name is the path's tail, percent-decoded; it may hold slashes ("org/model"), as
+  // SGLang's /v1/models/{model:path}.
+  constexpr std::string_view kPrefix = "/v1/models/";
+  const std::string_view target(request.target().data(), request.target().size());
+  boost::system::result<boost::urls::url_view> url = boost::urls::parse_origin_form(target);
+  std::string name = url.has_value() ? std::string(url->path()) : std::string(target);
+  name = name.starts_with(kPrefix) ? name.substr(kPrefix.size()) : std::string();
+  if (name == options_.served_model_name) {
+    return writer->Reply(
+        net::MakeResponse(request, http::status::ok,
+                          json::serialize(ModelCard(name, runtime_->limits().context_length()))));
+  }
+  // SGLang's answer for another name: 404 with OpenAI's nested error object.
+  writer->Reply(net::MakeResponse(
+      request, http::status::not_found,
+      json::serialize(json::object{
+          {"error", json::object{{"message", "The model '" + name + "' does not exist"},
+                                 {"type", "invalid_request_error"},
+                                 {"param", "model"},
+                                 {"code", "model_not_found"}}}})));
 }
 
 std::string EngineEmulator::ModelInfoJson() const {

@@ -2,24 +2,28 @@
 // /v1/completions, as SGLang serves them, so that agent frameworks speaking the OpenAI API
 // (and the agentkv gateway's OpenAI data path) can run against it.
 //
-// Chat messages are flattened to "role: content\n" lines and pseudo-tokenized like `text`;
-// /v1/completions takes `prompt` as a string or a list of token ids. `max_tokens` (or
-// `max_completion_tokens`, default 128), `stream`, and SGLang's extra fields `rid`,
-// `session_id`, `priority`, `cache_salt` and `extra_key` (the prefix cache namespace) are
-// honoured. The body must be sent as application/json (SGLang's validate_json_request). The
-// response is the OpenAI shape with `usage` including `prompt_tokens_details.cached_tokens`
-// (SGLang's --enable-cache-report); streams are `chat.completion.chunk` / `text_completion` events
-// with the new text as the delta (a chat stream opens with a `delta.role: "assistant"` chunk),
-// then, with `stream_options.include_usage`, a chunk with empty `choices` and the `usage`, then
-// `data: [DONE]`. What the emulator cannot serve is refused with a 400 naming the field, never
-// dropped: `n` other than 1 and `logprobs` (it has no model to score tokens with).
+// Chat messages are flattened to "role: content\n" lines (an assistant's `tool_calls` written
+// after its content) and pseudo-tokenized like `text`. /v1/completions takes `prompt` as a
+// string or a list of token ids (one prompt), or a list of strings or of token-id lists (a
+// batch, at most kMaxBatchPrompts, one choice per prompt, run as requests "<rid>-<i>").
+// `max_tokens` (or `max_completion_tokens`, default 128), `stream`, `stream_options`, `seed`,
+// and SGLang's extra fields `rid`, `session_id`, `priority`, `cache_salt` and `extra_key` (the
+// prefix cache namespace) are honoured; a chat's `tools` and `tool_choice` decide a tool call
+// (openai_tools.h). The body must be sent as application/json (SGLang's
+// validate_json_request). Answers and streams: openai_answer.h. Ids are "chatcmpl-" or "cmpl-"
+// and 32 hex digits no other engine or run repeats (UniqueIds), or the client's rid. What the
+// emulator cannot serve is refused with a 400 naming the field, never dropped: `n` other than 1
+// and `logprobs` (it has no model to score tokens with).
 #include <boost/json.hpp>
 #include <chrono>
 
+#include "agentkv/base/hash.h"
 #include "agentkv/base/status.h"
 #include "agentkv/net/error_body.h"
 #include "agentkv/protocol/generate.h"
 #include "agentkv/service/emulator/engine_emulator.h"
+#include "agentkv/service/emulator/openai_answer.h"
+#include "agentkv/service/emulator/openai_tools.h"
 
 namespace agentkv::service {
 namespace {
@@ -27,23 +31,13 @@ namespace {
 namespace http = net::http;
 namespace json = boost::json;
 
+// The most prompts of one batch completion.
+constexpr size_t kMaxBatchPrompts = 1024;
+
 int64_t NowSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-json::object Usage(const GenerateResult& result) {
-  const int64_t completion = static_cast<int64_t>(result.output_ids.size());
-  return json::object{
-      {"prompt_tokens", result.prompt_tokens},
-      {"completion_tokens", completion},
-      {"total_tokens", result.prompt_tokens + completion},
-      {"prompt_tokens_details", json::object{{"cached_tokens", result.cached_tokens}}}};
-}
-
-std::string FinishReasonName(const GenerateResult& result) {
-  return result.aborted ? "abort" : "length";
 }
 
 // Refuses, naming the field, what the emulator does not serve: several choices, and log
@@ -97,24 +91,59 @@ Status ParseChatMessages(const json::object& body, GenerateInput& input) {
         if (t != nullptr && t->is_string()) text += std::string(t->as_string());
       }
     }
+    // An assistant's earlier tool calls are part of the context the model reads.
+    if (const json::value* calls = m->if_contains("tool_calls"); calls != nullptr) {
+      if (!calls->is_array())
+        return InvalidArgumentError("messages[].tool_calls: expected an array");
+      for (const json::value& call : calls->as_array()) text += json::serialize(call);
+    }
     text += "\n";
   }
   input.input_ids = PseudoTokenize(text);
   return Status::Ok();
 }
 
-// A completion's prompt: a string (pseudo-tokenized) or a list of token ids.
-Status ParseCompletionPrompt(const json::object& body, GenerateInput& input) {
+// A prompt that is a list of token ids: true, and `ids` filled; false when it is not one.
+bool TokenIds(const json::array& prompt, std::vector<int64_t>& ids) {
+  for (const json::value& t : prompt) {
+    if (!t.is_int64()) return false;
+    ids.push_back(t.as_int64());
+  }
+  return true;
+}
+
+// A completion's prompts: a string (pseudo-tokenized) or a list of token ids, one prompt; a list
+// of strings or of token-id lists, a batch of them (one choice each).
+Status ParseCompletionPrompts(const json::object& body,
+                              std::vector<std::vector<int64_t>>& prompts) {
+  constexpr const char* kExpected =
+      "prompt: expected a string, a list of token ids, or a non-empty list of strings or of "
+      "token-id lists";
   const json::value* prompt = body.if_contains("prompt");
   if (prompt != nullptr && prompt->is_string()) {
-    input.input_ids = PseudoTokenize(prompt->as_string());
-  } else if (prompt != nullptr && prompt->is_array()) {
-    for (const json::value& t : prompt->as_array()) {
-      if (!t.is_int64()) return InvalidArgumentError("prompt: expected a string or token ids");
-      input.input_ids.push_back(t.as_int64());
+    prompts.push_back(PseudoTokenize(prompt->as_string()));
+    return Status::Ok();
+  }
+  if (prompt == nullptr || !prompt->is_array() || prompt->as_array().empty()) {
+    return InvalidArgumentError(kExpected);
+  }
+  const json::array& list = prompt->as_array();
+  if (std::vector<int64_t> ids; list.front().is_int64() && TokenIds(list, ids)) {
+    prompts.push_back(std::move(ids));
+    return Status::Ok();
+  }
+  if (list.size() > kMaxBatchPrompts) {
+    return InvalidArgumentError("prompt: at most " + std::to_string(kMaxBatchPrompts) +
+                                " prompts in a batch, got " + std::to_string(list.size()));
+  }
+  for (const json::value& one : list) {
+    std::vector<int64_t> ids;
+    if (one.is_string()) {
+      ids = PseudoTokenize(one.as_string());
+    } else if (!one.is_array() || !TokenIds(one.as_array(), ids)) {
+      return InvalidArgumentError(kExpected);
     }
-  } else {
-    return InvalidArgumentError("prompt: expected a string or a list of token ids");
+    prompts.push_back(std::move(ids));
   }
   return Status::Ok();
 }
@@ -147,130 +176,56 @@ Status ParseSglangFields(const json::object& body, GenerateInput& input) {
   return Status::Ok();
 }
 
-// Reads the request; fills `input` (without rid), the model name, whether to stream and
-// whether a stream ends with a usage chunk. InvalidArgument naming the field otherwise.
-Status ParseOpenAi(const json::object& body, bool chat, GenerateInput& input, std::string& model,
-                   bool& stream, bool& include_usage) {
+// An OpenAI request, read: what its prompts share, the prompts, and the answer's shape.
+struct OpenAiCall {
+  // Everything but the rid and the input ids.
+  GenerateInput common;
+  std::vector<std::vector<int64_t>> prompts;
+  AnswerHead head;
+  // The request's `seed`, when it has an integer one.
+  std::optional<uint64_t> seed;
+};
+
+// Reads the request into `call`; InvalidArgument naming the field otherwise.
+Status ParseOpenAi(const json::object& body, bool chat, OpenAiCall& call) {
   AGENTKV_RETURN_IF_ERROR(RefuseUnserved(body, chat));
   if (const json::value* m = body.if_contains("model"); m != nullptr && m->is_string()) {
-    model = std::string(m->as_string());
+    call.head.model = std::string(m->as_string());
   }
-  AGENTKV_RETURN_IF_ERROR(chat ? ParseChatMessages(body, input)
-                               : ParseCompletionPrompt(body, input));
-  input.max_new_tokens = 128;
+  if (chat) {
+    AGENTKV_RETURN_IF_ERROR(ParseChatMessages(body, call.common));
+    call.prompts.push_back(std::move(call.common.input_ids));
+    call.common.input_ids.clear();
+  } else {
+    AGENTKV_RETURN_IF_ERROR(ParseCompletionPrompts(body, call.prompts));
+  }
+  call.common.max_new_tokens = 128;
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (const json::value* v = body.if_contains(key); v != nullptr && !v->is_null()) {
       if (!v->is_int64() || v->as_int64() < 0) {
         return InvalidArgumentError(std::string(key) + ": expected a non-negative integer");
       }
-      input.max_new_tokens = v->as_int64();
+      call.common.max_new_tokens = v->as_int64();
     }
   }
   if (const json::value* v = body.if_contains("stream"); v != nullptr && v->is_bool()) {
-    stream = v->as_bool();
+    call.head.stream = v->as_bool();
   }
   if (const json::value* options = body.if_contains("stream_options");
       options != nullptr && options->is_object()) {
     const json::value* usage = options->as_object().if_contains("include_usage");
-    include_usage = usage != nullptr && usage->is_bool() && usage->as_bool();
+    call.head.include_usage = usage != nullptr && usage->is_bool() && usage->as_bool();
   }
-  return ParseSglangFields(body, input);
-}
-
-// What every event or answer of one request repeats.
-struct AnswerHead {
-  std::string id;
-  std::string object;  // "chat.completion(.chunk)" or "text_completion".
-  int64_t created = 0;
-  std::string model;
-  bool chat = false;
-};
-
-// One stream event of `head` with `choices`.
-json::object StreamEvent(const AnswerHead& head, json::array choices) {
-  return json::object{{"id", head.id},
-                      {"object", head.object},
-                      {"created", head.created},
-                      {"model", head.model},
-                      {"choices", std::move(choices)}};
-}
-
-// Starts the event stream; a chat's first chunk names the role, with empty content (as SGLang
-// and OpenAI).
-void OpenStream(net::ResponseWriter& writer, const AnswerHead& head) {
-  writer.StartStream(http::status::ok,
-                     {{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}});
-  if (head.chat) {
-    json::object first{{"index", 0},
-                       {"delta", json::object{{"role", "assistant"}, {"content", ""}}},
-                       {"finish_reason", nullptr}};
-    writer.WriteChunk(protocol::SseEvent(json::serialize(StreamEvent(head, json::array{first}))));
+  if (const json::value* v = body.if_contains("seed"); v != nullptr && v->is_int64()) {
+    call.seed = static_cast<uint64_t>(v->as_int64());
   }
+  return ParseSglangFields(body, call.common);
 }
 
-// A stream's callbacks: each token batch as a delta chunk; at the end the finish chunk (or the
-// abort's error event), the usage chunk when asked, and [DONE].
-GenerateCallbacks StreamCallbacks(std::shared_ptr<net::ResponseWriter> writer, AnswerHead head,
-                                  bool include_usage) {
-  auto event = [head](json::array choices) { return StreamEvent(head, std::move(choices)); };
-  auto chunk = [event, chat = head.chat](std::string delta, json::value finish_reason) {
-    json::object choice{{"index", 0}, {"finish_reason", finish_reason}};
-    if (chat) {
-      choice["delta"] = json::object{{"content", delta}};
-    } else {
-      choice["text"] = delta;
-    }
-    return protocol::SseEvent(json::serialize(event(json::array{choice})));
-  };
-  GenerateCallbacks callbacks;
-  callbacks.on_tokens = [writer, chunk](std::span<const int64_t> tokens) {
-    writer->WriteChunk(chunk(PseudoText(tokens), nullptr));
-  };
-  callbacks.on_finish = [writer, chunk, event, include_usage](const GenerateResult& result) {
-    if (result.abort_status_code != 0) {
-      writer->WriteChunk(protocol::SseEvent(
-          net::OpenAiStreamErrorBody(result.abort_message, result.abort_status_code)));
-      writer->WriteChunk(std::string(protocol::kSseDone));
-      writer->EndStream();
-      return;
-    }
-    writer->WriteChunk(chunk("", json::value(FinishReasonName(result))));
-    if (include_usage) {
-      json::object last = event(json::array{});
-      last["usage"] = Usage(result);
-      writer->WriteChunk(protocol::SseEvent(json::serialize(last)));
-    }
-    writer->WriteChunk(std::string(protocol::kSseDone));
-    writer->EndStream();
-  };
-  return callbacks;
-}
-
-// A whole answer's callback: the completion with its usage, or the abort's error.
-GenerateCallbacks ReplyCallbacks(std::shared_ptr<net::ResponseWriter> writer,
-                                 std::shared_ptr<net::Request> request, AnswerHead head) {
-  GenerateCallbacks callbacks;
-  callbacks.on_finish = [writer, request, head](const GenerateResult& result) {
-    if (result.abort_status_code != 0) {
-      return writer->Reply(net::MakeErrorResponse(
-          *request, static_cast<http::status>(result.abort_status_code), result.abort_message));
-    }
-    json::object choice{{"index", 0}, {"finish_reason", FinishReasonName(result)}};
-    const std::string text = PseudoText(result.output_ids);
-    if (head.chat) {
-      choice["message"] = json::object{{"role", "assistant"}, {"content", text}};
-    } else {
-      choice["text"] = text;
-    }
-    writer->Reply(net::MakeResponse(*request, http::status::ok,
-                                    json::serialize(json::object{{"id", head.id},
-                                                                 {"object", head.object},
-                                                                 {"created", head.created},
-                                                                 {"model", head.model},
-                                                                 {"choices", json::array{choice}},
-                                                                 {"usage", Usage(result)}})));
-  };
-  return callbacks;
+// The seed of a chat's tool choice: the request's, else the prompt's hash.
+uint64_t ToolSeed(const OpenAiCall& call) {
+  if (call.seed.has_value()) return *call.seed;
+  return Hash64(std::as_bytes(std::span<const int64_t>(call.prompts.front())), 0);
 }
 
 }  // namespace
@@ -283,42 +238,46 @@ void EngineEmulator::HandleOpenAi(net::Request request, std::shared_ptr<net::Res
   if (Status s = net::CheckJsonContentType(request); !s.ok()) return bad(s);
   json::error_code error;
   const json::value parsed = json::parse(request.body(), error);
-  if (error || !parsed.is_object())
+  if (error || !parsed.is_object()) {
     return bad(InvalidArgumentError("the body is not a JSON object"));
-  GenerateInput input;
-  std::string model = options_.served_model_name;
-  bool stream = false;
-  bool include_usage = false;
-  if (Status s = ParseOpenAi(parsed.as_object(), chat, input, model, stream, include_usage);
-      !s.ok())
-    return bad(s);
-  if (input.rid.empty()) input.rid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_rid_++);
-  const std::string id = input.rid;
-  AnswerHead head{.id = id,
-                  .object = !chat    ? "text_completion"
-                            : stream ? "chat.completion.chunk"
-                                     : "chat.completion",
-                  .created = NowSeconds(),
-                  .model = model,
-                  .chat = chat};
-  GenerateCallbacks callbacks;
-  if (stream) {
-    callbacks = StreamCallbacks(writer, head, include_usage);
-    OpenStream(*writer, head);
-  } else {
-    callbacks = ReplyCallbacks(writer, std::make_shared<net::Request>(request), head);
   }
-  if (Status s = runtime_->Submit(std::move(input), std::move(callbacks)); !s.ok()) {
-    if (stream) {
-      writer->WriteChunk(protocol::SseEvent(net::OpenAiStreamErrorBody(s.message(), 400)));
-      writer->WriteChunk(std::string(protocol::kSseDone));
-      writer->EndStream();
-      return;
+  OpenAiCall call;
+  call.head.model = options_.served_model_name;
+  if (Status s = ParseOpenAi(parsed.as_object(), chat, call); !s.ok()) return bad(s);
+  std::optional<ToolCall> tool_call;
+  if (chat) {
+    StatusOr<std::optional<ToolCall>> planned =
+        PlanToolCall(parsed.as_object(), ToolSeed(call), "call_" + ids_.Next());
+    if (!planned.ok()) return bad(planned.status());
+    tool_call = *std::move(planned);
+  }
+  // The response's id: the client's rid, else a new one; a batch's prompts run as "<rid>-<i>".
+  const std::string rid = call.common.rid.empty() ? ids_.Next() : call.common.rid;
+  call.head.id = call.common.rid.empty() ? (chat ? "chatcmpl-" : "cmpl-") + rid : rid;
+  call.head.object = !chat              ? "text_completion"
+                     : call.head.stream ? "chat.completion.chunk"
+                                        : "chat.completion";
+  call.head.created = NowSeconds();
+  call.head.chat = chat;
+  const size_t prompts = call.prompts.size();
+  auto answer = std::make_shared<OpenAiAnswer>(call.head, prompts, std::move(tool_call), writer,
+                                               std::move(request));
+  if (call.head.stream) answer->Open();
+  std::vector<std::string> rids;
+  for (size_t i = 0; i < prompts; ++i) {
+    GenerateInput input = call.common;
+    input.rid = prompts == 1 ? rid : rid + "-" + std::to_string(i);
+    input.input_ids = std::move(call.prompts[i]);
+    rids.push_back(input.rid);
+    if (Status s = runtime_->Submit(std::move(input), answer->CallbacksFor(i)); !s.ok()) {
+      for (const std::string& submitted : rids) runtime_->Abort(submitted);
+      return answer->Refuse(s);
     }
-    return bad(s);
   }
   EngineRuntime* runtime = runtime_.get();
-  writer->OnClientGone([runtime, id] { runtime->Abort(id); });
+  writer->OnClientGone([runtime, rids] {
+    for (const std::string& submitted : rids) runtime->Abort(submitted);
+  });
 }
 
 }  // namespace agentkv::service

@@ -160,6 +160,17 @@ StatusOr<std::unique_ptr<RouterEmulator>> RouterEmulator::Start(
     self->HandleUnrouted(std::move(q), std::move(w));
   });
   AGENTKV_ASSIGN_OR_RETURN(r->server_, net::HttpServer::Start(options.http, routes.AsHandler()));
+  if (options.prometheus.has_value()) {
+    net::Router metrics;
+    metrics.Add(
+        http::verb::get, "/metrics",
+        [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+          w->Reply(net::MakeResponse(q, http::status::ok, self->metrics_.Text(self->workers()),
+                                     "text/plain; version=0.0.4"));
+        });
+    AGENTKV_ASSIGN_OR_RETURN(r->prometheus_server_,
+                             net::HttpServer::Start(*options.prometheus, metrics.AsHandler()));
+  }
   if (options.health_check_interval.count() > 0) {
     r->health_thread_ = std::thread([self] { self->HealthLoop(); });
   }
@@ -262,6 +273,11 @@ void RouterEmulator::AddInfoRoutes(net::Router& routes) {
       self->HandleProxyToFirstWorker(std::move(q), std::move(w));
     });
   }
+  // GET /v1/models/{model}: the SDK's models.retrieve, passed on as the model list is.
+  routes.AddPrefix(http::verb::get, "/v1/models/",
+                   [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+                     self->HandleProxyToFirstWorker(std::move(q), std::move(w));
+                   });
   routes.Add(http::verb::get, "/metrics",
              [self](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
                w->Reply(net::MakeResponse(q, http::status::ok, self->metrics_.Text(self->workers()),
@@ -319,6 +335,9 @@ void RouterEmulator::HandleUnrouted(net::Request q, std::shared_ptr<net::Respons
 RouterEmulator::~RouterEmulator() { Shutdown(std::chrono::milliseconds(0)); }
 
 uint16_t RouterEmulator::port() const { return server_->port(); }
+uint16_t RouterEmulator::prometheus_port() const {
+  return prometheus_server_ != nullptr ? prometheus_server_->port() : 0;
+}
 std::string RouterEmulator::base_url() const { return server_->base_url(); }
 
 int64_t RouterEmulator::received_requests() const {
@@ -343,6 +362,7 @@ void RouterEmulator::Shutdown(std::chrono::milliseconds deadline) {
   health_wake_.SignalAll();
   if (health_thread_.joinable()) health_thread_.join();
   if (server_ != nullptr) server_->Shutdown(deadline);
+  if (prometheus_server_ != nullptr) prometheus_server_->Shutdown(deadline);
   forward_client_.reset();
   client_.reset();
 }

@@ -14,8 +14,9 @@
 // Control plane: GET /workers (the older inline or the newer WorkerListResponse shape, per
 // options), POST /workers {"url"}, DELETE /workers/{url}, POST /add_worker?url=,
 // POST /remove_worker?url=, GET /list_workers, GET /get_loads, POST /flush_cache (fan-out, 200
-// or 206), GET /health, /health_generate, /liveness, /readiness, /v1/models (the first healthy
-// worker's model list, passed through). A health checker
+// or 206), GET /health, /health_generate, /liveness, /readiness, /v1/models and
+// /v1/models/{model} (the first healthy worker's answer, passed through), /metrics (also on the
+// Prometheus listener, when options name one). A health checker
 // polls each worker's /health every `health_check_interval`; unhealthy workers get no traffic.
 // GET /agentkv/requests lists what the router received ({"path", "routing_key", "worker"}), for
 // tests: the newest `max_received_requests`, with the count of older ones dropped in the
@@ -81,6 +82,9 @@ struct RouterEmulatorOptions {
   // Routed requests kept for GET /agentkv/requests (the newest ones). Default: 4096.
   // Range: [0, 2^24].
   int64_t max_received_requests = 4096;
+  // sgl-router --prometheus-host/--prometheus-port: also serve GET /metrics (the same text as
+  // the main port's) on this address and port. Default: unset, /metrics on the main port only.
+  std::optional<net::HttpServerOptions> prometheus;
 
   Status Validate() const;
 };
@@ -95,6 +99,8 @@ class RouterEmulator {
 
   uint16_t port() const;
   std::string base_url() const;
+  // The Prometheus listener's port (options.prometheus); 0 without one.
+  uint16_t prometheus_port() const;
   // The workers now, in registration order.
   std::vector<protocol::WorkerInfo> workers() const;
   // Requests kept for GET /agentkv/requests, and those dropped to stay within
@@ -174,6 +180,7 @@ class RouterEmulator {
   // timeouts, so a hung worker fails its health check in seconds, not in half an hour).
   std::unique_ptr<net::HttpClient> forward_client_;
   std::unique_ptr<net::HttpServer> server_;
+  std::unique_ptr<net::HttpServer> prometheus_server_;
   std::atomic<bool> stopping_{false};
   RouterMetrics metrics_;
 

@@ -93,6 +93,17 @@ std::optional<int64_t> TokenIdCount(const boost::json::value& value) {
   return total;
 }
 
+// The longest prompt of a completions `prompt` of token ids: the list itself, or the longest
+// list of a batch. Precondition: TokenIdCount(prompt) has a value.
+int64_t LongestTokenPrompt(const boost::json::array& prompt) {
+  int64_t longest = 0;
+  for (const boost::json::value& item : prompt) {
+    if (!item.is_array()) return static_cast<int64_t>(prompt.size());
+    longest = std::max(longest, static_cast<int64_t>(item.as_array().size()));
+  }
+  return longest;
+}
+
 // The pause the last chat message shows (ClientRequest::pause).
 PauseKind PauseOfMessages(const boost::json::object& object) {
   const boost::json::value* messages = protocol::FindNonNull(object, "messages");
@@ -150,6 +161,9 @@ StatusOr<ClientRequest> ParseOpenAiRequest(GatewayRoute route, std::string body)
   if (const boost::json::value* prompt = protocol::FindNonNull(object, prompt_key)) {
     if (route == GatewayRoute::kCompletions && prompt->is_array()) {
       request.prompt_token_ids = TokenIdCount(*prompt);
+      if (request.prompt_token_ids.has_value()) {
+        request.longest_prompt_token_ids = LongestTokenPrompt(prompt->as_array());
+      }
     }
     if (!request.prompt_token_ids.has_value()) request.prompt_text_bytes = StringBytes(*prompt);
   }
@@ -187,6 +201,7 @@ StatusOr<ClientRequest> ParseClientRequest(GatewayRoute route, std::string body)
   request.has_session_params = parsed.has_session_params;
   if (parsed.input_id_count.has_value()) {
     request.prompt_token_ids = parsed.input_id_count;
+    request.longest_prompt_token_ids = parsed.input_id_count;
   } else {
     request.prompt_text_bytes = static_cast<int64_t>(parsed.text.value_or(std::string()).size());
   }
@@ -341,6 +356,7 @@ control::UncachedReservation EstimateUncachedReservation(
 
 std::optional<int64_t> ExactPromptTokens(const ClientRequest& request,
                                          std::optional<int64_t> header_prompt_tokens) {
+  if (request.longest_prompt_token_ids.has_value()) return request.longest_prompt_token_ids;
   if (request.prompt_token_ids.has_value()) return request.prompt_token_ids;
   return header_prompt_tokens;
 }

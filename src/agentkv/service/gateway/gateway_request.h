@@ -94,6 +94,9 @@ struct ClientRequest {
   // completions `prompt` of integers), else the bytes of its text (`text`, `prompt`, the
   // strings under `messages`).
   std::optional<int64_t> prompt_token_ids;
+  // Of those, the longest single prompt's (a batch completion's `prompt` is several prompts,
+  // each held to the context length on its own). Set with prompt_token_ids.
+  std::optional<int64_t> longest_prompt_token_ids;
   int64_t prompt_text_bytes = 0;
   // sampling_params.max_new_tokens (/generate, SGLang default 128 when absent), or
   // max_completion_tokens / max_tokens (OpenAI routes; absent = nullopt). In [0, kMaxTokens].
@@ -199,10 +202,10 @@ control::UncachedReservation EstimateUncachedReservation(
     std::optional<int64_t> expected_decode_cap, int64_t default_max_new_tokens,
     int64_t held_prompt_tokens, int64_t shared_prefix_tokens);
 
-// The prompt's token count when the gateway knows it exactly: its token ids, else the
-// X-Prompt-Tokens value; nullopt for a text prompt without that header (the gateway has no
-// tokenizer, and a byte estimate must never refuse a request). The gateway checks it with
-// CheckContextLength (context_limits.h), SGLang's own rule and messages.
+// The prompt's token count when the gateway knows it exactly: its token ids (a batch's longest
+// prompt), else the X-Prompt-Tokens value; nullopt for a text prompt without that header (the
+// gateway has no tokenizer, and a byte estimate must never refuse a request). The gateway checks it
+// with CheckContextLength (context_limits.h), SGLang's own rule and messages.
 std::optional<int64_t> ExactPromptTokens(const ClientRequest& request,
                                          std::optional<int64_t> header_prompt_tokens);
 

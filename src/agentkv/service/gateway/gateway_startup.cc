@@ -213,6 +213,11 @@ void Gateway::Core::Routes(net::Router& router) {
       HandlePassThrough(std::move(q), std::move(w));
     });
   }
+  // GET /v1/models/{model} (the SDK's models.retrieve) passes through as the model list does.
+  router.AddPrefix(http::verb::get, "/v1/models/",
+                   [this](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
+                     HandlePassThrough(std::move(q), std::move(w));
+                   });
   // POST /v1/sessions/{id}/close has a variable path segment: the fallback matches it.
   router.SetFallback([this](net::Request q, std::shared_ptr<net::ResponseWriter> w) {
     HandleClose(std::move(q), std::move(w));

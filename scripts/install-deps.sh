@@ -7,7 +7,9 @@
 # its tests; pip, setuptools, wheel and venv are what `pip install --no-build-isolation .`
 # needs offline (README.md). python3-torch: the SGLang adapter's default index type (torch
 # tensors, as SGLang passes them) is tested with it (tests/python/test_sglang_torch.py; docs/
-# PYTHON.md); without it those tests skip.
+# PYTHON.md); without it those tests skip. python3-aiohttp: the asyncio admission client
+# (agentkv.admission.AsyncAdmissionClient) is built on it; the blocking client needs only the
+# standard library.
 # Idempotent: packages already present are left alone, so re-running is cheap and safe.
 # Boost comes from the versioned 1.81 packages; nothing here pulls in Debian's default
 # libboost-dev (1.74), which conflicts with them.
@@ -26,6 +28,8 @@ packages=(
   # The Python package: the extension, its tests, and the offline pip install into a venv.
   pybind11-dev python3-dev python3-pytest python3-pip python3-setuptools python3-wheel
   python3-venv python3-torch
+  # The asyncio admission client's HTTP (python/agentkv/_admission_async.py).
+  python3-aiohttp
 )
 
 missing=()

@@ -4,26 +4,33 @@ Private to agentkv.admission, which re-exports :class:`AsyncAdmissionClient` and
 :class:`AsyncLease` (import them from there). It speaks the same wire format
 (_admission_wire.py) as the blocking client in admission.py.
 
-Native asyncio streams rather than run_in_executor over the blocking client: an acquire may
-wait in the FIFO for the coordinator's whole maximum wait (30 s by default), and a rollout has
-thousands of them in flight, so an executor would need a thread per waiting request. On
-streams a waiting acquire costs one socket; cancelling the task closes that socket at once. The
-HTTP/1.1 subset the coordinator needs (Content-Length or chunked answers, keep-alive) is small.
+On aiohttp (Debian's python3-aiohttp) rather than run_in_executor over the blocking client: an
+acquire may wait in the FIFO for the coordinator's whole maximum wait (30 s by default), and a
+rollout has thousands of them in flight, so an executor would need a thread per waiting
+request. Each client has one aiohttp session whose one connector pools its connections: no
+limit on those in use (a waiting acquire holds one socket and nothing else), at most
+_MAX_IDLE_CONNECTIONS idle keep-alive ones kept, each for at most _MAX_IDLE_S. Cancelling a task
+that awaits a request closes its socket at once (aiohttp never pools a connection whose answer
+was not read to the end), which also tells the coordinator to drop the waiting ticket.
+
+aiohttp is needed only by this client: without it ``import agentkv.admission`` and the blocking
+client still work, and making an :class:`AsyncAdmissionClient` raises ImportError naming the
+package.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ssl
-import time
-from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Tuple
+import types
+from typing import Any, AsyncIterator, Dict, Mapping, Optional, Tuple
 
 from ._admission_wire import (
     _CANCEL_TIMEOUT_S,
     _DEFAULT_MAX_WAIT_S,
     _DEFAULT_TIMEOUT_S,
-    _MAX_HEADER_LINES,
     _MAX_IDLE_CONNECTIONS,
     _MAX_IDLE_S,
     ACQUIRE_PATH,
@@ -50,35 +57,83 @@ from ._admission_wire import (
     _raise_for_status,
 )
 
-
-class _AsyncConnection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.idle_since = time.monotonic()
-
-    def close(self) -> None:
-        self.writer.close()
+try:
+    import aiohttp
+except ImportError as e:  # Only the asyncio client needs it; see AsyncAdmissionClient.
+    aiohttp = None
+    _aiohttp_import_error: Optional[ImportError] = e
+else:
+    _aiohttp_import_error = None
 
 
-class _StaleConnection(Exception):
-    """A reused connection was closed by the server before it answered."""
+def _require_aiohttp() -> None:
+    if aiohttp is None:
+        raise ImportError(
+            "agentkv.admission.AsyncAdmissionClient needs aiohttp (Debian: apt-get install "
+            "python3-aiohttp; pip: pip install aiohttp); the blocking AdmissionClient needs "
+            f"only the standard library ({_aiohttp_import_error})") from _aiohttp_import_error
+
+
+if aiohttp is not None:
+    class _BoundedIdleConnector(aiohttp.TCPConnector):
+        """A TCPConnector that keeps at most _MAX_IDLE_CONNECTIONS idle connections per host.
+
+        aiohttp bounds the connections in use (``limit``, 0 here: each waiting acquire holds
+        one) but not the idle ones, so a burst of thousands of acquires would otherwise leave
+        thousands of idle sockets open for the keep-alive timeout. A connection returned to a
+        full pool is closed instead, as the blocking client does. aiohttp has no option for
+        this, so it overrides the private ``_release`` and reads ``_conns`` (the same in
+        aiohttp 3.8, Debian bookworm's, through 3.11); test_admission_async.py checks the bound.
+        """
+
+        def _release(self, key: Any, protocol: Any, *, should_close: bool = False) -> None:
+            idle = self._conns.get(key, ())
+            super()._release(key, protocol,
+                             should_close=should_close or len(idle) >= _MAX_IDLE_CONNECTIONS)
+
+
+async def _mark_reused(session: Any, trace: types.SimpleNamespace, params: Any) -> None:
+    trace.trace_request_ctx["reused"] = True
+
+
+def _stale(error: BaseException) -> bool:
+    """True when a pooled connection was closed under the request (the coordinator closes
+    connections idle for 60 s): the request did not reach it and may go on a new one."""
+    if isinstance(error, aiohttp.ServerDisconnectedError):
+        return True
+    return (isinstance(error, aiohttp.ClientOSError)
+            and not isinstance(error, aiohttp.ClientConnectorError)
+            and error.errno in (errno.EPIPE, errno.ECONNRESET))
 
 
 class _AsyncTransport:
-    """HTTP/1.1 on ``asyncio`` streams with a pool of idle keep-alive connections.
+    """HTTP/1.1 on one ``aiohttp.ClientSession``, made on the first request.
 
-    Not thread-safe: use it from the event loop that created its connections.
+    Not thread-safe: use it from the event loop of its first request.
     """
 
     def __init__(self, endpoint: _Endpoint) -> None:
         self._endpoint = endpoint
-        self._idle: List[_AsyncConnection] = []
+        self._base_url = ("https" if endpoint.https else "http") + "://" + endpoint.host_header
+        # The request head of the blocking client: Host with the port, the endpoint's headers,
+        # and no User-Agent or Accept-Encoding of aiohttp's.
+        self._headers = {"Host": endpoint.host_header, **dict(endpoint.headers)}
         self._ssl: Optional[ssl.SSLContext] = (ssl.create_default_context()
                                                if endpoint.https else None)
-        head = [f"Host: {endpoint.host_header}"]
-        head += [f"{k}: {v}" for k, v in endpoint.headers]
-        self._head = "\r\n".join(head)
+        self._session: Optional["aiohttp.ClientSession"] = None
+
+    def _open_session(self) -> "aiohttp.ClientSession":
+        if self._session is None or self._session.closed:
+            reuse = aiohttp.TraceConfig()
+            reuse.on_connection_reuseconn.append(_mark_reused)
+            connector = _BoundedIdleConnector(limit=0, keepalive_timeout=_MAX_IDLE_S,
+                                              ssl=self._ssl)
+            # No aiohttp timeout: request() bounds each call as a whole, connect included.
+            self._session = aiohttp.ClientSession(
+                connector=connector, headers=self._headers,
+                skip_auto_headers=("User-Agent", "Accept-Encoding"), auto_decompress=False,
+                timeout=aiohttp.ClientTimeout(total=None), trace_configs=[reuse])
+        return self._session
 
     async def request(self, method: str, path: str, body: Optional[bytes],
                       timeout: float) -> Tuple[int, bytes]:
@@ -94,107 +149,36 @@ class _AsyncTransport:
                 f"{method} {path}: no answer within {timeout:g} s") from e
 
     async def _request(self, method: str, path: str, body: Optional[bytes]) -> Tuple[int, bytes]:
+        session = self._open_session()
         for attempt in range(2):
-            conn, reused = await self._checkout(method, path)
+            trace = {"reused": False}
             try:
-                status, data, keep_alive = await self._roundtrip(conn, method, path, body)
-            except _StaleConnection as e:
-                conn.close()
-                if reused and attempt == 0:
+                response = await session.request(method, self._base_url + path, data=body,
+                                                 allow_redirects=False,
+                                                 trace_request_ctx=trace)
+                try:
+                    data = await response.read()
+                except BaseException:
+                    # Cancelled (a timeout or the caller's task) or broken mid-body: aiohttp
+                    # closes a connection cancelled before the headers; this closes one
+                    # cancelled after them. Closing tells the coordinator to cancel a waiting
+                    # ticket.
+                    response.close()
+                    raise
+                return response.status, data
+            except aiohttp.ClientConnectorError as e:
+                raise CoordinatorConnectionError(f"{method} {path}: {e!r}", False) from e
+            except (aiohttp.ClientError, OSError, ValueError) as e:
+                if trace["reused"] and attempt == 0 and _stale(e):
                     continue
-                raise CoordinatorConnectionError(f"{method} {path}: {e}") from None
-            except (OSError, asyncio.IncompleteReadError, ValueError) as e:
-                conn.close()
                 raise CoordinatorConnectionError(f"{method} {path}: {e!r}") from e
-            except BaseException:
-                # Cancelled (a timeout or the caller's task): the connection is mid-request.
-                # Closing it also tells the coordinator to cancel a waiting ticket.
-                conn.close()
-                raise
-            if keep_alive and len(self._idle) < _MAX_IDLE_CONNECTIONS:
-                conn.idle_since = time.monotonic()
-                self._idle.append(conn)
-            else:
-                conn.close()
-            return status, data
         raise AssertionError("unreachable")
 
-    async def _checkout(self, method: str, path: str) -> Tuple[_AsyncConnection, bool]:
-        now = time.monotonic()
-        while self._idle:
-            conn = self._idle.pop()
-            if now - conn.idle_since < _MAX_IDLE_S and not conn.reader.at_eof():
-                return conn, True
-            conn.close()
-        try:
-            reader, writer = await asyncio.open_connection(
-                self._endpoint.host, self._endpoint.port, ssl=self._ssl)
-        except OSError as e:
-            raise CoordinatorConnectionError(f"{method} {path}: {e!r}", False) from e
-        return _AsyncConnection(reader, writer), False
-
-    async def _roundtrip(self, conn: _AsyncConnection, method: str, path: str,
-                         body: Optional[bytes]) -> Tuple[int, bytes, bool]:
-        payload = body or b""
-        head = (f"{method} {path} HTTP/1.1\r\n{self._head}\r\n"
-                f"Content-Length: {len(payload)}\r\n\r\n")
-        try:
-            conn.writer.write(head.encode("latin-1") + payload)
-            await conn.writer.drain()
-            status_line = await conn.reader.readline()
-        except (BrokenPipeError, ConnectionResetError) as e:
-            raise _StaleConnection(repr(e)) from None
-        if not status_line:
-            raise _StaleConnection("connection closed before the answer")
-        version, status, _ = _parse_status_line(status_line)
-        headers: Dict[str, str] = {}
-        for _ in range(_MAX_HEADER_LINES):
-            line = await conn.reader.readline()
-            if line in (b"\r\n", b"\n"):
-                break
-            if not line:
-                raise ValueError("connection closed in the headers")
-            name, sep, value = line.decode("latin-1").partition(":")
-            if not sep:
-                raise ValueError(f"malformed header line {line!r}")
-            headers[name.strip().lower()] = value.strip()
-        else:
-            raise ValueError("too many header lines")
-        connection = headers.get("connection", "").lower()
-        keep_alive = connection != "close" and (version == "HTTP/1.1" or connection == "keep-alive")
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            data = await _read_chunked(conn.reader)
-        elif "content-length" in headers:
-            data = await conn.reader.readexactly(int(headers["content-length"]))
-        else:
-            data = await conn.reader.read()
-            keep_alive = False
-        return status, data, keep_alive
-
-    def close(self) -> None:
-        idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
-
-
-def _parse_status_line(line: bytes) -> Tuple[str, int, str]:
-    parts = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-        raise ValueError(f"malformed status line {line!r}")
-    return parts[0], int(parts[1]), parts[2] if len(parts) > 2 else ""
-
-
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    chunks: List[bytes] = []
-    while True:
-        size_line = await reader.readline()
-        size = int(size_line.split(b";", 1)[0].strip(), 16)
-        if size == 0:
-            while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                pass  # Trailers are not used by the coordinator.
-            return b"".join(chunks)
-        chunks.append(await reader.readexactly(size))
-        await reader.readexactly(2)
+    async def close(self) -> None:
+        """Closes the session and every connection; the next request opens a new session."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
 
 
 class AsyncLease(_LeaseState):
@@ -225,13 +209,18 @@ class AsyncAdmissionClient(_ClientSettings):
     """The asyncio counterpart of :class:`AdmissionClient`, with the same arguments and
     methods as coroutines (``lease`` is an async context manager).
 
-    Use it from one event loop. Cancelling a task that awaits :meth:`acquire` cancels the
-    ticket on the coordinator before the ``CancelledError`` propagates. ``async with`` the
-    client, or ``await client.aclose()``, closes the idle connections.
+    Use it from one event loop. Cancelling a task that awaits :meth:`acquire` closes its
+    connection and cancels the ticket on the coordinator before the ``CancelledError``
+    propagates. ``async with`` the client, or ``await client.aclose()``, closes its aiohttp
+    session and connections once its calls are done (aiohttp warns about a session left open).
+
+    Raises:
+        ImportError: aiohttp is not installed (Debian: python3-aiohttp).
     """
 
     def __init__(self, url: str, token: Optional[str] = None, timeout: float = _DEFAULT_TIMEOUT_S,
                  *, max_wait_s: float = _DEFAULT_MAX_WAIT_S, fail_open: bool = False) -> None:
+        _require_aiohttp()
         super().__init__(url, token, timeout, max_wait_s, fail_open)
         self._transport = _AsyncTransport(self._endpoint)
 
@@ -242,8 +231,8 @@ class AsyncAdmissionClient(_ClientSettings):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Closes the idle pooled connections."""
-        self._transport.close()
+        """Closes the session and its connections; a later call opens a new session."""
+        await self._transport.close()
 
     @property
     def failures(self) -> Dict[str, int]:

@@ -47,7 +47,6 @@ _CANCEL_TIMEOUT_S = 2.0
 # closes connections idle for 60 s, and reusing one it is about to close only costs a retry.
 _MAX_IDLE_S = 30.0
 _MAX_IDLE_CONNECTIONS = 16
-_MAX_HEADER_LINES = 100
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,12 +3,13 @@
 The coordinator keeps one global FIFO and one token ledger for a whole fleet of engines
 (seed 000's program-aware admission). Before each backend attempt of an inference request a
 client *acquires* a lease of tokens; it *releases* the lease when the attempt ends, on every
-exit path. This module speaks that HTTP API with the Python standard library only:
+exit path. This module speaks that HTTP API:
 
-* :class:`AdmissionClient` is a blocking, thread-safe client (``http.client``, one pooled
-  keep-alive connection per concurrent call).
-* :class:`AsyncAdmissionClient` has the same methods as coroutines, over a small HTTP/1.1
-  client on ``asyncio`` streams with keep-alive connections.
+* :class:`AdmissionClient` is a blocking, thread-safe client on the standard library only
+  (``http.client``, one pooled keep-alive connection per concurrent call).
+* :class:`AsyncAdmissionClient` has the same methods as coroutines, on one ``aiohttp``
+  session with pooled keep-alive connections (Debian: python3-aiohttp). aiohttp is needed only
+  when this client is made: the module and the blocking client import without it.
 
 How a waiting request is granted: ``POST /admission/acquire`` is a long poll. The coordinator
 never answers "wait"; it holds the request while the ticket waits in the FIFO and answers once

@@ -9,6 +9,11 @@ the agentkv binary they deploy and describe.
         agentic_kv/ series of src/agentkv/control (per-step series appear on /metrics only
         once they count something), under their Prometheus names. With --promtool, every
         dashboard expression must also parse as PromQL.
+    deploy_check.py admission-panels --agentkv BIN [--series REGEX] DASHBOARD
+        Every program-admission series has a panel: each metric family on the /metrics of a
+        running coordinator (polling an emulated engine) whose name matches REGEX (default
+        ^agentic_kv_: the admission ledger, its outcomes and the working set) is named by
+        some `expr` of DASHBOARD (a summary or histogram by one of its sample series).
     deploy_check.py commands --agentkv BIN --config-dir DIR FILE...
         Every agentkv command line of FILE (deploy/compose.yaml `command:` arrays of the
         agentkv image, systemd `ExecStart=` lines) names a command that exists and only flags
@@ -63,8 +68,8 @@ import tempfile
 from command_lines import check_command, compose_commands, placeholder_names_command, \
     systemd_commands
 from markdown_quotes import markdown_commands, markdown_files
-from metrics import check_promql, dashboard_exprs, expr_metric_names, exported_names, \
-    rules_exprs
+from metrics import check_promql, coordinator_families, dashboard_exprs, expr_metric_names, \
+    exported_names, family_sample_names, rules_exprs
 from servers import Server, http
 
 
@@ -93,6 +98,22 @@ def metric_names(args):
             problems += check_promql(args.promtool, exprs, args.workdir)
         print("{}: {} expressions, {} metric references".format(
             path, len(exprs), sum(len(expr_metric_names(e)) for e in exprs)))
+    return problems
+
+
+def admission_panels(args):
+    pattern = re.compile(args.series)
+    families = {name: kind for name, kind in coordinator_families(args.agentkv).items()
+                if pattern.search(name)}
+    if not families:
+        return ["no series on the coordinator's /metrics matches {}".format(args.series)]
+    shown = {name for expr in dashboard_exprs(args.dashboard)
+             for name in expr_metric_names(expr)}
+    problems = ["{}: no panel shows {} ({} on the coordinator's /metrics)".format(
+        args.dashboard, name, kind) for name, kind in sorted(families.items())
+        if not family_sample_names(name, kind) & shown]
+    print("{}: {} of the coordinator's {} series matching {} have a panel".format(
+        args.dashboard, len(families) - len(problems), len(families), args.series))
     return problems
 
 
@@ -185,6 +206,11 @@ def main():
     names.add_argument("--promtool")
     names.add_argument("--workdir", default=".")
     names.add_argument("files", nargs="+")
+    panels = sub.add_parser("admission-panels")
+    panels.add_argument("--agentkv", required=True)
+    panels.add_argument("--series", default="^agentic_kv_",
+                        help="the coordinator's families that need a panel (a regex)")
+    panels.add_argument("dashboard")
     lines = sub.add_parser("commands")
     lines.add_argument("--agentkv", required=True)
     lines.add_argument("--config-dir", required=True)
@@ -197,8 +223,8 @@ def main():
     units.add_argument("--systemd-analyze", required=True)
     units.add_argument("files", nargs="+")
     args = parser.parse_args()
-    check = {"metric-names": metric_names, "commands": commands, "healthcheck": healthcheck,
-             "systemd-verify": systemd_verify}
+    check = {"metric-names": metric_names, "admission-panels": admission_panels,
+             "commands": commands, "healthcheck": healthcheck, "systemd-verify": systemd_verify}
     try:
         problems = check[args.check](args)
     except RuntimeError as error:

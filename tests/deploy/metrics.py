@@ -31,6 +31,42 @@ def exposition_names(text):
     return names
 
 
+def exposition_families(text):
+    """{family: type} of the # TYPE lines of a Prometheus text exposition."""
+    families = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if line.startswith("# TYPE ") and len(parts) >= 4:
+            families[parts[2]] = parts[3]
+    return families
+
+
+def family_sample_names(name, kind):
+    """The names an expression may select to show a family: its own, or for a summary or a
+    histogram one of its sample series."""
+    suffixes = {"summary": ("_sum", "_count"), "histogram": ("_bucket", "_sum", "_count")}
+    return {name} | {name + s for s in suffixes.get(kind, ())}
+
+
+def coordinator_families(agentkv):
+    """{family: type} on the /metrics of a coordinator polling an emulated engine: every
+    series the coordinator exports from start (its counters are present at 0)."""
+    servers = []
+    try:
+        engine = Server([agentkv, "emulate", "engine", "--port", "0", "--unpaced"])
+        servers.append(engine)
+        coordinator = Server([agentkv, "coordinator", "--port", "0", "--engine-urls",
+                              engine.url])
+        servers.append(coordinator)
+        status, text = http(coordinator.url + "/metrics")
+        if status != 200:
+            raise RuntimeError("{}/metrics answered {}".format(coordinator.url, status))
+    finally:
+        for server in reversed(servers):
+            server.stop()
+    return exposition_families(text)
+
+
 def control_series_names(source_dir):
     """The agentic_kv/ series named in src/agentkv/control, under control::PrometheusName
     (every character outside [a-zA-Z0-9_:] becomes '_')."""

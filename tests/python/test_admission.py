@@ -27,6 +27,7 @@ from typing import Dict, Iterator, List
 
 import pytest
 
+from admission_fakes import CountingProxy
 from agentkv_servers import BIN, REPO, Server, wait_until
 
 PYTHONPATH = pathlib.Path(os.environ.get("AGENTKV_PYTHONPATH", REPO / "python"))
@@ -401,24 +402,14 @@ def test_async_lease_releases_on_exception_and_maps_errors(
 def test_async_client_reuses_one_keep_alive_connection(
         coordinator_url: str, client: "adm.AdmissionClient") -> None:
     async def scenario() -> None:
-        opened = 0
-        real_open = asyncio.open_connection
-
-        async def counting_open(*args: object, **kwargs: object) -> object:
-            nonlocal opened
-            opened += 1
-            return await real_open(*args, **kwargs)  # type: ignore[arg-type]
-
-        asyncio.open_connection = counting_open  # type: ignore[assignment]
-        try:
-            async with adm.AsyncAdmissionClient(coordinator_url, token=TOKEN, timeout=5) as ac:
+        # Counted at a proxy in front of the coordinator, whatever HTTP library the client uses.
+        async with CountingProxy(coordinator_url) as proxy:
+            async with adm.AsyncAdmissionClient(proxy.url, token=TOKEN, timeout=5) as ac:
                 for i in range(5):
                     async with ac.lease(ticket(f"keepalive{i}"), 100):
                         pass
                 assert (await ac.snapshot())[RESERVED_KEY] == 0
-        finally:
-            asyncio.open_connection = real_open  # type: ignore[assignment]
-        assert opened == 1
+            assert proxy.accepted == 1
 
     run(scenario())
 

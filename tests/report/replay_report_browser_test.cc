@@ -1,8 +1,12 @@
 // The HTML report in a browser: headless Chromium lays out the page of a small replay with the
-// default fourteen arms and a script added to a copy of the page measures it: nothing may be
-// wider than the window (no page scroll, no scrolling table box), every table cell and chart
-// must lie inside the window and every chart label inside its chart, at 1280 px (a laptop)
-// and at 1400 px. A third run takes a screenshot of the first 1280 x 900 px.
+// default sixteen arms and a script added to a copy of the page measures it, at 1280 px (a
+// laptop) and at 1400 px: nothing may be wider than the window (no page scroll, no scrolling
+// table box), every table cell and chart must lie inside the window and every chart label
+// inside its chart; the verdict must be on the first screen (its top within 900 px) and before
+// the table; every mark of an arm (data-arm) must have that arm's one colour in every chart,
+// and no two arms one colour; and no two text labels of one chart may overlap. Another test
+// breaks a copy of the page in each of those ways and expects the script to say so. A last run
+// takes a screenshot of the first 1280 x 900 px.
 //
 // The test needs the `agentkv` binary (AGENTKV_BINARY) and Chromium (`chromium` on PATH, or
 // AGENTKV_CHROMIUM); without Chromium it fails, naming the package. Chromium runs with a private
@@ -40,7 +44,10 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 // Appended to a copy of the page: writes what it measured into <pre id="layout-check">, which
-// --dump-dom prints. The first line is "viewport W columns C charts S problems N".
+// --dump-dom prints. The first line is "viewport W columns C charts S problems N", then one
+// line per problem. Colours are compared as painted (computed style): a line's stroke, any
+// other mark's fill.
+// Long: one script, so that every check reads the same laid-out page in one browser run.
 constexpr const char* kLayoutCheck = R"(<script>(function () {
   const root = document.documentElement;
   const vw = root.clientWidth;
@@ -64,6 +71,58 @@ constexpr const char* kLayoutCheck = R"(<script>(function () {
     if (r.left < s.left - 0.5 || r.right > s.right + 0.5 || r.top < s.top - 0.5 ||
         r.bottom > s.bottom + 0.5) {
       problems.push(name(t) + ' outside its chart');
+    }
+  }
+  // The verdict: on the first screen (its top within 900 px of the page's top), before the table.
+  const verdict = document.getElementById('verdict');
+  const table = document.querySelector('table.arms');
+  if (!verdict || verdict.textContent.trim() === '') {
+    problems.push('no verdict');
+  } else {
+    const top = verdict.getBoundingClientRect().top + window.scrollY;
+    if (top > 900) problems.push('verdict starts at y ' + top.toFixed(0));
+    if (table && !(verdict.compareDocumentPosition(table) & Node.DOCUMENT_POSITION_FOLLOWING)) {
+      problems.push('verdict after the table');
+    }
+  }
+  // One colour per arm: every mark tagged data-arm paints its arm's colour, in every chart,
+  // and no two arms share one.
+  const colours = new Map();
+  for (const e of document.querySelectorAll('svg [data-arm]')) {
+    const style = getComputedStyle(e);
+    const line = e.tagName === "line" || e.tagName === "polyline";
+    const colour = line ? style.stroke : style.fill;
+    if (!colours.has(e.dataset.arm)) colours.set(e.dataset.arm, new Set());
+    colours.get(e.dataset.arm).add(colour);
+  }
+  const arms = document.querySelectorAll('table.arms thead th').length - 1;
+  if (colours.size !== arms) problems.push(colours.size + ' arms coloured of ' + arms);
+  const owner = new Map();
+  for (const [arm, set] of colours) {
+    if (set.size !== 1) problems.push('arm ' + arm + ' in ' + set.size + ' colours');
+    for (const c of set) {
+      if (owner.has(c) && owner.get(c) !== arm) {
+        problems.push('arms ' + owner.get(c) + ' and ' + arm + ' share ' + c);
+      }
+      owner.set(c, arm);
+    }
+  }
+  // No two labels of one chart overlap.
+  for (const svg of document.querySelectorAll('svg')) {
+    const boxes = [];
+    for (const t of svg.querySelectorAll('text')) {
+      const r = t.getBoundingClientRect();
+      if (r.width > 0 && r.height > 0) boxes.push([t, r]);
+    }
+    for (let i = 0; i < boxes.length; ++i) {
+      for (let j = i + 1; j < boxes.length; ++j) {
+        const a = boxes[i][1], b = boxes[j][1];
+        if (Math.min(a.right, b.right) - Math.max(a.left, b.left) > 0.5 &&
+            Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 0.5) {
+          problems.push('labels overlap in "' + svg.getAttribute('aria-label') + '": ' +
+                        name(boxes[i][0]) + ' and ' + name(boxes[j][0]));
+        }
+      }
     }
   }
   const out = document.createElement('pre');
@@ -194,8 +253,9 @@ class ReplayReportBrowserTest : public ::testing::Test {
   mutable int runs_ = 0;
 };
 
-// The default replay's page: 16 arm columns (and the metric column), 5 charts and 16 KV panels.
-constexpr const char* kFullPage = "columns 17 charts 21 problems 0\n";
+// The default replay's page: 16 arm columns (and the metric column); 4 charts, 15 session-time
+// panels (every arm but the baseline) and 16 KV panels.
+constexpr const char* kFullPage = "columns 17 charts 35 problems 0\n";
 
 TEST_F(ReplayReportBrowserTest, NothingOverflowsAt1280Px) {
   const std::string layout = LayoutAt(small_report_, 1280);
@@ -211,10 +271,46 @@ TEST_F(ReplayReportBrowserTest, ChecksWouldSeeATableTooWideForTheWindow) {
   // At 1000 px the sixteen columns do not fit: the table scrolls in its box (the page itself
   // does not), and the check says so. Guards the check itself against passing vacuously.
   const std::string layout = LayoutAt(small_report_, 1000);
-  EXPECT_THAT(layout, HasSubstr("viewport 1000 columns 17 charts 21 problems "));
+  EXPECT_THAT(layout, HasSubstr("viewport 1000 columns 17 charts 35 problems "));
   EXPECT_THAT(layout, Not(HasSubstr("problems 0\n")));
   EXPECT_THAT(layout, HasSubstr("\ntable is "));
   EXPECT_THAT(layout, Not(HasSubstr("page is")));
+}
+
+// `text` with the first `from` replaced by `to` (the test fails when there is none).
+std::string ReplaceFirst(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST_F(ReplayReportBrowserTest, ChecksWouldSeeALateVerdictAColourClashAndOverlappingLabels) {
+  // The page broken three ways: the verdict moved below the table (and a screen of text), one
+  // mark of arm 1 painted in arm 0's colour, a label drawn twice at one place. Guards the
+  // checks against passing vacuously.
+  std::string page = ReadFile(small_report_);
+  const size_t begin = page.find("<section class=\"verdict\"");
+  const size_t end = page.find("</section>", begin);
+  ASSERT_NE(begin, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  const std::string verdict = page.substr(begin, end + 10 - begin);
+  page.erase(begin, verdict.size());
+  page = ReplaceFirst(page, "<h2 id=\"charts\">",
+                      "<div style=\"height: 1000px\"></div>" + verdict + "<h2 id=\"charts\">");
+  page = ReplaceFirst(page, "data-arm=\"1\" fill=\"#f28e2b\"", "data-arm=\"1\" fill=\"#4e79a7\"");
+  page = ReplaceFirst(page, "</svg>",
+                      "<text x=\"40\" y=\"40\" font-size=\"12\">twice</text>"
+                      "<text x=\"44\" y=\"42\" font-size=\"12\">twice</text></svg>");
+  const fs::path broken = dir_ / "broken.html";
+  std::ofstream(broken) << page;
+  const std::string layout = LayoutAt(broken, 1280);
+  EXPECT_THAT(layout, HasSubstr("\nverdict starts at y "));
+  EXPECT_THAT(layout, HasSubstr("\nverdict after the table"));
+  EXPECT_THAT(layout, HasSubstr("\narm 1 in 2 colours"));
+  EXPECT_THAT(layout, HasSubstr("\narms 0 and 1 share rgb(78, 121, 167)"));
+  EXPECT_THAT(layout, ::testing::ContainsRegex("\nlabels overlap in \"[^\"]+\": text \"twice\" and "
+                                               "text \"twice\""));
 }
 
 TEST_F(ReplayReportBrowserTest, ScreenshotOfTheFirstScreen) {

@@ -333,6 +333,45 @@ TEST(FormatReplayTableTest, HasEveryArmAndSignedDeltas) {
   for (const std::string& line : Lines(table)) EXPECT_LE(line.size(), 160u) << line;
 }
 
+TEST(FormatReplayTableTest, VerdictAndLegendComeFirstWrappedToTheTableWidth) {
+  ReplayResult result = FourArms();
+  std::string description;
+  for (int i = 0; i < 40; ++i) description += "feature" + std::to_string(i) + " ";
+  result.arms[1].description = description;
+  const std::string text = FormatReplayTable(result);
+  const size_t table = text.find("\nmetric ");
+  ASSERT_NE(table, std::string::npos);
+  const size_t verdict = text.find("\nverdict (each arm against baseline");
+  ASSERT_NE(verdict, std::string::npos);
+  EXPECT_LT(verdict, text.find("\narms:\n"));
+  EXPECT_LT(text.find("\narms:\n"), table);
+  // +host-tier: -10 % server time, -25 % uncached tokens (30,000 of 40,000).
+  EXPECT_THAT(text, HasSubstr("\n  turn on          +host-tier (server time -10%, uncached "));
+  size_t table_width = 0;
+  for (const std::string& line : Lines(text.substr(table + 1))) {
+    table_width = std::max(table_width, line.size());
+  }
+  const std::vector<std::string> head = Lines(text.substr(0, table));
+  for (const std::string& line : head) EXPECT_LE(line.size(), table_width) << line;
+  // The description is all there, its continuation lines under its first word.
+  std::string legend;
+  for (const std::string& line : head) {
+    if (line.starts_with("  +host-tier  ") || line.starts_with("                ")) legend += line;
+  }
+  EXPECT_THAT(legend, HasSubstr("feature0"));
+  EXPECT_THAT(legend, HasSubstr("feature39"));
+}
+
+TEST(FormatReplayTableTest, SharesPastTheBoundSaySo) {
+  ReplayResult result = FourArms();
+  result.arms[1].ideal_share.server_time_mean = 8.84;
+  EXPECT_THAT(RowOf(FormatReplayTable(result), "server time mean"), HasSubstr("exceeds the bound"));
+  EXPECT_THAT(RowOf(FormatReplayTable(result), "server time mean"), Not(HasSubstr("884")));
+  const std::string html = ReplayResultHtml(result);
+  EXPECT_THAT(html, HasSubstr("title=\"884% of the gap\">exceeds<span class=\"d\">the bound"));
+  EXPECT_THAT(html, Not(HasSubstr(">884.0%")));
+}
+
 TEST(FormatReplayTableTest, EightWideArmsFitIn160Columns) {
   ReplayResult result = FourArms();
   result.arms.clear();
@@ -550,9 +589,11 @@ TEST(ReplayResultJsonTest, NonFiniteDoublesBecomeNull) {
 
 // ---- HTML --------------------------------------------------------------------------------------
 
-// TTFT and queueing bars, the session-time chart, one KV usage panel per arm, hit ratio and
-// recompute bars.
-size_t ChartsFor(size_t arms) { return 5 + arms; }
+// TTFT and queueing bars, one session-time panel per arm but the baseline (when there are
+// sessions), one KV usage panel per arm, hit ratio and recompute bars.
+size_t ChartsFor(size_t arms, bool sessions = true) {
+  return 4 + arms + (sessions && arms > 1 ? arms - 1 : 0);
+}
 
 TEST(ReplayResultHtmlTest, IsWellFormedXmlWithItsCharts) {
   const std::string html = ReplayResultHtml(FourArms());
@@ -563,7 +604,7 @@ TEST(ReplayResultHtmlTest, IsWellFormedXmlWithItsCharts) {
   EXPECT_EQ(Count(html, "aria-label=\"KV usage over time: "), 4u);
   EXPECT_THAT(html, HasSubstr("aria-label=\"TTFT per arm: p50, p95, p99\""));
   EXPECT_THAT(html, HasSubstr("aria-label=\"Queueing delay per arm: p50, p95, p99\""));
-  EXPECT_THAT(html, HasSubstr("aria-label=\"Session time against the baseline, by quantile\""));
+  EXPECT_EQ(Count(html, "aria-label=\"Session time against the baseline, by quantile: "), 3u);
   EXPECT_THAT(html, ::testing::StartsWith("<!DOCTYPE html>"));
   EXPECT_THAT(html, Not(HasSubstr("<script")));
   // Self-contained: nothing is loaded from elsewhere.
@@ -610,6 +651,20 @@ TEST(ReplayResultJsonTest, AMeasuredArmCarriesItsClientBlockAndRamp) {
                    .contains("measured"));
 }
 
+TEST(ReplayResultHtmlTest, OpensWithTheVerdictAndEndsWithTheGlossary) {
+  const std::string html = ReplayResultHtml(FourArms());
+  const size_t verdict = html.find("<section class=\"verdict\" id=\"verdict\">");
+  ASSERT_NE(verdict, std::string::npos);
+  EXPECT_LT(verdict, html.find("<table class=\"arms\">"));
+  EXPECT_THAT(html, HasSubstr("<dt>turn on</dt><dd>+host-tier (server time -10%"));
+  const size_t glossary = html.find("<h2 id=\"glossary\">");
+  ASSERT_NE(glossary, std::string::npos);
+  EXPECT_THAT(html.substr(glossary), HasSubstr("<dt>drops</dt><dd>Blocks removed"));
+  // Each row's definition is its label's tooltip; each arm's colour tops its column.
+  EXPECT_THAT(html, HasSubstr("<th scope=\"row\" title=\"Blocks moved host -&gt; device"));
+  EXPECT_THAT(html, HasSubstr("style=\"border-top: 4px solid #f28e2b\""));
+}
+
 TEST(ReplayResultHtmlTest, AMeasuredRunSaysSoAndShowsTheClientAndTheRamp) {
   const std::string html = ReplayResultHtml(Measured());
   ExpectWellFormedXml(html);
@@ -641,18 +696,19 @@ TEST(ReplayResultHtmlTest, EscapesTextFromTheResult) {
   EXPECT_THAT(html, HasSubstr("<td title=\"30,000 (+50.0%)\">30.0k<span class=\"d bad\">"
                               "(+50%)</span></td>"));
   EXPECT_THAT(html, HasSubstr("<td>5,000<span class=\"d flat\">(=)</span></td>"));
-  // Column headers wrap between the parts of an arm name, and describe the arm on hover.
-  EXPECT_THAT(html, HasSubstr("<th scope=\"col\" title=\"arm +host-tier &amp; co\">+host-<wbr/>"
-                              "tier</th>"));
+  // Column headers wrap between the parts of an arm name, are topped by the arm's colour and
+  // describe the arm on hover.
+  EXPECT_THAT(html, HasSubstr("<th scope=\"col\" style=\"border-top: 4px solid #f28e2b\" "
+                              "title=\"arm +host-tier &amp; co\">+host-<wbr/>tier</th>"));
 }
 
 TEST(ReplayResultHtmlTest, ShowsServerTimeAndTheSharesOfTheIdeal) {
   const std::string html = ReplayResultHtml(FourArms());
-  EXPECT_THAT(html, HasSubstr("<tr><th scope=\"row\">server time mean (s)</th><td>10.00</td>"
+  EXPECT_THAT(html, HasSubstr("server time mean (s)</th><td>10.00</td>"
                               "<td title=\"9.000 (-10.0%)\">9.000<span class=\"d good\">"
                               "(-10%)</span></td>"));
   EXPECT_THAT(html, HasSubstr("share of ideal (baseline = 0%, infinite-cache = 100%)</th></tr>"));
-  EXPECT_THAT(html, HasSubstr("<tr><th scope=\"row\">server time mean</th><td>0.0%</td>"
+  EXPECT_THAT(html, HasSubstr("Reference: infinite-cache.\">server time mean</th><td>0.0%</td>"
                               "<td>25.0%</td>"));
 }
 

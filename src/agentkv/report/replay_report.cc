@@ -19,6 +19,9 @@
 #include <utility>
 #include <vector>
 
+#include "agentkv/report/internal/text_wrap.h"
+#include "agentkv/report/replay_verdict.h"
+
 namespace agentkv::report {
 
 using sim::ArmResult;
@@ -399,7 +402,7 @@ std::vector<ReplayTableRow> IdealShareRows(const ReplayResult& result,
     ReplayTableRow row{section, share.label, "", MetricSense::kHigherIsBetter, {}};
     for (const ArmResult& arm : result.arms) {
       const std::optional<double>& value = (arm.*shares).*share.member;
-      row.cells.push_back({value ? Fixed(100 * *value, 1) + "%" : std::string("-"),
+      row.cells.push_back({value ? ShareOfBoundText(*value) : std::string("-"),
                            value.value_or(std::numeric_limits<double>::quiet_NaN()), std::nullopt,
                            ""});
     }
@@ -466,7 +469,7 @@ ReplayTableRow ShareOfIdealHitRatioRow(const Metric& m, const std::vector<double
   ReplayTableRow row = MakeRow(
       m.section, "share of ideal hit ratio", "", MetricSense::kHigherIsBetter, shares, baseline,
       [reference](double share) {
-        return reference > 0 ? Fixed(100 * share, 1) + "%" : std::string("-");
+        return reference > 0 ? ShareOfBoundText(share) : std::string("-");
       },
       style);
   for (ReplayTableCell& cell : row.cells) {
@@ -538,17 +541,23 @@ std::vector<std::string> TableLines(const ReplayResult& result,
   size_t label_width = std::string("metric").size();
   std::vector<size_t> value_width(arms, 0);
   std::vector<size_t> delta_width(arms, 0);
+  // The widest value of a cell without a delta: such a cell may span the delta's room too
+  // (a share that reads "exceeds the bound" does not widen the column's numbers).
+  std::vector<size_t> bare_width(arms, 0);
   for (const ReplayTableRow& row : rows) {
     label_width = std::max(label_width, row.label.size() + 2);
     for (size_t i = 0; i < arms; ++i) {
-      value_width[i] = std::max(value_width[i], row.cells[i].value.size());
-      delta_width[i] = std::max(delta_width[i], row.cells[i].delta.size());
+      const ReplayTableCell& cell = row.cells[i];
+      size_t& width = cell.delta.empty() ? bare_width[i] : value_width[i];
+      width = std::max(width, cell.value.size());
+      delta_width[i] = std::max(delta_width[i], cell.delta.size());
     }
   }
   std::vector<size_t> column_width(arms, 0);
   for (size_t i = 0; i < arms; ++i) {
+    if (delta_width[i] == 0) value_width[i] = std::max(value_width[i], bare_width[i]);
     const size_t content = value_width[i] + (delta_width[i] > 0 ? delta_width[i] + 1 : 0);
-    column_width[i] = std::max(content, headers[i].size());
+    column_width[i] = std::max({content, headers[i].size(), bare_width[i]});
     // A header wider than the content widens the value part, keeping deltas left-aligned.
     value_width[i] = column_width[i] - (content - value_width[i]);
   }
@@ -566,7 +575,11 @@ std::vector<std::string> TableLines(const ReplayResult& result,
     for (size_t i = 0; i < arms; ++i) {
       const ReplayTableCell& cell = row.cells[i];
       std::string text = PadLeft(cell.value, value_width[i]);
-      if (delta_width[i] > 0) text += " " + PadRight(cell.delta, delta_width[i]);
+      if (cell.value.size() > value_width[i]) {
+        text = PadLeft(cell.value, column_width[i]);
+      } else if (delta_width[i] > 0) {
+        text += " " + PadRight(cell.delta, delta_width[i]);
+      }
       line += separator + text;
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
@@ -583,6 +596,9 @@ size_t Widest(const std::vector<std::string>& lines) {
 
 // Arm names are cut to no fewer characters than this; a table that still does not fit is split.
 constexpr size_t kMinHeader = 10;
+// The legend's and the verdict's text wrap to the table's width, but never to fewer columns of
+// text than this beside their names (a two-arm table is narrow).
+constexpr size_t kMinDescription = 40;
 
 // The arms split into panels of whole columns that each fit kMaxLineWidth (a column wider than
 // that alone is a panel of its own), in arm order; every panel but the first starts with the
@@ -633,15 +649,45 @@ std::vector<std::string> HeaderLines(const ReplayResult& result) {
             ", device+host): " + Fixed(TokenHitRatio(result.arms[*ideal]), 4);
   }
   lines.push_back(refs);
-  lines.push_back("arms:");
+  return lines;
+}
+
+// `title`, then one entry per (name, text) pair: the name padded to the longest, the text
+// wrapped to `width` columns under itself (with at least kMinDescription columns of room).
+std::vector<std::string> LabelledLines(
+    const std::string& title, const std::vector<std::pair<std::string, std::string>>& items,
+    size_t width) {
+  std::vector<std::string> lines = {title};
   size_t name_width = 0;
-  for (const ArmResult& arm : result.arms) name_width = std::max(name_width, arm.arm.size());
-  for (const ArmResult& arm : result.arms) {
-    std::string line = "  " + PadRight(arm.arm, name_width) + "  " + arm.description;
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    lines.push_back(line);
+  for (const auto& [name, text] : items) name_width = std::max(name_width, name.size());
+  const std::string indent(name_width + 4, ' ');
+  width = std::max(width, indent.size() + kMinDescription);
+  for (const auto& [name, text] : items) {
+    for (std::string& line :
+         internal::WrapText(text, width, "  " + PadRight(name, name_width) + "  ", indent)) {
+      lines.push_back(std::move(line));
+    }
   }
   return lines;
+}
+
+// The arm legend: each arm's name and description.
+std::vector<std::string> LegendLines(const ReplayResult& result, size_t width) {
+  std::vector<std::pair<std::string, std::string>> items;
+  for (const ArmResult& arm : result.arms) items.emplace_back(arm.arm, arm.description);
+  return LabelledLines("arms:", items, width);
+}
+
+// The verdict (replay_verdict.h), one statement per label; nothing without arms.
+std::vector<std::string> VerdictTextLines(const ReplayResult& result, size_t width) {
+  std::vector<std::pair<std::string, std::string>> items;
+  for (VerdictLine& line : VerdictLines(result, DecideVerdict(result))) {
+    items.emplace_back(std::move(line.label), std::move(line.text));
+  }
+  if (items.empty()) return {};
+  return LabelledLines("verdict (each arm against " + result.arms[*BaselineArmIndex(result)].arm +
+                           ", on mean server time and uncached tokens):",
+                       items, width);
 }
 
 }  // namespace
@@ -693,7 +739,7 @@ std::vector<ReplayTableRow> ReplayTableRows(const ReplayResult& result, NumberSt
 }
 
 std::string FormatReplayTable(const ReplayResult& result) {
-  std::vector<std::string> lines = HeaderLines(result);
+  std::vector<std::string> lines;
   if (result.arms.empty()) {
     lines.push_back("(no arms)");
   } else {
@@ -723,8 +769,13 @@ std::string FormatReplayTable(const ReplayResult& result) {
       }
     }
   }
+  // The setup, the verdict and the arm legend go above the table, wrapped to its width.
+  const size_t width = Widest(lines);
   std::string out;
-  for (const std::string& line : lines) out += line + "\n";
+  for (const std::vector<std::string>& part :
+       {HeaderLines(result), VerdictTextLines(result, width), LegendLines(result, width), lines}) {
+    for (const std::string& line : part) out += line + "\n";
+  }
   return out;
 }
 

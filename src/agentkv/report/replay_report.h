@@ -65,7 +65,8 @@ struct ReplayTableRow {
 // The metrics of the arm table, in display order: prefix-cache hit ratios (and the fraction of
 // the infinite-cache ideal reached), recompute tokens, throughput, latency percentiles (session
 // time, then server time per session), each arm's share of the baseline -> infinite-cache gap
-// (ArmResult::ideal_share, as a percentage, "-" and a NaN number where unset; the section is
+// (ArmResult::ideal_share, as a percentage, "exceeds the bound" above 100 % (ShareOfBoundText),
+// "-" and a NaN number where unset; the section is
 // there only when the run has arms named "baseline" and "infinite-cache"), then the same of
 // the baseline -> oracle gap (ArmResult::oracle_share; only with arms named "baseline" and
 // "oracle"), engine
@@ -76,10 +77,12 @@ struct ReplayTableRow {
 // in every arm. Empty when there are no arms.
 std::vector<ReplayTableRow> ReplayTableRows(const sim::ReplayResult& result, NumberStyle style);
 
-// A plain-text report: a header with the setup and the arms, then the arm table with one column
-// per arm (right-aligned, sized to content) and the delta against the baseline in every other
-// column. Switches to NumberStyle::kCompact and truncated arm headers when the full table would
-// be wider than 160 columns. Ends with a newline.
+// A plain-text report: a header with the setup, the verdict (replay_verdict.h) and the arm
+// legend, both word-wrapped to the table's width (with at least 40 columns of text beside their
+// names), then the arm table with one column per arm (right-aligned, sized to content) and the
+// delta against the baseline in every other column; a cell without a delta may span the
+// delta's room ("exceeds the bound"). Switches to NumberStyle::kCompact and truncated arm
+// headers when the full table would be wider than 160 columns. Ends with a newline.
 std::string FormatReplayTable(const sim::ReplayResult& result);
 
 // The result as pretty-printed JSON (2-space indent; arrays of plain values on one line):
@@ -97,13 +100,16 @@ std::string FormatReplayTable(const sim::ReplayResult& result);
 std::string ReplayResultJson(const sim::ReplayResult& result);
 
 // A self-contained HTML5 report that is also well-formed XML (no scripts, no external
-// resources): the setup; the arm table, compact numbers with the delta under each value and the
-// exact value as a tooltip, laid out to fit a 1280 px screen with the default arms; and inline
-// SVG charts: TTFT and queueing-delay percentiles per arm, session time against the baseline by
-// quantile, KV usage over time as one small panel per arm on shared axes, token hit ratio
-// against the ideal and recomputed tokens (internal/replay_charts.h). Text from the result is
-// escaped; degenerate input (no samples, zero makespan, one arm, all zeros) never puts NaN or
-// infinity into coordinates.
+// resources): the verdict first (replay_verdict.h, <section id="verdict">); the setup; the arm
+// table, compact numbers with the delta under each value and the exact value as a tooltip,
+// each row's definition on its label, each arm's colour over its column, laid out to fit a
+// 1280 px screen with the small default run; inline SVG charts, each arm in one colour of its
+// own (internal/replay_charts.h): TTFT and queueing-delay percentiles per arm, session time
+// against the baseline by quantile and KV usage over time as small multiples on shared axes,
+// token hit ratio against the ideal and recomputed tokens; the arms; and the glossary of every
+// row shown (replay_glossary.h). Shares of a bound past 100 % read "exceeds the bound". Text
+// from the result is escaped; degenerate input (no samples, zero makespan, one arm, all zeros)
+// never puts NaN or infinity into coordinates.
 std::string ReplayResultHtml(const sim::ReplayResult& result);
 
 }  // namespace agentkv::report

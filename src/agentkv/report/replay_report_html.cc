@@ -1,10 +1,11 @@
 // The HTML report of a ReplayResult: XHTML-style HTML5 with an inline stylesheet and inline SVG
 // charts, readable offline and parseable as XML.
 //
-// The page is laid out for a laptop screen (1280 px) with the default fourteen arms: the arm
-// table fits without scrolling (compact numbers, the delta under its value, headers that wrap
-// between the parts of an arm name) and scrolls inside its own box, first column pinned, only
-// when a run has more arms than fit; charts sit two to a row where they are narrow enough.
+// The page opens with the verdict and is laid out for a laptop screen (1280 px) with the default
+// arms of a small run: the arm table fits without scrolling (compact numbers, the delta under
+// its value, headers that wrap between the parts of an arm name) and scrolls inside its own
+// box, first column pinned, only when a run has more arms than fit; charts sit two to a row
+// where they are narrow enough. It closes with the glossary of the rows it shows.
 // Per-arm bar charts are horizontal, so an arm's name is written in full left of its bars
 // rather than cut to the width of a bar.
 //
@@ -23,7 +24,9 @@
 #include "agentkv/report/internal/html_page.h"
 #include "agentkv/report/internal/replay_charts.h"
 #include "agentkv/report/internal/svg_chart.h"
+#include "agentkv/report/replay_glossary.h"
 #include "agentkv/report/replay_report.h"
+#include "agentkv/report/replay_verdict.h"
 
 namespace agentkv::report {
 
@@ -99,6 +102,54 @@ std::string WrappableName(const std::string& name) {
   return out;
 }
 
+// A share of a reference gap past 100 % (ShareOfBoundText).
+constexpr char kExceeds[] = "exceeds the bound";
+
+// The verdict (replay_verdict.h) as the page's opening box.
+std::string VerdictSection(const ReplayResult& result) {
+  const std::vector<VerdictLine> lines = VerdictLines(result, DecideVerdict(result));
+  if (lines.empty()) return "";
+  std::string html = "<section class=\"verdict\" id=\"verdict\">\n<h2>Verdict</h2>\n";
+  html += "<p class=\"lead\">Each arm against " +
+          Escape(result.arms[*BaselineArmIndex(result)].arm) +
+          ", on mean server time and uncached tokens (lower is better for both).</p>\n";
+  html += "<dl class=\"verdict\">\n";
+  for (const VerdictLine& line : lines) {
+    html += "<div><dt>" + Escape(line.label) + "</dt><dd>" + Escape(line.text) + "</dd></div>\n";
+  }
+  return html + "</dl>\n</section>\n";
+}
+
+// Every row of the table with its definition (replay_glossary.h), in table order, each label
+// once; then the table's notation.
+std::string GlossarySection(const ReplayResult& result) {
+  std::string html = "<h2 id=\"glossary\">Glossary</h2>\n<dl class=\"glossary\">\n";
+  std::vector<std::string> seen;
+  for (const ReplayTableRow& row : ReplayTableRows(result, NumberStyle::kCompact)) {
+    const std::string definition = RowDefinition(row);
+    const std::string key = definition + row.label;
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+    seen.push_back(key);
+    std::string label = row.label;
+    while (label.starts_with(" ")) label.erase(0, 1);
+    html += "<div><dt>" + Escape(label) + "</dt><dd>" + Escape(definition) + "</dd></div>\n";
+  }
+  static constexpr std::pair<const char*, const char*> kNotation[] = {
+      {"(+3.1%)",
+       "under a value: its change against the baseline, (arm - baseline) / baseline; "
+       "green is better, red worse, grey no direction; (=) no change"},
+      {"exceeds the bound",
+       "a share of a reference gap above 100 %: the arm does better than "
+       "its section's reference arm; the exact share is the cell's "
+       "tooltip"},
+      {"-", "unset: no gap to share (the references are equal) or no value"},
+      {"colours", "one per arm, the same in the table's headers and every chart"}};
+  for (const auto& [term, meaning] : kNotation) {
+    html += "<div><dt>" + Escape(term) + "</dt><dd>" + Escape(meaning) + "</dd></div>\n";
+  }
+  return html + "</dl>\n";
+}
+
 // The arm table: compact numbers with the delta under each value; a cell whose compact text
 // rounds the full one carries the full value and delta as its tooltip.
 std::string ArmTable(const ReplayResult& result) {
@@ -106,9 +157,10 @@ std::string ArmTable(const ReplayResult& result) {
   const std::vector<ReplayTableRow> full = ReplayTableRows(result, NumberStyle::kFull);
   std::string html = "<div class=\"table-box\">\n<table class=\"arms\">\n<thead><tr>";
   html += "<th class=\"metric\" scope=\"col\">metric</th>";
-  for (const ArmResult& arm : result.arms) {
-    html += "<th scope=\"col\" title=\"" + Escape(arm.description) + "\">" +
-            WrappableName(arm.arm) + "</th>";
+  for (size_t i = 0; i < result.arms.size(); ++i) {
+    html += "<th scope=\"col\" style=\"border-top: 4px solid " + std::string(ArmColor(i)) +
+            "\" title=\"" + Escape(result.arms[i].description) + "\">" +
+            WrappableName(result.arms[i].arm) + "</th>";
   }
   html += "</tr></thead>\n<tbody>\n";
   std::string section;
@@ -119,11 +171,18 @@ std::string ArmTable(const ReplayResult& result) {
       html += "<tr class=\"section\"><th colspan=\"" + std::to_string(result.arms.size() + 1) +
               "\" scope=\"rowgroup\">" + Escape(section) + "</th></tr>\n";
     }
-    html += "<tr><th scope=\"row\">" + Escape(row.label) + "</th>";
+    html += "<tr><th scope=\"row\" title=\"" + Escape(RowDefinition(row)) + "\">" +
+            Escape(row.label) + "</th>";
     for (size_t c = 0; c < row.cells.size(); ++c) {
       const ReplayTableCell& cell = row.cells[c];
       const ReplayTableCell& exact = full[r].cells[c];
       html += "<td";
+      if (cell.value == kExceeds) {
+        // Two lines, as narrow as a number: the exact share is the tooltip.
+        html += " class=\"over\" title=\"" + Escape(TickLabel(100 * cell.number) + "% of the gap") +
+                "\">exceeds<span class=\"d\">the bound</span></td>";
+        continue;
+      }
       if (exact.value != cell.value || exact.delta != cell.delta) {
         html += " title=\"" + Escape(exact.value + (exact.delta.empty() ? "" : " ") + exact.delta) +
                 "\"";
@@ -210,6 +269,7 @@ std::string ReplayResultHtml(const ReplayResult& result) {
   const std::string title =
       std::string(measured ? "agentkv load: " : "agentkv replay: ") + result.setup.workload;
   std::string html = internal::PageStart(title);
+  html += VerdictSection(result);
   html += SetupList(result);
   html += "<h2 id=\"results\">Results</h2>\n";
   html += result.arms.empty() ? std::string("<p>No arms.</p>\n") : ArmTable(result);
@@ -224,9 +284,10 @@ std::string ReplayResultHtml(const ReplayResult& result) {
                                            &ArmResult::queueing_delay, "queueing delay (s)"));
   html += "</div>\n";
   html += Figure("Session time against the baseline",
-                 "(each quantile of an arm's session times over the baseline's same quantile, "
-                 "minus 1; 0 % is no change)",
-                 internal::SessionTimeShiftChart(result));
+                 "(one panel per arm: each quantile of its session times, shortest to longest "
+                 "on the x axis, over the baseline's same quantile, minus 1; the line in the "
+                 "baseline's colour at 0 % is no change; one shared scale)",
+                 internal::SessionTimeShiftPanels(result));
   html += Figure("KV usage over time",
                  "(fraction of device KV, summed over engines, fullest sample per time bucket: " +
                      CaptionSwatch("background: #555; opacity: 0.9") + "held by requests " +
@@ -240,6 +301,7 @@ std::string ReplayResultHtml(const ReplayResult& result) {
                  internal::RecomputeChart(result));
   html += "</div>\n";
   html += "<h2 id=\"arms\">Arms</h2>\n" + ArmList(result);
+  if (!result.arms.empty()) html += GlossarySection(result);
   return html + internal::PageEnd();
 }
 

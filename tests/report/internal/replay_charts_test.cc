@@ -1,7 +1,7 @@
 // Tests of the report's charts: the KV usage panels share their axes and break where the fleet
-// was idle, the session-time chart puts an unchanged arm on 0 % and a uniformly faster one on
-// its change, latency bars carry their values and lengths in proportion, and arm names are
-// written in full where they fit.
+// was idle, the session-time panels put an unchanged arm on 0 % and a uniformly faster one on
+// its change, latency bars carry their values and lengths in proportion, arm names are
+// written in full where they fit, and every arm has one colour of its own in every chart.
 #include "agentkv/report/internal/replay_charts.h"
 
 #include <gmock/gmock.h>
@@ -43,7 +43,8 @@ std::vector<std::string> All(const std::string& text, const std::string& pattern
 // The y coordinates of the points of the first polyline stroked in `color`.
 std::set<std::string> PolylineYs(const std::string& svg, const std::string& color) {
   const std::vector<std::string> points =
-      All(svg, "<polyline fill=\"none\" stroke=\"" + color + "\"[^>]* points=\"([^\"]*)\"");
+      All(svg, "<polyline fill=\"none\" (?:data-arm=\"[0-9]+\" )?stroke=\"" + color +
+                   "\"[^>]* points=\"([^\"]*)\"");
   std::set<std::string> ys;
   if (points.empty()) return ys;
   for (const std::string& y : All(points[0], ",([-0-9.]+)")) ys.insert(y);
@@ -85,7 +86,7 @@ TEST(KvUsagePanelsTest, OnePanelPerArmOnSharedAxesWithGapsWhereIdle) {
   EXPECT_THAT(first_panel, HasSubstr("KV usage over time: busy-then-idle"));
 }
 
-TEST(SessionTimeShiftChartTest, UnchangedArmOnZeroAndAUniformSpeedupOnItsChange) {
+TEST(SessionTimeShiftPanelsTest, UnchangedArmOnZeroAndAUniformSpeedupOnItsChange) {
   ReplayResult result;
   result.arms = {Arm("baseline"), Arm("same"), Arm("faster")};
   for (int i = 1; i <= 40; ++i) {
@@ -93,9 +94,16 @@ TEST(SessionTimeShiftChartTest, UnchangedArmOnZeroAndAUniformSpeedupOnItsChange)
     result.arms[1].session_times_s.push_back(60.0 * i);
     result.arms[2].session_times_s.push_back(0.9 * 60.0 * i);
   }
-  const std::string svg = SessionTimeShiftChart(result);
+  const std::string html = SessionTimeShiftPanels(result);
+  // One panel per arm but the baseline, on one shared scale.
+  EXPECT_EQ(Count(html, "<svg "), 2u);
+  const size_t second = html.find("<svg ", html.find("<svg ") + 1);
+  const std::string same = html.substr(0, second);
+  const std::string faster = html.substr(second);
+  EXPECT_THAT(same, HasSubstr(">same</text>"));
+  EXPECT_THAT(faster, HasSubstr(">faster</text>"));
   // The y of a gridline is its label's y less 3.5.
-  auto gridline_y = [&](const std::string& label) {
+  auto gridline_y = [](const std::string& svg, const std::string& label) {
     const std::vector<std::string> ys =
         All(svg, "<text x=\"[0-9.]+\" y=\"([0-9.]+)\" [^>]*text-anchor=\"end\">" + label + "<");
     EXPECT_EQ(ys.size(), 1u) << label;
@@ -103,31 +111,65 @@ TEST(SessionTimeShiftChartTest, UnchangedArmOnZeroAndAUniformSpeedupOnItsChange)
     std::snprintf(buffer, sizeof buffer, "%.1f", std::stod(ys.at(0)) - 3.5);
     return std::string(buffer);
   };
-  EXPECT_EQ(PolylineYs(svg, "#4e79a7"), std::set<std::string>{gridline_y("0%")});
-  EXPECT_EQ(PolylineYs(svg, "#f28e2b"), std::set<std::string>{gridline_y("0%")});
-  EXPECT_EQ(PolylineYs(svg, "#e15759"), std::set<std::string>{gridline_y("-10%")});
-  // The legend names every arm, the faster one lowest.
-  const std::vector<std::string> legend =
-      All(svg, "<text x=\"[0-9.]+\" y=\"[0-9.]+\" font-size=\"10.5\" fill=\"#444444\">([^<]+)<");
-  EXPECT_EQ(legend, (std::vector<std::string>{"baseline", "same", "faster"}));
+  EXPECT_EQ(gridline_y(same, "0%"), gridline_y(faster, "0%")) << "one shared scale";
+  EXPECT_EQ(PolylineYs(same, "#f28e2b"), std::set<std::string>{gridline_y(same, "0%")});
+  EXPECT_EQ(PolylineYs(faster, "#e15759"), std::set<std::string>{gridline_y(faster, "-10%")});
+  // The baseline is each panel's 0 % line, in the baseline's colour.
+  EXPECT_THAT(faster, HasSubstr("data-arm=\"0\" stroke=\"#4e79a7\""));
 }
 
-TEST(SessionTimeShiftChartTest, WithoutSessionsSaysSo) {
+TEST(SessionTimeShiftPanelsTest, WithoutSessionsSaysSo) {
   ReplayResult result;
   result.arms = {Arm("baseline")};
-  EXPECT_THAT(SessionTimeShiftChart(result), HasSubstr(">no completed sessions</text>"));
-  EXPECT_THAT(SessionTimeShiftChart(ReplayResult{}), HasSubstr(">no arms</text>"));
+  EXPECT_THAT(SessionTimeShiftPanels(result), HasSubstr("<p>Only the baseline ran.</p>"));
+  result.arms.push_back(Arm("other"));
+  EXPECT_THAT(SessionTimeShiftPanels(result), HasSubstr("<p>No completed sessions.</p>"));
+  EXPECT_THAT(SessionTimeShiftPanels(ReplayResult{}), HasSubstr("<p>No arms.</p>"));
 }
 
-TEST(PercentileChartTest, EveryBarCarriesItsSecondsAndLengthsAreInProportion) {
+TEST(ArmColorTest, TwentyArmsGetTwentyDistinctColours) {
+  std::set<std::string> colours;
+  for (size_t arm = 0; arm < 20; ++arm) colours.insert(ArmColor(arm));
+  EXPECT_EQ(colours.size(), 20u);
+  EXPECT_STREQ(ArmColor(20), ArmColor(0)) << "the palette repeats past twenty";
+}
+
+TEST(ArmColorTest, EveryChartMarksEachArmInItsOneColour) {
+  ReplayResult result;
+  result.arms = {Arm("baseline"), Arm("b"), Arm("c")};
+  for (ArmResult& arm : result.arms) {
+    arm.token_hit_ratio_device = 0.5;
+    arm.session_times_s = {10, 20, 30};
+    AddUsage(arm, 0, 10, 500);
+  }
+  const std::string charts[] = {PercentileChart(result, "TTFT", &ArmResult::ttft, "TTFT (s)"),
+                                HitRatioChart(result), RecomputeChart(result),
+                                KvUsagePanels(result), SessionTimeShiftPanels(result)};
+  for (const std::string& chart : charts) {
+    for (size_t arm = 0; arm < result.arms.size(); ++arm) {
+      // Every mark of the arm is in its colour, and the chart has one.
+      const std::string tag = "data-arm=\"" + std::to_string(arm) + "\"";
+      const std::vector<std::string> colours =
+          All(chart, tag + " (?:fill|stroke)=\"(#[0-9a-f]{6})\"");
+      if (arm == 0 && chart == charts[4]) {
+        EXPECT_FALSE(colours.empty()) << "the baseline's 0 % line";
+      } else {
+        EXPECT_FALSE(colours.empty()) << chart.substr(0, 200);
+      }
+      for (const std::string& colour : colours) EXPECT_EQ(colour, ArmColor(arm));
+    }
+  }
+}
+
+TEST(PercentileChartTest, EveryArmCarriesItsSecondsAndLengthsAreInProportion) {
   ReplayResult result;
   result.arms = {Arm("baseline"), Arm("+stall-offload+host-tier")};
   result.arms[0].ttft = {100, 2.0, 0.081, 3.0, 17.24, 41.13, 70};
   result.arms[1].ttft = {100, 0.2, 0.068, 0.3, 0.51, 3.05, 36};
   const std::string svg = PercentileChart(result, "TTFT", &ArmResult::ttft, "TTFT (s)");
-  for (const char* value : {">0.081<", ">17.2<", ">41.1<", ">0.068<", ">0.510<", ">3.05<"}) {
-    EXPECT_THAT(svg, HasSubstr(value));
-  }
+  // One label per arm, p50 / p95 / p99 (three labels on bars 8 px apart would overlap).
+  EXPECT_THAT(svg, HasSubstr(">0.081 / 17.2 / 41.1<"));
+  EXPECT_THAT(svg, HasSubstr(">0.068 / 0.510 / 3.05<"));
   const std::vector<std::string> widths =
       All(svg, "<rect x=\"[0-9.]+\" y=\"[0-9.]+\" width=\"([0-9.]+)\"[^>]*><title>baseline: p");
   ASSERT_EQ(widths.size(), 3u);

@@ -14,15 +14,16 @@ dl.setup { display: flex; flex-wrap: wrap; gap: 2px 28px; margin: 0; }
 dl.setup div { display: flex; gap: 0.5em; } dl.setup dt { color: #666; } dl.setup dd { margin: 0; }
 .table-box { overflow-x: auto; max-width: 100%; }
 table.arms { border-collapse: separate; border-spacing: 0; font-size: 12px; line-height: 1.25; }
-table.arms th, table.arms td { padding: 2px 6px; }
+table.arms th, table.arms td { padding: 2px 3px; }
 table.arms thead th { vertical-align: bottom; text-align: right; font-weight: normal;
   border-bottom: 2px solid #999; }
 table.arms thead th.metric { text-align: left; }
-table.arms th[scope=row] { text-align: left; font-weight: normal; min-width: 10em;
+table.arms th[scope=row] { text-align: left; font-weight: normal; min-width: 9em;
   vertical-align: top; }
 table.arms td { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap;
   vertical-align: top; }
 table.arms td .d { display: block; font-size: 10.5px; }
+table.arms td.over { font-size: 10.5px; color: #555; }
 table.arms tbody tr:nth-child(even) td, table.arms tbody tr:nth-child(even) th { background: #f8f8f8; }
 table.arms tr.section th { text-align: left; font-weight: bold; background: #eceff3; }
 table.arms tr > :first-child { position: sticky; left: 0; background: #fff; }
@@ -35,6 +36,15 @@ figcaption span { font-weight: normal; color: #555; }
 .multiples { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 290px), 1fr));
   gap: 8px 14px; }
 svg { display: block; max-width: 100%; height: auto; }
+section.verdict { border-left: 4px solid #1b7f3b; background: #f3f7f4; padding: 0.2em 1em 0.6em;
+  margin: 0 0 1em; }
+section.verdict h2 { margin: 0.4em 0 0.2em; border: none; } p.lead { margin: 0 0 0.4em; color: #555; }
+dl.verdict, dl.glossary { margin: 0; }
+dl.verdict div, dl.glossary div { display: grid; grid-template-columns: 9em 1fr; gap: 0 1em;
+  padding: 1px 0; }
+dl.glossary div { grid-template-columns: 15em 1fr; }
+dl.verdict dt, dl.glossary dt { color: #555; } dl.verdict dd, dl.glossary dd { margin: 0; }
+dl.verdict div:first-child dd { font-weight: bold; }
 )";
 
 }  // namespace

@@ -11,7 +11,8 @@ namespace agentkv::report::internal {
 
 // The page up to and including its <h1>: doctype, head (charset, viewport, `title` escaped,
 // the stylesheet: setup lists `dl.setup`, tables `table.arms`, `.swatch`, `.pair` for two
-// charts side by side, `.multiples`) and the opening <body>.
+// charts side by side, `.multiples`, the verdict box `section.verdict` with `dl.verdict`, and
+// `dl.glossary`) and the opening <body>.
 std::string PageStart(const std::string& title);
 
 // Closes what PageStart opened.

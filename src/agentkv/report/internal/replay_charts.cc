@@ -1,7 +1,8 @@
 // Invariants: every axis range is widened to a non-empty one before a value is mapped through
 // it; every label drawn is fitted (FitText) to the room it has; usage series are bucketed to
 // at most kUsageBuckets points per arm, so the report stays small for long replays. Arm colours
-// come from one fixed palette, in arm order; lines of arms past its length are dashed.
+// come from one fixed palette, in arm order, and every mark drawn in an arm's colour carries
+// data-arm="<index>"; lines of arms past the palette's length are dashed.
 #include "agentkv/report/internal/replay_charts.h"
 
 #include <algorithm>
@@ -30,15 +31,23 @@ constexpr size_t kUsageBuckets = 180;
 // Quantiles sampled per arm in the session-time chart.
 constexpr size_t kQuantiles = 100;
 
-// Tableau 10: distinguishable, and readable on white.
-constexpr std::array<const char*, 10> kPalette = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
-                                                  "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-                                                  "#9c755f", "#bab0ac"};
+// Twenty colours, so that the default sixteen arms (references included) and a few more each
+// get their own: Tableau 10 (distinguishable, readable on white), then ten of other hues or
+// lightness (deep blue, raspberry, light green, indigo, olive, cyan, rust, warm grey, light
+// blue, near black).
+constexpr std::array<const char*, 20> kPalette = {
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
+    "#ff9da7", "#9c755f", "#bab0ac", "#003f5c", "#d45087", "#8cd17d", "#665191",
+    "#b6992d", "#17becf", "#8c2d04", "#79706e", "#a0cbe8", "#333333"};
+
+// The attribute that ties a mark to its arm, so that a check (the browser test) can find every
+// mark of one arm across the charts: data-arm="<index>".
+std::string ArmData(size_t arm) { return "data-arm=\"" + std::to_string(arm) + "\""; }
 
 // Stroke attributes of arm `arm`'s line: its colour, dashed once the palette has wrapped.
 std::string ArmStroke(size_t arm, double width) {
-  std::string stroke =
-      "stroke=\"" + std::string(ArmColor(arm)) + "\" stroke-width=\"" + Coord(width) + "\"";
+  std::string stroke = ArmData(arm) + " stroke=\"" + std::string(ArmColor(arm)) +
+                       "\" stroke-width=\"" + Coord(width) + "\"";
   if (arm >= kPalette.size()) stroke += " stroke-dasharray=\"5,3\"";
   return stroke;
 }
@@ -94,7 +103,7 @@ class ArmRows {
     for (const std::string& value : values) {
       value_room = std::max(value_room, TextWidth(value, kValueFontPx));
     }
-    area_.left = std::min(names + 14, kWidth / 3);
+    area_.left = std::min(names + 24, kWidth / 3);
     area_.right = kWidth - value_room - 10;
     area_.top = kTop;
     area_.bottom = kTop + row_height * static_cast<double>(std::max<size_t>(result.arms.size(), 1));
@@ -112,11 +121,14 @@ class ArmRows {
     return x;
   }
 
-  // Arm names left of their rows, fitted to the margin.
+  // Arm names left of their rows, fitted to the margin, each followed by its arm's swatch.
   void Names(SvgCanvas& canvas, const ReplayResult& result) const {
     for (size_t i = 0; i < result.arms.size(); ++i) {
-      canvas.Text(area_.left - 7, RowTop(i) + row_height_ / 2 + 4,
-                  FitText(result.arms[i].arm, kLabelFontPx, area_.left - 10),
+      const double middle = RowTop(i) + row_height_ / 2;
+      canvas.Raw("<rect x=\"" + Coord(area_.left - 13) + "\" y=\"" + Coord(middle - 4) +
+                 "\" width=\"8\" height=\"8\" " + ArmData(i) + " fill=\"" + ArmColor(i) + "\"/>\n");
+      canvas.Text(area_.left - 17, middle + 4,
+                  FitText(result.arms[i].arm, kLabelFontPx, area_.left - 20),
                   std::string(kLabelStyle) + " text-anchor=\"end\"");
     }
   }
@@ -145,8 +157,10 @@ class ArmRows {
 }  // namespace
 
 // TTFT or queueing delay: p50, p95 and p99 side by side per arm. The bars share one linear
-// axis from 0, so a long p99 tail shows as long as it is; each bar carries its value, so the
-// p50s stay readable where they are too short to see.
+// axis from 0, so a long p99 tail shows as long as it is; each arm's row carries its three
+// values ("p50 / p95 / p99", as the legend) right of its longest bar, so the p50s stay readable
+// where they are too short to see. One label per row rather than per bar: three labels on bars
+// 8 px apart would overlap.
 std::string PercentileChart(const ReplayResult& result, const std::string& title,
                             DurationSummary ArmResult::*field, const std::string& axis_label) {
   struct Percentile {
@@ -162,11 +176,13 @@ std::string PercentileChart(const ReplayResult& result, const std::string& title
   std::vector<std::string> values;
   double max_value = 0;
   for (const ArmResult& arm : result.arms) {
+    std::string label;
     for (const Percentile& p : kPercentiles) {
       const double v = std::max(0.0, FiniteOr0((arm.*field).*p.value));
-      values.push_back(SecondsLabel(v));
+      label += (label.empty() ? "" : " / ") + SecondsLabel(v);
       max_value = std::max(max_value, v);
     }
+    values.push_back(label);
   }
   const ArmRows rows(result, 3 * kBar + 2 + 9, values);
   SvgCanvas canvas(ArmRows::kWidth, rows.height(), title);
@@ -176,6 +192,7 @@ std::string PercentileChart(const ReplayResult& result, const std::string& title
   for (const Percentile& p : kPercentiles) {
     legend_x = LegendEntry(canvas, legend_x, 14, "fill=\"" + std::string(p.color) + "\"", p.name);
   }
+  canvas.Text(legend_x, 14, "(values: p50 / p95 / p99 s)", kTickStyle);
   if (result.arms.empty()) {
     canvas.Text((rows.area().left + rows.area().right) / 2, rows.area().top + 20, "no arms",
                 std::string(kLabelStyle) + " text-anchor=\"middle\"");
@@ -183,14 +200,16 @@ std::string PercentileChart(const ReplayResult& result, const std::string& title
   for (size_t i = 0; i < result.arms.size(); ++i) {
     const ArmResult& arm = result.arms[i];
     double top = rows.RowTop(i) + 4.5;
+    double longest = x.px_lo;
     for (const Percentile& p : kPercentiles) {
       const double v = std::max(0.0, FiniteOr0((arm.*field).*p.value));
       const double end = x.Map(v);
       canvas.Rect(x.px_lo, top, end - x.px_lo, kBar, "fill=\"" + std::string(p.color) + "\"",
                   arm.arm + ": " + p.name + " " + SecondsLabel(v) + " s");
-      ArmRows::Value(canvas, end, top, kBar, SecondsLabel(v));
+      longest = std::max(longest, end);
       top += kBar + 1;
     }
+    ArmRows::Value(canvas, longest, rows.RowTop(i) + 4.5, 3 * kBar + 2, values[i]);
   }
   rows.Names(canvas, result);
   return canvas.Finish();
@@ -219,10 +238,10 @@ std::string HitRatioChart(const ReplayResult& result) {
     const std::string color = ArmColor(i);
     const double top = rows.RowTop(i) + 3;
     const double height = rows.row_height() - 6;
-    canvas.Rect(x.px_lo, top, x.Map(device) - x.px_lo, height, "fill=\"" + color + "\"",
-                arm.arm + ": device " + TickLabel(device));
+    canvas.Rect(x.px_lo, top, x.Map(device) - x.px_lo, height,
+                ArmData(i) + " fill=\"" + color + "\"", arm.arm + ": device " + TickLabel(device));
     canvas.Rect(x.Map(device), top, x.Map(device + host) - x.Map(device), height,
-                "fill=\"" + color + "\" fill-opacity=\"0.4\"",
+                ArmData(i) + " fill=\"" + color + "\" fill-opacity=\"0.4\"",
                 arm.arm + ": host " + TickLabel(host));
     ArmRows::Value(canvas, x.Map(device + host), top, height, TickLabel(device + host));
   }
@@ -309,90 +328,89 @@ std::vector<double> SortedFinite(const std::vector<double>& values) {
   return out;
 }
 
+// Each arm's shift series: (quantile in %, change in %) at kQuantiles quantiles of its session
+// times against the baseline's `base` (ascending); empty without sessions on either side.
+std::vector<std::pair<double, double>> ShiftSeries(const std::vector<double>& base,
+                                                   const ArmResult& arm) {
+  std::vector<std::pair<double, double>> series;
+  const std::vector<double> times = SortedFinite(arm.session_times_s);
+  if (times.empty() || base.empty()) return series;
+  for (size_t j = 0; j < kQuantiles; ++j) {
+    const double q = (static_cast<double>(j) + 0.5) / static_cast<double>(kQuantiles);
+    const double reference = Quantile(base, q);
+    if (!(reference > 0)) continue;
+    const double change = (Quantile(times, q) / reference - 1) * 100;
+    if (std::isfinite(change)) series.emplace_back(q * 100, change);
+  }
+  return series;
+}
+
+// One panel of the session-time small multiples: arm `arm`'s shift line over the baseline's
+// 0 % line (in the baseline's colour), on the shared scale `y_percent`.
+std::string SessionTimeShiftPanel(const ReplayResult& result, size_t arm, size_t baseline,
+                                  const std::vector<std::pair<double, double>>& series,
+                                  const Scale& y_percent) {
+  constexpr double kWidth = 300;
+  constexpr double kHeight = 150;
+  const PlotArea area{.left = 44, .top = 22, .right = kWidth - 12, .bottom = kHeight - 22};
+  const Scale x{.lo = 0, .hi = 100, .px_lo = area.left, .px_hi = area.right};
+  Scale y = y_percent;
+  y.px_lo = area.bottom;
+  y.px_hi = area.top;
+  SvgCanvas canvas(kWidth, kHeight,
+                   "Session time against the baseline, by quantile: " + result.arms[arm].arm);
+  canvas.Raw("<rect x=\"0\" y=\"4\" width=\"10\" height=\"10\" " + ArmData(arm) + " fill=\"" +
+             std::string(ArmColor(arm)) + "\"/>\n");
+  canvas.Text(15, 13, FitText(result.arms[arm].arm, kLabelFontPx, kWidth - 20),
+              "font-size=\"11.5\" font-weight=\"bold\" fill=\"#222222\"");
+  canvas.YGrid(y, area, 3, &PercentLabel);
+  canvas.XTicks(x, area, 2, false, [](double v) { return TickLabel(v) + "%"; });
+  canvas.Frame(area);
+  canvas.Line(area.left, y.Map(0), area.right, y.Map(0), ArmStroke(baseline, 1.2));
+  if (series.empty()) {
+    canvas.Text((area.left + area.right) / 2, (area.top + area.bottom) / 2, "no sessions",
+                std::string(kTickStyle) + " text-anchor=\"middle\"");
+    return canvas.Finish();
+  }
+  std::vector<std::pair<double, double>> points;
+  for (const auto& [q, change] : series) points.emplace_back(x.Map(q), y.Map(change));
+  canvas.Polyline(points, ArmStroke(arm, 1.8));
+  return canvas.Finish();
+}
+
 }  // namespace
 
 // Session times are mostly the workload's recorded client gaps (tool calls, humans coming
-// back), the same in every arm, so the arms' session-time CDFs coincide within a line width
-// even on a log axis. This chart plots instead, at each quantile, the arm's session time
-// against the baseline's at the same quantile, as a relative change (a shift function): the
-// shared gaps cancel, an arm that changes nothing lies on 0 %, and one that shortens the long
-// sessions bends down at the right. Relative rather than absolute, so that the short sessions
-// (minutes) and the long ones (hours) read on one axis.
-std::string SessionTimeShiftChart(const ReplayResult& result) {
-  constexpr double kWidth = 1000;
-  constexpr double kHeight = 330;
+// back), so the arms' session-time CDFs coincide within a line width even on a log axis. Each
+// panel plots instead, at each quantile, the arm's session time against the baseline's at the
+// same quantile, as a relative change (a shift function): the shared gaps cancel, an arm that
+// changes nothing lies on 0 %, and one that shortens the long sessions bends down at the right.
+// One panel per arm, on one shared scale, rather than every arm's line in one chart: fourteen
+// lines on one plot cannot be told apart.
+std::string SessionTimeShiftPanels(const ReplayResult& result) {
   const std::optional<size_t> baseline = BaselineArmIndex(result);
-  std::vector<double> base;
-  if (baseline) base = SortedFinite(result.arms[*baseline].session_times_s);
-  // (quantile in %, change in %) per arm; empty for an arm without sessions.
+  if (!baseline) return "<div class=\"multiples\">\n<p>No arms.</p>\n</div>\n";
+  const std::vector<double> base = SortedFinite(result.arms[*baseline].session_times_s);
   std::vector<std::vector<std::pair<double, double>>> series(result.arms.size());
   double lo = 0, hi = 0;
-  for (size_t i = 0; i < result.arms.size() && !base.empty(); ++i) {
-    const std::vector<double> times = SortedFinite(result.arms[i].session_times_s);
-    if (times.empty()) continue;
-    for (size_t j = 0; j < kQuantiles; ++j) {
-      const double q = (static_cast<double>(j) + 0.5) / static_cast<double>(kQuantiles);
-      const double reference = Quantile(base, q);
-      if (!(reference > 0)) continue;
-      const double change = (Quantile(times, q) / reference - 1) * 100;
-      if (!std::isfinite(change)) continue;
-      series[i].emplace_back(q * 100, change);
+  bool any = false;
+  for (size_t i = 0; i < result.arms.size(); ++i) {
+    if (i == *baseline) continue;
+    series[i] = ShiftSeries(base, result.arms[i]);
+    for (const auto& [q, change] : series[i]) {
       lo = std::min(lo, change);
       hi = std::max(hi, change);
     }
+    any = any || !series[i].empty();
   }
-  double names = 0;
-  for (const ArmResult& arm : result.arms) {
-    names = std::max(names, TextWidth(arm.arm, kTickFontPx));
+  std::string html = "<div class=\"multiples\">\n";
+  if (result.arms.size() == 1) return html + "<p>Only the baseline ran.</p>\n</div>\n";
+  if (!any) return html + "<p>No completed sessions.</p>\n</div>\n";
+  const Scale y = NiceScale(lo, hi);
+  for (size_t i = 0; i < result.arms.size(); ++i) {
+    if (i != *baseline) html += SessionTimeShiftPanel(result, i, *baseline, series[i], y);
   }
-  PlotArea area{
-      .left = 58, .top = 14, .right = kWidth - std::min(names, 220.0) - 40, .bottom = kHeight - 44};
-  Scale x{.lo = 0, .hi = 100, .px_lo = area.left, .px_hi = area.right};
-  Scale y = NiceScale(lo, hi);
-  y.px_lo = area.bottom;
-  y.px_hi = area.top;
-  SvgCanvas canvas(kWidth, kHeight, "Session time against the baseline, by quantile");
-  canvas.YGrid(y, area, 6, &PercentLabel);
-  canvas.XTicks(x, area, 10, true, [](double v) { return TickLabel(v) + "%"; });
-  canvas.Line(area.left, y.Map(0), area.right, y.Map(0), "stroke=\"#888888\" stroke-width=\"1\"");
-  canvas.Frame(area);
-  canvas.Text((area.left + area.right) / 2, area.bottom + 34,
-              "sessions, shortest to longest (quantile)",
-              std::string(kLabelStyle) + " text-anchor=\"middle\"");
-  canvas.Text(0, 0, "change against the baseline",
-              std::string(kLabelStyle) + " text-anchor=\"middle\" transform=\"translate(14," +
-                  Coord((area.top + area.bottom) / 2) + ") rotate(-90)\"");
-  if (std::all_of(series.begin(), series.end(), [](const auto& s) { return s.empty(); })) {
-    canvas.Text((area.left + area.right) / 2, (area.top + area.bottom) / 2,
-                baseline ? "no completed sessions" : "no arms",
-                std::string(kLabelStyle) + " text-anchor=\"middle\"");
-  }
-  // Lines first, then a legend right of the plot: each name at the height of its arm's mean
-  // change (spread so that none overlap), so the legend reads top to bottom from the arm that
-  // lengthens sessions most to the one that shortens them most.
-  std::vector<size_t> labelled;
-  std::vector<double> wanted;
-  for (size_t i = 0; i < series.size(); ++i) {
-    if (series[i].empty()) continue;
-    std::vector<std::pair<double, double>> points;
-    double sum = 0;
-    for (const auto& [q, change] : series[i]) {
-      points.emplace_back(x.Map(q), y.Map(change));
-      sum += change;
-    }
-    canvas.Polyline(points, ArmStroke(i, i == baseline ? 2.5 : 1.6));
-    labelled.push_back(i);
-    wanted.push_back(y.Map(sum / static_cast<double>(series[i].size())) + 3.5);
-  }
-  const std::vector<double> placed = SpreadLabels(wanted, 12, area.top + 8, kHeight - 4);
-  for (size_t k = 0; k < labelled.size(); ++k) {
-    const size_t i = labelled[k];
-    canvas.Line(area.right + 10, placed[k] - 3.5, area.right + 24, placed[k] - 3.5,
-                ArmStroke(i, 2));
-    canvas.Text(area.right + 28, placed[k],
-                FitText(result.arms[i].arm, kTickFontPx, kWidth - area.right - 30), kTickStyle);
-  }
-  return canvas.Finish();
+  return html + "</div>\n";
 }
 
 namespace {
@@ -442,7 +460,7 @@ std::string KvUsagePanel(const ArmResult& arm, size_t index, const Scale& x_minu
   y.px_lo = area.bottom;
   y.px_hi = area.top;
   SvgCanvas canvas(kWidth, kHeight, "KV usage over time: " + arm.arm);
-  canvas.Raw("<rect x=\"0\" y=\"4\" width=\"10\" height=\"10\" fill=\"" +
+  canvas.Raw("<rect x=\"0\" y=\"4\" width=\"10\" height=\"10\" " + ArmData(index) + " fill=\"" +
              std::string(ArmColor(index)) + "\"/>\n");
   canvas.Text(15, 13, FitText(arm.arm, kLabelFontPx, kWidth - 20),
               "font-size=\"11.5\" font-weight=\"bold\" fill=\"#222222\"");
@@ -478,8 +496,8 @@ std::string KvUsagePanel(const ArmResult& arm, size_t index, const Scale& x_minu
       points.emplace_back(px(end), y.Map(value(end - 1)));
       points.emplace_back(px(end), y.Map(0));
       points.emplace_back(px(begin), y.Map(0));
-      canvas.Polygon(points, "fill=\"" + std::string(ArmColor(index)) + "\" fill-opacity=\"" +
-                                 (occupied ? "0.25" : "0.9") + "\"");
+      canvas.Polygon(points, ArmData(index) + " fill=\"" + std::string(ArmColor(index)) +
+                                 "\" fill-opacity=\"" + (occupied ? "0.25" : "0.9") + "\"");
     }
     begin = end;
   }

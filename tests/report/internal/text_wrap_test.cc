@@ -1,0 +1,30 @@
+// Tests of word wrapping: lines stay within the width under their prefixes, words are kept
+// whole, and a word wider than the room stands alone.
+#include "agentkv/report/internal/text_wrap.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace agentkv::report::internal {
+namespace {
+
+using ::testing::ElementsAre;
+
+TEST(WrapTextTest, BreaksAtSpacesWithinTheWidthUnderItsPrefixes) {
+  EXPECT_THAT(WrapText("one two three four five", 12, "- ", "  "),
+              ElementsAre("- one two", "  three four", "  five"));
+  for (const std::string& line : WrapText("a bb ccc dddd eeeee ffffff", 9, "", "")) {
+    EXPECT_LE(line.size(), 9u) << line;
+  }
+}
+
+TEST(WrapTextTest, KeepsALongWordWholeAndCollapsesSpaces) {
+  EXPECT_THAT(WrapText("a  verylongword  b", 6, "", ""), ElementsAre("a", "verylongword", "b"));
+  EXPECT_THAT(WrapText("", 10, "name  ", "      "), ElementsAre("name"));
+}
+
+}  // namespace
+}  // namespace agentkv::report::internal

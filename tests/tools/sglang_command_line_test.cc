@@ -81,6 +81,14 @@ Started Start(const std::string& mode, const std::string& sglang_flags) {
   return started;
 }
 
+// The status of GET `path` with `headers`.
+int StatusOf(const std::string& base, const std::string& path, net::HeaderList headers = {}) {
+  net::HttpClient client(net::HttpClientOptions{});
+  StatusOr<net::ClientResponse> r = client.Request(http::verb::get, base, path, headers, "");
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? r->status : 0;
+}
+
 json::value Get(const std::string& base, const std::string& path) {
   net::HttpClient client(net::HttpClientOptions{});
   StatusOr<net::ClientResponse> r = client.Request(http::verb::get, base, path, {}, "");
@@ -193,6 +201,21 @@ TEST(SglangCommandLineTest, TheDocsRouterCommandLinesStartTheRouterTheyDescribe)
   EXPECT_EQ(Get(fleet.url, "/list_workers").at("urls").as_array().size(), 4u);
 }
 
+// SGLang's --api-key: every route but the health and metrics ones needs the bearer key.
+TEST(SglangCommandLineTest, AnApiKeyGuardsEveryRouteButHealthAndMetrics) {
+  const Started engine = Start("engine", "--model-path org/m --api-key s3cr3t");
+  ASSERT_FALSE(engine.url.empty());
+  for (const std::string& line : engine.lines)
+    EXPECT_THAT(line, ::testing::Not(HasSubstr("s3cr3t")));
+  EXPECT_EQ(StatusOf(engine.url, "/v1/models"), 401);
+  EXPECT_EQ(StatusOf(engine.url, "/v1/models", {{"Authorization", "Bearer wrong"}}), 401);
+  EXPECT_EQ(StatusOf(engine.url, "/v1/models", {{"Authorization", "Bearer s3cr3t"}}), 200);
+  EXPECT_EQ(StatusOf(engine.url, "/health"), 200);
+  EXPECT_EQ(StatusOf(engine.url, "/metrics"), 200);
+  const int info = StatusOf(engine.url, "/server_info", {{"Authorization", "Bearer s3cr3t"}});
+  EXPECT_EQ(info, 200);
+}
+
 TEST(SglangCommandLineTest, AFlagTheEmulatorCannotModelIsRefusedNamingItAndWhy) {
   struct Case {
     std::string mode;
@@ -206,7 +229,7 @@ TEST(SglangCommandLineTest, AFlagTheEmulatorCannotModelIsRefusedNamingItAndWhy) 
             "LoRA adapters are not modelled"},
            {"engine", "--model-path org/m --pp-size 2", "--pp-size 2: pipeline parallelism"},
            {"engine", "--model-path org/m --dp-size 2", "emulate fleet --dp-size 2"},
-           {"engine", "--model-path org/m --api-key secret", "checks no API key"},
+           {"engine", "--model-path org/m --admin-api-key s3cr3t", "--admin-api-key ***:"},
            {"engine", "--model-path org/m --frobnicate 3", "--frobnicate"},
            {"engine", "--model-path llama-3-8b", "or a model path with a '/'"},
            {"router", "--worker-urls http://127.0.0.1:9 --pd-disaggregation",
@@ -222,6 +245,7 @@ TEST(SglangCommandLineTest, AFlagTheEmulatorCannotModelIsRefusedNamingItAndWhy) 
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << c.flags << "\n" << out;
     EXPECT_THAT(out, HasSubstr("agentkv emulate " + c.mode + ": error: ")) << c.flags;
     EXPECT_THAT(out, HasSubstr(c.error)) << c.flags;
+    EXPECT_THAT(out, ::testing::Not(HasSubstr("s3cr3t"))) << "a credential was echoed";
   }
   // The value that keeps SGLang's default is accepted (and ignored).
   const Started engine =

@@ -174,6 +174,9 @@ void AddEngineFlags(CLI::App& app, service::EngineEmulatorOptions& o, EngineFlag
       ->capture_default_str();
   app.add_option("--served-model-name", o.served_model_name,
                  "model_name label and model_path; default: --model");
+  app.add_option("--api-key", o.api_key,
+                 "SGLang's: requests but /health and /metrics need `Authorization: Bearer KEY` "
+                 "(else 401)");
 }
 
 }  // namespace

@@ -116,8 +116,7 @@ constexpr ForeignFlag kLaunchServerFlags[] = {
     {"--ssl-ca-certs", FlagArity::kOne, "the emulator serves plain HTTP", ""},
     {"--ssl-keyfile-password", FlagArity::kOne, "the emulator serves plain HTTP", ""},
     {"--enable-ssl-refresh", FlagArity::kNone, "the emulator serves plain HTTP", ""},
-    {"--api-key", FlagArity::kOne, "the emulator checks no API key", ""},
-    {"--admin-api-key", FlagArity::kOne, "the emulator checks no API key", ""},
+    {"--admin-api-key", FlagArity::kOne, "the emulator checks one key, --api-key", ""},
     {"--weight-version", FlagArity::kOne, "", ""},
     {"--chat-template", FlagArity::kOne, "", ""},
     {"--hf-chat-template-name", FlagArity::kOne, "", ""},
@@ -626,10 +625,23 @@ void ForeignFlags::Add(CLI::App& app, std::span<const ForeignFlag> flags, std::s
   }
 }
 
+namespace {
+
+// A flag whose value may be a credential (an API key, a password, a URL with one in it): its
+// value is never echoed.
+bool IsSecret(std::string_view name) {
+  for (const std::string_view part : {"key", "password", "secret", "db-url", "redis-url"}) {
+    if (name.find(part) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void ForeignFlags::Seen(const ForeignFlag& flag, const std::string& name,
                         const std::vector<std::string>& values) {
   std::string given = name;
-  for (const std::string& value : values) given += " " + value;
+  for (const std::string& value : values) given += IsSecret(name) ? " ***" : " " + value;
   const bool accepted =
       flag.refusal.empty() ||
       (!flag.accepted_value.empty() && values.size() == 1 && values.front() == flag.accepted_value);

@@ -61,10 +61,12 @@ class ForeignFlags {
   // option of that name wins).
   void Add(CLI::App& app, std::span<const ForeignFlag> flags, std::string_view prefix = "--");
 
-  // The ignored flags given, in order, each as on the command line ("--trust-remote-code",
-  // "--attention-backend flashinfer").
+  // The ignored flags given, each as on the command line ("--trust-remote-code",
+  // "--attention-backend flashinfer"), but a credential's value (a flag named *key*,
+  // *password*, *secret*, a database or Redis URL) shown as "***".
   const std::vector<std::string>& ignored() const { return ignored_; }
-  // OK, or InvalidArgument naming the first refused flag given, its value and why.
+  // OK, or InvalidArgument naming the first refused flag given, its value (a credential's as
+  // "***") and why.
   [[nodiscard]] Status Check() const;
 
  private:

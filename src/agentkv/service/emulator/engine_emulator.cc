@@ -94,6 +94,27 @@ std::vector<int64_t> PseudoTokenize(std::string_view text) {
   return tokens;
 }
 
+namespace {
+
+// SGLang's API key middleware: OPTIONS, /health* and /metrics* pass; every other request needs
+// `Authorization: Bearer <key>`.
+net::Handler RequireApiKey(const std::string& key, net::Handler next) {
+  return [expected = "Bearer " + key, next = std::move(next)](
+             net::Request request, std::shared_ptr<net::ResponseWriter> writer) {
+    const std::string_view target(request.target().data(), request.target().size());
+    const auto given = request[http::field::authorization];
+    const bool open = request.method() == http::verb::options || target.starts_with("/health") ||
+                      target.starts_with("/metrics");
+    if (open || std::string_view(given.data(), given.size()) == expected) {
+      return next(std::move(request), std::move(writer));
+    }
+    writer->Reply(
+        net::MakeResponse(request, http::status::unauthorized, R"({"error":"Unauthorized"})"));
+  };
+}
+
+}  // namespace
+
 Status EngineEmulatorOptions::Validate() const {
   AGENTKV_RETURN_IF_ERROR(runtime.Validate());
   AGENTKV_RETURN_IF_ERROR(http.Validate());
@@ -130,8 +151,9 @@ StatusOr<std::unique_ptr<EngineEmulator>> EngineEmulator::Start(
              [e](net::Request r, std::shared_ptr<net::ResponseWriter> w) {
                e->HandleRecordedRequests(std::move(r), std::move(w));
              });
-  AGENTKV_ASSIGN_OR_RETURN(emulator->server_,
-                           net::HttpServer::Start(options.http, router.AsHandler()));
+  net::Handler handler = router.AsHandler();
+  if (!options.api_key.empty()) handler = RequireApiKey(options.api_key, std::move(handler));
+  AGENTKV_ASSIGN_OR_RETURN(emulator->server_, net::HttpServer::Start(options.http, handler));
   return emulator;
 }
 

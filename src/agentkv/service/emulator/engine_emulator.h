@@ -72,6 +72,11 @@ struct EngineEmulatorOptions {
   int32_t metrics_tp_ranks = 0;
   // The model_name label and /model_info's model_path. Default: the runtime's model preset.
   std::string served_model_name;
+  // SGLang --api-key: when set, every request but OPTIONS, /health* and /metrics* must carry
+  // `Authorization: Bearer <api_key>`, else it is answered 401 {"error": "Unauthorized"}, as
+  // SGLang's API key middleware answers. Never written anywhere (not in /server_info). Default:
+  // empty, no check.
+  std::string api_key;
   // /server_info's version. Default: "agentkv-emulator".
   std::string version = std::string(protocol::kEmulatorVersion);
   // Control requests kept for GET /agentkv/requests (the newest ones). Default: 4096.

@@ -1,10 +1,10 @@
-// The OpenAI calls an agent framework makes beyond a plain completion, as the SDK sends them,
-// against an emulated engine directly and against the gateway in front of an emulated router and
-// engine: models.retrieve (GET /v1/models/{model}), batch completions (a `prompt` of several
-// strings or token lists, one choice each, whole and streamed), a tool-calling loop (`tools` and
-// `tool_choice` answered with `tool_calls`, whole and streamed, then the tool's result answered
-// with text), ids no two engines or runs repeat, and SGLang's context-length message on every
-// generation route.
+// Client compatibility, an agent's calls: the OpenAI calls an agent framework makes beyond a
+// plain completion, as the SDK sends them, against an emulated engine directly and against the
+// gateway in front of an emulated router and engine: models.retrieve (GET /v1/models/{model}),
+// batch completions (a `prompt` of several strings or token lists, one choice each, whole and
+// streamed), a tool-calling loop (`tools` and `tool_choice` answered with `tool_calls`, whole
+// and streamed, then the tool's result answered with text), ids no two engines or runs repeat,
+// and SGLang's context-length message on every generation route.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -126,6 +126,8 @@ TEST(SglangCommandLineTest, ARealisticLaunchServerCommandLineStartsTheEngineItDe
     EXPECT_THAT(ignored, ::testing::Not(HasSubstr(mapped)));
   }
   EXPECT_THAT(engine.lines.back(), HasSubstr("llama-3.1-70b on h100"));
+  // Then SGLang's readiness line, which CI scripts wait for.
+  EXPECT_EQ(engine.process->ReadLine(20s), "The server is fired up and ready to roll!");
   // The served model is the model path, with the context length asked.
   const json::value models = Get(engine.url, "/v1/models");
   const json::value& card = models.at("data").as_array().at(0);

@@ -344,6 +344,9 @@ std::optional<engine::ModelPresetId> PresetNearestPath(std::string_view path) {
   return nearest;
 }
 
+// What SGLang's launch_server logs once it serves (http_server.py's _wait_and_warmup).
+constexpr const char* kSglangReadyLine = "The server is fired up and ready to roll!";
+
 // ", /metrics also on URL" when the router has a Prometheus listener.
 std::string PrometheusNote(const service::RouterEmulator& router) {
   if (router.prometheus_port() == 0) return "";
@@ -480,6 +483,8 @@ int EmulateCommand::RunEngine() {
              (*engine)->base_url(), engine::PresetName(options.runtime.engine.model), gpu_,
              options.served_model_name.empty() ? model_ : options.served_model_name,
              (*engine)->runtime().max_total_num_tokens());
+  // SGLang's own readiness line, which CI scripts wait for in the server's log.
+  fmt::print("{}\n", kSglangReadyLine);
   std::fflush(stdout);
   WaitForTerminationSignal();
   (*engine)->Shutdown(server_.shutdown_grace());
@@ -582,7 +587,7 @@ int EmulateCommand::RunFleet() {
   fmt::print("agentkv {}: router {} ({}) over {} engines:", name, (*router)->base_url(),
              routing::RouterPolicyName(policy_), engines.size());
   for (const std::string& url : urls) fmt::print(" {}", url);
-  fmt::print("{}\n", PrometheusNote(**router));
+  fmt::print("{}\n{}\n", PrometheusNote(**router), kSglangReadyLine);
   std::fflush(stdout);
   WaitForTerminationSignal();
   (*router)->Shutdown(server_.shutdown_grace());

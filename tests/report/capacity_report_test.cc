@@ -1,11 +1,13 @@
-// The capacity report of a hand-built result: the table's capacities (a bound at max_rate, a 0
-// below min_rate), the ratios to the baseline, the JSON's probes sorted by rate with their
-// interarrival, and the HTML page parsed as XML with one curve per arm and seed.
+// The capacity report of a hand-built result: the verdict ahead of the table and at the top of
+// the page, the table's capacities (a bound at max_rate, a 0 below min_rate), the ratios to the
+// baseline, the JSON's verdict and probes sorted by rate with their interarrival, and the HTML
+// page parsed as XML with one curve per arm and seed.
 #include "agentkv/report/capacity_report.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <boost/property_tree/xml_parser.hpp>
@@ -60,11 +62,42 @@ TEST(CapacityReportTest, TableShowsCapacitiesRatiosAndEdges) {
                                               "[23]\\.[0-9]+x\\]"));
 }
 
+TEST(CapacityReportTest, VerdictComesBeforeTheTable) {
+  const std::string table = FormatCapacityTable(TwoSeedResult());
+  const size_t verdict = table.find("\nverdict (each arm against baseline");
+  const size_t turn_on = table.find("\n  turn on ");
+  const size_t header = table.find("\narm ");
+  ASSERT_NE(verdict, std::string::npos);
+  ASSERT_NE(header, std::string::npos);
+  EXPECT_LT(verdict, turn_on);
+  EXPECT_LT(turn_on, header);
+  // The arm to turn on, with its gain: agentkv's capacity is 2 and 3 times the baseline's.
+  EXPECT_THAT(
+      table.substr(turn_on, header - turn_on),
+      ::testing::ContainsRegex("turn on +agentkv \\(\\+[0-9.]+ sessions/h/engine, \\+150%"));
+  // No verdict line runs past the table.
+  size_t widest = 0;
+  for (size_t at = header + 1, end = 0; at < table.size(); at = end + 1) {
+    end = table.find('\n', at);
+    widest = std::max(widest, end - at);
+  }
+  for (size_t at = verdict + 1, end = 0; at < header; at = end + 1) {
+    end = table.find('\n', at);
+    EXPECT_LE(end - at, widest) << table.substr(at, end - at);
+  }
+}
+
 TEST(CapacityReportTest, JsonHasEveryProbeSortedByRate) {
   const sim::CapacityResult r = TwoSeedResult();
   const boost::json::value doc = boost::json::parse(CapacityResultJson(r));
   EXPECT_EQ(doc.at("options").at("metric").as_string(), "ttft-p95");
   EXPECT_EQ(doc.at("baseline").as_string(), "baseline");
+  const boost::json::object& verdict = doc.at("verdict").as_object();
+  EXPECT_EQ(verdict.at("turn_on").as_string(), "agentkv");
+  EXPECT_EQ(verdict.at("arms").as_array()[1].at("arm").as_string(), "hopeless");
+  EXPECT_EQ(verdict.at("arms").as_array()[1].at("standing").as_string(), "worse");
+  EXPECT_EQ(verdict.at("bounds").as_array()[0].at("arm").as_string(), "infinite-cache");
+  EXPECT_EQ(verdict.at("lines").as_array()[0].at("label").as_string(), "turn on");
   const boost::json::array& arms = doc.at("arms").as_array();
   ASSERT_EQ(arms.size(), 4U);
   const boost::json::object& run = arms[0].at("runs").as_array()[0].as_object();
@@ -88,6 +121,13 @@ TEST(CapacityReportTest, HtmlIsXmlWithOneCurvePerArmAndSeed) {
   const std::string html = CapacityResultHtml(r);
   EXPECT_THAT(html, HasSubstr("&lt;test&gt;"));
   EXPECT_THAT(html, ::testing::Not(HasSubstr("<script")));
+  // The page opens with the verdict, ahead of the setup and every table.
+  const size_t verdict = html.find("<section class=\"verdict\" id=\"verdict\">");
+  ASSERT_NE(verdict, std::string::npos);
+  EXPECT_LT(verdict, html.find("<dl class=\"setup\">"));
+  EXPECT_LT(verdict, html.find("<table"));
+  EXPECT_THAT(html.substr(verdict, html.find("<table") - verdict),
+              HasSubstr("<dt>turn on</dt><dd>agentkv ("));
   std::istringstream in(html.substr(html.find("<html")));
   boost::property_tree::ptree tree;
   ASSERT_NO_THROW(boost::property_tree::read_xml(in, tree));

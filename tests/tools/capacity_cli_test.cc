@@ -2,9 +2,9 @@
 // a quarter of the recorded sizes, one engine with little KV, two arms, two seeds, a coarse
 // tolerance) checked through its JSON (fields, probes sorted by rate, every capacity inside its
 // bracket, infinite-cache at least the baseline), its HTML (one curve per arm and seed) and its
-// table; a probe equals the replay at the same interarrival and seed; the output does not
-// depend on --jobs; bad flags and unsupported workloads are refused, before any work, with one
-// error line. Each run takes about a second.
+// table led by the verdict; a probe equals the replay at the same interarrival and seed; the output
+// does not depend on --jobs; bad flags and unsupported workloads are refused, before any work, with
+// one error line. Each run takes about a second.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -79,6 +79,14 @@ TEST_F(CapacityCliTest, SearchesEveryArmAndSeedAndReportsConsistentBrackets) {
   EXPECT_EQ(r.err, "");
   EXPECT_THAT(r.out, HasSubstr("SLO: ttft-p95 <= 0.300 s"));
   EXPECT_THAT(r.out, HasSubstr(">= 960"));
+  // The verdict leads, ahead of the table; the bound, however far ahead, is never the arm to
+  // turn on.
+  const size_t verdict = r.out.find("\nverdict (each arm against baseline");
+  ASSERT_NE(verdict, std::string::npos);
+  EXPECT_LT(verdict, r.out.find("\narm "));
+  EXPECT_THAT(r.out, HasSubstr("\n  keep   baseline ("));
+  EXPECT_THAT(r.out, HasSubstr("\n  bound  infinite-cache ("));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("turn on")));
 
   const boost::json::value doc = Json();
   const boost::json::object& options = doc.at("options").as_object();
@@ -89,6 +97,7 @@ TEST_F(CapacityCliTest, SearchesEveryArmAndSeedAndReportsConsistentBrackets) {
   EXPECT_EQ(doc.at("seeds").as_array().size(), 2U);
   EXPECT_EQ(doc.at("num_engines").as_int64(), 1);
   EXPECT_EQ(doc.at("baseline").as_string(), "baseline");
+  EXPECT_TRUE(doc.at("verdict").at("turn_on").is_null());
   const boost::json::array& arms = doc.at("arms").as_array();
   ASSERT_EQ(arms.size(), 2U);
   EXPECT_EQ(arms[0].at("arm").as_string(), "baseline");

@@ -1,4 +1,4 @@
-// The capacity report: terminal table, JSON and HTML page with the capacity curve.
+// The capacity report: verdict, terminal table, JSON and HTML page with the capacity curve.
 //
 // Numbers are written with snprintf in the "C" locale conventions (the program never sets
 // another), so the text depends on nothing but the input. The JSON and the page come from the
@@ -17,10 +17,12 @@
 #include <utility>
 #include <vector>
 
+#include "agentkv/report/capacity_verdict.h"
 #include "agentkv/report/internal/html_page.h"
 #include "agentkv/report/internal/json_text.h"
 #include "agentkv/report/internal/replay_charts.h"
 #include "agentkv/report/internal/svg_chart.h"
+#include "agentkv/report/internal/text_wrap.h"
 
 namespace agentkv::report {
 
@@ -39,12 +41,7 @@ std::string Printf(const char* format, double value) {
   return buffer.data();
 }
 
-// A rate, three significant digits or whole ("3600", "42.5", "7.25").
-std::string Rate(double rate) {
-  if (rate >= 100) return Printf("%.0f", rate);
-  if (rate >= 10) return Printf("%.1f", rate);
-  return Printf("%.2f", rate);
-}
+std::string Rate(double rate) { return CapacityRateText(rate); }
 
 std::string SpreadText(const SeedSpread& s, std::string (*format)(double), bool single,
                        const std::string& prefix_at_max = "", double max = 0) {
@@ -161,19 +158,9 @@ std::vector<std::pair<size_t, CapacityProbe>> ArmProbes(const CapacityResult& r,
   return probes;
 }
 
-}  // namespace
-
-double SessionInterarrivalS(double rate, int32_t num_engines) {
-  return 3600.0 / (rate * static_cast<double>(num_engines));
-}
-
-std::string FormatCapacityTable(const CapacityResult& r) {
-  std::string out = "agentkv capacity: " + r.workload + "\n";
-  out += "fleet: " + std::to_string(r.num_engines) + " engine" + (r.num_engines == 1 ? "" : "s") +
-         "; " + std::to_string(r.sessions) + " sessions per probe\n";
-  out += "SLO: " + SloText(r) + "; rates " + Rate(r.options.min_rate) + " to " +
-         Rate(r.options.max_rate) + " sessions/h/engine, tolerance " +
-         Printf("%g", r.options.tolerance * 100) + " %; seeds " + SeedsText(r.seeds) + "\n\n";
+// The table's lines: a header row, then one row per arm; the arm left-aligned, numbers
+// right-aligned, no trailing spaces.
+std::vector<std::string> TableLines(const CapacityResult& r) {
   const std::vector<ArmRow> rows = ArmRows(r);
   const std::array<std::string, 5> headers = {
       "arm", "capacity (sessions/h/engine)", "vs baseline",
@@ -190,16 +177,131 @@ std::string FormatCapacityTable(const CapacityResult& r) {
     for (size_t c = 0; c < cells.size(); ++c) {
       const std::string& cell = *cells[c];
       const std::string pad(width[c] - cell.size(), ' ');
-      // The arm left-aligned, numbers right-aligned.
       text += c == 0 ? cell + pad : "   " + pad + cell;
     }
     while (!text.empty() && text.back() == ' ') text.pop_back();
-    return text + "\n";
+    return text;
   };
-  out += line({&headers[0], &headers[1], &headers[2], &headers[3], &headers[4]});
+  std::vector<std::string> lines = {
+      line({&headers[0], &headers[1], &headers[2], &headers[3], &headers[4]})};
   for (const ArmRow& row : rows) {
-    out += line({&row.arm, &row.capacity, &row.vs_baseline, &row.metric, &row.probes});
+    lines.push_back(line({&row.arm, &row.capacity, &row.vs_baseline, &row.metric, &row.probes}));
   }
+  return lines;
+}
+
+size_t Widest(const std::vector<std::string>& lines) {
+  size_t width = 0;
+  for (const std::string& line : lines) width = std::max(width, line.size());
+  return width;
+}
+
+// The verdict's text wraps to the table's width, but never to fewer columns of text than this
+// beside its labels (the replay report's rule).
+constexpr size_t kMinVerdictText = 40;
+
+// The verdict (capacity_verdict.h): a title, then each label padded to the longest with its
+// sentence wrapped under itself; nothing without a baseline arm.
+std::vector<std::string> VerdictTextLines(const CapacityResult& r, size_t width) {
+  const std::vector<VerdictLine> items = CapacityVerdictLines(r, DecideCapacityVerdict(r));
+  if (items.empty()) return {};
+  std::vector<std::string> lines = {"verdict (each arm against " + r.arms[*r.BaselineArm()] +
+                                    ", on sessions/h/engine at the SLO; higher is better):"};
+  size_t label_width = 0;
+  for (const VerdictLine& item : items) label_width = std::max(label_width, item.label.size());
+  const std::string indent(label_width + 4, ' ');
+  width = std::max(width, indent.size() + kMinVerdictText);
+  for (const VerdictLine& item : items) {
+    const std::string label = item.label + std::string(label_width - item.label.size(), ' ');
+    for (std::string& line : internal::WrapText(item.text, width, "  " + label + "  ", indent)) {
+      lines.push_back(std::move(line));
+    }
+  }
+  return lines;
+}
+
+// The verdict as the page's opening box (the replay page's markup and style).
+std::string VerdictSection(const CapacityResult& r) {
+  const std::vector<VerdictLine> lines = CapacityVerdictLines(r, DecideCapacityVerdict(r));
+  if (lines.empty()) return "";
+  std::string html = "<section class=\"verdict\" id=\"verdict\">\n<h2>Verdict</h2>\n";
+  html += "<p class=\"lead\">Each arm against " + Escape(r.arms[*r.BaselineArm()]) +
+          ", on sessions per hour per engine at the SLO (higher is better).</p>\n";
+  html += "<dl class=\"verdict\">\n";
+  for (const VerdictLine& line : lines) {
+    html += "<div><dt>" + Escape(line.label) + "</dt><dd>" + Escape(line.text) + "</dd></div>\n";
+  }
+  return html + "</dl>\n</section>\n";
+}
+
+const char* StandingName(ArmStanding standing) {
+  switch (standing) {
+    case ArmStanding::kBetter:
+      return "better";
+    case ArmStanding::kWorse:
+      return "worse";
+    case ArmStanding::kWithinNoise:
+      break;
+  }
+  return "within-noise";
+}
+
+boost::json::value ArmVerdictJson(const CapacityResult& r, const CapacityArmVerdict& v) {
+  return boost::json::object{{"arm", r.arms[v.arm]},
+                             {"standing", StandingName(v.vs_baseline.standing)},
+                             {"delta", v.delta},
+                             {"change", v.change ? boost::json::value(*v.change) : nullptr},
+                             {"at_least", v.at_least},
+                             {"least_change", v.vs_baseline.least_change},
+                             {"most_change", v.vs_baseline.most_change}};
+}
+
+// The verdict for tools: its decisions and its sentences; null without a baseline arm.
+boost::json::value VerdictJson(const CapacityResult& r) {
+  const CapacityVerdict verdict = DecideCapacityVerdict(r);
+  if (!verdict.baseline) return nullptr;
+  boost::json::array arms, bounds, leaders, lines;
+  for (const CapacityArmVerdict& v : verdict.arms) arms.push_back(ArmVerdictJson(r, v));
+  for (const CapacityArmVerdict& v : verdict.bounds) bounds.push_back(ArmVerdictJson(r, v));
+  for (const size_t k : verdict.leaders)
+    leaders.push_back(boost::json::value(r.arms[verdict.arms[k].arm]));
+  for (const VerdictLine& line : CapacityVerdictLines(r, verdict)) {
+    lines.push_back(boost::json::object{{"label", line.label}, {"text", line.text}});
+  }
+  return boost::json::object{
+      {"noise", verdict.noise},
+      {"turn_on", leaders.empty() ? boost::json::value(nullptr) : leaders[0]},
+      {"leaders", std::move(leaders)},
+      {"arms", std::move(arms)},
+      {"bounds", std::move(bounds)},
+      {"lines", std::move(lines)}};
+}
+
+}  // namespace
+
+double SessionInterarrivalS(double rate, int32_t num_engines) {
+  return 3600.0 / (rate * static_cast<double>(num_engines));
+}
+
+std::string CapacityRateText(double rate) {
+  if (rate >= 100) return Printf("%.0f", rate);
+  if (rate >= 10) return Printf("%.1f", rate);
+  return Printf("%.2f", rate);
+}
+
+std::string FormatCapacityTable(const CapacityResult& r) {
+  std::string out = "agentkv capacity: " + r.workload + "\n";
+  out += "fleet: " + std::to_string(r.num_engines) + " engine" + (r.num_engines == 1 ? "" : "s") +
+         "; " + std::to_string(r.sessions) + " sessions per probe\n";
+  out += "SLO: " + SloText(r) + "; rates " + Rate(r.options.min_rate) + " to " +
+         Rate(r.options.max_rate) + " sessions/h/engine, tolerance " +
+         Printf("%g", r.options.tolerance * 100) + " %; seeds " + SeedsText(r.seeds) + "\n\n";
+  // The verdict leads, wrapped to the table's width (as the replay's does).
+  const std::vector<std::string> table = TableLines(r);
+  const std::vector<std::string> verdict = VerdictTextLines(r, Widest(table));
+  for (const std::string& line : verdict) out += line + "\n";
+  if (!verdict.empty()) out += "\n";
+  for (const std::string& line : table) out += line + "\n";
   const std::vector<std::string> notes = Notes(r);
   if (!notes.empty()) out += "\n";
   for (const std::string& note : notes) out += "note: " + note + "\n";
@@ -228,6 +330,7 @@ std::string CapacityResultJson(const CapacityResult& r) {
   } else {
     root["baseline"] = nullptr;
   }
+  root["verdict"] = VerdictJson(r);
   boost::json::array arms;
   for (size_t a = 0; a < r.arms.size(); ++a) {
     boost::json::object arm;
@@ -419,6 +522,7 @@ std::string CapacityChart(const CapacityResult& r) {
 
 std::string CapacityResultHtml(const CapacityResult& r) {
   std::string html = internal::PageStart("agentkv capacity: " + r.workload);
+  html += VerdictSection(r);
   const std::vector<std::pair<std::string, std::string>> setup = {
       {"workload", r.workload},
       {"engines", std::to_string(r.num_engines)},

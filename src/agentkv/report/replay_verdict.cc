@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agentkv/report/internal/verdict_text.h"
 #include "agentkv/report/replay_report.h"
 
 namespace agentkv::report {
@@ -56,16 +57,8 @@ ArmVerdict Judge(const ReplayResult& result, size_t arm, size_t baseline, double
   return v;
 }
 
-// "-51%", "-7.6%", "+0.2%": one decimal below 10 %.
 std::string PercentChange(const std::optional<double>& change) {
-  if (!change) return "n/a";
-  const double percent = *change * 100;
-  std::array<char, 32> buffer{};
-  std::snprintf(buffer.data(), buffer.size(), "%+.*f%%", std::fabs(percent) < 9.95 ? 1 : 0,
-                percent);
-  std::string text(buffer.data());
-  if (text == "-0.0%") text = "+0.0%";
-  return text;
+  return change ? internal::PercentChangeText(*change) : "n/a";
 }
 
 std::string Figures(const ArmVerdict& v) {
@@ -77,15 +70,7 @@ std::string NamedWithFigures(const ReplayResult& result, const ArmVerdict& v) {
   return result.arms[v.arm].arm + " (" + Figures(v) + ")";
 }
 
-// "a, b and c".
-std::string Listed(const std::vector<std::string>& items) {
-  std::string text;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) text += i + 1 == items.size() ? " and " : ", ";
-    text += items[i];
-  }
-  return text;
-}
+std::string Listed(const std::vector<std::string>& items) { return internal::ListedText(items); }
 
 std::string Percent(double fraction) {
   std::array<char, 32> buffer{};

@@ -18,6 +18,8 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
+  # XXH3, for the block-hash benchmark only (bench/block_hash_bench.cc; skipped without it).
+  libxxhash-dev
   # Boost.Iostreams: the trace readers read gzip files (data/ ships its traces compressed).
   libboost1.81-dev libboost-iostreams1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libcli11-dev libfmt-dev libspdlog-dev libssl-dev

@@ -42,12 +42,12 @@ TEST_F(BlockKeyTest, OneKeyPerFullBlockInChainOrder) {
   EXPECT_EQ(std::set<BlockKey>(keys.begin(), keys.end()).size(), keys.size());
 }
 
-// Blocks of 16 and 32 tokens are hashed by an unrolled path in batches, other sizes by the
-// general loop; the batch and the one-block derivations must agree for each, and every token
-// of a block must count: a change at any position, or two 8-byte words traded, gives another
-// key.
+// Blocks of 1, 16 and 32 tokens are hashed by an unrolled path in batches, other sizes (64
+// among them) by the general loop; the batch and the one-block derivations must agree for each, and
+// every token of a block must count: a change at any position, or two 8-byte words traded, gives
+// another key.
 TEST_F(BlockKeyTest, EveryBlockSizeChainsTheSameWayAndEveryTokenCounts) {
-  for (const int32_t size : {16, 32, 24, 1}) {
+  for (const int32_t size : {16, 32, 24, 1, 64, 63}) {
     SCOPED_TRACE(testing::Message() << size << " tokens per block");
     const std::vector<int32_t> tokens = Tokens(5000, 3 * size);
     const std::vector<BlockKey> keys = hasher_.KeysFromTokens(tokens, size);

@@ -77,14 +77,21 @@ void BlockKeyHasher::AppendChainedKeys(std::span<const int32_t> tokens, int32_t 
   out.resize(first + full);
   BlockKey* keys = out.data() + first;
   // The content hash of block i + 1 does not wait for key i: out-of-order execution overlaps
-  // consecutive blocks. 16 tokens is vLLM's default block size, 32 agentkv's.
-  if (block == 16) {
-    ChainFixedBlocks<16>(tokens.data(), full, parent, keys);
-    return;
-  }
-  if (block == 32) {
-    ChainFixedBlocks<32>(tokens.data(), full, parent, keys);
-    return;
+  // consecutive blocks. 1 token is SGLang's default page, 16 vLLM's default block size, 32
+  // agentkv's. (Unrolling 64 measured slower than the loop: docs/PERFORMANCE.md, "Block hash
+  // against XXH3".)
+  switch (block) {
+    case 1:
+      ChainFixedBlocks<1>(tokens.data(), full, parent, keys);
+      return;
+    case 16:
+      ChainFixedBlocks<16>(tokens.data(), full, parent, keys);
+      return;
+    case 32:
+      ChainFixedBlocks<32>(tokens.data(), full, parent, keys);
+      return;
+    default:
+      break;
   }
   for (size_t i = 0; i < full; ++i) {
     parent = ChainTokenKey(parent, TokenContentHash(tokens.subspan(i * block, block)));

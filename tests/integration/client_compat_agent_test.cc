@@ -81,25 +81,12 @@ void ExpectWellFormedCall(const json::value& call) {
   }
 }
 
-class OpenAiAgentTest : public ::testing::TestWithParam<bool> {
+class OpenAiAgentTest : public EngineOrGatewayTest {
  protected:
   void SetUp() override {
     EngineEmulatorOptions engine_options = EngineOptions();
     engine_options.runtime.context_length = 2048;
-    if (GetParam()) {
-      fleet_ = StartFleet(1, "cache_aware", engine_options);
-      GatewayOptions options = BaseOptions(logs_);
-      options.router_url = fleet_.router->base_url();
-      options.router_policy = SglRouterPolicy::kCacheAware;
-      gateway_ = StartGateway(options);
-      ASSERT_NE(gateway_, nullptr);
-      base_ = gateway_->base_url();
-    } else {
-      StatusOr<std::unique_ptr<EngineEmulator>> engine = EngineEmulator::Start(engine_options);
-      ASSERT_TRUE(engine.ok()) << engine.status();
-      engine_ = *std::move(engine);
-      base_ = engine_->base_url();
-    }
+    StartServers(engine_options);
   }
 
   json::value Post(const std::string& path, const std::string& body, int status = 200) {
@@ -107,13 +94,6 @@ class OpenAiAgentTest : public ::testing::TestWithParam<bool> {
     EXPECT_EQ(r.status, status) << r.body;
     return r.body.empty() ? json::value() : json::parse(r.body);
   }
-
-  net::HttpClient client_{ClientOptions()};
-  LogCapture logs_;
-  Fleet fleet_;
-  std::unique_ptr<Gateway> gateway_;
-  std::unique_ptr<EngineEmulator> engine_;
-  std::string base_;
 };
 
 TEST_P(OpenAiAgentTest, ModelsRetrieveAnswersTheServedModelsCardAndA404ForAnother) {
@@ -347,10 +327,7 @@ TEST_P(OpenAiAgentTest, AnOverLongRequestGetsSglangsContextLengthMessageOnEveryR
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EngineAndGateway, OpenAiAgentTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& param) {
-                           return param.param ? "ThroughTheGateway" : "Engine";
-                         });
+INSTANTIATE_TEST_SUITE_P(EngineAndGateway, OpenAiAgentTest, ::testing::Bool(), EngineOrGatewayName);
 
 TEST(OpenAiIdsTest, NoTwoEnginesOrRunsRepeatAnId) {
   net::HttpClient client(ClientOptions());

@@ -33,33 +33,9 @@ int64_t CachedTokens(const net::ClientResponse& r) {
   return json::parse(r.body).at("usage").at("prompt_tokens_details").at("cached_tokens").as_int64();
 }
 
-// One engine, and a gateway in front of a router in front of one engine: every client call is
-// checked against both, with the same expectations.
-class ClientCompatTest : public ::testing::TestWithParam<bool> {
+class ClientCompatTest : public EngineOrGatewayTest {
  protected:
-  void SetUp() override {
-    if (GetParam()) {
-      fleet_ = StartFleet(1, "cache_aware");
-      GatewayOptions options = BaseOptions(logs_);
-      options.router_url = fleet_.router->base_url();
-      options.router_policy = SglRouterPolicy::kCacheAware;
-      gateway_ = StartGateway(options);
-      ASSERT_NE(gateway_, nullptr);
-      base_ = gateway_->base_url();
-    } else {
-      StatusOr<std::unique_ptr<EngineEmulator>> engine = EngineEmulator::Start(EngineOptions());
-      ASSERT_TRUE(engine.ok()) << engine.status();
-      engine_ = *std::move(engine);
-      base_ = engine_->base_url();
-    }
-  }
-
-  net::HttpClient client_{ClientOptions()};
-  LogCapture logs_;
-  Fleet fleet_;
-  std::unique_ptr<Gateway> gateway_;
-  std::unique_ptr<EngineEmulator> engine_;
-  std::string base_;
+  void SetUp() override { StartServers(EngineOptions()); }
 };
 
 TEST_P(ClientCompatTest, ModelsListsTheServedModelAsAModelCard) {
@@ -245,9 +221,7 @@ TEST_P(ClientCompatTest, TokenizeAndServerInfoAnswerAsSglang) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EngineAndGateway, ClientCompatTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& param) {
-                           return param.param ? "ThroughTheGateway" : "Engine";
-                         });
+                         EngineOrGatewayName);
 
 // ---- The routes RL frameworks call on engines ----
 

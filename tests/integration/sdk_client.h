@@ -1,5 +1,6 @@
 // What an OpenAI SDK sends and reads, over plain HTTP: its headers, a call, a stream collected
-// up to [DONE], and how it reads an error's message. For the client-compatibility suites.
+// up to [DONE], and how it reads an error's message; and the fixture that runs a call against an
+// engine and through the gateway. For the client-compatibility suite.
 #ifndef AGENTKV_TESTS_INTEGRATION_SDK_CLIENT_H_
 #define AGENTKV_TESTS_INTEGRATION_SDK_CLIENT_H_
 
@@ -67,6 +68,40 @@ inline std::string SdkErrorMessage(const json::value& body) {
   return std::string(error.at("message").as_string());
 }
 
+// One engine (the parameter false), or a gateway in front of a router in front of one engine
+// (true): a client-compatibility test checks every call against both, with the same
+// expectations, at `base_`.
+class EngineOrGatewayTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void StartServers(const EngineEmulatorOptions& engine_options) {
+    if (GetParam()) {
+      fleet_ = StartFleet(1, "cache_aware", engine_options);
+      GatewayOptions options = BaseOptions(logs_);
+      options.router_url = fleet_.router->base_url();
+      options.router_policy = SglRouterPolicy::kCacheAware;
+      gateway_ = StartGateway(options);
+      ASSERT_NE(gateway_, nullptr);
+      base_ = gateway_->base_url();
+    } else {
+      StatusOr<std::unique_ptr<EngineEmulator>> engine = EngineEmulator::Start(engine_options);
+      ASSERT_TRUE(engine.ok()) << engine.status();
+      engine_ = *std::move(engine);
+      base_ = engine_->base_url();
+    }
+  }
+
+  net::HttpClient client_{ClientOptions()};
+  LogCapture logs_;
+  Fleet fleet_;
+  std::unique_ptr<Gateway> gateway_;
+  std::unique_ptr<EngineEmulator> engine_;
+  std::string base_;
+};
+
+// The parameter's name in a test's name.
+inline std::string EngineOrGatewayName(const ::testing::TestParamInfo<bool>& param) {
+  return param.param ? "ThroughTheGateway" : "Engine";
+}
 }  // namespace agentkv::service::sdk_client
 
 #endif  // AGENTKV_TESTS_INTEGRATION_SDK_CLIENT_H_

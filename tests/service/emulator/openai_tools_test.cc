@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <limits>
 #include <string>
 
 #include "agentkv/base/rng.h"
@@ -90,6 +91,19 @@ TEST(OpenAiToolsTest, ArgumentsConformToRandomSchemasAndDependOnlyOnTheSeed) {
     EXPECT_TRUE(Conforms(arguments, schema)) << json::serialize(schema) << "\n"
                                              << json::serialize(arguments);
     EXPECT_EQ(arguments, ArgumentsFor(schema, seed));
+  }
+}
+
+TEST(OpenAiToolsTest, IntegerBoundsAtTheEdgesOfInt64StayWithinThem) {
+  const json::value schema = json::parse(
+      R"({"type": "object", "properties": {"top": {"type": "integer", "minimum": 9223372036854775807},)"
+      R"( "all": {"type": "integer", "minimum": -9223372036854775808, "maximum": 9223372036854775807},)"
+      R"( "low": {"type": "integer", "minimum": -9223372036854775808, "maximum": -9223372036854775808}}})");
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    const json::object arguments = ArgumentsFor(schema, seed);
+    EXPECT_EQ(arguments.at("top").as_int64(), std::numeric_limits<int64_t>::max());
+    EXPECT_TRUE(arguments.at("all").is_int64());
+    EXPECT_EQ(arguments.at("low").as_int64(), std::numeric_limits<int64_t>::min());
   }
 }
 

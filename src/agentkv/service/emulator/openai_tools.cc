@@ -1,6 +1,8 @@
 #include "agentkv/service/emulator/openai_tools.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
+#include <limits>
 #include <string_view>
 #include <vector>
 
@@ -50,7 +52,9 @@ int64_t IntegerWithin(const json::object& schema, Draws& draws) {
     return std::nullopt;
   };
   const int64_t low = bound("minimum").value_or(0);
-  const int64_t high = std::max(low, bound("maximum").value_or(low + 99));
+  // A hundred values from the minimum, unless that passes the largest integer.
+  const int64_t span_default = low > std::numeric_limits<int64_t>::max() - 99 ? low : low + 99;
+  const int64_t high = std::max(low, bound("maximum").value_or(span_default));
   const uint64_t span = static_cast<uint64_t>(high) - static_cast<uint64_t>(low) + 1;
   return span == 0 ? low : static_cast<int64_t>(static_cast<uint64_t>(low) + draws.Next() % span);
 }

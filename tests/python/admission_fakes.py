@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import urllib.parse
-from typing import Awaitable, Callable, List, Optional, Set
+from typing import Awaitable, Callable, List, Optional, Set, TypeVar
+
+_Server = TypeVar("_Server", bound="_LoopbackServer")
 
 
 @dataclasses.dataclass
@@ -18,25 +20,21 @@ class ProxiedConnection:
     closed_by: Optional[str] = None
 
 
-class CountingProxy:
-    """Forwards TCP connections to ``upstream_url`` and records each one.
+class _LoopbackServer:
+    """A TCP server on 127.0.0.1 with an ephemeral port, in the test's event loop: each accepted
+    connection runs ``_handle`` in a task; leaving the ``async with`` cancels them and closes
+    the server. ``url`` and ``port`` are set on entry."""
 
-    ``max_connections`` connections are forwarded; any later one is closed at once (the
-    client's request then fails), so a test can check what a closed socket alone does.
-    """
-
-    def __init__(self, upstream_url: str, max_connections: Optional[int] = None) -> None:
-        parts = urllib.parse.urlsplit(upstream_url)
-        self._upstream = (parts.hostname, parts.port)
-        self._max_connections = max_connections
+    def __init__(self) -> None:
         self._server: Optional[asyncio.base_events.Server] = None
         self._tasks: Set["asyncio.Task[None]"] = set()
-        self.connections: List[ProxiedConnection] = []
+        self.port = 0
         self.url = ""
 
-    async def __aenter__(self) -> "CountingProxy":
+    async def __aenter__(self: _Server) -> _Server:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -46,6 +44,29 @@ class CountingProxy:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._server.wait_closed()
+
+    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.ensure_future(self._handle(reader, writer))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+
+class CountingProxy(_LoopbackServer):
+    """Forwards TCP connections to ``upstream_url`` and records each one.
+
+    ``max_connections`` connections are forwarded; any later one is closed at once (the
+    client's request then fails), so a test can check what a closed socket alone does.
+    """
+
+    def __init__(self, upstream_url: str, max_connections: Optional[int] = None) -> None:
+        super().__init__()
+        parts = urllib.parse.urlsplit(upstream_url)
+        self._upstream = (parts.hostname, parts.port)
+        self._max_connections = max_connections
+        self.connections: List[ProxiedConnection] = []
 
     @property
     def accepted(self) -> int:
@@ -66,13 +87,8 @@ class CountingProxy:
             await asyncio.sleep(0.01)
         return True
 
-    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.ensure_future(self._forward(reader, writer))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _forward(self, reader: asyncio.StreamReader,
-                       writer: asyncio.StreamWriter) -> None:
+    async def _handle(self, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:
         connection = ProxiedConnection()
         self.connections.append(connection)
         if self._max_connections is not None and self.accepted > self._max_connections:
@@ -117,38 +133,17 @@ def http_answer(status: int, body: bytes, *, reason: str = "OK",
             .encode("latin-1") + body)
 
 
-class FakeCoordinator:
+class FakeCoordinator(_LoopbackServer):
     """An HTTP/1.1 server whose ``answer(connection, request_on_connection, request)`` decides
     each answer; ``requests`` holds every request as received (head and body)."""
 
     def __init__(self, answer: Answer) -> None:
+        super().__init__()
         self._answer = answer
-        self._server: Optional[asyncio.base_events.Server] = None
-        self._tasks: Set["asyncio.Task[None]"] = set()
         self.connections = 0
         self.requests: List[bytes] = []
-        self.url = ""
 
-    async def __aenter__(self) -> "FakeCoordinator":
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._server.wait_closed()
-
-    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.ensure_future(self._serve(reader, writer))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connection = self.connections
         self.connections += 1
         try:

@@ -23,6 +23,7 @@
 #include "agentkv/report/internal/replay_charts.h"
 #include "agentkv/report/internal/svg_chart.h"
 #include "agentkv/report/internal/text_wrap.h"
+#include "agentkv/report/internal/verdict_text.h"
 
 namespace agentkv::report {
 
@@ -190,48 +191,27 @@ std::vector<std::string> TableLines(const CapacityResult& r) {
   return lines;
 }
 
-size_t Widest(const std::vector<std::string>& lines) {
-  size_t width = 0;
-  for (const std::string& line : lines) width = std::max(width, line.size());
-  return width;
-}
-
-// The verdict's text wraps to the table's width, but never to fewer columns of text than this
-// beside its labels (the replay report's rule).
-constexpr size_t kMinVerdictText = 40;
-
 // The verdict (capacity_verdict.h): a title, then each label padded to the longest with its
-// sentence wrapped under itself; nothing without a baseline arm.
+// sentence wrapped under itself to the table's width; nothing without a baseline arm.
 std::vector<std::string> VerdictTextLines(const CapacityResult& r, size_t width) {
-  const std::vector<VerdictLine> items = CapacityVerdictLines(r, DecideCapacityVerdict(r));
-  if (items.empty()) return {};
-  std::vector<std::string> lines = {"verdict (each arm against " + r.arms[*r.BaselineArm()] +
-                                    ", on sessions/h/engine at the SLO; higher is better):"};
-  size_t label_width = 0;
-  for (const VerdictLine& item : items) label_width = std::max(label_width, item.label.size());
-  const std::string indent(label_width + 4, ' ');
-  width = std::max(width, indent.size() + kMinVerdictText);
-  for (const VerdictLine& item : items) {
-    const std::string label = item.label + std::string(label_width - item.label.size(), ' ');
-    for (std::string& line : internal::WrapText(item.text, width, "  " + label + "  ", indent)) {
-      lines.push_back(std::move(line));
-    }
+  std::vector<std::pair<std::string, std::string>> items;
+  for (VerdictLine& line : CapacityVerdictLines(r, DecideCapacityVerdict(r))) {
+    items.emplace_back(std::move(line.label), std::move(line.text));
   }
-  return lines;
+  if (items.empty()) return {};
+  return internal::LabelledLines("verdict (each arm against " + r.arms[*r.BaselineArm()] +
+                                     ", on sessions/h/engine at the SLO; higher is better):",
+                                 items, width);
 }
 
 // The verdict as the page's opening box (the replay page's markup and style).
 std::string VerdictSection(const CapacityResult& r) {
   const std::vector<VerdictLine> lines = CapacityVerdictLines(r, DecideCapacityVerdict(r));
   if (lines.empty()) return "";
-  std::string html = "<section class=\"verdict\" id=\"verdict\">\n<h2>Verdict</h2>\n";
-  html += "<p class=\"lead\">Each arm against " + Escape(r.arms[*r.BaselineArm()]) +
-          ", on sessions per hour per engine at the SLO (higher is better).</p>\n";
-  html += "<dl class=\"verdict\">\n";
-  for (const VerdictLine& line : lines) {
-    html += "<div><dt>" + Escape(line.label) + "</dt><dd>" + Escape(line.text) + "</dd></div>\n";
-  }
-  return html + "</dl>\n</section>\n";
+  return internal::VerdictBoxHtml("Each arm against " + r.arms[*r.BaselineArm()] +
+                                      ", on sessions per hour per engine at the SLO (higher is "
+                                      "better).",
+                                  lines);
 }
 
 const char* StandingName(ArmStanding standing) {
@@ -298,7 +278,7 @@ std::string FormatCapacityTable(const CapacityResult& r) {
          Printf("%g", r.options.tolerance * 100) + " %; seeds " + SeedsText(r.seeds) + "\n\n";
   // The verdict leads, wrapped to the table's width (as the replay's does).
   const std::vector<std::string> table = TableLines(r);
-  const std::vector<std::string> verdict = VerdictTextLines(r, Widest(table));
+  const std::vector<std::string> verdict = VerdictTextLines(r, internal::WidestLine(table));
   for (const std::string& line : verdict) out += line + "\n";
   if (!verdict.empty()) out += "\n";
   for (const std::string& line : table) out += line + "\n";

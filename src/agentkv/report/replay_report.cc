@@ -588,17 +588,8 @@ std::vector<std::string> TableLines(const ReplayResult& result,
   return lines;
 }
 
-size_t Widest(const std::vector<std::string>& lines) {
-  size_t width = 0;
-  for (const std::string& line : lines) width = std::max(width, line.size());
-  return width;
-}
-
 // Arm names are cut to no fewer characters than this; a table that still does not fit is split.
 constexpr size_t kMinHeader = 10;
-// The legend's and the verdict's text wrap to the table's width, but never to fewer columns of
-// text than this beside their names (a two-arm table is narrow).
-constexpr size_t kMinDescription = 40;
 
 // The arms split into panels of whole columns that each fit kMaxLineWidth (a column wider than
 // that alone is a panel of its own), in arm order; every panel but the first starts with the
@@ -614,7 +605,8 @@ std::vector<std::vector<size_t>> Panels(const ReplayResult& result,
     wider.push_back(i);
     const bool only_the_baseline = panel.empty() || (panel.size() == 1 && baseline &&
                                                      panel[0] == *baseline && !panels.empty());
-    if (!only_the_baseline && Widest(TableLines(result, rows, "  ", 0, wider)) > kMaxLineWidth) {
+    if (!only_the_baseline &&
+        internal::WidestLine(TableLines(result, rows, "  ", 0, wider)) > kMaxLineWidth) {
       panels.push_back(panel);
       panel.clear();
       if (baseline) panel.push_back(*baseline);
@@ -652,30 +644,11 @@ std::vector<std::string> HeaderLines(const ReplayResult& result) {
   return lines;
 }
 
-// `title`, then one entry per (name, text) pair: the name padded to the longest, the text
-// wrapped to `width` columns under itself (with at least kMinDescription columns of room).
-std::vector<std::string> LabelledLines(
-    const std::string& title, const std::vector<std::pair<std::string, std::string>>& items,
-    size_t width) {
-  std::vector<std::string> lines = {title};
-  size_t name_width = 0;
-  for (const auto& [name, text] : items) name_width = std::max(name_width, name.size());
-  const std::string indent(name_width + 4, ' ');
-  width = std::max(width, indent.size() + kMinDescription);
-  for (const auto& [name, text] : items) {
-    for (std::string& line :
-         internal::WrapText(text, width, "  " + PadRight(name, name_width) + "  ", indent)) {
-      lines.push_back(std::move(line));
-    }
-  }
-  return lines;
-}
-
 // The arm legend: each arm's name and description.
 std::vector<std::string> LegendLines(const ReplayResult& result, size_t width) {
   std::vector<std::pair<std::string, std::string>> items;
   for (const ArmResult& arm : result.arms) items.emplace_back(arm.arm, arm.description);
-  return LabelledLines("arms:", items, width);
+  return internal::LabelledLines("arms:", items, width);
 }
 
 // The verdict (replay_verdict.h), one statement per label; nothing without arms.
@@ -685,9 +658,10 @@ std::vector<std::string> VerdictTextLines(const ReplayResult& result, size_t wid
     items.emplace_back(std::move(line.label), std::move(line.text));
   }
   if (items.empty()) return {};
-  return LabelledLines("verdict (each arm against " + result.arms[*BaselineArmIndex(result)].arm +
-                           ", on mean server time and uncached tokens):",
-                       items, width);
+  return internal::LabelledLines("verdict (each arm against " +
+                                     result.arms[*BaselineArmIndex(result)].arm +
+                                     ", on mean server time and uncached tokens):",
+                                 items, width);
 }
 
 }  // namespace
@@ -748,16 +722,17 @@ std::string FormatReplayTable(const ReplayResult& result) {
     std::vector<std::string> table =
         TableLines(result, ReplayTableRows(result, NumberStyle::kFull), "   ", 0, all);
     const std::vector<ReplayTableRow> compact = ReplayTableRows(result, NumberStyle::kCompact);
-    if (Widest(table) > kMaxLineWidth) {
+    if (internal::WidestLine(table) > kMaxLineWidth) {
       table = TableLines(result, compact, "  ", 0, all);
       // Still too wide: arm names wider than their numbers are cut, down to a readable width
       // (the full names are listed above the table).
-      for (size_t max_header = 16; Widest(table) > kMaxLineWidth && max_header >= kMinHeader;
+      for (size_t max_header = 16;
+           internal::WidestLine(table) > kMaxLineWidth && max_header >= kMinHeader;
            max_header -= 2) {
         table = TableLines(result, compact, "  ", max_header, all);
       }
     }
-    if (Widest(table) <= kMaxLineWidth) {
+    if (internal::WidestLine(table) <= kMaxLineWidth) {
       lines.push_back("");
       lines.insert(lines.end(), table.begin(), table.end());
     } else {
@@ -770,7 +745,7 @@ std::string FormatReplayTable(const ReplayResult& result) {
     }
   }
   // The setup, the verdict and the arm legend go above the table, wrapped to its width.
-  const size_t width = Widest(lines);
+  const size_t width = internal::WidestLine(lines);
   std::string out;
   for (const std::vector<std::string>& part :
        {HeaderLines(result), VerdictTextLines(result, width), LegendLines(result, width), lines}) {

@@ -24,6 +24,7 @@
 #include "agentkv/report/internal/html_page.h"
 #include "agentkv/report/internal/replay_charts.h"
 #include "agentkv/report/internal/svg_chart.h"
+#include "agentkv/report/internal/verdict_text.h"
 #include "agentkv/report/replay_glossary.h"
 #include "agentkv/report/replay_report.h"
 #include "agentkv/report/replay_verdict.h"
@@ -109,15 +110,10 @@ constexpr char kExceeds[] = "exceeds the bound";
 std::string VerdictSection(const ReplayResult& result) {
   const std::vector<VerdictLine> lines = VerdictLines(result, DecideVerdict(result));
   if (lines.empty()) return "";
-  std::string html = "<section class=\"verdict\" id=\"verdict\">\n<h2>Verdict</h2>\n";
-  html += "<p class=\"lead\">Each arm against " +
-          Escape(result.arms[*BaselineArmIndex(result)].arm) +
-          ", on mean server time and uncached tokens (lower is better for both).</p>\n";
-  html += "<dl class=\"verdict\">\n";
-  for (const VerdictLine& line : lines) {
-    html += "<div><dt>" + Escape(line.label) + "</dt><dd>" + Escape(line.text) + "</dd></div>\n";
-  }
-  return html + "</dl>\n</section>\n";
+  return internal::VerdictBoxHtml("Each arm against " + result.arms[*BaselineArmIndex(result)].arm +
+                                      ", on mean server time and uncached tokens (lower is "
+                                      "better for both).",
+                                  lines);
 }
 
 // Every row of the table with its definition (replay_glossary.h), in table order, each label

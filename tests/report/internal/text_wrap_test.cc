@@ -26,5 +26,19 @@ TEST(WrapTextTest, KeepsALongWordWholeAndCollapsesSpaces) {
   EXPECT_THAT(WrapText("", 10, "name  ", "      "), ElementsAre("name"));
 }
 
+TEST(LabelledLinesTest, PadsLabelsToTheLongestAndWrapsTextUnderItself) {
+  const std::vector<std::string> lines = LabelledLines(
+      "arms:", {{"a", "one two three"}, {"longer", "x"}}, /*width=*/18, /*min_text=*/6);
+  EXPECT_THAT(lines, ElementsAre("arms:", "  a       one two", "          three", "  longer  x"));
+  EXPECT_EQ(WidestLine(lines), 17u);
+  EXPECT_EQ(WidestLine({}), 0u);
+  // However narrow the width, the text keeps `min_text` columns beside the labels.
+  for (const std::string& line : LabelledLines("t", {{"abc", "aaaa bbbb cccc"}}, 1, 9)) {
+    EXPECT_LE(line.size(), 7u + 9u) << line;
+  }
+  EXPECT_THAT(LabelledLines("t", {{"abc", "aaaa bbbb cccc"}}, 1, 9),
+              ElementsAre("t", "  abc  aaaa bbbb", "       cccc"));
+}
+
 }  // namespace
 }  // namespace agentkv::report::internal

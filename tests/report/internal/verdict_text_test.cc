@@ -24,5 +24,15 @@ TEST(VerdictTextTest, ListsJoinTheLastWithAnd) {
   EXPECT_EQ(ListedText({"a", "b", "c"}), "a, b and c");
 }
 
+TEST(VerdictTextTest, TheBoxEscapesItsLeadAndEachLineInOrder) {
+  EXPECT_EQ(VerdictBoxHtml("lead", {}), "");
+  const std::string html = VerdictBoxHtml("a < b", {{"turn on", "x & y"}, {"bound", "\"q\""}});
+  EXPECT_EQ(html,
+            "<section class=\"verdict\" id=\"verdict\">\n<h2>Verdict</h2>\n"
+            "<p class=\"lead\">a &lt; b</p>\n<dl class=\"verdict\">\n"
+            "<div><dt>turn on</dt><dd>x &amp; y</dd></div>\n"
+            "<div><dt>bound</dt><dd>&quot;q&quot;</dd></div>\n</dl>\n</section>\n");
+}
+
 }  // namespace
 }  // namespace agentkv::report::internal

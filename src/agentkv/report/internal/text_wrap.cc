@@ -1,5 +1,7 @@
 #include "agentkv/report/internal/text_wrap.h"
 
+#include <algorithm>
+
 namespace agentkv::report::internal {
 namespace {
 
@@ -37,6 +39,29 @@ std::vector<std::string> WrapText(std::string_view text, size_t width, std::stri
   }
   TrimRight(line);
   lines.push_back(std::move(line));
+  return lines;
+}
+
+size_t WidestLine(const std::vector<std::string>& lines) {
+  size_t width = 0;
+  for (const std::string& line : lines) width = std::max(width, line.size());
+  return width;
+}
+
+std::vector<std::string> LabelledLines(
+    const std::string& title, const std::vector<std::pair<std::string, std::string>>& items,
+    size_t width, size_t min_text) {
+  std::vector<std::string> lines = {title};
+  size_t label_width = 0;
+  for (const auto& [label, text] : items) label_width = std::max(label_width, label.size());
+  const std::string indent(label_width + 4, ' ');
+  width = std::max(width, indent.size() + min_text);
+  for (const auto& [label, text] : items) {
+    const std::string padded = label + std::string(label_width - label.size(), ' ');
+    for (std::string& line : WrapText(text, width, "  " + padded + "  ", indent)) {
+      lines.push_back(std::move(line));
+    }
+  }
   return lines;
 }
 

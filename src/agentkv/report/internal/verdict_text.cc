@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "agentkv/report/internal/svg_chart.h"
+
 namespace agentkv::report::internal {
 
 std::string PercentChangeText(double change) {
@@ -24,6 +26,16 @@ std::string ListedText(const std::vector<std::string>& items) {
     text += items[i];
   }
   return text;
+}
+
+std::string VerdictBoxHtml(const std::string& lead, const std::vector<VerdictLine>& lines) {
+  if (lines.empty()) return "";
+  std::string html = "<section class=\"verdict\" id=\"verdict\">\n<h2>Verdict</h2>\n";
+  html += "<p class=\"lead\">" + Escape(lead) + "</p>\n<dl class=\"verdict\">\n";
+  for (const VerdictLine& line : lines) {
+    html += "<div><dt>" + Escape(line.label) + "</dt><dd>" + Escape(line.text) + "</dd></div>\n";
+  }
+  return html + "</dl>\n</section>\n";
 }
 
 }  // namespace agentkv::report::internal

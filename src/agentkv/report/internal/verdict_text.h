@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "agentkv/report/replay_verdict.h"
+
 namespace agentkv::report::internal {
 
 // A relative change as a signed percentage, one decimal below 10 % ("-51%", "-7.6%", "+0.0%";
@@ -14,6 +16,10 @@ std::string PercentChangeText(double change);
 
 // "a", "a and b", "a, b and c".
 std::string ListedText(const std::vector<std::string>& items);
+
+// A verdict as a page's opening box: the heading, `lead` (plain text) and each line as a
+// label and its sentence; escaped. Empty for no lines.
+std::string VerdictBoxHtml(const std::string& lead, const std::vector<VerdictLine>& lines);
 
 }  // namespace agentkv::report::internal
 
